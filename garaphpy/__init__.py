@@ -1,0 +1,26 @@
+"""garaphpy: a CPU-GPU co-processing graph engine after Garaph (USENIX ATC'17).
+
+A graph is preprocessed once into CSC shards grouped into pages (Garaph
+section 2.1), stored on disk; engines stream pages to the CPU and the GPU.
+
+Quick use::
+
+    import garaphpy
+    graph = garaphpy.Graph.load("web-NotreDame.txt.gz")
+    print(graph.describe())
+"""
+
+from .errors import ConfigError, GaraphError, GraphInputError, StoreCorruptError, StoreError
+__version__ = "0.1.0"
+
+__all__ = ["Graph", "GaraphError", "GraphInputError", "ConfigError", "StoreError",
+           "StoreCorruptError", "__version__"]
+
+
+def __getattr__(name):
+    # Graph pulls in numba and the readers: imported on first use only.
+    if name == "Graph":
+        from .graph import Graph
+
+        return Graph
+    raise AttributeError(f"module 'garaphpy' has no attribute {name!r}")

@@ -1,0 +1,99 @@
+"""Every tunable default of garaphpy, in one place.
+
+Kernels, the store builder and the scheduler read their thresholds from
+here; tests patch these values (tiny shards, tiny pages) to force multi-shard
+and multi-page paths on small graphs.  Values that depend on the machine
+(memory, cores) are computed by the functions at the bottom, never frozen in.
+"""
+
+from __future__ import annotations
+
+import os
+
+# ---------------------------------------------------------------- the store --
+#: Version of the on-disk store layout; a store of another version is rebuilt.
+STORE_FORMAT_VERSION = 1
+
+#: Vertex ids are int32 below this many vertices, int64 from it on (a test
+#: lowers it to exercise the int64 layout on small graphs).
+INT32_VERTEX_LIMIT = 2**31
+
+#: Shared memory one GPU thread block uses for its accumulators when shards are
+#: cut (Garaph section 2.1: "one block of GPU threads can use up to 48KB").
+#: The GPU kernel may opt in to more at run time; the store is cut for this.
+SHARD_SHARED_MEMORY_BYTES = 48 * 1024
+
+#: Bytes of one accumulator slot assumed when cutting shards (S_vertex >= 32
+#: bits in section 2.1).  Programs with 8-byte values use twice the shared
+#: memory per shard, which every GPU since Volta offers by opt-in.
+SHARD_SLOT_BYTES = 4
+
+#: IdxOff is a 16-bit offset from the shard's first vertex, so a shard never
+#: holds more destination vertices than this.
+MAX_SHARD_VERTICES = 1 << 16
+
+#: Edges one shard carries at most.  One GPU block processes one shard; a
+#: vertex with more in-edges than this is split over several shards whose
+#: partial sums combine through the sum monoid.
+MAX_SHARD_EDGES = 1 << 16
+
+#: Largest replication factor R_i (Equation 2: 2^min(..., 5)).
+MAX_REPLICATION = 32
+
+#: Number of CUDA streams pages are pipelined on (section 5.2).
+N_STREAMS = 4
+
+#: GPU memory assumed available to pages when no GPU is visible at
+#: preprocessing time (bytes).
+DEFAULT_GPU_MEMORY_BYTES = 4 << 30
+
+#: A page is never larger than this, so that CPU and GPU both get pages in a
+#: hybrid iteration and a stream's copy overlaps the previous page's kernel.
+MAX_PAGE_BYTES = 64 << 20
+
+#: Pages are written in data blocks of this size, hashed across the storage
+#: directories (section 2.2).  A multiple of 4096 so blocks can be read with
+#: O_DIRECT.
+BLOCK_BYTES = 8 << 20
+
+#: Alignment of data blocks inside the block files.
+BLOCK_ALIGNMENT = 4096
+
+#: Fraction of the available host memory preprocessing may use.
+HOST_MEMORY_FRACTION = 0.5
+
+#: Edges parsed per chunk when streaming a text input.
+READ_CHUNK_EDGES = 1 << 22
+
+#: Seconds between two progress lines of long work.
+PROGRESS_INTERVAL_S = 2.0
+
+# ------------------------------------------------------------- generators --
+#: Graph500 / Kronecker initiator probabilities (d = 1 - a - b - c).
+RMAT_A, RMAT_B, RMAT_C = 0.57, 0.19, 0.19
+#: Average degree (edges per vertex) of generated RMAT graphs.
+RMAT_EDGE_FACTOR = 16
+#: Integer weights of generated graphs are drawn uniformly from 1..this.
+GENERATOR_MAX_WEIGHT = 255
+#: Seed used when none is given.
+GENERATOR_SEED = 27491095
+
+
+def available_host_memory() -> int:
+    """Bytes of host memory available now (psutil), for default budgets."""
+    import psutil
+
+    return int(psutil.virtual_memory().available)
+
+
+def default_host_budget() -> int:
+    """Default host-memory budget for preprocessing, in bytes."""
+    return int(available_host_memory() * HOST_MEMORY_FRACTION)
+
+
+def default_threads() -> int:
+    """Number of CPU threads used by default: every core this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1

@@ -1,0 +1,225 @@
+"""The run configuration: a TOML file, validated, plus ``--set`` overrides.
+
+A configuration names the graph and how to load and store it::
+
+    graph = "graphs/web.txt.gz"        # a file (relative to the config) or "rmat:22", "grid:2000x2000"
+
+    [input]
+    directed = true                    # omit: what the input says
+    self_loops = "keep"                # keep | drop
+    duplicates = "drop"                # keep | drop | min | max | sum
+
+    [store]
+    path = "stores/web"                # omit: a cache directory keyed on input and options
+    storage_dirs = ["/ssd1", "/ssd2"]  # page data blocks spread over these
+
+Every key is declared once in :data:`SCHEMA` with its type, range and
+default; an unknown section or key, a wrong type or an out-of-range value is
+rejected with a :class:`~garaphpy.errors.ConfigError` naming it.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from . import config
+from .errors import ConfigError
+
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1 << 10, "m": 1000**2,
+               "mb": 1000**2, "mib": 1 << 20, "g": 1000**3, "gb": 1000**3, "gib": 1 << 30,
+               "t": 1000**4, "tb": 1000**4, "tib": 1 << 40}
+
+
+def parse_size(value: Any, name: str) -> int:
+    """Bytes from an integer or a string such as ``"512MiB"`` or ``"4 GB"``."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{name}: expected a size in bytes, got {value!r}")
+    if isinstance(value, int):
+        if value <= 0:
+            raise ConfigError(f"{name}: expected a positive size, got {value}")
+        return value
+    if isinstance(value, str):
+        match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*", value)
+        if match and match.group(2).lower() in _SIZE_UNITS:
+            size = int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
+            if size > 0:
+                return size
+    raise ConfigError(f"{name}: expected a size such as 1073741824 or \"4GiB\", got {value!r}")
+
+
+@dataclass(frozen=True)
+class Key:
+    """One configuration key: its type, check and default."""
+
+    kind: str
+    default: Any = None
+    choices: tuple | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    check: Callable[[Any, str], Any] | None = None
+    help: str = ""
+
+    def validate(self, value: Any, name: str) -> Any:
+        expected = {"str": str, "bool": bool, "int": int, "float": (int, float),
+                    "list[str]": list}.get(self.kind)
+        if self.kind == "size":
+            return parse_size(value, name)
+        if self.kind == "bool|none":
+            if value is None or isinstance(value, bool):
+                return value
+            raise ConfigError(f"{name}: expected true or false, got {value!r}")
+        if expected is None:  # pragma: no cover - a schema mistake
+            raise AssertionError(self.kind)
+        if isinstance(value, bool) and self.kind != "bool":
+            raise ConfigError(f"{name}: expected {self.kind}, got {value!r}")
+        if not isinstance(value, expected):
+            raise ConfigError(f"{name}: expected {self.kind}, got {type(value).__name__} "
+                              f"{value!r}")
+        if self.kind == "list[str]" and not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{name}: expected a list of strings, got {value!r}")
+        if self.choices is not None and value not in self.choices:
+            raise ConfigError(f"{name}: {value!r} is not one of "
+                              f"{', '.join(repr(c) for c in self.choices)}")
+        if self.minimum is not None and value < self.minimum:
+            raise ConfigError(f"{name}: {value} is below the minimum {self.minimum}")
+        if self.maximum is not None and value > self.maximum:
+            raise ConfigError(f"{name}: {value} is above the maximum {self.maximum}")
+        if self.check is not None:
+            value = self.check(value, name)
+        return value
+
+
+#: Section name -> key -> Key.  "" is the top level.
+SCHEMA: dict[str, dict[str, Key]] = {
+    "": {
+        "graph": Key("str", help="input file, or a generator: rmat:SCALE[:EDGE_FACTOR], grid:WxH"),
+    },
+    "input": {
+        "format": Key("str", "auto", choices=("auto", "snap", "el", "wel", "mtx", "gr", "sg",
+                                              "wsg", "bcsr", "bwcsr")),
+        "directed": Key("bool|none", None),
+        "self_loops": Key("str", "keep", choices=("keep", "drop")),
+        "duplicates": Key("str", "drop", choices=("keep", "drop", "min", "max", "sum")),
+        "weight_dtype": Key("str", "auto", choices=("auto", "int32", "int64", "float32",
+                                                    "float64", "none")),
+        # generators only; unset means the generator's default
+        "seed": Key("int", None, minimum=0, maximum=2**63 - 1),
+        "weighted": Key("bool|none", None),
+        "edge_factor": Key("int", None, minimum=1, maximum=1 << 16),
+        "max_weight": Key("int", None, minimum=1, maximum=2**31 - 1),
+    },
+    "store": {
+        "path": Key("str", None),
+        "storage_dirs": Key("list[str]", []),
+        "memory_budget": Key("size", None),
+        "gpu_memory": Key("size", None),
+        "n_streams": Key("int", config.N_STREAMS, minimum=1, maximum=64),
+        "shared_memory_bytes": Key("int", config.SHARD_SHARED_MEMORY_BYTES, minimum=1024,
+                                   maximum=1 << 20),
+        "max_shard_edges": Key("int", config.MAX_SHARD_EDGES, minimum=1, maximum=1 << 30),
+        "max_page_bytes": Key("size", config.MAX_PAGE_BYTES),
+        "block_bytes": Key("size", config.BLOCK_BYTES),
+        "rebuild": Key("bool", False),
+    },
+}
+
+#: Keys that name files; relative paths are taken from the config's directory.
+_PATH_KEYS = {("store", "path"), ("store", "storage_dirs")}
+
+
+def _parse_override(text: str) -> tuple[str, Any]:
+    if "=" not in text:
+        raise ConfigError(f"--set {text!r}: expected KEY=VALUE, e.g. store.n_streams=8")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    if not key:
+        raise ConfigError(f"--set {text!r}: empty key")
+    try:
+        value = tomllib.loads(f"value = {raw}")["value"]
+    except tomllib.TOMLDecodeError:
+        value = raw  # a bare word: a string
+    return key, value
+
+
+def load_config(path, overrides: list[str] | tuple = ()) -> dict:
+    """Read, override and validate a configuration file.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The TOML file.
+    overrides : list of str
+        ``KEY=VALUE`` items (``store.n_streams=8``, ``graph=rmat:16``); the
+        value is read as TOML, or taken as a string when it is not TOML.
+
+    Returns
+    -------
+    dict
+        ``{section: {key: value}}`` with every default filled in and paths
+        resolved; the top-level keys under ``""``.
+
+    Raises
+    ------
+    ConfigError
+        Naming the file, the section and key, and what is wrong.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: configuration file not found") from None
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read ({error.strerror})") from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: invalid TOML: {error}") from None
+    for item in overrides:
+        key, value = _parse_override(item)
+        *sections, name = key.split(".")
+        table = raw
+        for section in sections:
+            table = table.setdefault(section, {})
+            if not isinstance(table, dict):
+                raise ConfigError(f"--set {item}: {section} is not a section")
+        table[name] = value
+    return validate_config(raw, base_dir=path.parent, origin=str(path))
+
+
+def validate_config(raw: dict, base_dir: Path | None = None, origin: str = "<config>") -> dict:
+    """Validate a configuration given as nested dicts; see :func:`load_config`."""
+    result: dict[str, dict[str, Any]] = {section: {} for section in SCHEMA}
+    for name, value in raw.items():
+        if isinstance(value, dict):
+            if name not in SCHEMA or name == "":
+                raise ConfigError(f"{origin}: unknown section [{name}] (known: "
+                                  f"{', '.join('[' + s + ']' for s in SCHEMA if s)})")
+            for key, item in value.items():
+                if key not in SCHEMA[name]:
+                    raise ConfigError(f"{origin}: unknown key {name}.{key} (known in [{name}]: "
+                                      f"{', '.join(SCHEMA[name])})")
+                result[name][key] = SCHEMA[name][key].validate(item, f"{origin}: {name}.{key}")
+        else:
+            if name not in SCHEMA[""]:
+                hint = f" (did you mean [{name}]?)" if name in SCHEMA else ""
+                raise ConfigError(f"{origin}: unknown key {name!r}{hint}")
+            result[""][name] = SCHEMA[""][name].validate(value, f"{origin}: {name}")
+    for section, keys in SCHEMA.items():
+        for key, spec in keys.items():
+            result[section].setdefault(key, spec.default)
+    if result[""]["graph"] is None:
+        raise ConfigError(f"{origin}: missing key 'graph' (a file or a generator such as "
+                          "\"rmat:16\")")
+    if base_dir is not None:
+        for section, key in _PATH_KEYS:
+            value = result[section][key]
+            if isinstance(value, str):
+                result[section][key] = str((base_dir / value).expanduser())
+            elif isinstance(value, list):
+                result[section][key] = [str((base_dir / v).expanduser()) for v in value]
+        result["_base_dir"] = str(base_dir)
+    return result

@@ -1,0 +1,60 @@
+"""Exceptions raised by garaphpy.
+
+Every error a user can cause names what caused it: the input file and the
+line or byte offset, the configuration key, or the function argument.  The
+command line turns any :class:`GaraphError` into a one-line message and a
+non-zero exit code.
+"""
+
+from __future__ import annotations
+
+
+class GaraphError(Exception):
+    """Base class of every error garaphpy raises on purpose."""
+
+
+class GraphInputError(GaraphError, ValueError):
+    """An input graph file (or in-memory input) is missing or malformed.
+
+    Parameters
+    ----------
+    message : str
+        What is wrong, in a few words.
+    path : str, optional
+        The file the problem is in (or a description such as ``"<arrays>"``).
+    line : int, optional
+        1-based line number of a text file.
+    offset : int, optional
+        Byte offset in the (decompressed) file, used for binary formats.
+    """
+
+    def __init__(self, message: str, path: str | None = None,
+                 line: int | None = None, offset: int | None = None):
+        self.message = message
+        self.path = path
+        self.line = line
+        self.offset = offset
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = self.path if self.path is not None else "<input>"
+        if self.line is not None:
+            where += f":{self.line}"
+        elif self.offset is not None:
+            where += f": byte {self.offset}"
+        return f"{where}: {self.message}"
+
+
+class ConfigError(GaraphError, ValueError):
+    """A configuration file, override or API argument is invalid.
+
+    The message names the key (``store.n_streams``) or argument.
+    """
+
+
+class StoreError(GaraphError):
+    """A preprocessed store cannot be built, found or opened."""
+
+
+class StoreCorruptError(StoreError):
+    """A store's manifest or data does not match its recorded checksums."""

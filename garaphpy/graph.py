@@ -1,0 +1,214 @@
+"""The library's entry to graphs: load or preprocess once, then run on the store.
+
+:class:`Graph` wraps a preprocessed store (DESIGN.md "The store"; Garaph
+section 2.1).  A graph comes from a file in any supported format, from a
+generator spec (``"rmat:22"``, ``"grid:2000x2000"``), from numpy arrays or a
+SciPy sparse matrix, or from an existing store directory.  Files and
+generators are preprocessed into a cache directory keyed on the input and
+the options, so the second load of the same input reuses the store.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import weakref
+from pathlib import Path
+
+import numpy as np
+
+from . import generators
+from .errors import ConfigError
+from .storage.builder import BuildOptions, build_store, store_key
+from .storage.edges import EdgeSource
+from .storage.readers import from_arrays, from_scipy, open_source
+from .storage.store import Store
+
+_BUILD_OPTION_NAMES = {
+    "directed", "self_loops", "duplicates", "weight_dtype", "storage_dirs", "memory_budget",
+    "gpu_memory", "n_streams", "shared_memory_bytes", "max_shard_edges", "max_page_bytes",
+    "block_bytes", "slot_bytes", "max_shard_vertices", "max_replication",
+}
+
+
+def cache_directory() -> Path:
+    """Where stores of files and generators go by default.
+
+    ``$GARAPHPY_CACHE`` if set, else ``$XDG_CACHE_HOME/garaphpy`` or
+    ``~/.cache/garaphpy``.
+    """
+    if os.environ.get("GARAPHPY_CACHE"):
+        return Path(os.environ["GARAPHPY_CACHE"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "garaphpy"
+
+
+def default_store_path(source: EdgeSource, options: BuildOptions) -> Path:
+    """Cache path of the store of ``source`` built with ``options``."""
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(source.name).name).strip("-.") or "graph"
+    key = store_key(source.identity(), options)
+    return cache_directory() / "stores" / f"{stem[:60]}-{key[:16]}"
+
+
+def _build_options(options: dict) -> BuildOptions:
+    unknown = set(options) - _BUILD_OPTION_NAMES
+    if unknown:
+        raise ConfigError(f"unknown option(s): {', '.join(sorted(unknown))} "
+                          f"(known: {', '.join(sorted(_BUILD_OPTION_NAMES))})")
+    build = BuildOptions(**options)
+    build.storage_dirs = list(build.storage_dirs)
+    build.validate()
+    return build
+
+
+class Graph:
+    """A preprocessed graph, ready to run vertex programs on.
+
+    Create one with :meth:`load`, :meth:`from_arrays`, :meth:`from_scipy` or
+    :meth:`open`.
+
+    Attributes
+    ----------
+    store : garaphpy.storage.store.Store
+        The store on disk (shards, pages, CSR, degrees, id mapping).
+    """
+
+    def __init__(self, store: Store, temporary_dir: Path | None = None):
+        self.store = store
+        self._temporary_dir = temporary_dir
+        if temporary_dir is not None:
+            self._finalizer = weakref.finalize(self, shutil.rmtree, temporary_dir, True)
+
+    # -- construction ------------------------------------------------------
+    @classmethod
+    def load(cls, graph: str | os.PathLike, *, store: str | os.PathLike | None = None,
+             format: str = "auto", generator_options: dict | None = None,
+             rebuild: bool = False, progress: bool = True, **options) -> "Graph":
+        """Load a graph file or generate a graph, preprocessing it if needed.
+
+        Parameters
+        ----------
+        graph : str or os.PathLike
+            A file (SNAP, .el, .wel, .mtx, .gr, .sg, .wsg, .bcsr, .bwcsr,
+            optionally gzip/bz2/xz compressed) or a generator spec
+            ``"rmat:SCALE[:EDGE_FACTOR]"`` / ``"grid:WIDTHxHEIGHT"``.
+        store : str or os.PathLike, optional
+            Store directory.  Default: a cache directory (see
+            :func:`cache_directory`) keyed on the input and the options.
+        format : str
+            Input format, ``"auto"`` to detect it from the content.
+        generator_options : dict, optional
+            ``seed``, ``weighted``, ``max_weight``, ``edge_factor`` for
+            generator specs.
+        rebuild : bool
+            Preprocess again even if an up-to-date store exists.
+        progress : bool
+            Show progress and the load summary on long work.
+        **options
+            Cleaning and layout options of
+            :class:`garaphpy.storage.builder.BuildOptions` (``directed``,
+            ``self_loops``, ``duplicates``, ``weight_dtype``, ``storage_dirs``,
+            ``memory_budget``, ``gpu_memory``, ``n_streams``, ...).
+        """
+        build = _build_options(options)
+        source = generators.parse_generator_spec(str(graph), generator_options) \
+            if isinstance(graph, str) else None
+        if source is None:
+            if generator_options:
+                raise ConfigError(f"generator_options given, but {str(graph)!r} is not a "
+                                  "generator spec")
+            source = open_source(graph, format=format)
+        path = Path(store) if store is not None else default_store_path(source, build)
+        return cls(build_store(source, path, build, progress=progress, force=rebuild))
+
+    @classmethod
+    def from_arrays(cls, src, dst, weights=None, *, num_vertices: int | None = None,
+                    store: str | os.PathLike | None = None, progress: bool = False,
+                    **options) -> "Graph":
+        """Preprocess edges given as numpy arrays.
+
+        Parameters
+        ----------
+        src, dst : array_like of integers
+            Edge endpoints.  Without ``num_vertices`` they are arbitrary ids,
+            renumbered (results come back in these ids).
+        weights : array_like, optional
+            One value per edge.
+        num_vertices : int, optional
+            Vertices are 0..num_vertices-1 (isolated ones included).
+        store : str or os.PathLike, optional
+            Where to keep the store; by default a temporary directory removed
+            with the Graph.
+        **options
+            As for :meth:`load`.
+        """
+        source = from_arrays(src, dst, weights, num_vertices=num_vertices)
+        return cls._from_source(source, store, progress, options)
+
+    @classmethod
+    def from_scipy(cls, matrix, *, store: str | os.PathLike | None = None,
+                   progress: bool = False, **options) -> "Graph":
+        """Preprocess a square SciPy sparse matrix (row = source, column = destination)."""
+        return cls._from_source(from_scipy(matrix), store, progress, options)
+
+    @classmethod
+    def _from_source(cls, source: EdgeSource, store, progress: bool, options: dict) -> "Graph":
+        build = _build_options(options)
+        if store is not None:
+            return cls(build_store(source, Path(store), build, progress=progress))
+        temporary = Path(tempfile.mkdtemp(prefix="garaphpy-"))
+        try:
+            built = build_store(source, temporary / "store", build, progress=progress)
+        except BaseException:
+            shutil.rmtree(temporary, ignore_errors=True)
+            raise
+        return cls(built, temporary_dir=temporary)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike, verify: str = "full") -> "Graph":
+        """Open an existing store directory."""
+        return cls(Store.open(path, verify=verify))
+
+    # -- properties ----------------------------------------------------------
+    @property
+    def num_vertices(self) -> int:
+        """|V|."""
+        return self.store.num_vertices
+
+    @property
+    def num_edges(self) -> int:
+        """|E| after cleaning (an undirected edge counts in both directions)."""
+        return self.store.num_edges
+
+    @property
+    def directed(self) -> bool:
+        """Whether the graph is directed (False: every edge has its reverse)."""
+        return self.store.directed
+
+    @property
+    def weighted(self) -> bool:
+        """Whether edges carry values."""
+        return self.store.weighted
+
+    @property
+    def summary(self) -> dict:
+        """Load summary: edges read, self-loops, duplicates, isolated vertices, degrees."""
+        return self.store.summary
+
+    def original_ids(self, internal=None) -> np.ndarray:
+        """User ids of internal vertex ids (all by default)."""
+        return self.store.original_ids(internal)
+
+    def internal_ids(self, original) -> np.ndarray:
+        """Internal ids of user vertex ids (KeyError for unknown ids)."""
+        return self.store.internal_ids(original)
+
+    def describe(self) -> str:
+        """A short human-readable summary."""
+        return self.store.describe()
+
+    def __repr__(self) -> str:
+        return f"Graph({self.store!r})"
+

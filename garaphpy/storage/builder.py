@@ -1,0 +1,956 @@
+"""Preprocessing: an edge source in, a Garaph store out.
+
+Garaph section 2.1 (CSC shards with 16-bit IdxOff, pages, the CSR of
+out-edges for notify-pull), section 2.2 (page data blocks spread over several
+storage devices by a hash) and section 6.5 (preprocessing scans the input
+once or twice).  The steps:
+
+1. *Ingest*: stream the input, renumber arbitrary ids to 0..n-1 (increasing
+   order of the original id; inputs that declare their size keep their ids),
+   count or drop self-loops, add reverse edges for undirected graphs.
+2. *CSC*: a stable counting sort by source, then by destination, gives every
+   vertex's in-edges sorted by source; runs of equal edges are merged by the
+   duplicate policy.  CSR: a stable counting sort of the CSC by source.
+3. *Layout*: shards and pages from the in-degrees (layout.py).
+4. *Write*: page images cut into data blocks, each block placed in a storage
+   directory chosen by a hash of (page, block), checksummed; vertex arrays;
+   the manifest last.
+
+When the edges do not fit the host-memory budget, ingest reads the input
+twice (vertex ids, then edges) and spills edges into destination-range
+buckets on disk; each group of buckets that fits the budget is sorted on its
+own, and the CSR is built from source-range buckets the same way.  Both
+paths produce byte-identical stores.
+
+Everything is written into temporary directories that are renamed into
+place at the end, so an interrupted or failed build leaves no store behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+import uuid
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numba
+import numpy as np
+
+from .. import config
+from ..errors import ConfigError, GraphInputError, StoreError
+from ..progress import Progress, human_bytes
+from . import _build_kernels as kernels
+from . import layout
+from .edges import EdgeChunk, EdgeSource
+
+_SELF_LOOP_POLICIES = ("keep", "drop")
+_WEIGHT_DTYPES = ("auto", "int32", "int64", "float32", "float64", "none")
+
+
+@dataclass
+class BuildOptions:
+    """How an input is cleaned and laid out.
+
+    Attributes
+    ----------
+    directed : bool or None
+        False symmetrizes (adds the reverse of every edge).  None (default)
+        follows the input: undirected when the input declares it (symmetric
+        Matrix Market, undirected GAP graph), directed otherwise.
+    self_loops : {"keep", "drop"}
+        What to do with edges (v, v).  Default ``"keep"``.
+    duplicates : {"keep", "drop", "min", "max", "sum"}
+        Repeated (u, v) edges: keep all, keep the first, or merge them into
+        one edge whose weight is the min, max or sum.  Default ``"drop"``.
+    weight_dtype : {"auto", "int32", "int64", "float32", "float64", "none"}
+        Stored edge-value type.  ``auto``: int32 for integer weights (int64
+        when they do not fit), float32 for real weights.  ``none`` drops
+        weights.
+    storage_dirs : list of str
+        Extra directories (one per SSD) across which page data blocks are
+        spread by a hash, besides the store directory itself.
+    memory_budget : int or None
+        Host memory preprocessing may use, in bytes (default: a fraction of
+        the available memory).  Larger inputs are built out of core.
+    gpu_memory : int or None
+        GPU memory pages are sized for, in bytes (default: free memory of GPU
+        0 if cupy sees one, else ``config.DEFAULT_GPU_MEMORY_BYTES``).
+    n_streams : int
+        Pages in flight on the GPU at once.
+    shared_memory_bytes, slot_bytes, max_shard_edges, max_shard_vertices, max_replication
+        Shard sizing (layout.cut_shards).
+    max_page_bytes, block_bytes : int
+        Page and data block size limits.
+    """
+
+    directed: bool | None = None
+    self_loops: str = "keep"
+    duplicates: str = "drop"
+    weight_dtype: str = "auto"
+    storage_dirs: list[str] = field(default_factory=list)
+    memory_budget: int | None = None
+    gpu_memory: int | None = None
+    n_streams: int = config.N_STREAMS
+    shared_memory_bytes: int = config.SHARD_SHARED_MEMORY_BYTES
+    slot_bytes: int = config.SHARD_SLOT_BYTES
+    max_shard_edges: int = config.MAX_SHARD_EDGES
+    max_shard_vertices: int = config.MAX_SHARD_VERTICES
+    max_replication: int = config.MAX_REPLICATION
+    max_page_bytes: int = config.MAX_PAGE_BYTES
+    block_bytes: int = config.BLOCK_BYTES
+
+    def validate(self) -> None:
+        """Raise ConfigError naming the first invalid option."""
+        if self.directed not in (None, True, False):
+            raise ConfigError(f"directed={self.directed!r}: expected true, false or unset")
+        if self.self_loops not in _SELF_LOOP_POLICIES:
+            raise ConfigError(f"self_loops={self.self_loops!r}: expected one of {_SELF_LOOP_POLICIES}")
+        if self.duplicates not in kernels.DUPLICATE_POLICIES:
+            raise ConfigError(f"duplicates={self.duplicates!r}: expected one of "
+                              f"{tuple(kernels.DUPLICATE_POLICIES)}")
+        if self.weight_dtype not in _WEIGHT_DTYPES:
+            raise ConfigError(f"weight_dtype={self.weight_dtype!r}: expected one of {_WEIGHT_DTYPES}")
+        positive = ("n_streams", "shared_memory_bytes", "slot_bytes", "max_shard_edges",
+                    "max_shard_vertices", "max_replication", "max_page_bytes", "block_bytes")
+        for name in positive:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"{name}={value!r}: expected a positive integer")
+        for name in ("memory_budget", "gpu_memory"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ConfigError(f"{name}={value!r}: expected a positive number of bytes")
+        if self.block_bytes % config.BLOCK_ALIGNMENT:
+            raise ConfigError(f"block_bytes={self.block_bytes}: must be a multiple of "
+                              f"{config.BLOCK_ALIGNMENT}")
+        if not 1 <= self.max_shard_vertices <= config.MAX_SHARD_VERTICES:
+            raise ConfigError(f"max_shard_vertices={self.max_shard_vertices}: must lie in "
+                              f"1..{config.MAX_SHARD_VERTICES} (16-bit IdxOff)")
+        if not isinstance(self.storage_dirs, (list, tuple)):
+            raise ConfigError("storage_dirs: expected a list of directories")
+
+    def content_options(self) -> dict:
+        """The options that change the store's content (part of its key)."""
+        content = asdict(self)
+        for name in ("memory_budget", "storage_dirs"):
+            content.pop(name)
+        content["gpu_memory"] = None  # replaced by the resolved page size
+        return content
+
+
+# ------------------------------------------------------------------ summary --
+
+@dataclass
+class LoadSummary:
+    """What cleaning did, printed after a build and kept in the manifest."""
+
+    edges_read: int = 0
+    self_loops_found: int = 0
+    self_loops_removed: int = 0
+    reverse_edges_added: int = 0
+    duplicates_removed: int = 0
+    num_vertices: int = 0
+    num_edges: int = 0
+    isolated_vertices: int = 0
+    max_in_degree: int = 0
+    max_out_degree: int = 0
+
+
+# -------------------------------------------------------------------- ingest --
+
+class _BudgetExceeded(Exception):
+    """The in-memory ingest outgrew the budget: rebuild out of core."""
+
+
+def _vertex_dtype(num_vertices: int) -> np.dtype:
+    return np.dtype(np.int32) if num_vertices < config.INT32_VERTEX_LIMIT else np.dtype(np.int64)
+
+
+def _check_chunk(chunk: EdgeChunk, source: EdgeSource) -> None:
+    if chunk.src.shape != chunk.dst.shape:
+        raise GraphInputError("source and destination arrays differ in length", path=source.name)
+    if source.weighted and (chunk.weight is None or chunk.weight.shape != chunk.src.shape):
+        raise GraphInputError("a chunk of a weighted input lacks weights", path=source.name)
+
+
+class _Ingest:
+    """Streams an input into internal ids, counting what cleaning does."""
+
+    def __init__(self, source: EdgeSource, options: BuildOptions, summary: LoadSummary,
+                 progress: Progress):
+        self.source = source
+        self.options = options
+        self.summary = summary
+        self.progress = progress
+        self.keep_weights = source.weighted and options.weight_dtype != "none"
+        directed = options.directed
+        if directed is None:
+            directed = source.directed if source.directed is not None else True
+        self.directed = bool(directed)
+        self.symmetrize = not self.directed and not source.already_symmetric
+        self.weight_range = [None, None]
+
+    def clean(self, src, dst, weight):
+        """Self-loops and reverse edges of one chunk (never modifies its input)."""
+        loop_mask = src == dst
+        loops = int(np.count_nonzero(loop_mask))
+        self.summary.self_loops_found += loops
+        if loops and self.options.self_loops == "drop":
+            self.summary.self_loops_removed += loops
+            keep = ~loop_mask
+            src, dst = src[keep], dst[keep]
+            weight = weight[keep] if weight is not None else None
+            loop_mask = np.zeros(src.size, bool)
+        if self.symmetrize:
+            forward = ~loop_mask
+            src, dst = (np.concatenate([src, dst[forward]]),
+                        np.concatenate([dst, src[forward]]))
+            if weight is not None:
+                weight = np.concatenate([weight, weight[forward]])
+            self.summary.reverse_edges_added += int(np.count_nonzero(forward))
+        return src, dst, weight
+
+    def note_weights(self, weight) -> None:
+        if weight is None or weight.size == 0:
+            return
+        low, high = weight.min(), weight.max()
+        self.weight_range[0] = low if self.weight_range[0] is None else min(self.weight_range[0], low)
+        self.weight_range[1] = high if self.weight_range[1] is None else max(self.weight_range[1], high)
+
+    def weight_dtype(self) -> np.dtype | None:
+        """Stored weight type (BuildOptions.weight_dtype resolved)."""
+        if not self.keep_weights:
+            return None
+        if self.options.weight_dtype != "auto":
+            return np.dtype(self.options.weight_dtype)
+        if self.source.weight_kind == "int":
+            low, high = self.weight_range
+            fits = low is None or (low >= -2**31 and high < 2**31)
+            return np.dtype(np.int32) if fits else np.dtype(np.int64)
+        return np.dtype(np.float32)
+
+    def chunks(self):
+        """Cleaned chunks (src, dst, weight) of the source, in its own 0-based ids.
+
+        Ids are checked against a declared vertex count; the same chunk
+        sequence comes out of every pass, so in-memory and out-of-core builds
+        see the edges in one order.
+        """
+        self.summary.edges_read = 0
+        self.summary.self_loops_found = self.summary.self_loops_removed = 0
+        self.summary.reverse_edges_added = 0
+        for chunk in self.source.chunks(config.READ_CHUNK_EDGES):
+            _check_chunk(chunk, self.source)
+            self.summary.edges_read += len(chunk)
+            self.progress.update(self.summary.edges_read, "reading")
+            if self.source.num_vertices is not None:
+                _check_declared(chunk, self.source)
+            weight = chunk.weight if self.keep_weights else None
+            self.note_weights(weight)
+            yield self.clean(chunk.src, chunk.dst, weight)
+
+
+def _renumbering(unique_ids: np.ndarray):
+    """A mapping from sorted unique original ids to 0..n-1.
+
+    Returns (table, base): ``internal = table[raw - base]`` for dense ids,
+    else (None, None) and callers use ``searchsorted``.
+    """
+    if unique_ids.size == 0:
+        return None, None
+    low, high = int(unique_ids[0]), int(unique_ids[-1])
+    span = high - low + 1
+    if span <= max(4 * unique_ids.size, 1 << 16):
+        table = np.full(span, -1, _vertex_dtype(unique_ids.size))
+        table[unique_ids - low] = np.arange(unique_ids.size, dtype=table.dtype)
+        return table, low
+    return None, None
+
+
+def _map_ids(raw: np.ndarray, unique_ids: np.ndarray, table, base, out: np.ndarray) -> None:
+    if table is not None:
+        kernels.map_dense_ids(raw - base if base else raw, table, out)
+    else:
+        out[:] = np.searchsorted(unique_ids, raw)
+
+
+def _check_declared(chunk: EdgeChunk, source: EdgeSource) -> None:
+    n = source.num_vertices
+    for name, ids in (("source", chunk.src), ("destination", chunk.dst)):
+        if ids.size and (ids.min() < 0 or ids.max() >= n):
+            bad = int(ids.min()) if ids.min() < 0 else int(ids.max())
+            raise GraphInputError(
+                f"{name} id {bad + source.id_base} is outside the declared "
+                f"{n} vertices", path=source.name)
+
+
+def _ingest_in_memory(ingest: _Ingest, budget_edges: int):
+    """All edges in memory, in internal ids.  Raises _BudgetExceeded."""
+    source = ingest.source
+    declared = source.num_vertices is not None
+    vid = _vertex_dtype(source.num_vertices) if declared else None
+    parts_src, parts_dst, parts_w, unique_parts = [], [], [], []
+    total = 0
+    for src, dst, weight in ingest.chunks():
+        total += src.size
+        if total > budget_edges:
+            raise _BudgetExceeded()
+        if declared:
+            src, dst = src.astype(vid), dst.astype(vid)
+        else:
+            if src.size and max(src.max(), dst.max()) < 2**31 and min(src.min(), dst.min()) >= 0:
+                src, dst = src.astype(np.int32), dst.astype(np.int32)
+            unique_parts.append(np.unique(np.concatenate([src, dst])))
+        parts_src.append(src)
+        parts_dst.append(dst)
+        if weight is not None:
+            parts_w.append(weight)
+    if declared:
+        num_vertices, original_ids = source.num_vertices, None
+    else:
+        original_ids = (np.unique(np.concatenate(unique_parts)).astype(np.int64)
+                        if unique_parts else np.zeros(0, np.int64))
+        del unique_parts
+        num_vertices = int(original_ids.size)
+        vid = _vertex_dtype(num_vertices)
+        table, base = _renumbering(original_ids)
+    src = np.empty(total, vid)
+    dst = np.empty(total, vid)
+    position = 0
+    parts_src.reverse()
+    parts_dst.reverse()
+    while parts_src:
+        part_src, part_dst = parts_src.pop(), parts_dst.pop()
+        end = position + part_src.size
+        if declared:
+            src[position:end], dst[position:end] = part_src, part_dst
+        else:
+            _map_ids(part_src, original_ids, table, base, src[position:end])
+            _map_ids(part_dst, original_ids, table, base, dst[position:end])
+        position = end
+    weight = None
+    if ingest.keep_weights:
+        weight = np.concatenate(parts_w) if parts_w else np.zeros(
+            0, np.int64 if source.weight_kind == "int" else np.float64)
+    return num_vertices, original_ids, src, dst, weight
+
+
+# -------------------------------------------------------------- CSC and CSR --
+
+def _index_dtype(count: int) -> np.dtype:
+    return np.dtype(np.int32) if count < 2**31 else np.dtype(np.int64)
+
+
+def _sorted_by_key(keys, key_base: int, key_range: int, values):
+    """(offsets, values stably sorted by keys); see kernels.sort_by_key."""
+    out = np.empty_like(values)
+    key_scratch = np.empty(keys.size, np.int64 if keys.dtype.itemsize > 4 else np.int32)
+    value_scratch = np.empty_like(values)
+    offsets = kernels.sort_by_key(keys, key_base, key_range, values, out, key_scratch,
+                                  value_scratch, numba.get_num_threads())
+    return offsets, out
+
+
+def _csc_of_group(columns: dict, first_vertex: int, end_vertex: int, duplicates: str):
+    """CSC of the edges whose destinations lie in first_vertex..end_vertex-1.
+
+    ``columns`` holds ``src``, ``dst`` and ``weight`` (or None) and is emptied,
+    so that each input array is freed as soon as it has been used.
+
+    Returns
+    -------
+    sources : numpy.ndarray
+        Sources grouped by destination, each group sorted by source.
+    weights : numpy.ndarray or None
+    in_degree : numpy.ndarray of int64
+        Edges kept per destination.
+    removed : int
+        Duplicates merged away.
+    """
+    num_items = columns["src"].size
+    count = end_vertex - first_vertex
+    dst = columns.pop("dst")
+    weight = columns.pop("weight")
+    if weight is None:
+        offsets, sources = _sorted_by_key(dst, first_vertex, count, columns.pop("src"))
+        weights = None
+    else:
+        items = np.arange(num_items, dtype=_index_dtype(num_items))
+        offsets, permutation = _sorted_by_key(dst, first_vertex, count, items)
+        del items
+        src = columns.pop("src")
+        sources = np.empty_like(src)
+        kernels.gather(src, permutation, sources)
+        del src
+        weights = np.empty_like(weight)
+        kernels.gather(weight, permutation, weights)
+        del weight, permutation
+    del dst
+    kept = np.empty(count, np.int64)
+    policy = kernels.DUPLICATE_POLICIES[duplicates]
+    kernels.sort_and_dedup_segments(offsets, sources,
+                                    weights if weights is not None else np.zeros(1, np.int64),
+                                    weights is not None, policy, kept, numba.get_num_threads())
+    removed = num_items - int(kept.sum())
+    if removed:
+        new_offsets = np.zeros(count + 1, np.int64)
+        np.cumsum(kept, out=new_offsets[1:])
+        compacted = np.empty(int(new_offsets[-1]), sources.dtype)
+        kernels.compact_segments(offsets, kept, new_offsets, sources, compacted)
+        sources = compacted
+        if weights is not None:
+            compacted = np.empty(int(new_offsets[-1]), weights.dtype)
+            kernels.compact_segments(offsets, kept, new_offsets, weights, compacted)
+            weights = compacted
+    return sources, weights, kept, removed
+
+
+def _csr_of_group(sources: np.ndarray, destinations: np.ndarray, first_vertex: int,
+                  count: int):
+    """Out-edges of sources first_vertex..first_vertex+count-1, by source.
+
+    The sort is stable, so each vertex's targets keep the order they come in
+    (increasing, when the edges come in CSC order).
+
+    Returns (offsets relative to the group, targets).
+    """
+    return _sorted_by_key(sources, first_vertex, count, destinations)
+
+
+# ------------------------------------------------------------ the out-of-core path --
+
+class _Buckets:
+    """Edges spilled to disk in buckets of consecutive key ranges."""
+
+    def __init__(self, directory: Path, prefix: str, num_keys: int, num_buckets: int,
+                 vid: np.dtype, wdtype: np.dtype | None):
+        self.directory = directory
+        self.prefix = prefix
+        self.width = max(1, -(-num_keys // num_buckets))
+        self.num_buckets = -(-num_keys // self.width) if num_keys else 0
+        self.counts = np.zeros(self.num_buckets, np.int64)
+        self.vid = vid
+        self.wdtype = wdtype
+
+    def _path(self, bucket: int, column: str) -> Path:
+        return self.directory / f"{self.prefix}-{bucket:05d}.{column}"
+
+    def add(self, key, src, dst, weight) -> None:
+        buckets = np.empty(key.size, np.int64)
+        kernels.bucket_of(key, self.width, buckets)
+        columns = [("src", src), ("dst", dst)] + ([("w", weight)] if weight is not None else [])
+        offsets, *sorted_columns = kernels.counting_sort(
+            buckets, 0, self.num_buckets, *[c for _, c in columns], include_keys=False)
+        for bucket in np.flatnonzero(np.diff(offsets)):
+            lo, hi = offsets[bucket], offsets[bucket + 1]
+            for (name, _), values in zip(columns, sorted_columns):
+                with open(self._path(bucket, name), "ab") as handle:
+                    values[lo:hi].tofile(handle)
+            self.counts[bucket] += hi - lo
+
+    def groups(self, budget_edges: int):
+        """Runs of consecutive buckets holding at most ``budget_edges`` edges
+        (a single larger bucket forms a group of its own)."""
+        start, held = 0, 0
+        for bucket in range(self.num_buckets):
+            if held and held + self.counts[bucket] > budget_edges:
+                yield start, bucket
+                start, held = bucket, 0
+            held += self.counts[bucket]
+        if start < self.num_buckets:
+            yield start, self.num_buckets
+
+    def load(self, first: int, end: int, with_weight: bool):
+        """Concatenate buckets first..end-1, deleting their files."""
+        columns = {}
+        for name, dtype in (("src", self.vid), ("dst", self.vid), ("w", self.wdtype)):
+            if name == "w" and not with_weight:
+                continue
+            parts = []
+            for bucket in range(first, end):
+                path = self._path(bucket, name)
+                if path.exists():
+                    parts.append(np.fromfile(path, dtype))
+                    path.unlink()
+            columns[name] = np.concatenate(parts) if parts else np.zeros(0, dtype)
+        return columns["src"], columns["dst"], columns.get("w")
+
+    def key_range(self, first: int, end: int, num_keys: int):
+        return first * self.width, min(end * self.width, num_keys)
+
+
+def _unique_ids_streaming(ingest: _Ingest) -> np.ndarray:
+    """First pass of an out-of-core build: the sorted set of vertex ids."""
+    merged = np.zeros(0, np.int64)
+    pending, pending_size = [], 0
+    for src, dst, _ in ingest.chunks():
+        pending.append(np.unique(np.concatenate([src, dst])))
+        pending_size += pending[-1].size
+        if pending_size > max(merged.size, 1 << 22):
+            merged = np.unique(np.concatenate([merged] + pending))
+            pending, pending_size = [], 0
+    return np.unique(np.concatenate([merged] + pending)).astype(np.int64)
+
+
+# ------------------------------------------------------------------- writing --
+
+def _splitmix64(value: int) -> int:
+    value = (value + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+    value = ((value ^ (value >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    value = ((value ^ (value >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return value ^ (value >> 31)
+
+
+def block_directory(page: int, block: int, num_dirs: int) -> int:
+    """Storage directory of data block ``block`` of page ``page`` (section 2.2)."""
+    return _splitmix64((page << 24) | block) % num_dirs
+
+
+BLOCK_DTYPE = np.dtype([
+    ("page", np.int32),
+    ("index", np.int32),
+    ("directory", np.int16),
+    ("offset", np.int64),
+    ("nbytes", np.int64),
+    ("crc32", np.uint32),
+])
+
+BLOCK_FILE = "blocks.dat"
+
+
+def _write_array(directory: Path, name: str, array: np.ndarray, arrays: dict) -> None:
+    array = np.ascontiguousarray(array)
+    path = directory / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    array.tofile(path)
+    arrays[name] = {"dtype": array.dtype.str if array.dtype.names is None else "structured",
+                    "shape": list(array.shape), "nbytes": int(array.nbytes),
+                    "crc32": zlib.crc32(memoryview(array).cast("B"))}
+
+
+def _resolve_gpu_memory(options: BuildOptions) -> int:
+    if options.gpu_memory is not None:
+        return options.gpu_memory
+    try:  # pragma: no cover - depends on the machine
+        import cupy
+
+        free, _total = cupy.cuda.runtime.memGetInfo()
+        return int(free * 0.8)
+    except Exception:
+        return config.DEFAULT_GPU_MEMORY_BYTES
+
+
+def store_key(identity: dict, options: BuildOptions) -> str:
+    """Key of a store: a hash of the input's identity and the content options."""
+    text = json.dumps({"input": identity, "options": options.content_options(),
+                       "version": config.STORE_FORMAT_VERSION}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class _StoreWriter:
+    """Writes page blocks across storage directories and records them."""
+
+    def __init__(self, directories: list[Path], block_bytes: int):
+        self.directories = directories
+        self.block_bytes = block_bytes
+        self.handles = [open(d / BLOCK_FILE, "wb") for d in directories]
+        self.positions = [0] * len(directories)
+        self.blocks = []
+        self.pool = ThreadPoolExecutor(max_workers=max(2, min(8, config.default_threads())))
+
+    def write_page(self, page: int, image: np.ndarray) -> tuple[int, int]:
+        """Write one page image as blocks; returns (first block, block count)."""
+        first = len(self.blocks)
+        view = memoryview(image).cast("B")
+        pieces = [view[lo:lo + self.block_bytes] for lo in range(0, len(view), self.block_bytes)]
+        checksums = list(self.pool.map(zlib.crc32, pieces))
+        for index, (piece, crc) in enumerate(zip(pieces, checksums)):
+            directory = block_directory(page, index, len(self.directories))
+            handle = self.handles[directory]
+            offset = self.positions[directory]
+            handle.write(piece)
+            padded = layout.align(len(piece), config.BLOCK_ALIGNMENT)
+            if padded > len(piece):
+                handle.write(b"\0" * (padded - len(piece)))
+            self.positions[directory] = offset + padded
+            self.blocks.append((page, index, directory, offset, len(piece), crc))
+        return first, len(pieces)
+
+    def close(self) -> np.ndarray:
+        self.pool.shutdown()
+        for handle in self.handles:
+            handle.flush()
+            os.fsync(handle.fileno())
+            handle.close()
+        table = np.zeros(len(self.blocks), BLOCK_DTYPE)
+        for i, row in enumerate(self.blocks):
+            table[i] = row
+        return table
+
+
+def _write_pages(writer: _StoreWriter, shards, pages_count, in_offsets, csc_src, csc_weight,
+                 sizing: layout.PageSizing, source_dtype, weight_dtype, progress: Progress):
+    page_rows = []
+    shard_start = 0
+    for page, count in enumerate(pages_count.tolist()):
+        page_shards = shards[shard_start:shard_start + count]
+        edge_begin = int(page_shards["edge_begin"][0])
+        edge_end = int(page_shards["edge_end"][-1])
+        num_edges = edge_end - edge_begin
+        offsets = layout.page_array_offsets(num_edges, sizing)
+        image = np.zeros(offsets["nbytes"], np.uint8)
+        image[:num_edges * sizing.source_bytes].view(source_dtype)[:] = csc_src[edge_begin:edge_end]
+        idxoff = image[offsets["idxoff"]:offsets["idxoff"] + 2 * num_edges].view(np.uint16)
+        kernels.fill_idxoff(in_offsets, page_shards["first_vertex"], page_shards["num_vertices"],
+                            page_shards["edge_begin"], page_shards["edge_end"], edge_begin, idxoff)
+        if weight_dtype is not None:
+            start = offsets["weights"]
+            image[start:start + num_edges * sizing.weight_bytes].view(weight_dtype)[:] = \
+                csc_weight[edge_begin:edge_end]
+        first_block, num_blocks = writer.write_page(page, image)
+        last = page_shards[-1]
+        page_rows.append({
+            "first_shard": shard_start, "num_shards": count,
+            "first_vertex": int(page_shards["first_vertex"][0]),
+            "end_vertex": int(last["first_vertex"] + last["num_vertices"]),
+            "edge_begin": edge_begin, "num_edges": num_edges,
+            "nbytes": offsets["nbytes"], "idxoff_offset": offsets["idxoff"],
+            "weights_offset": offsets["weights"],
+            "first_block": first_block, "num_blocks": num_blocks,
+        })
+        shard_start += count
+        progress.update(edge_end, "writing pages")
+    return page_rows
+
+
+# ---------------------------------------------------------------- the build --
+
+def build_store(source: EdgeSource, path, options: BuildOptions | None = None, *,
+                progress: bool = True, force: bool = False):
+    """Preprocess ``source`` into a store at ``path`` (or reuse an up-to-date one).
+
+    Parameters
+    ----------
+    source : EdgeSource
+        The input (see :func:`garaphpy.storage.readers.open_source`,
+        :mod:`garaphpy.generators`).
+    path : str or os.PathLike
+        Directory of the store.  Created; replaced if it holds a store of
+        another input or other options.
+    options : BuildOptions, optional
+        Cleaning and layout options.
+    progress : bool
+        Print progress lines and the load summary to standard error.
+    force : bool
+        Rebuild even if an up-to-date store exists.
+
+    Returns
+    -------
+    garaphpy.storage.store.Store
+        The opened store.
+    """
+    from .store import Store, read_manifest
+
+    options = options or BuildOptions()
+    options.validate()
+    path = Path(path)
+    key = store_key(source.identity(), options)
+    gpu_memory = _resolve_gpu_memory(options)
+    if path.exists() and not force:
+        try:
+            manifest = read_manifest(path)
+        except StoreError:
+            manifest = None
+        if manifest is not None and manifest.get("key") == key:
+            store = Store.open(path)
+            if progress:
+                print(f"preprocess: reusing up-to-date store {path}", flush=True)
+            return store
+    path.parent.mkdir(parents=True, exist_ok=True)
+    builder = _Builder(source, path, options, key, gpu_memory, progress)
+    builder.run()
+    return Store.open(path)
+
+
+class _Builder:
+    def __init__(self, source, path: Path, options: BuildOptions, key: str, gpu_memory: int,
+                 show_progress: bool):
+        self.source = source
+        self.path = path
+        self.options = options
+        self.key = key
+        self.gpu_memory = gpu_memory
+        self.summary = LoadSummary()
+        self.progress = Progress("preprocess", total=source.num_edges_hint, enabled=show_progress)
+        self.show_progress = show_progress
+        self.budget = options.memory_budget or config.default_host_budget()
+        self.temporaries: list[Path] = []
+        self.phase_seconds: dict[str, float] = {}
+        self._build_started = self._phase_started = time.perf_counter()
+
+    def _mark(self, phase: str) -> None:
+        """Record the time since the previous mark under ``phase``."""
+        now = time.perf_counter()
+        self.phase_seconds[phase] = round(
+            self.phase_seconds.get(phase, 0.0) + now - self._phase_started, 4)
+        self._phase_started = now
+
+    # -- bookkeeping of temporary directories ------------------------------
+    def _temporary(self, parent: Path, name: str) -> Path:
+        parent.mkdir(parents=True, exist_ok=True)
+        directory = Path(tempfile.mkdtemp(prefix=f".{name}.tmp-{os.getpid()}-", dir=parent))
+        self.temporaries.append(directory)
+        return directory
+
+    def run(self) -> None:
+        try:
+            self._run()
+        finally:
+            for directory in self.temporaries:
+                shutil.rmtree(directory, ignore_errors=True)
+
+    def _run(self) -> None:
+        source = self.source
+        ingest = _Ingest(source, self.options, self.summary, self.progress)
+        primary = self._temporary(self.path.parent, self.path.name)
+        extra_dirs = [Path(d) for d in self.options.storage_dirs]
+        extra_tmp = [self._temporary(d, f"{self.path.name}-{self.key[:12]}") for d in extra_dirs]
+        weight_bytes = 8 if ingest.keep_weights else 0
+        bytes_per_edge = 3 * (2 * 8 + weight_bytes)
+        budget_edges = max(1024, self.budget // bytes_per_edge)
+        try:
+            num_vertices, original_ids, src, dst, weight = _ingest_in_memory(ingest, budget_edges)
+            in_memory = True
+        except _BudgetExceeded:
+            in_memory = False
+        self._mark("ingest")
+        if in_memory:
+            self.progress.note(f"read {self.summary.edges_read} edges; sorting in memory")
+            wdtype = None if weight is None else weight.dtype
+            columns = {"src": src, "dst": dst, "weight": weight}
+            del src, dst, weight
+            csc_src, csc_weight, in_degree, removed = _csc_of_group(
+                columns, 0, num_vertices, self.options.duplicates)
+            self.summary.duplicates_removed = removed
+            self._mark("sort")
+            in_offsets = np.zeros(num_vertices + 1, np.int64)
+            np.cumsum(in_degree, out=in_offsets[1:])
+            csc_dst = np.empty(csc_src.size, csc_src.dtype)
+            kernels.expand_offsets(in_offsets, 0, csc_dst)
+            out_offsets, out_targets = _csr_of_group(csc_src, csc_dst, 0, num_vertices)
+            del csc_dst
+            self._mark("csr")
+        else:
+            scratch = self._temporary(primary, "scratch")
+            self.progress.note(f"input exceeds the memory budget of {human_bytes(self.budget)};"
+                               " building out of core in two passes")
+            (num_vertices, original_ids, csc_src, csc_weight, in_degree, out_offsets,
+             out_targets, wdtype) = self._out_of_core(ingest, scratch, budget_edges)
+            in_offsets = np.zeros(num_vertices + 1, np.int64)
+            np.cumsum(in_degree, out=in_offsets[1:])
+            self._mark("out_of_core")
+        num_edges = int(in_offsets[-1])
+        if num_vertices == 0:
+            raise GraphInputError("empty graph: no vertices and no edges", path=source.name)
+        self._fill_summary(num_vertices, num_edges, in_degree, out_offsets)
+        self._write(primary, extra_tmp, extra_dirs, ingest, num_vertices, original_ids,
+                    csc_src, csc_weight, in_offsets, in_degree, out_offsets, out_targets,
+                    in_memory)
+
+    def _out_of_core(self, ingest: _Ingest, scratch: Path, budget_edges: int):
+        source = self.source
+        if source.num_vertices is None:
+            self.progress.note("pass 1: vertex ids")
+            original_ids = _unique_ids_streaming(ingest)
+            num_vertices = int(original_ids.size)
+            table, base = _renumbering(original_ids)
+        else:
+            original_ids, num_vertices = None, source.num_vertices
+        vid = _vertex_dtype(num_vertices)
+        keep_weights = ingest.keep_weights
+        wdtype = (np.dtype(np.int64) if source.weight_kind == "int" else np.dtype(np.float64)) \
+            if keep_weights else None
+        num_buckets = min(1024, max(2, num_vertices // 64))
+        by_dst = _Buckets(scratch, "dst", num_vertices, num_buckets, vid, wdtype)
+        self.progress.note("pass 2: edges into destination buckets")
+        for raw_src, raw_dst, weight in ingest.chunks():
+            if original_ids is None:
+                src, dst = raw_src.astype(vid), raw_dst.astype(vid)
+            else:
+                src, dst = np.empty(raw_src.size, vid), np.empty(raw_src.size, vid)
+                _map_ids(raw_src, original_ids, table, base, src)
+                _map_ids(raw_dst, original_ids, table, base, dst)
+            weight = weight.astype(wdtype) if weight is not None else None
+            by_dst.add(dst, src, dst, weight)
+        # CSC per group of destination buckets; (src, dst) into source buckets
+        in_degree = np.zeros(num_vertices, np.int64)
+        by_src = _Buckets(scratch, "src", num_vertices, num_buckets, vid, None)
+        csc_src_path, csc_w_path = scratch / "csc.src", scratch / "csc.w"
+        edges_done = 0
+        with open(csc_src_path, "wb") as src_file, open(csc_w_path, "wb") as w_file:
+            for first, end in by_dst.groups(budget_edges):
+                lo, hi = by_dst.key_range(first, end, num_vertices)
+                src, dst, weight = by_dst.load(first, end, keep_weights)
+                columns = {"src": src, "dst": dst, "weight": weight}
+                del src, dst, weight
+                src, weight, degree, removed = _csc_of_group(columns, lo, hi,
+                                                             self.options.duplicates)
+                self.summary.duplicates_removed += removed
+                in_degree[lo:hi] = degree
+                src.tofile(src_file)
+                if weight is not None:
+                    weight.tofile(w_file)
+                group_offsets = np.zeros(hi - lo + 1, np.int64)
+                np.cumsum(degree, out=group_offsets[1:])
+                dst = np.empty(src.size, vid)
+                kernels.expand_offsets(group_offsets, lo, dst)
+                by_src.add(src, src, dst, None)
+                edges_done += src.size
+                self.progress.update(edges_done, "sorting")
+        num_edges = int(in_degree.sum())
+        csc_src = np.memmap(csc_src_path, vid, "r", shape=(num_edges,)) if num_edges else \
+            np.zeros(0, vid)
+        csc_weight = None
+        if keep_weights:
+            csc_weight = np.memmap(csc_w_path, wdtype, "r", shape=(num_edges,)) if num_edges \
+                else np.zeros(0, wdtype)
+        # CSR per group of source buckets
+        out_degree = np.zeros(num_vertices, np.int64)
+        targets_path = scratch / "csr.dst"
+        with open(targets_path, "wb") as targets_file:
+            for first, end in by_src.groups(budget_edges):
+                lo, hi = by_src.key_range(first, end, num_vertices)
+                src, dst, _ = by_src.load(first, end, False)
+                offsets, targets = _csr_of_group(src, dst, lo, hi - lo)
+                out_degree[lo:hi] = np.diff(offsets)
+                targets.tofile(targets_file)
+        out_offsets = np.zeros(num_vertices + 1, np.int64)
+        np.cumsum(out_degree, out=out_offsets[1:])
+        out_targets = np.memmap(targets_path, vid, "r", shape=(num_edges,)) if num_edges else \
+            np.zeros(0, vid)
+        return (num_vertices, original_ids, csc_src, csc_weight, in_degree, out_offsets,
+                out_targets, wdtype)
+
+    def _fill_summary(self, num_vertices, num_edges, in_degree, out_offsets) -> None:
+        out_degree = np.diff(out_offsets)
+        summary = self.summary
+        summary.num_vertices = num_vertices
+        summary.num_edges = num_edges
+        summary.isolated_vertices = int(np.count_nonzero((in_degree == 0) & (out_degree == 0)))
+        summary.max_in_degree = int(in_degree.max()) if num_vertices else 0
+        summary.max_out_degree = int(out_degree.max()) if num_vertices else 0
+
+    def _write(self, primary: Path, extra_tmp, extra_dirs, ingest: _Ingest, num_vertices,
+               original_ids, csc_src, csc_weight, in_offsets, in_degree, out_offsets,
+               out_targets, in_memory) -> None:
+        options = self.options
+        vid = _vertex_dtype(num_vertices)
+        degree_dtype = np.int32 if in_offsets[-1] < 2**31 else np.int64
+        weight_dtype = ingest.weight_dtype()
+        shards = layout.cut_shards(
+            in_offsets, shared_memory_bytes=options.shared_memory_bytes,
+            slot_bytes=options.slot_bytes, max_vertices=options.max_shard_vertices,
+            max_edges=options.max_shard_edges, max_replication=options.max_replication)
+        value_bytes = 8
+        vertex_bytes = num_vertices * (3 * value_bytes + 1)
+        page_bytes = layout.page_budget(self.gpu_memory, options.n_streams, vertex_bytes,
+                                        options.max_page_bytes)
+        sizing = layout.PageSizing(source_bytes=vid.itemsize,
+                                   weight_bytes=weight_dtype.itemsize if weight_dtype else 0,
+                                   page_bytes=page_bytes)
+        pages_count = layout.group_pages(shards, sizing)
+        self._mark("layout")
+        directories = [primary] + list(extra_tmp)
+        writer = _StoreWriter(directories, options.block_bytes)
+        try:
+            page_rows = _write_pages(writer, shards, pages_count, in_offsets, csc_src, csc_weight,
+                                     sizing, vid, weight_dtype, self.progress)
+        finally:
+            blocks = writer.close()
+        self._mark("pages")
+        arrays = {}
+        _write_array(primary, "vertices/in_offsets.bin", in_offsets, arrays)
+        _write_array(primary, "vertices/out_offsets.bin", out_offsets, arrays)
+        _write_array(primary, "vertices/out_targets.bin", np.asarray(out_targets, vid), arrays)
+        _write_array(primary, "vertices/in_degree.bin", in_degree.astype(degree_dtype), arrays)
+        _write_array(primary, "vertices/out_degree.bin",
+                     np.diff(out_offsets).astype(degree_dtype), arrays)
+        if original_ids is not None:
+            _write_array(primary, "vertices/original_ids.bin", original_ids, arrays)
+        _write_array(primary, "shards.bin", shards, arrays)
+        _write_array(primary, "blocks.bin", blocks, arrays)
+        self._mark("vertex_arrays")
+        for directory in directories:
+            (directory / "store-id").write_text(self.key + "\n")
+        if original_ids is not None:
+            mapping = {"kind": "table", "array": "vertices/original_ids.bin"}
+        else:
+            mapping = {"kind": "offset", "base": int(self.source.id_base)}
+        summary = asdict(self.summary)
+        manifest = {
+            "format": "garaphpy-store",
+            "format_version": config.STORE_FORMAT_VERSION,
+            "key": self.key,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "build_seconds": round(time.perf_counter() - self._build_started, 3),
+            "build_phases": self.phase_seconds,
+            "built_in_memory": in_memory,
+            "input": {"name": self.source.name, "format": self.source.format,
+                      "identity": self.source.identity()},
+            "options": {**asdict(options), "gpu_memory": self.gpu_memory},
+            "num_vertices": int(num_vertices),
+            "num_edges": int(in_offsets[-1]),
+            "directed": ingest.directed,
+            "weighted": weight_dtype is not None,
+            "weight_dtype": weight_dtype.str if weight_dtype is not None else None,
+            "vertex_dtype": vid.str,
+            "id_mapping": mapping,
+            "summary": summary,
+            "layout": {"shared_memory_bytes": options.shared_memory_bytes,
+                       "slot_bytes": options.slot_bytes,
+                       "max_shard_edges": options.max_shard_edges,
+                       "max_shard_vertices": options.max_shard_vertices,
+                       "max_replication": options.max_replication,
+                       "n_streams": options.n_streams, "page_bytes": page_bytes,
+                       "block_bytes": options.block_bytes, "block_file": BLOCK_FILE,
+                       "source_bytes": sizing.source_bytes, "weight_bytes": sizing.weight_bytes,
+                       "page_array_alignment": layout.PAGE_ARRAY_ALIGNMENT,
+                       "num_shards": int(shards.size), "num_pages": len(page_rows)},
+            "storage_dirs": [None] + [str(d.resolve()) for d in extra_dirs],
+            "arrays": arrays,
+            "pages": page_rows,
+        }
+        self._install(primary, extra_tmp, extra_dirs, manifest)
+        if self.show_progress:
+            from .store import format_summary
+
+            self.progress.note("done")
+            print(format_summary(manifest), flush=True)
+
+    def _install(self, primary: Path, extra_tmp, extra_dirs, manifest) -> None:
+        from .store import write_manifest
+
+        write_manifest(primary, manifest)
+        # extra directories first: the primary directory with its manifest
+        # appearing last is what makes the store exist
+        for temporary, parent in zip(extra_tmp, extra_dirs):
+            target = parent / f"{self.path.name}-{self.key[:12]}"
+            if target.exists():
+                shutil.rmtree(target)
+            os.rename(temporary, target)
+            self.temporaries.remove(temporary)
+        old = None
+        if self.path.exists():
+            old = self.path.parent / f".{self.path.name}.old-{uuid.uuid4().hex[:8]}"
+            os.rename(self.path, old)
+        os.rename(primary, self.path)
+        self.temporaries.remove(primary)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,109 @@
+"""The edge-stream contract between readers, generators and the store builder.
+
+Every input (a file in any supported format, in-memory arrays, a SciPy
+matrix, a generator) is presented to the builder as an :class:`EdgeSource`:
+a few declared facts plus :meth:`EdgeSource.chunks`, which streams the edges
+in bounded pieces and can be called more than once (the builder reads an
+input twice when it does not fit the memory budget; Garaph section 6.5
+"only needs to scan the input data twice").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class EdgeChunk:
+    """A piece of an edge stream.
+
+    Attributes
+    ----------
+    src, dst : numpy.ndarray of int64
+        Endpoints, 0-based *file* ids (a 1-based format has already been
+        shifted down by one; the shift is recorded in ``EdgeSource.id_base``).
+    weight : numpy.ndarray or None
+        One weight per edge (int64 for integer weights, float64 for real
+        ones), or None for an unweighted input.
+    """
+
+    src: np.ndarray
+    dst: np.ndarray
+    weight: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return int(self.src.shape[0])
+
+
+class EdgeSource:
+    """Base class of every edge input.
+
+    Attributes
+    ----------
+    name : str
+        The path, or a description (``"<arrays>"``, ``"rmat:22"``), used in
+        messages and in the manifest.
+    format : str
+        Short format name (``"snap"``, ``"el"``, ``"wel"``, ``"mtx"``, ``"gr"``,
+        ``"sg"``, ``"wsg"``, ``"bcsr"``, ``"bwcsr"``, ``"arrays"``, ``"scipy"``,
+        ``"rmat"``, ``"grid"``).
+    num_vertices : int or None
+        Vertex count declared by the input (Matrix Market size line, DIMACS
+        ``p`` line, binary headers, generators).  Declared vertices that no
+        edge touches are kept as isolated vertices and ids are not renumbered
+        (file id = internal id).  None for plain edge lists: the vertices are
+        then the ids that occur, renumbered in increasing order.
+    num_edges_hint : int or None
+        Declared or estimated number of edges (for sizing and progress).
+    weight_kind : {"int", "real", None}
+        Type of the weights ``chunks`` yields, or None when unweighted.
+    id_base : int
+        Added to an internal id (for declared-size inputs) to write results in
+        the user's ids: 1 for Matrix Market and DIMACS, else 0.
+    directed : bool or None
+        What the input itself says about direction (a GAP ``.sg`` header, a
+        symmetric Matrix Market file), None when it says nothing.
+    already_symmetric : bool
+        True when ``chunks`` yields both directions of every undirected edge
+        (symmetric Matrix Market, undirected ``.sg``), so the builder must not
+        add the reverse edges again.
+    input_bytes : int or None
+        Size of the input in bytes (for progress), if known.
+    """
+
+    name: str = "<input>"
+    format: str = "unknown"
+    num_vertices: int | None = None
+    num_edges_hint: int | None = None
+    weight_kind: str | None = None
+    id_base: int = 0
+    directed: bool | None = None
+    already_symmetric: bool = False
+    input_bytes: int | None = None
+
+    def chunks(self, max_edges: int) -> Iterator[EdgeChunk]:
+        """Yield the edges in chunks of at most ``max_edges`` edges.
+
+        Raises
+        ------
+        garaphpy.errors.GraphInputError
+            On malformed input, naming the file and the line or byte offset.
+        """
+        raise NotImplementedError
+
+    def identity(self) -> dict:
+        """A JSON-able description that changes whenever the input changes.
+
+        Used to decide whether an existing store is up to date.  Files use
+        their resolved path, size and modification time; generators their
+        parameters; in-memory inputs a checksum of their contents.
+        """
+        raise NotImplementedError
+
+    @property
+    def weighted(self) -> bool:
+        """Whether the edges carry weights."""
+        return self.weight_kind is not None

@@ -1,0 +1,372 @@
+"""Opening and reading a preprocessed store.
+
+The store (DESIGN.md "The store"; Garaph sections 2.1-2.2) is a directory:
+
+``manifest.json``
+    Format version, |V|, |E|, directedness, weights, id mapping, cleaning
+    summary, options, the page table, and for every binary array its dtype,
+    shape and CRC-32.  The manifest carries a CRC-32 of itself.
+``shards.bin``
+    The shard table (:data:`garaphpy.storage.layout.SHARD_DTYPE`).
+``blocks.bin``
+    The data block table (:data:`garaphpy.storage.builder.BLOCK_DTYPE`):
+    page, index in page, storage directory, byte offset, size, CRC-32.
+``blocks.dat``
+    The data blocks placed in this directory; the other storage
+    directories hold a ``blocks.dat`` of their own (section 2.2).
+``vertices/``
+    ``in_offsets`` (CSC index, int64), ``out_offsets`` and ``out_targets``
+    (CSR without values, for notify), ``in_degree``, ``out_degree`` and, for
+    renumbered inputs, ``original_ids``.
+
+A page image is ``sources | idxoff | weights`` (each 64-byte aligned):
+int32 (or int64) source ids, the 16-bit destination offset from the
+shard's first vertex, and the edge values.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .. import config
+from ..errors import StoreCorruptError, StoreError
+from ..progress import human_bytes, human_count
+from .builder import BLOCK_DTYPE
+from .layout import SHARD_DTYPE
+
+MANIFEST = "manifest.json"
+
+
+def _manifest_checksum(manifest: dict) -> int:
+    body = {k: v for k, v in manifest.items() if k != "manifest_crc32"}
+    return zlib.crc32(json.dumps(body, sort_keys=True).encode())
+
+
+def write_manifest(directory: Path, manifest: dict) -> None:
+    """Write ``manifest.json`` with its checksum, fsynced."""
+    manifest = dict(manifest)
+    manifest["manifest_crc32"] = _manifest_checksum(manifest)
+    path = Path(directory) / MANIFEST
+    with open(path, "w") as handle:
+        json.dump(manifest, handle, indent=1, sort_keys=True)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def read_manifest(directory) -> dict:
+    """Read and check a store's manifest.
+
+    Raises
+    ------
+    StoreError
+        No store at ``directory``.
+    StoreCorruptError
+        The manifest is unreadable or its checksum does not match.
+    """
+    path = Path(directory) / MANIFEST
+    if not path.is_file():
+        raise StoreError(f"{directory}: no garaphpy store here (no {MANIFEST})")
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise StoreCorruptError(f"{path}: unreadable manifest ({error})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != "garaphpy-store":
+        raise StoreCorruptError(f"{path}: not a garaphpy store manifest")
+    if manifest.get("manifest_crc32") != _manifest_checksum(manifest):
+        raise StoreCorruptError(f"{path}: manifest checksum mismatch")
+    if manifest.get("format_version") != config.STORE_FORMAT_VERSION:
+        raise StoreError(f"{path}: store format version {manifest.get('format_version')}, "
+                         f"this garaphpy reads version {config.STORE_FORMAT_VERSION}; rebuild it")
+    return manifest
+
+
+@dataclass(frozen=True)
+class PageInfo:
+    """One row of the page table."""
+
+    index: int
+    first_shard: int
+    num_shards: int
+    first_vertex: int
+    end_vertex: int
+    edge_begin: int
+    num_edges: int
+    nbytes: int
+    idxoff_offset: int
+    weights_offset: int
+    first_block: int
+    num_blocks: int
+
+
+@dataclass
+class Page:
+    """A page read into host memory.
+
+    Attributes
+    ----------
+    info : PageInfo
+    image : numpy.ndarray of uint8
+        The whole page image (what the GPU receives in one copy).
+    sources : numpy.ndarray
+        Source vertex of every edge, in CSC order.
+    idxoff : numpy.ndarray of uint16
+        Destination of every edge minus its shard's first vertex.
+    weights : numpy.ndarray or None
+        Edge values.
+    """
+
+    info: PageInfo
+    image: np.ndarray
+    sources: np.ndarray
+    idxoff: np.ndarray
+    weights: np.ndarray | None
+
+
+def format_summary(manifest: dict) -> str:
+    """A few lines describing a store (printed by the CLI)."""
+    summary = manifest["summary"]
+    layout = manifest["layout"]
+    direction = "directed" if manifest["directed"] else "undirected"
+    weights = f"weights {np.dtype(manifest['weight_dtype']).name}" if manifest["weighted"] \
+        else "unweighted"
+    lines = [
+        f"graph {manifest['input']['name']} ({manifest['input']['format']}): "
+        f"{manifest['num_vertices']:,} vertices, {manifest['num_edges']:,} edges, "
+        f"{direction}, {weights}",
+        f"  read {summary['edges_read']:,} edges; self-loops {summary['self_loops_found']:,} "
+        f"found, {summary['self_loops_removed']:,} removed; "
+        f"{summary['reverse_edges_added']:,} reverse edges added; "
+        f"{summary['duplicates_removed']:,} duplicates removed",
+        f"  isolated vertices {summary['isolated_vertices']:,}; max in-degree "
+        f"{summary['max_in_degree']:,}; max out-degree {summary['max_out_degree']:,}",
+        f"  store: {layout['num_shards']:,} shards in {layout['num_pages']:,} pages of at most "
+        f"{human_bytes(layout['page_bytes'])}, "
+        f"{len(manifest['storage_dirs'])} storage director"
+        f"{'y' if len(manifest['storage_dirs']) == 1 else 'ies'}",
+    ]
+    return "\n".join(lines)
+
+
+class Store:
+    """A preprocessed graph store, opened for reading.
+
+    Use :meth:`Store.open`.  Vertex arrays are loaded into memory; pages are
+    read on demand with :meth:`read_page`.
+
+    Attributes
+    ----------
+    path : pathlib.Path
+    manifest : dict
+    num_vertices, num_edges : int
+    directed, weighted : bool
+    vertex_dtype : numpy.dtype
+        int32 while |V| < 2^31, else int64.
+    weight_dtype : numpy.dtype or None
+    shards : numpy.ndarray of SHARD_DTYPE
+    blocks : numpy.ndarray of BLOCK_DTYPE
+    pages : list of PageInfo
+    in_offsets, out_offsets : numpy.ndarray of int64
+    out_targets : numpy.ndarray
+    in_degree, out_degree : numpy.ndarray
+    """
+
+    def __init__(self, path: Path, manifest: dict):
+        self.path = path
+        self.manifest = manifest
+        self.num_vertices = int(manifest["num_vertices"])
+        self.num_edges = int(manifest["num_edges"])
+        self.directed = bool(manifest["directed"])
+        self.weighted = bool(manifest["weighted"])
+        self.vertex_dtype = np.dtype(manifest["vertex_dtype"])
+        self.weight_dtype = np.dtype(manifest["weight_dtype"]) if self.weighted else None
+        self.pages = [PageInfo(index=i, **row) for i, row in enumerate(manifest["pages"])]
+        self.storage_dirs = [path if d is None else Path(d) for d in manifest["storage_dirs"]]
+        self._block_dirs = [path] + [
+            Path(d) / f"{path.name}-{manifest['key'][:12]}" for d in manifest["storage_dirs"][1:]]
+        self._arrays: dict[str, np.ndarray] = {}
+
+    # -- opening ----------------------------------------------------------
+    @classmethod
+    def open(cls, path, verify: str = "full") -> "Store":
+        """Open the store at ``path``.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+        verify : {"full", "quick"}
+            ``full`` checks the CRC-32 of every array and data block (one
+            read of the store); ``quick`` checks the manifest, the array
+            checksums and the block files' sizes, leaving data blocks to be
+            checked as pages are read.
+
+        Raises
+        ------
+        StoreError, StoreCorruptError
+        """
+        if verify not in ("full", "quick"):
+            raise ValueError(f"verify={verify!r}: expected 'full' or 'quick'")
+        path = Path(path)
+        manifest = read_manifest(path)
+        store = cls(path, manifest)
+        store._load_arrays()
+        store._check_block_files()
+        if verify == "full":
+            store.verify_blocks()
+        return store
+
+    def _array_path(self, name: str) -> Path:
+        return self.path / name
+
+    def _load_arrays(self) -> None:
+        dtypes = {"shards.bin": SHARD_DTYPE, "blocks.bin": BLOCK_DTYPE}
+        for name, meta in self.manifest["arrays"].items():
+            path = self._array_path(name)
+            dtype = dtypes.get(name, None) or np.dtype(meta["dtype"])
+            if not path.is_file():
+                raise StoreCorruptError(f"{path}: missing from the store")
+            if path.stat().st_size != meta["nbytes"]:
+                raise StoreCorruptError(f"{path}: {path.stat().st_size} bytes, the manifest "
+                                        f"records {meta['nbytes']}")
+            array = np.fromfile(path, dtype).reshape(meta["shape"])
+            if zlib.crc32(memoryview(np.ascontiguousarray(array)).cast("B")) != meta["crc32"]:
+                raise StoreCorruptError(f"{path}: checksum mismatch")
+            self._arrays[name] = array
+        self.shards = self._arrays["shards.bin"]
+        self.blocks = self._arrays["blocks.bin"]
+        self.in_offsets = self._arrays["vertices/in_offsets.bin"]
+        self.out_offsets = self._arrays["vertices/out_offsets.bin"]
+        self.out_targets = self._arrays["vertices/out_targets.bin"]
+        self.in_degree = self._arrays["vertices/in_degree.bin"]
+        self.out_degree = self._arrays["vertices/out_degree.bin"]
+
+    def _block_file(self, directory: int) -> Path:
+        return self._block_dirs[directory] / self.manifest["layout"]["block_file"]
+
+    def _check_block_files(self) -> None:
+        for directory in range(len(self._block_dirs)):
+            path = self._block_file(directory)
+            if not path.is_file():
+                raise StoreError(f"{path}: block file of storage directory "
+                                 f"{self.storage_dirs[directory]} is missing")
+            mine = self.blocks[self.blocks["directory"] == directory]
+            needed = int((mine["offset"] + mine["nbytes"]).max()) if mine.size else 0
+            if path.stat().st_size < needed:
+                raise StoreCorruptError(f"{path}: truncated ({path.stat().st_size} bytes, "
+                                        f"blocks need {needed})")
+
+    def verify_blocks(self) -> None:
+        """Check the CRC-32 of every data block; raise StoreCorruptError."""
+        for directory in range(len(self._block_dirs)):
+            with open(self._block_file(directory), "rb") as handle:
+                for block in self.blocks[self.blocks["directory"] == directory]:
+                    handle.seek(int(block["offset"]))
+                    data = handle.read(int(block["nbytes"]))
+                    if zlib.crc32(data) != int(block["crc32"]):
+                        raise StoreCorruptError(
+                            f"{self._block_file(directory)}: checksum mismatch in block "
+                            f"{int(block['index'])} of page {int(block['page'])}")
+
+    # -- reading ------------------------------------------------------------
+    def read_page(self, index: int, out: np.ndarray | None = None,
+                  check: bool = True) -> Page:
+        """Read page ``index`` into host memory.
+
+        Parameters
+        ----------
+        index : int
+        out : numpy.ndarray of uint8, optional
+            A buffer of at least ``pages[index].nbytes`` bytes (for example
+            pinned memory) to read into.
+        check : bool
+            Verify each block's CRC-32 as it is read.
+        """
+        info = self.pages[index]
+        image = np.empty(info.nbytes, np.uint8) if out is None else out[:info.nbytes]
+        block_bytes = self.manifest["layout"]["block_bytes"]
+        for block in self.blocks[info.first_block:info.first_block + info.num_blocks]:
+            start = int(block["index"]) * block_bytes
+            nbytes = int(block["nbytes"])
+            target = image[start:start + nbytes]
+            with open(self._block_file(int(block["directory"])), "rb") as handle:
+                handle.seek(int(block["offset"]))
+                if handle.readinto(memoryview(target)) != nbytes:
+                    raise StoreCorruptError(f"{self._block_file(int(block['directory']))}: "
+                                            f"short read of page {index}")
+            if check and zlib.crc32(target) != int(block["crc32"]):
+                raise StoreCorruptError(f"{self._block_file(int(block['directory']))}: checksum "
+                                        f"mismatch in block {int(block['index'])} of page {index}")
+        return self.page_views(info, image)
+
+    def page_views(self, info: PageInfo, image: np.ndarray) -> Page:
+        """Typed views of the arrays inside a page image."""
+        n = info.num_edges
+        sources = image[:n * self.vertex_dtype.itemsize].view(self.vertex_dtype)
+        idxoff = image[info.idxoff_offset:info.idxoff_offset + 2 * n].view(np.uint16)
+        weights = None
+        if self.weighted:
+            size = self.weight_dtype.itemsize
+            weights = image[info.weights_offset:info.weights_offset + size * n].view(
+                self.weight_dtype)
+        return Page(info, image, sources, idxoff, weights)
+
+    def page_shards(self, index: int) -> np.ndarray:
+        """The rows of the shard table belonging to page ``index``."""
+        info = self.pages[index]
+        return self.shards[info.first_shard:info.first_shard + info.num_shards]
+
+    def csc(self):
+        """The whole CSC in memory: (in_offsets, sources, weights or None)."""
+        sources = np.empty(self.num_edges, self.vertex_dtype)
+        weights = np.empty(self.num_edges, self.weight_dtype) if self.weighted else None
+        for info in self.pages:
+            page = self.read_page(info.index)
+            sources[info.edge_begin:info.edge_begin + info.num_edges] = page.sources
+            if weights is not None:
+                weights[info.edge_begin:info.edge_begin + info.num_edges] = page.weights
+        return self.in_offsets, sources, weights
+
+    # -- ids ---------------------------------------------------------------
+    def original_ids(self, internal: np.ndarray | None = None) -> np.ndarray:
+        """The user's id of internal vertices (all of them by default)."""
+        mapping = self.manifest["id_mapping"]
+        if internal is None:
+            internal = np.arange(self.num_vertices, dtype=np.int64)
+        internal = np.asarray(internal, dtype=np.int64)
+        if mapping["kind"] == "table":
+            return self._arrays[mapping["array"]][internal]
+        return internal + int(mapping["base"])
+
+    def internal_ids(self, original) -> np.ndarray:
+        """Internal ids of the user's vertex ids; KeyError for unknown ones."""
+        original = np.atleast_1d(np.asarray(original, dtype=np.int64))
+        mapping = self.manifest["id_mapping"]
+        if mapping["kind"] == "table":
+            table = self._arrays[mapping["array"]]
+            position = np.searchsorted(table, original)
+            ok = (position < table.size) & (table[np.minimum(position, table.size - 1)] == original)
+        else:
+            position = original - int(mapping["base"])
+            ok = (position >= 0) & (position < self.num_vertices)
+        if not ok.all():
+            raise KeyError(f"vertex {int(original[~ok][0])} is not in the graph")
+        return position
+
+    # -- description ---------------------------------------------------------
+    @property
+    def summary(self) -> dict:
+        """The load summary recorded at build time."""
+        return dict(self.manifest["summary"])
+
+    def describe(self) -> str:
+        """Human-readable summary of the graph and the layout."""
+        return format_summary(self.manifest)
+
+    def __repr__(self) -> str:
+        return (f"Store({str(self.path)!r}, {human_count(self.num_vertices)} vertices, "
+                f"{human_count(self.num_edges)} edges, {len(self.pages)} pages)")

@@ -1,0 +1,42 @@
+"""Shared test setup: the `gpu` marker skips cleanly where no GPU is usable."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pytest
+
+#: ../shared/data beside the repository: the real SNAP graphs.
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+@functools.cache
+def gpu_available() -> str | None:
+    """None when a CUDA device is usable through cupy, else the reason why not."""
+    try:
+        import cupy
+    except Exception as error:  # ImportError, or a broken CUDA install
+        return f"cupy is not importable ({error.__class__.__name__})"
+    try:
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            return "no CUDA device"
+    except Exception as error:
+        return f"no usable CUDA device ({error.__class__.__name__})"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    reason = gpu_available()
+    if reason is None:
+        return
+    skip = pytest.mark.skip(reason=f"GPU test: {reason}")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory, monkeypatch):
+    """Stores built by tests go to a temporary cache, never the user's."""
+    monkeypatch.setenv("GARAPHPY_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))

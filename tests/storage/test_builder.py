@@ -1,0 +1,308 @@
+"""Preprocessing into a store: content, invariants, atomicity, reuse, corruption."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from garaphpy import config
+from garaphpy.errors import GraphInputError, StoreCorruptError, StoreError
+from garaphpy.storage import layout
+from garaphpy.storage.builder import BuildOptions, block_directory, build_store
+from garaphpy.storage.edges import EdgeChunk, EdgeSource
+from garaphpy.storage.readers import from_arrays
+from garaphpy.storage.store import Store
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import naive  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def random_edges(seed, n=300, m=3000, id_scale=1, weighted=True, real=False):
+    rng = np.random.default_rng(seed)
+    src = rng.integers(0, n, m) * id_scale + 5
+    dst = rng.integers(0, n, m) * id_scale + 5
+    dst[:50] = src[:50]  # self-loops
+    src[50:150], dst[50:150] = src[150:250], dst[150:250]  # duplicates
+    weight = None
+    if weighted:
+        weight = rng.random(m) * 10 if real else rng.integers(1, 100, m)
+    return src, dst, weight
+
+
+def store_edges(store: Store):
+    """(u, v, w) of every stored edge, in CSC order, read through the pages."""
+    in_offsets, sources, weights = store.csc()
+    destinations = np.repeat(np.arange(store.num_vertices), np.diff(in_offsets))
+    w = weights if weights is not None else [None] * sources.size
+    return [(int(u), int(v), None if x is None else x.item())
+            for u, v, x in zip(sources, destinations, w)]
+
+
+def build(tmp_path, source, name="store", **options):
+    return build_store(source, tmp_path / name, BuildOptions(**options), progress=False)
+
+
+@pytest.mark.parametrize("duplicates", ["keep", "drop", "min", "max", "sum"])
+@pytest.mark.parametrize("self_loops", ["keep", "drop"])
+@pytest.mark.parametrize("directed", [True, False])
+def test_store_holds_the_cleaned_graph(tmp_path, duplicates, self_loops, directed):
+    src, dst, weight = random_edges(1, id_scale=1000)  # sparse ids: renumbered
+    store = build(tmp_path, from_arrays(src, dst, weight), directed=directed,
+                  self_loops=self_loops, duplicates=duplicates, max_shard_edges=200)
+    expected = naive.clean_edges(src, dst, weight, directed=directed, self_loops=self_loops,
+                                 duplicates=duplicates)
+    assert store.num_vertices == expected["n"]
+    assert np.array_equal(store.original_ids(), expected["original_ids"])
+    assert store_edges(store) == expected["edges"]
+    targets = naive.csr_targets(expected["n"], expected["edges"])
+    for v in range(store.num_vertices):
+        row = store.out_targets[store.out_offsets[v]:store.out_offsets[v + 1]]
+        assert list(row) == targets[v]
+    assert np.array_equal(store.in_degree, np.diff(store.in_offsets))
+    assert np.array_equal(store.out_degree, np.diff(store.out_offsets))
+    summary = store.summary
+    assert summary["edges_read"] == len(src)
+    assert summary["self_loops_found"] == int(np.sum(src == dst))
+    assert summary["num_edges"] == len(expected["edges"]) == store.num_edges
+
+
+def test_declared_vertices_keep_isolated_ones_and_ids(tmp_path):
+    store = build(tmp_path, from_arrays([0, 2], [2, 5], num_vertices=9))
+    assert store.num_vertices == 9
+    assert store.summary["isolated_vertices"] == 6
+    assert list(store.original_ids()) == list(range(9))
+    assert store.manifest["id_mapping"] == {"kind": "offset", "base": 0}
+
+
+def test_store_invariants(tmp_path):
+    rng = np.random.default_rng(3)
+    n = 5000
+    dst = np.concatenate([rng.integers(0, n, 40000), np.full(3000, 17)])  # one heavy vertex
+    src = rng.integers(0, n, dst.size)
+    weight = rng.random(dst.size)
+    store = build(tmp_path, from_arrays(src, dst, weight, num_vertices=n), max_shard_edges=1000,
+                  gpu_memory=400_000, n_streams=2, max_page_bytes=150_000, block_bytes=8192)
+    shards = store.shards
+    # every edge in exactly one shard, shards in order
+    assert shards["edge_begin"][0] == 0 and shards["edge_end"][-1] == store.num_edges
+    assert np.array_equal(shards["edge_begin"][1:], shards["edge_end"][:-1])
+    assert shards["split"].sum() >= 3  # vertex 17 has > 3000 in-edges
+    slots = config.SHARD_SHARED_MEMORY_BYTES // config.SHARD_SLOT_BYTES
+    for shard in shards:
+        edges = int(shard["edge_end"] - shard["edge_begin"])
+        assert shard["replication"] == layout.replication_factor(edges, int(shard["num_vertices"]))
+        assert shard["num_vertices"] * shard["replication"] <= slots or shard["split"]
+    page_bytes = store.manifest["layout"]["page_bytes"]
+    assert page_bytes <= 150_000
+    assert len(store.pages) > 3
+    for info in store.pages:
+        assert info.nbytes <= page_bytes
+        page = store.read_page(info.index)
+        page_shards = store.page_shards(info.index)
+        assert np.all(page_shards["page"] == info.index)
+        for shard in page_shards:
+            lo = int(shard["edge_begin"]) - info.edge_begin
+            hi = int(shard["edge_end"]) - info.edge_begin
+            offsets = page.idxoff[lo:hi]
+            assert offsets.size == 0 or offsets.max() < shard["num_vertices"]
+            # idxoff + first vertex is the true destination
+            first = int(shard["first_vertex"])
+            expected_dst = np.repeat(np.arange(store.num_vertices),
+                                     np.diff(store.in_offsets))[int(shard["edge_begin"]):
+                                                                 int(shard["edge_end"])]
+            assert np.array_equal(offsets.astype(np.int64) + first, expected_dst)
+        assert page.sources.dtype == np.int32
+        assert page.weights.dtype == np.float32
+
+
+def test_out_of_core_build_is_identical(tmp_path, monkeypatch):
+    src, dst, weight = random_edges(5, n=2000, m=30000, id_scale=7)
+    monkeypatch.setattr(config, "READ_CHUNK_EDGES", 2500)
+    for directed in (True, False):
+        options = dict(directed=directed, duplicates="sum", max_shard_edges=500)
+        in_memory = build(tmp_path, from_arrays(src, dst, weight), f"m{directed}", **options)
+        out_of_core = build(tmp_path, from_arrays(src, dst, weight), f"o{directed}",
+                            memory_budget=200_000, **options)
+        assert in_memory.manifest["built_in_memory"]
+        assert not out_of_core.manifest["built_in_memory"]
+        assert store_edges(in_memory) == store_edges(out_of_core)
+        for name in ("in_offsets", "out_offsets", "out_targets", "shards"):
+            assert np.array_equal(getattr(in_memory, name), getattr(out_of_core, name)), name
+        assert np.array_equal(in_memory.original_ids(), out_of_core.original_ids())
+        assert in_memory.summary == out_of_core.summary
+
+
+def test_int64_vertex_ids_layout(tmp_path, monkeypatch):
+    monkeypatch.setattr(config, "INT32_VERTEX_LIMIT", 100)
+    src, dst, weight = random_edges(2, n=500, m=4000)
+    store = build(tmp_path, from_arrays(src, dst, weight))
+    assert store.vertex_dtype == np.int64
+    assert store.read_page(0).sources.dtype == np.int64
+    expected = naive.clean_edges(src, dst, weight)
+    assert store_edges(store) == expected["edges"]
+
+
+def test_weights_types(tmp_path):
+    src, dst, weight = random_edges(4, weighted=True)
+    assert build(tmp_path, from_arrays(src, dst, weight), "a").weight_dtype == np.int32
+    big = weight * 2**40
+    assert build(tmp_path, from_arrays(src, dst, big), "b").weight_dtype == np.int64
+    real = weight / 3.0
+    assert build(tmp_path, from_arrays(src, dst, real), "c").weight_dtype == np.float32
+    assert build(tmp_path, from_arrays(src, dst, real), "d",
+                 weight_dtype="float64").weight_dtype == np.float64
+    assert not build(tmp_path, from_arrays(src, dst, real), "e", weight_dtype="none").weighted
+
+
+def test_blocks_spread_over_storage_directories(tmp_path):
+    ssds = [tmp_path / "ssd1", tmp_path / "ssd2"]
+    for d in ssds:
+        d.mkdir()
+    src, dst, weight = random_edges(6, n=3000, m=60000)
+    store = build(tmp_path, from_arrays(src, dst, weight), storage_dirs=[str(d) for d in ssds],
+                  block_bytes=4096, max_page_bytes=65536, max_shard_edges=1000)
+    directories = store.blocks["directory"]
+    assert set(np.unique(directories)) == {0, 1, 2}
+    for block in store.blocks:
+        assert block["directory"] == block_directory(int(block["page"]), int(block["index"]), 3)
+    assert store_edges(store) == naive.clean_edges(src, dst, weight)["edges"]
+    # a missing storage directory is named
+    moved = tmp_path / "elsewhere"
+    os.rename(ssds[1], moved)
+    with pytest.raises(StoreError, match="ssd2"):
+        Store.open(store.path)
+
+
+def corrupt(path: Path, offset: int) -> None:
+    with open(path, "r+b") as handle:
+        handle.seek(offset)
+        byte = handle.read(1)
+        handle.seek(offset)
+        handle.write(bytes([byte[0] ^ 0x40]))
+
+
+@pytest.mark.parametrize("target", ["blocks.dat", "vertices/out_targets.bin", "shards.bin",
+                                    "manifest.json"])
+def test_damaged_store_is_detected_on_open(tmp_path, target):
+    src, dst, weight = random_edges(7)
+    store = build(tmp_path, from_arrays(src, dst, weight))
+    path = store.path / target
+    corrupt(path, path.stat().st_size // 2)
+    with pytest.raises(StoreCorruptError, match=Path(target).name.split(".")[0]):
+        Store.open(store.path)
+
+
+def test_truncated_block_file_is_detected(tmp_path):
+    store = build(tmp_path, from_arrays(*random_edges(8)))
+    blocks = store.path / "blocks.dat"
+    os.truncate(blocks, blocks.stat().st_size - 100)
+    with pytest.raises(StoreCorruptError, match="truncated"):
+        Store.open(store.path, verify="quick")
+
+
+class FailingSource(EdgeSource):
+    """Yields one good chunk, then fails like a malformed file would."""
+
+    name = "failing.el"
+    format = "el"
+
+    def chunks(self, max_edges):
+        yield EdgeChunk(np.arange(10), np.arange(1, 11))
+        raise GraphInputError("malformed line", path=self.name, line=11)
+
+    def identity(self):
+        return {"name": self.name}
+
+
+def test_failed_build_leaves_nothing(tmp_path):
+    with pytest.raises(GraphInputError, match="failing.el:11"):
+        build(tmp_path, FailingSource())
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_failed_rebuild_keeps_the_old_store(tmp_path):
+    good = build(tmp_path, from_arrays(*random_edges(9)))
+    with pytest.raises(GraphInputError):
+        build(tmp_path, FailingSource())
+    assert Store.open(good.path).num_edges == good.num_edges
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]
+
+
+def test_empty_graph_is_an_error(tmp_path):
+    with pytest.raises(GraphInputError, match="empty graph"):
+        build(tmp_path, from_arrays(np.zeros(0, np.int64), np.zeros(0, np.int64)))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_up_to_date_store_is_reused(tmp_path, monkeypatch):
+    src, dst, weight = random_edges(10)
+    first = build(tmp_path, from_arrays(src, dst, weight))
+    created = first.manifest["created"], (first.path / "blocks.dat").stat().st_mtime_ns
+    from garaphpy.storage import builder
+
+    def no_rebuild(*args, **kwargs):
+        raise AssertionError("rebuilt an up-to-date store")
+
+    monkeypatch.setattr(builder._Builder, "run", no_rebuild)
+    again = build(tmp_path, from_arrays(src, dst, weight))
+    assert (again.manifest["created"], (again.path / "blocks.dat").stat().st_mtime_ns) == created
+    monkeypatch.undo()
+    other = build(tmp_path, from_arrays(src, dst, weight), duplicates="keep")
+    assert other.manifest["key"] != first.manifest["key"]
+    assert other.num_edges > first.num_edges
+
+
+def test_killed_build_leaves_no_store(tmp_path):
+    """SIGKILL in the middle of a build: no store at the target path."""
+    target = tmp_path / "store"
+    script = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(REPO)!r})
+        from garaphpy.storage.builder import build_store, BuildOptions
+        from garaphpy.storage.edges import EdgeChunk, EdgeSource
+        import numpy as np
+
+        class Slow(EdgeSource):
+            name = "slow"
+            def chunks(self, max_edges):
+                rng = np.random.default_rng(0)
+                for i in range(10_000):
+                    if i == 3:
+                        print("started", flush=True)
+                    time.sleep(0.01)
+                    yield EdgeChunk(rng.integers(0, 1000, 1000), rng.integers(0, 1000, 1000))
+            def identity(self):
+                return {{"slow": 1}}
+
+        build_store(Slow(), {str(target)!r}, BuildOptions(), progress=False)
+    """)
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline().strip() == "started"
+        time.sleep(0.2)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    assert not target.exists()
+    with pytest.raises(StoreError, match="no garaphpy store"):
+        Store.open(target)
+
+
+def test_original_and_internal_ids(tmp_path):
+    src = np.array([10**12, 5, 3, 5])
+    dst = np.array([5, 3, 10**12, 7])
+    store = build(tmp_path, from_arrays(src, dst))
+    assert list(store.original_ids()) == [3, 5, 7, 10**12]
+    assert list(store.internal_ids([7, 10**12])) == [2, 3]
+    with pytest.raises(KeyError, match="6"):
+        store.internal_ids([6])

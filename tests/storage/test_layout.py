@@ -1,0 +1,129 @@
+"""Shards and pages (Garaph sections 2.1 and 3.2) against direct computations."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from garaphpy.errors import StoreError
+from garaphpy.storage import layout
+
+
+def equation_2(num_edges: int, num_vertices: int) -> int:
+    """R_i = 2^min(ceil(log2(|E_i|/|V_i|) - 0.5), 5), at least 1, written out."""
+    if num_edges == 0:
+        return 1
+    exponent = math.ceil(math.log2(num_edges / num_vertices) - 0.5)
+    return 2 ** max(0, min(exponent, 5))
+
+
+@pytest.mark.parametrize("edges,vertices", [(0, 10), (5, 10), (10, 10), (14, 10), (15, 10),
+                                            (16, 10), (40, 10), (1000, 10), (10**6, 1)])
+def test_replication_factor_is_equation_2(edges, vertices):
+    assert layout.replication_factor(edges, vertices) == equation_2(edges, vertices)
+
+
+def offsets_of(degrees) -> np.ndarray:
+    offsets = np.zeros(len(degrees) + 1, np.int64)
+    np.cumsum(degrees, out=offsets[1:])
+    return offsets
+
+
+def check_shards(shards, offsets, slots, max_vertices, max_edges):
+    num_vertices = offsets.size - 1
+    # vertex ranges tile 0..n-1 (a split vertex repeats in consecutive shards)
+    assert shards["first_vertex"][0] == 0
+    ends = shards["first_vertex"] + shards["num_vertices"]
+    assert ends[-1] == num_vertices
+    split = shards["split"].astype(bool)
+    for i in range(1, shards.size):
+        if split[i] and split[i - 1] and shards["first_vertex"][i] == shards["first_vertex"][i - 1]:
+            continue
+        assert shards["first_vertex"][i] == ends[i - 1]
+    # edge ranges tile 0..E-1: every edge in exactly one shard
+    assert shards["edge_begin"][0] == 0 and shards["edge_end"][-1] == offsets[-1]
+    assert np.array_equal(shards["edge_begin"][1:], shards["edge_end"][:-1])
+    for shard in shards:
+        edges = int(shard["edge_end"] - shard["edge_begin"])
+        vertices = int(shard["num_vertices"])
+        assert edges <= max_edges
+        assert 1 <= vertices <= max_vertices
+        assert int(shard["replication"]) == equation_2(edges, vertices)
+        assert vertices * int(shard["replication"]) <= slots or vertices == 1
+        if not shard["split"]:
+            first = int(shard["first_vertex"])
+            assert shard["edge_begin"] == offsets[first]
+            assert shard["edge_end"] == offsets[first + vertices]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_shards_cover_everything_within_budget(seed):
+    rng = np.random.default_rng(seed)
+    degrees = rng.zipf(1.8, 5000).clip(0, 3000) * rng.integers(0, 2, 5000)
+    offsets = offsets_of(degrees)
+    shards = layout.cut_shards(offsets, shared_memory_bytes=4096, slot_bytes=4,
+                               max_vertices=700, max_edges=1000)
+    check_shards(shards, offsets, 1024, 700, 1000)
+    assert shards["split"].any()  # some vertex has more than 1000 in-edges
+
+
+def test_heavy_vertex_is_split_into_pieces():
+    degrees = np.array([3, 2500, 1, 0, 4])
+    shards = layout.cut_shards(offsets_of(degrees), max_edges=1000)
+    pieces = shards[shards["split"] == 1]
+    assert list(pieces["first_vertex"]) == [1, 1, 1]
+    assert list(pieces["edge_end"] - pieces["edge_begin"]) == [1000, 1000, 500]
+    check_shards(shards, offsets_of(degrees), 12288, 1 << 16, 1000)
+
+
+def test_sparse_graph_gets_r1_shards_at_the_offset_limit():
+    offsets = offsets_of(np.zeros(200_000, np.int64))
+    shards = layout.cut_shards(offsets, shared_memory_bytes=1 << 20, slot_bytes=4)
+    assert shards["num_vertices"].max() == 1 << 16  # 16-bit IdxOff bound
+    assert set(shards["replication"]) == {1}
+
+
+def test_dense_shards_use_high_replication():
+    offsets = offsets_of(np.full(10_000, 64))
+    shards = layout.cut_shards(offsets)
+    assert set(shards["replication"]) == {32}
+    assert shards["num_vertices"].max() == 12288 // 32
+
+
+def test_invalid_shard_parameters_are_named():
+    offsets = offsets_of([1, 2])
+    with pytest.raises(StoreError, match="shared_memory_bytes"):
+        layout.cut_shards(offsets, shared_memory_bytes=64, slot_bytes=4)
+    with pytest.raises(StoreError, match="max_vertices"):
+        layout.cut_shards(offsets, max_vertices=70000)
+
+
+def test_pages_respect_their_budget():
+    rng = np.random.default_rng(7)
+    offsets = offsets_of(rng.integers(0, 50, 20000))
+    shards = layout.cut_shards(offsets)
+    sizing = layout.PageSizing(source_bytes=4, weight_bytes=4, page_bytes=200_000)
+    counts = layout.group_pages(shards, sizing)
+    assert counts.sum() == shards.size and len(counts) > 1
+    assert np.all(np.diff(shards["page"]) >= 0)
+    start = 0
+    for count in counts:
+        page = shards[start:start + count]
+        edges = int(page["edge_end"][-1] - page["edge_begin"][0])
+        assert layout.page_array_offsets(edges, sizing)["nbytes"] <= sizing.page_bytes
+        start += count
+
+
+def test_one_shard_larger_than_a_page_is_an_error():
+    shards = layout.cut_shards(offsets_of([60_000]))
+    with pytest.raises(StoreError, match="GPU memory budget"):
+        layout.group_pages(shards, layout.PageSizing(4, 0, 100_000))
+
+
+def test_page_budget_leaves_room_for_vertices_and_streams():
+    assert layout.page_budget(1000, 4, 200, max_page_bytes=10**9) == 200
+    assert layout.page_budget(10**12, 4, 0) == layout.page_budget(10**12, 1, 0)  # capped
+    with pytest.raises(StoreError, match="vertex data"):
+        layout.page_budget(100, 4, 200)
