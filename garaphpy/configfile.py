@@ -218,8 +218,9 @@ def validate_config(raw: dict, base_dir: Path | None = None, origin: str = "<con
         for section, key in _PATH_KEYS:
             value = result[section][key]
             if isinstance(value, str):
-                result[section][key] = str((base_dir / value).expanduser())
+                result[section][key] = str((base_dir / value).expanduser().resolve())
             elif isinstance(value, list):
-                result[section][key] = [str((base_dir / v).expanduser()) for v in value]
+                result[section][key] = [str((base_dir / v).expanduser().resolve())
+                                        for v in value]
         result["_base_dir"] = str(base_dir)
     return result

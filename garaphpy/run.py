@@ -50,7 +50,7 @@ def graph_from_config(settings: dict, progress: bool = True, rebuild: bool = Fal
             raise ConfigError(f"input.{next(iter(generator_options))} applies to generators "
                               f"only, and graph = {spec!r} is a file")
         base = Path(settings.get("_base_dir", "."))
-        spec = str(base / Path(spec).expanduser())
+        spec = str((base / Path(spec).expanduser()).resolve())
     return Graph.load(
         spec, store=stored["path"], format=inputs["format"],
         generator_options=generator_options if is_generator else None,
@@ -80,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("garaphpy: interrupted", file=sys.stderr)
         return 130
-    print(graph.describe())
+    if graph.store.reused or args.quiet:
+        print(graph.describe())
     print(f"store: {graph.store.path}")
     print(f"done in {time.perf_counter() - started:.2f} s")
     return 0

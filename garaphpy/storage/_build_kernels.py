@@ -138,6 +138,13 @@ def fill_idxoff(in_offsets, first_vertices, num_vertices, edge_begins, edge_ends
 
 
 @numba.njit(cache=True, nogil=True)
+def mark_present(ids, present):
+    """present[x] = True for every x in ids."""
+    for i in range(ids.shape[0]):
+        present[ids[i]] = True
+
+
+@numba.njit(cache=True, nogil=True)
 def map_dense_ids(raw, table, out):
     """out[i] = table[raw[i]]: renumber ids through a lookup table."""
     for i in range(raw.shape[0]):
@@ -172,7 +179,8 @@ def sort_by_key(keys, key_base, key_range, values, out, key_scratch, value_scrat
     values : array of len(keys)
         The payload (source ids, or item indices to gather several payloads).
     out : array like ``values``
-        Receives the payload in key order (may not alias ``values``).
+        Receives the payload in key order.  May be ``values`` itself: the
+        first level reads every value before the second writes any.
     key_scratch, value_scratch : arrays of len(keys)
         Work space of the keys' and values' dtypes.
     threads : int

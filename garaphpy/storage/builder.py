@@ -32,6 +32,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 import uuid
@@ -257,6 +258,47 @@ class _Ingest:
             yield self.clean(chunk.src, chunk.dst, weight)
 
 
+class _VertexIdSet:
+    """The set of vertex ids met so far, for renumbering.
+
+    While ids are non-negative and not much larger than the number of edges
+    seen, a presence table marks them (one pass, no sort); otherwise each
+    chunk's unique ids are kept and merged at the end.
+    """
+
+    def __init__(self):
+        self.present = np.zeros(0, np.bool_)
+        self.parts: list[np.ndarray] | None = None
+        self.seen = 0
+
+    def add(self, src: np.ndarray, dst: np.ndarray) -> None:
+        if src.size == 0:
+            return
+        self.seen += src.size
+        low = min(int(src.min()), int(dst.min()))
+        high = max(int(src.max()), int(dst.max()))
+        if self.parts is None and low >= 0 and high < max(1 << 24, 16 * self.seen):
+            if high >= self.present.size:
+                grown = np.zeros(max(high + 1, 2 * self.present.size), np.bool_)
+                grown[:self.present.size] = self.present
+                self.present = grown
+            kernels.mark_present(src, self.present)
+            kernels.mark_present(dst, self.present)
+            return
+        if self.parts is None:
+            self.parts = [np.flatnonzero(self.present).astype(np.int64)]
+            self.present = np.zeros(0, np.bool_)
+        self.parts.append(np.unique(np.concatenate([src, dst])).astype(np.int64))
+        if sum(p.size for p in self.parts) > 4 * max(self.parts[0].size, 1 << 20):
+            self.parts = [np.unique(np.concatenate(self.parts))]
+
+    def sorted_ids(self) -> np.ndarray:
+        """Every id met, sorted, as int64."""
+        if self.parts is None:
+            return np.flatnonzero(self.present).astype(np.int64)
+        return np.unique(np.concatenate(self.parts)).astype(np.int64)
+
+
 def _renumbering(unique_ids: np.ndarray):
     """A mapping from sorted unique original ids to 0..n-1.
 
@@ -296,7 +338,8 @@ def _ingest_in_memory(ingest: _Ingest, budget_edges: int):
     source = ingest.source
     declared = source.num_vertices is not None
     vid = _vertex_dtype(source.num_vertices) if declared else None
-    parts_src, parts_dst, parts_w, unique_parts = [], [], [], []
+    parts_src, parts_dst, parts_w = [], [], []
+    vertex_ids = _VertexIdSet()
     total = 0
     for src, dst, weight in ingest.chunks():
         total += src.size
@@ -307,7 +350,7 @@ def _ingest_in_memory(ingest: _Ingest, budget_edges: int):
         else:
             if src.size and max(src.max(), dst.max()) < 2**31 and min(src.min(), dst.min()) >= 0:
                 src, dst = src.astype(np.int32), dst.astype(np.int32)
-            unique_parts.append(np.unique(np.concatenate([src, dst])))
+            vertex_ids.add(src, dst)
         parts_src.append(src)
         parts_dst.append(dst)
         if weight is not None:
@@ -315,9 +358,8 @@ def _ingest_in_memory(ingest: _Ingest, budget_edges: int):
     if declared:
         num_vertices, original_ids = source.num_vertices, None
     else:
-        original_ids = (np.unique(np.concatenate(unique_parts)).astype(np.int64)
-                        if unique_parts else np.zeros(0, np.int64))
-        del unique_parts
+        original_ids = vertex_ids.sorted_ids()
+        del vertex_ids
         num_vertices = int(original_ids.size)
         vid = _vertex_dtype(num_vertices)
         table, base = _renumbering(original_ids)
@@ -349,13 +391,15 @@ def _index_dtype(count: int) -> np.dtype:
 
 
 def _sorted_by_key(keys, key_base: int, key_range: int, values):
-    """(offsets, values stably sorted by keys); see kernels.sort_by_key."""
-    out = np.empty_like(values)
+    """(offsets, values stably sorted by keys), sorting ``values`` in place.
+
+    See kernels.sort_by_key.
+    """
     key_scratch = np.empty(keys.size, np.int64 if keys.dtype.itemsize > 4 else np.int32)
     value_scratch = np.empty_like(values)
-    offsets = kernels.sort_by_key(keys, key_base, key_range, values, out, key_scratch,
+    offsets = kernels.sort_by_key(keys, key_base, key_range, values, values, key_scratch,
                                   value_scratch, numba.get_num_threads())
-    return offsets, out
+    return offsets, values
 
 
 def _csc_of_group(columns: dict, first_vertex: int, end_vertex: int, duplicates: str):
@@ -417,7 +461,8 @@ def _csr_of_group(sources: np.ndarray, destinations: np.ndarray, first_vertex: i
     """Out-edges of sources first_vertex..first_vertex+count-1, by source.
 
     The sort is stable, so each vertex's targets keep the order they come in
-    (increasing, when the edges come in CSC order).
+    (increasing, when the edges come in CSC order).  ``destinations`` is
+    reordered in place and returned as the targets.
 
     Returns (offsets relative to the group, targets).
     """
@@ -488,15 +533,10 @@ class _Buckets:
 
 def _unique_ids_streaming(ingest: _Ingest) -> np.ndarray:
     """First pass of an out-of-core build: the sorted set of vertex ids."""
-    merged = np.zeros(0, np.int64)
-    pending, pending_size = [], 0
+    vertex_ids = _VertexIdSet()
     for src, dst, _ in ingest.chunks():
-        pending.append(np.unique(np.concatenate([src, dst])))
-        pending_size += pending[-1].size
-        if pending_size > max(merged.size, 1 << 22):
-            merged = np.unique(np.concatenate([merged] + pending))
-            pending, pending_size = [], 0
-    return np.unique(np.concatenate([merged] + pending)).astype(np.int64)
+        vertex_ids.add(src, dst)
+    return vertex_ids.sorted_ids()
 
 
 # ------------------------------------------------------------------- writing --
@@ -670,13 +710,15 @@ def build_store(source: EdgeSource, path, options: BuildOptions | None = None, *
             manifest = None
         if manifest is not None and manifest.get("key") == key:
             store = Store.open(path)
+            store.reused = True
             if progress:
-                print(f"preprocess: reusing up-to-date store {path}", flush=True)
+                print(f"preprocess: reusing up-to-date store {path}", file=sys.stderr, flush=True)
             return store
     path.parent.mkdir(parents=True, exist_ok=True)
     builder = _Builder(source, path, options, key, gpu_memory, progress)
     builder.run()
-    return Store.open(path)
+    # just written and checksummed block by block: a quick check suffices
+    return Store.open(path, verify="quick")
 
 
 class _Builder:

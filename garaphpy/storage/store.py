@@ -128,6 +128,10 @@ class Page:
     weights: np.ndarray | None
 
 
+def _plural(count: int, one: str, many: str | None = None) -> str:
+    return f"{count:,} {one if count == 1 else (many or one + 's')}"
+
+
 def format_summary(manifest: dict) -> str:
     """A few lines describing a store (printed by the CLI)."""
     summary = manifest["summary"]
@@ -145,10 +149,10 @@ def format_summary(manifest: dict) -> str:
         f"{summary['duplicates_removed']:,} duplicates removed",
         f"  isolated vertices {summary['isolated_vertices']:,}; max in-degree "
         f"{summary['max_in_degree']:,}; max out-degree {summary['max_out_degree']:,}",
-        f"  store: {layout['num_shards']:,} shards in {layout['num_pages']:,} pages of at most "
+        f"  store: {_plural(layout['num_shards'], 'shard')} in "
+        f"{_plural(layout['num_pages'], 'page')} of at most "
         f"{human_bytes(layout['page_bytes'])}, "
-        f"{len(manifest['storage_dirs'])} storage director"
-        f"{'y' if len(manifest['storage_dirs']) == 1 else 'ies'}",
+        f"{_plural(len(manifest['storage_dirs']), 'storage directory', 'storage directories')}",
     ]
     return "\n".join(lines)
 
@@ -190,6 +194,8 @@ class Store:
         self._block_dirs = [path] + [
             Path(d) / f"{path.name}-{manifest['key'][:12]}" for d in manifest["storage_dirs"][1:]]
         self._arrays: dict[str, np.ndarray] = {}
+        #: True when build_store found this store up to date instead of building it.
+        self.reused = False
 
     # -- opening ----------------------------------------------------------
     @classmethod

@@ -1,0 +1,138 @@
+"""The command line: python -m garaphpy.run CONFIG.toml [--set KEY=VALUE ...]."""
+
+from __future__ import annotations
+
+import gzip
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from garaphpy.configfile import load_config, parse_size
+from garaphpy.errors import ConfigError
+from garaphpy.run import main
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def write_config(tmp_path, text: str) -> Path:
+    path = tmp_path / "run.toml"
+    path.write_text(text)
+    return path
+
+
+def test_quickstart_example_runs(tmp_path, capsys):
+    code = main([str(REPO / "examples" / "quickstart.toml"), "--quiet",
+                 "--set", f"store.path={str(tmp_path / 'store')!r}"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "782 vertices" in out and "6,719 edges" in out
+    assert (tmp_path / "store" / "manifest.json").is_file()
+
+
+def test_module_entry_point_exit_codes(tmp_path):
+    config = write_config(tmp_path, 'graph = "rmat:6"\n[store]\npath = "s"\n')
+    ok = subprocess.run([sys.executable, "-m", "garaphpy.run", str(config)], cwd=REPO,
+                        capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    assert "64 vertices" in ok.stdout
+    bad = subprocess.run([sys.executable, "-m", "garaphpy.run", str(config), "--set",
+                          "store.colour=1"], cwd=REPO, capture_output=True, text=True)
+    assert bad.returncode == 2
+    assert "store.colour" in bad.stderr and bad.stderr.count("\n") == 1
+
+
+def test_generator_and_overrides(tmp_path, capsys):
+    config = write_config(tmp_path, 'graph = "grid:4x3"\n')
+    assert main([str(config), "-q", "--set", "store.path='g'"]) == 0
+    assert "12 vertices, 34 edges" in capsys.readouterr().out
+    assert main([str(config), "-q", "--set", "graph=rmat:5", "--set", "input.seed=3",
+                 "--set", "store.path='r'"]) == 0
+    assert "32 vertices" in capsys.readouterr().out
+
+
+def test_reuse_and_rebuild(tmp_path, capsys):
+    config = write_config(tmp_path, 'graph = "rmat:6"\n[store]\npath = "s"\n')
+    assert main([str(config)]) == 0
+    capsys.readouterr()
+    assert main([str(config)]) == 0
+    assert "reusing up-to-date store" in capsys.readouterr().err
+    assert main([str(config), "--rebuild"]) == 0
+    assert "reusing" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text,override,needle", [
+    ('graph = "rmat:6"\n[colour]\nx = 1\n', None, "[colour]"),
+    ('graph = "rmat:6"\n[store]\ncolour = 1\n', None, "store.colour"),
+    ('graph = "rmat:6"\n[store]\nn_streams = "four"\n', None, "store.n_streams"),
+    ('graph = "rmat:6"\n[store]\nn_streams = 0\n', None, "store.n_streams"),
+    ('graph = "rmat:6"\n[input]\nduplicates = "avg"\n', None, "input.duplicates"),
+    ('graph = "rmat:6"\n[store]\nmemory_budget = "lots"\n', None, "store.memory_budget"),
+    ('graph = "rmat:6"\n', "store.n_streams=-1", "store.n_streams"),
+    ('graph = "rmat:6"\n', "nonsense", "KEY=VALUE"),
+    ('[input]\nformat = "el"\n', None, "missing key 'graph'"),
+    ('graph = "rmat:x"\n', None, "rmat:x"),
+    ('graph = "rmat:6"\nstore = 3\n', None, "'store'"),
+    ('graph = [\n', None, "invalid TOML"),
+])
+def test_bad_configuration_is_named_and_exits_2(tmp_path, capsys, text, override, needle):
+    config = write_config(tmp_path, text)
+    argv = [str(config)] + (["--set", override] if override else [])
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert needle in err
+    assert not (tmp_path / "s").exists()
+
+
+def test_missing_config_file(tmp_path, capsys):
+    assert main([str(tmp_path / "nope.toml")]) == 2
+    assert "nope.toml" in capsys.readouterr().err
+
+
+def test_missing_graph_file_exits_1(tmp_path, capsys):
+    config = write_config(tmp_path, 'graph = "missing.el"\n[store]\npath = "s"\n')
+    assert main([str(config)]) == 1
+    err = capsys.readouterr().err
+    assert "missing.el" in err
+    assert not (tmp_path / "s").exists()
+
+
+def test_malformed_graph_file_names_the_line_and_leaves_no_store(tmp_path, capsys):
+    with gzip.open(tmp_path / "bad.txt.gz", "wt") as handle:
+        handle.write("# a comment\n0\t1\n1\t2\n2\tx\n")
+    config = write_config(tmp_path, 'graph = "bad.txt.gz"\n[store]\npath = "s"\n')
+    assert main([str(config)]) == 1
+    err = capsys.readouterr().err
+    assert "bad.txt.gz:4" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.txt.gz", "run.toml"]
+
+
+def test_generator_options_on_a_file_are_rejected(tmp_path, capsys):
+    (tmp_path / "g.el").write_text("0 1\n")
+    config = write_config(tmp_path, 'graph = "g.el"\n[input]\nseed = 4\n')
+    assert main([str(config)]) == 2
+    assert "input.seed" in capsys.readouterr().err
+
+
+def test_config_defaults_and_paths(tmp_path):
+    config = write_config(tmp_path, 'graph = "x.el"\n[store]\npath = "stores/x"\n'
+                                    'storage_dirs = ["a", "b"]\nmemory_budget = "2GiB"\n')
+    settings = load_config(config)
+    assert settings["store"]["path"] == str(tmp_path / "stores" / "x")
+    assert settings["store"]["storage_dirs"] == [str(tmp_path / "a"), str(tmp_path / "b")]
+    assert settings["store"]["memory_budget"] == 2 << 30
+    assert settings["input"]["duplicates"] == "drop"
+    assert settings["store"]["n_streams"] >= 1
+
+
+@pytest.mark.parametrize("text,value", [("512MiB", 512 << 20), ("4 GB", 4 * 10**9),
+                                        (1024, 1024), ("1.5k", 1500)])
+def test_sizes(text, value):
+    assert parse_size(text, "x") == value
+
+
+@pytest.mark.parametrize("text", ["-1", 0, True, "12 parsecs", ""])
+def test_bad_sizes(text):
+    with pytest.raises(ConfigError, match="x"):
+        parse_size(text, "x")
