@@ -65,6 +65,31 @@ HOST_MEMORY_FRACTION = 0.5
 #: Edges parsed per chunk when streaming a text input.
 READ_CHUNK_EDGES = 1 << 22
 
+#: Bytes of decompressed input looked at to detect a file's format.
+DETECT_BYTES = 64 << 10
+
+#: Bytes a text header (Matrix Market banner and comments, DIMACS comments)
+#: may take before detection gives up looking for its end.
+HEADER_MAX_BYTES = 16 << 20
+
+#: Bytes of a ``wel`` file that decide whether its weights are "int" or "real".
+WEIGHT_PROBE_BYTES = 4 << 20
+
+#: Bytes read from a text input per block.  A block is cut after its last
+#: newline and the rest carried over, so a line longer than this only makes
+#: the buffer grow.  Two blocks are in memory at once (read-ahead).  Larger
+#: blocks were not faster (first-touch page faults of the buffers dominate).
+TEXT_BLOCK_BYTES = 16 << 20
+
+#: Bytes one parser task handles; a block is cut at newlines into pieces of
+#: about this size, parsed concurrently.  Each worker keeps scratch arrays of
+#: piece_bytes / 4 records (24 bytes each: 12 MB for 2 MiB pieces).
+PIECE_BYTES = 2 << 20
+
+#: Text parser threads; 0 means one per usable core, at most MAX_PARSE_WORKERS.
+PARSE_WORKERS = 0
+MAX_PARSE_WORKERS = 8
+
 #: Seconds between two progress lines of long work.
 PROGRESS_INTERVAL_S = 2.0
 

@@ -48,7 +48,7 @@ silent fallback to an edge list).  An explicit ``format=`` skips detection.
 Weight kind of ``wel`` files
 ----------------------------
 The kind must be known before chunks stream, so it is decided from the first
-:data:`WEIGHT_PROBE_BYTES` of the (decompressed) file: ``"int"`` when every
+:data:`garaphpy.config.WEIGHT_PROBE_BYTES` of the (decompressed) file: ``"int"`` when every
 weight there is written as an integer (optional sign and digits), else
 ``"real"``.  Integer weights are kept exact in int64; in a ``"real"`` file they
 are converted to float64.  If a later weight of an ``"int"`` file is not an
@@ -77,6 +77,7 @@ from typing import BinaryIO, Iterator
 
 import numpy as np
 
+from garaphpy import config
 from garaphpy.errors import ConfigError, GraphInputError
 from garaphpy.storage import binary, textparse
 from garaphpy.storage.edges import EdgeChunk, EdgeSource
@@ -84,16 +85,6 @@ from garaphpy.storage.textparse import RecordScanner, RecordSyntax
 
 #: Every file format name :func:`open_source` accepts besides "auto".
 FILE_FORMATS = ("snap", "el", "wel", "mtx", "gr", "sg", "wsg", "bcsr", "bwcsr")
-
-#: Bytes of decompressed input looked at to detect the format.
-DETECT_BYTES = 64 << 10
-
-#: Bytes a text header (Matrix Market banner and comments, DIMACS comments)
-#: may take before detection gives up looking for its end.
-HEADER_MAX_BYTES = 16 << 20
-
-#: Bytes of a ``wel`` file that decide whether its weights are "int" or "real".
-WEIGHT_PROBE_BYTES = 4 << 20
 
 _COMPRESSION_MAGIC = (
     (b"\x1f\x8b", "gzip"),
@@ -361,7 +352,7 @@ def _sniff_text_format(head: bytes, complete: bool, hint: str | None,
 def _detect_format(file: InputFile) -> str:
     """The format of a file, from its content and, as a hint, its name."""
     hint = file.format_hint
-    head, complete = file.head(DETECT_BYTES)
+    head, complete = file.head(config.DETECT_BYTES)
     if _looks_binary(head):
         if hint in binary.BINARY_FORMATS:
             return hint
@@ -450,13 +441,13 @@ class EdgeListSource(TextSource):
     format : {"snap", "el", "wel"}
     weight_kind : {"int", "real"}, optional
         For ``wel``: the weight type; by default decided from the first
-        :data:`WEIGHT_PROBE_BYTES` (see the module docstring).
+        :data:`garaphpy.config.WEIGHT_PROBE_BYTES` (see the module docstring).
     """
 
     def __init__(self, file: InputFile, format: str, weight_kind: str | None = None):
         super().__init__(file, format)
-        head, complete = file.head(max(DETECT_BYTES, WEIGHT_PROBE_BYTES)
-                                   if format == "wel" else DETECT_BYTES)
+        head, complete = file.head(max(config.DETECT_BYTES, config.WEIGHT_PROBE_BYTES)
+                                   if format == "wel" else config.DETECT_BYTES)
         self.data_start = len(_UTF8_BOM) if head.startswith(_UTF8_BOM) else 0
         self.first_line = 1
         if complete and not any(_is_data_line(text)
@@ -466,9 +457,9 @@ class EdgeListSource(TextSource):
                                   line=max(1, last))
         if format == "wel":
             if weight_kind is None:
-                probe = head[self.data_start:WEIGHT_PROBE_BYTES]
+                probe = head[self.data_start:config.WEIGHT_PROBE_BYTES]
                 weight_kind = _probe_weight_kind(
-                    probe, complete and len(head) <= WEIGHT_PROBE_BYTES)
+                    probe, complete and len(head) <= config.WEIGHT_PROBE_BYTES)
             elif weight_kind not in ("int", "real"):
                 raise ConfigError(
                     f"weight_kind must be 'int', 'real' or None, got {weight_kind!r}")
@@ -476,7 +467,7 @@ class EdgeListSource(TextSource):
             mode = textparse.WEIGHT_INT if weight_kind == "int" else textparse.WEIGHT_REAL
             self.non_integer_hint = (
                 f" (integer weights were detected in the first "
-                f"{WEIGHT_PROBE_BYTES >> 20} MiB; pass weight_kind='real')")
+                f"{config.WEIGHT_PROBE_BYTES >> 20} MiB; pass weight_kind='real')")
         else:
             self.weight_kind = None
             mode = textparse.WEIGHT_NONE
@@ -529,8 +520,8 @@ def _probe_weight_kind(head: bytes, complete: bool) -> str:
 
 
 def _header_lines(file: InputFile) -> Iterator[tuple[int, int, int, str]]:
-    """Whole lines of a file's start, reading more until HEADER_MAX_BYTES."""
-    size = DETECT_BYTES
+    """Whole lines of a file's start, reading more until config.HEADER_MAX_BYTES."""
+    size = config.DETECT_BYTES
     seen = 0
     while True:
         head, complete = file.head(size)
@@ -540,9 +531,9 @@ def _header_lines(file: InputFile) -> Iterator[tuple[int, int, int, str]]:
                 yield line
         if complete:
             return
-        if size >= HEADER_MAX_BYTES:
+        if size >= config.HEADER_MAX_BYTES:
             raise GraphInputError(
-                f"the header is longer than {HEADER_MAX_BYTES >> 20} MiB", file.name,
+                f"the header is longer than {config.HEADER_MAX_BYTES >> 20} MiB", file.name,
                 line=seen + 1)
         size *= 4
 
@@ -747,7 +738,7 @@ def open_source(path: str | os.PathLike, format: str = "auto", *,
         (the extension is only a hint; see the module docstring).
     weight_kind : {"int", "real"}, optional
         Only for ``wel`` files: the weight type, instead of deciding it from
-        the first :data:`WEIGHT_PROBE_BYTES`.
+        the first :data:`garaphpy.config.WEIGHT_PROBE_BYTES`.
 
     Returns
     -------

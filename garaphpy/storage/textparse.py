@@ -23,11 +23,11 @@ Design
   it), so each inner loop stops at a non-digit or non-blank byte.  Error
   classification lives in separate cold functions.
 * :class:`_BlockReader` reads the (possibly decompressed) stream on a
-  background thread in blocks (:data:`TEXT_BLOCK_BYTES`) cut after their
+  background thread in blocks (:data:`garaphpy.config.TEXT_BLOCK_BYTES`) cut after their
   last newline, carrying the partial last line to the next block, so that
   reading or decompressing overlaps parsing.
 * :class:`RecordScanner` cuts each block at newlines into pieces
-  (:data:`PIECE_BYTES`), parses up to one piece per worker thread at once
+  (:data:`garaphpy.config.PIECE_BYTES`), parses up to one piece per worker thread at once
   (the kernel releases the GIL), and copies the records in file order into
   chunks of at most ``max_edges``, counting lines across piece, block and
   chunk boundaries.
@@ -66,22 +66,8 @@ from typing import BinaryIO, Iterator
 import numpy as np
 from numba import njit
 
+from garaphpy import config
 from garaphpy.errors import GraphInputError
-
-#: Bytes read from the input per block.  A block is cut after its last
-#: newline and the rest carried over, so a line longer than this only makes
-#: the buffer grow.  Two blocks are in memory at once (read-ahead).  Larger
-#: blocks were not faster (first-touch page faults of the buffers dominate).
-TEXT_BLOCK_BYTES = 16 << 20
-
-#: Bytes one parser task handles; a block is cut at newlines into pieces of
-#: about this size, parsed concurrently.  Each worker keeps scratch arrays of
-#: piece_bytes / 4 records (24 bytes each: 12 MB for 2 MiB pieces).
-PIECE_BYTES = 2 << 20
-
-#: Parser threads; 0 means one per usable core, at most MAX_PARSE_WORKERS.
-PARSE_WORKERS = 0
-MAX_PARSE_WORKERS = 8
 
 # -------------------------------------------------------------- error codes --
 OK = 0
@@ -754,7 +740,7 @@ class RecordScanner:
         Exact number of records the header declared (Matrix Market nnz,
         DIMACS m): more or fewer is an error naming the line.
     workers : int, optional
-        Parser threads; default :data:`PARSE_WORKERS` or the usable cores.
+        Parser threads; default :data:`garaphpy.config.PARSE_WORKERS` or the usable cores.
     block_bytes, piece_bytes : int
         Bytes read per block, and bytes parsed per task.
     non_integer_hint : str
@@ -778,8 +764,8 @@ class RecordScanner:
         self.first_line = int(first_line)
         self.expected_records = expected_records
         self.workers = max(1, int(workers if workers is not None else default_workers()))
-        self.block_bytes = int(block_bytes or TEXT_BLOCK_BYTES)
-        self.piece_bytes = int(piece_bytes or PIECE_BYTES)
+        self.block_bytes = int(block_bytes or config.TEXT_BLOCK_BYTES)
+        self.piece_bytes = int(piece_bytes or config.PIECE_BYTES)
         self.records = 0
         self.lines = 0
         self._weight_dtype = {WEIGHT_INT: np.int64,
@@ -951,9 +937,7 @@ class RecordScanner:
 
 
 def default_workers() -> int:
-    """Parser threads used by default: :data:`PARSE_WORKERS` or every usable core."""
-    if PARSE_WORKERS:
-        return PARSE_WORKERS
-    from garaphpy import config
-
-    return max(1, min(MAX_PARSE_WORKERS, config.default_threads()))
+    """Parser threads used by default: ``config.PARSE_WORKERS`` or every usable core."""
+    if config.PARSE_WORKERS:
+        return config.PARSE_WORKERS
+    return max(1, min(config.MAX_PARSE_WORKERS, config.default_threads()))

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import scipy.sparse
 
+from garaphpy import config
 from garaphpy.errors import ConfigError, GraphInputError
 from garaphpy.storage import readers, textparse
 from garaphpy.storage.edges import EdgeSource
@@ -187,7 +188,7 @@ def test_wel_real_weights(tmp_path):
 
 
 def test_wel_kind_is_decided_by_the_first_block(tmp_path, monkeypatch):
-    monkeypatch.setattr(readers, "WEIGHT_PROBE_BYTES", 16)
+    monkeypatch.setattr(config, "WEIGHT_PROBE_BYTES", 16)
     lines = [f"{i} {i + 1} {i}" for i in range(10)] + ["10 11 2.5"]
     path = write(tmp_path / "g.wel", "\n".join(lines) + "\n")
     source = open_source(path)
@@ -628,9 +629,9 @@ def test_empty_edge_lists(tmp_path):
 @pytest.mark.parametrize("workers", [1, 2])
 def test_line_numbers_across_blocks_pieces_and_chunks(tmp_path, monkeypatch, workers):
     """Tiny blocks and pieces force every boundary; CRLF and comments interleave."""
-    monkeypatch.setattr(textparse, "TEXT_BLOCK_BYTES", 64)
-    monkeypatch.setattr(textparse, "PIECE_BYTES", 16)
-    monkeypatch.setattr(textparse, "PARSE_WORKERS", workers)
+    monkeypatch.setattr(config, "TEXT_BLOCK_BYTES", 64)
+    monkeypatch.setattr(config, "PIECE_BYTES", 16)
+    monkeypatch.setattr(config, "PARSE_WORKERS", workers)
     rng = np.random.default_rng(workers)
     lines, expected = [], []
     for i in range(3000):
@@ -657,8 +658,8 @@ def test_line_numbers_across_blocks_pieces_and_chunks(tmp_path, monkeypatch, wor
 
 def test_huge_max_edges_reserves_no_memory_ahead(tmp_path, monkeypatch):
     """Chunks start at one block's worth of records and double up to max_edges."""
-    monkeypatch.setattr(textparse, "TEXT_BLOCK_BYTES", 64)
-    monkeypatch.setattr(textparse, "PIECE_BYTES", 32)
+    monkeypatch.setattr(config, "TEXT_BLOCK_BYTES", 64)
+    monkeypatch.setattr(config, "PIECE_BYTES", 32)
     path = write(tmp_path / "g.el", "".join(f"{i} {i + 1}\n" for i in range(5000)))
     chunks = list(open_source(path).chunks(1 << 40))
     assert len(chunks) == 1 and chunks[0].src.tolist() == list(range(5000))
@@ -674,7 +675,7 @@ def test_utf8_byte_order_mark_is_skipped(tmp_path):
 
 
 def test_long_line_grows_the_block(tmp_path, monkeypatch):
-    monkeypatch.setattr(textparse, "TEXT_BLOCK_BYTES", 16)
+    monkeypatch.setattr(config, "TEXT_BLOCK_BYTES", 16)
     path = write(tmp_path / "g.el", "0 1\n" + " " * 100 + "2 3" + " " * 100 + "\n4 5\n")
     src, dst, _ = read_all(open_source(path))
     assert src.tolist() == [0, 2, 4] and dst.tolist() == [1, 3, 5]
