@@ -22,12 +22,15 @@ class EdgeChunk:
 
     Attributes
     ----------
-    src, dst : numpy.ndarray of int64
+    src, dst : numpy.ndarray of int64 (or int32)
         Endpoints, 0-based *file* ids (a 1-based format has already been
         shifted down by one; the shift is recorded in ``EdgeSource.id_base``).
+        In-memory inputs may pass views of the caller's int32 arrays.
     weight : numpy.ndarray or None
         One weight per edge (int64 for integer weights, float64 for real
         ones), or None for an unweighted input.
+
+    Chunks may be views of the caller's data: consumers never modify them.
     """
 
     src: np.ndarray

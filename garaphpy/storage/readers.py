@@ -775,8 +775,10 @@ def open_source(path: str | os.PathLike, format: str = "auto", *,
 class ArraySource(EdgeSource):
     """Edges held in memory as arrays (see :func:`from_arrays`, :func:`from_scipy`).
 
-    Chunks are copies converted to int64 (and int64/float64 weights), so the
-    consumer may modify them freely.
+    Chunks are views of the caller's arrays when their ids are int32 or int64
+    (no copy: a 67 M-edge graph streams without doubling its memory), else
+    int64 copies; weights are int64 or float64.  Consumers must not modify
+    chunks (the EdgeChunk contract).
     """
 
     def __init__(self, src: np.ndarray, dst: np.ndarray, weight: np.ndarray | None,
@@ -802,10 +804,10 @@ class ArraySource(EdgeSource):
         for start in range(0, self._src.shape[0], max_edges):
             stop = start + max_edges
             yield EdgeChunk(
-                self._src[start:stop].astype(np.int64, copy=True),
-                self._dst[start:stop].astype(np.int64, copy=True),
+                _signed_ids(self._src[start:stop]),
+                _signed_ids(self._dst[start:stop]),
                 None if self._weight is None
-                else self._weight[start:stop].astype(weight_dtype, copy=True))
+                else self._weight[start:stop].astype(weight_dtype, copy=False))
 
     def identity(self) -> dict:
         """Sizes, dtypes and a CRC-32 of the contents."""
@@ -824,6 +826,13 @@ class ArraySource(EdgeSource):
     def __repr__(self) -> str:
         return (f"ArraySource({self.name!r}, format={self.format!r}, "
                 f"num_edges={self.num_edges_hint}, num_vertices={self.num_vertices})")
+
+
+def _signed_ids(ids: np.ndarray) -> np.ndarray:
+    """``ids`` itself when int32 or int64, else an int64 copy."""
+    if ids.dtype in (np.dtype(np.int32), np.dtype(np.int64)):
+        return ids
+    return ids.astype(np.int64)
 
 
 def _validated_ids(values, argument: str, name: str) -> np.ndarray:
