@@ -68,61 +68,6 @@ def counting_sort(keys: np.ndarray, key_base: int, key_range: int, *payloads,
 
 
 @numba.njit(cache=True, nogil=True)
-def _compact_duplicates(src, dst, weight, has_weight, policy):
-    """Merge runs of equal (dst, src) in sorted arrays; returns (length, removed)."""
-    n = src.shape[0]
-    if n == 0:
-        return 0, 0
-    write = 0
-    for read in range(1, n):
-        if src[read] == src[write] and dst[read] == dst[write]:
-            if has_weight:
-                if policy == 2:
-                    if weight[read] < weight[write]:
-                        weight[write] = weight[read]
-                elif policy == 3:
-                    if weight[read] > weight[write]:
-                        weight[write] = weight[read]
-                elif policy == 4:
-                    weight[write] += weight[read]
-            continue
-        write += 1
-        src[write] = src[read]
-        dst[write] = dst[read]
-        if has_weight:
-            weight[write] = weight[read]
-    length = write + 1
-    return length, n - length
-
-
-def compact_duplicates(src, dst, weight, policy: str):
-    """Remove duplicate edges from arrays sorted by (dst, src), in place.
-
-    Parameters
-    ----------
-    src, dst : numpy.ndarray
-        Edges sorted by destination, then source (stable, so the first of a
-        run of duplicates is the one met first in the input).
-    weight : numpy.ndarray or None
-        Edge values; combined by ``policy``.
-    policy : {"drop", "min", "max", "sum"}
-        ``drop`` keeps the first occurrence's value.
-
-    Returns
-    -------
-    length : int
-        Edges kept (the arrays' prefix of that length).
-    removed : int
-        Duplicates removed.
-    """
-    code = DUPLICATE_POLICIES[policy]
-    has_weight = weight is not None
-    dummy = weight if has_weight else np.zeros(1, np.float64)
-    length, removed = _compact_duplicates(src, dst, dummy, has_weight, code)
-    return int(length), int(removed)
-
-
-@numba.njit(cache=True, nogil=True)
 def fill_idxoff(in_offsets, first_vertices, num_vertices, edge_begins, edge_ends,
                 page_edge_begin, idxoff):
     """IdxOff of every edge of a page: destination minus the shard's first vertex."""
@@ -257,93 +202,38 @@ def expand_offsets(offsets, first_key, out):
             out[e] = first_key + k
 
 
-@numba.njit(cache=True, nogil=True)
-def _balanced_ranges(offsets, parts):
-    """Split keys into ``parts`` runs of about equal item counts."""
-    num_keys = offsets.shape[0] - 1
-    bounds = np.empty(parts + 1, np.int64)
-    bounds[0] = 0
-    total = offsets[num_keys] - offsets[0]
-    key = 0
-    for p in range(1, parts):
-        target = offsets[0] + (total * p) // parts
-        while key < num_keys and offsets[key] < target:
-            key += 1
-        bounds[p] = key
-    bounds[parts] = num_keys
-    return bounds
-
-
-@numba.njit(cache=True, nogil=True)
-def _sort_segment(src, weight, has_weight, lo, hi):
-    """Stable sort of src[lo:hi] (with weights) by source id."""
-    length = hi - lo
-    if length <= 32:
-        for i in range(lo + 1, hi):
-            value = src[i]
-            w = weight[i] if has_weight else weight[0]
-            j = i - 1
-            while j >= lo and src[j] > value:
-                src[j + 1] = src[j]
-                if has_weight:
-                    weight[j + 1] = weight[j]
-                j -= 1
-            src[j + 1] = value
-            if has_weight:
-                weight[j + 1] = w
-    elif has_weight:
-        order = np.argsort(src[lo:hi], kind="mergesort")
-        sorted_src = src[lo:hi][order]
-        sorted_weight = weight[lo:hi][order]
-        src[lo:hi] = sorted_src
-        weight[lo:hi] = sorted_weight
-    else:
-        src[lo:hi] = np.sort(src[lo:hi])
-
-
-@numba.njit(cache=True, nogil=True)
-def _dedup_segment(src, weight, has_weight, lo, hi, policy):
-    """Merge equal sources in the sorted segment; returns the kept length."""
-    if hi <= lo:
-        return 0
-    write = lo
-    for read in range(lo + 1, hi):
-        if src[read] == src[write]:
-            if has_weight:
-                if policy == 2:
-                    if weight[read] < weight[write]:
-                        weight[write] = weight[read]
-                elif policy == 3:
-                    if weight[read] > weight[write]:
-                        weight[write] = weight[read]
-                elif policy == 4:
-                    weight[write] += weight[read]
-            continue
-        write += 1
-        src[write] = src[read]
-        if has_weight:
-            weight[write] = weight[read]
-    return write + 1 - lo
-
-
 @numba.njit(cache=True, nogil=True, parallel=True)
-def sort_and_dedup_segments(offsets, src, weight, has_weight, policy, kept, threads):
-    """Sort every key's segment by source; merge duplicates unless policy is keep.
+def dedup_sorted_segments(offsets, src, weight, has_weight, policy, kept):
+    """Merge runs of equal sources inside every key's (already sorted) segment.
 
-    ``kept[k]`` receives the number of items of key k that remain (they are
-    the first ``kept[k]`` items of its segment).
+    ``kept[k]`` receives the number of items of key k that remain; they are
+    the first ``kept[k]`` items of its segment.  ``policy`` is a code of
+    :data:`DUPLICATE_POLICIES` other than keep.
     """
-    parts = threads * 16
-    bounds = _balanced_ranges(offsets, parts)
-    for p in numba.prange(parts):
-        for k in range(bounds[p], bounds[p + 1]):
-            lo = offsets[k]
-            hi = offsets[k + 1]
-            _sort_segment(src, weight, has_weight, lo, hi)
-            if policy != 0:
-                kept[k] = _dedup_segment(src, weight, has_weight, lo, hi, policy)
-            else:
-                kept[k] = hi - lo
+    for k in numba.prange(offsets.shape[0] - 1):
+        lo = offsets[k]
+        hi = offsets[k + 1]
+        if hi <= lo:
+            kept[k] = 0
+            continue
+        write = lo
+        for read in range(lo + 1, hi):
+            if src[read] == src[write]:
+                if has_weight:
+                    if policy == 2:
+                        if weight[read] < weight[write]:
+                            weight[write] = weight[read]
+                    elif policy == 3:
+                        if weight[read] > weight[write]:
+                            weight[write] = weight[read]
+                    elif policy == 4:
+                        weight[write] += weight[read]
+                continue
+            write += 1
+            src[write] = src[read]
+            if has_weight:
+                weight[write] = weight[read]
+        kept[k] = write + 1 - lo
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)

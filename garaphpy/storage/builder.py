@@ -402,11 +402,15 @@ def _sorted_by_key(keys, key_base: int, key_range: int, values):
     return offsets, values
 
 
-def _csc_of_group(columns: dict, first_vertex: int, end_vertex: int, duplicates: str):
+def _csc_of_group(columns: dict, first_vertex: int, end_vertex: int, num_vertices: int,
+                  duplicates: str):
     """CSC of the edges whose destinations lie in first_vertex..end_vertex-1.
 
-    ``columns`` holds ``src``, ``dst`` and ``weight`` (or None) and is emptied,
-    so that each input array is freed as soon as it has been used.
+    Two stable sorts, by source and then by destination (a least significant
+    digit radix order), leave every destination's sources sorted and equal
+    edges in input order, so duplicates merge in one linear pass.
+    ``columns`` holds ``src``, ``dst`` and ``weight`` (or None) and is emptied:
+    each input array is reused or freed as soon as possible.
 
     Returns
     -------
@@ -418,30 +422,36 @@ def _csc_of_group(columns: dict, first_vertex: int, end_vertex: int, duplicates:
     removed : int
         Duplicates merged away.
     """
-    num_items = columns["src"].size
+    src, dst, weight = columns.pop("src"), columns.pop("dst"), columns.pop("weight")
+    num_items = src.size
     count = end_vertex - first_vertex
-    dst = columns.pop("dst")
-    weight = columns.pop("weight")
     if weight is None:
-        offsets, sources = _sorted_by_key(dst, first_vertex, count, columns.pop("src"))
+        # dst in source order; then src rebuilt from the source offsets
+        by_source, dst = _sorted_by_key(src, 0, num_vertices, dst)
+        kernels.expand_offsets(by_source, 0, src)
+        del by_source
+        offsets, sources = _sorted_by_key(dst, first_vertex, count, src)
         weights = None
     else:
         items = np.arange(num_items, dtype=_index_dtype(num_items))
-        offsets, permutation = _sorted_by_key(dst, first_vertex, count, items)
-        del items
-        src = columns.pop("src")
+        _, items = _sorted_by_key(src, 0, num_vertices, items)
+        keys = np.empty_like(dst)
+        kernels.gather(dst, items, keys)
+        offsets, items = _sorted_by_key(keys, first_vertex, count, items)
+        del keys
         sources = np.empty_like(src)
-        kernels.gather(src, permutation, sources)
-        del src
+        kernels.gather(src, items, sources)
         weights = np.empty_like(weight)
-        kernels.gather(weight, permutation, weights)
-        del weight, permutation
-    del dst
+        kernels.gather(weight, items, weights)
+        del items, weight
+    del src, dst
+    if duplicates == "keep":
+        return sources, weights, np.diff(offsets), 0
     kept = np.empty(count, np.int64)
-    policy = kernels.DUPLICATE_POLICIES[duplicates]
-    kernels.sort_and_dedup_segments(offsets, sources,
-                                    weights if weights is not None else np.zeros(1, np.int64),
-                                    weights is not None, policy, kept, numba.get_num_threads())
+    kernels.dedup_sorted_segments(offsets, sources,
+                                  weights if weights is not None else np.zeros(1, np.int64),
+                                  weights is not None, kernels.DUPLICATE_POLICIES[duplicates],
+                                  kept)
     removed = num_items - int(kept.sum())
     if removed:
         new_offsets = np.zeros(count + 1, np.int64)
@@ -779,7 +789,7 @@ class _Builder:
             columns = {"src": src, "dst": dst, "weight": weight}
             del src, dst, weight
             csc_src, csc_weight, in_degree, removed = _csc_of_group(
-                columns, 0, num_vertices, self.options.duplicates)
+                columns, 0, num_vertices, num_vertices, self.options.duplicates)
             self.summary.duplicates_removed = removed
             self._mark("sort")
             in_offsets = np.zeros(num_vertices + 1, np.int64)
@@ -842,7 +852,7 @@ class _Builder:
                 src, dst, weight = by_dst.load(first, end, keep_weights)
                 columns = {"src": src, "dst": dst, "weight": weight}
                 del src, dst, weight
-                src, weight, degree, removed = _csc_of_group(columns, lo, hi,
+                src, weight, degree, removed = _csc_of_group(columns, lo, hi, num_vertices,
                                                              self.options.duplicates)
                 self.summary.duplicates_removed += removed
                 in_degree[lo:hi] = degree
