@@ -1,0 +1,474 @@
+"""The vertex program: Garaph's GAS interface (section 2.3, Figure 3).
+
+A program is a class with four plain Python functions and a few declared
+facts::
+
+    class SSSP(VertexProgram):
+        value_dtype = np.float64
+        sum = "min"                      # the accumulator monoid, by name
+        initially_active = "sources"
+        needs_weights = True
+
+        def init(is_source):
+            return 0.0 if is_source else math.inf
+
+        def gather(src, weight):         # along every in-edge (u, v) of v
+            return src + weight
+
+        def apply(value, accum):
+            return min(value, accum)
+
+        def activate(new, old):
+            return new < old
+
+``sum`` is named, not written: the engine maps it to a plain operation on
+the CPU and to an atomic on the GPU (Garaph's unifiedAdd, Figure 4).  The
+functions' parameters are bound *by name* (see :data:`PARAMETERS`), so a
+function asks only for what it uses.  Names listed in ``constants`` and
+``aggregates`` are available too.
+
+The functions must stay inside a small subset of Python — arithmetic,
+comparisons, boolean logic, if/else, local names, ``math`` functions,
+``min``/``max``/``abs`` — so that the very same source can be compiled by
+numba for the CPU and translated to CUDA C++ for the GPU.  The subset is
+checked through :mod:`ast` when the class is defined; anything outside it
+is a :class:`ProgramError` naming the file and line.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import math
+import textwrap
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import GaraphError
+
+#: The sum monoids and their identities (declared once; Garaph's unified ops).
+MONOIDS = ("add", "min", "max")
+
+#: Parameters each function may ask for, by role.
+PARAMETERS = {
+    "init": ("vertex", "out_degree", "in_degree", "weighted_in_degree", "is_source",
+             "num_vertices"),
+    "gather": ("src", "dst", "weight", "src_out_degree", "src_in_degree", "dst_out_degree",
+               "dst_in_degree"),
+    "apply": ("value", "accum", "vertex", "out_degree", "in_degree", "weighted_in_degree",
+              "is_source", "num_vertices", "iteration"),
+    "activate": ("new", "old"),
+    # an aggregate's function sees what apply sees, less accum
+    "aggregate": ("value", "vertex", "out_degree", "in_degree", "weighted_in_degree",
+                  "is_source", "num_vertices", "iteration"),
+}
+
+#: What each parameter is, for documentation and error messages.
+PARAMETER_MEANING = {
+    "vertex": "the vertex's id as the user gave it (int64)",
+    "out_degree": "out-degree of the vertex", "in_degree": "in-degree of the vertex",
+    "weighted_in_degree": "sum of the weights of the vertex's in-edges (float64)",
+    "is_source": "True for the run's source vertices",
+    "num_vertices": "|V|", "iteration": "the iteration number, from 0",
+    "src": "value D_u of the edge's source", "dst": "value D_v of the edge's destination",
+    "weight": "the edge's value D_(u,v)",
+    "src_out_degree": "out-degree of u", "src_in_degree": "in-degree of u",
+    "dst_out_degree": "out-degree of v", "dst_in_degree": "in-degree of v",
+    "value": "D_v before the update", "accum": "the summed gathers of v's in-edges",
+    "new": "D_v after apply", "old": "D_v before apply",
+}
+
+#: Functions a program may call, besides its own locals.
+ALLOWED_CALLS = {"min", "max", "abs", "float", "int", "bool"}
+#: Functions and constants of :mod:`math` a program may use.
+ALLOWED_MATH = {"exp", "log", "log2", "log10", "sqrt", "sin", "cos", "tan", "tanh", "atan",
+                "fabs", "floor", "ceil", "pow", "isinf", "isnan", "inf", "pi", "e", "copysign",
+                "expm1", "log1p", "hypot", "erf"}
+_ALLOWED_NODES = (
+    ast.Module, ast.FunctionDef, ast.arguments, ast.arg, ast.Return, ast.Assign, ast.AugAssign,
+    ast.AnnAssign, ast.If, ast.IfExp, ast.Expr, ast.Pass, ast.BinOp, ast.UnaryOp, ast.BoolOp,
+    ast.Compare, ast.Name, ast.Load, ast.Store, ast.Constant, ast.Call, ast.Attribute,
+    ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.USub, ast.UAdd,
+    ast.Not, ast.And, ast.Or, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE,
+)
+_ROLES = ("init", "gather", "apply", "activate")
+
+
+class ProgramError(GaraphError, TypeError):
+    """A vertex program is malformed or uses Python outside the subset."""
+
+
+@dataclass(frozen=True)
+class Function:
+    """One checked function of a program.
+
+    Attributes
+    ----------
+    role : str
+        ``init``, ``gather``, ``apply``, ``activate`` or ``aggregate:NAME``.
+    name : str
+        The Python function's name.
+    parameters : tuple of str
+        Its parameter names, in order.
+    tree : ast.FunctionDef
+        Its syntax tree (the GPU translator reads it).
+    source : str
+        Its dedented source.
+    filename : str
+        Where it was defined.
+    first_line : int
+        Line of its ``def`` in that file.
+    """
+
+    role: str
+    name: str
+    parameters: tuple
+    tree: ast.FunctionDef
+    source: str
+    filename: str
+    first_line: int
+
+
+def _line_error(function_name: str, filename: str, line: int, message: str) -> ProgramError:
+    return ProgramError(f"{filename}:{line}: in {function_name}: {message}")
+
+
+def check_function(function, role: str, extra_names: set[str]) -> Function:
+    """Check that ``function`` stays inside the subset; return its checked form.
+
+    Parameters
+    ----------
+    function : function
+        A plain Python function (not a lambda).
+    role : str
+        Which program function it is (selects the allowed parameters).
+    extra_names : set of str
+        Constants and aggregates the function may read.
+
+    Raises
+    ------
+    ProgramError
+        Naming the file and line of the first construct outside the subset.
+    """
+    if isinstance(function, (staticmethod, classmethod)):
+        function = function.__func__
+    if not inspect.isfunction(function):
+        raise ProgramError(f"{role} must be a plain function, got {type(function).__name__}")
+    filename = inspect.getsourcefile(function) or "<unknown>"
+    try:
+        lines, first_line = inspect.getsourcelines(function)
+    except (OSError, TypeError):
+        raise ProgramError(f"{role}: the source of {function.__name__} is not available "
+                           "(define programs in a file or a notebook cell)") from None
+    source = textwrap.dedent("".join(lines))
+    tree = ast.parse(source)
+    definition = tree.body[0]
+    if not isinstance(definition, ast.FunctionDef):
+        raise _line_error(function.__name__, filename, first_line,
+                          f"{role} must be defined with def, not a lambda")
+    ast.increment_lineno(tree, first_line - 1)
+    allowed_parameters = PARAMETERS[role.split(":")[0]]
+    arguments = definition.args
+    if arguments.vararg or arguments.kwarg or arguments.kwonlyargs or arguments.defaults \
+            or arguments.posonlyargs:
+        raise _line_error(function.__name__, filename, definition.lineno,
+                          "only plain positional parameters are allowed")
+    parameters = tuple(a.arg for a in arguments.args)
+    for parameter in parameters:
+        if parameter not in allowed_parameters:
+            raise _line_error(function.__name__, filename, definition.lineno,
+                              f"unknown parameter {parameter!r}; {role} may ask for "
+                              f"{', '.join(allowed_parameters)}")
+    definition.decorator_list = []
+    _SubsetChecker(function.__name__, filename, set(parameters), extra_names).visit_body(
+        definition)
+    return Function(role, function.__name__, parameters, definition, ast.unparse(definition),
+                    filename, first_line)
+
+
+class _SubsetChecker(ast.NodeVisitor):
+    """Walks a function and rejects everything outside the documented subset."""
+
+    def __init__(self, function_name, filename, parameters, extra_names):
+        self.function_name = function_name
+        self.filename = filename
+        self.known = set(parameters) | set(extra_names)
+        self.extra_names = extra_names
+
+    def fail(self, node, message):
+        raise _line_error(self.function_name, self.filename, getattr(node, "lineno", 0), message)
+
+    def visit_body(self, definition: ast.FunctionDef) -> None:
+        if not any(isinstance(node, ast.Return) and node.value is not None
+                   for node in ast.walk(definition)):
+            self.fail(definition, "the function must return a value")
+        for statement in definition.body:
+            self.visit(statement)
+
+    def generic_visit(self, node):
+        if not isinstance(node, _ALLOWED_NODES):
+            what = type(node).__name__
+            hint = {"For": "loops", "While": "loops", "Subscript": "indexing",
+                    "Lambda": "lambdas", "ListComp": "comprehensions", "List": "lists",
+                    "Tuple": "tuples", "Dict": "dicts", "Import": "imports",
+                    "ImportFrom": "imports", "Global": "global statements",
+                    "Nonlocal": "nonlocal statements", "FunctionDef": "nested functions",
+                    "Try": "try blocks", "With": "with blocks", "Raise": "raise",
+                    "JoinedStr": "f-strings", "Await": "await", "Yield": "yield",
+                    "NamedExpr": "assignment expressions"}.get(what, what)
+            self.fail(node, f"{hint} are outside the vertex-program subset "
+                            "(arithmetic, comparisons, boolean logic, if/else, local names, "
+                            "math functions, min/max/abs)")
+        super().generic_visit(node)
+
+    def visit_FunctionDef(self, node):
+        self.fail(node, "nested functions are outside the vertex-program subset")
+
+    def visit_Assign(self, node):
+        for target in node.targets:
+            if not isinstance(target, ast.Name):
+                self.fail(node, "only assignments to local names are allowed")
+        self.visit(node.value)
+        for target in node.targets:
+            self.known.add(target.id)
+
+    def visit_AugAssign(self, node):
+        if not isinstance(node.target, ast.Name):
+            self.fail(node, "only assignments to local names are allowed")
+        if node.target.id not in self.known:
+            self.fail(node, f"{node.target.id!r} is used before it is assigned")
+        self.visit(node.value)
+
+    def visit_AnnAssign(self, node):
+        self.fail(node, "annotated assignments are outside the vertex-program subset")
+
+    def visit_If(self, node):
+        self.visit(node.test)
+        before = set(self.known)
+        for statement in node.body:
+            self.visit(statement)
+        assigned_in_body = self.known - before
+        self.known = set(before)
+        for statement in node.orelse:
+            self.visit(statement)
+        # a name is known after the if when it could be assigned on the path taken;
+        # numba and the CUDA translator both require it on every path, checked there
+        self.known |= assigned_in_body
+
+    def visit_Name(self, node):
+        if isinstance(node.ctx, ast.Load) and node.id not in self.known \
+                and node.id not in ALLOWED_CALLS and node.id not in ("math", "True", "False"):
+            self.fail(node, f"unknown name {node.id!r} (parameters, local names, constants "
+                            "and aggregates may be used)")
+
+    def visit_Attribute(self, node):
+        if not (isinstance(node.value, ast.Name) and node.value.id == "math"):
+            self.fail(node, "attribute access is outside the subset (only math.NAME)")
+        if node.attr not in ALLOWED_MATH:
+            self.fail(node, f"math.{node.attr} is not supported (supported: "
+                            f"{', '.join(sorted(ALLOWED_MATH))})")
+
+    def visit_Call(self, node):
+        if node.keywords:
+            self.fail(node, "keyword arguments are outside the subset")
+        function = node.func
+        if isinstance(function, ast.Name):
+            if function.id not in ALLOWED_CALLS:
+                self.fail(node, f"calling {function.id}() is outside the subset (allowed: "
+                                f"{', '.join(sorted(ALLOWED_CALLS))} and math functions)")
+        elif isinstance(function, ast.Attribute):
+            self.visit_Attribute(function)
+            if function.attr in ("inf", "pi", "e"):
+                self.fail(node, f"math.{function.attr} is a constant, not a function")
+        else:
+            self.fail(node, "only named functions may be called")
+        for argument in node.args:
+            self.visit(argument)
+
+    def visit_Constant(self, node):
+        if not isinstance(node.value, (bool, int, float)) or isinstance(node.value, complex):
+            self.fail(node, f"constant {node.value!r}: only numbers and True/False are allowed")
+
+
+class VertexProgram:
+    """Base class of vertex programs; see the module docstring.
+
+    Class attributes
+    ----------------
+    value_dtype : numpy dtype
+        Type of D_v (float64, float32, int64, int32, bool).
+    accum_dtype : numpy dtype or None
+        Type of the accumulator; None means ``value_dtype``.
+    sum : {"add", "min", "max"}
+        The accumulator monoid.
+    execution : {"sync", "async"}
+        Default execution: synchronous (committed at the end of each
+        iteration, deterministic) or asynchronous (visible at once).
+    max_iterations : int
+        Default iteration limit.
+    initially_active : {"all", "sources"}
+        Which vertices are active before the first iteration.
+    needs_weights, needs_undirected, needs_sources : bool
+        What the program requires of the graph and of the run.
+    run_until_limit : bool
+        True for fixed-iteration programs: running all ``max_iterations``
+        is success, not non-convergence.
+    tolerance : float or None
+        When set, the run also stops (converged) once the L1 change of the
+        values in an iteration, sum |new - old|, falls below it.
+    constants : dict
+        Names (numbers) the functions may read, e.g. ``{"damping": 0.85}``;
+        an instance may override them: ``PageRank(damping=0.9)``.
+    aggregates : dict
+        ``name -> (monoid, function)``: before every iteration the engine
+        reduces ``function(...)`` over all vertices with the monoid; apply may
+        read the result by name (PageRank's dangling mass).
+    """
+
+    value_dtype = np.float64
+    accum_dtype = None
+    sum = "add"
+    execution = "sync"
+    max_iterations = 100
+    initially_active = "all"
+    needs_weights = False
+    needs_undirected = False
+    needs_sources = False
+    run_until_limit = False
+    tolerance = None
+    constants: dict = {}
+    aggregates: dict = {}
+
+    #: Set by __init_subclass__: the checked functions, by role.
+    functions: dict = {}
+
+    def __init__(self, **constants):
+        unknown = set(constants) - set(type(self).constants)
+        if unknown:
+            raise ProgramError(f"{type(self).__name__}: unknown constant(s) "
+                               f"{', '.join(sorted(unknown))} (known: "
+                               f"{', '.join(sorted(type(self).constants)) or 'none'})")
+        for name, value in constants.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ProgramError(f"{type(self).__name__}: constant {name}={value!r} "
+                                   "must be a number")
+        self.constants = {**type(self).constants, **constants}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("abstract", False):
+            return
+        cls.functions = _check_program_class(cls)
+
+    @classmethod
+    def describe(cls) -> str:
+        """One line: name, monoid, value type and defaults."""
+        return (f"{cls.__name__}: sum={cls.sum}, value {np.dtype(cls.value_dtype).name}, "
+                f"{cls.execution}, at most {cls.max_iterations} iterations")
+
+    def finalize(self, values: np.ndarray) -> np.ndarray:
+        """Turn engine values into the values users see (e.g. unreachable -> -1).
+
+        Runs on the host with numpy after the last iteration; identity by
+        default.
+        """
+        return values
+
+    def verify(self, graph, result) -> "VerifyReport":  # pragma: no cover - interface
+        """Check a result by a method independent of the engine (GAPBS-style)."""
+        raise NotImplementedError(f"{type(self).__name__} has no verifier")
+
+
+@dataclass
+class VerifyReport:
+    """What a verifier found.
+
+    Attributes
+    ----------
+    ok : bool
+    checked : str
+        What was checked, in a few words.
+    mismatches : int
+        Vertices that failed the check.
+    detail : str
+        The first mismatches or the error measured.
+    """
+
+    ok: bool
+    checked: str
+    mismatches: int = 0
+    detail: str = ""
+
+    def __str__(self) -> str:
+        verdict = "PASSED" if self.ok else "FAILED"
+        text = f"verify: {verdict}: {self.checked}"
+        if self.mismatches:
+            text += f"; {self.mismatches} mismatches"
+        if self.detail:
+            text += f"; {self.detail}"
+        return text
+
+
+def _check_program_class(cls) -> dict:
+    """Check a VertexProgram subclass's declarations and functions."""
+    where = f"{cls.__module__}.{cls.__qualname__}"
+    if cls.sum not in MONOIDS:
+        raise ProgramError(f"{where}: sum = {cls.sum!r}; expected one of {MONOIDS}")
+    if cls.execution not in ("sync", "async"):
+        raise ProgramError(f"{where}: execution = {cls.execution!r}; expected 'sync' or 'async'")
+    if cls.initially_active not in ("all", "sources"):
+        raise ProgramError(f"{where}: initially_active = {cls.initially_active!r}; expected "
+                           "'all' or 'sources'")
+    try:
+        value = np.dtype(cls.value_dtype)
+        accum = np.dtype(cls.accum_dtype) if cls.accum_dtype is not None else value
+    except TypeError as error:
+        raise ProgramError(f"{where}: value_dtype/accum_dtype: {error}") from None
+    for name, dtype in (("value_dtype", value), ("accum_dtype", accum)):
+        if dtype.kind not in "biuf" or dtype.itemsize > 8:
+            raise ProgramError(f"{where}: {name} = {dtype}; expected a numeric dtype")
+    if not isinstance(cls.max_iterations, int) or cls.max_iterations < 1:
+        raise ProgramError(f"{where}: max_iterations must be a positive integer")
+    for name, constant in cls.constants.items():
+        if not name.isidentifier() or isinstance(constant, bool) or \
+                not isinstance(constant, (int, float)):
+            raise ProgramError(f"{where}: constant {name!r} = {constant!r}; constants are "
+                               "numbers with identifier names")
+    reserved = set().union(*PARAMETERS.values()) | ALLOWED_CALLS | {"math"}
+    names = set(cls.constants) | set(cls.aggregates)
+    clash = names & reserved
+    if clash:
+        raise ProgramError(f"{where}: constant or aggregate names {sorted(clash)} clash with "
+                           "parameter or function names")
+    functions = {}
+    for role in _ROLES:
+        function = cls.__dict__.get(role)
+        if function is None:
+            function = next((getattr(base, role) for base in cls.__mro__[1:]
+                             if role in base.__dict__ and base is not VertexProgram), None)
+        if function is None:
+            raise ProgramError(f"{where}: missing function {role}()")
+        extra = set(cls.constants) | (set(cls.aggregates) if role == "apply" else set())
+        functions[role] = check_function(function, role, extra)
+    for name, declaration in cls.aggregates.items():
+        if not (isinstance(declaration, tuple) and len(declaration) == 2
+                and declaration[0] in MONOIDS):
+            raise ProgramError(f"{where}: aggregate {name!r} must be (monoid, function) with "
+                               f"monoid in {MONOIDS}")
+        functions[f"aggregate:{name}"] = check_function(declaration[1], "aggregate",
+                                                        set(cls.constants))
+    return functions
+
+
+def monoid_identity(monoid: str, dtype) -> float | int | bool:
+    """The identity element of ``monoid`` in ``dtype`` (declared once, used everywhere)."""
+    dtype = np.dtype(dtype)
+    if monoid == "add":
+        return dtype.type(0)
+    if dtype.kind == "f":
+        return dtype.type(math.inf if monoid == "min" else -math.inf)
+    if dtype.kind == "b":
+        return np.bool_(monoid == "min")
+    info = np.iinfo(dtype)
+    return dtype.type(info.max if monoid == "min" else info.min)
