@@ -13,7 +13,8 @@ Quick use::
 from .errors import ConfigError, GaraphError, GraphInputError, StoreCorruptError, StoreError
 __version__ = "0.1.0"
 
-__all__ = ["Graph", "GaraphError", "GraphInputError", "ConfigError", "StoreError",
+__all__ = ["Graph", "run", "VertexProgram", "ProgramError", "VerifyReport", "NotConvergedError",
+           "NotConvergedWarning", "GaraphError", "GraphInputError", "ConfigError", "StoreError",
            "StoreCorruptError", "__version__"]
 
 
@@ -23,4 +24,12 @@ def __getattr__(name):
         from .graph import Graph
 
         return Graph
+    if name in ("run", "NotConvergedError", "NotConvergedWarning"):
+        from . import api
+
+        return getattr(api, name)
+    if name in ("VertexProgram", "ProgramError", "VerifyReport"):
+        from . import program
+
+        return getattr(program, name)
     raise AttributeError(f"module 'garaphpy' has no attribute {name!r}")

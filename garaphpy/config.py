@@ -93,6 +93,23 @@ MAX_PARSE_WORKERS = 8
 #: Seconds between two progress lines of long work.
 PROGRESS_INTERVAL_S = 2.0
 
+# ------------------------------------------------------------- CPU engine --
+#: Garaph section 4.2: notify-pull costs about 2 f rho of a pull, so the CPU
+#: notify-pulls when f <= 1 / (NOTIFY_PULL_COST_FACTOR * rho).
+NOTIFY_PULL_COST_FACTOR = 2.0
+
+#: rho for pages held in host memory (section 4.2); pages on secondary
+#: storage use the measured sequential/random read ratio k instead.
+RHO_IN_MEMORY = 1.0
+
+#: A page's edges are cut into one part per thread, but no part is smaller
+#: than this (tiny parts cost more to launch than they save).
+CPU_MIN_PART_EDGES = 4096
+
+#: Notify and notify-pull cut their vertex lists into this many chunks per
+#: thread, balanced by degree.
+CPU_CHUNKS_PER_THREAD = 4
+
 # ------------------------------------------------------------- generators --
 #: Graph500 / Kronecker initiator probabilities (d = 1 - a - b - c).
 RMAT_A, RMAT_B, RMAT_C = 0.57, 0.19, 0.19

@@ -43,6 +43,8 @@ from typing import Iterator
 import numpy as np
 from numba import njit, prange, uint64
 
+from . import _numba_setup  # noqa: F401  (threading layer first)
+
 from garaphpy import config
 from garaphpy.errors import ConfigError
 from garaphpy.storage.edges import EdgeChunk, EdgeSource

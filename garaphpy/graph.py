@@ -75,9 +75,12 @@ class Graph:
         The store on disk (shards, pages, CSR, degrees, id mapping).
     """
 
-    def __init__(self, store: Store, temporary_dir: Path | None = None):
+    def __init__(self, store: Store, temporary_dir: Path | None = None,
+                 ids_from: "Graph | None" = None):
         self.store = store
         self._temporary_dir = temporary_dir
+        self._ids_from = ids_from
+        self._undirected: Graph | None = None
         if temporary_dir is not None:
             self._finalizer = weakref.finalize(self, shutil.rmtree, temporary_dir, True)
 
@@ -199,11 +202,43 @@ class Graph:
 
     def original_ids(self, internal=None) -> np.ndarray:
         """User ids of internal vertex ids (all by default)."""
+        if self._ids_from is not None:
+            return self._ids_from.original_ids(internal)
         return self.store.original_ids(internal)
 
     def internal_ids(self, original) -> np.ndarray:
         """Internal ids of user vertex ids (KeyError for unknown ids)."""
+        if self._ids_from is not None:
+            return self._ids_from.internal_ids(original)
         return self.store.internal_ids(original)
+
+    def as_undirected(self, progress: bool = False) -> "Graph":
+        """This graph with every edge's reverse added (for programs that need it).
+
+        The symmetrized store is built once, next to the cache, and reused;
+        vertex ids are those of this graph.
+        """
+        if not self.directed:
+            return self
+        if self._undirected is None:
+            in_offsets, sources, weights = self.store.csc()
+            destinations = np.repeat(np.arange(self.num_vertices, dtype=sources.dtype),
+                                     np.diff(in_offsets))
+            source = from_arrays(sources, destinations, weights,
+                                 num_vertices=self.num_vertices,
+                                 name=f"{self.store.manifest['input']['name']} (undirected)")
+            layout = self.store.manifest["options"]
+            options = {name: layout[name] for name in (
+                "self_loops", "weight_dtype", "n_streams", "shared_memory_bytes",
+                "max_shard_edges", "max_page_bytes", "block_bytes", "gpu_memory")}
+            build = _build_options({**options, "directed": False, "duplicates": "drop"})
+            if self._temporary_dir is not None:
+                path = self._temporary_dir / "undirected"
+            else:
+                path = default_store_path(source, build)
+            self._undirected = Graph(build_store(source, path, build, progress=progress),
+                                     ids_from=self)
+        return self._undirected
 
     def describe(self) -> str:
         """A short human-readable summary."""

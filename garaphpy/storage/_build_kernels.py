@@ -11,6 +11,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from .. import _numba_setup  # noqa: F401  (threading layer first)
+
 #: Duplicate-edge policies, as codes for the kernels.
 DUPLICATE_POLICIES = {"keep": 0, "drop": 1, "min": 2, "max": 3, "sum": 4}
 

@@ -30,6 +30,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from numba import njit, prange, uint64
 
+from .. import _numba_setup  # noqa: F401  (threading layer first)
+
 from garaphpy import config
 from garaphpy.errors import ConfigError
 from garaphpy.storage.edges import EdgeSource

@@ -1,0 +1,220 @@
+"""``garaphpy.run``: run a vertex program on a graph (Garaph sections 2.2-2.3, 4, 5).
+
+This is the iteration driver (Gunrock's "enactor"): it validates the run,
+compiles the program, and loops — aggregates, active fraction f, the
+direction decision, one iteration, the record — until no vertex is active,
+the L1 change falls below the tolerance, or the iteration limit is reached.
+Non-convergence is reported (``Result.converged`` is False and a
+:class:`NotConvergedWarning` is issued, or :class:`NotConvergedError` is
+raised on request), never silent.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import numba
+import numpy as np
+
+from . import config
+from .errors import ConfigError, GaraphError
+from .program import ProgramError, VertexProgram
+from .scheduler import policy
+from .scheduler.records import IterationRecord, Result
+
+MODES = ("cpu", "gpu", "hybrid")
+EXECUTIONS = ("sync", "async")
+
+
+class NotConvergedError(GaraphError):
+    """A run reached its iteration limit with vertices still active."""
+
+
+class NotConvergedWarning(UserWarning):
+    """A run reached its iteration limit with vertices still active."""
+
+
+_COMPILED: dict = {}
+
+
+def _compiled_program(program: VertexProgram):
+    """Compile once per (program class, constants)."""
+    from .kernels.cpu_program import compile_program
+
+    key = (type(program), tuple(sorted(program.constants.items())))
+    if key not in _COMPILED:
+        _COMPILED[key] = compile_program(program)
+    return _COMPILED[key]
+
+
+def _program_instance(program) -> VertexProgram:
+    if isinstance(program, str):
+        from .programs import get_program
+
+        return get_program(program)
+    if isinstance(program, type) and issubclass(program, VertexProgram):
+        return program()
+    if isinstance(program, VertexProgram):
+        return program
+    raise ConfigError(f"program: expected a VertexProgram (class or instance) or the name of a "
+                      f"built-in program, got {program!r}")
+
+
+def _source_vertices(graph, program: VertexProgram, sources) -> np.ndarray:
+    if sources is None:
+        sources = []
+    original = np.atleast_1d(np.asarray(sources))
+    if original.size and not np.issubdtype(original.dtype, np.integer):
+        raise ConfigError(f"sources: expected vertex ids (integers), got {sources!r}")
+    if program.needs_sources and original.size == 0:
+        raise ConfigError(f"sources: {type(program).__name__} needs at least one source vertex")
+    try:
+        return np.unique(graph.internal_ids(original)).astype(np.int64) if original.size \
+            else np.zeros(0, np.int64)
+    except KeyError as error:
+        raise ConfigError(f"sources: {error.args[0]}") from None
+
+
+def run(graph, program, *, mode: str = "cpu", execution: str | None = None,
+        max_iterations: int | None = None, tolerance: float | None = None, sources=None,
+        threads: int | None = None, direction: str = "auto", raise_on_nonconvergence=False,
+        on_iteration=None) -> Result:
+    """Run a vertex program on a graph.
+
+    Parameters
+    ----------
+    graph : garaphpy.Graph
+    program : VertexProgram, VertexProgram subclass, or str
+        A program instance (``PageRank(damping=0.9)``), class, or a built-in
+        program's name (``"sssp"``).
+    mode : {"cpu", "gpu", "hybrid"}
+        Which processors run the iterations.
+    execution : {"sync", "async"}, optional
+        Default: the program's.
+    max_iterations : int, optional
+        Default: the program's.
+    tolerance : float, optional
+        Stop once the L1 change of an iteration falls below it (default:
+        the program's, None for none).
+    sources : int or sequence of int, optional
+        Source vertices, in the user's ids.
+    threads : int, optional
+        CPU threads (default: every core).
+    direction : {"auto", "pull", "notify-pull"}
+        The CPU's direction; ``auto`` follows Garaph's switch
+        (:func:`garaphpy.scheduler.policy.choose_direction`), the others
+        force one for study.
+    raise_on_nonconvergence : bool
+        Raise :class:`NotConvergedError` instead of warning.
+    on_iteration : callable, optional
+        Called with each :class:`IterationRecord` as it completes.
+
+    Returns
+    -------
+    Result
+    """
+    from .scheduler.cpu_engine import CpuEngine, GraphArrays, RunState
+
+    setup_started = time.perf_counter()
+    program = _program_instance(program)
+    if mode not in MODES:
+        raise ConfigError(f"mode={mode!r}: expected one of {MODES}")
+    if mode != "cpu":
+        raise ConfigError(f"mode={mode!r}: the GPU engine is not part of this version yet; "
+                          "use mode='cpu'")
+    execution = execution or program.execution
+    if execution not in EXECUTIONS:
+        raise ConfigError(f"execution={execution!r}: expected one of {EXECUTIONS}")
+    if direction not in policy.DIRECTIONS:
+        raise ConfigError(f"direction={direction!r}: expected one of {policy.DIRECTIONS}")
+    max_iterations = program.max_iterations if max_iterations is None else max_iterations
+    if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) \
+            or max_iterations < 1:
+        raise ConfigError(f"max_iterations={max_iterations!r}: expected a positive integer")
+    tolerance = program.tolerance if tolerance is None else tolerance
+    if tolerance is not None and not (isinstance(tolerance, (int, float)) and tolerance >= 0):
+        raise ConfigError(f"tolerance={tolerance!r}: expected a non-negative number")
+    threads = _threads(threads)
+    if program.needs_weights and not graph.weighted:
+        raise ConfigError(f"{type(program).__name__} needs edge weights, and the graph has none")
+    if program.needs_undirected and graph.directed:
+        graph = graph.as_undirected()
+    source_vertices = _source_vertices(graph, program, sources)
+
+    previous_threads = numba.get_num_threads()
+    numba.set_num_threads(threads)
+    try:
+        try:
+            compiled = _compiled_program(program)
+        except ProgramError:
+            raise
+        arrays = GraphArrays.from_graph(graph, source_vertices,
+                                        "weighted_in_degree" in _uses(program))
+        if "weight" in _uses(program) and not graph.weighted:
+            raise ConfigError(f"{type(program).__name__}.gather reads the edge weight, and the "
+                              "graph has none")
+        state = RunState(arrays, compiled, execution == "sync")
+        state.frontier = (np.arange(arrays.num_vertices, dtype=np.int64)
+                          if program.initially_active == "all" else source_vertices.copy())
+        engine = CpuEngine(arrays, compiled, state, threads)
+        setup_seconds = time.perf_counter() - setup_started
+        records, converged, stop_reason = _iterate(engine, program, max_iterations, tolerance,
+                                                   direction, on_iteration)
+    finally:
+        numba.set_num_threads(previous_threads)
+    seconds = sum(r.seconds for r in records)
+    values = program.finalize(state.values.copy())
+    result = Result(program=program, graph=graph, values=values, sources=source_vertices,
+                    mode=mode, execution=execution, converged=converged,
+                    stop_reason=stop_reason, num_iterations=len(records), iterations=records,
+                    seconds=seconds, setup_seconds=setup_seconds)
+    if not converged:
+        message = (f"{type(program).__name__} did not converge in {max_iterations} iterations "
+                   f"({records[-1].activated if records else 0} vertices still active)")
+        if raise_on_nonconvergence:
+            raise NotConvergedError(message)
+        warnings.warn(message, NotConvergedWarning, stacklevel=2)
+    return result
+
+
+def _uses(program: VertexProgram) -> set:
+    return {p for f in type(program).functions.values() for p in f.parameters}
+
+
+def _threads(threads) -> int:
+    available = numba.config.NUMBA_NUM_THREADS
+    if threads is None:
+        return min(config.default_threads(), available)
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ConfigError(f"threads={threads!r}: expected a positive integer")
+    if threads > available:
+        raise ConfigError(f"threads={threads}: numba was started with {available} threads "
+                          "(set NUMBA_NUM_THREADS before starting Python for more)")
+    return threads
+
+
+def _iterate(engine, program, max_iterations, tolerance, direction, on_iteration):
+    records = []
+    rho = config.RHO_IN_MEMORY
+    for iteration in range(max_iterations):
+        started = time.perf_counter()
+        if engine.state.frontier.size == 0:
+            return records, True, "no active vertex"
+        aggregates = engine.aggregates(iteration)
+        active_edges, prefix = engine.active_out_edges()
+        f = policy.active_fraction(active_edges, engine.arrays.num_edges)
+        chosen = policy.choose_direction(f, rho, direction)
+        record = IterationRecord(iteration=iteration, mode="cpu", direction=chosen,
+                                 forced=direction != "auto", active_fraction=f, rho=rho,
+                                 active_vertices=int(engine.state.frontier.size))
+        engine.iterate(record, prefix, aggregates)
+        record.seconds = time.perf_counter() - started
+        records.append(record)
+        if on_iteration is not None:
+            on_iteration(record)
+        if tolerance is not None and record.l1_change < tolerance:
+            return records, True, "tolerance"
+    if engine.state.frontier.size == 0:
+        return records, True, "no active vertex"
+    return records, bool(program.run_until_limit), "iteration limit"

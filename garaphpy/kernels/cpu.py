@@ -1,0 +1,379 @@
+"""CPU kernels: edge-balanced pull over a page, notify, notify-pull (Garaph section 4).
+
+Pull (section 4.1): a page's edges are cut into equal parts, one per thread,
+not vertices per thread.  A thread gathers its edges in CSC order into a
+local accumulator; a vertex whose in-edges are cut at a part boundary
+leaves a *replica* (its partial sum) that is merged with the neighbouring
+parts' replicas after the gather, then applied once.  Vertices whose
+in-edges continue into another page come back to the caller as partial
+sums, combined across pages at the end of the iteration.
+
+Notify-pull (section 4.2): the vertices active in the last iteration mark
+their out-neighbours through the CSR (an atomic claim makes each notified
+vertex appear once), and only those pull over their in-edges.
+
+The program's functions arrive as numba dispatchers with the fixed
+signatures of :mod:`garaphpy.kernels.cpu_program`.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from .. import _numba_setup  # noqa: F401  (threading layer first)
+
+
+@intrinsic
+def _claim(typingctx, flags, index):
+    """Atomically set flags[index] = 1 and return its previous value (uint8)."""
+    if not (isinstance(flags, types.Array) and flags.dtype == types.uint8):
+        return None
+
+    def codegen(context, builder, signature, arguments):
+        array_type = signature.args[0]
+        array = context.make_array(array_type)(context, builder, arguments[0])
+        pointer = cgutils.get_item_pointer(context, builder, array_type, array, [arguments[1]])
+        return builder.atomic_rmw("xchg", pointer, ir.Constant(ir.IntType(8), 1), "monotonic")
+
+    return types.uint8(flags, index), codegen
+
+
+@numba.njit(nogil=True, cache=True)
+def _vertex_of_edge(in_offsets, first, end, edge):
+    """Smallest v in first..end-1 with in_offsets[v + 1] > edge."""
+    lo, hi = first, end - 1
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if in_offsets[mid + 1] > edge:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+@numba.njit(nogil=True, parallel=True)
+def init_values(init_call, attrs, num_vertices, values):
+    """values[v] = init(v) for every vertex."""
+    for v in numba.prange(num_vertices):
+        values[v] = init_call(attrs, num_vertices, v)
+
+
+@numba.njit(nogil=True, parallel=True)
+def compute_aggregates(aggregate_call, values, attrs, num_vertices, iteration, identities,
+                       threads):
+    """Reduce every aggregate over all vertices; per-thread partials, then merged."""
+    count = identities.shape[0]
+    partial = np.empty((threads, count), np.float64)
+    for t in range(threads):
+        partial[t, :] = identities
+    block = (num_vertices + threads - 1) // threads
+    for t in numba.prange(threads):
+        for v in range(t * block, min(num_vertices, (t + 1) * block)):
+            aggregate_call(values, attrs, num_vertices, iteration, v, partial[t])
+    return partial
+
+
+@numba.njit(nogil=True, parallel=True)
+def pull_range(gather_call, apply_call, activate_call, combine, identity,
+               in_offsets, sources, weights, edge_base, edge_begin, edge_end, first_vertex,
+               end_vertex, values_read, values_write, attrs, aggregates, num_vertices,
+               iteration, active, parts, boundary_vertex, boundary_accum, stats):
+    """Pull over the edges edge_begin..edge_end-1 of a page (Garaph section 4.1).
+
+    Parameters
+    ----------
+    in_offsets : int64 array
+        Global CSC index.
+    sources, weights : arrays
+        The page's sources and edge values; edge e is at ``e - edge_base``.
+    first_vertex, end_vertex : int
+        The page's vertex range (a vertex split across pages is in both).
+    values_read, values_write : arrays
+        Committed values and where new values go (the same array when
+        asynchronous).
+    active : bool array
+        active[v] = activate(new, old) for every vertex applied here.
+    parts : int
+        Equal edge parts, one per task.
+    boundary_vertex, boundary_accum : arrays of at least 2
+        Receive the partial sums of vertices whose in-edges continue
+        outside the page.
+    stats : float64 array of 2
+        stats[0] += L1 change, stats[1] += vertices activated.
+
+    Returns
+    -------
+    int
+        Number of boundary partial sums written.
+    """
+    span = edge_end - edge_begin
+    if span <= 0:
+        parts = 1
+    part = (span + parts - 1) // parts if span > 0 else 0
+    starts = np.empty(parts + 1, np.int64)
+    starts[0] = first_vertex
+    starts[parts] = end_vertex
+    for t in range(1, parts):
+        starts[t] = _vertex_of_edge(in_offsets, first_vertex, end_vertex, edge_begin + t * part)
+    record_vertex = np.full((parts, 2), -1, np.int64)
+    record_accum = np.full((parts, 2), identity)
+    change = np.zeros(parts, np.float64)
+    activated = np.zeros(parts, np.int64)
+    for t in numba.prange(parts):
+        e0 = edge_begin + t * part
+        e1 = edge_end if t == parts - 1 else min(edge_end, e0 + part)
+        records = 0
+        for v in range(starts[t], starts[t + 1]):
+            lo = max(in_offsets[v], e0)
+            hi = min(in_offsets[v + 1], e1)
+            accum = identity
+            for e in range(lo, hi):
+                local = e - edge_base
+                accum = combine(accum, gather_call(values_read, weights, attrs, sources[local],
+                                                   v, local))
+            if in_offsets[v] < e0 or in_offsets[v + 1] > e1:
+                record_vertex[t, records] = v
+                record_accum[t, records] = accum
+                records += 1
+            else:
+                old = values_read[v]
+                new = apply_call(attrs, aggregates, num_vertices, iteration, v, old, accum)
+                values_write[v] = new
+                flag = activate_call(new, old)
+                active[v] = flag
+                activated[t] += flag
+                change[t] += abs(np.float64(new) - np.float64(old))
+        if t < parts - 1:
+            w = starts[t + 1]
+            if w < end_vertex and in_offsets[w] < e1:
+                accum = identity
+                for e in range(max(in_offsets[w], e0), min(in_offsets[w + 1], e1)):
+                    local = e - edge_base
+                    accum = combine(accum, gather_call(values_read, weights, attrs,
+                                                       sources[local], w, local))
+                record_vertex[t, records] = w
+                record_accum[t, records] = accum
+    # merge the replicas of cut vertices, in vertex order
+    boundary = 0
+    current = -1
+    current_accum = identity
+    for t in range(parts):
+        for r in range(2):
+            w = record_vertex[t, r]
+            if w < 0:
+                continue
+            if w == current:
+                current_accum = combine(current_accum, record_accum[t, r])
+                continue
+            if current >= 0:
+                boundary = _finish_cut_vertex(
+                    apply_call, activate_call, attrs, aggregates, num_vertices, iteration,
+                    in_offsets, edge_begin, edge_end, current, current_accum, values_read,
+                    values_write, active, boundary_vertex, boundary_accum, boundary, change,
+                    activated)
+            current = w
+            current_accum = record_accum[t, r]
+    if current >= 0:
+        boundary = _finish_cut_vertex(
+            apply_call, activate_call, attrs, aggregates, num_vertices, iteration, in_offsets,
+            edge_begin, edge_end, current, current_accum, values_read, values_write, active,
+            boundary_vertex, boundary_accum, boundary, change, activated)
+    stats[0] += change.sum()
+    stats[1] += activated.sum()
+    return boundary
+
+
+@numba.njit(nogil=True)
+def _finish_cut_vertex(apply_call, activate_call, attrs, aggregates, num_vertices, iteration,
+                       in_offsets, edge_begin, edge_end, v, accum, values_read, values_write,
+                       active, boundary_vertex, boundary_accum, boundary, change, activated):
+    """Apply a vertex whose replicas are merged, or hand it back if it leaves the page."""
+    if in_offsets[v] >= edge_begin and in_offsets[v + 1] <= edge_end:
+        old = values_read[v]
+        new = apply_call(attrs, aggregates, num_vertices, iteration, v, old, accum)
+        values_write[v] = new
+        flag = activate_call(new, old)
+        active[v] = flag
+        activated[0] += flag
+        change[0] += abs(np.float64(new) - np.float64(old))
+        return boundary
+    boundary_vertex[boundary] = v
+    boundary_accum[boundary] = accum
+    return boundary + 1
+
+
+@numba.njit(nogil=True)
+def apply_vertices(apply_call, activate_call, attrs, aggregates, num_vertices, iteration,
+                   vertices, accums, values_read, values_write, active, stats):
+    """Apply the combined partial sums of vertices split across pages."""
+    for i in range(vertices.shape[0]):
+        v = vertices[i]
+        old = values_read[v]
+        new = apply_call(attrs, aggregates, num_vertices, iteration, v, old, accums[i])
+        values_write[v] = new
+        flag = activate_call(new, old)
+        active[v] = flag
+        stats[1] += flag
+        stats[0] += abs(np.float64(new) - np.float64(old))
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def frontier_of(active, threads):
+    """The vertices whose flag is set, in increasing order (parallel compaction)."""
+    n = active.shape[0]
+    block = (n + threads - 1) // threads
+    counts = np.zeros(threads + 1, np.int64)
+    for t in numba.prange(threads):
+        c = 0
+        for v in range(t * block, min(n, (t + 1) * block)):
+            c += active[v]
+        counts[t + 1] = c
+    for t in range(threads):
+        counts[t + 1] += counts[t]
+    out = np.empty(counts[threads], np.int64)
+    for t in numba.prange(threads):
+        position = counts[t]
+        for v in range(t * block, min(n, (t + 1) * block)):
+            if active[v]:
+                out[position] = v
+                position += 1
+    return out
+
+
+@numba.njit(nogil=True, cache=True)
+def _balanced_chunks(prefix, chunks):
+    """Cut items 0..len(prefix)-2 into ``chunks`` runs of about equal prefix weight."""
+    items = prefix.shape[0] - 1
+    bounds = np.empty(chunks + 1, np.int64)
+    bounds[0] = 0
+    total = prefix[items]
+    item = 0
+    for c in range(1, chunks):
+        target = (total * c) // chunks
+        while item < items and prefix[item] < target:
+            item += 1
+        bounds[c] = item
+    bounds[chunks] = items
+    return bounds
+
+
+@numba.njit(nogil=True, cache=True)
+def degree_prefix(vertices, offsets):
+    """prefix[i] = sum of the degrees (by ``offsets``) of vertices[:i]."""
+    prefix = np.empty(vertices.shape[0] + 1, np.int64)
+    prefix[0] = 0
+    for i in range(vertices.shape[0]):
+        v = vertices[i]
+        prefix[i + 1] = prefix[i] + offsets[v + 1] - offsets[v]
+    return prefix
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def notify(frontier, prefix, out_offsets, out_targets, claimed, chunks):
+    """Out-neighbours of the frontier, each once (Garaph's notify step).
+
+    ``prefix`` is :func:`degree_prefix` of the frontier over the CSR;
+    ``claimed`` is a uint8 flag per vertex, all 0 on entry; the caller resets
+    the flags of the returned vertices afterwards.
+    """
+    bounds = _balanced_chunks(prefix, chunks)
+    candidates = np.empty(prefix[frontier.shape[0]], np.int64)
+    counts = np.zeros(chunks + 1, np.int64)
+    for c in numba.prange(chunks):
+        base = prefix[bounds[c]]
+        written = 0
+        for i in range(bounds[c], bounds[c + 1]):
+            u = frontier[i]
+            for e in range(out_offsets[u], out_offsets[u + 1]):
+                w = out_targets[e]
+                if _claim(claimed, w) == 0:
+                    candidates[base + written] = w
+                    written += 1
+        counts[c + 1] = written
+    starts = np.empty(chunks + 1, np.int64)
+    starts[0] = 0
+    for c in range(chunks):
+        starts[c + 1] = starts[c] + counts[c + 1]
+    notified = np.empty(starts[chunks], np.int64)
+    for c in numba.prange(chunks):
+        base = prefix[bounds[c]]
+        for j in range(counts[c + 1]):
+            notified[starts[c] + j] = candidates[base + j]
+    return notified
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def reset_flags(vertices, flags):
+    """flags[v] = 0 for v in vertices."""
+    for i in numba.prange(vertices.shape[0]):
+        flags[vertices[i]] = 0
+
+
+@numba.njit(nogil=True, parallel=True)
+def pull_vertices(gather_call, apply_call, activate_call, combine, identity, vertices,
+                  in_prefix, in_offsets, sources, weights, values_read, values_write, attrs,
+                  aggregates, num_vertices, iteration, chunks, stats):
+    """Gather, apply and activate the listed vertices over all their in-edges.
+
+    Work is cut into ``chunks`` runs of about equal in-edge counts
+    (``in_prefix`` is :func:`degree_prefix` of ``vertices`` over the CSC).
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        The vertices activated, in the order of ``vertices``.
+    """
+    bounds = _balanced_chunks(in_prefix, chunks)
+    activated = np.empty(vertices.shape[0], np.int64)
+    counts = np.zeros(chunks + 1, np.int64)
+    change = np.zeros(chunks, np.float64)
+    for c in numba.prange(chunks):
+        written = 0
+        for i in range(bounds[c], bounds[c + 1]):
+            v = vertices[i]
+            accum = identity
+            for e in range(in_offsets[v], in_offsets[v + 1]):
+                accum = combine(accum, gather_call(values_read, weights, attrs, sources[e], v,
+                                                   e))
+            old = values_read[v]
+            new = apply_call(attrs, aggregates, num_vertices, iteration, v, old, accum)
+            values_write[v] = new
+            change[c] += abs(np.float64(new) - np.float64(old))
+            if activate_call(new, old):
+                activated[bounds[c] + written] = v
+                written += 1
+        counts[c + 1] = written
+    starts = np.empty(chunks + 1, np.int64)
+    starts[0] = 0
+    for c in range(chunks):
+        starts[c + 1] = starts[c] + counts[c + 1]
+    frontier = np.empty(starts[chunks], np.int64)
+    for c in numba.prange(chunks):
+        for j in range(counts[c + 1]):
+            frontier[starts[c] + j] = activated[bounds[c] + j]
+    stats[0] += change.sum()
+    stats[1] += starts[chunks]
+    return frontier
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def commit_vertices(vertices, source, target):
+    """target[v] = source[v] for the listed vertices (sync commit of notify-pull)."""
+    for i in numba.prange(vertices.shape[0]):
+        v = vertices[i]
+        target[v] = source[v]
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def weighted_in_degrees(in_offsets, weights, out):
+    """out[v] = sum of the weights of v's in-edges."""
+    for v in numba.prange(out.shape[0]):
+        total = 0.0
+        for e in range(in_offsets[v], in_offsets[v + 1]):
+            total += weights[e]
+        out[v] = total

@@ -1,0 +1,170 @@
+"""Compiling a vertex program for the CPU kernels (numba).
+
+Garaph section 2.3: users write one program; on the CPU, ``sum`` is a plain
+operation (unifiedAdd without the atomic, Figure 4).  Each user function is
+re-created from its checked source with the program's constants in scope and
+compiled by numba; thin generated wrappers give the kernels one fixed
+signature per role, binding the user's parameters by name:
+
+``gather_call(values, weights, attrs, u, v, e) -> accum``
+``apply_call(attrs, aggregates, num_vertices, iteration, v, value, accum) -> value``
+``activate_call(new, old) -> bool``
+``init_call(attrs, num_vertices, v) -> value``
+``combine(a, b) -> accum``   (the sum monoid)
+
+``attrs`` is the tuple of per-vertex arrays
+``(out_degree, in_degree, weighted_in_degree, vertex, is_source)``.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import math
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from .. import _numba_setup  # noqa: F401  (threading layer first)
+from ..program import ProgramError, VertexProgram, monoid_identity
+
+#: Position of each per-vertex attribute in the ``attrs`` tuple.
+ATTRIBUTE_INDEX = {"out_degree": 0, "in_degree": 1, "weighted_in_degree": 2, "vertex": 3,
+                   "is_source": 4}
+
+_GATHER_ARGUMENTS = {
+    "src": "values[u]", "dst": "values[v]", "weight": "weights[e]",
+    "src_out_degree": "attrs[0][u]", "src_in_degree": "attrs[1][u]",
+    "dst_out_degree": "attrs[0][v]", "dst_in_degree": "attrs[1][v]",
+}
+
+
+def _vertex_arguments(role_parameters, aggregate_names=()):
+    mapping = {name: f"attrs[{index}][v]" for name, index in ATTRIBUTE_INDEX.items()}
+    mapping.update({"num_vertices": "num_vertices", "iteration": "iteration",
+                    "value": "value", "accum": "accum"})
+    mapping.update({name: f"aggregates[{i}]" for i, name in enumerate(aggregate_names)})
+    return mapping
+
+
+def _combine_source(monoid: str) -> str:
+    body = {"add": "a + b", "min": "a if a <= b else b", "max": "a if a >= b else b"}[monoid]
+    return f"def combine(a, b):\n    return {body}\n"
+
+
+@dataclass
+class CpuProgram:
+    """A vertex program compiled for the CPU kernels.
+
+    Attributes
+    ----------
+    program : VertexProgram
+        The instance compiled (its constants are baked in).
+    value_dtype, accum_dtype : numpy.dtype
+    identity : numpy scalar
+        The sum monoid's identity in ``accum_dtype``.
+    gather_call, apply_call, activate_call, init_call, combine : numba dispatchers
+    aggregate_monoids : tuple of str
+        The monoid of each aggregate, in declaration order.
+    aggregate_call : numba dispatcher or None
+        ``aggregate_call(values, attrs, num_vertices, iteration, v, out)``
+        combines vertex v's contribution into ``out`` (one slot per aggregate).
+    uses : set of str
+        Every parameter name any function asks for.
+    """
+
+    program: VertexProgram
+    value_dtype: np.dtype
+    accum_dtype: np.dtype
+    identity: object
+    gather_call: object
+    apply_call: object
+    activate_call: object
+    init_call: object
+    combine: object
+    aggregate_monoids: tuple
+    aggregate_call: object
+    uses: set
+
+
+def _user_function(function, new_name: str, namespace: dict):
+    definition = copy.deepcopy(function.tree)
+    definition.name = new_name
+    definition.decorator_list = []
+    tree = ast.Module(body=[definition], type_ignores=[])
+    code = compile(tree, function.filename, "exec")
+    exec(code, namespace)
+    namespace[new_name] = numba.njit(nogil=True)(namespace[new_name])
+
+
+def compile_program(program: VertexProgram) -> CpuProgram:
+    """Compile ``program`` (an instance) for the CPU kernels.
+
+    Raises
+    ------
+    ProgramError
+        When numba cannot type the program (for example a name assigned on
+        one branch only); the message names the function.
+    """
+    cls = type(program)
+    functions = cls.functions
+    value_dtype = np.dtype(cls.value_dtype)
+    accum_dtype = np.dtype(cls.accum_dtype) if cls.accum_dtype is not None else value_dtype
+    namespace = {"math": math, "np": np, "VALUE": value_dtype.type, "ACCUM": accum_dtype.type,
+                 **program.constants}
+    aggregate_names = tuple(cls.aggregates)
+    for role, function in functions.items():
+        _user_function(function, "user_" + role.replace(":", "_"), namespace)
+    vertex_args = _vertex_arguments(None, aggregate_names)
+
+    def call(role, mapping):
+        function = functions[role]
+        arguments = ", ".join(mapping[p] for p in function.parameters)
+        return f"user_{role.replace(':', '_')}({arguments})"
+
+    source = [
+        "def gather_call(values, weights, attrs, u, v, e):",
+        f"    return ACCUM({call('gather', _GATHER_ARGUMENTS)})",
+        "def apply_call(attrs, aggregates, num_vertices, iteration, v, value, accum):",
+        f"    return VALUE({call('apply', vertex_args)})",
+        "def activate_call(new, old):",
+        f"    return bool({call('activate', {'new': 'new', 'old': 'old'})})",
+        "def init_call(attrs, num_vertices, v):",
+        f"    return VALUE({call('init', {**vertex_args, 'iteration': '0'})})",
+    ]
+    if aggregate_names:
+        source.append("def aggregate_call(values, attrs, num_vertices, iteration, v, out):")
+        source.append("    value = values[v]")
+        for i, name in enumerate(aggregate_names):
+            monoid = cls.aggregates[name][0]
+            term = f"np.float64({call('aggregate:' + name, vertex_args)})"
+            combine = {"add": f"out[{i}] + x", "min": f"min(out[{i}], x)",
+                       "max": f"max(out[{i}], x)"}[monoid]
+            source.append(f"    x = {term}")
+            source.append(f"    out[{i}] = {combine}")
+        source.append("    return 0")
+    exec("\n".join(source) + "\n" + _combine_source(cls.sum), namespace)
+    compiled = {}
+    for name in ("gather_call", "apply_call", "activate_call", "init_call", "combine",
+                 "aggregate_call"):
+        if name in namespace:
+            compiled[name] = numba.njit(nogil=True)(namespace[name])
+    uses = {p for f in functions.values() for p in f.parameters}
+    return CpuProgram(
+        program=program, value_dtype=value_dtype, accum_dtype=accum_dtype,
+        identity=monoid_identity(cls.sum, accum_dtype),
+        gather_call=compiled["gather_call"], apply_call=compiled["apply_call"],
+        activate_call=compiled["activate_call"], init_call=compiled["init_call"],
+        combine=compiled["combine"],
+        aggregate_monoids=tuple(cls.aggregates[n][0] for n in aggregate_names),
+        aggregate_call=compiled.get("aggregate_call"), uses=uses)
+
+
+def typing_error(program: VertexProgram, error: Exception) -> ProgramError:
+    """A numba typing failure as a ProgramError that names the program."""
+    first = str(error).strip().splitlines()
+    detail = next((line for line in first if "user_" in line or "Cannot" in line
+                   or "Invalid" in line), first[0] if first else "")
+    return ProgramError(f"{type(program).__name__}: numba could not compile the program "
+                        f"({detail.strip()})")

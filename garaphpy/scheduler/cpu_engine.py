@@ -1,0 +1,214 @@
+"""The CPU engine: state of a run and one iteration on the CPU (Garaph section 4).
+
+:class:`GraphArrays` holds what the kernels read (the CSC of every page, the
+CSR, the per-vertex attributes); :class:`RunState` the vertex values, the
+next-iteration buffer of synchronous runs (section 2.2, GlobalVertices and
+its temporary copy) and the frontier.  :meth:`CpuEngine.iterate` runs one
+iteration in the direction the policy chose: pull page by page with
+edge-balanced parts, or notify-pull over the notified vertices.
+
+Synchronous runs read committed values and write the next buffer, committed
+at the end of the iteration (a swap after pull, a copy of the updated
+vertices after notify-pull); asynchronous runs write the values in place, so
+updates are visible at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import config
+from .._numba_setup import parallel_section
+from ..kernels import cpu as kernels
+from ..kernels.cpu_program import CpuProgram
+from .records import IterationRecord
+
+
+@dataclass
+class GraphArrays:
+    """The in-memory graph the CPU kernels read.
+
+    Attributes
+    ----------
+    num_vertices, num_edges : int
+    in_offsets : int64 array
+        CSC index.
+    sources : array
+        CSC sources of all pages, in edge order.
+    weights : array
+        CSC edge values (a 1-element dummy when unweighted).
+    out_offsets, out_targets : arrays
+        CSR without values (notify).
+    attrs : tuple
+        ``(out_degree, in_degree, weighted_in_degree, vertex, is_source)``.
+    pages : list
+        The store's page table (edge and vertex ranges).
+    """
+
+    num_vertices: int
+    num_edges: int
+    in_offsets: np.ndarray
+    sources: np.ndarray
+    weights: np.ndarray
+    out_offsets: np.ndarray
+    out_targets: np.ndarray
+    attrs: tuple
+    pages: list
+
+    @classmethod
+    def from_graph(cls, graph, source_vertices: np.ndarray, need_weighted_in_degree: bool):
+        """Load a graph's store into memory for the CPU kernels."""
+        store = graph.store
+        in_offsets, sources, weights = store.csc()
+        if weights is None:
+            weights = np.zeros(1, np.float64)
+        n = store.num_vertices
+        weighted_in = np.zeros(n if need_weighted_in_degree else 1, np.float64)
+        if need_weighted_in_degree:
+            kernels.weighted_in_degrees(in_offsets, weights, weighted_in)
+        is_source = np.zeros(n, np.bool_)
+        is_source[source_vertices] = True
+        attrs = (store.out_degree, store.in_degree, weighted_in,
+                 np.ascontiguousarray(graph.original_ids(), dtype=np.int64), is_source)
+        return cls(n, store.num_edges, in_offsets, sources, weights, store.out_offsets,
+                   store.out_targets, attrs, store.pages)
+
+
+class RunState:
+    """Vertex values, the synchronous next buffer, the frontier."""
+
+    def __init__(self, arrays: GraphArrays, compiled: CpuProgram, synchronous: bool):
+        n = arrays.num_vertices
+        self.values = np.empty(n, compiled.value_dtype)
+        with parallel_section():
+            kernels.init_values(compiled.init_call, arrays.attrs, n, self.values)
+        self.next = self.values.copy() if synchronous else self.values
+        self.synchronous = synchronous
+        self.active = np.zeros(n, np.bool_)
+        self.claimed = np.zeros(n, np.uint8)
+        self.frontier = np.zeros(0, np.int64)
+
+    def swap(self) -> None:
+        """Commit a synchronous pull: the next buffer becomes the values."""
+        if self.synchronous:
+            self.values, self.next = self.next, self.values
+
+
+class CpuEngine:
+    """Runs iterations of one compiled program on the CPU."""
+
+    def __init__(self, arrays: GraphArrays, compiled: CpuProgram, state: RunState,
+                 threads: int):
+        self.arrays = arrays
+        self.compiled = compiled
+        self.state = state
+        self.threads = threads
+        self.aggregate_identities = np.array(
+            [float(_float_identity(m)) for m in compiled.aggregate_monoids], np.float64)
+        self.no_aggregates = np.zeros(1, np.float64)
+        self.boundary_vertex = np.empty(2, np.int64)
+        self.boundary_accum = np.empty(2, compiled.accum_dtype)
+        self.stats = np.zeros(2, np.float64)
+
+    # -- per-iteration pieces ------------------------------------------------
+    def aggregates(self, iteration: int) -> np.ndarray:
+        """The program's aggregates over the committed values."""
+        compiled = self.compiled
+        if compiled.aggregate_call is None:
+            return self.no_aggregates
+        with parallel_section():
+            partial = kernels.compute_aggregates(
+                compiled.aggregate_call, self.state.values, self.arrays.attrs,
+                self.arrays.num_vertices, iteration, self.aggregate_identities, self.threads)
+        result = self.aggregate_identities.copy()
+        for i, monoid in enumerate(compiled.aggregate_monoids):
+            column = partial[:, i]
+            result[i] = {"add": column.sum, "min": column.min, "max": column.max}[monoid]()
+        return result
+
+    def active_out_edges(self) -> tuple[int, np.ndarray | None]:
+        """Sum of the frontier's out-degrees (and the prefix notify needs)."""
+        frontier = self.state.frontier
+        if frontier.size == self.arrays.num_vertices:
+            return self.arrays.num_edges, None
+        prefix = kernels.degree_prefix(frontier, self.arrays.out_offsets)
+        return int(prefix[-1]), prefix
+
+    def iterate(self, record: IterationRecord, prefix, aggregates: np.ndarray) -> None:
+        """One iteration in ``record.direction``; fills the record's counters."""
+        self.stats[:] = 0.0
+        with parallel_section():
+            if record.direction == "pull":
+                self._pull(record, aggregates)
+            else:
+                self._notify_pull(record, prefix, aggregates)
+        record.l1_change = float(self.stats[0])
+        record.activated = int(self.state.frontier.size)
+
+    def _pull(self, record: IterationRecord, aggregates: np.ndarray) -> None:
+        arrays, compiled, state = self.arrays, self.compiled, self.state
+        pending_vertex, pending_accum = [], []
+        for page in arrays.pages:
+            parts = max(1, min(self.threads, page.num_edges // config.CPU_MIN_PART_EDGES))
+            count = kernels.pull_range(
+                compiled.gather_call, compiled.apply_call, compiled.activate_call,
+                compiled.combine, compiled.identity, arrays.in_offsets, arrays.sources,
+                arrays.weights, 0, page.edge_begin, page.edge_begin + page.num_edges,
+                page.first_vertex, page.end_vertex, state.values, state.next, arrays.attrs,
+                aggregates, arrays.num_vertices, record.iteration, state.active, parts,
+                self.boundary_vertex, self.boundary_accum, self.stats)
+            for i in range(count):
+                pending_vertex.append(int(self.boundary_vertex[i]))
+                pending_accum.append(self.boundary_accum[i])
+        if pending_vertex:
+            vertices, accums = _combine_partials(pending_vertex, pending_accum, compiled)
+            kernels.apply_vertices(compiled.apply_call, compiled.activate_call, arrays.attrs,
+                                   aggregates, arrays.num_vertices, record.iteration, vertices,
+                                   accums, state.values, state.next, state.active, self.stats)
+        state.swap()
+        state.frontier = kernels.frontier_of(state.active, self.threads)
+        record.updated_vertices = arrays.num_vertices
+        record.edges_processed = arrays.num_edges
+        record.pages = len(arrays.pages)
+
+    def _notify_pull(self, record: IterationRecord, prefix, aggregates: np.ndarray) -> None:
+        arrays, compiled, state = self.arrays, self.compiled, self.state
+        chunks = self.threads * config.CPU_CHUNKS_PER_THREAD
+        frontier = state.frontier
+        if prefix is None:
+            prefix = kernels.degree_prefix(frontier, arrays.out_offsets)
+        notified = kernels.notify(frontier, prefix, arrays.out_offsets, arrays.out_targets,
+                                  state.claimed, chunks)
+        kernels.reset_flags(notified, state.claimed)
+        in_prefix = kernels.degree_prefix(notified, arrays.in_offsets)
+        state.frontier = kernels.pull_vertices(
+            compiled.gather_call, compiled.apply_call, compiled.activate_call, compiled.combine,
+            compiled.identity, notified, in_prefix, arrays.in_offsets, arrays.sources,
+            arrays.weights, state.values, state.next, arrays.attrs, aggregates,
+            arrays.num_vertices, record.iteration, chunks, self.stats)
+        if state.synchronous:
+            kernels.commit_vertices(notified, state.next, state.values)
+        record.updated_vertices = int(notified.size)
+        record.edges_processed = int(in_prefix[-1])
+        record.pages = 0
+
+
+def _float_identity(monoid: str) -> float:
+    return {"add": 0.0, "min": np.inf, "max": -np.inf}[monoid]
+
+
+def _combine_partials(vertices: list, accums: list, compiled: CpuProgram):
+    """Combine partial sums of the same vertex (pages are in vertex order)."""
+    merged_vertices, merged_accums = [], []
+    combine = compiled.combine
+    for vertex, accum in zip(vertices, accums):
+        if merged_vertices and merged_vertices[-1] == vertex:
+            merged_accums[-1] = combine(merged_accums[-1], accum)
+        else:
+            merged_vertices.append(vertex)
+            merged_accums.append(accum)
+    return (np.array(merged_vertices, np.int64),
+            np.array(merged_accums, dtype=compiled.accum_dtype))
+

@@ -1,0 +1,130 @@
+"""What a run returns: the values and one record per iteration.
+
+Every decision the engine takes (direction, active fraction) is recorded
+with its inputs, so that a run can be studied afterwards; records are
+written as JSON lines by :func:`garaphpy.output.write_iterations`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class IterationRecord:
+    """Statistics of one iteration.
+
+    Attributes
+    ----------
+    iteration : int
+        From 0.
+    mode : str
+        Which processors ran it (``"cpu"``).
+    direction : str
+        ``"pull"`` or ``"notify-pull"``.
+    forced : bool
+        Whether the direction was forced rather than chosen.
+    active_fraction : float
+        f = sum of active out-degrees / |E| at the start of the iteration.
+    rho : float
+        The storage factor the choice used.
+    active_vertices : int
+        Vertices active at the start of the iteration.
+    updated_vertices : int
+        Vertices applied (all, in pull; the notified ones, in notify-pull).
+    edges_processed : int
+        In-edges gathered.
+    activated : int
+        Vertices active after the iteration.
+    l1_change : float
+        sum over updated vertices of |new - old|.
+    pages : int
+        Pages processed.
+    seconds : float
+        Wall time of the iteration.
+    """
+
+    iteration: int
+    mode: str
+    direction: str
+    forced: bool
+    active_fraction: float
+    rho: float
+    active_vertices: int
+    updated_vertices: int = 0
+    edges_processed: int = 0
+    activated: int = 0
+    l1_change: float = 0.0
+    pages: int = 0
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict:
+        """JSON-able dict."""
+        return asdict(self)
+
+
+@dataclass
+class Result:
+    """The outcome of :func:`garaphpy.run`.
+
+    Attributes
+    ----------
+    program : VertexProgram
+        The program instance that ran.
+    graph : garaphpy.Graph
+    values : numpy.ndarray
+        Final value of every vertex, indexed by internal id, after the
+        program's ``finalize`` (use :meth:`original_ids` for the user's ids).
+    sources : numpy.ndarray of int64
+        Internal ids of the run's sources.
+    mode, execution : str
+        ``cpu``/``gpu``/``hybrid``; ``sync``/``async``.
+    converged : bool
+        No active vertex left, the L1 change fell below the tolerance, or a
+        fixed-iteration program ran its iterations.
+    stop_reason : str
+        ``"no active vertex"``, ``"tolerance"``, ``"iteration limit"``.
+    num_iterations : int
+    iterations : list of IterationRecord
+    seconds : float
+        Wall time of the iterations (compilation and loading excluded).
+    setup_seconds : float
+        Loading the graph into memory and compiling the program.
+    """
+
+    program: object
+    graph: object
+    values: np.ndarray
+    sources: np.ndarray
+    mode: str
+    execution: str
+    converged: bool
+    stop_reason: str
+    num_iterations: int
+    iterations: list = field(default_factory=list)
+    seconds: float = 0.0
+    setup_seconds: float = 0.0
+
+    def original_ids(self) -> np.ndarray:
+        """The user's id of every vertex, aligned with :attr:`values`."""
+        return self.graph.original_ids()
+
+    def value_of(self, vertex) -> object:
+        """Value of a vertex given by the user's id."""
+        return self.values[int(self.graph.internal_ids([vertex])[0])]
+
+    def summary(self) -> str:
+        """A few lines for people."""
+        name = type(self.program).__name__
+        verdict = "converged" if self.converged else "did NOT converge"
+        directions = {}
+        for record in self.iterations:
+            directions[record.direction] = directions.get(record.direction, 0) + 1
+        split = ", ".join(f"{count} {direction}" for direction, count in directions.items())
+        per_iteration = self.seconds / self.num_iterations * 1e3 if self.num_iterations else 0.0
+        return (f"{name} ({self.mode}, {self.execution}): {verdict} after "
+                f"{self.num_iterations} iterations ({self.stop_reason}); "
+                f"{self.seconds:.3f} s, {per_iteration:.2f} ms/iteration"
+                + (f"; {split}" if split else ""))
