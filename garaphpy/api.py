@@ -104,7 +104,10 @@ def run(graph, program, *, mode: str = "cpu", execution: str | None = None,
     direction : {"auto", "pull", "notify-pull"}
         The CPU's direction; ``auto`` follows Garaph's switch
         (:func:`garaphpy.scheduler.policy.choose_direction`), the others
-        force one for study.
+        force one for study.  Notify-pull updates only the out-neighbours of
+        active vertices, so forcing it is only equivalent to pull for
+        programs whose apply leaves a vertex unchanged when none of its
+        in-neighbours changed (SSSP, BFS, CC, SSWP), not for PageRank.
     raise_on_nonconvergence : bool
         Raise :class:`NotConvergedError` instead of warning.
     on_iteration : callable, optional

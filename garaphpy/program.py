@@ -24,8 +24,9 @@ facts::
 ``sum`` is named, not written: the engine maps it to a plain operation on
 the CPU and to an atomic on the GPU (Garaph's unifiedAdd, Figure 4).  The
 functions' parameters are bound *by name* (see :data:`PARAMETERS`), so a
-function asks only for what it uses.  Names listed in ``constants`` and
-``aggregates`` are available too.
+function asks only for what it uses.  Names listed in ``constants`` are read
+as free names in any function; ``apply`` may also ask for the program's
+``aggregates`` by name, as parameters.
 
 The functions must stay inside a small subset of Python — arithmetic,
 comparisons, boolean logic, if/else, local names, ``math`` functions,
@@ -134,7 +135,8 @@ def _line_error(function_name: str, filename: str, line: int, message: str) -> P
     return ProgramError(f"{filename}:{line}: in {function_name}: {message}")
 
 
-def check_function(function, role: str, extra_names: set[str]) -> Function:
+def check_function(function, role: str, extra_names: set[str],
+                   extra_parameters: tuple = ()) -> Function:
     """Check that ``function`` stays inside the subset; return its checked form.
 
     Parameters
@@ -144,7 +146,9 @@ def check_function(function, role: str, extra_names: set[str]) -> Function:
     role : str
         Which program function it is (selects the allowed parameters).
     extra_names : set of str
-        Constants and aggregates the function may read.
+        Constants the function may read as free names.
+    extra_parameters : tuple of str
+        Further parameter names it may ask for (apply: the aggregates).
 
     Raises
     ------
@@ -168,7 +172,7 @@ def check_function(function, role: str, extra_names: set[str]) -> Function:
         raise _line_error(function.__name__, filename, first_line,
                           f"{role} must be defined with def, not a lambda")
     ast.increment_lineno(tree, first_line - 1)
-    allowed_parameters = PARAMETERS[role.split(":")[0]]
+    allowed_parameters = PARAMETERS[role.split(":")[0]] + tuple(extra_parameters)
     arguments = definition.args
     if arguments.vararg or arguments.kwarg or arguments.kwonlyargs or arguments.defaults \
             or arguments.posonlyargs:
@@ -322,8 +326,9 @@ class VertexProgram:
         an instance may override them: ``PageRank(damping=0.9)``.
     aggregates : dict
         ``name -> (monoid, function)``: before every iteration the engine
-        reduces ``function(...)`` over all vertices with the monoid; apply may
-        read the result by name (PageRank's dangling mass).
+        reduces ``function(...)`` over all vertices with the monoid (in
+        float64); apply may ask for the result as a parameter of that name
+        (PageRank's dangling mass).
     """
 
     value_dtype = np.float64
@@ -449,8 +454,9 @@ def _check_program_class(cls) -> dict:
                              if role in base.__dict__ and base is not VertexProgram), None)
         if function is None:
             raise ProgramError(f"{where}: missing function {role}()")
-        extra = set(cls.constants) | (set(cls.aggregates) if role == "apply" else set())
-        functions[role] = check_function(function, role, extra)
+        aggregate_parameters = tuple(cls.aggregates) if role == "apply" else ()
+        functions[role] = check_function(function, role, set(cls.constants),
+                                         aggregate_parameters)
     for name, declaration in cls.aggregates.items():
         if not (isinstance(declaration, tuple) and len(declaration) == 2
                 and declaration[0] in MONOIDS):

@@ -1,0 +1,305 @@
+"""The CPU engine's mechanics against independent references (SciPy, slow numpy).
+
+The programs here are written in this file, so the engine is tested on its
+own: pages and parts cut through heavy vertices, pull against notify-pull,
+sync against async, threads, the iteration records, and the failure paths.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import scipy.sparse.csgraph as csgraph
+
+import garaphpy
+from garaphpy import config
+from garaphpy.api import NotConvergedError, NotConvergedWarning
+from garaphpy.errors import ConfigError
+from garaphpy.program import ProgramError, VertexProgram
+from garaphpy.scheduler import policy
+
+
+class ShortestPaths(VertexProgram):
+    sum = "min"
+    initially_active = "sources"
+    needs_weights = True
+    needs_sources = True
+
+    def init(is_source):
+        return 0.0 if is_source else math.inf
+
+    def gather(src, weight):
+        return src + weight
+
+    def apply(value, accum):
+        return min(value, accum)
+
+    def activate(new, old):
+        return new < old
+
+
+def dangling_mass(value, out_degree):
+    return value if out_degree == 0 else 0.0
+
+
+class PageRankProgram(VertexProgram):
+    """PageRank with the dangling mass spread uniformly, L1 tolerance."""
+
+    constants = {"damping": 0.85}
+    tolerance = 1e-10
+    aggregates = {"dangling": ("add", dangling_mass)}
+
+    def init(num_vertices):
+        return 1.0 / num_vertices
+
+    def gather(src, src_out_degree):
+        return src / src_out_degree
+
+    def apply(accum, num_vertices, dangling):
+        return (1.0 - damping) / num_vertices + damping * (accum + dangling / num_vertices)
+
+    def activate(new, old):
+        return True
+
+
+class MaxLabel(VertexProgram):
+    """Propagate the largest user id along edges (tests int values, max monoid)."""
+
+    value_dtype = np.int64
+    sum = "max"
+
+    def init(vertex):
+        return vertex
+
+    def gather(src):
+        return src
+
+    def apply(value, accum):
+        return max(value, accum)
+
+    def activate(new, old):
+        return new != old
+
+
+def random_graph(seed, n=3000, m=30000, heavy=True):
+    rng = np.random.default_rng(seed)
+    src = rng.integers(0, n, m)
+    dst = rng.integers(0, n, m)
+    if heavy:  # one vertex with far more in-edges than a shard or a part carries
+        dst[: m // 5] = 7
+    weights = rng.integers(1, 20, m).astype(np.float64)
+    return src, dst, weights
+
+
+def small_pages(src, dst, weights=None, **options):
+    """A graph cut into many pages and shards, so heavy vertices cross both."""
+    return garaphpy.Graph.from_arrays(src, dst, weights, max_shard_edges=500,
+                                      max_page_bytes=40_000, **options)
+
+
+def stored_matrix(graph):
+    in_offsets, sources, weights = graph.store.csc()
+    destinations = np.repeat(np.arange(graph.num_vertices), np.diff(in_offsets))
+    values = weights.astype(np.float64) if weights is not None else np.ones(sources.size)
+    return sp.csr_matrix((values, (sources, destinations)),
+                         shape=(graph.num_vertices, graph.num_vertices))
+
+
+def reference_pagerank(matrix, damping=0.85, iterations=200):
+    n = matrix.shape[0]
+    out_degree = np.asarray((matrix != 0).sum(axis=1)).ravel()
+    pattern = (matrix != 0).astype(np.float64).tocsr()
+    rank = np.full(n, 1.0 / n)
+    for _ in range(iterations):
+        share = np.divide(rank, out_degree, out=np.zeros(n), where=out_degree > 0)
+        dangling = rank[out_degree == 0].sum()
+        rank = (1 - damping) / n + damping * (pattern.T @ share + dangling / n)
+    return rank
+
+
+@pytest.fixture(scope="module")
+def graph():
+    src, dst, weights = random_graph(1)
+    return small_pages(src, dst, weights)
+
+
+def test_graph_really_has_split_vertices_and_many_pages(graph):
+    assert len(graph.store.pages) > 5
+    assert graph.store.shards["split"].sum() > 3
+
+
+@pytest.mark.parametrize("direction", ["auto", "pull", "notify-pull"])
+@pytest.mark.parametrize("execution", ["sync", "async"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_sssp_equals_dijkstra(graph, direction, execution, threads):
+    reference = csgraph.dijkstra(stored_matrix(graph), indices=[3])[0]
+    source = int(graph.original_ids([3])[0])
+    result = garaphpy.run(graph, ShortestPaths, sources=[source], direction=direction,
+                          execution=execution, threads=threads)
+    assert result.converged and result.stop_reason == "no active vertex"
+    np.testing.assert_array_equal(result.values, reference)
+    if direction != "auto":
+        assert {r.direction for r in result.iterations} == {direction}
+        assert all(r.forced for r in result.iterations)
+
+
+def test_auto_switch_uses_both_directions_and_records_them(graph):
+    source = int(graph.original_ids([3])[0])
+    result = garaphpy.run(graph, ShortestPaths, sources=[source])
+    directions = [r.direction for r in result.iterations]
+    assert "pull" in directions and "notify-pull" in directions
+    for record in result.iterations:
+        expected = policy.choose_direction(record.active_fraction, record.rho)
+        assert record.direction == expected and not record.forced
+        assert record.seconds > 0 and record.active_vertices > 0
+    assert result.iterations[0].active_vertices == 1
+    assert result.iterations[-1].activated == 0
+
+
+@pytest.mark.parametrize("direction", ["auto", "pull"])
+def test_pagerank_matches_power_iteration(graph, direction):
+    # (notify-pull would skip vertices no active vertex points to, which PageRank's
+    # teleport and dangling terms still change: it is no choice for PageRank)
+    reference = reference_pagerank(stored_matrix(graph))
+    result = garaphpy.run(graph, PageRankProgram, direction=direction, max_iterations=300)
+    assert {r.direction for r in result.iterations} == {"pull"}
+    assert result.converged and result.stop_reason == "tolerance"
+    np.testing.assert_allclose(result.values, reference, rtol=1e-6)
+    assert abs(result.values.sum() - 1.0) < 1e-9
+
+
+def test_async_pagerank_reaches_the_same_fixed_point(graph):
+    reference = reference_pagerank(stored_matrix(graph))
+    result = garaphpy.run(graph, PageRankProgram, execution="async", max_iterations=300)
+    np.testing.assert_allclose(result.values, reference, rtol=1e-6)
+
+
+def test_program_constants_are_per_instance(graph):
+    reference = reference_pagerank(stored_matrix(graph), damping=0.5)
+    result = garaphpy.run(graph, PageRankProgram(damping=0.5), max_iterations=300)
+    np.testing.assert_allclose(result.values, reference, rtol=1e-6)
+
+
+@pytest.mark.parametrize("direction", ["pull", "notify-pull"])
+def test_integer_max_labels_equal_weak_components_of_a_dag(direction):
+    # on an undirected graph max-label propagation gives each component's max id
+    rng = np.random.default_rng(4)
+    src = rng.integers(0, 4000, 3000) * 11 + 1
+    dst = rng.integers(0, 4000, 3000) * 11 + 1
+    graph = small_pages(src, dst, directed=False)
+    result = garaphpy.run(graph, MaxLabel, direction=direction)
+    matrix = stored_matrix(graph)
+    _, labels = csgraph.connected_components(matrix, directed=False)
+    ids = graph.original_ids()
+    expected = np.zeros(graph.num_vertices, np.int64)
+    for label in np.unique(labels):
+        members = labels == label
+        expected[members] = ids[members].max()
+    np.testing.assert_array_equal(result.values, expected)
+
+
+def test_needs_undirected_symmetrizes_with_the_same_ids():
+    class MinLabel(MaxLabel):
+        sum = "min"
+        needs_undirected = True
+
+        def apply(value, accum):
+            return min(value, accum)
+
+    graph = garaphpy.Graph.from_arrays(np.array([10, 20, 40]), np.array([20, 30, 50]))
+    result = garaphpy.run(graph, MinLabel)
+    assert dict(zip(result.original_ids(), result.values)) == {10: 10, 20: 10, 30: 10,
+                                                               40: 40, 50: 40}
+
+
+def test_graph_without_edges_and_isolated_vertices():
+    graph = garaphpy.Graph.from_arrays(np.zeros(0, np.int64), np.zeros(0, np.int64),
+                                       num_vertices=5)
+    result = garaphpy.run(graph, PageRankProgram)
+    np.testing.assert_allclose(result.values, np.full(5, 0.2))
+    sssp = garaphpy.run(garaphpy.Graph.from_arrays([0], [1], [2.0], num_vertices=4),
+                        ShortestPaths, sources=[3])
+    assert list(sssp.values) == [math.inf, math.inf, math.inf, 0.0]  # source has no out-edges
+    assert sssp.num_iterations == 1
+
+
+def test_nonconvergence_is_reported():
+    src, dst, weights = random_graph(2, heavy=False)
+    graph = small_pages(src, dst, weights)
+    with pytest.warns(NotConvergedWarning, match="did not converge in 2 iterations"):
+        result = garaphpy.run(graph, PageRankProgram, max_iterations=2)
+    assert not result.converged and result.stop_reason == "iteration limit"
+    with pytest.raises(NotConvergedError):
+        garaphpy.run(graph, PageRankProgram, max_iterations=2, raise_on_nonconvergence=True)
+
+
+def test_run_argument_errors_name_the_argument(graph):
+    source = int(graph.original_ids([0])[0])
+    for kwargs, needle in [({"mode": "quantum"}, "mode"), ({"execution": "lazy"}, "execution"),
+                           ({"direction": "push"}, "direction"),
+                           ({"max_iterations": 0}, "max_iterations"),
+                           ({"threads": 0}, "threads"), ({"sources": [10**9]}, "sources"),
+                           ({"tolerance": -1.0}, "tolerance")]:
+        with pytest.raises(ConfigError, match=needle):
+            garaphpy.run(graph, ShortestPaths, **{"sources": [source], **kwargs})
+    with pytest.raises(ConfigError, match="needs at least one source"):
+        garaphpy.run(graph, ShortestPaths)
+    unweighted = garaphpy.Graph.from_arrays([0, 1], [1, 2])
+    with pytest.raises(ConfigError, match="needs edge weights"):
+        garaphpy.run(unweighted, ShortestPaths, sources=[0])
+    with pytest.raises(ConfigError, match="program"):
+        garaphpy.run(graph, object())
+
+
+def test_gpu_mode_is_refused_clearly(graph):
+    with pytest.raises(ConfigError, match="GPU engine"):
+        garaphpy.run(graph, PageRankProgram, mode="gpu")
+
+
+def test_a_program_outside_the_subset_is_rejected_with_its_line():
+    with pytest.raises(ProgramError, match=r"test_engine_cpu.py:\d+: in gather: loops"):
+        class Looping(VertexProgram):
+            def init(vertex):
+                return 0.0
+
+            def gather(src):
+                total = 0.0
+                for _ in range(3):
+                    total += src
+                return total
+
+            def apply(value, accum):
+                return accum
+
+            def activate(new, old):
+                return new != old
+
+
+def test_numba_thread_layer_is_threadsafe_when_available():
+    from garaphpy import _numba_setup
+
+    assert _numba_setup.THREADSAFE or _numba_setup.PARALLEL_LOCK is not None
+
+
+def test_parts_never_smaller_than_the_minimum(graph, monkeypatch):
+    # a tiny minimum forces many parts per page: results must not change
+    monkeypatch.setattr(config, "CPU_MIN_PART_EDGES", 1)
+    reference = csgraph.dijkstra(stored_matrix(graph), indices=[3])[0]
+    source = int(graph.original_ids([3])[0])
+    result = garaphpy.run(graph, ShortestPaths, sources=[source], direction="pull", threads=2)
+    np.testing.assert_array_equal(result.values, reference)
+
+
+def test_no_warning_when_fixed_iteration_program_runs_out(graph):
+    class Fixed(PageRankProgram):
+        run_until_limit = True
+        tolerance = None
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = garaphpy.run(graph, Fixed, max_iterations=3)
+    assert result.converged and result.num_iterations == 3
