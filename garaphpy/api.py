@@ -161,6 +161,7 @@ def run(graph, program, *, mode: str = "cpu", execution: str | None = None,
         state.frontier = (np.arange(arrays.num_vertices, dtype=np.int64)
                           if program.initially_active == "all" else source_vertices.copy())
         engine = CpuEngine(arrays, compiled, state, threads)
+        engine.warm_up()
         setup_seconds = time.perf_counter() - setup_started
         records, converged, stop_reason = _iterate(engine, program, max_iterations, tolerance,
                                                    direction, on_iteration)

@@ -65,13 +65,26 @@ class Key:
 
     def validate(self, value: Any, name: str) -> Any:
         expected = {"str": str, "bool": bool, "int": int, "float": (int, float),
-                    "list[str]": list}.get(self.kind)
+                    "list[str]": list, "table": dict}.get(self.kind)
         if self.kind == "size":
             return parse_size(value, name)
         if self.kind == "bool|none":
             if value is None or isinstance(value, bool):
                 return value
             raise ConfigError(f"{name}: expected true or false, got {value!r}")
+        if self.kind == "ids":
+            values = value if isinstance(value, list) else [value]
+            if not values or not all(isinstance(v, int) and not isinstance(v, bool)
+                                     for v in values):
+                raise ConfigError(f"{name}: expected a vertex id or a list of vertex ids, "
+                                  f"got {value!r}")
+            return values
+        if self.kind == "float|none":
+            if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+                if value is not None and self.minimum is not None and value < self.minimum:
+                    raise ConfigError(f"{name}: {value} is below the minimum {self.minimum}")
+                return None if value is None else float(value)
+            raise ConfigError(f"{name}: expected a number, got {value!r}")
         if expected is None:  # pragma: no cover - a schema mistake
             raise AssertionError(self.kind)
         if isinstance(value, bool) and self.kind != "bool":
@@ -81,6 +94,9 @@ class Key:
                               f"{value!r}")
         if self.kind == "list[str]" and not all(isinstance(v, str) for v in value):
             raise ConfigError(f"{name}: expected a list of strings, got {value!r}")
+        if self.kind == "table" and not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in value.values()):
+            raise ConfigError(f"{name}: expected a table of numbers, got {value!r}")
         if self.choices is not None and value not in self.choices:
             raise ConfigError(f"{name}: {value!r} is not one of "
                               f"{', '.join(repr(c) for c in self.choices)}")
@@ -125,10 +141,29 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "block_bytes": Key("size", config.BLOCK_BYTES),
         "rebuild": Key("bool", False),
     },
+    "run": {
+        "program": Key("str", None, help="a built-in program: pagerank, sssp, bfs, cc, ..."),
+        "mode": Key("str", "cpu", choices=("cpu", "gpu", "hybrid")),
+        "execution": Key("str", None, choices=("sync", "async")),
+        "max_iterations": Key("int", None, minimum=1),
+        "tolerance": Key("float|none", None, minimum=0.0),
+        "sources": Key("ids", None),
+        "threads": Key("int", None, minimum=1, maximum=4096),
+        "direction": Key("str", "auto", choices=("auto", "pull", "notify-pull")),
+        "verify": Key("bool", False),
+        "constants": Key("table", {}),
+    },
+    "output": {
+        "values": Key("str", None, help="file for vertex values: .txt (id value per line) "
+                                        "or .npy; default results/<graph>.<program>.txt"),
+        "iterations": Key("str", None, help="file for per-iteration records (JSON lines); "
+                                            "default beside the values"),
+    },
 }
 
 #: Keys that name files; relative paths are taken from the config's directory.
-_PATH_KEYS = {("store", "path"), ("store", "storage_dirs")}
+_PATH_KEYS = {("store", "path"), ("store", "storage_dirs"), ("output", "values"),
+              ("output", "iterations")}
 
 
 def _parse_override(text: str) -> tuple[str, Any]:
@@ -194,11 +229,13 @@ def validate_config(raw: dict, base_dir: Path | None = None, origin: str = "<con
     """Validate a configuration given as nested dicts; see :func:`load_config`."""
     result: dict[str, dict[str, Any]] = {section: {} for section in SCHEMA}
     for name, value in raw.items():
-        if isinstance(value, dict):
+        if isinstance(value, dict) and name != "":
             if name not in SCHEMA or name == "":
                 raise ConfigError(f"{origin}: unknown section [{name}] (known: "
                                   f"{', '.join('[' + s + ']' for s in SCHEMA if s)})")
             for key, item in value.items():
+                if isinstance(item, dict) and SCHEMA[name].get(key, Key("str")).kind != "table":
+                    raise ConfigError(f"{origin}: unknown section [{name}.{key}]")
                 if key not in SCHEMA[name]:
                     raise ConfigError(f"{origin}: unknown key {name}.{key} (known in [{name}]: "
                                       f"{', '.join(SCHEMA[name])})")

@@ -2,9 +2,13 @@
 
 Reads and validates the configuration (garaphpy.configfile), preprocesses
 the graph into a store or reuses an up-to-date one (Garaph sections 2.1-2.2,
-6.5), and prints the graph summary.  Errors are one line on standard error
-and a non-zero exit code: 2 for a bad command line or configuration, 1 for a
-bad input or store, 130 when interrupted.
+6.5), prints the graph summary, and, when ``[run] program`` is set, runs it,
+writes the values in the user's ids and the per-iteration records, and
+prints a summary (``--verify`` checks the result by an independent method).
+
+Exit codes: 0 success; 1 bad input, store or program; 2 bad command line or
+configuration; 3 the run did not converge (results are still written);
+4 verification failed; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
 from .configfile import load_config
 from .errors import ConfigError, GaraphError
@@ -29,13 +34,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--rebuild", action="store_true",
                         help="preprocess again even if an up-to-date store exists")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    parser.add_argument("--verify", action="store_true",
+                        help="check the result with the program's independent verifier")
     return parser
 
 
 def graph_from_config(settings: dict, progress: bool = True, rebuild: bool = False):
     """Load (or preprocess) the graph a validated configuration names."""
-    from pathlib import Path
-
     from . import generators
     from .graph import Graph
 
@@ -64,13 +69,78 @@ def graph_from_config(settings: dict, progress: bool = True, rebuild: bool = Fal
         block_bytes=stored["block_bytes"])
 
 
+def _output_paths(settings: dict, program_name: str) -> tuple[Path, Path]:
+    output = settings["output"]
+    graph_name = Path(str(settings[""]["graph"])).name.split(".")[0] or "graph"
+    graph_name = graph_name.replace(":", "-")
+    base = Path(settings.get("_base_dir", ".")) / "results"
+    values = Path(output["values"]) if output["values"] else \
+        base / f"{graph_name}.{program_name}.txt"
+    iterations = Path(output["iterations"]) if output["iterations"] else \
+        values.with_name(values.name.rsplit(".", 1)[0] + ".iterations.jsonl")
+    return values, iterations
+
+
+def run_from_config(settings: dict, graph, verify: bool, progress: bool) -> int:
+    """Run the configured program; write and print its results; the exit code."""
+    import warnings
+
+    from .api import NotConvergedWarning, run
+    from .output import write_iterations, write_values
+    from .programs import get_program
+
+    options = settings["run"]
+    program = get_program(options["program"], **options["constants"])
+    values_path, iterations_path = _output_paths(settings, options["program"])
+
+    def show(record):
+        if progress and record.seconds > 1.0:
+            print(f"iteration {record.iteration}: {record.direction}, "
+                  f"f={record.active_fraction:.3g}, {record.seconds:.2f} s", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NotConvergedWarning)
+        result = run(graph, program, mode=options["mode"], execution=options["execution"],
+                     max_iterations=options["max_iterations"], tolerance=options["tolerance"],
+                     sources=options["sources"], threads=options["threads"],
+                     direction=options["direction"], on_iteration=show)
+    write_values(values_path, result.original_ids(), result.values)
+    write_iterations(iterations_path, result.iterations)
+    print(result.summary())
+    print(f"values: {values_path}")
+    print(f"iterations: {iterations_path}")
+    code = 0
+    if not result.converged:
+        print(f"garaphpy: warning: {type(program).__name__} did not converge within "
+              f"{result.num_iterations} iterations", file=sys.stderr)
+        code = 3
+    if verify or options["verify"]:
+        report = program.verify(result.graph, result)
+        print(report)
+        if not report.ok:
+            code = 4
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
     args = _parser().parse_args(argv)
     started = time.perf_counter()
     try:
         settings = load_config(args.config, args.overrides)
+        if settings["run"]["program"] is not None:
+            from .programs import get_program
+
+            get_program(settings["run"]["program"], **settings["run"]["constants"])
         graph = graph_from_config(settings, progress=not args.quiet, rebuild=args.rebuild)
+        if graph.store.reused or args.quiet:
+            print(graph.describe())
+        print(f"store: {graph.store.path}")
+        code = 0
+        if settings["run"]["program"] is not None:
+            code = run_from_config(settings, graph, args.verify, progress=not args.quiet)
+        elif args.verify:
+            raise ConfigError("--verify needs a program to run ([run] program = ...)")
     except ConfigError as error:
         print(f"garaphpy: error: {error}", file=sys.stderr)
         return 2
@@ -80,11 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("garaphpy: interrupted", file=sys.stderr)
         return 130
-    if graph.store.reused or args.quiet:
-        print(graph.describe())
-    print(f"store: {graph.store.path}")
     print(f"done in {time.perf_counter() - started:.2f} s")
-    return 0
+    return code
 
 
 if __name__ == "__main__":

@@ -136,3 +136,68 @@ def test_sizes(text, value):
 def test_bad_sizes(text):
     with pytest.raises(ConfigError, match="x"):
         parse_size(text, "x")
+
+
+# ------------------------------------------------------------ running programs --
+
+def test_quickstart_runs_pagerank_and_verifies(tmp_path, capsys):
+    values = tmp_path / "pr.txt"
+    code = main([str(REPO / "examples" / "quickstart.toml"), "-q",
+                 "--set", f"store.path={str(tmp_path / 'store')!r}",
+                 "--set", f"output.values={str(values)!r}"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "PageRank (cpu, sync): converged" in out and "verify: PASSED" in out
+    from garaphpy.output import read_values
+
+    vertices, ranks = read_values(values)
+    assert vertices.size == 782 and abs(ranks.sum() - 1.0) < 1e-9
+    records = (tmp_path / "pr.iterations.jsonl").read_text().splitlines()
+    assert len(records) >= 2 and '"direction": "pull"' in records[0]
+
+
+def test_sssp_on_a_grid_writes_npy_in_user_ids(tmp_path, capsys):
+    import numpy as np
+    import scipy.sparse.csgraph as csgraph
+
+    import garaphpy
+
+    config = write_config(tmp_path, 'graph = "grid:30x20"\n[store]\npath = "s"\n'
+                                    '[run]\nprogram = "sssp"\nsources = 7\n'
+                                    '[output]\nvalues = "d.npy"\n')
+    assert main([str(config), "-q", "--verify"]) == 0
+    assert "verify: PASSED" in capsys.readouterr().out
+    table = np.load(tmp_path / "d.npy")
+    graph = garaphpy.Graph.open(tmp_path / "s")
+    in_offsets, sources, weights = graph.store.csc()
+    import scipy.sparse as sp
+
+    destinations = np.repeat(np.arange(graph.num_vertices), np.diff(in_offsets))
+    matrix = sp.csr_matrix((weights.astype(float), (sources, destinations)),
+                           shape=(graph.num_vertices,) * 2)
+    expected = csgraph.dijkstra(matrix, indices=[7])[0]
+    np.testing.assert_array_equal(table["value"], expected)
+    assert list(table["vertex"][:3]) == [0, 1, 2]
+
+
+def test_nonconvergence_exits_3_and_still_writes(tmp_path, capsys):
+    config = write_config(tmp_path, 'graph = "rmat:8"\n[store]\npath = "s"\n'
+                                    '[run]\nprogram = "pagerank"\nmax_iterations = 1\n'
+                                    '[output]\nvalues = "pr.txt"\n')
+    assert main([str(config), "-q"]) == 3
+    assert "did not converge" in capsys.readouterr().err
+    assert (tmp_path / "pr.txt").is_file()
+
+
+@pytest.mark.parametrize("setting,needle", [
+    ('program = "pagerunk"', "pagerunk"),
+    ('program = "pagerank"\nconstants = { dampening = 0.5 }', "dampening"),
+    ('program = "bfs"', "source"),
+    ('program = "sssp"\nsources = 1', "needs edge weights"),
+    ('program = "pagerank"\ndirection = "push"', "run.direction"),
+    ('program = "pagerank"\nsources = "x"', "run.sources"),
+])
+def test_bad_run_settings_exit_2(tmp_path, capsys, setting, needle):
+    config = write_config(tmp_path, f'graph = "rmat:6"\n[store]\npath = "s"\n[run]\n{setting}\n')
+    assert main([str(config), "-q"]) == 2
+    assert needle in capsys.readouterr().err
