@@ -303,3 +303,29 @@ def test_no_warning_when_fixed_iteration_program_runs_out(graph):
         warnings.simplefilter("error")
         result = garaphpy.run(graph, Fixed, max_iterations=3)
     assert result.converged and result.num_iterations == 3
+
+
+def test_two_runs_in_two_python_threads_at_once(graph):
+    """The GPU feeder of hybrid runs is a second Python thread: numba must cope."""
+    import threading
+
+    source = int(graph.original_ids([3])[0])
+    reference = csgraph.dijkstra(stored_matrix(graph), indices=[3])[0]
+    garaphpy.run(graph, ShortestPaths, sources=[source])  # compile first
+    results, errors = [None, None], []
+
+    def work(slot):
+        try:
+            results[slot] = garaphpy.run(graph, ShortestPaths, sources=[source], threads=2,
+                                         direction="pull" if slot else "notify-pull")
+        except Exception as error:  # pragma: no cover - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(slot,)) for slot in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    for result in results:
+        np.testing.assert_array_equal(result.values, reference)
