@@ -24,7 +24,12 @@ def __getattr__(name):
         from .graph import Graph
 
         return Graph
-    if name in ("run", "NotConvergedError", "NotConvergedWarning"):
+    if name == "run":
+        # the CLI module garaphpy/run.py, made callable: garaphpy.run(graph, program, ...)
+        import importlib
+
+        return importlib.import_module("garaphpy.run")
+    if name in ("NotConvergedError", "NotConvergedWarning"):
         from . import api
 
         return getattr(api, name)

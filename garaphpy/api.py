@@ -172,7 +172,8 @@ def run(graph, program, *, mode: str = "cpu", execution: str | None = None,
     result = Result(program=program, graph=graph, values=values, sources=source_vertices,
                     mode=mode, execution=execution, converged=converged,
                     stop_reason=stop_reason, num_iterations=len(records), iterations=records,
-                    seconds=seconds, setup_seconds=setup_seconds)
+                    seconds=seconds, setup_seconds=setup_seconds, tolerance=tolerance,
+                    max_iterations=max_iterations)
     if not converged:
         message = (f"{type(program).__name__} did not converge in {max_iterations} iterations "
                    f"({records[-1].activated if records else 0} vertices still active)")

@@ -185,6 +185,10 @@ def check_function(function, role: str, extra_names: set[str],
                               f"unknown parameter {parameter!r}; {role} may ask for "
                               f"{', '.join(allowed_parameters)}")
     definition.decorator_list = []
+    body = definition.body
+    if len(body) > 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        definition.body = body[1:]  # a docstring documents; it is not program code
     _SubsetChecker(function.__name__, filename, set(parameters), extra_names).visit_body(
         definition)
     return Function(role, function.__name__, parameters, definition, ast.unparse(definition),

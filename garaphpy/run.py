@@ -154,5 +154,21 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
+class _CallableModule(type(sys)):
+    """``garaphpy.run`` is both this module and the library's run function.
+
+    DESIGN.md names both ``python -m garaphpy.run`` and ``garaphpy.run(...)``;
+    once this module is imported it is what ``garaphpy.run`` refers to, so
+    calling it runs a program (:func:`garaphpy.api.run`).
+    """
+
+    def __call__(self, *args, **kwargs):
+        from .api import run
+
+        return run(*args, **kwargs)
+
+
 if __name__ == "__main__":
     sys.exit(main())
+else:
+    sys.modules[__name__].__class__ = _CallableModule

@@ -92,6 +92,10 @@ class Result:
         Wall time of the iterations (compilation and loading excluded).
     setup_seconds : float
         Loading the graph into memory and compiling the program.
+    tolerance : float or None
+        The L1 tolerance the run stopped on (verifiers bound their checks by it).
+    max_iterations : int
+        The iteration limit of the run.
     """
 
     program: object
@@ -106,6 +110,8 @@ class Result:
     iterations: list = field(default_factory=list)
     seconds: float = 0.0
     setup_seconds: float = 0.0
+    tolerance: float | None = None
+    max_iterations: int = 0
 
     def original_ids(self) -> np.ndarray:
         """The user's id of every vertex, aligned with :attr:`values`."""
