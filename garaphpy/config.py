@@ -106,6 +106,10 @@ RHO_IN_MEMORY = 1.0
 #: than this (tiny parts cost more to launch than they save).
 CPU_MIN_PART_EDGES = 4096
 
+#: Notify lists the notified vertices by a pass over the flags (sorted, no
+#: candidate array) once the frontier's out-edges exceed |V| / this.
+NOTIFY_DENSE_FACTOR = 16
+
 #: Notify and notify-pull cut their vertex lists into this many chunks per
 #: thread, balanced by degree.
 CPU_CHUNKS_PER_THREAD = 4

@@ -291,7 +291,7 @@ def notify(frontier, prefix, out_offsets, out_targets, claimed, chunks):
             u = frontier[i]
             for e in range(out_offsets[u], out_offsets[u + 1]):
                 w = out_targets[e]
-                if _claim(claimed, w) == 0:
+                if claimed[w] == 0 and _claim(claimed, w) == 0:
                     candidates[base + written] = w
                     written += 1
         counts[c + 1] = written
@@ -304,6 +304,27 @@ def notify(frontier, prefix, out_offsets, out_targets, claimed, chunks):
         base = prefix[bounds[c]]
         for j in range(counts[c + 1]):
             notified[starts[c] + j] = candidates[base + j]
+    return notified
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def notify_dense(frontier, prefix, out_offsets, out_targets, claimed, chunks, threads):
+    """Notify for large frontiers: mark the flags, then list them in vertex order.
+
+    Listing by a pass over the flags costs O(|V|) but yields the notified
+    vertices sorted, so the pull that follows walks the CSC in order, and
+    needs no candidate array of f |E| entries.  The flags are cleared.
+    """
+    bounds = _balanced_chunks(prefix, chunks)
+    for c in numba.prange(chunks):
+        for i in range(bounds[c], bounds[c + 1]):
+            u = frontier[i]
+            for e in range(out_offsets[u], out_offsets[u + 1]):
+                w = out_targets[e]
+                if claimed[w] == 0:
+                    claimed[w] = 1
+    notified = frontier_of(claimed, threads)
+    reset_flags(notified, claimed)
     return notified
 
 

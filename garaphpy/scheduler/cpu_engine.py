@@ -136,6 +136,16 @@ class CpuEngine:
                 compiled.combine, compiled.identity, empty, np.zeros(1, np.int64),
                 arrays.in_offsets, arrays.sources, arrays.weights, state.values, state.next,
                 arrays.attrs, aggregates, arrays.num_vertices, 0, 1, self.stats)
+        empty_prefix = np.zeros(1, np.int64)
+        kernels.degree_prefix(empty, arrays.out_offsets)
+        for notify in (kernels.notify, kernels.notify_dense):
+            arguments = (empty, empty_prefix, arrays.out_offsets, arrays.out_targets,
+                         state.claimed, 1) + ((self.threads,) if notify is kernels.notify_dense
+                                              else ())
+            notify(*arguments)
+        kernels.reset_flags(empty, state.claimed)
+        kernels.commit_vertices(empty, state.next, state.values)
+        kernels.frontier_of(np.zeros(0, np.bool_), self.threads)
         self.stats[:] = 0.0
 
     # -- per-iteration pieces ------------------------------------------------
@@ -205,9 +215,14 @@ class CpuEngine:
         frontier = state.frontier
         if prefix is None:
             prefix = kernels.degree_prefix(frontier, arrays.out_offsets)
-        notified = kernels.notify(frontier, prefix, arrays.out_offsets, arrays.out_targets,
-                                  state.claimed, chunks)
-        kernels.reset_flags(notified, state.claimed)
+        if prefix[-1] * config.NOTIFY_DENSE_FACTOR > arrays.num_vertices:
+            notified = kernels.notify_dense(frontier, prefix, arrays.out_offsets,
+                                            arrays.out_targets, state.claimed, chunks,
+                                            self.threads)
+        else:
+            notified = kernels.notify(frontier, prefix, arrays.out_offsets, arrays.out_targets,
+                                      state.claimed, chunks)
+            kernels.reset_flags(notified, state.claimed)
         in_prefix = kernels.degree_prefix(notified, arrays.in_offsets)
         state.frontier = kernels.pull_vertices(
             compiled.gather_call, compiled.apply_call, compiled.activate_call, compiled.combine,

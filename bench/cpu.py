@@ -1,0 +1,585 @@
+"""CPU engine performance: pull throughput, dual mode, per-iteration overhead (Garaph section 4).
+
+Three measurements of garaphpy's CPU engine (``garaphpy.run(..., mode="cpu")``).
+Every graph is generated and preprocessed before any timing; every engine
+kernel is compiled by a short untimed run first; times are
+``IterationRecord.seconds`` (``time.perf_counter`` around one iteration).
+
+``pull``
+    Edges/s of one full pull iteration of PageRank on rmat:SCALE: the median
+    over the iterations after the first of a run, then the median over
+    ``--repeat`` runs.  Against two bare ``numba.prange`` pulls over the same
+    CSC (``graph.store.csc()``), written in this file and timed the same way
+    (median of the sweeps after a warm-up sweep):
+
+    * ``bare``: the engine's per-edge work, sum of rank[u] / out_degree[u]
+      (two random reads per edge), then PageRank's apply with the dangling
+      mass and the L1 change;
+    * ``bare-contrib``: rank[u] / out_degree[u] computed once per vertex
+      first, so one random read per edge, as hand-tuned codes do (GAPBS
+      ``pr.cc``'s ``outgoing_contrib``).
+
+    Both must reach the engine's scores after as many sweeps (checked).
+    Targets: engine >= 0.7 x ``bare``; >= 2.0 G edges/s with 16 threads on
+    rmat:22.
+``dual``
+    Garaph Figure 10: per-iteration times of SSSP (weighted rmat:SCALE and
+    the grid) and BFS (rmat:SCALE and the grid) with the direction forced to
+    pull, forced to notify-pull, and chosen by the engine (auto), from the
+    vertex of largest out-degree.  The three runs must give identical values
+    (asserted).  Target: auto total <= 1.05 x min(pull total, notify-pull
+    total).  ``best/iter`` is the sum over iterations of the faster forced
+    direction, what a perfect per-iteration switch would take.  ``--png``
+    plots one panel per (program, graph).
+``overhead``
+    The fixed cost of an iteration whose frontier is one vertex: SSSP and BFS
+    from vertex 0 along a chain 0 -> 1 -> ... -> n-1 (at each ``--chain``
+    length, so that any per-iteration O(|V|) work shows as a difference),
+    capped at ``--overhead-iterations``; and the notify-pull iterations of
+    the grid whose frontier has at most ``--tiny`` vertices.  Target: median
+    <= 1 ms.
+
+Usage (from the repository root)::
+
+    python bench/cpu.py [--scale 22] [--grid 2000x2000] [--threads N] [--repeat 3]
+                        [--json out.json] [--png out.png] [--only pull,dual,overhead]
+
+More threads than numba started with need ``NUMBA_NUM_THREADS`` set before
+Python starts.  Medians are reported because a shared machine makes single
+iterations jump (an OpenMP barrier waiting on a descheduled thread).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+import warnings
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import numba  # noqa: E402
+import numpy as np  # noqa: E402
+
+import garaphpy  # noqa: E402  (sets numba's threading layer before any parallel launch)
+from garaphpy import config  # noqa: E402
+from garaphpy.api import NotConvergedWarning  # noqa: E402
+
+SECTIONS = ("pull", "dual", "overhead")
+DIRECTIONS = ("pull", "notify-pull", "auto")
+
+#: Targets of the issue ("CPU engine ... Performance").
+TARGET_ENGINE_OVER_BARE = 0.7
+TARGET_G_EDGES_PER_S = 2.0  # with 16 threads on rmat:22
+TARGET_AUTO_OVER_BEST = 1.05
+TARGET_OVERHEAD_S = 1e-3
+
+#: PageRank damping of the bare pulls; must equal the engine program's.
+DAMPING = 0.85
+
+
+# ---------------------------------------------------------------- bare pulls --
+@numba.njit(parallel=True, nogil=True, cache=True)
+def bare_pull(in_offsets, sources, out_degree, rank, new_rank, damping):
+    """One PageRank pull sweep with the engine's per-edge work; returns the L1 change."""
+    n = rank.shape[0]
+    # D = sum of rank over the vertices without out-edges
+    dangling = 0.0
+    for v in numba.prange(n):
+        if out_degree[v] == 0:
+            dangling += rank[v]
+    change = 0.0
+    for v in numba.prange(n):
+        # accum = sum_{u -> v} rank[u] / out_degree[u]    (two random reads per edge)
+        accum = 0.0
+        for e in range(in_offsets[v], in_offsets[v + 1]):
+            u = sources[e]
+            accum += rank[u] / out_degree[u]
+        # rank'[v] = (1-d)/N + d * (accum + D/N)
+        new = (1.0 - damping) / n + damping * (accum + dangling / n)
+        new_rank[v] = new
+        change += abs(new - rank[v])
+    return change
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def bare_pull_contrib(in_offsets, sources, out_degree, rank, new_rank, contrib, damping):
+    """One PageRank pull sweep over precomputed rank/out_degree; returns the L1 change."""
+    n = rank.shape[0]
+    # contrib[u] = rank[u] / out_degree[u]; D = sum of rank over dangling vertices
+    dangling = 0.0
+    for u in numba.prange(n):
+        degree = out_degree[u]
+        if degree == 0:
+            dangling += rank[u]
+            contrib[u] = 0.0
+        else:
+            contrib[u] = rank[u] / degree
+    change = 0.0
+    for v in numba.prange(n):
+        # accum = sum_{u -> v} contrib[u]    (one random read per edge)
+        accum = 0.0
+        for e in range(in_offsets[v], in_offsets[v + 1]):
+            accum += contrib[sources[e]]
+        new = (1.0 - damping) / n + damping * (accum + dangling / n)
+        new_rank[v] = new
+        change += abs(new - rank[v])
+    return change
+
+
+@numba.njit(parallel=True, nogil=True)
+def _launch_threads(out):
+    for i in numba.prange(out.shape[0]):
+        out[i] = i
+
+
+# ------------------------------------------------------------------ helpers --
+def log(message: str) -> None:
+    """Progress to stderr (stdout carries the tables)."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def median(values) -> float:
+    """Median of a non-empty sequence, NaN for an empty one."""
+    values = list(values)
+    return float(np.median(values)) if values else float("nan")
+
+
+def load(spec: str, **generator_options) -> "garaphpy.Graph":
+    """Generate and preprocess a graph (or reuse its cached store), untimed."""
+    started = time.perf_counter()
+    graph = garaphpy.Graph.load(spec, progress=False,
+                                generator_options=generator_options or None)
+    log(f"  {spec}{' ' + str(generator_options) if generator_options else ''}: "
+        f"{graph.num_vertices:,} vertices, {graph.num_edges:,} edges "
+        f"({time.perf_counter() - started:.1f} s)")
+    return graph
+
+
+def top_source(graph) -> int:
+    """The user id of the vertex of largest out-degree."""
+    return int(graph.original_ids([int(np.argmax(graph.store.out_degree))])[0])
+
+
+def engine_run(graph, program, threads: int, **options):
+    """garaphpy.run with the non-convergence warning silenced (capped runs are intended)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NotConvergedWarning)
+        return garaphpy.run(graph, program, mode="cpu", threads=threads, **options)
+
+
+def machine() -> dict:
+    """What ran the benchmark."""
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as handle:
+            model = next((line.split(":", 1)[1].strip() for line in handle
+                          if line.startswith("model name")), "")
+    except OSError:
+        pass
+    return {"machine": platform.node(), "cpu_model": model, "cpu_count": os.cpu_count(),
+            "python": platform.python_version(), "numpy": np.__version__,
+            "numba": numba.__version__, "garaphpy": getattr(garaphpy, "__version__", "")}
+
+
+# ---------------------------------------------------------- 1. pull sweep --
+def time_bare(kernel, graph_csc, out_degree, sweeps: int, threads: int, contrib: bool):
+    """Median seconds of one sweep (after a warm-up sweep) and the rank after ``sweeps``."""
+    in_offsets, sources = graph_csc
+    n = out_degree.shape[0]
+    rank = np.full(n, 1.0 / n)
+    new_rank = np.empty(n)
+    extra = (np.empty(n),) if contrib else ()
+    numba.set_num_threads(threads)
+    seconds = []
+    for sweep in range(sweeps):
+        started = time.perf_counter()
+        kernel(in_offsets, sources, out_degree, rank, new_rank, *extra, DAMPING)
+        elapsed = time.perf_counter() - started
+        if sweep > 0:
+            seconds.append(elapsed)
+        rank, new_rank = new_rank, rank
+    return median(seconds), rank
+
+
+def bench_pull(args, threads: int) -> dict:
+    """Section 1: engine pull vs the bare prange pulls, PageRank on rmat:SCALE."""
+    from garaphpy.programs import PageRank
+
+    log(f"pull: building rmat:{args.scale}")
+    graph = load(f"rmat:{args.scale}")
+    assert PageRank().constants["damping"] == DAMPING
+    sweeps = args.pr_iterations
+    in_offsets, sources, _ = graph.store.csc()
+    out_degree = np.ascontiguousarray(graph.store.out_degree)
+    m = graph.num_edges
+    log(f"pull: engine, {args.repeat} x {sweeps} PageRank pull iterations")
+    engine_run(graph, PageRank, threads, direction="pull", max_iterations=2, tolerance=0.0)
+    engine_medians, engine_values = [], None
+    for _ in range(args.repeat):
+        result = engine_run(graph, PageRank, threads, direction="pull",
+                            max_iterations=sweeps, tolerance=0.0)
+        assert all(r.direction == "pull" and r.edges_processed == m for r in result.iterations)
+        engine_medians.append(median(r.seconds for r in result.iterations[1:]))
+        engine_values = result.values
+    rows = {"engine": {"label": "garaphpy.run(PageRank, direction='pull')",
+                       "seconds": median(engine_medians), "per_repeat": engine_medians}}
+    for name, kernel, contrib, label in (
+            ("bare", bare_pull, False, "prange over CSC, sum rank[u]/out_degree[u]"),
+            ("bare-contrib", bare_pull_contrib, True,
+             "prange over CSC, rank/out_degree precomputed")):
+        log(f"pull: {name}, {args.repeat} x {sweeps} sweeps")
+        per_repeat = []
+        for _ in range(args.repeat):
+            seconds, rank = time_bare(kernel, (in_offsets, sources), out_degree, sweeps,
+                                      threads, contrib)
+            per_repeat.append(seconds)
+        # the same work: after as many sweeps from 1/N, the engine's scores
+        assert np.allclose(rank, engine_values, rtol=1e-9, atol=1e-15), \
+            f"{name} does not reproduce the engine's PageRank scores"
+        rows[name] = {"label": label, "seconds": median(per_repeat), "per_repeat": per_repeat}
+    for row in rows.values():
+        row["g_edges_per_s"] = m / row["seconds"] / 1e9
+    for name in ("bare", "bare-contrib"):
+        rows[name]["engine_over_this"] = (rows["engine"]["g_edges_per_s"]
+                                          / rows[name]["g_edges_per_s"])
+    return {"graph": f"rmat:{args.scale}", "num_vertices": graph.num_vertices,
+            "num_edges": m, "sweeps": sweeps, "rows": rows}
+
+
+def print_pull(section: dict, threads: int) -> None:
+    rows = section["rows"]
+    print(f"\n== 1. pull sweep: PageRank on {section['graph']} ({section['num_vertices']:,} "
+          f"vertices, {section['num_edges']:,} edges), {threads} threads, median of "
+          f"{section['sweeps'] - 1} sweeps after the first, median over repeats")
+    print(f"{'kernel':14} {'what':46} {'ms/sweep':>9} {'G edges/s':>10} {'engine/this':>12}")
+    for name, row in rows.items():
+        ratio = f"{row['engine_over_this']:.2f}" if "engine_over_this" in row else ""
+        print(f"{name:14} {row['label']:46} {row['seconds'] * 1e3:>9.2f} "
+              f"{row['g_edges_per_s']:>10.3f} {ratio:>12}")
+    ratio = rows["bare"]["engine_over_this"]
+    print(f"target engine >= {TARGET_ENGINE_OVER_BARE} x bare: {ratio:.2f} "
+          f"({'met' if ratio >= TARGET_ENGINE_OVER_BARE else 'NOT met'})")
+    rate = rows["engine"]["g_edges_per_s"]
+    where = "" if (threads == 16 and section["graph"] == "rmat:22") else \
+        f"; the target is for 16 threads on rmat:22, this ran {threads} on {section['graph']}"
+    print(f"target >= {TARGET_G_EDGES_PER_S} G edges/s: engine {rate:.3f} "
+          f"({'met' if rate >= TARGET_G_EDGES_PER_S else 'NOT met'}{where})")
+
+
+# ---------------------------------------------------------- 2. dual mode --
+def dual_cases(args):
+    """(program class, graph label, graph, source) for Figure 10."""
+    from garaphpy.programs import BFS, SSSP
+
+    log(f"dual: building rmat:{args.scale} (weighted and not) and grid:{args.grid}")
+    rmat_weighted = load(f"rmat:{args.scale}", weighted=True)
+    rmat = load(f"rmat:{args.scale}")
+    grid = load(f"grid:{args.grid}")
+    return [(SSSP, f"rmat:{args.scale} (w)", rmat_weighted),
+            (SSSP, f"grid:{args.grid}", grid),
+            (BFS, f"rmat:{args.scale}", rmat),
+            (BFS, f"grid:{args.grid}", grid)]
+
+
+def bench_dual(args, threads: int) -> list:
+    """Section 2: forced pull, forced notify-pull and auto, per iteration."""
+    cases = []
+    for program, label, graph in dual_cases(args):
+        name = program.__name__
+        source = top_source(graph)
+        options = {"sources": source}
+        if args.dual_max_iterations:
+            options["max_iterations"] = args.dual_max_iterations
+        for direction in DIRECTIONS:  # compile every kernel for these types, untimed
+            engine_run(graph, program, threads, direction=direction, max_iterations=2,
+                       sources=source)
+        runs = {direction: [] for direction in DIRECTIONS}
+        for repeat in range(args.repeat):
+            values = {}
+            for direction in DIRECTIONS:
+                log(f"dual: {name} on {label}, {direction}, repeat {repeat + 1}/{args.repeat}")
+                result = engine_run(graph, program, threads, direction=direction, **options)
+                runs[direction].append(result)
+                values[direction] = result.values
+            for direction in ("notify-pull", "auto"):
+                assert np.array_equal(values[direction], values["pull"]), \
+                    f"{name} on {label}: {direction} values differ from pull's"
+        counts = {len(r.iterations) for rs in runs.values() for r in rs}
+        assert len(counts) == 1, f"{name} on {label}: iteration counts differ {counts}"
+        case = {"program": name, "graph": label, "source": source,
+                "num_vertices": graph.num_vertices, "num_edges": graph.num_edges,
+                "iterations": counts.pop(), "stop_reason": runs["auto"][0].stop_reason,
+                "modes": {}}
+        for direction, results in runs.items():
+            # per-iteration median over repeats (runs are deterministic in length)
+            per_iteration = np.median([[r.seconds for r in result.iterations]
+                                       for result in results], axis=0)
+            last = results[-1].iterations
+            case["modes"][direction] = {
+                "total_seconds": median(r.seconds for r in results),
+                "totals": [r.seconds for r in results],
+                "seconds": per_iteration.tolist(),
+                "direction": [r.direction for r in last],
+                "active_vertices": [r.active_vertices for r in last],
+                "active_fraction": [r.active_fraction for r in last],
+                "edges_processed": [r.edges_processed for r in last],
+            }
+        modes = case["modes"]
+        best_forced = min(modes["pull"]["total_seconds"], modes["notify-pull"]["total_seconds"])
+        per_iteration_best = float(np.minimum(modes["pull"]["seconds"],
+                                              modes["notify-pull"]["seconds"]).sum())
+        case["auto_over_min"] = modes["auto"]["total_seconds"] / best_forced
+        case["auto_over_best_per_iteration"] = modes["auto"]["total_seconds"] / per_iteration_best
+        case["auto_switches"] = switches(modes["auto"]["direction"])
+        cases.append(case)
+    return cases
+
+
+def switches(directions: list) -> list:
+    """Iterations at which the direction differs from the previous iteration's."""
+    return [i for i in range(1, len(directions)) if directions[i] != directions[i - 1]]
+
+
+def runs_of(directions: list) -> str:
+    """'3 np, 5 pull, 2 np': auto's directions as runs."""
+    short = {"pull": "pull", "notify-pull": "np"}
+    parts, start = [], 0
+    for i in range(1, len(directions) + 1):
+        if i == len(directions) or directions[i] != directions[start]:
+            parts.append(f"{i - start} {short[directions[start]]}")
+            start = i
+    if len(parts) > 6:
+        parts = parts[:5] + [f"... ({len(parts)} runs)"]
+    return ", ".join(parts)
+
+
+def print_dual(cases: list, threads: int, repeat: int) -> None:
+    print(f"\n== 2. dual mode (Garaph Fig. 10): total iteration seconds, median of {repeat} "
+          f"runs, {threads} threads; identical values asserted")
+    print(f"{'program':7} {'graph':16} {'iters':>6} {'pull s':>9} {'notify s':>9} "
+          f"{'auto s':>9} {'auto/min':>9} {'auto/best':>10}  auto's directions")
+    worst = 0.0
+    for case in cases:
+        modes = case["modes"]
+        worst = max(worst, case["auto_over_min"])
+        print(f"{case['program']:7} {case['graph']:16} {case['iterations']:>6} "
+              f"{modes['pull']['total_seconds']:>9.4f} "
+              f"{modes['notify-pull']['total_seconds']:>9.4f} "
+              f"{modes['auto']['total_seconds']:>9.4f} {case['auto_over_min']:>9.3f} "
+              f"{case['auto_over_best_per_iteration']:>10.3f}  "
+              f"{runs_of(modes['auto']['direction'])}")
+    print("auto/min = auto / min(pull, notify-pull); auto/best = auto / sum over iterations of "
+          "the faster forced direction")
+    print(f"target auto/min <= {TARGET_AUTO_OVER_BEST}: worst {worst:.3f} "
+          f"({'met' if worst <= TARGET_AUTO_OVER_BEST else 'NOT met'})")
+
+
+def plot_dual(cases: list, path: str, threads: int) -> None:
+    """One panel per (program, graph): seconds per iteration, log scale."""
+    try:
+        import matplotlib
+    except ImportError:
+        log(f"matplotlib is not installed: no {path} (pip install matplotlib)")
+        return
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    columns = 2
+    rows = (len(cases) + columns - 1) // columns
+    figure, axes = plt.subplots(rows, columns, figsize=(12, 4.2 * rows), squeeze=False)
+    styles = {"pull": dict(color="tab:red", lw=1.2),
+              "notify-pull": dict(color="tab:blue", lw=1.2),
+              "auto": dict(color="black", lw=1.0, ls="--")}
+    for axis, case in zip(axes.flat, cases):
+        for direction, style in styles.items():
+            mode = case["modes"][direction]
+            seconds = np.asarray(mode["seconds"]) * 1e3
+            axis.plot(np.arange(seconds.size), seconds, label=f"{direction} "
+                      f"({mode['total_seconds']:.3g} s)", **style)
+        auto = case["modes"]["auto"]
+        marks = case["auto_switches"]
+        if marks:
+            seconds = np.asarray(auto["seconds"]) * 1e3
+            to_pull = [i for i in marks if auto["direction"][i] == "pull"]
+            to_notify = [i for i in marks if auto["direction"][i] == "notify-pull"]
+            axis.scatter(to_pull, seconds[to_pull], marker="^", s=60, color="tab:red",
+                         edgecolor="black", zorder=5, label="auto switches to pull")
+            axis.scatter(to_notify, seconds[to_notify], marker="v", s=60, color="tab:blue",
+                         edgecolor="black", zorder=5, label="auto switches to notify-pull")
+        axis.set_yscale("log")
+        axis.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
+        # label the minor ticks 2 and 5 of each decade, unlabelled otherwise
+        axis.yaxis.set_minor_formatter(FuncFormatter(
+            lambda y, _: f"{y:g}" if f"{y:.0e}"[0] in "25" else ""))
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+        axis.set_xlabel("iteration")
+        axis.set_ylabel("ms per iteration")
+        axis.set_title(f"{case['program']} on {case['graph']} from {case['source']} "
+                       f"(auto/min {case['auto_over_min']:.2f})", fontsize=10)
+        axis.grid(True, which="both", alpha=0.3)
+        axis.legend(fontsize=8)
+    for axis in list(axes.flat)[len(cases):]:
+        axis.set_visible(False)
+    figure.suptitle(f"garaphpy CPU engine, dual mode (Garaph Fig. 10), {threads} threads, "
+                    f"{platform.node()}", fontsize=11)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    log(f"wrote {path}")
+
+
+# ----------------------------------------------------------- 3. overhead --
+def chain_graph(n: int) -> "garaphpy.Graph":
+    """0 -> 1 -> ... -> n-1, weight 1 on every edge."""
+    started = time.perf_counter()
+    graph = garaphpy.Graph.from_arrays(np.arange(n - 1, dtype=np.int64),
+                                       np.arange(1, n, dtype=np.int64),
+                                       np.ones(n - 1, dtype=np.float64), num_vertices=n)
+    log(f"  chain of {n:,} vertices ({time.perf_counter() - started:.1f} s)")
+    return graph
+
+
+def overhead_rows(graph, label: str, programs, source: int, threads: int, repeat: int,
+                  max_iterations: int, select) -> list:
+    """Median seconds of the iterations ``select(record)`` keeps (the first never)."""
+    rows = []
+    for program in programs:
+        engine_run(graph, program, threads, max_iterations=2, sources=source)
+        medians, means, kept, actives, directions = [], [], 0, [], set()
+        for _ in range(repeat):
+            result = engine_run(graph, program, threads, max_iterations=max_iterations,
+                                sources=source)
+            chosen = [r for r in result.iterations[1:] if select(r)]
+            medians.append(median(r.seconds for r in chosen))
+            means.append(float(np.mean([r.seconds for r in chosen])) if chosen else np.nan)
+            kept = len(chosen)
+            actives = [r.active_vertices for r in chosen]
+            directions = {r.direction for r in result.iterations}
+        rows.append({"program": program.__name__, "graph": label, "iterations": kept,
+                     "active_vertices_max": max(actives) if actives else 0,
+                     "directions": sorted(directions), "median_seconds": median(medians),
+                     "mean_seconds": median(means)})
+    return rows
+
+
+def bench_overhead(args, threads: int) -> list:
+    """Section 3: iterations with one (chain) or few (grid) active vertices."""
+    from garaphpy.programs import BFS, SSSP
+
+    rows = []
+    log("overhead: building chains and the grid")
+    for n in args.chain:
+        graph = chain_graph(n)
+        log(f"overhead: chain of {n:,}, {args.overhead_iterations} iterations")
+        rows += overhead_rows(graph, f"chain:{n}", (SSSP, BFS), 0, threads, args.repeat,
+                              args.overhead_iterations, lambda r: True)
+    grid = load(f"grid:{args.grid}")
+    log(f"overhead: grid:{args.grid}, frontiers of at most {args.tiny} vertices")
+    rows += overhead_rows(grid, f"grid:{args.grid}", (SSSP, BFS), top_source(grid), threads,
+                          args.repeat, args.tiny_iterations,
+                          lambda r: r.direction == "notify-pull"
+                          and r.active_vertices <= args.tiny)
+    return rows
+
+
+def print_overhead(rows: list, threads: int, tiny: int) -> None:
+    print(f"\n== 3. per-iteration overhead, one active vertex (chain) or <= {tiny} (grid, "
+          f"notify-pull), auto direction, {threads} threads")
+    print(f"{'program':7} {'graph':18} {'iters':>6} {'max active':>10} {'median ms':>10} "
+          f"{'mean ms':>9}  directions")
+    worst = 0.0
+    for row in rows:
+        worst = max(worst, row["median_seconds"])
+        print(f"{row['program']:7} {row['graph']:18} {row['iterations']:>6} "
+              f"{row['active_vertices_max']:>10} {row['median_seconds'] * 1e3:>10.3f} "
+              f"{row['mean_seconds'] * 1e3:>9.3f}  {','.join(row['directions'])}")
+    print(f"target median <= {TARGET_OVERHEAD_S * 1e3:.0f} ms: worst {worst * 1e3:.3f} ms "
+          f"({'met' if worst <= TARGET_OVERHEAD_S else 'NOT met'})")
+
+
+# --------------------------------------------------------------------- main --
+def positive_list(text: str) -> list:
+    values = [int(x) for x in text.split(",") if x]
+    if not values or min(values) < 2:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected lengths >= 2, comma-separated")
+    return values
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scale", type=int, default=22, help="RMAT scale (default 22)")
+    parser.add_argument("--grid", default="2000x2000", help="grid WIDTHxHEIGHT (default 2000x2000)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads (default: every core)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per measurement (default 3)")
+    parser.add_argument("--json", default=None, help="write the results here")
+    parser.add_argument("--png", default=None, help="write the dual-mode plot here")
+    parser.add_argument("--only", default=",".join(SECTIONS),
+                        help="comma-separated sections: pull,dual,overhead (default all)")
+    parser.add_argument("--pr-iterations", type=int, default=10,
+                        help="PageRank iterations / bare sweeps per run (default 10)")
+    parser.add_argument("--dual-max-iterations", type=int, default=None,
+                        help="cap the dual-mode runs (default: run to convergence)")
+    parser.add_argument("--chain", type=positive_list, default=[100_000, 1_000_000],
+                        help="chain lengths for the overhead (default 100000,1000000)")
+    parser.add_argument("--overhead-iterations", type=int, default=2000,
+                        help="iterations of each chain run (default 2000)")
+    parser.add_argument("--tiny", type=int, default=64,
+                        help="largest grid frontier counted as tiny (default 64)")
+    parser.add_argument("--tiny-iterations", type=int, default=200,
+                        help="iterations of each grid run of the overhead (default 200)")
+    args = parser.parse_args(argv)
+
+    only = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = set(only) - set(SECTIONS)
+    if unknown or not only:
+        parser.error(f"--only {args.only!r}: expected a comma-separated subset of "
+                     f"{','.join(SECTIONS)}")
+    for name in ("repeat", "pr_iterations", "overhead_iterations", "tiny", "tiny_iterations"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')}={getattr(args, name)}: expected >= 1")
+    if args.pr_iterations < 2:
+        parser.error("--pr-iterations: expected >= 2 (the first iteration is not counted)")
+    available = numba.config.NUMBA_NUM_THREADS
+    threads = args.threads or min(config.default_threads(), available)
+    if not 1 <= threads <= available:
+        parser.error(f"--threads={threads}: numba started with {available} threads "
+                     f"(set NUMBA_NUM_THREADS={threads} before starting Python for more)")
+
+    numba.set_num_threads(threads)
+    _launch_threads(np.empty(threads, np.int64))
+    layer = numba.threading_layer()
+    results = {"benchmark": "cpu", "date": time.strftime("%Y-%m-%d %H:%M:%S"), **machine(),
+               "threads": threads, "numba_num_threads": available, "threading_layer": layer,
+               "args": {k: v for k, v in vars(args).items()}}
+    print(f"garaphpy CPU engine benchmark: {results['machine']} ({results['cpu_model']}, "
+          f"{results['cpu_count']} CPUs), {threads} threads, numba {numba.__version__} "
+          f"threading layer {layer!r}, {results['date']}")
+
+    if "pull" in only:
+        results["pull"] = bench_pull(args, threads)
+        print_pull(results["pull"], threads)
+    if "dual" in only:
+        results["dual"] = bench_dual(args, threads)
+        print_dual(results["dual"], threads, args.repeat)
+        if args.png:
+            plot_dual(results["dual"], args.png, threads)
+    if "overhead" in only:
+        results["overhead"] = bench_overhead(args, threads)
+        print_overhead(results["overhead"], threads, args.tiny)
+    results["threading_layer"] = numba.threading_layer()
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+        log(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
