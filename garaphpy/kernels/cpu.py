@@ -68,14 +68,15 @@ def compute_aggregates(aggregate_call, values, attrs, num_vertices, iteration, i
                        threads):
     """Reduce every aggregate over all vertices; per-thread partials, then merged."""
     count = identities.shape[0]
-    partial = np.empty((threads, count), np.float64)
+    # rows padded past a cache line: each thread updates its own row per vertex
+    partial = np.empty((threads, count + 8), np.float64)
     for t in range(threads):
-        partial[t, :] = identities
+        partial[t, :count] = identities
     block = (num_vertices + threads - 1) // threads
     for t in numba.prange(threads):
         for v in range(t * block, min(num_vertices, (t + 1) * block)):
             aggregate_call(values, attrs, num_vertices, iteration, v, partial[t])
-    return partial
+    return partial[:, :count]
 
 
 @numba.njit(nogil=True, parallel=True)
@@ -128,6 +129,8 @@ def pull_range(gather_call, apply_call, activate_call, combine, identity,
         e0 = edge_begin + t * part
         e1 = edge_end if t == parts - 1 else min(edge_end, e0 + part)
         records = 0
+        part_change = 0.0
+        part_activated = 0
         for v in range(starts[t], starts[t + 1]):
             lo = max(in_offsets[v], e0)
             hi = min(in_offsets[v + 1], e1)
@@ -146,8 +149,11 @@ def pull_range(gather_call, apply_call, activate_call, combine, identity,
                 values_write[v] = new
                 flag = activate_call(new, old)
                 active[v] = flag
-                activated[t] += flag
-                change[t] += abs(np.float64(new) - np.float64(old))
+                part_activated += flag
+                part_change += abs(np.float64(new) - np.float64(old))
+        # one write per part: per-vertex writes to neighbouring slots false-share
+        change[t] = part_change
+        activated[t] = part_activated
         if t < parts - 1:
             w = starts[t + 1]
             if w < end_vertex and in_offsets[w] < e1:
@@ -355,6 +361,7 @@ def pull_vertices(gather_call, apply_call, activate_call, combine, identity, ver
     change = np.zeros(chunks, np.float64)
     for c in numba.prange(chunks):
         written = 0
+        chunk_change = 0.0
         for i in range(bounds[c], bounds[c + 1]):
             v = vertices[i]
             accum = identity
@@ -364,10 +371,11 @@ def pull_vertices(gather_call, apply_call, activate_call, combine, identity, ver
             old = values_read[v]
             new = apply_call(attrs, aggregates, num_vertices, iteration, v, old, accum)
             values_write[v] = new
-            change[c] += abs(np.float64(new) - np.float64(old))
+            chunk_change += abs(np.float64(new) - np.float64(old))
             if activate_call(new, old):
                 activated[bounds[c] + written] = v
                 written += 1
+        change[c] = chunk_change
         counts[c + 1] = written
     starts = np.empty(chunks + 1, np.int64)
     starts[0] = 0
