@@ -103,6 +103,35 @@ def result_sources(graph, result):
     return sources, None
 
 
+def checked_inputs(graph, result, checked: str, *, weights: str, requirement: str):
+    """The result's values, its sources and their mask, after the common checks.
+
+    Parameters
+    ----------
+    weights : {"positive", "nonnegative"}
+        What the program needs of the edge values.
+    requirement : str
+        How a weight failure is introduced ("SSSP needs finite weights >= 0").
+
+    Returns
+    -------
+    (values, sources, is_source, None), or (None, None, None, VerifyReport)
+    when a check failed.
+    """
+    values, problem = result_values(graph, result)
+    if problem:
+        return None, None, None, failed(checked, problem)
+    sources, problem = result_sources(graph, result)
+    if problem:
+        return None, None, None, failed(checked, problem)
+    problem = weight_problem(graph, positive=weights == "positive")
+    if problem:
+        return None, None, None, failed(checked, f"{requirement}: {problem}")
+    is_source = np.zeros(graph.num_vertices, dtype=bool)
+    is_source[sources] = True
+    return values, sources, is_source, None
+
+
 def run_tolerance(program, result) -> float:
     """The L1 tolerance the run stopped on: ``result.tolerance`` if set, else the program's."""
     tolerance = getattr(result, "tolerance", None)

@@ -121,18 +121,11 @@ class CircuitSimulation(VertexProgram):
 
     def verify(self, graph, result):
         checked = "CS: fixed nodes exact, voltages in [0, 1], one Jacobi step moves < tol*C (L1)"
-        voltage, problem = _common.result_values(graph, result)
-        if problem:
-            return _common.failed(checked, problem)
-        sources, problem = _common.result_sources(graph, result)
-        if problem:
-            return _common.failed(checked, problem)
-        problem = _common.weight_problem(graph, positive=True)
-        if problem:
-            return _common.failed(checked, "CS needs finite conductances > 0: " + problem)
+        voltage, sources, is_source, failure = _common.checked_inputs(
+            graph, result, checked, weights="positive", requirement="CS needs finite conductances > 0")
+        if failure:
+            return failure
         n = graph.num_vertices
-        is_source = np.zeros(n, dtype=bool)
-        is_source[sources] = True
         ground = self.grounded(graph, sources)
         in_count, conductance = _common.in_sums(graph, n)
         free = ~is_source & ~ground & (in_count > 0)

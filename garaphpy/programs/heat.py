@@ -110,19 +110,12 @@ class HeatSimulation(VertexProgram):
 
     def verify(self, graph, result):
         checked = "HS: sources at 1, values in [0, 1], one step moves < tolerance*C (L1)"
-        temperature, problem = _common.result_values(graph, result)
-        if problem:
-            return _common.failed(checked, problem)
-        sources, problem = _common.result_sources(graph, result)
-        if problem:
-            return _common.failed(checked, problem)
-        problem = _common.weight_problem(graph, positive=True)
-        if problem:
-            return _common.failed(checked, "HS needs finite weights > 0: " + problem)
+        temperature, sources, is_source, failure = _common.checked_inputs(
+            graph, result, checked, weights="positive", requirement="HS needs finite weights > 0")
+        if failure:
+            return failure
         n = graph.num_vertices
         k = float(self.constants["k"])
-        is_source = np.zeros(n, dtype=bool)
-        is_source[sources] = True
         in_count, weighted_in = _common.in_sums(graph, n)
         free = ~is_source & (in_count > 0)
         # ---- one step: T_v + k (sum w_uv T_u / W_v - T_v) on the free vertices

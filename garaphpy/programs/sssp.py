@@ -93,18 +93,11 @@ class SSSP(VertexProgram):
 
     def verify(self, graph, result):
         checked = "SSSP: sources at 0, no edge relaxes, finite distances on tight paths"
-        dist, problem = _common.result_values(graph, result)
-        if problem:
-            return _common.failed(checked, problem)
-        sources, problem = _common.result_sources(graph, result)
-        if problem:
-            return _common.failed(checked, problem)
-        problem = _common.weight_problem(graph, positive=False)
-        if problem:
-            return _common.failed(checked, "SSSP needs finite weights >= 0: " + problem)
+        dist, sources, is_source, failure = _common.checked_inputs(
+            graph, result, checked, weights="nonnegative", requirement="SSSP needs finite weights >= 0")
+        if failure:
+            return failure
         n = graph.num_vertices
-        is_source = np.zeros(n, dtype=bool)
-        is_source[sources] = True
         relaxes = np.zeros(n, dtype=bool)
         tight_src, tight_dst = [], []
         for src, dst, weight in _common.edge_chunks(graph):

@@ -89,18 +89,11 @@ class SSWP(VertexProgram):
 
     def verify(self, graph, result):
         checked = "SSWP: sources at +inf, no edge widens, positive widths on tight paths"
-        width, problem = _common.result_values(graph, result)
-        if problem:
-            return _common.failed(checked, problem)
-        sources, problem = _common.result_sources(graph, result)
-        if problem:
-            return _common.failed(checked, problem)
-        problem = _common.weight_problem(graph, positive=False)
-        if problem:
-            return _common.failed(checked, "SSWP needs finite weights >= 0: " + problem)
+        width, sources, is_source, failure = _common.checked_inputs(
+            graph, result, checked, weights="nonnegative", requirement="SSWP needs finite weights >= 0")
+        if failure:
+            return failure
         n = graph.num_vertices
-        is_source = np.zeros(n, dtype=bool)
-        is_source[sources] = True
         widens = np.zeros(n, dtype=bool)
         tight_src, tight_dst = [], []
         for src, dst, weight in _common.edge_chunks(graph):
