@@ -268,6 +268,21 @@ def _balanced_chunks(prefix, chunks):
     return bounds
 
 
+@numba.njit(nogil=True, parallel=True, cache=True)
+def _concatenate_chunks(buffer, chunk_base, counts):
+    """Concatenate buffer[chunk_base[c] : chunk_base[c] + counts[c + 1]] over chunks c."""
+    chunks = chunk_base.shape[0]
+    starts = np.empty(chunks + 1, np.int64)
+    starts[0] = 0
+    for c in range(chunks):
+        starts[c + 1] = starts[c] + counts[c + 1]
+    out = np.empty(starts[chunks], np.int64)
+    for c in numba.prange(chunks):
+        for j in range(counts[c + 1]):
+            out[starts[c] + j] = buffer[chunk_base[c] + j]
+    return out
+
+
 @numba.njit(nogil=True, cache=True)
 def degree_prefix(vertices, offsets):
     """prefix[i] = sum of the degrees (by ``offsets``) of vertices[:i]."""
@@ -301,16 +316,7 @@ def notify(frontier, prefix, out_offsets, out_targets, claimed, chunks):
                     candidates[base + written] = w
                     written += 1
         counts[c + 1] = written
-    starts = np.empty(chunks + 1, np.int64)
-    starts[0] = 0
-    for c in range(chunks):
-        starts[c + 1] = starts[c] + counts[c + 1]
-    notified = np.empty(starts[chunks], np.int64)
-    for c in numba.prange(chunks):
-        base = prefix[bounds[c]]
-        for j in range(counts[c + 1]):
-            notified[starts[c] + j] = candidates[base + j]
-    return notified
+    return _concatenate_chunks(candidates, prefix[bounds[:-1]], counts)
 
 
 @numba.njit(nogil=True, parallel=True, cache=True)
@@ -377,16 +383,9 @@ def pull_vertices(gather_call, apply_call, activate_call, combine, identity, ver
                 written += 1
         change[c] = chunk_change
         counts[c + 1] = written
-    starts = np.empty(chunks + 1, np.int64)
-    starts[0] = 0
-    for c in range(chunks):
-        starts[c + 1] = starts[c] + counts[c + 1]
-    frontier = np.empty(starts[chunks], np.int64)
-    for c in numba.prange(chunks):
-        for j in range(counts[c + 1]):
-            frontier[starts[c] + j] = activated[bounds[c] + j]
+    frontier = _concatenate_chunks(activated, bounds[:-1], counts)
     stats[0] += change.sum()
-    stats[1] += starts[chunks]
+    stats[1] += frontier.shape[0]
     return frontier
 
 
