@@ -79,6 +79,16 @@ def compute_aggregates(aggregate_call, values, attrs, num_vertices, iteration, i
     return partial[:, :count]
 
 
+@numba.njit(nogil=True)
+def _update_vertex(apply_call, activate_call, attrs, aggregates, num_vertices, iteration, v,
+                   accum, values_read, values_write):
+    """Apply v's summed gathers; returns (activated, |new - old|)."""
+    old = values_read[v]
+    new = apply_call(attrs, aggregates, num_vertices, iteration, v, old, accum)
+    values_write[v] = new
+    return activate_call(new, old), abs(np.float64(new) - np.float64(old))
+
+
 @numba.njit(nogil=True, parallel=True)
 def pull_range(gather_call, apply_call, activate_call, combine, identity,
                in_offsets, sources, weights, edge_base, edge_begin, edge_end, first_vertex,
@@ -144,13 +154,12 @@ def pull_range(gather_call, apply_call, activate_call, combine, identity,
                 record_accum[t, records] = accum
                 records += 1
             else:
-                old = values_read[v]
-                new = apply_call(attrs, aggregates, num_vertices, iteration, v, old, accum)
-                values_write[v] = new
-                flag = activate_call(new, old)
+                flag, delta = _update_vertex(apply_call, activate_call, attrs, aggregates,
+                                             num_vertices, iteration, v, accum, values_read,
+                                             values_write)
                 active[v] = flag
                 part_activated += flag
-                part_change += abs(np.float64(new) - np.float64(old))
+                part_change += delta
         # one write per part: per-vertex writes to neighbouring slots false-share
         change[t] = part_change
         activated[t] = part_activated
@@ -200,13 +209,12 @@ def _finish_cut_vertex(apply_call, activate_call, attrs, aggregates, num_vertice
                        active, boundary_vertex, boundary_accum, boundary, change, activated):
     """Apply a vertex whose replicas are merged, or hand it back if it leaves the page."""
     if in_offsets[v] >= edge_begin and in_offsets[v + 1] <= edge_end:
-        old = values_read[v]
-        new = apply_call(attrs, aggregates, num_vertices, iteration, v, old, accum)
-        values_write[v] = new
-        flag = activate_call(new, old)
+        flag, delta = _update_vertex(apply_call, activate_call, attrs, aggregates,
+                                     num_vertices, iteration, v, accum, values_read,
+                                     values_write)
         active[v] = flag
         activated[0] += flag
-        change[0] += abs(np.float64(new) - np.float64(old))
+        change[0] += delta
         return boundary
     boundary_vertex[boundary] = v
     boundary_accum[boundary] = accum
@@ -219,13 +227,12 @@ def apply_vertices(apply_call, activate_call, attrs, aggregates, num_vertices, i
     """Apply the combined partial sums of vertices split across pages."""
     for i in range(vertices.shape[0]):
         v = vertices[i]
-        old = values_read[v]
-        new = apply_call(attrs, aggregates, num_vertices, iteration, v, old, accums[i])
-        values_write[v] = new
-        flag = activate_call(new, old)
+        flag, delta = _update_vertex(apply_call, activate_call, attrs, aggregates,
+                                     num_vertices, iteration, v, accums[i], values_read,
+                                     values_write)
         active[v] = flag
         stats[1] += flag
-        stats[0] += abs(np.float64(new) - np.float64(old))
+        stats[0] += delta
 
 
 @numba.njit(nogil=True, parallel=True, cache=True)
@@ -374,11 +381,11 @@ def pull_vertices(gather_call, apply_call, activate_call, combine, identity, ver
             for e in range(in_offsets[v], in_offsets[v + 1]):
                 accum = combine(accum, gather_call(values_read, weights, attrs, sources[e], v,
                                                    e))
-            old = values_read[v]
-            new = apply_call(attrs, aggregates, num_vertices, iteration, v, old, accum)
-            values_write[v] = new
-            chunk_change += abs(np.float64(new) - np.float64(old))
-            if activate_call(new, old):
+            flag, delta = _update_vertex(apply_call, activate_call, attrs, aggregates,
+                                         num_vertices, iteration, v, accum, values_read,
+                                         values_write)
+            chunk_change += delta
+            if flag:
                 activated[bounds[c] + written] = v
                 written += 1
         change[c] = chunk_change

@@ -23,6 +23,7 @@ from .. import config
 from .._numba_setup import parallel_section
 from ..kernels import cpu as kernels
 from ..kernels.cpu_program import CpuProgram
+from ..program import monoid_identity
 from .records import IterationRecord
 
 
@@ -106,7 +107,7 @@ class CpuEngine:
         self.state = state
         self.threads = threads
         self.aggregate_identities = np.array(
-            [float(_float_identity(m)) for m in compiled.aggregate_monoids], np.float64)
+            [monoid_identity(m, np.float64) for m in compiled.aggregate_monoids], np.float64)
         self.no_aggregates = np.zeros(1, np.float64)
         self.boundary_vertex = np.empty(2, np.int64)
         self.boundary_accum = np.empty(2, compiled.accum_dtype)
@@ -234,10 +235,6 @@ class CpuEngine:
         record.updated_vertices = int(notified.size)
         record.edges_processed = int(in_prefix[-1])
         record.pages = 0
-
-
-def _float_identity(monoid: str) -> float:
-    return {"add": 0.0, "min": np.inf, "max": -np.inf}[monoid]
 
 
 def _combine_partials(vertices: list, accums: list, compiled: CpuProgram):
