@@ -12,6 +12,14 @@ Notify-pull (section 4.2): the vertices active in the last iteration mark
 their out-neighbours through the CSR (an atomic claim makes each notified
 vertex appear once), and only those pull over their in-edges.
 
+Source-side precompute: a gather that depends on the source vertex alone
+(PageRank's rank(u) / outdeg(u)) can be computed once per vertex at the
+start of a synchronous pull (:func:`source_contributions`); the edge loop
+then reads one array at the source instead of the value and the degree.
+:func:`pull_range` takes the gather as an accessor plus the array it reads,
+so the same kernel runs either way: ``gather_call`` over the values, or
+:func:`read_source_contribution` over the contributions.
+
 The program's functions arrive as numba dispatchers with the fixed
 signatures of :mod:`garaphpy.kernels.cpu_program`.
 """
@@ -79,6 +87,25 @@ def compute_aggregates(aggregate_call, values, attrs, num_vertices, iteration, i
     return partial[:, :count]
 
 
+@numba.njit(nogil=True, parallel=True)
+def source_contributions(source_gather_call, values, attrs, contributions):
+    """contributions[u] = gather of any edge leaving u, for every u with out-edges.
+
+    A vertex without out-edges is no edge's source: its slot is never read,
+    and its gather is not evaluated (PageRank's would divide by zero).
+    """
+    out_degree = attrs[0]
+    for u in numba.prange(values.shape[0]):
+        if out_degree[u] > 0:
+            contributions[u] = source_gather_call(values, attrs, u)
+
+
+@numba.njit(nogil=True)
+def read_source_contribution(contributions, weights, attrs, u, v, e):
+    """The gather accessor over precomputed contributions (``gather_call``'s signature)."""
+    return contributions[u]
+
+
 @numba.njit(nogil=True)
 def _update_vertex(apply_call, activate_call, attrs, aggregates, num_vertices, iteration, v,
                    accum, values_read, values_write):
@@ -92,12 +119,15 @@ def _update_vertex(apply_call, activate_call, attrs, aggregates, num_vertices, i
 @numba.njit(nogil=True, parallel=True)
 def pull_range(gather_call, apply_call, activate_call, combine, identity,
                in_offsets, sources, weights, edge_base, edge_begin, edge_end, first_vertex,
-               end_vertex, values_read, values_write, attrs, aggregates, num_vertices,
-               iteration, active, parts, boundary_vertex, boundary_accum, stats):
+               end_vertex, values_read, values_write, gather_values, attrs, aggregates,
+               num_vertices, iteration, active, parts, boundary_vertex, boundary_accum, stats):
     """Pull over the edges edge_begin..edge_end-1 of a page (Garaph section 4.1).
 
     Parameters
     ----------
+    gather_call : numba dispatcher
+        ``gather_call(gather_values, weights, attrs, u, v, e)``: the
+        program's gather, or :func:`read_source_contribution`.
     in_offsets : int64 array
         Global CSC index.
     sources, weights : arrays
@@ -107,6 +137,9 @@ def pull_range(gather_call, apply_call, activate_call, combine, identity,
     values_read, values_write : arrays
         Committed values and where new values go (the same array when
         asynchronous).
+    gather_values : array
+        What ``gather_call`` reads: ``values_read``, or the contributions
+        of :func:`source_contributions`.
     active : bool array
         active[v] = activate(new, old) for every vertex applied here.
     parts : int
@@ -147,8 +180,8 @@ def pull_range(gather_call, apply_call, activate_call, combine, identity,
             accum = identity
             for e in range(lo, hi):
                 local = e - edge_base
-                accum = combine(accum, gather_call(values_read, weights, attrs, sources[local],
-                                                   v, local))
+                accum = combine(accum, gather_call(gather_values, weights, attrs,
+                                                   sources[local], v, local))
             if in_offsets[v] < e0 or in_offsets[v + 1] > e1:
                 record_vertex[t, records] = v
                 record_accum[t, records] = accum
@@ -169,7 +202,7 @@ def pull_range(gather_call, apply_call, activate_call, combine, identity,
                 accum = identity
                 for e in range(max(in_offsets[w], e0), min(in_offsets[w + 1], e1)):
                     local = e - edge_base
-                    accum = combine(accum, gather_call(values_read, weights, attrs,
+                    accum = combine(accum, gather_call(gather_values, weights, attrs,
                                                        sources[local], w, local))
                 record_vertex[t, records] = w
                 record_accum[t, records] = accum

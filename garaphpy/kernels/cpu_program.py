@@ -7,6 +7,7 @@ compiled by numba; thin generated wrappers give the kernels one fixed
 signature per role, binding the user's parameters by name:
 
 ``gather_call(values, weights, attrs, u, v, e) -> accum``
+``source_gather_call(values, attrs, u) -> accum``   (source-side gathers only)
 ``apply_call(attrs, aggregates, num_vertices, iteration, v, value, accum) -> value``
 ``activate_call(new, old) -> bool``
 ``init_call(attrs, num_vertices, v) -> value``
@@ -14,6 +15,19 @@ signature per role, binding the user's parameters by name:
 
 ``attrs`` is the tuple of per-vertex arrays
 ``(out_degree, in_degree, weighted_in_degree, vertex, is_source)``.
+
+Everything is compiled with numba's numpy error model: a division by zero
+gives inf or nan (0 for integers) instead of raising, as IEEE floats and
+the GPU do.  The exception paths of the Python model also kept numba's
+reference counting of the wrappers' array arguments alive once inlined
+into a kernel: atomic updates of shared counters for every vertex, which
+cost the pull about 30% of its throughput at 16 threads (BENCHMARKS.md).
+
+A gather that asks only for its source's side of the edge (``src``,
+``src_out_degree``, ``src_in_degree``) is a function of the source vertex
+alone, so it also gets ``source_gather_call``: the engine may then compute
+it once per vertex and let the edge loop read the result
+(:func:`garaphpy.kernels.cpu.source_contributions`).
 """
 
 from __future__ import annotations
@@ -29,6 +43,9 @@ import numpy as np
 from .. import _numba_setup  # noqa: F401  (threading layer first)
 from ..program import ProgramError, VertexProgram, monoid_identity
 
+#: How every program function and wrapper is compiled (see the module docstring).
+JIT_OPTIONS = {"nogil": True, "error_model": "numpy"}
+
 #: Position of each per-vertex attribute in the ``attrs`` tuple.
 ATTRIBUTE_INDEX = {"out_degree": 0, "in_degree": 1, "weighted_in_degree": 2, "vertex": 3,
                    "is_source": 4}
@@ -39,6 +56,10 @@ _GATHER_ARGUMENTS = {
     "dst_out_degree": "attrs[0][v]", "dst_in_degree": "attrs[1][v]",
 }
 
+#: Gather parameters that belong to the edge's source: a gather asking for no
+#: others is a function of the source vertex alone.
+SOURCE_SIDE_GATHER_PARAMETERS = frozenset({"src", "src_out_degree", "src_in_degree"})
+
 
 def _vertex_arguments(role_parameters, aggregate_names=()):
     mapping = {name: f"attrs[{index}][v]" for name, index in ATTRIBUTE_INDEX.items()}
@@ -48,9 +69,11 @@ def _vertex_arguments(role_parameters, aggregate_names=()):
     return mapping
 
 
-def _combine_source(monoid: str) -> str:
+def _combine_source(monoid: str, cast: bool = False) -> str:
+    """The sum monoid as Python source; ``cast`` wraps it in ``ACCUM(...)`` (numba
+    sums narrow integers and bools in int64; the GPU translator casts on its own)."""
     body = {"add": "a + b", "min": "a if a <= b else b", "max": "a if a >= b else b"}[monoid]
-    return f"def combine(a, b):\n    return {body}\n"
+    return f"def combine(a, b):\n    return {f'ACCUM({body})' if cast else body}\n"
 
 
 @dataclass
@@ -65,6 +88,12 @@ class CpuProgram:
     identity : numpy scalar
         The sum monoid's identity in ``accum_dtype``.
     gather_call, apply_call, activate_call, init_call, combine : numba dispatchers
+    source_gather_call : numba dispatcher or None
+        ``source_gather_call(values, attrs, u)``: the gather of any edge
+        leaving u, when the gather asks only for source-side parameters
+        (:data:`SOURCE_SIDE_GATHER_PARAMETERS`); None otherwise.
+    gather_parameters : frozenset of str
+        The parameters the gather asks for.
     aggregate_monoids : tuple of str
         The monoid of each aggregate, in declaration order.
     aggregate_call : numba dispatcher or None
@@ -83,6 +112,8 @@ class CpuProgram:
     activate_call: object
     init_call: object
     combine: object
+    source_gather_call: object
+    gather_parameters: frozenset
     aggregate_monoids: tuple
     aggregate_call: object
     uses: set
@@ -95,7 +126,7 @@ def _user_function(function, new_name: str, namespace: dict):
     tree = ast.Module(body=[definition], type_ignores=[])
     code = compile(tree, function.filename, "exec")
     exec(code, namespace)
-    namespace[new_name] = numba.njit(nogil=True)(namespace[new_name])
+    namespace[new_name] = numba.njit(**JIT_OPTIONS)(namespace[new_name])
 
 
 def compile_program(program: VertexProgram) -> CpuProgram:
@@ -133,6 +164,10 @@ def compile_program(program: VertexProgram) -> CpuProgram:
         "def init_call(attrs, num_vertices, v):",
         f"    return VALUE({call('init', {**vertex_args, 'iteration': '0'})})",
     ]
+    gather_parameters = frozenset(functions["gather"].parameters)
+    if gather_parameters <= SOURCE_SIDE_GATHER_PARAMETERS:
+        source.append("def source_gather_call(values, attrs, u):")
+        source.append(f"    return ACCUM({call('gather', _GATHER_ARGUMENTS)})")
     if aggregate_names:
         source.append("def aggregate_call(values, attrs, num_vertices, iteration, v, out):")
         source.append("    value = values[v]")
@@ -144,19 +179,20 @@ def compile_program(program: VertexProgram) -> CpuProgram:
             source.append(f"    x = {term}")
             source.append(f"    out[{i}] = {combine}")
         source.append("    return 0")
-    exec("\n".join(source) + "\n" + _combine_source(cls.sum), namespace)
+    exec("\n".join(source) + "\n" + _combine_source(cls.sum, cast=True), namespace)
     compiled = {}
-    for name in ("gather_call", "apply_call", "activate_call", "init_call", "combine",
-                 "aggregate_call"):
+    for name in ("gather_call", "source_gather_call", "apply_call", "activate_call",
+                 "init_call", "combine", "aggregate_call"):
         if name in namespace:
-            compiled[name] = numba.njit(nogil=True)(namespace[name])
+            compiled[name] = numba.njit(**JIT_OPTIONS)(namespace[name])
     uses = {p for f in functions.values() for p in f.parameters}
     return CpuProgram(
         program=program, value_dtype=value_dtype, accum_dtype=accum_dtype,
         identity=monoid_identity(cls.sum, accum_dtype),
         gather_call=compiled["gather_call"], apply_call=compiled["apply_call"],
         activate_call=compiled["activate_call"], init_call=compiled["init_call"],
-        combine=compiled["combine"],
+        combine=compiled["combine"], source_gather_call=compiled.get("source_gather_call"),
+        gather_parameters=gather_parameters,
         aggregate_monoids=tuple(cls.aggregates[n][0] for n in aggregate_names),
         aggregate_call=compiled.get("aggregate_call"), uses=uses)
 

@@ -6,21 +6,23 @@ whose docstring gives its exact definition, constants, value type, what
 verifier that checks a result by a method other than the engine's (GAPBS's
 habit):
 
-=============  ========================  =====  ==========  ==================================
-name           class                     sum    value       unreachable / note
-=============  ========================  =====  ==========  ==================================
-pagerank       PageRank                  add    float64     (all scored); L1 tolerance 1e-4
-sssp           SSSP                      min    float64     +inf; weights >= 0
-bfs            BFS                       min    int64       -1 (engine sentinel 2**62)
-cc             ConnectedComponents       min    int64       label = smallest user id
-sswp           SSWP                      max    float64     0; sources +inf; weights >= 0
-nn             NeuralNetwork             add    float64     10 fixed iterations
-hs             HeatSimulation            add    float64     0; sources held at 1
-cs             CircuitSimulation         add    float64     0 V; sources 1 V, ground 0 V
-=============  ========================  =====  ==========  ==================================
+==============  ========================  =====  ==========  ==================================
+name            class                     sum    value       unreachable / note
+==============  ========================  =====  ==========  ==================================
+pagerank        PageRank                  add    float64     (all scored); L1 tolerance 1e-4
+delta_pagerank  DeltaPageRank             add    float64     (all scored); L1 bound 1e-4, async
+sssp            SSSP                      min    float64     +inf; weights >= 0
+bfs             BFS                       min    int64       -1 (engine sentinel 2**62)
+cc              ConnectedComponents       min    int64       label = smallest user id
+sswp            SSWP                      max    float64     0; sources +inf; weights >= 0
+nn              NeuralNetwork             add    float64     10 fixed iterations
+hs              HeatSimulation            add    float64     0; sources held at 1
+cs              CircuitSimulation         add    float64     0 V; sources 1 V, ground 0 V
+==============  ========================  =====  ==========  ==================================
 
-Aliases: ``pr``, ``components``/``connected_components``/``wcc``,
-``widest_path``, ``neural``, ``heat``, ``circuit``.  Names are matched
+Aliases: ``pr``, ``delta_pr``/``pagerank_delta``,
+``components``/``connected_components``/``wcc``, ``widest_path``, ``neural``,
+``heat``, ``circuit``.  Names are matched
 case-insensitively, ``-`` and ``_`` alike.
 
 What a verifier assumes of a result
@@ -49,9 +51,6 @@ A verifier checks the definition of the instance it is called on
 (``self.constants``); call it as ``result.program.verify(graph, result)``.
 An unweighted graph counts every edge weight as 1.
 
-PageRankDelta (an accumulative variant for asynchronous runs) is not here:
-it needs two values per vertex (rank and pending delta); see
-``garaphpy/programs/pagerank.py`` and the report of this change.
 """
 
 from __future__ import annotations
@@ -61,6 +60,7 @@ from ..program import ProgramError, VertexProgram
 from .bfs import BFS
 from .circuit import CircuitSimulation
 from .components import ConnectedComponents
+from .delta_pagerank import DeltaPageRank
 from .heat import HeatSimulation
 from .neural import NeuralNetwork
 from .pagerank import PageRank
@@ -70,6 +70,7 @@ from .sswp import SSWP
 #: Canonical name -> program class.
 BUILTIN_PROGRAMS: dict[str, type[VertexProgram]] = {
     "pagerank": PageRank,
+    "delta_pagerank": DeltaPageRank,
     "sssp": SSSP,
     "bfs": BFS,
     "cc": ConnectedComponents,
@@ -82,6 +83,8 @@ BUILTIN_PROGRAMS: dict[str, type[VertexProgram]] = {
 #: Other accepted names -> canonical name.
 ALIASES = {
     "pr": "pagerank",
+    "delta_pr": "delta_pagerank",
+    "pagerank_delta": "delta_pagerank",
     "components": "cc",
     "connected_components": "cc",
     "wcc": "cc",
@@ -91,9 +94,9 @@ ALIASES = {
     "circuit": "cs",
 }
 
-__all__ = ["BUILTIN_PROGRAMS", "ALIASES", "get_program", "program_class", "PageRank", "SSSP",
-           "BFS", "ConnectedComponents", "SSWP", "NeuralNetwork", "HeatSimulation",
-           "CircuitSimulation"]
+__all__ = ["BUILTIN_PROGRAMS", "ALIASES", "get_program", "program_class", "PageRank",
+           "DeltaPageRank", "SSSP", "BFS", "ConnectedComponents", "SSWP", "NeuralNetwork",
+           "HeatSimulation", "CircuitSimulation"]
 
 
 def program_class(name: str) -> type[VertexProgram]:

@@ -31,17 +31,9 @@ and sum to 1 within tolerance / (1 - d): since sum(T(x)) - 1 = d (sum(x) - 1),
 |sum(x) - 1| <= ||T(x) - x||_1 / (1 - d) (a synchronous run keeps the sum at
 1 up to rounding; an asynchronous one drifts within that).
 
-No delta (accumulative) variant is provided: it needs two values per vertex.
-Delta-PageRank keeps a rank r_v and a pending delta D_v; an iteration
-gathers d * D_u / outdeg(u) from the in-neighbours, adds the sum to r_v and
-makes it the new D_v, and a vertex stays active while |D_v| > epsilon.  The
-gather must read D_u while the result the user sees is r_v, and one scalar
-per vertex cannot hold both (r is not recoverable from D, nor D from r,
-through the parameters a function sees).  Asynchronous pull needs still
-more: a delta pulled along an edge must be consumed exactly once, which
-takes per-edge state or a push (scatter) into the destination's pending
-delta -- Garaph removed scatter (section 2.3).  Plain PageRank above runs
-asynchronously already (Gauss-Seidel), with the same verifier.
+The accumulative (delta) variant, whose vertices go quiet once their
+published mass stops growing, is :mod:`garaphpy.programs.delta_pagerank`;
+it shares this verifier (:func:`power_step_report`).
 """
 
 from __future__ import annotations
@@ -117,37 +109,55 @@ class PageRank(VertexProgram):
 
     def verify(self, graph, result):
         checked = "PageRank: one power step moves the scores by < tolerance (L1), sum = 1"
-        scores, problem = _common.result_values(graph, result)
-        if problem:
-            return _common.failed(checked, problem)
-        n = graph.num_vertices
-        if n == 0:
-            return _common.report(graph, scores, checked, [])
-        d = float(self.constants["damping"])
         bound = _common.run_tolerance(self, result) + 1e-12  # + rounding of the sums
-        # ---- out-degrees, counted from the edges themselves
-        out_degree = np.zeros(n, dtype=np.int64)
-        for src, _, _ in _common.edge_chunks(graph):
-            out_degree += np.bincount(src, minlength=n)
-        # ---- one power step: y = (1-d)/N + d * (A' (x / outdeg) + D/N)
-        contribution = np.divide(scores, out_degree, out=np.zeros(n), where=out_degree > 0)
-        incoming = np.zeros(n, dtype=np.float64)
-        for src, dst, _ in _common.edge_chunks(graph):
-            incoming += np.bincount(dst, weights=contribution[src], minlength=n)
-        dangling = scores[out_degree == 0].sum()
-        step = (1.0 - d) / n + d * (incoming + dangling / n)
-        moved = np.abs(step - scores)
-        error = float(moved.sum()) if np.isfinite(moved).all() else np.inf
-        total = float(scores.sum())
-        problems = [("not a positive finite score", ~(np.isfinite(scores) & (scores > 0)))]
-        if error >= bound:
-            problems.append(("moved most by the power step", _common.holding_half(moved)))
-        # sum(step) - 1 = d (sum(x) - 1), so |sum(x) - 1| <= ||step - x||_1 / (1 - d): a
-        # synchronous run keeps the sum at 1 up to rounding, an asynchronous one within this
-        sum_bound = bound / (1.0 - d)
-        if not abs(total - 1.0) < sum_bound:
-            problems.append(("scores do not sum to 1 (largest scores)",
-                             _common.holding_half(scores)))
-        extra = (f"L1 step {error:.3g} (bound {bound:.3g}), sum of scores {total:.12g} "
-                 f"(1 within {sum_bound:.3g})")
-        return _common.report(graph, scores, checked, problems, extra)
+        return power_step_report(graph, result, float(self.constants["damping"]), bound,
+                                 checked)
+
+
+def power_step_report(graph, result, damping: float, bound: float, checked: str):
+    """GAPBS's PRVerifier: one numpy power step from the scores moves them by < ``bound``.
+
+    The step is the definition of the module docstring (dangling mass spread
+    uniformly), computed from the store's edges.  Also checks that every
+    score is positive and finite and that the scores sum to 1 within
+    ``bound / (1 - damping)``.
+
+    Returns
+    -------
+    VerifyReport
+        Vertices moved most by the step (those holding half of the L1
+        change) and non-positive scores are named.
+    """
+    scores, problem = _common.result_values(graph, result)
+    if problem:
+        return _common.failed(checked, problem)
+    n = graph.num_vertices
+    if n == 0:
+        return _common.report(graph, scores, checked, [])
+    d = damping
+    # ---- out-degrees, counted from the edges themselves
+    out_degree = np.zeros(n, dtype=np.int64)
+    for src, _, _ in _common.edge_chunks(graph):
+        out_degree += np.bincount(src, minlength=n)
+    # ---- one power step: y = (1-d)/N + d * (A' (x / outdeg) + D/N)
+    contribution = np.divide(scores, out_degree, out=np.zeros(n), where=out_degree > 0)
+    incoming = np.zeros(n, dtype=np.float64)
+    for src, dst, _ in _common.edge_chunks(graph):
+        incoming += np.bincount(dst, weights=contribution[src], minlength=n)
+    dangling = scores[out_degree == 0].sum()
+    step = (1.0 - d) / n + d * (incoming + dangling / n)
+    moved = np.abs(step - scores)
+    error = float(moved.sum()) if np.isfinite(moved).all() else np.inf
+    total = float(scores.sum())
+    problems = [("not a positive finite score", ~(np.isfinite(scores) & (scores > 0)))]
+    if error >= bound:
+        problems.append(("moved most by the power step", _common.holding_half(moved)))
+    # sum(step) - 1 = d (sum(x) - 1), so |sum(x) - 1| <= ||step - x||_1 / (1 - d): a
+    # synchronous run keeps the sum at 1 up to rounding, an asynchronous one within this
+    sum_bound = bound / (1.0 - d)
+    if not abs(total - 1.0) < sum_bound:
+        problems.append(("scores do not sum to 1 (largest scores)",
+                         _common.holding_half(scores)))
+    extra = (f"L1 step {error:.3g} (bound {bound:.3g}), sum of scores {total:.12g} "
+             f"(1 within {sum_bound:.3g})")
+    return _common.report(graph, scores, checked, problems, extra)

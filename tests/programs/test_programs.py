@@ -26,8 +26,8 @@ import garaphpy
 from garaphpy.errors import ConfigError
 from garaphpy.program import VerifyReport, VertexProgram
 from garaphpy.programs import (ALIASES, BFS, BUILTIN_PROGRAMS, SSSP, SSWP, CircuitSimulation,
-                               ConnectedComponents, HeatSimulation, NeuralNetwork, PageRank,
-                               get_program, program_class)
+                               ConnectedComponents, DeltaPageRank, HeatSimulation,
+                               NeuralNetwork, PageRank, get_program, program_class)
 from garaphpy.programs import bfs as bfs_module
 from garaphpy.programs.components import union_find_roots
 
@@ -103,15 +103,20 @@ def sources_of(graph, name):
 
 # ------------------------------------------------------------ references --
 CIRCUIT = {"ground_every": 4}  # small graphs have few ids; ground a quarter of them
+#: Programs that stop on a bound of their own, not a tolerance: their constants for a run
+#: to (nearly) the exact fixed point.
+TIGHT_CONSTANTS = {"delta_pagerank": {"l1_bound": 1e-12}}
 
 
-def program_for(name):
-    return CircuitSimulation(**CIRCUIT) if name == "cs" else BUILTIN_PROGRAMS[name]()
+def program_for(name, tight=False):
+    if name == "cs":
+        return CircuitSimulation(**CIRCUIT)
+    return BUILTIN_PROGRAMS[name](**(TIGHT_CONSTANTS.get(name, {}) if tight else {}))
 
 
 def reference(name, graph, sources, *, big=False):
     """An independent correct result of program ``name`` (values users see)."""
-    if name == "pagerank":
+    if name in ("pagerank", "delta_pagerank"):
         return ref.pagerank_power(graph) if big else ref.pagerank_networkx(graph)
     if name == "sssp":
         return ref.sssp_scipy(graph, sources) if big else ref.sssp_networkx(graph, sources)
@@ -158,7 +163,7 @@ def perturbations(name, values, sources, graph):
         wrong[v] = new
         return wrong
 
-    if name == "pagerank":
+    if name in ("pagerank", "delta_pagerank"):
         v = int(np.argmax(values))
         out.append(("top score + 10 tol", changed(v, values[v] + 10 * PageRank.tolerance)))
         v = int(np.argmin(values))
@@ -202,7 +207,8 @@ PROGRAMS = list(BUILTIN_PROGRAMS)
 
 # ------------------------------------------------------ registry & classes --
 def test_every_builtin_defines_and_is_registered():
-    assert set(PROGRAMS) == {"pagerank", "sssp", "bfs", "cc", "sswp", "nn", "hs", "cs"}
+    assert set(PROGRAMS) == {"pagerank", "delta_pagerank", "sssp", "bfs", "cc", "sswp", "nn",
+                             "hs", "cs"}
     for name, cls in BUILTIN_PROGRAMS.items():
         assert issubclass(cls, VertexProgram)
         assert set(cls.functions) >= {"init", "gather", "apply", "activate"}
@@ -277,6 +283,7 @@ def test_functions_with_constants_through_the_interpreter_binding():
 # auto mixes pull and notify-pull as Garaph does, async updates in place.
 NAIVE_MODES = {
     "pagerank": [("sync", "pull"), ("async", "pull")],
+    "delta_pagerank": [("sync", "pull"), ("sync", "notify-pull"), ("async", "auto")],
     "sssp": [("sync", "pull"), ("sync", "auto"), ("async", "notify-pull")],
     "bfs": [("sync", "auto"), ("async", "pull")],
     "cc": [("sync", "auto"), ("async", "notify-pull")],
@@ -296,14 +303,15 @@ def test_naive_run_of_the_functions_matches_the_reference(small, name, graph_nam
     program = program_for(name)
     expected = reference(name, graph, sources)
     for execution, direction in NAIVE_MODES[name]:
-        tight = ref.run_naive(graph, program, sources if program.needs_sources else (),
+        tight = ref.run_naive(graph, program_for(name, tight=True),
+                              sources if program.needs_sources else (),
                               execution=execution, direction=direction,
                               tolerance=1e-13 if name in ITERATIVE else "program",
                               max_iterations=100_000 if name in ITERATIVE else None)
         assert tight.converged, (execution, direction)
         assert_same(name, tight.values, expected, atol=1e-9)
-        assert program.verify(graph, tight).ok
-        if name in ITERATIVE:
+        assert tight.program.verify(graph, tight).ok
+        if name in ITERATIVE or name in TIGHT_CONSTANTS:
             # stopped by the program's own tolerance: the verifier's bound must hold
             loose = ref.run_naive(graph, program, sources if program.needs_sources else (),
                                   execution=execution, direction=direction)
@@ -344,7 +352,8 @@ def test_verifier_passes_the_reference_and_fails_one_wrong_vertex(small, name, g
 
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_verifier_on_ca_hepph(hepph, name):
-    graph = hepph["plain"] if name in ("pagerank", "bfs", "cc") else hepph["weighted"]
+    graph = hepph["plain"] if name in ("pagerank", "delta_pagerank", "bfs", "cc") \
+        else hepph["weighted"]
     sources = sources_of(graph, "hepph")
     result = reference_result(name, graph, sources, big=True)
     check_verifier(name, graph, result, sources)
@@ -431,7 +440,8 @@ def test_iterative_verifiers_fail_a_run_stopped_early(small):
     # LAGraph habit: a run capped at 2 iterations must not pass
     graph = small["random"]
     sources = sources_of(graph, "random")
-    for program in (PageRank(), HeatSimulation(), CircuitSimulation(**CIRCUIT)):
+    for program in (PageRank(), DeltaPageRank(), HeatSimulation(),
+                    CircuitSimulation(**CIRCUIT)):
         capped = ref.run_naive(graph, program, sources if program.needs_sources else (),
                                max_iterations=2)
         assert not capped.converged
@@ -479,7 +489,7 @@ def test_engine_result_verifies_and_matches_the_reference(small, name):
     """garaphpy.run on a small graph: verified, and equal to the independent reference."""
     graph = small[ENGINE_GRAPH] if name != "cc" else small["tiny"]
     sources = sources_of(graph, ENGINE_GRAPH)
-    program = program_for(name)
+    program = program_for(name, tight=True)
     result = ref.run_engine(graph, program, sources if program.needs_sources else (),
                             tolerance=1e-13 if name in ITERATIVE else None,
                             max_iterations=100_000 if name in ITERATIVE else None)

@@ -1,8 +1,9 @@
 """Built-in programs on the engine against SciPy references, on the real SNAP graphs.
 
 Exact for BFS, SSSP with integer weights, CC and SSWP; 1e-6 relative for
-PageRank (float64) against a power iteration with the same definition; sync
-and async reach the same fixed point where the program's math says so.
+PageRank and DeltaPageRank (float64) against a power iteration with the same
+definition; sync and async reach the same fixed point where the program's math
+says so.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import numpy as np
 import pytest
 
 import garaphpy
-from garaphpy.programs import (BFS, SSSP, SSWP, ConnectedComponents, NeuralNetwork,
-                               PageRank)
+from garaphpy.programs import (BFS, SSSP, SSWP, ConnectedComponents, DeltaPageRank,
+                               NeuralNetwork, PageRank)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import references as ref  # noqa: E402
@@ -54,6 +55,16 @@ def test_async_pagerank_reaches_the_same_ranks(snap):
     result = garaphpy.run(graph, PageRank, execution="async", tolerance=1e-12,
                           max_iterations=1000)
     np.testing.assert_allclose(result.values, ref.pagerank_power(graph), rtol=1e-6)
+
+
+@pytest.mark.parametrize("execution", ["sync", "async"])
+def test_delta_pagerank_matches_power_iteration(snap, execution):
+    # ||r - PR||_1 <= l1_bound / (2 (1 - d)): 1e-12 keeps the smallest scores within 1e-6
+    graph = snap["graph"]
+    result = garaphpy.run(graph, DeltaPageRank(l1_bound=1e-12), execution=execution)
+    assert result.converged and result.stop_reason == "no active vertex"
+    np.testing.assert_allclose(result.values, ref.pagerank_power(graph), rtol=1e-6)
+    assert result.program.verify(graph, result).ok
 
 
 @pytest.mark.parametrize("execution", ["sync", "async"])
