@@ -32,8 +32,10 @@ The functions must stay inside a small subset of Python — arithmetic,
 comparisons, boolean logic, if/else, local names, ``math`` functions,
 ``min``/``max``/``abs`` — so that the very same source can be compiled by
 numba for the CPU and translated to CUDA C++ for the GPU.  The subset is
-checked through :mod:`ast` when the class is defined; anything outside it
-is a :class:`ProgramError` naming the file and line.
+checked through :mod:`ast` when the class is defined, and translated once
+for the GPU (:mod:`garaphpy.kernels.cuda_program`); anything outside it, or
+anything the translation cannot reproduce, is a :class:`ProgramError`
+naming the file and line.
 """
 
 from __future__ import annotations
@@ -468,6 +470,11 @@ def _check_program_class(cls) -> dict:
                                f"monoid in {MONOIDS}")
         functions[f"aggregate:{name}"] = check_function(declaration[1], "aggregate",
                                                         set(cls.constants))
+    # the GPU runs the same functions: refuse what cannot be translated now, not at launch
+    from .kernels.cuda_program import check_translatable  # lazy: CUDA lives in kernels/
+
+    cls.functions = functions
+    check_translatable(cls)
     return functions
 
 
