@@ -29,7 +29,7 @@ from .storage.store import Store
 _BUILD_OPTION_NAMES = {
     "directed", "self_loops", "duplicates", "weight_dtype", "storage_dirs", "memory_budget",
     "gpu_memory", "n_streams", "shared_memory_bytes", "max_shard_edges", "max_page_bytes",
-    "block_bytes", "slot_bytes", "max_shard_vertices", "max_replication",
+    "block_bytes", "slot_bytes", "max_shard_vertices", "max_replication", "fixed_replication", "min_shards",
 }
 
 
@@ -229,8 +229,10 @@ class Graph:
                                  name=f"{self.store.manifest['input']['name']} (undirected)")
             layout = self.store.manifest["options"]
             options = {name: layout[name] for name in (
-                "self_loops", "weight_dtype", "n_streams", "shared_memory_bytes",
-                "max_shard_edges", "max_page_bytes", "block_bytes", "gpu_memory")}
+                "self_loops", "weight_dtype", "n_streams", "shared_memory_bytes", "slot_bytes",
+                "max_shard_edges", "max_shard_vertices", "max_replication", "min_shards",
+                "fixed_replication", "max_page_bytes", "block_bytes", "gpu_memory")
+                if name in layout}
             build = _build_options({**options, "directed": False, "duplicates": "drop"})
             if self._temporary_dir is not None:
                 path = self._temporary_dir / "undirected"

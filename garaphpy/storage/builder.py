@@ -87,6 +87,16 @@ class BuildOptions:
         Pages in flight on the GPU at once.
     shared_memory_bytes, slot_bytes, max_shard_edges, max_shard_vertices, max_replication
         Shard sizing (layout.cut_shards).
+    min_shards : int
+        Graphs with fewer than ``min_shards * max_shard_edges`` edges get
+        shards of at most ``max(|E| / min_shards, config.MIN_SHARD_EDGES)``
+        edges, so that a small graph still gives the GPU enough blocks (one
+        per shard) to fill its multiprocessors.
+    fixed_replication : int or None
+        None (default): each shard's replication factor R_i by Garaph's
+        Equation 2.  A power of two R <= max_replication: every shard gets
+        exactly R (and at most slots / R vertices), for studying Equation 2
+        against fixed factors (Garaph Figure 9; bench/gpu.py).
     max_page_bytes, block_bytes : int
         Page and data block size limits.
     """
@@ -104,6 +114,8 @@ class BuildOptions:
     max_shard_edges: int = config.MAX_SHARD_EDGES
     max_shard_vertices: int = config.MAX_SHARD_VERTICES
     max_replication: int = config.MAX_REPLICATION
+    min_shards: int = config.MIN_SHARDS
+    fixed_replication: int | None = None
     max_page_bytes: int = config.MAX_PAGE_BYTES
     block_bytes: int = config.BLOCK_BYTES
 
@@ -118,7 +130,7 @@ class BuildOptions:
                               f"{tuple(kernels.DUPLICATE_POLICIES)}")
         if self.weight_dtype not in _WEIGHT_DTYPES:
             raise ConfigError(f"weight_dtype={self.weight_dtype!r}: expected one of {_WEIGHT_DTYPES}")
-        positive = ("n_streams", "shared_memory_bytes", "slot_bytes", "max_shard_edges",
+        positive = ("n_streams", "shared_memory_bytes", "slot_bytes", "max_shard_edges", "min_shards",
                     "max_shard_vertices", "max_replication", "max_page_bytes", "block_bytes")
         for name in positive:
             value = getattr(self, name)
@@ -128,6 +140,12 @@ class BuildOptions:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ConfigError(f"{name}={value!r}: expected a positive number of bytes")
+        fixed = self.fixed_replication
+        if fixed is not None and (isinstance(fixed, bool) or not isinstance(fixed, int)
+                                  or fixed < 1 or fixed & (fixed - 1)
+                                  or fixed > self.max_replication):
+            raise ConfigError(f"fixed_replication={fixed!r}: expected a power of two in "
+                              f"1..max_replication={self.max_replication}, or unset")
         if self.block_bytes % config.BLOCK_ALIGNMENT:
             raise ConfigError(f"block_bytes={self.block_bytes}: must be a multiple of "
                               f"{config.BLOCK_ALIGNMENT}")
@@ -143,6 +161,10 @@ class BuildOptions:
         for name in ("memory_budget", "storage_dirs"):
             content.pop(name)
         content["gpu_memory"] = None  # replaced by the resolved page size
+        if content["fixed_replication"] is None:
+            # the default (Equation 2) leaves the key of stores built before
+            # the option existed unchanged
+            content.pop("fixed_replication")
         return content
 
 
@@ -909,7 +931,10 @@ class _Builder:
         shards = layout.cut_shards(
             in_offsets, shared_memory_bytes=options.shared_memory_bytes,
             slot_bytes=options.slot_bytes, max_vertices=options.max_shard_vertices,
-            max_edges=options.max_shard_edges, max_replication=options.max_replication)
+            max_edges=layout.shard_edge_limit(int(in_offsets[-1]), options.max_shard_edges,
+                                              options.min_shards),
+            max_replication=options.max_replication,
+            fixed_replication=options.fixed_replication)
         value_bytes = 8
         vertex_bytes = num_vertices * (3 * value_bytes + 1)
         page_bytes = layout.page_budget(self.gpu_memory, options.n_streams, vertex_bytes,
@@ -968,8 +993,10 @@ class _Builder:
             "layout": {"shared_memory_bytes": options.shared_memory_bytes,
                        "slot_bytes": options.slot_bytes,
                        "max_shard_edges": options.max_shard_edges,
+                       "min_shards": options.min_shards,
                        "max_shard_vertices": options.max_shard_vertices,
                        "max_replication": options.max_replication,
+                       "fixed_replication": options.fixed_replication,
                        "n_streams": options.n_streams, "page_bytes": page_bytes,
                        "block_bytes": options.block_bytes, "block_file": BLOCK_FILE,
                        "source_bytes": sizing.source_bytes, "weight_bytes": sizing.weight_bytes,

@@ -12,6 +12,11 @@ needs R_i slots per vertex, so |V_i| * R_i <= slots.  A vertex with more
 in-edges than a shard may carry is split over several single-vertex shards
 whose partial sums are combined through the sum monoid.
 
+For study (Garaph Figure 9), ``fixed_replication=R`` gives every shard the
+same R instead: the exponent of R_i is clamped to the range [log2 R, log2 R]
+rather than [0, log2 max_replication], and shards are cut by the same rule
+(|V_i| * R <= slots), so the one code path serves both.
+
 A *page* is a run of consecutive shards moved to the GPU in one transfer,
 sized so that N_streams pages fit the GPU memory the run may use.
 
@@ -60,17 +65,19 @@ def replication_factor(num_edges: int, num_vertices: int,
         ``2 ** min(ceil(log2(|E_i|/|V_i|) - 0.5), log2(max_replication))``,
         at least 1 (a shard with fewer edges than vertices needs no replica).
     """
-    return int(_replication_factor(num_edges, num_vertices,
+    return int(_replication_factor(num_edges, num_vertices, 0,
                                    int(math.log2(max_replication))))
 
 
 @numba.njit(cache=True, nogil=True)
-def _replication_factor(num_edges, num_vertices, max_exponent):
+def _replication_factor(num_edges, num_vertices, min_exponent, max_exponent):
+    # Equation 2 with the exponent clamped to [min_exponent, max_exponent]
+    # (min_exponent == max_exponent: a fixed R, for study)
     if num_edges <= 0:
-        return 1
+        return 1 << min_exponent
     exponent = math.ceil(math.log2(num_edges / num_vertices) - 0.5)
-    if exponent < 0:
-        exponent = 0
+    if exponent < min_exponent:
+        exponent = min_exponent
     if exponent > max_exponent:
         exponent = max_exponent
     return 1 << exponent
@@ -91,7 +98,7 @@ def _last_vertex_within(in_offsets, start, limit_vertex, max_edges):
 
 
 @numba.njit(cache=True, nogil=True)
-def _cut_shards(in_offsets, slots, max_vertices, max_edges, max_exponent):
+def _cut_shards(in_offsets, slots, max_vertices, max_edges, min_exponent, max_exponent):
     num_vertices = in_offsets.shape[0] - 1
     capacity = 1024
     first = np.empty(capacity, np.int64)
@@ -123,7 +130,8 @@ def _cut_shards(in_offsets, slots, max_vertices, max_edges, max_exponent):
                 end = min(begin + max_edges, in_offsets[vertex + 1])
                 first[num_shards] = vertex
                 count[num_shards] = 1
-                repl[num_shards] = _replication_factor(end - begin, 1, max_exponent)
+                repl[num_shards] = _replication_factor(end - begin, 1, min_exponent,
+                                                       max_exponent)
                 ebegin[num_shards] = begin
                 eend[num_shards] = end
                 split[num_shards] = 1
@@ -131,22 +139,24 @@ def _cut_shards(in_offsets, slots, max_vertices, max_edges, max_exponent):
                 begin = end
             vertex += 1
             continue
-        # the largest range whose accumulators fit: try every R = 2^k and
-        # keep the longest range whose own Equation-2 factor is at most R
+        # the largest range whose accumulators fit: try every allowed R = 2^k
+        # and keep the longest range whose own Equation-2 factor is at most R
         best_end = vertex + 1
-        for exponent in range(max_exponent + 1):
+        for exponent in range(min_exponent, max_exponent + 1):
             limit = min(vertex + min(slots >> exponent, max_vertices), num_vertices)
             if limit <= vertex:
                 continue
             end = _last_vertex_within(in_offsets, vertex, limit, max_edges)
             edges = in_offsets[end] - in_offsets[vertex]
-            if _replication_factor(edges, end - vertex, max_exponent) <= (1 << exponent):
+            if _replication_factor(edges, end - vertex, min_exponent,
+                                   max_exponent) <= (1 << exponent):
                 if end > best_end:
                     best_end = end
         edges = in_offsets[best_end] - in_offsets[vertex]
         first[num_shards] = vertex
         count[num_shards] = best_end - vertex
-        repl[num_shards] = _replication_factor(edges, best_end - vertex, max_exponent)
+        repl[num_shards] = _replication_factor(edges, best_end - vertex, min_exponent,
+                                               max_exponent)
         ebegin[num_shards] = in_offsets[vertex]
         eend[num_shards] = in_offsets[best_end]
         split[num_shards] = 0
@@ -163,12 +173,21 @@ def _grow(array, capacity):
     return grown
 
 
+def shard_edge_limit(num_edges: int, max_edges: int, min_shards: int) -> int:
+    """Edges per shard at most: ``max_edges``, lowered on small graphs so that
+    they still cut into about ``min_shards`` shards (one GPU block each), but
+    never below ``config.MIN_SHARD_EDGES``."""
+    wanted = -(-num_edges // min_shards)
+    return int(min(max_edges, max(wanted, config.MIN_SHARD_EDGES)))
+
+
 def cut_shards(in_offsets: np.ndarray, *,
                shared_memory_bytes: int = config.SHARD_SHARED_MEMORY_BYTES,
                slot_bytes: int = config.SHARD_SLOT_BYTES,
                max_vertices: int = config.MAX_SHARD_VERTICES,
                max_edges: int = config.MAX_SHARD_EDGES,
-               max_replication: int = config.MAX_REPLICATION) -> np.ndarray:
+               max_replication: int = config.MAX_REPLICATION,
+               fixed_replication: int | None = None) -> np.ndarray:
     """Split the vertices into shards (Garaph sections 2.1 and 3.2).
 
     Parameters
@@ -185,6 +204,11 @@ def cut_shards(in_offsets: np.ndarray, *,
         At most this many edges per shard; heavier vertices are split.
     max_replication : int
         Upper bound of R_i, a power of two.
+    fixed_replication : int or None
+        None (default): each shard's R_i by Equation 2.  A power of two
+        ``R <= max_replication``: every shard gets exactly R and holds at
+        most ``slots // R`` vertices (for studying Equation 2 against fixed
+        factors, Garaph Figure 9).
 
     Returns
     -------
@@ -200,13 +224,22 @@ def cut_shards(in_offsets: np.ndarray, *,
             f"{slot_bytes} bytes, fewer than one vertex at R={max_replication}")
     if max_replication & (max_replication - 1) or max_replication < 1:
         raise StoreError(f"max_replication={max_replication} is not a power of two")
+    max_exponent = int(math.log2(max_replication))
+    min_exponent = 0
+    if fixed_replication is not None:
+        if (isinstance(fixed_replication, bool) or not isinstance(fixed_replication, int)
+                or fixed_replication < 1 or fixed_replication & (fixed_replication - 1)
+                or fixed_replication > max_replication):
+            raise StoreError(f"fixed_replication={fixed_replication!r} must be a power of two "
+                             f"in 1..max_replication={max_replication}")
+        min_exponent = max_exponent = int(math.log2(fixed_replication))
     if not 1 <= max_vertices <= 1 << 16:
         raise StoreError(f"max_vertices={max_vertices} must lie in 1..65536 (16-bit IdxOff)")
     if max_edges < 1:
         raise StoreError(f"max_edges={max_edges} must be positive")
     in_offsets = np.ascontiguousarray(in_offsets, dtype=np.int64)
-    columns = _cut_shards(in_offsets, slots, max_vertices, max_edges,
-                          int(math.log2(max_replication)))
+    columns = _cut_shards(in_offsets, slots, max_vertices, max_edges, min_exponent,
+                          max_exponent)
     shards = np.empty(columns[0].shape[0], SHARD_DTYPE)
     for name, column in zip(("first_vertex", "num_vertices", "replication",
                              "edge_begin", "edge_end", "split"), columns):

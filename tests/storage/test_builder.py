@@ -262,6 +262,27 @@ def test_up_to_date_store_is_reused(tmp_path, monkeypatch):
     assert other.num_edges > first.num_edges
 
 
+def test_fixed_replication_is_part_of_the_key_and_manifest(tmp_path):
+    from garaphpy.errors import ConfigError
+    from garaphpy.storage.builder import store_key
+
+    src, dst, weight = random_edges(11, n=2000, m=40_000)
+    default = build(tmp_path, from_arrays(src, dst, weight), name="default")
+    fixed = build(tmp_path, from_arrays(src, dst, weight), name="fixed", fixed_replication=8)
+    assert default.manifest["key"] != fixed.manifest["key"]
+    # the default's key is the one stores had before the option existed
+    identity = from_arrays(src, dst, weight).identity()
+    assert "fixed_replication" not in BuildOptions().content_options()
+    assert store_key(identity, BuildOptions()) == default.manifest["key"]
+    assert fixed.manifest["layout"]["fixed_replication"] == 8
+    assert fixed.manifest["options"]["fixed_replication"] == 8
+    assert default.manifest["layout"]["fixed_replication"] is None
+    assert set(fixed.shards["replication"]) == {8}
+    assert store_edges(fixed) == store_edges(default)  # the same edges, other shards
+    with pytest.raises(ConfigError, match="fixed_replication"):
+        build(tmp_path, from_arrays(src, dst, weight), name="bad", fixed_replication=3)
+
+
 def test_killed_build_leaves_no_store(tmp_path):
     """SIGKILL in the middle of a build: no store at the target path."""
     target = tmp_path / "store"

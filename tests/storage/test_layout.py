@@ -7,8 +7,12 @@ import math
 import numpy as np
 import pytest
 
+from garaphpy import config
 from garaphpy.errors import StoreError
 from garaphpy.storage import layout
+
+#: Accumulator slots of a shard cut with the default sizes.
+DEFAULT_SLOTS = config.SHARD_SHARED_MEMORY_BYTES // config.SHARD_SLOT_BYTES
 
 
 def equation_2(num_edges: int, num_vertices: int) -> int:
@@ -75,7 +79,7 @@ def test_heavy_vertex_is_split_into_pieces():
     pieces = shards[shards["split"] == 1]
     assert list(pieces["first_vertex"]) == [1, 1, 1]
     assert list(pieces["edge_end"] - pieces["edge_begin"]) == [1000, 1000, 500]
-    check_shards(shards, offsets_of(degrees), 12288, 1 << 16, 1000)
+    check_shards(shards, offsets_of(degrees), DEFAULT_SLOTS, 1 << 16, 1000)
 
 
 def test_sparse_graph_gets_r1_shards_at_the_offset_limit():
@@ -89,7 +93,62 @@ def test_dense_shards_use_high_replication():
     offsets = offsets_of(np.full(10_000, 64))
     shards = layout.cut_shards(offsets)
     assert set(shards["replication"]) == {32}
-    assert shards["num_vertices"].max() == 12288 // 32
+    assert shards["num_vertices"].max() == DEFAULT_SLOTS // 32
+
+
+@pytest.mark.parametrize("fixed", [1, 2, 4, 8, 16, 32])
+def test_fixed_replication_gives_every_shard_that_factor(fixed):
+    rng = np.random.default_rng(fixed)
+    degrees = rng.zipf(1.8, 5000).clip(0, 3000) * rng.integers(0, 2, 5000)
+    offsets = offsets_of(degrees)
+    slots = 4096 // 4
+    shards = layout.cut_shards(offsets, shared_memory_bytes=4096, slot_bytes=4,
+                               max_vertices=700, max_edges=1000, fixed_replication=fixed)
+    assert set(shards["replication"]) == {fixed}
+    # the same shared memory budget: |V_i| * R fits the slots, split pieces included
+    assert np.all(shards["num_vertices"].astype(np.int64) * fixed <= slots)
+    assert shards["num_vertices"].max() <= min(slots // fixed, 700)
+    # vertex and edge ranges tile everything exactly once
+    assert shards["first_vertex"][0] == 0
+    assert (shards["first_vertex"] + shards["num_vertices"])[-1] == offsets.size - 1
+    assert shards["edge_begin"][0] == 0 and shards["edge_end"][-1] == offsets[-1]
+    assert np.array_equal(shards["edge_begin"][1:], shards["edge_end"][:-1])
+    assert np.all(shards["edge_end"] - shards["edge_begin"] <= 1000)
+    covered = np.zeros(offsets[-1], np.int64)
+    for shard in shards:
+        covered[shard["edge_begin"]:shard["edge_end"]] += 1
+    assert np.all(covered == 1)
+    # vertices with more than max_edges in-edges are still split, at R as well
+    pieces = shards[shards["split"] == 1]
+    heavy = np.flatnonzero(degrees > 1000)
+    assert heavy.size and set(pieces["first_vertex"]) == set(heavy)
+    for vertex in heavy:
+        mine = pieces[pieces["first_vertex"] == vertex]
+        assert mine["edge_begin"][0] == offsets[vertex]
+        assert mine["edge_end"][-1] == offsets[vertex + 1]
+        assert np.all(mine["num_vertices"] == 1)
+
+
+def test_fixed_replication_cuts_ranges_by_its_factor():
+    offsets = offsets_of(np.ones(100_000, np.int64))  # Equation 2 would give R = 1
+    default = layout.cut_shards(offsets)
+    assert set(default["replication"]) == {1} and default["num_vertices"].max() == DEFAULT_SLOTS
+    fixed = layout.cut_shards(offsets, fixed_replication=16)
+    assert set(fixed["replication"]) == {16}
+    assert fixed["num_vertices"].max() == DEFAULT_SLOTS // 16
+    # with fixed R equal to Equation 2's factor everywhere, the cut is the default one
+    dense = offsets_of(np.full(10_000, 64))
+    assert np.array_equal(layout.cut_shards(dense, fixed_replication=32),
+                          layout.cut_shards(dense))
+
+
+def test_fixed_replication_must_be_an_allowed_power_of_two():
+    offsets = offsets_of([1, 2])
+    for bad in (0, 3, 64, 2.0, True):
+        with pytest.raises(StoreError, match="fixed_replication"):
+            layout.cut_shards(offsets, fixed_replication=bad)
+    with pytest.raises(StoreError, match="fixed_replication"):
+        layout.cut_shards(offsets, max_replication=8, fixed_replication=16)
 
 
 def test_invalid_shard_parameters_are_named():
