@@ -10,12 +10,13 @@ Quick use::
     print(graph.describe())
 """
 
-from .errors import ConfigError, GaraphError, GraphInputError, StoreCorruptError, StoreError
+from .errors import (CheckpointError, ConfigError, GaraphError, GraphInputError, RunInterrupted,
+                     StoreCorruptError, StoreError)
 __version__ = "0.1.0"
 
 __all__ = ["Graph", "run", "VertexProgram", "ProgramError", "VerifyReport", "NotConvergedError",
            "NotConvergedWarning", "GaraphError", "GraphInputError", "ConfigError", "StoreError",
-           "StoreCorruptError", "__version__"]
+           "StoreCorruptError", "CheckpointError", "RunInterrupted", "__version__"]
 
 
 def __getattr__(name):

@@ -152,6 +152,12 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "direction": Key("str", "auto", choices=("auto", "pull", "notify-pull")),
         "verify": Key("bool", False),
         "constants": Key("table", {}),
+        "checkpoint_every": Key("int", None, minimum=0, maximum=2**31 - 1,
+                                help="iterations between checkpoints (0: only at Ctrl-C); "
+                                     "setting it turns checkpoints on"),
+        "checkpoint_dir": Key("str", None, help="where checkpoints go; setting it turns "
+                                                "checkpoints on; default beside the values "
+                                                "(results/<graph>.<program>.checkpoints)"),
     },
     "output": {
         "values": Key("str", None, help="file for vertex values: .txt (id value per line) "
@@ -163,7 +169,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
 
 #: Keys that name files; relative paths are taken from the config's directory.
 _PATH_KEYS = {("store", "path"), ("store", "storage_dirs"), ("output", "values"),
-              ("output", "iterations")}
+              ("output", "iterations"), ("run", "checkpoint_dir")}
 
 
 def _parse_override(text: str) -> tuple[str, Any]:

@@ -58,3 +58,30 @@ class StoreError(GaraphError):
 
 class StoreCorruptError(StoreError):
     """A store's manifest or data does not match its recorded checksums."""
+
+
+class CheckpointError(GaraphError):
+    """A run cannot resume: no checkpoint, none readable, or one of another run.
+
+    The message names the checkpoint directory or file and what is wrong.
+    """
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """A run stopped at Ctrl-C after writing a checkpoint it can resume from.
+
+    A :class:`KeyboardInterrupt`, so code that handles Ctrl-C still does.
+
+    Attributes
+    ----------
+    checkpoint : pathlib.Path
+        The checkpoint written at the stop.
+    iteration : int
+        Iterations done; the resumed run continues with this one.
+    """
+
+    def __init__(self, checkpoint, iteration: int):
+        self.checkpoint = checkpoint
+        self.iteration = iteration
+        super().__init__(f"interrupted after {iteration} iterations; checkpoint written to "
+                         f"{checkpoint}")
