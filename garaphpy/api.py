@@ -19,8 +19,8 @@ import numpy as np
 
 from . import config
 from .errors import ConfigError, GaraphError
-from .program import ProgramError, VertexProgram
-from .scheduler import policy
+from .program import VertexProgram
+from .scheduler import checkpoint, policy
 from .scheduler.records import IterationRecord, Result
 
 MODES = ("cpu", "gpu", "hybrid")
@@ -79,7 +79,9 @@ def _source_vertices(graph, program: VertexProgram, sources) -> np.ndarray:
 def run(graph, program, *, mode: str = "cpu", execution: str | None = None,
         max_iterations: int | None = None, tolerance: float | None = None, sources=None,
         threads: int | None = None, direction: str = "auto", raise_on_nonconvergence=False,
-        on_iteration=None) -> Result:
+        on_iteration=None, gpu_memory: int | None = None, n_streams: int | None = None,
+        checkpoint_dir=None, checkpoint_every: int | None = None, resume: bool = False
+        ) -> Result:
     """Run a vertex program on a graph.
 
     Parameters
@@ -89,7 +91,10 @@ def run(graph, program, *, mode: str = "cpu", execution: str | None = None,
         A program instance (``PageRank(damping=0.9)``), class, or a built-in
         program's name (``"sssp"``).
     mode : {"cpu", "gpu", "hybrid"}
-        Which processors run the iterations.
+        Which processors run the iterations: ``cpu`` (numba kernels,
+        notify-pull or pull), ``gpu`` (pull kernels over pages streamed to or
+        resident on the GPU; needs cupy and a CUDA device).  ``hybrid`` is
+        not part of this version yet.
     execution : {"sync", "async"}, optional
         Default: the program's.
     max_iterations : int, optional
@@ -112,10 +117,43 @@ def run(graph, program, *, mode: str = "cpu", execution: str | None = None,
         Raise :class:`NotConvergedError` instead of warning.
     on_iteration : callable, optional
         Called with each :class:`IterationRecord` as it completes.
+    gpu_memory : int, optional
+        GPU memory the run may use, in bytes (``gpu`` mode; default: 80% of
+        the free memory).  When the pages and the vertex data fit, pages
+        stay on the GPU; otherwise they are streamed every iteration.
+    n_streams : int, optional
+        CUDA streams pages are pipelined on (``gpu`` mode; default 4).
+    checkpoint_dir : str or os.PathLike, optional
+        Write checkpoints here (created if missing; one run at a time);
+        None: no checkpoints.  The committed values, the frontier and the
+        records are written atomically after every ``checkpoint_every``-th
+        iteration and when Ctrl-C is pressed; they are removed when the run
+        completes (:mod:`garaphpy.scheduler.checkpoint`).  A directory
+        holding an earlier run's checkpoints is refused unless ``resume``.
+    checkpoint_every : int, optional
+        Iterations between checkpoints (default
+        :data:`garaphpy.config.CHECKPOINT_EVERY`, 10); 0: only at Ctrl-C.
+        Asynchronous runs are checkpointed at the same iteration boundaries.
+    resume : bool
+        Continue from the newest valid checkpoint in ``checkpoint_dir``,
+        which the same run (graph, program and constants, execution,
+        sources, direction, stopping rules) must have written: same
+        iteration numbering and stopping rules, the earlier records come
+        first in ``Result.iterations``.  A damaged checkpoint is skipped with
+        a :class:`~garaphpy.scheduler.checkpoint.CheckpointWarning`.
 
     Returns
     -------
     Result
+
+    Raises
+    ------
+    garaphpy.errors.CheckpointError
+        Resuming without a valid checkpoint or onto a different run;
+        starting afresh over an earlier run's checkpoints.
+    garaphpy.errors.RunInterrupted
+        Ctrl-C with checkpoints on: raised after the checkpoint is written
+        (a KeyboardInterrupt naming the checkpoint).
     """
     from .scheduler.cpu_engine import CpuEngine, GraphArrays, RunState
 
@@ -123,9 +161,11 @@ def run(graph, program, *, mode: str = "cpu", execution: str | None = None,
     program = _program_instance(program)
     if mode not in MODES:
         raise ConfigError(f"mode={mode!r}: expected one of {MODES}")
-    if mode != "cpu":
-        raise ConfigError(f"mode={mode!r}: the GPU engine is not part of this version yet; "
-                          "use mode='cpu'")
+    if mode == "hybrid":
+        raise ConfigError("mode='hybrid': the hybrid dispatcher is not part of this version "
+                          "yet; use mode='cpu' or mode='gpu'")
+    if mode == "gpu" and direction == "notify-pull":
+        raise ConfigError("direction='notify-pull' is a CPU direction; the GPU always pulls")
     execution = execution or program.execution
     if execution not in EXECUTIONS:
         raise ConfigError(f"execution={execution!r}: expected one of {EXECUTIONS}")
@@ -144,36 +184,55 @@ def run(graph, program, *, mode: str = "cpu", execution: str | None = None,
     if program.needs_undirected and graph.directed:
         graph = graph.as_undirected()
     source_vertices = _source_vertices(graph, program, sources)
+    checkpoints = checkpoint.for_run(
+        checkpoint_dir, checkpoint_every, resume, graph=graph, program=program,
+        execution=execution, sources=source_vertices, direction=direction,
+        max_iterations=max_iterations, tolerance=tolerance, threads=threads)
 
     previous_threads = numba.get_num_threads()
     numba.set_num_threads(threads)
     try:
-        try:
-            compiled = _compiled_program(program)
-        except ProgramError:
-            raise
-        arrays = GraphArrays.from_graph(graph, source_vertices,
-                                        "weighted_in_degree" in _uses(program))
         if "weight" in _uses(program) and not graph.weighted:
             raise ConfigError(f"{type(program).__name__}.gather reads the edge weight, and the "
                               "graph has none")
-        state = RunState(arrays, compiled, execution == "sync")
-        state.frontier = (np.arange(arrays.num_vertices, dtype=np.int64)
-                          if program.initially_active == "all" else source_vertices.copy())
-        engine = CpuEngine(arrays, compiled, state, threads)
-        engine.warm_up()
+        resumed = checkpoints.open(resume) if checkpoints is not None else None
+        initially_active = (np.arange(graph.num_vertices, dtype=np.int64)
+                            if program.initially_active == "all" else source_vertices.copy())
+        if mode == "gpu":
+            from .scheduler.gpu_engine import GpuEngine
+
+            engine = GpuEngine(graph, program, source_vertices, execution == "sync",
+                               gpu_memory=gpu_memory, n_streams=n_streams)
+            engine.set_frontier(initially_active)
+        else:
+            compiled = _compiled_program(program)
+            arrays = GraphArrays.from_graph(graph, source_vertices,
+                                            "weighted_in_degree" in _uses(program))
+            state = RunState(arrays, compiled, execution == "sync")
+            state.frontier = initially_active
+            engine = CpuEngine(arrays, compiled, state, threads)
+            engine.warm_up()
+        if checkpoints is not None:
+            checkpoints.attach(engine)      # restores the resumed state, if any
         setup_seconds = time.perf_counter() - setup_started
-        records, converged, stop_reason = _iterate(engine, program, max_iterations, tolerance,
-                                                   direction, on_iteration)
+        with checkpoint.interrupts_at_iteration_end(checkpoints):
+            records, converged, stop_reason = _iterate(engine, program, max_iterations,
+                                                       tolerance, direction, on_iteration,
+                                                       checkpoints)
+        if checkpoints is not None:
+            checkpoints.run_completed()
     finally:
         numba.set_num_threads(previous_threads)
+        if checkpoints is not None:
+            checkpoints.close()
     seconds = sum(r.seconds for r in records)
-    values = program.finalize(state.values.copy())
+    values = program.finalize(engine.values_to_host())
     result = Result(program=program, graph=graph, values=values, sources=source_vertices,
                     mode=mode, execution=execution, converged=converged,
                     stop_reason=stop_reason, num_iterations=len(records), iterations=records,
                     seconds=seconds, setup_seconds=setup_seconds, tolerance=tolerance,
-                    max_iterations=max_iterations)
+                    max_iterations=max_iterations,
+                    resumed_from=None if resumed is None else str(resumed.path))
     if not converged:
         message = (f"{type(program).__name__} did not converge in {max_iterations} iterations "
                    f"({records[-1].activated if records else 0} vertices still active)")
@@ -199,20 +258,22 @@ def _threads(threads) -> int:
     return threads
 
 
-def _iterate(engine, program, max_iterations, tolerance, direction, on_iteration):
-    records = []
+def _iterate(engine, program, max_iterations, tolerance, direction, on_iteration,
+             checkpoints=None):
+    # a resumed run continues the numbering after the checkpoint's iterations
+    records = checkpoints.records() if checkpoints is not None else []
     rho = config.RHO_IN_MEMORY
-    for iteration in range(max_iterations):
+    for iteration in range(len(records), max_iterations):
         started = time.perf_counter()
-        if engine.state.frontier.size == 0:
+        if engine.num_active() == 0:
             return records, True, "no active vertex"
         aggregates = engine.aggregates(iteration)
         active_edges, prefix = engine.active_out_edges()
-        f = policy.active_fraction(active_edges, engine.arrays.num_edges)
-        chosen = policy.choose_direction(f, rho, direction)
-        record = IterationRecord(iteration=iteration, mode="cpu", direction=chosen,
+        f = policy.active_fraction(active_edges, engine.num_edges)
+        chosen = policy.choose_direction(f, rho, direction) if engine.mode == "cpu" else "pull"
+        record = IterationRecord(iteration=iteration, mode=engine.mode, direction=chosen,
                                  forced=direction != "auto", active_fraction=f, rho=rho,
-                                 active_vertices=int(engine.state.frontier.size))
+                                 active_vertices=engine.num_active())
         engine.iterate(record, prefix, aggregates)
         record.seconds = time.perf_counter() - started
         records.append(record)
@@ -220,6 +281,8 @@ def _iterate(engine, program, max_iterations, tolerance, direction, on_iteration
             on_iteration(record)
         if tolerance is not None and record.l1_change < tolerance:
             return records, True, "tolerance"
-    if engine.state.frontier.size == 0:
+        if checkpoints is not None and iteration + 1 < max_iterations and engine.num_active():
+            checkpoints.after_iteration(engine, records)
+    if engine.num_active() == 0:
         return records, True, "no active vertex"
     return records, bool(program.run_until_limit), "iteration limit"

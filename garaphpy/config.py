@@ -24,9 +24,10 @@ INT32_VERTEX_LIMIT = 2**31
 SHARD_SHARED_MEMORY_BYTES = 48 * 1024
 
 #: Bytes of one accumulator slot assumed when cutting shards (S_vertex >= 32
-#: bits in section 2.1).  Programs with 8-byte values use twice the shared
-#: memory per shard, which every GPU since Volta offers by opt-in.
-SHARD_SLOT_BYTES = 4
+#: bits in section 2.1).  8: the built-in programs accumulate float64 or
+#: int64, and a shard cut for 4-byte slots would need 96 KB of shared memory,
+#: which leaves room for only two blocks per multiprocessor.
+SHARD_SLOT_BYTES = 8
 
 #: IdxOff is a 16-bit offset from the shard's first vertex, so a shard never
 #: holds more destination vertices than this.
@@ -37,11 +38,32 @@ MAX_SHARD_VERTICES = 1 << 16
 #: partial sums combine through the sum monoid.
 MAX_SHARD_EDGES = 1 << 16
 
+#: Shards a graph is cut into at least, when its edges allow (one GPU block per
+#: shard: 1024 is about two waves of 4 blocks on each of 132 multiprocessors),
+#: and the fewest edges a shard is cut to for that.
+MIN_SHARDS = 1024
+MIN_SHARD_EDGES = 1024
+
 #: Largest replication factor R_i (Equation 2: 2^min(..., 5)).
 MAX_REPLICATION = 32
 
 #: Number of CUDA streams pages are pipelined on (section 5.2).
 N_STREAMS = 4
+
+#: Threads per GPU block of the pull kernel (one block per shard).  A shard of
+#: 2^16 edges gives each thread 64-128 edges; with the 96 KB of float64
+#: accumulators a 48 KB-cut shard needs, two blocks of 512 fit an SM.
+GPU_THREADS_PER_BLOCK = 512
+
+#: Combine each warp's runs of same-destination edges (a segmented shuffle scan)
+#: before the shared-memory replica atomics of the pull kernel.  Replication
+#: spreads the atomics of different warps; this removes those within a warp.
+#: Off by default: the paper's kernel, with which Equation 2's R_i pays off
+#: (BENCHMARKS.md compares both).
+GPU_WARP_COMBINE = False
+
+#: Fraction of the free GPU memory a run may use when no budget is given.
+GPU_MEMORY_FRACTION = 0.8
 
 #: GPU memory assumed available to pages when no GPU is visible at
 #: preprocessing time (bytes).
@@ -113,6 +135,23 @@ NOTIFY_DENSE_FACTOR = 16
 #: Notify and notify-pull cut their vertex lists into this many chunks per
 #: thread, balanced by degree.
 CPU_CHUNKS_PER_THREAD = 4
+
+#: A synchronous pull computes a source-side gather (one that reads only the
+#: source's value and degrees, like PageRank's rank/outdeg) once per vertex
+#: first, so that each edge reads one array instead of two or three
+#: (:func:`garaphpy.scheduler.policy.precompute_source_gathers`).  False
+#: gathers along every edge, for comparison.
+CPU_SOURCE_PRECOMPUTE = True
+
+# ------------------------------------------------------------- checkpoints --
+#: A run with a checkpoint directory writes a checkpoint after every this
+#: many iterations unless told otherwise (Garaph section 2.2: "after one or
+#: several iterations").  Measured cost: BENCHMARKS.md, "Checkpoints".
+CHECKPOINT_EVERY = 10
+
+#: Checkpoints kept per run (the newest): two, so that a damaged newest one
+#: still leaves one to resume from.
+CHECKPOINT_KEEP = 2
 
 # ------------------------------------------------------------- generators --
 #: Graph500 / Kronecker initiator probabilities (d = 1 - a - b - c).

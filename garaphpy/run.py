@@ -6,20 +6,27 @@ the graph into a store or reuses an up-to-date one (Garaph sections 2.1-2.2,
 writes the values in the user's ids and the per-iteration records, and
 prints a summary (``--verify`` checks the result by an independent method).
 
-Exit codes: 0 success; 1 bad input, store or program; 2 bad command line or
-configuration; 3 the run did not converge (results are still written);
-4 verification failed; 130 interrupted.
+With checkpoints on (``[run] checkpoint_every`` or ``checkpoint_dir`` set,
+Garaph section 2.2), ``--resume`` continues the run from its newest valid
+checkpoint, and Ctrl-C stops at the end of the current iteration, writes a
+checkpoint and prints the command that resumes.
+
+Exit codes: 0 success; 1 bad input, store, program or checkpoint; 2 bad
+command line or configuration; 3 the run did not converge (results are still
+written); 4 verification failed; 130 interrupted (with checkpoints on, after
+writing one).
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import time
 from pathlib import Path
 
 from .configfile import load_config
-from .errors import ConfigError, GaraphError
+from .errors import ConfigError, GaraphError, RunInterrupted
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -36,6 +43,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     parser.add_argument("--verify", action="store_true",
                         help="check the result with the program's independent verifier")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the run from its newest valid checkpoint "
+                             "([run] checkpoint_dir, by default beside the values)")
     return parser
 
 
@@ -81,7 +91,27 @@ def _output_paths(settings: dict, program_name: str) -> tuple[Path, Path]:
     return values, iterations
 
 
-def run_from_config(settings: dict, graph, verify: bool, progress: bool) -> int:
+def checkpoint_directory(settings: dict, values_path: Path, resume: bool) -> Path | None:
+    """Where the run's checkpoints go; None when checkpoints are off.
+
+    On when ``[run] checkpoint_dir`` or ``checkpoint_every`` is set, or on
+    ``--resume``; the default directory is beside the values file:
+    ``results/rmat-20.pagerank.txt`` -> ``results/rmat-20.pagerank.checkpoints/``.
+    """
+    options = settings["run"]
+    if options["checkpoint_dir"] is not None:
+        return Path(options["checkpoint_dir"])
+    if options["checkpoint_every"] is None and not resume:
+        return None
+    return values_path.with_name(values_path.name.rsplit(".", 1)[0] + ".checkpoints")
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"garaphpy: warning: {message}", file=sys.stderr)
+
+
+def run_from_config(settings: dict, graph, verify: bool, progress: bool,
+                    resume: bool = False) -> int:
     """Run the configured program; write and print its results; the exit code."""
     import warnings
 
@@ -98,12 +128,18 @@ def run_from_config(settings: dict, graph, verify: bool, progress: bool) -> int:
             print(f"iteration {record.iteration}: {record.direction}, "
                   f"f={record.active_fraction:.3g}, {record.seconds:.2f} s", file=sys.stderr)
 
+    checkpoint_dir = checkpoint_directory(settings, values_path, resume)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NotConvergedWarning)
+        warnings.showwarning = _show_warning
         result = run(graph, program, mode=options["mode"], execution=options["execution"],
                      max_iterations=options["max_iterations"], tolerance=options["tolerance"],
                      sources=options["sources"], threads=options["threads"],
-                     direction=options["direction"], on_iteration=show)
+                     direction=options["direction"], on_iteration=show,
+                     gpu_memory=settings["store"]["gpu_memory"],
+                     n_streams=settings["store"]["n_streams"],
+                     checkpoint_dir=checkpoint_dir, checkpoint_every=options["checkpoint_every"],
+                     resume=resume)
     write_values(values_path, result.original_ids(), result.values)
     write_iterations(iterations_path, result.iterations)
     print(result.summary())
@@ -138,20 +174,37 @@ def main(argv: list[str] | None = None) -> int:
         print(f"store: {graph.store.path}")
         code = 0
         if settings["run"]["program"] is not None:
-            code = run_from_config(settings, graph, args.verify, progress=not args.quiet)
-        elif args.verify:
-            raise ConfigError("--verify needs a program to run ([run] program = ...)")
+            code = run_from_config(settings, graph, args.verify, progress=not args.quiet,
+                                   resume=args.resume)
+        elif args.verify or args.resume:
+            raise ConfigError(f"{'--verify' if args.verify else '--resume'} needs a program "
+                              "to run ([run] program = ...)")
     except ConfigError as error:
         print(f"garaphpy: error: {error}", file=sys.stderr)
         return 2
     except GaraphError as error:
         print(f"garaphpy: error: {error}", file=sys.stderr)
         return 1
+    except RunInterrupted as interrupt:
+        print(f"garaphpy: interrupted after {interrupt.iteration} iterations; checkpoint "
+              f"written to {interrupt.checkpoint}", file=sys.stderr)
+        print(f"garaphpy: resume with: {resume_command(args)}", file=sys.stderr)
+        return 130
     except KeyboardInterrupt:
         print("garaphpy: interrupted", file=sys.stderr)
         return 130
     print(f"done in {time.perf_counter() - started:.2f} s")
     return code
+
+
+def resume_command(args: argparse.Namespace) -> str:
+    """The command line that resumes the run ``args`` describes, from any directory."""
+    command = [sys.executable, "-m", "garaphpy.run", str(Path(args.config).resolve())]
+    for override in args.overrides:
+        command += ["--set", override]
+    command += [flag for flag, given in (("--quiet", args.quiet), ("--verify", args.verify))
+                if given]
+    return shlex.join(command + ["--resume"])
 
 
 class _CallableModule(type(sys)):

@@ -255,9 +255,9 @@ def test_run_argument_errors_name_the_argument(graph):
         garaphpy.run(graph, object())
 
 
-def test_gpu_mode_is_refused_clearly(graph):
-    with pytest.raises(ConfigError, match="GPU engine"):
-        garaphpy.run(graph, PageRankProgram, mode="gpu")
+def test_hybrid_mode_is_refused_clearly(graph):
+    with pytest.raises(ConfigError, match="hybrid dispatcher is not part"):
+        garaphpy.run(graph, PageRankProgram, mode="hybrid")
 
 
 def test_a_program_outside_the_subset_is_rejected_with_its_line():
@@ -329,3 +329,121 @@ def test_two_runs_in_two_python_threads_at_once(graph):
     assert not errors
     for result in results:
         np.testing.assert_array_equal(result.values, reference)
+
+
+# ---------------------------------------------------- source-side precompute --
+class OutDegreeCost(VertexProgram):
+    """Shortest paths where leaving u costs outdeg(u): a min program whose gather is
+    source-side (its edge work can be computed once per source vertex)."""
+
+    sum = "min"
+    initially_active = "sources"
+    needs_sources = True
+
+    def init(is_source):
+        return 0.0 if is_source else math.inf
+
+    def gather(src, src_out_degree):
+        return src + src_out_degree
+
+    def apply(value, accum):
+        return min(value, accum)
+
+    def activate(new, old):
+        return new < old
+
+
+class DecayingMaxLabel(VertexProgram):
+    """Largest (user id - out-degrees paid along the way): a max program, int values."""
+
+    value_dtype = np.int64
+    sum = "max"
+
+    def init(vertex):
+        return vertex
+
+    def gather(src, src_out_degree):
+        return src - src_out_degree
+
+    def apply(value, accum):
+        return max(value, accum)
+
+    def activate(new, old):
+        return new != old
+
+
+def runs_with_and_without_precompute(monkeypatch, graph, program, **options):
+    results = {}
+    for enabled in (True, False):
+        monkeypatch.setattr(config, "CPU_SOURCE_PRECOMPUTE", enabled)
+        results[enabled] = garaphpy.run(graph, program, **options)
+        pulls = [r for r in results[enabled].iterations if r.direction == "pull"]
+        assert pulls, "the comparison needs pull iterations"
+        assert all(r.gather_precomputed == enabled for r in pulls)
+    return results[True], results[False]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_precompute_changes_no_min_or_max_result(graph, monkeypatch, threads):
+    source = int(graph.original_ids([3])[0])
+    with_it, without = runs_with_and_without_precompute(
+        monkeypatch, graph, OutDegreeCost, sources=[source], direction="pull", threads=threads)
+    np.testing.assert_array_equal(with_it.values, without.values)
+    # and both are the shortest paths with edge cost outdeg(source)
+    matrix = stored_matrix(graph).tocsr()
+    costs = matrix.copy()
+    costs.data = np.repeat(np.diff(matrix.indptr), np.diff(matrix.indptr)).astype(np.float64)
+    np.testing.assert_array_equal(with_it.values, csgraph.dijkstra(costs, indices=[3])[0])
+    with_it, without = runs_with_and_without_precompute(monkeypatch, graph, DecayingMaxLabel,
+                                                        direction="auto", threads=threads)
+    np.testing.assert_array_equal(with_it.values, without.values)
+    assert [r.edges_processed for r in with_it.iterations] == \
+        [r.edges_processed for r in without.iterations]
+
+
+def test_precompute_changes_no_sum_result(graph, monkeypatch):
+    with_it, without = runs_with_and_without_precompute(monkeypatch, graph, PageRankProgram,
+                                                        max_iterations=300, threads=2)
+    np.testing.assert_allclose(with_it.values, without.values, rtol=1e-12, atol=0)
+    assert with_it.num_iterations == without.num_iterations
+
+
+def test_precompute_only_where_its_semantics_hold(graph):
+    source = int(graph.original_ids([3])[0])
+    asynchronous = garaphpy.run(graph, PageRankProgram, execution="async", max_iterations=300)
+    assert not any(r.gather_precomputed for r in asynchronous.iterations)
+    # notify-pull gathers only the notified vertices' in-edges: no O(|V|) pass first
+    mixed = garaphpy.run(graph, OutDegreeCost, sources=[source])
+    assert {r.direction for r in mixed.iterations} == {"pull", "notify-pull"}
+    assert all(r.gather_precomputed == (r.direction == "pull") for r in mixed.iterations)
+    # a gather of src alone reads one array per edge either way: nothing to save
+    labels = garaphpy.run(graph, MaxLabel, direction="pull")
+    assert not any(r.gather_precomputed for r in labels.iterations)
+    assert policy.precompute_source_gathers("pull", True, frozenset({"src", "src_in_degree"}),
+                                            True)
+    assert not policy.precompute_source_gathers("pull", True, frozenset({"src"}), True)
+    assert not policy.precompute_source_gathers("pull", False,
+                                                frozenset({"src", "src_out_degree"}), True)
+
+
+def test_division_by_zero_gives_ieee_values_as_on_the_gpu():
+    class MeanOfInNeighbours(VertexProgram):
+        max_iterations = 1
+        run_until_limit = True
+
+        def init(vertex):
+            return float(vertex)
+
+        def gather(src):
+            return src
+
+        def apply(accum, in_degree):
+            return accum / in_degree
+
+        def activate(new, old):
+            return False
+
+    graph = garaphpy.Graph.from_arrays([0, 1], [1, 2], num_vertices=4)
+    values = garaphpy.run(graph, MeanOfInNeighbours).values
+    assert values[1] == 0.0 and values[2] == 1.0
+    assert np.isnan(values[0]) and np.isnan(values[3])  # 0 / 0, no ZeroDivisionError

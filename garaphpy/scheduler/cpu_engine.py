@@ -10,7 +10,9 @@ edge-balanced parts, or notify-pull over the notified vertices.
 Synchronous runs read committed values and write the next buffer, committed
 at the end of the iteration (a swap after pull, a copy of the updated
 vertices after notify-pull); asynchronous runs write the values in place, so
-updates are visible at once.
+updates are visible at once.  A synchronous pull of a source-side gather
+first computes it once per vertex into :attr:`CpuEngine.contributions`
+(:func:`garaphpy.scheduler.policy.precompute_source_gathers`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from .._numba_setup import parallel_section
 from ..kernels import cpu as kernels
 from ..kernels.cpu_program import CpuProgram
 from ..program import monoid_identity
+from . import policy
 from .records import IterationRecord
 
 
@@ -65,16 +68,32 @@ class GraphArrays:
         in_offsets, sources, weights = store.csc()
         if weights is None:
             weights = np.zeros(1, np.float64)
-        n = store.num_vertices
-        weighted_in = np.zeros(n if need_weighted_in_degree else 1, np.float64)
-        if need_weighted_in_degree:
-            kernels.weighted_in_degrees(in_offsets, weights, weighted_in)
-        is_source = np.zeros(n, np.bool_)
-        is_source[source_vertices] = True
-        attrs = (store.out_degree, store.in_degree, weighted_in,
-                 np.ascontiguousarray(graph.original_ids(), dtype=np.int64), is_source)
-        return cls(n, store.num_edges, in_offsets, sources, weights, store.out_offsets,
-                   store.out_targets, attrs, store.pages)
+        attrs = vertex_attributes(graph, source_vertices, in_offsets,
+                                  weights if need_weighted_in_degree else None)
+        return cls(store.num_vertices, store.num_edges, in_offsets, sources, weights,
+                   store.out_offsets, store.out_targets, attrs, store.pages)
+
+
+def vertex_attributes(graph, source_vertices: np.ndarray, in_offsets: np.ndarray,
+                      weights: np.ndarray | None) -> tuple:
+    """The per-vertex attributes programs may read, shared by both engines.
+
+    Returns
+    -------
+    tuple
+        ``(out_degree, in_degree, weighted_in_degree, vertex, is_source)``;
+        ``weighted_in_degree`` is a 1-element placeholder unless ``weights``
+        (the CSC edge values) are given.
+    """
+    store = graph.store
+    n = store.num_vertices
+    weighted_in = np.zeros(n if weights is not None else 1, np.float64)
+    if weights is not None:
+        kernels.weighted_in_degrees(in_offsets, weights, weighted_in)
+    is_source = np.zeros(n, np.bool_)
+    is_source[source_vertices] = True
+    return (store.out_degree, store.in_degree, weighted_in,
+            np.ascontiguousarray(graph.original_ids(), dtype=np.int64), is_source)
 
 
 class RunState:
@@ -100,6 +119,8 @@ class RunState:
 class CpuEngine:
     """Runs iterations of one compiled program on the CPU."""
 
+    mode = "cpu"
+
     def __init__(self, arrays: GraphArrays, compiled: CpuProgram, state: RunState,
                  threads: int):
         self.arrays = arrays
@@ -112,6 +133,14 @@ class CpuEngine:
         self.boundary_vertex = np.empty(2, np.int64)
         self.boundary_accum = np.empty(2, compiled.accum_dtype)
         self.stats = np.zeros(2, np.float64)
+        #: whether pulls compute the gather once per source vertex first, into
+        #: ``contributions`` (decided once: it depends on the run, not the iteration)
+        self.precompute_source_gathers = policy.precompute_source_gathers(
+            "pull", state.synchronous, compiled.gather_parameters,
+            compiled.source_gather_call is not None)
+        self.contributions = (np.empty(arrays.num_vertices, compiled.accum_dtype)
+                              if self.precompute_source_gathers else None)
+        self.all_vertices = None
 
     def warm_up(self) -> None:
         """Compile every kernel for this program's types on empty work.
@@ -122,12 +151,16 @@ class CpuEngine:
         empty = np.zeros(0, np.int64)
         aggregates = self.aggregates(0)
         with parallel_section():
+            if self.precompute_source_gathers:
+                kernels.source_contributions(compiled.source_gather_call, state.values[:0],
+                                             arrays.attrs, self.contributions)
+            gather_call, gather_values = self._pull_gather()
             kernels.pull_range(
-                compiled.gather_call, compiled.apply_call, compiled.activate_call,
+                gather_call, compiled.apply_call, compiled.activate_call,
                 compiled.combine, compiled.identity, arrays.in_offsets, arrays.sources,
-                arrays.weights, 0, 0, 0, 0, 0, state.values, state.next, arrays.attrs,
-                aggregates, arrays.num_vertices, 0, state.active, 1, self.boundary_vertex,
-                self.boundary_accum, self.stats)
+                arrays.weights, 0, 0, 0, 0, 0, state.values, state.next, gather_values,
+                arrays.attrs, aggregates, arrays.num_vertices, 0, state.active, 1,
+                self.boundary_vertex, self.boundary_accum, self.stats)
             kernels.apply_vertices(compiled.apply_call, compiled.activate_call, arrays.attrs,
                                    aggregates, arrays.num_vertices, 0, empty,
                                    np.zeros(0, compiled.accum_dtype), state.values, state.next,
@@ -148,6 +181,35 @@ class CpuEngine:
         kernels.commit_vertices(empty, state.next, state.values)
         kernels.frontier_of(np.zeros(0, np.bool_), self.threads)
         self.stats[:] = 0.0
+
+    # -- the engine interface of the iteration driver -----------------------
+    @property
+    def num_edges(self) -> int:
+        """|E| of the graph the engine runs on."""
+        return self.arrays.num_edges
+
+    def num_active(self) -> int:
+        """Vertices in the frontier (active after the last iteration)."""
+        return int(self.state.frontier.size)
+
+    def values_to_host(self) -> np.ndarray:
+        """A copy of the committed vertex values."""
+        return self.state.values.copy()
+
+    def checkpoint_state(self) -> tuple[np.ndarray, np.ndarray]:
+        """The committed values and the frontier, between iterations (no copies).
+
+        See :class:`garaphpy.scheduler.checkpoint.CheckpointableEngine`.
+        """
+        return self.state.values, self.state.frontier
+
+    def restore_checkpoint(self, values: np.ndarray, frontier: np.ndarray) -> None:
+        """Continue from a checkpoint's committed values and frontier."""
+        state = self.state
+        state.values[:] = values
+        if state.synchronous:
+            state.next[:] = values
+        state.frontier = np.array(frontier, dtype=np.int64)
 
     # -- per-iteration pieces ------------------------------------------------
     def aggregates(self, iteration: int) -> np.ndarray:
@@ -186,16 +248,22 @@ class CpuEngine:
 
     def _pull(self, record: IterationRecord, aggregates: np.ndarray) -> None:
         arrays, compiled, state = self.arrays, self.compiled, self.state
+        if self.precompute_source_gathers:
+            # contribution[u] = gather(u) from the committed values, once per vertex
+            kernels.source_contributions(compiled.source_gather_call, state.values,
+                                         arrays.attrs, self.contributions)
+        record.gather_precomputed = self.precompute_source_gathers
+        gather_call, gather_values = self._pull_gather()
         pending_vertex, pending_accum = [], []
         for page in arrays.pages:
             parts = max(1, min(self.threads, page.num_edges // config.CPU_MIN_PART_EDGES))
             count = kernels.pull_range(
-                compiled.gather_call, compiled.apply_call, compiled.activate_call,
+                gather_call, compiled.apply_call, compiled.activate_call,
                 compiled.combine, compiled.identity, arrays.in_offsets, arrays.sources,
                 arrays.weights, 0, page.edge_begin, page.edge_begin + page.num_edges,
-                page.first_vertex, page.end_vertex, state.values, state.next, arrays.attrs,
-                aggregates, arrays.num_vertices, record.iteration, state.active, parts,
-                self.boundary_vertex, self.boundary_accum, self.stats)
+                page.first_vertex, page.end_vertex, state.values, state.next, gather_values,
+                arrays.attrs, aggregates, arrays.num_vertices, record.iteration, state.active,
+                parts, self.boundary_vertex, self.boundary_accum, self.stats)
             for i in range(count):
                 pending_vertex.append(int(self.boundary_vertex[i]))
                 pending_accum.append(self.boundary_accum[i])
@@ -205,10 +273,26 @@ class CpuEngine:
                                    aggregates, arrays.num_vertices, record.iteration, vertices,
                                    accums, state.values, state.next, state.active, self.stats)
         state.swap()
-        state.frontier = kernels.frontier_of(state.active, self.threads)
+        if int(self.stats[1]) == arrays.num_vertices:
+            # every vertex activated (PageRank): the frontier is all of them, no O(|V|) scan
+            state.frontier = self._all_vertices()
+        else:
+            state.frontier = kernels.frontier_of(state.active, self.threads)
         record.updated_vertices = arrays.num_vertices
         record.edges_processed = arrays.num_edges
         record.pages = len(arrays.pages)
+
+    def _all_vertices(self) -> np.ndarray:
+        """0..|V|-1, made once per run (treated as read-only, like every frontier)."""
+        if self.all_vertices is None:
+            self.all_vertices = np.arange(self.arrays.num_vertices, dtype=np.int64)
+        return self.all_vertices
+
+    def _pull_gather(self):
+        """The pull's gather accessor and the array it reads."""
+        if self.precompute_source_gathers:
+            return kernels.read_source_contribution, self.contributions
+        return self.compiled.gather_call, self.state.values
 
     def _notify_pull(self, record: IterationRecord, prefix, aggregates: np.ndarray) -> None:
         arrays, compiled, state = self.arrays, self.compiled, self.state

@@ -21,7 +21,7 @@ class IterationRecord:
     iteration : int
         From 0.
     mode : str
-        Which processors ran it (``"cpu"``).
+        Which processors ran it (``"cpu"`` or ``"gpu"``).
     direction : str
         ``"pull"`` or ``"notify-pull"``.
     forced : bool
@@ -42,6 +42,17 @@ class IterationRecord:
         sum over updated vertices of |new - old|.
     pages : int
         Pages processed.
+    gather_precomputed : bool
+        Whether the pull computed the source-side gather once per vertex
+        first (:func:`garaphpy.scheduler.policy.precompute_source_gathers`).
+    gpu_pages : int
+        Pages the GPU processed.
+    bytes_to_device, bytes_to_host : int
+        Bytes copied host to device (pages) and back (updated vertex ranges).
+    copy_seconds, kernel_seconds : float
+        Time the GPU spent copying pages and running pull kernels (the union
+        of the pages' CUDA-event windows); ``copy_seconds + kernel_seconds``
+        above the iteration's GPU time is copy/compute overlap.
     seconds : float
         Wall time of the iteration.
     """
@@ -58,6 +69,12 @@ class IterationRecord:
     activated: int = 0
     l1_change: float = 0.0
     pages: int = 0
+    gather_precomputed: bool = False
+    gpu_pages: int = 0
+    bytes_to_device: int = 0
+    bytes_to_host: int = 0
+    copy_seconds: float = 0.0
+    kernel_seconds: float = 0.0
     seconds: float = 0.0
 
     def as_dict(self) -> dict:
@@ -96,6 +113,9 @@ class Result:
         The L1 tolerance the run stopped on (verifiers bound their checks by it).
     max_iterations : int
         The iteration limit of the run.
+    resumed_from : str or None
+        The checkpoint the run resumed from (None: it started afresh); the
+        records of the iterations before it are in :attr:`iterations` too.
     """
 
     program: object
@@ -112,6 +132,7 @@ class Result:
     setup_seconds: float = 0.0
     tolerance: float | None = None
     max_iterations: int = 0
+    resumed_from: str | None = None
 
     def original_ids(self) -> np.ndarray:
         """The user's id of every vertex, aligned with :attr:`values`."""
@@ -133,4 +154,5 @@ class Result:
         return (f"{name} ({self.mode}, {self.execution}): {verdict} after "
                 f"{self.num_iterations} iterations ({self.stop_reason}); "
                 f"{self.seconds:.3f} s, {per_iteration:.2f} ms/iteration"
-                + (f"; {split}" if split else ""))
+                + (f"; {split}" if split else "")
+                + (f"; resumed from {self.resumed_from}" if self.resumed_from else ""))

@@ -1,0 +1,1039 @@
+"""GPU benchmarks: cuSPARSE baseline, resident and streamed pages, replication (Garaph 3, 5.2).
+
+Five measurements of garaphpy's GPU engine (issue 4, "Performance"), all in
+one process on one GPU, so that every ratio compares figures of the same run.
+Graphs are generated and preprocessed before any timing (stores are kept in
+``--store-dir`` and reused by later runs); the first iteration of every run is
+not counted (it pays for module loading); medians are reported.
+
+``bandwidth``
+    Pinned host-to-device bandwidth: ``--bandwidth-mib`` MiB of pinned host
+    memory (``cupy.cuda.alloc_pinned_memory``) copied to the device with
+    ``cudaMemcpyAsync`` on a non-blocking stream, as the engine copies pages;
+    CUDA events around each copy; the median of ``--bandwidth-repeat`` copies
+    after a warm-up copy.
+``cusparse``
+    The baseline, PageRank as a CuPy user would write it: the transposed
+    transition matrix M[v, u] = 1 / outdeg(u) for every edge u -> v as a
+    ``cupyx.scipy.sparse.csr_matrix`` (float64; it is the store's CSC), and
+    per iteration ``D = dangling . rank`` (cuBLAS dot) and
+    ``rank = (1-d)/N + d * (M @ rank + D/N)`` (cuSPARSE SpMV and three
+    element-wise kernels), d = 0.85, from rank = 1/N, ``--iterations``
+    iterations without a host synchronisation between them.  Time: CUDA
+    events around the whole loop divided by the iterations (per-iteration
+    events are kept too); the median over ``--repeat`` loops after a warm-up
+    loop.  Its scores are compared with garaphpy's (L1 difference).
+``resident``
+    garaphpy's GPU engine, PageRank on rmat:SCALE (the store as a user gets
+    it: default layout, Equation 2), every page resident on the device,
+    ``--n-streams`` streams, ``--iterations`` iterations with tolerance 0.
+    Per-iteration time = ``IterationRecord.seconds`` (wall time of one
+    iteration of the driver, host synchronisation included).  From the event
+    timeline: the GPU span (from the start of ``iterate`` on the GPU to the
+    end of the last page kernel; wall minus span is host overhead) and the
+    kernel busy time (some page kernel running); the record's
+    ``kernel_seconds`` sums the page kernels, which overlap across streams.
+    Target: time per iteration <= 1.3 x the baseline's.
+``streamed``
+    The same run with the GPU budget (``gpu_memory``) set to the resident
+    run's vertex data plus ``--n-streams`` page buffers (less than the
+    vertex data plus every page), so every page is copied every iteration.
+    Target: time per iteration <= 1.25 x page bytes / the bandwidth above.
+    The overlap of copies and kernels, from the event timeline
+    (:func:`timeline_summary`): the copy engine's busy time, the kernels'
+    busy time, the time both ran at once (and its share of the kernel time:
+    "hidden"), and each stream's busy time (its pages' transfers and
+    kernels).  The engine's own sums (``copy_seconds``, ``stream_busy``) are
+    kept in the JSON, but count each copy's wait behind other streams'
+    copies as copy time.
+``replication``
+    Garaph Figures 8 and 9: PageRank on rmat:SCALE (and web-NotreDame when
+    ``--notredame`` names an existing file) on stores cut with Equation 2's
+    per-shard R_i and on stores with one fixed R for every shard (R in
+    ``--replication``, each cut so that |V_i| * R fits the same shared
+    memory).  These stores are cut into about ``--replication-pages`` (8)
+    pages, and the engine runs them resident on ``--replication-streams`` (1)
+    stream, so that each page's kernel time is its own (no other page runs
+    beside it) and their sum is the iteration's kernel time.  Garaph cut
+    sk-2005 into 33 pages for a 15-SM GPU; an H100 has 132 SMs and rmat:22
+    at R = 1 or 2 has only about 1,000 shards (one block each), so more
+    pages would leave most SMs idle during each page and measure that
+    instead.  Reported: kernel time per iteration, the spread of the
+    per-page kernel times (each page's median over the iterations; min, p10,
+    median, p90, max), the scores' L1 difference from Equation 2's run.
+    Target: Equation 2 no slower than the best fixed R.  Each store runs a
+    second time with its pages on ``--n-streams`` streams at once, reporting
+    the time some page kernel was running per iteration (from the event
+    timeline): on a small graph the one-stream figure mostly measures how
+    many shards (blocks) a page offers the SMs.
+
+Every engine run is ``garaphpy.run(graph, "pagerank", mode="gpu", ...)``.
+It returns the records but not the engine, whose plan (resident or
+streamed, vertex bytes) and per-page and per-stream timings these
+measurements read; :func:`engine_run` keeps the engine by substituting, for
+the length of the call, a subclass of ``GpuEngine`` that remembers its
+instance and keeps each iteration's page events (no hook in the library).
+
+Output: tables on stdout, JSON (default
+``bench/results/gpu-<gpu>-<date>.json``) and, with matplotlib, a PNG of the
+replication study (default beside the JSON).  Exit status 1 when a result
+check fails (scores differ), 2 without a usable GPU.  ``--build-only``
+builds or reuses the stores and prints their layout, without a GPU.
+
+Usage (from the repository root)::
+
+    PYTHONPATH=. python3 bench/gpu.py [--scale 22] [--iterations 20]
+        [--store-dir DIR] [--notredame PATH] [--only SECTIONS] [--build-only]
+        [--build-option NAME=INTEGER ...]
+
+On an H200 (2026-11-22) the whole run, builds included, took 40-60 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import math
+import os
+import platform
+import re
+import sys
+import time
+import warnings
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import numpy as np  # noqa: E402
+
+import garaphpy  # noqa: E402
+from garaphpy import config  # noqa: E402
+from garaphpy.storage import layout  # noqa: E402
+
+SECTIONS = ("bandwidth", "cusparse", "resident", "streamed", "replication")
+
+#: Targets of the issue ("GPU engine ... Performance").
+TARGET_RESIDENT_OVER_CUSPARSE = 1.3
+TARGET_STREAMED_OVER_COPY = 1.25
+
+#: PageRank damping of the baseline; must equal the engine program's.
+DAMPING = 0.85
+
+#: Largest L1 difference between two PageRank score vectors (they sum to 1)
+#: that counts as the same result: float64 sums in another order.
+L1_SAME = 1e-9
+
+DEFAULT_NOTREDAME = REPO.parent / "shared" / "data" / "web-NotreDame.txt.gz"
+DEFAULT_STORE_DIR = Path(os.environ.get("GARAPHPY_CACHE")
+                         or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+                         / "garaphpy") / "bench-gpu"
+
+
+# ------------------------------------------------------------------ helpers --
+def log(message: str) -> None:
+    """Progress to stderr (stdout carries the tables)."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def median(values) -> float:
+    """Median of a non-empty sequence, NaN for an empty one."""
+    values = list(values)
+    return float(np.median(values)) if values else float("nan")
+
+
+def spread(values) -> dict:
+    """min, p10, median, p90, max of a non-empty sequence."""
+    values = np.asarray(list(values), np.float64)
+    if values.size == 0:
+        return {k: float("nan") for k in ("min", "p10", "median", "p90", "max")}
+    p10, p50, p90 = np.percentile(values, [10, 50, 90])
+    return {"min": float(values.min()), "p10": float(p10), "median": float(p50),
+            "p90": float(p90), "max": float(values.max())}
+
+
+def l1(a, b) -> float:
+    """sum |a - b| of two score vectors."""
+    return float(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)).sum())
+
+
+def slug(text: str) -> str:
+    """'NVIDIA H100 80GB HBM3' -> 'h100-80gb-hbm3' (for file names)."""
+    text = re.sub(r"\bnvidia\b", "", text.lower())
+    return re.sub(r"[^a-z0-9]+", "-", text).strip("-") or "gpu"
+
+
+def gpu_problem() -> str | None:
+    """None when cupy sees a CUDA device, else why not (checked before any build)."""
+    try:
+        import cupy
+    except ImportError as error:
+        return (f"cupy is not installed ({error}); install it with `pip install "
+                "garaphpy[gpu]` (cupy-cuda13x)")
+    try:
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            return "cupy sees no CUDA device"
+    except Exception as error:  # CUDARuntimeError without a driver or device
+        return f"cupy found no usable CUDA device ({error})"
+    return None
+
+
+def free_gpu_memory() -> None:
+    """Return the memory of dropped arrays and engines to the device and host."""
+    import cupy
+
+    gc.collect()
+    cupy.cuda.Device().synchronize()
+    cupy.get_default_memory_pool().free_all_blocks()
+    cupy.get_default_pinned_memory_pool().free_all_blocks()
+
+
+def machine() -> dict:
+    """What ran the benchmark (GPU fields only when a GPU is usable)."""
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as handle:
+            model = next((line.split(":", 1)[1].strip() for line in handle
+                          if line.startswith("model name")), "")
+    except OSError:
+        pass
+    info = {"machine": platform.node(), "cpu_model": model, "cpu_count": os.cpu_count(),
+            "python": platform.python_version(), "numpy": np.__version__,
+            "garaphpy": getattr(garaphpy, "__version__", "")}
+    if gpu_problem() is None:
+        import cupy
+
+        device = cupy.cuda.Device()
+        properties = cupy.cuda.runtime.getDeviceProperties(device.id)
+        name = properties["name"]
+        info.update({
+            "gpu": name.decode() if isinstance(name, bytes) else str(name),
+            "compute_capability": f"{properties['major']}.{properties['minor']}",
+            "multiprocessors": int(properties["multiProcessorCount"]),
+            "gpu_memory_bytes": int(properties["totalGlobalMem"]),
+            "shared_memory_per_block_optin": int(properties.get(
+                "sharedMemPerBlockOptin", properties["sharedMemPerBlock"])),
+            "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion(),
+            "cuda_driver": cupy.cuda.runtime.driverGetVersion(),
+            "cupy": cupy.__version__})
+    return info
+
+
+# ------------------------------------------------------------------- stores --
+def load(graph: str, store: Path, **options) -> "garaphpy.Graph":
+    """Generate/read and preprocess a graph into ``store`` (or reuse it), untimed."""
+    started = time.perf_counter()
+    loaded = garaphpy.Graph.load(graph, store=store, progress=False, **options)
+    how = "reused" if loaded.store.reused else "built"
+    log(f"  {graph} -> {store.name}: {how}, {loaded.num_vertices:,} vertices, "
+        f"{loaded.num_edges:,} edges, {len(loaded.store.pages)} pages, "
+        f"{loaded.store.shards.size:,} shards ({time.perf_counter() - started:.1f} s)")
+    return loaded
+
+
+def layout_summary(graph) -> dict:
+    """Pages, shards and replication factors of a store."""
+    shards = graph.store.shards
+    replication = shards["replication"].astype(np.float64)
+    edges = (shards["edge_end"] - shards["edge_begin"]).astype(np.float64)
+    pages = graph.store.pages
+    return {"num_pages": len(pages), "num_shards": int(shards.size),
+            "page_bytes": int(sum(p.nbytes for p in pages)),
+            "largest_page_bytes": int(max(p.nbytes for p in pages)),
+            "split_shards": int((shards["split"] == 1).sum()),
+            "mean_replication": float(replication.mean()),
+            "edge_weighted_replication": float((replication * edges).sum() / max(edges.sum(), 1)),
+            "replication_counts": {str(int(r)): int(c) for r, c in
+                                   zip(*np.unique(shards["replication"], return_counts=True))},
+            "fixed_replication": graph.store.manifest["layout"].get("fixed_replication")}
+
+
+def replication_page_bytes(graph, pages: int) -> int:
+    """A page size that cuts ``graph``'s store into about ``pages`` pages (at
+    least one largest shard per page)."""
+    store = graph.store
+    sizing = layout.PageSizing(store.vertex_dtype.itemsize,
+                               store.weight_dtype.itemsize if store.weighted else 0, 0)
+    max_edges = store.manifest["layout"]["max_shard_edges"]
+    smallest = layout.page_array_offsets(max_edges, sizing)["nbytes"] \
+        + 3 * layout.PAGE_ARRAY_ALIGNMENT
+    total = sum(p.nbytes for p in store.pages)
+    return layout.align(max(math.ceil(total / pages), smallest), 4096)
+
+
+def graphs_to_study(args) -> list:
+    """(label, graph spec or path, store stem) of the replication study."""
+    graphs = [(f"rmat:{args.scale}", f"rmat:{args.scale}", f"rmat{args.scale}")]
+    if args.notredame and args.notredame.lower() != "none":
+        path = Path(args.notredame)
+        if path.exists():
+            graphs.append(("web-NotreDame", str(path.resolve()), "web-NotreDame"))
+        else:
+            log(f"replication: {path} does not exist; web-NotreDame left out")
+    return graphs
+
+
+def build_stores(args, only) -> dict:
+    """Every store the sections need: {"default": Graph, "replication": {label: {R: Graph}}}."""
+    store_dir = Path(args.store_dir)
+    store_dir.mkdir(parents=True, exist_ok=True)
+    stores = {"default": None, "replication": {}}
+    extra = dict(args.build_option)
+    # stores of other layout options get other directories (not rebuilt in turn)
+    tag = "".join(f"-{k}{v}" for k, v in sorted(extra.items()))
+    log(f"stores in {store_dir}" + (f", layout options {extra}" if extra else ""))
+    if {"cusparse", "resident", "streamed"} & set(only) or "replication" in only:
+        stores["default"] = load(f"rmat:{args.scale}",
+                                 store_dir / f"rmat{args.scale}{tag}-default", **extra)
+    if "replication" in only:
+        for label, graph, stem in graphs_to_study(args):
+            stem += tag
+            default = stores["default"] if label.startswith("rmat:") else \
+                load(graph, store_dir / f"{stem}-default", **extra)
+            options = dict(extra)
+            if args.replication_pages:
+                options["max_page_bytes"] = replication_page_bytes(default, args.replication_pages)
+            suffix = f"{args.replication_pages}p" if args.replication_pages else "default-pages"
+            by_r = {}
+            for fixed in [None] + args.replication:
+                name = f"{stem}-{suffix}-" + ("eq2" if fixed is None else f"R{fixed}")
+                if fixed is None and options == extra:
+                    by_r[fixed] = default
+                    continue
+                by_r[fixed] = load(graph, store_dir / name, fixed_replication=fixed, **options)
+            stores["replication"][label] = by_r
+    return stores
+
+
+# ---------------------------------------------------------------- 1. bandwidth --
+def bench_bandwidth(args) -> dict:
+    """Pinned host-to-device copies of one buffer, CUDA-event timed."""
+    import cupy
+
+    nbytes = args.bandwidth_mib << 20
+    memory = cupy.cuda.alloc_pinned_memory(nbytes)
+    host = np.frombuffer(memory, np.uint8, nbytes)
+    host[:] = 1  # touch it
+    device = cupy.empty(nbytes, np.uint8)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    seconds = []
+    for repeat in range(args.bandwidth_repeat + 1):
+        start = stream.record()
+        cupy.cuda.runtime.memcpyAsync(device.data.ptr, host.ctypes.data, nbytes,
+                                      cupy.cuda.runtime.memcpyHostToDevice, stream.ptr)
+        end = stream.record()
+        end.synchronize()
+        if repeat > 0:  # the first copy is a warm-up
+            seconds.append(cupy.cuda.get_elapsed_time(start, end) / 1e3)
+    del host, memory, device
+    free_gpu_memory()
+    rates = [nbytes / s for s in seconds]
+    return {"bytes": nbytes, "seconds": seconds, "bytes_per_second": median(rates),
+            "max_bytes_per_second": max(rates)}
+
+
+def print_bandwidth(section: dict) -> None:
+    print(f"\n== 1. pinned host-to-device bandwidth: {section['bytes'] >> 20} MiB, "
+          f"{len(section['seconds'])} copies")
+    print(f"median {section['bytes_per_second'] / 1e9:.2f} GB/s, best "
+          f"{section['max_bytes_per_second'] / 1e9:.2f} GB/s")
+
+
+# ------------------------------------------------------------ 2. cuSPARSE baseline --
+def bench_cusparse(args, graph) -> dict:
+    """PageRank by cuSPARSE SpMV over the transposed transition matrix."""
+    import cupy
+    import cupyx.scipy.sparse as sparse
+
+    from garaphpy.programs import PageRank
+
+    assert PageRank().constants["damping"] == DAMPING
+    store = graph.store
+    n, m = graph.num_vertices, graph.num_edges
+    if m >= 2**31:
+        raise SystemExit("cusparse: more than 2^31 edges do not fit int32 CSR indices")
+    in_offsets, sources, _ = store.csc()
+    out_degree = np.asarray(store.out_degree)
+    # M[v, u] = 1 / outdeg(u) for every edge u -> v: rows = destinations, so
+    # the CSR of M is the store's CSC
+    data = 1.0 / out_degree[sources].astype(np.float64)
+    matrix = sparse.csr_matrix(
+        (cupy.asarray(data), cupy.asarray(sources.astype(np.int32)),
+         cupy.asarray(in_offsets.astype(np.int32))), shape=(n, n))
+    matrix.sum_duplicates()  # no duplicates (the store dropped them); sets the flag once
+    dangling = cupy.asarray((out_degree == 0).astype(np.float64))
+    teleport = (1.0 - DAMPING) / n
+    del data, sources
+
+    def pagerank(events):
+        rank = cupy.full(n, 1.0 / n, dtype=cupy.float64)
+        for start, end in events:
+            start.record()
+            # D = sum of rank over the vertices without out-edges
+            dangling_mass = dangling @ rank
+            # rank' = (1-d)/N + d * (M rank + D/N)
+            rank = teleport + DAMPING * (matrix @ rank + dangling_mass / n)
+            end.record()
+        events[-1][1].synchronize()
+        return rank
+
+    loops = []
+    rank = None
+    for repeat in range(args.repeat + 1):
+        events = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(args.iterations)]
+        started = time.perf_counter()
+        rank = pagerank(events)
+        wall = time.perf_counter() - started
+        if repeat == 0:
+            continue  # warm-up: cuSPARSE handle, buffers, kernel loading
+        total = cupy.cuda.get_elapsed_time(events[0][0], events[-1][1]) / 1e3
+        loops.append({"total_seconds": total, "wall_seconds": wall,
+                      "per_iteration": [cupy.cuda.get_elapsed_time(a, b) / 1e3
+                                        for a, b in events]})
+    values = cupy.asnumpy(rank)
+    del matrix, dangling, rank
+    free_gpu_memory()
+    per_iteration = median(loop["total_seconds"] for loop in loops) / args.iterations
+    return {"graph": f"rmat:{args.scale}", "num_vertices": n, "num_edges": m,
+            "iterations": args.iterations, "loops": loops,
+            "seconds_per_iteration": per_iteration,
+            "total_seconds": median(loop["total_seconds"] for loop in loops),
+            "wall_seconds": median(loop["wall_seconds"] for loop in loops),
+            "median_event_iteration_seconds": median(
+                s for loop in loops for s in loop["per_iteration"]),
+            "_values": values}
+
+
+def print_cusparse(section: dict) -> None:
+    print(f"\n== 2. cuSPARSE baseline: PageRank on {section['graph']} "
+          f"({section['num_vertices']:,} vertices, {section['num_edges']:,} edges), "
+          f"{section['iterations']} iterations, median of {len(section['loops'])} loops")
+    print(f"{section['iterations']} iterations in {section['total_seconds'] * 1e3:.2f} ms "
+          f"(CUDA events; {section['wall_seconds'] * 1e3:.2f} ms wall): "
+          f"{section['seconds_per_iteration'] * 1e3:.3f} ms/iteration")
+
+
+# --------------------------------------------------------------- engine runs --
+def engine_run(graph, iterations: int, *, gpu_memory: int | None = None,
+               n_streams: int | None = None) -> dict:
+    """PageRank through ``garaphpy.run(mode="gpu")``, keeping the engine it builds.
+
+    ``garaphpy.run`` returns the records but not the engine, whose plan and
+    per-page and per-stream timings these measurements need.  For the length
+    of the call, ``gpu_engine.GpuEngine`` is replaced by a subclass that
+    remembers its instance (``api.run`` imports the class when it runs), so
+    what is measured is exactly the public path.  The subclass also keeps
+    each iteration's page events as a timeline (:func:`timeline_of`): one
+    event recorded on the engine's main stream as ``iterate`` starts, before
+    anything of the iteration is queued, is the origin.  The engine is
+    dropped (its device memory freed) before returning.
+    """
+    from garaphpy.api import NotConvergedWarning
+    from garaphpy.scheduler import gpu_engine
+
+    kept = []
+
+    class KeptEngine(gpu_engine.GpuEngine):
+        def __init__(self, *arguments, **options):
+            super().__init__(*arguments, **options)
+            self.bench_timelines = []
+            self.bench_origin = None
+            kept.append(self)
+
+        def iterate(self, record, prefix, aggregates):
+            self.bench_origin = self.main_stream.record()
+            super().iterate(record, prefix, aggregates)
+
+        def _measure(self, timings):
+            if self.bench_origin is not None:
+                self.bench_timelines.append(timeline_of(self.cupy, self.bench_origin, timings))
+            return super()._measure(timings)
+
+    original = gpu_engine.GpuEngine
+    gpu_engine.GpuEngine = KeptEngine
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", NotConvergedWarning)  # tolerance 0: all iterations
+            result = garaphpy.run(graph, "pagerank", mode="gpu", max_iterations=iterations,
+                                  tolerance=0.0, gpu_memory=gpu_memory, n_streams=n_streams)
+    finally:
+        gpu_engine.GpuEngine = original
+    engine = kept.pop()
+    plan = engine.plan
+    run = {"records": result.iterations, "timings": list(engine.timings),
+           "timelines": engine.bench_timelines, "values": result.values,
+           "setup_seconds": result.setup_seconds,
+           "describe": engine.describe(),
+           "plan": {"resident": plan.resident, "n_streams": plan.n_streams,
+                    "budget": plan.budget, "vertex_bytes": plan.vertex_bytes,
+                    "page_bytes": plan.page_bytes},
+           "shared_bytes": engine.shared_bytes, "oversize_shards": engine.oversize_shards,
+           "gather_precomputed": engine.precompute}
+    if len(result.iterations) != iterations:
+        raise SystemExit(f"PageRank ran {len(result.iterations)} iterations, not {iterations} "
+                         f"({result.stop_reason})")
+    del engine, result
+    free_gpu_memory()
+    return run
+
+
+def timeline_of(cupy, origin, timings) -> list:
+    """Each page's (stream, copy start, copy end, kernel start, kernel end) in
+    seconds since ``origin`` (None where the page was not copied)."""
+    def since(event):
+        return None if event is None else cupy.cuda.get_elapsed_time(origin, event) / 1e3
+    return [(t.stream, since(t.copy_start), since(t.copy_end), since(t.kernel_start),
+             since(t.kernel_end)) for t in timings]
+
+
+def union_length(intervals) -> float:
+    """Total length covered by (start, end) intervals."""
+    total, reach = 0.0, -math.inf
+    for start, end in sorted(intervals):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
+
+
+def timeline_summary(timeline: list) -> dict:
+    """What one iteration's timeline says about the overlap, in seconds.
+
+    A copy's window (copy start to copy end on its stream) includes the wait
+    for the copies of other streams ahead of it on the one host-to-device
+    copy engine, so summing windows overstates copy time.  The union of the
+    copy windows is the time some copy was queued or moving (the copy
+    engine's busy time, since copies are queued back to back); the union of
+    the kernel windows is the time some page kernel ran; their overlap is
+    what the pipeline hid.  Each copy's own transfer is taken as its end
+    minus the later of its start and the previous copy's end (copies leave
+    the copy engine in order).
+    """
+    copies = [(c0, c1) for _, c0, c1, _, _ in timeline if c0 is not None]
+    kernels = [(k0, k1) for _, _, _, k0, k1 in timeline]
+    copy_busy = union_length(copies)
+    kernel_busy = union_length(kernels)
+    both = copy_busy + kernel_busy - union_length(copies + kernels)
+    transfer = {}
+    previous_end = -math.inf
+    for index, (c0, c1) in sorted(enumerate(copies), key=lambda item: item[1][1]):
+        transfer[index] = c1 - max(c0, previous_end)
+        previous_end = c1
+    streams = {}
+    copied = 0
+    for stream, c0, _, k0, k1 in timeline:
+        busy = k1 - k0
+        if c0 is not None:
+            busy += transfer[copied]
+            copied += 1
+        streams[stream] = streams.get(stream, 0.0) + busy
+    return {"gpu_span": max((k1 for *_, k1 in timeline), default=0.0),
+            "first_page_start": min((c0 if c0 is not None else k0)
+                                    for _, c0, _, k0, _ in timeline) if timeline else 0.0,
+            "copy_busy": copy_busy, "kernel_busy": kernel_busy, "copy_kernel_overlap": both,
+            "stream_busy": [streams[s] for s in sorted(streams)]}
+
+
+def run_summary(run: dict) -> dict:
+    """Medians over the iterations after the first (JSON-able)."""
+    records = run["records"][1:]
+    timings = run["timings"][1:]
+    streams = len(timings[0].stream_busy) if timings else 0
+    lines = [timeline_summary(t) for t in run["timelines"][1:]]
+    timeline = {key: median(line[key] for line in lines)
+                for key in ("gpu_span", "first_page_start", "copy_busy", "kernel_busy",
+                            "copy_kernel_overlap")} if lines else {}
+    if lines:
+        timeline["stream_busy"] = [median(line["stream_busy"][s] for line in lines)
+                                   for s in range(len(lines[0]["stream_busy"]))]
+        timeline["last_iteration"] = run["timelines"][-1]
+    return {
+        "timeline": timeline,
+        "iterations": len(run["records"]),
+        "seconds_per_iteration": median(r.seconds for r in records),
+        "kernel_seconds_per_iteration": median(r.kernel_seconds for r in records),
+        "copy_seconds_per_iteration": median(r.copy_seconds for r in records),
+        "bytes_to_device_per_iteration": median(r.bytes_to_device for r in records),
+        "stream_busy_seconds": [median(t.stream_busy[s] for t in timings)
+                                for s in range(streams)],
+        "per_page_kernel_seconds": [median(t.per_page_kernel[p] for t in timings)
+                                    for p in range(len(timings[0].per_page_kernel))]
+        if timings else [],
+        "seconds": [r.seconds for r in run["records"]],
+        "kernel_seconds": [r.kernel_seconds for r in run["records"]],
+        "copy_seconds": [r.copy_seconds for r in run["records"]],
+        "setup_seconds": run["setup_seconds"], "plan": run["plan"],
+        "describe": run["describe"], "shared_bytes": run["shared_bytes"],
+        "oversize_shards": run["oversize_shards"],
+        "gather_precomputed": run["gather_precomputed"],
+    }
+
+
+# ----------------------------------------------------------------- 3. resident --
+def bench_resident(args, graph, baseline: dict | None, failures: list) -> dict:
+    """Every page on the device; against cuSPARSE."""
+    log(f"resident: PageRank on rmat:{args.scale}, {args.iterations} iterations")
+    run = engine_run(graph, args.iterations, n_streams=args.n_streams)
+    section = {"graph": f"rmat:{args.scale}", "layout": layout_summary(graph),
+               **run_summary(run)}
+    if not run["plan"]["resident"]:
+        failures.append("resident: the engine streamed the pages (GPU budget too small?)")
+    if baseline is not None:
+        section["over_cusparse"] = (section["seconds_per_iteration"]
+                                    / baseline["seconds_per_iteration"])
+        section["kernel_over_cusparse"] = (section["kernel_seconds_per_iteration"]
+                                           / baseline["seconds_per_iteration"])
+        section["l1_vs_cusparse"] = l1(run["values"], baseline["_values"])
+        if section["l1_vs_cusparse"] > L1_SAME:
+            failures.append(f"resident: scores differ from cuSPARSE's by "
+                            f"{section['l1_vs_cusparse']:.3g} (L1)")
+    section["_values"] = run["values"]
+    return section
+
+
+def print_resident(section: dict, baseline: dict | None) -> None:
+    lay = section["layout"]
+    print(f"\n== 3. resident pages: PageRank on {section['graph']}, {section['iterations']} "
+          f"iterations, median of the iterations after the first")
+    print(f"   {section['describe']}")
+    print(f"   {lay['num_pages']} pages ({lay['page_bytes'] / 2**20:.0f} MiB), "
+          f"{lay['num_shards']:,} shards, mean R_i {lay['mean_replication']:.2f}")
+    print(f"{'run':22} {'ms/iter':>9} {'GPU span':>9} {'kernel busy':>12} {'kernels summed':>15} "
+          f"{'/cuSPARSE':>10} {'L1 vs cuSPARSE':>15}")
+    if baseline is not None:
+        print(f"{'cuSPARSE':22} {baseline['seconds_per_iteration'] * 1e3:>9.3f} "
+              f"{baseline['seconds_per_iteration'] * 1e3:>9.3f} {'':>12} {'':>15} "
+              f"{1.0:>10.2f} {'':>15}")
+    ratio = section.get("over_cusparse")
+    line = section.get("timeline", {})
+    print(f"{'garaphpy.run, gpu':22} {section['seconds_per_iteration'] * 1e3:>9.3f} "
+          f"{line.get('gpu_span', float('nan')) * 1e3:>9.3f} "
+          f"{line.get('kernel_busy', float('nan')) * 1e3:>12.3f} "
+          f"{section['kernel_seconds_per_iteration'] * 1e3:>15.3f} "
+          f"{ratio if ratio is not None else float('nan'):>10.2f} "
+          f"{section.get('l1_vs_cusparse', float('nan')):>15.3g}")
+    print("   (ms; GPU span: from the start of iterate on the GPU to the last page kernel's "
+          "end; kernel busy: time some page kernel ran; kernels summed: the record's "
+          "kernel_seconds, pages on different streams counted separately)")
+    if ratio is not None:
+        print(f"target <= {TARGET_RESIDENT_OVER_CUSPARSE} x cuSPARSE: {ratio:.2f} "
+              f"({'met' if ratio <= TARGET_RESIDENT_OVER_CUSPARSE else 'NOT met'})")
+
+
+# ----------------------------------------------------------------- 4. streamed --
+def bench_streamed(args, graph, bandwidth: dict | None, resident: dict | None,
+                   failures: list) -> dict:
+    """A GPU budget below the vertex data plus every page: pages copied each iteration."""
+    pages = graph.store.pages
+    total = sum(p.nbytes for p in pages)
+    largest = max(p.nbytes for p in pages)
+    if len(pages) < 2:
+        log(f"streamed: rmat:{args.scale} has one page; nothing to stream")
+        return {"graph": f"rmat:{args.scale}", "skipped": "one page, nothing to stream"}
+    if args.streamed_budget_mib:
+        budget = args.streamed_budget_mib << 20
+    else:
+        if resident is not None:
+            vertex_bytes = resident["plan"]["vertex_bytes"]
+        else:
+            log("streamed: a resident engine first, for the vertex data's size")
+            vertex_bytes = engine_run(graph, 1, n_streams=args.n_streams)["plan"]["vertex_bytes"]
+        # room for n_streams page buffers, short of every page
+        budget = vertex_bytes + args.n_streams * largest + (8 << 20)
+        if budget >= vertex_bytes + total:
+            log(f"streamed: {len(pages)} pages are too few to stream on {args.n_streams} "
+                "streams; fewer streams will be used")
+            budget = vertex_bytes + total - 1
+    log(f"streamed: PageRank on rmat:{args.scale}, budget {budget / 2**20:.0f} MiB, "
+        f"{args.n_streams} streams")
+    run = engine_run(graph, args.iterations, gpu_memory=budget, n_streams=args.n_streams)
+    section = {"graph": f"rmat:{args.scale}", "budget": budget, "page_bytes": total,
+               "num_pages": len(pages), "largest_page_bytes": largest, **run_summary(run)}
+    if run["plan"]["resident"]:
+        failures.append("streamed: the engine kept the pages resident (budget too large)")
+    if resident is not None:
+        section["l1_vs_resident"] = l1(run["values"], resident["_values"])
+        if section["l1_vs_resident"] > L1_SAME:
+            failures.append(f"streamed: scores differ from the resident run's by "
+                            f"{section['l1_vs_resident']:.3g} (L1)")
+    if bandwidth is not None:
+        copy_bound = section["bytes_to_device_per_iteration"] / bandwidth["bytes_per_second"]
+        section["copy_bound_seconds"] = copy_bound
+        section["over_copy_bound"] = section["seconds_per_iteration"] / copy_bound
+    return section
+
+
+def print_streamed(section: dict) -> None:
+    if "skipped" in section:
+        print(f"\n== 4. streamed pages: skipped ({section['skipped']})")
+        return
+    print(f"\n== 4. streamed pages: PageRank on {section['graph']}, budget "
+          f"{section['budget'] / 2**20:.0f} MiB, {section['num_pages']} pages "
+          f"({section['page_bytes'] / 2**20:.0f} MiB, largest "
+          f"{section['largest_page_bytes'] / 2**20:.1f} MiB), median of the iterations "
+          f"after the first")
+    print(f"   {section['describe']}")
+    line = section.get("timeline", {})
+    nan = float("nan")
+    bound = section.get("copy_bound_seconds", nan)
+    ratio = section.get("over_copy_bound", nan)
+    print(f"{'ms/iter':>9} {'copy bound':>11} {'/bound':>7} {'GPU span':>9} {'copy busy':>10} "
+          f"{'kernel busy':>12} {'overlap':>8} {'hidden':>7}  stream busy ms")
+    busy = " ".join(f"{s * 1e3:.2f}" for s in line.get("stream_busy", []))
+    hidden = line.get("copy_kernel_overlap", nan) / line.get("kernel_busy", nan) \
+        if line.get("kernel_busy") else nan
+    print(f"{section['seconds_per_iteration'] * 1e3:>9.3f} {bound * 1e3:>11.3f} {ratio:>7.2f} "
+          f"{line.get('gpu_span', nan) * 1e3:>9.3f} {line.get('copy_busy', nan) * 1e3:>10.3f} "
+          f"{line.get('kernel_busy', nan) * 1e3:>12.3f} "
+          f"{line.get('copy_kernel_overlap', nan) * 1e3:>8.3f} {hidden:>7.0%}  {busy}")
+    print("   (ms; copy busy: time some copy was queued or moving on the copy engine; kernel "
+          "busy: time some page kernel ran; overlap: both at once; hidden: overlap / kernel "
+          "busy; stream busy: its pages' transfers and kernels.  Summed event windows, "
+          f"which count queueing behind other streams' copies: copies "
+          f"{section['copy_seconds_per_iteration'] * 1e3:.3f}, kernels "
+          f"{section['kernel_seconds_per_iteration'] * 1e3:.3f})")
+    if "l1_vs_resident" in section:
+        print(f"L1 difference from the resident run: {section['l1_vs_resident']:.3g}")
+    if "over_copy_bound" in section:
+        print(f"target <= {TARGET_STREAMED_OVER_COPY} x page bytes / H2D bandwidth: "
+              f"{ratio:.2f} ({'met' if ratio <= TARGET_STREAMED_OVER_COPY else 'NOT met'})")
+
+
+# -------------------------------------------------------------- 5. replication --
+def bench_replication(args, stores: dict, failures: list) -> list:
+    """Equation 2 against fixed R on each studied graph (Garaph Figures 8 and 9)."""
+    cases = []
+    for label, by_r in stores.items():
+        rows = []
+        reference = None
+        for fixed, graph in by_r.items():
+            name = "Eq.2" if fixed is None else f"R={fixed}"
+            log(f"replication: {label}, {name}, {args.iterations} iterations")
+            run = engine_run(graph, args.iterations, n_streams=args.replication_streams)
+            summary = run_summary(run)
+            row = {"replication": name, "fixed_replication": fixed,
+                   "streams": args.replication_streams,
+                   "layout": layout_summary(graph),
+                   "kernel_seconds_per_iteration": summary["kernel_seconds_per_iteration"],
+                   "seconds_per_iteration": summary["seconds_per_iteration"],
+                   "per_page_kernel_seconds": summary["per_page_kernel_seconds"],
+                   "page_spread_seconds": spread(summary["per_page_kernel_seconds"]),
+                   "resident": summary["plan"]["resident"],
+                   "shared_bytes": summary["shared_bytes"],
+                   "oversize_shards": summary["oversize_shards"]}
+            spread_ = row["page_spread_seconds"]
+            row["page_max_over_min"] = spread_["max"] / spread_["min"] if spread_["min"] else \
+                float("nan")
+            if args.n_streams != args.replication_streams:
+                # the same store with its pages on n_streams streams at once: the
+                # kernel time when small pages do not leave SMs idle
+                log(f"replication: {label}, {name}, {args.n_streams} streams")
+                concurrent = run_summary(engine_run(graph, args.iterations,
+                                                    n_streams=args.n_streams))
+                row["concurrent_streams"] = args.n_streams
+                row["concurrent_kernel_busy_seconds"] = concurrent["timeline"].get(
+                    "kernel_busy", float("nan"))
+                row["concurrent_seconds_per_iteration"] = concurrent["seconds_per_iteration"]
+            if fixed is None:
+                reference = run["values"]
+            else:
+                row["l1_vs_eq2"] = l1(run["values"], reference)
+                if row["l1_vs_eq2"] > L1_SAME:
+                    failures.append(f"replication: {label} {name} scores differ from "
+                                    f"Equation 2's by {row['l1_vs_eq2']:.3g} (L1)")
+            if not row["resident"]:
+                failures.append(f"replication: {label} {name} was streamed, not resident")
+            rows.append(row)
+        fixed_rows = [r for r in rows if r["fixed_replication"] is not None]
+        eq2 = rows[0]
+        case = {"graph": label, "rows": rows}
+        if fixed_rows:
+            best = min(fixed_rows, key=lambda r: r["kernel_seconds_per_iteration"])
+            case["best_fixed"] = best["replication"]
+            case["eq2_over_best_fixed"] = (eq2["kernel_seconds_per_iteration"]
+                                           / best["kernel_seconds_per_iteration"])
+            if "concurrent_kernel_busy_seconds" in eq2:
+                best = min(fixed_rows, key=lambda r: r["concurrent_kernel_busy_seconds"])
+                case["best_fixed_concurrent"] = best["replication"]
+                case["eq2_over_best_fixed_concurrent"] = (
+                    eq2["concurrent_kernel_busy_seconds"]
+                    / best["concurrent_kernel_busy_seconds"])
+        cases.append(case)
+    return cases
+
+
+def print_replication(cases: list, args) -> None:
+    pages = f"~{args.replication_pages} pages" if args.replication_pages else "default pages"
+    print(f"\n== 5. replication (Garaph Fig. 8/9): PageRank, {args.iterations} iterations, "
+          f"resident, {args.replication_streams} stream(s), {pages}; kernel times are CUDA "
+          f"events, medians over the iterations after the first")
+    for case in cases:
+        print(f"-- {case['graph']}")
+        concurrent = "concurrent_kernel_busy_seconds" in case["rows"][0]
+        streams = case["rows"][0].get("concurrent_streams", "")
+        print(f"{'R':6} {'mean R':>7} {'pages':>5} {'shards':>7} {'kernel ms/iter':>15} "
+              f"{'wall ms/iter':>13} {'page ms: min':>13} {'p10':>7} {'median':>7} {'p90':>7} "
+              f"{'max':>7} {'max/min':>8} {'L1 vs Eq.2':>11}"
+              + (f" {f'{streams} streams: kernel':>20} {'wall':>7}" if concurrent else ""))
+        for row in case["rows"]:
+            s = {k: v * 1e3 for k, v in row["page_spread_seconds"].items()}
+            lay = row["layout"]
+            print(f"{row['replication']:6} {lay['mean_replication']:>7.2f} "
+                  f"{lay['num_pages']:>5} {lay['num_shards']:>7,} "
+                  f"{row['kernel_seconds_per_iteration'] * 1e3:>15.3f} "
+                  f"{row['seconds_per_iteration'] * 1e3:>13.3f} {s['min']:>13.3f} "
+                  f"{s['p10']:>7.3f} {s['median']:>7.3f} {s['p90']:>7.3f} {s['max']:>7.3f} "
+                  f"{row['page_max_over_min']:>8.1f} "
+                  f"{format(row['l1_vs_eq2'], '.3g') if 'l1_vs_eq2' in row else '-':>11}"
+                  + (f" {row['concurrent_kernel_busy_seconds'] * 1e3:>20.3f} "
+                     f"{row['concurrent_seconds_per_iteration'] * 1e3:>7.3f}"
+                     if concurrent else ""))
+        if "eq2_over_best_fixed" in case:
+            ratio = case["eq2_over_best_fixed"]
+            print(f"target Eq.2 kernel time <= best fixed ({case['best_fixed']}): {ratio:.3f} "
+                  f"({'met' if ratio <= 1.0 else 'NOT met'})")
+        if "eq2_over_best_fixed_concurrent" in case:
+            ratio = case["eq2_over_best_fixed_concurrent"]
+            print(f"  the same with the pages on {streams} streams (kernel busy time): Eq.2 / "
+                  f"best fixed ({case['best_fixed_concurrent']}) = {ratio:.3f}")
+
+
+def args_streams(rows: list) -> int:
+    """Streams of the per-page (first) replication runs."""
+    return rows[0].get("streams", 1)
+
+
+def plot_replication(cases: list, path: Path, title: str) -> None:
+    """Per graph: per-page kernel time for each R (Fig. 8), kernel time per R (Fig. 9)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log("matplotlib is not installed: no plot")
+        return
+    figure, axes = plt.subplots(len(cases), 2, figsize=(13, 4.3 * len(cases)), squeeze=False,
+                                gridspec_kw={"width_ratios": [2.2, 1]})
+    colours = plt.get_cmap("viridis")
+    for (left, right), case in zip(axes, cases):
+        rows = case["rows"]
+        fixed = [r for r in rows if r["fixed_replication"] is not None]
+        for i, row in enumerate(fixed):
+            ms = np.asarray(row["per_page_kernel_seconds"]) * 1e3
+            left.plot(np.arange(ms.size), ms, marker=".", lw=0.9,
+                      color=colours(i / max(len(fixed) - 1, 1)), label=row["replication"])
+        eq2 = rows[0]
+        ms = np.asarray(eq2["per_page_kernel_seconds"]) * 1e3
+        left.plot(np.arange(ms.size), ms, marker="o", lw=2.0, color="tab:red",
+                  label=f"Eq.2 (mean R {eq2['layout']['mean_replication']:.1f})")
+        left.set_yscale("log")
+        left.set_xlabel("page")
+        left.set_ylabel("kernel ms (median over iterations)")
+        left.set_title(f"{case['graph']}: per-page kernel time", fontsize=10)
+        left.grid(True, which="both", alpha=0.3)
+        left.legend(fontsize=8, ncol=2)
+        labels = [r["replication"] for r in fixed] + ["Eq.2"]
+        values = [r["kernel_seconds_per_iteration"] * 1e3 for r in fixed] + \
+            [eq2["kernel_seconds_per_iteration"] * 1e3]
+        right.bar(labels, values, color=["tab:gray"] * len(fixed) + ["tab:red"],
+                  label=f"{args_streams(rows)} stream: kernels summed")
+        if "concurrent_kernel_busy_seconds" in eq2:
+            right.plot(labels, [r["concurrent_kernel_busy_seconds"] * 1e3 for r in fixed + [eq2]],
+                       "D", color="black",
+                       label=f"{eq2['concurrent_streams']} streams: kernel busy")
+        right.legend(fontsize=8)
+        right.set_ylabel("kernel ms per iteration")
+        right.set_title(f"{case['graph']}: kernel time per iteration", fontsize=10)
+        right.grid(True, axis="y", alpha=0.3)
+    figure.suptitle(title, fontsize=11)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    log(f"wrote {path}")
+
+
+# --------------------------------------------------------------------- main --
+def power_of_two_list(text: str) -> list:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        values = []
+    if not values or any(v < 1 or v & (v - 1) or v > config.MAX_REPLICATION for v in values):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected powers of two in 1..{config.MAX_REPLICATION}, comma-separated")
+    return values
+
+
+def build_option(text: str) -> tuple:
+    """NAME=INTEGER, a layout option of BuildOptions (for study)."""
+    from garaphpy.storage.builder import BuildOptions
+
+    name, _, value = text.partition("=")
+    allowed = ("slot_bytes", "shared_memory_bytes", "max_shard_edges", "max_shard_vertices",
+               "max_replication", "max_page_bytes")
+    if name not in allowed or not value.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=INTEGER with NAME one of "
+                                         f"{', '.join(allowed)}")
+    assert name in BuildOptions.__dataclass_fields__
+    return name, int(value)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scale", type=int, default=22, help="RMAT scale (default 22)")
+    parser.add_argument("--iterations", type=int, default=20,
+                        help="PageRank iterations of every run (default 20)")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="timed loops of the cuSPARSE baseline (default 3)")
+    parser.add_argument("--n-streams", type=int, default=config.N_STREAMS,
+                        help=f"streams of the resident and streamed runs (default "
+                             f"{config.N_STREAMS})")
+    parser.add_argument("--store-dir", default=str(DEFAULT_STORE_DIR),
+                        help=f"where the stores are built and reused (default {DEFAULT_STORE_DIR})")
+    parser.add_argument("--notredame", default=str(DEFAULT_NOTREDAME),
+                        help="web-NotreDame edge list for the replication study; used only if "
+                             "the file exists; 'none' to leave it out (default %(default)s)")
+    parser.add_argument("--replication", type=power_of_two_list, default=[1, 2, 4, 8, 16, 32],
+                        help="fixed replication factors to compare (default 1,2,4,8,16,32)")
+    parser.add_argument("--replication-pages", type=int, default=8,
+                        help="cut the replication stores into about this many pages "
+                             "(default 8; 0: the default page size)")
+    parser.add_argument("--replication-streams", type=int, default=1,
+                        help="streams of the replication runs (default 1: per-page kernel "
+                             "times undisturbed)")
+    parser.add_argument("--bandwidth-mib", type=int, default=256,
+                        help="pinned buffer copied for the bandwidth (default 256 MiB)")
+    parser.add_argument("--bandwidth-repeat", type=int, default=5,
+                        help="timed copies of the bandwidth measurement (default 5)")
+    parser.add_argument("--streamed-budget-mib", type=int, default=None,
+                        help="GPU budget of the streamed run (default: the resident run's "
+                             "vertex data + n-streams largest pages + 8 MiB)")
+    parser.add_argument("--only", default=",".join(SECTIONS),
+                        help=f"comma-separated sections: {','.join(SECTIONS)} (default all)")
+    parser.add_argument("--json", default=None,
+                        help="write the results here (default bench/results/gpu-<gpu>-<date>.json)")
+    parser.add_argument("--png", default=None,
+                        help="replication plot (default beside the JSON; 'none' for no plot)")
+    parser.add_argument("--build-option", type=build_option, action="append", default=[],
+                        metavar="NAME=INTEGER",
+                        help="a layout option of every store, for study (repeatable), e.g. "
+                             "slot_bytes=8 or max_shard_edges=16384; default: the defaults")
+    parser.add_argument("--warp-combine", choices=("on", "off", "default"), default="default",
+                        help="the pull kernel's warp-level combining of same-destination "
+                             "edges before the replica atomics (config.GPU_WARP_COMBINE); "
+                             "default: the library's default")
+    parser.add_argument("--build-only", action="store_true",
+                        help="build or reuse the stores, print their layout and stop (no GPU "
+                             "needed)")
+    args = parser.parse_args(argv)
+    only = [s.strip() for s in args.only.split(",") if s.strip()]
+    if not only or set(only) - set(SECTIONS):
+        parser.error(f"--only {args.only!r}: expected a comma-separated subset of "
+                     f"{','.join(SECTIONS)}")
+    args.only = only
+    for name in ("iterations", "repeat", "n_streams", "replication_streams", "bandwidth_mib",
+                 "bandwidth_repeat"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')}={getattr(args, name)}: expected >= 1")
+    if args.iterations < 2:
+        parser.error("--iterations: expected >= 2 (the first iteration is not counted)")
+    if args.replication_pages < 0:
+        parser.error(f"--replication-pages={args.replication_pages}: expected >= 0")
+    if not 1 <= args.scale <= 30:
+        parser.error(f"--scale={args.scale}: expected 1..30")
+    return args
+
+
+def print_layouts(stores: dict) -> None:
+    """The stores' layout (what --build-only shows)."""
+    print(f"{'store':44} {'pages':>5} {'MiB':>6} {'shards':>8} {'split':>6} {'mean R':>7} "
+          f"{'edge-w. R':>9}  R histogram")
+    graphs = [stores["default"]] if stores["default"] is not None else []
+    for by_r in stores["replication"].values():
+        graphs += [g for g in by_r.values() if g is not stores["default"]]
+    for graph in graphs:
+        lay = layout_summary(graph)
+        histogram = " ".join(f"{r}:{c}" for r, c in lay["replication_counts"].items())
+        print(f"{graph.store.path.name:44} {lay['num_pages']:>5} "
+              f"{lay['page_bytes'] / 2**20:>6.0f} {lay['num_shards']:>8,} "
+              f"{lay['split_shards']:>6,} {lay['mean_replication']:>7.2f} "
+              f"{lay['edge_weighted_replication']:>9.2f}  {histogram}")
+
+
+def strip_private(value):
+    """Drop the ``_values`` arrays (kept only for the checks) from the JSON."""
+    if isinstance(value, dict):
+        return {k: strip_private(v) for k, v in value.items() if not k.startswith("_")}
+    if isinstance(value, list):
+        return [strip_private(v) for v in value]
+    return value
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    problem = None if args.build_only else gpu_problem()
+    if problem is not None:
+        print(f"bench/gpu.py: no usable GPU: {problem}.\nRun it where cupy sees a CUDA "
+              "device, or pass --build-only to prepare the stores here.", file=sys.stderr)
+        return 2
+    if args.warp_combine != "default":
+        config.GPU_WARP_COMBINE = args.warp_combine == "on"
+    date = time.strftime("%Y-%m-%d")
+    results = {"benchmark": "gpu", "warp_combine": config.GPU_WARP_COMBINE, "date": time.strftime("%Y-%m-%d %H:%M:%S"), **machine(),
+               "args": {k: v for k, v in vars(args).items()}}
+    gpu = results.get("gpu", "no GPU")
+    print(f"garaphpy GPU engine benchmark: {results['machine']} ({gpu}, {results['cpu_model']}, "
+          f"{results['cpu_count']} CPUs), {results['date']}")
+
+    started = time.perf_counter()
+    stores = build_stores(args, args.only)
+    results["store_seconds"] = time.perf_counter() - started
+    if args.build_only:
+        print_layouts(stores)
+        return 0
+
+    failures: list = []
+    default = stores["default"]
+    if "bandwidth" in args.only:
+        log("bandwidth")
+        results["bandwidth"] = bench_bandwidth(args)
+        print_bandwidth(results["bandwidth"])
+    if "cusparse" in args.only:
+        log(f"cusparse: PageRank on rmat:{args.scale}")
+        results["cusparse"] = bench_cusparse(args, default)
+        print_cusparse(results["cusparse"])
+    if "resident" in args.only:
+        results["resident"] = bench_resident(args, default, results.get("cusparse"), failures)
+        print_resident(results["resident"], results.get("cusparse"))
+    if "streamed" in args.only:
+        results["streamed"] = bench_streamed(args, default, results.get("bandwidth"),
+                                             results.get("resident"), failures)
+        print_streamed(results["streamed"])
+    if "replication" in args.only:
+        results["replication"] = bench_replication(args, stores["replication"], failures)
+        print_replication(results["replication"], args)
+    results["failures"] = failures
+    results["total_seconds"] = time.perf_counter() - started
+
+    json_path = Path(args.json) if args.json else \
+        REPO / "bench" / "results" / f"gpu-{slug(gpu)}-{date}.json"
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(strip_private(results), indent=1, default=str))
+    log(f"wrote {json_path}")
+    if "replication" in args.only and (args.png or "").lower() != "none":
+        png = Path(args.png) if args.png else json_path.with_name(
+            json_path.name.replace("gpu-", "gpu-replication-", 1).replace(".json", ".png"))
+        plot_replication(results["replication"], png,
+                         f"garaphpy GPU engine, replication (Garaph Fig. 8/9), {gpu}, {date}")
+    print(f"\ntotal {results['total_seconds']:.0f} s")
+    if failures:
+        print("\nFAILED checks:\n  " + "\n  ".join(failures))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,523 @@
+"""The GPU engine: vertex state on the device and the page pipeline (Garaph sections 3, 5.2).
+
+The device holds the vertex values (GlobalVertices' GPU copy), for
+synchronous runs a second buffer committed at the end of each iteration by
+swapping the two (section 3.1), the active bitmap, the per-vertex attributes
+the program reads, and the shard table.  Pages reach it in one of two ways:
+
+* **resident**: when every page and the vertex data fit the GPU memory budget,
+  the pages are copied once at set-up and stay on the device between
+  iterations;
+* **streamed**: otherwise ``n_streams`` device page buffers are cycled.  The
+  page images sit in pinned host memory; page ``k`` is copied on stream
+  ``k % n_streams`` and its kernel runs on the same stream, so the copy of
+  page ``k + 1`` overlaps the kernel of page ``k`` (section 5.2's
+  transmission and computation sides), and a buffer is reused only after the
+  kernel that read it (stream order).
+
+When asked (hybrid runs, where the host works on the same values), the
+updated vertex range of each page is copied back to pinned host memory on
+the page's stream right after its kernel, overlapping the next pages.
+
+Every iteration records the pages processed, the bytes moved each way, and
+the copy and kernel time measured with CUDA events (summed per page, and the
+busy time of each stream), so that the overlap can be seen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import config
+from ..errors import ConfigError, GaraphError
+from ..kernels import gpu as gpu_kernels
+from ..program import VertexProgram, monoid_identity
+from .records import IterationRecord
+
+
+class GpuMemoryError(GaraphError, MemoryError):
+    """The GPU memory budget cannot hold the vertex data and one page."""
+
+
+
+@dataclass
+class PagePlan:
+    """How the pages meet the GPU in this run.
+
+    Attributes
+    ----------
+    resident : bool
+        All pages stay on the device between iterations.
+    n_streams : int
+        Streams (and, when streaming, device page buffers).
+    budget : int
+        GPU memory the run may use, in bytes.
+    vertex_bytes : int
+        Device memory taken by vertex data, shard table and attributes.
+    page_bytes : int
+        Device memory taken by page images (all pages, or the buffers).
+    """
+
+    resident: bool
+    n_streams: int
+    budget: int
+    vertex_bytes: int
+    page_bytes: int
+
+
+def plan_pages(page_sizes: list[int], vertex_bytes: int, budget: int,
+               n_streams: int) -> PagePlan:
+    """Resident pages when they all fit beside the vertex data, else streaming.
+
+    Streaming needs one device buffer per stream; with less memory, fewer
+    streams are used (down to one, which loses the copy/kernel overlap).
+
+    Raises
+    ------
+    GpuMemoryError
+        When the budget holds not even the vertex data and one page.
+    """
+    if n_streams < 1:
+        raise ConfigError(f"n_streams={n_streams}: expected at least 1")
+    total = int(sum(page_sizes))
+    largest = int(max(page_sizes, default=0))
+    if vertex_bytes + total <= budget:
+        return PagePlan(True, n_streams, budget, vertex_bytes, total)
+    streams = n_streams
+    while streams > 1 and vertex_bytes + streams * largest > budget:
+        streams -= 1
+    if vertex_bytes + streams * largest > budget:
+        raise GpuMemoryError(
+            f"the GPU memory budget of {budget:,} bytes cannot hold the vertex data "
+            f"({vertex_bytes:,} bytes) and one page ({largest:,} bytes); raise the budget "
+            "(gpu_memory) or rebuild the store with a smaller max_page_bytes")
+    return PagePlan(False, streams, budget, vertex_bytes, streams * largest)
+
+
+@dataclass
+class PageTiming:
+    """CUDA events of one page in one iteration."""
+
+    page: int
+    stream: int
+    copy_start: object = None
+    copy_end: object = None
+    kernel_start: object = None
+    kernel_end: object = None
+    back_end: object = None
+
+
+@dataclass
+class IterationTiming:
+    """Measured copy and kernel times of one iteration, in seconds."""
+
+    copy_seconds: float = 0.0
+    kernel_seconds: float = 0.0
+    copy_back_seconds: float = 0.0
+    per_page_kernel: list = field(default_factory=list)
+    stream_busy: list = field(default_factory=list)
+
+
+class GpuEngine:
+    """Runs iterations of one program on the GPU, page by page.
+
+    Parameters
+    ----------
+    graph : garaphpy.Graph
+    program : VertexProgram
+        An instance (its constants are baked into the kernels).
+    source_vertices : numpy.ndarray of int64
+        Internal ids of the run's sources.
+    synchronous : bool
+    gpu_memory : int, optional
+        Budget in bytes (default: ``config.GPU_MEMORY_FRACTION`` of the
+        free memory).
+    n_streams : int, optional
+        Default: ``config.N_STREAMS``.
+    host_copies : bool
+        Copy each page's updated vertex range (values and activity) back to
+        pinned host memory as the page completes (hybrid runs).
+    precompute : bool
+        Let synchronous runs whose gather reads only the source compute the
+        contributions once per vertex (same results; set False to study).
+    warp_combine : bool, optional
+        Combine each warp's runs of same-destination edges before the replica
+        atomics (default ``config.GPU_WARP_COMBINE``, read when the engine is
+        made).
+    """
+
+    mode = "gpu"
+
+    def __init__(self, graph, program: VertexProgram, source_vertices: np.ndarray,
+                 synchronous: bool, *, gpu_memory: int | None = None,
+                 n_streams: int | None = None, host_copies: bool = False,
+                 precompute: bool = True, warp_combine: bool | None = None):
+        from ..kernels.cuda_program import translate_program
+        from .cpu_engine import vertex_attributes
+
+        cupy = gpu_kernels.cupy_module()
+        self.cupy = cupy
+        store = graph.store
+        self.store = store
+        self.num_vertices = n = store.num_vertices
+        self.num_edges = store.num_edges
+        self.synchronous = synchronous
+        self.host_copies = host_copies
+        self.device = gpu_kernels.DeviceInfo.current()
+        self.program = translate_program(
+            program, weight_dtype=store.weight_dtype if store.weighted else np.float64,
+            degree_dtype=store.out_degree.dtype)
+        self.kernels = gpu_kernels.compile_kernels(self.program, store.vertex_dtype)
+        uses = self.program.uses
+        self.precompute = bool(precompute and synchronous
+                               and gpu_kernels.contributions_pay(self.program))
+        value_dtype, accum_dtype = self.program.value_dtype, self.program.accum_dtype
+
+        # -- shared memory per block, from the device's properties ----------------
+        shards = store.shards
+        accumulator_bytes = gpu_kernels.accumulator_bytes(shards, accum_dtype)
+        shared_limit = self.device.shared_memory_per_block_optin
+        oversize = accumulator_bytes > shared_limit
+        scratch_offsets = np.full(shards.shape[0], -1, np.int64)
+        slots = accumulator_bytes // np.dtype(accum_dtype).itemsize  # whole 4-byte words
+        scratch_offsets[oversize] = np.cumsum(slots[oversize]) - slots[oversize]
+        self.oversize_shards = int(oversize.sum())
+        fitting = np.where(oversize, 0, accumulator_bytes)
+        self.shared_bytes = int(fitting.max(initial=0))
+        if warp_combine is None:
+            warp_combine = config.GPU_WARP_COMBINE
+        self.warp_combine = bool(warp_combine)
+        self.pull_kernel = self.kernels.pull[(self.precompute, self.warp_combine)]
+        if self.shared_bytes > self.device.shared_memory_per_block:
+            # kernels are shared by every engine of the process: only ever raise the limit
+            for kernel in self.kernels.pull.values():
+                kernel.max_dynamic_shared_size_bytes = max(
+                    kernel.max_dynamic_shared_size_bytes, self.shared_bytes)
+
+        # -- host-side tables -----------------------------------------------------
+        pages = store.pages
+        self.pages = pages
+        page_of_shard = shards["page"].astype(np.int64)
+        page_edge_begin = np.array([p.edge_begin for p in pages], np.int64)
+        split = shards["split"] == 1
+        split_vertices, split_slot = np.unique(shards["first_vertex"][split],
+                                               return_inverse=True)
+        slot_of_shard = np.full(shards.shape[0], -1, np.int32)
+        slot_of_shard[np.flatnonzero(split)] = split_slot
+        self.page_shared_bytes = [
+            int(fitting[p.first_shard:p.first_shard + p.num_shards].max(initial=0))
+            for p in pages]
+
+        # -- device arrays ----------------------------------------------------------
+        allocated_before = cupy.get_default_memory_pool().used_bytes()
+        device_array = cupy.asarray
+        self.shard_first_vertex = device_array(shards["first_vertex"].astype(np.int64))
+        self.shard_num_vertices = device_array(shards["num_vertices"].astype(np.int32))
+        self.shard_replication = device_array(shards["replication"].astype(np.int32))
+        offsets = page_edge_begin[page_of_shard] if shards.size else np.zeros(0, np.int64)
+        self.shard_edge_begin = device_array(shards["edge_begin"].astype(np.int64) - offsets)
+        self.shard_edge_end = device_array(shards["edge_end"].astype(np.int64) - offsets)
+        self.shard_split_slot = device_array(slot_of_shard)
+        self.shard_scratch = device_array(scratch_offsets)
+        self.scratch = cupy.empty(int(slots[oversize].sum()) + 4, dtype=accum_dtype)
+        self.split_vertices = device_array(split_vertices.astype(np.int64))
+        self.num_split = int(split_vertices.size)
+        identity = monoid_identity(type(program).sum, accum_dtype)
+        # accumulators narrower than 4 bytes are combined through the aligned 32-bit word
+        # that holds them: pad so that the word never leaves the allocation
+        self.split_accum = cupy.full(self.num_split + 4, identity, dtype=accum_dtype)
+
+        need_weighted = "weighted_in_degree" in uses
+        in_offsets = store.in_offsets
+        weights = store.csc()[2] if need_weighted else None
+        out_degree, in_degree, weighted_in, vertex_ids, is_source = vertex_attributes(
+            graph, source_vertices, in_offsets, weights)
+
+        def attribute(array, used):
+            return device_array(np.ascontiguousarray(array)) if used else \
+                cupy.zeros(1, dtype=array.dtype)
+
+        self.attrs = (
+            device_array(out_degree),  # activated_out_edges reads it in every run
+            attribute(in_degree, bool({"in_degree", "src_in_degree", "dst_in_degree"} & uses)),
+            attribute(weighted_in, need_weighted),
+            attribute(vertex_ids, "vertex" in uses),
+            attribute(is_source, "is_source" in uses),
+        )
+        self.values = cupy.empty(n, dtype=value_dtype)
+        self.next = cupy.empty(n, dtype=value_dtype) if synchronous else self.values
+        self.active = cupy.zeros(max(n, 1), dtype=np.uint8)
+        self.contributions = cupy.empty(n if self.precompute else 1, dtype=accum_dtype)
+        self.aggregate_totals = cupy.zeros(max(len(self.program.aggregate_monoids), 1),
+                                           np.float64)
+        self.l1_total = cupy.zeros(1, np.float64)
+        self.counters = cupy.zeros(2, np.uint64)
+        self.empty_weights = cupy.zeros(1, dtype=store.weight_dtype or np.float64)
+        vertex_bytes = cupy.get_default_memory_pool().used_bytes() - allocated_before
+
+        # -- pages: resident or streamed --------------------------------------------
+        free = cupy.cuda.runtime.memGetInfo()[0]
+        budget = int(gpu_memory) if gpu_memory is not None else \
+            int(config.GPU_MEMORY_FRACTION * (free + vertex_bytes))
+        n_streams = config.N_STREAMS if n_streams is None else int(n_streams)
+        self.plan = plan_pages([p.nbytes for p in pages], vertex_bytes, budget, n_streams)
+        self.streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(self.plan.n_streams)]
+        self.main_stream = cupy.cuda.Stream(non_blocking=True)
+        self.host_pages = []
+        self.device_pages = []
+        largest = max((p.nbytes for p in pages), default=0)
+        if self.plan.resident:
+            staging = self._pinned(largest, np.uint8) if largest else None
+            for info in pages:
+                image = store.read_page(info.index, out=staging).image
+                buffer = cupy.empty(info.nbytes, np.uint8)
+                buffer.set(image)
+                cupy.cuda.get_current_stream().synchronize()  # before staging is reused
+                self.device_pages.append(buffer)
+        else:
+            for info in pages:
+                pinned = self._pinned(info.nbytes, np.uint8)
+                store.read_page(info.index, out=pinned)
+                self.host_pages.append(pinned)
+            self.device_pages = [cupy.empty(largest, np.uint8) for _ in self.streams]
+        self.page_views = [self._views(i) for i in range(len(pages))]
+        if host_copies:
+            self.host_values = self._pinned(n, value_dtype)
+            self.host_active = self._pinned(n, np.uint8)
+
+        # -- initial values -----------------------------------------------------------
+        self._launch_vertices(self.kernels.init_values, (self.values,) + self.attrs
+                              + (np.int64(n),))
+        self.active_vertices = 0
+        self.active_out_edges_count = 0
+        self.timings: list[IterationTiming] = []
+        cupy.cuda.Device().synchronize()  # set-up ran on the legacy stream, ours do not wait
+
+    # -- helpers -------------------------------------------------------------------------
+    def _pinned(self, count: int, dtype) -> np.ndarray:
+        dtype = np.dtype(dtype)
+        memory = self.cupy.cuda.alloc_pinned_memory(max(count, 1) * dtype.itemsize)
+        return np.frombuffer(memory, dtype, max(count, 1))[:count]
+
+    def _views(self, index: int) -> tuple:
+        """Typed device views (sources, idxoff, weights) of page ``index``'s image."""
+        info = self.pages[index]
+        buffer = self.device_pages[index] if self.plan.resident else \
+            self.device_pages[index % len(self.streams)]
+        n = info.num_edges
+        vertex_dtype = self.store.vertex_dtype
+        sources = buffer[:n * vertex_dtype.itemsize].view(vertex_dtype)
+        idxoff = buffer[info.idxoff_offset:info.idxoff_offset + 2 * n].view(np.uint16)
+        if self.store.weighted:
+            size = self.store.weight_dtype.itemsize
+            weights = buffer[info.weights_offset:info.weights_offset + size * n].view(
+                self.store.weight_dtype)
+        else:
+            weights = self.empty_weights
+        return sources, idxoff, weights
+
+    def _launch_vertices(self, kernel, arguments, stream=None) -> None:
+        threads = 256
+        blocks = max(1, min(self.device.multiprocessors * 8,
+                            (self.num_vertices + threads - 1) // threads))
+        with stream or self.main_stream:
+            kernel((blocks,), (threads,), arguments)
+
+    # -- the engine interface of the iteration driver --------------------------------------
+    def set_frontier(self, vertices: np.ndarray) -> None:
+        """Mark the vertices active before the first iteration."""
+        self.active_vertices = int(vertices.size)
+        out_degree = self.store.out_degree
+        self.active_out_edges_count = int(out_degree[vertices].sum()) if vertices.size else 0
+        active = np.zeros(max(self.num_vertices, 1), np.uint8)
+        active[vertices] = 1
+        self.active.set(active, stream=self.main_stream)
+        self.main_stream.synchronize()
+
+    def num_active(self) -> int:
+        """Vertices active after the last iteration."""
+        return self.active_vertices
+
+    def active_out_edges(self) -> tuple[int, None]:
+        """Sum of the active vertices' out-degrees (counted by the last iteration)."""
+        return self.active_out_edges_count, None
+
+    def aggregates(self, iteration: int) -> object:
+        """The program's aggregates over the committed values, on the device."""
+        monoids = self.program.aggregate_monoids
+        if not monoids:
+            return self.aggregate_totals
+        identities = np.array([monoid_identity(m, np.float64) for m in monoids], np.float64)
+        self.aggregate_totals.set(identities, stream=self.main_stream)
+        self._launch_vertices(self.kernels.aggregates,
+                              (self.values,) + self.attrs + (np.int64(self.num_vertices),
+                                                             np.int64(iteration),
+                                                             self.aggregate_totals))
+        return self.aggregate_totals
+
+    def iterate(self, record: IterationRecord, prefix, aggregates) -> None:
+        """One synchronous or asynchronous pull over every page."""
+        cupy = self.cupy
+        main = self.main_stream
+        n = np.int64(self.num_vertices)
+        iteration = np.int64(record.iteration)
+        self._origin = main.record()
+        with main:
+            self.l1_total.fill(0)
+            self.counters.fill(0)
+        if self.precompute:
+            self._launch_vertices(self.kernels.contributions,
+                                  (self.values, self.contributions) + self.attrs + (n,))
+        ready = main.record()
+        out = self.next
+        timings = []
+        bytes_to_device = bytes_to_host = 0
+        value_size = self.values.dtype.itemsize
+        for k, info in enumerate(self.pages):
+            slot = k % len(self.streams)
+            stream = self.streams[slot]
+            stream.wait_event(ready)
+            timing = PageTiming(k, slot)
+            if not self.plan.resident:
+                timing.copy_start = stream.record()
+                cupy.cuda.runtime.memcpyAsync(
+                    self.device_pages[slot].data.ptr, self.host_pages[k].ctypes.data,
+                    info.nbytes, cupy.cuda.runtime.memcpyHostToDevice, stream.ptr)
+                bytes_to_device += info.nbytes
+                timing.copy_end = stream.record()
+            timing.kernel_start = stream.record()
+            sources, idxoff, weights = self.page_views[k]
+            kernel = self.pull_kernel
+            if info.num_shards:
+                with stream:
+                    kernel((info.num_shards,), (config.GPU_THREADS_PER_BLOCK,), (
+                        sources, idxoff, weights, self.shard_first_vertex,
+                        self.shard_num_vertices, self.shard_replication, self.shard_edge_begin,
+                        self.shard_edge_end, self.shard_split_slot, self.shard_scratch,
+                        self.scratch, np.int32(info.first_shard),
+                        self.values, out, self.contributions, self.active,
+                        self.split_accum) + self.attrs + (
+                        aggregates, n, iteration, self.l1_total, self.counters),
+                        shared_mem=self.page_shared_bytes[k])
+            timing.kernel_end = stream.record()
+            if self.host_copies and info.end_vertex > info.first_vertex:
+                first, end = info.first_vertex, info.end_vertex
+                cupy.cuda.runtime.memcpyAsync(
+                    self.host_values[first:end].ctypes.data, out[first:end].data.ptr,
+                    (end - first) * value_size, cupy.cuda.runtime.memcpyDeviceToHost,
+                    stream.ptr)
+                cupy.cuda.runtime.memcpyAsync(
+                    self.host_active[first:end].ctypes.data, self.active[first:end].data.ptr,
+                    end - first, cupy.cuda.runtime.memcpyDeviceToHost, stream.ptr)
+                bytes_to_host += (end - first) * (value_size + 1)
+                timing.back_end = stream.record()
+            timings.append(timing)
+        for stream in self.streams:
+            main.wait_event(stream.record())
+        if self.num_split:
+            self._launch_vertices(self.kernels.apply_split, (
+                self.split_vertices, np.int32(self.num_split), self.values, out, self.active,
+                self.split_accum) + self.attrs + (aggregates, n, iteration, self.l1_total,
+                                                  self.counters))
+            if self.host_copies:
+                main.synchronize()
+                split = cupy.asnumpy(self.split_vertices)
+                self.host_values[split] = cupy.asnumpy(out[self.split_vertices])
+                self.host_active[split] = cupy.asnumpy(self.active[self.split_vertices])
+        counters = self.counters.get(stream=main)
+        l1 = self.l1_total.get(stream=main)
+        main.synchronize()
+        if self.synchronous:
+            self.values, self.next = self.next, self.values
+        self.active_vertices = int(counters[0])
+        self.active_out_edges_count = int(counters[1])
+        timing = self._measure(timings)
+        self.timings.append(timing)
+        record.direction = "pull"
+        record.l1_change = float(l1[0])
+        record.activated = self.active_vertices
+        record.updated_vertices = self.num_vertices
+        record.edges_processed = self.num_edges
+        record.pages = len(self.pages)
+        record.gather_precomputed = self.precompute
+        record.gpu_pages = len(self.pages)
+        record.bytes_to_device = bytes_to_device
+        record.bytes_to_host = bytes_to_host
+        record.copy_seconds = timing.copy_seconds
+        record.kernel_seconds = timing.kernel_seconds
+
+    def _measure(self, timings: list[PageTiming]) -> IterationTiming:
+        """Copy and kernel busy time: the union of the pages' windows, measured
+        from the iteration's origin event (copies of different streams queue on
+        one copy engine, so summing their windows would count waiting as work)."""
+        elapsed = self.cupy.cuda.get_elapsed_time
+
+        def since_origin(event):
+            return elapsed(self._origin, event) / 1e3
+
+        result = IterationTiming(stream_busy=[0.0] * len(self.streams))
+        copies, kernels, backs = [], [], []
+        for timing in timings:
+            window = (since_origin(timing.kernel_start), since_origin(timing.kernel_end))
+            kernels.append(window)
+            result.per_page_kernel.append(window[1] - window[0])
+            busy = window[1] - window[0]
+            if timing.copy_start is not None:
+                copies.append((since_origin(timing.copy_start), since_origin(timing.copy_end)))
+                busy += copies[-1][1] - copies[-1][0]
+            if timing.back_end is not None:
+                backs.append((window[1], since_origin(timing.back_end)))
+                busy += backs[-1][1] - backs[-1][0]
+            result.stream_busy[timing.stream] += busy
+        result.copy_seconds = _union_length(copies)
+        result.kernel_seconds = _union_length(kernels)
+        result.copy_back_seconds = _union_length(backs)
+        return result
+
+    def checkpoint_state(self) -> tuple[np.ndarray, np.ndarray]:
+        """The committed values and the frontier, copied to the host between iterations.
+
+        See :class:`garaphpy.scheduler.checkpoint.CheckpointableEngine`.
+        """
+        self.main_stream.synchronize()
+        active = self.cupy.asnumpy(self.active[:self.num_vertices])
+        return self.values_to_host(), np.flatnonzero(active).astype(np.int64)
+
+    def restore_checkpoint(self, values: np.ndarray, frontier: np.ndarray) -> None:
+        """Continue from a checkpoint's committed values and frontier."""
+        self.values.set(np.ascontiguousarray(values, dtype=self.values.dtype),
+                        stream=self.main_stream)
+        if self.synchronous:
+            self.next.set(np.ascontiguousarray(values, dtype=self.values.dtype),
+                          stream=self.main_stream)
+        self.set_frontier(np.asarray(frontier, dtype=np.int64))
+
+    def values_to_host(self) -> np.ndarray:
+        """The committed vertex values, copied to host memory."""
+        self.main_stream.synchronize()
+        return self.cupy.asnumpy(self.values)
+
+    def describe(self) -> str:
+        """One line: device, plan and kernels."""
+        plan = self.plan
+        how = "resident" if plan.resident else f"streamed over {plan.n_streams} streams"
+        return (f"{self.device.name}: {len(self.pages)} pages {how}, budget "
+                f"{plan.budget / 2**20:.0f} MiB (vertex data {plan.vertex_bytes / 2**20:.1f} "
+                f"MiB, pages {plan.page_bytes / 2**20:.1f} MiB), shared memory "
+                f"{self.shared_bytes:,} B/block"
+                + (f", {self.oversize_shards} shards in global memory" if self.oversize_shards
+                   else "")
+                + (", contributions precomputed" if self.precompute else "")
+                + (", warp-combined atomics" if self.warp_combine else ""))
+
+
+def _union_length(windows: list[tuple[float, float]]) -> float:
+    """Total length covered by a set of [start, end] windows."""
+    total, reach = 0.0, -np.inf
+    for start, end in sorted(windows):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total

@@ -1,0 +1,293 @@
+"""The GPU engine (Garaph sections 3, 5.2): results equal the CPU engine's and the references.
+
+Tests marked ``gpu`` run where cupy sees a CUDA device (``pytest -m gpu`` on
+the GPU machine) and are skipped elsewhere.  Without a GPU, the page plan,
+the error paths and the mode checks are still tested here; the translated
+CUDA code itself is tested in ``tests/test_cuda_translate.py``.
+
+The stress graphs follow the GPU issue: one vertex with 10^6 in-edges (split
+over 16 shards whose partial sums meet in a global atomic), shards at the
+16-bit IdxOff limit (65,536 vertices, accumulators larger than the card's
+shared memory, kept in global memory), pages of one shard, and a GPU budget
+that forces streaming.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import garaphpy
+from garaphpy import config
+from garaphpy.errors import ConfigError
+from garaphpy.programs import BUILTIN_PROGRAMS
+from garaphpy.scheduler.gpu_engine import GpuEngine, GpuMemoryError, plan_pages
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "programs"))
+import references as ref  # noqa: E402
+from test_programs import (ITERATIVE, SMALL_GRAPHS, program_for, reference,  # noqa: E402
+                           sources_of)
+
+#: Programs whose results are exact (integer arithmetic, min/max of sums of
+#: integer weights); the others sum floats in a different order on the GPU.
+EXACT = {"bfs", "sssp", "cc", "sswp"}
+PROGRAMS = list(BUILTIN_PROGRAMS)
+
+
+def cupy_missing() -> bool:
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        return True
+    return False
+
+
+def run_quietly(graph, program, sources=(), **options):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", garaphpy.NotConvergedWarning)
+        return ref.run_engine(graph, program, sources, **options)
+
+
+def gpu_program(name):
+    """The program of ``name``; delta-PageRank bounded tightly enough to meet the
+    PageRank reference."""
+    if name == "delta_pagerank":
+        return BUILTIN_PROGRAMS[name](l1_bound=1e-11)
+    return program_for(name)
+
+
+def gpu_reference(name, graph, sources):
+    return reference("pagerank" if name == "delta_pagerank" else name, graph, sources)
+
+
+def iterative_options(name):
+    return {"tolerance": 1e-13, "max_iterations": 100_000} if name in ITERATIVE else {}
+
+
+def assert_matches(name, gpu_values, expected):
+    if name in EXACT:
+        np.testing.assert_array_equal(gpu_values, expected)
+    else:
+        np.testing.assert_allclose(gpu_values, expected, rtol=1e-4, atol=1e-12)
+
+
+# ------------------------------------------------------------ without a GPU --
+def test_page_plan_resident_streamed_and_too_small():
+    assert plan_pages([100, 100], 50, 1000, 4).resident
+    streamed = plan_pages([400, 400, 400], 100, 1000, 4)
+    assert not streamed.resident and streamed.n_streams == 2  # 100 + 2 * 400 <= 1000
+    assert plan_pages([400, 400, 400], 100, 600, 4).n_streams == 1
+    with pytest.raises(GpuMemoryError, match="cannot hold the vertex data"):
+        plan_pages([400, 400], 100, 450, 4)
+    with pytest.raises(ConfigError, match="n_streams"):
+        plan_pages([1], 1, 10, 0)
+
+
+@pytest.mark.skipif(not cupy_missing(), reason="cupy is installed here")
+def test_gpu_mode_without_cupy_says_how_to_install():
+    graph = garaphpy.Graph.from_arrays([0, 1], [1, 2])
+    from garaphpy.kernels.gpu import GpuUnavailableError
+
+    with pytest.raises(GpuUnavailableError, match=r"pip install garaphpy\[gpu\]"):
+        garaphpy.run(graph, "pagerank", mode="gpu")
+
+
+def test_modes_not_in_this_version_and_cpu_directions_are_refused():
+    graph = garaphpy.Graph.from_arrays([0, 1], [1, 2])
+    with pytest.raises(ConfigError, match="hybrid"):
+        garaphpy.run(graph, "pagerank", mode="hybrid")
+    with pytest.raises(ConfigError, match="GPU always pulls"):
+        garaphpy.run(graph, "bfs", mode="gpu", sources=[0], direction="notify-pull")
+
+
+# ------------------------------------------------------------------ on a GPU --
+@pytest.fixture(scope="module")
+def small():
+    return {name: build() for name, build in SMALL_GRAPHS.items()}
+
+
+@pytest.fixture(scope="module")
+def rmat():
+    """rmat:12, weighted (integer weights 1..255), directed."""
+    return garaphpy.Graph.load("rmat:12", progress=False, generator_options={"weighted": True})
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("execution", ["sync", "async"])
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_gpu_equals_references_on_small_graphs(small, name, execution):
+    for graph_name, graph in small.items():
+        if name == "cc" and graph_name == "random":
+            continue  # cc symmetrizes; tiny and undirected cover it
+        sources = sources_of(graph, graph_name)
+        program = gpu_program(name)
+        used_sources = sources if program.needs_sources else ()
+        result = run_quietly(graph, program, used_sources, mode="gpu", execution=execution,
+                             **iterative_options(name))
+        assert result.mode == "gpu" and result.iterations[0].mode == "gpu"
+        assert result.converged, (graph_name, result.stop_reason)
+        expected = gpu_reference(name, graph, sources)
+        if name == "nn" and execution == "async":
+            report = result.program.verify(result.graph, result)
+            assert report.ok, str(report)
+            continue
+        assert_matches(name, result.values, expected)
+        report = result.program.verify(result.graph, result)
+        assert report.ok, (graph_name, str(report))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_gpu_equals_cpu_on_rmat(rmat, name):
+    program = gpu_program(name)
+    sources = np.array([0, 7], np.int64) if program.needs_sources else ()
+    options = {"max_iterations": 50} if name in ITERATIVE else {}
+    cpu = run_quietly(rmat, program, sources, mode="cpu", **options)
+    gpu = run_quietly(rmat, program, sources, mode="gpu", **options)
+    assert gpu.num_iterations == cpu.num_iterations or name not in EXACT
+    assert_matches(name, gpu.values, cpu.values)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(config, "GPU_WARP_COMBINE", not config.GPU_WARP_COMBINE)
+        other_kernel = run_quietly(rmat, program, sources, mode="gpu", **options)
+    assert_matches(name, other_kernel.values, cpu.values)
+    assert gpu.iterations[0].gather_precomputed == (
+        name in ("pagerank", "delta_pagerank") and gpu.execution == "sync")
+
+
+@pytest.mark.gpu
+def test_one_vertex_with_a_million_in_edges():
+    n = 1_000_001
+    src = np.arange(1, n, dtype=np.int64)
+    dst = np.zeros(n - 1, np.int64)
+    # a path 1 -> 2 -> ... gives the sources distinct depths and ranks
+    src = np.concatenate([src, np.arange(1, 1000)])
+    dst = np.concatenate([dst, np.arange(2, 1001)])
+    weights = (1 + src % 7).astype(np.float64)
+    graph = garaphpy.Graph.from_arrays(src, dst, weights, num_vertices=n,
+                                       weight_dtype="float64")
+    split = graph.store.shards["split"] == 1
+    assert split.sum() >= 15  # 10^6 in-edges over shards of 2^16
+    for name in ("pagerank", "sssp", "bfs", "sswp"):
+        program = program_for(name)
+        sources = np.array([1], np.int64) if program.needs_sources else ()
+        cpu = run_quietly(graph, program, sources, mode="cpu", max_iterations=30)
+        gpu = run_quietly(graph, program, sources, mode="gpu", max_iterations=30)
+        assert_matches(name, gpu.values, cpu.values)
+
+
+@pytest.mark.gpu
+def test_shards_at_the_16_bit_offset_limit():
+    """Shards of 65,536 vertices: IdxOff reaches 65,535, and float64 accumulators
+    (512 KiB) exceed any card's shared memory, so they stay in global memory."""
+    n = 200_000
+    src = np.arange(n, dtype=np.int64)
+    dst = (src * 7919 + 1) % n
+    graph = garaphpy.Graph.from_arrays(src, dst, num_vertices=n, min_shards=1,
+                                       shared_memory_bytes=4 << 16, slot_bytes=4)
+    shards = graph.store.shards
+    assert shards["num_vertices"].max() == 1 << 16
+    for name in ("pagerank", "bfs", "cc"):
+        program = program_for(name)
+        sources = np.array([3], np.int64) if program.needs_sources else ()
+        cpu = run_quietly(graph, program, sources, mode="cpu", max_iterations=20)
+        gpu = run_quietly(graph, program, sources, mode="gpu", max_iterations=20)
+        assert_matches(name, gpu.values, cpu.values)
+
+
+@pytest.mark.gpu
+def test_pages_of_one_shard_and_streaming_give_the_resident_result():
+    graph = garaphpy.Graph.load("rmat:12", progress=False,
+                                generator_options={"weighted": True, "seed": 5},
+                                max_shard_edges=512, max_page_bytes=8192)
+    for name in ("pagerank", "sssp", "cc"):
+        program = program_for(name)
+        sources = np.array([0], np.int64) if program.needs_sources else ()
+        graph_run = graph.as_undirected() if program.needs_undirected else graph
+        store = graph_run.store
+        shards_per_page = [page.num_shards for page in store.pages]
+        assert max(shards_per_page) <= 2 and shards_per_page.count(1) > len(store.pages) // 2
+        page_bytes = sum(page.nbytes for page in store.pages)
+        resident = run_quietly(graph, program, sources, mode="gpu", max_iterations=20)
+        assert resident.iterations[0].bytes_to_device == 0
+        sizing = GpuEngine(graph_run, program, np.asarray(sources, np.int64), synchronous=True)
+        streamed = run_quietly(graph, program, sources, mode="gpu", max_iterations=20,
+                               gpu_memory=sizing.plan.vertex_bytes + page_bytes // 2)
+        record = streamed.iterations[0]
+        assert record.bytes_to_device == page_bytes
+        assert record.copy_seconds > 0 and record.kernel_seconds > 0
+        assert_matches(name, streamed.values, resident.values)
+        cpu = run_quietly(graph, program, sources, mode="cpu", max_iterations=20)
+        assert_matches(name, streamed.values, cpu.values)
+
+
+@pytest.mark.gpu
+def test_a_budget_too_small_for_one_page_is_a_clear_error(rmat):
+    with pytest.raises(GpuMemoryError, match="raise the budget"):
+        garaphpy.run(rmat, "pagerank", mode="gpu", gpu_memory=1 << 16)
+
+
+@pytest.mark.gpu
+def test_host_copies_of_updated_ranges_match_the_device(rmat):
+    from garaphpy.scheduler.records import IterationRecord
+
+    program = program_for("sssp")
+    engine = GpuEngine(rmat, program, np.array([0], np.int64), synchronous=True,
+                       host_copies=True)
+    engine.set_frontier(np.array([0], np.int64))
+    for iteration in range(3):
+        record = IterationRecord(iteration, "gpu", "pull", False, 0.0, 1.0, 1)
+        engine.iterate(record, None, engine.aggregates(iteration))
+        assert record.bytes_to_host > 0
+        np.testing.assert_array_equal(engine.host_values, engine.values_to_host())
+        active = engine.cupy.asnumpy(engine.active[:rmat.num_vertices])
+        np.testing.assert_array_equal(engine.host_active, active)
+
+
+def test_cli_gpu_mode(tmp_path, capsys):
+    """``mode = "gpu"`` from the command line: runs and verifies on a GPU; without
+    one, exits 1 naming what is missing."""
+    from garaphpy.run import main
+
+    config = tmp_path / "run.toml"
+    config.write_text('graph = "rmat:8"\n[input]\nweighted = true\n[store]\npath = "s"\n'
+                      '[run]\nprogram = "sssp"\nsources = [0]\nmode = "gpu"\nverify = true\n')
+    code = main([str(config), "--quiet"])
+    captured = capsys.readouterr()
+    if cupy_missing():
+        assert code == 1
+        assert "pip install garaphpy[gpu]" in captured.err
+    else:
+        from conftest import gpu_available
+
+        if gpu_available() is not None:
+            pytest.skip(gpu_available())
+        assert code == 0, captured.err
+        assert "(gpu, sync)" in captured.out and "verify: PASSED" in captured.out
+
+
+class Crash(Exception):
+    """Stands for the process dying between two iterations."""
+
+
+@pytest.mark.gpu
+def test_gpu_checkpoint_and_resume_give_the_uninterrupted_result(rmat, tmp_path):
+    program = program_for("sssp")
+    sources = np.array([0], np.int64)
+    whole = run_quietly(rmat, program, sources, mode="gpu")
+    assert whole.num_iterations > 3
+
+    def crash_after_three(record):
+        if record.iteration == 2:
+            raise Crash
+
+    options = dict(mode="gpu", checkpoint_dir=tmp_path / "c", checkpoint_every=1)
+    with pytest.raises(Crash):
+        run_quietly(rmat, program, sources, on_iteration=crash_after_three, **options)
+    resumed = run_quietly(rmat, program, sources, resume=True, **options)
+    np.testing.assert_array_equal(resumed.values, whole.values)
+    assert resumed.num_iterations == whole.num_iterations
