@@ -62,17 +62,46 @@ __device__ __forceinline__ T gp_warp_sum(T x) {{
     return x;
 }}
 
+// The block's statistics reach global memory in one atomic each: per-warp
+// atomics on three addresses from every block of the grid serialise in L2.
+// Every thread of the block must call it; it reuses GP_TOTALS_SHARED_BYTES of
+// the block's dynamic shared memory (static shared memory would push a 48 KB
+// shard's block past the carveout that fits four blocks per multiprocessor).
+#define GP_TOTALS_SHARED_BYTES 768
 __device__ __forceinline__ void gp_block_totals(double l1, unsigned long long activated,
                                                 unsigned long long activated_out_edges,
                                                 double* l1_total,
-                                                unsigned long long* counters) {{
+                                                unsigned long long* counters,
+                                                unsigned char* shared) {{
+    double* warp_l1 = reinterpret_cast<double*>(shared);
+    unsigned long long* warp_activated = reinterpret_cast<unsigned long long*>(shared + 256);
+    unsigned long long* warp_out_edges = warp_activated + 32;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int warps = (blockDim.x + 31) >> 5;
     l1 = gp_warp_sum(l1);
     activated = gp_warp_sum(activated);
     activated_out_edges = gp_warp_sum(activated_out_edges);
-    if ((threadIdx.x & 31) == 0 && (activated != 0 || l1 != 0.0)) {{
-        atomicAdd(l1_total, l1);
-        atomicAdd(&counters[0], activated);
-        atomicAdd(&counters[1], activated_out_edges);
+    __syncthreads();  // the shared memory may still be read as accumulators
+    if (lane == 0) {{
+        warp_l1[warp] = l1;
+        warp_activated[warp] = activated;
+        warp_out_edges[warp] = activated_out_edges;
+    }}
+    __syncthreads();
+    if (warp == 0) {{
+        l1 = lane < warps ? warp_l1[lane] : 0.0;
+        activated = lane < warps ? warp_activated[lane] : 0ull;
+        activated_out_edges = lane < warps ? warp_out_edges[lane] : 0ull;
+        l1 = gp_warp_sum(l1);
+        activated = gp_warp_sum(activated);
+        activated_out_edges = gp_warp_sum(activated_out_edges);
+        if (lane == 0) {{
+            if (l1 != 0.0) atomicAdd(l1_total, l1);
+            if (activated != 0) {{
+                atomicAdd(&counters[0], activated);
+                atomicAdd(&counters[1], activated_out_edges);
+            }}
+        }}
     }}
 }}
 
@@ -147,7 +176,9 @@ gp_pull(const vid_t* __restrict__ sources, const unsigned short* __restrict__ id
     const accum_t identity = gp_accum_identity();
     for (int i = threadIdx.x; i < slots; i += blockDim.x) local[i] = identity;
     __syncthreads();
-    const int replica = threadIdx.x % replication;
+    // R_i and the merge strides are powers of two: shifts and masks, no integer division
+    const int replication_shift = __ffs(replication) - 1;
+    const int replica = threadIdx.x & (replication - 1);
     if (WARP_COMBINE) {{
         // edges are sorted by destination, so a warp's 32 edges form runs of one
         // destination: a segmented scan combines each run, and only its last lane
@@ -172,7 +203,7 @@ gp_pull(const vid_t* __restrict__ sources, const unsigned short* __restrict__ id
             }}
             const int next_key = __shfl_down_sync(0xffffffffu, key, 1);
             if (valid && (lane == 31 || next_key != key))
-                gp_atomic_combine(&local[key * replication + replica], x);
+                gp_atomic_combine(&local[(key << replication_shift) + replica], x);
         }}
     }} else {{
         for (long long e = edge_begin + threadIdx.x; e < edge_end; e += blockDim.x) {{
@@ -181,13 +212,14 @@ gp_pull(const vid_t* __restrict__ sources, const unsigned short* __restrict__ id
             accum_t x;
             if (PRECOMPUTED) x = contributions[u];
             else x = gp_gather(values, weights, attrs, u, first_vertex + offset, e);
-            gp_atomic_combine(&local[offset * replication + replica], x);
+            gp_atomic_combine(&local[(offset << replication_shift) + replica], x);
         }}
     }}
     __syncthreads();
-    for (int stride = replication >> 1; stride >= 1; stride >>= 1) {{
-        for (int i = threadIdx.x; i < shard_vertices * stride; i += blockDim.x) {{
-            const int slot = (i / stride) * replication + i % stride;
+    for (int stride_shift = replication_shift - 1; stride_shift >= 0; --stride_shift) {{
+        const int stride = 1 << stride_shift;
+        for (int i = threadIdx.x; i < shard_vertices << stride_shift; i += blockDim.x) {{
+            const int slot = ((i >> stride_shift) << replication_shift) + (i & (stride - 1));
             local[slot] = gp_combine(local[slot], local[slot + stride]);
         }}
         __syncthreads();
@@ -200,10 +232,10 @@ gp_pull(const vid_t* __restrict__ sources, const unsigned short* __restrict__ id
     }} else {{
         for (int i = threadIdx.x; i < shard_vertices; i += blockDim.x)
             gp_update(attrs, aggregates, num_vertices, iteration, first_vertex + i,
-                      local[i * replication], values, out, active, &l1, &activated,
+                      local[i << replication_shift], values, out, active, &l1, &activated,
                       &activated_out_edges);
     }}
-    gp_block_totals(l1, activated, activated_out_edges, l1_total, counters);
+    gp_block_totals(l1, activated, activated_out_edges, l1_total, counters, gp_shared);
 }}
 
 // Vertices split over several shards: apply once all their partial sums are in.
@@ -214,6 +246,7 @@ extern "C" __global__ void gp_apply_split(const long long* __restrict__ split_ve
                                           const double* __restrict__ aggregates,
                                           long long num_vertices, long long iteration,
                                           double* l1_total, unsigned long long* counters) {{
+    extern __shared__ __align__(16) unsigned char gp_shared[];
     GP_ATTRS
     double l1 = 0.0;
     unsigned long long activated = 0, activated_out_edges = 0;
@@ -224,7 +257,7 @@ extern "C" __global__ void gp_apply_split(const long long* __restrict__ split_ve
                   &activated_out_edges);
         split_accum[slot] = gp_accum_identity();
     }}
-    gp_block_totals(l1, activated, activated_out_edges, l1_total, counters);
+    gp_block_totals(l1, activated, activated_out_edges, l1_total, counters, gp_shared);
 }}
 
 extern "C" __global__ void gp_contributions(const value_t* __restrict__ values,
@@ -376,6 +409,11 @@ class GpuKernels:
 
 _MODULES: dict = {}
 _MODULES_LOCK = threading.Lock()
+
+
+#: Dynamic shared memory every pull or split-apply block has at least (the
+#: block statistics' reduction reuses it; GP_TOTALS_SHARED_BYTES in the source).
+TOTALS_SHARED_BYTES = 768
 
 
 def compile_kernels(program: CudaProgram, vertex_dtype) -> GpuKernels:

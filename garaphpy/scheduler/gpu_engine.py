@@ -207,8 +207,8 @@ class GpuEngine:
         slot_of_shard = np.full(shards.shape[0], -1, np.int32)
         slot_of_shard[np.flatnonzero(split)] = split_slot
         self.page_shared_bytes = [
-            int(fitting[p.first_shard:p.first_shard + p.num_shards].max(initial=0))
-            for p in pages]
+            max(int(fitting[p.first_shard:p.first_shard + p.num_shards].max(initial=0)),
+                gpu_kernels.TOTALS_SHARED_BYTES) for p in pages]
 
         # -- device arrays ----------------------------------------------------------
         allocated_before = cupy.get_default_memory_pool().used_bytes()
@@ -252,8 +252,10 @@ class GpuEngine:
         self.contributions = cupy.empty(n if self.precompute else 1, dtype=accum_dtype)
         self.aggregate_totals = cupy.zeros(max(len(self.program.aggregate_monoids), 1),
                                            np.float64)
-        self.l1_total = cupy.zeros(1, np.float64)
-        self.counters = cupy.zeros(2, np.uint64)
+        # activated, activated out-edges, and the L1 change's bits: one read-back
+        self.statistics = cupy.zeros(3, np.uint64)
+        self.counters = self.statistics[0:2]
+        self.l1_total = self.statistics[2:3].view(np.float64)
         self.empty_weights = cupy.zeros(1, dtype=store.weight_dtype or np.float64)
         vertex_bytes = cupy.get_default_memory_pool().used_bytes() - allocated_before
 
@@ -293,6 +295,11 @@ class GpuEngine:
         self.active_vertices = 0
         self.active_out_edges_count = 0
         self.timings: list[IterationTiming] = []
+        # CUDA events, made once and recorded again every iteration
+        event = cupy.cuda.Event
+        self._events = {"origin": event(), "ready": event(),
+                        "streams": [event() for _ in self.streams],
+                        "pages": [[event() for _ in range(5)] for _ in pages]}
         cupy.cuda.Device().synchronize()  # set-up ran on the legacy stream, ours do not wait
 
     # -- helpers -------------------------------------------------------------------------
@@ -318,12 +325,12 @@ class GpuEngine:
             weights = self.empty_weights
         return sources, idxoff, weights
 
-    def _launch_vertices(self, kernel, arguments, stream=None) -> None:
+    def _launch_vertices(self, kernel, arguments, stream=None, shared_mem: int = 0) -> None:
         threads = 256
         blocks = max(1, min(self.device.multiprocessors * 8,
                             (self.num_vertices + threads - 1) // threads))
         with stream or self.main_stream:
-            kernel((blocks,), (threads,), arguments)
+            kernel((blocks,), (threads,), arguments, shared_mem=shared_mem)
 
     # -- the engine interface of the iteration driver --------------------------------------
     def set_frontier(self, vertices: np.ndarray) -> None:
@@ -350,7 +357,11 @@ class GpuEngine:
         if not monoids:
             return self.aggregate_totals
         identities = np.array([monoid_identity(m, np.float64) for m in monoids], np.float64)
-        self.aggregate_totals.set(identities, stream=self.main_stream)
+        if not identities.any():
+            with self.main_stream:
+                self.aggregate_totals.fill(0)
+        else:
+            self.aggregate_totals.set(identities, stream=self.main_stream)
         self._launch_vertices(self.kernels.aggregates,
                               (self.values,) + self.attrs + (np.int64(self.num_vertices),
                                                              np.int64(iteration),
@@ -363,14 +374,14 @@ class GpuEngine:
         main = self.main_stream
         n = np.int64(self.num_vertices)
         iteration = np.int64(record.iteration)
-        self._origin = main.record()
+        events = self._events
+        self._origin = main.record(events["origin"])
         with main:
-            self.l1_total.fill(0)
-            self.counters.fill(0)
+            self.statistics.fill(0)
         if self.precompute:
             self._launch_vertices(self.kernels.contributions,
                                   (self.values, self.contributions) + self.attrs + (n,))
-        ready = main.record()
+        ready = main.record(events["ready"])
         out = self.next
         timings = []
         bytes_to_device = bytes_to_host = 0
@@ -380,14 +391,15 @@ class GpuEngine:
             stream = self.streams[slot]
             stream.wait_event(ready)
             timing = PageTiming(k, slot)
+            page_events = events["pages"][k]
             if not self.plan.resident:
-                timing.copy_start = stream.record()
+                timing.copy_start = stream.record(page_events[0])
                 cupy.cuda.runtime.memcpyAsync(
                     self.device_pages[slot].data.ptr, self.host_pages[k].ctypes.data,
                     info.nbytes, cupy.cuda.runtime.memcpyHostToDevice, stream.ptr)
                 bytes_to_device += info.nbytes
-                timing.copy_end = stream.record()
-            timing.kernel_start = stream.record()
+                timing.copy_end = stream.record(page_events[1])
+            timing.kernel_start = stream.record(page_events[2])
             sources, idxoff, weights = self.page_views[k]
             kernel = self.pull_kernel
             if info.num_shards:
@@ -401,7 +413,7 @@ class GpuEngine:
                         self.split_accum) + self.attrs + (
                         aggregates, n, iteration, self.l1_total, self.counters),
                         shared_mem=self.page_shared_bytes[k])
-            timing.kernel_end = stream.record()
+            timing.kernel_end = stream.record(page_events[3])
             if self.host_copies and info.end_vertex > info.first_vertex:
                 first, end = info.first_vertex, info.end_vertex
                 cupy.cuda.runtime.memcpyAsync(
@@ -412,23 +424,25 @@ class GpuEngine:
                     self.host_active[first:end].ctypes.data, self.active[first:end].data.ptr,
                     end - first, cupy.cuda.runtime.memcpyDeviceToHost, stream.ptr)
                 bytes_to_host += (end - first) * (value_size + 1)
-                timing.back_end = stream.record()
+                timing.back_end = stream.record(page_events[4])
             timings.append(timing)
-        for stream in self.streams:
-            main.wait_event(stream.record())
+        for stream, done in zip(self.streams, events["streams"]):
+            main.wait_event(stream.record(done))
         if self.num_split:
             self._launch_vertices(self.kernels.apply_split, (
                 self.split_vertices, np.int32(self.num_split), self.values, out, self.active,
                 self.split_accum) + self.attrs + (aggregates, n, iteration, self.l1_total,
-                                                  self.counters))
+                                                  self.counters),
+                shared_mem=gpu_kernels.TOTALS_SHARED_BYTES)
             if self.host_copies:
                 main.synchronize()
                 split = cupy.asnumpy(self.split_vertices)
                 self.host_values[split] = cupy.asnumpy(out[self.split_vertices])
                 self.host_active[split] = cupy.asnumpy(self.active[self.split_vertices])
-        counters = self.counters.get(stream=main)
-        l1 = self.l1_total.get(stream=main)
+        statistics = self.statistics.get(stream=main)
         main.synchronize()
+        counters = statistics[:2]
+        l1 = statistics[2:3].view(np.float64)
         if self.synchronous:
             self.values, self.next = self.next, self.values
         self.active_vertices = int(counters[0])
