@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import sys
 import time
@@ -73,6 +72,7 @@ import numpy as np  # noqa: E402
 import garaphpy  # noqa: E402  (sets numba's threading layer before any parallel launch)
 from garaphpy import config  # noqa: E402
 from garaphpy.api import NotConvergedWarning  # noqa: E402
+from _host import host_info  # noqa: E402  (bench/ is the script's directory)
 
 SECTIONS = ("pull", "dual", "overhead")
 DIRECTIONS = ("pull", "notify-pull", "auto")
@@ -179,16 +179,7 @@ def engine_run(graph, program, threads: int, **options):
 
 def machine() -> dict:
     """What ran the benchmark."""
-    model = ""
-    try:
-        with open("/proc/cpuinfo") as handle:
-            model = next((line.split(":", 1)[1].strip() for line in handle
-                          if line.startswith("model name")), "")
-    except OSError:
-        pass
-    return {"machine": platform.node(), "cpu_model": model, "cpu_count": os.cpu_count(),
-            "python": platform.python_version(), "numpy": np.__version__,
-            "numba": numba.__version__, "garaphpy": getattr(garaphpy, "__version__", "")}
+    return host_info()
 
 
 # ---------------------------------------------------------- 1. pull sweep --

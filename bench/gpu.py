@@ -96,7 +96,6 @@ import gc
 import json
 import math
 import os
-import platform
 import re
 import sys
 import time
@@ -111,6 +110,8 @@ import numpy as np  # noqa: E402
 import garaphpy  # noqa: E402
 from garaphpy import config  # noqa: E402
 from garaphpy.storage import layout  # noqa: E402
+from _host import host_info  # noqa: E402  (bench/ is the script's directory)
+from garaphpy.scheduler.gpu_engine import busy_time  # noqa: E402
 
 SECTIONS = ("bandwidth", "cusparse", "resident", "streamed", "replication")
 
@@ -191,16 +192,7 @@ def free_gpu_memory() -> None:
 
 def machine() -> dict:
     """What ran the benchmark (GPU fields only when a GPU is usable)."""
-    model = ""
-    try:
-        with open("/proc/cpuinfo") as handle:
-            model = next((line.split(":", 1)[1].strip() for line in handle
-                          if line.startswith("model name")), "")
-    except OSError:
-        pass
-    info = {"machine": platform.node(), "cpu_model": model, "cpu_count": os.cpu_count(),
-            "python": platform.python_version(), "numpy": np.__version__,
-            "garaphpy": getattr(garaphpy, "__version__", "")}
+    info = host_info()
     if gpu_problem() is None:
         import cupy
 
@@ -487,16 +479,6 @@ def timeline_of(cupy, origin, timings) -> list:
              since(t.kernel_end)) for t in timings]
 
 
-def union_length(intervals) -> float:
-    """Total length covered by (start, end) intervals."""
-    total, reach = 0.0, -math.inf
-    for start, end in sorted(intervals):
-        if end > reach:
-            total += end - max(start, reach)
-            reach = end
-    return total
-
-
 def timeline_summary(timeline: list) -> dict:
     """What one iteration's timeline says about the overlap, in seconds.
 
@@ -512,9 +494,9 @@ def timeline_summary(timeline: list) -> dict:
     """
     copies = [(c0, c1) for _, c0, c1, _, _ in timeline if c0 is not None]
     kernels = [(k0, k1) for _, _, _, k0, k1 in timeline]
-    copy_busy = union_length(copies)
-    kernel_busy = union_length(kernels)
-    both = copy_busy + kernel_busy - union_length(copies + kernels)
+    copy_busy = busy_time(copies)
+    kernel_busy = busy_time(kernels)
+    both = copy_busy + kernel_busy - busy_time(copies + kernels)
     transfer = {}
     previous_end = -math.inf
     for index, (c0, c1) in sorted(enumerate(copies), key=lambda item: item[1][1]):

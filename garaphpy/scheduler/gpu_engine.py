@@ -485,9 +485,9 @@ class GpuEngine:
                 backs.append((window[1], since_origin(timing.back_end)))
                 busy += backs[-1][1] - backs[-1][0]
             result.stream_busy[timing.stream] += busy
-        result.copy_seconds = _union_length(copies)
-        result.kernel_seconds = _union_length(kernels)
-        result.copy_back_seconds = _union_length(backs)
+        result.copy_seconds = busy_time(copies)
+        result.kernel_seconds = busy_time(kernels)
+        result.copy_back_seconds = busy_time(backs)
         return result
 
     def checkpoint_state(self) -> tuple[np.ndarray, np.ndarray]:
@@ -527,8 +527,9 @@ class GpuEngine:
                 + (", warp-combined atomics" if self.warp_combine else ""))
 
 
-def _union_length(windows: list[tuple[float, float]]) -> float:
-    """Total length covered by a set of [start, end] windows."""
+def busy_time(windows: list[tuple[float, float]]) -> float:
+    """Total length covered by a set of [start, end] windows (the time some
+    copy, or some kernel, was under way)."""
     total, reach = 0.0, -np.inf
     for start, end in sorted(windows):
         if end > reach:
