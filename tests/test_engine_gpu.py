@@ -76,6 +76,16 @@ def assert_matches(name, gpu_values, expected):
         np.testing.assert_allclose(gpu_values, expected, rtol=1e-4, atol=1e-12)
 
 
+def assert_gpu_matches_cpu(graph, names, source, max_iterations):
+    """Run each program on both engines (from ``source`` where it needs one)."""
+    for name in names:
+        program = program_for(name)
+        sources = np.array([source], np.int64) if program.needs_sources else ()
+        cpu = run_quietly(graph, program, sources, mode="cpu", max_iterations=max_iterations)
+        gpu = run_quietly(graph, program, sources, mode="gpu", max_iterations=max_iterations)
+        assert_matches(name, gpu.values, cpu.values)
+
+
 # ------------------------------------------------------------ without a GPU --
 def test_page_plan_resident_streamed_and_too_small():
     assert plan_pages([100, 100], 50, 1000, 4).resident
@@ -172,12 +182,8 @@ def test_one_vertex_with_a_million_in_edges():
                                        weight_dtype="float64")
     split = graph.store.shards["split"] == 1
     assert split.sum() >= 15  # 10^6 in-edges over shards of 2^16
-    for name in ("pagerank", "sssp", "bfs", "sswp"):
-        program = program_for(name)
-        sources = np.array([1], np.int64) if program.needs_sources else ()
-        cpu = run_quietly(graph, program, sources, mode="cpu", max_iterations=30)
-        gpu = run_quietly(graph, program, sources, mode="gpu", max_iterations=30)
-        assert_matches(name, gpu.values, cpu.values)
+    assert_gpu_matches_cpu(graph, ("pagerank", "sssp", "bfs", "sswp"), source=1,
+                           max_iterations=30)
 
 
 @pytest.mark.gpu
@@ -191,12 +197,7 @@ def test_shards_at_the_16_bit_offset_limit():
                                        shared_memory_bytes=4 << 16, slot_bytes=4)
     shards = graph.store.shards
     assert shards["num_vertices"].max() == 1 << 16
-    for name in ("pagerank", "bfs", "cc"):
-        program = program_for(name)
-        sources = np.array([3], np.int64) if program.needs_sources else ()
-        cpu = run_quietly(graph, program, sources, mode="cpu", max_iterations=20)
-        gpu = run_quietly(graph, program, sources, mode="gpu", max_iterations=20)
-        assert_matches(name, gpu.values, cpu.values)
+    assert_gpu_matches_cpu(graph, ("pagerank", "bfs", "cc"), source=3, max_iterations=20)
 
 
 @pytest.mark.gpu
