@@ -16,7 +16,8 @@ __version__ = "0.1.0"
 
 __all__ = ["Graph", "run", "VertexProgram", "ProgramError", "VerifyReport", "NotConvergedError",
            "NotConvergedWarning", "GaraphError", "GraphInputError", "ConfigError", "StoreError",
-           "StoreCorruptError", "CheckpointError", "RunInterrupted", "__version__"]
+           "StoreCorruptError", "CheckpointError", "RunInterrupted", "HybridPolicy",
+           "Decision", "GpuFallbackWarning", "__version__"]
 
 
 def __getattr__(name):
@@ -30,7 +31,11 @@ def __getattr__(name):
         import importlib
 
         return importlib.import_module("garaphpy.run")
-    if name in ("NotConvergedError", "NotConvergedWarning"):
+    if name in ("HybridPolicy", "Decision"):
+        from .scheduler import dispatcher
+
+        return getattr(dispatcher, name)
+    if name in ("NotConvergedError", "NotConvergedWarning", "GpuFallbackWarning"):
         from . import api
 
         return getattr(api, name)

@@ -20,7 +20,9 @@ import numpy as np
 from . import config
 from .errors import ConfigError, GaraphError
 from .program import VertexProgram
-from .scheduler import checkpoint, policy
+from .scheduler import checkpoint
+from .scheduler import policy as direction_policy
+from .scheduler.dispatcher import HybridPolicy
 from .scheduler.records import IterationRecord, Result
 
 MODES = ("cpu", "gpu", "hybrid")
@@ -76,12 +78,12 @@ def _source_vertices(graph, program: VertexProgram, sources) -> np.ndarray:
         raise ConfigError(f"sources: {error.args[0]}") from None
 
 
-def run(graph, program, *, mode: str = "cpu", execution: str | None = None,
+def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
         max_iterations: int | None = None, tolerance: float | None = None, sources=None,
         threads: int | None = None, direction: str = "auto", raise_on_nonconvergence=False,
         on_iteration=None, gpu_memory: int | None = None, n_streams: int | None = None,
-        checkpoint_dir=None, checkpoint_every: int | None = None, resume: bool = False
-        ) -> Result:
+        checkpoint_dir=None, checkpoint_every: int | None = None, resume: bool = False,
+        policy: HybridPolicy | None = None) -> Result:
     """Run a vertex program on a graph.
 
     Parameters
@@ -90,11 +92,14 @@ def run(graph, program, *, mode: str = "cpu", execution: str | None = None,
     program : VertexProgram, VertexProgram subclass, or str
         A program instance (``PageRank(damping=0.9)``), class, or a built-in
         program's name (``"sssp"``).
-    mode : {"cpu", "gpu", "hybrid"}
-        Which processors run the iterations: ``cpu`` (numba kernels,
-        notify-pull or pull), ``gpu`` (pull kernels over pages streamed to or
-        resident on the GPU; needs cupy and a CUDA device).  ``hybrid`` is
-        not part of this version yet.
+    mode : {"hybrid", "cpu", "gpu"}
+        Which processors run the iterations: ``hybrid`` (the default: each
+        iteration the dispatcher picks the CPU alone or CPU and GPU together
+        by Garaph's cost ratio alpha, see ``policy``; without a usable GPU it
+        warns once, with :class:`GpuFallbackWarning`, and runs on the CPU),
+        ``cpu`` (numba kernels, notify-pull or pull), ``gpu`` (pull kernels
+        over pages streamed to or resident on the GPU; needs cupy and a CUDA
+        device).
     execution : {"sync", "async"}, optional
         Default: the program's.
     max_iterations : int, optional
@@ -107,7 +112,8 @@ def run(graph, program, *, mode: str = "cpu", execution: str | None = None,
     threads : int, optional
         CPU threads (default: every core).
     direction : {"auto", "pull", "notify-pull"}
-        The CPU's direction; ``auto`` follows Garaph's switch
+        The CPU's direction (in ``hybrid`` runs, that of the CPU-only
+        iterations; hybrid iterations pull); ``auto`` follows Garaph's switch
         (:func:`garaphpy.scheduler.policy.choose_direction`), the others
         force one for study.  Notify-pull updates only the out-neighbours of
         active vertices, so forcing it is only equivalent to pull for
@@ -117,8 +123,14 @@ def run(graph, program, *, mode: str = "cpu", execution: str | None = None,
         Raise :class:`NotConvergedError` instead of warning.
     on_iteration : callable, optional
         Called with each :class:`IterationRecord` as it completes.
+    policy : garaphpy.scheduler.dispatcher.HybridPolicy, optional
+        The hybrid dispatcher's policy (``hybrid`` mode): configure it
+        (threshold, a forced mode, the initial ratio T_pull / T_GPU), read its
+        ``decisions`` after the run, or pass a subclass with your own
+        ``decide`` or ``should_take``.  Default: a new ``HybridPolicy()``,
+        which measures the initial ratio with a one-page probe at start-up.
     gpu_memory : int, optional
-        GPU memory the run may use, in bytes (``gpu`` mode; default: 80% of
+        GPU memory the run may use, in bytes (``gpu`` and ``hybrid``; default: 80% of
         the free memory).  When the pages and the vertex data fit, pages
         stay on the GPU; otherwise they are streamed every iteration.
     n_streams : int, optional
@@ -161,16 +173,19 @@ def run(graph, program, *, mode: str = "cpu", execution: str | None = None,
     program = _program_instance(program)
     if mode not in MODES:
         raise ConfigError(f"mode={mode!r}: expected one of {MODES}")
+    if policy is not None and not isinstance(policy, HybridPolicy):
+        raise ConfigError(f"policy: expected a garaphpy.HybridPolicy (or subclass), got "
+                          f"{policy!r}")
     if mode == "hybrid":
-        raise ConfigError("mode='hybrid': the hybrid dispatcher is not part of this version "
-                          "yet; use mode='cpu' or mode='gpu'")
+        mode = _hybrid_or_fallback()
     if mode == "gpu" and direction == "notify-pull":
         raise ConfigError("direction='notify-pull' is a CPU direction; the GPU always pulls")
     execution = execution or program.execution
     if execution not in EXECUTIONS:
         raise ConfigError(f"execution={execution!r}: expected one of {EXECUTIONS}")
-    if direction not in policy.DIRECTIONS:
-        raise ConfigError(f"direction={direction!r}: expected one of {policy.DIRECTIONS}")
+    if direction not in direction_policy.DIRECTIONS:
+        raise ConfigError(f"direction={direction!r}: expected one of "
+                          f"{direction_policy.DIRECTIONS}")
     max_iterations = program.max_iterations if max_iterations is None else max_iterations
     if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) \
             or max_iterations < 1:
@@ -212,6 +227,14 @@ def run(graph, program, *, mode: str = "cpu", execution: str | None = None,
             state.frontier = initially_active
             engine = CpuEngine(arrays, compiled, state, threads)
             engine.warm_up()
+            if mode == "hybrid":
+                from .scheduler.gpu_engine import GpuEngine
+                from .scheduler.hybrid_engine import HybridEngine
+
+                gpu = GpuEngine(graph, program, source_vertices, execution == "sync",
+                                gpu_memory=gpu_memory, n_streams=n_streams)
+                gpu.set_frontier(initially_active)
+                engine = HybridEngine(engine, gpu, policy)
         if checkpoints is not None:
             checkpoints.attach(engine)      # restores the resumed state, if any
         setup_seconds = time.perf_counter() - setup_started
@@ -225,6 +248,8 @@ def run(graph, program, *, mode: str = "cpu", execution: str | None = None,
         numba.set_num_threads(previous_threads)
         if checkpoints is not None:
             checkpoints.close()
+        if mode == "hybrid" and "engine" in locals() and hasattr(engine, "close"):
+            engine.close()
     seconds = sum(r.seconds for r in records)
     values = program.finalize(engine.values_to_host())
     result = Result(program=program, graph=graph, values=values, sources=source_vertices,
@@ -240,6 +265,29 @@ def run(graph, program, *, mode: str = "cpu", execution: str | None = None,
             raise NotConvergedError(message)
         warnings.warn(message, NotConvergedWarning, stacklevel=2)
     return result
+
+
+class GpuFallbackWarning(UserWarning):
+    """``mode="hybrid"`` found no usable GPU (no cupy, or no CUDA device) and runs on the CPU."""
+
+
+_FALLBACK_WARNED = False
+
+
+def _hybrid_or_fallback() -> str:
+    """``"hybrid"`` when a GPU is usable, else ``"cpu"`` with one warning per process."""
+    global _FALLBACK_WARNED
+    from .kernels.gpu import GpuUnavailableError, cupy_module
+
+    try:
+        cupy_module()
+    except GpuUnavailableError as error:
+        if not _FALLBACK_WARNED:
+            _FALLBACK_WARNED = True
+            warnings.warn(f"mode='hybrid' runs on the CPU only: {error}", GpuFallbackWarning,
+                          stacklevel=4)
+        return "cpu"
+    return "hybrid"
 
 
 def _uses(program: VertexProgram) -> set:
@@ -267,13 +315,13 @@ def _iterate(engine, program, max_iterations, tolerance, direction, on_iteration
         started = time.perf_counter()
         if engine.num_active() == 0:
             return records, True, "no active vertex"
-        aggregates = engine.aggregates(iteration)
         active_edges, prefix = engine.active_out_edges()
-        f = policy.active_fraction(active_edges, engine.num_edges)
-        chosen = policy.choose_direction(f, rho, direction) if engine.mode == "cpu" else "pull"
-        record = IterationRecord(iteration=iteration, mode=engine.mode, direction=chosen,
+        f = direction_policy.active_fraction(active_edges, engine.num_edges)
+        record = IterationRecord(iteration=iteration, mode=engine.mode, direction="pull",
                                  forced=direction != "auto", active_fraction=f, rho=rho,
                                  active_vertices=engine.num_active())
+        engine.decide(record, direction)
+        aggregates = engine.aggregates(iteration)
         engine.iterate(record, prefix, aggregates)
         record.seconds = time.perf_counter() - started
         records.append(record)

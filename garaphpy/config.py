@@ -65,6 +65,14 @@ GPU_WARP_COMBINE = False
 #: Fraction of the free GPU memory a run may use when no budget is given.
 GPU_MEMORY_FRACTION = 0.8
 
+#: Weight of a new measurement in the dispatcher's running estimates of the
+#: CPU and GPU pull rates and of T_pull / T_GPU (section 5.1).
+HYBRID_SMOOTHING = 0.5
+
+#: Pages the GPU worker keeps queued on its streams in a hybrid iteration
+#: (at least this many, and one per stream when pages stream).
+HYBRID_GPU_PAGES_IN_FLIGHT = 4
+
 #: GPU memory assumed available to pages when no GPU is visible at
 #: preprocessing time (bytes).
 DEFAULT_GPU_MEMORY_BYTES = 4 << 30
@@ -83,6 +91,30 @@ BLOCK_ALIGNMENT = 4096
 
 #: Fraction of the available host memory preprocessing may use.
 HOST_MEMORY_FRACTION = 0.5
+
+# ----------------------------------------------------------- out of core --
+#: Fraction of the available host memory a run may use for page images kept in
+#: host memory between iterations, the vertex arrays and the read-ahead buffers
+#: counted against it (:mod:`garaphpy.storage.host_budget`).
+HOST_CACHE_FRACTION = 0.5
+
+#: Bytes of page buffers a :class:`~garaphpy.storage.page_io.PageReader` may
+#: have outstanding at once (pages read ahead of the consumer plus the one it
+#: holds): four pages of the largest size.
+PAGE_READAHEAD_BYTES = 4 * MAX_PAGE_BYTES
+
+#: k, the sequential over random read speed of secondary storage, used as rho
+#: for pages not held in host memory (Garaph section 4.2).  None measures it
+#: per storage directory once (:mod:`garaphpy.storage.read_ratio`); a number
+#: >= 1 fixes it.
+READ_RATIO = None
+
+#: Size of the temporary file k is measured on, the size of one random read,
+#: how many random reads are made at most and for how long at most (seconds).
+READ_RATIO_FILE_BYTES = 32 << 20
+READ_RATIO_RANDOM_BYTES = 4096
+READ_RATIO_RANDOM_READS = 512
+READ_RATIO_RANDOM_SECONDS = 0.15
 
 #: Edges parsed per chunk when streaming a text input.
 READ_CHUNK_EDGES = 1 << 22

@@ -143,7 +143,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
     },
     "run": {
         "program": Key("str", None, help="a built-in program: pagerank, sssp, bfs, cc, ..."),
-        "mode": Key("str", "cpu", choices=("cpu", "gpu", "hybrid")),
+        "mode": Key("str", "hybrid", choices=("cpu", "gpu", "hybrid")),
         "execution": Key("str", None, choices=("sync", "async")),
         "max_iterations": Key("int", None, minimum=1),
         "tolerance": Key("float|none", None, minimum=0.0),

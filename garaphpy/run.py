@@ -125,7 +125,7 @@ def run_from_config(settings: dict, graph, verify: bool, progress: bool,
 
     def show(record):
         if progress and record.seconds > 1.0:
-            print(f"iteration {record.iteration}: {record.direction}, "
+            print(f"iteration {record.iteration}: {record.mode}, {record.direction}, "
                   f"f={record.active_fraction:.3g}, {record.seconds:.2f} s", file=sys.stderr)
 
     checkpoint_dir = checkpoint_directory(settings, values_path, resume)

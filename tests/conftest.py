@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 
 import pytest
 
-#: ../shared/data beside the repository: the real SNAP graphs.
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+#: ../shared/data beside the repository: the real SNAP graphs (or the folder
+#: named by GARAPHPY_TEST_DATA, where the tests run on another machine).
+SHARED_DATA = Path(os.environ.get("GARAPHPY_TEST_DATA")
+                   or Path(__file__).resolve().parents[1].parent / "shared" / "data")
 
 
 @functools.cache
@@ -32,7 +35,7 @@ def pytest_collection_modifyitems(config, items):
         return
     skip = pytest.mark.skip(reason=f"GPU test: {reason}")
     for item in items:
-        if "gpu" in item.keywords:
+        if item.get_closest_marker("gpu") is not None:
             item.add_marker(skip)
 
 

@@ -201,3 +201,24 @@ def test_bad_run_settings_exit_2(tmp_path, capsys, setting, needle):
     config = write_config(tmp_path, f'graph = "rmat:6"\n[store]\npath = "s"\n[run]\n{setting}\n')
     assert main([str(config), "-q"]) == 2
     assert needle in capsys.readouterr().err
+
+
+def test_hybrid_is_the_default_and_falls_back_to_the_cpu_with_one_warning(tmp_path, capsys,
+                                                                         monkeypatch):
+    import garaphpy.api
+    import garaphpy.kernels.gpu as gpu
+    from garaphpy.configfile import load_config as load
+
+    def no_gpu():
+        raise gpu.GpuUnavailableError("no CUDA device (test)")
+
+    monkeypatch.setattr(gpu, "cupy_module", no_gpu)
+    monkeypatch.setattr(garaphpy.api, "_FALLBACK_WARNED", False)
+    config = write_config(tmp_path, 'graph = "rmat:8"\n[store]\npath = "s"\n'
+                                    '[run]\nprogram = "bfs"\nsources = [0]\nverify = true\n')
+    assert load(config)["run"]["mode"] == "hybrid"
+    assert main([str(config), "--quiet"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.count("garaphpy: warning: mode='hybrid' runs on the CPU only: "
+                              "no CUDA device (test)") == 1
+    assert "(cpu, sync)" in captured.out and "verify: PASSED" in captured.out

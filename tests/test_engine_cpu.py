@@ -255,11 +255,6 @@ def test_run_argument_errors_name_the_argument(graph):
         garaphpy.run(graph, object())
 
 
-def test_hybrid_mode_is_refused_clearly(graph):
-    with pytest.raises(ConfigError, match="hybrid dispatcher is not part"):
-        garaphpy.run(graph, PageRankProgram, mode="hybrid")
-
-
 def test_a_program_outside_the_subset_is_rejected_with_its_line():
     with pytest.raises(ProgramError, match=r"test_engine_cpu.py:\d+: in gather: loops"):
         class Looping(VertexProgram):

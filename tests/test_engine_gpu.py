@@ -107,10 +107,8 @@ def test_gpu_mode_without_cupy_says_how_to_install():
         garaphpy.run(graph, "pagerank", mode="gpu")
 
 
-def test_modes_not_in_this_version_and_cpu_directions_are_refused():
+def test_cpu_directions_are_refused_in_gpu_mode():
     graph = garaphpy.Graph.from_arrays([0, 1], [1, 2])
-    with pytest.raises(ConfigError, match="hybrid"):
-        garaphpy.run(graph, "pagerank", mode="hybrid")
     with pytest.raises(ConfigError, match="GPU always pulls"):
         garaphpy.run(graph, "bfs", mode="gpu", sources=[0], direction="notify-pull")
 

@@ -17,6 +17,7 @@ first computes it once per vertex into :attr:`CpuEngine.contributions`
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -235,8 +236,20 @@ class CpuEngine:
         prefix = kernels.degree_prefix(frontier, self.arrays.out_offsets)
         return int(prefix[-1]), prefix
 
+    def decide(self, record: IterationRecord, direction: str) -> None:
+        """The iteration's direction: Garaph's switch, or the forced one."""
+        record.direction = policy.choose_direction(record.active_fraction, record.rho,
+                                                   direction)
+
     def iterate(self, record: IterationRecord, prefix, aggregates: np.ndarray) -> None:
         """One iteration in ``record.direction``; fills the record's counters."""
+        started = time.perf_counter()
+        self._iterate(record, prefix, aggregates)
+        record.cpu_busy_seconds = time.perf_counter() - started
+        record.cpu_pages = record.pages
+        record.cpu_edges = record.edges_processed
+
+    def _iterate(self, record: IterationRecord, prefix, aggregates: np.ndarray) -> None:
         self.stats[:] = 0.0
         with parallel_section():
             if record.direction == "pull":
@@ -247,40 +260,85 @@ class CpuEngine:
         record.activated = int(self.state.frontier.size)
 
     def _pull(self, record: IterationRecord, aggregates: np.ndarray) -> None:
+        self.begin_pull(record)
+        pending = []
+        for page in self.arrays.pages:
+            pending.extend(self.pull_page(page, record.iteration, aggregates, self.threads))
+        self.finish_pull(record, pending, aggregates)
+        record.pages = len(self.arrays.pages)
+        record.edges_processed = self.arrays.num_edges
+
+    def begin_pull(self, record: IterationRecord) -> None:
+        """Start a pull: the source-side contributions, once per vertex, if they pay."""
         arrays, compiled, state = self.arrays, self.compiled, self.state
         if self.precompute_source_gathers:
             # contribution[u] = gather(u) from the committed values, once per vertex
             kernels.source_contributions(compiled.source_gather_call, state.values,
                                          arrays.attrs, self.contributions)
         record.gather_precomputed = self.precompute_source_gathers
+
+    def pull_page(self, page, iteration: int, aggregates: np.ndarray, threads: int,
+                  stats: np.ndarray | None = None, values_write: np.ndarray | None = None,
+                  active: np.ndarray | None = None) -> list[tuple[int, object]]:
+        """Pull one page after :meth:`begin_pull` (its vertices applied, their
+        activity in ``state.active``).
+
+        Parameters
+        ----------
+        stats, values_write, active : arrays, optional
+            Where the statistics, the new values and the activity go instead
+            of the engine's (a start-up probe writes into scratch arrays).
+
+        Returns
+        -------
+        list of (vertex, partial sum)
+            The vertices whose in-edges continue outside the page, with the
+            partial sum gathered here; :meth:`finish_pull` applies them.
+        """
+        arrays, compiled, state = self.arrays, self.compiled, self.state
         gather_call, gather_values = self._pull_gather()
-        pending_vertex, pending_accum = [], []
-        for page in arrays.pages:
-            parts = max(1, min(self.threads, page.num_edges // config.CPU_MIN_PART_EDGES))
-            count = kernels.pull_range(
-                gather_call, compiled.apply_call, compiled.activate_call,
-                compiled.combine, compiled.identity, arrays.in_offsets, arrays.sources,
-                arrays.weights, 0, page.edge_begin, page.edge_begin + page.num_edges,
-                page.first_vertex, page.end_vertex, state.values, state.next, gather_values,
-                arrays.attrs, aggregates, arrays.num_vertices, record.iteration, state.active,
-                parts, self.boundary_vertex, self.boundary_accum, self.stats)
-            for i in range(count):
-                pending_vertex.append(int(self.boundary_vertex[i]))
-                pending_accum.append(self.boundary_accum[i])
-        if pending_vertex:
-            vertices, accums = _combine_partials(pending_vertex, pending_accum, compiled)
+        parts = max(1, min(threads, page.num_edges // config.CPU_MIN_PART_EDGES))
+        boundary_vertex, boundary_accum = np.empty(2, np.int64), \
+            np.empty(2, compiled.accum_dtype)
+        count = kernels.pull_range(
+            gather_call, compiled.apply_call, compiled.activate_call,
+            compiled.combine, compiled.identity, arrays.in_offsets, arrays.sources,
+            arrays.weights, 0, page.edge_begin, page.edge_begin + page.num_edges,
+            page.first_vertex, page.end_vertex, state.values,
+            state.next if values_write is None else values_write, gather_values,
+            arrays.attrs, aggregates, arrays.num_vertices, iteration,
+            state.active if active is None else active,
+            parts, boundary_vertex, boundary_accum, self.stats if stats is None else stats)
+        return [(int(boundary_vertex[i]), boundary_accum[i]) for i in range(count)]
+
+    def finish_pull(self, record: IterationRecord, pending: list, aggregates: np.ndarray,
+                    extra: dict | None = None, activated_elsewhere: int = 0) -> None:
+        """Apply the vertices cut between pages, commit, and find the frontier.
+
+        Parameters
+        ----------
+        pending : list of (vertex, partial sum)
+            What :meth:`pull_page` returned, in page order.
+        extra : dict, optional
+            vertex -> partial sum gathered elsewhere (the GPU's share of a
+            vertex cut between a CPU and a GPU page); combined in.
+        activated_elsewhere : int
+            Vertices another processor activated in ``state.active`` this
+            iteration (so that "all activated" is seen without a scan).
+        """
+        arrays, compiled, state = self.arrays, self.compiled, self.state
+        if pending or extra:
+            vertices, accums = _combine_partials(pending, compiled, extra)
             kernels.apply_vertices(compiled.apply_call, compiled.activate_call, arrays.attrs,
                                    aggregates, arrays.num_vertices, record.iteration, vertices,
                                    accums, state.values, state.next, state.active, self.stats)
         state.swap()
-        if int(self.stats[1]) == arrays.num_vertices:
+        if int(self.stats[1]) + activated_elsewhere == arrays.num_vertices:
             # every vertex activated (PageRank): the frontier is all of them, no O(|V|) scan
             state.frontier = self._all_vertices()
         else:
             state.frontier = kernels.frontier_of(state.active, self.threads)
         record.updated_vertices = arrays.num_vertices
-        record.edges_processed = arrays.num_edges
-        record.pages = len(arrays.pages)
 
     def _all_vertices(self) -> np.ndarray:
         """0..|V|-1, made once per run (treated as read-only, like every frontier)."""
@@ -321,16 +379,13 @@ class CpuEngine:
         record.pages = 0
 
 
-def _combine_partials(vertices: list, accums: list, compiled: CpuProgram):
-    """Combine partial sums of the same vertex (pages are in vertex order)."""
-    merged_vertices, merged_accums = [], []
+def _combine_partials(pending: list, compiled: CpuProgram, extra: dict | None = None):
+    """Combine the partial sums of each vertex (pending pages are in vertex order;
+    ``extra`` maps further vertices to partial sums)."""
+    merged = {} if extra is None else dict(extra)
     combine = compiled.combine
-    for vertex, accum in zip(vertices, accums):
-        if merged_vertices and merged_vertices[-1] == vertex:
-            merged_accums[-1] = combine(merged_accums[-1], accum)
-        else:
-            merged_vertices.append(vertex)
-            merged_accums.append(accum)
-    return (np.array(merged_vertices, np.int64),
-            np.array(merged_accums, dtype=compiled.accum_dtype))
-
+    for vertex, accum in pending:
+        merged[vertex] = combine(merged[vertex], accum) if vertex in merged else accum
+    vertices = np.array(sorted(merged), np.int64)
+    return vertices, np.array([merged[v] for v in vertices.tolist()],
+                              dtype=compiled.accum_dtype)

@@ -107,6 +107,9 @@ class PageTiming:
     kernel_start: object = None
     kernel_end: object = None
     back_end: object = None
+    done: object = None
+    bytes_to_device: int = 0
+    bytes_to_host: int = 0
 
 
 @dataclass
@@ -116,6 +119,7 @@ class IterationTiming:
     copy_seconds: float = 0.0
     kernel_seconds: float = 0.0
     copy_back_seconds: float = 0.0
+    busy_seconds: float = 0.0
     per_page_kernel: list = field(default_factory=list)
     stream_busy: list = field(default_factory=list)
 
@@ -228,6 +232,7 @@ class GpuEngine:
         # accumulators narrower than 4 bytes are combined through the aligned 32-bit word
         # that holds them: pad so that the word never leaves the allocation
         self.split_accum = cupy.full(self.num_split + 4, identity, dtype=accum_dtype)
+        self._split_identity = identity
 
         need_weighted = "weighted_in_degree" in uses
         in_offsets = store.in_offsets
@@ -368,71 +373,114 @@ class GpuEngine:
                                                              self.aggregate_totals))
         return self.aggregate_totals
 
+    def decide(self, record: IterationRecord, direction: str) -> None:
+        """The GPU always pulls."""
+        record.direction = "pull"
+
     def iterate(self, record: IterationRecord, prefix, aggregates) -> None:
         """One synchronous or asynchronous pull over every page."""
-        cupy = self.cupy
+        self.begin_iteration(record.iteration)
+        targets = (self.host_values, self.host_active) if self.host_copies else (None, None)
+        timings = [self.launch_page(k, aggregates, record.iteration, *targets)
+                   for k in range(len(self.pages))]
+        self.end_iteration(record, timings, aggregates)
+
+    def begin_iteration(self, iteration: int) -> None:
+        """Reset the statistics and compute the contributions; pages launch after it."""
         main = self.main_stream
-        n = np.int64(self.num_vertices)
-        iteration = np.int64(record.iteration)
         events = self._events
         self._origin = main.record(events["origin"])
         with main:
             self.statistics.fill(0)
         if self.precompute:
             self._launch_vertices(self.kernels.contributions,
-                                  (self.values, self.contributions) + self.attrs + (n,))
-        ready = main.record(events["ready"])
+                                  (self.values, self.contributions) + self.attrs
+                                  + (np.int64(self.num_vertices),))
+        self._ready = main.record(events["ready"])
+
+    def launch_page(self, k: int, aggregates, iteration: int, host_values=None,
+                    host_active=None) -> PageTiming:
+        """Queue page ``k``: its copy (when streamed), its pull kernel, and the copy
+        of its updated vertex range to ``host_values``/``host_active`` when given.
+
+        Returns the page's events; ``timing.done`` is recorded after its last
+        operation.  Runs after :meth:`begin_iteration` of the same iteration.
+        """
+        cupy = self.cupy
+        info = self.pages[k]
+        slot = k % len(self.streams)
+        stream = self.streams[slot]
+        stream.wait_event(self._ready)
+        timing = PageTiming(k, slot)
+        page_events = self._events["pages"][k]
+        if not self.plan.resident:
+            timing.copy_start = stream.record(page_events[0])
+            cupy.cuda.runtime.memcpyAsync(
+                self.device_pages[slot].data.ptr, self.host_pages[k].ctypes.data,
+                info.nbytes, cupy.cuda.runtime.memcpyHostToDevice, stream.ptr)
+            timing.bytes_to_device = info.nbytes
+            timing.copy_end = stream.record(page_events[1])
+        timing.kernel_start = stream.record(page_events[2])
+        sources, idxoff, weights = self.page_views[k]
         out = self.next
-        timings = []
-        bytes_to_device = bytes_to_host = 0
-        value_size = self.values.dtype.itemsize
-        for k, info in enumerate(self.pages):
-            slot = k % len(self.streams)
-            stream = self.streams[slot]
-            stream.wait_event(ready)
-            timing = PageTiming(k, slot)
-            page_events = events["pages"][k]
-            if not self.plan.resident:
-                timing.copy_start = stream.record(page_events[0])
-                cupy.cuda.runtime.memcpyAsync(
-                    self.device_pages[slot].data.ptr, self.host_pages[k].ctypes.data,
-                    info.nbytes, cupy.cuda.runtime.memcpyHostToDevice, stream.ptr)
-                bytes_to_device += info.nbytes
-                timing.copy_end = stream.record(page_events[1])
-            timing.kernel_start = stream.record(page_events[2])
-            sources, idxoff, weights = self.page_views[k]
-            kernel = self.pull_kernel
-            if info.num_shards:
-                with stream:
-                    kernel((info.num_shards,), (config.GPU_THREADS_PER_BLOCK,), (
-                        sources, idxoff, weights, self.shard_first_vertex,
-                        self.shard_num_vertices, self.shard_replication, self.shard_edge_begin,
-                        self.shard_edge_end, self.shard_split_slot, self.shard_scratch,
-                        self.scratch, np.int32(info.first_shard),
-                        self.values, out, self.contributions, self.active,
-                        self.split_accum) + self.attrs + (
-                        aggregates, n, iteration, self.l1_total, self.counters),
-                        shared_mem=self.page_shared_bytes[k])
-            timing.kernel_end = stream.record(page_events[3])
-            if self.host_copies and info.end_vertex > info.first_vertex:
-                first, end = info.first_vertex, info.end_vertex
-                cupy.cuda.runtime.memcpyAsync(
-                    self.host_values[first:end].ctypes.data, out[first:end].data.ptr,
-                    (end - first) * value_size, cupy.cuda.runtime.memcpyDeviceToHost,
-                    stream.ptr)
-                cupy.cuda.runtime.memcpyAsync(
-                    self.host_active[first:end].ctypes.data, self.active[first:end].data.ptr,
-                    end - first, cupy.cuda.runtime.memcpyDeviceToHost, stream.ptr)
-                bytes_to_host += (end - first) * (value_size + 1)
-                timing.back_end = stream.record(page_events[4])
-            timings.append(timing)
+        if info.num_shards:
+            with stream:
+                self.pull_kernel((info.num_shards,), (config.GPU_THREADS_PER_BLOCK,), (
+                    sources, idxoff, weights, self.shard_first_vertex,
+                    self.shard_num_vertices, self.shard_replication, self.shard_edge_begin,
+                    self.shard_edge_end, self.shard_split_slot, self.shard_scratch,
+                    self.scratch, np.int32(info.first_shard),
+                    self.values, out, self.contributions, self.active,
+                    self.split_accum) + self.attrs + (
+                    aggregates, np.int64(self.num_vertices), np.int64(iteration),
+                    self.l1_total, self.counters),
+                    shared_mem=self.page_shared_bytes[k])
+        timing.kernel_end = stream.record(page_events[3])
+        timing.done = timing.kernel_end
+        if host_values is not None and info.end_vertex > info.first_vertex:
+            first, end = info.first_vertex, info.end_vertex
+            value_size = self.values.dtype.itemsize
+            cupy.cuda.runtime.memcpyAsync(
+                host_values[first:end].ctypes.data, out[first:end].data.ptr,
+                (end - first) * value_size, cupy.cuda.runtime.memcpyDeviceToHost, stream.ptr)
+            cupy.cuda.runtime.memcpyAsync(
+                host_active[first:end].ctypes.data, self.active[first:end].data.ptr,
+                end - first, cupy.cuda.runtime.memcpyDeviceToHost, stream.ptr)
+            timing.bytes_to_host = (end - first) * (value_size + 1)
+            timing.back_end = stream.record(page_events[4])
+            timing.done = timing.back_end
+        return timing
+
+    def end_iteration(self, record: IterationRecord, timings: list, aggregates,
+                      apply_split: bool = True) -> np.ndarray:
+        """Wait for the launched pages, apply the split vertices, commit, record.
+
+        Parameters
+        ----------
+        timings : list of PageTiming
+            What :meth:`launch_page` returned for the pages the GPU ran.
+        apply_split : bool
+            Apply the vertices split over several shards here (False: the
+            caller combines ``split_accum`` with partial sums of its own, as
+            hybrid iterations do, and resets it).
+
+        Returns
+        -------
+        numpy.ndarray of uint64
+            ``[activated, activated out-edges]`` counted on the GPU.
+        """
+        cupy = self.cupy
+        main = self.main_stream
+        events = self._events
+        n = np.int64(self.num_vertices)
+        out = self.next
         for stream, done in zip(self.streams, events["streams"]):
             main.wait_event(stream.record(done))
-        if self.num_split:
+        if apply_split and self.num_split:
             self._launch_vertices(self.kernels.apply_split, (
                 self.split_vertices, np.int32(self.num_split), self.values, out, self.active,
-                self.split_accum) + self.attrs + (aggregates, n, iteration, self.l1_total,
-                                                  self.counters),
+                self.split_accum) + self.attrs + (aggregates, n, np.int64(record.iteration),
+                                                  self.l1_total, self.counters),
                 shared_mem=gpu_kernels.TOTALS_SHARED_BYTES)
             if self.host_copies:
                 main.synchronize()
@@ -450,17 +498,46 @@ class GpuEngine:
         timing = self._measure(timings)
         self.timings.append(timing)
         record.direction = "pull"
-        record.l1_change = float(l1[0])
+        record.l1_change += float(l1[0])
         record.activated = self.active_vertices
         record.updated_vertices = self.num_vertices
-        record.edges_processed = self.num_edges
-        record.pages = len(self.pages)
+        record.edges_processed += sum(self.pages[t.page].num_edges for t in timings)
+        record.pages += len(timings)
         record.gather_precomputed = self.precompute
-        record.gpu_pages = len(self.pages)
-        record.bytes_to_device = bytes_to_device
-        record.bytes_to_host = bytes_to_host
+        record.gpu_pages = len(timings)
+        record.gpu_edges = sum(self.pages[t.page].num_edges for t in timings)
+        record.bytes_to_device += sum(t.bytes_to_device for t in timings)
+        record.bytes_to_host += sum(t.bytes_to_host for t in timings)
         record.copy_seconds = timing.copy_seconds
         record.kernel_seconds = timing.kernel_seconds
+        record.gpu_busy_seconds = timing.busy_seconds
+        return counters
+
+    def probe_page(self, k: int, aggregates, repeats: int = 2) -> float:
+        """Seconds the GPU takes for page ``k`` (copy included when streamed),
+        written into scratch buffers: the run's state is left as it was.
+
+        The fastest of ``repeats`` runs (the first may load the module).
+        """
+        cupy = self.cupy
+        saved = self.next, self.active
+        self.next = cupy.empty_like(self.values)
+        self.active = cupy.zeros_like(saved[1])
+        best = np.inf
+        try:
+            for _ in range(repeats):
+                self.begin_iteration(0)
+                timing = self.launch_page(k, aggregates, 0)
+                timing.done.synchronize()
+                start = timing.copy_start or timing.kernel_start
+                best = min(best, cupy.cuda.get_elapsed_time(start, timing.kernel_end) / 1e3)
+        finally:
+            self.next, self.active = saved
+            with self.main_stream:
+                self.split_accum.fill(self._split_identity)
+                self.statistics.fill(0)
+            self.main_stream.synchronize()
+        return float(best)
 
     def _measure(self, timings: list[PageTiming]) -> IterationTiming:
         """Copy and kernel busy time: the union of the pages' windows, measured
@@ -488,6 +565,7 @@ class GpuEngine:
         result.copy_seconds = busy_time(copies)
         result.kernel_seconds = busy_time(kernels)
         result.copy_back_seconds = busy_time(backs)
+        result.busy_seconds = busy_time(copies + kernels + backs)
         return result
 
     def checkpoint_state(self) -> tuple[np.ndarray, np.ndarray]:

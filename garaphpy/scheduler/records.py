@@ -21,7 +21,9 @@ class IterationRecord:
     iteration : int
         From 0.
     mode : str
-        Which processors ran it (``"cpu"`` or ``"gpu"``).
+        Which processors ran it: ``"cpu"``, ``"gpu"``, or ``"hybrid"`` (the
+        dispatcher let both take pages; ``cpu_pages``/``gpu_pages`` say how
+        many each took).
     direction : str
         ``"pull"`` or ``"notify-pull"``.
     forced : bool
@@ -53,6 +55,19 @@ class IterationRecord:
         Time the GPU spent copying pages and running pull kernels (the union
         of the pages' CUDA-event windows); ``copy_seconds + kernel_seconds``
         above the iteration's GPU time is copy/compute overlap.
+    alpha, ratio : float or None
+        Hybrid runs: the cost ratio alpha = min(2 f rho, 1) * ratio and the
+        estimate of T_pull / T_GPU it used (None before one is known).
+    cpu_pages, cpu_edges, gpu_edges : int
+        Pages and edges each processor pulled (``gpu_pages`` above).
+    cpu_busy_seconds, gpu_busy_seconds : float
+        Time each processor worked on its pages (the GPU's: the union of its
+        copy and kernel windows).
+    cpu_idle_seconds, gpu_idle_seconds : float
+        Time each processor waited while the other still worked (hybrid).
+    dispatch_seconds : float
+        The dispatcher's own time: deciding, bringing a copy of the vertex
+        data up to date, combining the two processors' results (no page work).
     seconds : float
         Wall time of the iteration.
     """
@@ -75,6 +90,16 @@ class IterationRecord:
     bytes_to_host: int = 0
     copy_seconds: float = 0.0
     kernel_seconds: float = 0.0
+    alpha: float | None = None
+    ratio: float | None = None
+    cpu_pages: int = 0
+    cpu_edges: int = 0
+    gpu_edges: int = 0
+    cpu_busy_seconds: float = 0.0
+    gpu_busy_seconds: float = 0.0
+    cpu_idle_seconds: float = 0.0
+    gpu_idle_seconds: float = 0.0
+    dispatch_seconds: float = 0.0
     seconds: float = 0.0
 
     def as_dict(self) -> dict:
@@ -150,6 +175,11 @@ class Result:
         for record in self.iterations:
             directions[record.direction] = directions.get(record.direction, 0) + 1
         split = ", ".join(f"{count} {direction}" for direction, count in directions.items())
+        if self.mode == "hybrid":
+            hybrid = [r for r in self.iterations if r.mode == "hybrid"]
+            split = (f"{len(self.iterations) - len(hybrid)} CPU-only, {len(hybrid)} hybrid "
+                     f"(pages: GPU {sum(r.gpu_pages for r in hybrid)}, "
+                     f"CPU {sum(r.cpu_pages for r in hybrid)})") + (f"; {split}" if split else "")
         per_iteration = self.seconds / self.num_iterations * 1e3 if self.num_iterations else 0.0
         return (f"{name} ({self.mode}, {self.execution}): {verdict} after "
                 f"{self.num_iterations} iterations ({self.stop_reason}); "

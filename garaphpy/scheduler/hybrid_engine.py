@@ -1,0 +1,444 @@
+"""The hybrid engine: CPU and GPU on one run, iteration by iteration (Garaph sections 4.1, 5.1).
+
+Each iteration the policy (:class:`~garaphpy.scheduler.dispatcher.HybridPolicy`)
+decides by alpha whether the CPU runs alone (with its own notify-pull or
+pull choice) or both processors pull pages from one
+:class:`~garaphpy.scheduler.dispatcher.PageQueue`: the GPU from the front,
+driven by the calling thread, which keeps a few pages queued on its CUDA
+streams; the CPU from the back, in a worker thread (the numba kernels
+release the GIL) running on one thread fewer than the run's, leaving a core
+to feed the GPU.  When the tail rule leaves the CPU nothing from the start,
+the iteration is the GPU engine's own (no thread hand-off).
+
+Vertex synchronization (section 4.1's last paragraphs).  Host memory and the
+GPU each hold the vertex values and the activity:
+
+* after a GPU page, the page's updated vertex range and activity are copied
+  to host memory on the page's stream, overlapping the next pages;
+* after a CPU page, its range goes to the GPU on a stream of its own,
+  overlapping the CPU's next page;
+* synchronous runs write both into the next-iteration buffers and commit
+  both at the end of the iteration; asynchronous runs write the values in
+  place, so each processor sees the other's pages as soon as they land;
+* a vertex whose in-edges are cut between pages is applied on the host
+  from the partial sums (the GPU's from its split accumulator) and its
+  value sent to the GPU;
+* a copy that is not current (the GPU's after CPU-only iterations, the
+  host's after GPU-only ones) is brought up to date, as a whole, before an
+  iteration that needs it.
+
+Every iteration's record gets the decision (alpha, the ratio), the pages and
+edges of each processor, their busy and idle time, the bytes moved, and the
+dispatcher's own time (deciding, synchronizing, combining; no page work).
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numba
+import numpy as np
+
+from .. import config
+from .._numba_setup import parallel_section
+from ..kernels import cpu as kernels
+from . import policy as direction_policy
+from .dispatcher import HybridPolicy, Observation, PageQueue
+from .records import IterationRecord
+
+
+class HybridEngine:
+    """Runs iterations of one program on the CPU, or on the CPU and the GPU.
+
+    Parameters
+    ----------
+    cpu : CpuEngine
+        The CPU engine of the run, warmed up.
+    gpu : GpuEngine
+        The GPU engine of the same run.
+    policy : HybridPolicy, optional
+        Default: a new :class:`HybridPolicy`.
+    """
+
+    mode = "hybrid"
+
+    def __init__(self, cpu, gpu, policy: HybridPolicy | None = None):
+        self.cpu = cpu
+        self.gpu = gpu
+        self.cupy = gpu.cupy
+        self.policy = HybridPolicy() if policy is None else policy
+        self.synchronous = cpu.state.synchronous
+        self.threads = cpu.threads
+        self.cpu_threads = max(1, cpu.threads - 1)
+        self.pages = cpu.arrays.pages
+        self.page_edges = [page.num_edges for page in self.pages]
+        self._pin_host_state()
+        self.upload_stream = self.cupy.cuda.Stream(non_blocking=True)
+        self.device_id = self.cupy.cuda.Device().id
+        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="garaphpy-cpu")
+        self._split_tables()
+        # both copies start from the host's initial values
+        self._upload_values()
+        self.host_current = True
+        self.device_current = True
+        self.dispatch_seconds = 0.0
+        if self.policy.ratio is None or self.policy.cpu_seconds_per_edge is None \
+                or self.policy.gpu_seconds_per_edge is None:
+            self._calibrate()
+
+    # -- set-up --------------------------------------------------------------------------
+    def _pin_host_state(self) -> None:
+        """Move the host's values, next buffer and activity into pinned memory, so
+        that the copies to and from the GPU are asynchronous."""
+        state = self.cpu.state
+        pinned = self.gpu._pinned
+        values = pinned(state.values.size, state.values.dtype)
+        values[:] = state.values
+        if self.synchronous:
+            following = pinned(state.next.size, state.next.dtype)
+            following[:] = state.next
+        else:
+            following = values
+        active = pinned(state.active.size, np.bool_)
+        active[:] = state.active
+        state.values, state.next, state.active = values, following, active
+
+    def _split_tables(self) -> None:
+        """For each page, the split-accumulator slots of its shards (vertices cut
+        over several shards, which the GPU sums with a global atomic)."""
+        shards = self.gpu.store.shards
+        split = shards["split"] == 1
+        _, slot = np.unique(shards["first_vertex"][split], return_inverse=True)
+        page_of_split_shard = shards["page"][split].astype(np.int64)
+        self.page_split_slots = [np.unique(slot[page_of_split_shard == p])
+                                 for p in range(len(self.pages))]
+        self.split_vertex_ids = self.cupy.asnumpy(self.gpu.split_vertices)
+
+    def _calibrate(self) -> None:
+        """The start-up probe: the largest page pulled once by each processor,
+        into scratch buffers, gives the two pull rates and T_pull / T_GPU."""
+        page_index = int(np.argmax(self.page_edges)) if self.pages else 0
+        if not self.pages or self.page_edges[page_index] == 0:
+            return
+        page = self.pages[page_index]
+        aggregates = self.cpu.aggregates(0)
+        device_aggregates = self._device_aggregates(aggregates)
+        gpu_seconds = self.gpu.probe_page(page_index, device_aggregates)
+        cpu = self.cpu
+        scratch_values = np.empty_like(cpu.state.values)
+        scratch_active = np.zeros_like(cpu.state.active)
+        scratch_stats = np.zeros(2, np.float64)
+        record = IterationRecord(0, "hybrid", "pull", False, 1.0, 1.0, 0)
+        best = np.inf
+        previous = numba.get_num_threads()
+        numba.set_num_threads(self.cpu_threads)
+        try:
+            with parallel_section():
+                for _ in range(2):
+                    started = time.perf_counter()
+                    cpu.begin_pull(record)
+                    cpu.pull_page(page, 0, aggregates, self.cpu_threads, scratch_stats,
+                                  scratch_values, scratch_active)
+                    best = min(best, time.perf_counter() - started)
+        finally:
+            numba.set_num_threads(previous)
+        self.policy.calibrate(page.num_edges, best, page.num_edges, gpu_seconds)
+
+    # -- copies between the two memories ----------------------------------------------------
+    def _device_aggregates(self, aggregates: np.ndarray):
+        with self.gpu.main_stream:
+            return self.cupy.asarray(aggregates)
+
+    def _upload_values(self) -> int:
+        """The host's committed values to the GPU; returns the bytes copied."""
+        values = self.cpu.state.values
+        runtime = self.cupy.cuda.runtime
+        runtime.memcpyAsync(self.gpu.values.data.ptr, values.ctypes.data, values.nbytes,
+                            runtime.memcpyHostToDevice, self.gpu.main_stream.ptr)
+        self.gpu.main_stream.synchronize()
+        return values.nbytes
+
+    def _download_state(self) -> int:
+        """The GPU's committed values and activity to the host, and the frontier
+        from them; returns the bytes copied."""
+        state = self.cpu.state
+        runtime = self.cupy.cuda.runtime
+        stream = self.gpu.main_stream.ptr
+        n = state.values.size
+        runtime.memcpyAsync(state.values.ctypes.data, self.gpu.values.data.ptr,
+                            state.values.nbytes, runtime.memcpyDeviceToHost, stream)
+        runtime.memcpyAsync(state.active.ctypes.data, self.gpu.active.data.ptr, n,
+                            runtime.memcpyDeviceToHost, stream)
+        self.gpu.main_stream.synchronize()
+        # a synchronous CPU iteration writes every vertex of the next buffer it reads
+        # back (pull), or only the notified ones and commits just those (notify-pull)
+        state.frontier = kernels.frontier_of(state.active, self.threads)
+        return state.values.nbytes + n
+
+    def _make_host_current(self, record: IterationRecord) -> None:
+        if not self.host_current:
+            record.bytes_to_host += self._download_state()
+            self.host_current = True
+
+    def _make_device_current(self, record: IterationRecord) -> None:
+        if not self.device_current:
+            record.bytes_to_device += self._upload_values()
+            self.device_current = True
+
+    # -- the engine interface of the iteration driver ------------------------------------
+    @property
+    def num_edges(self) -> int:
+        """|E|."""
+        return self.cpu.num_edges
+
+    def num_active(self) -> int:
+        """Vertices active after the last iteration."""
+        return self.cpu.num_active() if self.host_current else self.gpu.num_active()
+
+    def active_out_edges(self) -> tuple[int, np.ndarray | None]:
+        """Sum of the active vertices' out-degrees (and the prefix notify needs)."""
+        return self.cpu.active_out_edges() if self.host_current else \
+            self.gpu.active_out_edges()
+
+    def decide(self, record: IterationRecord, direction: str) -> None:
+        """Fill the record's mode (by alpha), alpha, ratio and direction."""
+        started = time.perf_counter()
+        decision = self.policy.decide(record.iteration, record.active_fraction, record.rho)
+        record.mode = decision.mode
+        record.alpha = decision.alpha
+        record.ratio = decision.ratio
+        record.forced = record.forced or decision.forced
+        record.direction = (direction_policy.choose_direction(record.active_fraction,
+                                                              record.rho, direction)
+                            if decision.mode == "cpu" else "pull")
+        self.dispatch_seconds = time.perf_counter() - started
+
+    def aggregates(self, iteration: int) -> np.ndarray:
+        """The program's aggregates over the committed values, in host memory."""
+        if self.host_current:
+            return self.cpu.aggregates(iteration)
+        totals = self.gpu.aggregates(iteration)
+        self.gpu.main_stream.synchronize()
+        return self.cupy.asnumpy(totals)
+
+    def iterate(self, record: IterationRecord, prefix, aggregates: np.ndarray) -> None:
+        """One iteration in the mode :meth:`decide` chose."""
+        if record.mode == "cpu":
+            self._iterate_cpu(record, prefix, aggregates)
+        else:
+            self._iterate_hybrid(record, aggregates)
+        record.dispatch_seconds = self.dispatch_seconds
+
+    def values_to_host(self) -> np.ndarray:
+        """A copy of the committed values."""
+        if self.host_current:
+            return self.cpu.values_to_host()
+        return self.gpu.values_to_host()
+
+    def checkpoint_state(self) -> tuple[np.ndarray, np.ndarray]:
+        """The committed values and the frontier (see the checkpoint module)."""
+        if not self.host_current:
+            self._download_state()
+            self.host_current = True
+        return self.cpu.checkpoint_state()
+
+    def restore_checkpoint(self, values: np.ndarray, frontier: np.ndarray) -> None:
+        """Continue from a checkpoint's committed values and frontier (both copies)."""
+        self.cpu.restore_checkpoint(values, frontier)
+        self.gpu.restore_checkpoint(values, frontier)
+        self.host_current = self.device_current = True
+
+    def close(self) -> None:
+        """Stop the CPU worker thread."""
+        self.worker.shutdown(wait=True)
+
+    # -- CPU-only iterations -------------------------------------------------------------------
+    def _iterate_cpu(self, record: IterationRecord, prefix, aggregates) -> None:
+        started = time.perf_counter()
+        if not self.host_current:
+            self._make_host_current(record)
+            prefix = None   # the frontier was just rebuilt
+        synced = time.perf_counter()
+        self.cpu.iterate(record, prefix, aggregates)
+        done = time.perf_counter()
+        self.device_current = False
+        record.cpu_pages = record.pages
+        record.cpu_edges = record.edges_processed
+        record.cpu_busy_seconds = done - synced
+        self.dispatch_seconds += synced - started
+        self.policy.observe(Observation("cpu", record.direction, record.active_fraction,
+                                        record.rho, self.num_edges,
+                                        cpu_edges=record.edges_processed,
+                                        cpu_seconds=record.cpu_busy_seconds))
+
+    # -- hybrid iterations ------------------------------------------------------------------
+    def _order(self) -> list[int]:
+        """Pages from the GPU's end to the CPU's: resident pages first."""
+        return list(range(len(self.pages)))
+
+    def _iterate_hybrid(self, record: IterationRecord, aggregates) -> None:
+        started = time.perf_counter()
+        queue = PageQueue(self.page_edges, self._order(), self.policy)
+        total_edges = sum(self.page_edges)
+        cpu_joins = bool(self.pages) and self.policy.should_take(
+            "cpu", self.page_edges[queue.pending[-1]], 0.0, 0.0, total_edges)
+        self._make_device_current(record)
+        device_aggregates = self._device_aggregates(aggregates)
+        if not cpu_joins:
+            self.dispatch_seconds += time.perf_counter() - started
+            self._iterate_gpu_alone(record, device_aggregates)
+            return
+        self._make_host_current(record)
+        self.dispatch_seconds += time.perf_counter() - started
+        self._iterate_both(record, queue, aggregates, device_aggregates)
+
+    def _iterate_gpu_alone(self, record: IterationRecord, device_aggregates) -> None:
+        gpu_started = time.perf_counter()
+        self.gpu.iterate(record, None, device_aggregates)
+        gpu_seconds = time.perf_counter() - gpu_started
+        self.host_current = False
+        record.gpu_idle_seconds = max(0.0, gpu_seconds - record.gpu_busy_seconds)
+        self.policy.observe(Observation("hybrid", "pull", record.active_fraction, record.rho,
+                                        self.num_edges, gpu_edges=record.gpu_edges,
+                                        gpu_seconds=record.gpu_busy_seconds))
+
+    def _iterate_both(self, record: IterationRecord, queue: PageQueue, aggregates,
+                      device_aggregates) -> None:
+        cpu, gpu, state = self.cpu, self.gpu, self.cpu.state
+        iteration = record.iteration
+        host_out = state.next
+        host_active = state.active.view(np.uint8)
+        cpu.stats[:] = 0.0
+        work_started = time.perf_counter()
+        gpu.begin_iteration(iteration)
+        cpu_job = self.worker.submit(self._cpu_pages, queue, iteration, aggregates)
+
+        # the GPU's side, in this thread: keep a few pages queued on the streams
+        in_flight = collections.deque()
+        timings = []
+        limit = max(config.HYBRID_GPU_PAGES_IN_FLIGHT, len(gpu.streams))
+        while True:
+            while len(in_flight) < limit:
+                page = queue.take("gpu")
+                if page is None:
+                    break
+                timing = gpu.launch_page(page, device_aggregates, iteration, host_out,
+                                         host_active)
+                in_flight.append(timing)
+                timings.append(timing)
+            if not in_flight:
+                break
+            in_flight.popleft().done.synchronize()
+        queue.finished("gpu")
+        gpu_done = time.perf_counter()
+        pending, cpu_busy, uploaded = cpu_job.result()
+        cpu_done = time.perf_counter()
+
+        # combine: split vertices, the GPU's statistics, commit both copies
+        self.upload_stream.synchronize()
+        gpu_record = IterationRecord(iteration, "hybrid", "pull", False,
+                                     record.active_fraction, record.rho, 0)
+        counters = gpu.end_iteration(gpu_record, timings, device_aggregates,
+                                     apply_split=False)
+        extra = self._gpu_split_partials(queue.taken["gpu"])
+        cpu.finish_pull(record, pending, aggregates, extra,
+                        activated_elsewhere=int(counters[0]))
+        # every vertex applied on the host here (cut between pages, or split with a
+        # GPU share) reached the GPU with a stale value in its page's range
+        applied_here = set(extra).union(vertex for vertex, _ in pending)
+        split_bytes = self._send_host_applied(applied_here)
+        self.host_current = self.device_current = True
+        finished = time.perf_counter()
+
+        record.l1_change = float(cpu.stats[0]) + gpu_record.l1_change
+        record.activated = int(state.frontier.size)
+        record.pages = len(self.pages)
+        record.edges_processed = self.num_edges
+        record.gather_precomputed = cpu.precompute_source_gathers or gpu.precompute
+        record.cpu_pages = len(queue.taken["cpu"])
+        record.cpu_edges = sum(self.page_edges[p] for p in queue.taken["cpu"])
+        record.gpu_pages = gpu_record.gpu_pages
+        record.gpu_edges = gpu_record.gpu_edges
+        record.bytes_to_device += gpu_record.bytes_to_device + uploaded + split_bytes
+        record.bytes_to_host += gpu_record.bytes_to_host
+        record.copy_seconds = gpu_record.copy_seconds
+        record.kernel_seconds = gpu_record.kernel_seconds
+        record.cpu_busy_seconds = cpu_busy
+        record.gpu_busy_seconds = gpu_record.gpu_busy_seconds
+        span = max(gpu_done, cpu_done) - work_started
+        record.cpu_idle_seconds = max(0.0, span - cpu_busy)
+        record.gpu_idle_seconds = max(0.0, span - record.gpu_busy_seconds)
+        self.dispatch_seconds += finished - max(gpu_done, cpu_done)
+        self.policy.observe(Observation(
+            "hybrid", "pull", record.active_fraction, record.rho, self.num_edges,
+            cpu_edges=record.cpu_edges, gpu_edges=record.gpu_edges,
+            cpu_seconds=cpu_busy, gpu_seconds=record.gpu_busy_seconds))
+
+    def _cpu_pages(self, queue: PageQueue, iteration: int, aggregates):
+        """The CPU worker: pages from the back of the queue, each sent to the GPU."""
+        cpu, gpu, state = self.cpu, self.gpu, self.cpu.state
+        runtime = self.cupy.cuda.runtime
+        numba.set_num_threads(self.cpu_threads)
+        busy = 0.0
+        uploaded = 0
+        pending = []
+        device_out = gpu.next
+        value_size = state.values.dtype.itemsize
+        scratch_record = IterationRecord(iteration, "hybrid", "pull", False, 1.0, 1.0, 0)
+        with self.cupy.cuda.Device(self.device_id), parallel_section():
+            started = time.perf_counter()
+            cpu.begin_pull(scratch_record)
+            busy += time.perf_counter() - started
+            while True:
+                index = queue.take("cpu")
+                if index is None:
+                    break
+                page = self.pages[index]
+                started = time.perf_counter()
+                pending.extend(cpu.pull_page(page, iteration, aggregates, self.cpu_threads))
+                busy += time.perf_counter() - started
+                first, end = page.first_vertex, page.end_vertex
+                if end > first:
+                    runtime.memcpyAsync(device_out[first:end].data.ptr,
+                                        state.next[first:end].ctypes.data,
+                                        (end - first) * value_size,
+                                        runtime.memcpyHostToDevice, self.upload_stream.ptr)
+                    runtime.memcpyAsync(gpu.active[first:end].data.ptr,
+                                        state.active[first:end].ctypes.data, end - first,
+                                        runtime.memcpyHostToDevice, self.upload_stream.ptr)
+                    uploaded += (end - first) * (value_size + 1)
+        queue.finished("cpu")
+        # the pages' partial sums of vertices the pages cut, in page order
+        pending.sort(key=lambda item: item[0])
+        return pending, busy, uploaded
+
+    def _gpu_split_partials(self, gpu_pages: list[int]) -> dict:
+        """vertex -> the GPU's partial sum, for every split vertex with a shard in a
+        GPU page; the GPU's split accumulators are reset."""
+        gpu = self.gpu
+        if not gpu.num_split or not gpu_pages:
+            return {}
+        slots = np.unique(np.concatenate([self.page_split_slots[p] for p in gpu_pages]))
+        if slots.size == 0:
+            return {}
+        partials = self.cupy.asnumpy(gpu.split_accum[:gpu.num_split])
+        with gpu.main_stream:
+            gpu.split_accum.fill(gpu._split_identity)
+        gpu.main_stream.synchronize()
+        return {int(self.split_vertex_ids[s]): partials[s] for s in slots.tolist()}
+
+    def _send_host_applied(self, applied: set) -> int:
+        """The committed values and activity of vertices applied on the host after
+        the pages (:meth:`CpuEngine.finish_pull`) to the GPU."""
+        if not applied:
+            return 0
+        gpu, state = self.gpu, self.cpu.state
+        vertices = np.fromiter(applied, np.int64, len(applied))
+        with gpu.main_stream:
+            index = self.cupy.asarray(vertices)
+            gpu.values[index] = self.cupy.asarray(state.values[vertices])
+            gpu.active[index] = self.cupy.asarray(state.active[vertices].view(np.uint8))
+        gpu.main_stream.synchronize()
+        return int(vertices.size) * (state.values.dtype.itemsize + 1 + 8)

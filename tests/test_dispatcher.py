@@ -1,0 +1,701 @@
+"""The hybrid dispatcher (Garaph section 5.1) on the CPU alone, with synthetic measurements.
+
+What is tested, without a GPU and without real timings:
+
+* :meth:`HybridPolicy.decide`: alpha = min(2 f rho, 1) * T_pull / T_GPU
+  (Equation 3), CPU-only below the threshold and hybrid at or above it (the
+  boundary, the cap at a full pull, rho > 1), no ratio yet -> CPU, a forced
+  mode, a configurable threshold, every decision recorded with its inputs,
+  and the argument checks;
+* the updates: the start-up probe (:meth:`HybridPolicy.calibrate`), the
+  smoothed per-edge rates and the ratio after a hybrid iteration, a CPU pull
+  and a CPU notify-pull (Garaph's ``t_cpu / (f t_gpu)`` update through the
+  cost model), and observations that must change nothing;
+* the tail rule (:meth:`HybridPolicy.should_take`) on hand-computed cases;
+* :class:`PageQueue` in a deterministic discrete-event simulation of a GPU
+  and a CPU with a fake clock: each page exactly once, the GPU from the
+  front and the CPU from the back, the tail rule's makespan against the
+  paper's greedy queue, declines, and two real threads racing on one queue;
+* user policies (subclasses overriding ``decide`` and ``should_take``);
+* ``garaphpy.run`` without a usable GPU: ``mode="hybrid"`` (the default)
+  warns :class:`GpuFallbackWarning` once per process and runs on the CPU;
+* the iteration records' dispatcher fields and their JSON lines.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import threading
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+import garaphpy
+import garaphpy.api
+import garaphpy.kernels.gpu
+from garaphpy.errors import ConfigError
+from garaphpy.output import write_iterations
+from garaphpy.scheduler import dispatcher
+from garaphpy.scheduler.dispatcher import Decision, HybridPolicy, Observation, PageQueue
+from garaphpy.scheduler.records import IterationRecord
+
+# Rates and page sizes are powers of two (times small integers), so that the
+# simulated times below are exact in floating point and the comparisons in
+# the tail rule are not decided by rounding.
+GPU_RATE = 2.0 ** -10          # seconds per edge
+PAGE = 64                      # edges per page: 1/16 s on the GPU
+
+
+def policy_with_rates(cpu_rate, gpu_rate, **options) -> HybridPolicy:
+    """A policy whose start-up probe measured these seconds per edge."""
+    policy = HybridPolicy(**options)
+    policy.calibrate(1024, cpu_rate * 1024, 1024, gpu_rate * 1024)
+    return policy
+
+
+def state_of(policy: HybridPolicy) -> tuple:
+    return (policy.cpu_seconds_per_edge, policy.gpu_seconds_per_edge, policy.ratio,
+            policy.ratio_source)
+
+
+# -- 1. the decision ---------------------------------------------------------------------
+
+def test_public_names():
+    assert garaphpy.HybridPolicy is HybridPolicy
+    assert garaphpy.Decision is Decision
+    assert garaphpy.GpuFallbackWarning is garaphpy.api.GpuFallbackWarning
+    assert issubclass(garaphpy.GpuFallbackWarning, UserWarning)
+
+
+@pytest.mark.parametrize("ratio, f, rho, alpha, mode", [
+    (4.0, 0.125, 1.0, 1.0, "hybrid"),                 # 2 f rho ratio = 1 exactly: hybrid
+    (4.0, 0.125 - 2.0 ** -20, 1.0, 1.0 - 2.0 ** -17, "cpu"),   # just below
+    (4.0, 0.0625, 1.0, 0.5, "cpu"),
+    (3.0, 0.9, 1.0, 3.0, "hybrid"),                    # 2 f = 1.8: capped at a full pull
+    (3.0, 1.0, 1.0, 3.0, "hybrid"),
+    (0.5, 1.0, 1.0, 0.5, "cpu"),                       # a GPU slower than the CPU
+    (2.0, 0.125, 1.0, 0.5, "cpu"),
+    (2.0, 0.125, 2.0, 1.0, "hybrid"),                  # pages on disk: rho raises alpha
+    (2.0, 0.125, 8.0, 2.0, "hybrid"),                  # ... up to the cap
+    (4.0, 0.0, 1.0, 0.0, "cpu"),                       # nothing active
+])
+def test_alpha_and_mode(ratio, f, rho, alpha, mode):
+    policy = HybridPolicy(initial_ratio=ratio)
+    decision = policy.decide(3, f, rho)
+    assert decision.alpha == pytest.approx(alpha, rel=1e-15, abs=0.0)
+    assert decision.alpha == min(2.0 * f * rho, 1.0) * ratio
+    assert decision.mode == mode
+    assert not decision.forced
+    assert (decision.iteration, decision.active_fraction, decision.rho, decision.ratio,
+            decision.ratio_source) == (3, f, rho, ratio, "given")
+
+
+def test_no_ratio_yet_runs_on_the_cpu():
+    policy = HybridPolicy()
+    decision = policy.decide(0, 1.0, 1.0)
+    assert (decision.mode, decision.alpha, decision.ratio, decision.forced) == \
+        ("cpu", None, None, False)
+    assert decision.ratio_source == "none"
+
+
+def test_forced_mode_wins_over_alpha():
+    hybrid = HybridPolicy(force="hybrid").decide(0, 1.0, 1.0)       # no ratio at all
+    assert (hybrid.mode, hybrid.forced, hybrid.alpha) == ("hybrid", True, None)
+    tiny = HybridPolicy(initial_ratio=0.01, force="hybrid").decide(0, 0.01, 1.0)
+    assert (tiny.mode, tiny.forced) == ("hybrid", True)
+    assert tiny.alpha == pytest.approx(0.0002)                       # still computed, recorded
+    cpu = HybridPolicy(initial_ratio=100.0, force="cpu").decide(0, 1.0, 1.0)
+    assert (cpu.mode, cpu.forced, cpu.alpha) == ("cpu", True, 100.0)
+
+
+def test_threshold_is_configurable():
+    # alpha = 2 * 0.2 * 4 = 1.6
+    assert HybridPolicy(initial_ratio=4.0).decide(0, 0.2, 1.0).mode == "hybrid"
+    assert HybridPolicy(initial_ratio=4.0, threshold=2.0).decide(0, 0.2, 1.0).mode == "cpu"
+    assert HybridPolicy(initial_ratio=4.0, threshold=1.6).decide(0, 0.2, 1.0).mode == "hybrid"
+    assert HybridPolicy(initial_ratio=0.5, threshold=0.25).decide(0, 1.0, 1.0).mode == "hybrid"
+
+
+def test_every_decision_is_recorded_in_order_with_its_inputs():
+    policy = HybridPolicy(initial_ratio=4.0)
+    steps = [(0, 1.0, 1.0), (1, 0.05, 1.0), (2, 0.125, 1.0), (3, 0.01, 4.0)]
+    returned = [policy.decide(*step) for step in steps]
+    assert policy.decisions == returned
+    assert [d.mode for d in policy.decisions] == ["hybrid", "cpu", "hybrid", "cpu"]
+    for (iteration, f, rho), decision in zip(steps, policy.decisions):
+        assert decision.as_dict() == {
+            "iteration": iteration, "active_fraction": f, "rho": rho, "ratio": 4.0,
+            "alpha": min(2 * f * rho, 1.0) * 4.0, "mode": decision.mode, "forced": False,
+            "ratio_source": "given"}
+    json.dumps([d.as_dict() for d in policy.decisions])      # JSON-able
+
+    # the ratio in force at each decision is the one recorded
+    policy = HybridPolicy()
+    policy.decide(0, 1.0, 1.0)
+    policy.calibrate(100, 0.4, 100, 0.1)
+    policy.decide(1, 1.0, 1.0)
+    assert [(d.ratio, d.ratio_source, d.mode) for d in policy.decisions] == \
+        [(None, "none", "cpu"), (4.0, "probe", "hybrid")]
+
+
+@pytest.mark.parametrize("options", [
+    {"force": "gpu"}, {"force": "CPU"}, {"smoothing": 0}, {"smoothing": 0.0},
+    {"smoothing": 2}, {"smoothing": -0.5}, {"initial_ratio": 0}, {"initial_ratio": -1.0},
+])
+def test_invalid_arguments_name_themselves(options):
+    name = next(iter(options))
+    with pytest.raises(ConfigError, match=name):
+        HybridPolicy(**options)
+
+
+def test_valid_edge_arguments():
+    assert HybridPolicy(smoothing=1.0).smoothing == 1.0
+    assert HybridPolicy(force=None, initial_ratio=1e-9).ratio == 1e-9
+
+
+# -- 2. the updates -----------------------------------------------------------------------
+
+def test_calibrate_sets_rates_and_the_probe_ratio():
+    policy = HybridPolicy()
+    policy.calibrate(cpu_edges=200, cpu_seconds=0.8, gpu_edges=100, gpu_seconds=0.1)
+    assert policy.cpu_seconds_per_edge == pytest.approx(4e-3)
+    assert policy.gpu_seconds_per_edge == pytest.approx(1e-3)
+    assert policy.ratio == pytest.approx(4.0)
+    assert policy.ratio_source == "probe"
+
+
+def test_calibrate_keeps_a_given_ratio():
+    policy = HybridPolicy(initial_ratio=7.0)
+    policy.calibrate(cpu_edges=200, cpu_seconds=0.8, gpu_edges=100, gpu_seconds=0.1)
+    assert (policy.ratio, policy.ratio_source) == (7.0, "given")
+    assert policy.cpu_seconds_per_edge == pytest.approx(4e-3)     # the tail rule's rates
+    assert policy.gpu_seconds_per_edge == pytest.approx(1e-3)
+    assert policy.decide(0, 0.05, 1.0).alpha == pytest.approx(0.7)
+
+
+def test_calibrate_without_a_gpu_measurement_leaves_no_ratio():
+    policy = HybridPolicy()
+    policy.calibrate(cpu_edges=200, cpu_seconds=0.8, gpu_edges=100, gpu_seconds=0.0)
+    assert policy.gpu_seconds_per_edge is None and policy.ratio is None
+    assert policy.decide(0, 1.0, 1.0).mode == "cpu"
+
+
+def test_hybrid_observation_smooths_both_rates_and_the_ratio_follows_them():
+    s = 0.25
+    policy = HybridPolicy(smoothing=s)
+    policy.calibrate(1000, 4.0, 1000, 1.0)                   # 4e-3 and 1e-3 s/edge: ratio 4
+    policy.observe(Observation("hybrid", "pull", 1.0, 1.0, num_edges=1000, cpu_edges=200,
+                               gpu_edges=800, cpu_seconds=0.2, gpu_seconds=0.8))
+    # measured 1e-3 (CPU) and 1e-3 (GPU) s/edge
+    cpu = (1 - s) * 4e-3 + s * 1e-3
+    gpu = (1 - s) * 1e-3 + s * 1e-3
+    assert policy.cpu_seconds_per_edge == pytest.approx(cpu)
+    assert policy.gpu_seconds_per_edge == pytest.approx(gpu)
+    assert policy.ratio_source == "measured"
+    # "a hybrid iteration gives seconds per edge of each processor's pull, and
+    # the ratio of the two": the ratio is that of the (smoothed) rates, 3.25,
+    # which the tail rule uses too, not smoothed a second time (3.8125).
+    assert policy.ratio == pytest.approx(cpu / gpu)
+
+
+def test_hybrid_observation_replaces_a_given_ratio_by_the_rates():
+    policy = HybridPolicy(initial_ratio=100.0, smoothing=0.5)
+    policy.calibrate(1000, 4.0, 1000, 1.0)
+    policy.observe(Observation("hybrid", "pull", 1.0, 1.0, 1000, cpu_edges=500,
+                               gpu_edges=500, cpu_seconds=2.0, gpu_seconds=0.5))
+    assert policy.cpu_seconds_per_edge == pytest.approx(4e-3)
+    assert policy.gpu_seconds_per_edge == pytest.approx(1e-3)
+    assert policy.ratio == pytest.approx(4.0)
+    assert policy.ratio_source == "measured"
+
+
+def test_gpu_alone_observation_updates_the_gpu_rate_only():
+    policy = HybridPolicy(smoothing=1.0)
+    policy.calibrate(1000, 4.0, 1000, 1.0)
+    policy.observe(Observation("hybrid", "pull", 1.0, 1.0, 1000, gpu_edges=1000,
+                               gpu_seconds=2.0))
+    assert policy.cpu_seconds_per_edge == pytest.approx(4e-3)
+    assert policy.gpu_seconds_per_edge == pytest.approx(2e-3)
+    assert policy.ratio == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("f, rho, t_cpu, implied_pull", [
+    (0.1, 1.0, 0.06, 0.06 / 0.2),       # T_pull = t / (2 f rho)
+    (0.05, 4.0, 0.06, 0.06 / 0.4),      # rho counts
+    (0.8, 1.0, 0.06, 0.06),             # 2 f > 1: a notify-pull costs a full pull at most
+])
+def test_notify_pull_observation_moves_the_ratio_through_the_cost_model(f, rho, t_cpu,
+                                                                           implied_pull):
+    s = 0.5
+    policy = HybridPolicy(smoothing=s)
+    policy.calibrate(1000, 4.0, 1000, 1.0)                   # ratio 4, T_GPU = 1 s
+    policy.observe(Observation("cpu", "notify-pull", f, rho, num_edges=1000,
+                               cpu_edges=150, cpu_seconds=t_cpu))
+    measured = implied_pull / (1e-3 * 1000)
+    assert measured == pytest.approx(t_cpu / min(2 * f * rho, 1.0) / (1e-3 * 1000))
+    assert policy.ratio == pytest.approx((1 - s) * 4.0 + s * measured)
+    assert policy.ratio_source == "measured"
+    # a notify-pull's edges are no pull rate: the rates stay
+    assert policy.cpu_seconds_per_edge == pytest.approx(4e-3)
+    assert policy.gpu_seconds_per_edge == pytest.approx(1e-3)
+    # and the next decision compares that cost, scaled to its f, with the GPU's
+    decision = policy.decide(1, f, rho)
+    assert decision.alpha == pytest.approx(min(2 * f * rho, 1.0) * policy.ratio)
+
+
+def test_notify_pull_with_smoothing_one_is_the_measurement():
+    policy = HybridPolicy(smoothing=1.0)
+    policy.calibrate(1000, 4.0, 1000, 1.0)
+    policy.observe(Observation("cpu", "notify-pull", 0.1, 1.0, 1000, cpu_edges=150,
+                               cpu_seconds=0.06))
+    assert policy.ratio == pytest.approx(0.3)
+    # alpha of the same iteration again: 2 f ratio = t_cpu / T_GPU
+    assert policy.decide(1, 0.1, 1.0).alpha == pytest.approx(0.06)
+
+
+def test_cpu_pull_observation_updates_the_cpu_rate():
+    s = 0.5
+    policy = HybridPolicy(smoothing=s)
+    policy.calibrate(1000, 4.0, 1000, 1.0)
+    policy.observe(Observation("cpu", "pull", 1.0, 1.0, 1000, cpu_edges=1000,
+                               cpu_seconds=2.0))
+    assert policy.cpu_seconds_per_edge == pytest.approx((1 - s) * 4e-3 + s * 2e-3)
+    assert policy.gpu_seconds_per_edge == pytest.approx(1e-3)
+    assert policy.ratio_source == "measured"
+    assert 2.0 <= policy.ratio < 4.0                          # moved towards 2
+
+
+def test_cpu_pull_before_any_gpu_measurement_sets_the_rate_not_a_ratio():
+    policy = HybridPolicy()
+    policy.observe(Observation("cpu", "pull", 1.0, 1.0, 1000, cpu_edges=1000,
+                               cpu_seconds=2.0))
+    assert policy.cpu_seconds_per_edge == pytest.approx(2e-3)
+    assert policy.ratio is None and policy.ratio_source == "none"
+    assert policy.decide(0, 1.0, 1.0).mode == "cpu"
+
+
+@pytest.mark.parametrize("observation", [
+    Observation("hybrid", "pull", 1.0, 1.0, num_edges=0, cpu_seconds=0.5, gpu_seconds=0.5),
+    Observation("cpu", "pull", 1.0, 1.0, num_edges=0, cpu_seconds=0.5),
+    Observation("cpu", "notify-pull", 0.2, 1.0, num_edges=0, cpu_seconds=0.5),
+    Observation("cpu", "notify-pull", 0.0, 1.0, num_edges=1000, cpu_seconds=0.0),
+])
+def test_observations_without_edges_change_nothing(observation):
+    policy = HybridPolicy(smoothing=0.5)
+    policy.calibrate(1000, 4.0, 1000, 1.0)
+    before = state_of(policy)
+    policy.observe(observation)
+    assert state_of(policy) == before
+
+
+@pytest.mark.parametrize("observation", [
+    Observation("hybrid", "pull", 1.0, 1.0, num_edges=1000),        # no page measured
+    Observation("cpu", "pull", 1.0, 1.0, num_edges=1000),
+])
+def test_an_observation_measuring_nothing_keeps_the_ratio(observation):
+    """Nothing was measured, so the ratio the last notify-pull gave must stay."""
+    policy = HybridPolicy(smoothing=1.0)
+    policy.calibrate(1000, 4.0, 1000, 1.0)
+    policy.observe(Observation("cpu", "notify-pull", 0.1, 1.0, 1000, cpu_edges=150,
+                               cpu_seconds=0.06))
+    assert policy.ratio == pytest.approx(0.3)
+    before = state_of(policy)
+    policy.observe(observation)
+    assert state_of(policy) == before
+
+
+# -- 3. the tail rule -----------------------------------------------------------------------
+
+def test_slow_cpu_must_not_take_the_last_page():
+    policy = policy_with_rates(20 * GPU_RATE, GPU_RATE)
+    # CPU: 64 edges take 1.25 s; the GPU, 0.5 s of backlog, needs 1/16 s more
+    assert not policy.should_take("cpu", PAGE, 0.0, 0.5, PAGE)
+    # nor the last of three pages: the GPU does all three by 0.5 + 3/16 s
+    assert not policy.should_take("cpu", PAGE, 0.0, 0.5, 3 * PAGE)
+
+
+def test_slow_cpu_takes_a_page_when_the_gpu_is_far_behind():
+    policy = policy_with_rates(20 * GPU_RATE, GPU_RATE)
+    assert policy.should_take("cpu", PAGE, 0.0, 2.0, PAGE)             # 1.25 <= 2.0625
+    # the boundary: finishing at the same time takes it
+    assert policy.should_take("cpu", PAGE, 0.0, 1.25 - 1 / 16, PAGE)
+    assert not policy.should_take("cpu", PAGE, 0.0, 1.25 - 1 / 16 - 2.0 ** -20, PAGE)
+    # its own backlog counts
+    assert not policy.should_take("cpu", PAGE, 1.0, 2.0, PAGE)
+    # the GPU's view: it takes the page unless the CPU does everything sooner
+    assert policy.should_take("gpu", PAGE, 0.0, 0.0, PAGE)
+    assert not policy.should_take("gpu", PAGE, 10.0, 0.0, PAGE)
+
+
+def test_tail_rule_off_always_takes():
+    policy = policy_with_rates(20 * GPU_RATE, GPU_RATE, tail_rule=False)
+    assert policy.should_take("cpu", PAGE, 100.0, 0.0, PAGE)
+    assert policy.should_take("gpu", PAGE, 100.0, 0.0, PAGE)
+
+
+def test_unknown_rates_always_take():
+    policy = HybridPolicy(initial_ratio=20.0)          # a ratio, but no measured rates
+    assert policy.should_take("cpu", PAGE, 100.0, 0.0, PAGE)
+    half = HybridPolicy()
+    half.calibrate(PAGE, 1.0, 0, 0.0)                  # only the CPU's rate
+    assert half.should_take("cpu", PAGE, 100.0, 0.0, PAGE)
+    assert half.should_take("gpu", PAGE, 100.0, 0.0, PAGE)
+
+
+# -- 4. the page queue, simulated ----------------------------------------------------------
+
+class FakeClock:
+    """A clock the simulation sets: ``clock()`` returns ``clock.now``."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def simulate(page_edges, order, policy, rates, first="gpu"):
+    """Two processors take pages from one queue, each asking when it is free.
+
+    A processor working at ``rates[p]`` seconds per edge asks for the next
+    page the moment it finishes the last one (the earlier free one first;
+    ties: ``first``), and stops at its first None.  Returns the queue, the
+    makespan and the pages in the order they were taken, as (processor, page).
+    """
+    clock = FakeClock()
+    queue = PageQueue(page_edges, order, policy, clock=clock)
+    preference = [first, "cpu" if first == "gpu" else "gpu"]
+    free_at = {"cpu": 0.0, "gpu": 0.0}
+    done = {"cpu": False, "gpu": False}
+    log = []
+    while not all(done.values()):
+        processor = min((p for p in preference if not done[p]), key=free_at.__getitem__)
+        clock.now = free_at[processor]
+        page = queue.take(processor)
+        if page is None:
+            queue.finished(processor)
+            done[processor] = True
+            continue
+        log.append((processor, page))
+        free_at[processor] += page_edges[page] * rates[processor]
+    return queue, max(free_at.values()), log
+
+
+def assert_each_page_once(queue, log, order):
+    taken = queue.taken["gpu"] + queue.taken["cpu"]
+    assert sorted(taken) == sorted(order)
+    assert sorted(page for _, page in log) == sorted(order)
+    assert not queue.pending and queue.queued_edges == 0
+    # the GPU from the front, the CPU from the back
+    gpu, cpu = queue.taken["gpu"], queue.taken["cpu"]
+    assert gpu == list(order[:len(gpu)])
+    assert cpu == list(order[::-1][:len(cpu)])
+
+
+# (ids other than a bare "gpu": conftest skips tests with a "gpu" keyword)
+@pytest.mark.parametrize("first", ["gpu", "cpu"], ids=["gpu-asks-first", "cpu-asks-first"])
+def test_slow_cpu_leaves_six_pages_to_the_gpu(first):
+    rates = {"gpu": GPU_RATE, "cpu": 20 * GPU_RATE}
+    pages, order = [PAGE] * 6, [3, 0, 5, 1, 4, 2]
+
+    tail = policy_with_rates(rates["cpu"], rates["gpu"])
+    queue, makespan, log = simulate(pages, order, tail, rates, first)
+    assert_each_page_once(queue, log, order)
+    assert queue.taken["cpu"] == []
+    assert queue.declined == {"cpu": True, "gpu": False}
+    assert makespan == 6 / 16
+
+    greedy = policy_with_rates(rates["cpu"], rates["gpu"], tail_rule=False)
+    queue, greedy_makespan, log = simulate(pages, order, greedy, rates, first)
+    assert_each_page_once(queue, log, order)
+    assert queue.taken["cpu"] == [2]                        # grabs the back page at t = 0 ...
+    assert greedy_makespan == 1.25                          # ... and finishes long after the GPU
+    assert makespan < greedy_makespan
+
+
+def test_moderately_slow_cpu_takes_what_the_rule_allows():
+    rates = {"gpu": GPU_RATE, "cpu": 4 * GPU_RATE}          # a page: 1/16 s GPU, 1/4 s CPU
+    pages, order = [PAGE] * 20, list(range(20))
+    queue, makespan, log = simulate(pages, order, policy_with_rates(4 * GPU_RATE, GPU_RATE),
+                                    rates)
+    assert_each_page_once(queue, log, order)
+    # 20 pages: the GPU does 16 in 1 s while the CPU does 4, both done at 1 s
+    assert queue.taken["cpu"] == [19, 18, 17, 16]
+    assert makespan == 1.0
+    greedy = policy_with_rates(4 * GPU_RATE, GPU_RATE, tail_rule=False)
+    _, greedy_makespan, _ = simulate(pages, order, greedy, rates)
+    assert makespan <= greedy_makespan
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_tail_rule_never_loses_to_the_greedy_queue(seed):
+    """With exact rate estimates both queues agree until the first decline, and
+    a decline happens only when taking would end later than the other
+    processor finishing everything: the tail rule's makespan is never worse."""
+    rng = random.Random(seed)
+    pages = [rng.choice([16, 32, 64, 128, 256]) for _ in range(rng.randint(1, 30))]
+    order = list(range(len(pages)))
+    rng.shuffle(order)
+    rates = {"gpu": GPU_RATE, "cpu": GPU_RATE * rng.choice([0.25, 0.5, 1, 2, 3, 8, 20, 64])}
+    first = rng.choice(["gpu", "cpu"])
+    tail = policy_with_rates(rates["cpu"], rates["gpu"])
+    queue, makespan, log = simulate(pages, order, tail, rates, first)
+    assert_each_page_once(queue, log, order)
+    greedy = policy_with_rates(rates["cpu"], rates["gpu"], tail_rule=False)
+    greedy_queue, greedy_makespan, greedy_log = simulate(pages, order, greedy, rates, first)
+    assert_each_page_once(greedy_queue, greedy_log, order)
+    assert makespan <= greedy_makespan
+    if any(queue.declined.values()) and greedy_log != log:
+        assert makespan < greedy_makespan
+
+
+@pytest.mark.parametrize("count", [10, 7, 1])
+def test_equal_speeds_split_the_pages_evenly(count):
+    rates = {"gpu": GPU_RATE, "cpu": GPU_RATE}
+    pages, order = [PAGE] * count, list(range(count))
+    queue, makespan, log = simulate(pages, order, policy_with_rates(GPU_RATE, GPU_RATE), rates)
+    assert_each_page_once(queue, log, order)
+    assert abs(len(queue.taken["gpu"]) - len(queue.taken["cpu"])) <= 1
+    assert makespan == (count + 1) // 2 / 16
+
+
+def test_a_processor_that_declined_gets_none_from_then_on():
+    clock = FakeClock()
+    policy = policy_with_rates(20 * GPU_RATE, GPU_RATE)
+    queue = PageQueue([PAGE] * 6, range(6), policy, clock=clock)
+    assert queue.take("gpu") == 0
+    assert queue.take("cpu") is None
+    assert queue.declined["cpu"]
+    # even where the rule would now let it take (no rule at all, the GPU far behind)
+    policy.tail_rule = False
+    clock.now = 100.0
+    queue.busy_until["gpu"] = 1000.0
+    assert queue.take("cpu") is None
+    assert queue.taken["cpu"] == [] and len(queue.pending) == 5
+    assert [queue.take("gpu") for _ in range(6)] == [1, 2, 3, 4, 5, None]
+
+
+class Declines(HybridPolicy):
+    """A policy whose tail rule always says no."""
+
+    def should_take(self, processor, page_edges, own_backlog, other_backlog, queued_edges):
+        return False
+
+
+@pytest.mark.parametrize("declining, remaining", [("cpu", "gpu"), ("gpu", "cpu")])
+def test_after_the_other_declined_the_remaining_one_takes_everything(declining, remaining):
+    queue = PageQueue([PAGE] * 5, range(5), Declines(), clock=FakeClock())
+    assert queue.take(declining) is None
+    expected = [0, 1, 2, 3, 4] if remaining == "gpu" else [4, 3, 2, 1, 0]
+    assert [queue.take(remaining) for _ in range(6)] == expected + [None]
+    assert queue.taken[remaining] == expected and queue.taken[declining] == []
+
+
+def test_busy_until_follows_the_estimates_and_finished_clears_it():
+    clock = FakeClock()
+    queue = PageQueue([PAGE, 2 * PAGE, PAGE], [0, 1, 2],
+                      policy_with_rates(2 * GPU_RATE, GPU_RATE), clock=clock)
+    assert queue.queued_edges == 4 * PAGE
+    assert queue.take("gpu") == 0 and queue.busy_until["gpu"] == 1 / 16
+    assert queue.take("gpu") == 1 and queue.busy_until["gpu"] == 3 / 16   # queued behind
+    assert queue.take("cpu") == 2 and queue.busy_until["cpu"] == 1 / 8
+    assert queue.queued_edges == 0
+    clock.now = 0.1
+    queue.finished("gpu")
+    assert queue.busy_until["gpu"] == 0.1
+    assert queue.take("gpu") is None and queue.take("cpu") is None
+
+
+def test_two_threads_take_every_page_exactly_once():
+    count = 200
+    order = list(range(count))
+    random.Random(1).shuffle(order)
+    queue = PageQueue([PAGE] * count, order, HybridPolicy())     # no rates: always take
+    got = {"cpu": [], "gpu": []}
+    start = threading.Barrier(2)
+
+    def worker(processor, seed):
+        rng = random.Random(seed)
+        start.wait()
+        while (page := queue.take(processor)) is not None:
+            got[processor].append(page)
+            time.sleep(rng.uniform(0.0, 2e-4))
+        queue.finished(processor)
+
+    threads = [threading.Thread(target=worker, args=(p, i)) for i, p in
+               enumerate(("gpu", "cpu"))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not any(thread.is_alive() for thread in threads)
+    assert sorted(got["gpu"] + got["cpu"]) == list(range(count))
+    assert got == queue.taken
+    assert got["gpu"] == order[:len(got["gpu"])]
+    assert got["cpu"] == order[::-1][:len(got["cpu"])]
+    assert got["gpu"] and got["cpu"]
+
+
+# -- 5. policies of one's own ----------------------------------------------------------------
+
+class Alternating(HybridPolicy):
+    """CPU-only on even iterations, hybrid on odd ones, whatever alpha says."""
+
+    def decide(self, iteration, active_fraction, rho):
+        decision = super().decide(iteration, active_fraction, rho)
+        decision.mode = "hybrid" if iteration % 2 else "cpu"
+        decision.forced = True
+        return decision
+
+
+class SmallPagesOnCpu(HybridPolicy):
+    """The CPU takes only pages of at most ``limit`` edges; the GPU takes anything.
+
+    ``should_take`` sees the page's edges, not its index, and the queue offers
+    the CPU always its back page: with the pages ordered big first, the CPU
+    takes the small ones from the back and stops at the first big one.
+    """
+
+    limit = 32
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.calls = []
+
+    def should_take(self, processor, page_edges, own_backlog, other_backlog, queued_edges):
+        self.calls.append((processor, page_edges, queued_edges))
+        return processor == "gpu" or page_edges <= self.limit
+
+
+def test_a_replaced_decide_is_followed_and_recorded():
+    policy = Alternating(initial_ratio=100.0)
+    modes = [policy.decide(i, 1.0, 1.0).mode for i in range(6)]
+    assert modes == ["cpu", "hybrid"] * 3
+    assert [d.mode for d in policy.decisions] == modes
+    assert all(d.alpha == 100.0 and d.forced for d in policy.decisions)
+
+
+def test_a_replaced_should_take_drives_the_queue():
+    pages = [256, 256, 128, 256, 16, 32, 8]
+    order = sorted(range(len(pages)), key=lambda p: -pages[p])     # big first
+    rates = {"gpu": GPU_RATE, "cpu": GPU_RATE / 4}                 # a CPU even faster
+    policy = SmallPagesOnCpu()
+    queue, _, log = simulate(pages, order, policy, rates)
+    assert_each_page_once(queue, log, order)
+    assert sorted(queue.taken["cpu"]) == [4, 5, 6]
+    assert all(pages[p] > SmallPagesOnCpu.limit for p in queue.taken["gpu"])
+    assert queue.declined["cpu"]
+    cpu_calls = [call for call in policy.calls if call[0] == "cpu"]
+    assert [edges for _, edges, _ in cpu_calls] == [8, 16, 32, 128]
+    assert cpu_calls[-1][2] == 128 + 2 * 256            # pages 2, 3, 1 still queued
+
+
+def test_run_accepts_a_policy_subclass_and_rejects_anything_else(small_graph, no_gpu):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", garaphpy.GpuFallbackWarning)
+        result = garaphpy.run(small_graph, "pagerank", policy=Alternating())
+    assert result.mode == "cpu"
+    with pytest.raises(ConfigError, match="policy"):
+        garaphpy.run(small_graph, "pagerank", policy=object())
+    with pytest.raises(ConfigError, match="policy"):
+        garaphpy.run(small_graph, "pagerank", mode="cpu", policy=Declines)   # the class
+
+
+# -- 6. no GPU: the fallback ----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def small_graph():
+    rng = np.random.default_rng(5)
+    src, dst = rng.integers(0, 300, 3000), rng.integers(0, 300, 3000)
+    return garaphpy.Graph.from_arrays(src, dst, max_shard_edges=200, max_page_bytes=8_000)
+
+
+@pytest.fixture
+def no_gpu(monkeypatch):
+    """No usable GPU on any machine, and a process that has not warned yet."""
+    def unavailable():
+        raise garaphpy.kernels.gpu.GpuUnavailableError("no device (test)")
+
+    monkeypatch.setattr(garaphpy.kernels.gpu, "cupy_module", unavailable)
+    monkeypatch.setattr(garaphpy.api, "_FALLBACK_WARNED", False)
+
+
+def test_hybrid_without_a_gpu_warns_once_and_runs_on_the_cpu(small_graph, no_gpu):
+    cpu = garaphpy.run(small_graph, "pagerank", mode="cpu")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        hybrid = garaphpy.run(small_graph, "pagerank", mode="hybrid")
+        default = garaphpy.run(small_graph, "pagerank")
+        given = garaphpy.run(small_graph, "pagerank", policy=HybridPolicy(force="hybrid"))
+    fallback = [w for w in caught if issubclass(w.category, garaphpy.GpuFallbackWarning)]
+    assert len(fallback) == 1
+    assert "no device (test)" in str(fallback[0].message)
+    assert fallback[0].filename == __file__          # points at the caller of garaphpy.run
+    for result in (hybrid, default, given):
+        assert result.mode == "cpu"
+        assert all(r.mode == "cpu" for r in result.iterations)
+        assert result.num_iterations == cpu.num_iterations
+        np.testing.assert_array_equal(result.values, cpu.values)
+
+
+def test_mode_cpu_never_warns_about_the_gpu(small_graph, no_gpu):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        garaphpy.run(small_graph, "pagerank", mode="cpu")
+    assert not [w for w in caught if issubclass(w.category, garaphpy.GpuFallbackWarning)]
+    assert garaphpy.api._FALLBACK_WARNED is False
+
+
+def test_warning_is_an_error_when_asked(small_graph, no_gpu):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", garaphpy.GpuFallbackWarning)
+        with pytest.raises(garaphpy.GpuFallbackWarning, match="no device"):
+            garaphpy.run(small_graph, "pagerank", mode="hybrid")
+
+
+# -- 7. the records ---------------------------------------------------------------------------
+
+NEW_FIELDS = {"alpha": None, "ratio": None, "cpu_pages": 0, "cpu_edges": 0, "gpu_edges": 0,
+              "cpu_busy_seconds": 0.0, "gpu_busy_seconds": 0.0, "cpu_idle_seconds": 0.0,
+              "gpu_idle_seconds": 0.0, "dispatch_seconds": 0.0}
+
+
+def test_iteration_record_has_the_dispatcher_fields():
+    fields = {f.name: f.default for f in dataclasses.fields(IterationRecord)}
+    for name, default in NEW_FIELDS.items():
+        assert name in fields
+        assert fields[name] == default
+
+
+def test_cpu_run_fills_the_cpu_fields_and_writes_them(small_graph, tmp_path):
+    with pytest.warns(garaphpy.NotConvergedWarning):
+        result = garaphpy.run(small_graph, "pagerank", mode="cpu", max_iterations=5,
+                              tolerance=0.0)
+    assert result.mode == "cpu" and result.num_iterations == 5
+    pulls = [r for r in result.iterations if r.direction == "pull"]
+    assert pulls
+    for record in pulls:
+        assert record.cpu_pages == record.pages > 1
+        assert record.cpu_edges == record.edges_processed == small_graph.num_edges
+        assert record.cpu_busy_seconds > 0
+        assert record.cpu_busy_seconds <= record.seconds
+        assert (record.gpu_pages, record.gpu_edges, record.gpu_busy_seconds) == (0, 0, 0.0)
+        assert record.alpha is None and record.ratio is None
+
+    path = write_iterations(tmp_path / "iterations.jsonl", result.iterations)
+    lines = path.read_text().splitlines()
+    assert len(lines) == result.num_iterations
+    for line, record in zip(lines, result.iterations):
+        written = json.loads(line)
+        for name in NEW_FIELDS:
+            assert written[name] == getattr(record, name)
+        assert written["cpu_pages"] == record.pages
+
+
+def test_dispatcher_module_constants():
+    assert dispatcher.PROCESSORS == ("cpu", "gpu")
+    assert dispatcher.MODES == ("cpu", "hybrid")

@@ -1,0 +1,261 @@
+"""The hybrid engine (Garaph sections 4.1, 5.1): hybrid results equal CPU-only results.
+
+Every test here needs a GPU (``pytest -m gpu`` on the GPU machine).  Policies
+written for the tests force the paths a default run may not take on small
+graphs: both processors pulling pages of one iteration (a page split between
+them, vertices cut between a CPU page and a GPU page), iterations alternating
+between the CPU alone and both processors (each copy of the vertex data
+brought up to date in turn), and GPU-only hybrid iterations.  The policy
+decisions on synthetic measurements are tested without a GPU in
+``tests/test_dispatcher.py``.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import garaphpy
+from garaphpy.programs import BUILTIN_PROGRAMS
+from garaphpy.scheduler.dispatcher import HybridPolicy
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "programs"))
+import references as ref  # noqa: E402
+from conftest import SHARED_DATA  # noqa: E402
+from test_engine_gpu import gpu_program as program_for  # noqa: E402
+from test_programs import ITERATIVE, SMALL_GRAPHS, sources_of  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+EXACT = {"bfs", "sssp", "cc", "sswp"}
+PROGRAMS = list(BUILTIN_PROGRAMS)
+
+
+class SplitPolicy(HybridPolicy):
+    """Every iteration hybrid; the GPU takes ``gpu_share`` of the pages from the
+    front, the CPU the rest from the back (no tail rule)."""
+
+    def __init__(self, gpu_share: float = 0.5, **options):
+        super().__init__(force="hybrid", **options)
+        self.gpu_share = gpu_share
+        self.gpu_taken = 0
+        self.num_pages = None
+
+    def should_take(self, processor, page_edges, own_backlog, other_backlog, queued_edges):
+        if processor == "cpu":
+            return True
+        self.gpu_taken += 1
+        return self.gpu_taken <= max(1, round(self.gpu_share * self.num_pages))
+
+    def decide(self, iteration, active_fraction, rho):
+        self.gpu_taken = 0
+        return super().decide(iteration, active_fraction, rho)
+
+
+class AlternatingPolicy(SplitPolicy):
+    """CPU alone on even iterations, both processors on odd ones."""
+
+    def decide(self, iteration, active_fraction, rho):
+        decision = super().decide(iteration, active_fraction, rho)
+        if iteration % 2 == 0:
+            decision.mode = "cpu"
+        return decision
+
+
+class GpuAlonePolicy(HybridPolicy):
+    """Every iteration hybrid, and the CPU takes nothing: the GPU-alone path."""
+
+    def __init__(self):
+        super().__init__(force="hybrid")
+
+    def should_take(self, processor, *arguments):
+        return processor == "gpu"
+
+
+def run_quietly(graph, program, sources=(), **options):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", garaphpy.NotConvergedWarning)
+        return ref.run_engine(graph, program, sources, **options)
+
+
+def assert_matches(name, values, expected):
+    if name in EXACT:
+        np.testing.assert_array_equal(values, expected)
+    else:
+        np.testing.assert_allclose(values, expected, rtol=1e-4, atol=1e-12)
+
+
+def with_pages(policy, graph, program):
+    graph_run = graph.as_undirected() if program.needs_undirected else graph
+    policy.num_pages = len(graph_run.store.pages)
+    return policy
+
+
+@pytest.fixture(scope="module")
+def small():
+    return {name: build() for name, build in SMALL_GRAPHS.items()}
+
+
+@pytest.fixture(scope="module")
+def paged_rmat():
+    """rmat:12, weighted, cut into many small pages: a hybrid iteration splits it
+    between the processors, and heavy vertices are cut between pages."""
+    graph = garaphpy.Graph.load("rmat:12", progress=False,
+                                generator_options={"weighted": True, "seed": 11},
+                                max_shard_edges=512, max_page_bytes=16384)
+    assert len(graph.store.pages) > 8
+    assert (graph.store.shards["split"] == 1).any()
+    return graph
+
+
+def iterative_options(name):
+    return {"max_iterations": 60} if name in ITERATIVE else {}
+
+
+@pytest.mark.parametrize("execution", ["sync", "async"])
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_hybrid_equals_cpu_with_pages_split_between_processors(paged_rmat, name, execution):
+    program = program_for(name)
+    sources = np.array([0, 7], np.int64) if program.needs_sources else ()
+    options = dict(execution=execution, **iterative_options(name))
+    cpu = run_quietly(paged_rmat, program, sources, mode="cpu", **options)
+    policy = with_pages(SplitPolicy(0.5), paged_rmat, program)
+    hybrid = run_quietly(paged_rmat, program, sources, mode="hybrid", policy=policy,
+                         **options)
+    assert hybrid.mode == "hybrid"
+    first = hybrid.iterations[0]
+    assert first.mode == "hybrid" and first.cpu_pages > 0 and first.gpu_pages > 0
+    assert first.cpu_pages + first.gpu_pages == first.pages
+    assert first.cpu_edges + first.gpu_edges == paged_rmat.num_edges or program.needs_undirected
+    assert first.bytes_to_host > 0 and first.bytes_to_device > 0
+    if execution == "sync" or name in EXACT:
+        assert_matches(name, hybrid.values, cpu.values)
+    if execution == "sync" and name in EXACT:
+        assert hybrid.num_iterations == cpu.num_iterations
+    if hybrid.converged:
+        report = hybrid.program.verify(hybrid.graph, hybrid)
+        assert report.ok, str(report)
+
+
+@pytest.mark.parametrize("name", ["pagerank", "sssp", "bfs", "cc", "nn", "hs"])
+def test_switching_between_cpu_alone_and_both_keeps_both_copies_current(paged_rmat, name):
+    program = program_for(name)
+    sources = np.array([3], np.int64) if program.needs_sources else ()
+    options = iterative_options(name)
+    cpu = run_quietly(paged_rmat, program, sources, mode="cpu", **options)
+    policy = with_pages(AlternatingPolicy(0.3), paged_rmat, program)
+    hybrid = run_quietly(paged_rmat, program, sources, mode="hybrid", policy=policy,
+                         **options)
+    modes = [record.mode for record in hybrid.iterations]
+    assert modes[:2] == ["cpu", "hybrid"]
+    assert_matches(name, hybrid.values, cpu.values)
+    alone = run_quietly(paged_rmat, program, sources, mode="hybrid", policy=GpuAlonePolicy(),
+                        **options)
+    assert all(r.cpu_pages == 0 and r.gpu_pages == r.pages for r in alone.iterations)
+    assert_matches(name, alone.values, cpu.values)
+
+
+@pytest.mark.parametrize("execution", ["sync", "async"])
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_default_hybrid_equals_references_on_small_graphs(small, name, execution):
+    for graph_name, graph in small.items():
+        if name == "cc" and graph_name == "random":
+            continue
+        sources = sources_of(graph, graph_name)
+        program = program_for(name)
+        used = sources if program.needs_sources else ()
+        options = {"tolerance": 1e-13, "max_iterations": 100_000} if name in ITERATIVE else {}
+        cpu = run_quietly(graph, program, used, mode="cpu", execution=execution, **options)
+        hybrid = run_quietly(graph, program, used, execution=execution, **options)
+        assert hybrid.mode == "hybrid"
+        if execution == "sync" or name in EXACT:
+            assert_matches(name, hybrid.values, cpu.values)
+        forced = run_quietly(graph, program, used, mode="hybrid", execution=execution,
+                             policy=with_pages(SplitPolicy(0.5), graph, program), **options)
+        if execution == "sync" or name in EXACT:
+            assert_matches(name, forced.values, cpu.values)
+
+
+@pytest.mark.parametrize("file", ["ca-HepPh.txt.gz", "soc-Slashdot0811.txt.gz",
+                                  "web-NotreDame.txt.gz"])
+def test_hybrid_equals_cpu_on_snap_graphs(file, tmp_path):
+    path = SHARED_DATA / file
+    if not path.exists():
+        pytest.skip(f"{path} is not here")
+    graph = garaphpy.Graph.load(path, store=tmp_path / "store", progress=False,
+                                max_page_bytes=1 << 20)
+    in_offsets, sources, _ = graph.store.csc()
+    destinations = np.repeat(np.arange(graph.num_vertices), np.diff(in_offsets))
+    weights = np.random.default_rng(7).integers(1, 101, sources.size)
+    weighted = garaphpy.Graph.from_arrays(sources, destinations, weights,
+                                          num_vertices=graph.num_vertices,
+                                          max_page_bytes=1 << 20)
+    hub = np.array([int(np.argmax(graph.store.out_degree))], np.int64)
+    for name in PROGRAMS:
+        program = program_for(name)
+        on = weighted if program.needs_weights else graph
+        used = hub if program.needs_sources else ()
+        options = iterative_options(name)
+        cpu = run_quietly(on, program, used, mode="cpu", **options)
+        default = run_quietly(on, program, used, mode="hybrid", **options)
+        assert_matches(name, default.values, cpu.values)
+        split = run_quietly(on, program, used, mode="hybrid",
+                            policy=with_pages(SplitPolicy(0.5), on, program), **options)
+        assert_matches(name, split.values, cpu.values)
+
+
+def test_streamed_pages_in_hybrid_iterations(paged_rmat):
+    from garaphpy.scheduler.gpu_engine import GpuEngine
+
+    program = program_for("pagerank")
+    sizing = GpuEngine(paged_rmat, program, np.zeros(0, np.int64), synchronous=True)
+    page_bytes = sum(page.nbytes for page in paged_rmat.store.pages)
+    budget = sizing.plan.vertex_bytes + page_bytes // 3
+    cpu = run_quietly(paged_rmat, program, mode="cpu", max_iterations=20)
+    hybrid = run_quietly(paged_rmat, program, mode="hybrid", max_iterations=20,
+                         gpu_memory=budget, policy=with_pages(SplitPolicy(0.5), paged_rmat,
+                                                              program))
+    assert hybrid.iterations[0].copy_seconds > 0
+    assert_matches("pagerank", hybrid.values, cpu.values)
+
+
+def test_records_and_decisions_of_a_default_run(paged_rmat):
+    policy = HybridPolicy()
+    result = run_quietly(paged_rmat, program_for("sssp"), np.array([0], np.int64),
+                         mode="hybrid", policy=policy)
+    assert len(policy.decisions) == result.num_iterations
+    assert policy.decisions[0].ratio_source == "probe" and policy.decisions[0].ratio > 0
+    for record, decision in zip(result.iterations, policy.decisions):
+        assert record.mode == decision.mode and record.alpha == decision.alpha
+        assert record.dispatch_seconds >= 0
+        if record.mode == "cpu":
+            assert record.gpu_pages == 0
+    assert "CPU-only" in result.summary()
+
+
+def test_hybrid_checkpoint_and_resume_give_the_uninterrupted_result(paged_rmat, tmp_path):
+    program = program_for("sssp")
+    sources = np.array([0], np.int64)
+    policy = lambda: with_pages(AlternatingPolicy(0.5), paged_rmat, program)  # noqa: E731
+    whole = run_quietly(paged_rmat, program, sources, mode="hybrid", policy=policy())
+    assert whole.num_iterations > 3
+
+    class Crash(Exception):
+        pass
+
+    def crash(record):
+        if record.iteration == 2:
+            raise Crash
+
+    options = dict(mode="hybrid", checkpoint_dir=tmp_path / "c", checkpoint_every=1)
+    with pytest.raises(Crash):
+        run_quietly(paged_rmat, program, sources, on_iteration=crash, policy=policy(),
+                    **options)
+    resumed = run_quietly(paged_rmat, program, sources, resume=True, policy=policy(),
+                          **options)
+    np.testing.assert_array_equal(resumed.values, whole.values)
