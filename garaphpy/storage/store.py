@@ -254,6 +254,11 @@ class Store:
     def _block_file(self, directory: int) -> Path:
         return self._block_dirs[directory] / self.manifest["layout"]["block_file"]
 
+    @property
+    def block_files(self) -> list[Path]:
+        """The block file of each storage directory, in directory order."""
+        return [self._block_file(d) for d in range(len(self._block_dirs))]
+
     def _check_block_files(self) -> None:
         for directory in range(len(self._block_dirs)):
             path = self._block_file(directory)

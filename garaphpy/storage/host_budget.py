@@ -1,0 +1,167 @@
+"""Which pages stay in host memory and which are read again every iteration.
+
+Garaph keeps the graph in host memory when it fits and otherwise uses
+secondary storage "as memory extension" (sections 1 and 2.2); the CPU
+engine's cost model then takes rho = k instead of 1 (section 4.2).  This
+module draws that line for a run: a host-memory budget (by default
+``config.HOST_CACHE_FRACTION`` of the memory available now) pays first for
+what the run cannot do without, the vertex arrays and buffers it names
+(``fixed_bytes``), then, if not every page fits, for the read-ahead buffers
+of the :class:`~garaphpy.storage.page_io.PageReader`, and what is left holds
+page images.
+
+The pages kept are a prefix of the page order (pages 0, 1, ... while they
+fit).  Every iteration visits the pages in the same order, so a cache that
+evicts by recency (LRU) would throw out each page just before it is needed
+again and hit nothing once the pages exceed it; a fixed set does not thrash.
+A prefix leaves the streamed pages one contiguous run, read in order while
+the cached pages at the head of the iteration are being processed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import config
+from ..errors import ConfigError
+from ..progress import human_bytes
+
+__all__ = ["HostCachePlan", "host_cache_budget", "plan_host_cache", "store_array_bytes"]
+
+
+def _check_bytes(name: str, value, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ConfigError(f"{name}={value!r}: expected a number of bytes >= {minimum}")
+    return int(value)
+
+
+def host_cache_budget(budget: int | None = None) -> int:
+    """The host-memory budget of a run in bytes.
+
+    Parameters
+    ----------
+    budget : int, optional
+        Bytes; default ``config.HOST_CACHE_FRACTION`` of
+        ``psutil.virtual_memory().available``.
+    """
+    if budget is None:
+        return int(config.HOST_CACHE_FRACTION * config.available_host_memory())
+    return _check_bytes("host_budget", budget, 1)
+
+
+def store_array_bytes(store) -> int:
+    """Bytes of the arrays an open store keeps in host memory.
+
+    The CSC index, the CSR of out-edges (|E| targets), the degrees, the shard
+    and block tables and the id table: they count against the budget.
+    """
+    return int(sum(array.nbytes for array in store._arrays.values()))
+
+
+@dataclass(frozen=True)
+class HostCachePlan:
+    """The outcome of :func:`plan_host_cache`.
+
+    Attributes
+    ----------
+    budget_bytes : int
+        The host-memory budget.
+    fixed_bytes : int
+        Vertex arrays and buffers of the run, paid first.
+    readahead_bytes : int
+        Read-ahead buffers paid for: 0 when every page is cached.
+    cached : tuple of int
+        Pages kept in host memory (a prefix of the page order).
+    streamed : tuple of int
+        Pages read from the storage directories every iteration.
+    cached_bytes, streamed_bytes : int
+        Their total sizes.
+    """
+
+    budget_bytes: int
+    fixed_bytes: int
+    readahead_bytes: int
+    cached: tuple[int, ...]
+    streamed: tuple[int, ...]
+    cached_bytes: int
+    streamed_bytes: int
+
+    @property
+    def all_cached(self) -> bool:
+        """Every page in host memory: no page is read from storage after the first time."""
+        return not self.streamed
+
+    @property
+    def used_bytes(self) -> int:
+        """Host memory the plan takes: fixed, read-ahead and cached pages."""
+        return self.fixed_bytes + self.readahead_bytes + self.cached_bytes
+
+    def rho(self, k: float) -> float:
+        """rho of Garaph section 4.2: ``config.RHO_IN_MEMORY`` when every page
+        is cached, else ``k`` (the storage's sequential/random read ratio)."""
+        return config.RHO_IN_MEMORY if self.all_cached else float(k)
+
+    def describe(self) -> str:
+        """One line for logs."""
+        return (f"host budget {human_bytes(self.budget_bytes)}: vertex data and buffers "
+                f"{human_bytes(self.fixed_bytes)}, read-ahead "
+                f"{human_bytes(self.readahead_bytes)}, {len(self.cached)} pages cached "
+                f"({human_bytes(self.cached_bytes)}), {len(self.streamed)} streamed "
+                f"({human_bytes(self.streamed_bytes)})")
+
+
+def plan_host_cache(page_sizes: Sequence[int], fixed_bytes: int, readahead_bytes: int,
+                    budget: int | None = None) -> HostCachePlan:
+    """Decide which pages stay in host memory under a budget.
+
+    Parameters
+    ----------
+    page_sizes : sequence of int
+        Bytes of each page image, in page order (``[p.nbytes for p in store.pages]``).
+    fixed_bytes : int
+        Host memory the run needs whatever happens: vertex arrays (values,
+        their next copy, the active bitmap), the store's arrays
+        (:func:`store_array_bytes`), staging buffers.
+    readahead_bytes : int
+        Buffers of the page reader, needed only when some page is streamed
+        (``PageReader.readahead_bytes``).
+    budget : int, optional
+        Bytes (see :func:`host_cache_budget`).
+
+    Returns
+    -------
+    HostCachePlan
+        Every page cached if ``fixed_bytes`` plus all pages fit; otherwise
+        the longest prefix of pages that fits beside ``fixed_bytes`` and
+        ``readahead_bytes``, the rest streamed.
+
+    Raises
+    ------
+    garaphpy.errors.ConfigError
+        The pages do not all fit and ``fixed_bytes + readahead_bytes``
+        alone exceeds the budget.
+    """
+    budget = host_cache_budget(budget)
+    fixed_bytes = _check_bytes("fixed_bytes", fixed_bytes)
+    readahead_bytes = _check_bytes("readahead_bytes", readahead_bytes)
+    sizes = [_check_bytes(f"page_sizes[{i}]", size) for i, size in enumerate(page_sizes)]
+    total = sum(sizes)
+    if fixed_bytes + total <= budget:
+        return HostCachePlan(budget, fixed_bytes, 0, tuple(range(len(sizes))), (), total, 0)
+    room = budget - fixed_bytes - readahead_bytes
+    if room < 0:
+        raise ConfigError(
+            f"host memory budget of {human_bytes(budget)} ({budget} bytes) is too small: the "
+            f"vertex arrays and buffers ({human_bytes(fixed_bytes)}) and the page read-ahead "
+            f"buffers ({human_bytes(readahead_bytes)}) alone need "
+            f"{human_bytes(fixed_bytes + readahead_bytes)}; raise the host budget or lower "
+            "readahead_bytes")
+    # -- the longest prefix of pages that fits the room left -------------------------
+    cumulative = np.cumsum(np.asarray(sizes, dtype=np.int64))
+    count = int(np.searchsorted(cumulative, room, side="right"))
+    cached_bytes = int(cumulative[count - 1]) if count else 0
+    return HostCachePlan(budget, fixed_bytes, readahead_bytes, tuple(range(count)),
+                         tuple(range(count, len(sizes))), cached_bytes, total - cached_bytes)
