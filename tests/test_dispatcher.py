@@ -2,15 +2,23 @@
 
 What is tested, without a GPU and without real timings:
 
-* :meth:`HybridPolicy.decide`: alpha = min(2 f rho, 1) * T_pull / T_GPU
-  (Equation 3), CPU-only below the threshold and hybrid at or above it (the
+* :meth:`HybridPolicy.decide` with only a ratio (given by the user, or a
+  probe without |E|): alpha = min(2 f rho, 1) * T_pull / T_GPU (Equation 3
+  as is), CPU-only below the threshold and hybrid at or above it (the
   boundary, the cap at a full pull, rho > 1), no ratio yet -> CPU, a forced
   mode, a configurable threshold, every decision recorded with its inputs,
   and the argument checks;
-* the updates: the start-up probe (:meth:`HybridPolicy.calibrate`), the
-  smoothed per-edge rates and the ratio after a hybrid iteration, a CPU pull
-  and a CPU notify-pull (Garaph's ``t_cpu / (f t_gpu)`` update through the
-  cost model), and observations that must change nothing;
+* :meth:`HybridPolicy.decide` on measured costs in seconds,
+  alpha = (c_0 + min(2 f rho T_notify, T_pull) + s_cpu) / (T_GPU + s_gpu),
+  on hand-computed cases; its reduction to Equation 3 when c_0 = s = 0 and
+  T_notify = T_pull; the synchronization seconds pushing the decision
+  towards the processor whose copy of the vertex data is current;
+* the updates: the start-up probe (:meth:`HybridPolicy.calibrate`, with and
+  without |E|, keeping a given ratio), the smoothed per-edge rates, T_pull,
+  T_GPU and the ratio after a hybrid iteration, a GPU-alone iteration and a
+  CPU pull, T_notify after a CPU notify-pull (``(t_cpu - c_0) / min(2 f rho,
+  1)``, smoothed from T_pull), c_0 as the cheapest CPU-only iteration, and
+  observations that must change nothing;
 * the tail rule (:meth:`HybridPolicy.should_take`) on hand-computed cases;
 * :class:`PageQueue` in a deterministic discrete-event simulation of a GPU
   and a CPU with a fake clock: each page exactly once, the GPU from the
@@ -57,9 +65,21 @@ def policy_with_rates(cpu_rate, gpu_rate, **options) -> HybridPolicy:
     return policy
 
 
+def policy_with_costs(t_pull, t_gpu, **options) -> HybridPolicy:
+    """A policy whose start-up probe over |E| = 1024 edges gave these T_pull and T_GPU.
+
+    With powers of two (times small integers) the rates t / 1024 and the
+    times rate * 1024 are exact in floating point.
+    """
+    policy = HybridPolicy(**options)
+    policy.calibrate(1024, t_pull, 1024, t_gpu, num_edges=1024)
+    return policy
+
+
 def state_of(policy: HybridPolicy) -> tuple:
     return (policy.cpu_seconds_per_edge, policy.gpu_seconds_per_edge, policy.ratio,
-            policy.ratio_source)
+            policy.ratio_source, policy.t_pull, policy.t_notify, policy.t_gpu,
+            policy.cpu_overhead)
 
 
 # -- 1. the decision ---------------------------------------------------------------------
@@ -127,10 +147,12 @@ def test_every_decision_is_recorded_in_order_with_its_inputs():
     assert policy.decisions == returned
     assert [d.mode for d in policy.decisions] == ["hybrid", "cpu", "hybrid", "cpu"]
     for (iteration, f, rho), decision in zip(steps, policy.decisions):
+        # only a ratio: no costs in seconds, and no synchronization priced
         assert decision.as_dict() == {
             "iteration": iteration, "active_fraction": f, "rho": rho, "ratio": 4.0,
             "alpha": min(2 * f * rho, 1.0) * 4.0, "mode": decision.mode, "forced": False,
-            "ratio_source": "given"}
+            "ratio_source": "given", "cpu_seconds": None, "gpu_seconds": None,
+            "cpu_sync_seconds": 0.0, "gpu_sync_seconds": 0.0, "pull_fraction": None}
     json.dumps([d.as_dict() for d in policy.decisions])      # JSON-able
 
     # the ratio in force at each decision is the one recorded
@@ -140,6 +162,104 @@ def test_every_decision_is_recorded_in_order_with_its_inputs():
     policy.decide(1, 1.0, 1.0)
     assert [(d.ratio, d.ratio_source, d.mode) for d in policy.decisions] == \
         [(None, "none", "cpu"), (4.0, "probe", "hybrid")]
+
+    # with T_pull and T_GPU known the costs and the synchronization are recorded too:
+    # CPU 0 + min(2 * 0.0625 * 4, 4) + 0.25 = 0.75 s, GPU 1 + 0.5 = 1.5 s
+    policy = policy_with_costs(4.0, 1.0)
+    decision = policy.decide(7, 0.0625, 1.0, cpu_sync_seconds=0.25, gpu_sync_seconds=0.5)
+    assert policy.decisions == [decision]
+    assert decision.as_dict() == {
+        "iteration": 7, "active_fraction": 0.0625, "rho": 1.0, "ratio": 4.0, "alpha": 0.5,
+        "mode": "cpu", "forced": False, "ratio_source": "probe", "cpu_seconds": 0.75,
+        "gpu_seconds": 1.5, "cpu_sync_seconds": 0.25, "gpu_sync_seconds": 0.5,
+        "pull_fraction": None}
+    json.dumps(decision.as_dict())
+
+
+# T_pull = 4 s, T_GPU = 2 s; every value a power of two times a small integer,
+# so alpha is exact.  T_notify None: not measured yet, T_pull is used.
+@pytest.mark.parametrize("f, rho, c0, t_notify, s_cpu, s_gpu, cpu, gpu, mode", [
+    (0.125, 1.0, 0.0, None, 0.0, 0.0, 1.0, 2.0, "cpu"),        # 0.25 * 4
+    (0.125, 1.0, 0.5, 8.0, 0.0, 0.0, 2.5, 2.0, "hybrid"),      # 0.5 + 0.25 * 8
+    (0.125, 1.0, 0.5, 32.0, 0.0, 0.0, 4.5, 2.0, "hybrid"),     # 0.25 * 32 capped at T_pull
+    (0.0625, 2.0, 0.25, 4.0, 0.5, 2.0, 1.75, 4.0, "cpu"),      # rho and both syncs
+    (0.0, 1.0, 0.25, 4.0, 0.0, 0.0, 0.25, 2.0, "cpu"),         # nothing active: c_0 alone
+    (1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 2.0, 2.0, "hybrid"),        # 2 f T_notify < T_pull; alpha 1
+    (0.75, 1.0, 1.0, 8.0, 0.0, 0.0, 5.0, 2.0, "hybrid"),       # 2 f > 1: still capped at T_pull
+])
+def test_alpha_from_measured_costs(f, rho, c0, t_notify, s_cpu, s_gpu, cpu, gpu, mode):
+    policy = policy_with_costs(4.0, 2.0)
+    assert (policy.t_pull, policy.t_gpu, policy.t_notify, policy.cpu_overhead) == \
+        (4.0, 2.0, None, 0.0)
+    policy.cpu_overhead = c0
+    policy.t_notify = t_notify
+    decision = policy.decide(5, f, rho, cpu_sync_seconds=s_cpu, gpu_sync_seconds=s_gpu)
+    assert decision.cpu_seconds == cpu
+    assert decision.gpu_seconds == gpu
+    assert decision.alpha == cpu / gpu
+    assert (decision.cpu_sync_seconds, decision.gpu_sync_seconds) == (s_cpu, s_gpu)
+    assert decision.mode == mode
+    assert (decision.ratio, decision.ratio_source) == (2.0, "probe")     # T_pull / T_GPU
+
+
+@pytest.mark.parametrize("t_notify", ["unset", "t_pull"])
+@pytest.mark.parametrize("f", [0.0, 2.0 ** -10, 0.05, 0.1, 0.125, 0.3, 0.5, 0.9, 1.0])
+@pytest.mark.parametrize("rho", [1.0, 2.0, 8.0])
+def test_cost_model_reduces_to_equation_3(f, rho, t_notify):
+    """c_0 = 0, no synchronization and T_notify = T_pull: min(2 f rho, 1) T_pull / T_GPU."""
+    t_pull, t_gpu = 3.0, 0.75 * 1.25                    # ratio 3.2
+    measured = HybridPolicy()
+    measured.calibrate(1000, t_pull, 1000, t_gpu, num_edges=1000)
+    assert measured.cpu_overhead == 0.0
+    assert measured.t_pull == pytest.approx(t_pull) and measured.t_gpu == pytest.approx(t_gpu)
+    if t_notify == "t_pull":
+        measured.t_notify = measured.t_pull
+    else:
+        assert measured.t_notify is None
+    given = HybridPolicy(initial_ratio=t_pull / t_gpu)
+    ours, paper = measured.decide(0, f, rho), given.decide(0, f, rho)
+    equation_3 = min(2.0 * f * rho, 1.0) * t_pull / t_gpu
+    assert ours.alpha == pytest.approx(equation_3, rel=1e-12, abs=1e-300)
+    assert paper.alpha == pytest.approx(equation_3, rel=1e-12, abs=1e-300)
+    assert ours.cpu_seconds == pytest.approx(min(2.0 * f * rho, 1.0) * t_pull, rel=1e-12,
+                                             abs=1e-300)
+    assert ours.gpu_seconds == pytest.approx(t_gpu, rel=1e-12)
+    if abs(equation_3 - 1.0) > 1e-9:                     # off the boundary: the same choice
+        assert ours.mode == paper.mode == ("hybrid" if equation_3 >= 1.0 else "cpu")
+
+
+def test_with_only_a_ratio_the_synchronization_is_not_priced():
+    """Without T_pull and T_GPU in seconds alpha is Equation 3 as is."""
+    policy = HybridPolicy(initial_ratio=4.0)
+    decision = policy.decide(0, 0.1, 1.0, cpu_sync_seconds=10.0, gpu_sync_seconds=3.0)
+    assert decision.alpha == min(2 * 0.1 * 1.0, 1.0) * 4.0
+    assert decision.mode == "cpu"
+    assert (decision.cpu_seconds, decision.gpu_seconds) == (None, None)
+    assert (decision.cpu_sync_seconds, decision.gpu_sync_seconds) == (10.0, 3.0)
+    # and a probe without |E| gives rates but no times: the same
+    probe = HybridPolicy()
+    probe.calibrate(1024, 4.0, 1024, 1.0)
+    assert probe.t_pull is None and probe.t_gpu is None
+    assert probe.decide(0, 0.1, 1.0, cpu_sync_seconds=10.0).alpha == \
+        min(2 * 0.1 * 1.0, 1.0) * 4.0
+
+
+def test_synchronization_pushes_the_decision_towards_the_current_copy():
+    policy = policy_with_costs(4.0, 1.0)                # T_pull 4 s, T_GPU 1 s, c_0 = 0
+    # the GPU ran the last iteration: the CPU's copy must be brought up to date
+    f = 3 / 32                                          # 2 f T_pull = 0.75 s
+    assert policy.decide(0, f, 1.0).alpha == 0.75
+    assert policy.decide(0, f, 1.0).mode == "cpu"
+    behind = policy.decide(0, f, 1.0, cpu_sync_seconds=0.25)
+    assert (behind.alpha, behind.mode, behind.cpu_seconds) == (1.0, "hybrid", 1.0)
+    # a sync the GPU would need is no reason to leave the CPU
+    assert policy.decide(0, f, 1.0, gpu_sync_seconds=0.25).mode == "cpu"
+    # the CPU ran the last iteration: the GPU's copy must be brought up to date
+    f = 0.125                                           # 2 f T_pull = 1 s: alpha 1, hybrid
+    assert policy.decide(1, f, 1.0).mode == "hybrid"
+    stale = policy.decide(1, f, 1.0, gpu_sync_seconds=0.25)
+    assert (stale.alpha, stale.mode, stale.gpu_seconds) == (0.8, "cpu", 1.25)
+    assert policy.decide(1, f, 1.0, cpu_sync_seconds=0.25).mode == "hybrid"
 
 
 @pytest.mark.parametrize("options", [
@@ -184,6 +304,47 @@ def test_calibrate_without_a_gpu_measurement_leaves_no_ratio():
     assert policy.decide(0, 1.0, 1.0).mode == "cpu"
 
 
+def test_calibrate_with_num_edges_sets_t_pull_and_t_gpu():
+    policy = HybridPolicy()
+    policy.calibrate(cpu_edges=200, cpu_seconds=0.8, gpu_edges=100, gpu_seconds=0.1,
+                     num_edges=1000)
+    assert policy.t_pull == pytest.approx(4.0)            # 4e-3 s/edge * 1000
+    assert policy.t_gpu == pytest.approx(1.0)             # 1e-3 s/edge * 1000
+    assert policy.t_notify is None and policy.cpu_overhead == 0.0
+    assert (policy.ratio, policy.ratio_source) == (pytest.approx(4.0), "probe")
+    decision = policy.decide(0, 0.05, 1.0)
+    assert decision.cpu_seconds == pytest.approx(0.4)     # 2 f T_pull
+    assert decision.gpu_seconds == pytest.approx(1.0)
+    assert decision.alpha == pytest.approx(0.4)
+    # without |E| the probe gives the rates and the ratio only
+    rates_only = HybridPolicy()
+    rates_only.calibrate(cpu_edges=200, cpu_seconds=0.8, gpu_edges=100, gpu_seconds=0.1)
+    assert rates_only.t_pull is None and rates_only.t_gpu is None
+    assert rates_only.ratio == pytest.approx(4.0)
+
+
+def test_calibrate_with_num_edges_keeps_a_given_ratio():
+    policy = HybridPolicy(initial_ratio=7.0)
+    policy.calibrate(cpu_edges=200, cpu_seconds=0.8, gpu_edges=100, gpu_seconds=0.1,
+                     num_edges=1000)
+    assert (policy.ratio, policy.ratio_source) == (7.0, "given")
+    assert policy.t_gpu == pytest.approx(1.0)
+    assert policy.t_pull == pytest.approx(7.0)            # ratio * T_GPU, not the probe's 4 s
+    assert policy.cpu_seconds_per_edge == pytest.approx(4e-3)     # the tail rule's rates
+    assert policy.gpu_seconds_per_edge == pytest.approx(1e-3)
+    decision = policy.decide(0, 0.05, 1.0)
+    assert decision.alpha == pytest.approx(0.7)           # as without |E|
+    assert decision.cpu_seconds == pytest.approx(0.7)
+
+
+def test_calibrate_with_num_edges_but_no_gpu_measurement_sets_no_times():
+    policy = HybridPolicy()
+    policy.calibrate(cpu_edges=200, cpu_seconds=0.8, gpu_edges=100, gpu_seconds=0.0,
+                     num_edges=1000)
+    assert policy.t_pull is None and policy.t_gpu is None and policy.ratio is None
+    assert policy.decide(0, 1.0, 1.0).mode == "cpu"
+
+
 def test_hybrid_observation_smooths_both_rates_and_the_ratio_follows_them():
     s = 0.25
     policy = HybridPolicy(smoothing=s)
@@ -196,10 +357,25 @@ def test_hybrid_observation_smooths_both_rates_and_the_ratio_follows_them():
     assert policy.cpu_seconds_per_edge == pytest.approx(cpu)
     assert policy.gpu_seconds_per_edge == pytest.approx(gpu)
     assert policy.ratio_source == "measured"
-    # "a hybrid iteration gives seconds per edge of each processor's pull, and
-    # the ratio of the two": the ratio is that of the (smoothed) rates, 3.25,
-    # which the tail rule uses too, not smoothed a second time (3.8125).
-    assert policy.ratio == pytest.approx(cpu / gpu)
+    # the probe had no |E|, so T_pull and T_GPU start from this iteration's own
+    # measurements (page time per edge times |E|, smoothed once, not the smoothed
+    # rates smoothed again): 1 s each, ratio 1
+    assert policy.t_pull == pytest.approx(0.2 / 200 * 1000)
+    assert policy.t_gpu == pytest.approx(0.8 / 800 * 1000)
+    assert policy.ratio == pytest.approx(1.0)
+
+
+def test_hybrid_observation_sets_t_pull_and_t_gpu_from_the_page_rates():
+    policy = policy_with_costs(4.0, 1.0, smoothing=1.0)
+    # the CPU pulled 256 edges at 3/1024 s each, the GPU 768 at 2/1024 s each; the
+    # iteration's whole GPU time is no GPU-alone time, since the CPU took pages
+    policy.observe(Observation("hybrid", "pull", 1.0, 1.0, 1024, cpu_edges=256,
+                               gpu_edges=768, cpu_seconds=0.75, gpu_seconds=1.5,
+                               gpu_iteration_seconds=5.0))
+    assert (policy.cpu_seconds_per_edge, policy.gpu_seconds_per_edge) == (3 / 1024, 2 / 1024)
+    assert (policy.t_pull, policy.t_gpu) == (3.0, 2.0)
+    assert (policy.ratio, policy.ratio_source) == (1.5, "measured")
+    assert (policy.t_notify, policy.cpu_overhead) == (None, 0.0)   # no CPU-only iteration
 
 
 def test_hybrid_observation_replaces_a_given_ratio_by_the_rates():
@@ -214,59 +390,126 @@ def test_hybrid_observation_replaces_a_given_ratio_by_the_rates():
 
 
 def test_gpu_alone_observation_updates_the_gpu_rate_only():
-    policy = HybridPolicy(smoothing=1.0)
-    policy.calibrate(1000, 4.0, 1000, 1.0)
-    policy.observe(Observation("hybrid", "pull", 1.0, 1.0, 1000, gpu_edges=1000,
-                               gpu_seconds=2.0))
-    assert policy.cpu_seconds_per_edge == pytest.approx(4e-3)
-    assert policy.gpu_seconds_per_edge == pytest.approx(2e-3)
-    assert policy.ratio == pytest.approx(2.0)
-
-
-@pytest.mark.parametrize("f, rho, t_cpu, implied_pull", [
-    (0.1, 1.0, 0.06, 0.06 / 0.2),       # T_pull = t / (2 f rho)
-    (0.05, 4.0, 0.06, 0.06 / 0.4),      # rho counts
-    (0.8, 1.0, 0.06, 0.06),             # 2 f > 1: a notify-pull costs a full pull at most
-])
-def test_notify_pull_observation_moves_the_ratio_through_the_cost_model(f, rho, t_cpu,
-                                                                           implied_pull):
     s = 0.5
-    policy = HybridPolicy(smoothing=s)
-    policy.calibrate(1000, 4.0, 1000, 1.0)                   # ratio 4, T_GPU = 1 s
-    policy.observe(Observation("cpu", "notify-pull", f, rho, num_edges=1000,
+    policy = policy_with_costs(4.0, 1.0, smoothing=s)      # 2^-8 and 2^-10 s/edge
+    policy.cpu_overhead, policy.t_notify = 0.25, 2.0
+    # a GPU-alone iteration: 1024 edges in 2 s busy, 2.5 s with launches and waits
+    policy.observe(Observation("hybrid", "pull", 1.0, 1.0, 1024, gpu_edges=1024,
+                               gpu_seconds=2.0, gpu_iteration_seconds=2.5))
+    assert policy.gpu_seconds_per_edge == (1 - s) * 2.0 ** -10 + s * 2.0 / 1024
+    assert policy.t_gpu == (1 - s) * 1.0 + s * 2.5         # the whole iteration's time
+    # the CPU side is untouched
+    assert policy.cpu_seconds_per_edge == 2.0 ** -8
+    assert (policy.t_pull, policy.t_notify, policy.cpu_overhead) == (4.0, 2.0, 0.25)
+    assert (policy.ratio, policy.ratio_source) == (4.0 / 1.75, "measured")
+
+    # GPU pages without the whole iteration's time: T_GPU from the GPU rate times |E|
+    policy.observe(Observation("hybrid", "pull", 1.0, 1.0, 1024, gpu_edges=512,
+                               gpu_seconds=0.5))
+    rate = (1 - s) * 1.5 / 1024 + s * 2.0 ** -10          # 1.25 / 1024
+    assert policy.gpu_seconds_per_edge == rate
+    assert policy.t_gpu == (1 - s) * 1.75 + s * 0.5 / 512 * 1024   # this iteration's pages
+    assert policy.t_gpu == 1.375
+    assert policy.cpu_seconds_per_edge == 2.0 ** -8
+    assert (policy.t_pull, policy.t_notify, policy.cpu_overhead) == (4.0, 2.0, 0.25)
+    assert policy.ratio == 4.0 / 1.375
+
+
+# c_0 = 0.01 s, T_pull = 4 s, T_GPU = 1 s, smoothing 0.5; T_notify starts at T_pull:
+# T_notify = 0.5 * 4 + 0.5 * (t_cpu - c_0) / min(2 f rho, 1)
+# alpha    = (c_0 + min(2 f rho T_notify, T_pull)) / T_GPU
+@pytest.mark.parametrize("f, rho, t_cpu, t_notify, alpha", [
+    (0.1, 1.0, 0.06, 0.5 * 4 + 0.5 * 0.05 / 0.2, 0.01 + 0.2 * 2.125),
+    (0.05, 4.0, 0.06, 0.5 * 4 + 0.5 * 0.05 / 0.4, 0.01 + 0.4 * 2.0625),   # rho counts
+    (0.8, 1.0, 0.06, 0.5 * 4 + 0.5 * 0.05, 0.01 + 1.6 * 2.025),           # share capped at 1
+])
+def test_notify_pull_observation_moves_t_notify_through_the_cost_model(f, rho, t_cpu,
+                                                                         t_notify, alpha):
+    s = 0.5
+    policy = policy_with_costs(4.0, 1.0, smoothing=s)
+    policy.cpu_overhead = 0.01
+    policy.observe(Observation("cpu", "notify-pull", f, rho, num_edges=1024,
                                cpu_edges=150, cpu_seconds=t_cpu))
-    measured = implied_pull / (1e-3 * 1000)
-    assert measured == pytest.approx(t_cpu / min(2 * f * rho, 1.0) / (1e-3 * 1000))
-    assert policy.ratio == pytest.approx((1 - s) * 4.0 + s * measured)
-    assert policy.ratio_source == "measured"
-    # a notify-pull's edges are no pull rate: the rates stay
-    assert policy.cpu_seconds_per_edge == pytest.approx(4e-3)
-    assert policy.gpu_seconds_per_edge == pytest.approx(1e-3)
-    # and the next decision compares that cost, scaled to its f, with the GPU's
+    share = min(2 * f * rho, 1.0)
+    assert policy.t_notify == pytest.approx((1 - s) * 4.0 + s * (t_cpu - 0.01) / share)
+    assert policy.t_notify == pytest.approx(t_notify)
+    assert policy.cpu_overhead == 0.01                      # a dearer iteration: c_0 stays
+    # a notify-pull measures no pull: T_pull, T_GPU, the ratio and the rates stay
+    assert (policy.t_pull, policy.t_gpu, policy.ratio) == (4.0, 1.0, 4.0)
+    assert policy.cpu_seconds_per_edge == 2.0 ** -8
+    assert policy.gpu_seconds_per_edge == 2.0 ** -10
+    # and the next decision prices the CPU with T_notify, scaled to its f
     decision = policy.decide(1, f, rho)
-    assert decision.alpha == pytest.approx(min(2 * f * rho, 1.0) * policy.ratio)
+    assert decision.alpha == pytest.approx(alpha)
+    assert decision.cpu_seconds == pytest.approx(0.01 + min(2 * f * rho * policy.t_notify,
+                                                            4.0))
 
 
 def test_notify_pull_with_smoothing_one_is_the_measurement():
-    policy = HybridPolicy(smoothing=1.0)
-    policy.calibrate(1000, 4.0, 1000, 1.0)
-    policy.observe(Observation("cpu", "notify-pull", 0.1, 1.0, 1000, cpu_edges=150,
+    policy = policy_with_costs(4.0, 1.0, smoothing=1.0)
+    policy.cpu_overhead = 0.01
+    policy.observe(Observation("cpu", "notify-pull", 0.1, 1.0, 1024, cpu_edges=150,
                                cpu_seconds=0.06))
-    assert policy.ratio == pytest.approx(0.3)
-    # alpha of the same iteration again: 2 f ratio = t_cpu / T_GPU
+    assert policy.t_notify == pytest.approx(0.25)            # (0.06 - 0.01) / 0.2
+    # alpha of the same iteration again: (c_0 + 2 f T_notify) / T_GPU = t_cpu / T_GPU
     assert policy.decide(1, 0.1, 1.0).alpha == pytest.approx(0.06)
+    # and of one twice as large: 0.01 + 0.4 * 0.25
+    assert policy.decide(2, 0.2, 1.0).alpha == pytest.approx(0.11)
+    # a second notify-pull replaces it (smoothing 1), from the same c_0
+    policy.observe(Observation("cpu", "notify-pull", 0.05, 1.0, 1024, cpu_edges=80,
+                               cpu_seconds=0.11))
+    assert policy.t_notify == pytest.approx(1.0)             # (0.11 - 0.01) / 0.1
+
+
+def test_notify_pull_without_t_pull_starts_t_notify_from_the_measurement():
+    policy = HybridPolicy(smoothing=0.5)
+    policy.calibrate(1024, 4.0, 1024, 1.0)                   # no |E|: no T_pull, no T_GPU
+    policy.cpu_overhead = 0.01
+    policy.observe(Observation("cpu", "notify-pull", 0.1, 1.0, 1024, cpu_edges=150,
+                               cpu_seconds=0.06))
+    assert policy.t_notify == pytest.approx(0.25)            # nothing to smooth it with
+    # without T_pull and T_GPU in seconds the decision stays Equation 3 on the ratio
+    assert (policy.ratio, policy.ratio_source) == (4.0, "probe")
+    assert policy.decide(1, 0.1, 1.0).alpha == min(2 * 0.1, 1.0) * 4.0
+
+
+def test_cpu_only_observations_set_c0_to_the_cheapest():
+    policy = policy_with_costs(4.0, 1.0, smoothing=0.5)
+    assert policy.cpu_overhead == 0.0                        # none measured yet
+    steps = [
+        (Observation("cpu", "pull", 1.0, 1.0, 1024, cpu_edges=1024, cpu_seconds=3.0), 3.0),
+        (Observation("cpu", "notify-pull", 0.01, 1.0, 1024, cpu_edges=10,
+                     cpu_seconds=0.5), 0.5),
+        (Observation("cpu", "notify-pull", 0.2, 1.0, 1024, cpu_edges=200,
+                     cpu_seconds=1.5), 0.5),                 # dearer: c_0 stays
+        (Observation("cpu", "pull", 1.0, 1.0, 1024, cpu_edges=1024, cpu_seconds=3.5), 0.5),
+        # hybrid pages are no CPU-only iteration, however cheap
+        (Observation("hybrid", "pull", 1.0, 1.0, 1024, cpu_edges=256, gpu_edges=768,
+                     cpu_seconds=0.25, gpu_seconds=0.75), 0.5),
+        # no edges, or no time: nothing measured
+        (Observation("cpu", "notify-pull", 0.01, 1.0, 0, cpu_seconds=0.125), 0.5),
+        (Observation("cpu", "notify-pull", 0.01, 1.0, 1024), 0.5),
+    ]
+    for observation, c0 in steps:
+        policy.observe(observation)
+        assert policy.cpu_overhead == c0
+    # c_0 is paid whatever f: with nothing active alpha is c_0 / T_GPU
+    assert policy.t_gpu == 1.0
+    decision = policy.decide(9, 0.0, 1.0)
+    assert (decision.cpu_seconds, decision.alpha) == (0.5, 0.5)
 
 
 def test_cpu_pull_observation_updates_the_cpu_rate():
     s = 0.5
-    policy = HybridPolicy(smoothing=s)
-    policy.calibrate(1000, 4.0, 1000, 1.0)
-    policy.observe(Observation("cpu", "pull", 1.0, 1.0, 1000, cpu_edges=1000,
+    policy = policy_with_costs(4.0, 1.0, smoothing=s)
+    policy.observe(Observation("cpu", "pull", 1.0, 1.0, 1024, cpu_edges=1024,
                                cpu_seconds=2.0))
-    assert policy.cpu_seconds_per_edge == pytest.approx((1 - s) * 4e-3 + s * 2e-3)
-    assert policy.gpu_seconds_per_edge == pytest.approx(1e-3)
-    assert policy.ratio_source == "measured"
-    assert 2.0 <= policy.ratio < 4.0                          # moved towards 2
+    assert policy.cpu_seconds_per_edge == (1 - s) * 2.0 ** -8 + s * 2.0 / 1024
+    assert policy.gpu_seconds_per_edge == 2.0 ** -10
+    assert policy.t_pull == (1 - s) * 4.0 + s * 2.0         # the whole pull's time: 3 s
+    assert policy.t_gpu == 1.0 and policy.t_notify is None
+    assert policy.cpu_overhead == 2.0                        # the cheapest CPU-only iteration
+    assert (policy.ratio, policy.ratio_source) == (3.0, "measured")
 
 
 def test_cpu_pull_before_any_gpu_measurement_sets_the_rate_not_a_ratio():
@@ -293,18 +536,33 @@ def test_observations_without_edges_change_nothing(observation):
 
 
 @pytest.mark.parametrize("observation", [
-    Observation("hybrid", "pull", 1.0, 1.0, num_edges=1000),        # no page measured
-    Observation("cpu", "pull", 1.0, 1.0, num_edges=1000),
+    pytest.param(Observation("hybrid", "pull", 1.0, 1.0, num_edges=1024),   # no page measured
+                 id="hybrid"),
+    pytest.param(Observation("cpu", "pull", 1.0, 1.0, num_edges=1024), id="cpu-pull"),
+    pytest.param(Observation("cpu", "notify-pull", 0.1, 1.0, num_edges=1024),
+                 id="cpu-notify-pull"),
 ])
 def test_an_observation_measuring_nothing_keeps_the_ratio(observation):
-    """Nothing was measured, so the ratio the last notify-pull gave must stay."""
-    policy = HybridPolicy(smoothing=1.0)
-    policy.calibrate(1000, 4.0, 1000, 1.0)
-    policy.observe(Observation("cpu", "notify-pull", 0.1, 1.0, 1000, cpu_edges=150,
+    """Nothing was measured, so the cost model the last iterations gave must stay."""
+    policy = policy_with_costs(4.0, 1.0, smoothing=1.0)
+    policy.cpu_overhead = 0.01
+    policy.observe(Observation("cpu", "notify-pull", 0.1, 1.0, 1024, cpu_edges=150,
                                cpu_seconds=0.06))
-    assert policy.ratio == pytest.approx(0.3)
+    policy.observe(Observation("hybrid", "pull", 1.0, 1.0, 1024, gpu_edges=1024,
+                               gpu_seconds=1.0, gpu_iteration_seconds=1.25))
+    assert policy.t_notify == pytest.approx(0.25)
+    assert (policy.t_pull, policy.t_gpu, policy.ratio) == (4.0, 1.25, 3.2)
     before = state_of(policy)
     policy.observe(observation)
+    assert state_of(policy) == before
+
+
+def test_an_observation_measuring_nothing_keeps_a_given_ratio():
+    policy = HybridPolicy(initial_ratio=7.0)
+    policy.calibrate(1024, 4.0, 1024, 1.0, num_edges=1024)
+    assert (policy.ratio, policy.ratio_source, policy.t_pull) == (7.0, "given", 7.0)
+    before = state_of(policy)
+    policy.observe(Observation("cpu", "pull", 1.0, 1.0, num_edges=1024))
     assert state_of(policy) == before
 
 
@@ -699,3 +957,26 @@ def test_cpu_run_fills_the_cpu_fields_and_writes_them(small_graph, tmp_path):
 def test_dispatcher_module_constants():
     assert dispatcher.PROCESSORS == ("cpu", "gpu")
     assert dispatcher.MODES == ("cpu", "hybrid")
+
+
+def test_the_notified_in_edges_make_a_notify_pull_dearer_and_are_only_asked_for_when_needed():
+    """p, the share of |E| the notified vertices' in-edges make up: the paper's 2 f
+    assumes p = f; a frontier whose out-neighbours are hubs has p >> f."""
+    policy = policy_with_costs(4.0, 1.0)            # T_pull 4 s, T_GPU 1 s, c_0 0
+    asked = []
+
+    def hubs():
+        asked.append(True)
+        return 0.5
+
+    cheap = policy.decide(0, 0.0625, 1.0, pull_fraction=hubs)
+    assert asked and cheap.pull_fraction == 0.5
+    assert cheap.cpu_seconds == pytest.approx((0.0625 + 0.5) * 4.0)     # 2.25 s
+    assert cheap.mode == "hybrid" and cheap.alpha == pytest.approx(2.25)
+    paper = policy.decide(1, 0.0625, 1.0)                                # p = f
+    assert paper.mode == "cpu" and paper.alpha == pytest.approx(0.5)
+    asked.clear()
+    dense = policy.decide(2, 0.5, 1.0, pull_fraction=hubs)               # alpha >= 1 with f
+    assert not asked and dense.pull_fraction is None and dense.mode == "hybrid"
+    low = policy.decide(3, 0.0625, 1.0, pull_fraction=0.01)              # never below f
+    assert low.pull_fraction == 0.0625 and low.alpha == pytest.approx(0.5)

@@ -10,17 +10,32 @@ alpha < 1 the CPU alone is cheaper and the iteration runs on the CPU (which
 then chooses notify-pull or pull); otherwise CPU and GPU take pages from one
 queue as they become free.
 
-:class:`HybridPolicy` holds the ratio T_pull / T_GPU and the two processors'
-page rates.  It starts from a ratio measured once at start-up (one page
-pulled by each processor, :meth:`HybridPolicy.calibrate`) or one the user
-gives, and follows the measured page times afterwards:
+:class:`HybridPolicy` evaluates Equation 3 on measured costs, in seconds:
 
-* a hybrid iteration (or a CPU pull) gives seconds per edge of each
-  processor's pull, and the ratio of the two;
-* a CPU notify-pull of fraction f that took ``t_cpu`` gives the pull time
-  the cost model implies, ``T_pull = t_cpu / (2 f rho)``, so that the next
-  decision compares the measured CPU cost, scaled to the next f, with the
-  GPU's (Garaph's ``t_cpu / (f t_gpu)`` update).
+    alpha = (c_0 + min((f + p) rho T_notify, T_pull) + s_cpu) / (T_GPU + s_gpu)
+
+* ``T_pull`` and ``T_GPU``: a CPU pull and a GPU iteration over every page,
+  measured once at start-up (one page pulled by each processor,
+  :meth:`HybridPolicy.calibrate`) and followed afterwards (CPU pulls, GPU
+  iterations, pages of hybrid iterations);
+* ``T_notify``: the T_pull that the notify-pulls actually measured imply,
+  ``(t_cpu - c_0) / min((f + p) rho, 1)`` (Garaph's update from measured times,
+  ``t_cpu / (f t_gpu)``); it starts equal to T_pull, as the paper assumes;
+* ``p``: the share of |E| the notified vertices' in-edges make up, which
+  the paper takes to be f (hence its 2 f).  On power-law graphs the
+  out-neighbours of a frontier are the vertices of high in-degree, and p is
+  many times f: the engine estimates it from the frontier as the sum of its
+  vertices' out-neighbours' in-degrees (an upper bound);
+* ``c_0``: what a CPU-only iteration costs whatever its f (the cheapest one
+  measured; 0 before any);
+* ``s_cpu``, ``s_gpu``: bringing that processor's copy of the vertex data up
+  to date first, when the other one ran the last iteration (bytes over the
+  measured copy bandwidth; given by the engine).
+
+With c_0 = s = 0, p = f and T_notify = T_pull this is the paper's
+``min(2 f rho, 1) T_pull / T_GPU``; :attr:`Decision.ratio` is T_pull / T_GPU.
+A ratio given by the user (``initial_ratio``) is used as is until the first
+measurements replace it.
 
 Every decision is kept with its inputs (:attr:`HybridPolicy.decisions`);
 a policy can be configured (threshold, a forced mode, the initial ratio,
@@ -64,12 +79,21 @@ class Decision:
     ratio : float or None
         T_pull / T_GPU used (None: not known yet, the CPU runs alone).
     alpha : float or None
-        min(2 f rho, 1) * ratio.
+        ``cpu_seconds / gpu_seconds`` once the times are known; before, with
+        only a ratio, ``min(2 f rho, 1) * ratio``.
     mode : {"cpu", "hybrid"}
     forced : bool
         The mode was forced (:attr:`HybridPolicy.force`) rather than chosen.
     ratio_source : str
         Where the ratio came from: ``"given"``, ``"probe"`` or ``"measured"``.
+    cpu_seconds, gpu_seconds : float or None
+        The estimated cost of the iteration on the CPU alone and with the
+        GPU (alpha's numerator and denominator), synchronization included.
+    cpu_sync_seconds, gpu_sync_seconds : float
+        Of which bringing the processor's copy of the vertex data up to date.
+    pull_fraction : float or None
+        p, the share of |E| a notify-pull was estimated to gather (None: not
+        needed, f decided it).
     """
 
     iteration: int
@@ -80,6 +104,11 @@ class Decision:
     mode: str
     forced: bool
     ratio_source: str
+    cpu_seconds: float | None = None
+    gpu_seconds: float | None = None
+    cpu_sync_seconds: float = 0.0
+    gpu_sync_seconds: float = 0.0
+    pull_fraction: float | None = None
 
     def as_dict(self) -> dict:
         """JSON-able dict."""
@@ -103,6 +132,10 @@ class Observation:
         Edges each processor pulled (a notify-pull's gathered edges for the CPU).
     cpu_seconds, gpu_seconds : float
         Busy time of each processor on its pages.
+    gpu_iteration_seconds : float
+        A GPU-alone iteration's whole time (launches and waits included).
+    pull_fraction : float
+        The share of |E| a CPU notify-pull gathered (0: take f).
     """
 
     mode: str
@@ -114,6 +147,8 @@ class Observation:
     gpu_edges: int = 0
     cpu_seconds: float = 0.0
     gpu_seconds: float = 0.0
+    gpu_iteration_seconds: float = 0.0
+    pull_fraction: float = 0.0
 
 
 @dataclass
@@ -141,6 +176,12 @@ class HybridPolicy:
         One per iteration of the run, in order.
     cpu_seconds_per_edge, gpu_seconds_per_edge : float or None
         The processors' measured pull rates (the tail rule's estimates).
+    t_pull, t_notify, t_gpu : float or None
+        T_pull, T_notify and T_GPU of the cost model, in seconds.
+    cpu_overhead : float
+        c_0 of the cost model, in seconds.
+    ratio : float or None
+        T_pull / T_GPU (or the given initial ratio until they are known).
     """
 
     initial_ratio: float | None = None
@@ -153,6 +194,10 @@ class HybridPolicy:
     gpu_seconds_per_edge: float | None = None
     ratio: float | None = None
     ratio_source: str = "none"
+    t_pull: float | None = None
+    t_notify: float | None = None
+    t_gpu: float | None = None
+    cpu_overhead: float = 0.0
 
     def __post_init__(self):
         if self.force not in (None,) + MODES:
@@ -168,62 +213,116 @@ class HybridPolicy:
             self.ratio_source = "given"
 
     # -- the per-iteration decision ---------------------------------------------------
-    def decide(self, iteration: int, active_fraction: float, rho: float) -> Decision:
-        """CPU-only when alpha < threshold, else hybrid; recorded in :attr:`decisions`."""
-        ratio = self.ratio
-        alpha = None if ratio is None else min(2.0 * active_fraction * rho, 1.0) * ratio
+    def decide(self, iteration: int, active_fraction: float, rho: float,
+               cpu_sync_seconds: float = 0.0, gpu_sync_seconds: float = 0.0,
+               pull_fraction=None) -> Decision:
+        """CPU-only when alpha < threshold, else hybrid; recorded in :attr:`decisions`.
+
+        Parameters
+        ----------
+        iteration : int
+        active_fraction, rho : float
+            f and rho of the iteration.
+        cpu_sync_seconds, gpu_sync_seconds : float
+            Estimated time to bring the CPU's (GPU's) copy of the vertex
+            data up to date before it could run the iteration.
+        pull_fraction : float or callable, optional
+            The share of |E| a notify-pull would gather after notifying
+            (None: f, the paper's assumption, which gives its 2 f).  A
+            callable is only called when the CPU could win with f, since
+            a larger share only makes the CPU dearer.
+        """
+        share = min(2.0 * active_fraction * rho, 1.0)
+        cpu_cost = gpu_cost = pulled = None
+        if self.t_pull is not None and self.t_gpu is not None:
+            notify = self.t_pull if self.t_notify is None else self.t_notify
+            gpu_cost = self.t_gpu + gpu_sync_seconds
+
+            def cpu_seconds(pulled: float) -> float:
+                notify_pull = (active_fraction + pulled) * rho * notify
+                return self.cpu_overhead + min(notify_pull, self.t_pull) + cpu_sync_seconds
+
+            cpu_cost = cpu_seconds(active_fraction)
+            if pull_fraction is not None and cpu_cost / gpu_cost < self.threshold:
+                pulled = pull_fraction() if callable(pull_fraction) else pull_fraction
+                pulled = max(float(pulled), active_fraction)
+                cpu_cost = cpu_seconds(pulled)
+            alpha = cpu_cost / gpu_cost
+        elif self.ratio is not None:
+            alpha = share * self.ratio
+        else:
+            alpha = None
         if self.force is not None:
             mode, forced = self.force, True
         else:
             mode = "hybrid" if alpha is not None and alpha >= self.threshold else "cpu"
             forced = False
-        decision = Decision(iteration, active_fraction, rho, ratio, alpha, mode, forced,
-                            self.ratio_source)
+        decision = Decision(iteration, active_fraction, rho, self.ratio, alpha, mode, forced,
+                            self.ratio_source, cpu_cost, gpu_cost, cpu_sync_seconds,
+                            gpu_sync_seconds, pulled)
         self.decisions.append(decision)
         return decision
 
     # -- measurements -------------------------------------------------------------------
     def calibrate(self, cpu_edges: int, cpu_seconds: float, gpu_edges: int,
-                  gpu_seconds: float) -> None:
-        """Set the rates from a start-up probe (unless a ratio was given)."""
+                  gpu_seconds: float, num_edges: int | None = None) -> None:
+        """Set the rates from a start-up probe (one page on each processor).
+
+        With ``num_edges`` (|E|) the probe also gives T_pull and T_GPU; a
+        ratio given by the user is kept (T_pull is then ratio * T_GPU).
+        """
         if cpu_edges > 0 and cpu_seconds > 0:
             self.cpu_seconds_per_edge = cpu_seconds / cpu_edges
         if gpu_edges > 0 and gpu_seconds > 0:
             self.gpu_seconds_per_edge = gpu_seconds / gpu_edges
-        if self.ratio_source != "given" and self.cpu_seconds_per_edge \
-                and self.gpu_seconds_per_edge:
+        if not (self.cpu_seconds_per_edge and self.gpu_seconds_per_edge):
+            return
+        if num_edges:
+            self.t_gpu = self.gpu_seconds_per_edge * num_edges
+            self.t_pull = (self.ratio * self.t_gpu if self.ratio_source == "given"
+                           else self.cpu_seconds_per_edge * num_edges)
+        if self.ratio_source != "given":
             self.ratio = self.cpu_seconds_per_edge / self.gpu_seconds_per_edge
             self.ratio_source = "probe"
 
     def observe(self, observation: Observation) -> None:
-        """Update the rates and the ratio from an iteration's measurements."""
+        """Update the rates and the cost model from an iteration's measurements."""
         o = observation
-        measured = False
         if o.cpu_edges > 0 and o.cpu_seconds > 0 and (o.mode == "hybrid"
                                                      or o.direction == "pull"):
             self.cpu_seconds_per_edge = self._smooth(self.cpu_seconds_per_edge,
                                                      o.cpu_seconds / o.cpu_edges)
-            measured = True
         if o.gpu_edges > 0 and o.gpu_seconds > 0:
             self.gpu_seconds_per_edge = self._smooth(self.gpu_seconds_per_edge,
                                                      o.gpu_seconds / o.gpu_edges)
-            measured = True
-        if self.gpu_seconds_per_edge is None or o.num_edges == 0:
+        if o.num_edges <= 0:
             return
-        t_gpu = self.gpu_seconds_per_edge * o.num_edges
-        if o.mode == "cpu" and o.direction == "notify-pull":
-            if o.active_fraction > 0 and o.cpu_seconds > 0:
-                # T_pull as the cost model implies it from the measured notify-pull
-                t_pull = o.cpu_seconds / min(2.0 * o.active_fraction * o.rho, 1.0)
-                self._update_ratio(t_pull / t_gpu)
-        elif measured and self.cpu_seconds_per_edge is not None:
-            # the rates are smoothed already: their ratio, not smoothed a second time
-            self.ratio = self.cpu_seconds_per_edge / self.gpu_seconds_per_edge
+        before = (self.t_pull, self.t_gpu)
+        if o.mode == "cpu" and o.cpu_seconds > 0:
+            overhead_before = self.cpu_overhead
+            # c_0: the cheapest CPU-only iteration seen
+            self.cpu_overhead = (o.cpu_seconds if not self.cpu_overhead
+                                 else min(self.cpu_overhead, o.cpu_seconds))
+            work = o.cpu_seconds - overhead_before
+            if work > 0 and o.direction == "pull":
+                self.t_pull = self._smooth(self.t_pull, work)
+            elif work > 0 and o.active_fraction > 0:
+                share = min((o.active_fraction + max(o.pull_fraction, o.active_fraction))
+                            * o.rho, 1.0)
+                self.t_notify = self._smooth(self.t_notify or self.t_pull, work / share)
+        elif o.mode == "hybrid":
+            if o.gpu_iteration_seconds > 0 and o.cpu_edges == 0:
+                self.t_gpu = self._smooth(self.t_gpu, o.gpu_iteration_seconds)
+            elif o.gpu_edges > 0 and o.gpu_seconds > 0:
+                self.t_gpu = self._smooth(self.t_gpu,
+                                          o.gpu_seconds / o.gpu_edges * o.num_edges)
+            if o.cpu_edges > 0 and o.cpu_seconds > 0:
+                self.t_pull = self._smooth(self.t_pull,
+                                           o.cpu_seconds / o.cpu_edges * o.num_edges)
+        if (self.t_pull, self.t_gpu) != before and self.t_pull is not None \
+                and self.t_gpu is not None:
+            self.ratio = self.t_pull / self.t_gpu
             self.ratio_source = "measured"
-
-    def _update_ratio(self, measured: float) -> None:
-        self.ratio = self._smooth(self.ratio, measured)
-        self.ratio_source = "measured"
 
     def _smooth(self, previous: float | None, measured: float) -> float:
         if previous is None:

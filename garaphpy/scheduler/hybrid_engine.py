@@ -35,6 +35,7 @@ dispatcher's own time (deciding, synchronizing, combining; no page work).
 from __future__ import annotations
 
 import collections
+import inspect
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -79,8 +80,27 @@ class HybridEngine:
         self.device_id = self.cupy.cuda.Device().id
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="garaphpy-cpu")
         self._split_tables()
-        # both copies start from the host's initial values
-        self._upload_values()
+        # both copies start from the host's initial values; the copy's speed prices
+        # the synchronization a switch of processor needs
+        started = time.perf_counter()
+        copied = self._upload_values()
+        self.copy_seconds_per_byte = (time.perf_counter() - started) / max(copied, 1)
+        self.has_aggregates = bool(cpu.compiled.aggregate_monoids)
+        # per vertex, the in-edges of its out-neighbours: summed over a frontier, what a
+        # notify-pull would gather at most (the cost model's p)
+        arrays = cpu.arrays
+        self.neighbour_in_edges = np.empty(arrays.num_vertices, np.int64)
+        with parallel_section():
+            kernels.out_neighbour_in_degrees(arrays.out_offsets, arrays.out_targets,
+                                             arrays.in_offsets, self.neighbour_in_edges)
+        self.device_neighbour_in_edges = self.cupy.asarray(self.neighbour_in_edges)
+        self.masked_sum = self.cupy.ReductionKernel(
+            "int64 x, uint8 a", "int64 y", "a ? x : 0", "a + b", "y = a", "0",
+            "garaphpy_masked_sum")
+        self.masked_sum(self.device_neighbour_in_edges[:1], gpu.active[:1])  # compile now
+        self.decide_keywords = _accepts_keywords(self.policy.decide, (
+            "cpu_sync_seconds", "gpu_sync_seconds", "pull_fraction"))
+        self.no_device_aggregates = self.cupy.zeros(1, np.float64)
         self.host_current = True
         self.device_current = True
         self.dispatch_seconds = 0.0
@@ -144,10 +164,13 @@ class HybridEngine:
                     best = min(best, time.perf_counter() - started)
         finally:
             numba.set_num_threads(previous)
-        self.policy.calibrate(page.num_edges, best, page.num_edges, gpu_seconds)
+        self.policy.calibrate(page.num_edges, best, page.num_edges, gpu_seconds,
+                              num_edges=self.num_edges)
 
     # -- copies between the two memories ----------------------------------------------------
     def _device_aggregates(self, aggregates: np.ndarray):
+        if not self.has_aggregates:
+            return self.no_device_aggregates
         with self.gpu.main_stream:
             return self.cupy.asarray(aggregates)
 
@@ -205,7 +228,16 @@ class HybridEngine:
     def decide(self, record: IterationRecord, direction: str) -> None:
         """Fill the record's mode (by alpha), alpha, ratio and direction."""
         started = time.perf_counter()
-        decision = self.policy.decide(record.iteration, record.active_fraction, record.rho)
+        n = self.cpu.arrays.num_vertices
+        value_bytes = n * self.cpu.state.values.dtype.itemsize
+        cpu_sync = 0.0 if self.host_current else \
+            (value_bytes + n) * self.copy_seconds_per_byte
+        gpu_sync = 0.0 if self.device_current else value_bytes * self.copy_seconds_per_byte
+        # a user's policy written against the paper's inputs alone gets just those
+        keywords = dict(cpu_sync_seconds=cpu_sync, gpu_sync_seconds=gpu_sync,
+                        pull_fraction=self._pull_fraction) if self.decide_keywords else {}
+        decision = self.policy.decide(record.iteration, record.active_fraction, record.rho,
+                                      **keywords)
         record.mode = decision.mode
         record.alpha = decision.alpha
         record.ratio = decision.ratio
@@ -215,13 +247,28 @@ class HybridEngine:
                             if decision.mode == "cpu" else "pull")
         self.dispatch_seconds = time.perf_counter() - started
 
-    def aggregates(self, iteration: int) -> np.ndarray:
-        """The program's aggregates over the committed values, in host memory."""
+    def _pull_fraction(self) -> float:
+        """p: the frontier's out-neighbours' in-edges over |E| (at most 1)."""
+        if not self.num_edges:
+            return 0.0
         if self.host_current:
-            return self.cpu.aggregates(iteration)
-        totals = self.gpu.aggregates(iteration)
-        self.gpu.main_stream.synchronize()
-        return self.cupy.asnumpy(totals)
+            with parallel_section():
+                total = kernels.sum_over(self.cpu.state.frontier, self.neighbour_in_edges)
+        else:
+            n = self.neighbour_in_edges.size
+            with self.gpu.main_stream:
+                total = int(self.masked_sum(self.device_neighbour_in_edges,
+                                            self.gpu.active[:n]))
+        return min(float(total) / self.num_edges, 1.0)
+
+    def aggregates(self, iteration: int) -> None:
+        """Nothing yet: :meth:`iterate` computes the aggregates where the iteration
+        runs (on the GPU for a GPU-alone iteration, on the host otherwise)."""
+        return None
+
+    def _host_aggregates(self, iteration: int) -> np.ndarray:
+        return self.cpu.aggregates(iteration) if self.has_aggregates else \
+            self.cpu.no_aggregates
 
     def iterate(self, record: IterationRecord, prefix, aggregates: np.ndarray) -> None:
         """One iteration in the mode :meth:`decide` chose."""
@@ -261,6 +308,7 @@ class HybridEngine:
             self._make_host_current(record)
             prefix = None   # the frontier was just rebuilt
         synced = time.perf_counter()
+        aggregates = self._host_aggregates(record.iteration)
         self.cpu.iterate(record, prefix, aggregates)
         done = time.perf_counter()
         self.device_current = False
@@ -271,7 +319,9 @@ class HybridEngine:
         self.policy.observe(Observation("cpu", record.direction, record.active_fraction,
                                         record.rho, self.num_edges,
                                         cpu_edges=record.edges_processed,
-                                        cpu_seconds=record.cpu_busy_seconds))
+                                        cpu_seconds=record.cpu_busy_seconds,
+                                        pull_fraction=record.edges_processed
+                                        / max(self.num_edges, 1)))
 
     # -- hybrid iterations ------------------------------------------------------------------
     def _order(self) -> list[int]:
@@ -285,14 +335,16 @@ class HybridEngine:
         cpu_joins = bool(self.pages) and self.policy.should_take(
             "cpu", self.page_edges[queue.pending[-1]], 0.0, 0.0, total_edges)
         self._make_device_current(record)
-        device_aggregates = self._device_aggregates(aggregates)
         if not cpu_joins:
             self.dispatch_seconds += time.perf_counter() - started
+            device_aggregates = (self.gpu.aggregates(record.iteration) if self.has_aggregates
+                                 else self.no_device_aggregates)
             self._iterate_gpu_alone(record, device_aggregates)
             return
         self._make_host_current(record)
         self.dispatch_seconds += time.perf_counter() - started
-        self._iterate_both(record, queue, aggregates, device_aggregates)
+        aggregates = self._host_aggregates(record.iteration)
+        self._iterate_both(record, queue, aggregates, self._device_aggregates(aggregates))
 
     def _iterate_gpu_alone(self, record: IterationRecord, device_aggregates) -> None:
         gpu_started = time.perf_counter()
@@ -302,7 +354,8 @@ class HybridEngine:
         record.gpu_idle_seconds = max(0.0, gpu_seconds - record.gpu_busy_seconds)
         self.policy.observe(Observation("hybrid", "pull", record.active_fraction, record.rho,
                                         self.num_edges, gpu_edges=record.gpu_edges,
-                                        gpu_seconds=record.gpu_busy_seconds))
+                                        gpu_seconds=record.gpu_busy_seconds,
+                                        gpu_iteration_seconds=gpu_seconds))
 
     def _iterate_both(self, record: IterationRecord, queue: PageQueue, aggregates,
                       device_aggregates) -> None:
@@ -442,3 +495,14 @@ class HybridEngine:
             gpu.active[index] = self.cupy.asarray(state.active[vertices].view(np.uint8))
         gpu.main_stream.synchronize()
         return int(vertices.size) * (state.values.dtype.itemsize + 1 + 8)
+
+
+def _accepts_keywords(function, names) -> bool:
+    """Whether ``function`` takes every keyword in ``names`` (or ``**kwargs``)."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return True
+    return set(names) <= {p.name for p in parameters}
