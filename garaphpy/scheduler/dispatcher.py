@@ -265,12 +265,16 @@ class HybridPolicy:
 
     # -- measurements -------------------------------------------------------------------
     def calibrate(self, cpu_edges: int, cpu_seconds: float, gpu_edges: int,
-                  gpu_seconds: float, num_edges: int | None = None) -> None:
+                  gpu_seconds: float, num_edges: int | None = None,
+                  cpu_iteration_seconds: float | None = None) -> None:
         """Set the rates from a start-up probe (one page on each processor).
 
         With ``num_edges`` (|E|) the probe also gives T_pull and T_GPU; a
         ratio given by the user is kept (T_pull is then ratio * T_GPU).
+        ``cpu_iteration_seconds``, a CPU iteration that does no work, gives c_0.
         """
+        if cpu_iteration_seconds is not None and cpu_iteration_seconds > 0:
+            self.cpu_overhead = float(cpu_iteration_seconds)
         if cpu_edges > 0 and cpu_seconds > 0:
             self.cpu_seconds_per_edge = cpu_seconds / cpu_edges
         if gpu_edges > 0 and gpu_seconds > 0:

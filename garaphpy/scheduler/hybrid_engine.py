@@ -75,6 +75,8 @@ class HybridEngine:
         self.cpu_threads = max(1, cpu.threads - 1)
         self.pages = cpu.arrays.pages
         self.page_edges = [page.num_edges for page in self.pages]
+        self.total_page_edges = sum(self.page_edges)
+        self.page_order = list(range(len(self.pages)))
         self._pin_host_state()
         self.upload_stream = self.cupy.cuda.Stream(non_blocking=True)
         self.device_id = self.cupy.cuda.Device().id
@@ -83,8 +85,11 @@ class HybridEngine:
         # both copies start from the host's initial values; the copy's speed prices
         # the synchronization a switch of processor needs
         started = time.perf_counter()
-        copied = self._upload_values()
-        self.copy_seconds_per_byte = (time.perf_counter() - started) / max(copied, 1)
+        self._upload_values()
+        self.upload_seconds = time.perf_counter() - started
+        started = time.perf_counter()
+        self._download_state()      # the same data back: the price of a switch to the CPU
+        self.download_seconds = time.perf_counter() - started
         self.has_aggregates = bool(cpu.compiled.aggregate_monoids)
         # per vertex, the in-edges of its out-neighbours: summed over a frontier, what a
         # notify-pull would gather at most (the cost model's p)
@@ -94,10 +99,7 @@ class HybridEngine:
             kernels.out_neighbour_in_degrees(arrays.out_offsets, arrays.out_targets,
                                              arrays.in_offsets, self.neighbour_in_edges)
         self.device_neighbour_in_edges = self.cupy.asarray(self.neighbour_in_edges)
-        self.masked_sum = self.cupy.ReductionKernel(
-            "int64 x, uint8 a", "int64 y", "a ? x : 0", "a + b", "y = a", "0",
-            "garaphpy_masked_sum")
-        self.masked_sum(self.device_neighbour_in_edges[:1], gpu.active[:1])  # compile now
+        self._device_pull_fraction()        # compiles its kernels here, not in a run
         self.decide_keywords = _accepts_keywords(self.policy.decide, (
             "cpu_sync_seconds", "gpu_sync_seconds", "pull_fraction"))
         self.no_device_aggregates = self.cupy.zeros(1, np.float64)
@@ -165,7 +167,25 @@ class HybridEngine:
         finally:
             numba.set_num_threads(previous)
         self.policy.calibrate(page.num_edges, best, page.num_edges, gpu_seconds,
-                              num_edges=self.num_edges)
+                              num_edges=self.num_edges,
+                              cpu_iteration_seconds=self._cpu_iteration_overhead(aggregates))
+
+    def _cpu_iteration_overhead(self, aggregates) -> float:
+        """c_0: a CPU notify-pull iteration of an empty frontier (every kernel
+        launched, no work), the fastest of three; the run's state is restored."""
+        cpu, state = self.cpu, self.cpu.state
+        frontier = state.frontier
+        best = np.inf
+        try:
+            for _ in range(3):
+                state.frontier = np.zeros(0, np.int64)
+                record = IterationRecord(0, "cpu", "notify-pull", False, 0.0, 1.0, 0)
+                started = time.perf_counter()
+                cpu.iterate(record, None, aggregates)
+                best = min(best, time.perf_counter() - started)
+        finally:
+            state.frontier = frontier
+        return float(best)
 
     # -- copies between the two memories ----------------------------------------------------
     def _device_aggregates(self, aggregates: np.ndarray):
@@ -202,12 +222,18 @@ class HybridEngine:
 
     def _make_host_current(self, record: IterationRecord) -> None:
         if not self.host_current:
+            started = time.perf_counter()
             record.bytes_to_host += self._download_state()
+            self.download_seconds = self.policy._smooth(self.download_seconds,
+                                                        time.perf_counter() - started)
             self.host_current = True
 
     def _make_device_current(self, record: IterationRecord) -> None:
         if not self.device_current:
+            started = time.perf_counter()
             record.bytes_to_device += self._upload_values()
+            self.upload_seconds = self.policy._smooth(self.upload_seconds,
+                                                      time.perf_counter() - started)
             self.device_current = True
 
     # -- the engine interface of the iteration driver ------------------------------------
@@ -228,11 +254,8 @@ class HybridEngine:
     def decide(self, record: IterationRecord, direction: str) -> None:
         """Fill the record's mode (by alpha), alpha, ratio and direction."""
         started = time.perf_counter()
-        n = self.cpu.arrays.num_vertices
-        value_bytes = n * self.cpu.state.values.dtype.itemsize
-        cpu_sync = 0.0 if self.host_current else \
-            (value_bytes + n) * self.copy_seconds_per_byte
-        gpu_sync = 0.0 if self.device_current else value_bytes * self.copy_seconds_per_byte
+        cpu_sync = 0.0 if self.host_current else self.download_seconds
+        gpu_sync = 0.0 if self.device_current else self.upload_seconds
         # a user's policy written against the paper's inputs alone gets just those
         keywords = dict(cpu_sync_seconds=cpu_sync, gpu_sync_seconds=gpu_sync,
                         pull_fraction=self._pull_fraction) if self.decide_keywords else {}
@@ -255,11 +278,16 @@ class HybridEngine:
             with parallel_section():
                 total = kernels.sum_over(self.cpu.state.frontier, self.neighbour_in_edges)
         else:
-            n = self.neighbour_in_edges.size
-            with self.gpu.main_stream:
-                total = int(self.masked_sum(self.device_neighbour_in_edges,
-                                            self.gpu.active[:n]))
+            total = self._device_pull_fraction()
         return min(float(total) / self.num_edges, 1.0)
+
+    def _device_pull_fraction(self) -> int:
+        """The sum of ``neighbour_in_edges`` over the GPU's active vertices."""
+        cupy = self.cupy
+        n = self.neighbour_in_edges.size
+        with self.gpu.main_stream:
+            active = self.gpu.active[:n].view(np.bool_)
+            return int(cupy.where(active, self.device_neighbour_in_edges, 0).sum())
 
     def aggregates(self, iteration: int) -> None:
         """Nothing yet: :meth:`iterate` computes the aggregates where the iteration
@@ -325,15 +353,15 @@ class HybridEngine:
 
     # -- hybrid iterations ------------------------------------------------------------------
     def _order(self) -> list[int]:
-        """Pages from the GPU's end to the CPU's: resident pages first."""
-        return list(range(len(self.pages)))
+        """Pages from the GPU's end to the CPU's (all resident or all streamed: in
+        page order)."""
+        return self.page_order
 
     def _iterate_hybrid(self, record: IterationRecord, aggregates) -> None:
         started = time.perf_counter()
-        queue = PageQueue(self.page_edges, self._order(), self.policy)
-        total_edges = sum(self.page_edges)
-        cpu_joins = bool(self.pages) and self.policy.should_take(
-            "cpu", self.page_edges[queue.pending[-1]], 0.0, 0.0, total_edges)
+        order = self._order()
+        cpu_joins = bool(order) and self.policy.should_take(
+            "cpu", self.page_edges[order[-1]], 0.0, 0.0, self.total_page_edges)
         self._make_device_current(record)
         if not cpu_joins:
             self.dispatch_seconds += time.perf_counter() - started
@@ -342,6 +370,7 @@ class HybridEngine:
             self._iterate_gpu_alone(record, device_aggregates)
             return
         self._make_host_current(record)
+        queue = PageQueue(self.page_edges, order, self.policy)
         self.dispatch_seconds += time.perf_counter() - started
         aggregates = self._host_aggregates(record.iteration)
         self._iterate_both(record, queue, aggregates, self._device_aggregates(aggregates))
