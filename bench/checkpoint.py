@@ -48,27 +48,7 @@ import garaphpy  # noqa: E402
 from garaphpy import config  # noqa: E402
 from garaphpy.api import NotConvergedWarning  # noqa: E402
 from garaphpy.scheduler import checkpoint  # noqa: E402
-
-
-def log(message: str) -> None:
-    """Progress to stderr (stdout carries the table)."""
-    print(message, file=sys.stderr, flush=True)
-
-
-def file_system(path: Path) -> str:
-    """Type and device of the mount holding ``path`` (from /proc/mounts)."""
-    path = path.resolve()
-    best = ("?", "?", "")
-    try:
-        with open("/proc/mounts") as handle:
-            for line in handle:
-                device, mount, kind = line.split()[:3]
-                if (path == Path(mount) or Path(mount) in path.parents) and \
-                        len(mount) > len(best[2]):
-                    best = (kind, device, mount)
-    except OSError:
-        pass
-    return f"{best[0]} ({best[1]} on {best[2] or '?'})"
+from _host import file_system, log  # noqa: E402  (bench/ is the script's directory)
 
 
 def capture_checkpointers(found: list) -> None:

@@ -72,7 +72,7 @@ import numpy as np  # noqa: E402
 import garaphpy  # noqa: E402  (sets numba's threading layer before any parallel launch)
 from garaphpy import config  # noqa: E402
 from garaphpy.api import NotConvergedWarning  # noqa: E402
-from _host import host_info  # noqa: E402  (bench/ is the script's directory)
+from _host import host_info, log, median, milliseconds_log_axis  # noqa: E402  (bench/ is the script's directory)
 
 SECTIONS = ("pull", "dual", "overhead")
 DIRECTIONS = ("pull", "notify-pull", "auto")
@@ -143,17 +143,6 @@ def _launch_threads(out):
 
 
 # ------------------------------------------------------------------ helpers --
-def log(message: str) -> None:
-    """Progress to stderr (stdout carries the tables)."""
-    print(message, file=sys.stderr, flush=True)
-
-
-def median(values) -> float:
-    """Median of a non-empty sequence, NaN for an empty one."""
-    values = list(values)
-    return float(np.median(values)) if values else float("nan")
-
-
 def load(spec: str, **generator_options) -> "garaphpy.Graph":
     """Generate and preprocess a graph (or reuse its cached store), untimed."""
     started = time.perf_counter()
@@ -414,7 +403,6 @@ def plot_dual(cases: list, path: str, threads: int) -> None:
         return
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter, MaxNLocator
 
     columns = 2
     rows = (len(cases) + columns - 1) // columns
@@ -438,14 +426,7 @@ def plot_dual(cases: list, path: str, threads: int) -> None:
                          edgecolor="black", zorder=5, label="auto switches to pull")
             axis.scatter(to_notify, seconds[to_notify], marker="v", s=60, color="tab:blue",
                          edgecolor="black", zorder=5, label="auto switches to notify-pull")
-        axis.set_yscale("log")
-        axis.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
-        # label the minor ticks 2 and 5 of each decade, unlabelled otherwise
-        axis.yaxis.set_minor_formatter(FuncFormatter(
-            lambda y, _: f"{y:g}" if f"{y:.0e}"[0] in "25" else ""))
-        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
-        axis.set_xlabel("iteration")
-        axis.set_ylabel("ms per iteration")
+        milliseconds_log_axis(axis)
         axis.set_title(f"{case['program']} on {case['graph']} from {case['source']} "
                        f"(auto/min {case['auto_over_min']:.2f})", fontsize=10)
         axis.grid(True, which="both", alpha=0.3)

@@ -53,7 +53,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import numpy as np  # noqa: E402
 
-from _host import host_info  # noqa: E402
+from _host import host_info, log, file_system  # noqa: E402
 from garaphpy import config, generators  # noqa: E402
 from garaphpy.storage.builder import BuildOptions, build_store  # noqa: E402
 from garaphpy.storage.page_io import (  # noqa: E402
@@ -76,27 +76,6 @@ def parse_bytes(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r}: expected a positive size")
     return int(value * _UNITS[unit])
-
-
-def log(message: str) -> None:
-    """Progress to stderr (stdout carries the table)."""
-    print(message, file=sys.stderr, flush=True)
-
-
-def file_system(path: Path) -> str:
-    """Type and device of the mount holding ``path`` (from /proc/mounts)."""
-    path = path.resolve()
-    best = ("?", "?", "")
-    try:
-        with open("/proc/mounts") as handle:
-            for line in handle:
-                device, mount, kind = line.split()[:3]
-                if (path == Path(mount) or Path(mount) in path.parents) and \
-                        len(mount) > len(best[2]):
-                    best = (kind, device, mount)
-    except OSError:
-        pass
-    return f"{best[0]} ({best[1]})"
 
 
 # ------------------------------------------------------------ (a) one big file --

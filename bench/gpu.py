@@ -110,7 +110,7 @@ import numpy as np  # noqa: E402
 import garaphpy  # noqa: E402
 from garaphpy import config  # noqa: E402
 from garaphpy.storage import layout  # noqa: E402
-from _host import host_info  # noqa: E402  (bench/ is the script's directory)
+from _host import host_info, log, median  # noqa: E402  (bench/ is the script's directory)
 from garaphpy.scheduler.gpu_engine import busy_time  # noqa: E402
 
 SECTIONS = ("bandwidth", "cusparse", "resident", "streamed", "replication")
@@ -133,17 +133,6 @@ DEFAULT_STORE_DIR = Path(os.environ.get("GARAPHPY_CACHE")
 
 
 # ------------------------------------------------------------------ helpers --
-def log(message: str) -> None:
-    """Progress to stderr (stdout carries the tables)."""
-    print(message, file=sys.stderr, flush=True)
-
-
-def median(values) -> float:
-    """Median of a non-empty sequence, NaN for an empty one."""
-    values = list(values)
-    return float(np.median(values)) if values else float("nan")
-
-
 def spread(values) -> dict:
     """min, p10, median, p90, max of a non-empty sequence."""
     values = np.asarray(list(values), np.float64)

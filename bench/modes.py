@@ -109,7 +109,7 @@ from garaphpy.errors import ConfigError  # noqa: E402
 from garaphpy.kernels.gpu import GpuUnavailableError  # noqa: E402
 from garaphpy.programs import BUILTIN_PROGRAMS, get_program, program_class  # noqa: E402
 from garaphpy.scheduler.gpu_engine import GpuMemoryError  # noqa: E402
-from _host import host_info  # noqa: E402  (bench/ is the script's directory)
+from _host import host_info, log, median, milliseconds_log_axis  # noqa: E402  (bench/ is the script's directory)
 
 MODES = ("cpu", "gpu", "hybrid")
 BUDGETS = ("above", "below")
@@ -133,17 +133,6 @@ SNAP_SUFFIXES = (".txt.gz", ".txt", ".txt.bz2", ".txt.xz")
 
 
 # ------------------------------------------------------------------ helpers --
-def log(message: str) -> None:
-    """Progress to stderr (stdout carries the tables)."""
-    print(message, file=sys.stderr, flush=True)
-
-
-def median(values) -> float:
-    """Median of a non-empty sequence, NaN for an empty one."""
-    values = list(values)
-    return float(np.median(values)) if values else float("nan")
-
-
 def mib(nbytes) -> str:
     """A budget for people: MiB (KiB below 10 MiB), or "default"."""
     if nbytes is None:
@@ -667,7 +656,6 @@ def plot_figure11(rows: list, modes: list, path: str, title: str) -> None:
         return
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter, MaxNLocator
 
     cases = [row for row in rows if row["program"] in FIGURE_PROGRAMS
              and row["budget"] == "above" and "skipped" not in row
@@ -701,14 +689,7 @@ def plot_figure11(rows: list, modes: list, path: str, title: str) -> None:
                     if at:
                         axis.scatter(at, ms[at], marker=marker, s=55, color="tab:red",
                                      edgecolor="black", zorder=5, label=f"hybrid: {what}")
-        axis.set_yscale("log")
-        axis.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
-        # label the minor ticks 2 and 5 of each decade, unlabelled otherwise
-        axis.yaxis.set_minor_formatter(FuncFormatter(
-            lambda y, _: f"{y:g}" if f"{y:.0e}"[0] in "25" else ""))
-        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
-        axis.set_xlabel("iteration")
-        axis.set_ylabel("ms per iteration")
+        milliseconds_log_axis(axis)
         source = f" from {row['source']}" if row["source"] is not None else ""
         axis.set_title(f"{row['program'].upper()} on {row['graph_variant']}{source}",
                        fontsize=10)
