@@ -513,9 +513,10 @@ class GpuEngine:
         record.gpu_busy_seconds = timing.busy_seconds
         return counters
 
-    def probe_page(self, k: int, aggregates, repeats: int = 2) -> float:
-        """Seconds the GPU takes for page ``k`` (copy included when streamed),
-        written into scratch buffers: the run's state is left as it was.
+    def probe_pages(self, pages, aggregates, repeats: int = 2) -> float:
+        """Seconds the GPU takes for the given pages, as an iteration runs them
+        (copies included when streamed, overlapping the kernels), written into
+        scratch buffers: the run's state is left as it was.
 
         The fastest of ``repeats`` runs (the first may load the module).
         """
@@ -527,10 +528,12 @@ class GpuEngine:
         try:
             for _ in range(repeats):
                 self.begin_iteration(0)
-                timing = self.launch_page(k, aggregates, 0)
-                timing.done.synchronize()
-                start = timing.copy_start or timing.kernel_start
-                best = min(best, cupy.cuda.get_elapsed_time(start, timing.kernel_end) / 1e3)
+                timings = [self.launch_page(k, aggregates, 0) for k in pages]
+                for timing in timings:
+                    timing.done.synchronize()
+                span = max(cupy.cuda.get_elapsed_time(self._origin, timing.kernel_end)
+                           for timing in timings) / 1e3 if timings else 0.0
+                best = min(best, span)
         finally:
             self.next, self.active = saved
             with self.main_stream:

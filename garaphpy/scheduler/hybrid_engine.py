@@ -81,6 +81,7 @@ class HybridEngine:
         self.upload_stream = self.cupy.cuda.Stream(non_blocking=True)
         self.device_id = self.cupy.cuda.Device().id
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="garaphpy-cpu")
+        self.worker.submit(self._start_worker_threads).result()
         self._split_tables()
         # both copies start from the host's initial values; the copy's speed prices
         # the synchronization a switch of processor needs
@@ -127,6 +128,13 @@ class HybridEngine:
         active[:] = state.active
         state.values, state.next, state.active = values, following, active
 
+    def _start_worker_threads(self) -> None:
+        """Runs in the CPU worker: its thread team of numba's parallel layer is
+        made here, at set-up, instead of in the first hybrid iteration."""
+        numba.set_num_threads(self.cpu_threads)
+        with parallel_section():
+            kernels.frontier_of(np.ones(self.cpu_threads * 2, np.bool_), self.cpu_threads)
+
     def _split_tables(self) -> None:
         """For each page, the split-accumulator slots of its shards (vertices cut
         over several shards, which the GPU sums with a global atomic)."""
@@ -139,15 +147,17 @@ class HybridEngine:
         self.split_vertex_ids = self.cupy.asnumpy(self.gpu.split_vertices)
 
     def _calibrate(self) -> None:
-        """The start-up probe: the largest page pulled once by each processor,
-        into scratch buffers, gives the two pull rates and T_pull / T_GPU."""
+        """The start-up probe, into scratch buffers: the CPU pulls the largest
+        page, the GPU every page as in an iteration (one page alone would
+        leave most of the card idle and overstate its time per edge); this
+        gives the two pull rates and T_pull / T_GPU."""
         page_index = int(np.argmax(self.page_edges)) if self.pages else 0
         if not self.pages or self.page_edges[page_index] == 0:
             return
         page = self.pages[page_index]
         aggregates = self.cpu.aggregates(0)
         device_aggregates = self._device_aggregates(aggregates)
-        gpu_seconds = self.gpu.probe_page(page_index, device_aggregates)
+        gpu_seconds = self.gpu.probe_pages(self.page_order, device_aggregates)
         cpu = self.cpu
         scratch_values = np.empty_like(cpu.state.values)
         scratch_active = np.zeros_like(cpu.state.active)
@@ -166,7 +176,7 @@ class HybridEngine:
                     best = min(best, time.perf_counter() - started)
         finally:
             numba.set_num_threads(previous)
-        self.policy.calibrate(page.num_edges, best, page.num_edges, gpu_seconds,
+        self.policy.calibrate(page.num_edges, best, self.total_page_edges, gpu_seconds,
                               num_edges=self.num_edges,
                               cpu_iteration_seconds=self._cpu_iteration_overhead(aggregates))
 
@@ -469,16 +479,18 @@ class HybridEngine:
         device_out = gpu.next
         value_size = state.values.dtype.itemsize
         scratch_record = IterationRecord(iteration, "hybrid", "pull", False, 1.0, 1.0, 0)
+        begun = False
         with self.cupy.cuda.Device(self.device_id), parallel_section():
-            started = time.perf_counter()
-            cpu.begin_pull(scratch_record)
-            busy += time.perf_counter() - started
             while True:
                 index = queue.take("cpu")
                 if index is None:
                     break
                 page = self.pages[index]
                 started = time.perf_counter()
+                if not begun:
+                    # the precompute only once a page is the CPU's: the GPU may take them all
+                    cpu.begin_pull(scratch_record)
+                    begun = True
                 pending.extend(cpu.pull_page(page, iteration, aggregates, self.cpu_threads))
                 busy += time.perf_counter() - started
                 first, end = page.first_vertex, page.end_vertex
