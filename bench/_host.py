@@ -70,3 +70,30 @@ def milliseconds_log_axis(axis) -> None:
     axis.xaxis.set_major_locator(MaxNLocator(integer=True))
     axis.set_xlabel("iteration")
     axis.set_ylabel("ms per iteration")
+
+
+def gpu_problem() -> str | None:
+    """None when the GPU engine can run here, else why not (the engine's own check,
+    :func:`garaphpy.kernels.gpu.cupy_module`, whose message says how to install)."""
+    from garaphpy.kernels.gpu import GpuUnavailableError, cupy_module
+
+    try:
+        cupy_module()
+    except GpuUnavailableError as error:
+        return str(error)
+    return None
+
+
+def free_gpu_memory() -> None:
+    """Return the memory of dropped arrays and engines to the device and host
+    (only the garbage collection where no GPU is usable)."""
+    import gc
+
+    gc.collect()
+    if gpu_problem() is not None:
+        return
+    import cupy
+
+    cupy.cuda.Device().synchronize()
+    cupy.get_default_memory_pool().free_all_blocks()
+    cupy.get_default_pinned_memory_pool().free_all_blocks()

@@ -92,7 +92,6 @@ On an H200 (2026-11-22) the whole run, builds included, took 40-60 s.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import math
 import os
@@ -110,7 +109,8 @@ import numpy as np  # noqa: E402
 import garaphpy  # noqa: E402
 from garaphpy import config  # noqa: E402
 from garaphpy.storage import layout  # noqa: E402
-from _host import host_info, log, median  # noqa: E402  (bench/ is the script's directory)
+from _host import (  # noqa: E402  (bench/ is the script's directory)
+    free_gpu_memory, gpu_problem, host_info, log, median)
 from garaphpy.scheduler.gpu_engine import busy_time  # noqa: E402
 
 SECTIONS = ("bandwidth", "cusparse", "resident", "streamed", "replication")
@@ -152,31 +152,6 @@ def slug(text: str) -> str:
     """'NVIDIA H100 80GB HBM3' -> 'h100-80gb-hbm3' (for file names)."""
     text = re.sub(r"\bnvidia\b", "", text.lower())
     return re.sub(r"[^a-z0-9]+", "-", text).strip("-") or "gpu"
-
-
-def gpu_problem() -> str | None:
-    """None when cupy sees a CUDA device, else why not (checked before any build)."""
-    try:
-        import cupy
-    except ImportError as error:
-        return (f"cupy is not installed ({error}); install it with `pip install "
-                "garaphpy[gpu]` (cupy-cuda13x)")
-    try:
-        if cupy.cuda.runtime.getDeviceCount() < 1:
-            return "cupy sees no CUDA device"
-    except Exception as error:  # CUDARuntimeError without a driver or device
-        return f"cupy found no usable CUDA device ({error})"
-    return None
-
-
-def free_gpu_memory() -> None:
-    """Return the memory of dropped arrays and engines to the device and host."""
-    import cupy
-
-    gc.collect()
-    cupy.cuda.Device().synchronize()
-    cupy.get_default_memory_pool().free_all_blocks()
-    cupy.get_default_pinned_memory_pool().free_all_blocks()
 
 
 def machine() -> dict:

@@ -109,7 +109,8 @@ from garaphpy.errors import ConfigError  # noqa: E402
 from garaphpy.kernels.gpu import GpuUnavailableError  # noqa: E402
 from garaphpy.programs import BUILTIN_PROGRAMS, get_program, program_class  # noqa: E402
 from garaphpy.scheduler.gpu_engine import GpuMemoryError  # noqa: E402
-from _host import host_info, log, median, milliseconds_log_axis  # noqa: E402  (bench/ is the script's directory)
+from _host import (  # noqa: E402  (bench/ is the script's directory)
+    free_gpu_memory, gpu_problem, host_info, log, median, milliseconds_log_axis)
 
 MODES = ("cpu", "gpu", "hybrid")
 BUDGETS = ("above", "below")
@@ -138,33 +139,6 @@ def mib(nbytes) -> str:
     if nbytes is None:
         return "default"
     return f"{nbytes / 2**20:.0f} MiB" if nbytes >= 10 << 20 else f"{nbytes / 2**10:.0f} KiB"
-
-
-def gpu_problem() -> str | None:
-    """None when cupy sees a CUDA device, else why not."""
-    try:
-        import cupy
-    except ImportError as error:
-        return f"cupy is not installed ({error})"
-    try:
-        if cupy.cuda.runtime.getDeviceCount() < 1:
-            return "cupy sees no CUDA device"
-    except Exception as error:  # CUDARuntimeError without a driver or device
-        return f"cupy found no usable CUDA device ({error})"
-    return None
-
-
-def free_gpu_memory() -> None:
-    """Return the memory of dropped engines to the device (no-op without cupy)."""
-    gc.collect()
-    try:
-        import cupy
-    except ImportError:
-        return
-    if gpu_problem() is None:
-        cupy.cuda.Device().synchronize()
-        cupy.get_default_memory_pool().free_all_blocks()
-        cupy.get_default_pinned_memory_pool().free_all_blocks()
 
 
 def machine() -> dict:

@@ -308,12 +308,13 @@ class HybridEngine:
         return self.cpu.aggregates(iteration) if self.has_aggregates else \
             self.cpu.no_aggregates
 
-    def iterate(self, record: IterationRecord, prefix, aggregates: np.ndarray) -> None:
-        """One iteration in the mode :meth:`decide` chose."""
+    def iterate(self, record: IterationRecord, prefix, aggregates: None) -> None:
+        """One iteration in the mode :meth:`decide` chose (``aggregates`` is what
+        :meth:`aggregates` returned: they are computed here, where it runs)."""
         if record.mode == "cpu":
-            self._iterate_cpu(record, prefix, aggregates)
+            self._iterate_cpu(record, prefix)
         else:
-            self._iterate_hybrid(record, aggregates)
+            self._iterate_hybrid(record)
         record.dispatch_seconds = self.dispatch_seconds
 
     def values_to_host(self) -> np.ndarray:
@@ -340,7 +341,7 @@ class HybridEngine:
         self.worker.shutdown(wait=True)
 
     # -- CPU-only iterations -------------------------------------------------------------------
-    def _iterate_cpu(self, record: IterationRecord, prefix, aggregates) -> None:
+    def _iterate_cpu(self, record: IterationRecord, prefix) -> None:
         started = time.perf_counter()
         if not self.host_current:
             self._make_host_current(record)
@@ -367,7 +368,7 @@ class HybridEngine:
         page order)."""
         return self.page_order
 
-    def _iterate_hybrid(self, record: IterationRecord, aggregates) -> None:
+    def _iterate_hybrid(self, record: IterationRecord) -> None:
         started = time.perf_counter()
         order = self._order()
         cpu_joins = bool(order) and self.policy.should_take(
