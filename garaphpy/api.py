@@ -83,7 +83,8 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
         threads: int | None = None, direction: str = "auto", raise_on_nonconvergence=False,
         on_iteration=None, gpu_memory: int | None = None, n_streams: int | None = None,
         checkpoint_dir=None, checkpoint_every: int | None = None, resume: bool = False,
-        policy: HybridPolicy | None = None) -> Result:
+        policy: HybridPolicy | None = None, host_memory: int | None = None,
+        read_ratio: float | None = None) -> Result:
     """Run a vertex program on a graph.
 
     Parameters
@@ -135,6 +136,18 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
         stay on the GPU; otherwise they are streamed every iteration.
     n_streams : int, optional
         CUDA streams pages are pipelined on (``gpu`` mode; default 4).
+    host_memory : int, optional
+        Host memory the run may use, in bytes (default:
+        :data:`garaphpy.config.HOST_CACHE_FRACTION` of the memory available
+        now).  The vertex data come first; when every page fits beside them
+        the graph is held in memory, otherwise a prefix of the pages is
+        cached and the rest is read from the storage directories every
+        iteration (Garaph section 2.2), with the same results.
+    read_ratio : float, optional
+        k, the sequential over random read speed of the storage directories
+        (rho of the notify-pull switch and of alpha when pages come from
+        storage, section 4.2).  Default :data:`garaphpy.config.READ_RATIO`,
+        else measured once per directory and cached.
     checkpoint_dir : str or os.PathLike, optional
         Write checkpoints here (created if missing; one run at a time);
         None: no checkpoints.  The committed values, the frontier and the
@@ -213,16 +226,17 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
         resumed = checkpoints.open(resume) if checkpoints is not None else None
         initially_active = (np.arange(graph.num_vertices, dtype=np.int64)
                             if program.initially_active == "all" else source_vertices.copy())
+        paged = host_pages(graph.store, mode, host_memory, read_ratio)
         if mode == "gpu":
             from .scheduler.gpu_engine import GpuEngine
 
             engine = GpuEngine(graph, program, source_vertices, execution == "sync",
-                               gpu_memory=gpu_memory, n_streams=n_streams)
+                               gpu_memory=gpu_memory, n_streams=n_streams, paged=paged)
             engine.set_frontier(initially_active)
         else:
             compiled = _compiled_program(program)
             arrays = GraphArrays.from_graph(graph, source_vertices,
-                                            "weighted_in_degree" in _uses(program))
+                                            "weighted_in_degree" in _uses(program), paged)
             state = RunState(arrays, compiled, execution == "sync")
             state.frontier = initially_active
             engine = CpuEngine(arrays, compiled, state, threads)
@@ -232,7 +246,7 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
                 from .scheduler.hybrid_engine import HybridEngine
 
                 gpu = GpuEngine(graph, program, source_vertices, execution == "sync",
-                                gpu_memory=gpu_memory, n_streams=n_streams)
+                                gpu_memory=gpu_memory, n_streams=n_streams, paged=paged)
                 gpu.set_frontier(initially_active)
                 engine = HybridEngine(engine, gpu, policy)
         if checkpoints is not None:
@@ -250,6 +264,8 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
             checkpoints.close()
         if mode == "hybrid" and "engine" in locals() and hasattr(engine, "close"):
             engine.close()
+        if "paged" in locals() and paged is not None:
+            paged.close()
     seconds = sum(r.seconds for r in records)
     values = program.finalize(engine.values_to_host())
     result = Result(program=program, graph=graph, values=values, sources=source_vertices,
@@ -290,6 +306,44 @@ def _hybrid_or_fallback() -> str:
     return "hybrid"
 
 
+def host_pages(store, mode: str, host_memory: int | None = None,
+               read_ratio: float | None = None):
+    """The run's :class:`~garaphpy.storage.host_pages.HostPages` when its host
+    budget cannot hold every page beside the vertex data, else None (the
+    engines hold the graph in memory).
+
+    The budget pays first for the store's arrays and
+    ``config.HOST_BYTES_PER_VERTEX`` per vertex, then for one page reader's
+    read-ahead per processor, and what is left caches a prefix of the pages.
+    """
+    from .storage.host_budget import plan_host_cache, store_array_bytes
+    from .storage.host_pages import HostPages
+    from .storage.read_ratio import storage_read_ratio
+
+    if read_ratio is not None and (isinstance(read_ratio, bool)
+                                   or not isinstance(read_ratio, (int, float))
+                                   or not read_ratio >= 1):
+        raise ConfigError(f"read_ratio={read_ratio!r}: expected a number >= 1")
+    largest = max((info.nbytes for info in store.pages), default=0)
+    buffer = max(-(-largest // config.BLOCK_ALIGNMENT), 1) * config.BLOCK_ALIGNMENT
+    # a few pages' worth, however small the pages: enough to keep every directory busy
+    readahead = max(buffer, min(config.PAGE_READAHEAD_BYTES,
+                                config.PAGE_READAHEAD_PAGES * buffer))
+    readers = 2 if mode == "hybrid" else 1
+    fixed = store_array_bytes(store) + config.HOST_BYTES_PER_VERTEX * store.num_vertices
+    plan = plan_host_cache([info.nbytes for info in store.pages], fixed, readers * readahead,
+                           host_memory)
+    if plan.all_cached:
+        return None
+    k = storage_read_ratio(store.storage_dirs, read_ratio)
+    paged = HostPages(store, plan, k, readahead_bytes=readahead)
+    if mode != "cpu":
+        from .kernels.gpu import pinned_empty
+
+        paged.use_allocator("gpu", pinned_empty, cache=True)
+    return paged
+
+
 def _uses(program: VertexProgram) -> set:
     return {p for f in type(program).functions.values() for p in f.parameters}
 
@@ -310,7 +364,8 @@ def _iterate(engine, program, max_iterations, tolerance, direction, on_iteration
              checkpoints=None):
     # a resumed run continues the numbering after the checkpoint's iterations
     records = checkpoints.records() if checkpoints is not None else []
-    rho = config.RHO_IN_MEMORY
+    rho = getattr(engine, "rho", config.RHO_IN_MEMORY)
+    paged = getattr(engine, "paged", None)
     for iteration in range(len(records), max_iterations):
         started = time.perf_counter()
         if engine.num_active() == 0:
@@ -322,7 +377,10 @@ def _iterate(engine, program, max_iterations, tolerance, direction, on_iteration
                                  active_vertices=engine.num_active())
         engine.decide(record, direction)
         aggregates = engine.aggregates(iteration)
+        read_before = paged.bytes_read if paged is not None else 0
         engine.iterate(record, prefix, aggregates)
+        if paged is not None:
+            record.bytes_read = paged.bytes_read - read_before
         record.seconds = time.perf_counter() - started
         records.append(record)
         if on_iteration is not None:

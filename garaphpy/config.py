@@ -98,10 +98,20 @@ HOST_MEMORY_FRACTION = 0.5
 #: counted against it (:mod:`garaphpy.storage.host_budget`).
 HOST_CACHE_FRACTION = 0.5
 
+#: Host memory a run needs per vertex beside the store's arrays, counted
+#: against the host budget before pages are (values, the synchronous next
+#: buffer, the frontier, flags, attributes, the pinned copies of hybrid runs:
+#: a bound for 8-byte values).
+HOST_BYTES_PER_VERTEX = 64
+
 #: Bytes of page buffers a :class:`~garaphpy.storage.page_io.PageReader` may
 #: have outstanding at once (pages read ahead of the consumer plus the one it
 #: holds): four pages of the largest size.
 PAGE_READAHEAD_BYTES = 4 * MAX_PAGE_BYTES
+
+#: A run's page readers read at most this many pages ahead (and at most
+#: PAGE_READAHEAD_BYTES): small pages need no 256 MiB of buffers.
+PAGE_READAHEAD_PAGES = 8
 
 #: k, the sequential over random read speed of secondary storage, used as rho
 #: for pages not held in host memory (Garaph section 4.2).  None measures it

@@ -152,6 +152,12 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "direction": Key("str", "auto", choices=("auto", "pull", "notify-pull")),
         "verify": Key("bool", False),
         "constants": Key("table", {}),
+        "host_memory": Key("size", None, help="host memory the run may use; pages beyond it "
+                                              "are read from the storage directories every "
+                                              "iteration (default: half the available memory)"),
+        "read_ratio": Key("float|none", None, minimum=1.0,
+                          help="k, sequential over random read speed of the storage "
+                               "directories (default: measured once and cached)"),
         "checkpoint_every": Key("int", None, minimum=0, maximum=2**31 - 1,
                                 help="iterations between checkpoints (0: only at Ctrl-C); "
                                      "setting it turns checkpoints on"),

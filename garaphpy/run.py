@@ -139,7 +139,8 @@ def run_from_config(settings: dict, graph, verify: bool, progress: bool,
                      gpu_memory=settings["store"]["gpu_memory"],
                      n_streams=settings["store"]["n_streams"],
                      checkpoint_dir=checkpoint_dir, checkpoint_every=options["checkpoint_every"],
-                     resume=resume)
+                     resume=resume, host_memory=options["host_memory"],
+                     read_ratio=options["read_ratio"])
     write_values(values_path, result.original_ids(), result.values)
     write_iterations(iterations_path, result.iterations)
     print(result.summary())

@@ -389,12 +389,16 @@ def reset_flags(vertices, flags):
 
 @numba.njit(nogil=True, parallel=True)
 def pull_vertices(gather_call, apply_call, activate_call, combine, identity, vertices,
-                  in_prefix, in_offsets, sources, weights, values_read, values_write, attrs,
+                  in_prefix, edge_starts, sources, weights, values_read, values_write, attrs,
                   aggregates, num_vertices, iteration, chunks, stats):
     """Gather, apply and activate the listed vertices over all their in-edges.
 
     Work is cut into ``chunks`` runs of about equal in-edge counts
     (``in_prefix`` is :func:`degree_prefix` of ``vertices`` over the CSC).
+    The in-edges of ``vertices[i]`` are ``sources[edge_starts[i]:edge_starts[i]
+    + in_prefix[i + 1] - in_prefix[i]]``: ``edge_starts`` is
+    ``in_offsets[vertices]`` over the whole CSC, or ``in_prefix[:-1]`` over
+    the in-edges gathered from pages by :func:`gather_vertex_edges`.
 
     Returns
     -------
@@ -411,7 +415,8 @@ def pull_vertices(gather_call, apply_call, activate_call, combine, identity, ver
         for i in range(bounds[c], bounds[c + 1]):
             v = vertices[i]
             accum = identity
-            for e in range(in_offsets[v], in_offsets[v + 1]):
+            first = edge_starts[i]
+            for e in range(first, first + in_prefix[i + 1] - in_prefix[i]):
                 accum = combine(accum, gather_call(values_read, weights, attrs, sources[e], v,
                                                    e))
             flag, delta = _update_vertex(apply_call, activate_call, attrs, aggregates,
@@ -445,6 +450,37 @@ def weighted_in_degrees(in_offsets, weights, out):
         for e in range(in_offsets[v], in_offsets[v + 1]):
             total += weights[e]
         out[v] = total
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def add_weighted_in_degrees(in_offsets, weights, edge_base, edge_begin, edge_end,
+                            first_vertex, end_vertex, out):
+    """out[v] += the weights of v's in-edges among edges edge_begin..edge_end-1
+    (one page; edge e at ``weights[e - edge_base]``)."""
+    for v in numba.prange(first_vertex, end_vertex):
+        total = 0.0
+        for e in range(max(in_offsets[v], edge_begin), min(in_offsets[v + 1], edge_end)):
+            total += weights[e - edge_base]
+        out[v] += total
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def gather_vertex_edges(vertices, in_prefix, in_offsets, edge_begin, edge_end, page_sources,
+                        page_weights, copy_weights, sources, weights):
+    """Copy the in-edges of ``vertices`` that lie in one page (edges
+    edge_begin..edge_end-1, ``page_sources[e - edge_begin]``) to their places
+    in ``sources`` (and ``weights`` when ``copy_weights``): vertex ``i``'s
+    edges start at ``in_prefix[i]`` there (notify-pull over pages not held in
+    memory)."""
+    for i in numba.prange(vertices.shape[0]):
+        v = vertices[i]
+        lo = max(in_offsets[v], edge_begin)
+        hi = min(in_offsets[v + 1], edge_end)
+        target = in_prefix[i] + lo - in_offsets[v]
+        for e in range(lo, hi):
+            sources[target + e - lo] = page_sources[e - edge_begin]
+            if copy_weights:
+                weights[target + e - lo] = page_weights[e - edge_begin]
 
 
 @numba.njit(nogil=True, parallel=True, cache=True)

@@ -333,6 +333,16 @@ def cupy_module():
     return cupy
 
 
+def pinned_empty(nbytes: int, alignment: int = 4096) -> np.ndarray:
+    """An uninitialised uint8 array of ``nbytes`` in page-locked host memory,
+    starting at a multiple of ``alignment`` (copies from it to the GPU are
+    asynchronous, and ``O_DIRECT`` reads can land in it)."""
+    memory = cupy_module().cuda.alloc_pinned_memory(max(nbytes, 1) + alignment)
+    raw = np.frombuffer(memory, np.uint8, max(nbytes, 1) + alignment)
+    start = (-raw.ctypes.data) % alignment
+    return raw[start:start + nbytes]
+
+
 @dataclass(frozen=True)
 class DeviceInfo:
     """What the kernels are sized from (read off the device, never assumed).

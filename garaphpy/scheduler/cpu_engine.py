@@ -50,6 +50,11 @@ class GraphArrays:
         ``(out_degree, in_degree, weighted_in_degree, vertex, is_source)``.
     pages : list
         The store's page table (edge and vertex ranges).
+    paged : HostPages or None
+        None: ``sources`` and ``weights`` hold the whole CSC.  Otherwise the
+        run's host budget holds only some pages (section 2.2): the kernels
+        read page images through ``paged`` and ``sources``/``weights`` are
+        empty arrays of the right types.
     """
 
     num_vertices: int
@@ -61,36 +66,71 @@ class GraphArrays:
     out_targets: np.ndarray
     attrs: tuple
     pages: list
+    paged: object = None
 
     @classmethod
-    def from_graph(cls, graph, source_vertices: np.ndarray, need_weighted_in_degree: bool):
-        """Load a graph's store into memory for the CPU kernels."""
+    def from_graph(cls, graph, source_vertices: np.ndarray, need_weighted_in_degree: bool,
+                   paged=None):
+        """The graph's store for the CPU kernels: the whole CSC in memory, or
+        (``paged``, a :class:`~garaphpy.storage.host_pages.HostPages`) pages
+        read as the kernels need them."""
         store = graph.store
-        in_offsets, sources, weights = store.csc()
+        if paged is None:
+            in_offsets, sources, weights = store.csc()
+            weighted_in = None
+            if need_weighted_in_degree:
+                weighted_in = np.zeros(store.num_vertices, np.float64)
+                kernels.weighted_in_degrees(in_offsets, weights, weighted_in)
+        else:
+            in_offsets = store.in_offsets
+            sources = np.zeros(0, store.vertex_dtype)
+            weights = np.zeros(0, store.weight_dtype) if store.weighted else None
+            weighted_in = weighted_in_degree(store, paged) if need_weighted_in_degree \
+                else None
         if weights is None:
             weights = np.zeros(1, np.float64)
-        attrs = vertex_attributes(graph, source_vertices, in_offsets,
-                                  weights if need_weighted_in_degree else None)
+        attrs = vertex_attributes(graph, source_vertices, weighted_in)
         return cls(store.num_vertices, store.num_edges, in_offsets, sources, weights,
-                   store.out_offsets, store.out_targets, attrs, store.pages)
+                   store.out_offsets, store.out_targets, attrs, store.pages, paged)
 
 
-def vertex_attributes(graph, source_vertices: np.ndarray, in_offsets: np.ndarray,
-                      weights: np.ndarray | None) -> tuple:
+def weighted_in_degree(store, paged=None) -> np.ndarray:
+    """Per vertex, the sum of its in-edges' values, read page by page (from
+    ``paged`` when given, else from the store)."""
+    out = np.zeros(store.num_vertices, np.float64)
+    cursor = paged.cursor(range(len(store.pages))) if paged is not None else None
+    try:
+        for info in store.pages:
+            page = cursor.get(info.index) if cursor is not None else store.read_page(info.index)
+            kernels.add_weighted_in_degrees(store.in_offsets, page.weights, info.edge_begin,
+                                            info.edge_begin, info.edge_begin + info.num_edges,
+                                            info.first_vertex, info.end_vertex, out)
+    finally:
+        if cursor is not None:
+            cursor.close()
+    return out
+
+
+def vertex_attributes(graph, source_vertices: np.ndarray,
+                      weighted_in: np.ndarray | None) -> tuple:
     """The per-vertex attributes programs may read, shared by both engines.
+
+    Parameters
+    ----------
+    weighted_in : numpy.ndarray or None
+        Per vertex, the sum of its in-edges' values (:func:`weighted_in_degree`),
+        when the program reads it.
 
     Returns
     -------
     tuple
         ``(out_degree, in_degree, weighted_in_degree, vertex, is_source)``;
-        ``weighted_in_degree`` is a 1-element placeholder unless ``weights``
-        (the CSC edge values) are given.
+        ``weighted_in_degree`` is a 1-element placeholder unless given.
     """
     store = graph.store
     n = store.num_vertices
-    weighted_in = np.zeros(n if weights is not None else 1, np.float64)
-    if weights is not None:
-        kernels.weighted_in_degrees(in_offsets, weights, weighted_in)
+    if weighted_in is None:
+        weighted_in = np.zeros(1, np.float64)
     is_source = np.zeros(n, np.bool_)
     is_source[source_vertices] = True
     return (store.out_degree, store.in_degree, weighted_in,
@@ -142,6 +182,13 @@ class CpuEngine:
         self.contributions = (np.empty(arrays.num_vertices, compiled.accum_dtype)
                               if self.precompute_source_gathers else None)
         self.all_vertices = None
+        #: rho of section 4.2: k when pages come from secondary storage
+        self.rho = arrays.paged.rho if arrays.paged is not None else config.RHO_IN_MEMORY
+
+    @property
+    def paged(self):
+        """The run's page cache and readers, or None when every page is in memory."""
+        return self.arrays.paged
 
     def warm_up(self) -> None:
         """Compile every kernel for this program's types on empty work.
@@ -169,7 +216,7 @@ class CpuEngine:
             kernels.pull_vertices(
                 compiled.gather_call, compiled.apply_call, compiled.activate_call,
                 compiled.combine, compiled.identity, empty, np.zeros(1, np.int64),
-                arrays.in_offsets, arrays.sources, arrays.weights, state.values, state.next,
+                empty, arrays.sources, arrays.weights, state.values, state.next,
                 arrays.attrs, aggregates, arrays.num_vertices, 0, 1, self.stats)
         empty_prefix = np.zeros(1, np.int64)
         kernels.degree_prefix(empty, arrays.out_offsets)
@@ -262,8 +309,16 @@ class CpuEngine:
     def _pull(self, record: IterationRecord, aggregates: np.ndarray) -> None:
         self.begin_pull(record)
         pending = []
-        for page in self.arrays.pages:
-            pending.extend(self.pull_page(page, record.iteration, aggregates, self.threads))
+        pages = self.arrays.pages
+        cursor = self.page_cursor(range(len(pages)))
+        try:
+            for page in pages:
+                data = cursor.get(page.index) if cursor is not None else None
+                pending.extend(self.pull_page(page, record.iteration, aggregates, self.threads,
+                                              data=data))
+        finally:
+            if cursor is not None:
+                cursor.close()
         self.finish_pull(record, pending, aggregates)
         record.pages = len(self.arrays.pages)
         record.edges_processed = self.arrays.num_edges
@@ -277,9 +332,16 @@ class CpuEngine:
                                          arrays.attrs, self.contributions)
         record.gather_precomputed = self.precompute_source_gathers
 
+    def page_cursor(self, order):
+        """A :class:`~garaphpy.storage.host_pages.PageCursor` over ``order`` when
+        pages come through the host budget's cache and storage, else None
+        (every page is in ``arrays``)."""
+        paged = self.arrays.paged
+        return None if paged is None else paged.cursor(order, "cpu")
+
     def pull_page(self, page, iteration: int, aggregates: np.ndarray, threads: int,
                   stats: np.ndarray | None = None, values_write: np.ndarray | None = None,
-                  active: np.ndarray | None = None) -> list[tuple[int, object]]:
+                  active: np.ndarray | None = None, data=None) -> list[tuple[int, object]]:
         """Pull one page after :meth:`begin_pull` (its vertices applied, their
         activity in ``state.active``).
 
@@ -288,6 +350,9 @@ class CpuEngine:
         stats, values_write, active : arrays, optional
             Where the statistics, the new values and the activity go instead
             of the engine's (a start-up probe writes into scratch arrays).
+        data : garaphpy.storage.store.Page, optional
+            The page's image, read through :meth:`page_cursor` (required
+            when the engine's arrays do not hold every page).
 
         Returns
         -------
@@ -300,10 +365,18 @@ class CpuEngine:
         parts = max(1, min(threads, page.num_edges // config.CPU_MIN_PART_EDGES))
         boundary_vertex, boundary_accum = np.empty(2, np.int64), \
             np.empty(2, compiled.accum_dtype)
+        if data is None:
+            if arrays.paged is not None:
+                data = arrays.paged.read_page(page.index, "cpu")
+        if data is None:
+            sources, weights, edge_base = arrays.sources, arrays.weights, 0
+        else:
+            sources, edge_base = data.sources, page.edge_begin
+            weights = data.weights if data.weights is not None else arrays.weights
         count = kernels.pull_range(
             gather_call, compiled.apply_call, compiled.activate_call,
-            compiled.combine, compiled.identity, arrays.in_offsets, arrays.sources,
-            arrays.weights, 0, page.edge_begin, page.edge_begin + page.num_edges,
+            compiled.combine, compiled.identity, arrays.in_offsets, sources,
+            weights, edge_base, page.edge_begin, page.edge_begin + page.num_edges,
             page.first_vertex, page.end_vertex, state.values,
             state.next if values_write is None else values_write, gather_values,
             arrays.attrs, aggregates, arrays.num_vertices, iteration,
@@ -366,17 +439,62 @@ class CpuEngine:
             notified = kernels.notify(frontier, prefix, arrays.out_offsets, arrays.out_targets,
                                       state.claimed, chunks)
             kernels.reset_flags(notified, state.claimed)
+        if arrays.paged is not None:
+            notified = np.sort(notified)     # pages hold vertex ranges
         in_prefix = kernels.degree_prefix(notified, arrays.in_offsets)
+        if arrays.paged is None:
+            sources, weights = arrays.sources, arrays.weights
+            edge_starts = arrays.in_offsets[notified]
+        else:
+            sources, weights, pages_read = self._gather_from_pages(notified, in_prefix)
+            edge_starts = in_prefix[:-1]
+            record.pages = pages_read
         state.frontier = kernels.pull_vertices(
             compiled.gather_call, compiled.apply_call, compiled.activate_call, compiled.combine,
-            compiled.identity, notified, in_prefix, arrays.in_offsets, arrays.sources,
-            arrays.weights, state.values, state.next, arrays.attrs, aggregates,
+            compiled.identity, notified, in_prefix, edge_starts, sources,
+            weights, state.values, state.next, arrays.attrs, aggregates,
             arrays.num_vertices, record.iteration, chunks, self.stats)
         if state.synchronous:
             kernels.commit_vertices(notified, state.next, state.values)
         record.updated_vertices = int(notified.size)
         record.edges_processed = int(in_prefix[-1])
-        record.pages = 0
+        if arrays.paged is None:
+            record.pages = 0
+
+    def _gather_from_pages(self, notified: np.ndarray, in_prefix: np.ndarray):
+        """The in-edges of the (sorted) notified vertices, copied out of the pages
+        that hold them (section 4.2: notify-pull over pages on secondary
+        storage; the whole page is read, so rho = k prices it).
+
+        Returns
+        -------
+        (sources, weights, pages read)
+        """
+        arrays = self.arrays
+        total = int(in_prefix[-1])
+        sources = np.empty(total, arrays.sources.dtype)
+        weighted = arrays.paged.store.weighted
+        weights = np.empty(total, arrays.weights.dtype) if weighted else arrays.weights
+        starts = arrays.in_offsets[notified]
+        ends = arrays.in_offsets[notified + 1]
+        touched = []
+        for page in arrays.pages:
+            end = page.edge_begin + page.num_edges
+            first = int(np.searchsorted(ends, page.edge_begin, side="right"))
+            last = int(np.searchsorted(starts, end, side="left"))
+            if first < last and page.num_edges:
+                touched.append((page, first, last))
+        cursor = self.page_cursor([page.index for page, _, _ in touched])
+        try:
+            for page, first, last in touched:
+                data = cursor.get(page.index)
+                kernels.gather_vertex_edges(
+                    notified[first:last], in_prefix[first:last], arrays.in_offsets,
+                    page.edge_begin, page.edge_begin + page.num_edges, data.sources,
+                    data.weights if weighted else arrays.weights, weighted, sources, weights)
+        finally:
+            cursor.close()
+        return sources, weights, len(touched)
 
 
 def _combine_partials(pending: list, compiled: CpuProgram, extra: dict | None = None):

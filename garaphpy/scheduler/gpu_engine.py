@@ -26,6 +26,7 @@ busy time of each stream), so that the overlap can be seen.
 
 from __future__ import annotations
 
+import collections
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -150,6 +151,11 @@ class GpuEngine:
         Combine each warp's runs of same-destination edges before the replica
         atomics (default ``config.GPU_WARP_COMBINE``, read when the engine is
         made).
+    paged : garaphpy.storage.host_pages.HostPages, optional
+        The run's host budget holds only some pages: streamed pages come
+        from its cache or, read ahead into pinned buffers, from the storage
+        directories every iteration (None: every page image is kept in
+        pinned host memory).
     """
 
     mode = "gpu"
@@ -157,9 +163,9 @@ class GpuEngine:
     def __init__(self, graph, program: VertexProgram, source_vertices: np.ndarray,
                  synchronous: bool, *, gpu_memory: int | None = None,
                  n_streams: int | None = None, host_copies: bool = False,
-                 precompute: bool = True, warp_combine: bool | None = None):
+                 precompute: bool = True, warp_combine: bool | None = None, paged=None):
         from ..kernels.cuda_program import translate_program
-        from .cpu_engine import vertex_attributes
+        from .cpu_engine import vertex_attributes, weighted_in_degree
 
         cupy = gpu_kernels.cupy_module()
         self.cupy = cupy
@@ -235,10 +241,12 @@ class GpuEngine:
         self._split_identity = identity
 
         need_weighted = "weighted_in_degree" in uses
-        in_offsets = store.in_offsets
-        weights = store.csc()[2] if need_weighted else None
+        self.paged = paged
+        self.rho = config.RHO_IN_MEMORY     # the GPU always pulls; rho prices the CPU's choice
+        if paged is not None:
+            paged.use_allocator("gpu", gpu_kernels.pinned_empty)
         out_degree, in_degree, weighted_in, vertex_ids, is_source = vertex_attributes(
-            graph, source_vertices, in_offsets, weights)
+            graph, source_vertices, weighted_in_degree(store, paged) if need_weighted else None)
 
         def attribute(array, used):
             return device_array(np.ascontiguousarray(array)) if used else \
@@ -284,11 +292,15 @@ class GpuEngine:
                 cupy.cuda.get_current_stream().synchronize()  # before staging is reused
                 self.device_pages.append(buffer)
         else:
-            for info in pages:
-                pinned = self._pinned(info.nbytes, np.uint8)
-                store.read_page(info.index, out=pinned)
-                self.host_pages.append(pinned)
+            if paged is None:
+                for info in pages:
+                    pinned = self._pinned(info.nbytes, np.uint8)
+                    store.read_page(info.index, out=pinned)
+                    self.host_pages.append(pinned)
             self.device_pages = [cupy.empty(largest, np.uint8) for _ in self.streams]
+        # pages read from storage this iteration, each until its copy to the device is done
+        self._cursor = None
+        self._copying = collections.deque()
         self.page_views = [self._views(i) for i in range(len(pages))]
         if host_copies:
             self.host_values = self._pinned(n, value_dtype)
@@ -414,12 +426,15 @@ class GpuEngine:
         timing = PageTiming(k, slot)
         page_events = self._events["pages"][k]
         if not self.plan.resident:
+            image, read = self._host_image(k)
             timing.copy_start = stream.record(page_events[0])
             cupy.cuda.runtime.memcpyAsync(
-                self.device_pages[slot].data.ptr, self.host_pages[k].ctypes.data,
+                self.device_pages[slot].data.ptr, image.ctypes.data,
                 info.nbytes, cupy.cuda.runtime.memcpyHostToDevice, stream.ptr)
             timing.bytes_to_device = info.nbytes
             timing.copy_end = stream.record(page_events[1])
+            if read is not None:
+                self._copying.append((read, timing.copy_end))
         timing.kernel_start = stream.record(page_events[2])
         sources, idxoff, weights = self.page_views[k]
         out = self.next
@@ -450,6 +465,33 @@ class GpuEngine:
             timing.back_end = stream.record(page_events[4])
             timing.done = timing.back_end
         return timing
+
+    def _host_image(self, k: int):
+        """Page ``k``'s image in pinned host memory, and the page read from
+        storage for it (to be released once its copy is done) or None."""
+        paged = self.paged
+        if paged is None:
+            return self.host_pages[k], None
+        if paged.is_cached(k):
+            return paged.cached_page(k, "gpu").image, None
+        if self._cursor is None:
+            self._cursor = paged.cursor(range(len(self.pages)), "gpu", release="manual")
+        cursor, copying = self._cursor, self._copying
+        # buffers whose copy has finished go back to the reader; all held: wait for one
+        while copying and (copying[0][1].done or cursor.held >= cursor.max_held):
+            read, copied = copying.popleft()
+            copied.synchronize()
+            cursor.release(read)
+        read = cursor.get(k)
+        return read.image, read
+
+    def _end_page_reads(self) -> None:
+        """After the iteration's copies: the reader's buffers back, its read-ahead
+        dropped."""
+        if self._cursor is not None:
+            self._cursor.close()
+            self._cursor = None
+        self._copying.clear()
 
     def end_iteration(self, record: IterationRecord, timings: list, aggregates,
                       apply_split: bool = True) -> np.ndarray:
@@ -489,6 +531,7 @@ class GpuEngine:
                 self.host_active[split] = cupy.asnumpy(self.active[self.split_vertices])
         statistics = self.statistics.get(stream=main)
         main.synchronize()
+        self._end_page_reads()
         counters = statistics[:2]
         l1 = statistics[2:3].view(np.float64)
         if self.synchronous:
@@ -531,10 +574,14 @@ class GpuEngine:
                 timings = [self.launch_page(k, aggregates, 0) for k in pages]
                 for timing in timings:
                     timing.done.synchronize()
+                self._end_page_reads()
                 span = max(cupy.cuda.get_elapsed_time(self._origin, timing.kernel_end)
                            for timing in timings) / 1e3 if timings else 0.0
                 best = min(best, span)
         finally:
+            for stream in self.streams:
+                stream.synchronize()
+            self._end_page_reads()
             self.next, self.active = saved
             with self.main_stream:
                 self.split_accum.fill(self._split_identity)

@@ -155,6 +155,8 @@ class HybridEngine:
         if not self.pages or self.page_edges[page_index] == 0:
             return
         page = self.pages[page_index]
+        paged = self.cpu.arrays.paged
+        data = paged.read_page(page_index, "cpu") if paged is not None else None
         aggregates = self.cpu.aggregates(0)
         device_aggregates = self._device_aggregates(aggregates)
         gpu_seconds = self.gpu.probe_pages(self.page_order, device_aggregates)
@@ -172,7 +174,7 @@ class HybridEngine:
                     started = time.perf_counter()
                     cpu.begin_pull(record)
                     cpu.pull_page(page, 0, aggregates, self.cpu_threads, scratch_stats,
-                                  scratch_values, scratch_active)
+                                  scratch_values, scratch_active, data=data)
                     best = min(best, time.perf_counter() - started)
         finally:
             numba.set_num_threads(previous)
@@ -251,6 +253,16 @@ class HybridEngine:
     def num_edges(self) -> int:
         """|E|."""
         return self.cpu.num_edges
+
+    @property
+    def rho(self) -> float:
+        """rho of the cost model: k when pages come from storage (section 4.2)."""
+        return self.cpu.rho
+
+    @property
+    def paged(self):
+        """The run's page cache and readers, or None when every page is in memory."""
+        return self.cpu.arrays.paged
 
     def num_active(self) -> int:
         """Vertices active after the last iteration."""
@@ -481,6 +493,8 @@ class HybridEngine:
         value_size = state.values.dtype.itemsize
         scratch_record = IterationRecord(iteration, "hybrid", "pull", False, 1.0, 1.0, 0)
         begun = False
+        # pages from storage: read ahead from the CPU's end of the queue
+        cursor = cpu.page_cursor(reversed(self._order()))
         with self.cupy.cuda.Device(self.device_id), parallel_section():
             while True:
                 index = queue.take("cpu")
@@ -492,7 +506,9 @@ class HybridEngine:
                     # the precompute only once a page is the CPU's: the GPU may take them all
                     cpu.begin_pull(scratch_record)
                     begun = True
-                pending.extend(cpu.pull_page(page, iteration, aggregates, self.cpu_threads))
+                data = cursor.get(index) if cursor is not None else None
+                pending.extend(cpu.pull_page(page, iteration, aggregates, self.cpu_threads,
+                                             data=data))
                 busy += time.perf_counter() - started
                 first, end = page.first_vertex, page.end_vertex
                 if end > first:
@@ -504,6 +520,8 @@ class HybridEngine:
                                         state.active[first:end].ctypes.data, end - first,
                                         runtime.memcpyHostToDevice, self.upload_stream.ptr)
                     uploaded += (end - first) * (value_size + 1)
+        if cursor is not None:
+            cursor.close()
         queue.finished("cpu")
         # the pages' partial sums of vertices the pages cut, in page order
         pending.sort(key=lambda item: item[0])

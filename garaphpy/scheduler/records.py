@@ -51,6 +51,9 @@ class IterationRecord:
         Pages the GPU processed.
     bytes_to_device, bytes_to_host : int
         Bytes copied host to device (pages) and back (updated vertex ranges).
+    bytes_read : int
+        Page bytes read from the storage directories (runs whose host budget
+        holds only some pages; cached pages count the first time).
     copy_seconds, kernel_seconds : float
         Time the GPU spent copying pages and running pull kernels (the union
         of the pages' CUDA-event windows); ``copy_seconds + kernel_seconds``
@@ -88,6 +91,7 @@ class IterationRecord:
     gpu_pages: int = 0
     bytes_to_device: int = 0
     bytes_to_host: int = 0
+    bytes_read: int = 0
     copy_seconds: float = 0.0
     kernel_seconds: float = 0.0
     alpha: float | None = None

@@ -1,0 +1,239 @@
+"""The pages of a run larger than its host-memory budget (Garaph sections 2.2, 4.2).
+
+When the vertex data and every page image fit the run's host budget, the
+engines hold the whole graph in memory (the CPU engine one CSC, the GPU
+engine pinned page images or resident pages).  Otherwise a
+:class:`HostPages` stands between them and the store: the pages
+:func:`~garaphpy.storage.host_budget.plan_host_cache` keeps (a prefix of the
+page order) are read once, when first needed, into host buffers and stay;
+the others are read from the storage directories every time they are
+needed, through a :class:`~garaphpy.storage.page_io.PageReader` per
+consumer (one thread per directory, read-ahead bounded by the reader's
+buffers, ``O_DIRECT`` where possible).  rho is then k, the storage's
+sequential over random read ratio (section 4.2).
+
+A consumer walks an iteration's pages through a :class:`PageCursor`: it
+names the order in which it will ask for pages, so that the reader can read
+the streamed ones ahead of it.  The CPU's and the GPU's cursors of a hybrid
+iteration walk from the two ends of the page queue (the GPU from the front,
+the CPU from the back); a page a cursor read ahead but its processor did not
+take is simply passed over, so at most one read-ahead window per processor
+is read for nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+
+import numpy as np
+
+from .. import config
+from .host_budget import HostCachePlan
+from .layout import align
+from .page_io import PageReader, aligned_empty
+from .store import Page, Store
+
+__all__ = ["HostPages", "PageCursor"]
+
+
+class HostPages:
+    """Cached and streamed page images of one run's store.
+
+    Parameters
+    ----------
+    store : Store
+    plan : HostCachePlan
+        Which pages stay in host memory (``plan.cached``) and which are read
+        from storage every time (``plan.streamed``).
+    read_ratio : float
+        k of the storage directories (see
+        :func:`garaphpy.storage.read_ratio.storage_read_ratio`).
+    readahead_bytes : int, optional
+        Read-ahead of each consumer's reader (default
+        ``config.PAGE_READAHEAD_BYTES``, at least one page).
+    direct : bool or None
+        As for :class:`PageReader`.
+    check : bool
+        Verify each block's CRC-32 as it is read.
+
+    Attributes
+    ----------
+    plan : HostCachePlan
+    rho : float
+        k: some pages come from secondary storage (section 4.2).
+    """
+
+    def __init__(self, store: Store, plan: HostCachePlan, read_ratio: float, *,
+                 readahead_bytes: int | None = None, direct: bool | None = None,
+                 check: bool = True):
+        self.store = store
+        self.plan = plan
+        self.rho = plan.rho(read_ratio)
+        self.readahead_bytes = readahead_bytes
+        self.direct = direct
+        self.check = check
+        self._cached: dict[int, Page] = {}
+        self._to_cache = frozenset(plan.cached)
+        self._cache_allocator: Callable[[int], np.ndarray] = aligned_empty
+        self._readers: dict[str, PageReader] = {}
+        self._allocators: dict[str, Callable[[int], np.ndarray]] = {}
+        self._lock = threading.Lock()
+
+    # -- set-up ------------------------------------------------------------------------
+    def use_allocator(self, consumer: str, allocator: Callable[[int], np.ndarray],
+                      cache: bool = False) -> None:
+        """Buffers of ``consumer``'s reader (pinned memory for the GPU) come from
+        ``allocator``; with ``cache``, so do the cached pages (which both
+        processors read).  Call before the first page is read."""
+        self._allocators[consumer] = allocator
+        if cache:
+            self._cache_allocator = allocator
+
+    def reader(self, consumer: str) -> PageReader:
+        """The page reader of ``consumer`` (made on first use)."""
+        with self._lock:
+            if consumer not in self._readers:
+                self._readers[consumer] = PageReader(
+                    self.store, readahead_bytes=self.readahead_bytes,
+                    allocator=self._allocators.get(consumer), direct=self.direct,
+                    check=self.check)
+            return self._readers[consumer]
+
+    # -- reading -----------------------------------------------------------------------
+    def is_cached(self, index: int) -> bool:
+        """Whether page ``index`` stays in host memory (once read)."""
+        return index in self._to_cache
+
+    def cached_page(self, index: int, consumer: str = "cpu") -> Page:
+        """Page ``index`` (a cached one), read into its host buffer the first time."""
+        page = self._cached.get(index)
+        if page is not None:
+            return page
+        info = self.store.pages[index]
+        reader = self.reader(consumer)
+        with self._lock:
+            page = self._cached.get(index)
+            if page is None:
+                buffer = self._cache_allocator(max(align(info.nbytes, config.BLOCK_ALIGNMENT),
+                                                   config.BLOCK_ALIGNMENT))
+                page = reader.read_page(index, out=buffer)
+                self._cached[index] = page
+        return page
+
+    def read_page(self, index: int, consumer: str = "cpu") -> Page:
+        """Page ``index`` now, outside any cursor (a cached page from the cache, a
+        streamed one into a new buffer)."""
+        if self.is_cached(index):
+            return self.cached_page(index, consumer)
+        return self.reader(consumer).read_page(index)
+
+    def cursor(self, order: Iterable[int], consumer: str = "cpu",
+               release: str = "auto") -> "PageCursor":
+        """A walk over the pages ``order`` by ``consumer`` (see :class:`PageCursor`)."""
+        return PageCursor(self, list(order), consumer, release)
+
+    @property
+    def bytes_read(self) -> int:
+        """Page bytes read from the storage directories so far."""
+        return sum(reader.bytes_read for reader in list(self._readers.values()))
+
+    @property
+    def cached_bytes(self) -> int:
+        """Bytes of the page images held in host memory now."""
+        return sum(page.info.nbytes for page in list(self._cached.values()))
+
+    def close(self) -> None:
+        """Stop the reader threads and close the files (the cache is dropped)."""
+        for reader in self._readers.values():
+            reader.close()
+        self._readers.clear()
+        self._cached.clear()
+
+    def describe(self) -> str:
+        """One line for logs."""
+        return f"{self.plan.describe()}; rho = k = {self.rho:.3g}"
+
+
+class PageCursor:
+    """One consumer's walk over an iteration's pages.
+
+    ``order`` is the order in which :meth:`get` will (mostly) be called; the
+    streamed pages of it are read ahead in that order.  :meth:`get` of a page
+    further along passes over the pages before it (their buffers go back to
+    the pool); a page already passed over, or not in ``order``, is read on
+    its own.
+
+    Parameters
+    ----------
+    pages : HostPages
+    order : list of int
+    consumer : str
+        Whose reader (and buffers) to use.
+    release : {"auto", "manual"}
+        ``auto``: a streamed page's buffer is reused once the next page is
+        asked for.  ``manual``: once :meth:`release` is called with it (the
+        GPU releases a page when its copy to the device has completed).
+    """
+
+    def __init__(self, pages: HostPages, order: list[int], consumer: str, release: str):
+        if release not in ("auto", "manual"):
+            raise ValueError(f"release={release!r}: expected 'auto' or 'manual'")
+        self.pages = pages
+        self.consumer = consumer
+        self.manual = release == "manual"
+        self.streamed = [k for k in order if not pages.is_cached(k)]
+        self._position_of = {k: i for i, k in reversed(list(enumerate(self.streamed)))}
+        self._next = 0
+        self._stream = None
+        self._reader: PageReader | None = None
+        self._held: dict[int, Page] = {}
+
+    def get(self, index: int) -> Page:
+        """Page ``index``'s arrays (valid until released, see the class)."""
+        pages = self.pages
+        if pages.is_cached(index):
+            return pages.cached_page(index, self.consumer)
+        position = self._position_of.get(index)
+        if position is None or position < self._next:
+            page = pages.reader(self.consumer).read_page(index)
+            return page
+        if self._stream is None:
+            self._reader = pages.reader(self.consumer)
+            self._stream = self._reader.stream(self.streamed[self._next:],
+                                               release="manual" if self.manual else "auto")
+        while True:
+            found, page = next(self._stream)
+            self._next += 1
+            if found == index:
+                if self.manual:
+                    self._held[id(page)] = page
+                return page
+            if self.manual:
+                self._reader.release(page)
+
+    def release(self, page: Page) -> None:
+        """Give a streamed page's buffer back (``release="manual"``; cached and
+        separately read pages need no release and are ignored)."""
+        if self._held.pop(id(page), None) is not None:
+            self._reader.release(page)
+
+    @property
+    def held(self) -> int:
+        """Streamed pages handed out and not yet released (``release="manual"``)."""
+        return len(self._held)
+
+    @property
+    def max_held(self) -> int:
+        """How many streamed pages may be held at once (the reader's buffers)."""
+        return self.pages.reader(self.consumer).max_buffers
+
+    def close(self) -> None:
+        """End the walk: pages read ahead and not asked for are dropped, pages
+        still held are released (the caller has finished with them)."""
+        for page in list(self._held.values()):
+            self._reader.release(page)
+        self._held.clear()
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None

@@ -1,0 +1,141 @@
+"""Runs larger than the host budget on the GPU and in hybrid mode (Garaph section 2.2).
+
+A host budget below the store's size leaves most pages on the storage
+directories: the GPU engine streams them from disk into pinned buffers every
+iteration, and in hybrid iterations the CPU reads its pages from the back
+of the queue while the GPU reads from the front.  Results must equal the
+in-memory CPU run (exact for BFS, SSSP, CC, SSWP; 1e-4 for float sums).
+The CPU-only out-of-core runs are tested without a GPU in
+``tests/test_out_of_core.py``.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import garaphpy
+from garaphpy import config
+from garaphpy.programs import BUILTIN_PROGRAMS
+from garaphpy.storage.host_budget import store_array_bytes
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import references as ref  # noqa: E402
+from test_engine_gpu import gpu_program as program_for  # noqa: E402
+from test_engine_hybrid import SplitPolicy, with_pages  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+EXACT = {"bfs", "sssp", "cc", "sswp"}
+PROGRAMS = list(BUILTIN_PROGRAMS)
+ITERATIONS = {"max_iterations": 40}
+
+
+def run_quietly(graph, program, sources=(), **options):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", garaphpy.NotConvergedWarning)
+        return ref.run_engine(graph, program, sources, **options)
+
+
+def assert_matches(name, values, expected):
+    if name in EXACT:
+        np.testing.assert_array_equal(values, expected)
+    else:
+        np.testing.assert_allclose(values, expected, rtol=1e-4, atol=1e-12)
+
+
+@pytest.fixture(scope="module")
+def disk_rmat(tmp_path_factory):
+    """rmat:12, weighted, in many small pages spread over three storage directories."""
+    base = tmp_path_factory.mktemp("out-of-core")
+    graph = garaphpy.Graph.load(
+        "rmat:12", store=base / "store", progress=False,
+        generator_options={"weighted": True, "seed": 11}, max_shard_edges=512,
+        max_page_bytes=16384, storage_dirs=[str(base / "ssd1"), str(base / "ssd2")])
+    assert len(graph.store.pages) > 8
+    return graph
+
+
+def host_budget(graph, program, readers: int, cached_fraction: float) -> int:
+    """A host budget holding ``cached_fraction`` of the pages of the store the
+    program runs on (the formula of ``garaphpy.api.host_pages``)."""
+    store = (graph.as_undirected() if program.needs_undirected else graph).store
+    largest = max(page.nbytes for page in store.pages)
+    buffer = -(-largest // config.BLOCK_ALIGNMENT) * config.BLOCK_ALIGNMENT
+    readahead = max(buffer, min(config.PAGE_READAHEAD_BYTES,
+                                config.PAGE_READAHEAD_PAGES * buffer))
+    total = sum(page.nbytes for page in store.pages)
+    fixed = store_array_bytes(store) + config.HOST_BYTES_PER_VERTEX * store.num_vertices
+    return fixed + readers * readahead + int(cached_fraction * total)
+
+
+def streaming_gpu_memory(graph, program) -> int:
+    """A GPU budget that holds the vertex data and a few pages, not all of them."""
+    from garaphpy.scheduler.gpu_engine import GpuEngine
+
+    graph_run = graph.as_undirected() if program.needs_undirected else graph
+    sources = np.array([0], np.int64) if program.needs_sources else np.zeros(0, np.int64)
+    sizing = GpuEngine(graph_run, program, sources, synchronous=True)
+    largest = max(page.nbytes for page in graph_run.store.pages)
+    return sizing.plan.vertex_bytes + config.N_STREAMS * largest + 1
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_gpu_streaming_from_disk_equals_cpu_in_memory(disk_rmat, name):
+    program = program_for(name)
+    sources = np.array([0, 7], np.int64) if program.needs_sources else ()
+    cpu = run_quietly(disk_rmat, program, sources, mode="cpu", **ITERATIONS)
+    budget = host_budget(disk_rmat, program, readers=1, cached_fraction=0.25)
+    gpu = run_quietly(disk_rmat, program, sources, mode="gpu", host_memory=budget,
+                      read_ratio=8.0, gpu_memory=streaming_gpu_memory(disk_rmat, program),
+                      **ITERATIONS)
+    assert_matches(name, gpu.values, cpu.values)
+    if name in EXACT:
+        assert gpu.num_iterations == cpu.num_iterations
+    store = (disk_rmat.as_undirected() if program.needs_undirected else disk_rmat).store
+    total = sum(page.nbytes for page in store.pages)
+    for record in gpu.iterations[1:]:
+        assert record.bytes_to_device == total
+        assert 0.5 * total <= record.bytes_read < total     # the cached quarter is not read
+
+
+@pytest.mark.parametrize("execution", ["sync", "async"])
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_hybrid_from_disk_equals_cpu_in_memory(disk_rmat, name, execution):
+    program = program_for(name)
+    sources = np.array([0, 7], np.int64) if program.needs_sources else ()
+    options = dict(execution=execution, **ITERATIONS)
+    cpu = run_quietly(disk_rmat, program, sources, mode="cpu", **options)
+    budget = host_budget(disk_rmat, program, readers=2, cached_fraction=0.25)
+    policy = with_pages(SplitPolicy(0.5), disk_rmat, program)
+    hybrid = run_quietly(disk_rmat, program, sources, mode="hybrid", policy=policy,
+                         host_memory=budget, read_ratio=8.0,
+                         gpu_memory=streaming_gpu_memory(disk_rmat, program), **options)
+    first = hybrid.iterations[0]
+    assert first.mode == "hybrid" and first.cpu_pages > 0 and first.gpu_pages > 0
+    assert all(record.rho == 8.0 for record in hybrid.iterations)
+    assert sum(record.bytes_read for record in hybrid.iterations) > 0
+    if execution == "sync" or name in EXACT:
+        assert_matches(name, hybrid.values, cpu.values)
+    if execution == "sync" and name in EXACT:
+        assert hybrid.num_iterations == cpu.num_iterations
+    if hybrid.converged:
+        report = hybrid.program.verify(hybrid.graph, hybrid)
+        assert report.ok, str(report)
+
+
+@pytest.mark.parametrize("name", ["pagerank", "sssp", "cc"])
+def test_default_hybrid_policy_with_resident_gpu_pages_and_pages_on_disk(disk_rmat, name):
+    """The GPU holds every page; the host holds almost none: the CPU's pages of
+    hybrid iterations and its CPU-only iterations read from disk."""
+    program = program_for(name)
+    sources = np.array([0], np.int64) if program.needs_sources else ()
+    cpu = run_quietly(disk_rmat, program, sources, mode="cpu", **ITERATIONS)
+    budget = host_budget(disk_rmat, program, readers=2, cached_fraction=0.0)
+    hybrid = run_quietly(disk_rmat, program, sources, mode="hybrid", host_memory=budget,
+                         read_ratio=8.0, **ITERATIONS)
+    assert_matches(name, hybrid.values, cpu.values)
