@@ -84,7 +84,7 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
         on_iteration=None, gpu_memory: int | None = None, n_streams: int | None = None,
         checkpoint_dir=None, checkpoint_every: int | None = None, resume: bool = False,
         policy: HybridPolicy | None = None, host_memory: int | None = None,
-        read_ratio: float | None = None) -> Result:
+        read_ratio: float | None = None, checkpoint_pages: int | None = None) -> Result:
     """Run a vertex program on a graph.
 
     Parameters
@@ -158,7 +158,10 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
     checkpoint_every : int, optional
         Iterations between checkpoints (default
         :data:`garaphpy.config.CHECKPOINT_EVERY`, 10); 0: only at Ctrl-C.
-        Asynchronous runs are checkpointed at the same iteration boundaries.
+    checkpoint_pages : int, optional
+        Asynchronous runs: also write a checkpoint after every
+        ``checkpoint_pages``-th page pulled (Garaph section 2.2); a run
+        resumed from one restarts that iteration with every vertex active.
     resume : bool
         Continue from the newest valid checkpoint in ``checkpoint_dir``,
         which the same run (graph, program and constants, execution,
@@ -215,7 +218,8 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
     checkpoints = checkpoint.for_run(
         checkpoint_dir, checkpoint_every, resume, graph=graph, program=program,
         execution=execution, sources=source_vertices, direction=direction,
-        max_iterations=max_iterations, tolerance=tolerance, threads=threads)
+        max_iterations=max_iterations, tolerance=tolerance, threads=threads,
+        checkpoint_pages=checkpoint_pages)
 
     previous_threads = numba.get_num_threads()
     numba.set_num_threads(threads)
@@ -316,7 +320,7 @@ def host_pages(store, mode: str, host_memory: int | None = None,
     ``config.HOST_BYTES_PER_VERTEX`` per vertex, then for one page reader's
     read-ahead per processor, and what is left caches a prefix of the pages.
     """
-    from .storage.host_budget import plan_host_cache, store_array_bytes
+    from .storage.host_budget import host_cache_budget, plan_host_cache, store_array_bytes
     from .storage.host_pages import HostPages
     from .storage.read_ratio import storage_read_ratio
 
@@ -324,15 +328,21 @@ def host_pages(store, mode: str, host_memory: int | None = None,
                                    or not isinstance(read_ratio, (int, float))
                                    or not read_ratio >= 1):
         raise ConfigError(f"read_ratio={read_ratio!r}: expected a number >= 1")
-    largest = max((info.nbytes for info in store.pages), default=0)
-    buffer = max(-(-largest // config.BLOCK_ALIGNMENT), 1) * config.BLOCK_ALIGNMENT
-    # a few pages' worth, however small the pages: enough to keep every directory busy
-    readahead = max(buffer, min(config.PAGE_READAHEAD_BYTES,
-                                config.PAGE_READAHEAD_PAGES * buffer))
+    sizes = [info.nbytes for info in store.pages]
+    buffer = max(-(-max(sizes, default=0) // config.BLOCK_ALIGNMENT), 1) * config.BLOCK_ALIGNMENT
     readers = 2 if mode == "hybrid" else 1
     fixed = store_array_bytes(store) + config.HOST_BYTES_PER_VERTEX * store.num_vertices
-    plan = plan_host_cache([info.nbytes for info in store.pages], fixed, readers * readahead,
-                           host_memory)
+    # a few pages' worth, however small the pages, never more than the pages; under a
+    # tight budget at most a quarter of the room beside the vertex data (cached pages
+    # save reads, read-ahead only hides them), but two pages where that room allows
+    pages_ahead = min(config.PAGE_READAHEAD_PAGES, config.PAGE_READAHEAD_BYTES // buffer,
+                      len(sizes))
+    budget = host_cache_budget(host_memory)
+    per_page = readers * buffer
+    pages_ahead = min(pages_ahead, max((budget - fixed) // (4 * per_page),
+                                       min(2, (budget - fixed) // per_page)))
+    readahead = max(1, pages_ahead) * buffer
+    plan = plan_host_cache(sizes, fixed, readers * readahead, budget)
     if plan.all_cached:
         return None
     k = storage_read_ratio(store.storage_dirs, read_ratio)
@@ -364,6 +374,8 @@ def _iterate(engine, program, max_iterations, tolerance, direction, on_iteration
              checkpoints=None):
     # a resumed run continues the numbering after the checkpoint's iterations
     records = checkpoints.records() if checkpoints is not None else []
+    if checkpoints is not None:
+        checkpoints.track(records)
     rho = getattr(engine, "rho", config.RHO_IN_MEMORY)
     paged = getattr(engine, "paged", None)
     for iteration in range(len(records), max_iterations):

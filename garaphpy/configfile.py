@@ -158,6 +158,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "read_ratio": Key("float|none", None, minimum=1.0,
                           help="k, sequential over random read speed of the storage "
                                "directories (default: measured once and cached)"),
+        "checkpoint_pages": Key("int", None, minimum=1, maximum=2**31 - 1,
+                                help="asynchronous runs: also checkpoint after every this "
+                                     "many pages; setting it turns checkpoints on"),
         "checkpoint_every": Key("int", None, minimum=0, maximum=2**31 - 1,
                                 help="iterations between checkpoints (0: only at Ctrl-C); "
                                      "setting it turns checkpoints on"),

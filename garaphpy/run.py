@@ -101,7 +101,8 @@ def checkpoint_directory(settings: dict, values_path: Path, resume: bool) -> Pat
     options = settings["run"]
     if options["checkpoint_dir"] is not None:
         return Path(options["checkpoint_dir"])
-    if options["checkpoint_every"] is None and not resume:
+    if options["checkpoint_every"] is None and options["checkpoint_pages"] is None \
+            and not resume:
         return None
     return values_path.with_name(values_path.name.rsplit(".", 1)[0] + ".checkpoints")
 
@@ -139,6 +140,7 @@ def run_from_config(settings: dict, graph, verify: bool, progress: bool,
                      gpu_memory=settings["store"]["gpu_memory"],
                      n_streams=settings["store"]["n_streams"],
                      checkpoint_dir=checkpoint_dir, checkpoint_every=options["checkpoint_every"],
+                     checkpoint_pages=options["checkpoint_pages"],
                      resume=resume, host_memory=options["host_memory"],
                      read_ratio=options["read_ratio"])
     write_values(values_path, result.original_ids(), result.values)

@@ -384,6 +384,59 @@ def test_async_resume_is_verified(tmp_path):
     assert result.program.verify(graph, result).ok
 
 
+@pytest.mark.parametrize("name", ["pagerank", "sssp", "cc"])
+def test_async_checkpoints_after_pages_resume_to_a_verified_result(tmp_path, name):
+    graph = garaphpy.Graph.load("rmat:10", progress=False, max_page_bytes=4000,
+                                max_shard_edges=300, generator_options={"weighted": True})
+    pages = len((graph.as_undirected() if name == "cc" else graph).store.pages)
+    assert pages > 6
+    directory = tmp_path / "ck"
+    sources = [int(graph.original_ids(np.argmax(graph.store.out_degree)))] \
+        if name == "sssp" else None
+    options = dict(execution="async", threads=THREADS, sources=sources, direction="pull",
+                   checkpoint_dir=directory, checkpoint_every=0, checkpoint_pages=3)
+    whole = garaphpy.run(graph, name, execution="async", threads=THREADS, sources=sources,
+                         direction="pull")
+    with pytest.raises(Crash):
+        garaphpy.run(graph, name, on_iteration=crash_at(1), **options)
+    written = list_checkpoints(directory)
+    assert written and all(".p" in path.name for path in written)
+    newest = read_checkpoint(written[-1])
+    # the crash came after iteration 1: the newest is inside it, 3 pages after the one before
+    assert newest.iteration == 1 and 0 < newest.pages <= pages
+    previous = read_checkpoint(written[-2])
+    assert (previous.iteration, previous.pages + 3) in ((1, newest.pages),
+                                                        (0, newest.pages + pages))
+    assert newest.frontier.size == graph.num_vertices or name == "cc"
+    assert len(newest.records) == 1
+    result = garaphpy.run(graph, name, resume=True, **options)
+    assert result.converged and [r.iteration for r in result.iterations] == \
+        list(range(result.num_iterations))
+    assert result.program.verify(result.graph, result).ok
+    if name in ("sssp", "cc"):
+        np.testing.assert_array_equal(result.values, whole.values)
+
+
+def test_checkpoints_after_pages_are_for_asynchronous_runs_only(rmat, tmp_path):
+    with pytest.raises(ConfigError, match="only asynchronous runs checkpoint after pages"):
+        garaphpy.run(rmat, "pagerank", execution="sync", checkpoint_dir=tmp_path / "c",
+                     checkpoint_pages=2)
+    with pytest.raises(ConfigError, match="checkpoint_pages needs checkpoint_dir"):
+        garaphpy.run(rmat, "pagerank", execution="async", checkpoint_pages=2)
+    with pytest.raises(ConfigError, match="checkpoint_pages=0"):
+        garaphpy.run(rmat, "pagerank", execution="async", checkpoint_dir=tmp_path / "c",
+                     checkpoint_pages=0)
+
+
+def test_names_after_pages_sort_after_their_iteration_start(tmp_path):
+    for name in ("checkpoint-000000003.p000012.gck", "checkpoint-000000003.gck",
+                 "checkpoint-000000002.p000100.gck", "checkpoint-000000003.p000002.gck"):
+        (tmp_path / name).write_bytes(b"")
+    assert [p.name for p in list_checkpoints(tmp_path)] == [
+        "checkpoint-000000002.p000100.gck", "checkpoint-000000003.gck",
+        "checkpoint-000000003.p000002.gck", "checkpoint-000000003.p000012.gck"]
+
+
 # ---------------------------------------------------------------- Ctrl-C --
 @pytest.fixture
 def sigint_raises():
@@ -567,9 +620,14 @@ def test_sigkill_at_random_points_then_resume_is_exact(tmp_path, spec, mode, cap
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("after_pages", [False, True], ids=["iterations", "pages"])
 @pytest.mark.parametrize("mode", MODES)
-def test_sigkill_then_resume_async_is_verified(tmp_path, mode, capsys):
-    config = write_config(tmp_path / "run", ASYNC_PAGERANK, mode=mode)
+def test_sigkill_then_resume_async_is_verified(tmp_path, mode, after_pages, capsys):
+    spec = dict(ASYNC_PAGERANK)
+    if after_pages:
+        spec["run"] += "checkpoint_pages = 3\n"
+    config = write_config(tmp_path / "run", spec, mode=mode,
+                          every=0 if after_pages else 1)
     checkpoints = config.parent / "values.checkpoints"
     kill_after(config, checkpoints, RANDOM.randint(2, 9))
     assert main([str(config), "-q", "--resume", "--verify"]) == 0

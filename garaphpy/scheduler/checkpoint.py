@@ -17,14 +17,20 @@ When it is written
     At the end of every ``every``-th iteration, counted from the run's first
     (so a resumed run checkpoints at the same iterations), and at the end of
     the iteration during which Ctrl-C was pressed; never after the run's
-    last iteration.  Asynchronous runs are checkpointed at the same
-    iteration boundaries, not after pages as in Garaph: every value an
-    asynchronous iteration of this engine commits is a complete update of
-    its vertex, so the values at an iteration boundary are a state the run
-    may continue from.  A resumed asynchronous run reaches a result its
-    program's verifier accepts, not bitwise the uninterrupted run's (which
-    asynchronous runs do not promise anyway).  A resumed synchronous run
-    gives bitwise the uninterrupted run's values with the same thread count.
+    last iteration.  Asynchronous runs may also be checkpointed after pages,
+    as in Garaph (``pages``: after every ``pages``-th page an engine pulls
+    in an iteration's page loop, counted over the run): every value an
+    asynchronous pull writes is a complete update of its vertex, so the
+    values between two pages are a state the run may continue from.  Such a
+    checkpoint (``checkpoint-<iterations done>.p<pages>.gck``) restarts the
+    interrupted iteration with every vertex active, so that a vertex updated
+    before the fault still reaches its out-neighbours.  Pages pulled by both
+    processors at once (mixed hybrid iterations) and notify-pull iterations
+    are checkpointed at their end only.  A resumed asynchronous run reaches
+    a result its program's verifier accepts, not bitwise the uninterrupted
+    run's (which asynchronous runs do not promise anyway).  A resumed
+    synchronous run gives bitwise the uninterrupted run's values with the
+    same thread count.
 
 How it is written
     ``checkpoint-<iterations done>.gck`` in the run's checkpoint directory,
@@ -91,7 +97,7 @@ FORMAT_VERSION = 1
 ARRAY_ALIGNMENT = 64
 _PREFIX = struct.Struct("<8sII")    # magic, format version, header length
 _TRAILER = struct.Struct("<QI4s")   # payload length, CRC-32 of the payload, end magic
-_NAME = re.compile(r"checkpoint-(\d{9,})\.gck")
+_NAME = re.compile(r"checkpoint-(\d{9,})(?:\.p(\d{6,}))?\.gck")
 _LOCK_NAME = ".garaphpy-checkpoints.lock"
 _TEMPORARY_PREFIX = ".checkpoint-"
 
@@ -150,6 +156,9 @@ class Checkpoint:
         The run it belongs to (:func:`run_identity`).
     threads : int or None
         CPU threads of the run that wrote it.
+    pages : int
+        0, or the pages of iteration ``iteration`` pulled when an
+        asynchronous run wrote it mid-iteration.
     """
 
     path: Path
@@ -159,11 +168,14 @@ class Checkpoint:
     records: list
     identity: dict
     threads: int | None = None
+    pages: int = 0
 
 
-def checkpoint_name(iteration: int) -> str:
-    """File name of the checkpoint after ``iteration`` iterations."""
-    return f"checkpoint-{iteration:09d}.gck"
+def checkpoint_name(iteration: int, pages: int = 0) -> str:
+    """File name of the checkpoint after ``iteration`` iterations (and ``pages``
+    pages of the next one)."""
+    return f"checkpoint-{iteration:09d}.p{pages:06d}.gck" if pages else \
+        f"checkpoint-{iteration:09d}.gck"
 
 
 def list_checkpoints(directory) -> list[Path]:
@@ -172,9 +184,9 @@ def list_checkpoints(directory) -> list[Path]:
         names = os.listdir(directory)
     except FileNotFoundError:
         return []
-    found = sorted((int(match.group(1)), name) for name in names
+    found = sorted((int(match.group(1)), int(match.group(2) or 0), name) for name in names
                    if (match := _NAME.fullmatch(name)))
-    return [Path(directory) / name for _, name in found]
+    return [Path(directory) / name for _, _, name in found]
 
 
 # ------------------------------------------------------------------ identity --
@@ -289,7 +301,8 @@ def _fsync_directory(directory: Path) -> None:
 
 
 def write_checkpoint(directory, iteration: int, identity: dict, values: np.ndarray,
-                     frontier: np.ndarray, records: list, threads: int | None = None) -> Path:
+                     frontier: np.ndarray, records: list, threads: int | None = None,
+                     pages: int = 0) -> Path:
     """Write one checkpoint atomically; returns its path.
 
     Parameters
@@ -308,6 +321,9 @@ def write_checkpoint(directory, iteration: int, identity: dict, values: np.ndarr
     threads : int, optional
         CPU threads of the run (a resumed run with another count is warned
         that floating-point sums may differ in the last bits).
+    pages : int
+        Pages of iteration ``iteration`` already pulled (an asynchronous
+        run's checkpoint after pages), else 0.
     """
     directory = Path(directory)
     values = np.ascontiguousarray(values)
@@ -318,6 +334,7 @@ def write_checkpoint(directory, iteration: int, identity: dict, values: np.ndarr
         offset = _aligned(offset + array.nbytes)
     header = json.dumps({
         "iteration": int(iteration),
+        "pages": int(pages),
         "identity": identity,
         "threads": threads,
         "frontier_encoding": encoding,
@@ -326,7 +343,7 @@ def write_checkpoint(directory, iteration: int, identity: dict, values: np.ndarr
         "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }).encode()
     data_start = _aligned(_PREFIX.size + len(header))
-    final = directory / checkpoint_name(iteration)
+    final = directory / checkpoint_name(iteration, pages)
     temporary = directory / f".{final.name}.tmp-{os.getpid()}"
     crc = 0
     written = 0
@@ -415,7 +432,7 @@ def read_checkpoint(path) -> Checkpoint:
         raise DamagedCheckpointError(path, f"malformed content ({error})") from None
     return Checkpoint(path=path, iteration=iteration, values=values, frontier=frontier,
                       records=records, identity=header["identity"],
-                      threads=header.get("threads"))
+                      threads=header.get("threads"), pages=int(header.get("pages", 0)))
 
 
 def _expected_size(buffer: bytearray, header_length: int) -> int | None:
@@ -430,6 +447,18 @@ def _expected_size(buffer: bytearray, header_length: int) -> int | None:
 
 
 # ------------------------------------------------------------------- a run --
+def _pages(value, execution: str) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"checkpoint_pages={value!r}: expected a positive integer")
+    if execution != "async":
+        raise ConfigError("checkpoint_pages: only asynchronous runs checkpoint after pages "
+                          "(a synchronous iteration commits nothing before its end; use "
+                          "checkpoint_every)")
+    return value
+
+
 def _every(value) -> int:
     if value is None:
         return config.CHECKPOINT_EVERY
@@ -456,6 +485,9 @@ class Checkpointer:
         Newest checkpoints kept.
     graph : garaphpy.Graph, optional
         To name sources in the user's ids when a resume is refused.
+    pages : int
+        Asynchronous runs: also write after every ``pages``-th page pulled
+        (0: at iteration ends only).
 
     Use :meth:`open` first, :meth:`attach` once the engine exists,
     :meth:`after_iteration` inside :meth:`interrupts_at_iteration_end`,
@@ -464,9 +496,12 @@ class Checkpointer:
     """
 
     def __init__(self, directory, every: int, identity: dict, threads: int | None = None,
-                 keep: int = config.CHECKPOINT_KEEP, graph=None):
+                 keep: int = config.CHECKPOINT_KEEP, graph=None, pages: int = 0):
         self.directory = Path(directory)
         self.every = every
+        self.pages = pages
+        self._pages_since = 0
+        self._records: list | None = None
         self.identity = identity
         self.threads = threads
         self.keep = max(1, keep)
@@ -575,6 +610,49 @@ class Checkpointer:
                               "does not support checkpoints yet")
         if self.resumed is not None:
             engine.restore_checkpoint(self.resumed.values, self.resumed.frontier)
+        if self.pages:
+            # the hybrid engine's own page loops are its CPU's and its GPU's
+            for pulling in (getattr(engine, "cpu", None), getattr(engine, "gpu", None)) \
+                    if getattr(engine, "mode", "") == "hybrid" else (engine,):
+                pulling.page_done = self._page_hook(pulling)
+
+    def track(self, records: list) -> None:
+        """The driver's list of completed records (read by checkpoints after pages)."""
+        self._records = records
+
+    def _page_hook(self, engine):
+        def page_done(iteration: int, pages: int) -> None:
+            self._pages_since += 1
+            if self._pages_since >= self.pages:
+                self._pages_since = 0
+                self.after_page(engine, iteration, pages)
+        return page_done
+
+    def after_page(self, engine, iteration: int, pages: int) -> Path | None:
+        """Write a checkpoint of an asynchronous iteration after ``pages`` of its
+        pages: the values as they are, every vertex active (see the module)."""
+        records = self._records if self._records is not None else []
+        if len(records) != iteration:
+            return None
+        started = time.perf_counter()
+        values = engine.values_between_pages()
+        frontier = np.arange(values.size, dtype=np.int64)
+        try:
+            path = write_checkpoint(self.directory, iteration, self.identity, values, frontier,
+                                    records, self.threads, pages=pages)
+        except OSError as error:
+            warnings.warn(f"{self.directory / checkpoint_name(iteration, pages)}: cannot "
+                          f"write the checkpoint ({error.strerror or error}); the run goes on",
+                          CheckpointWarning, stacklevel=3)
+            return None
+        self._drop_old(path)
+        self.written.append((iteration, path, time.perf_counter() - started))
+        return path
+
+    def _drop_old(self, path: Path) -> None:
+        for old in list_checkpoints(self.directory)[:-self.keep]:
+            if old != path:
+                old.unlink(missing_ok=True)
 
     def records(self) -> list:
         """The records of the iterations before this run: the resumed ones, or none."""
@@ -626,9 +704,7 @@ class Checkpointer:
                 raise CheckpointError(f"interrupted, and {problem}") from None
             warnings.warn(f"{problem}; the run goes on", CheckpointWarning, stacklevel=3)
             return None
-        for old in list_checkpoints(self.directory)[:-self.keep]:
-            if old != path:
-                old.unlink(missing_ok=True)
+        self._drop_old(path)
         self.written.append((done, path, time.perf_counter() - started))
         if self.stop_requested:
             raise RunInterrupted(path, done)
@@ -666,24 +742,29 @@ class Checkpointer:
 
 def for_run(checkpoint_dir, checkpoint_every, resume, *, graph, program, execution: str,
             sources: np.ndarray, direction: str, max_iterations: int,
-            tolerance: float | None, threads: int | None) -> Checkpointer | None:
+            tolerance: float | None, threads: int | None,
+            checkpoint_pages: int | None = None) -> Checkpointer | None:
     """The run's :class:`Checkpointer` from :func:`garaphpy.run`'s arguments, or None.
 
     Validates the arguments (naming them); touches no file.
     """
     every = _every(checkpoint_every)
+    pages = _pages(checkpoint_pages, execution)
     if not isinstance(resume, bool):
         raise ConfigError(f"resume={resume!r}: expected True or False")
     if checkpoint_dir is None:
         if resume:
             raise ConfigError("resume=True needs checkpoint_dir (where the checkpoints are)")
+        if pages:
+            raise ConfigError("checkpoint_pages needs checkpoint_dir (where the checkpoints go)")
         return None
     if not isinstance(checkpoint_dir, (str, os.PathLike)) or not str(checkpoint_dir):
         raise ConfigError(f"checkpoint_dir={checkpoint_dir!r}: expected a directory path")
     identity = run_identity(graph, program, execution=execution, sources=sources,
                             direction=direction, max_iterations=max_iterations,
                             tolerance=tolerance)
-    return Checkpointer(checkpoint_dir, every, identity, threads=threads, graph=graph)
+    return Checkpointer(checkpoint_dir, every, identity, threads=threads, graph=graph,
+                        pages=pages)
 
 
 def interrupts_at_iteration_end(checkpointer: Checkpointer | None):

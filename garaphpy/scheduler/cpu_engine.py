@@ -182,6 +182,9 @@ class CpuEngine:
         self.contributions = (np.empty(arrays.num_vertices, compiled.accum_dtype)
                               if self.precompute_source_gathers else None)
         self.all_vertices = None
+        #: called with (iteration, pages done) after each page of an asynchronous
+        #: pull (checkpoints after pages, set by the checkpointer)
+        self.page_done = None
         #: rho of section 4.2: k when pages come from secondary storage
         self.rho = arrays.paged.rho if arrays.paged is not None else config.RHO_IN_MEMORY
 
@@ -251,6 +254,10 @@ class CpuEngine:
         """
         return self.state.values, self.state.frontier
 
+    def values_between_pages(self) -> np.ndarray:
+        """The values of an asynchronous pull between two pages (no copy)."""
+        return self.state.values
+
     def restore_checkpoint(self, values: np.ndarray, frontier: np.ndarray) -> None:
         """Continue from a checkpoint's committed values and frontier."""
         state = self.state
@@ -312,10 +319,12 @@ class CpuEngine:
         pages = self.arrays.pages
         cursor = self.page_cursor(range(len(pages)))
         try:
-            for page in pages:
+            for done, page in enumerate(pages, 1):
                 data = cursor.get(page.index) if cursor is not None else None
                 pending.extend(self.pull_page(page, record.iteration, aggregates, self.threads,
                                               data=data))
+                if self.page_done is not None and not self.state.synchronous:
+                    self.page_done(record.iteration, done)
         finally:
             if cursor is not None:
                 cursor.close()

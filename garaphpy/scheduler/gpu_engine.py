@@ -301,6 +301,9 @@ class GpuEngine:
         # pages read from storage this iteration, each until its copy to the device is done
         self._cursor = None
         self._copying = collections.deque()
+        #: called with (iteration, pages launched) after each page of an asynchronous
+        #: iteration (checkpoints after pages, set by the checkpointer)
+        self.page_done = None
         self.page_views = [self._views(i) for i in range(len(pages))]
         if host_copies:
             self.host_values = self._pinned(n, value_dtype)
@@ -393,8 +396,11 @@ class GpuEngine:
         """One synchronous or asynchronous pull over every page."""
         self.begin_iteration(record.iteration)
         targets = (self.host_values, self.host_active) if self.host_copies else (None, None)
-        timings = [self.launch_page(k, aggregates, record.iteration, *targets)
-                   for k in range(len(self.pages))]
+        timings = []
+        for k in range(len(self.pages)):
+            timings.append(self.launch_page(k, aggregates, record.iteration, *targets))
+            if self.page_done is not None and not self.synchronous:
+                self.page_done(record.iteration, k + 1)
         self.end_iteration(record, timings, aggregates)
 
     def begin_iteration(self, iteration: int) -> None:
@@ -626,6 +632,13 @@ class GpuEngine:
         self.main_stream.synchronize()
         active = self.cupy.asnumpy(self.active[:self.num_vertices])
         return self.values_to_host(), np.flatnonzero(active).astype(np.int64)
+
+    def values_between_pages(self) -> np.ndarray:
+        """The values of an asynchronous iteration once the pages launched so far
+        are done, copied to the host."""
+        for stream in self.streams:
+            stream.synchronize()
+        return self.values_to_host()
 
     def restore_checkpoint(self, values: np.ndarray, frontier: np.ndarray) -> None:
         """Continue from a checkpoint's committed values and frontier."""
