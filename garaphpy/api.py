@@ -84,7 +84,8 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
         on_iteration=None, gpu_memory: int | None = None, n_streams: int | None = None,
         checkpoint_dir=None, checkpoint_every: int | None = None, resume: bool = False,
         policy: HybridPolicy | None = None, host_memory: int | None = None,
-        read_ratio: float | None = None, checkpoint_pages: int | None = None) -> Result:
+        read_ratio: float | None = None, readahead_bytes: int | None = None,
+        checkpoint_pages: int | None = None) -> Result:
     """Run a vertex program on a graph.
 
     Parameters
@@ -143,6 +144,11 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
         the graph is held in memory, otherwise a prefix of the pages is
         cached and the rest is read from the storage directories every
         iteration (Garaph section 2.2), with the same results.
+    readahead_bytes : int, optional
+        Page buffers each processor's reader may fill ahead of it when pages
+        come from storage (rounded up to whole pages; default: a few pages,
+        at most a quarter of the budget left beside the vertex data, see
+        :func:`garaphpy.storage.host_budget.plan_run_pages`).
     read_ratio : float, optional
         k, the sequential over random read speed of the storage directories
         (rho of the notify-pull switch and of alpha when pages come from
@@ -230,7 +236,7 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
         resumed = checkpoints.open(resume) if checkpoints is not None else None
         initially_active = (np.arange(graph.num_vertices, dtype=np.int64)
                             if program.initially_active == "all" else source_vertices.copy())
-        paged = host_pages(graph.store, mode, host_memory, read_ratio)
+        paged = host_pages(graph.store, mode, host_memory, read_ratio, readahead_bytes)
         if mode == "gpu":
             from .scheduler.gpu_engine import GpuEngine
 
@@ -311,16 +317,13 @@ def _hybrid_or_fallback() -> str:
 
 
 def host_pages(store, mode: str, host_memory: int | None = None,
-               read_ratio: float | None = None):
+               read_ratio: float | None = None, readahead_bytes: int | None = None):
     """The run's :class:`~garaphpy.storage.host_pages.HostPages` when its host
     budget cannot hold every page beside the vertex data, else None (the
-    engines hold the graph in memory).
-
-    The budget pays first for the store's arrays and
-    ``config.HOST_BYTES_PER_VERTEX`` per vertex, then for one page reader's
-    read-ahead per processor, and what is left caches a prefix of the pages.
+    engines hold the graph in memory); see
+    :func:`garaphpy.storage.host_budget.plan_run_pages`.
     """
-    from .storage.host_budget import host_cache_budget, plan_host_cache, store_array_bytes
+    from .storage.host_budget import plan_run_pages
     from .storage.host_pages import HostPages
     from .storage.read_ratio import storage_read_ratio
 
@@ -328,21 +331,8 @@ def host_pages(store, mode: str, host_memory: int | None = None,
                                    or not isinstance(read_ratio, (int, float))
                                    or not read_ratio >= 1):
         raise ConfigError(f"read_ratio={read_ratio!r}: expected a number >= 1")
-    sizes = [info.nbytes for info in store.pages]
-    buffer = max(-(-max(sizes, default=0) // config.BLOCK_ALIGNMENT), 1) * config.BLOCK_ALIGNMENT
-    readers = 2 if mode == "hybrid" else 1
-    fixed = store_array_bytes(store) + config.HOST_BYTES_PER_VERTEX * store.num_vertices
-    # a few pages' worth, however small the pages, never more than the pages; under a
-    # tight budget at most a quarter of the room beside the vertex data (cached pages
-    # save reads, read-ahead only hides them), but two pages where that room allows
-    pages_ahead = min(config.PAGE_READAHEAD_PAGES, config.PAGE_READAHEAD_BYTES // buffer,
-                      len(sizes))
-    budget = host_cache_budget(host_memory)
-    per_page = readers * buffer
-    pages_ahead = min(pages_ahead, max((budget - fixed) // (4 * per_page),
-                                       min(2, (budget - fixed) // per_page)))
-    readahead = max(1, pages_ahead) * buffer
-    plan = plan_host_cache(sizes, fixed, readers * readahead, budget)
+    plan, readahead = plan_run_pages(store, 2 if mode == "hybrid" else 1, host_memory,
+                                     readahead_bytes)
     if plan.all_cached:
         return None
     k = storage_read_ratio(store.storage_dirs, read_ratio)

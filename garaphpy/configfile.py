@@ -155,6 +155,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "host_memory": Key("size", None, help="host memory the run may use; pages beyond it "
                                               "are read from the storage directories every "
                                               "iteration (default: half the available memory)"),
+        "readahead_bytes": Key("size", None, help="page buffers each processor reads ahead "
+                                                  "when pages come from storage (default: "
+                                                  "a few pages)"),
         "read_ratio": Key("float|none", None, minimum=1.0,
                           help="k, sequential over random read speed of the storage "
                                "directories (default: measured once and cached)"),

@@ -142,7 +142,8 @@ def run_from_config(settings: dict, graph, verify: bool, progress: bool,
                      checkpoint_dir=checkpoint_dir, checkpoint_every=options["checkpoint_every"],
                      checkpoint_pages=options["checkpoint_pages"],
                      resume=resume, host_memory=options["host_memory"],
-                     read_ratio=options["read_ratio"])
+                     read_ratio=options["read_ratio"],
+                     readahead_bytes=options["readahead_bytes"])
     write_values(values_path, result.original_ids(), result.values)
     write_iterations(iterations_path, result.iterations)
     print(result.summary())

@@ -21,7 +21,7 @@ import pytest
 import garaphpy
 from garaphpy import config
 from garaphpy.programs import BUILTIN_PROGRAMS
-from garaphpy.storage.host_budget import store_array_bytes
+from garaphpy.storage.host_budget import run_fixed_bytes
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import references as ref  # noqa: E402
@@ -60,17 +60,15 @@ def disk_rmat(tmp_path_factory):
     return graph
 
 
-def host_budget(graph, program, readers: int, cached_fraction: float) -> int:
-    """A host budget holding ``cached_fraction`` of the pages of the store the
-    program runs on (the formula of ``garaphpy.api.host_pages``)."""
+def host_budget(graph, program, readers: int, cached_fraction: float) -> dict:
+    """Options giving a host budget that holds ``cached_fraction`` of the pages
+    of the store the program runs on, beside two pages of read-ahead per reader."""
     store = (graph.as_undirected() if program.needs_undirected else graph).store
     largest = max(page.nbytes for page in store.pages)
-    buffer = -(-largest // config.BLOCK_ALIGNMENT) * config.BLOCK_ALIGNMENT
-    readahead = max(buffer, min(config.PAGE_READAHEAD_BYTES,
-                                config.PAGE_READAHEAD_PAGES * buffer))
+    readahead = 2 * (-(-largest // config.BLOCK_ALIGNMENT) * config.BLOCK_ALIGNMENT)
     total = sum(page.nbytes for page in store.pages)
-    fixed = store_array_bytes(store) + config.HOST_BYTES_PER_VERTEX * store.num_vertices
-    return fixed + readers * readahead + int(cached_fraction * total)
+    budget = run_fixed_bytes(store) + readers * readahead + int(cached_fraction * total)
+    return {"host_memory": budget, "readahead_bytes": readahead}
 
 
 def streaming_gpu_memory(graph, program) -> int:
@@ -90,8 +88,8 @@ def test_gpu_streaming_from_disk_equals_cpu_in_memory(disk_rmat, name):
     sources = np.array([0, 7], np.int64) if program.needs_sources else ()
     cpu = run_quietly(disk_rmat, program, sources, mode="cpu", **ITERATIONS)
     budget = host_budget(disk_rmat, program, readers=1, cached_fraction=0.25)
-    gpu = run_quietly(disk_rmat, program, sources, mode="gpu", host_memory=budget,
-                      read_ratio=8.0, gpu_memory=streaming_gpu_memory(disk_rmat, program),
+    gpu = run_quietly(disk_rmat, program, sources, mode="gpu", **budget, read_ratio=8.0,
+                      gpu_memory=streaming_gpu_memory(disk_rmat, program),
                       **ITERATIONS)
     assert_matches(name, gpu.values, cpu.values)
     if name in EXACT:
@@ -113,7 +111,7 @@ def test_hybrid_from_disk_equals_cpu_in_memory(disk_rmat, name, execution):
     budget = host_budget(disk_rmat, program, readers=2, cached_fraction=0.25)
     policy = with_pages(SplitPolicy(0.5), disk_rmat, program)
     hybrid = run_quietly(disk_rmat, program, sources, mode="hybrid", policy=policy,
-                         host_memory=budget, read_ratio=8.0,
+                         **budget, read_ratio=8.0,
                          gpu_memory=streaming_gpu_memory(disk_rmat, program), **options)
     first = hybrid.iterations[0]
     assert first.mode == "hybrid" and first.cpu_pages > 0 and first.gpu_pages > 0
@@ -136,6 +134,6 @@ def test_default_hybrid_policy_with_resident_gpu_pages_and_pages_on_disk(disk_rm
     sources = np.array([0], np.int64) if program.needs_sources else ()
     cpu = run_quietly(disk_rmat, program, sources, mode="cpu", **ITERATIONS)
     budget = host_budget(disk_rmat, program, readers=2, cached_fraction=0.0)
-    hybrid = run_quietly(disk_rmat, program, sources, mode="hybrid", host_memory=budget,
+    hybrid = run_quietly(disk_rmat, program, sources, mode="hybrid", **budget,
                          read_ratio=8.0, **ITERATIONS)
     assert_matches(name, hybrid.values, cpu.values)

@@ -29,7 +29,8 @@ from .. import config
 from ..errors import ConfigError
 from ..progress import human_bytes
 
-__all__ = ["HostCachePlan", "host_cache_budget", "plan_host_cache", "store_array_bytes"]
+__all__ = ["HostCachePlan", "host_cache_budget", "plan_host_cache", "plan_run_pages",
+           "run_fixed_bytes", "store_array_bytes"]
 
 
 def _check_bytes(name: str, value, minimum: int = 0) -> int:
@@ -165,3 +166,43 @@ def plan_host_cache(page_sizes: Sequence[int], fixed_bytes: int, readahead_bytes
     cached_bytes = int(cumulative[count - 1]) if count else 0
     return HostCachePlan(budget, fixed_bytes, readahead_bytes, tuple(range(count)),
                          tuple(range(count, len(sizes))), cached_bytes, total - cached_bytes)
+
+
+def run_fixed_bytes(store) -> int:
+    """Host memory a run of ``store`` needs besides page images: the store's
+    arrays and ``config.HOST_BYTES_PER_VERTEX`` per vertex."""
+    return store_array_bytes(store) + config.HOST_BYTES_PER_VERTEX * store.num_vertices
+
+
+def plan_run_pages(store, readers: int, budget: int | None = None,
+                   readahead_bytes: int | None = None) -> tuple[HostCachePlan, int]:
+    """The page plan of a run and the read-ahead of each of its ``readers``.
+
+    The budget pays first for :func:`run_fixed_bytes`; when every page fits
+    beside it, all are cached.  Otherwise each page reader (one per
+    processor) gets ``readahead_bytes`` rounded up to whole page buffers, or
+    by default ``config.PAGE_READAHEAD_PAGES`` pages (at most
+    ``config.PAGE_READAHEAD_BYTES`` and the store's page count) but no more
+    than a quarter of the room beside the fixed bytes, unless that is under
+    two pages: a cached page saves its read every iteration, read-ahead
+    only hides the read's latency.
+
+    Returns
+    -------
+    (HostCachePlan, int)
+        The plan and the read-ahead bytes of one reader.
+    """
+    sizes = [info.nbytes for info in store.pages]
+    buffer = max(-(-max(sizes, default=0) // config.BLOCK_ALIGNMENT), 1) \
+        * config.BLOCK_ALIGNMENT
+    fixed = run_fixed_bytes(store)
+    budget = host_cache_budget(budget)
+    if readahead_bytes is not None:
+        pages_ahead = -(-_check_bytes("readahead_bytes", readahead_bytes, 1) // buffer)
+    else:
+        room = max(budget - fixed, 0)
+        per_page = readers * buffer
+        pages_ahead = min(config.PAGE_READAHEAD_PAGES, config.PAGE_READAHEAD_BYTES // buffer,
+                          len(sizes), max(room // (4 * per_page), min(2, room // per_page)))
+    readahead = max(1, pages_ahead) * buffer
+    return plan_host_cache(sizes, fixed, readers * readahead, budget), readahead
