@@ -233,6 +233,8 @@ class Graph:
                 "max_shard_edges", "max_shard_vertices", "max_replication", "min_shards",
                 "fixed_replication", "max_page_bytes", "block_bytes", "gpu_memory")
                 if name in layout}
+            options["storage_dirs"] = [d for d in self.store.manifest.get("storage_dirs", [])
+                                       if d is not None]
             build = _build_options({**options, "directed": False, "duplicates": "drop"})
             if self._temporary_dir is not None:
                 path = self._temporary_dir / "undirected"

@@ -52,8 +52,11 @@ class IterationRecord:
     bytes_to_device, bytes_to_host : int
         Bytes copied host to device (pages) and back (updated vertex ranges).
     bytes_read : int
-        Page bytes read from the storage directories (runs whose host budget
-        holds only some pages; cached pages count the first time).
+        Page bytes read from the storage directories during the iteration
+        (runs whose host budget holds only some pages).  A cached page is
+        read once, when first used, and counts in that iteration only; the
+        pages read while the run sets up (in-degrees of weighted programs)
+        count in no iteration.
     copy_seconds, kernel_seconds : float
         Time the GPU spent copying pages and running pull kernels (the union
         of the pages' CUDA-event windows); ``copy_seconds + kernel_seconds``

@@ -50,7 +50,7 @@ def host_cache_budget(budget: int | None = None) -> int:
     """
     if budget is None:
         return int(config.HOST_CACHE_FRACTION * config.available_host_memory())
-    return _check_bytes("host_budget", budget, 1)
+    return _check_bytes("host_memory", budget, 1)
 
 
 def store_array_bytes(store) -> int:

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from .. import config
+from ..errors import StoreError
 from .host_budget import HostCachePlan
 from .layout import align
 from .page_io import PageReader, aligned_empty
@@ -203,7 +204,14 @@ class PageCursor:
             self._stream = self._reader.stream(self.streamed[self._next:],
                                                release="manual" if self.manual else "auto")
         while True:
-            found, page = next(self._stream)
+            try:
+                found, page = next(self._stream)
+            except StopIteration:
+                self._stream = None
+                raise StoreError(f"page {index}: the page stream ended before it") from None
+            except BaseException:
+                self._stream = None     # a failed stream is dead: the next get starts anew
+                raise
             self._next += 1
             if found == index:
                 if self.manual:

@@ -367,7 +367,7 @@ def test_a_prefix_of_pages_fits():
 def test_budget_below_vertex_data_and_readahead_is_an_error():
     with pytest.raises(ConfigError, match="too small.*vertex arrays"):
         plan_host_cache([100] * 10, fixed_bytes=900, readahead_bytes=200, budget=1000)
-    with pytest.raises(ConfigError, match="host_budget"):
+    with pytest.raises(ConfigError, match="host_memory"):
         plan_host_cache([100], fixed_bytes=0, readahead_bytes=0, budget=0)
     with pytest.raises(ConfigError, match=r"page_sizes\[1\]"):
         plan_host_cache([100, -1], fixed_bytes=0, readahead_bytes=0, budget=10)
