@@ -501,6 +501,7 @@ class Checkpointer:
         self.every = every
         self.pages = pages
         self._pages_since = 0
+        self._page_lock = threading.Lock()
         self._records: list | None = None
         self.identity = identity
         self.threads = threads
@@ -611,8 +612,8 @@ class Checkpointer:
         if self.resumed is not None:
             engine.restore_checkpoint(self.resumed.values, self.resumed.frontier)
         if self.pages:
-            # the hybrid engine's own page loops are its CPU's and its GPU's
-            for pulling in (getattr(engine, "cpu", None), getattr(engine, "gpu", None)) \
+            # a hybrid engine's iterations on one processor run that engine's page loop
+            for pulling in (engine, getattr(engine, "cpu", None), getattr(engine, "gpu", None)) \
                     if getattr(engine, "mode", "") == "hybrid" else (engine,):
                 pulling.page_done = self._page_hook(pulling)
 
@@ -622,10 +623,11 @@ class Checkpointer:
 
     def _page_hook(self, engine):
         def page_done(iteration: int, pages: int) -> None:
-            self._pages_since += 1
-            if self._pages_since >= self.pages:
-                self._pages_since = 0
-                self.after_page(engine, iteration, pages)
+            with self._page_lock:       # hybrid iterations: called from both processors
+                self._pages_since += 1
+                if self._pages_since >= self.pages:
+                    self._pages_since = 0
+                    self.after_page(engine, iteration, pages)
         return page_done
 
     def after_page(self, engine, iteration: int, pages: int) -> Path | None:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import collections
 import inspect
+import itertools
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -107,6 +108,9 @@ class HybridEngine:
         self.host_current = True
         self.device_current = True
         self.dispatch_seconds = 0.0
+        #: called with (iteration, pages done) after each page of an asynchronous
+        #: hybrid iteration, from either processor's thread (checkpoints after pages)
+        self.page_done = None
         if self.policy.ratio is None or self.policy.cpu_seconds_per_edge is None \
                 or self.policy.gpu_seconds_per_edge is None:
             self._calibrate()
@@ -342,6 +346,13 @@ class HybridEngine:
             self.host_current = True
         return self.cpu.checkpoint_state()
 
+    def values_between_pages(self) -> np.ndarray:
+        """A copy of the host values of an asynchronous hybrid iteration once the
+        GPU pages launched so far are back (the CPU's pages write them in place)."""
+        for stream in self.gpu.streams:
+            stream.synchronize()
+        return self.cpu.state.values.copy()
+
     def restore_checkpoint(self, values: np.ndarray, frontier: np.ndarray) -> None:
         """Continue from a checkpoint's committed values and frontier (both copies)."""
         self.cpu.restore_checkpoint(values, frontier)
@@ -418,7 +429,12 @@ class HybridEngine:
         cpu.stats[:] = 0.0
         work_started = time.perf_counter()
         gpu.begin_iteration(iteration)
-        cpu_job = self.worker.submit(self._cpu_pages, queue, iteration, aggregates)
+        pages_done = itertools.count(1)
+        page_done = None
+        if self.page_done is not None and not self.synchronous:
+            def page_done() -> None:
+                self.page_done(iteration, next(pages_done))
+        cpu_job = self.worker.submit(self._cpu_pages, queue, iteration, aggregates, page_done)
 
         # the GPU's side, in this thread: keep a few pages queued on the streams
         in_flight = collections.deque()
@@ -436,6 +452,8 @@ class HybridEngine:
             if not in_flight:
                 break
             in_flight.popleft().done.synchronize()
+            if page_done is not None:
+                page_done()
         queue.finished("gpu")
         gpu_done = time.perf_counter()
         pending, cpu_busy, uploaded = cpu_job.result()
@@ -481,8 +499,9 @@ class HybridEngine:
             cpu_edges=record.cpu_edges, gpu_edges=record.gpu_edges,
             cpu_seconds=cpu_busy, gpu_seconds=record.gpu_busy_seconds))
 
-    def _cpu_pages(self, queue: PageQueue, iteration: int, aggregates):
-        """The CPU worker: pages from the back of the queue, each sent to the GPU."""
+    def _cpu_pages(self, queue: PageQueue, iteration: int, aggregates, page_done=None):
+        """The CPU worker: pages from the back of the queue, each sent to the GPU
+        (``page_done()`` after each)."""
         cpu, gpu, state = self.cpu, self.gpu, self.cpu.state
         runtime = self.cupy.cuda.runtime
         numba.set_num_threads(self.cpu_threads)
@@ -520,6 +539,8 @@ class HybridEngine:
                                         state.active[first:end].ctypes.data, end - first,
                                         runtime.memcpyHostToDevice, self.upload_stream.ptr)
                     uploaded += (end - first) * (value_size + 1)
+                if page_done is not None:
+                    page_done()
         if cursor is not None:
             cursor.close()
         queue.finished("cpu")
