@@ -2,10 +2,12 @@
 
 Garaph cuts every page into equal data blocks spread over several storage
 devices by a hash, so that a page is read from all of them at once (section
-2.2, "To exploit I/O parallelism").  :class:`PageReader` is that reader: one
-thread per storage directory works through the blocks that directory holds,
-in the order the consumer asks for pages, and the consumer receives whole
-page images in that order, read ahead of it.
+2.2, "To exploit I/O parallelism").  :class:`PageReader` is that reader:
+``config.READS_IN_FLIGHT_PER_DIRECTORY`` threads per storage directory work
+through the blocks that directory holds, each with one read in flight (one
+read at a time leaves a device idle between a read's end and the next
+request), in the order the consumer asks for pages, and the consumer
+receives whole page images in that order, read ahead of it.
 
 Buffers.  Page images land in a pool of buffers, each large enough for the
 largest page (rounded up to ``config.BLOCK_ALIGNMENT``).  At most
@@ -247,7 +249,7 @@ class _StreamState:
 
 
 class PageReader:
-    """Stream page images of a store, one reader thread per storage directory.
+    """Stream page images of a store, reader threads per storage directory.
 
     Parameters
     ----------
@@ -271,7 +273,8 @@ class PageReader:
         buffered reads that evict what they read from the page cache.  True:
         ``O_DIRECT`` or an error.  False: buffered reads.
     check : bool
-        Verify each block's CRC-32 as it is read (in the reader threads).
+        Verify each block's CRC-32 as it is read (in a checker thread per
+        directory).
 
     Attributes
     ----------
@@ -344,7 +347,8 @@ class PageReader:
         self._allocated = 0
         self._in_use = 0
         self.peak_outstanding_bytes = 0
-        self._bytes_read = [0] * len(self._files)
+        depth = config.READS_IN_FLIGHT_PER_DIRECTORY
+        self._bytes_read = [0] * (len(self._files) * depth)     # one slot per reader thread
         self._held: dict[int, tuple[_PageRead, Page]] = {}
         self._state: _StreamState | None = None
         self._closed = False
@@ -352,9 +356,10 @@ class PageReader:
         # a block's CRC-32 is checked beside its directory's reads, not between them
         self._check_queues: list[queue.SimpleQueue] = [queue.SimpleQueue()
                                                        for _ in self._files]
-        self._threads = [threading.Thread(target=self._serve, args=(d,), daemon=True,
-                                          name=f"garaphpy-page-reader-{d}")
-                         for d in range(len(self._files))]
+        # several reads in flight per directory: a device's queue is rarely full with one
+        self._threads = [threading.Thread(target=self._serve, args=(d, d * depth + slot),
+                                          daemon=True, name=f"garaphpy-page-reader-{d}.{slot}")
+                         for d in range(len(self._files)) for slot in range(depth)]
         if self.check:
             self._threads += [threading.Thread(target=self._verify, args=(d,), daemon=True,
                                                name=f"garaphpy-page-checker-{d}")
@@ -420,7 +425,10 @@ class PageReader:
                 for read in self._state.queued:
                     read.cancelled = True
                 self._state.next = len(self._state.order)
-        for q in self._queues + self._check_queues:
+        for q in self._queues:
+            for _ in range(config.READS_IN_FLIGHT_PER_DIRECTORY):
+                q.put(None)
+        for q in self._check_queues:
             q.put(None)
         for thread in self._threads:
             thread.join()
@@ -434,7 +442,7 @@ class PageReader:
             raise RuntimeError("PageReader is closed")
 
     # -- the reader threads -----------------------------------------------------------
-    def _serve(self, directory: int) -> None:
+    def _serve(self, directory: int, slot: int) -> None:
         file = self._files[directory]
         requests = self._queues[directory]
         scratch: list[np.ndarray] = []
@@ -457,7 +465,7 @@ class PageReader:
                         raise StoreCorruptError(
                             f"{file.path}: short read at offset {offset}: {got} of {nbytes} "
                             f"bytes (block {block} of page {read.info.index})")
-                    self._bytes_read[directory] += nbytes
+                    self._bytes_read[slot] += nbytes
                     if self.check:
                         self._check_queues[directory].put(request)
                         checked_later = True
