@@ -37,8 +37,9 @@ as bytes per second (MB/s, 10^6), the ratios (b)/(a) and (c)/(a) and, with
 several directories, the scaling of each over the first directory alone.
 The device each directory lies on (``st_dev`` and the disk behind it, from
 ``/sys/dev/block``) is printed, so a report can say whether two directories
-were on different devices.  (a) and (b) report the median over ``--repeat``
-runs; the page runs of (b) use one reader, as the iterations of a CPU run do,
+were on different devices.  (a) reports the median over ``--repeat`` runs
+before (b) and ``--repeat`` runs after (c) (the disk's speed drifts), (b)
+the median over ``--repeat`` runs; the page runs of (b) use one reader, as the iterations of a CPU run do,
 after an untimed pass.  Reads are O_DIRECT; where a file system refuses it
 (``direct`` says so) the files are written back and evicted from the page
 cache (``posix_fadvise(DONTNEED)``) before every run and, for (c), after
@@ -90,7 +91,6 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-import numba  # noqa: E402
 import numpy as np  # noqa: E402
 
 import garaphpy  # noqa: E402
@@ -313,7 +313,7 @@ def pagerank(store: Store, mode: str, args, threads: int) -> dict:
     log(f"  pagerank {mode}: host budget {budget['host_memory'] / 2**20:.1f} MiB (fixed "
         f"{budget['fixed_bytes'] / 2**20:.1f} MiB, read-ahead "
         f"{budget['readahead_bytes'] / 2**20:.1f} MiB), {total / 2**20:.1f} MiB of pages, "
-        f"{args.iterations} iterations, {threads} threads ...")
+        f"{args.iterations} iterations, {threads or 'default'} threads ...")
     started = time.perf_counter()
     try:
         with warnings.catch_warnings():
@@ -435,7 +435,8 @@ def main(argv=None) -> int:
                         help="PageRank iterations per run of (c), the first not counted "
                              "(default 10)")
     parser.add_argument("--threads", type=int, default=None,
-                        help="CPU threads of the runs of (c) (default: every core)")
+                        help="CPU threads of the runs of (c) (default: the run's own default, "
+                             "which leaves cores to the page readers)")
     parser.add_argument("--page-bytes", type=parse_bytes, default=None,
                         help="largest page of the stores (default: config.MAX_PAGE_BYTES, "
                              f"lowered to cut the store into at least {MIN_PAGES} pages)")
@@ -508,8 +509,8 @@ def measure(args, directories: list[Path], work: list[Path]) -> dict:
                 skipped[mode] = f"no usable GPU: {problem}"
                 log(f"note: pagerank {mode} skipped, {skipped[mode]}")
             modes = [m for m in modes if m == "cpu"]
-    # what garaphpy.run takes for threads=None: every core numba may use
-    threads = args.threads or min(config.default_threads(), numba.config.NUMBA_NUM_THREADS)
+    # None: garaphpy.run's default, every core numba may use less the readers' cores
+    threads = args.threads
     devices = [device_of(d) for d in directories]
     device_line = describe_devices(directories, devices)
     log(device_line["line"])
@@ -528,12 +529,14 @@ def measure(args, directories: list[Path], work: list[Path]) -> dict:
         file_runs = [sequential([path]) for _ in range(args.repeat)]
         page_runs = stream(store, args.readahead_bytes, args.check, args.repeat)
         runs = {mode: pagerank(store, mode, args, threads) for mode in modes}
+        file_runs += [sequential([path]) for _ in range(args.repeat)]   # the disk drifts
         rows.append(row([directory], [device], file_runs, page_runs, runs, speeds.ratio, store))
     if spread is not None:
         log("all directories at once: measuring ...")
         file_runs = [sequential(files) for _ in range(args.repeat)]
         page_runs = stream(spread, args.readahead_bytes, args.check, args.repeat)
         runs = {mode: pagerank(spread, mode, args, threads) for mode in modes}
+        file_runs += [sequential(files) for _ in range(args.repeat)]
         rows.append(row(directories, devices, file_runs, page_runs, runs, None, spread))
     results = {"benchmark": "disk", "date": time.strftime("%Y-%m-%d %H:%M:%S"),
                **host_info(), "graph": f"rmat:{args.scale}",
@@ -575,7 +578,8 @@ def report(results: dict) -> None:
     modes = results["modes"]
     print(f"garaphpy disk: {results['graph']} ({results['pages']} pages of at most "
           f"{results['max_page_bytes'] / 2**20:.2f} MiB) through PageReader and PageRank "
-          f"({', '.join(modes) or 'no mode'}, {results['threads']} threads, no page cached) vs "
+          f"({', '.join(modes) or 'no mode'}, {results['threads'] or 'default'} threads, no page "
+          "cached) vs "
           f"O_DIRECT sequential reads of {results['file_bytes'] / 2**30:.2f} GiB, "
           f"{results['date']}, {results['machine']}, checksums of (b) "
           f"{'on' if results['check'] else 'off'}")

@@ -5,6 +5,15 @@ so the layer must be thread-safe: TBB or OpenMP ("threadsafe").  numba's
 default fallback, workqueue, is not; where neither library is installed
 garaphpy serializes its parallel launches through :data:`PARALLEL_LOCK`.
 A user's own ``NUMBA_THREADING_LAYER`` is respected.
+
+The OpenMP wait policy stays libgomp's default (workers spin a while after
+a parallel region): on 16 cores a shorter spin (``GOMP_SPINCOUNT=10000``)
+made in-memory iterations 15% slower and sleeping at once
+(``OMP_WAIT_POLICY=PASSIVE``) two to three times slower, while neither
+sped up PageRank streamed from storage beside the page readers
+(``bench/wait_policy.py``, BENCHMARKS.md).  Spinning workers do hurt where
+the machine is shared with other busy processes; users set those
+variables themselves there.
 """
 
 from __future__ import annotations

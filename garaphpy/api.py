@@ -215,6 +215,7 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
     tolerance = program.tolerance if tolerance is None else tolerance
     if tolerance is not None and not (isinstance(tolerance, (int, float)) and tolerance >= 0):
         raise ConfigError(f"tolerance={tolerance!r}: expected a non-negative number")
+    threads_chosen = threads is not None
     threads = _threads(threads)
     if program.needs_weights and not graph.weighted:
         raise ConfigError(f"{type(program).__name__} needs edge weights, and the graph has none")
@@ -237,6 +238,9 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
         initially_active = (np.arange(graph.num_vertices, dtype=np.int64)
                             if program.initially_active == "all" else source_vertices.copy())
         paged = host_pages(graph.store, mode, host_memory, read_ratio, readahead_bytes)
+        if paged is not None and not threads_chosen:
+            threads = _threads_beside_readers(threads, len(graph.store.storage_dirs))
+            numba.set_num_threads(threads)
         if mode == "gpu":
             from .scheduler.gpu_engine import GpuEngine
 
@@ -342,6 +346,15 @@ def host_pages(store, mode: str, host_memory: int | None = None,
 
         paged.use_allocator("gpu", pinned_empty, cache=True)
     return paged
+
+
+def _threads_beside_readers(threads: int, directories: int) -> int:
+    """CPU threads of a run whose pages stream from ``directories``: the
+    default thread count leaves ``config.STREAMING_CORES_PER_DIRECTORY`` cores
+    per directory to its reader and checksum threads, up to a quarter of them
+    (kernel threads that take every core slow the reads down)."""
+    reserved = min(threads // 4, config.STREAMING_CORES_PER_DIRECTORY * directories)
+    return max(1, threads - reserved)
 
 
 def _uses(program: VertexProgram) -> set:
