@@ -112,7 +112,9 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
     sources : int or sequence of int, optional
         Source vertices, in the user's ids.
     threads : int, optional
-        CPU threads (default: every core).
+        CPU threads (default: every core; a run streaming pages from storage
+        leaves ``config.STREAMING_CORES_PER_DIRECTORY`` cores per storage
+        directory, at most a quarter, to the page readers).
     direction : {"auto", "pull", "notify-pull"}
         The CPU's direction (in ``hybrid`` runs, that of the CPU-only
         iterations; hybrid iterations pull); ``auto`` follows Garaph's switch

@@ -109,15 +109,16 @@ HOST_BYTES_PER_VERTEX = 64
 #: holds): four pages of the largest size.
 PAGE_READAHEAD_BYTES = 4 * MAX_PAGE_BYTES
 
-#: Cores left to the reader and checksum threads of each storage directory
-#: when a run streams pages and its thread count is the default (at most a
-#: quarter of the cores): measured on a 16-core host streaming rmat:22
-#: PageRank from one disk, 14 kernel threads read about 18% faster than 16.
-STREAMING_CORES_PER_DIRECTORY = 2
-
 #: Reader threads per storage directory, each with one read in flight: with
 #: one, a device idles between the end of a read and the next request.
 READS_IN_FLIGHT_PER_DIRECTORY = 2
+
+#: Cores left to the reader and checksum threads of each storage directory
+#: when a run streams pages and its thread count is the default (at most a
+#: quarter of the cores): its reads in flight and its checker.  Kernel
+#: threads on every core starve them: on a 16-core host streaming rmat:22
+#: PageRank from one disk, 16 threads read 1.0 GB/s, 13 threads 1.6 GB/s.
+STREAMING_CORES_PER_DIRECTORY = READS_IN_FLIGHT_PER_DIRECTORY + 1
 
 #: A run's page readers read at most this many pages ahead (and at most
 #: PAGE_READAHEAD_BYTES): small pages need no 256 MiB of buffers.

@@ -487,3 +487,12 @@ def test_the_undirected_store_keeps_the_storage_directories(tmp_path):
     undirected = graph.as_undirected()
     assert undirected.store.manifest["storage_dirs"] == [None, str(ssd.resolve())]
     assert set(np.unique(undirected.store.blocks["directory"])) == {0, 1}
+
+
+@pytest.mark.parametrize("threads, directories, expected", [
+    (16, 1, 16 - config.STREAMING_CORES_PER_DIRECTORY),
+    (16, 3, 12),             # at most a quarter of the cores
+    (2, 1, 2), (1, 1, 1),
+])
+def test_default_threads_leave_cores_to_the_page_readers(threads, directories, expected):
+    assert api._threads_beside_readers(threads, directories) == expected
