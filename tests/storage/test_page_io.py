@@ -296,7 +296,7 @@ def test_os_errors_name_the_file_and_offset(three_dirs, monkeypatch):
 
 
 def test_a_dead_reader_thread_does_not_hang_the_consumer(one_dir, monkeypatch):
-    monkeypatch.setattr(PageReader, "_serve", lambda self, directory: None)
+    monkeypatch.setattr(PageReader, "_serve", lambda self, directory, slot: None)
     with PageReader(one_dir) as reader:
         with pytest.raises(RuntimeError, match="stopped before page 0"):
             next(reader.stream())
