@@ -15,6 +15,14 @@ the program reads, and the shard table.  Pages reach it in one of two ways:
   transmission and computation sides), and a buffer is reused only after the
   kernel that read it (stream order).
 
+Streamed pages come from host memory, or, when the run's host budget holds
+only some of them (``paged``, :class:`~garaphpy.storage.host_pages.HostPages`,
+Garaph section 2.2), from the storage directories: the cached pages sit in
+pinned host buffers read once; the others are read ahead, in the order the
+GPU takes them, into pinned buffers of the reader's pool, each given back
+once the copy that reads it has finished (its CUDA event).  Resident pages
+are read once at set-up, whatever the host budget.
+
 When asked (hybrid runs, where the host works on the same values), the
 updated vertex range of each page is copied back to pinned host memory on
 the page's stream right after its kernel, overlapping the next pages.
