@@ -210,6 +210,40 @@ def run_engine(graph, program, sources=(), **options):
     return garaphpy.run(graph, program, sources=user_sources, **options)
 
 
+def run_engine_quietly(graph, program, sources=(), **options):
+    """:func:`run_engine` with NotConvergedWarning silenced (runs cut short on purpose)."""
+    import warnings
+
+    import garaphpy
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", garaphpy.NotConvergedWarning)
+        return run_engine(graph, program, sources, **options)
+
+
+#: Built-in programs whose results are exact (integers, min, max): compared bitwise.
+EXACT_PROGRAMS = frozenset({"bfs", "sssp", "cc", "sswp"})
+
+
+def assert_program_values(name, values, expected):
+    """Bitwise for the exact programs, 1e-4 relative for float sums."""
+    if name in EXACT_PROGRAMS:
+        np.testing.assert_array_equal(values, expected)
+    else:
+        np.testing.assert_allclose(values, expected, rtol=1e-4, atol=1e-12)
+
+
+def out_of_core_rmat(base):
+    """rmat:12, weighted, in many small pages spread over three storage
+    directories under ``base`` (the store and ``ssd1``, ``ssd2``)."""
+    import garaphpy
+
+    return garaphpy.Graph.load(
+        "rmat:12", store=base / "store", progress=False,
+        generator_options={"weighted": True, "seed": 11}, max_shard_edges=512,
+        max_page_bytes=16384, storage_dirs=[str(base / "ssd1"), str(base / "ssd2")])
+
+
 # ------------------------------------------------------------- references --
 def pagerank_networkx(graph, damping=0.85):
     """PageRank by NetworkX (dangling mass spread uniformly, its default)."""

@@ -13,7 +13,6 @@ decisions on synthetic measurements are tested without a GPU in
 from __future__ import annotations
 
 import sys
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +31,7 @@ from test_programs import ITERATIVE, SMALL_GRAPHS, sources_of  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
-EXACT = {"bfs", "sssp", "cc", "sswp"}
+EXACT = ref.EXACT_PROGRAMS
 PROGRAMS = list(BUILTIN_PROGRAMS)
 
 
@@ -77,17 +76,8 @@ class GpuAlonePolicy(HybridPolicy):
         return processor == "gpu"
 
 
-def run_quietly(graph, program, sources=(), **options):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", garaphpy.NotConvergedWarning)
-        return ref.run_engine(graph, program, sources, **options)
-
-
-def assert_matches(name, values, expected):
-    if name in EXACT:
-        np.testing.assert_array_equal(values, expected)
-    else:
-        np.testing.assert_allclose(values, expected, rtol=1e-4, atol=1e-12)
+run_quietly = ref.run_engine_quietly
+assert_matches = ref.assert_program_values
 
 
 def with_pages(policy, graph, program):

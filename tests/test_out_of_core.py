@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import sys
-import warnings
 from pathlib import Path
 
 import numba
@@ -36,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import references as ref  # noqa: E402
 
 THREADS = min(2, numba.config.NUMBA_NUM_THREADS)
-EXACT = {"bfs", "sssp", "cc", "sswp"}
+EXACT = ref.EXACT_PROGRAMS
 FAST = {"pagerank", "sssp", "cc"}
 SOURCES = [0, 7]                       #: internal ids of the source vertices
 LIMIT = 40                             #: iterations at most (HS, CS, NN: not converged)
@@ -55,27 +54,15 @@ def sources_of(name):
 
 def run_quietly(graph, name, **options):
     options = {"mode": "cpu", "threads": THREADS, "max_iterations": LIMIT, **options}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", garaphpy.NotConvergedWarning)
-        return ref.run_engine(graph, get_program(name), sources_of(name), **options)
+    return ref.run_engine_quietly(graph, get_program(name), sources_of(name), **options)
 
 
-def assert_matches(name, values, expected):
-    if name in EXACT:
-        np.testing.assert_array_equal(values, expected)
-    else:
-        np.testing.assert_allclose(values, expected, rtol=1e-4, atol=1e-12)
+assert_matches = ref.assert_program_values
 
 
 @pytest.fixture(scope="module")
 def disk_rmat(tmp_path_factory):
-    """rmat:12, weighted, in many small pages spread over three storage directories."""
-    base = tmp_path_factory.mktemp("out-of-core")
-    graph = garaphpy.Graph.load(
-        "rmat:12", store=base / "store", progress=False,
-        generator_options={"weighted": True, "seed": 11}, max_shard_edges=512,
-        max_page_bytes=16384, storage_dirs=[str(base / "ssd1"), str(base / "ssd2")])
-    return graph
+    return ref.out_of_core_rmat(tmp_path_factory.mktemp("out-of-core"))
 
 
 @pytest.fixture(scope="module")

@@ -12,13 +12,11 @@ The CPU-only out-of-core runs are tested without a GPU in
 from __future__ import annotations
 
 import sys
-import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-import garaphpy
 from garaphpy import config
 from garaphpy.programs import BUILTIN_PROGRAMS
 from garaphpy.storage.host_budget import run_fixed_bytes
@@ -30,32 +28,18 @@ from test_engine_hybrid import SplitPolicy, with_pages  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
-EXACT = {"bfs", "sssp", "cc", "sswp"}
+EXACT = ref.EXACT_PROGRAMS
 PROGRAMS = list(BUILTIN_PROGRAMS)
 ITERATIONS = {"max_iterations": 40}
 
 
-def run_quietly(graph, program, sources=(), **options):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", garaphpy.NotConvergedWarning)
-        return ref.run_engine(graph, program, sources, **options)
-
-
-def assert_matches(name, values, expected):
-    if name in EXACT:
-        np.testing.assert_array_equal(values, expected)
-    else:
-        np.testing.assert_allclose(values, expected, rtol=1e-4, atol=1e-12)
+run_quietly = ref.run_engine_quietly
+assert_matches = ref.assert_program_values
 
 
 @pytest.fixture(scope="module")
 def disk_rmat(tmp_path_factory):
-    """rmat:12, weighted, in many small pages spread over three storage directories."""
-    base = tmp_path_factory.mktemp("out-of-core")
-    graph = garaphpy.Graph.load(
-        "rmat:12", store=base / "store", progress=False,
-        generator_options={"weighted": True, "seed": 11}, max_shard_edges=512,
-        max_page_bytes=16384, storage_dirs=[str(base / "ssd1"), str(base / "ssd2")])
+    graph = ref.out_of_core_rmat(tmp_path_factory.mktemp("out-of-core"))
     assert len(graph.store.pages) > 8
     return graph
 
