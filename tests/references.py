@@ -233,6 +233,20 @@ def assert_program_values(name, values, expected):
         np.testing.assert_allclose(values, expected, rtol=1e-4, atol=1e-12)
 
 
+def assert_run_matches(name, execution, result, reference):
+    """``result`` against ``reference`` (the CPU engine's run of the same
+    program): synchronous runs and exact programs give the same values (and
+    synchronous exact ones the same iteration count); an asynchronous float
+    sum takes another path to its fixed point, so a converged run is verified."""
+    if execution == "sync" or name in EXACT_PROGRAMS:
+        assert_program_values(name, result.values, reference.values)
+    if execution == "sync" and name in EXACT_PROGRAMS:
+        assert result.num_iterations == reference.num_iterations
+    if result.converged:
+        report = result.program.verify(result.graph, result)
+        assert report.ok, str(report)
+
+
 def out_of_core_rmat(base):
     """rmat:12, weighted, in many small pages spread over three storage
     directories under ``base`` (the store and ``ssd1``, ``ssd2``)."""

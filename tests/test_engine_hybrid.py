@@ -123,13 +123,7 @@ def test_hybrid_equals_cpu_with_pages_split_between_processors(paged_rmat, name,
     assert first.cpu_pages + first.gpu_pages == first.pages
     assert first.cpu_edges + first.gpu_edges == paged_rmat.num_edges or program.needs_undirected
     assert first.bytes_to_host > 0 and first.bytes_to_device > 0
-    if execution == "sync" or name in EXACT:
-        assert_matches(name, hybrid.values, cpu.values)
-    if execution == "sync" and name in EXACT:
-        assert hybrid.num_iterations == cpu.num_iterations
-    if hybrid.converged:
-        report = hybrid.program.verify(hybrid.graph, hybrid)
-        assert report.ok, str(report)
+    ref.assert_run_matches(name, execution, hybrid, cpu)
 
 
 @pytest.mark.parametrize("name", ["pagerank", "sssp", "bfs", "cc", "nn", "hs"])

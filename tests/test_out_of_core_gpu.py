@@ -101,13 +101,7 @@ def test_hybrid_from_disk_equals_cpu_in_memory(disk_rmat, name, execution):
     assert first.mode == "hybrid" and first.cpu_pages > 0 and first.gpu_pages > 0
     assert all(record.rho == 8.0 for record in hybrid.iterations)
     assert sum(record.bytes_read for record in hybrid.iterations) > 0
-    if execution == "sync" or name in EXACT:
-        assert_matches(name, hybrid.values, cpu.values)
-    if execution == "sync" and name in EXACT:
-        assert hybrid.num_iterations == cpu.num_iterations
-    if hybrid.converged:
-        report = hybrid.program.verify(hybrid.graph, hybrid)
-        assert report.ok, str(report)
+    ref.assert_run_matches(name, execution, hybrid, cpu)
 
 
 @pytest.mark.parametrize("name", ["pagerank", "sssp", "cc"])
