@@ -136,8 +136,9 @@ class HostPages:
 
     @property
     def bytes_read(self) -> int:
-        """Page bytes read from the storage directories so far."""
-        return sum(reader.bytes_read for reader in list(self._readers.values()))
+        """Page bytes read from the storage directories and handed to a consumer
+        so far (pages read ahead for a walk that never came do not count)."""
+        return sum(reader.bytes_delivered for reader in list(self._readers.values()))
 
     @property
     def cached_bytes(self) -> int:
@@ -238,10 +239,15 @@ class PageCursor:
 
     def close(self) -> None:
         """End the walk: pages read ahead and not asked for are dropped, pages
-        still held are released (the caller has finished with them)."""
+        still held are released (the caller has finished with them).  A walk
+        that took every streamed page in order starts reading the same pages
+        for the next walk (:meth:`PageReader.prefetch`): the next iteration of
+        a pull reads them all again."""
         for page in list(self._held.values()):
             self._reader.release(page)
         self._held.clear()
         if self._stream is not None:
             self._stream.close()
             self._stream = None
+            if self.streamed and self._next == len(self.streamed):
+                self._reader.prefetch(self.streamed)

@@ -351,6 +351,8 @@ class PageReader:
         self._bytes_read = [0] * (len(self._files) * depth)     # one slot per reader thread
         self._held: dict[int, tuple[_PageRead, Page]] = {}
         self._state: _StreamState | None = None
+        self._prefetched: _StreamState | None = None
+        self._bytes_delivered = 0
         self._closed = False
         self._queues: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in self._files]
         # a block's CRC-32 is checked beside its directory's reads, not between them
@@ -392,7 +394,15 @@ class PageReader:
 
     @property
     def bytes_read(self) -> int:
+        """Bytes read from the storage directories so far (read ahead or not)."""
         return sum(self._bytes_read)
+
+    @property
+    def bytes_delivered(self) -> int:
+        """Bytes of the pages handed to the consumer so far (streamed or read on
+        their own): :attr:`bytes_read` less what was read ahead and dropped or
+        is still waiting for a stream."""
+        return self._bytes_delivered
 
     @property
     def outstanding_bytes(self) -> int:
@@ -603,14 +613,53 @@ class PageReader:
                  (range(len(self.store.pages)) if indices is None else indices)]
         return self._stream(order, release == "manual")
 
+    def prefetch(self, indices: Iterable[int]) -> bool:
+        """Start reading ``indices`` for a stream of them to come.
+
+        A run whose iterations each walk every streamed page calls this when
+        a walk ends, so that the next iteration's first pages are read while
+        the iteration ends (instead of the device idling until the next
+        stream begins).  A :meth:`stream` of the same order takes the pages
+        read so far; one of another order drops them.  Returns False (and
+        does nothing) while a stream runs.
+        """
+        self._check_open()
+        order = [self._check_index(i) for i in indices]
+        with self._lock:
+            if self._state is not None or not order:
+                return False
+            state = self._state = self._prefetched = _StreamState(order)
+            self._dispatch(state)
+        return True
+
+    def _drop(self, reads: list[_PageRead]) -> None:
+        """Give back the buffers of reads handed to the threads and not wanted."""
+        for read in reads:  # no thread may still write into a reused buffer
+            try:
+                self._wait(read)
+            except RuntimeError:
+                pass
+            self._release(read)
+
     def _stream(self, order: list[int], manual: bool) -> Iterator[tuple[int, Page]]:
         # the stream starts at the first next(): a generator never iterated holds nothing
+        dropped: list[_PageRead] = []
         with self._lock:
             self._check_open()
-            if self._state is not None:
+            prefetched, self._prefetched = self._prefetched, None
+            if self._state is not None and self._state is not prefetched:
                 raise RuntimeError("PageReader: one stream at a time; finish or close the "
                                    "current one first")
-            state = self._state = _StreamState(order)
+            if prefetched is not None and prefetched.order == order:
+                state = prefetched
+            else:
+                if prefetched is not None:
+                    dropped = list(prefetched.queued)
+                    prefetched.queued.clear()
+                    for read in dropped:
+                        read.cancelled = True
+                state = self._state = _StreamState(order)
+        self._drop(dropped)
         current = None
         try:
             for _ in range(len(state.order)):
@@ -635,6 +684,8 @@ class PageReader:
                     self._release(read)
                     raise read.error
                 page = self.store.page_views(read.info, read.buffer[:read.info.nbytes])
+                with self._lock:
+                    self._bytes_delivered += read.info.nbytes
                 if manual:
                     with self._lock:
                         self._held[id(page)] = (read, page)
@@ -648,12 +699,7 @@ class PageReader:
                 state.next = len(state.order)
                 for read in leftovers:
                     read.cancelled = True
-            for read in leftovers:  # no thread may still write into a reused buffer
-                try:
-                    self._wait(read)
-                except RuntimeError:
-                    pass
-                self._release(read)
+            self._drop(leftovers)
             if current is not None:
                 self._release(current)
             with self._lock:
@@ -696,6 +742,8 @@ class PageReader:
         self._wait(read)
         if read.error is not None:
             raise read.error
+        with self._lock:
+            self._bytes_delivered += info.nbytes
         return self.store.page_views(info, out[:info.nbytes])
 
     def __repr__(self) -> str:
