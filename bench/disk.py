@@ -101,7 +101,7 @@ from garaphpy.storage.builder import BuildOptions, build_store  # noqa: E402
 from garaphpy.storage.host_budget import plan_run_pages, run_fixed_bytes  # noqa: E402
 from garaphpy.storage.layout import align  # noqa: E402
 from garaphpy.storage.page_io import (  # noqa: E402
-    PageReader, aligned_empty, drop_from_page_cache, open_for_streaming)
+    PageReader, aligned_empty, drop_from_page_cache, open_for_streaming, page_buffer_bytes)
 from garaphpy.storage.read_ratio import measure_read_speeds  # noqa: E402
 from garaphpy.storage.store import Store  # noqa: E402
 
@@ -235,8 +235,7 @@ def readahead_bytes(store: Store) -> int:
     """The read-ahead each page reader of (c) gets (passed to the run as
     ``readahead_bytes``): ``config.PAGE_READAHEAD_PAGES`` of the largest pages,
     at most ``config.PAGE_READAHEAD_BYTES``, at least one page."""
-    largest = max((info.nbytes for info in store.pages), default=0)
-    buffer = max(align(largest, config.BLOCK_ALIGNMENT), config.BLOCK_ALIGNMENT)
+    buffer = page_buffer_bytes(store)
     return max(buffer, min(config.PAGE_READAHEAD_BYTES, config.PAGE_READAHEAD_PAGES * buffer))
 
 

@@ -331,12 +331,10 @@ def host_pages(store, mode: str, host_memory: int | None = None,
     """
     from .storage.host_budget import plan_run_pages
     from .storage.host_pages import HostPages
-    from .storage.read_ratio import storage_read_ratio
+    from .storage.read_ratio import check_read_ratio, storage_read_ratio
 
-    if read_ratio is not None and (isinstance(read_ratio, bool)
-                                   or not isinstance(read_ratio, (int, float))
-                                   or not read_ratio >= 1):
-        raise ConfigError(f"read_ratio={read_ratio!r}: expected a number >= 1")
+    if read_ratio is not None:
+        check_read_ratio(read_ratio, "read_ratio")
     plan, readahead = plan_run_pages(store, 2 if mode == "hybrid" else 1, host_memory,
                                      readahead_bytes)
     if plan.all_cached:

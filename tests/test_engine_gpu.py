@@ -15,7 +15,6 @@ that forces streaming.
 from __future__ import annotations
 
 import sys
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +34,7 @@ from test_programs import (ITERATIVE, SMALL_GRAPHS, program_for, reference,  # n
 
 #: Programs whose results are exact (integer arithmetic, min/max of sums of
 #: integer weights); the others sum floats in a different order on the GPU.
-EXACT = {"bfs", "sssp", "cc", "sswp"}
+EXACT = ref.EXACT_PROGRAMS
 PROGRAMS = list(BUILTIN_PROGRAMS)
 
 
@@ -47,10 +46,7 @@ def cupy_missing() -> bool:
     return False
 
 
-def run_quietly(graph, program, sources=(), **options):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", garaphpy.NotConvergedWarning)
-        return ref.run_engine(graph, program, sources, **options)
+run_quietly = ref.run_engine_quietly
 
 
 def gpu_program(name):
@@ -69,11 +65,7 @@ def iterative_options(name):
     return {"tolerance": 1e-13, "max_iterations": 100_000} if name in ITERATIVE else {}
 
 
-def assert_matches(name, gpu_values, expected):
-    if name in EXACT:
-        np.testing.assert_array_equal(gpu_values, expected)
-    else:
-        np.testing.assert_allclose(gpu_values, expected, rtol=1e-4, atol=1e-12)
+assert_matches = ref.assert_program_values
 
 
 def assert_gpu_matches_cpu(graph, names, source, max_iterations):

@@ -443,16 +443,6 @@ def commit_vertices(vertices, source, target):
 
 
 @numba.njit(nogil=True, parallel=True, cache=True)
-def weighted_in_degrees(in_offsets, weights, out):
-    """out[v] = sum of the weights of v's in-edges."""
-    for v in numba.prange(out.shape[0]):
-        total = 0.0
-        for e in range(in_offsets[v], in_offsets[v + 1]):
-            total += weights[e]
-        out[v] = total
-
-
-@numba.njit(nogil=True, parallel=True, cache=True)
 def add_weighted_in_degrees(in_offsets, weights, edge_base, edge_begin, edge_end,
                             first_vertex, end_vertex, out):
     """out[v] += the weights of v's in-edges among edges edge_begin..edge_end-1

@@ -24,9 +24,9 @@ When it is written
     values between two pages are a state the run may continue from.  Such a
     checkpoint (``checkpoint-<iterations done>.p<pages>.gck``) restarts the
     interrupted iteration with every vertex active, so that a vertex updated
-    before the fault still reaches its out-neighbours.  Pages pulled by both
-    processors at once (mixed hybrid iterations) and notify-pull iterations
-    are checkpointed at their end only.  A resumed asynchronous run reaches
+    before the fault still reaches its out-neighbours.  In hybrid iterations
+    both processors' pages count; notify-pull iterations are checkpointed at
+    their end only.  A resumed asynchronous run reaches
     a result its program's verifier accepts, not bitwise the uninterrupted
     run's (which asynchronous runs do not promise anyway).  A resumed
     synchronous run gives bitwise the uninterrupted run's values with the

@@ -80,7 +80,8 @@ class GraphArrays:
             weighted_in = None
             if need_weighted_in_degree:
                 weighted_in = np.zeros(store.num_vertices, np.float64)
-                kernels.weighted_in_degrees(in_offsets, weights, weighted_in)
+                kernels.add_weighted_in_degrees(in_offsets, weights, 0, 0, store.num_edges, 0,
+                                                store.num_vertices, weighted_in)
         else:
             in_offsets = store.in_offsets
             sources = np.zeros(0, store.vertex_dtype)

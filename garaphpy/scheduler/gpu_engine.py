@@ -333,8 +333,7 @@ class GpuEngine:
     # -- helpers -------------------------------------------------------------------------
     def _pinned(self, count: int, dtype) -> np.ndarray:
         dtype = np.dtype(dtype)
-        memory = self.cupy.cuda.alloc_pinned_memory(max(count, 1) * dtype.itemsize)
-        return np.frombuffer(memory, dtype, max(count, 1))[:count]
+        return gpu_kernels.pinned_empty(count * dtype.itemsize).view(dtype)
 
     def _views(self, index: int) -> tuple:
         """Typed device views (sources, idxoff, weights) of page ``index``'s image."""
@@ -500,8 +499,9 @@ class GpuEngine:
         return read.image, read
 
     def _end_page_reads(self) -> None:
-        """After the iteration's copies: the reader's buffers back, its read-ahead
-        dropped."""
+        """After the iteration's copies: the reader's buffers back (a walk over
+        every page goes on reading for the next iteration, see
+        :meth:`~garaphpy.storage.host_pages.PageCursor.close`)."""
         if self._cursor is not None:
             self._cursor.close()
             self._cursor = None

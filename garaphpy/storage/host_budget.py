@@ -28,6 +28,7 @@ import numpy as np
 from .. import config
 from ..errors import ConfigError
 from ..progress import human_bytes
+from .page_io import page_buffer_bytes
 
 __all__ = ["HostCachePlan", "host_cache_budget", "plan_host_cache", "plan_run_pages",
            "run_fixed_bytes", "store_array_bytes"]
@@ -193,8 +194,7 @@ def plan_run_pages(store, readers: int, budget: int | None = None,
         The plan and the read-ahead bytes of one reader.
     """
     sizes = [info.nbytes for info in store.pages]
-    buffer = max(-(-max(sizes, default=0) // config.BLOCK_ALIGNMENT), 1) \
-        * config.BLOCK_ALIGNMENT
+    buffer = page_buffer_bytes(store)
     fixed = run_fixed_bytes(store)
     budget = host_cache_budget(budget)
     if readahead_bytes is not None:

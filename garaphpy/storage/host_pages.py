@@ -8,8 +8,8 @@ engine pinned page images or resident pages).  Otherwise a
 page order) are read once, when first needed, into host buffers and stay;
 the others are read from the storage directories every time they are
 needed, through a :class:`~garaphpy.storage.page_io.PageReader` per
-consumer (one thread per directory, read-ahead bounded by the reader's
-buffers, ``O_DIRECT`` where possible).  rho is then k, the storage's
+consumer (reader and checksum threads per directory, read-ahead bounded by
+the reader's buffers, ``O_DIRECT`` where possible).  rho is then k, the storage's
 sequential over random read ratio (section 4.2).
 
 A consumer walks an iteration's pages through a :class:`PageCursor`: it
@@ -18,7 +18,9 @@ the streamed ones ahead of it.  The CPU's and the GPU's cursors of a hybrid
 iteration walk from the two ends of the page queue (the GPU from the front,
 the CPU from the back); a page a cursor read ahead but its processor did not
 take is simply passed over, so at most one read-ahead window per processor
-is read for nothing.
+is read for nothing (and not counted in :attr:`HostPages.bytes_read`).  A
+walk that took every streamed page starts the reads of the same walk for the
+next iteration (:meth:`PageCursor.close`).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from .. import config
 from ..errors import StoreError
 from .host_budget import HostCachePlan
 from .layout import align
-from .page_io import PageReader, aligned_empty
+from .page_io import PageReader, aligned_empty, buffer_bytes
 from .store import Page, Store
 
 __all__ = ["HostPages", "PageCursor"]
@@ -116,8 +118,7 @@ class HostPages:
         with self._lock:
             page = self._cached.get(index)
             if page is None:
-                buffer = self._cache_allocator(max(align(info.nbytes, config.BLOCK_ALIGNMENT),
-                                                   config.BLOCK_ALIGNMENT))
+                buffer = self._cache_allocator(buffer_bytes(info.nbytes))
                 page = reader.read_page(index, out=buffer)
                 self._cached[index] = page
         return page

@@ -78,6 +78,18 @@ def aligned_empty(nbytes: int, alignment: int = config.BLOCK_ALIGNMENT) -> np.nd
     return raw[start:start + nbytes]
 
 
+def buffer_bytes(nbytes: int) -> int:
+    """A page buffer for ``nbytes`` of page image: rounded up to
+    ``config.BLOCK_ALIGNMENT`` (``O_DIRECT`` reads whole aligned blocks), at
+    least one alignment."""
+    return max(align(nbytes, config.BLOCK_ALIGNMENT), config.BLOCK_ALIGNMENT)
+
+
+def page_buffer_bytes(store: Store) -> int:
+    """The buffer that holds any page of ``store`` (:func:`buffer_bytes` of the largest)."""
+    return buffer_bytes(max((info.nbytes for info in store.pages), default=0))
+
+
 def open_for_streaming(path, direct: bool | None = None) -> tuple[int, bool]:
     """Open ``path`` read-only, with ``O_DIRECT`` where possible.
 
@@ -318,9 +330,7 @@ class PageReader:
         self.store = store
         self.check = bool(check)
         self.block_bytes = int(store.manifest["layout"]["block_bytes"])
-        alignment = config.BLOCK_ALIGNMENT
-        largest = max((info.nbytes for info in store.pages), default=0)
-        self.buffer_bytes = max(align(largest, alignment), alignment)
+        self.buffer_bytes = page_buffer_bytes(store)
         if readahead_bytes is None:
             readahead_bytes = max(config.PAGE_READAHEAD_BYTES, self.buffer_bytes)
         elif isinstance(readahead_bytes, bool) or not isinstance(readahead_bytes,
@@ -330,7 +340,7 @@ class PageReader:
             raise ConfigError(
                 f"readahead_bytes={readahead_bytes}: smaller than one page buffer "
                 f"({self.buffer_bytes} bytes: the largest page of {store.path}, rounded up to "
-                f"{alignment})")
+                f"{config.BLOCK_ALIGNMENT})")
         self.readahead_bytes = int(readahead_bytes)
         self.max_buffers = self.readahead_bytes // self.buffer_bytes
         self._allocator = allocator if allocator is not None else aligned_empty

@@ -42,7 +42,8 @@ from ..errors import ConfigError, StoreError
 from .layout import align
 from .page_io import aligned_empty, open_for_streaming
 
-__all__ = ["ReadSpeeds", "measure_read_ratio", "measure_read_speeds", "storage_read_ratio"]
+__all__ = ["ReadSpeeds", "check_read_ratio", "measure_read_ratio", "measure_read_speeds",
+           "storage_read_ratio"]
 
 CACHE_FILE = "read_ratio.json"
 
@@ -255,6 +256,13 @@ def measure_read_ratio(directory, *, refresh: bool = False,
     return measure_read_speeds(directory, refresh=refresh, file_bytes=file_bytes).ratio
 
 
+def check_read_ratio(value, name: str = "k") -> float:
+    """``value`` as k (a number >= 1); a ConfigError naming ``name`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 1:
+        raise ConfigError(f"{name}={value!r}: expected a number >= 1")
+    return float(value)
+
+
 def storage_read_ratio(directories, k: float | None = None) -> float:
     """rho for pages read from ``directories`` (Garaph section 4.2).
 
@@ -274,10 +282,7 @@ def storage_read_ratio(directories, k: float | None = None) -> float:
     """
     fixed = k if k is not None else config.READ_RATIO
     if fixed is not None:
-        if isinstance(fixed, bool) or not isinstance(fixed, (int, float)) or not fixed >= 1:
-            name = "k" if k is not None else "config.READ_RATIO"
-            raise ConfigError(f"{name}={fixed!r}: expected a number >= 1")
-        return float(fixed)
+        return check_read_ratio(fixed, "k" if k is not None else "config.READ_RATIO")
     if isinstance(directories, (str, os.PathLike)):
         directories = [directories]
     speeds = [measure_read_speeds(d) for d in directories]
