@@ -25,7 +25,8 @@ not counted (it pays for module loading); medians are reported.
     loop.  Its scores are compared with garaphpy's (L1 difference).
 ``resident``
     garaphpy's GPU engine, PageRank on rmat:SCALE (the store as a user gets
-    it: default layout, Equation 2), every page resident on the device,
+    it: default layout, Equation 2), every page resident on the device (one
+    pull launch over every shard per iteration, the engine's default),
     ``--n-streams`` streams, ``--iterations`` iterations with tolerance 0.
     Per-iteration time = ``IterationRecord.seconds`` (wall time of one
     iteration of the driver, host synchronisation included).  From the event
@@ -53,15 +54,21 @@ not counted (it pays for module loading); medians are reported.
     ``--replication``, each cut so that |V_i| * R fits the same shared
     memory).  These stores are cut into about ``--replication-pages`` (8)
     pages, and the engine runs them resident on ``--replication-streams`` (1)
-    stream, so that each page's kernel time is its own (no other page runs
-    beside it) and their sum is the iteration's kernel time.  Garaph cut
+    stream, one launch per page (``fuse_resident=False``), so that each
+    page's kernel time is its own (no other page runs beside it) and their
+    sum is the iteration's kernel time.  Garaph cut
     sk-2005 into 33 pages for a 15-SM GPU; an H100 has 132 SMs and rmat:22
     at R = 1 or 2 has only about 1,000 shards (one block each), so more
     pages would leave most SMs idle during each page and measure that
     instead.  Reported: kernel time per iteration, the spread of the
     per-page kernel times (each page's median over the iterations; min, p10,
     median, p90, max), the scores' L1 difference from Equation 2's run.
-    Target: Equation 2 no slower than the best fixed R.  Each store runs a
+    Target: Equation 2 no slower than the best fixed R.  Every store runs
+    ``--replication-rounds`` times (3), the stores in a rotated order each
+    round, each run after 50 ms of GPU work (a small graph's iteration is
+    too short to raise the clocks, and its runs otherwise come out fast or
+    slow whole: NotreDame's moved by 2x between runs of one store); the
+    figures are the medians over the rounds.  Each store also runs a
     second time with its pages on ``--n-streams`` streams at once, reporting
     the time some page kernel was running per iteration (from the event
     timeline): on a small graph the one-stream figure mostly measures how
@@ -372,7 +379,7 @@ def print_cusparse(section: dict) -> None:
 
 # --------------------------------------------------------------- engine runs --
 def engine_run(graph, iterations: int, *, gpu_memory: int | None = None,
-               n_streams: int | None = None) -> dict:
+               n_streams: int | None = None, fuse_resident: bool | None = None) -> dict:
     """PageRank through ``garaphpy.run(mode="gpu")``, keeping the engine it builds.
 
     ``garaphpy.run`` returns the records but not the engine, whose plan and
@@ -392,6 +399,8 @@ def engine_run(graph, iterations: int, *, gpu_memory: int | None = None,
 
     class KeptEngine(gpu_engine.GpuEngine):
         def __init__(self, *arguments, **options):
+            if fuse_resident is not None:
+                options["fuse_resident"] = fuse_resident
             super().__init__(*arguments, **options)
             self.bench_timelines = []
             self.bench_origin = None
@@ -647,22 +656,63 @@ def print_streamed(section: dict) -> None:
 
 
 # -------------------------------------------------------------- 5. replication --
+def warm_up_gpu(seconds: float = 0.05) -> None:
+    """Keep the GPU busy for about ``seconds`` so that a run of tiny kernels
+    starts at full clocks (a small graph's iteration is ~0.1 ms of kernels, too
+    short to raise them: its runs otherwise come out fast or slow whole)."""
+    import cupy
+
+    a = cupy.ones((2048, 2048), cupy.float32)
+    started = time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        a = a @ a * 1e-3
+        cupy.cuda.get_current_stream().synchronize()
+
+
 def bench_replication(args, stores: dict, failures: list) -> list:
-    """Equation 2 against fixed R on each studied graph (Garaph Figures 8 and 9)."""
+    """Equation 2 against fixed R on each studied graph (Garaph Figures 8 and 9).
+
+    Every store runs ``--replication-rounds`` times, the stores in a rotated
+    order each round, each run after a GPU warm-up; a store's figures are the
+    medians over its rounds."""
     cases = []
     for label, by_r in stores.items():
+        order = list(by_r.items())
+        rounds = {fixed: [] for fixed in by_r}
+        concurrent_rounds = {fixed: [] for fixed in by_r}
+        values = {}
+        for round_ in range(args.replication_rounds):
+            shift = round_ % len(order)
+            for fixed, graph in order[shift:] + order[:shift]:
+                name = "Eq.2" if fixed is None else f"R={fixed}"
+                log(f"replication: {label}, {name}, round {round_ + 1}, "
+                    f"{args.iterations} iterations")
+                warm_up_gpu()
+                run = engine_run(graph, args.iterations, n_streams=args.replication_streams,
+                                 fuse_resident=False)
+                rounds[fixed].append(run_summary(run))
+                values.setdefault(fixed, run["values"])
+                if args.n_streams != args.replication_streams:
+                    # the same store with its pages on n_streams streams at once: the
+                    # kernel time when small pages do not leave SMs idle
+                    warm_up_gpu()
+                    concurrent_rounds[fixed].append(run_summary(engine_run(
+                        graph, args.iterations, n_streams=args.n_streams,
+                        fuse_resident=False)))
         rows = []
-        reference = None
-        for fixed, graph in by_r.items():
+        reference = values[None]
+        for fixed, graph in order:
             name = "Eq.2" if fixed is None else f"R={fixed}"
-            log(f"replication: {label}, {name}, {args.iterations} iterations")
-            run = engine_run(graph, args.iterations, n_streams=args.replication_streams)
-            summary = run_summary(run)
+            kernel_times = [r["kernel_seconds_per_iteration"] for r in rounds[fixed]]
+            summary = sorted(rounds[fixed], key=lambda r: r["kernel_seconds_per_iteration"])[
+                len(kernel_times) // 2]  # the median round's per-page times
             row = {"replication": name, "fixed_replication": fixed,
                    "streams": args.replication_streams,
                    "layout": layout_summary(graph),
-                   "kernel_seconds_per_iteration": summary["kernel_seconds_per_iteration"],
-                   "seconds_per_iteration": summary["seconds_per_iteration"],
+                   "rounds_kernel_seconds_per_iteration": kernel_times,
+                   "kernel_seconds_per_iteration": median(kernel_times),
+                   "seconds_per_iteration": median(
+                       r["seconds_per_iteration"] for r in rounds[fixed]),
                    "per_page_kernel_seconds": summary["per_page_kernel_seconds"],
                    "page_spread_seconds": spread(summary["per_page_kernel_seconds"]),
                    "resident": summary["plan"]["resident"],
@@ -671,20 +721,15 @@ def bench_replication(args, stores: dict, failures: list) -> list:
             spread_ = row["page_spread_seconds"]
             row["page_max_over_min"] = spread_["max"] / spread_["min"] if spread_["min"] else \
                 float("nan")
-            if args.n_streams != args.replication_streams:
-                # the same store with its pages on n_streams streams at once: the
-                # kernel time when small pages do not leave SMs idle
-                log(f"replication: {label}, {name}, {args.n_streams} streams")
-                concurrent = run_summary(engine_run(graph, args.iterations,
-                                                    n_streams=args.n_streams))
+            if concurrent_rounds[fixed]:
                 row["concurrent_streams"] = args.n_streams
-                row["concurrent_kernel_busy_seconds"] = concurrent["timeline"].get(
-                    "kernel_busy", float("nan"))
-                row["concurrent_seconds_per_iteration"] = concurrent["seconds_per_iteration"]
-            if fixed is None:
-                reference = run["values"]
-            else:
-                row["l1_vs_eq2"] = l1(run["values"], reference)
+                row["concurrent_kernel_busy_seconds"] = median(
+                    r["timeline"].get("kernel_busy", float("nan"))
+                    for r in concurrent_rounds[fixed])
+                row["concurrent_seconds_per_iteration"] = median(
+                    r["seconds_per_iteration"] for r in concurrent_rounds[fixed])
+            if fixed is not None:
+                row["l1_vs_eq2"] = l1(values[fixed], reference)
                 if row["l1_vs_eq2"] > L1_SAME:
                     failures.append(f"replication: {label} {name} scores differ from "
                                     f"Equation 2's by {row['l1_vs_eq2']:.3g} (L1)")
@@ -814,15 +859,19 @@ def power_of_two_list(text: str) -> list:
 
 
 def build_option(text: str) -> tuple:
-    """NAME=INTEGER, a layout option of BuildOptions (for study)."""
+    """NAME=VALUE, a layout option of BuildOptions (for study)."""
+    from garaphpy.storage import layout
     from garaphpy.storage.builder import BuildOptions
 
     name, _, value = text.partition("=")
-    allowed = ("slot_bytes", "shared_memory_bytes", "max_shard_edges", "max_shard_vertices",
-               "max_replication", "max_page_bytes")
-    if name not in allowed or not value.strip().isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=INTEGER with NAME one of "
-                                         f"{', '.join(allowed)}")
+    integers = ("slot_bytes", "shared_memory_bytes", "max_shard_edges", "max_shard_vertices",
+                "max_replication", "max_page_bytes", "replication_edges_per_thread")
+    if name == "replication_rule" and value in layout.REPLICATION_RULES:
+        return name, value
+    if name not in integers or not value.strip().isdigit():
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected NAME=INTEGER with NAME one of {', '.join(integers)}, or "
+            f"replication_rule={'|'.join(layout.REPLICATION_RULES)}")
     assert name in BuildOptions.__dataclass_fields__
     return name, int(value)
 
@@ -847,6 +896,9 @@ def parse_args(argv=None):
     parser.add_argument("--replication-pages", type=int, default=8,
                         help="cut the replication stores into about this many pages "
                              "(default 8; 0: the default page size)")
+    parser.add_argument("--replication-rounds", type=int, default=3,
+                        help="runs of every replication store, in rotated order; medians "
+                             "are reported (default 3)")
     parser.add_argument("--replication-streams", type=int, default=1,
                         help="streams of the replication runs (default 1: per-page kernel "
                              "times undisturbed)")
@@ -864,13 +916,17 @@ def parse_args(argv=None):
     parser.add_argument("--png", default=None,
                         help="replication plot (default beside the JSON; 'none' for no plot)")
     parser.add_argument("--build-option", type=build_option, action="append", default=[],
-                        metavar="NAME=INTEGER",
+                        metavar="NAME=VALUE",
                         help="a layout option of every store, for study (repeatable), e.g. "
                              "slot_bytes=8 or max_shard_edges=16384; default: the defaults")
     parser.add_argument("--warp-combine", choices=("on", "off", "default"), default="default",
                         help="the pull kernel's warp-level combining of same-destination "
                              "edges before the replica atomics (config.GPU_WARP_COMBINE); "
                              "default: the library's default")
+    parser.add_argument("--edges-per-thread", type=int, choices=(1, 2, 4, 8, 16),
+                        default=None,
+                        help="consecutive edges one pull-kernel thread takes at a time "
+                             "(config.GPU_EDGES_PER_THREAD); default: the library's default")
     parser.add_argument("--build-only", action="store_true",
                         help="build or reuse the stores, print their layout and stop (no GPU "
                              "needed)")
@@ -880,7 +936,8 @@ def parse_args(argv=None):
         parser.error(f"--only {args.only!r}: expected a comma-separated subset of "
                      f"{','.join(SECTIONS)}")
     args.only = only
-    for name in ("iterations", "repeat", "n_streams", "replication_streams", "bandwidth_mib",
+    for name in ("iterations", "repeat", "n_streams", "replication_streams",
+                 "replication_rounds", "bandwidth_mib",
                  "bandwidth_repeat"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')}={getattr(args, name)}: expected >= 1")
@@ -927,8 +984,13 @@ def main(argv=None) -> int:
         return 2
     if args.warp_combine != "default":
         config.GPU_WARP_COMBINE = args.warp_combine == "on"
+    if args.edges_per_thread is not None:
+        config.GPU_EDGES_PER_THREAD = args.edges_per_thread
     date = time.strftime("%Y-%m-%d")
-    results = {"benchmark": "gpu", "warp_combine": config.GPU_WARP_COMBINE, "date": time.strftime("%Y-%m-%d %H:%M:%S"), **machine(),
+    results = {"benchmark": "gpu", "warp_combine": config.GPU_WARP_COMBINE,
+               "edges_per_thread": config.GPU_EDGES_PER_THREAD,
+               "fuse_resident_pages": config.GPU_FUSE_RESIDENT_PAGES,
+               "date": time.strftime("%Y-%m-%d %H:%M:%S"), **machine(),
                "args": {k: v for k, v in vars(args).items()}}
     gpu = results.get("gpu", "no GPU")
     print(f"garaphpy GPU engine benchmark: {results['machine']} ({gpu}, {results['cpu_model']}, "

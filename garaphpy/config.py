@@ -62,6 +62,27 @@ GPU_THREADS_PER_BLOCK = 512
 #: (BENCHMARKS.md compares both).
 GPU_WARP_COMBINE = False
 
+#: Consecutive edges one thread of the pull kernel takes at a time: their
+#: sources and offsets are read as vectors, their gathers are in flight
+#: together, and the edges of one destination within them are combined in
+#: registers before one replica atomic (1: one edge per thread and round, the
+#: paper's kernel).  A power of two up to 16.
+GPU_EDGES_PER_THREAD = 8
+
+#: How a shard's replication factor R_i (Garaph Equation 2) measures the
+#: contention on its accumulators: "mean" (|E_i| / |V_i|, as published) or
+#: "edge-weighted" (sum of d^2 over |E_i|: how many edges share an edge's
+#: destination), divided by REPLICATION_EDGES_PER_THREAD (layout.cut_shards).
+#: The published rule measured best with the run-combining kernel too
+#: (BENCHMARKS.md, "Replication"); the others are kept for study.
+REPLICATION_RULE = "mean"
+REPLICATION_EDGES_PER_THREAD = 1
+
+#: When every page is resident, run an iteration the GPU does alone as one
+#: pull launch over every shard rather than one per page (False: per-page
+#: launches, for per-page kernel times).
+GPU_FUSE_RESIDENT_PAGES = True
+
 #: Fraction of the free GPU memory a run may use when no budget is given.
 GPU_MEMORY_FRACTION = 0.8
 

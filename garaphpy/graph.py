@@ -29,7 +29,8 @@ from .storage.store import Store
 _BUILD_OPTION_NAMES = {
     "directed", "self_loops", "duplicates", "weight_dtype", "storage_dirs", "memory_budget",
     "gpu_memory", "n_streams", "shared_memory_bytes", "max_shard_edges", "max_page_bytes",
-    "block_bytes", "slot_bytes", "max_shard_vertices", "max_replication", "fixed_replication", "min_shards",
+    "block_bytes", "slot_bytes", "max_shard_vertices", "max_replication", "fixed_replication",
+    "min_shards", "replication_rule", "replication_edges_per_thread",
 }
 
 

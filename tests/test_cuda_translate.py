@@ -963,6 +963,37 @@ def test_device_code_compiles_with_nvcc(tmp_path):
     assert "warning" not in result.stderr.lower(), result.stderr[-6000:]
 
 
+def test_every_pull_kernel_variant_compiles_with_nvcc(tmp_path):
+    """The whole translation unit of the engine (kernels/gpu.py), with the pull
+    kernel instantiated for every edges-per-thread choice and variant, for
+    programs of 4- and 8-byte vertex ids and 1- to 8-byte accumulators."""
+    from garaphpy.kernels.gpu import EDGES_PER_THREAD_CHOICES, kernel_source
+
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc is not on PATH: the kernel compilation check is skipped")
+    chosen = {"builtin-pagerank": np.int32, "builtin-sssp": np.int64, "builtin-hs": np.int32,
+              "monoid-min-uint8": np.int32, "monoid-add-float32": np.int64}
+    compilations = []
+    for case in (c for c in CASES if c.id in chosen):
+        instances = "".join(
+            f"void* gp_instance_{precomputed}_{combine}_{edges} = "
+            f"(void*)gp_pull<{precomputed}, {combine}, {edges}>;\n"
+            for precomputed in ("true", "false") for combine in ("true", "false")
+            for edges in EDGES_PER_THREAD_CHOICES)
+        source = tmp_path / f"{case.id}.cu"  # one unit each: the extern "C" kernels repeat
+        source.write_text(kernel_source(case.translated, chosen[case.id]) + "\n" + instances)
+        compilations.append((case.id, subprocess.Popen(
+            [nvcc, "-arch=sm_90", "-std=c++17", "-diag-suppress", "550", "-c", str(source),
+             "-o", str(source.with_suffix(".o"))],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+    assert len(compilations) == len(chosen)
+    for case_id, process in compilations:
+        _, stderr = process.communicate()
+        assert process.returncode == 0, (case_id, stderr[-6000:])
+        assert "warning" not in stderr.lower(), (case_id, stderr[-6000:])
+
+
 def test_device_code_compiles_with_cupy_nvrtc():
     cupy = pytest.importorskip("cupy", reason="cupy is not installed: the NVRTC check is skipped")
     for case in CASES:

@@ -99,6 +99,17 @@ def test_gpu_mode_without_cupy_says_how_to_install():
         garaphpy.run(graph, "pagerank", mode="gpu")
 
 
+def test_an_edges_per_thread_not_offered_is_refused():
+    from garaphpy.kernels.cuda_program import translate_program
+    from garaphpy.kernels.gpu import compile_kernels
+
+    program = translate_program(program_for("pagerank"), weight_dtype=np.float64,
+                                degree_dtype=np.int32)
+    for bad in (3, 0, 32, True):
+        with pytest.raises(ConfigError, match="edges_per_thread"):
+            compile_kernels(program, np.int32, bad)
+
+
 def test_cpu_directions_are_refused_in_gpu_mode():
     graph = garaphpy.Graph.from_arrays([0, 1], [1, 2])
     with pytest.raises(ConfigError, match="GPU always pulls"):
@@ -214,6 +225,48 @@ def test_pages_of_one_shard_and_streaming_give_the_resident_result():
         assert_matches(name, streamed.values, resident.values)
         cpu = run_quietly(graph, program, sources, mode="cpu", max_iterations=20)
         assert_matches(name, streamed.values, cpu.values)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("edges_per_thread", [1, 2, 4, 16])
+def test_every_edges_per_thread_gives_the_cpu_result(rmat, edges_per_thread):
+    """Runs of 1..16 edges per thread (the default, 8, runs everywhere else):
+    runs straddle shard ends at every alignment, as shards start anywhere."""
+    starts = rmat.store.shards["edge_begin"]
+    assert len(set((starts % 16).tolist())) > 8
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(config, "GPU_EDGES_PER_THREAD", edges_per_thread)
+        for name in ("pagerank", "sssp", "cc", "bfs", "sswp", "hs"):
+            program = gpu_program(name)
+            sources = np.array([0, 7], np.int64) if program.needs_sources else ()
+            options = {"max_iterations": 50} if name in ITERATIVE else {}
+            cpu = run_quietly(rmat, program, sources, mode="cpu", **options)
+            gpu = run_quietly(rmat, program, sources, mode="gpu", **options)
+            assert_matches(name, gpu.values, cpu.values)
+            if name in EXACT:
+                assert gpu.num_iterations == cpu.num_iterations
+
+
+@pytest.mark.gpu
+def test_one_launch_over_resident_pages_equals_one_launch_per_page():
+    graph = garaphpy.Graph.load("rmat:12", progress=False,
+                                generator_options={"weighted": True, "seed": 3},
+                                max_page_bytes=16384)
+    assert len(graph.store.pages) > 4
+    for name in ("pagerank", "sssp", "cc"):
+        program = program_for(name)
+        sources = np.array([0], np.int64) if program.needs_sources else ()
+        runs = {}
+        for fuse in (True, False):
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(config, "GPU_FUSE_RESIDENT_PAGES", fuse)
+                runs[fuse] = run_quietly(graph, program, sources, mode="gpu", max_iterations=30)
+        assert_matches(name, runs[True].values, runs[False].values)
+        graph_run = graph.as_undirected() if program.needs_undirected else graph
+        for fused, per_page in zip(runs[True].iterations, runs[False].iterations):
+            assert fused.pages == per_page.pages == len(graph_run.store.pages)
+            assert fused.gpu_edges == per_page.gpu_edges == graph_run.num_edges
+            assert fused.bytes_to_device == per_page.bytes_to_device == 0
 
 
 @pytest.mark.gpu

@@ -6,8 +6,12 @@ swapping the two (section 3.1), the active bitmap, the per-vertex attributes
 the program reads, and the shard table.  Pages reach it in one of two ways:
 
 * **resident**: when every page and the vertex data fit the GPU memory budget,
-  the pages are copied once at set-up and stay on the device between
-  iterations;
+  the pages are copied once at set-up into whole-graph edge arrays (sources,
+  IdxOff, weights in the store's global edge order) and stay on the device
+  between iterations; an iteration the GPU runs alone is then one launch over
+  every shard (no tail at each page's end, one launch instead of one per
+  page), and a hybrid iteration launches the GPU's pages as shard ranges of
+  the same arrays;
 * **streamed**: otherwise ``n_streams`` device page buffers are cycled.  The
   page images sit in pinned host memory; page ``k`` is copied on stream
   ``k % n_streams`` and its kernel runs on the same stream, so the copy of
@@ -171,7 +175,8 @@ class GpuEngine:
     def __init__(self, graph, program: VertexProgram, source_vertices: np.ndarray,
                  synchronous: bool, *, gpu_memory: int | None = None,
                  n_streams: int | None = None, host_copies: bool = False,
-                 precompute: bool = True, warp_combine: bool | None = None, paged=None):
+                 precompute: bool = True, warp_combine: bool | None = None, paged=None,
+                 edges_per_thread: int | None = None, fuse_resident: bool | None = None):
         from ..kernels.cuda_program import translate_program
         from .cpu_engine import vertex_attributes, weighted_in_degree
 
@@ -187,7 +192,8 @@ class GpuEngine:
         self.program = translate_program(
             program, weight_dtype=store.weight_dtype if store.weighted else np.float64,
             degree_dtype=store.out_degree.dtype)
-        self.kernels = gpu_kernels.compile_kernels(self.program, store.vertex_dtype)
+        self.kernels = gpu_kernels.compile_kernels(self.program, store.vertex_dtype,
+                                                   edges_per_thread)
         uses = self.program.uses
         self.precompute = bool(precompute and synchronous
                                and gpu_kernels.contributions_pay(self.program))
@@ -234,9 +240,13 @@ class GpuEngine:
         self.shard_first_vertex = device_array(shards["first_vertex"].astype(np.int64))
         self.shard_num_vertices = device_array(shards["num_vertices"].astype(np.int32))
         self.shard_replication = device_array(shards["replication"].astype(np.int32))
+        # edge ranges within the page image (streamed) or the whole-graph arrays (resident):
+        # both are counted in the vertex data, the unused one is dropped after the plan
         offsets = page_edge_begin[page_of_shard] if shards.size else np.zeros(0, np.int64)
-        self.shard_edge_begin = device_array(shards["edge_begin"].astype(np.int64) - offsets)
-        self.shard_edge_end = device_array(shards["edge_end"].astype(np.int64) - offsets)
+        edge_ranges = {"page": (device_array(shards["edge_begin"].astype(np.int64) - offsets),
+                                device_array(shards["edge_end"].astype(np.int64) - offsets)),
+                       "global": (device_array(shards["edge_begin"].astype(np.int64)),
+                                  device_array(shards["edge_end"].astype(np.int64)))}
         self.shard_split_slot = device_array(slot_of_shard)
         self.shard_scratch = device_array(scratch_offsets)
         self.scratch = cupy.empty(int(slots[oversize].sum()) + 4, dtype=accum_dtype)
@@ -286,19 +296,19 @@ class GpuEngine:
             int(config.GPU_MEMORY_FRACTION * (free + vertex_bytes))
         n_streams = config.N_STREAMS if n_streams is None else int(n_streams)
         self.plan = plan_pages([p.nbytes for p in pages], vertex_bytes, budget, n_streams)
+        self.shard_edge_begin, self.shard_edge_end = \
+            edge_ranges["global" if self.plan.resident else "page"]
+        del edge_ranges
+        if fuse_resident is None:
+            fuse_resident = config.GPU_FUSE_RESIDENT_PAGES
+        self.fuse_resident = bool(fuse_resident)
         self.streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(self.plan.n_streams)]
         self.main_stream = cupy.cuda.Stream(non_blocking=True)
         self.host_pages = []
         self.device_pages = []
         largest = max((p.nbytes for p in pages), default=0)
         if self.plan.resident:
-            staging = self._pinned(largest, np.uint8) if largest else None
-            for info in pages:
-                image = store.read_page(info.index, out=staging).image
-                buffer = cupy.empty(info.nbytes, np.uint8)
-                buffer.set(image)
-                cupy.cuda.get_current_stream().synchronize()  # before staging is reused
-                self.device_pages.append(buffer)
+            self.resident_edges = self._resident_edge_arrays()
         else:
             if paged is None:
                 for info in pages:
@@ -335,11 +345,46 @@ class GpuEngine:
         dtype = np.dtype(dtype)
         return gpu_kernels.pinned_empty(count * dtype.itemsize).view(dtype)
 
+    def _resident_edge_arrays(self) -> tuple:
+        """Every page's sources, IdxOff and weights copied into whole-graph device
+        arrays at the pages' global edge offsets (padded by one run of the pull
+        kernel, whose vector loads may read past the last edge).
+
+        Their size is that of the page images less the images' alignment padding,
+        so :func:`plan_pages`'s budget, counted in page images, holds them.
+        """
+        cupy, store = self.cupy, self.store
+        vertex_dtype = store.vertex_dtype
+        weight_dtype = store.weight_dtype if store.weighted else None
+        padded = self.num_edges + 16
+        sources = cupy.zeros(padded, vertex_dtype)
+        idxoff = cupy.zeros(padded, np.uint16)
+        weights = cupy.zeros(padded, weight_dtype) if weight_dtype is not None else \
+            self.empty_weights
+        largest = max((p.nbytes for p in self.pages), default=0)
+        staging = self._pinned(largest, np.uint8) if largest else None
+        for info in self.pages:
+            image = store.read_page(info.index, out=staging).image
+            begin, n = info.edge_begin, info.num_edges
+            sources[begin:begin + n].set(image[:n * vertex_dtype.itemsize].view(vertex_dtype))
+            idxoff[begin:begin + n].set(
+                image[info.idxoff_offset:info.idxoff_offset + 2 * n].view(np.uint16))
+            if weight_dtype is not None:
+                size = weight_dtype.itemsize
+                weights[begin:begin + n].set(image[info.weights_offset:
+                                                   info.weights_offset + size * n]
+                                             .view(weight_dtype))
+            cupy.cuda.get_current_stream().synchronize()  # before staging is reused
+        return sources, idxoff, weights
+
     def _views(self, index: int) -> tuple:
-        """Typed device views (sources, idxoff, weights) of page ``index``'s image."""
+        """Typed device views (sources, idxoff, weights) the kernel of page ``index``
+        reads: the whole-graph arrays when resident (shards index them globally),
+        else the page's image in its stream's buffer."""
+        if self.plan.resident:
+            return self.resident_edges
         info = self.pages[index]
-        buffer = self.device_pages[index] if self.plan.resident else \
-            self.device_pages[index % len(self.streams)]
+        buffer = self.device_pages[index % len(self.streams)]
         n = info.num_edges
         vertex_dtype = self.store.vertex_dtype
         sources = buffer[:n * vertex_dtype.itemsize].view(vertex_dtype)
@@ -402,6 +447,10 @@ class GpuEngine:
     def iterate(self, record: IterationRecord, prefix, aggregates) -> None:
         """One synchronous or asynchronous pull over every page."""
         self.begin_iteration(record.iteration)
+        if self._fused():
+            self.end_iteration(record, [self.launch_all_resident(aggregates, record.iteration)],
+                               aggregates)
+            return
         targets = (self.host_values, self.host_active) if self.host_copies else (None, None)
         timings = []
         for k in range(len(self.pages)):
@@ -422,6 +471,40 @@ class GpuEngine:
                                   (self.values, self.contributions) + self.attrs
                                   + (np.int64(self.num_vertices),))
         self._ready = main.record(events["ready"])
+
+    def _fused(self) -> bool:
+        """Whether an iteration the GPU runs alone is one launch over every shard
+        (resident pages, no per-page host copies or per-page checkpoints)."""
+        return (self.plan.resident and self.fuse_resident and not self.host_copies
+                and (self.synchronous or self.page_done is None) and len(self.pages) > 1)
+
+    def launch_all_resident(self, aggregates, iteration: int) -> PageTiming:
+        """Queue one pull kernel over every shard of the resident arrays on the
+        first stream; its timing stands for all pages (``page`` is -1)."""
+        stream = self.streams[0]
+        stream.wait_event(self._ready)
+        events = self._events["pages"][0]
+        timing = PageTiming(-1, 0)
+        timing.kernel_start = stream.record(events[2])
+        self._launch_pull(stream, 0, self.store.shards.shape[0], self.resident_edges,
+                          max(self.page_shared_bytes, default=0), aggregates, iteration)
+        timing.kernel_end = timing.done = stream.record(events[3])
+        return timing
+
+    def _launch_pull(self, stream, first_shard: int, num_shards: int, edges, shared_bytes: int,
+                     aggregates, iteration: int) -> None:
+        sources, idxoff, weights = edges
+        with stream:
+            self.pull_kernel((num_shards,), (config.GPU_THREADS_PER_BLOCK,), (
+                sources, idxoff, weights, self.shard_first_vertex,
+                self.shard_num_vertices, self.shard_replication, self.shard_edge_begin,
+                self.shard_edge_end, self.shard_split_slot, self.shard_scratch,
+                self.scratch, np.int32(first_shard),
+                self.values, self.next, self.contributions, self.active,
+                self.split_accum) + self.attrs + (
+                aggregates, np.int64(self.num_vertices), np.int64(iteration),
+                self.l1_total, self.counters),
+                shared_mem=shared_bytes)
 
     def launch_page(self, k: int, aggregates, iteration: int, host_values=None,
                     host_active=None) -> PageTiming:
@@ -449,20 +532,10 @@ class GpuEngine:
             if read is not None:
                 self._copying.append((read, timing.copy_end))
         timing.kernel_start = stream.record(page_events[2])
-        sources, idxoff, weights = self.page_views[k]
         out = self.next
         if info.num_shards:
-            with stream:
-                self.pull_kernel((info.num_shards,), (config.GPU_THREADS_PER_BLOCK,), (
-                    sources, idxoff, weights, self.shard_first_vertex,
-                    self.shard_num_vertices, self.shard_replication, self.shard_edge_begin,
-                    self.shard_edge_end, self.shard_split_slot, self.shard_scratch,
-                    self.scratch, np.int32(info.first_shard),
-                    self.values, out, self.contributions, self.active,
-                    self.split_accum) + self.attrs + (
-                    aggregates, np.int64(self.num_vertices), np.int64(iteration),
-                    self.l1_total, self.counters),
-                    shared_mem=self.page_shared_bytes[k])
+            self._launch_pull(stream, info.first_shard, info.num_shards, self.page_views[k],
+                              self.page_shared_bytes[k], aggregates, iteration)
         timing.kernel_end = stream.record(page_events[3])
         timing.done = timing.kernel_end
         if host_values is not None and info.end_vertex > info.first_vertex:
@@ -558,11 +631,14 @@ class GpuEngine:
         record.l1_change += float(l1[0])
         record.activated = self.active_vertices
         record.updated_vertices = self.num_vertices
-        record.edges_processed += sum(self.pages[t.page].num_edges for t in timings)
-        record.pages += len(timings)
+        pages = [page for t in timings for page in
+                 (self.pages if t.page < 0 else [self.pages[t.page]])]
+        edges = sum(page.num_edges for page in pages)
+        record.edges_processed += edges
+        record.pages += len(pages)
         record.gather_precomputed = self.precompute
-        record.gpu_pages = len(timings)
-        record.gpu_edges = sum(self.pages[t.page].num_edges for t in timings)
+        record.gpu_pages = len(pages)
+        record.gpu_edges = edges
         record.bytes_to_device += sum(t.bytes_to_device for t in timings)
         record.bytes_to_host += sum(t.bytes_to_host for t in timings)
         record.copy_seconds = timing.copy_seconds

@@ -97,6 +97,13 @@ class BuildOptions:
         Equation 2.  A power of two R <= max_replication: every shard gets
         exactly R (and at most slots / R vertices), for studying Equation 2
         against fixed factors (Garaph Figure 9; bench/gpu.py).
+    replication_rule : {"mean", "edge-weighted"}
+        How Equation 2 measures a shard's contention (layout.cut_shards):
+        its mean in-degree as published (default), or its edge-weighted mean
+        in-degree; for study.
+    replication_edges_per_thread : int
+        Divides the contention (edges one pull-kernel thread combines before
+        its atomic); default 1, the published Equation 2; for study.
     max_page_bytes, block_bytes : int
         Page and data block size limits.
     """
@@ -116,6 +123,8 @@ class BuildOptions:
     max_replication: int = config.MAX_REPLICATION
     min_shards: int = config.MIN_SHARDS
     fixed_replication: int | None = None
+    replication_rule: str = config.REPLICATION_RULE
+    replication_edges_per_thread: int = config.REPLICATION_EDGES_PER_THREAD
     max_page_bytes: int = config.MAX_PAGE_BYTES
     block_bytes: int = config.BLOCK_BYTES
 
@@ -131,7 +140,8 @@ class BuildOptions:
         if self.weight_dtype not in _WEIGHT_DTYPES:
             raise ConfigError(f"weight_dtype={self.weight_dtype!r}: expected one of {_WEIGHT_DTYPES}")
         positive = ("n_streams", "shared_memory_bytes", "slot_bytes", "max_shard_edges", "min_shards",
-                    "max_shard_vertices", "max_replication", "max_page_bytes", "block_bytes")
+                    "max_shard_vertices", "max_replication", "max_page_bytes", "block_bytes",
+                    "replication_edges_per_thread")
         for name in positive:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -146,6 +156,9 @@ class BuildOptions:
                                   or fixed > self.max_replication):
             raise ConfigError(f"fixed_replication={fixed!r}: expected a power of two in "
                               f"1..max_replication={self.max_replication}, or unset")
+        if self.replication_rule not in layout.REPLICATION_RULES:
+            raise ConfigError(f"replication_rule={self.replication_rule!r}: expected one of "
+                              f"{layout.REPLICATION_RULES}")
         if self.block_bytes % config.BLOCK_ALIGNMENT:
             raise ConfigError(f"block_bytes={self.block_bytes}: must be a multiple of "
                               f"{config.BLOCK_ALIGNMENT}")
@@ -161,10 +174,14 @@ class BuildOptions:
         for name in ("memory_budget", "storage_dirs"):
             content.pop(name)
         content["gpu_memory"] = None  # replaced by the resolved page size
+        # the defaults (Equation 2 as published) leave the key of stores built
+        # before these options existed unchanged
         if content["fixed_replication"] is None:
-            # the default (Equation 2) leaves the key of stores built before
-            # the option existed unchanged
             content.pop("fixed_replication")
+        if content["replication_rule"] == "mean":
+            content.pop("replication_rule")
+        if content["replication_edges_per_thread"] == 1:
+            content.pop("replication_edges_per_thread")
         return content
 
 
@@ -934,7 +951,9 @@ class _Builder:
             max_edges=layout.shard_edge_limit(int(in_offsets[-1]), options.max_shard_edges,
                                               options.min_shards),
             max_replication=options.max_replication,
-            fixed_replication=options.fixed_replication)
+            fixed_replication=options.fixed_replication,
+            replication_rule=options.replication_rule,
+            edges_per_thread=options.replication_edges_per_thread)
         value_bytes = 8
         vertex_bytes = num_vertices * (3 * value_bytes + 1)
         page_bytes = layout.page_budget(self.gpu_memory, options.n_streams, vertex_bytes,
@@ -997,6 +1016,8 @@ class _Builder:
                        "max_shard_vertices": options.max_shard_vertices,
                        "max_replication": options.max_replication,
                        "fixed_replication": options.fixed_replication,
+                       "replication_rule": options.replication_rule,
+                       "replication_edges_per_thread": options.replication_edges_per_thread,
                        "n_streams": options.n_streams, "page_bytes": page_bytes,
                        "block_bytes": options.block_bytes, "block_file": BLOCK_FILE,
                        "source_bytes": sizing.source_bytes, "weight_bytes": sizing.weight_bytes,

@@ -48,6 +48,10 @@ SHARD_DTYPE = np.dtype([
 ])
 
 
+#: How a shard's replication factor measures its contention (:func:`cut_shards`).
+REPLICATION_RULES = ("mean", "edge-weighted")
+
+
 def replication_factor(num_edges: int, num_vertices: int,
                        max_replication: int = config.MAX_REPLICATION) -> int:
     """Replication factor R_i of a shard (Garaph Equation 2).
@@ -65,17 +69,19 @@ def replication_factor(num_edges: int, num_vertices: int,
         ``2 ** min(ceil(log2(|E_i|/|V_i|) - 0.5), log2(max_replication))``,
         at least 1 (a shard with fewer edges than vertices needs no replica).
     """
-    return int(_replication_factor(num_edges, num_vertices, 0,
+    return int(_replication_factor(num_edges, num_vertices, 1, 0,
                                    int(math.log2(max_replication))))
 
 
 @numba.njit(cache=True, nogil=True)
-def _replication_factor(num_edges, num_vertices, min_exponent, max_exponent):
-    # Equation 2 with the exponent clamped to [min_exponent, max_exponent]
+def _replication_factor(writers, per, edges_per_thread, min_exponent, max_exponent):
+    # Equation 2 for a contention of writers / per edges per vertex (|E_i| / |V_i|,
+    # or the edge-weighted sum(d^2) / |E_i|), each thread taking edges_per_thread
+    # edges, the exponent clamped to [min_exponent, max_exponent]
     # (min_exponent == max_exponent: a fixed R, for study)
-    if num_edges <= 0:
+    if writers <= 0:
         return 1 << min_exponent
-    exponent = math.ceil(math.log2(num_edges / num_vertices) - 0.5)
+    exponent = math.ceil(math.log2(writers / (per * edges_per_thread)) - 0.5)
     if exponent < min_exponent:
         exponent = min_exponent
     if exponent > max_exponent:
@@ -98,7 +104,21 @@ def _last_vertex_within(in_offsets, start, limit_vertex, max_edges):
 
 
 @numba.njit(cache=True, nogil=True)
-def _cut_shards(in_offsets, slots, max_vertices, max_edges, min_exponent, max_exponent):
+def _shard_factor(in_offsets, squares, vertex, end, edges_per_thread, min_exponent,
+                  max_exponent):
+    # R_i of the range [vertex, end): by its mean in-degree (Equation 2) when
+    # squares is empty, else by its edge-weighted mean in-degree
+    edges = in_offsets[end] - in_offsets[vertex]
+    if squares.shape[0] == 0:
+        return _replication_factor(edges, end - vertex, edges_per_thread, min_exponent,
+                                   max_exponent)
+    return _replication_factor(squares[end] - squares[vertex], edges, edges_per_thread,
+                               min_exponent, max_exponent)
+
+
+@numba.njit(cache=True, nogil=True)
+def _cut_shards(in_offsets, squares, edges_per_thread, slots, max_vertices, max_edges,
+                min_exponent, max_exponent):
     num_vertices = in_offsets.shape[0] - 1
     capacity = 1024
     first = np.empty(capacity, np.int64)
@@ -130,8 +150,9 @@ def _cut_shards(in_offsets, slots, max_vertices, max_edges, min_exponent, max_ex
                 end = min(begin + max_edges, in_offsets[vertex + 1])
                 first[num_shards] = vertex
                 count[num_shards] = 1
-                repl[num_shards] = _replication_factor(end - begin, 1, min_exponent,
-                                                       max_exponent)
+                # the piece's edges all update one vertex: both rules give |E_i|
+                repl[num_shards] = _replication_factor(end - begin, 1, edges_per_thread,
+                                                       min_exponent, max_exponent)
                 ebegin[num_shards] = begin
                 eend[num_shards] = end
                 split[num_shards] = 1
@@ -140,23 +161,34 @@ def _cut_shards(in_offsets, slots, max_vertices, max_edges, min_exponent, max_ex
             vertex += 1
             continue
         # the largest range whose accumulators fit: try every allowed R = 2^k
-        # and keep the longest range whose own Equation-2 factor is at most R
+        # and keep the longest range whose own factor is at most R
         best_end = vertex + 1
         for exponent in range(min_exponent, max_exponent + 1):
             limit = min(vertex + min(slots >> exponent, max_vertices), num_vertices)
             if limit <= vertex:
                 continue
             end = _last_vertex_within(in_offsets, vertex, limit, max_edges)
-            edges = in_offsets[end] - in_offsets[vertex]
-            if _replication_factor(edges, end - vertex, min_exponent,
-                                   max_exponent) <= (1 << exponent):
-                if end > best_end:
-                    best_end = end
-        edges = in_offsets[best_end] - in_offsets[vertex]
+            fits = _shard_factor(in_offsets, squares, vertex, end, edges_per_thread,
+                                 min_exponent, max_exponent) <= (1 << exponent)
+            if not fits and squares.shape[0] != 0:
+                # the edge-weighted factor rises with a heavy vertex in the range:
+                # the longest prefix that stops before it (bisection, each end checked)
+                lo, hi = vertex + 1, end - 1
+                while lo <= hi:
+                    mid = (lo + hi) >> 1
+                    if _shard_factor(in_offsets, squares, vertex, mid, edges_per_thread,
+                                     min_exponent, max_exponent) <= (1 << exponent):
+                        end = mid
+                        fits = True
+                        lo = mid + 1
+                    else:
+                        hi = mid - 1
+            if fits and end > best_end:
+                best_end = end
         first[num_shards] = vertex
         count[num_shards] = best_end - vertex
-        repl[num_shards] = _replication_factor(edges, best_end - vertex, min_exponent,
-                                               max_exponent)
+        repl[num_shards] = _shard_factor(in_offsets, squares, vertex, best_end,
+                                         edges_per_thread, min_exponent, max_exponent)
         ebegin[num_shards] = in_offsets[vertex]
         eend[num_shards] = in_offsets[best_end]
         split[num_shards] = 0
@@ -187,7 +219,9 @@ def cut_shards(in_offsets: np.ndarray, *,
                max_vertices: int = config.MAX_SHARD_VERTICES,
                max_edges: int = config.MAX_SHARD_EDGES,
                max_replication: int = config.MAX_REPLICATION,
-               fixed_replication: int | None = None) -> np.ndarray:
+               fixed_replication: int | None = None,
+               replication_rule: str = "mean",
+               edges_per_thread: int = 1) -> np.ndarray:
     """Split the vertices into shards (Garaph sections 2.1 and 3.2).
 
     Parameters
@@ -209,6 +243,19 @@ def cut_shards(in_offsets: np.ndarray, *,
         ``R <= max_replication``: every shard gets exactly R and holds at
         most ``slots // R`` vertices (for studying Equation 2 against fixed
         factors, Garaph Figure 9).
+    replication_rule : {"mean", "edge-weighted"}
+        How R_i measures the contention of a shard's accumulators: by its
+        mean in-degree |E_i| / |V_i| (Equation 2 as published), or by the
+        mean in-degree seen from its edges, sum(d_v^2) / |E_i| (the number of
+        edges that share an edge's destination).  The two agree when a
+        shard's in-degrees are equal; when one heavy vertex sits among light
+        ones, the mean undercounts the collisions on it, and the edge-weighted
+        rule replicates more and cuts such shards shorter.
+    edges_per_thread : int
+        Consecutive edges one pull-kernel thread combines before its atomic
+        (``config.GPU_EDGES_PER_THREAD``): the contention is divided by it,
+        as a vertex's edges then reach its accumulator from that many times
+        fewer threads.  1: the published Equation 2.
 
     Returns
     -------
@@ -237,9 +284,20 @@ def cut_shards(in_offsets: np.ndarray, *,
         raise StoreError(f"max_vertices={max_vertices} must lie in 1..65536 (16-bit IdxOff)")
     if max_edges < 1:
         raise StoreError(f"max_edges={max_edges} must be positive")
+    if replication_rule not in REPLICATION_RULES:
+        raise StoreError(f"replication_rule={replication_rule!r}: expected one of "
+                         f"{REPLICATION_RULES}")
+    if (isinstance(edges_per_thread, bool) or not isinstance(edges_per_thread, int)
+            or edges_per_thread < 1):
+        raise StoreError(f"edges_per_thread={edges_per_thread!r}: expected a positive integer")
     in_offsets = np.ascontiguousarray(in_offsets, dtype=np.int64)
-    columns = _cut_shards(in_offsets, slots, max_vertices, max_edges, min_exponent,
-                          max_exponent)
+    if replication_rule == "edge-weighted":
+        degrees = np.diff(in_offsets).astype(np.float64)
+        squares = np.concatenate(([0.0], np.cumsum(degrees * degrees)))
+    else:
+        squares = np.zeros(0, np.float64)
+    columns = _cut_shards(in_offsets, squares, edges_per_thread, slots, max_vertices,
+                          max_edges, min_exponent, max_exponent)
     shards = np.empty(columns[0].shape[0], SHARD_DTYPE)
     for name, column in zip(("first_vertex", "num_vertices", "replication",
                              "edge_begin", "edge_end", "split"), columns):

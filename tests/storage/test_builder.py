@@ -283,6 +283,36 @@ def test_fixed_replication_is_part_of_the_key_and_manifest(tmp_path):
         build(tmp_path, from_arrays(src, dst, weight), name="bad", fixed_replication=3)
 
 
+def test_replication_rule_is_part_of_the_key_and_manifest(tmp_path):
+    from garaphpy.errors import ConfigError
+    from garaphpy.storage import layout
+
+    src, dst, weight = random_edges(12, n=2000, m=40_000)
+    default = build(tmp_path, from_arrays(src, dst, weight), name="default")
+    content = BuildOptions().content_options()
+    assert "replication_rule" not in content and "replication_edges_per_thread" not in content
+    explicit = BuildOptions(replication_rule="mean", replication_edges_per_thread=1)
+    assert explicit.content_options() == content  # the published rule keeps older keys
+    weighted = build(tmp_path, from_arrays(src, dst, weight), name="weighted",
+                     replication_rule="edge-weighted", replication_edges_per_thread=4)
+    assert weighted.manifest["key"] != default.manifest["key"]
+    assert weighted.manifest["layout"]["replication_rule"] == "edge-weighted"
+    assert weighted.manifest["layout"]["replication_edges_per_thread"] == 4
+    assert default.manifest["layout"]["replication_rule"] == "mean"
+    in_offsets = weighted.csc()[0]
+    expected = layout.cut_shards(in_offsets, replication_rule="edge-weighted", edges_per_thread=4,
+                                 max_edges=layout.shard_edge_limit(
+                                     int(in_offsets[-1]), BuildOptions().max_shard_edges,
+                                     BuildOptions().min_shards))
+    assert np.array_equal(weighted.shards["replication"], expected["replication"])
+    assert store_edges(weighted) == store_edges(default)
+    with pytest.raises(ConfigError, match="replication_rule"):
+        build(tmp_path, from_arrays(src, dst, weight), name="bad", replication_rule="max")
+    with pytest.raises(ConfigError, match="replication_edges_per_thread"):
+        build(tmp_path, from_arrays(src, dst, weight), name="bad",
+              replication_edges_per_thread=0)
+
+
 def test_killed_build_leaves_no_store(tmp_path):
     """SIGKILL in the middle of a build: no store at the target path."""
     target = tmp_path / "store"

@@ -142,6 +142,76 @@ def test_fixed_replication_cuts_ranges_by_its_factor():
                           layout.cut_shards(dense))
 
 
+def contention_factor(degrees, first, end, rule, edges_per_thread) -> int:
+    """R of the vertex range [first, end) under ``rule``, written out."""
+    d = np.asarray(degrees[first:end], np.float64)
+    if d.sum() == 0:
+        return 1
+    contention = (d * d).sum() / d.sum() if rule == "edge-weighted" else d.sum() / d.size
+    exponent = math.ceil(math.log2(contention / edges_per_thread) - 0.5)
+    return 2 ** max(0, min(exponent, 5))
+
+
+@pytest.mark.parametrize("rule", ["mean", "edge-weighted"])
+@pytest.mark.parametrize("edges_per_thread", [1, 8])
+@pytest.mark.parametrize("seed", range(3))
+def test_replication_rules_give_each_shard_its_own_factor(rule, edges_per_thread, seed):
+    rng = np.random.default_rng(seed)
+    degrees = rng.zipf(1.6, 6000).clip(0, 3000) * rng.integers(0, 2, 6000)
+    offsets = offsets_of(degrees)
+    slots = 4096 // 4
+    shards = layout.cut_shards(offsets, shared_memory_bytes=4096, slot_bytes=4,
+                               max_vertices=700, max_edges=1000, replication_rule=rule,
+                               edges_per_thread=edges_per_thread)
+    assert shards["edge_begin"][0] == 0 and shards["edge_end"][-1] == offsets[-1]
+    assert np.array_equal(shards["edge_begin"][1:], shards["edge_end"][:-1])
+    for shard in shards:
+        first, vertices = int(shard["first_vertex"]), int(shard["num_vertices"])
+        if shard["split"]:
+            edges = int(shard["edge_end"] - shard["edge_begin"])
+            expected = contention_factor([edges], 0, 1, "mean", edges_per_thread)
+        else:
+            expected = contention_factor(degrees, first, first + vertices, rule,
+                                         edges_per_thread)
+        assert int(shard["replication"]) == expected
+        assert vertices * expected <= slots or vertices == 1
+    if rule == "mean" and edges_per_thread == 1:  # the published Equation 2, unchanged
+        assert np.array_equal(shards, layout.cut_shards(
+            offsets, shared_memory_bytes=4096, slot_bytes=4, max_vertices=700,
+            max_edges=1000))
+
+
+def test_edge_weighted_rule_replicates_a_hub_among_light_vertices():
+    degrees = np.array([1] * 300 + [600] + [1] * 300)
+    offsets = offsets_of(degrees)
+    mean = layout.cut_shards(offsets)
+    assert mean.size == 1 and mean["replication"][0] == 2  # 1200 edges / 601 vertices
+    weighted = layout.cut_shards(offsets, replication_rule="edge-weighted")
+    hub = weighted[(weighted["first_vertex"] <= 300)
+                   & (weighted["first_vertex"] + weighted["num_vertices"] > 300)]
+    assert hub["replication"][0] == 32  # (600^2 + 600) / 1200 edges share its destination
+    # the light vertices before the hub keep a shard of their own, unreplicated
+    assert weighted["first_vertex"][0] == 0 and weighted["replication"][0] == 1
+    assert weighted["num_vertices"][0] >= 256
+
+
+def test_edges_per_thread_divide_the_contention():
+    dense = offsets_of(np.full(1000, 16))
+    assert set(layout.cut_shards(dense)["replication"]) == {16}
+    for rule in layout.REPLICATION_RULES:
+        assert set(layout.cut_shards(dense, replication_rule=rule,
+                                     edges_per_thread=8)["replication"]) == {2}
+
+
+def test_replication_rule_and_edges_per_thread_are_checked():
+    offsets = offsets_of([1, 2])
+    with pytest.raises(StoreError, match="replication_rule"):
+        layout.cut_shards(offsets, replication_rule="max")
+    for bad in (0, -1, 2.0, True):
+        with pytest.raises(StoreError, match="edges_per_thread"):
+            layout.cut_shards(offsets, edges_per_thread=bad)
+
+
 def test_fixed_replication_must_be_an_allowed_power_of_two():
     offsets = offsets_of([1, 2])
     for bad in (0, 3, 64, 2.0, True):
