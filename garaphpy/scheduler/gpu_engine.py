@@ -9,9 +9,9 @@ the program reads, and the shard table.  Pages reach it in one of two ways:
   the pages are copied once at set-up into whole-graph edge arrays (sources,
   IdxOff, weights in the store's global edge order) and stay on the device
   between iterations; an iteration the GPU runs alone is then one launch over
-  every shard (no tail at each page's end, one launch instead of one per
-  page), and a hybrid iteration launches the GPU's pages as shard ranges of
-  the same arrays;
+  every shard (one launch and two events instead of a launch and four events
+  per page), and a hybrid iteration launches the GPU's pages as shard ranges
+  of the same arrays;
 * **streamed**: otherwise ``n_streams`` device page buffers are cycled.  The
   page images sit in pinned host memory; page ``k`` is copied on stream
   ``k % n_streams`` and its kernel runs on the same stream, so the copy of
@@ -50,6 +50,11 @@ from ..program import VertexProgram, monoid_identity
 from .records import IterationRecord
 
 
+#: Edges the resident arrays carry past the last one: the longest run of
+#: consecutive edges one pull-kernel thread loads as vectors.
+RESIDENT_PADDING_EDGES = max(gpu_kernels.EDGES_PER_THREAD_CHOICES)
+
+
 class GpuMemoryError(GaraphError, MemoryError):
     """The GPU memory budget cannot hold the vertex data and one page."""
 
@@ -68,7 +73,8 @@ class PagePlan:
     budget : int
         GPU memory the run may use, in bytes.
     vertex_bytes : int
-        Device memory taken by vertex data, shard table and attributes.
+        Device memory taken by vertex data, shard table and attributes (and
+        the resident edge arrays' padding).
     page_bytes : int
         Device memory taken by page images (all pages, or the buffers).
     """
@@ -295,7 +301,12 @@ class GpuEngine:
         budget = int(gpu_memory) if gpu_memory is not None else \
             int(config.GPU_MEMORY_FRACTION * (free + vertex_bytes))
         n_streams = config.N_STREAMS if n_streams is None else int(n_streams)
-        self.plan = plan_pages([p.nbytes for p in pages], vertex_bytes, budget, n_streams)
+        # the resident arrays' padding: one run of the pull kernel past the last edge
+        run_padding = RESIDENT_PADDING_EDGES * (
+            store.vertex_dtype.itemsize + 2 + (store.weight_dtype.itemsize if store.weighted
+                                               else 0))
+        self.plan = plan_pages([p.nbytes for p in pages], vertex_bytes + run_padding, budget,
+                               n_streams)
         self.shard_edge_begin, self.shard_edge_end = \
             edge_ranges["global" if self.plan.resident else "page"]
         del edge_ranges
@@ -347,16 +358,17 @@ class GpuEngine:
 
     def _resident_edge_arrays(self) -> tuple:
         """Every page's sources, IdxOff and weights copied into whole-graph device
-        arrays at the pages' global edge offsets (padded by one run of the pull
-        kernel, whose vector loads may read past the last edge).
+        arrays at the pages' global edge offsets, padded by
+        ``RESIDENT_PADDING_EDGES`` (a run of the pull kernel's vector loads may
+        read past the last edge).
 
-        Their size is that of the page images less the images' alignment padding,
-        so :func:`plan_pages`'s budget, counted in page images, holds them.
+        They take no more than the page images (whose arrays are padded to 64
+        bytes each) plus that padding, which the plan counts.
         """
         cupy, store = self.cupy, self.store
         vertex_dtype = store.vertex_dtype
         weight_dtype = store.weight_dtype if store.weighted else None
-        padded = self.num_edges + 16
+        padded = self.num_edges + RESIDENT_PADDING_EDGES
         sources = cupy.zeros(padded, vertex_dtype)
         idxoff = cupy.zeros(padded, np.uint16)
         weights = cupy.zeros(padded, weight_dtype) if weight_dtype is not None else \
