@@ -65,9 +65,9 @@ not counted (it pays for module loading); medians are reported.
     median, p90, max), the scores' L1 difference from Equation 2's run.
     Target: Equation 2 no slower than the best fixed R.  Every store runs
     ``--replication-rounds`` times (3), the stores in a rotated order each
-    round, each run after 50 ms of GPU work (a small graph's iteration is
-    too short to raise the clocks, and its runs otherwise come out fast or
-    slow whole: NotreDame's moved by 2x between runs of one store); the
+    round, each run after 50 ms of GPU work (NotreDame's runs of one store
+    come out fast or slow whole, by up to 2x; the warm-up, meant to rule out
+    low clocks, did not remove that, and the cause is not known); the
     figures are the medians over the rounds.  Each store also runs a
     second time with its pages on ``--n-streams`` streams at once, reporting
     the time some page kernel was running per iteration (from the event
@@ -657,9 +657,9 @@ def print_streamed(section: dict) -> None:
 
 # -------------------------------------------------------------- 5. replication --
 def warm_up_gpu(seconds: float = 0.05) -> None:
-    """Keep the GPU busy for about ``seconds`` so that a run of tiny kernels
-    starts at full clocks (a small graph's iteration is ~0.1 ms of kernels, too
-    short to raise them: its runs otherwise come out fast or slow whole)."""
+    """Keep the GPU busy for about ``seconds`` before a run of tiny kernels, so
+    that no run starts at idle clocks (a small graph's iteration is ~0.1 ms of
+    kernels)."""
     import cupy
 
     a = cupy.ones((2048, 2048), cupy.float32)

@@ -6,7 +6,11 @@ to the sum monoid's identity.  Consecutive threads read consecutive edges
 (coalesced); the thread ``tid`` adds its gather into the replica at
 ``(i - r_s) * R_i + tid % R_i`` with the monoid's shared-memory atomic, so
 threads working on the same vertex spread their atomics over ``R_i``
-addresses.
+addresses.  The replicas are then merged two by two with strides ``R_i/2,
+R_i/4, ..., 1``, and each vertex is applied and activated.  A vertex split
+over several shards (its in-edges exceed one shard) combines its partial
+sums in global memory with the monoid's global atomic; it is applied by a
+second kernel once every page of the iteration has been processed.
 
 Beyond the paper, each thread takes ``config.GPU_EDGES_PER_THREAD``
 consecutive edges at a time rather than one: their sources and offsets are
@@ -14,12 +18,8 @@ loaded as 16-byte vectors, their gathers are all in flight before the first
 is used, and the edges of one destination among them (edges are sorted by
 destination) are combined in registers before a single replica atomic.  On
 rmat:22 PageRank this made the kernel 1.26x faster on an H100 (8 edges per
-thread; BENCHMARKS.md); the memory-latency stalls that bounded the one-edge
-kernel are what it removes.  The replicas are then merged two by two with strides ``R_i/2,
-R_i/4, ..., 1``, and each vertex is applied and activated.  A vertex split
-over several shards (its in-edges exceed one shard) combines its partial
-sums in global memory with the monoid's global atomic; it is applied by a
-second kernel once every page of the iteration has been processed.
+thread; BENCHMARKS.md): it removes the memory-latency stalls that bounded
+the one-edge kernel.
 
 The program's functions come from :mod:`garaphpy.kernels.cuda_program`
 (the same Python source the CPU compiles with numba); this module wraps them
@@ -493,7 +493,6 @@ class GpuKernels:
     init_values: object
     aggregates: object
     source: str
-    edges_per_thread: int = 1
 
 
 _MODULES: dict = {}
@@ -557,8 +556,7 @@ def compile_kernels(program: CudaProgram, vertex_dtype,
             apply_split=module.get_function("gp_apply_split"),
             contributions=module.get_function("gp_contributions"),
             init_values=module.get_function("gp_init_values"),
-            aggregates=module.get_function("gp_aggregates"), source=source,
-            edges_per_thread=edges_per_thread)
+            aggregates=module.get_function("gp_aggregates"), source=source)
         _MODULES[key] = kernels
         return kernels
 

@@ -252,10 +252,11 @@ def cut_shards(in_offsets: np.ndarray, *,
         ones, the mean undercounts the collisions on it, and the edge-weighted
         rule replicates more and cuts such shards shorter.
     edges_per_thread : int
-        Consecutive edges one pull-kernel thread combines before its atomic
-        (``config.GPU_EDGES_PER_THREAD``): the contention is divided by it,
-        as a vertex's edges then reach its accumulator from that many times
-        fewer threads.  1: the published Equation 2.
+        Divides the contention: a pull kernel whose threads combine that many
+        consecutive edges before their atomic reaches a vertex's accumulator
+        from that many times fewer threads.  1 (default): the published
+        Equation 2, which stores keep (``config.REPLICATION_EDGES_PER_THREAD``)
+        whatever ``config.GPU_EDGES_PER_THREAD`` the kernel uses.
 
     Returns
     -------
