@@ -161,14 +161,15 @@ def _cut_shards(in_offsets, squares, edges_per_thread, slots, max_vertices, max_
             vertex += 1
             continue
         # the largest range whose accumulators fit: try every allowed R = 2^k
-        # and keep the longest range whose own factor is at most R
+        # and keep the longest range whose own factor (one edge per thread) is
+        # at most R; the factor the shard runs with may then be divided
         best_end = vertex + 1
         for exponent in range(min_exponent, max_exponent + 1):
             limit = min(vertex + min(slots >> exponent, max_vertices), num_vertices)
             if limit <= vertex:
                 continue
             end = _last_vertex_within(in_offsets, vertex, limit, max_edges)
-            fits = _shard_factor(in_offsets, squares, vertex, end, edges_per_thread,
+            fits = _shard_factor(in_offsets, squares, vertex, end, 1,
                                  min_exponent, max_exponent) <= (1 << exponent)
             if not fits and squares.shape[0] != 0:
                 # the edge-weighted factor rises with a heavy vertex in the range:
@@ -176,7 +177,7 @@ def _cut_shards(in_offsets, squares, edges_per_thread, slots, max_vertices, max_
                 lo, hi = vertex + 1, end - 1
                 while lo <= hi:
                     mid = (lo + hi) >> 1
-                    if _shard_factor(in_offsets, squares, vertex, mid, edges_per_thread,
+                    if _shard_factor(in_offsets, squares, vertex, mid, 1,
                                      min_exponent, max_exponent) <= (1 << exponent):
                         end = mid
                         fits = True
@@ -252,11 +253,13 @@ def cut_shards(in_offsets: np.ndarray, *,
         ones, the mean undercounts the collisions on it, and the edge-weighted
         rule replicates more and cuts such shards shorter.
     edges_per_thread : int
-        Divides the contention: a pull kernel whose threads combine that many
-        consecutive edges before their atomic reaches a vertex's accumulator
-        from that many times fewer threads.  1 (default): the published
-        Equation 2, which stores keep (``config.REPLICATION_EDGES_PER_THREAD``)
-        whatever ``config.GPU_EDGES_PER_THREAD`` the kernel uses.
+        Divides the contention of the factor each shard runs with: a pull
+        kernel whose threads combine that many consecutive edges before their
+        atomic reaches a vertex's accumulator from that many times fewer
+        threads.  The shards are cut as with 1 (the published rule), so a
+        divisor changes only how many replicas each shard keeps, never where
+        shards end.  1: the published Equation 2.  Stores default to
+        ``config.REPLICATION_EDGES_PER_THREAD``.
 
     Returns
     -------

@@ -175,6 +175,10 @@ def test_replication_rules_give_each_shard_its_own_factor(rule, edges_per_thread
                                          edges_per_thread)
         assert int(shard["replication"]) == expected
         assert vertices * expected <= slots or vertices == 1
+    boundaries = ["first_vertex", "num_vertices", "edge_begin", "edge_end", "split"]
+    one_edge = layout.cut_shards(offsets, shared_memory_bytes=4096, slot_bytes=4,
+                                 max_vertices=700, max_edges=1000, replication_rule=rule)
+    assert np.array_equal(shards[boundaries], one_edge[boundaries])  # the divisor cuts nothing
     if rule == "mean" and edges_per_thread == 1:  # the published Equation 2, unchanged
         assert np.array_equal(shards, layout.cut_shards(
             offsets, shared_memory_bytes=4096, slot_bytes=4, max_vertices=700,
