@@ -378,8 +378,36 @@ def print_cusparse(section: dict) -> None:
 
 
 # --------------------------------------------------------------- engine runs --
+HOLD_QUEUE_SOURCE = r"""
+extern "C" __global__ void hold_queue(unsigned long long nanoseconds) {
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do {
+        __nanosleep(1000);
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    } while (now - start < nanoseconds);
+}
+"""
+_HOLD_KERNEL = []
+
+
+def hold_queue(stream, seconds: float) -> None:
+    """Keep ``stream`` busy on the GPU for ``seconds`` (one thread sleeping on
+    the global timer), so that what the host queues behind it meanwhile runs
+    back to back.  Event windows then time the GPU's work, not the gaps of a
+    host launching kernels shorter than its launch overhead (the "blocking
+    kernel" of GPU benchmark harnesses)."""
+    import cupy
+
+    if not _HOLD_KERNEL:
+        _HOLD_KERNEL.append(cupy.RawKernel(HOLD_QUEUE_SOURCE, "hold_queue"))
+    with stream:
+        _HOLD_KERNEL[0]((1,), (1,), (np.uint64(round(seconds * 1e9)),))
+
+
 def engine_run(graph, iterations: int, *, gpu_memory: int | None = None,
-               n_streams: int | None = None, fuse_resident: bool | None = None) -> dict:
+               n_streams: int | None = None, fuse_resident: bool | None = None,
+               hold_seconds: float = 0.0) -> dict:
     """PageRank through ``garaphpy.run(mode="gpu")``, keeping the engine it builds.
 
     ``garaphpy.run`` returns the records but not the engine, whose plan and
@@ -391,6 +419,15 @@ def engine_run(graph, iterations: int, *, gpu_memory: int | None = None,
     event recorded on the engine's main stream as ``iterate`` starts, before
     anything of the iteration is queued, is the origin.  The engine is
     dropped (its device memory freed) before returning.
+
+    With ``hold_seconds`` > 0, every iteration first queues
+    :func:`hold_queue` on the main stream (before the origin), so that the
+    iteration's kernels are all queued before the first one may start and
+    their event windows are GPU time only; the wall times of such a run
+    include the hold and mean nothing.  ``"queue_seconds"`` is how long the
+    host took to queue each iteration (from the hold's launch to the
+    iteration's wait); more than ``hold_seconds`` means the hold was too
+    short for that iteration.
     """
     from garaphpy.api import NotConvergedWarning
     from garaphpy.scheduler import gpu_engine
@@ -404,11 +441,20 @@ def engine_run(graph, iterations: int, *, gpu_memory: int | None = None,
             super().__init__(*arguments, **options)
             self.bench_timelines = []
             self.bench_origin = None
+            self.bench_queue_start = 0.0
+            self.bench_queue_seconds = []
             kept.append(self)
 
         def iterate(self, record, prefix, aggregates):
+            self.bench_queue_start = time.perf_counter()
+            if hold_seconds > 0:
+                hold_queue(self.main_stream, hold_seconds)
             self.bench_origin = self.main_stream.record()
             super().iterate(record, prefix, aggregates)
+
+        def end_iteration(self, record, timings, aggregates, apply_split=True):
+            self.bench_queue_seconds.append(time.perf_counter() - self.bench_queue_start)
+            return super().end_iteration(record, timings, aggregates, apply_split)
 
         def _measure(self, timings):
             if self.bench_origin is not None:
@@ -428,6 +474,7 @@ def engine_run(graph, iterations: int, *, gpu_memory: int | None = None,
     plan = engine.plan
     run = {"records": result.iterations, "timings": list(engine.timings),
            "timelines": engine.bench_timelines, "values": result.values,
+           "hold_seconds": hold_seconds, "queue_seconds": engine.bench_queue_seconds,
            "setup_seconds": result.setup_seconds,
            "describe": engine.describe(),
            "plan": {"resident": plan.resident, "n_streams": plan.n_streams,
@@ -519,6 +566,8 @@ def run_summary(run: dict) -> dict:
         "kernel_seconds": [r.kernel_seconds for r in run["records"]],
         "copy_seconds": [r.copy_seconds for r in run["records"]],
         "setup_seconds": run["setup_seconds"], "plan": run["plan"],
+        "hold_seconds": run["hold_seconds"],
+        "max_queue_seconds": max(run["queue_seconds"][1:], default=0.0),
         "describe": run["describe"], "shared_bytes": run["shared_bytes"],
         "oversize_shards": run["oversize_shards"],
         "gather_precomputed": run["gather_precomputed"],
@@ -674,12 +723,18 @@ def bench_replication(args, stores: dict, failures: list) -> list:
 
     Every store runs ``--replication-rounds`` times, the stores in a rotated
     order each round, each run after a GPU warm-up; a store's figures are the
-    medians over its rounds."""
+    medians over its rounds.  The kernel times come from runs whose
+    iterations are queued behind :func:`hold_queue` (``--hold-queue-ms``);
+    the wall times, and the kernel times as the host's launches leave them,
+    from a run of the same store without the hold."""
+    hold = args.hold_queue_ms / 1e3
     cases = []
     for label, by_r in stores.items():
         order = list(by_r.items())
         rounds = {fixed: [] for fixed in by_r}
+        unheld_rounds = {fixed: [] for fixed in by_r}
         concurrent_rounds = {fixed: [] for fixed in by_r}
+        one_launch_rounds = {fixed: [] for fixed in by_r}
         values = {}
         for round_ in range(args.replication_rounds):
             shift = round_ % len(order)
@@ -689,16 +744,37 @@ def bench_replication(args, stores: dict, failures: list) -> list:
                     f"{args.iterations} iterations")
                 warm_up_gpu()
                 run = engine_run(graph, args.iterations, n_streams=args.replication_streams,
-                                 fuse_resident=False)
+                                 fuse_resident=False, hold_seconds=hold)
                 rounds[fixed].append(run_summary(run))
                 values.setdefault(fixed, run["values"])
+                if hold > 0:
+                    warm_up_gpu()
+                    unheld_rounds[fixed].append(run_summary(engine_run(
+                        graph, args.iterations, n_streams=args.replication_streams,
+                        fuse_resident=False)))
                 if args.n_streams != args.replication_streams:
                     # the same store with its pages on n_streams streams at once: the
                     # kernel time when small pages do not leave SMs idle
                     warm_up_gpu()
                     concurrent_rounds[fixed].append(run_summary(engine_run(
                         graph, args.iterations, n_streams=args.n_streams,
-                        fuse_resident=False)))
+                        fuse_resident=False, hold_seconds=hold)))
+                # the store as the engine runs it by default: one launch over every
+                # resident shard (config.GPU_FUSE_RESIDENT_PAGES), so that SMs left idle
+                # by a small page's blocks are not counted
+                warm_up_gpu()
+                one_launch_rounds[fixed].append(run_summary(engine_run(
+                    graph, args.iterations, n_streams=args.replication_streams,
+                    fuse_resident=True, hold_seconds=hold)))
+        for fixed, runs in [*rounds.items(), *concurrent_rounds.items(),
+                            *one_launch_rounds.items()]:
+            for run in runs:
+                if hold > 0 and run["max_queue_seconds"] > hold:
+                    failures.append(
+                        f"replication: {label} R={fixed}: the host took "
+                        f"{run['max_queue_seconds'] * 1e3:.2f} ms to queue an iteration, more "
+                        f"than --hold-queue-ms {args.hold_queue_ms}: kernel times include "
+                        f"launch gaps")
         rows = []
         reference = values[None]
         for fixed, graph in order:
@@ -711,8 +787,11 @@ def bench_replication(args, stores: dict, failures: list) -> list:
                    "layout": layout_summary(graph),
                    "rounds_kernel_seconds_per_iteration": kernel_times,
                    "kernel_seconds_per_iteration": median(kernel_times),
+                   "hold_queue_seconds": hold,
+                   "max_queue_seconds": max(r["max_queue_seconds"] for r in rounds[fixed]),
                    "seconds_per_iteration": median(
-                       r["seconds_per_iteration"] for r in rounds[fixed]),
+                       r["seconds_per_iteration"]
+                       for r in (unheld_rounds[fixed] or rounds[fixed])),
                    "per_page_kernel_seconds": summary["per_page_kernel_seconds"],
                    "page_spread_seconds": spread(summary["per_page_kernel_seconds"]),
                    "resident": summary["plan"]["resident"],
@@ -721,6 +800,13 @@ def bench_replication(args, stores: dict, failures: list) -> list:
             spread_ = row["page_spread_seconds"]
             row["page_max_over_min"] = spread_["max"] / spread_["min"] if spread_["min"] else \
                 float("nan")
+            if unheld_rounds[fixed]:
+                unheld = [r["kernel_seconds_per_iteration"] for r in unheld_rounds[fixed]]
+                row["unheld_rounds_kernel_seconds_per_iteration"] = unheld
+                row["unheld_kernel_seconds_per_iteration"] = median(unheld)
+            one_launch = [r["kernel_seconds_per_iteration"] for r in one_launch_rounds[fixed]]
+            row["one_launch_rounds_kernel_seconds_per_iteration"] = one_launch
+            row["one_launch_kernel_seconds_per_iteration"] = median(one_launch)
             if concurrent_rounds[fixed]:
                 row["concurrent_streams"] = args.n_streams
                 row["concurrent_kernel_busy_seconds"] = median(
@@ -750,6 +836,11 @@ def bench_replication(args, stores: dict, failures: list) -> list:
                 case["eq2_over_best_fixed_concurrent"] = (
                     eq2["concurrent_kernel_busy_seconds"]
                     / best["concurrent_kernel_busy_seconds"])
+            best = min(fixed_rows, key=lambda r: r["one_launch_kernel_seconds_per_iteration"])
+            case["best_fixed_one_launch"] = best["replication"]
+            case["eq2_over_best_fixed_one_launch"] = (
+                eq2["one_launch_kernel_seconds_per_iteration"]
+                / best["one_launch_kernel_seconds_per_iteration"])
         cases.append(case)
     return cases
 
@@ -758,28 +849,36 @@ def print_replication(cases: list, args) -> None:
     pages = f"~{args.replication_pages} pages" if args.replication_pages else "default pages"
     print(f"\n== 5. replication (Garaph Fig. 8/9): PageRank, {args.iterations} iterations, "
           f"resident, {args.replication_streams} stream(s), {pages}; kernel times are CUDA "
-          f"events, medians over the iterations after the first")
+          f"events, medians over the iterations after the first"
+          + (f", each iteration queued behind a {args.hold_queue_ms} ms hold (wall times and "
+             f"'unheld kernel': runs without it)" if args.hold_queue_ms > 0 else ""))
     for case in cases:
         print(f"-- {case['graph']}")
         concurrent = "concurrent_kernel_busy_seconds" in case["rows"][0]
+        unheld = "unheld_kernel_seconds_per_iteration" in case["rows"][0]
         streams = case["rows"][0].get("concurrent_streams", "")
         print(f"{'R':6} {'mean R':>7} {'pages':>5} {'shards':>7} {'kernel ms/iter':>15} "
-              f"{'wall ms/iter':>13} {'page ms: min':>13} {'p10':>7} {'median':>7} {'p90':>7} "
+              + (f"{'unheld kernel':>14} " if unheld else "")
+              + f"{'wall ms/iter':>13} {'page ms: min':>13} {'p10':>7} {'median':>7} {'p90':>7} "
               f"{'max':>7} {'max/min':>8} {'L1 vs Eq.2':>11}"
-              + (f" {f'{streams} streams: kernel':>20} {'wall':>7}" if concurrent else ""))
+              + (f" {f'{streams} streams: kernel':>20} {'wall':>7}" if concurrent else "")
+              + f" {'one launch: kernel':>19}")
         for row in case["rows"]:
             s = {k: v * 1e3 for k, v in row["page_spread_seconds"].items()}
             lay = row["layout"]
             print(f"{row['replication']:6} {lay['mean_replication']:>7.2f} "
                   f"{lay['num_pages']:>5} {lay['num_shards']:>7,} "
                   f"{row['kernel_seconds_per_iteration'] * 1e3:>15.3f} "
-                  f"{row['seconds_per_iteration'] * 1e3:>13.3f} {s['min']:>13.3f} "
+                  + (f"{row['unheld_kernel_seconds_per_iteration'] * 1e3:>14.3f} "
+                     if unheld else "")
+                  + f"{row['seconds_per_iteration'] * 1e3:>13.3f} {s['min']:>13.3f} "
                   f"{s['p10']:>7.3f} {s['median']:>7.3f} {s['p90']:>7.3f} {s['max']:>7.3f} "
                   f"{row['page_max_over_min']:>8.1f} "
                   f"{format(row['l1_vs_eq2'], '.3g') if 'l1_vs_eq2' in row else '-':>11}"
                   + (f" {row['concurrent_kernel_busy_seconds'] * 1e3:>20.3f} "
                      f"{row['concurrent_seconds_per_iteration'] * 1e3:>7.3f}"
-                     if concurrent else ""))
+                     if concurrent else "")
+                  + f" {row['one_launch_kernel_seconds_per_iteration'] * 1e3:>19.3f}")
         if "eq2_over_best_fixed" in case:
             ratio = case["eq2_over_best_fixed"]
             print(f"target Eq.2 kernel time <= best fixed ({case['best_fixed']}): {ratio:.3f} "
@@ -788,6 +887,10 @@ def print_replication(cases: list, args) -> None:
             ratio = case["eq2_over_best_fixed_concurrent"]
             print(f"  the same with the pages on {streams} streams (kernel busy time): Eq.2 / "
                   f"best fixed ({case['best_fixed_concurrent']}) = {ratio:.3f}")
+        if "eq2_over_best_fixed_one_launch" in case:
+            ratio = case["eq2_over_best_fixed_one_launch"]
+            print(f"  the same as one launch over every shard (the engine's default): Eq.2 / "
+                  f"best fixed ({case['best_fixed_one_launch']}) = {ratio:.3f}")
 
 
 def args_streams(rows: list) -> int:
@@ -902,6 +1005,10 @@ def parse_args(argv=None):
     parser.add_argument("--replication-streams", type=int, default=1,
                         help="streams of the replication runs (default 1: per-page kernel "
                              "times undisturbed)")
+    parser.add_argument("--hold-queue-ms", type=float, default=5.0,
+                        help="queue each replication iteration behind a kernel holding the "
+                             "stream this long, so that kernel times exclude the host's "
+                             "launch gaps; 0: no hold (default 5.0)")
     parser.add_argument("--bandwidth-mib", type=int, default=256,
                         help="pinned buffer copied for the bandwidth (default 256 MiB)")
     parser.add_argument("--bandwidth-repeat", type=int, default=5,
@@ -927,6 +1034,9 @@ def parse_args(argv=None):
                         default=None,
                         help="consecutive edges one pull-kernel thread takes at a time "
                              "(config.GPU_EDGES_PER_THREAD); default: the library's default")
+    parser.add_argument("--merge-lanes", type=int, choices=(1, 2, 4, 8, 16, 32), default=None,
+                        help="lanes that merge one vertex's replicas after the gather "
+                             "(config.GPU_MERGE_LANES); default: the library's default")
     parser.add_argument("--build-only", action="store_true",
                         help="build or reuse the stores, print their layout and stop (no GPU "
                              "needed)")
@@ -943,6 +1053,8 @@ def parse_args(argv=None):
             parser.error(f"--{name.replace('_', '-')}={getattr(args, name)}: expected >= 1")
     if args.iterations < 2:
         parser.error("--iterations: expected >= 2 (the first iteration is not counted)")
+    if not 0 <= args.hold_queue_ms <= 1000:
+        parser.error(f"--hold-queue-ms={args.hold_queue_ms}: expected 0..1000")
     if args.replication_pages < 0:
         parser.error(f"--replication-pages={args.replication_pages}: expected >= 0")
     if not 1 <= args.scale <= 30:
@@ -986,9 +1098,12 @@ def main(argv=None) -> int:
         config.GPU_WARP_COMBINE = args.warp_combine == "on"
     if args.edges_per_thread is not None:
         config.GPU_EDGES_PER_THREAD = args.edges_per_thread
+    if args.merge_lanes is not None:
+        config.GPU_MERGE_LANES = args.merge_lanes
     date = time.strftime("%Y-%m-%d")
     results = {"benchmark": "gpu", "warp_combine": config.GPU_WARP_COMBINE,
                "edges_per_thread": config.GPU_EDGES_PER_THREAD,
+               "merge_lanes": config.GPU_MERGE_LANES,
                "fuse_resident_pages": config.GPU_FUSE_RESIDENT_PAGES,
                "date": time.strftime("%Y-%m-%d %H:%M:%S"), **machine(),
                "args": {k: v for k, v in vars(args).items()}}
