@@ -69,6 +69,13 @@ GPU_WARP_COMBINE = False
 #: paper's kernel).  A power of two up to 16.
 GPU_EDGES_PER_THREAD = 8
 
+#: Lanes of one warp that merge a vertex's R_i replicas after the gather (a
+#: power of two up to 32).  Each lane first merges R_i / lanes of them in shared
+#: memory, then the lanes merge by register shuffles, with no barrier between
+#: strides.  8 measured faster than one barrier per stride and than 32 lanes
+#: (BENCHMARKS.md, "Replica merge").
+GPU_MERGE_LANES = 8
+
 #: How a shard's replication factor R_i (Garaph Equation 2) measures the
 #: contention on its accumulators: "mean" (|E_i| / |V_i|, as published) or
 #: "edge-weighted" (sum of d^2 over |E_i|: how many edges share an edge's

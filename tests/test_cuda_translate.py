@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
+from garaphpy import config
+from garaphpy.errors import ConfigError
 from garaphpy.kernels.cpu_program import compile_program
 from garaphpy.kernels.cuda_program import CudaProgram, check_translatable, ctype, \
     translate_program
@@ -963,10 +965,11 @@ def test_device_code_compiles_with_nvcc(tmp_path):
     assert "warning" not in result.stderr.lower(), result.stderr[-6000:]
 
 
-def test_every_pull_kernel_variant_compiles_with_nvcc(tmp_path):
+def test_every_pull_kernel_variant_compiles_with_nvcc(tmp_path, monkeypatch):
     """The whole translation unit of the engine (kernels/gpu.py), with the pull
     kernel instantiated for every edges-per-thread choice and variant, for
-    programs of 4- and 8-byte vertex ids and 1- to 8-byte accumulators."""
+    programs of 4- and 8-byte vertex ids and 1- to 8-byte accumulators, and
+    with the replica merge's other lane-group sizes."""
     from garaphpy.kernels.gpu import EDGES_PER_THREAD_CHOICES, kernel_source
 
     nvcc = shutil.which("nvcc")
@@ -987,11 +990,31 @@ def test_every_pull_kernel_variant_compiles_with_nvcc(tmp_path):
             [nvcc, "-arch=sm_90", "-std=c++17", "-diag-suppress", "550", "-c", str(source),
              "-o", str(source.with_suffix(".o"))],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
-    assert len(compilations) == len(chosen)
+    pagerank = next(c for c in CASES if c.id == "builtin-pagerank")
+    for lanes in (1, 2, 32):  # the replica merge's lane groups (8 above, the default)
+        monkeypatch.setattr(config, "GPU_MERGE_LANES", lanes)
+        source = tmp_path / f"merge-lanes-{lanes}.cu"
+        source.write_text(kernel_source(pagerank.translated, np.int32)
+                          + "\nvoid* gp_instance = (void*)gp_pull<true, false, 8>;\n")
+        compilations.append((f"merge lanes {lanes}", subprocess.Popen(
+            [nvcc, "-arch=sm_90", "-std=c++17", "-diag-suppress", "550", "-c", str(source),
+             "-o", str(source.with_suffix(".o"))],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+    assert len(compilations) == len(chosen) + 3
     for case_id, process in compilations:
         _, stderr = process.communicate()
         assert process.returncode == 0, (case_id, stderr[-6000:])
         assert "warning" not in stderr.lower(), (case_id, stderr[-6000:])
+
+
+@pytest.mark.parametrize("lanes", [0, 3, 64, True, 8.0])
+def test_merge_lanes_other_than_a_power_of_two_up_to_32_are_refused(monkeypatch, lanes):
+    from garaphpy.kernels.gpu import kernel_source
+
+    monkeypatch.setattr(config, "GPU_MERGE_LANES", lanes)
+    case = next(c for c in CASES if c.id == "builtin-pagerank")
+    with pytest.raises(ConfigError, match="GPU_MERGE_LANES"):
+        kernel_source(case.translated, np.int32)
 
 
 def test_device_code_compiles_with_cupy_nvrtc():

@@ -248,6 +248,27 @@ def test_every_edges_per_thread_gives_the_cpu_result(rmat, edges_per_thread):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("lanes", [1, 8, 32])
+@pytest.mark.parametrize("replication", [1, 2, 4, 8, 16, 32, 64])
+def test_every_replication_factor_gives_the_cpu_result(replication, lanes, monkeypatch):
+    """The replica merge at every R_i (64: above the default max_replication),
+    with lane groups of one (every stride in shared memory), 8 (the default)
+    and 32 (shuffles only, up to R_i = 32)."""
+    monkeypatch.setattr(config, "GPU_MERGE_LANES", lanes)
+    graph = garaphpy.Graph.load("rmat:12", progress=False,
+                                generator_options={"weighted": True, "seed": 9},
+                                fixed_replication=replication, max_replication=64)
+    assert set(graph.store.shards["replication"].tolist()) == {replication}
+    for name in ("pagerank", "sssp", "cc", "hs"):
+        program = gpu_program(name)
+        sources = np.array([0, 7], np.int64) if program.needs_sources else ()
+        options = {"max_iterations": 50} if name in ITERATIVE else {}
+        cpu = run_quietly(graph, program, sources, mode="cpu", **options)
+        gpu = run_quietly(graph, program, sources, mode="gpu", **options)
+        assert_matches(name, gpu.values, cpu.values)
+
+
+@pytest.mark.gpu
 def test_one_launch_over_resident_pages_equals_one_launch_per_page():
     graph = garaphpy.Graph.load("rmat:12", progress=False,
                                 generator_options={"weighted": True, "seed": 3},

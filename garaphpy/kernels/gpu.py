@@ -7,10 +7,14 @@ to the sum monoid's identity.  Consecutive threads read consecutive edges
 ``(i - r_s) * R_i + tid % R_i`` with the monoid's shared-memory atomic, so
 threads working on the same vertex spread their atomics over ``R_i``
 addresses.  The replicas are then merged two by two with strides ``R_i/2,
-R_i/4, ..., 1``, and each vertex is applied and activated.  A vertex split
-over several shards (its in-edges exceed one shard) combines its partial
-sums in global memory with the monoid's global atomic; it is applied by a
-second kernel once every page of the iteration has been processed.
+R_i/4, ..., 1``, and each vertex is applied and activated.  (The pairing is
+the paper's, but no barrier separates the strides: a vertex's replicas belong
+to ``config.GPU_MERGE_LANES`` consecutive lanes of one warp, each lane merges
+its own slots in shared memory, then the lanes merge by register shuffles.)
+A vertex split over several shards (its in-edges exceed one shard) combines
+its partial sums in global memory with the monoid's global atomic; it is
+applied by a second kernel once every page of the iteration has been
+processed.
 
 Beyond the paper, each thread takes ``config.GPU_EDGES_PER_THREAD``
 consecutive edges at a time rather than one: their sources and offsets are
@@ -159,6 +163,16 @@ __device__ __forceinline__ T gp_shuffle_up(T x, int delta) {{
     return word.value;
 }}
 
+// __shfl_down_sync for any accumulator type, as gp_shuffle_up
+template <typename T>
+__device__ __forceinline__ T gp_shuffle_down(T x, int delta) {{
+    union {{ T value; typename gp_bits<sizeof(T)>::type bits; }} word;
+    word.bits = 0;
+    word.value = x;
+    word.bits = __shfl_down_sync(0xffffffffu, word.bits, delta);
+    return word.value;
+}}
+
 // N consecutive elements from p (aligned to N * sizeof(T) bytes), in 16-, 8- or
 // 4-byte loads where the size allows
 template <typename T, int N>
@@ -294,11 +308,32 @@ gp_pull(const vid_t* __restrict__ sources, const unsigned short* __restrict__ id
         }}
     }}
     __syncthreads();
-    for (int stride_shift = replication_shift - 1; stride_shift >= 0; --stride_shift) {{
-        const int stride = 1 << stride_shift;
-        for (int i = threadIdx.x; i < shard_vertices << stride_shift; i += blockDim.x) {{
-            const int slot = ((i >> stride_shift) << replication_shift) + (i & (stride - 1));
-            local[slot] = gp_combine(local[slot], local[slot + stride]);
+    // the two-way merge with strides R_i/2, ..., 1 (the paper's pairing), no barrier: the
+    // R_i replicas of a vertex belong to G = min(R_i, MERGE_LANES) consecutive lanes of one
+    // warp; lane l merges its own slots l, l + G, l + 2G, ... with the strides R_i/2 .. G,
+    // then the G lanes merge by shuffles with the strides G/2 .. 1
+    if (replication > 1) {{
+        constexpr int MERGE_LANES = {merge_lanes};
+        const int group_shift = min(replication_shift, __ffs(MERGE_LANES) - 1);
+        const int group = 1 << group_shift;
+        const int lane_slots = replication >> group_shift;
+        const int group_slots = shard_vertices << group_shift;
+        for (int base = threadIdx.x & ~31; base < group_slots; base += blockDim.x) {{
+            const int i = base + (threadIdx.x & 31);
+            accum_t x = identity;
+            if (i < group_slots) {{
+                accum_t* mine = local + ((i >> group_shift) << replication_shift)
+                                + (i & (group - 1));
+                for (int half = lane_slots >> 1; half > 0; half >>= 1)
+                    for (int k = 0; k < half; ++k)
+                        mine[k << group_shift] = gp_combine(mine[k << group_shift],
+                                                            mine[(k + half) << group_shift]);
+                x = mine[0];
+            }}
+            for (int stride = group >> 1; stride > 0; stride >>= 1)
+                x = gp_combine(x, gp_shuffle_down(x, stride));
+            if (i < group_slots && (i & (group - 1)) == 0)
+                local[(i >> group_shift) << replication_shift] = x;
         }}
         __syncthreads();
     }}
@@ -466,13 +501,24 @@ class DeviceInfo:
 
 def kernel_source(program: CudaProgram, vertex_dtype) -> str:
     """The whole CUDA C++ translation unit for ``program``: its device
-    functions followed by the kernels, for a store with ``vertex_dtype`` ids."""
+    functions followed by the kernels, for a store with ``vertex_dtype`` ids.
+
+    Raises
+    ------
+    ConfigError
+        When ``config.GPU_MERGE_LANES`` is not a power of two in 1..32.
+    """
+    lanes = config.GPU_MERGE_LANES
+    if isinstance(lanes, bool) or not isinstance(lanes, int) or not 1 <= lanes <= 32 \
+            or lanes & (lanes - 1):
+        raise ConfigError(f"config.GPU_MERGE_LANES={lanes!r}: expected a power of two in 1..32")
     monoids = program.aggregate_monoids
     merge = "\n".join(f"    if (i == {i}) return {_DOUBLE_MERGE[m]};"
                       for i, m in enumerate(monoids)) + "\n    return a;"
     atomic = "\n".join(f"    if (i == {i}) {{\n        {_DOUBLE_ATOMIC[m]}\n        return;\n    }}"
                        for i, m in enumerate(monoids)) or "    (void)i; (void)address; (void)x;"
     kernels = _KERNELS.format(vid_type=ctype(vertex_dtype), threads=config.GPU_THREADS_PER_BLOCK,
+                              merge_lanes=config.GPU_MERGE_LANES,
                               aggregate_merge=merge, aggregate_atomic=atomic)
     return program.source + "\n" + kernels
 
@@ -519,7 +565,8 @@ def compile_kernels(program: CudaProgram, vertex_dtype,
     Raises
     ------
     ConfigError
-        For an ``edges_per_thread`` not offered.
+        For an ``edges_per_thread`` not offered, or a ``config.GPU_MERGE_LANES``
+        that is not a power of two up to 32.
     GpuUnavailableError
         Without cupy or a device.
     garaphpy.program.ProgramError
@@ -531,8 +578,8 @@ def compile_kernels(program: CudaProgram, vertex_dtype,
     if edges_per_thread not in EDGES_PER_THREAD_CHOICES or isinstance(edges_per_thread, bool):
         raise ConfigError(f"edges_per_thread={edges_per_thread!r}: expected one of "
                           f"{EDGES_PER_THREAD_CHOICES}")
-    cupy = cupy_module()
     source = kernel_source(program, vertex_dtype)
+    cupy = cupy_module()
     key = (hashlib.sha256(source.encode()).hexdigest(), edges_per_thread)
     with _MODULES_LOCK:
         if key in _MODULES:
