@@ -65,14 +65,18 @@ not counted (it pays for module loading); medians are reported.
     median, p90, max), the scores' L1 difference from Equation 2's run.
     Target: Equation 2 no slower than the best fixed R.  Every store runs
     ``--replication-rounds`` times (3), the stores in a rotated order each
-    round, each run after 50 ms of GPU work (NotreDame's runs of one store
-    come out fast or slow whole, by up to 2x; the warm-up, meant to rule out
-    low clocks, did not remove that, and the cause is not known); the
-    figures are the medians over the rounds.  Each store also runs a
-    second time with its pages on ``--n-streams`` streams at once, reporting
-    the time some page kernel was running per iteration (from the event
-    timeline): on a small graph the one-stream figure mostly measures how
-    many shards (blocks) a page offers the SMs.
+    round, each run after 50 ms of GPU work; the figures are the medians
+    over the rounds.  Each iteration of these runs is queued behind a kernel
+    that holds the stream for ``--hold-queue-ms`` (:func:`hold_queue`), so
+    that a page's event window is the GPU's time alone: on an idle stream the
+    window opens before the host has finished launching the kernel, and on
+    NotreDame (kernels of ~10 us) those launch gaps made whole runs of one
+    store fast or slow by up to 2x.  The same store also runs without the
+    hold (wall time, and the ``unheld kernel`` time as the launch gaps leave
+    it), with its pages on ``--n-streams`` streams at once (the time some
+    page kernel was running: on a small graph the one-stream figure mostly
+    measures how many shards, one block each, a page offers the SMs), and as
+    one launch over every shard, held (how the engine runs resident pages).
 
 Every engine run is ``garaphpy.run(graph, "pagerank", mode="gpu", ...)``.
 It returns the records but not the engine, whose plan (resident or
@@ -91,9 +95,9 @@ Usage (from the repository root)::
 
     PYTHONPATH=. python3 bench/gpu.py [--scale 22] [--iterations 20]
         [--store-dir DIR] [--notredame PATH] [--only SECTIONS] [--build-only]
-        [--build-option NAME=INTEGER ...]
+        [--build-option NAME=INTEGER ...] [--merge-lanes N] [--hold-queue-ms MS]
 
-On an H200 (2026-11-22) the whole run, builds included, took 40-60 s.
+On an H100 (2026-11-24) the whole run, builds included, took about 105 s.
 """
 
 from __future__ import annotations
