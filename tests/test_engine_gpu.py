@@ -68,14 +68,18 @@ def iterative_options(name):
 assert_matches = ref.assert_program_values
 
 
-def assert_gpu_matches_cpu(graph, names, source, max_iterations):
-    """Run each program on both engines (from ``source`` where it needs one)."""
+def assert_gpu_matches_cpu(graph, names, sources, max_iterations, same_iterations=False):
+    """Run each program on both engines (from ``sources`` where it needs them);
+    with ``same_iterations``, the exact programs must also take as many
+    iterations on both."""
     for name in names:
-        program = program_for(name)
-        sources = np.array([source], np.int64) if program.needs_sources else ()
-        cpu = run_quietly(graph, program, sources, mode="cpu", max_iterations=max_iterations)
-        gpu = run_quietly(graph, program, sources, mode="gpu", max_iterations=max_iterations)
+        program = gpu_program(name)
+        chosen = np.asarray(sources, np.int64) if program.needs_sources else ()
+        cpu = run_quietly(graph, program, chosen, mode="cpu", max_iterations=max_iterations)
+        gpu = run_quietly(graph, program, chosen, mode="gpu", max_iterations=max_iterations)
         assert_matches(name, gpu.values, cpu.values)
+        if same_iterations and name in EXACT:
+            assert gpu.num_iterations == cpu.num_iterations
 
 
 # ------------------------------------------------------------ without a GPU --
@@ -183,7 +187,7 @@ def test_one_vertex_with_a_million_in_edges():
                                        weight_dtype="float64")
     split = graph.store.shards["split"] == 1
     assert split.sum() >= 15  # 10^6 in-edges over shards of 2^16
-    assert_gpu_matches_cpu(graph, ("pagerank", "sssp", "bfs", "sswp"), source=1,
+    assert_gpu_matches_cpu(graph, ("pagerank", "sssp", "bfs", "sswp"), sources=[1],
                            max_iterations=30)
 
 
@@ -198,7 +202,7 @@ def test_shards_at_the_16_bit_offset_limit():
                                        shared_memory_bytes=4 << 16, slot_bytes=4)
     shards = graph.store.shards
     assert shards["num_vertices"].max() == 1 << 16
-    assert_gpu_matches_cpu(graph, ("pagerank", "bfs", "cc"), source=3, max_iterations=20)
+    assert_gpu_matches_cpu(graph, ("pagerank", "bfs", "cc"), sources=[3], max_iterations=20)
 
 
 @pytest.mark.gpu
@@ -236,15 +240,8 @@ def test_every_edges_per_thread_gives_the_cpu_result(rmat, edges_per_thread):
     assert len(set((starts % 16).tolist())) > 8
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(config, "GPU_EDGES_PER_THREAD", edges_per_thread)
-        for name in ("pagerank", "sssp", "cc", "bfs", "sswp", "hs"):
-            program = gpu_program(name)
-            sources = np.array([0, 7], np.int64) if program.needs_sources else ()
-            options = {"max_iterations": 50} if name in ITERATIVE else {}
-            cpu = run_quietly(rmat, program, sources, mode="cpu", **options)
-            gpu = run_quietly(rmat, program, sources, mode="gpu", **options)
-            assert_matches(name, gpu.values, cpu.values)
-            if name in EXACT:
-                assert gpu.num_iterations == cpu.num_iterations
+        assert_gpu_matches_cpu(rmat, ("pagerank", "sssp", "cc", "bfs", "sswp", "hs"),
+                               sources=[0, 7], max_iterations=50, same_iterations=True)
 
 
 @pytest.mark.gpu
@@ -259,13 +256,8 @@ def test_every_replication_factor_gives_the_cpu_result(replication, lanes, monke
                                 generator_options={"weighted": True, "seed": 9},
                                 fixed_replication=replication, max_replication=64)
     assert set(graph.store.shards["replication"].tolist()) == {replication}
-    for name in ("pagerank", "sssp", "cc", "hs"):
-        program = gpu_program(name)
-        sources = np.array([0, 7], np.int64) if program.needs_sources else ()
-        options = {"max_iterations": 50} if name in ITERATIVE else {}
-        cpu = run_quietly(graph, program, sources, mode="cpu", **options)
-        gpu = run_quietly(graph, program, sources, mode="gpu", **options)
-        assert_matches(name, gpu.values, cpu.values)
+    assert_gpu_matches_cpu(graph, ("pagerank", "sssp", "cc", "hs"), sources=[0, 7],
+                           max_iterations=50)
 
 
 @pytest.mark.gpu

@@ -153,23 +153,15 @@ __device__ __forceinline__ void gp_update(const gp_attrs& attrs, const double* a
 template <int BYTES> struct gp_bits {{ typedef int type; }};
 template <> struct gp_bits<8> {{ typedef long long type; }};
 
-// __shfl_up_sync for any accumulator type: moved as its bit pattern
-template <typename T>
-__device__ __forceinline__ T gp_shuffle_up(T x, int delta) {{
+// __shfl_up_sync (UP) or __shfl_down_sync for any accumulator type: moved as its
+// bit pattern
+template <bool UP, typename T>
+__device__ __forceinline__ T gp_shuffle(T x, int delta) {{
     union {{ T value; typename gp_bits<sizeof(T)>::type bits; }} word;
     word.bits = 0;
     word.value = x;
-    word.bits = __shfl_up_sync(0xffffffffu, word.bits, delta);
-    return word.value;
-}}
-
-// __shfl_down_sync for any accumulator type, as gp_shuffle_up
-template <typename T>
-__device__ __forceinline__ T gp_shuffle_down(T x, int delta) {{
-    union {{ T value; typename gp_bits<sizeof(T)>::type bits; }} word;
-    word.bits = 0;
-    word.value = x;
-    word.bits = __shfl_down_sync(0xffffffffu, word.bits, delta);
+    word.bits = UP ? __shfl_up_sync(0xffffffffu, word.bits, delta)
+                   : __shfl_down_sync(0xffffffffu, word.bits, delta);
     return word.value;
 }}
 
@@ -247,7 +239,7 @@ gp_pull(const vid_t* __restrict__ sources, const unsigned short* __restrict__ id
                 else x = gp_gather(values, weights, attrs, u, first_vertex + key, e);
             }}
             for (int delta = 1; delta < 32; delta <<= 1) {{
-                const accum_t before = gp_shuffle_up(x, delta);
+                const accum_t before = gp_shuffle<true>(x, delta);
                 const int before_key = __shfl_up_sync(0xffffffffu, key, delta);
                 if (lane >= delta && before_key == key) x = gp_combine(x, before);
             }}
@@ -331,7 +323,7 @@ gp_pull(const vid_t* __restrict__ sources, const unsigned short* __restrict__ id
                 x = mine[0];
             }}
             for (int stride = group >> 1; stride > 0; stride >>= 1)
-                x = gp_combine(x, gp_shuffle_down(x, stride));
+                x = gp_combine(x, gp_shuffle<false>(x, stride));
             if (i < group_slots && (i & (group - 1)) == 0)
                 local[(i >> group_shift) << replication_shift] = x;
         }}
