@@ -103,6 +103,7 @@ On an H100 (2026-11-24) the whole run, builds included, took about 105 s.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -119,6 +120,7 @@ import numpy as np  # noqa: E402
 
 import garaphpy  # noqa: E402
 from garaphpy import config  # noqa: E402
+from garaphpy.kernels import gpu as gpu_kernels  # noqa: E402
 from garaphpy.storage import layout  # noqa: E402
 from _host import (  # noqa: E402  (bench/ is the script's directory)
     free_gpu_memory, gpu_problem, host_info, log, median)
@@ -392,7 +394,13 @@ extern "C" __global__ void hold_queue(unsigned long long nanoseconds) {
     } while (now - start < nanoseconds);
 }
 """
-_HOLD_KERNEL = []
+
+
+@functools.cache
+def _hold_kernel():
+    import cupy
+
+    return cupy.RawKernel(HOLD_QUEUE_SOURCE, "hold_queue")
 
 
 def hold_queue(stream, seconds: float) -> None:
@@ -401,12 +409,8 @@ def hold_queue(stream, seconds: float) -> None:
     back to back.  Event windows then time the GPU's work, not the gaps of a
     host launching kernels shorter than its launch overhead (the "blocking
     kernel" of GPU benchmark harnesses)."""
-    import cupy
-
-    if not _HOLD_KERNEL:
-        _HOLD_KERNEL.append(cupy.RawKernel(HOLD_QUEUE_SOURCE, "hold_queue"))
     with stream:
-        _HOLD_KERNEL[0]((1,), (1,), (np.uint64(round(seconds * 1e9)),))
+        _hold_kernel()((1,), (1,), (np.uint64(round(seconds * 1e9)),))
 
 
 def engine_run(graph, iterations: int, *, gpu_memory: int | None = None,
@@ -732,13 +736,25 @@ def bench_replication(args, stores: dict, failures: list) -> list:
     the wall times, and the kernel times as the host's launches leave them,
     from a run of the same store without the hold."""
     hold = args.hold_queue_ms / 1e3
+    # every store runs these ways each round, in this order
+    variants = {"per_page": {"n_streams": args.replication_streams, "fuse_resident": False,
+                             "hold_seconds": hold}}
+    if hold > 0:  # wall times, and kernel times as the host's launch gaps leave them
+        variants["unheld"] = {"n_streams": args.replication_streams, "fuse_resident": False}
+    if args.n_streams != args.replication_streams:
+        # the pages on n_streams streams at once: the kernel time when small pages do
+        # not leave SMs idle
+        variants["concurrent"] = {"n_streams": args.n_streams, "fuse_resident": False,
+                                  "hold_seconds": hold}
+    # as the engine runs resident pages by default: one launch over every shard
+    # (config.GPU_FUSE_RESIDENT_PAGES)
+    variants["one_launch"] = {"n_streams": args.replication_streams, "fuse_resident": True,
+                              "hold_seconds": hold}
     cases = []
     for label, by_r in stores.items():
         order = list(by_r.items())
-        rounds = {fixed: [] for fixed in by_r}
-        unheld_rounds = {fixed: [] for fixed in by_r}
-        concurrent_rounds = {fixed: [] for fixed in by_r}
-        one_launch_rounds = {fixed: [] for fixed in by_r}
+        runs = {variant: {fixed: [] for fixed in by_r}
+                for variant in ("per_page", "unheld", "concurrent", "one_launch")}
         values = {}
         for round_ in range(args.replication_rounds):
             shift = round_ % len(order)
@@ -746,39 +762,19 @@ def bench_replication(args, stores: dict, failures: list) -> list:
                 name = "Eq.2" if fixed is None else f"R={fixed}"
                 log(f"replication: {label}, {name}, round {round_ + 1}, "
                     f"{args.iterations} iterations")
-                warm_up_gpu()
-                run = engine_run(graph, args.iterations, n_streams=args.replication_streams,
-                                 fuse_resident=False, hold_seconds=hold)
-                rounds[fixed].append(run_summary(run))
-                values.setdefault(fixed, run["values"])
-                if hold > 0:
+                for variant, options in variants.items():
                     warm_up_gpu()
-                    unheld_rounds[fixed].append(run_summary(engine_run(
-                        graph, args.iterations, n_streams=args.replication_streams,
-                        fuse_resident=False)))
-                if args.n_streams != args.replication_streams:
-                    # the same store with its pages on n_streams streams at once: the
-                    # kernel time when small pages do not leave SMs idle
-                    warm_up_gpu()
-                    concurrent_rounds[fixed].append(run_summary(engine_run(
-                        graph, args.iterations, n_streams=args.n_streams,
-                        fuse_resident=False, hold_seconds=hold)))
-                # the store as the engine runs it by default: one launch over every
-                # resident shard (config.GPU_FUSE_RESIDENT_PAGES), so that SMs left idle
-                # by a small page's blocks are not counted
-                warm_up_gpu()
-                one_launch_rounds[fixed].append(run_summary(engine_run(
-                    graph, args.iterations, n_streams=args.replication_streams,
-                    fuse_resident=True, hold_seconds=hold)))
-        for fixed, runs in [*rounds.items(), *concurrent_rounds.items(),
-                            *one_launch_rounds.items()]:
-            for run in runs:
-                if hold > 0 and run["max_queue_seconds"] > hold:
-                    failures.append(
-                        f"replication: {label} R={fixed}: the host took "
-                        f"{run['max_queue_seconds'] * 1e3:.2f} ms to queue an iteration, more "
-                        f"than --hold-queue-ms {args.hold_queue_ms}: kernel times include "
-                        f"launch gaps")
+                    run = engine_run(graph, args.iterations, **options)
+                    summary = run_summary(run)
+                    runs[variant][fixed].append(summary)
+                    values.setdefault(fixed, run["values"])
+                    if options.get("hold_seconds") and summary["max_queue_seconds"] > hold:
+                        failures.append(
+                            f"replication: {label} {name} ({variant}): the host took "
+                            f"{summary['max_queue_seconds'] * 1e3:.2f} ms to queue an "
+                            f"iteration, more than --hold-queue-ms {args.hold_queue_ms}: kernel "
+                            f"times include launch gaps")
+        rounds, unheld_rounds, concurrent_rounds, one_launch_rounds = runs.values()
         rows = []
         reference = values[None]
         for fixed, graph in order:
@@ -829,22 +825,13 @@ def bench_replication(args, stores: dict, failures: list) -> list:
         fixed_rows = [r for r in rows if r["fixed_replication"] is not None]
         eq2 = rows[0]
         case = {"graph": label, "rows": rows}
-        if fixed_rows:
-            best = min(fixed_rows, key=lambda r: r["kernel_seconds_per_iteration"])
-            case["best_fixed"] = best["replication"]
-            case["eq2_over_best_fixed"] = (eq2["kernel_seconds_per_iteration"]
-                                           / best["kernel_seconds_per_iteration"])
-            if "concurrent_kernel_busy_seconds" in eq2:
-                best = min(fixed_rows, key=lambda r: r["concurrent_kernel_busy_seconds"])
-                case["best_fixed_concurrent"] = best["replication"]
-                case["eq2_over_best_fixed_concurrent"] = (
-                    eq2["concurrent_kernel_busy_seconds"]
-                    / best["concurrent_kernel_busy_seconds"])
-            best = min(fixed_rows, key=lambda r: r["one_launch_kernel_seconds_per_iteration"])
-            case["best_fixed_one_launch"] = best["replication"]
-            case["eq2_over_best_fixed_one_launch"] = (
-                eq2["one_launch_kernel_seconds_per_iteration"]
-                / best["one_launch_kernel_seconds_per_iteration"])
+        for suffix, key in (("", "kernel_seconds_per_iteration"),
+                            ("_concurrent", "concurrent_kernel_busy_seconds"),
+                            ("_one_launch", "one_launch_kernel_seconds_per_iteration")):
+            if fixed_rows and key in eq2:
+                best = min(fixed_rows, key=lambda r: r[key])
+                case[f"best_fixed{suffix}"] = best["replication"]
+                case[f"eq2_over_best_fixed{suffix}"] = eq2[key] / best[key]
         cases.append(case)
     return cases
 
@@ -1034,11 +1021,13 @@ def parse_args(argv=None):
                         help="the pull kernel's warp-level combining of same-destination "
                              "edges before the replica atomics (config.GPU_WARP_COMBINE); "
                              "default: the library's default")
-    parser.add_argument("--edges-per-thread", type=int, choices=(1, 2, 4, 8, 16),
+    parser.add_argument("--edges-per-thread", type=int,
+                        choices=gpu_kernels.EDGES_PER_THREAD_CHOICES,
                         default=None,
                         help="consecutive edges one pull-kernel thread takes at a time "
                              "(config.GPU_EDGES_PER_THREAD); default: the library's default")
-    parser.add_argument("--merge-lanes", type=int, choices=(1, 2, 4, 8, 16, 32), default=None,
+    parser.add_argument("--merge-lanes", type=int, choices=gpu_kernels.MERGE_LANES_CHOICES,
+                        default=None,
                         help="lanes that merge one vertex's replicas after the gather "
                              "(config.GPU_MERGE_LANES); default: the library's default")
     parser.add_argument("--build-only", action="store_true",

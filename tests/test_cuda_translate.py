@@ -978,28 +978,29 @@ def test_every_pull_kernel_variant_compiles_with_nvcc(tmp_path, monkeypatch):
     chosen = {"builtin-pagerank": np.int32, "builtin-sssp": np.int64, "builtin-hs": np.int32,
               "monoid-min-uint8": np.int32, "monoid-add-float32": np.int64}
     compilations = []
+
+    def start_nvcc(name, text):
+        """Compile ``text`` as ``name``.cu in the background (one unit each: the
+        extern "C" kernels repeat)."""
+        source = tmp_path / f"{name}.cu"
+        source.write_text(text)
+        compilations.append((name, subprocess.Popen(
+            [nvcc, "-arch=sm_90", "-std=c++17", "-diag-suppress", "550", "-c", str(source),
+             "-o", str(source.with_suffix(".o"))],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+
     for case in (c for c in CASES if c.id in chosen):
         instances = "".join(
             f"void* gp_instance_{precomputed}_{combine}_{edges} = "
             f"(void*)gp_pull<{precomputed}, {combine}, {edges}>;\n"
             for precomputed in ("true", "false") for combine in ("true", "false")
             for edges in EDGES_PER_THREAD_CHOICES)
-        source = tmp_path / f"{case.id}.cu"  # one unit each: the extern "C" kernels repeat
-        source.write_text(kernel_source(case.translated, chosen[case.id]) + "\n" + instances)
-        compilations.append((case.id, subprocess.Popen(
-            [nvcc, "-arch=sm_90", "-std=c++17", "-diag-suppress", "550", "-c", str(source),
-             "-o", str(source.with_suffix(".o"))],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+        start_nvcc(case.id, kernel_source(case.translated, chosen[case.id]) + "\n" + instances)
     pagerank = next(c for c in CASES if c.id == "builtin-pagerank")
     for lanes in (1, 2, 32):  # the replica merge's lane groups (8 above, the default)
         monkeypatch.setattr(config, "GPU_MERGE_LANES", lanes)
-        source = tmp_path / f"merge-lanes-{lanes}.cu"
-        source.write_text(kernel_source(pagerank.translated, np.int32)
-                          + "\nvoid* gp_instance = (void*)gp_pull<true, false, 8>;\n")
-        compilations.append((f"merge lanes {lanes}", subprocess.Popen(
-            [nvcc, "-arch=sm_90", "-std=c++17", "-diag-suppress", "550", "-c", str(source),
-             "-o", str(source.with_suffix(".o"))],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+        start_nvcc(f"merge-lanes-{lanes}", kernel_source(pagerank.translated, np.int32)
+                   + "\nvoid* gp_instance = (void*)gp_pull<true, false, 8>;\n")
     assert len(compilations) == len(chosen) + 3
     for case_id, process in compilations:
         _, stderr = process.communicate()

@@ -57,6 +57,9 @@ from .cuda_program import CudaProgram, ctype
 #: (``config.GPU_EDGES_PER_THREAD``).
 EDGES_PER_THREAD_CHOICES = (1, 2, 4, 8, 16)
 
+#: Lanes of one warp that may merge a vertex's replicas (``config.GPU_MERGE_LANES``).
+MERGE_LANES_CHOICES = (1, 2, 4, 8, 16, 32)
+
 #: Gather parameters that read only the edge's source (contributions can be
 #: computed once per vertex).
 SOURCE_SIDE_PARAMETERS = frozenset({"src", "src_out_degree", "src_in_degree"})
@@ -498,12 +501,12 @@ def kernel_source(program: CudaProgram, vertex_dtype) -> str:
     Raises
     ------
     ConfigError
-        When ``config.GPU_MERGE_LANES`` is not a power of two in 1..32.
+        When ``config.GPU_MERGE_LANES`` is not one of :data:`MERGE_LANES_CHOICES`.
     """
     lanes = config.GPU_MERGE_LANES
-    if isinstance(lanes, bool) or not isinstance(lanes, int) or not 1 <= lanes <= 32 \
-            or lanes & (lanes - 1):
-        raise ConfigError(f"config.GPU_MERGE_LANES={lanes!r}: expected a power of two in 1..32")
+    if lanes not in MERGE_LANES_CHOICES or isinstance(lanes, (bool, float)):
+        raise ConfigError(f"config.GPU_MERGE_LANES={lanes!r}: expected one of "
+                          f"{MERGE_LANES_CHOICES}")
     monoids = program.aggregate_monoids
     merge = "\n".join(f"    if (i == {i}) return {_DOUBLE_MERGE[m]};"
                       for i, m in enumerate(monoids)) + "\n    return a;"
@@ -557,8 +560,7 @@ def compile_kernels(program: CudaProgram, vertex_dtype,
     Raises
     ------
     ConfigError
-        For an ``edges_per_thread`` not offered, or a ``config.GPU_MERGE_LANES``
-        that is not a power of two up to 32.
+        For an ``edges_per_thread`` or a ``config.GPU_MERGE_LANES`` not offered.
     GpuUnavailableError
         Without cupy or a device.
     garaphpy.program.ProgramError
