@@ -27,10 +27,10 @@ def __getattr__(name):
 
         return Graph
     if name == "run":
-        # the CLI module garaphpy/run.py, made callable: garaphpy.run(graph, program, ...)
-        import importlib
+        # the function; the command line is garaphpy.cli (python -m garaphpy.run)
+        from .api import run
 
-        return importlib.import_module("garaphpy.run")
+        return run
     if name in ("HybridPolicy", "Decision"):
         from .scheduler import dispatcher
 

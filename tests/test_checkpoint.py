@@ -33,7 +33,7 @@ import garaphpy
 from garaphpy import api
 from garaphpy.configfile import load_config
 from garaphpy.errors import CheckpointError, ConfigError, RunInterrupted
-from garaphpy.run import graph_from_config, main
+from garaphpy.cli import graph_from_config, main
 from garaphpy.scheduler import checkpoint
 from garaphpy.scheduler.checkpoint import (CheckpointWarning, DamagedCheckpointError,
                                            list_checkpoints, read_checkpoint, write_checkpoint)
@@ -579,7 +579,7 @@ def test_cli_checkpoint_dir_key(tmp_path):
     config = write_config(tmp_path / "run", SSSP, every=None)
     settings = load_config(config, ["run.checkpoint_dir='elsewhere/ck'"])
     assert settings["run"]["checkpoint_dir"] == str(config.parent / "elsewhere" / "ck")
-    from garaphpy.run import checkpoint_directory
+    from garaphpy.cli import checkpoint_directory
 
     values = Path(settings["output"]["values"])
     assert checkpoint_directory(settings, values, resume=False) == config.parent / "elsewhere/ck"

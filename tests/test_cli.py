@@ -11,7 +11,7 @@ import pytest
 
 from garaphpy.configfile import load_config, parse_size
 from garaphpy.errors import ConfigError
-from garaphpy.run import main
+from garaphpy.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -308,7 +308,7 @@ def test_host_copies_of_updated_ranges_match_the_device(rmat):
 def test_cli_gpu_mode(tmp_path, capsys):
     """``mode = "gpu"`` from the command line: runs and verifies on a GPU; without
     one, exits 1 naming what is missing."""
-    from garaphpy.run import main
+    from garaphpy.cli import main
 
     config = tmp_path / "run.toml"
     config.write_text('graph = "rmat:8"\n[input]\nweighted = true\n[store]\npath = "s"\n'

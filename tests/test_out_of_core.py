@@ -28,7 +28,7 @@ from garaphpy import api, config
 from garaphpy.configfile import load_config
 from garaphpy.errors import ConfigError, StoreError
 from garaphpy.programs import BUILTIN_PROGRAMS, get_program
-from garaphpy.run import graph_from_config, main
+from garaphpy.cli import graph_from_config, main
 from garaphpy.storage.host_budget import run_fixed_bytes
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -209,7 +209,7 @@ def test_apply_publishes_only_past_the_threshold():
 
 def test_cli_runs_and_verifies(tmp_path, capsys):
     from garaphpy.output import read_values
-    from garaphpy.run import main
+    from garaphpy.cli import main
 
     values = tmp_path / "dpr.txt"
     code = main([str(REPO / "examples" / "quickstart.toml"), "-q", "--verify",
