@@ -3,11 +3,12 @@
 Small valid files of every format (SNAP, .el, .wel, .mtx, .gr, .sg, .wsg,
 .bcsr, .bwcsr) are mutated with a fixed seed: bytes flipped, the file cut
 short, junk inserted, a range deleted or repeated, numbers replaced by huge,
-negative or non-numeric ones; gzip, bzip2 and xz copies are flipped or cut.  Each case is loaded with ``Graph.load``; it
-must either succeed with a sane graph (no more edges than the file could
-hold) or raise a :class:`~garaphpy.errors.GaraphError` with a one-line
-message.  Any other exception, a crash of the interpreter or a case taking
-longer than :data:`CASE_SECONDS` fails the test, naming the case's file.
+negative or non-numeric ones; gzip, bzip2 and xz copies are flipped or
+cut.  Each case is loaded with ``Graph.load``; it must either succeed with
+a sane graph (no more edges than the file could hold) or raise a
+:class:`~garaphpy.errors.GaraphError` with a one-line message.  Any other
+exception, a crash of the interpreter or a case taking longer than
+:data:`CASE_SECONDS` fails the test, naming the case's file.
 
 The cases run in one child process (``python THIS_FILE WORKDIR``), under a
 limit on its address space so that a reader allocating what a header
