@@ -11,6 +11,7 @@ raised on request), never silent.
 
 from __future__ import annotations
 
+import signal
 import time
 import warnings
 
@@ -85,7 +86,8 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
         checkpoint_dir=None, checkpoint_every: int | None = None, resume: bool = False,
         policy: HybridPolicy | None = None, host_memory: int | None = None,
         read_ratio: float | None = None, readahead_bytes: int | None = None,
-        checkpoint_pages: int | None = None) -> Result:
+        checkpoint_pages: int | None = None, keep_checkpoints: bool = False,
+        stop_signals=(signal.SIGINT,)) -> Result:
     """Run a vertex program on a graph.
 
     Parameters
@@ -161,7 +163,8 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
         None: no checkpoints.  The committed values, the frontier and the
         records are written atomically after every ``checkpoint_every``-th
         iteration and when Ctrl-C is pressed; they are removed when the run
-        completes (:mod:`garaphpy.scheduler.checkpoint`).  A directory
+        completes, unless ``keep_checkpoints``
+        (:mod:`garaphpy.scheduler.checkpoint`).  A directory
         holding an earlier run's checkpoints is refused unless ``resume``.
     checkpoint_every : int, optional
         Iterations between checkpoints (default
@@ -170,6 +173,20 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
         Asynchronous runs: also write a checkpoint after every
         ``checkpoint_pages``-th page pulled (Garaph section 2.2); a run
         resumed from one restarts that iteration with every vertex active.
+    stop_signals : tuple of int
+        With checkpoints on, the signals that stop the run at the end of the
+        current iteration after writing a checkpoint, as Ctrl-C does
+        (default SIGINT alone; the command line adds SIGTERM and SIGHUP).
+        Taken in the main thread only, never where the signal is ignored, and
+        SIGINT only where Python's default handler is in place; the previous
+        handlers are restored when the run ends.
+        :class:`~garaphpy.errors.RunInterrupted` names the signal
+        (``signal_number``).
+    keep_checkpoints : bool
+        Leave the checkpoints in ``checkpoint_dir`` when the run completes,
+        for a caller that removes them (:func:`garaphpy.scheduler.checkpoint.discard`)
+        only once it has stored the result: a kill before that still resumes.
+        Default False: they are removed when the run completes.
     resume : bool
         Continue from the newest valid checkpoint in ``checkpoint_dir``,
         which the same run (graph, program and constants, execution,
@@ -268,11 +285,11 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
         if checkpoints is not None:
             checkpoints.attach(engine)      # restores the resumed state, if any
         setup_seconds = time.perf_counter() - setup_started
-        with checkpoint.interrupts_at_iteration_end(checkpoints):
+        with checkpoint.interrupts_at_iteration_end(checkpoints, stop_signals):
             records, converged, stop_reason = _iterate(engine, program, max_iterations,
                                                        tolerance, direction, on_iteration,
                                                        checkpoints)
-        if checkpoints is not None:
+        if checkpoints is not None and not keep_checkpoints:
             checkpoints.run_completed()
     finally:
         numba.set_num_threads(previous_threads)

@@ -11,25 +11,38 @@ prints a summary (``--verify`` checks the result by an independent method).
 
 With checkpoints on (``[run] checkpoint_every`` or ``checkpoint_dir`` set,
 Garaph section 2.2), ``--resume`` continues the run from its newest valid
-checkpoint, and Ctrl-C stops at the end of the current iteration, writes a
-checkpoint and prints the command that resumes.
+checkpoint, and Ctrl-C, SIGTERM or SIGHUP stops at the end of the current
+iteration, writes a checkpoint and prints the command that resumes.  The
+checkpoints are removed only once the values and the records are written
+and synced, so a kill at any moment leaves a run that resumes.
 
-Exit codes: 0 success; 1 bad input, store, program or checkpoint; 2 bad
-command line or configuration; 3 the run did not converge (results are still
-written); 4 verification failed; 130 interrupted (with checkpoints on, after
-writing one).
+The output paths and the checkpoint directory are checked before the graph
+is loaded, so that an unwritable one does not throw a finished run away.
+
+Exit codes: 0 success; 1 bad input, store, program, checkpoint or an output
+that cannot be written; 2 bad command line or configuration; 3 the run did
+not converge (results are still written); 4 verification failed; 130
+interrupted by Ctrl-C, 143 by SIGTERM, 129 by SIGHUP (with checkpoints on,
+after writing one).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import shlex
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
 from .configfile import load_config
-from .errors import ConfigError, GaraphError, RunInterrupted
+from .errors import ConfigError, GaraphError, OutputError, RunInterrupted, SignalInterrupt
+
+#: Signals the command line handles as Ctrl-C (a checkpoint, then the exit 128 + signal).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -110,6 +123,35 @@ def checkpoint_directory(settings: dict, values_path: Path, resume: bool) -> Pat
     return values_path.with_name(values_path.name.rsplit(".", 1)[0] + ".checkpoints")
 
 
+def check_outputs(settings: dict, resume: bool = False) -> None:
+    """Refuse, before any work, output paths and a checkpoint directory that
+    cannot be written (naming the key; nothing is created)."""
+    from .output import check_writable
+
+    values_path, iterations_path = _output_paths(settings, settings["run"]["program"])
+    check_writable(values_path, "output.values")
+    check_writable(iterations_path, "output.iterations")
+    checkpoint_dir = checkpoint_directory(settings, values_path, resume)
+    if checkpoint_dir is not None:
+        check_writable(checkpoint_dir, "run.checkpoint_dir", directory=True)
+
+
+def check_cache(settings: dict) -> None:
+    """Refuse, before any work, a store cache (``$GARAPHPY_CACHE``, where stores
+    go when ``store.path`` is not set) that is not a directory and cannot be
+    made one; an existing cache directory is left to the store to judge."""
+    from .graph import cache_directory
+    from .output import check_writable
+
+    graph = Path(settings.get("_base_dir", ".")) / str(settings[""]["graph"])
+    if settings["store"]["path"] is not None or graph.is_dir():
+        return
+    cache = cache_directory()
+    if not cache.is_dir():
+        name = "GARAPHPY_CACHE" if os.environ.get("GARAPHPY_CACHE") else "store cache"
+        check_writable(cache, name, directory=True)
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     print(f"garaphpy: warning: {message}", file=sys.stderr)
 
@@ -122,6 +164,7 @@ def run_from_config(settings: dict, graph, verify: bool, progress: bool,
     from .api import NotConvergedWarning, run
     from .output import write_iterations, write_values
     from .programs import get_program
+    from .scheduler.checkpoint import discard, list_checkpoints
 
     options = settings["run"]
     program = get_program(options["program"], **options["constants"])
@@ -146,9 +189,18 @@ def run_from_config(settings: dict, graph, verify: bool, progress: bool,
                      checkpoint_pages=options["checkpoint_pages"],
                      resume=resume, host_memory=options["host_memory"],
                      read_ratio=options["read_ratio"],
-                     readahead_bytes=options["readahead_bytes"])
-    write_values(values_path, result.original_ids(), result.values)
-    write_iterations(iterations_path, result.iterations)
+                     readahead_bytes=options["readahead_bytes"],
+                     keep_checkpoints=True, stop_signals=STOP_SIGNALS)
+    try:
+        write_values(values_path, result.original_ids(), result.values)
+        write_iterations(iterations_path, result.iterations)
+    except OutputError as error:
+        if checkpoint_dir is not None and list_checkpoints(checkpoint_dir):
+            raise OutputError(f"{error}; the run's checkpoints are kept in {checkpoint_dir}: "
+                              "resume with --resume once it can be written") from None
+        raise
+    if checkpoint_dir is not None:       # only now: a kill before this resumes the run
+        discard(checkpoint_dir)
     print(result.summary())
     print(f"values: {values_path}")
     print(f"iterations: {iterations_path}")
@@ -165,9 +217,51 @@ def run_from_config(settings: dict, graph, verify: bool, progress: bool,
     return code
 
 
+@contextlib.contextmanager
+def _stop_signals_as_interrupts():
+    """SIGTERM and SIGHUP raise :class:`SignalInterrupt` (a KeyboardInterrupt)
+    while inside, as Ctrl-C does; in the main thread only, never for a signal
+    that is ignored (``nohup``); the previous handlers are back on leaving.
+    Inside a run with checkpoints, :func:`garaphpy.run` takes them over to
+    stop at the end of the iteration."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise SignalInterrupt(signum)
+
+    previous = {number: signal.signal(number, interrupt) for number in STOP_SIGNALS[1:]
+                if signal.getsignal(number) is not signal.SIG_IGN}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def _os_error_message(error: OSError) -> str:
+    """One line for an OSError no specific check caught, naming its path."""
+    from .graph import cache_directory
+
+    path = error.filename
+    if path is None:
+        return f"{error.strerror or error}"
+    where = f"{path}"
+    cache = cache_directory()
+    if os.environ.get("GARAPHPY_CACHE") and (Path(path) == cache or cache in Path(path).parents):
+        where = f"GARAPHPY_CACHE={os.environ['GARAPHPY_CACHE']}: {path}"
+    return f"{where}: {error.strerror or error}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
     args = _parser().parse_args(argv)
+    with _stop_signals_as_interrupts():
+        return _main(args)
+
+
+def _main(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     try:
         settings = load_config(args.config, args.overrides)
@@ -175,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
             from .programs import get_program
 
             get_program(settings["run"]["program"], **settings["run"]["constants"])
+            check_outputs(settings, args.resume)
+        check_cache(settings)
         graph = graph_from_config(settings, progress=not args.quiet, rebuild=args.rebuild)
         if graph.store.reused or args.quiet:
             print(graph.describe())
@@ -193,15 +289,27 @@ def main(argv: list[str] | None = None) -> int:
         print(f"garaphpy: error: {error}", file=sys.stderr)
         return 1
     except RunInterrupted as interrupt:
-        print(f"garaphpy: interrupted after {interrupt.iteration} iterations; checkpoint "
-              f"written to {interrupt.checkpoint}", file=sys.stderr)
+        print(f"garaphpy: interrupted{_by(interrupt.signal_number)} after "
+              f"{interrupt.iteration} iterations; checkpoint written to "
+              f"{interrupt.checkpoint}", file=sys.stderr)
         print(f"garaphpy: resume with: {resume_command(args)}", file=sys.stderr)
-        return 130
-    except KeyboardInterrupt:
-        print("garaphpy: interrupted", file=sys.stderr)
-        return 130
+        return 128 + interrupt.signal_number
+    except KeyboardInterrupt as interrupt:
+        number = getattr(interrupt, "signal_number", signal.SIGINT)
+        print(f"garaphpy: interrupted{_by(number)}", file=sys.stderr)
+        return 128 + number
+    except OSError as error:        # the last resort: one line, naming the path
+        print(f"garaphpy: error: {_os_error_message(error)}", file=sys.stderr)
+        return 1
     print(f"done in {time.perf_counter() - started:.2f} s")
     return code
+
+
+def _by(signal_number: int) -> str:
+    """`` by SIGTERM`` for a stop signal other than Ctrl-C's, else nothing."""
+    if signal_number == signal.SIGINT:
+        return ""
+    return f" by {signal.Signals(signal_number).name}"
 
 
 def resume_command(args: argparse.Namespace) -> str:

@@ -20,6 +20,7 @@ rejected with a :class:`~garaphpy.errors.ConfigError` naming it.
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from dataclasses import dataclass
@@ -28,6 +29,11 @@ from typing import Any, Callable
 
 from . import config
 from .errors import ConfigError
+
+#: The largest integer the engine holds (int64); every integer key is bounded by it.
+INT64_MAX = 2**63 - 1
+#: Iteration counts are bounded like the checkpoint counters (int32).
+MAX_ITERATIONS = 2**31 - 1
 
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1 << 10, "m": 1000**2,
                "mb": 1000**2, "mib": 1 << 20, "g": 1000**3, "gb": 1000**3, "gib": 1 << 30,
@@ -41,13 +47,18 @@ def parse_size(value: Any, name: str) -> int:
     if isinstance(value, int):
         if value <= 0:
             raise ConfigError(f"{name}: expected a positive size, got {value}")
+        if value > INT64_MAX:
+            raise ConfigError(f"{name}: {value} is above the maximum {INT64_MAX}")
         return value
     if isinstance(value, str):
         match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*", value)
         if match and match.group(2).lower() in _SIZE_UNITS:
-            size = int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
-            if size > 0:
+            size = float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()]
+            size = int(size) if math.isfinite(size) else INT64_MAX + 1
+            if 0 < size <= INT64_MAX:
                 return size
+            if size > INT64_MAX:
+                raise ConfigError(f"{name}: {value!r} is above the maximum {INT64_MAX} bytes")
     raise ConfigError(f"{name}: expected a size such as 1073741824 or \"4GiB\", got {value!r}")
 
 
@@ -75,12 +86,13 @@ class Key:
         if self.kind == "ids":
             values = value if isinstance(value, list) else [value]
             if not values or not all(isinstance(v, int) and not isinstance(v, bool)
-                                     for v in values):
+                                     and -INT64_MAX - 1 <= v <= INT64_MAX for v in values):
                 raise ConfigError(f"{name}: expected a vertex id or a list of vertex ids, "
                                   f"got {value!r}")
             return values
         if self.kind == "float|none":
-            if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+            if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)
+                                 and abs(value) <= INT64_MAX and not math.isnan(value)):
                 if value is not None and self.minimum is not None and value < self.minimum:
                     raise ConfigError(f"{name}: {value} is below the minimum {self.minimum}")
                 return None if value is None else float(value)
@@ -95,15 +107,19 @@ class Key:
         if self.kind == "list[str]" and not all(isinstance(v, str) for v in value):
             raise ConfigError(f"{name}: expected a list of strings, got {value!r}")
         if self.kind == "table" and not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) for v in value.values()):
+                isinstance(v, (int, float)) and not isinstance(v, bool)
+                and not (isinstance(v, int) and abs(v) > INT64_MAX) for v in value.values()):
             raise ConfigError(f"{name}: expected a table of numbers, got {value!r}")
         if self.choices is not None and value not in self.choices:
             raise ConfigError(f"{name}: {value!r} is not one of "
                               f"{', '.join(repr(c) for c in self.choices)}")
         if self.minimum is not None and value < self.minimum:
             raise ConfigError(f"{name}: {value} is below the minimum {self.minimum}")
-        if self.maximum is not None and value > self.maximum:
-            raise ConfigError(f"{name}: {value} is above the maximum {self.maximum}")
+        maximum = self.maximum
+        if maximum is None and self.kind == "int":
+            maximum = INT64_MAX
+        if maximum is not None and value > maximum:
+            raise ConfigError(f"{name}: {value} is above the maximum {maximum}")
         if self.check is not None:
             value = self.check(value, name)
         return value
@@ -145,7 +161,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "program": Key("str", None, help="a built-in program: pagerank, sssp, bfs, cc, ..."),
         "mode": Key("str", "hybrid", choices=("cpu", "gpu", "hybrid")),
         "execution": Key("str", None, choices=("sync", "async")),
-        "max_iterations": Key("int", None, minimum=1),
+        "max_iterations": Key("int", None, minimum=1, maximum=MAX_ITERATIONS),
         "tolerance": Key("float|none", None, minimum=0.0),
         "sources": Key("ids", None),
         "threads": Key("int", None, minimum=1, maximum=4096),
@@ -198,6 +214,21 @@ def _parse_override(text: str) -> tuple[str, Any]:
     return key, value
 
 
+#: Leading bytes of compressed files (gzip, bzip2, xz, zstd).
+_COMPRESSED_MAGICS = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"\x28\xb5\x2f\xfd")
+_GRAPH_SUFFIXES = {".el", ".wel", ".mtx", ".mm", ".gr", ".sg", ".wsg", ".bcsr", ".bwcsr",
+                   ".snap", ".gz", ".gzip", ".bz2", ".xz", ".zst"}
+
+
+def _not_a_config(path: Path, content: bytes) -> str:
+    """A hint when a configuration file is a graph file instead ("" otherwise)."""
+    if path.suffix.lower() in _GRAPH_SUFFIXES or content.startswith(_COMPRESSED_MAGICS) \
+            or b"\x00" in content[:4096]:
+        return ("this looks like a graph file, not a TOML configuration (name the graph "
+                "in one: graph = \"FILE\"): ")
+    return ""
+
+
 def load_config(path, overrides: list[str] | tuple = ()) -> dict:
     """Read, override and validate a configuration file.
 
@@ -222,15 +253,21 @@ def load_config(path, overrides: list[str] | tuple = ()) -> dict:
     """
     path = Path(path)
     try:
-        text = path.read_text()
+        content = path.read_bytes()
     except FileNotFoundError:
         raise ConfigError(f"{path}: configuration file not found") from None
     except OSError as error:
         raise ConfigError(f"{path}: cannot read ({error.strerror})") from None
     try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{path}: {_not_a_config(path, content)}not UTF-8 text (byte "
+                          f"{error.start}); expected a TOML configuration") from None
+    try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"{path}: invalid TOML: {error}") from None
+        raise ConfigError(f"{path}: {_not_a_config(path, content)}invalid TOML: "
+                          f"{error}") from None
     for item in overrides:
         key, value = _parse_override(item)
         *sections, name = key.split(".")

@@ -67,8 +67,25 @@ class CheckpointError(GaraphError):
     """
 
 
+class SignalInterrupt(KeyboardInterrupt):
+    """A stop signal (SIGTERM, SIGHUP) handled as Ctrl-C.
+
+    A :class:`KeyboardInterrupt`, so code that handles Ctrl-C still does.
+
+    Attributes
+    ----------
+    signal_number : int
+        The signal received.
+    """
+
+    def __init__(self, signal_number: int):
+        self.signal_number = signal_number
+        super().__init__(f"stopped by signal {signal_number}")
+
+
 class RunInterrupted(KeyboardInterrupt):
-    """A run stopped at Ctrl-C after writing a checkpoint it can resume from.
+    """A run stopped at Ctrl-C (or a stop signal) after writing a checkpoint it
+    can resume from.
 
     A :class:`KeyboardInterrupt`, so code that handles Ctrl-C still does.
 
@@ -78,10 +95,21 @@ class RunInterrupted(KeyboardInterrupt):
         The checkpoint written at the stop.
     iteration : int
         Iterations done; the resumed run continues with this one.
+    signal_number : int
+        The signal that stopped the run (2, SIGINT, for Ctrl-C).
     """
 
-    def __init__(self, checkpoint, iteration: int):
+    def __init__(self, checkpoint, iteration: int, signal_number: int = 2):
         self.checkpoint = checkpoint
         self.iteration = iteration
+        self.signal_number = signal_number
         super().__init__(f"interrupted after {iteration} iterations; checkpoint written to "
                          f"{checkpoint}")
+
+
+class OutputError(GaraphError):
+    """A result file (values, iteration records) cannot be written.
+
+    The message names the file, what is wrong and, for a full disk, the
+    bytes needed.
+    """

@@ -3,56 +3,164 @@
 Values go to a text file (``vertex value`` per line, in the user's original
 ids, floats written so they read back exactly) or to ``.npy`` (a structured
 array with fields ``vertex`` and ``value``).  Per-iteration records go to
-JSON lines.  Every file is written to a temporary name and renamed into
-place, so an interrupted run leaves no half-written result.
+JSON lines.  Every file is written to a temporary name in its directory
+(created with the user's umask, as ``open`` would), fsynced and renamed into
+place, and the directory fsynced: a result file is there whole or not at
+all.  A failed write (a full disk) removes the temporary and raises an
+:class:`~garaphpy.errors.OutputError` naming the file and, for a full disk,
+the bytes it needs.  :func:`check_writable` lets a caller refuse an
+unwritable path before the computation rather than after it.
 """
 
 from __future__ import annotations
 
+import errno
+import io
 import json
 import os
-import tempfile
+import secrets
+import shutil
+import stat
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
 
+from .errors import ConfigError, OutputError
+
 _LINES_PER_WRITE = 1 << 18
+_BYTES_PER_WRITE = 1 << 24
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
-def _atomic_path(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(handle)
-    return Path(temporary)
+def _temporary_name(path: Path, kind: str) -> Path:
+    return path.with_name(f".{path.name}.{kind}-{os.getpid()}-{secrets.token_hex(4)}")
 
 
-def write_values(path, vertices: np.ndarray, values: np.ndarray) -> Path:
-    """Write ``vertices[i] values[i]`` pairs to ``path`` (.npy or text)."""
-    path = Path(path)
-    temporary = _atomic_path(path)
+def _fsync_directory(directory: Path) -> None:
+    handle = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        if path.suffix == ".npy":
-            table = np.empty(vertices.size, [("vertex", np.int64), ("value", values.dtype)])
-            table["vertex"] = vertices
-            table["value"] = values
-            with open(temporary, "wb") as handle:
-                np.save(handle, table)
-        else:
-            float_values = values.dtype.kind == "f"
-            with open(temporary, "w") as handle:
-                for start in range(0, vertices.size, _LINES_PER_WRITE):
-                    ids = vertices[start:start + _LINES_PER_WRITE].tolist()
-                    chunk = values[start:start + _LINES_PER_WRITE].tolist()
-                    if float_values:
-                        lines = [f"{v}\t{x!r}" for v, x in zip(ids, chunk)]
-                    else:
-                        lines = [f"{v}\t{x}" for v, x in zip(ids, chunk)]
-                    handle.write("\n".join(lines) + "\n")
+        os.fsync(handle)
+    finally:
+        os.close(handle)
+
+
+def check_writable(path, key: str, directory: bool = False) -> Path:
+    """Check, before a run, that a result file (or a directory) can be written at ``path``.
+
+    Nothing is created: the nearest existing ancestor must be a directory in
+    which a probe file can be made (and is removed at once).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    key : str
+        The configuration key (or variable) that names the path, for the message.
+    directory : bool
+        ``path`` is to be a directory (checkpoints), not a file.
+
+    Raises
+    ------
+    ConfigError
+        Naming ``key`` and ``path``: the path is a directory where a file is
+        expected or the other way round, a parent is a file, or the
+        directory cannot be written.
+    """
+    path = Path(path)
+    if not directory and path.is_dir():
+        raise ConfigError(f"{key}: {path} is a directory, expected a file name")
+    existing = path if directory else path.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        where = "" if existing == path else f"{path}: "
+        raise ConfigError(f"{key}: {where}{existing} is not a directory")
+    probe = _temporary_name(existing / path.name, "probe")
+    try:
+        open(probe, "xb").close()
+        probe.unlink()
+    except OSError as error:
+        raise ConfigError(f"{key}: {path}: cannot write in {existing} "
+                          f"({error.strerror or error})") from None
+    return path
+
+
+def _write_atomically(path: Path, chunks: Iterable[bytes]) -> Path:
+    """Write the bytes of ``chunks`` to ``path`` whole or not at all."""
+    chunks = iter(chunks)
+    if path.is_dir():
+        raise OutputError(f"{path}: is a directory, cannot write the result there")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise OutputError(f"{path}: cannot create its directory "
+                          f"({error.strerror or error})") from None
+    temporary = _temporary_name(path, "tmp")
+    handed = 0
+    try:
+        with open(temporary, "xb") as handle:
+            with_mode = path.stat().st_mode if path.exists() else None
+            if with_mode is not None:      # a rewritten file keeps its mode, as with open()
+                os.chmod(temporary, stat.S_IMODE(with_mode))
+            for chunk in chunks:
+                handed += len(chunk)
+                handle.write(chunk)
+            handle.flush()
+            os.fsync(handle.fileno())
         os.replace(temporary, path)
+        _fsync_directory(path.parent)
+    except OSError as error:
+        temporary.unlink(missing_ok=True)
+        if error.errno in _DISK_FULL:
+            needed = handed + sum(len(chunk) for chunk in chunks)
+            free = shutil.disk_usage(path.parent).free
+            raise OutputError(f"{path}: no space left on the device: the file needs "
+                              f"{needed:,} bytes, {free:,} are free") from None
+        raise OutputError(f"{path}: cannot write ({error.strerror or error})") from None
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
     return path
+
+
+def _npy_chunks(vertices: np.ndarray, values: np.ndarray) -> Iterator[bytes]:
+    table = np.empty(vertices.size, [("vertex", np.int64), ("value", values.dtype)])
+    table["vertex"] = vertices
+    table["value"] = values
+    header = np.lib.format.header_data_from_array_1_0(table)
+    sink = io.BytesIO()
+    np.lib.format.write_array_header_1_0(sink, header)
+    yield sink.getvalue()
+    data = table.view(np.uint8)
+    for start in range(0, data.size, _BYTES_PER_WRITE):
+        yield data[start:start + _BYTES_PER_WRITE].tobytes()
+
+
+def _text_chunks(vertices: np.ndarray, values: np.ndarray) -> Iterator[bytes]:
+    float_values = values.dtype.kind == "f"
+    for start in range(0, vertices.size, _LINES_PER_WRITE):
+        ids = vertices[start:start + _LINES_PER_WRITE].tolist()
+        chunk = values[start:start + _LINES_PER_WRITE].tolist()
+        if float_values:
+            lines = [f"{v}\t{x!r}" for v, x in zip(ids, chunk)]
+        else:
+            lines = [f"{v}\t{x}" for v, x in zip(ids, chunk)]
+        yield ("\n".join(lines) + "\n").encode()
+
+
+def write_values(path, vertices: np.ndarray, values: np.ndarray) -> Path:
+    """Write ``vertices[i] values[i]`` pairs to ``path`` (.npy or text).
+
+    Raises
+    ------
+    OutputError
+        The file cannot be written (naming it; for a full disk, with the
+        bytes needed); nothing is left at ``path`` or beside it.
+    """
+    path = Path(path)
+    if path.suffix == ".npy":
+        return _write_atomically(path, _npy_chunks(vertices, values))
+    return _write_atomically(path, _text_chunks(vertices, values))
 
 
 def read_values(path) -> tuple[np.ndarray, np.ndarray]:
@@ -71,15 +179,6 @@ def read_values(path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def write_iterations(path, records) -> Path:
-    """Write one JSON object per iteration record."""
-    path = Path(path)
-    temporary = _atomic_path(path)
-    try:
-        with open(temporary, "w") as handle:
-            for record in records:
-                handle.write(json.dumps(record.as_dict()) + "\n")
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-    return path
+    """Write one JSON object per iteration record (raises as :func:`write_values`)."""
+    return _write_atomically(Path(path), ((json.dumps(record.as_dict()) + "\n").encode()
+                                          for record in records))

@@ -48,7 +48,9 @@ How it is written
     when it is sorted, or as its int64 list (in its order) when that is
     smaller or it is unsorted.  The newest ``keep`` checkpoints are kept.
     One run at a time uses a directory (an advisory lock); the checkpoints
-    are removed when the run completes.
+    are removed when the run completes, or, when its caller asks to keep
+    them, by :func:`discard` once the caller has stored the result (the
+    command line: after the values and records are written and synced).
 
 Resuming
     The newest checkpoint that reads back whole is used.  A damaged one
@@ -88,7 +90,7 @@ from typing import Protocol
 import numpy as np
 
 from .. import config
-from ..errors import CheckpointError, ConfigError, RunInterrupted
+from ..errors import CheckpointError, ConfigError, RunInterrupted, SignalInterrupt
 from .records import IterationRecord
 
 MAGIC = b"GARAPHCK"
@@ -511,6 +513,8 @@ class Checkpointer:
         #: (iteration, path, seconds) of every checkpoint this run wrote
         self.written: list[tuple[int, Path, float]] = []
         self.stop_requested = False
+        #: the signal that requested the stop (SIGINT for Ctrl-C)
+        self.stop_signal = signal.SIGINT
         self._lock_handle = None
 
     # -- start and end -------------------------------------------------------
@@ -709,37 +713,49 @@ class Checkpointer:
         self._drop_old(path)
         self.written.append((done, path, time.perf_counter() - started))
         if self.stop_requested:
-            raise RunInterrupted(path, done)
+            raise RunInterrupted(path, done, int(self.stop_signal))
         return path
 
     @contextlib.contextmanager
-    def interrupts_at_iteration_end(self):
-        """While inside, Ctrl-C stops the run at the end of the iteration.
+    def interrupts_at_iteration_end(self, stop_signals=(signal.SIGINT,)):
+        """While inside, Ctrl-C (and the other ``stop_signals``) stops the run at
+        the end of the iteration.
 
-        The first SIGINT only sets :attr:`stop_requested` (and says so on
-        stderr); a second one raises KeyboardInterrupt at once.  Nothing
-        changes outside the main thread or where SIGINT has a handler other
-        than Python's default.
+        The first such signal only sets :attr:`stop_requested` and
+        :attr:`stop_signal` (and says so on stderr); a second one raises
+        KeyboardInterrupt (:class:`~garaphpy.errors.SignalInterrupt` for
+        signals other than SIGINT) at once.  Nothing changes outside the main
+        thread; SIGINT is taken only where it has Python's default handler,
+        and no signal that is ignored (``nohup``) is taken.  The previous
+        handlers are back on leaving.
         """
-        if threading.current_thread() is not threading.main_thread() or \
-                signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        if threading.current_thread() is not threading.main_thread():
             yield
             return
+        taken = [number for number in dict.fromkeys(stop_signals)
+                 if (signal.getsignal(number) is signal.default_int_handler
+                     if number == signal.SIGINT
+                     else signal.getsignal(number) is not signal.SIG_IGN)]
 
         def request_stop(signum, frame):
             if self.stop_requested:
-                signal.signal(signal.SIGINT, signal.default_int_handler)
-                raise KeyboardInterrupt
+                for number, handler in previous.items():
+                    signal.signal(number, handler)
+                raise KeyboardInterrupt if signum == signal.SIGINT else SignalInterrupt(signum)
             self.stop_requested = True
-            print("garaphpy: interrupt: stopping at the end of this iteration to write a "
-                  "checkpoint (Ctrl-C again stops at once, without one)", file=sys.stderr,
+            self.stop_signal = signum
+            name, again = (("interrupt", "Ctrl-C again") if signum == signal.SIGINT
+                           else (signal.Signals(signum).name, "a second one"))
+            print(f"garaphpy: {name}: stopping at the end of this iteration to write a "
+                  f"checkpoint ({again} stops at once, without one)", file=sys.stderr,
                   flush=True)
 
-        previous = signal.signal(signal.SIGINT, request_stop)
+        previous = {number: signal.signal(number, request_stop) for number in taken}
         try:
             yield
         finally:
-            signal.signal(signal.SIGINT, previous)
+            for number, handler in previous.items():
+                signal.signal(number, handler)
 
 
 def for_run(checkpoint_dir, checkpoint_every, resume, *, graph, program, execution: str,
@@ -769,8 +785,23 @@ def for_run(checkpoint_dir, checkpoint_every, resume, *, graph, program, executi
                         pages=pages)
 
 
-def interrupts_at_iteration_end(checkpointer: Checkpointer | None):
+def discard(directory) -> None:
+    """Remove a completed run's checkpoints, its lock file and the directory when
+    nothing else is left in it (after ``garaphpy.run(..., keep_checkpoints=True)``
+    once the result is stored)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return
+    for path in list_checkpoints(directory):
+        path.unlink(missing_ok=True)
+    (directory / _LOCK_NAME).unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        directory.rmdir()
+
+
+def interrupts_at_iteration_end(checkpointer: Checkpointer | None,
+                                stop_signals=(signal.SIGINT,)):
     """:meth:`Checkpointer.interrupts_at_iteration_end`, or nothing without checkpoints."""
     if checkpointer is None:
         return contextlib.nullcontext()
-    return checkpointer.interrupts_at_iteration_end()
+    return checkpointer.interrupts_at_iteration_end(stop_signals)
