@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -48,7 +49,7 @@ from .. import config
 from ..errors import ConfigError, GraphInputError, StoreError
 from ..progress import Progress, human_bytes
 from . import _build_kernels as kernels
-from . import layout
+from . import filesafety, layout
 from .edges import EdgeChunk, EdgeSource
 
 _SELF_LOOP_POLICIES = ("keep", "drop")
@@ -545,8 +546,8 @@ class _Buckets:
         for bucket in np.flatnonzero(np.diff(offsets)):
             lo, hi = offsets[bucket], offsets[bucket + 1]
             for (name, _), values in zip(columns, sorted_columns):
-                with open(self._path(bucket, name), "ab") as handle:
-                    values[lo:hi].tofile(handle)
+                filesafety.write_file(self._path(bucket, name),
+                                      np.ascontiguousarray(values[lo:hi]), append=True)
             self.counts[bucket] += hi - lo
 
     def groups(self, budget_edges: int):
@@ -562,22 +563,81 @@ class _Buckets:
             yield start, self.num_buckets
 
     def load(self, first: int, end: int, with_weight: bool):
-        """Concatenate buckets first..end-1, deleting their files."""
+        """Concatenate buckets first..end-1, deleting their files.
+
+        Every bucket file must hold exactly the edges recorded for it: a
+        missing, shorter or longer file is a StoreError naming it (never a
+        store with edges missing, nor a kernel reading past the data).
+        """
         columns = {}
         for name, dtype in (("src", self.vid), ("dst", self.vid), ("w", self.wdtype)):
             if name == "w" and not with_weight:
                 continue
             parts = []
             for bucket in range(first, end):
+                count = int(self.counts[bucket])
+                if count == 0:
+                    continue
                 path = self._path(bucket, name)
-                if path.exists():
-                    parts.append(np.fromfile(path, dtype))
-                    path.unlink()
+                parts.append(read_scratch(path, np.dtype(dtype), count))
+                path.unlink()
             columns[name] = np.concatenate(parts) if parts else np.zeros(0, dtype)
         return columns["src"], columns["dst"], columns.get("w")
 
     def key_range(self, first: int, end: int, num_keys: int):
         return first * self.width, min(end * self.width, num_keys)
+
+
+def _check_scratch(path: Path, dtype: np.dtype, count: int) -> None:
+    """StoreError unless the build's scratch file ``path`` holds ``count`` items."""
+    expected = count * dtype.itemsize
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise StoreError(f"{path}: scratch file of this build disappeared ({expected:,} bytes "
+                         "expected); nothing was stored") from None
+    if size != expected:
+        raise StoreError(f"{path}: scratch file of this build holds {size:,} bytes, "
+                         f"{expected:,} were written; nothing was stored")
+
+
+def read_scratch(path: Path, dtype: np.dtype, count: int) -> np.ndarray:
+    """The ``count`` items of a scratch file, its size checked first."""
+    _check_scratch(path, dtype, count)
+    try:
+        data = np.fromfile(path, dtype)
+    except OSError as error:
+        raise StoreError(f"{path}: cannot read this build's scratch file "
+                         f"({error.strerror or error})") from None
+    if data.size != count:
+        raise StoreError(f"{path}: scratch file of this build changed while read "
+                         f"({data.size:,} of {count:,} items); nothing was stored")
+    return data
+
+
+def _map_scratch(path: Path, dtype: np.dtype, count: int) -> np.ndarray:
+    """A read-only memmap of a scratch file's ``count`` items, its size checked."""
+    if count == 0:
+        return np.zeros(0, dtype)
+    _check_scratch(path, dtype, count)
+    return np.memmap(path, dtype, "r", shape=(count,))
+
+
+class _AppendFile:
+    """A scratch file the build appends arrays to, every write checked."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+
+    def append(self, array: np.ndarray) -> None:
+        filesafety.write_fully(self.fd, np.ascontiguousarray(array), self.path)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        os.close(self.fd)
 
 
 def _unique_ids_streaming(ingest: _Ingest) -> np.ndarray:
@@ -618,7 +678,7 @@ def _write_array(directory: Path, name: str, array: np.ndarray, arrays: dict) ->
     array = np.ascontiguousarray(array)
     path = directory / name
     path.parent.mkdir(parents=True, exist_ok=True)
-    array.tofile(path)
+    filesafety.write_file(path, array)
     arrays[name] = {"dtype": array.dtype.str if array.dtype.names is None else "structured",
                     "shape": list(array.shape), "nbytes": int(array.nbytes),
                     "crc32": zlib.crc32(memoryview(array).cast("B"))}
@@ -649,7 +709,9 @@ class _StoreWriter:
     def __init__(self, directories: list[Path], block_bytes: int):
         self.directories = directories
         self.block_bytes = block_bytes
-        self.handles = [open(d / BLOCK_FILE, "wb") for d in directories]
+        self.paths = [d / BLOCK_FILE for d in directories]
+        self.handles = [os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                        for p in self.paths]
         self.positions = [0] * len(directories)
         self.blocks = []
         self.pool = ThreadPoolExecutor(max_workers=max(2, min(8, config.default_threads())))
@@ -662,12 +724,12 @@ class _StoreWriter:
         checksums = list(self.pool.map(zlib.crc32, pieces))
         for index, (piece, crc) in enumerate(zip(pieces, checksums)):
             directory = block_directory(page, index, len(self.directories))
-            handle = self.handles[directory]
+            handle, path = self.handles[directory], self.paths[directory]
             offset = self.positions[directory]
-            handle.write(piece)
+            filesafety.write_fully(handle, piece, path)
             padded = layout.align(len(piece), config.BLOCK_ALIGNMENT)
             if padded > len(piece):
-                handle.write(b"\0" * (padded - len(piece)))
+                filesafety.write_fully(handle, b"\0" * (padded - len(piece)), path)
             self.positions[directory] = offset + padded
             self.blocks.append((page, index, directory, offset, len(piece), crc))
         return first, len(pieces)
@@ -675,9 +737,10 @@ class _StoreWriter:
     def close(self) -> np.ndarray:
         self.pool.shutdown()
         for handle in self.handles:
-            handle.flush()
-            os.fsync(handle.fileno())
-            handle.close()
+            try:
+                os.fsync(handle)
+            finally:
+                os.close(handle)
         table = np.zeros(len(self.blocks), BLOCK_DTYPE)
         for i, row in enumerate(self.blocks):
             table[i] = row
@@ -763,7 +826,19 @@ def build_store(source: EdgeSource, path, options: BuildOptions | None = None, *
             if progress:
                 print(f"preprocess: reusing up-to-date store {path}", file=sys.stderr, flush=True)
             return store
-    path.parent.mkdir(parents=True, exist_ok=True)
+    # refuse before any work: only a store of ours is ever replaced
+    filesafety.check_replaceable(path)
+    for directory in options.storage_dirs:
+        filesafety.check_replaceable(Path(directory) / f"{path.name}-{key[:12]}", "storage_dirs")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise StoreError(f"{error.filename or path.parent}: cannot create the store's parent "
+                         f"directory ({error.strerror or error})") from None
+    name = re.escape(path.name)
+    filesafety.remove_stale_temporaries(path.parent, name)
+    for directory in options.storage_dirs:
+        filesafety.remove_stale_temporaries(Path(directory), rf"{name}-[0-9a-f]{{12}}")
     builder = _Builder(source, path, options, key, gpu_memory, progress)
     builder.run()
     # just written and checksummed block by block: a quick check suffices
@@ -783,6 +858,7 @@ class _Builder:
         self.show_progress = show_progress
         self.budget = options.memory_budget or config.default_host_budget()
         self.temporaries: list[Path] = []
+        self.locks: dict[Path, filesafety.TemporaryLock] = {}
         self.phase_seconds: dict[str, float] = {}
         self._build_started = self._phase_started = time.perf_counter()
 
@@ -794,16 +870,34 @@ class _Builder:
         self._phase_started = now
 
     # -- bookkeeping of temporary directories ------------------------------
-    def _temporary(self, parent: Path, name: str) -> Path:
+    def _temporary(self, parent: Path, name: str, locked: bool = True) -> Path:
         parent.mkdir(parents=True, exist_ok=True)
         directory = Path(tempfile.mkdtemp(prefix=f".{name}.tmp-{os.getpid()}-", dir=parent))
         self.temporaries.append(directory)
+        if locked:
+            self.locks[directory] = filesafety.TemporaryLock(directory)
         return directory
+
+    def _rename_into_place(self, temporary: Path, target: Path) -> None:
+        self.locks.pop(temporary).release()
+        os.rename(temporary, target)
+        self.temporaries.remove(temporary)
 
     def run(self) -> None:
         try:
             self._run()
+        except OSError as error:
+            # mkdir, rename, open: one line naming the path (writes raise StoreError already)
+            where = error.filename or self.path
+            raise StoreError(f"{where}: {error.strerror or error} (building the store "
+                             f"{self.path})") from None
+        except MemoryError:
+            raise StoreError(f"{self.source.name}: out of memory while preprocessing it into "
+                             f"{self.path} with a memory budget of {self.budget:,} bytes "
+                             "(store.memory_budget)") from None
         finally:
+            for lock in self.locks.values():
+                lock.release(unlink=False)
             for directory in self.temporaries:
                 shutil.rmtree(directory, ignore_errors=True)
 
@@ -839,7 +933,7 @@ class _Builder:
             del csc_dst
             self._mark("csr")
         else:
-            scratch = self._temporary(primary, "scratch")
+            scratch = self._temporary(primary, "scratch", locked=False)
             self.progress.note(f"input exceeds the memory budget of {human_bytes(self.budget)};"
                                " building out of core in two passes")
             (num_vertices, original_ids, csc_src, csc_weight, in_degree, out_offsets,
@@ -885,7 +979,7 @@ class _Builder:
         by_src = _Buckets(scratch, "src", num_vertices, num_buckets, vid, None)
         csc_src_path, csc_w_path = scratch / "csc.src", scratch / "csc.w"
         edges_done = 0
-        with open(csc_src_path, "wb") as src_file, open(csc_w_path, "wb") as w_file:
+        with _AppendFile(csc_src_path) as src_file, _AppendFile(csc_w_path) as w_file:
             for first, end in by_dst.groups(budget_edges):
                 lo, hi = by_dst.key_range(first, end, num_vertices)
                 src, dst, weight = by_dst.load(first, end, keep_weights)
@@ -895,9 +989,9 @@ class _Builder:
                                                              self.options.duplicates)
                 self.summary.duplicates_removed += removed
                 in_degree[lo:hi] = degree
-                src.tofile(src_file)
+                src_file.append(src)
                 if weight is not None:
-                    weight.tofile(w_file)
+                    w_file.append(weight)
                 group_offsets = np.zeros(hi - lo + 1, np.int64)
                 np.cumsum(degree, out=group_offsets[1:])
                 dst = np.empty(src.size, vid)
@@ -906,26 +1000,21 @@ class _Builder:
                 edges_done += src.size
                 self.progress.update(edges_done, "sorting")
         num_edges = int(in_degree.sum())
-        csc_src = np.memmap(csc_src_path, vid, "r", shape=(num_edges,)) if num_edges else \
-            np.zeros(0, vid)
-        csc_weight = None
-        if keep_weights:
-            csc_weight = np.memmap(csc_w_path, wdtype, "r", shape=(num_edges,)) if num_edges \
-                else np.zeros(0, wdtype)
+        csc_src = _map_scratch(csc_src_path, vid, num_edges)
+        csc_weight = _map_scratch(csc_w_path, wdtype, num_edges) if keep_weights else None
         # CSR per group of source buckets
         out_degree = np.zeros(num_vertices, np.int64)
         targets_path = scratch / "csr.dst"
-        with open(targets_path, "wb") as targets_file:
+        with _AppendFile(targets_path) as targets_file:
             for first, end in by_src.groups(budget_edges):
                 lo, hi = by_src.key_range(first, end, num_vertices)
                 src, dst, _ = by_src.load(first, end, False)
                 offsets, targets = _csr_of_group(src, dst, lo, hi - lo)
                 out_degree[lo:hi] = np.diff(offsets)
-                targets.tofile(targets_file)
+                targets_file.append(targets)
         out_offsets = np.zeros(num_vertices + 1, np.int64)
         np.cumsum(out_degree, out=out_offsets[1:])
-        out_targets = np.memmap(targets_path, vid, "r", shape=(num_edges,)) if num_edges else \
-            np.zeros(0, vid)
+        out_targets = _map_scratch(targets_path, vid, num_edges)
         return (num_vertices, original_ids, csc_src, csc_weight, in_degree, out_offsets,
                 out_targets, wdtype)
 
@@ -984,7 +1073,7 @@ class _Builder:
         _write_array(primary, "blocks.bin", blocks, arrays)
         self._mark("vertex_arrays")
         for directory in directories:
-            (directory / "store-id").write_text(self.key + "\n")
+            filesafety.write_file(directory / filesafety.STORE_ID, (self.key + "\n").encode())
         if original_ids is not None:
             mapping = {"kind": "table", "array": "vertices/original_ids.bin"}
         else:
@@ -1037,20 +1126,26 @@ class _Builder:
     def _install(self, primary: Path, extra_tmp, extra_dirs, manifest) -> None:
         from .store import write_manifest
 
+        for scratch in [t for t in self.temporaries if t.parent == primary]:
+            shutil.rmtree(scratch)
+            self.temporaries.remove(scratch)
         write_manifest(primary, manifest)
         # extra directories first: the primary directory with its manifest
         # appearing last is what makes the store exist
-        for temporary, parent in zip(extra_tmp, extra_dirs):
-            target = parent / f"{self.path.name}-{self.key[:12]}"
+        # nothing but a store of ours is ever replaced (checked again: the
+        # directories may have changed during the build)
+        targets = [parent / f"{self.path.name}-{self.key[:12]}" for parent in extra_dirs]
+        for target in targets:
+            filesafety.check_replaceable(target, "storage_dirs")
+        filesafety.check_replaceable(self.path)
+        for temporary, target in zip(extra_tmp, targets):
             if target.exists():
                 shutil.rmtree(target)
-            os.rename(temporary, target)
-            self.temporaries.remove(temporary)
+            self._rename_into_place(temporary, target)
         old = None
         if self.path.exists():
             old = self.path.parent / f".{self.path.name}.old-{uuid.uuid4().hex[:8]}"
             os.rename(self.path, old)
-        os.rename(primary, self.path)
-        self.temporaries.remove(primary)
+        self._rename_into_place(primary, self.path)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)

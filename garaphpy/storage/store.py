@@ -27,7 +27,6 @@ shard's first vertex, and the edge values.
 from __future__ import annotations
 
 import json
-import os
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +37,7 @@ from .. import config
 from ..errors import StoreCorruptError, StoreError
 from ..progress import human_bytes, human_count
 from .builder import BLOCK_DTYPE
+from .filesafety import write_file
 from .layout import SHARD_DTYPE
 
 MANIFEST = "manifest.json"
@@ -53,10 +53,8 @@ def write_manifest(directory: Path, manifest: dict) -> None:
     manifest = dict(manifest)
     manifest["manifest_crc32"] = _manifest_checksum(manifest)
     path = Path(directory) / MANIFEST
-    with open(path, "w") as handle:
-        json.dump(manifest, handle, indent=1, sort_keys=True)
-        handle.flush()
-        os.fsync(handle.fileno())
+    text = json.dumps(manifest, indent=1, sort_keys=True)
+    write_file(path, text.encode(), sync=True)
 
 
 def read_manifest(directory) -> dict:
