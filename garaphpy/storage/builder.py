@@ -202,12 +202,28 @@ class LoadSummary:
     isolated_vertices: int = 0
     max_in_degree: int = 0
     max_out_degree: int = 0
+    #: Smallest stored edge value (None when unweighted).
+    min_weight: int | float | None = None
+    #: Stored edges whose value is < 0, and where the input's first one is
+    #: (:meth:`EdgeSource.locate_weight`); likewise for values <= 0.
+    negative_weights: int = 0
+    first_negative_weight: dict | None = None
+    nonpositive_weights: int = 0
+    first_nonpositive_weight: dict | None = None
 
 
 # -------------------------------------------------------------------- ingest --
 
 class _BudgetExceeded(Exception):
     """The in-memory ingest outgrew the budget: rebuild out of core."""
+
+
+def location_error(found: dict, message: str) -> GraphInputError:
+    """A GraphInputError at a place :meth:`EdgeSource.locate_weight` found."""
+    if "edge" in found:
+        message = f"edge {found['edge']}: {message}"
+    return GraphInputError(message, path=found["path"], line=found.get("line"),
+                           offset=found.get("offset"))
 
 
 def _vertex_dtype(num_vertices: int) -> np.dtype:
@@ -237,6 +253,7 @@ class _Ingest:
         self.directed = bool(directed)
         self.symmetrize = not self.directed and not source.already_symmetric
         self.weight_range = [None, None]
+        self.fractional_weights = False
 
     def clean(self, src, dst, weight):
         """Self-loops and reverse edges of one chunk (never modifies its input)."""
@@ -264,18 +281,58 @@ class _Ingest:
         low, high = weight.min(), weight.max()
         self.weight_range[0] = low if self.weight_range[0] is None else min(self.weight_range[0], low)
         self.weight_range[1] = high if self.weight_range[1] is None else max(self.weight_range[1], high)
+        if weight.dtype.kind == "f" and not self.fractional_weights:
+            self.fractional_weights = bool(np.any(weight != np.floor(weight)))
 
-    def weight_dtype(self) -> np.dtype | None:
-        """Stored weight type (BuildOptions.weight_dtype resolved)."""
+    def check_weights(self) -> None:
+        """Refuse weights the requested weight_dtype cannot hold, naming the first.
+
+        Called after each complete pass over the input.  ``auto`` never
+        refuses: :meth:`weight_dtype` widens instead.
+        """
+        requested = self.options.weight_dtype
+        low, high = self.weight_range
+        if not self.keep_weights or requested == "auto" or low is None:
+            return
+        dtype = np.dtype(requested)
+        if dtype.kind == "i":
+            if self.fractional_weights:
+                self._refuse(lambda w: w != np.floor(w), f"is not an integer, and weight_dtype="
+                             f"'{requested}' stores integers (use 'float64' or 'auto')")
+            info = np.iinfo(dtype)
+            if low < info.min or high > info.max:
+                self._refuse(lambda w: (w < info.min) | (w > info.max),
+                             f"does not fit weight_dtype='{requested}' ({info.min}.."
+                             f"{info.max}); use 'int64' or 'auto'")
+        elif max(abs(float(low)), abs(float(high))) > float(np.finfo(dtype).max):
+            limit = float(np.finfo(dtype).max)
+            self._refuse(lambda w: np.abs(w) > limit,
+                         f"overflows weight_dtype='{requested}' (largest {limit:.6g}); "
+                         "use 'float64' or 'auto'")
+
+    def _refuse(self, test, problem: str) -> None:
+        found = self.source.locate_weight(test)
+        if found is None:  # the input changed under us; still refuse
+            raise GraphInputError(f"a weight {problem}", path=self.source.name)
+        raise location_error(found, f"weight {found['value']!r} {problem}")
+
+    def weight_dtype(self, stored_range=None) -> np.dtype | None:
+        """Stored weight type (BuildOptions.weight_dtype resolved).
+
+        ``auto`` widens int32 to int64 and float32 to float64 where the
+        values (``stored_range``, after merging duplicates, else those read)
+        do not fit.
+        """
         if not self.keep_weights:
             return None
         if self.options.weight_dtype != "auto":
             return np.dtype(self.options.weight_dtype)
+        low, high = stored_range if stored_range is not None else self.weight_range
         if self.source.weight_kind == "int":
-            low, high = self.weight_range
             fits = low is None or (low >= -2**31 and high < 2**31)
             return np.dtype(np.int32) if fits else np.dtype(np.int64)
-        return np.dtype(np.float32)
+        fits = low is None or max(abs(float(low)), abs(float(high))) <= float(np.finfo(np.float32).max)
+        return np.dtype(np.float32) if fits else np.dtype(np.float64)
 
     def chunks(self):
         """Cleaned chunks (src, dst, weight) of the source, in its own 0-based ids.
@@ -296,6 +353,7 @@ class _Ingest:
             weight = chunk.weight if self.keep_weights else None
             self.note_weights(weight)
             yield self.clean(chunk.src, chunk.dst, weight)
+        self.check_weights()
 
 
 class _VertexIdSet:
@@ -1027,13 +1085,46 @@ class _Builder:
         summary.max_in_degree = int(in_degree.max()) if num_vertices else 0
         summary.max_out_degree = int(out_degree.max()) if num_vertices else 0
 
+    def _stored_weight_dtype(self, ingest: _Ingest, csc_weight) -> np.dtype | None:
+        """The stored weight type, checked against the values after merging.
+
+        Also records in the summary the smallest weight and where the
+        input's first negative (and first non-positive) weight is, which runs
+        of programs with a restricted weight domain are refused on.
+        """
+        if csc_weight is None or not ingest.keep_weights:
+            return ingest.weight_dtype()
+        if csc_weight.size == 0:
+            return ingest.weight_dtype()
+        low, high = csc_weight.min().item(), csc_weight.max().item()
+        dtype = ingest.weight_dtype((low, high))
+        if dtype.kind == "i":
+            info = np.iinfo(dtype)
+            fits = info.min <= low and high <= info.max
+        else:
+            fits = max(abs(low), abs(high)) <= float(np.finfo(dtype).max)
+        if not fits:
+            raise GraphInputError(
+                f"duplicates='{self.options.duplicates}' merges parallel edges into weights "
+                f"{low!r}..{high!r}, which do not fit weight_dtype='{dtype.name}' (use a "
+                "wider weight_dtype or 'auto')", path=self.source.name)
+        summary = self.summary
+        summary.min_weight = low
+        if low <= 0:
+            summary.negative_weights = int(np.count_nonzero(csc_weight < 0))
+            summary.nonpositive_weights = int(np.count_nonzero(csc_weight <= 0))
+            if summary.negative_weights:
+                summary.first_negative_weight = self.source.locate_weight(lambda w: w < 0)
+            summary.first_nonpositive_weight = self.source.locate_weight(lambda w: w <= 0)
+        return dtype
+
     def _write(self, primary: Path, extra_tmp, extra_dirs, ingest: _Ingest, num_vertices,
                original_ids, csc_src, csc_weight, in_offsets, in_degree, out_offsets,
                out_targets, in_memory) -> None:
         options = self.options
         vid = _vertex_dtype(num_vertices)
         degree_dtype = np.int32 if in_offsets[-1] < 2**31 else np.int64
-        weight_dtype = ingest.weight_dtype()
+        weight_dtype = self._stored_weight_dtype(ingest, csc_weight)
         shards = layout.cut_shards(
             in_offsets, shared_memory_bytes=options.shared_memory_bytes,
             slot_bytes=options.slot_bytes, max_vertices=options.max_shard_vertices,

@@ -366,6 +366,45 @@ class Store:
             raise KeyError(f"vertex {int(original[~ok][0])} is not in the graph")
         return position
 
+    # -- weights -----------------------------------------------------------
+    def weight_domain_error(self, domain: str, program: str):
+        """A GraphInputError when a stored edge value lies outside ``domain``, else None.
+
+        Parameters
+        ----------
+        domain : {"any", "nonnegative", "positive"}
+            :attr:`garaphpy.program.VertexProgram.weight_domain`.
+        program : str
+            The program's name, for the message.
+
+        Stores record their smallest value and where the input's first
+        negative or non-positive value is; for stores built before they did,
+        the pages are read to find out (the message then gives no line).
+        """
+        from .builder import location_error
+
+        if domain == "any" or not self.weighted:
+            return None
+        summary = self.manifest["summary"]
+        low = summary.get("min_weight")
+        if "min_weight" not in summary and self.num_edges:
+            low = self.csc()[2].min().item()
+        if low is None or low > 0 or (low == 0 and domain == "nonnegative"):
+            return None
+        what = "negative" if low < 0 else "zero"
+        key = "first_negative_weight" if low < 0 else "first_nonpositive_weight"
+        count = summary.get("negative_weights" if low < 0 else "nonpositive_weights")
+        rule = ">= 0" if domain == "nonnegative" else "> 0"
+        problem = (f"{program} is correct only for edge weights {rule} "
+                   f"(weight_domain='{domain}')")
+        found = summary.get(key)
+        if found:
+            many = f" (the first of {count:,})" if count and count > 1 else ""
+            return location_error(found, f"{what} edge weight {found['value']!r}{many}: "
+                                         f"{problem}")
+        return StoreError(f"{self.path}: the graph has {what} edge weights (smallest {low!r}): "
+                          f"{problem}")
+
     # -- description ---------------------------------------------------------
     @property
     def summary(self) -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -313,3 +314,134 @@ def test_a_really_full_tmpfs(small_tmpfs):
         build(target, small_graph(n=20_000, m=200_000))
     assert str(small_tmpfs) in str(error.value)
     assert list(small_tmpfs.iterdir()) == []
+
+
+# ------------------------------------------------- 6. weights that do not fit --
+
+def write_wsg(path: Path, num_vertices: int, edges: list[tuple[int, int, int]]) -> Path:
+    """A directed GAP .wsg file (binary.py's layout), out-CSR and in-CSR."""
+    def csr(pairs):
+        pairs = sorted(pairs)
+        offsets = np.zeros(num_vertices + 1, "<i8")
+        for row, _, _ in pairs:
+            offsets[row + 1] += 1
+        entries = np.array([(col, w) for _, col, w in pairs], "<i4").reshape(-1)
+        return np.cumsum(offsets).astype("<i8").tobytes() + entries.tobytes()
+    header = b"\x01" + np.int64(len(edges)).tobytes() + np.int64(num_vertices).tobytes()
+    path.write_bytes(header + csr(edges) + csr([(v, u, w) for u, v, w in edges]))
+    return path
+
+
+@pytest.mark.parametrize("text, dtype, line, needle", [
+    ("0 1 5\n1 2 3000000000\n", "int32", 2, "3000000000 does not fit weight_dtype='int32'"),
+    ("# weights\n0 1 5\n1 2 2.5\n", "int32", 3, "2.5 is not an integer"),
+    ("0 1 5.0\n\n1 2 1e300\n", "float32", 3, "1e+300 overflows weight_dtype='float32'"),
+    ("0 1 -3000000000\n", "int32", 1, "-3000000000 does not fit weight_dtype='int32'"),
+])
+def test_weights_that_do_not_fit_the_requested_dtype_are_refused_at_their_line(
+        tmp_path, text, dtype, line, needle):
+    graph = tmp_path / "g.wel"
+    graph.write_text(text)
+    with pytest.raises(GraphInputError, match=re.escape(f"g.wel:{line}: weight {needle}")):
+        build(tmp_path / "store", open_source(graph), weight_dtype=dtype)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.wel"]
+
+
+def test_a_binary_weight_that_does_not_fit_is_refused_at_its_byte_offset(tmp_path):
+    path = tmp_path / "g.bwcsr"
+    # Subway .bwcsr: n, m, nodePointer[n], {uint32 end, uint32 w}
+    entries = np.array([1, 7, 2, 3_000_000_000, 0, 9], "<u4")
+    path.write_bytes(np.array([3, 3], "<u4").tobytes() + np.array([0, 1, 2], "<u4").tobytes()
+                     + entries.tobytes())
+    with pytest.raises(GraphInputError, match="byte 32: weight 3000000000 does not fit"):
+        build(tmp_path / "store", open_source(path), weight_dtype="int32")
+    widened = build(tmp_path / "auto", open_source(path))     # auto widens
+    assert widened.weight_dtype == np.int64
+    assert sorted(widened.csc()[2].tolist()) == [7, 9, 3_000_000_000]
+
+
+def test_automatic_dtypes_widen_instead_of_wrapping(tmp_path):
+    graph = tmp_path / "g.wel"
+    graph.write_text("0 1 0.5\n1 2 1e300\n")
+    store = build(tmp_path / "store", open_source(graph))
+    assert store.weight_dtype == np.float64
+    assert sorted(store.csc()[2].tolist()) == [0.5, 1e300]
+
+
+def test_summed_duplicates_that_outgrow_int32_widen_or_are_refused(tmp_path):
+    graph = tmp_path / "g.wel"
+    graph.write_text("0 1 2000000000\n0 1 2000000000\n1 2 1\n")
+    store = build(tmp_path / "auto", open_source(graph), duplicates="sum")
+    assert store.weight_dtype == np.int64 and sorted(store.csc()[2].tolist()) == [1, 4 * 10**9]
+    with pytest.raises(GraphInputError, match="duplicates='sum'.*weight_dtype='int32'"):
+        build(tmp_path / "explicit", open_source(graph), duplicates="sum", weight_dtype="int32")
+
+
+# -------------------------------------------------------- 7. negative weights --
+
+NEGATIVE_INPUTS = {
+    "g.wel": ("0 1 4\n# comment\n1 2 -3\n2 0 5\n2 3 -1\n", "g.wel:3"),
+    "g.gr": ("c shortest paths\np sp 3 3\na 1 2 4\na 2 3 2\na 3 1 -9\n", "g.gr:5"),
+    "g.mtx": ("%%MatrixMarket matrix coordinate integer symmetric\n3 3 2\n2 1 -2\n3 2 1\n",
+              "g.mtx:3"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NEGATIVE_INPUTS) + ["g.wsg"])
+def test_sssp_on_negative_weights_is_refused_naming_the_first_bad_edge(tmp_path, name):
+    import garaphpy
+
+    if name == "g.wsg":
+        path = write_wsg(tmp_path / name, 3, [(0, 1, 4), (1, 2, -2), (2, 0, 1)])  # negative cycle
+        where = "g.wsg: byte 61"   # header 17, out offsets 32, edge 1 at 57, its weight at 61
+    else:
+        text, where = NEGATIVE_INPUTS[name]
+        path = tmp_path / name
+        path.write_text(text)
+    graph = garaphpy.Graph.load(path, store=tmp_path / "store", progress=False)
+    assert graph.summary["negative_weights"] >= 1
+    for program in ("sssp", "sswp", "hs"):
+        with pytest.raises(GraphInputError, match=f"{where}: negative edge weight -"):
+            garaphpy.run(graph, program, sources=[0] if program != "hs" else None, mode="cpu")
+    # programs for any weight still run
+    assert len(garaphpy.run(graph, "nn", mode="cpu").iterations) >= 1
+
+
+def test_zero_weights_are_refused_only_where_the_domain_is_positive(tmp_path):
+    import garaphpy
+
+    path = tmp_path / "g.wel"
+    path.write_text("0 1 3\n1 2 0\n2 0 1\n")
+    graph = garaphpy.Graph.load(path, store=tmp_path / "store", progress=False)
+    result = garaphpy.run(graph, "sssp", sources=[0], mode="cpu")
+    assert result.values.tolist() == [0.0, 3.0, 3.0]
+    with pytest.raises(GraphInputError, match="g.wel:2: zero edge weight 0: HeatSimulation"):
+        garaphpy.run(graph, "hs", mode="cpu")
+
+
+def test_the_cli_refuses_sssp_on_negative_weights_with_exit_1(tmp_path, capsys):
+    from garaphpy.cli import main
+
+    (tmp_path / "g.wel").write_text("0 1 4\n1 2 -3\n")
+    config = tmp_path / "run.toml"
+    config.write_text('graph = "g.wel"\n[store]\npath = "s"\n[run]\nprogram = "sssp"\n'
+                      'sources = [0]\nmode = "cpu"\n')
+    assert main([str(config), "-q"]) == 1
+    assert "g.wel:2: negative edge weight -3" in capsys.readouterr().err
+
+
+def test_a_program_declares_a_known_weight_domain():
+    from garaphpy.program import ProgramError, VertexProgram
+
+    with pytest.raises(ProgramError, match="weight_domain = 'natural'"):
+        class Odd(VertexProgram):
+            weight_domain = "natural"
+
+            def gather(src):
+                return src
+
+            def apply(value, accum):
+                return accum
+
+            def activate(new, old):
+                return new != old
