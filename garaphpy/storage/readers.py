@@ -154,6 +154,9 @@ class InputFile:
         try:
             stat = self.path.stat()
         except FileNotFoundError:
+            if self.path.is_symlink():
+                raise GraphInputError(f"a broken symbolic link (to {os.readlink(self.path)}, "
+                                      "which does not exist)", self.name) from None
             raise GraphInputError("no such file", self.name) from None
         except OSError as exc:
             raise GraphInputError(f"cannot access the file: {exc.strerror}",

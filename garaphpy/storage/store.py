@@ -216,12 +216,16 @@ class Store:
         if verify not in ("full", "quick"):
             raise ValueError(f"verify={verify!r}: expected 'full' or 'quick'")
         path = Path(path)
-        manifest = read_manifest(path)
-        store = cls(path, manifest)
-        store._load_arrays()
-        store._check_block_files()
-        if verify == "full":
-            store.verify_blocks()
+        try:
+            manifest = read_manifest(path)
+            store = cls(path, manifest)
+            store._load_arrays()
+            store._check_block_files()
+            if verify == "full":
+                store.verify_blocks()
+        except StoreCorruptError as error:
+            raise StoreCorruptError(f"{error}; the store is damaged: rebuild it (--rebuild, "
+                                    "store.rebuild = true, or rebuild=True)") from None
         return store
 
     def _array_path(self, name: str) -> Path:
@@ -261,7 +265,7 @@ class Store:
         for directory in range(len(self._block_dirs)):
             path = self._block_file(directory)
             if not path.is_file():
-                raise StoreError(f"{path}: block file of storage directory "
+                raise StoreCorruptError(f"{path}: block file of storage directory "
                                  f"{self.storage_dirs[directory]} is missing")
             mine = self.blocks[self.blocks["directory"] == directory]
             needed = int((mine["offset"] + mine["nbytes"]).max()) if mine.size else 0

@@ -445,3 +445,114 @@ def test_a_program_declares_a_known_weight_domain():
 
             def activate(new, old):
                 return new != old
+
+
+# ---------------------------------------------- 5. refuse what cannot fit --
+
+def test_a_grid_far_beyond_memory_is_refused_up_front_with_the_numbers(tmp_path):
+    from garaphpy import generators
+
+    started = time.perf_counter()
+    with pytest.raises(StoreError, match=r"grid:100000x100000: its 10,000,000,000 declared "
+                                         r"vertices need about [\d,]+ bytes.*memory budget"):
+        build(tmp_path / "store", generators.grid(100000, 100000), memory_budget=8 << 30)
+    assert time.perf_counter() - started < 30
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name, text", [
+    ("huge.mtx", "%%MatrixMarket matrix coordinate pattern general\n"
+                 "1099511627776 1099511627776 1\n1 2\n"),
+    ("huge.gr", "p sp 1099511627776 1\na 1 2 3\n"),
+])
+def test_a_declared_vertex_count_of_2_to_the_40_is_one_line_not_memoryerror(tmp_path, name,
+                                                                            text):
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(StoreError, match=f"{name}: its 1,099,511,627,776 declared vertices"):
+        build(tmp_path / "store", open_source(path))
+
+
+def test_memory_budget_holds_for_vertex_arrays_too(tmp_path):
+    path = tmp_path / "sparse.gr"
+    path.write_text("p sp 100000000 2\na 1 2 3\na 2 3 4\n")
+    with pytest.raises(StoreError, match=r"need about 4,800,000,000 bytes .* memory budget of "
+                                         r"268,435,456 bytes \(store.memory_budget\)"):
+        build(tmp_path / "store", open_source(path), memory_budget=256 << 20)
+    # the same vertices fit a budget that holds them
+    path.write_text("p sp 100000 2\na 1 2 3\na 2 3 4\n")
+    assert build(tmp_path / "store", open_source(path), memory_budget=16 << 20).num_vertices \
+        == 100000
+
+
+def test_a_store_larger_than_the_free_disk_is_refused_up_front(tmp_path, monkeypatch):
+    from garaphpy import generators
+
+    real = builder_module.shutil.disk_usage
+    monkeypatch.setattr(builder_module.shutil, "disk_usage",
+                        lambda p: real(p)._replace(free=100_000))
+    with pytest.raises(StoreError, match=rf"{tmp_path}: the store of rmat:14 \(16,384 vertices, "
+                                         r"[\d,]+ edges\) needs about [\d,]+ bytes there, and "
+                                         r"only 100,000 are free"):
+        build(tmp_path / "store", generators.rmat(14))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_preprocessing_without_a_gpu_does_not_depend_on_a_gpu_budget(tmp_path, monkeypatch):
+    from garaphpy import config
+
+    monkeypatch.setattr(config, "DEFAULT_GPU_MEMORY_BYTES", 10_000)   # smaller than the vertices
+    path = tmp_path / "g.gr"
+    path.write_text("p sp 20000 3\na 1 2 3\na 2 3 4\na 3 1 5\n")
+    store = build(tmp_path / "store", open_source(path))
+    assert store.num_vertices == 20000
+    assert store.manifest["layout"]["page_bytes"] == BuildOptions().max_page_bytes
+    with pytest.raises(StoreError, match="GPU memory budget of 10000 bytes \\(gpu_memory\\)"):
+        build(tmp_path / "explicit", open_source(path), gpu_memory=10_000)
+
+
+# ---------------------------------------------------------- 8. clear messages --
+
+def run_cli(tmp_path, text, *args):
+    from garaphpy.cli import main
+
+    config = tmp_path / "run.toml"
+    config.write_text(text)
+    return main([str(config), "-q", *args])
+
+
+def test_max_page_bytes_too_small_names_the_key_and_exits_2(tmp_path, capsys):
+    (tmp_path / "g.el").write_text("0 1\n1 2\n")
+    assert run_cli(tmp_path, 'graph = "g.el"\n[store]\npath = "s"\nmax_page_bytes = 1\n') == 2
+    err = capsys.readouterr().err
+    assert "max_page_bytes=1" in err and "at least" in err and "GPU" not in err
+
+
+def test_only_self_loops_dropped_says_why_the_graph_is_empty(tmp_path, capsys):
+    (tmp_path / "g.el").write_text("0 0\n1 1\n2 2\n")
+    assert run_cli(tmp_path, 'graph = "g.el"\n[input]\nself_loops = "drop"\n'
+                             '[store]\npath = "s"\n') == 1
+    assert "all 3 edges read are self-loops, which self_loops='drop' removed" in \
+        capsys.readouterr().err
+
+
+def test_a_broken_symlink_is_reported_under_the_users_path(tmp_path, capsys):
+    (tmp_path / "graph.el").symlink_to(tmp_path / "moved-away.el")
+    assert run_cli(tmp_path, 'graph = "graph.el"\n[store]\npath = "s"\n') == 1
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'graph.el'}: a broken symbolic link (to {tmp_path / 'moved-away.el'}" \
+        in err
+
+
+def test_a_damaged_store_says_to_rebuild(tmp_path, capsys):
+    (tmp_path / "g.el").write_text("0 1\n1 2\n2 0\n")
+    text = 'graph = "g.el"\n[store]\npath = "s"\n'
+    assert run_cli(tmp_path, text) == 0
+    blocks = tmp_path / "s" / "blocks.dat"
+    data = bytearray(blocks.read_bytes())
+    data[0] ^= 0xFF
+    blocks.write_bytes(bytes(data))
+    capsys.readouterr()
+    assert run_cli(tmp_path, text) == 1
+    assert "checksum mismatch" in (err := capsys.readouterr().err) and "--rebuild" in err
+    assert run_cli(tmp_path, text, "--rebuild") == 0
