@@ -24,6 +24,10 @@ paths produce byte-identical stores.
 
 Everything is written into temporary directories that are renamed into
 place at the end, so an interrupted or failed build leaves no store behind.
+Only a store of ours is ever replaced, temporaries of dead builds are
+removed by the next build, every write and every scratch read is checked,
+and a build that cannot fit the memory budget or the disk is refused up
+front (issue 22; :mod:`garaphpy.storage.filesafety`).
 """
 
 from __future__ import annotations
@@ -73,8 +77,11 @@ class BuildOptions:
         one edge whose weight is the min, max or sum.  Default ``"drop"``.
     weight_dtype : {"auto", "int32", "int64", "float32", "float64", "none"}
         Stored edge-value type.  ``auto``: int32 for integer weights (int64
-        when they do not fit), float32 for real weights.  ``none`` drops
-        weights.
+        when they do not fit), float32 for real weights (float64 when they
+        do not fit).  ``none`` drops weights.  An explicit type that cannot
+        hold a weight (3000000000 in int32, 2.5 in an integer type, 1e300 in
+        float32) is a GraphInputError naming the file and line (or byte
+        offset) of the first such weight; nothing is wrapped or truncated.
     storage_dirs : list of str
         Extra directories (one per SSD) across which page data blocks are
         spread by a hash, besides the store directory itself.
@@ -331,7 +338,8 @@ class _Ingest:
         if self.source.weight_kind == "int":
             fits = low is None or (low >= -2**31 and high < 2**31)
             return np.dtype(np.int32) if fits else np.dtype(np.int64)
-        fits = low is None or max(abs(float(low)), abs(float(high))) <= float(np.finfo(np.float32).max)
+        largest = float(np.finfo(np.float32).max)
+        fits = low is None or max(abs(float(low)), abs(float(high))) <= largest
         return np.dtype(np.float32) if fits else np.dtype(np.float64)
 
     def chunks(self):
@@ -794,11 +802,16 @@ class _StoreWriter:
 
     def close(self) -> np.ndarray:
         self.pool.shutdown()
-        for handle in self.handles:
+        failure = None
+        for handle, path in zip(self.handles, self.paths):
             try:
                 os.fsync(handle)
+            except OSError as error:
+                failure = failure or filesafety.write_error(path, error, 0)
             finally:
                 os.close(handle)
+        if failure is not None:
+            raise failure
         table = np.zeros(len(self.blocks), BLOCK_DTYPE)
         for i, row in enumerate(self.blocks):
             table[i] = row
@@ -853,7 +866,10 @@ def build_store(source: EdgeSource, path, options: BuildOptions | None = None, *
         :mod:`garaphpy.generators`).
     path : str or os.PathLike
         Directory of the store.  Created; replaced if it holds a store of
-        another input or other options.
+        another input or other options.  Only a directory that is provably
+        a garaphpy store and holds nothing else is ever replaced
+        (:func:`garaphpy.storage.filesafety.check_replaceable`); a file, a
+        link or a directory of the user's is a StoreError, untouched.
     options : BuildOptions, optional
         Cleaning and layout options.
     progress : bool

@@ -97,13 +97,6 @@ def check_replaceable(path: Path, what: str = "store.path") -> None:
                          f"not part of a store; refusing to replace it (move it away)")
 
 
-def remove_directory(path: Path, what: str = "store.path") -> None:
-    """Delete ``path`` after :func:`check_replaceable` proves it is ours."""
-    check_replaceable(path, what)
-    if path.exists():
-        shutil.rmtree(path)
-
-
 # ------------------------------------------------------------ temporaries --
 
 class TemporaryLock:
