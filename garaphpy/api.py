@@ -238,6 +238,9 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
     threads = _threads(threads)
     if program.needs_weights and not graph.weighted:
         raise ConfigError(f"{type(program).__name__} needs edge weights, and the graph has none")
+    outside = graph.store.weight_domain_error(program.weight_domain, type(program).__name__)
+    if outside is not None:
+        raise outside
     if program.needs_undirected and graph.directed:
         graph = graph.as_undirected()
     source_vertices = _source_vertices(graph, program, sources)

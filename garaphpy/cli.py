@@ -81,7 +81,8 @@ def graph_from_config(settings: dict, progress: bool = True, rebuild: bool = Fal
             raise ConfigError(f"input.{next(iter(generator_options))} applies to generators "
                               f"only, and graph = {spec!r} is a file")
         base = Path(settings.get("_base_dir", "."))
-        spec = str((base / Path(spec).expanduser()).resolve())
+        # absolute, not resolved: messages name the user's path, not a link's target
+        spec = os.path.abspath(base / Path(spec).expanduser())
     return Graph.load(
         spec, store=stored["path"], format=inputs["format"],
         generator_options=generator_options if is_generator else None,

@@ -53,6 +53,10 @@ from .errors import GaraphError
 #: The sum monoids and their identities (declared once; Garaph's unified ops).
 MONOIDS = ("add", "min", "max")
 
+#: The edge-value domains a program may declare it is correct for
+#: (``weight_domain``): any value, values >= 0, values > 0.
+WEIGHT_DOMAINS = ("any", "nonnegative", "positive")
+
 #: Parameters each function may ask for, by role.
 PARAMETERS = {
     "init": ("vertex", "out_degree", "in_degree", "weighted_in_degree", "is_source",
@@ -321,6 +325,14 @@ class VertexProgram:
         Which vertices are active before the first iteration.
     needs_weights, needs_undirected, needs_sources : bool
         What the program requires of the graph and of the run.
+    weight_domain : {"any", "nonnegative", "positive"}
+        The edge values the program is correct for (default ``"any"``).  A
+        run on a store holding a value outside it is refused with the file
+        and line (or byte offset) of the input's first such edge: SSSP and
+        SSWP declare ``"nonnegative"`` (a negative weight gives wrong
+        distances, a negative cycle never converges), HS and CS
+        ``"positive"``.  The store records where its first negative and
+        first non-positive value came from (its summary).
     run_until_limit : bool
         True for fixed-iteration programs: running all ``max_iterations``
         is success, not non-convergence.
@@ -346,6 +358,7 @@ class VertexProgram:
     needs_weights = False
     needs_undirected = False
     needs_sources = False
+    weight_domain = "any"
     run_until_limit = False
     tolerance = None
     constants: dict = {}
@@ -426,6 +439,9 @@ def _check_program_class(cls) -> dict:
     where = f"{cls.__module__}.{cls.__qualname__}"
     if cls.sum not in MONOIDS:
         raise ProgramError(f"{where}: sum = {cls.sum!r}; expected one of {MONOIDS}")
+    if cls.weight_domain not in WEIGHT_DOMAINS:
+        raise ProgramError(f"{where}: weight_domain = {cls.weight_domain!r}; expected one of "
+                           f"{WEIGHT_DOMAINS}")
     if cls.execution not in ("sync", "async"):
         raise ProgramError(f"{where}: execution = {cls.execution!r}; expected 'sync' or 'async'")
     if cls.initially_active not in ("all", "sources"):

@@ -83,6 +83,7 @@ class CircuitSimulation(VertexProgram):
     initially_active = "all"
     tolerance = 1e-4
     needs_weights = True
+    weight_domain = "positive"
     needs_sources = True
     constants = {"ground_every": 16}
 

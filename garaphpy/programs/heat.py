@@ -84,6 +84,7 @@ class HeatSimulation(VertexProgram):
     initially_active = "all"
     tolerance = 1e-4
     needs_weights = True
+    weight_domain = "positive"
     needs_sources = True
     constants = {"k": 0.5}
 

@@ -73,6 +73,7 @@ class SSWP(VertexProgram):
     max_iterations = 1_000_000_000
     initially_active = "sources"
     needs_weights = True
+    weight_domain = "nonnegative"
     needs_sources = True
 
     def init(is_source):

@@ -110,3 +110,30 @@ class EdgeSource:
     def weighted(self) -> bool:
         """Whether the edges carry weights."""
         return self.weight_kind is not None
+
+    def locate_weight(self, test) -> dict | None:
+        """Where the first weight for which ``test`` holds is, reading the input again.
+
+        Parameters
+        ----------
+        test : callable
+            Vectorized: an array of weights in, a boolean array out.
+
+        Returns
+        -------
+        dict or None
+            ``{"path": name, "value": weight}`` and where the edge is: ``line``
+            (1-based, text files), ``offset`` (byte, binary files) or ``edge``
+            (0-based index, other inputs).  None when no weight passes.
+            Readers override this with their own notion of a place.
+        """
+        seen = 0
+        for chunk in self.chunks(1 << 20):
+            if chunk.weight is not None:
+                hits = np.flatnonzero(test(chunk.weight))
+                if hits.size:
+                    k = int(hits[0])
+                    return {"path": self.name, "edge": seen + k,
+                            "value": chunk.weight[k].item()}
+            seen += len(chunk)
+        return None

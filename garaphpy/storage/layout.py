@@ -354,8 +354,8 @@ def page_budget(gpu_memory_bytes: int, n_streams: int, vertex_bytes: int,
     free_for_pages = gpu_memory_bytes - vertex_bytes
     if free_for_pages <= 0:
         raise StoreError(
-            f"GPU memory budget of {gpu_memory_bytes} bytes does not even hold the "
-            f"vertex data ({vertex_bytes} bytes)")
+            f"GPU memory budget of {gpu_memory_bytes} bytes (gpu_memory) does not even "
+            f"hold the vertex data ({vertex_bytes} bytes)")
     return int(min(free_for_pages // n_streams, max_page_bytes))
 
 

@@ -154,6 +154,9 @@ class InputFile:
         try:
             stat = self.path.stat()
         except FileNotFoundError:
+            if self.path.is_symlink():
+                raise GraphInputError(f"a broken symbolic link (to {os.readlink(self.path)}, "
+                                      "which does not exist)", self.name) from None
             raise GraphInputError("no such file", self.name) from None
         except OSError as exc:
             raise GraphInputError(f"cannot access the file: {exc.strerror}",
@@ -422,6 +425,16 @@ class TextSource(FileSource):
             _skip_bytes(stream, self.data_start)
             yield from scanner.chunks(stream, max_edges)
         self._finished(scanner)
+
+    def locate_weight(self, test) -> dict | None:
+        """The file and line of the first weight passing ``test`` (EdgeSource)."""
+        scanner = self._scanner()
+        with self.file.open() as stream:
+            _skip_bytes(stream, self.data_start)
+            found = scanner.locate(stream, test)
+        if found is None:
+            return None
+        return {"path": self.name, "line": found[0], "value": found[1]}
 
     def _finished(self, scanner: RecordScanner) -> None:
         """Checks once a pass has read everything (e.g. the empty graph)."""
@@ -723,6 +736,14 @@ class BinaryCSRSource(FileSource):
         with self.file.open() as stream:
             _skip_bytes(stream, self.layout.offsets_at)
             yield from binary.iter_edges(stream, self.layout, self.name, max_edges)
+
+    def locate_weight(self, test) -> dict | None:
+        """The file and byte offset of the first weight passing ``test`` (EdgeSource)."""
+        found = super().locate_weight(test)
+        if found is not None:
+            edge = found.pop("edge")
+            found["offset"] = self.layout.neighbours_at + edge * self.layout.entry_bytes + 4
+        return found
 
 
 def open_source(path: str | os.PathLike, format: str = "auto", *,

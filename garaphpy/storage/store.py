@@ -27,7 +27,6 @@ shard's first vertex, and the edge values.
 from __future__ import annotations
 
 import json
-import os
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +37,7 @@ from .. import config
 from ..errors import StoreCorruptError, StoreError
 from ..progress import human_bytes, human_count
 from .builder import BLOCK_DTYPE
+from .filesafety import write_file
 from .layout import SHARD_DTYPE
 
 MANIFEST = "manifest.json"
@@ -53,10 +53,8 @@ def write_manifest(directory: Path, manifest: dict) -> None:
     manifest = dict(manifest)
     manifest["manifest_crc32"] = _manifest_checksum(manifest)
     path = Path(directory) / MANIFEST
-    with open(path, "w") as handle:
-        json.dump(manifest, handle, indent=1, sort_keys=True)
-        handle.flush()
-        os.fsync(handle.fileno())
+    text = json.dumps(manifest, indent=1, sort_keys=True)
+    write_file(path, text.encode(), sync=True)
 
 
 def read_manifest(directory) -> dict:
@@ -218,12 +216,16 @@ class Store:
         if verify not in ("full", "quick"):
             raise ValueError(f"verify={verify!r}: expected 'full' or 'quick'")
         path = Path(path)
-        manifest = read_manifest(path)
-        store = cls(path, manifest)
-        store._load_arrays()
-        store._check_block_files()
-        if verify == "full":
-            store.verify_blocks()
+        try:
+            manifest = read_manifest(path)
+            store = cls(path, manifest)
+            store._load_arrays()
+            store._check_block_files()
+            if verify == "full":
+                store.verify_blocks()
+        except StoreCorruptError as error:
+            raise StoreCorruptError(f"{error}; the store is damaged: rebuild it (--rebuild, "
+                                    "store.rebuild = true, or rebuild=True)") from None
         return store
 
     def _array_path(self, name: str) -> Path:
@@ -263,7 +265,7 @@ class Store:
         for directory in range(len(self._block_dirs)):
             path = self._block_file(directory)
             if not path.is_file():
-                raise StoreError(f"{path}: block file of storage directory "
+                raise StoreCorruptError(f"{path}: block file of storage directory "
                                  f"{self.storage_dirs[directory]} is missing")
             mine = self.blocks[self.blocks["directory"] == directory]
             needed = int((mine["offset"] + mine["nbytes"]).max()) if mine.size else 0
@@ -367,6 +369,45 @@ class Store:
         if not ok.all():
             raise KeyError(f"vertex {int(original[~ok][0])} is not in the graph")
         return position
+
+    # -- weights -----------------------------------------------------------
+    def weight_domain_error(self, domain: str, program: str):
+        """A GraphInputError when a stored edge value lies outside ``domain``, else None.
+
+        Parameters
+        ----------
+        domain : {"any", "nonnegative", "positive"}
+            :attr:`garaphpy.program.VertexProgram.weight_domain`.
+        program : str
+            The program's name, for the message.
+
+        Stores record their smallest value and where the input's first
+        negative or non-positive value is; for stores built before they did,
+        the pages are read to find out (the message then gives no line).
+        """
+        from .builder import location_error
+
+        if domain == "any" or not self.weighted:
+            return None
+        summary = self.manifest["summary"]
+        low = summary.get("min_weight")
+        if "min_weight" not in summary and self.num_edges:
+            low = self.csc()[2].min().item()
+        if low is None or low > 0 or (low == 0 and domain == "nonnegative"):
+            return None
+        what = "negative" if low < 0 else "zero"
+        key = "first_negative_weight" if low < 0 else "first_nonpositive_weight"
+        count = summary.get("negative_weights" if low < 0 else "nonpositive_weights")
+        rule = ">= 0" if domain == "nonnegative" else "> 0"
+        problem = (f"{program} is correct only for edge weights {rule} "
+                   f"(weight_domain='{domain}')")
+        found = summary.get(key)
+        if found:
+            many = f" (the first of {count:,})" if count and count > 1 else ""
+            return location_error(found, f"{what} edge weight {found['value']!r}{many}: "
+                                         f"{problem}")
+        return StoreError(f"{self.path}: the graph has {what} edge weights (smallest {low!r}): "
+                          f"{problem}")
 
     # -- description ---------------------------------------------------------
     @property

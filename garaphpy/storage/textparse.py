@@ -821,6 +821,33 @@ class RecordScanner:
             weight if self._weight_dtype is np.float64 else _EMPTY_REAL, index + 1)
         return line + result[7]
 
+    def locate(self, stream: BinaryIO, test) -> tuple[int, object] | None:
+        """(1-based line, value) of the first record whose weight passes ``test``.
+
+        One sequential pass (an error path: no threads); None when no weight
+        passes.  ``test`` maps an array of weights to a boolean array.
+        """
+        scratch = _Scratch(self._weight_dtype)
+        reader = _BlockReader(stream, self.block_bytes)
+        line = self.first_line
+        try:
+            for buf, stop in reader:
+                for start, cut in self._pieces(buf, stop):
+                    piece = self._parse_piece(buf, start, cut, scratch)
+                    if piece.error != OK:
+                        self._raise_parse_error(buf, piece, line)
+                    if piece.weight is not None and piece.n_records:
+                        hits = np.flatnonzero(test(piece.weight[:piece.n_records]))
+                        if hits.size:
+                            k = int(hits[0])
+                            return (self._line_of_record(buf, piece, line, k),
+                                    piece.weight[k].item())
+                    line += piece.n_lines
+                reader.release(buf)
+        finally:
+            reader.close()
+        return None
+
     # ------------------------------------------------------------ chunks --
     def _grow_chunk(self, src, dst, weight, filled: int, needed: int, max_edges: int):
         """Chunk arrays holding at least ``needed`` records, the first ``filled`` kept.
