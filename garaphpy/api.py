@@ -50,6 +50,35 @@ def _compiled_program(program: VertexProgram):
     return _COMPILED[key]
 
 
+_INIT_CHECKS: dict = {}
+
+
+def _check_initial_values(graph, program: VertexProgram, source_vertices: np.ndarray) -> None:
+    """Refuse, naming init's file and line, an integer program whose init
+    gives a vertex a value its dtype cannot hold (before CPU or GPU set up)."""
+    from .kernels.cpu_program import compile_init_check
+    from .program import check_initial_values
+    from .scheduler.cpu_engine import vertex_attributes, weighted_in_degree
+
+    if np.dtype(type(program).value_dtype).kind not in "iu":
+        return
+    key = (type(program), tuple(sorted(program.constants.items())))
+    if key not in _INIT_CHECKS:
+        _INIT_CHECKS[key] = compile_init_check(program)
+    first_out_of_range = _INIT_CHECKS[key]
+    weighted_in = weighted_in_degree(graph.store) \
+        if "weighted_in_degree" in type(program).functions["init"].parameters else None
+
+    def find():
+        attrs = vertex_attributes(graph, source_vertices, weighted_in)
+        vertex, number = first_out_of_range(attrs, graph.num_vertices)
+        if vertex < 0:
+            return None
+        return int(graph.original_ids(np.array([vertex]))[0]), float(number)
+
+    check_initial_values(program, find)
+
+
 def _program_instance(program) -> VertexProgram:
     if isinstance(program, str):
         from .programs import get_program
@@ -224,6 +253,7 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
     if program.needs_undirected and graph.directed:
         graph = graph.as_undirected()
     source_vertices = _source_vertices(graph, program, sources)
+    _check_initial_values(graph, program, source_vertices)
     checkpoints = checkpoint.for_run(
         checkpoint_dir, checkpoint_every, resume, graph=graph, program=program,
         execution=execution, sources=source_vertices, direction=direction,

@@ -1,0 +1,129 @@
+"""What a user meets first (issue 21): wrong values refused, precision kept,
+the user's cache untouched, Ctrl-C honoured, the README's examples runnable,
+thread defaults, stores and outputs keyed on their input, sources only where
+used, weights for unweighted files."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+import garaphpy
+from garaphpy import VertexProgram
+from garaphpy.program import ProgramError
+
+from references import bfs_scipy
+
+CHAIN = (np.arange(4), np.arange(1, 5))      # 0 -> 1 -> 2 -> 3 -> 4
+
+
+# -- 1. values an integer dtype cannot hold are refused, with file and line ----------
+
+def _line_of(text):
+    source = open(__file__).read().splitlines()
+    return next(i for i, line in enumerate(source, 1) if text in line)
+
+
+@pytest.mark.parametrize("returned", ["math.inf", "-math.inf", "1e30", "2**63", "-1e19"])
+def test_integer_program_refuses_constant_it_cannot_hold(returned, tmp_path):
+    namespace = {"VertexProgram": VertexProgram, "np": np, "math": math}
+    source = (f"class P(VertexProgram):\n    value_dtype = np.int64\n    sum = 'min'\n"
+              f"    def init(is_source):\n        x = {returned}\n"
+              f"        return 0 if is_source else x\n"
+              f"    def gather(src):\n        return src + 1\n"
+              f"    def apply(value, accum):\n        return min(value, accum)\n"
+              f"    def activate(new, old):\n        return new < old\n")
+    path = str(tmp_path / "program.py")
+    (tmp_path / "program.py").write_text(source)
+    with pytest.raises(ProgramError, match=rf"^{re.escape(path)}:5: in init: .*int64"):
+        exec(compile(source, path, "exec"), namespace)
+
+
+def test_integer_program_refuses_nan_and_out_of_range_apply_constant():
+    with pytest.raises(ProgramError, match=r"test_first_use.py:\d+: in init: math.nan"):
+        class NanInit(VertexProgram):
+            value_dtype = np.int32
+            sum = "min"
+
+            def init():
+                return math.nan
+
+            def gather(src):
+                return src
+
+            def apply(value, accum):
+                return accum
+
+            def activate(new, old):
+                return new < old
+    with pytest.raises(ProgramError) as error:
+        class WideApply(VertexProgram):
+            value_dtype = np.int32
+            sum = "min"
+
+            def init():
+                return 0
+
+            def gather(src):
+                return src
+
+            def apply(value, accum):
+                return accum if value > 0 else 3000000000   # beyond int32
+
+            def activate(new, old):
+                return new < old
+    line = _line_of("return accum if value > 0 else 3000000000")
+    assert f"test_first_use.py:{line}: in apply: apply returns 3000000000" in str(error.value)
+
+
+def test_integer_program_refuses_computed_init_value_at_run_time():
+    class HugeInit(VertexProgram):
+        value_dtype = np.int64
+        sum = "min"
+        initially_active = "sources"
+        needs_sources = True
+
+        def init(is_source, num_vertices):   # computed: not caught when defined
+            return 0 if is_source else num_vertices * 1e300
+
+        def gather(src):
+            return src + 1
+
+        def apply(value, accum):
+            return min(value, accum)
+
+        def activate(new, old):
+            return new < old
+
+    graph = garaphpy.Graph.from_arrays(*CHAIN)
+    line = _line_of("def init(is_source, num_vertices):   # computed")
+    with pytest.raises(ProgramError, match=rf"test_first_use.py:{line}: in init: init gives "
+                                           r"vertex 1 the value 5e\+300"):
+        garaphpy.run(graph, HugeInit, sources=[0], mode="cpu", threads=1)
+
+
+def test_integer_program_with_a_sentinel_in_range_gives_depths():
+    class Depth(VertexProgram):
+        value_dtype = np.int64
+        sum = "min"
+        initially_active = "sources"
+        needs_sources = True
+
+        def init(is_source):
+            return 0 if is_source else 4611686018427387904
+
+        def gather(src):
+            return src + 1
+
+        def apply(value, accum):
+            return min(value, accum)
+
+        def activate(new, old):
+            return new < old
+
+    graph = garaphpy.Graph.from_arrays(*CHAIN)
+    result = garaphpy.run(graph, Depth, sources=[0], mode="cpu", threads=1)
+    np.testing.assert_array_equal(result.values, bfs_scipy(graph, [0]))
