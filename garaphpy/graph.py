@@ -139,7 +139,9 @@ class Graph:
             Edge endpoints.  Without ``num_vertices`` they are arbitrary ids,
             renumbered (results come back in these ids).
         weights : array_like, optional
-            One value per edge.
+            One value per edge, stored in its own precision (float64 stays
+            float64, float32 stays float32; integers as int32 when they fit,
+            else int64); pass ``weight_dtype="float32"`` to narrow.
         num_vertices : int, optional
             Vertices are 0..num_vertices-1 (isolated ones included).
         store : str or os.PathLike, optional
@@ -154,7 +156,12 @@ class Graph:
     @classmethod
     def from_scipy(cls, matrix, *, store: str | os.PathLike | None = None,
                    progress: bool = False, **options) -> "Graph":
-        """Preprocess a square SciPy sparse matrix (row = source, column = destination)."""
+        """Preprocess a square SciPy sparse matrix (row = source, column = destination).
+
+        The matrix's data are the edge weights, stored in their own precision
+        (float64 stays float64); ``weight_dtype="float32"`` narrows them,
+        ``weight_dtype="none"`` drops them.  Other options as for :meth:`load`.
+        """
         return cls._from_source(from_scipy(matrix), store, progress, options)
 
     @classmethod

@@ -127,3 +127,32 @@ def test_integer_program_with_a_sentinel_in_range_gives_depths():
     graph = garaphpy.Graph.from_arrays(*CHAIN)
     result = garaphpy.run(graph, Depth, sources=[0], mode="cpu", threads=1)
     np.testing.assert_array_equal(result.values, bfs_scipy(graph, [0]))
+
+
+# -- 2. from_scipy / from_arrays keep the weights' precision -------------------------
+
+@pytest.mark.parametrize("constructor", ["scipy", "arrays"])
+def test_float64_weights_keep_their_precision(constructor):
+    import scipy.sparse
+    from scipy.sparse.csgraph import dijkstra
+
+    src, dst = CHAIN
+    weights = np.array([1.000000001, 2.000000003, 1e-9, 3.3333333333333335])
+    matrix = scipy.sparse.csr_matrix((weights, (src, dst)), shape=(5, 5))
+    graph = (garaphpy.Graph.from_scipy(matrix) if constructor == "scipy"
+             else garaphpy.Graph.from_arrays(src, dst, weights, num_vertices=5))
+    assert graph.store.weight_dtype == np.float64
+    result = garaphpy.run(graph, "sssp", sources=[0], mode="cpu", threads=1)
+    np.testing.assert_array_equal(result.values, dijkstra(matrix, indices=0))
+    assert result.values[1] == 1.000000001
+
+
+def test_weights_narrow_only_when_asked():
+    import scipy.sparse
+
+    src, dst = CHAIN
+    matrix = scipy.sparse.csr_matrix((np.full(4, 1.000000001), (src, dst)), shape=(5, 5))
+    graph = garaphpy.Graph.from_scipy(matrix, weight_dtype="float32")
+    assert graph.store.weight_dtype == np.float32
+    assert garaphpy.Graph.from_arrays(src, dst, np.ones(4, np.float32)).store.weight_dtype \
+        == np.float32

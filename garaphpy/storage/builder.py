@@ -72,8 +72,9 @@ class BuildOptions:
         one edge whose weight is the min, max or sum.  Default ``"drop"``.
     weight_dtype : {"auto", "int32", "int64", "float32", "float64", "none"}
         Stored edge-value type.  ``auto``: int32 for integer weights (int64
-        when they do not fit), float32 for real weights.  ``none`` drops
-        weights.
+        when they do not fit); for real weights, float32 from files and the
+        arrays' own precision from numpy arrays and SciPy matrices (float64
+        stays float64).  ``none`` drops weights.
     storage_dirs : list of str
         Extra directories (one per SSD) across which page data blocks are
         spread by a hash, besides the store directory itself.
@@ -274,7 +275,7 @@ class _Ingest:
             low, high = self.weight_range
             fits = low is None or (low >= -2**31 and high < 2**31)
             return np.dtype(np.int32) if fits else np.dtype(np.int64)
-        return np.dtype(np.float32)
+        return getattr(self.source, "real_weight_dtype", None) or np.dtype(np.float32)
 
     def chunks(self):
         """Cleaned chunks (src, dst, weight) of the source, in its own 0-based ids.
