@@ -156,3 +156,24 @@ def test_weights_narrow_only_when_asked():
     assert graph.store.weight_dtype == np.float32
     assert garaphpy.Graph.from_arrays(src, dst, np.ones(4, np.float32)).store.weight_dtype \
         == np.float32
+
+
+# -- 3. no test reaches the user's cache -----------------------------------------------
+
+@pytest.fixture(scope="module")
+def module_scoped_store():
+    """Built before any function-scoped fixture, as test_checkpoint's ``rmat`` is."""
+    from garaphpy.graph import cache_directory
+
+    return cache_directory().resolve(), garaphpy.Graph.load("rmat:5", progress=False)
+
+
+def test_module_scoped_fixtures_build_stores_outside_the_users_cache(module_scoped_store):
+    import conftest
+
+    cache, graph = module_scoped_store
+    store = graph.store.path.resolve()
+    assert cache.is_relative_to(conftest.TEST_CACHE_ROOT)
+    assert store.is_relative_to(conftest.TEST_CACHE_ROOT)
+    assert not store.is_relative_to(conftest.USER_CACHE_DIRECTORY)
+    assert not conftest.TEST_CACHE_ROOT.is_relative_to(conftest.USER_CACHE_DIRECTORY)
