@@ -14,6 +14,13 @@ sped up PageRank streamed from storage beside the page readers
 (``bench/wait_policy.py``, BENCHMARKS.md).  Spinning workers do hurt where
 the machine is shared with other busy processes; users set those
 variables themselves there.
+
+Ctrl-C while numba compiles can land in one of llvmlite's ctypes callbacks
+(the object-cache notification inside ``LLVMPY_FinalizeObject``), where
+ctypes reports the KeyboardInterrupt through ``sys.unraisablehook`` (a raw
+"Exception ignored" traceback) and drops it: the run went on and exited 0.
+:class:`KeptInterrupts` remembers every SIGINT, silences that report, and
+raises the KeyboardInterrupt again once the compiling code returns.
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import signal
+import sys
 import threading
 
 import numba
@@ -50,3 +59,56 @@ else:
 def parallel_section():
     """Context for a parallel launch: a no-op with a thread-safe layer."""
     return contextlib.nullcontext() if THREADSAFE else PARALLEL_LOCK
+
+
+class KeptInterrupts:
+    """While active, a SIGINT raises KeyboardInterrupt as usual *and* is
+    remembered, so one that a ctypes callback swallowed is raised again by
+    :meth:`check` (see the module docstring).
+
+    Usable as a context manager (checks on a normal exit) or with explicit
+    :meth:`check` and :meth:`restore`.  Does nothing outside the main thread
+    or where SIGINT has a handler other than Python's default.
+    """
+
+    def __init__(self):
+        self.pressed = False
+        self.active = threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        if self.active:
+            signal.signal(signal.SIGINT, self._remember)
+            self._unraisablehook = sys.unraisablehook
+            sys.unraisablehook = self._silence_dropped_interrupt
+
+    def _silence_dropped_interrupt(self, unraisable) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            self.pressed = True     # raised again by check()
+            return
+        self._unraisablehook(unraisable)
+
+    def _remember(self, signum, frame):
+        self.pressed = True
+        raise KeyboardInterrupt
+
+    def restore(self) -> None:
+        """Put Python's default handler back (idempotent)."""
+        if self.active:
+            self.active = False
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            sys.unraisablehook = self._unraisablehook
+
+    def check(self) -> None:
+        """Restore the default handler; raise KeyboardInterrupt if a SIGINT came."""
+        self.restore()
+        if self.pressed:
+            self.pressed = False
+            raise KeyboardInterrupt
+
+    def __enter__(self) -> "KeptInterrupts":
+        return self
+
+    def __exit__(self, kind, error, traceback) -> None:
+        if kind is None:
+            self.check()
+        else:
+            self.restore()

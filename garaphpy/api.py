@@ -17,7 +17,7 @@ import warnings
 import numba
 import numpy as np
 
-from . import config
+from . import _numba_setup, config
 from .errors import ConfigError, GaraphError
 from .program import VertexProgram
 from .scheduler import checkpoint
@@ -253,7 +253,8 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
     if program.needs_undirected and graph.directed:
         graph = graph.as_undirected()
     source_vertices = _source_vertices(graph, program, sources)
-    _check_initial_values(graph, program, source_vertices)
+    with _numba_setup.KeptInterrupts():
+        _check_initial_values(graph, program, source_vertices)
     checkpoints = checkpoint.for_run(
         checkpoint_dir, checkpoint_every, resume, graph=graph, program=program,
         execution=execution, sources=source_vertices, direction=direction,
@@ -262,6 +263,7 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
 
     previous_threads = numba.get_num_threads()
     numba.set_num_threads(threads)
+    compiling = _numba_setup.KeptInterrupts()   # until the engines are compiled
     try:
         if "weight" in _uses(program) and not graph.weighted:
             raise ConfigError(f"{type(program).__name__}.gather reads the edge weight, and the "
@@ -295,16 +297,19 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
                                 gpu_memory=gpu_memory, n_streams=n_streams, paged=paged)
                 gpu.set_frontier(initially_active)
                 engine = HybridEngine(engine, gpu, policy)
+        compiling.check()
         if checkpoints is not None:
             checkpoints.attach(engine)      # restores the resumed state, if any
         setup_seconds = time.perf_counter() - setup_started
-        with checkpoint.interrupts_at_iteration_end(checkpoints):
+        with (checkpoint.interrupts_at_iteration_end(checkpoints) if checkpoints is not None
+              else _numba_setup.KeptInterrupts()):
             records, converged, stop_reason = _iterate(engine, program, max_iterations,
                                                        tolerance, direction, on_iteration,
                                                        checkpoints)
         if checkpoints is not None:
             checkpoints.run_completed()
     finally:
+        compiling.restore()
         numba.set_num_threads(previous_threads)
         if checkpoints is not None:
             checkpoints.close()

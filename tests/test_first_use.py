@@ -177,3 +177,73 @@ def test_module_scoped_fixtures_build_stores_outside_the_users_cache(module_scop
     assert store.is_relative_to(conftest.TEST_CACHE_ROOT)
     assert not store.is_relative_to(conftest.USER_CACHE_DIRECTORY)
     assert not conftest.TEST_CACHE_ROOT.is_relative_to(conftest.USER_CACHE_DIRECTORY)
+
+
+# -- 4. Ctrl-C while numba compiles is never swallowed -------------------------------
+
+def _interrupt_inside_a_ctypes_callback():
+    """What llvmlite does while numba finalizes a function: C code calls back into
+    Python; a SIGINT arriving there raises inside the callback, and ctypes drops it."""
+    import ctypes
+    import os
+    import signal
+
+    compare = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+
+    def callback(a, b):
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(1000):    # the handler runs here, inside the callback
+            pass
+        return 0
+
+    items = (ctypes.c_int * 2)(2, 1)
+    ctypes.CDLL(None).qsort(items, 2, ctypes.sizeof(ctypes.c_int), compare(callback))
+
+
+@pytest.fixture
+def default_sigint():
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_interrupt_swallowed_by_a_compile_callback_stops_the_run(default_sigint, monkeypatch,
+                                                                   capsys):
+    from garaphpy import api
+
+    real_compile = api._compiled_program
+
+    def compile_hit_by_ctrl_c(program):
+        _interrupt_inside_a_ctypes_callback()
+        return real_compile(program)
+
+    monkeypatch.setattr(api, "_compiled_program", compile_hit_by_ctrl_c)
+    graph = garaphpy.Graph.from_arrays(*CHAIN)
+    with pytest.raises(KeyboardInterrupt):
+        garaphpy.run(graph, "pagerank", mode="cpu", threads=1)
+    assert "Exception ignored" not in capsys.readouterr().err
+
+
+def test_cli_interrupted_while_compiling_exits_130(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    config = tmp_path / "run.toml"
+    config.write_text('graph = "rmat:8"\n[store]\npath = "store"\n'
+                      '[run]\nprogram = "pagerank"\nmode = "cpu"\nthreads = 1\n')
+    environment = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba-cache"))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "garaphpy.run", str(config), "--quiet"], env=environment,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(1.5)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 130, out + err
+    assert "garaphpy: interrupted" in err and "Traceback" not in err
+    assert "done in" not in out
