@@ -92,9 +92,25 @@ def _program_instance(program) -> VertexProgram:
                       f"built-in program, got {program!r}")
 
 
+class IgnoredSourcesWarning(UserWarning):
+    """``sources`` were given to a program that does not use them (PageRank, CC, ...)."""
+
+
+def uses_sources(program: VertexProgram) -> bool:
+    """Whether ``program`` reads its sources: it needs them, starts from them,
+    or a function asks for ``is_source``."""
+    return bool(program.needs_sources or program.initially_active == "sources"
+                or "is_source" in _uses(program))
+
+
 def _source_vertices(graph, program: VertexProgram, sources) -> np.ndarray:
     if sources is None:
         sources = []
+    if not uses_sources(program):
+        if np.atleast_1d(np.asarray(sources)).size:
+            warnings.warn(f"sources: {type(program).__name__} does not use source vertices; "
+                          f"ignoring sources={sources!r}", IgnoredSourcesWarning, stacklevel=3)
+        return np.zeros(0, np.int64)
     original = np.atleast_1d(np.asarray(sources))
     if original.size and not np.issubdtype(original.dtype, np.integer):
         raise ConfigError(f"sources: expected vertex ids (integers), got {sources!r}")
@@ -139,7 +155,9 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
         Stop once the L1 change of an iteration falls below it (default:
         the program's, None for none).
     sources : int or sequence of int, optional
-        Source vertices, in the user's ids.
+        Source vertices, in the user's ids; only for programs that use them
+        (:func:`uses_sources`); given to another program they are ignored
+        with an :class:`IgnoredSourcesWarning`.
     threads : int, optional
         CPU threads (default: every core; a run streaming pages from storage
         leaves ``config.STREAMING_CORES_PER_DIRECTORY`` cores per storage

@@ -247,3 +247,21 @@ def test_cli_interrupted_while_compiling_exits_130(tmp_path):
     assert process.returncode == 130, out + err
     assert "garaphpy: interrupted" in err and "Traceback" not in err
     assert "done in" not in out
+
+
+# -- 8. sources are checked only for programs that use them --------------------------
+
+def test_pagerank_ignores_sources_with_a_warning_instead_of_failing():
+    from references import pagerank_power
+
+    graph = garaphpy.Graph.from_arrays(np.array([10, 20, 30, 30]), np.array([20, 30, 10, 20]))
+    with pytest.warns(garaphpy.IgnoredSourcesWarning, match="PageRank does not use"):
+        result = garaphpy.run(graph, "pagerank", sources=[0], mode="cpu", threads=1,
+                              tolerance=1e-12, max_iterations=500)
+    np.testing.assert_allclose(result.values, pagerank_power(graph), atol=1e-9)
+
+
+def test_programs_that_use_sources_still_check_them():
+    graph = garaphpy.Graph.from_arrays(np.array([10, 20]), np.array([20, 30]))
+    with pytest.raises(garaphpy.ConfigError, match="sources: .*0"):
+        garaphpy.run(graph, "bfs", sources=[0], mode="cpu", threads=1)
