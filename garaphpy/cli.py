@@ -63,6 +63,9 @@ def graph_from_config(settings: dict, progress: bool = True, rebuild: bool = Fal
     generator_options = {k: inputs[k] for k in generator_keys if inputs[k] is not None}
     spec = settings[""]["graph"]
     is_generator = generators.parse_generator_spec(spec, generator_options) is not None
+    hash_max_weight = None
+    if inputs["weights"] == "hash" and not is_generator:
+        hash_max_weight = generator_options.pop("max_weight", None)
     if not is_generator:
         if generator_options:
             raise ConfigError(f"input.{next(iter(generator_options))} applies to generators "
@@ -73,7 +76,7 @@ def graph_from_config(settings: dict, progress: bool = True, rebuild: bool = Fal
         spec, store=stored["path"], format=inputs["format"],
         generator_options=generator_options if is_generator else None,
         rebuild=rebuild or stored["rebuild"], progress=progress,
-        directed=inputs["directed"], self_loops=inputs["self_loops"],
+        weights=inputs["weights"], max_weight=hash_max_weight, directed=inputs["directed"], self_loops=inputs["self_loops"],
         duplicates=inputs["duplicates"], weight_dtype=inputs["weight_dtype"],
         storage_dirs=stored["storage_dirs"], memory_budget=stored["memory_budget"],
         gpu_memory=stored["gpu_memory"], n_streams=stored["n_streams"],

@@ -89,7 +89,8 @@ class Graph:
     @classmethod
     def load(cls, graph: str | os.PathLike, *, store: str | os.PathLike | None = None,
              format: str = "auto", generator_options: dict | None = None,
-             rebuild: bool = False, progress: bool = True, **options) -> "Graph":
+             rebuild: bool = False, progress: bool = True, weights: str = "file",
+             max_weight: int | None = None, **options) -> "Graph":
         """Load a graph file or generate a graph, preprocessing it if needed.
 
         Parameters
@@ -110,6 +111,14 @@ class Graph:
             Preprocess again even if an up-to-date store exists.
         progress : bool
             Show progress and the load summary on long work.
+        weights : {"file", "unit", "hash"}
+            Edge weights: the input's own (``file``, the default), 1 on every
+            edge (``unit``), or an integer in ``1 .. max_weight`` hashed from
+            each edge's user ids (``hash``, the rule the benchmarks weight
+            SNAP graphs with; :func:`garaphpy.generators.hashed_edge_weights`),
+            so weighted programs (SSSP, SSWP, NN, ...) run on unweighted files.
+        max_weight : int, optional
+            ``weights="hash"`` only (default 255).
         **options
             Cleaning and layout options of
             :class:`garaphpy.storage.builder.BuildOptions` (``directed``,
@@ -124,6 +133,7 @@ class Graph:
                 raise ConfigError(f"generator_options given, but {str(graph)!r} is not a "
                                   "generator spec")
             source = open_source(graph, format=format)
+        source = generators.with_edge_weights(source, weights, max_weight)
         path = Path(store) if store is not None else default_store_path(source, build)
         return cls(build_store(source, path, build, progress=progress, force=rebuild))
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -265,3 +266,60 @@ def test_programs_that_use_sources_still_check_them():
     graph = garaphpy.Graph.from_arrays(np.array([10, 20]), np.array([20, 30]))
     with pytest.raises(garaphpy.ConfigError, match="sources: .*0"):
         garaphpy.run(graph, "bfs", sources=[0], mode="cpu", threads=1)
+
+
+# -- 9. weighted programs on unweighted files -----------------------------------------
+
+SAMPLE_WEB = Path(__file__).resolve().parents[1] / "examples" / "graphs" / "sample-web.txt.gz"
+
+
+def _splitmix_weight(u: int, v: int, max_weight: int = 255) -> int:
+    """The documented hash rule, in plain Python integers."""
+    mask = (1 << 64) - 1
+    z = (((u << 32) ^ v) + 0x9E3779B97F4A7C15) & mask
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+    return 1 + (z ^ (z >> 31)) % max_weight
+
+
+def _sample_web_edges():
+    import gzip
+
+    with gzip.open(SAMPLE_WEB, "rt") as file:
+        pairs = [tuple(map(int, line.split())) for line in file if not line.startswith("#")]
+    return sorted(set(pairs))
+
+
+@pytest.mark.parametrize("rule", ["unit", "hash"])
+def test_sssp_runs_on_an_unweighted_file_with_weights_by_rule(rule):
+    import scipy.sparse
+    from scipy.sparse.csgraph import dijkstra
+
+    graph = garaphpy.Graph.load(SAMPLE_WEB, weights=rule, progress=False)
+    assert graph.weighted
+    edges = _sample_web_edges()
+    ids = sorted({u for edge in edges for u in edge})
+    index = {vertex: i for i, vertex in enumerate(ids)}
+    weights = [1 if rule == "unit" else _splitmix_weight(u, v) for u, v in edges]
+    matrix = scipy.sparse.csr_matrix(
+        (weights, ([index[u] for u, _ in edges], [index[v] for _, v in edges])),
+        shape=(len(ids), len(ids)))
+    source = edges[0][0]
+    result = garaphpy.run(graph, "sssp", sources=[source], mode="cpu", threads=1)
+    expected = dijkstra(matrix, indices=index[source])
+    order = [index[int(v)] for v in graph.original_ids()]
+    np.testing.assert_array_equal(result.values, expected[order])
+
+
+def test_weights_rule_in_the_config(tmp_path, capsys):
+    from garaphpy.cli import main
+
+    config = tmp_path / "run.toml"
+    config.write_text(f'graph = "{SAMPLE_WEB}"\n[input]\nweights = "hash"\nmax_weight = 9\n'
+                      '[store]\npath = "store"\n[run]\nprogram = "sssp"\nsources = [0]\n'
+                      'mode = "cpu"\nthreads = 1\nverify = true\n')
+    assert main([str(config), "--quiet"]) == 0, capsys.readouterr().err
+    assert "verify: PASSED" in capsys.readouterr().out
+    values = np.loadtxt(tmp_path / "results" / "sample-web.sssp.txt")
+    reachable = values[:, 1][np.isfinite(values[:, 1])]
+    assert reachable.max() > 9 and reachable.max() <= 9 * len(reachable)
