@@ -17,7 +17,7 @@ __version__ = "0.1.0"
 __all__ = ["Graph", "run", "VertexProgram", "ProgramError", "VerifyReport", "NotConvergedError",
            "NotConvergedWarning", "GaraphError", "GraphInputError", "ConfigError", "StoreError",
            "StoreCorruptError", "CheckpointError", "RunInterrupted", "HybridPolicy",
-           "Decision", "GpuFallbackWarning", "IgnoredSourcesWarning", "__version__"]
+           "Decision", "GpuFallbackWarning", "IgnoredSourcesWarning", "ThreadsCappedWarning", "__version__"]
 
 
 def __getattr__(name):
@@ -36,7 +36,7 @@ def __getattr__(name):
 
         return getattr(dispatcher, name)
     if name in ("NotConvergedError", "NotConvergedWarning", "GpuFallbackWarning",
-                "IgnoredSourcesWarning"):
+                "IgnoredSourcesWarning", "ThreadsCappedWarning"):
         from . import api
 
         return getattr(api, name)

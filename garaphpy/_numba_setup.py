@@ -12,8 +12,16 @@ made in-memory iterations 15% slower and sleeping at once
 (``OMP_WAIT_POLICY=PASSIVE``) two to three times slower, while neither
 sped up PageRank streamed from storage beside the page readers
 (``bench/wait_policy.py``, BENCHMARKS.md).  Spinning workers do hurt where
-the machine is shared with other busy processes; users set those
-variables themselves there.
+the machine is shared with other busy processes: a worker that loses its
+core to another process holds every other worker at each barrier.  On a
+2-core machine with one busy-loop process beside it, BFS on web-NotreDame
+took 380-590 ms on 2 spinning threads against 23 ms on 2 passive ones (and
+46-70 ms on one thread).  So where at least
+``config.LOADED_MACHINE_BUSY_CORES`` cores are busy when garaphpy is
+imported (sampled by psutil over ``config.LOAD_SAMPLE_SECONDS``), the
+workers wait passively (``OMP_WAIT_POLICY=PASSIVE``, :data:`WAIT_POLICY`);
+an idle machine keeps the spinning default.  A user's own
+``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` is respected.
 
 Ctrl-C while numba compiles can land in one of llvmlite's ctypes callbacks
 (the object-cache notification inside ``LLVMPY_FinalizeObject``), where
@@ -47,6 +55,28 @@ def _threadsafe_layer_available() -> bool:
             continue
     return False
 
+
+def busy_cores(sample_seconds: float) -> float:
+    """Cores' worth of work the machine is doing now, sampled over ``sample_seconds``."""
+    import psutil
+
+    return psutil.cpu_percent(interval=sample_seconds) / 100.0 * (psutil.cpu_count() or 1)
+
+
+def _choose_wait_policy() -> str:
+    """OpenMP's wait policy for this process (before libgomp reads it)."""
+    from . import config
+
+    if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
+        return os.environ.get("OMP_WAIT_POLICY", "user's GOMP_SPINCOUNT")
+    if busy_cores(config.LOAD_SAMPLE_SECONDS) >= config.LOADED_MACHINE_BUSY_CORES:
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+        return "PASSIVE"
+    return "default (spin, then sleep)"
+
+
+#: The wait policy chosen at import (see the module docstring).
+WAIT_POLICY = _choose_wait_policy()
 
 if "NUMBA_THREADING_LAYER" not in os.environ and _threadsafe_layer_available():
     numba.config.THREADING_LAYER = "threadsafe"

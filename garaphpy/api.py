@@ -159,9 +159,12 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
         (:func:`uses_sources`); given to another program they are ignored
         with an :class:`IgnoredSourcesWarning`.
     threads : int, optional
-        CPU threads (default: every core; a run streaming pages from storage
-        leaves ``config.STREAMING_CORES_PER_DIRECTORY`` cores per storage
-        directory, at most a quarter, to the page readers).
+        CPU threads (default: one per ``config.DEFAULT_EDGES_PER_THREAD``
+        edges, at most every core, so a small graph runs on one thread; a
+        run streaming pages from storage leaves
+        ``config.STREAMING_CORES_PER_DIRECTORY`` cores per storage
+        directory, at most a quarter, to the page readers).  More than the
+        process's cores is capped to them, with a :class:`ThreadsCappedWarning`.
     direction : {"auto", "pull", "notify-pull"}
         The CPU's direction (in ``hybrid`` runs, that of the CPU-only
         iterations; hybrid iterations pull); ``auto`` follows Garaph's switch
@@ -265,7 +268,7 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
     if tolerance is not None and not (isinstance(tolerance, (int, float)) and tolerance >= 0):
         raise ConfigError(f"tolerance={tolerance!r}: expected a non-negative number")
     threads_chosen = threads is not None
-    threads = _threads(threads)
+    threads = _threads(threads, graph.num_edges)
     if program.needs_weights and not graph.weighted:
         raise ConfigError(f"{type(program).__name__} needs edge weights, and the graph has none")
     if program.needs_undirected and graph.directed:
@@ -414,15 +417,21 @@ def _uses(program: VertexProgram) -> set:
     return {p for f in type(program).functions.values() for p in f.parameters}
 
 
-def _threads(threads) -> int:
-    available = numba.config.NUMBA_NUM_THREADS
+class ThreadsCappedWarning(UserWarning):
+    """More ``threads`` were asked for than this process can run; the run uses fewer."""
+
+
+def _threads(threads, num_edges: int | None = None) -> int:
+    available = min(numba.config.NUMBA_NUM_THREADS, config.usable_cores())
     if threads is None:
-        return min(config.default_threads(), available)
+        return min(config.default_threads(num_edges), available)
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ConfigError(f"threads={threads!r}: expected a positive integer")
     if threads > available:
-        raise ConfigError(f"threads={threads}: numba was started with {available} threads "
-                          "(set NUMBA_NUM_THREADS before starting Python for more)")
+        warnings.warn(f"threads={threads}: this machine gives the process {available} "
+                      f"core(s); using {available} (more threads than cores only wait on "
+                      "each other)", ThreadsCappedWarning, stacklevel=3)
+        return available
     return threads
 
 

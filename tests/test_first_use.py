@@ -323,3 +323,42 @@ def test_weights_rule_in_the_config(tmp_path, capsys):
     values = np.loadtxt(tmp_path / "results" / "sample-web.sssp.txt")
     reachable = values[:, 1][np.isfinite(values[:, 1])]
     assert reachable.max() > 9 and reachable.max() <= 9 * len(reachable)
+
+
+# -- 6. threads: capped to the cores, scaled with the graph, passive on a busy machine --
+
+def test_more_threads_than_cores_is_capped_with_a_warning():
+    from garaphpy import config
+
+    graph = garaphpy.Graph.from_arrays(*CHAIN)
+    too_many = config.usable_cores() + 14
+    with pytest.warns(garaphpy.ThreadsCappedWarning, match=f"threads={too_many}: .* using"):
+        capped = garaphpy.run(graph, "bfs", sources=[0], mode="cpu", threads=too_many)
+    np.testing.assert_array_equal(capped.values, bfs_scipy(graph, [0]))
+
+
+def test_default_threads_scale_with_edges():
+    import numba
+
+    from garaphpy import api, config
+
+    cores = min(config.usable_cores(), numba.config.NUMBA_NUM_THREADS)
+    assert api._threads(None, 6_719) == 1
+    assert api._threads(None, config.DEFAULT_EDGES_PER_THREAD * 2) == min(2, cores)
+    assert api._threads(None, 10**12) == cores
+
+
+@pytest.mark.parametrize("busy, expected", [(0.0, None), (1.5, "PASSIVE")])
+def test_passive_wait_policy_only_on_a_busy_machine(monkeypatch, busy, expected):
+    from garaphpy import _numba_setup
+
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    monkeypatch.setattr(_numba_setup, "busy_cores", lambda seconds: busy)
+    _numba_setup._choose_wait_policy()
+    import os
+
+    assert os.environ.get("OMP_WAIT_POLICY") == expected
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")     # the user's choice stands
+    monkeypatch.setattr(_numba_setup, "busy_cores", lambda seconds: 8.0)
+    assert _numba_setup._choose_wait_policy() == "ACTIVE"
