@@ -23,12 +23,13 @@ writing one).
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 import sys
 import time
 from pathlib import Path
 
-from .configfile import load_config
+from .configfile import SCHEMA, load_config
 from .errors import ConfigError, GaraphError, RunInterrupted
 
 
@@ -85,10 +86,29 @@ def graph_from_config(settings: dict, progress: bool = True, rebuild: bool = Fal
         block_bytes=stored["block_bytes"])
 
 
+def graph_variant_name(settings: dict) -> str:
+    """The graph's part of default output names: the input's name plus every
+    input option that changes the edges or their weights, so that variants
+    of one graph (weighted or not, another seed, symmetrized, ...) never
+    share a file: ``rmat-16``, ``rmat-16-weighted``, ``web-NotreDame-weights-hash``."""
+    graph_name = Path(str(settings[""]["graph"])).name.split(".")[0] or "graph"
+    parts = [graph_name.replace(":", "-")]
+    inputs = settings["input"]
+    for key in ("weights", "weighted", "seed", "edge_factor", "max_weight", "directed",
+                "self_loops", "duplicates", "weight_dtype"):
+        value = inputs[key]
+        if value is None or value == SCHEMA["input"][key].default:
+            continue
+        if isinstance(value, bool):
+            parts.append(key if value else f"un{key}")
+        else:
+            parts.append(f"{key.replace('_', '')}-{value}")
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", "-".join(parts))
+
+
 def _output_paths(settings: dict, program_name: str) -> tuple[Path, Path]:
     output = settings["output"]
-    graph_name = Path(str(settings[""]["graph"])).name.split(".")[0] or "graph"
-    graph_name = graph_name.replace(":", "-")
+    graph_name = graph_variant_name(settings)
     base = Path(settings.get("_base_dir", ".")) / "results"
     values = Path(output["values"]) if output["values"] else \
         base / f"{graph_name}.{program_name}.txt"

@@ -10,6 +10,7 @@ the options, so the second load of the same input reuses the store.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -51,6 +52,41 @@ def default_store_path(source: EdgeSource, options: BuildOptions) -> Path:
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(source.name).name).strip("-.") or "graph"
     key = store_key(source.identity(), options)
     return cache_directory() / "stores" / f"{stem[:60]}-{key[:16]}"
+
+
+#: Identity fields that change when the same input is edited, not replaced.
+_VOLATILE_IDENTITY = ("size", "mtime_ns")
+
+
+def refuse_store_of_another_input(path: Path, source: EdgeSource) -> None:
+    """Refuse to replace a store at ``path`` that was built from another input.
+
+    A store given by path is rebuilt when its input changed (the same file,
+    edited) or its options did; a store of a *different* input (another
+    file, generator, generator seed or weight rule) is not silently
+    replaced: pass ``rebuild=True`` (``--rebuild``) or another path.
+
+    Raises
+    ------
+    ConfigError
+        Naming the path and both inputs.
+    """
+    manifest_path = path / "manifest.json"
+    try:
+        stored = json.loads(manifest_path.read_text()).get("input", {})
+    except (OSError, ValueError, AttributeError):
+        return      # no readable store there: building one replaces nothing
+    old = {k: v for k, v in (stored.get("identity") or {}).items()
+           if k not in _VOLATILE_IDENTITY}
+    new = {k: v for k, v in json.loads(json.dumps(source.identity())).items()
+           if k not in _VOLATILE_IDENTITY}
+    if old == new:
+        return
+    differing = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    what = f" (with other {', '.join(differing)})" if stored.get("name") == source.name else ""
+    raise ConfigError(f"store {path} holds the store of {stored.get('name')!r}, not of "
+                      f"{source.name!r}{what}; give another store path, or rebuild to "
+                      "replace it (--rebuild, rebuild=True)")
 
 
 def _build_options(options: dict) -> BuildOptions:
@@ -134,6 +170,8 @@ class Graph:
                                   "generator spec")
             source = open_source(graph, format=format)
         source = generators.with_edge_weights(source, weights, max_weight)
+        if store is not None and not rebuild:
+            refuse_store_of_another_input(Path(store), source)
         path = Path(store) if store is not None else default_store_path(source, build)
         return cls(build_store(source, path, build, progress=progress, force=rebuild))
 

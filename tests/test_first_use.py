@@ -320,7 +320,7 @@ def test_weights_rule_in_the_config(tmp_path, capsys):
                       'mode = "cpu"\nthreads = 1\nverify = true\n')
     assert main([str(config), "--quiet"]) == 0, capsys.readouterr().err
     assert "verify: PASSED" in capsys.readouterr().out
-    values = np.loadtxt(tmp_path / "results" / "sample-web.sssp.txt")
+    values = np.loadtxt(tmp_path / "results" / "sample-web-weights-hash-maxweight-9.sssp.txt")
     reachable = values[:, 1][np.isfinite(values[:, 1])]
     assert reachable.max() > 9 and reachable.max() <= 9 * len(reachable)
 
@@ -362,3 +362,61 @@ def test_passive_wait_policy_only_on_a_busy_machine(monkeypatch, busy, expected)
     monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")     # the user's choice stands
     monkeypatch.setattr(_numba_setup, "busy_cores", lambda seconds: 8.0)
     assert _numba_setup._choose_wait_policy() == "ACTIVE"
+
+
+# -- 7. stores and outputs keyed so that different inputs never overwrite each other ----
+
+def _quickstart_copy(tmp_path):
+    import shutil
+
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    shutil.copytree(examples / "graphs", tmp_path / "graphs")
+    shutil.copy(examples / "quickstart.toml", tmp_path / "quickstart.toml")
+    return tmp_path / "quickstart.toml"
+
+
+def test_quickstart_with_another_graph_keeps_the_first_store_and_results(tmp_path, capsys):
+    from garaphpy.cli import main
+
+    config = _quickstart_copy(tmp_path)
+    assert main([str(config), "-q", "--set", "run.mode=cpu"]) == 0
+    first = capsys.readouterr().out
+    first_store = re.search(r"^store: (.*)$", first, re.M).group(1)
+    ranks = (tmp_path / "results" / "sample-web.pagerank.txt").read_bytes()
+    assert main([str(config), "-q", "--set", "run.mode=cpu", "--set", "graph=rmat:8"]) == 0
+    second_store = re.search(r"^store: (.*)$", capsys.readouterr().out, re.M).group(1)
+    assert second_store != first_store
+    assert garaphpy.Graph.open(first_store).num_vertices == 782
+    assert (tmp_path / "results" / "sample-web.pagerank.txt").read_bytes() == ranks
+    assert (tmp_path / "results" / "rmat-8.pagerank.txt").is_file()
+
+
+def test_a_store_path_holding_another_input_is_refused_unless_rebuild(tmp_path, capsys):
+    from garaphpy.cli import main
+
+    config = tmp_path / "run.toml"
+    config.write_text(f'graph = "{SAMPLE_WEB}"\n[store]\npath = "store"\n')
+    assert main([str(config), "-q"]) == 0
+    capsys.readouterr()
+    assert main([str(config), "-q", "--set", "graph=rmat:8"]) == 2
+    error = capsys.readouterr().err
+    assert f"store {tmp_path / 'store'} holds the store of '{SAMPLE_WEB}', not of 'rmat:8'" \
+        in error
+    assert garaphpy.Graph.open(tmp_path / "store").num_vertices == 782
+    assert main([str(config), "-q", "--set", "graph=rmat:8", "--rebuild"]) == 0
+    assert garaphpy.Graph.open(tmp_path / "store").num_vertices == 256
+
+
+def test_weighted_and_unweighted_variants_get_their_own_outputs(tmp_path):
+    from garaphpy.cli import main
+    from garaphpy.output import read_values
+
+    config = tmp_path / "run.toml"
+    config.write_text('graph = "rmat:8"\n[run]\nprogram = "bfs"\nsources = [1]\n'
+                      'mode = "cpu"\n')
+    assert main([str(config), "-q"]) == 0
+    assert main([str(config), "-q", "--set", "input.weighted=true"]) == 0
+    plain = tmp_path / "results" / "rmat-8.bfs.txt"
+    weighted = tmp_path / "results" / "rmat-8-weighted.bfs.txt"
+    assert plain.is_file() and weighted.is_file()
+    assert read_values(plain)[0].size == read_values(weighted)[0].size
