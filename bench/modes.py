@@ -103,7 +103,7 @@ import numba  # noqa: E402
 import numpy as np  # noqa: E402
 
 import garaphpy  # noqa: E402  (sets numba's threading layer before any parallel launch)
-from garaphpy import config  # noqa: E402
+from garaphpy import config, generators  # noqa: E402
 from garaphpy.api import NotConvergedWarning  # noqa: E402
 from garaphpy.errors import ConfigError  # noqa: E402
 from garaphpy.kernels.gpu import GpuUnavailableError  # noqa: E402
@@ -177,15 +177,9 @@ def _jsonable(value):
 
 
 # ------------------------------------------------------------------- graphs --
-def hashed_weights(src, dst, max_weight: int) -> np.ndarray:
-    """1 + splitmix64(src * 2^32 + dst) % max_weight, int64: a weight per edge,
-    from its endpoints' user ids only (independent of any numbering)."""
-    z = (src.astype(np.uint64) << np.uint64(32)) ^ dst.astype(np.uint64)
-    z = z + np.uint64(0x9E3779B97F4A7C15)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    z = z ^ (z >> np.uint64(31))
-    return (np.uint64(1) + z % np.uint64(max_weight)).astype(np.int64)
+#: 1 + splitmix64(src * 2^32 XOR dst) % max_weight from the endpoints' user ids
+#: (``[input] weights = "hash"`` uses the same rule).
+hashed_weights = generators.hashed_edge_weights
 
 
 class GraphCase:

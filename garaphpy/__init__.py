@@ -17,7 +17,7 @@ __version__ = "0.1.0"
 __all__ = ["Graph", "run", "VertexProgram", "ProgramError", "VerifyReport", "NotConvergedError",
            "NotConvergedWarning", "GaraphError", "GraphInputError", "ConfigError", "StoreError",
            "StoreCorruptError", "CheckpointError", "RunInterrupted", "HybridPolicy",
-           "Decision", "GpuFallbackWarning", "__version__"]
+           "Decision", "GpuFallbackWarning", "IgnoredSourcesWarning", "ThreadsCappedWarning", "__version__"]
 
 
 def __getattr__(name):
@@ -35,7 +35,8 @@ def __getattr__(name):
         from .scheduler import dispatcher
 
         return getattr(dispatcher, name)
-    if name in ("NotConvergedError", "NotConvergedWarning", "GpuFallbackWarning"):
+    if name in ("NotConvergedError", "NotConvergedWarning", "GpuFallbackWarning",
+                "IgnoredSourcesWarning", "ThreadsCappedWarning"):
         from . import api
 
         return getattr(api, name)

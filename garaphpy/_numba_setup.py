@@ -12,8 +12,23 @@ made in-memory iterations 15% slower and sleeping at once
 (``OMP_WAIT_POLICY=PASSIVE``) two to three times slower, while neither
 sped up PageRank streamed from storage beside the page readers
 (``bench/wait_policy.py``, BENCHMARKS.md).  Spinning workers do hurt where
-the machine is shared with other busy processes; users set those
-variables themselves there.
+the machine is shared with other busy processes: a worker that loses its
+core to another process holds every other worker at each barrier.  On a
+2-core machine with one busy-loop process beside it, BFS on web-NotreDame
+took 380-590 ms on 2 spinning threads against 23 ms on 2 passive ones (and
+46-70 ms on one thread).  So where at least
+``config.LOADED_MACHINE_BUSY_CORES`` cores are busy when garaphpy is
+imported (sampled by psutil over ``config.LOAD_SAMPLE_SECONDS``), the
+workers wait passively (``OMP_WAIT_POLICY=PASSIVE``, :data:`WAIT_POLICY`);
+an idle machine keeps the spinning default.  A user's own
+``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` is respected.
+
+Ctrl-C while numba compiles can land in one of llvmlite's ctypes callbacks
+(the object-cache notification inside ``LLVMPY_FinalizeObject``), where
+ctypes reports the KeyboardInterrupt through ``sys.unraisablehook`` (a raw
+"Exception ignored" traceback) and drops it: the run went on and exited 0.
+:class:`KeptInterrupts` remembers every SIGINT, silences that report, and
+raises the KeyboardInterrupt again once the compiling code returns.
 """
 
 from __future__ import annotations
@@ -21,6 +36,8 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import signal
+import sys
 import threading
 
 import numba
@@ -39,6 +56,28 @@ def _threadsafe_layer_available() -> bool:
     return False
 
 
+def busy_cores(sample_seconds: float) -> float:
+    """Cores' worth of work the machine is doing now, sampled over ``sample_seconds``."""
+    import psutil
+
+    return psutil.cpu_percent(interval=sample_seconds) / 100.0 * (psutil.cpu_count() or 1)
+
+
+def _choose_wait_policy() -> str:
+    """OpenMP's wait policy for this process (before libgomp reads it)."""
+    from . import config
+
+    if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
+        return os.environ.get("OMP_WAIT_POLICY", "user's GOMP_SPINCOUNT")
+    if busy_cores(config.LOAD_SAMPLE_SECONDS) >= config.LOADED_MACHINE_BUSY_CORES:
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+        return "PASSIVE"
+    return "default (spin, then sleep)"
+
+
+#: The wait policy chosen at import (see the module docstring).
+WAIT_POLICY = _choose_wait_policy()
+
 if "NUMBA_THREADING_LAYER" not in os.environ and _threadsafe_layer_available():
     numba.config.THREADING_LAYER = "threadsafe"
     THREADSAFE = True
@@ -50,3 +89,56 @@ else:
 def parallel_section():
     """Context for a parallel launch: a no-op with a thread-safe layer."""
     return contextlib.nullcontext() if THREADSAFE else PARALLEL_LOCK
+
+
+class KeptInterrupts:
+    """While active, a SIGINT raises KeyboardInterrupt as usual *and* is
+    remembered, so one that a ctypes callback swallowed is raised again by
+    :meth:`check` (see the module docstring).
+
+    Usable as a context manager (checks on a normal exit) or with explicit
+    :meth:`check` and :meth:`restore`.  Does nothing outside the main thread
+    or where SIGINT has a handler other than Python's default.
+    """
+
+    def __init__(self):
+        self.pressed = False
+        self.active = threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        if self.active:
+            signal.signal(signal.SIGINT, self._remember)
+            self._unraisablehook = sys.unraisablehook
+            sys.unraisablehook = self._silence_dropped_interrupt
+
+    def _silence_dropped_interrupt(self, unraisable) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            self.pressed = True     # raised again by check()
+            return
+        self._unraisablehook(unraisable)
+
+    def _remember(self, signum, frame):
+        self.pressed = True
+        raise KeyboardInterrupt
+
+    def restore(self) -> None:
+        """Put Python's default handler back (idempotent)."""
+        if self.active:
+            self.active = False
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            sys.unraisablehook = self._unraisablehook
+
+    def check(self) -> None:
+        """Restore the default handler; raise KeyboardInterrupt if a SIGINT came."""
+        self.restore()
+        if self.pressed:
+            self.pressed = False
+            raise KeyboardInterrupt
+
+    def __enter__(self) -> "KeptInterrupts":
+        return self
+
+    def __exit__(self, kind, error, traceback) -> None:
+        if kind is None:
+            self.check()
+        else:
+            self.restore()

@@ -18,7 +18,7 @@ import warnings
 import numba
 import numpy as np
 
-from . import config
+from . import _numba_setup, config
 from .errors import ConfigError, GaraphError
 from .program import VertexProgram
 from .scheduler import checkpoint
@@ -51,6 +51,35 @@ def _compiled_program(program: VertexProgram):
     return _COMPILED[key]
 
 
+_INIT_CHECKS: dict = {}
+
+
+def _check_initial_values(graph, program: VertexProgram, source_vertices: np.ndarray) -> None:
+    """Refuse, naming init's file and line, an integer program whose init
+    gives a vertex a value its dtype cannot hold (before CPU or GPU set up)."""
+    from .kernels.cpu_program import compile_init_check
+    from .program import check_initial_values
+    from .scheduler.cpu_engine import vertex_attributes, weighted_in_degree
+
+    if np.dtype(type(program).value_dtype).kind not in "iu":
+        return
+    key = (type(program), tuple(sorted(program.constants.items())))
+    if key not in _INIT_CHECKS:
+        _INIT_CHECKS[key] = compile_init_check(program)
+    first_out_of_range = _INIT_CHECKS[key]
+    weighted_in = weighted_in_degree(graph.store) \
+        if "weighted_in_degree" in type(program).functions["init"].parameters else None
+
+    def find():
+        attrs = vertex_attributes(graph, source_vertices, weighted_in)
+        vertex, number = first_out_of_range(attrs, graph.num_vertices)
+        if vertex < 0:
+            return None
+        return int(graph.original_ids(np.array([vertex]))[0]), float(number)
+
+    check_initial_values(program, find)
+
+
 def _program_instance(program) -> VertexProgram:
     if isinstance(program, str):
         from .programs import get_program
@@ -64,9 +93,25 @@ def _program_instance(program) -> VertexProgram:
                       f"built-in program, got {program!r}")
 
 
+class IgnoredSourcesWarning(UserWarning):
+    """``sources`` were given to a program that does not use them (PageRank, CC, ...)."""
+
+
+def uses_sources(program: VertexProgram) -> bool:
+    """Whether ``program`` reads its sources: it needs them, starts from them,
+    or a function asks for ``is_source``."""
+    return bool(program.needs_sources or program.initially_active == "sources"
+                or "is_source" in _uses(program))
+
+
 def _source_vertices(graph, program: VertexProgram, sources) -> np.ndarray:
     if sources is None:
         sources = []
+    if not uses_sources(program):
+        if np.atleast_1d(np.asarray(sources)).size:
+            warnings.warn(f"sources: {type(program).__name__} does not use source vertices; "
+                          f"ignoring sources={sources!r}", IgnoredSourcesWarning, stacklevel=3)
+        return np.zeros(0, np.int64)
     original = np.atleast_1d(np.asarray(sources))
     if original.size and not np.issubdtype(original.dtype, np.integer):
         raise ConfigError(f"sources: expected vertex ids (integers), got {sources!r}")
@@ -112,11 +157,16 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
         Stop once the L1 change of an iteration falls below it (default:
         the program's, None for none).
     sources : int or sequence of int, optional
-        Source vertices, in the user's ids.
+        Source vertices, in the user's ids; only for programs that use them
+        (:func:`uses_sources`); given to another program they are ignored
+        with an :class:`IgnoredSourcesWarning`.
     threads : int, optional
-        CPU threads (default: every core; a run streaming pages from storage
-        leaves ``config.STREAMING_CORES_PER_DIRECTORY`` cores per storage
-        directory, at most a quarter, to the page readers).
+        CPU threads (default: one per ``config.DEFAULT_EDGES_PER_THREAD``
+        edges, at most every core, so a small graph runs on one thread; a
+        run streaming pages from storage leaves
+        ``config.STREAMING_CORES_PER_DIRECTORY`` cores per storage
+        directory, at most a quarter, to the page readers).  More than the
+        process's cores is capped to them, with a :class:`ThreadsCappedWarning`.
     direction : {"auto", "pull", "notify-pull"}
         The CPU's direction (in ``hybrid`` runs, that of the CPU-only
         iterations; hybrid iterations pull); ``auto`` follows Garaph's switch
@@ -235,7 +285,7 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
     if tolerance is not None and not (isinstance(tolerance, (int, float)) and tolerance >= 0):
         raise ConfigError(f"tolerance={tolerance!r}: expected a non-negative number")
     threads_chosen = threads is not None
-    threads = _threads(threads)
+    threads = _threads(threads, graph.num_edges)
     if program.needs_weights and not graph.weighted:
         raise ConfigError(f"{type(program).__name__} needs edge weights, and the graph has none")
     outside = graph.store.weight_domain_error(program.weight_domain, type(program).__name__)
@@ -244,6 +294,8 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
     if program.needs_undirected and graph.directed:
         graph = graph.as_undirected()
     source_vertices = _source_vertices(graph, program, sources)
+    with _numba_setup.KeptInterrupts():
+        _check_initial_values(graph, program, source_vertices)
     checkpoints = checkpoint.for_run(
         checkpoint_dir, checkpoint_every, resume, graph=graph, program=program,
         execution=execution, sources=source_vertices, direction=direction,
@@ -252,6 +304,7 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
 
     previous_threads = numba.get_num_threads()
     numba.set_num_threads(threads)
+    compiling = _numba_setup.KeptInterrupts()   # until the engines are compiled
     try:
         if "weight" in _uses(program) and not graph.weighted:
             raise ConfigError(f"{type(program).__name__}.gather reads the edge weight, and the "
@@ -285,16 +338,19 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
                                 gpu_memory=gpu_memory, n_streams=n_streams, paged=paged)
                 gpu.set_frontier(initially_active)
                 engine = HybridEngine(engine, gpu, policy)
+        compiling.check()
         if checkpoints is not None:
             checkpoints.attach(engine)      # restores the resumed state, if any
         setup_seconds = time.perf_counter() - setup_started
-        with checkpoint.interrupts_at_iteration_end(checkpoints, stop_signals):
+        with (checkpoint.interrupts_at_iteration_end(checkpoints, stop_signals)
+              if checkpoints is not None else _numba_setup.KeptInterrupts()):
             records, converged, stop_reason = _iterate(engine, program, max_iterations,
                                                        tolerance, direction, on_iteration,
                                                        checkpoints)
         if checkpoints is not None and not keep_checkpoints:
             checkpoints.run_completed()
     finally:
+        compiling.restore()
         numba.set_num_threads(previous_threads)
         if checkpoints is not None:
             checkpoints.close()
@@ -381,15 +437,21 @@ def _uses(program: VertexProgram) -> set:
     return {p for f in type(program).functions.values() for p in f.parameters}
 
 
-def _threads(threads) -> int:
-    available = numba.config.NUMBA_NUM_THREADS
+class ThreadsCappedWarning(UserWarning):
+    """More ``threads`` were asked for than this process can run; the run uses fewer."""
+
+
+def _threads(threads, num_edges: int | None = None) -> int:
+    available = min(numba.config.NUMBA_NUM_THREADS, config.usable_cores())
     if threads is None:
-        return min(config.default_threads(), available)
+        return min(config.default_threads(num_edges), available)
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ConfigError(f"threads={threads!r}: expected a positive integer")
     if threads > available:
-        raise ConfigError(f"threads={threads}: numba was started with {available} threads "
-                          "(set NUMBA_NUM_THREADS before starting Python for more)")
+        warnings.warn(f"threads={threads}: this machine gives the process {available} "
+                      f"core(s); using {available} (more threads than cores only wait on "
+                      "each other)", ThreadsCappedWarning, stacklevel=3)
+        return available
     return threads
 
 

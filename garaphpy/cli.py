@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import shlex
 import signal
 import sys
@@ -38,7 +39,7 @@ import threading
 import time
 from pathlib import Path
 
-from .configfile import load_config
+from .configfile import SCHEMA, load_config
 from .errors import ConfigError, GaraphError, OutputError, RunInterrupted, SignalInterrupt
 
 #: Signals the command line handles as Ctrl-C (a checkpoint, then the exit 128 + signal).
@@ -76,6 +77,9 @@ def graph_from_config(settings: dict, progress: bool = True, rebuild: bool = Fal
     generator_options = {k: inputs[k] for k in generator_keys if inputs[k] is not None}
     spec = settings[""]["graph"]
     is_generator = generators.parse_generator_spec(spec, generator_options) is not None
+    hash_max_weight = None
+    if inputs["weights"] == "hash" and not is_generator:
+        hash_max_weight = generator_options.pop("max_weight", None)
     if not is_generator:
         if generator_options:
             raise ConfigError(f"input.{next(iter(generator_options))} applies to generators "
@@ -87,7 +91,7 @@ def graph_from_config(settings: dict, progress: bool = True, rebuild: bool = Fal
         spec, store=stored["path"], format=inputs["format"],
         generator_options=generator_options if is_generator else None,
         rebuild=rebuild or stored["rebuild"], progress=progress,
-        directed=inputs["directed"], self_loops=inputs["self_loops"],
+        weights=inputs["weights"], max_weight=hash_max_weight, directed=inputs["directed"], self_loops=inputs["self_loops"],
         duplicates=inputs["duplicates"], weight_dtype=inputs["weight_dtype"],
         storage_dirs=stored["storage_dirs"], memory_budget=stored["memory_budget"],
         gpu_memory=stored["gpu_memory"], n_streams=stored["n_streams"],
@@ -96,10 +100,29 @@ def graph_from_config(settings: dict, progress: bool = True, rebuild: bool = Fal
         block_bytes=stored["block_bytes"])
 
 
+def graph_variant_name(settings: dict) -> str:
+    """The graph's part of default output names: the input's name plus every
+    input option that changes the edges or their weights, so that variants
+    of one graph (weighted or not, another seed, symmetrized, ...) never
+    share a file: ``rmat-16``, ``rmat-16-weighted``, ``web-NotreDame-weights-hash``."""
+    graph_name = Path(str(settings[""]["graph"])).name.split(".")[0] or "graph"
+    parts = [graph_name.replace(":", "-")]
+    inputs = settings["input"]
+    for key in ("weights", "weighted", "seed", "edge_factor", "max_weight", "directed",
+                "self_loops", "duplicates", "weight_dtype"):
+        value = inputs[key]
+        if value is None or value == SCHEMA["input"][key].default:
+            continue
+        if isinstance(value, bool):
+            parts.append(key if value else f"un{key}")
+        else:
+            parts.append(f"{key.replace('_', '')}-{value}")
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", "-".join(parts))
+
+
 def _output_paths(settings: dict, program_name: str) -> tuple[Path, Path]:
     output = settings["output"]
-    graph_name = Path(str(settings[""]["graph"])).name.split(".")[0] or "graph"
-    graph_name = graph_name.replace(":", "-")
+    graph_name = graph_variant_name(settings)
     base = Path(settings.get("_base_dir", ".")) / "results"
     values = Path(output["values"]) if output["values"] else \
         base / f"{graph_name}.{program_name}.txt"

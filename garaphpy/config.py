@@ -224,6 +224,21 @@ CPU_CHUNKS_PER_THREAD = 4
 #: gathers along every edge, for comparison.
 CPU_SOURCE_PRECOMPUTE = True
 
+#: The default thread count gives each thread at least this many edges, up to
+#: every core: a small graph runs on one thread (a parallel launch and its
+#: barrier cost more than its edges), a graph of 2^16 x cores edges or more
+#: on every core (web-NotreDame, 1.5 M edges, on up to 22).
+DEFAULT_EDGES_PER_THREAD = 1 << 16
+
+#: Where the machine already has at least this many cores' worth of other
+#: work when garaphpy is imported (psutil, sampled over
+#: LOAD_SAMPLE_SECONDS), the OpenMP workers wait passively
+#: (``OMP_WAIT_POLICY=PASSIVE``): spinning workers beside other busy
+#: processes made BFS on web-NotreDame 5-25x slower on 2 threads
+#: (garaphpy._numba_setup, BENCHMARKS.md).
+LOADED_MACHINE_BUSY_CORES = 0.5
+LOAD_SAMPLE_SECONDS = 0.05
+
 # ------------------------------------------------------------- checkpoints --
 #: A run with a checkpoint directory writes a checkpoint after every this
 #: many iterations unless told otherwise (Garaph section 2.2: "after one or
@@ -257,9 +272,19 @@ def default_host_budget() -> int:
     return int(available_host_memory() * HOST_MEMORY_FRACTION)
 
 
-def default_threads() -> int:
-    """Number of CPU threads used by default: every core this process may use."""
+def usable_cores() -> int:
+    """The cores this process may use."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         return os.cpu_count() or 1
+
+
+def default_threads(num_edges: int | None = None) -> int:
+    """CPU threads used by default: one per DEFAULT_EDGES_PER_THREAD edges,
+    at least one, at most every core this process may use (every core when
+    ``num_edges`` is None)."""
+    cores = usable_cores()
+    if num_edges is None:
+        return cores
+    return max(1, min(cores, int(num_edges) // DEFAULT_EDGES_PER_THREAD))

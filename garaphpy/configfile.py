@@ -138,7 +138,11 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "duplicates": Key("str", "drop", choices=("keep", "drop", "min", "max", "sum")),
         "weight_dtype": Key("str", "auto", choices=("auto", "int32", "int64", "float32",
                                                     "float64", "none")),
-        # generators only; unset means the generator's default
+        "weights": Key("str", "file", choices=("file", "unit", "hash"),
+                       help="edge weights: the input's own, 1 per edge, or 1..max_weight "
+                            "hashed from the edge's ids (weighted programs on unweighted "
+                            "files)"),
+        # generators only (max_weight also with weights = "hash"); unset: the default
         "seed": Key("int", None, minimum=0, maximum=2**63 - 1),
         "weighted": Key("bool|none", None),
         "edge_factor": Key("int", None, minimum=1, maximum=1 << 16),

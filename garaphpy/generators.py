@@ -603,3 +603,85 @@ def _strip_where(exc: ConfigError) -> str:
     """The message of a factory's error without its ``rmat:..: `` prefix."""
     text = str(exc)
     return text.split(": ", 1)[1] if ": " in text else text
+
+
+# ------------------------------------------------- weights for unweighted inputs --
+#: ``weights=`` choices of :func:`with_edge_weights` (and ``[input] weights``).
+EDGE_WEIGHT_RULES = ("file", "unit", "hash")
+
+
+def hashed_edge_weights(src, dst, max_weight: int = config.GENERATOR_MAX_WEIGHT) -> np.ndarray:
+    """``1 + splitmix64(src * 2^32 XOR dst) % max_weight`` per edge, int64.
+
+    A weight from the edge's endpoints' user ids only, so the same edge
+    gets the same weight whatever the numbering or the order of the input
+    (the rule ``bench/modes.py`` weights SNAP graphs with).
+    """
+    z = (np.asarray(src).astype(np.uint64) << np.uint64(32)) ^ \
+        np.asarray(dst).astype(np.uint64)
+    z = z + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    return (np.uint64(1) + z % np.uint64(max_weight)).astype(np.int64)
+
+
+class EdgeWeightsSource(EdgeSource):
+    """Another source's edges with weights by a rule (see :func:`with_edge_weights`)."""
+
+    def __init__(self, source: EdgeSource, rule: str, max_weight: int):
+        self.source = source
+        self.rule = rule
+        self.max_weight = max_weight
+        for name in ("name", "format", "num_vertices", "num_edges_hint", "id_base",
+                     "directed", "already_symmetric", "input_bytes"):
+            setattr(self, name, getattr(source, name))
+        self.weight_kind = "int"
+
+    def chunks(self, max_edges: int) -> Iterator[EdgeChunk]:
+        for chunk in self.source.chunks(max_edges):
+            if self.rule == "unit":
+                weight = np.ones(len(chunk.src), np.int64)
+            else:   # the user's ids: file ids plus the format's base
+                weight = hashed_edge_weights(chunk.src.astype(np.int64) + self.id_base,
+                                             chunk.dst.astype(np.int64) + self.id_base,
+                                             self.max_weight)
+            yield EdgeChunk(chunk.src, chunk.dst, weight)
+
+    def identity(self) -> dict:
+        return {**self.source.identity(), "edge_weights": self.rule,
+                "edge_weights_max": self.max_weight if self.rule == "hash" else None}
+
+
+def with_edge_weights(source: EdgeSource, weights: str = "file",
+                      max_weight: int | None = None) -> EdgeSource:
+    """``source`` with edge weights by a rule, for weighted programs on unweighted inputs.
+
+    Parameters
+    ----------
+    source : EdgeSource
+    weights : {"file", "unit", "hash"}
+        ``file``: the input's own weights, if any (``source`` unchanged).
+        ``unit``: weight 1 on every edge.  ``hash``: an integer weight in
+        ``1 .. max_weight`` per edge from its endpoints' user ids
+        (:func:`hashed_edge_weights`), deterministic.  ``unit`` and ``hash``
+        replace the input's weights where it has some.
+    max_weight : int, optional
+        ``hash`` only; default ``config.GENERATOR_MAX_WEIGHT`` (255).
+
+    Raises
+    ------
+    ConfigError
+        Naming ``weights`` or ``max_weight``.
+    """
+    if weights not in EDGE_WEIGHT_RULES:
+        raise ConfigError(f"weights={weights!r}: expected one of "
+                          f"{', '.join(repr(r) for r in EDGE_WEIGHT_RULES)}")
+    if max_weight is not None and weights != "hash":
+        raise ConfigError(f"max_weight applies to weights='hash' (and generators), not "
+                          f"weights={weights!r}")
+    if weights == "file":
+        return source
+    max_weight = config.GENERATOR_MAX_WEIGHT if max_weight is None else \
+        _check_int("max_weight", max_weight, 1, 1 << 62, "weights='hash'")
+    return EdgeWeightsSource(source, weights, max_weight)

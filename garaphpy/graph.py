@@ -10,6 +10,7 @@ the options, so the second load of the same input reuses the store.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -53,6 +54,41 @@ def default_store_path(source: EdgeSource, options: BuildOptions) -> Path:
     return cache_directory() / "stores" / f"{stem[:60]}-{key[:16]}"
 
 
+#: Identity fields that change when the same input is edited, not replaced.
+_VOLATILE_IDENTITY = ("size", "mtime_ns")
+
+
+def refuse_store_of_another_input(path: Path, source: EdgeSource) -> None:
+    """Refuse to replace a store at ``path`` that was built from another input.
+
+    A store given by path is rebuilt when its input changed (the same file,
+    edited) or its options did; a store of a *different* input (another
+    file, generator, generator seed or weight rule) is not silently
+    replaced: pass ``rebuild=True`` (``--rebuild``) or another path.
+
+    Raises
+    ------
+    ConfigError
+        Naming the path and both inputs.
+    """
+    manifest_path = path / "manifest.json"
+    try:
+        stored = json.loads(manifest_path.read_text()).get("input", {})
+    except (OSError, ValueError, AttributeError):
+        return      # no readable store there: building one replaces nothing
+    old = {k: v for k, v in (stored.get("identity") or {}).items()
+           if k not in _VOLATILE_IDENTITY}
+    new = {k: v for k, v in json.loads(json.dumps(source.identity())).items()
+           if k not in _VOLATILE_IDENTITY}
+    if old == new:
+        return
+    differing = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    what = f" (with other {', '.join(differing)})" if stored.get("name") == source.name else ""
+    raise ConfigError(f"store {path} holds the store of {stored.get('name')!r}, not of "
+                      f"{source.name!r}{what}; give another store path, or rebuild to "
+                      "replace it (--rebuild, rebuild=True)")
+
+
 def _build_options(options: dict) -> BuildOptions:
     unknown = set(options) - _BUILD_OPTION_NAMES
     if unknown:
@@ -89,7 +125,8 @@ class Graph:
     @classmethod
     def load(cls, graph: str | os.PathLike, *, store: str | os.PathLike | None = None,
              format: str = "auto", generator_options: dict | None = None,
-             rebuild: bool = False, progress: bool = True, **options) -> "Graph":
+             rebuild: bool = False, progress: bool = True, weights: str = "file",
+             max_weight: int | None = None, **options) -> "Graph":
         """Load a graph file or generate a graph, preprocessing it if needed.
 
         Parameters
@@ -110,6 +147,14 @@ class Graph:
             Preprocess again even if an up-to-date store exists.
         progress : bool
             Show progress and the load summary on long work.
+        weights : {"file", "unit", "hash"}
+            Edge weights: the input's own (``file``, the default), 1 on every
+            edge (``unit``), or an integer in ``1 .. max_weight`` hashed from
+            each edge's user ids (``hash``, the rule the benchmarks weight
+            SNAP graphs with; :func:`garaphpy.generators.hashed_edge_weights`),
+            so weighted programs (SSSP, SSWP, NN, ...) run on unweighted files.
+        max_weight : int, optional
+            ``weights="hash"`` only (default 255).
         **options
             Cleaning and layout options of
             :class:`garaphpy.storage.builder.BuildOptions` (``directed``,
@@ -124,6 +169,9 @@ class Graph:
                 raise ConfigError(f"generator_options given, but {str(graph)!r} is not a "
                                   "generator spec")
             source = open_source(graph, format=format)
+        source = generators.with_edge_weights(source, weights, max_weight)
+        if store is not None and not rebuild:
+            refuse_store_of_another_input(Path(store), source)
         path = Path(store) if store is not None else default_store_path(source, build)
         return cls(build_store(source, path, build, progress=progress, force=rebuild))
 
@@ -139,7 +187,9 @@ class Graph:
             Edge endpoints.  Without ``num_vertices`` they are arbitrary ids,
             renumbered (results come back in these ids).
         weights : array_like, optional
-            One value per edge.
+            One value per edge, stored in its own precision (float64 stays
+            float64, float32 stays float32; integers as int32 when they fit,
+            else int64); pass ``weight_dtype="float32"`` to narrow.
         num_vertices : int, optional
             Vertices are 0..num_vertices-1 (isolated ones included).
         store : str or os.PathLike, optional
@@ -154,7 +204,12 @@ class Graph:
     @classmethod
     def from_scipy(cls, matrix, *, store: str | os.PathLike | None = None,
                    progress: bool = False, **options) -> "Graph":
-        """Preprocess a square SciPy sparse matrix (row = source, column = destination)."""
+        """Preprocess a square SciPy sparse matrix (row = source, column = destination).
+
+        The matrix's data are the edge weights, stored in their own precision
+        (float64 stays float64); ``weight_dtype="float32"`` narrows them,
+        ``weight_dtype="none"`` drops them.  Other options as for :meth:`load`.
+        """
         return cls._from_source(from_scipy(matrix), store, progress, options)
 
     @classmethod

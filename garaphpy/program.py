@@ -36,6 +36,21 @@ checked through :mod:`ast` when the class is defined, and translated once
 for the GPU (:mod:`garaphpy.kernels.cuda_program`); anything outside it, or
 anything the translation cannot reproduce, is a :class:`ProgramError`
 naming the file and line.
+
+Values and their dtype.  ``init`` and ``apply`` results are converted to
+``value_dtype``, gather results to the accumulator's dtype, on both
+processors alike.  A value an integer dtype cannot hold is refused, never
+wrapped: a constant result (``math.inf``, ``-math.inf``, ``1e30``,
+``2**63``, directly, through an ``if``/else or a local name) is refused when
+the class is defined, and ``init``'s values are computed and checked on the
+host before every run (:func:`check_initial_values`); both errors name the
+file and line.  ``math.nan`` is outside the subset.  What is defined beyond
+that follows numpy and C: integer arithmetic inside ``apply`` or ``gather``
+wraps around on overflow (``int64`` max + 1 is ``int64`` min), a float
+converted to an integer truncates toward zero, and a float result that
+computes to inf, nan or a value out of the integer range in ``apply`` or
+``gather`` is the program's responsibility (keep an integer program's
+arithmetic in integers, or use a float ``value_dtype``).
 """
 
 from __future__ import annotations
@@ -490,8 +505,115 @@ def _check_program_class(cls) -> dict:
     from .kernels.cuda_program import check_translatable  # lazy: CUDA lives in kernels/
 
     cls.functions = functions
+    _check_constant_results(cls, functions, value, accum)
     check_translatable(cls)
     return functions
+
+
+def _constant_value(node: ast.AST, constants: dict):
+    """The number a constant expression evaluates to, or None when it is not one."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) \
+            and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+            and node.value.id == "math" and node.attr in ("inf", "nan", "pi", "e"):
+        return getattr(math, node.attr)
+    if isinstance(node, ast.Name) and node.id in constants:
+        return constants[node.id]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        operand = _constant_value(node.operand, constants)
+        if operand is None:
+            return None
+        return -operand if isinstance(node.op, ast.USub) else operand
+    if isinstance(node, ast.BinOp):
+        left = _constant_value(node.left, constants)
+        right = _constant_value(node.right, constants)
+        if left is None or right is None:
+            return None
+        operators = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
+                     ast.Mult: lambda a, b: a * b, ast.Div: lambda a, b: a / b,
+                     ast.Pow: lambda a, b: a ** b}
+        operator = operators.get(type(node.op))
+        try:
+            return None if operator is None else operator(left, right)
+        except (ArithmeticError, ValueError):
+            return None
+    return None
+
+
+def _result_leaves(node: ast.AST, assignments: dict, seen: frozenset = frozenset()):
+    """The expressions a returned expression may evaluate to: both arms of a
+    conditional, and every value assigned to a returned local name."""
+    if isinstance(node, ast.IfExp):
+        yield from _result_leaves(node.body, assignments, seen)
+        yield from _result_leaves(node.orelse, assignments, seen)
+    elif isinstance(node, ast.Name) and node.id in assignments and node.id not in seen:
+        for value in assignments[node.id]:
+            yield from _result_leaves(value, assignments, seen | {node.id})
+    else:
+        yield node
+
+
+def _check_constant_results(cls, functions: dict, value_dtype: np.dtype,
+                            accum_dtype: np.dtype) -> None:
+    """Refuse constant results that an integer value or accumulator dtype cannot hold."""
+    constants = dict(cls.constants)
+    for role, dtype in (("init", value_dtype), ("apply", value_dtype), ("gather", accum_dtype)):
+        if dtype.kind not in "iu":
+            continue
+        function = functions[role]
+        assignments: dict = {}
+        for node in ast.walk(function.tree):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    assignments.setdefault(target.id, []).append(node.value)
+        for node in ast.walk(function.tree):
+            if not isinstance(node, ast.Return) or node.value is None:
+                continue
+            for leaf in _result_leaves(node.value, assignments):
+                number = _constant_value(leaf, constants)
+                if number is not None and not fits_dtype(number, dtype):
+                    raise _line_error(function.name, function.filename,
+                                      getattr(leaf, "lineno", node.lineno),
+                                      f"{role} returns {ast.unparse(leaf)} = {number!r}, which "
+                                      f"{dtype.name} values cannot hold (use a float "
+                                      f"value_dtype, or a value in range such as "
+                                      f"{np.iinfo(dtype).max})")
+
+
+def fits_dtype(number, dtype) -> bool:
+    """Whether ``number`` converts to integer ``dtype`` without wrapping or undefined results."""
+    info = np.iinfo(dtype)
+    if isinstance(number, float):
+        # the range's ends as floats: [min, max + 1), exact powers of two
+        return math.isfinite(number) and float(info.min) <= number < float(info.max) + 1.0
+    return info.min <= number <= info.max
+
+
+def check_initial_values(program, find_out_of_range) -> None:
+    """Refuse a run whose ``init`` gives a vertex a value its integer dtype cannot hold.
+
+    Parameters
+    ----------
+    program : VertexProgram
+    find_out_of_range : callable
+        ``() -> (vertex, value)`` of the first vertex whose unconverted init
+        value is out of range, or None (computed by the CPU kernels).
+
+    Raises
+    ------
+    ProgramError
+        Naming init's file and line, the vertex and the value.
+    """
+    found = find_out_of_range()
+    if found is None:
+        return
+    vertex, number = found
+    function = type(program).functions["init"]
+    dtype = np.dtype(type(program).value_dtype)
+    raise _line_error(function.name, function.filename, function.first_line,
+                      f"init gives vertex {vertex} the value {number!r}, which {dtype.name} "
+                      "values cannot hold (use a float value_dtype, or a value in range)")
 
 
 def monoid_identity(monoid: str, dtype) -> float | int | bool:

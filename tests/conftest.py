@@ -1,9 +1,12 @@
-"""Shared test setup: the `gpu` marker skips cleanly where no GPU is usable."""
+"""Shared test setup: the `gpu` marker skips cleanly where no GPU is usable, and
+every store a test builds goes to a temporary cache, never the user's."""
 
 from __future__ import annotations
 
 import functools
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -39,7 +42,35 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-@pytest.fixture(autouse=True)
-def _isolated_cache(tmp_path_factory, monkeypatch):
-    """Stores built by tests go to a temporary cache, never the user's."""
-    monkeypatch.setenv("GARAPHPY_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+#: Variables that locate garaphpy's default cache (garaphpy.graph.cache_directory).
+_CACHE_VARIABLES = ("GARAPHPY_CACHE", "XDG_CACHE_HOME")
+#: The user's values of those variables, put back when the session ends.
+_USER_CACHE_ENVIRONMENT: dict = {}
+#: The session's temporary cache root (set in pytest_configure).
+TEST_CACHE_ROOT: Path | None = None
+#: Where the user's own cache is: no test may write under it.
+USER_CACHE_DIRECTORY: Path | None = None
+
+
+def pytest_configure(config):
+    """Point the default cache at a temporary directory before any fixture of
+    any scope runs (a module-scoped fixture would run before a function-scoped
+    autouse one and reach the user's ~/.cache/garaphpy)."""
+    global TEST_CACHE_ROOT, USER_CACHE_DIRECTORY
+    from garaphpy.graph import cache_directory
+
+    USER_CACHE_DIRECTORY = cache_directory().resolve()
+    _USER_CACHE_ENVIRONMENT.update({name: os.environ.get(name) for name in _CACHE_VARIABLES})
+    TEST_CACHE_ROOT = Path(tempfile.mkdtemp(prefix="garaphpy-tests-")).resolve()
+    os.environ["GARAPHPY_CACHE"] = str(TEST_CACHE_ROOT / "cache")
+    os.environ["XDG_CACHE_HOME"] = str(TEST_CACHE_ROOT / "xdg")
+
+
+def pytest_unconfigure(config):
+    for name, value in _USER_CACHE_ENVIRONMENT.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    if TEST_CACHE_ROOT is not None:
+        shutil.rmtree(TEST_CACHE_ROOT, ignore_errors=True)

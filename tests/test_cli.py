@@ -24,7 +24,8 @@ def write_config(tmp_path, text: str) -> Path:
 
 def test_quickstart_example_runs(tmp_path, capsys):
     code = main([str(REPO / "examples" / "quickstart.toml"), "--quiet",
-                 "--set", f"store.path={str(tmp_path / 'store')!r}"])
+                 "--set", f"store.path={str(tmp_path / 'store')!r}",
+                 "--set", f"output.values={str(tmp_path / 'ranks.txt')!r}"])
     out = capsys.readouterr().out
     assert code == 0
     assert "782 vertices" in out and "6,719 edges" in out

@@ -197,6 +197,40 @@ def compile_program(program: VertexProgram) -> CpuProgram:
         aggregate_call=compiled.get("aggregate_call"), uses=uses)
 
 
+def compile_init_check(program: VertexProgram):
+    """``first_out_of_range(attrs, num_vertices) -> (vertex, value)`` for an
+    integer ``value_dtype``: the first vertex whose init value, before its
+    conversion, the dtype cannot hold (inf, nan, out of range), else
+    ``(-1, 0.0)``; None for other dtypes (every value converts).
+
+    Runs on the host before either processor initializes its values, so the
+    CPU and the GPU refuse the same programs
+    (:func:`garaphpy.program.check_initial_values`).
+    """
+    cls = type(program)
+    value_dtype = np.dtype(cls.value_dtype)
+    if value_dtype.kind not in "iu":
+        return None
+    info = np.iinfo(value_dtype)
+    namespace = {"math": math, "np": np, "VALUE": value_dtype.type, **program.constants,
+                 "LOW": float(info.min), "HIGH": float(info.max)}
+    _user_function(cls.functions["init"], "user_init", namespace)
+    arguments = ", ".join(_vertex_arguments(None)[p] if p != "iteration" else "0"
+                          for p in cls.functions["init"].parameters)
+    source = "\n".join([
+        "def first_out_of_range(attrs, num_vertices):",
+        "    for v in range(num_vertices):",
+        f"        x = user_init({arguments})",
+        # range first (float compares are exact for float x); then the conversion's
+        # round trip catches the one float the rounded HIGH lets through (2**63)
+        "        if x != x or x < LOW or x > HIGH or abs(x - VALUE(x)) >= 1:",
+        "            return v, np.float64(x)",
+        "    return -1, np.float64(0.0)",
+    ])
+    exec(source + "\n", namespace)
+    return numba.njit(**JIT_OPTIONS)(namespace["first_out_of_range"])
+
+
 def typing_error(program: VertexProgram, error: Exception) -> ProgramError:
     """A numba typing failure as a ProgramError that names the program."""
     first = str(error).strip().splitlines()

@@ -77,11 +77,13 @@ class BuildOptions:
         one edge whose weight is the min, max or sum.  Default ``"drop"``.
     weight_dtype : {"auto", "int32", "int64", "float32", "float64", "none"}
         Stored edge-value type.  ``auto``: int32 for integer weights (int64
-        when they do not fit), float32 for real weights (float64 when they
-        do not fit).  ``none`` drops weights.  An explicit type that cannot
-        hold a weight (3000000000 in int32, 2.5 in an integer type, 1e300 in
-        float32) is a GraphInputError naming the file and line (or byte
-        offset) of the first such weight; nothing is wrapped or truncated.
+        when they do not fit); for real weights, float32 from files (float64
+        when they do not fit) and the arrays' own precision from numpy arrays
+        and SciPy matrices (float64 stays float64).  ``none`` drops weights.
+        An explicit type that cannot hold a weight (3000000000 in int32, 2.5
+        in an integer type, 1e300 in float32) is a GraphInputError naming the
+        file and line (or byte offset) of the first such weight; nothing is
+        wrapped or truncated.
     storage_dirs : list of str
         Extra directories (one per SSD) across which page data blocks are
         spread by a hash, besides the store directory itself.
@@ -338,6 +340,9 @@ class _Ingest:
         if self.source.weight_kind == "int":
             fits = low is None or (low >= -2**31 and high < 2**31)
             return np.dtype(np.int32) if fits else np.dtype(np.int64)
+        own = getattr(self.source, "real_weight_dtype", None)
+        if own is not None and own == np.float64:
+            return own
         largest = float(np.finfo(np.float32).max)
         fits = low is None or max(abs(float(low)), abs(float(high))) <= largest
         return np.dtype(np.float32) if fits else np.dtype(np.float64)

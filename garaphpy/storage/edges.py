@@ -82,6 +82,9 @@ class EdgeSource:
     num_vertices: int | None = None
     num_edges_hint: int | None = None
     weight_kind: str | None = None
+    #: Real weights given as a numpy array keep its precision under
+    #: ``weight_dtype="auto"`` (float64 stays float64); None for text formats.
+    real_weight_dtype: np.dtype | None = None
     id_base: int = 0
     directed: bool | None = None
     already_symmetric: bool = False

@@ -813,6 +813,9 @@ class ArraySource(EdgeSource):
         self.num_edges_hint = int(src.shape[0])
         self.weight_kind = (None if weight is None else
                             "int" if np.issubdtype(weight.dtype, np.integer) else "real")
+        if self.weight_kind == "real":
+            self.real_weight_dtype = np.dtype(np.float64) if weight.dtype.itemsize > 4 \
+                else np.dtype(np.float32)
         self.id_base = 0
         self.directed = None
         self.already_symmetric = False

@@ -89,7 +89,7 @@ def test_store_invariants(tmp_path):
     n = 5000
     dst = np.concatenate([rng.integers(0, n, 40000), np.full(3000, 17)])  # one heavy vertex
     src = rng.integers(0, n, dst.size)
-    weight = rng.random(dst.size)
+    weight = rng.random(dst.size).astype(np.float32)   # arrays keep their precision
     store = build(tmp_path, from_arrays(src, dst, weight, num_vertices=n), max_shard_edges=1000,
                   gpu_memory=400_000, n_streams=2, max_page_bytes=150_000, block_bytes=8192)
     shards = store.shards
@@ -158,9 +158,12 @@ def test_weights_types(tmp_path):
     big = weight * 2**40
     assert build(tmp_path, from_arrays(src, dst, big), "b").weight_dtype == np.int64
     real = weight / 3.0
-    assert build(tmp_path, from_arrays(src, dst, real), "c").weight_dtype == np.float32
+    # arrays keep their precision under "auto"; narrowing is asked for
+    assert build(tmp_path, from_arrays(src, dst, real), "c").weight_dtype == np.float64
+    assert build(tmp_path, from_arrays(src, dst, real.astype(np.float32)),
+                 "f").weight_dtype == np.float32
     assert build(tmp_path, from_arrays(src, dst, real), "d",
-                 weight_dtype="float64").weight_dtype == np.float64
+                 weight_dtype="float32").weight_dtype == np.float32
     assert not build(tmp_path, from_arrays(src, dst, real), "e", weight_dtype="none").weighted
 
 

@@ -1,0 +1,496 @@
+"""What a user meets first (issue 21): wrong values refused, precision kept,
+the user's cache untouched, Ctrl-C honoured, the README's examples runnable,
+thread defaults, stores and outputs keyed on their input, sources only where
+used, weights for unweighted files."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import garaphpy
+from garaphpy import VertexProgram
+from garaphpy.program import ProgramError
+
+from references import bfs_scipy
+
+CHAIN = (np.arange(4), np.arange(1, 5))      # 0 -> 1 -> 2 -> 3 -> 4
+
+
+# -- 1. values an integer dtype cannot hold are refused, with file and line ----------
+
+def _line_of(text):
+    source = open(__file__).read().splitlines()
+    return next(i for i, line in enumerate(source, 1) if text in line)
+
+
+@pytest.mark.parametrize("returned", ["math.inf", "-math.inf", "1e30", "2**63", "-1e19"])
+def test_integer_program_refuses_constant_it_cannot_hold(returned, tmp_path):
+    namespace = {"VertexProgram": VertexProgram, "np": np, "math": math}
+    source = (f"class P(VertexProgram):\n    value_dtype = np.int64\n    sum = 'min'\n"
+              f"    def init(is_source):\n        x = {returned}\n"
+              f"        return 0 if is_source else x\n"
+              f"    def gather(src):\n        return src + 1\n"
+              f"    def apply(value, accum):\n        return min(value, accum)\n"
+              f"    def activate(new, old):\n        return new < old\n")
+    path = str(tmp_path / "program.py")
+    (tmp_path / "program.py").write_text(source)
+    with pytest.raises(ProgramError, match=rf"^{re.escape(path)}:5: in init: .*int64"):
+        exec(compile(source, path, "exec"), namespace)
+
+
+def test_integer_program_refuses_nan_and_out_of_range_apply_constant():
+    with pytest.raises(ProgramError, match=r"test_first_use.py:\d+: in init: math.nan"):
+        class NanInit(VertexProgram):
+            value_dtype = np.int32
+            sum = "min"
+
+            def init():
+                return math.nan
+
+            def gather(src):
+                return src
+
+            def apply(value, accum):
+                return accum
+
+            def activate(new, old):
+                return new < old
+    with pytest.raises(ProgramError) as error:
+        class WideApply(VertexProgram):
+            value_dtype = np.int32
+            sum = "min"
+
+            def init():
+                return 0
+
+            def gather(src):
+                return src
+
+            def apply(value, accum):
+                return accum if value > 0 else 3000000000   # beyond int32
+
+            def activate(new, old):
+                return new < old
+    line = _line_of("return accum if value > 0 else 3000000000")
+    assert f"test_first_use.py:{line}: in apply: apply returns 3000000000" in str(error.value)
+
+
+def test_integer_program_refuses_computed_init_value_at_run_time():
+    class HugeInit(VertexProgram):
+        value_dtype = np.int64
+        sum = "min"
+        initially_active = "sources"
+        needs_sources = True
+
+        def init(is_source, num_vertices):   # computed: not caught when defined
+            return 0 if is_source else num_vertices * 1e300
+
+        def gather(src):
+            return src + 1
+
+        def apply(value, accum):
+            return min(value, accum)
+
+        def activate(new, old):
+            return new < old
+
+    graph = garaphpy.Graph.from_arrays(*CHAIN)
+    line = _line_of("def init(is_source, num_vertices):   # computed")
+    with pytest.raises(ProgramError, match=rf"test_first_use.py:{line}: in init: init gives "
+                                           r"vertex 1 the value 5e\+300"):
+        garaphpy.run(graph, HugeInit, sources=[0], mode="cpu", threads=1)
+
+
+def test_integer_program_with_a_sentinel_in_range_gives_depths():
+    class Depth(VertexProgram):
+        value_dtype = np.int64
+        sum = "min"
+        initially_active = "sources"
+        needs_sources = True
+
+        def init(is_source):
+            return 0 if is_source else 4611686018427387904
+
+        def gather(src):
+            return src + 1
+
+        def apply(value, accum):
+            return min(value, accum)
+
+        def activate(new, old):
+            return new < old
+
+    graph = garaphpy.Graph.from_arrays(*CHAIN)
+    result = garaphpy.run(graph, Depth, sources=[0], mode="cpu", threads=1)
+    np.testing.assert_array_equal(result.values, bfs_scipy(graph, [0]))
+
+
+# -- 2. from_scipy / from_arrays keep the weights' precision -------------------------
+
+@pytest.mark.parametrize("constructor", ["scipy", "arrays"])
+def test_float64_weights_keep_their_precision(constructor):
+    import scipy.sparse
+    from scipy.sparse.csgraph import dijkstra
+
+    src, dst = CHAIN
+    weights = np.array([1.000000001, 2.000000003, 1e-9, 3.3333333333333335])
+    matrix = scipy.sparse.csr_matrix((weights, (src, dst)), shape=(5, 5))
+    graph = (garaphpy.Graph.from_scipy(matrix) if constructor == "scipy"
+             else garaphpy.Graph.from_arrays(src, dst, weights, num_vertices=5))
+    assert graph.store.weight_dtype == np.float64
+    result = garaphpy.run(graph, "sssp", sources=[0], mode="cpu", threads=1)
+    np.testing.assert_array_equal(result.values, dijkstra(matrix, indices=0))
+    assert result.values[1] == 1.000000001
+
+
+def test_weights_narrow_only_when_asked():
+    import scipy.sparse
+
+    src, dst = CHAIN
+    matrix = scipy.sparse.csr_matrix((np.full(4, 1.000000001), (src, dst)), shape=(5, 5))
+    graph = garaphpy.Graph.from_scipy(matrix, weight_dtype="float32")
+    assert graph.store.weight_dtype == np.float32
+    assert garaphpy.Graph.from_arrays(src, dst, np.ones(4, np.float32)).store.weight_dtype \
+        == np.float32
+
+
+# -- 3. no test reaches the user's cache -----------------------------------------------
+
+@pytest.fixture(scope="module")
+def module_scoped_store():
+    """Built before any function-scoped fixture, as test_checkpoint's ``rmat`` is."""
+    from garaphpy.graph import cache_directory
+
+    return cache_directory().resolve(), garaphpy.Graph.load("rmat:5", progress=False)
+
+
+def test_module_scoped_fixtures_build_stores_outside_the_users_cache(module_scoped_store):
+    import conftest
+
+    cache, graph = module_scoped_store
+    store = graph.store.path.resolve()
+    assert cache.is_relative_to(conftest.TEST_CACHE_ROOT)
+    assert store.is_relative_to(conftest.TEST_CACHE_ROOT)
+    assert not store.is_relative_to(conftest.USER_CACHE_DIRECTORY)
+    assert not conftest.TEST_CACHE_ROOT.is_relative_to(conftest.USER_CACHE_DIRECTORY)
+
+
+# -- 4. Ctrl-C while numba compiles is never swallowed -------------------------------
+
+def _interrupt_inside_a_ctypes_callback():
+    """What llvmlite does while numba finalizes a function: C code calls back into
+    Python; a SIGINT arriving there raises inside the callback, and ctypes drops it."""
+    import ctypes
+    import os
+    import signal
+
+    compare = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+
+    def callback(a, b):
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(1000):    # the handler runs here, inside the callback
+            pass
+        return 0
+
+    items = (ctypes.c_int * 2)(2, 1)
+    ctypes.CDLL(None).qsort(items, 2, ctypes.sizeof(ctypes.c_int), compare(callback))
+
+
+@pytest.fixture
+def default_sigint():
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_interrupt_swallowed_by_a_compile_callback_stops_the_run(default_sigint, monkeypatch,
+                                                                   capsys):
+    from garaphpy import api
+
+    real_compile = api._compiled_program
+
+    def compile_hit_by_ctrl_c(program):
+        _interrupt_inside_a_ctypes_callback()
+        return real_compile(program)
+
+    monkeypatch.setattr(api, "_compiled_program", compile_hit_by_ctrl_c)
+    graph = garaphpy.Graph.from_arrays(*CHAIN)
+    with pytest.raises(KeyboardInterrupt):
+        garaphpy.run(graph, "pagerank", mode="cpu", threads=1)
+    assert "Exception ignored" not in capsys.readouterr().err
+
+
+def test_cli_interrupted_while_compiling_exits_130(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    config = tmp_path / "run.toml"
+    config.write_text('graph = "rmat:8"\n[store]\npath = "store"\n'
+                      '[run]\nprogram = "pagerank"\nmode = "cpu"\nthreads = 1\n')
+    environment = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba-cache"))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "garaphpy.run", str(config), "--quiet"], env=environment,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(1.5)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 130, out + err
+    assert "garaphpy: interrupted" in err and "Traceback" not in err
+    assert "done in" not in out
+
+
+# -- 8. sources are checked only for programs that use them --------------------------
+
+def test_pagerank_ignores_sources_with_a_warning_instead_of_failing():
+    from references import pagerank_power
+
+    graph = garaphpy.Graph.from_arrays(np.array([10, 20, 30, 30]), np.array([20, 30, 10, 20]))
+    with pytest.warns(garaphpy.IgnoredSourcesWarning, match="PageRank does not use"):
+        result = garaphpy.run(graph, "pagerank", sources=[0], mode="cpu", threads=1,
+                              tolerance=1e-12, max_iterations=500)
+    np.testing.assert_allclose(result.values, pagerank_power(graph), atol=1e-9)
+
+
+def test_programs_that_use_sources_still_check_them():
+    graph = garaphpy.Graph.from_arrays(np.array([10, 20]), np.array([20, 30]))
+    with pytest.raises(garaphpy.ConfigError, match="sources: .*0"):
+        garaphpy.run(graph, "bfs", sources=[0], mode="cpu", threads=1)
+
+
+# -- 9. weighted programs on unweighted files -----------------------------------------
+
+SAMPLE_WEB = Path(__file__).resolve().parents[1] / "examples" / "graphs" / "sample-web.txt.gz"
+
+
+def _splitmix_weight(u: int, v: int, max_weight: int = 255) -> int:
+    """The documented hash rule, in plain Python integers."""
+    mask = (1 << 64) - 1
+    z = (((u << 32) ^ v) + 0x9E3779B97F4A7C15) & mask
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+    return 1 + (z ^ (z >> 31)) % max_weight
+
+
+def _sample_web_edges():
+    import gzip
+
+    with gzip.open(SAMPLE_WEB, "rt") as file:
+        pairs = [tuple(map(int, line.split())) for line in file if not line.startswith("#")]
+    return sorted(set(pairs))
+
+
+@pytest.mark.parametrize("rule", ["unit", "hash"])
+def test_sssp_runs_on_an_unweighted_file_with_weights_by_rule(rule):
+    import scipy.sparse
+    from scipy.sparse.csgraph import dijkstra
+
+    graph = garaphpy.Graph.load(SAMPLE_WEB, weights=rule, progress=False)
+    assert graph.weighted
+    edges = _sample_web_edges()
+    ids = sorted({u for edge in edges for u in edge})
+    index = {vertex: i for i, vertex in enumerate(ids)}
+    weights = [1 if rule == "unit" else _splitmix_weight(u, v) for u, v in edges]
+    matrix = scipy.sparse.csr_matrix(
+        (weights, ([index[u] for u, _ in edges], [index[v] for _, v in edges])),
+        shape=(len(ids), len(ids)))
+    source = edges[0][0]
+    result = garaphpy.run(graph, "sssp", sources=[source], mode="cpu", threads=1)
+    expected = dijkstra(matrix, indices=index[source])
+    order = [index[int(v)] for v in graph.original_ids()]
+    np.testing.assert_array_equal(result.values, expected[order])
+
+
+def test_weights_rule_in_the_config(tmp_path, capsys):
+    from garaphpy.cli import main
+
+    config = tmp_path / "run.toml"
+    config.write_text(f'graph = "{SAMPLE_WEB}"\n[input]\nweights = "hash"\nmax_weight = 9\n'
+                      '[store]\npath = "store"\n[run]\nprogram = "sssp"\nsources = [0]\n'
+                      'mode = "cpu"\nthreads = 1\nverify = true\n')
+    assert main([str(config), "--quiet"]) == 0, capsys.readouterr().err
+    assert "verify: PASSED" in capsys.readouterr().out
+    values = np.loadtxt(tmp_path / "results" / "sample-web-weights-hash-maxweight-9.sssp.txt")
+    reachable = values[:, 1][np.isfinite(values[:, 1])]
+    assert reachable.max() > 9 and reachable.max() <= 9 * len(reachable)
+
+
+# -- 6. threads: capped to the cores, scaled with the graph, passive on a busy machine --
+
+def test_more_threads_than_cores_is_capped_with_a_warning():
+    from garaphpy import config
+
+    graph = garaphpy.Graph.from_arrays(*CHAIN)
+    too_many = config.usable_cores() + 14
+    with pytest.warns(garaphpy.ThreadsCappedWarning, match=f"threads={too_many}: .* using"):
+        capped = garaphpy.run(graph, "bfs", sources=[0], mode="cpu", threads=too_many)
+    np.testing.assert_array_equal(capped.values, bfs_scipy(graph, [0]))
+
+
+def test_default_threads_scale_with_edges():
+    import numba
+
+    from garaphpy import api, config
+
+    cores = min(config.usable_cores(), numba.config.NUMBA_NUM_THREADS)
+    assert api._threads(None, 6_719) == 1
+    assert api._threads(None, config.DEFAULT_EDGES_PER_THREAD * 2) == min(2, cores)
+    assert api._threads(None, 10**12) == cores
+
+
+@pytest.mark.parametrize("busy, expected", [(0.0, None), (1.5, "PASSIVE")])
+def test_passive_wait_policy_only_on_a_busy_machine(monkeypatch, busy, expected):
+    from garaphpy import _numba_setup
+
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    monkeypatch.setattr(_numba_setup, "busy_cores", lambda seconds: busy)
+    _numba_setup._choose_wait_policy()
+    import os
+
+    assert os.environ.get("OMP_WAIT_POLICY") == expected
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")     # the user's choice stands
+    monkeypatch.setattr(_numba_setup, "busy_cores", lambda seconds: 8.0)
+    assert _numba_setup._choose_wait_policy() == "ACTIVE"
+
+
+# -- 7. stores and outputs keyed so that different inputs never overwrite each other ----
+
+def _quickstart_copy(tmp_path):
+    import shutil
+
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    shutil.copytree(examples / "graphs", tmp_path / "graphs")
+    shutil.copy(examples / "quickstart.toml", tmp_path / "quickstart.toml")
+    return tmp_path / "quickstart.toml"
+
+
+def test_quickstart_with_another_graph_keeps_the_first_store_and_results(tmp_path, capsys):
+    from garaphpy.cli import main
+
+    config = _quickstart_copy(tmp_path)
+    assert main([str(config), "-q", "--set", "run.mode=cpu"]) == 0
+    first = capsys.readouterr().out
+    first_store = re.search(r"^store: (.*)$", first, re.M).group(1)
+    ranks = (tmp_path / "results" / "sample-web.pagerank.txt").read_bytes()
+    assert main([str(config), "-q", "--set", "run.mode=cpu", "--set", "graph=rmat:8"]) == 0
+    second_store = re.search(r"^store: (.*)$", capsys.readouterr().out, re.M).group(1)
+    assert second_store != first_store
+    assert garaphpy.Graph.open(first_store).num_vertices == 782
+    assert (tmp_path / "results" / "sample-web.pagerank.txt").read_bytes() == ranks
+    assert (tmp_path / "results" / "rmat-8.pagerank.txt").is_file()
+
+
+def test_a_store_path_holding_another_input_is_refused_unless_rebuild(tmp_path, capsys):
+    from garaphpy.cli import main
+
+    config = tmp_path / "run.toml"
+    config.write_text(f'graph = "{SAMPLE_WEB}"\n[store]\npath = "store"\n')
+    assert main([str(config), "-q"]) == 0
+    capsys.readouterr()
+    assert main([str(config), "-q", "--set", "graph=rmat:8"]) == 2
+    error = capsys.readouterr().err
+    assert f"store {tmp_path / 'store'} holds the store of '{SAMPLE_WEB}', not of 'rmat:8'" \
+        in error
+    assert garaphpy.Graph.open(tmp_path / "store").num_vertices == 782
+    assert main([str(config), "-q", "--set", "graph=rmat:8", "--rebuild"]) == 0
+    assert garaphpy.Graph.open(tmp_path / "store").num_vertices == 256
+
+
+def test_weighted_and_unweighted_variants_get_their_own_outputs(tmp_path):
+    from garaphpy.cli import main
+    from garaphpy.output import read_values
+
+    config = tmp_path / "run.toml"
+    config.write_text('graph = "rmat:8"\n[run]\nprogram = "bfs"\nsources = [1]\n'
+                      'mode = "cpu"\n')
+    assert main([str(config), "-q"]) == 0
+    assert main([str(config), "-q", "--set", "input.weighted=true"]) == 0
+    plain = tmp_path / "results" / "rmat-8.bfs.txt"
+    weighted = tmp_path / "results" / "rmat-8-weighted.bfs.txt"
+    assert plain.is_file() and weighted.is_file()
+    assert read_values(plain)[0].size == read_values(weighted)[0].size
+
+
+# -- 5. every example in the README runs as written ----------------------------------
+
+REPO = Path(__file__).resolve().parents[1]
+#: A line just before a fence that keeps the block out of this test (for console
+#: one-liners such as ``pip install``, which need a network or a fresh machine).
+README_SKIP_MARKER = "<!-- readme-test: skip -->"
+#: What the README's examples name -> what this test gives them, so that they run in
+#: seconds: files are copies of the shipped example graph, made in a temporary
+#: directory under the README's own names; generator specs become smaller ones.
+README_FILES = {"web-NotreDame.txt.gz": SAMPLE_WEB,
+                "graphs/web-NotreDame.txt.gz": SAMPLE_WEB}
+README_TEXT_SUBSTITUTIONS = {'"rmat:20"': '"rmat:8"'}
+
+
+def readme_blocks(language: str) -> list[tuple[int, str]]:
+    """``(line, text)`` of each fenced block of ``language``, in order, less skipped ones."""
+    lines = (REPO / "README.md").read_text().splitlines()
+    blocks, index = [], 0
+    while index < len(lines):
+        if lines[index].strip() == f"```{language}":
+            end = next(j for j in range(index + 1, len(lines)) if lines[j].strip() == "```")
+            previous = next((lines[j].strip() for j in range(index - 1, -1, -1)
+                             if lines[j].strip()), "")
+            if previous != README_SKIP_MARKER:
+                text = "\n".join(lines[index + 1:end]) + "\n"
+                for old, new in README_TEXT_SUBSTITUTIONS.items():
+                    text = text.replace(old, new)
+                blocks.append((index + 2, text))
+            index = end
+        index += 1
+    return blocks
+
+
+@pytest.fixture
+def readme_directory(tmp_path, monkeypatch):
+    import shutil
+
+    for name, source in README_FILES.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(source, tmp_path / name)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_readme_has_the_examples_this_test_runs():
+    assert len(readme_blocks("toml")) >= 1 and len(readme_blocks("python")) >= 3
+
+
+def test_readme_toml_examples_run(readme_directory, capsys):
+    from garaphpy.cli import main
+
+    for line, text in readme_blocks("toml"):
+        config = readme_directory / f"readme-{line}.toml"
+        config.write_text(text)
+        code = main([str(config), "--quiet"])
+        captured = capsys.readouterr()
+        assert code == 0, f"README.md:{line}: exit {code}\n{captured.out}{captured.err}"
+        assert "error" not in captured.err
+
+
+def test_readme_python_examples_run(readme_directory):
+    import warnings
+
+    namespace = {"__name__": "__main__"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", garaphpy.GpuFallbackWarning)
+        for line, text in readme_blocks("python"):
+            path = readme_directory / f"readme_{line}.py"
+            path.write_text(text)      # a file: inspect reads the programs' source
+            exec(compile(text, str(path), "exec"), namespace)
+    assert namespace["result"].converged
+    assert np.all(namespace["widest"].values >= 0)
