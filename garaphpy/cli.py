@@ -30,6 +30,7 @@ from pathlib import Path
 
 from .configfile import load_config
 from .errors import ConfigError, GaraphError, RunInterrupted
+from .progress import log_to_stderr
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -168,16 +169,36 @@ def run_from_config(settings: dict, graph, verify: bool, progress: bool,
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
     args = _parser().parse_args(argv)
+    with log_to_stderr(quiet=args.quiet):
+        return execute(args, lambda: load_config(args.config, args.overrides),
+                       lambda: resume_command(args))
+
+
+def execute(args: argparse.Namespace, load_settings, resume_hint) -> int:
+    """Preprocess and run what ``load_settings()`` configures; the exit code.
+
+    Shared by ``python -m garaphpy.run`` and the ``garaphpy`` console command
+    (:mod:`garaphpy.console`), so both print, write and exit alike.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        ``quiet``, ``verify``, ``rebuild`` and ``resume`` flags.
+    load_settings : callable
+        Returns the validated settings (:func:`garaphpy.configfile.validate_config`);
+        its ConfigError exits 2 like any other.
+    resume_hint : callable
+        Returns the command line that resumes an interrupted run.
+    """
     started = time.perf_counter()
     try:
-        settings = load_config(args.config, args.overrides)
+        settings = load_settings()
         if settings["run"]["program"] is not None:
             from .programs import get_program
 
             get_program(settings["run"]["program"], **settings["run"]["constants"])
         graph = graph_from_config(settings, progress=not args.quiet, rebuild=args.rebuild)
-        if graph.store.reused or args.quiet:
-            print(graph.describe())
+        print(graph.describe())     # the build logs it too, for library users
         print(f"store: {graph.store.path}")
         code = 0
         if settings["run"]["program"] is not None:
@@ -195,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     except RunInterrupted as interrupt:
         print(f"garaphpy: interrupted after {interrupt.iteration} iterations; checkpoint "
               f"written to {interrupt.checkpoint}", file=sys.stderr)
-        print(f"garaphpy: resume with: {resume_command(args)}", file=sys.stderr)
+        print(f"garaphpy: resume with: {resume_hint()}", file=sys.stderr)
         return 130
     except KeyboardInterrupt:
         print("garaphpy: interrupted", file=sys.stderr)
