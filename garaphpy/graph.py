@@ -203,8 +203,9 @@ class Graph:
                     f"node {node!r} is not an integer; garaphpy keeps integer vertex ids "
                     "only: relabel with networkx.convert_node_labels_to_integers(G, "
                     "label_attribute='name')", name)
-            if node < 0:
-                raise GraphInputError(f"node {node} is negative; vertex ids must be >= 0", name)
+            if not 0 <= node < 2**63:
+                raise GraphInputError(f"node {node} is out of range; vertex ids must be in "
+                                      "0..2**63-1", name)
         edges = list(graph.edges(data=weight if weight is not None else False))
         src = np.fromiter((edge[0] for edge in edges), dtype=np.int64, count=len(edges))
         dst = np.fromiter((edge[1] for edge in edges), dtype=np.int64, count=len(edges))
