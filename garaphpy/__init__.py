@@ -10,8 +10,14 @@ Quick use::
     print(graph.describe())
 """
 
+import logging as _logging
+
 from .errors import (CheckpointError, ConfigError, GaraphError, GraphInputError, RunInterrupted,
                      StoreCorruptError, StoreError)
+
+# Progress and status messages go to the "garaphpy" loggers (garaphpy.progress);
+# a library prints nothing until its user configures logging.
+_logging.getLogger("garaphpy").addHandler(_logging.NullHandler())
 __version__ = "0.1.0"
 
 __all__ = ["Graph", "run", "VertexProgram", "ProgramError", "VerifyReport", "NotConvergedError",

@@ -41,6 +41,7 @@ from pathlib import Path
 
 from .configfile import SCHEMA, load_config
 from .errors import ConfigError, GaraphError, OutputError, RunInterrupted, SignalInterrupt
+from .progress import log_to_stderr
 
 #: Signals the command line handles as Ctrl-C (a checkpoint, then the exit 128 + signal).
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -281,14 +282,35 @@ def _os_error_message(error: OSError) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
     args = _parser().parse_args(argv)
+    with log_to_stderr(quiet=args.quiet):
+        return execute(args, lambda: load_config(args.config, args.overrides),
+                       lambda: resume_command(args))
+
+
+def execute(args: argparse.Namespace, load_settings, resume_hint) -> int:
+    """Preprocess and run what ``load_settings()`` configures; the exit code.
+
+    Shared by ``python -m garaphpy.run`` and the ``garaphpy`` console command
+    (:mod:`garaphpy.console`), so both print, write and exit alike.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        ``quiet``, ``verify``, ``rebuild`` and ``resume`` flags.
+    load_settings : callable
+        Returns the validated settings (:func:`garaphpy.configfile.validate_config`);
+        its ConfigError exits 2 like any other.
+    resume_hint : callable
+        Returns the command line that resumes an interrupted run.
+    """
     with _stop_signals_as_interrupts():
-        return _main(args)
+        return _execute(args, load_settings, resume_hint)
 
 
-def _main(args: argparse.Namespace) -> int:
+def _execute(args: argparse.Namespace, load_settings, resume_hint) -> int:
     started = time.perf_counter()
     try:
-        settings = load_config(args.config, args.overrides)
+        settings = load_settings()
         if settings["run"]["program"] is not None:
             from .programs import get_program
 
@@ -296,8 +318,7 @@ def _main(args: argparse.Namespace) -> int:
             check_outputs(settings, args.resume)
         check_cache(settings)
         graph = graph_from_config(settings, progress=not args.quiet, rebuild=args.rebuild)
-        if graph.store.reused or args.quiet:
-            print(graph.describe())
+        print(graph.describe())     # the build logs it too, for library users
         print(f"store: {graph.store.path}")
         code = 0
         if settings["run"]["program"] is not None:
@@ -316,7 +337,7 @@ def _main(args: argparse.Namespace) -> int:
         print(f"garaphpy: interrupted{_by(interrupt.signal_number)} after "
               f"{interrupt.iteration} iterations; checkpoint written to "
               f"{interrupt.checkpoint}", file=sys.stderr)
-        print(f"garaphpy: resume with: {resume_command(args)}", file=sys.stderr)
+        print(f"garaphpy: resume with: {resume_hint()}", file=sys.stderr)
         return 128 + interrupt.signal_number
     except KeyboardInterrupt as interrupt:
         number = getattr(interrupt, "signal_number", signal.SIGINT)

@@ -272,6 +272,17 @@ def load_config(path, overrides: list[str] | tuple = ()) -> dict:
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: {_not_a_config(path, content)}invalid TOML: "
                           f"{error}") from None
+    apply_overrides(raw, overrides)
+    return validate_config(raw, base_dir=path.parent, origin=str(path))
+
+
+def apply_overrides(raw: dict, overrides: list[str] | tuple) -> dict:
+    """Set ``KEY=VALUE`` items (``--set``) in a raw configuration, in place.
+
+    The value is read as TOML, or taken as a string when it is not TOML;
+    dotted keys name sections.  Returns ``raw``, still to be validated
+    (:func:`validate_config`).
+    """
     for item in overrides:
         key, value = _parse_override(item)
         *sections, name = key.split(".")
@@ -281,7 +292,7 @@ def load_config(path, overrides: list[str] | tuple = ()) -> dict:
             if not isinstance(table, dict):
                 raise ConfigError(f"--set {item}: {section} is not a section")
         table[name] = value
-    return validate_config(raw, base_dir=path.parent, origin=str(path))
+    return raw
 
 
 def validate_config(raw: dict, base_dir: Path | None = None, origin: str = "<config>") -> dict:

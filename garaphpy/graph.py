@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from . import generators
-from .errors import ConfigError
+from .errors import ConfigError, GraphInputError
 from .storage.builder import BuildOptions, build_store, store_key
 from .storage.edges import EdgeSource
 from .storage.readers import from_arrays, from_scipy, open_source
@@ -103,8 +103,9 @@ def _build_options(options: dict) -> BuildOptions:
 class Graph:
     """A preprocessed graph, ready to run vertex programs on.
 
-    Create one with :meth:`load`, :meth:`from_arrays`, :meth:`from_scipy` or
-    :meth:`open`.
+    Create one with :meth:`load`, :meth:`from_arrays`, :meth:`from_scipy`,
+    :meth:`from_networkx`, :meth:`from_pandas` or :meth:`open`;
+    :meth:`to_scipy` gives the adjacency matrix back.
 
     Attributes
     ----------
@@ -146,7 +147,9 @@ class Graph:
         rebuild : bool
             Preprocess again even if an up-to-date store exists.
         progress : bool
-            Show progress and the load summary on long work.
+            Log progress and the load summary on long work (logger
+            ``garaphpy.preprocess`` at INFO: silent unless logging is
+            configured, e.g. ``logging.basicConfig(level=logging.INFO)``).
         weights : {"file", "unit", "hash"}
             Edge weights: the input's own (``file``, the default), 1 on every
             edge (``unit``), or an integer in ``1 .. max_weight`` hashed from
@@ -211,6 +214,117 @@ class Graph:
         ``weight_dtype="none"`` drops them.  Other options as for :meth:`load`.
         """
         return cls._from_source(from_scipy(matrix), store, progress, options)
+
+    @classmethod
+    def from_networkx(cls, graph, weight: str | None = "weight", *,
+                      store: str | os.PathLike | None = None, progress: bool = False,
+                      **options) -> "Graph":
+        """Preprocess a NetworkX graph (needs the ``networkx`` extra).
+
+        Parameters
+        ----------
+        graph : networkx.Graph, DiGraph, MultiGraph or MultiDiGraph
+            Its nodes must be non-negative integers (Python or numpy ints):
+            they are the vertex ids, kept as they are, and results come back
+            in them (``result.to_dict()``).  Other node labels are refused
+            (the store maps integer ids only): relabel first with
+            ``networkx.convert_node_labels_to_integers(G, label_attribute="name")``.
+            A directed graph gives a directed Graph; an undirected one an
+            undirected Graph (every edge in both directions).  Isolated
+            nodes are kept when the ids are 0..n-1; with other ids a node
+            without edges is refused (the store declares isolated vertices
+            by a count only).
+        weight : str or None, default "weight"
+            The edge attribute holding the weight.  When no edge has it (or
+            ``weight=None``) the Graph is unweighted; when only some edges
+            have it, an error names the first edge without it.
+        store : str or os.PathLike, optional
+            As for :meth:`from_arrays`.
+        **options
+            As for :meth:`load` (``directed`` overrides the graph's own).
+
+        Raises
+        ------
+        GraphInputError
+            A node that is not a non-negative integer, an edge without the
+            weight attribute, an isolated node with ids other than 0..n-1,
+            or an empty graph.
+        """
+        name = "<networkx>"
+        nodes = list(graph.nodes)
+        for node in nodes:
+            if isinstance(node, (bool, np.bool_)) or not isinstance(node, (int, np.integer)):
+                raise GraphInputError(
+                    f"node {node!r} is not an integer; garaphpy keeps integer vertex ids "
+                    "only: relabel with networkx.convert_node_labels_to_integers(G, "
+                    "label_attribute='name')", name)
+            if not 0 <= node < 2**63:
+                raise GraphInputError(f"node {node} is out of range; vertex ids must be in "
+                                      "0..2**63-1", name)
+        edges = list(graph.edges(data=weight if weight is not None else False))
+        src = np.fromiter((edge[0] for edge in edges), dtype=np.int64, count=len(edges))
+        dst = np.fromiter((edge[1] for edge in edges), dtype=np.int64, count=len(edges))
+        weights = None
+        if weight is not None:
+            missing = [edge for edge in edges if edge[2] is None]
+            if len(missing) < len(edges) and missing:
+                raise GraphInputError(f"edge ({missing[0][0]}, {missing[0][1]}) has no "
+                                      f"{weight!r} attribute, and other edges have one", name)
+            if edges and not missing:
+                weights = np.asarray([edge[2] for edge in edges])
+        num_vertices = len(nodes)
+        if not (nodes and min(nodes) == 0 and max(nodes) == num_vertices - 1):
+            num_vertices = None
+            isolated = next((node for node in nodes if graph.degree(node) == 0), None)
+            if isolated is not None:
+                raise GraphInputError(
+                    f"node {isolated} has no edges and the node ids are not 0..n-1; "
+                    "isolated nodes are kept only with ids 0..n-1: relabel with "
+                    "networkx.convert_node_labels_to_integers(G) or remove them", name)
+        options.setdefault("directed", bool(graph.is_directed()))
+        source = from_arrays(src, dst, weights, num_vertices=num_vertices, name=name)
+        return cls._from_source(source, store, progress, options)
+
+    @classmethod
+    def from_pandas(cls, frame, source: str = "source", destination: str = "destination",
+                    weight: str | None = None, *, num_vertices: int | None = None,
+                    store: str | os.PathLike | None = None, progress: bool = False,
+                    **options) -> "Graph":
+        """Preprocess an edge list held in a pandas DataFrame (cuGraph's convention).
+
+        Parameters
+        ----------
+        frame : pandas.DataFrame
+            One row per edge.
+        source, destination : str
+            The columns of the edges' endpoints (integer vertex ids, kept as
+            the user's ids, as in :meth:`from_arrays`).
+        weight : str, optional
+            The column of edge weights; None for an unweighted graph.
+        num_vertices, store, **options
+            As for :meth:`from_arrays` (``directed=False`` for an undirected
+            edge list).
+
+        Raises
+        ------
+        GraphInputError
+            A column that is missing (the message lists the frame's
+            columns), ids that are not integers, or an empty frame.
+        """
+        name = "<pandas>"
+        columns = getattr(frame, "columns", None)
+        if columns is None:
+            raise GraphInputError(f"expected a pandas DataFrame, got {type(frame).__name__}",
+                                  name)
+        for argument, column in (("source", source), ("destination", destination),
+                                 ("weight", weight)):
+            if column is not None and column not in columns:
+                raise GraphInputError(f"{argument}={column!r}: no such column (columns: "
+                                      f"{', '.join(map(str, columns))})", name)
+        arrays = [frame[column].to_numpy() for column in (source, destination)]
+        weights = frame[weight].to_numpy() if weight is not None else None
+        edges = from_arrays(arrays[0], arrays[1], weights, num_vertices=num_vertices, name=name)
+        return cls._from_source(edges, store, progress, options)
 
     @classmethod
     def _from_source(cls, source: EdgeSource, store, progress: bool, options: dict) -> "Graph":
@@ -299,6 +413,27 @@ class Graph:
             self._undirected = Graph(build_store(source, path, build, progress=progress),
                                      ids_from=self)
         return self._undirected
+
+    def to_scipy(self):
+        """The adjacency matrix as a SciPy CSR array (needs scipy).
+
+        Entry (i, j) is the edge i -> j (row = source, column =
+        destination), as :meth:`from_scipy` takes it, with the edge's weight;
+        an unweighted graph gives a boolean pattern.  Rows and columns are
+        *internal* ids: ``self.original_ids()[i]`` is the user's id of row
+        and column i; they are the same when the graph came from
+        :meth:`from_scipy` or declared its ids 0..n-1 (``num_vertices``).
+        An undirected graph gives a symmetric matrix.
+        """
+        import scipy.sparse
+
+        in_offsets, sources, weights = self.store.csc()
+        data = weights if weights is not None else np.ones(sources.shape[0], dtype=np.bool_)
+        shape = (self.num_vertices, self.num_vertices)
+        by_destination = scipy.sparse.csc_array(
+            (data, np.asarray(sources, dtype=np.int64), np.asarray(in_offsets, dtype=np.int64)),
+            shape=shape)
+        return by_destination.tocsr()
 
     def describe(self) -> str:
         """A short human-readable summary."""

@@ -362,9 +362,15 @@ class VertexProgram:
         reduces ``function(...)`` over all vertices with the monoid (in
         float64); apply may ask for the result as a parameter of that name
         (PageRank's dangling mass).
+    value_name : str
+        What a value is, as a column name (:meth:`Result.to_pandas
+        <garaphpy.scheduler.records.Result.to_pandas>`, cuGraph's
+        convention: ``"pagerank"``, ``"distance"``, ``"depth"``,
+        ``"component"``...); ``"value"`` unless a program says.
     """
 
     value_dtype = np.float64
+    value_name = "value"
     accum_dtype = None
     sum = "add"
     execution = "sync"

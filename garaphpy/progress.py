@@ -1,17 +1,72 @@
-"""Progress lines for long work (preprocessing, long runs).
+"""Progress lines for long work (preprocessing, long runs), through :mod:`logging`.
 
-A :class:`Progress` prints at most one line every
-``config.PROGRESS_INTERVAL_S`` seconds to standard error, so that a
-preprocessing of hundreds of millions of edges shows it is alive without
-flooding a log.  Silent when disabled.
+A :class:`Progress` emits at most one line every
+``config.PROGRESS_INTERVAL_S`` seconds, so that a preprocessing of hundreds
+of millions of edges shows it is alive without flooding a log.  Messages go
+to the standard library's logger ``"garaphpy"`` and its children (here
+``"garaphpy.preprocess"`` and the like, at INFO), so that notebooks and
+servers route them like any other log; the package installs only a
+``NullHandler``, so a library user sees nothing until they configure
+logging (``logging.basicConfig(level=logging.INFO)``).  The command line
+prints them to standard error with :func:`log_to_stderr`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import sys
 import time
 
 from . import config
+
+#: The package's logger; progress and status messages go to its children.
+LOGGER_NAME = "garaphpy"
+
+#: ``extra`` of a log record the command line prints itself (on standard
+#: output), so that its stderr handler leaves it out: ``logger.info(text,
+#: extra=PRINTED_BY_CLI)``.
+PRINTED_BY_CLI = {"garaphpy_printed_by_cli": True}
+
+
+def logger(name: str = "") -> logging.Logger:
+    """The logger ``garaphpy.<name>`` (``garaphpy`` itself for ``""``)."""
+    return logging.getLogger(f"{LOGGER_NAME}.{name}" if name else LOGGER_NAME)
+
+
+class _StderrHandler(logging.Handler):
+    """Writes each message, as it is, to the current ``sys.stderr``."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "garaphpy_printed_by_cli", False):
+            return
+        try:
+            stream = sys.stderr
+            stream.write(self.format(record) + "\n")
+            stream.flush()
+        except Exception:  # noqa: BLE001 - logging's own convention
+            self.handleError(record)
+
+
+@contextlib.contextmanager
+def log_to_stderr(quiet: bool = False):
+    """Print the ``garaphpy`` loggers' messages to standard error while inside.
+
+    The command line's handler: INFO and above (progress, status), or only
+    WARNING and above with ``quiet``; the message text alone, one line each.
+    The logger's level and handlers are restored on exit.
+    """
+    package = logger()
+    handler = _StderrHandler(logging.WARNING if quiet else logging.INFO)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    previous_level = package.level
+    package.addHandler(handler)
+    package.setLevel(handler.level)
+    try:
+        yield handler
+    finally:
+        package.removeHandler(handler)
+        package.setLevel(previous_level)
 
 
 def human_count(value: float) -> str:
@@ -42,18 +97,21 @@ class Progress:
     unit : str
         What is counted (``"edges"``).
     enabled : bool
-        Print nothing when False.
+        Emit nothing when False.
     stream : file, optional
-        Where lines go (standard error by default).
+        Print lines to this file instead of logging them.
+    log : logging.Logger, optional
+        Where lines go (at INFO); default the logger ``garaphpy.<task>``.
     """
 
     def __init__(self, task: str, total: float | None = None, unit: str = "edges",
-                 enabled: bool = True, stream=None):
+                 enabled: bool = True, stream=None, log: logging.Logger | None = None):
         self.task = task
         self.total = total
         self.unit = unit
         self.enabled = enabled
-        self.stream = stream if stream is not None else sys.stderr
+        self.stream = stream
+        self.log = log if log is not None else logger(task)
         self.started = time.perf_counter()
         self.last_print = self.started
         self.done = 0.0
@@ -74,10 +132,16 @@ class Progress:
         if self.total:
             text += f" ({100.0 * self.done / self.total:.0f}%)"
         text += f", {human_count(rate)} {self.unit}/s, {elapsed:.1f} s"
-        print(text, file=self.stream, flush=True)
+        self._emit(text)
 
     def note(self, message: str) -> None:
         """Print a one-off line (a stage change), if enabled."""
         if self.enabled:
             elapsed = time.perf_counter() - self.started
-            print(f"{self.task}: {message} ({elapsed:.1f} s)", file=self.stream, flush=True)
+            self._emit(f"{self.task}: {message} ({elapsed:.1f} s)")
+
+    def _emit(self, text: str) -> None:
+        if self.stream is not None:
+            print(text, file=self.stream, flush=True)
+        else:
+            self.log.info(text)

@@ -64,6 +64,7 @@ class BFS(VertexProgram):
     """
 
     value_dtype = np.int64
+    value_name = "depth"
     sum = "min"
     execution = "sync"
     max_iterations = 1_000_000_000

@@ -77,6 +77,7 @@ class CircuitSimulation(VertexProgram):
     """
 
     value_dtype = np.float64
+    value_name = "voltage"
     sum = "add"
     execution = "sync"
     max_iterations = 1000

@@ -52,6 +52,7 @@ class ConnectedComponents(VertexProgram):
     """
 
     value_dtype = np.int64
+    value_name = "component"
     sum = "min"
     execution = "sync"
     max_iterations = 1_000_000_000

@@ -115,6 +115,7 @@ class DeltaPageRank(VertexProgram):
     """
 
     value_dtype = np.float64
+    value_name = "pagerank"
     sum = "add"
     execution = "async"
     max_iterations = 1000

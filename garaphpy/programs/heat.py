@@ -78,6 +78,7 @@ class HeatSimulation(VertexProgram):
     """
 
     value_dtype = np.float64
+    value_name = "temperature"
     sum = "add"
     execution = "sync"
     max_iterations = 1000

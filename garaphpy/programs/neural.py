@@ -62,6 +62,7 @@ class NeuralNetwork(VertexProgram):
     """
 
     value_dtype = np.float64
+    value_name = "activation"
     sum = "add"
     execution = "sync"
     max_iterations = 10

@@ -80,6 +80,7 @@ class PageRank(VertexProgram):
     """
 
     value_dtype = np.float64
+    value_name = "pagerank"
     sum = "add"
     execution = "sync"
     max_iterations = 100

@@ -72,6 +72,7 @@ class SSSP(VertexProgram):
     """
 
     value_dtype = np.float64
+    value_name = "distance"
     sum = "min"
     execution = "sync"
     max_iterations = 1_000_000_000

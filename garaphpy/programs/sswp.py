@@ -68,6 +68,7 @@ class SSWP(VertexProgram):
     """
 
     value_dtype = np.float64
+    value_name = "width"
     sum = "max"
     execution = "sync"
     max_iterations = 1_000_000_000

@@ -174,6 +174,31 @@ class Result:
         """Value of a vertex given by the user's id."""
         return self.values[int(self.graph.internal_ids([vertex])[0])]
 
+    @property
+    def value_name(self) -> str:
+        """What a value is: the program's ``value_name`` (``"value"`` for user programs)."""
+        return getattr(self.program, "value_name", "value")
+
+    def to_dict(self) -> dict:
+        """``{user id: value}`` of every vertex, as Python scalars.
+
+        Ready for NetworkX: ``nx.set_node_attributes(G, result.to_dict(),
+        result.value_name)``.
+        """
+        return dict(zip(self.original_ids().tolist(), np.asarray(self.values).tolist()))
+
+    def to_pandas(self):
+        """A pandas DataFrame with columns ``vertex`` (the user's ids) and the
+        program's :attr:`value_name` (cuGraph's convention: ``pagerank``,
+        ``distance``, ``depth``, ``component``...); needs the ``pandas`` extra."""
+        try:
+            import pandas
+        except ModuleNotFoundError:
+            raise ModuleNotFoundError("Result.to_pandas needs pandas: pip install "
+                                      "\"garaphpy[pandas]\"", name="pandas") from None
+        return pandas.DataFrame({"vertex": self.original_ids(),
+                                 self.value_name: np.asarray(self.values)})
+
     def summary(self) -> str:
         """A few lines for people."""
         name = type(self.program).__name__

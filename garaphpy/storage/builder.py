@@ -37,7 +37,6 @@ import json
 import os
 import re
 import shutil
-import sys
 import tempfile
 import time
 import uuid
@@ -51,7 +50,8 @@ import numpy as np
 
 from .. import config
 from ..errors import ConfigError, GraphInputError, StoreError
-from ..progress import Progress, human_bytes
+from ..progress import PRINTED_BY_CLI, Progress, human_bytes
+from ..progress import logger as progress_logger
 from . import _build_kernels as kernels
 from . import filesafety, layout
 from .edges import EdgeChunk, EdgeSource
@@ -878,7 +878,8 @@ def build_store(source: EdgeSource, path, options: BuildOptions | None = None, *
     options : BuildOptions, optional
         Cleaning and layout options.
     progress : bool
-        Print progress lines and the load summary to standard error.
+        Log progress lines and the load summary (logger ``garaphpy.preprocess``,
+        INFO; see :mod:`garaphpy.progress`).
     force : bool
         Rebuild even if an up-to-date store exists.
 
@@ -903,7 +904,7 @@ def build_store(source: EdgeSource, path, options: BuildOptions | None = None, *
             store = Store.open(path)
             store.reused = True
             if progress:
-                print(f"preprocess: reusing up-to-date store {path}", file=sys.stderr, flush=True)
+                progress_logger("preprocess").info(f"preprocess: reusing up-to-date store {path}")
             return store
     # refuse before any work: only a store of ours is ever replaced
     filesafety.check_replaceable(path)
@@ -1303,7 +1304,7 @@ class _Builder:
             from .store import format_summary
 
             self.progress.note("done")
-            print(format_summary(manifest), flush=True)
+            progress_logger("preprocess").info(format_summary(manifest), extra=PRINTED_BY_CLI)
 
     def _install(self, primary: Path, extra_tmp, extra_dirs, manifest) -> None:
         from .store import write_manifest

@@ -1,0 +1,208 @@
+"""The ``garaphpy`` console command: one-line runs, GAPBS-style, and the TOML form.
+
+::
+
+    garaphpy pagerank FILE                      # every built-in program is a subcommand
+    garaphpy sssp FILE --source 7 --mode gpu
+    garaphpy cc rmat:16 --undirected --output cc.txt
+    garaphpy run CONFIG.toml [--set KEY=VALUE ...] # exactly python -m garaphpy.run
+
+A one-line run is the TOML form written as flags: the flags are turned into
+the same configuration dict a TOML file gives (``graph``, ``[input]``,
+``[store]``, ``[run]``, ``[output]``), each flag's value is checked by the
+configuration schema's own key (:data:`garaphpy.configfile.SCHEMA`, messages
+naming the flag), ``--set KEY=VALUE`` reaches any other key, and the whole is
+validated by :func:`garaphpy.configfile.validate_config`.  It then runs
+through :func:`garaphpy.cli.execute`, so preprocessing, results, files,
+messages and exit codes are those of ``python -m garaphpy.run``: 0 success,
+1 bad input, 2 bad arguments (one line on standard error), 3 not converged,
+4 verification failed, 130 interrupted.  Relative paths are taken from the
+current directory; default outputs go to ``results/<graph>.<program>.txt``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from . import __version__
+from .cli import execute
+from .cli import main as run_main
+from .configfile import SCHEMA, apply_overrides, validate_config
+from .progress import log_to_stderr
+
+#: The subcommands, one per built-in program (names as in ``[run] program``).
+PROGRAM_COMMANDS = ("pagerank", "delta-pagerank", "sssp", "bfs", "cc", "sswp", "nn", "hs", "cs")
+
+#: Flag destination -> (section, key) of the configuration it sets.
+FLAG_KEYS = {
+    "mode": ("run", "mode"),
+    "execution": ("run", "execution"),
+    "direction": ("run", "direction"),
+    "sources": ("run", "sources"),
+    "threads": ("run", "threads"),
+    "max_iterations": ("run", "max_iterations"),
+    "tolerance": ("run", "tolerance"),
+    "constants": ("run", "constants"),
+    "output": ("output", "values"),
+    "iterations": ("output", "iterations"),
+    "format": ("input", "format"),
+    "directed": ("input", "directed"),
+    "store": ("store", "path"),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line and exit 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"garaphpy: error: {message} (see {self.prog} --help)\n")
+
+
+def _constant(text: str) -> tuple[str, float | int]:
+    name, separator, raw = text.partition("=")
+    if not separator or not name.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=NUMBER, e.g. damping=0.9")
+    for number in (int, float):
+        try:
+            return name.strip(), number(raw)
+        except ValueError:
+            continue
+    raise argparse.ArgumentTypeError(f"{text!r}: {raw!r} is not a number")
+
+
+def _choices(section: str, key: str) -> tuple:
+    return SCHEMA[section][key].choices
+
+
+def _add_program_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("graph", metavar="FILE",
+                        help="graph file (any supported format, optionally compressed) or a "
+                             "generator such as rmat:16, grid:100x100")
+    run = parser.add_argument_group("run")
+    run.add_argument("-s", "--source", dest="sources", type=int, action="append",
+                     metavar="ID", help="source vertex in the file's own ids (repeatable)")
+    run.add_argument("--mode", choices=_choices("run", "mode"),
+                     help="processors (default hybrid: the CPU alone where no GPU is usable)")
+    run.add_argument("--execution", choices=_choices("run", "execution"),
+                     help="default: the program's")
+    run.add_argument("--direction", choices=_choices("run", "direction"),
+                     help="the CPU's direction (default auto: Garaph's switch)")
+    run.add_argument("--threads", type=int, metavar="N", help="CPU threads (default: every core)")
+    run.add_argument("--max-iterations", type=int, metavar="N",
+                     help="iteration limit (default: the program's)")
+    run.add_argument("--tolerance", type=float, metavar="X",
+                     help="stop once an iteration's L1 change is below X")
+    run.add_argument("--constant", dest="constants", type=_constant, action="append",
+                     metavar="NAME=VALUE", help="a program constant, e.g. damping=0.9 "
+                                                "(repeatable)")
+    run.add_argument("--verify", action="store_true",
+                     help="check the result with the program's independent verifier")
+    run.add_argument("--resume", action="store_true",
+                     help="continue from the newest valid checkpoint")
+    inputs = parser.add_argument_group("input and store")
+    inputs.add_argument("--format", choices=_choices("input", "format"),
+                        help="input format (default auto: detected from the content)")
+    direction = inputs.add_mutually_exclusive_group()
+    direction.add_argument("--directed", dest="directed", action="store_const", const=True,
+                           help="read the edges as directed")
+    direction.add_argument("--undirected", dest="directed", action="store_const", const=False,
+                           help="read the edges as undirected (each in both directions)")
+    inputs.add_argument("--store", metavar="DIR",
+                        help="store directory (default: a cache directory keyed on the input)")
+    inputs.add_argument("--rebuild", action="store_true",
+                        help="preprocess again even if an up-to-date store exists")
+    outputs = parser.add_argument_group("output")
+    outputs.add_argument("-o", "--output", metavar="PATH",
+                         help="values file, .txt or .npy (default "
+                              "results/<graph>.<program>.txt)")
+    outputs.add_argument("--iterations", metavar="PATH",
+                         help="per-iteration records, JSON lines (default beside the values)")
+    outputs.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE",
+                        help="any other configuration key, as in python -m garaphpy.run, "
+                             "e.g. --set input.self_loops=drop (repeatable)")
+
+
+def _program_help(command: str) -> str:
+    from .programs import program_class
+
+    cls = program_class(command)
+    first = (cls.__doc__ or cls.__name__).strip().splitlines()[0]
+    needs = [what for what, needed in (("source vertices (--source)", cls.needs_sources),
+                                       ("edge weights", cls.needs_weights)) if needed]
+    return first + (f" Needs {' and '.join(needs)}." if needs else "")
+
+
+def parser() -> argparse.ArgumentParser:
+    """The ``garaphpy`` command's argument parser."""
+    top = _Parser(prog="garaphpy",
+                  description="Run a graph program on a file in one line, or a TOML "
+                              "configuration (garaphpy run CONFIG.toml).")
+    top.add_argument("--version", action="version", version=f"garaphpy {__version__}")
+    commands = top.add_subparsers(dest="command", metavar="COMMAND")
+    commands.add_parser("run", help="run a TOML configuration: garaphpy run CONFIG.toml "
+                                    "[--set KEY=VALUE ...] [--rebuild] [--quiet] [--verify] "
+                                    "[--resume] (as python -m garaphpy.run)", add_help=False)
+    for command in PROGRAM_COMMANDS:
+        description = _program_help(command)
+        sub = commands.add_parser(command, help=description, description=description)
+        _add_program_options(sub)
+    return top
+
+
+def settings_from_arguments(args: argparse.Namespace, base_dir: Path | None = None) -> dict:
+    """The validated settings a one-line run's arguments stand for.
+
+    Builds the configuration a TOML file would hold, checks each flag with
+    its schema key (the message names the flag), applies ``--set`` and
+    validates the whole with :func:`garaphpy.configfile.validate_config`.
+
+    Raises
+    ------
+    ConfigError
+        Naming the flag or key.
+    """
+    raw: dict = {"graph": args.graph, "run": {"program": args.command}}
+    for name, (section, key) in FLAG_KEYS.items():
+        value = getattr(args, name)
+        if value is None:
+            continue
+        if name == "constants":
+            value = dict(value)
+        flag = "--" + {"sources": "source", "constants": "constant",
+                       "directed": "directed/--undirected"}.get(name, name.replace("_", "-"))
+        SCHEMA[section][key].validate(value, flag)
+        raw.setdefault(section, {})[key] = value
+    apply_overrides(raw, args.overrides)
+    base_dir = Path.cwd() if base_dir is None else base_dir
+    return validate_config(raw, base_dir=base_dir, origin=f"garaphpy {args.command}")
+
+
+def _resume_hint(argv: list[str]) -> str:
+    command = [sys.executable, "-m", "garaphpy", *argv]
+    if "--resume" not in argv:
+        command.append("--resume")
+    return f"cd {shlex.quote(os.getcwd())} && {shlex.join(command)}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``garaphpy`` command; returns the process exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "run":
+        return run_main(argv[1:])
+    args = parser().parse_args(argv)
+    if args.command is None:
+        print("garaphpy: error: expected a program (" + ", ".join(PROGRAM_COMMANDS)
+              + ") or run CONFIG.toml (see garaphpy --help)", file=sys.stderr)
+        return 2
+    with log_to_stderr(quiet=args.quiet):
+        return execute(args, lambda: settings_from_arguments(args),
+                       lambda: _resume_hint(argv))
+
+
+__all__ = ["main", "parser", "settings_from_arguments", "PROGRAM_COMMANDS"]

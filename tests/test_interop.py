@@ -1,0 +1,183 @@
+"""Interop with NetworkX, pandas and SciPy: graphs in, results and matrices out.
+
+``Graph.from_networkx`` / ``Graph.from_pandas`` / ``Graph.to_scipy`` and
+``Result.to_dict`` / ``Result.to_pandas``, checked against NetworkX and SciPy
+and by round trips; pandas and networkx stay optional (not imported with
+garaphpy).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse
+import scipy.sparse.csgraph
+
+import garaphpy
+from garaphpy import Graph, VertexProgram
+from garaphpy.errors import GraphInputError
+from garaphpy.programs import BUILTIN_PROGRAMS
+from garaphpy.scheduler.records import Result
+
+
+def random_digraph(n: int, p: float, seed: int) -> nx.DiGraph:
+    return nx.gnp_random_graph(n, p, seed=seed, directed=True)
+
+
+# -- NetworkX -------------------------------------------------------------------
+def test_from_networkx_keeps_the_users_ids_and_pagerank_matches_networkx():
+    base = random_digraph(80, 0.06, seed=3)
+    base.remove_nodes_from(list(nx.isolates(base)))
+    graph_nx = nx.relabel_nodes(base, {v: 7 * v + 1000 for v in base})   # ids not 0..n-1
+    graph = Graph.from_networkx(graph_nx)
+    assert graph.directed and not graph.weighted
+    assert graph.num_vertices == graph_nx.number_of_nodes()
+    assert graph.num_edges == graph_nx.number_of_edges()
+    result = garaphpy.run(graph, "pagerank", mode="cpu", tolerance=1e-12)
+    ranks = result.to_dict()
+    expected = nx.pagerank(graph_nx, tol=1e-13, max_iter=1000)
+    assert set(ranks) == set(graph_nx.nodes)
+    assert all(type(k) is int and type(v) is float for k, v in ranks.items())
+    assert max(abs(ranks[v] - expected[v]) for v in expected) < 1e-9
+
+    nx.set_node_attributes(graph_nx, ranks, result.value_name)
+    assert result.value_name == "pagerank"
+    assert graph_nx.nodes[1000]["pagerank"] == ranks[1000]
+
+    frame = result.to_pandas()
+    assert list(frame.columns) == ["vertex", "pagerank"]
+    assert dict(zip(frame["vertex"].tolist(), frame["pagerank"].tolist())) == ranks
+
+
+def test_from_networkx_undirected_weighted_sssp_matches_dijkstra():
+    graph_nx = nx.gnm_random_graph(50, 120, seed=11)
+    rng = np.random.default_rng(11)
+    for u, v in graph_nx.edges:
+        graph_nx.edges[u, v]["cost"] = int(rng.integers(1, 50))
+    graph_nx.add_node(50)                                  # isolated, ids 0..n-1
+    graph = Graph.from_networkx(graph_nx, weight="cost")
+    assert not graph.directed and graph.weighted
+    assert graph.num_vertices == 51 and graph.num_edges == 2 * graph_nx.number_of_edges()
+    result = garaphpy.run(graph, "sssp", sources=[4], mode="cpu")
+    expected = nx.single_source_dijkstra_path_length(graph_nx, 4, weight="cost")
+    distances = result.to_dict()
+    for vertex in graph_nx:
+        assert distances[vertex] == expected.get(vertex, np.inf)
+    frame = result.to_pandas()
+    assert list(frame.columns) == ["vertex", "distance"]
+    assert frame.shape == (51, 2)
+
+
+def test_from_networkx_weights_and_ids_it_cannot_keep_are_named():
+    labelled = nx.DiGraph([("a", "b")])
+    with pytest.raises(GraphInputError, match="node 'a' is not an integer.*convert_node_labels"):
+        Graph.from_networkx(labelled)
+    partial = nx.DiGraph()
+    partial.add_edge(0, 1, weight=2.0)
+    partial.add_edge(1, 2)
+    with pytest.raises(GraphInputError, match=r"edge \(1, 2\) has no 'weight' attribute"):
+        Graph.from_networkx(partial)
+    assert not Graph.from_networkx(partial, weight=None).weighted
+    isolated = nx.DiGraph([(10, 20)])
+    isolated.add_node(30)
+    with pytest.raises(GraphInputError, match="node 30 has no edges"):
+        Graph.from_networkx(isolated)
+    for bad in (-1, 2**63):
+        with pytest.raises(GraphInputError, match=f"node {bad} is out of range"):
+            Graph.from_networkx(nx.DiGraph([(bad, 2)]))
+
+
+# -- pandas ---------------------------------------------------------------------
+def test_from_pandas_bfs_matches_scipy_and_columns_are_named():
+    rng = np.random.default_rng(2)
+    frame = pd.DataFrame({"from": rng.integers(0, 30, 90), "to": rng.integers(0, 30, 90),
+                          "w": rng.random(90)})
+    graph = Graph.from_pandas(frame, source="from", destination="to", num_vertices=30)
+    assert graph.num_vertices == 30 and not graph.weighted
+    result = garaphpy.run(graph, "bfs", sources=[0], mode="cpu")
+    matrix = scipy.sparse.csr_array((np.ones(90), (frame["from"], frame["to"])), shape=(30, 30))
+    hops = scipy.sparse.csgraph.shortest_path(matrix, unweighted=True, indices=0)
+    expected = np.where(np.isinf(hops), -1, hops).astype(np.int64)
+    depths = result.to_pandas()
+    assert list(depths.columns) == ["vertex", "depth"]
+    assert np.array_equal(depths["depth"].to_numpy(), expected[depths["vertex"].to_numpy()])
+
+    weighted = Graph.from_pandas(frame, source="from", destination="to", weight="w")
+    assert weighted.weighted
+    with pytest.raises(GraphInputError, match="destination='dst': no such column.*from, to, w"):
+        Graph.from_pandas(frame, source="from", destination="dst")
+
+
+# -- SciPy ----------------------------------------------------------------------
+def test_to_scipy_round_trips_from_scipy():
+    rng = np.random.default_rng(9)
+    matrix = scipy.sparse.random_array((25, 25), density=0.15, rng=rng, format="csr")
+    matrix.data = rng.integers(1, 100, matrix.nnz).astype(np.int64)
+    matrix.setdiag(0)
+    matrix.eliminate_zeros()
+    graph = Graph.from_scipy(matrix)
+    back = graph.to_scipy()
+    assert back.format == "csr" and back.shape == (25, 25)
+    assert np.array_equal(back.toarray(), matrix.toarray())
+    again = Graph.from_scipy(back)
+    assert np.array_equal(again.to_scipy().toarray(), matrix.toarray())
+
+
+def test_to_scipy_is_in_internal_ids_with_original_ids_beside():
+    src, dst = np.array([10, 20, 20, 40]), np.array([20, 40, 10, 10])
+    graph = Graph.from_arrays(src, dst)
+    pattern = graph.to_scipy()
+    assert pattern.dtype == np.bool_ and pattern.nnz == 4
+    ids = graph.original_ids()
+    edges = {(int(ids[i]), int(ids[j])) for i, j in zip(*pattern.nonzero())}
+    assert edges == set(zip(src.tolist(), dst.tolist()))
+    assert not Graph.from_scipy(pattern).weighted
+
+
+# -- results --------------------------------------------------------------------
+def test_every_builtin_program_names_its_value_and_user_programs_say_value():
+    names = {name: cls.value_name for name, cls in BUILTIN_PROGRAMS.items()}
+    assert names == {"pagerank": "pagerank", "delta_pagerank": "pagerank", "sssp": "distance",
+                     "bfs": "depth", "cc": "component", "sswp": "width", "nn": "activation",
+                     "hs": "temperature", "cs": "voltage"}
+
+    class Copy(VertexProgram):
+        def init():
+            return 0.0
+
+        def gather(src):
+            return src
+
+        def apply(value, accum):
+            return accum
+
+        def activate(new, old):
+            return new != old
+
+    assert Copy.value_name == "value"
+
+
+def test_to_pandas_without_pandas_says_what_to_install(monkeypatch):
+    graph = Graph.from_arrays(np.array([5, 6]), np.array([6, 5]))
+    result = Result(program=object(), graph=graph, values=np.array([0.25, 0.75]),
+                    sources=np.zeros(0, np.int64), mode="cpu", execution="sync",
+                    converged=True, stop_reason="no active vertex", num_iterations=1)
+    assert result.to_dict() == {5: 0.25, 6: 0.75}
+    assert list(result.to_pandas().columns) == ["vertex", "value"]
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    with pytest.raises(ModuleNotFoundError, match=r"garaphpy\[pandas\]"):
+        result.to_pandas()
+
+
+def test_pandas_and_networkx_are_not_imported_with_garaphpy():
+    code = ("import sys, garaphpy; garaphpy.Graph; garaphpy.run; import garaphpy.console; "
+            "print(sorted(m for m in ('pandas', 'networkx') if m in sys.modules))")
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == "[]"
