@@ -41,12 +41,15 @@ _COMPILED: dict = {}
 
 
 def _compiled_program(program: VertexProgram):
-    """Compile once per (program class, constants)."""
+    """Compile once per (program class, constants) and process; the generated
+    module and numba's cache of it are kept across processes in
+    ``cache_directory() / "programs"``."""
+    from .graph import cache_directory
     from .kernels.cpu_program import compile_program
 
     key = (type(program), tuple(sorted(program.constants.items())))
     if key not in _COMPILED:
-        _COMPILED[key] = compile_program(program)
+        _COMPILED[key] = compile_program(program, cache_directory() / "programs")
     return _COMPILED[key]
 
 
@@ -256,7 +259,7 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
             state = RunState(arrays, compiled, execution == "sync")
             state.frontier = initially_active
             engine = CpuEngine(arrays, compiled, state, threads)
-            engine.warm_up()
+            engine.warm_up(None if direction == "auto" else (direction,))
             if mode == "hybrid":
                 from .scheduler.gpu_engine import GpuEngine
                 from .scheduler.hybrid_engine import HybridEngine
