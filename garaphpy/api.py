@@ -43,14 +43,20 @@ _COMPILED: dict = {}
 def _compiled_program(program: VertexProgram):
     """Compile once per (program class, constants) and process; the generated
     module and numba's cache of it are kept across processes in
-    ``cache_directory() / "programs"``."""
-    from .graph import cache_directory
+    :func:`_program_cache_directory`."""
     from .kernels.cpu_program import compile_program
 
     key = (type(program), tuple(sorted(program.constants.items())))
     if key not in _COMPILED:
-        _COMPILED[key] = compile_program(program, cache_directory() / "programs")
+        _COMPILED[key] = compile_program(program, _program_cache_directory())
     return _COMPILED[key]
+
+
+def _program_cache_directory():
+    """Where compiled program modules are kept: ``cache_directory() / "programs"``."""
+    from .graph import cache_directory
+
+    return cache_directory() / "programs"
 
 
 def _program_instance(program) -> VertexProgram:

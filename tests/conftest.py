@@ -43,3 +43,16 @@ def pytest_collection_modifyitems(config, items):
 def _isolated_cache(tmp_path_factory, monkeypatch):
     """Stores built by tests go to a temporary cache, never the user's."""
     monkeypatch.setenv("GARAPHPY_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+@pytest.fixture(autouse=True)
+def _persistent_program_cache(request, monkeypatch):
+    """Compiled programs persist across test sessions (in pytest's cache folder):
+    keyed by their source and the kernels' files, so a second session of the
+    fast subset (``-m "not slow"``) loads them instead of compiling again."""
+    from garaphpy import api
+
+    cache = getattr(request.config, "cache", None)
+    if cache is not None:
+        directory = cache.mkdir("garaphpy-programs")
+        monkeypatch.setattr(api, "_program_cache_directory", lambda: directory)

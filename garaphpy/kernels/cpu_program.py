@@ -173,7 +173,8 @@ class CpuProgram:
         """Functions of the program's module numba loaded from its disk cache."""
         return sum(sum(dispatcher.stats.cache_hits.values())
                    for dispatcher in vars(self.kernels).values()
-                   if isinstance(dispatcher, numba.core.registry.CPUDispatcher))
+                   if isinstance(dispatcher, numba.core.registry.CPUDispatcher)
+                   and dispatcher.py_func.__module__ == self.kernels.__name__)
 
 
 #: Parameters of the kernels in :mod:`garaphpy.kernels.cpu` that take a
