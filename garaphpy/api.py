@@ -265,7 +265,9 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
             state = RunState(arrays, compiled, execution == "sync")
             state.frontier = initially_active
             engine = CpuEngine(arrays, compiled, state, threads)
-            engine.warm_up(None if direction == "auto" else (direction,))
+            # hybrid runs probe and time both directions: compile both first
+            engine.warm_up(("pull", "notify-pull") if mode == "hybrid"
+                           else None if direction == "auto" else (direction,))
             if mode == "hybrid":
                 from .scheduler.gpu_engine import GpuEngine
                 from .scheduler.hybrid_engine import HybridEngine
