@@ -115,6 +115,7 @@ def _report(process: subprocess.Popen) -> dict:
     return json.loads(stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow      # fresh processes compile the program: 15-30 s on 2 cores
 def test_second_process_loads_the_program_from_the_cache(tmp_path):
     first = _report(_subprocess(tmp_path / "cache", tmp_path / "store"))
     second = _report(_subprocess(tmp_path / "cache", tmp_path / "store"))
@@ -125,6 +126,7 @@ def test_second_process_loads_the_program_from_the_cache(tmp_path):
     assert len(list((tmp_path / "cache" / "programs").glob("PageRank-*.py"))) == 1
 
 
+@pytest.mark.slow      # fresh processes compile the program: 15-30 s on 2 cores
 def test_concurrent_compiles_of_one_program_both_succeed(tmp_path):
     processes = [_subprocess(tmp_path / "cache", tmp_path / f"store{i}") for i in range(2)]
     reports = [_report(process) for process in processes]
