@@ -28,6 +28,17 @@ A gather that asks only for its source's side of the edge (``src``,
 alone, so it also gets ``source_gather_call``: the engine may then compute
 it once per vertex and let the edge loop read the result
 (:func:`garaphpy.kernels.cpu.source_contributions`).
+
+Caching across processes: all of this is generated as the source of one
+module (:func:`program_module_source`) together with copies of the
+kernels of :mod:`garaphpy.kernels.cpu` that call program functions, in
+which those functions are the module's globals instead of dispatcher
+arguments (numba cannot cache a function whose arguments are
+dispatchers, nor code from ``exec``).  The module is written to the cache
+directory under a key of its source and what it depends on
+(:func:`program_key`) and imported, so numba's ``cache=True`` applies to
+every function in it; numba compiles each on its first call, so a run
+compiles only the kernels of the paths it takes.
 """
 
 from __future__ import annotations
