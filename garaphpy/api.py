@@ -42,12 +42,14 @@ _COMPILED: dict = {}
 
 
 def _compiled_program(program: VertexProgram):
-    """Compile once per (program class, constants)."""
+    """Compile once per (program class, constants) and process; the generated
+    module and numba's cache of it are kept across processes in
+    :func:`_program_cache_directory`."""
     from .kernels.cpu_program import compile_program
 
     key = (type(program), tuple(sorted(program.constants.items())))
     if key not in _COMPILED:
-        _COMPILED[key] = compile_program(program)
+        _COMPILED[key] = compile_program(program, _program_cache_directory())
     return _COMPILED[key]
 
 
@@ -78,6 +80,13 @@ def _check_initial_values(graph, program: VertexProgram, source_vertices: np.nda
         return int(graph.original_ids(np.array([vertex]))[0]), float(number)
 
     check_initial_values(program, find)
+
+
+def _program_cache_directory():
+    """Where compiled program modules are kept: ``cache_directory() / "programs"``."""
+    from .graph import cache_directory
+
+    return cache_directory() / "programs"
 
 
 def _program_instance(program) -> VertexProgram:
@@ -329,7 +338,9 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
             state = RunState(arrays, compiled, execution == "sync")
             state.frontier = initially_active
             engine = CpuEngine(arrays, compiled, state, threads)
-            engine.warm_up()
+            # hybrid runs probe and time both directions: compile both first
+            engine.warm_up(("pull", "notify-pull") if mode == "hybrid"
+                           else None if direction == "auto" else (direction,))
             if mode == "hybrid":
                 from .scheduler.gpu_engine import GpuEngine
                 from .scheduler.hybrid_engine import HybridEngine

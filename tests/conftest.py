@@ -74,3 +74,16 @@ def pytest_unconfigure(config):
             os.environ[name] = value
     if TEST_CACHE_ROOT is not None:
         shutil.rmtree(TEST_CACHE_ROOT, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _persistent_program_cache(request, monkeypatch):
+    """Compiled programs persist across test sessions (in pytest's cache folder):
+    keyed by their source and the kernels' files, so a second session of the
+    fast subset (``-m "not slow"``) loads them instead of compiling again."""
+    from garaphpy import api
+
+    cache = getattr(request.config, "cache", None)
+    if cache is not None:
+        directory = cache.mkdir("garaphpy-programs")
+        monkeypatch.setattr(api, "_program_cache_directory", lambda: directory)

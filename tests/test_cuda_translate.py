@@ -965,6 +965,7 @@ def test_device_code_compiles_with_nvcc(tmp_path):
     assert "warning" not in result.stderr.lower(), result.stderr[-6000:]
 
 
+@pytest.mark.slow      # about 20 s on 2 cores: nvcc over every variant
 def test_every_pull_kernel_variant_compiles_with_nvcc(tmp_path, monkeypatch):
     """The whole translation unit of the engine (kernels/gpu.py), with the pull
     kernel instantiated for every edges-per-thread choice and variant, for

@@ -28,20 +28,49 @@ A gather that asks only for its source's side of the edge (``src``,
 alone, so it also gets ``source_gather_call``: the engine may then compute
 it once per vertex and let the edge loop read the result
 (:func:`garaphpy.kernels.cpu.source_contributions`).
+
+Caching across processes: all of this is generated as the source of one
+module (:func:`program_module_source`) together with copies of the
+kernels of :mod:`garaphpy.kernels.cpu` that call program functions, in
+which those functions are the module's globals instead of dispatcher
+arguments (numba cannot cache a function whose arguments are
+dispatchers, nor code from ``exec``).  The module is written to the cache
+directory under a key of its source and what it depends on
+(:func:`program_key`) and imported, so numba's ``cache=True`` applies to
+every function in it; numba compiles each on its first call, so a run
+compiles only the kernels of the paths it takes.
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import copy
+import hashlib
+import importlib.util
+import inspect
+import logging
 import math
-from dataclasses import dataclass
+import os
+import sys
+import tempfile
+import threading
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import numba
 import numpy as np
 
+from .. import __version__
 from .. import _numba_setup  # noqa: F401  (threading layer first)
 from ..program import ProgramError, VertexProgram, monoid_identity
+from . import cpu as cpu_kernels
+
+logger = logging.getLogger(__name__)
+
+#: Compilation that lasts longer than this (seconds) is announced at INFO.
+ANNOUNCE_AFTER_SECONDS = 1.0
 
 #: How every program function and wrapper is compiled (see the module docstring).
 JIT_OPTIONS = {"nogil": True, "error_model": "numpy"}
@@ -101,6 +130,13 @@ class CpuProgram:
         combines vertex v's contribution into ``out`` (one slot per aggregate).
     uses : set of str
         Every parameter name any function asks for.
+    kernels : module
+        The program's generated module: besides the functions above, the
+        kernels of :data:`SPECIALIZED_KERNELS`, which take the arguments of
+        their :mod:`garaphpy.kernels.cpu` namesakes less the program's
+        functions.
+    module_cached : bool
+        Whether the module's file was already in the cache directory.
     """
 
     program: VertexProgram
@@ -117,20 +153,302 @@ class CpuProgram:
     aggregate_monoids: tuple
     aggregate_call: object
     uses: set
+    kernels: object = None
+    module_cached: bool = False
+    _announced: bool = field(default=False, repr=False)
+
+    @contextlib.contextmanager
+    def compiling(self):
+        """Context of first calls of the program's kernels: a compilation that
+        lasts over :data:`ANNOUNCE_AFTER_SECONDS` is announced at INFO (once)."""
+        if self._announced:
+            yield
+            return
+        name = type(self.program).__name__
+        when = "first run; cached afterwards" if getattr(self.kernels, "CACHE", False) \
+            else "not cached: no writable cache directory"
+        timer = threading.Timer(ANNOUNCE_AFTER_SECONDS, self._announce,
+                                (f"compiling {name} for the CPU ({when})",))
+        timer.daemon = True
+        timer.start()
+        try:
+            yield
+        finally:
+            timer.cancel()
+
+    def _announce(self, message: str) -> None:
+        if not self._announced:
+            self._announced = True
+            logger.info(message)
+
+    def cache_hits(self) -> int:
+        """Functions of the program's module numba loaded from its disk cache."""
+        return sum(sum(dispatcher.stats.cache_hits.values())
+                   for dispatcher in vars(self.kernels).values()
+                   if isinstance(dispatcher, numba.core.registry.CPUDispatcher)
+                   and dispatcher.py_func.__module__ == self.kernels.__name__)
 
 
-def _user_function(function, new_name: str, namespace: dict):
+#: Parameters of the kernels in :mod:`garaphpy.kernels.cpu` that take a
+#: program function; a generated kernel binds them to the program module's
+#: function of the same name instead.
+PROGRAM_ROLES = ("gather_call", "source_gather_call", "apply_call", "activate_call",
+                 "init_call", "combine", "aggregate_call")
+
+#: The kernels generated per program: name -> (kernel of
+#: :mod:`garaphpy.kernels.cpu`, parameters bound to other names, role it needs).
+SPECIALIZED_KERNELS = {
+    "init_values": ("init_values", {}, None),
+    "compute_aggregates": ("compute_aggregates", {}, "aggregate_call"),
+    "source_contributions": ("source_contributions", {}, "source_gather_call"),
+    "pull_range": ("pull_range", {}, None),
+    "pull_range_precomputed": ("pull_range", {"gather_call": "read_source_contribution"},
+                               "source_gather_call"),
+    "apply_vertices": ("apply_vertices", {}, None),
+    "pull_vertices": ("pull_vertices", {}, None),
+    # helpers: a kernel passing them a function would need it as a value
+    # (inside a parallel loop, a pointer to a Python object numba cannot cache)
+    "_update_vertex": ("_update_vertex", {}, None),
+    "_finish_cut_vertex": ("_finish_cut_vertex", {}, None),
+}
+
+#: Files whose text is part of a program module's key: the generated module
+#: calls their helpers, which numba's cache does not track.
+_KEYED_FILES = ("cpu.py", "cpu_program.py", "../_numba_setup.py", "../program.py")
+
+
+def _constant_source(value) -> str:
+    """A constant as exact Python source (floats through their hex form; inf and
+    nan included), keeping numpy scalar types."""
+    if isinstance(value, np.generic):
+        return f"np.{value.dtype.name}({_constant_source(value.item())})"
+    if isinstance(value, float):
+        return f"float.fromhex({value.hex()!r})"
+    return repr(int(value))
+
+
+def _user_function_source(function, new_name: str) -> str:
     definition = copy.deepcopy(function.tree)
     definition.name = new_name
     definition.decorator_list = []
-    tree = ast.Module(body=[definition], type_ignores=[])
-    code = compile(tree, function.filename, "exec")
-    exec(code, namespace)
-    namespace[new_name] = numba.njit(**JIT_OPTIONS)(namespace[new_name])
+    return (f"# {function.name}, {function.filename}:{function.first_line}\n"
+            f"@numba.njit(cache=CACHE, **JIT_OPTIONS)\n{ast.unparse(definition)}\n")
 
 
-def compile_program(program: VertexProgram) -> CpuProgram:
+class _BindRoles(ast.NodeTransformer):
+    """Renames the reads of bound parameters in a kernel's body, and drops the
+    function arguments of calls to other specialized kernels."""
+
+    def __init__(self, bindings: dict):
+        self.bindings = bindings
+
+    def visit_Name(self, node):
+        if node.id in self.bindings:
+            return ast.copy_location(ast.Name(self.bindings[node.id], node.ctx), node)
+        return node
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id in SPECIALIZED_KERNELS:
+            kernel = getattr(cpu_kernels, SPECIALIZED_KERNELS[node.func.id][0])
+            parameters = inspect.signature(kernel.py_func).parameters
+            node.args = [argument for argument, parameter in zip(node.args, parameters)
+                         if parameter not in PROGRAM_ROLES]
+        return node
+
+
+def _specialized_kernel_source(name: str, kernel, bindings: dict) -> tuple[str, set]:
+    """The source of ``kernel`` (a dispatcher of :mod:`garaphpy.kernels.cpu`) named
+    ``name``, with its program-function parameters removed and read as the
+    module's globals; also the global names its body reads."""
+    definition = ast.parse(inspect.getsource(kernel.py_func)).body[0]
+    bound = {p: bindings.get(p, p) for p in (a.arg for a in definition.args.args)
+             if p in PROGRAM_ROLES}
+    definition.name = name
+    definition.decorator_list = []
+    definition.args.args = [a for a in definition.args.args if a.arg not in bound]
+    if isinstance(definition.body[0], ast.Expr) and \
+            isinstance(definition.body[0].value, ast.Constant):
+        definition.body = definition.body[1:]      # the docstring names the parameters removed
+    docstring = f":func:`{kernel.__module__}.{kernel.__name__}` for this program" + \
+        "".join(f", {role} = {target}" for role, target in bound.items() if role != target)
+    definition.body.insert(0, ast.Expr(ast.Constant(docstring + ".")))
+    definition = _BindRoles(bound).visit(definition)
+    names = {node.id for node in ast.walk(definition) if isinstance(node, ast.Name)}
+    options = ", ".join(f"{key}={value!r}" for key, value in sorted(kernel.targetoptions.items())
+                        if value is not None and key != "nopython")
+    return f"@numba.njit(cache=CACHE, {options})\n{ast.unparse(definition)}\n", names
+
+
+def program_module_source(program: VertexProgram) -> str:
+    """The Python module that compiles ``program`` for the CPU kernels.
+
+    It holds the program's constants, its checked functions, the wrappers of
+    the module docstring, ``combine`` and the kernels of
+    :data:`SPECIALIZED_KERNELS` with the program's functions bound as
+    globals: no kernel takes a function argument, so numba's on-disk cache
+    (``cache=CACHE``) applies to all of them once the module is a file.
+    """
+    cls = type(program)
+    functions = cls.functions
+    value_dtype = np.dtype(cls.value_dtype)
+    accum_dtype = np.dtype(cls.accum_dtype) if cls.accum_dtype is not None else value_dtype
+    aggregate_names = tuple(cls.aggregates)
+    vertex_args = _vertex_arguments(None, aggregate_names)
+
+    def call(role, mapping):
+        function = functions[role]
+        arguments = ", ".join(mapping[p] for p in function.parameters)
+        return f"user_{role.replace(':', '_')}({arguments})"
+
+    def wrapper(signature, *body):
+        return "\n".join(["@numba.njit(cache=CACHE, **JIT_OPTIONS)", f"def {signature}:",
+                          *(f"    {line}" for line in body)]) + "\n"
+
+    lines = [f'"""{cls.__name__} compiled for the CPU kernels (generated by {__name__})."""',
+             "import math", "import numba", "import numpy as np", "",
+             "CACHE = True", f"JIT_OPTIONS = {JIT_OPTIONS!r}",
+             f"VALUE = np.{value_dtype.name}", f"ACCUM = np.{accum_dtype.name}"]
+    lines += [f"{name} = {_constant_source(value)}"
+              for name, value in sorted(program.constants.items())]
+    lines.append("")
+    lines += [_user_function_source(function, "user_" + role.replace(":", "_"))
+              for role, function in functions.items()]
+    lines.append(wrapper("gather_call(values, weights, attrs, u, v, e)",
+                         f"return ACCUM({call('gather', _GATHER_ARGUMENTS)})"))
+    lines.append(wrapper("apply_call(attrs, aggregates, num_vertices, iteration, v, value, accum)",
+                         f"return VALUE({call('apply', vertex_args)})"))
+    lines.append(wrapper("activate_call(new, old)",
+                         f"return bool({call('activate', {'new': 'new', 'old': 'old'})})"))
+    lines.append(wrapper("init_call(attrs, num_vertices, v)",
+                         f"return VALUE({call('init', {**vertex_args, 'iteration': '0'})})"))
+    roles = {"gather_call", "apply_call", "activate_call", "init_call", "combine"}
+    if frozenset(functions["gather"].parameters) <= SOURCE_SIDE_GATHER_PARAMETERS:
+        roles.add("source_gather_call")
+        lines.append(wrapper("source_gather_call(values, attrs, u)",
+                             f"return ACCUM({call('gather', _GATHER_ARGUMENTS)})"))
+    if aggregate_names:
+        roles.add("aggregate_call")
+        body = ["value = values[v]"]
+        for i, name in enumerate(aggregate_names):
+            combine = {"add": f"out[{i}] + x", "min": f"min(out[{i}], x)",
+                       "max": f"max(out[{i}], x)"}[cls.aggregates[name][0]]
+            body += [f"x = np.float64({call('aggregate:' + name, vertex_args)})",
+                     f"out[{i}] = {combine}"]
+        lines.append(wrapper("aggregate_call(values, attrs, num_vertices, iteration, v, out)",
+                             *body, "return 0"))
+    lines.append("@numba.njit(cache=CACHE, **JIT_OPTIONS)\n"
+                 + _combine_source(cls.sum, cast=True))
+    kernels_read = set()
+    for name, (kernel_name, bindings, needs) in SPECIALIZED_KERNELS.items():
+        if needs is None or needs in roles:
+            source, names = _specialized_kernel_source(name, getattr(cpu_kernels, kernel_name),
+                                                       bindings)
+            lines.append(source)
+            kernels_read |= names
+    helpers = sorted(n for n in kernels_read
+                     if n in vars(cpu_kernels) and n not in SPECIALIZED_KERNELS
+                     and n not in ("np", "numba"))
+    lines.insert(4, f"from {cpu_kernels.__name__} import {', '.join(helpers)}")
+    return "\n".join(lines) + "\n"
+
+
+def program_key(source: str) -> str:
+    """The cache key of a program module: its source (program, constants and
+    dtypes included), the files it depends on, and the versions that
+    compiled it."""
+    digest = hashlib.sha256(source.encode())
+    here = Path(__file__).parent
+    for name in _KEYED_FILES:
+        digest.update((here / name).read_bytes())
+    digest.update(f"{__version__} numba {numba.__version__} numpy {np.__version__} "
+                  f"{sys.version}".encode())
+    return digest.hexdigest()
+
+
+def _module_from_file(path: Path, module_name: str):
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[module_name]
+        raise
+    return module
+
+
+def _module_in_memory(source: str, module_name: str):
+    module = types.ModuleType(module_name)
+    code = compile(source.replace("\nCACHE = True\n", "\nCACHE = False\n", 1),
+                   f"<{module_name}>", "exec")
+    exec(code, module.__dict__)
+    return module
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename, so that a
+    reader (another process compiling the same program) sees all or nothing."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".",
+                                             suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def load_program_module(program: VertexProgram, cache_dir: Path | None):
+    """The compiled module of ``program`` (see :func:`program_module_source`).
+
+    Parameters
+    ----------
+    cache_dir : pathlib.Path or None
+        Where program modules are kept, as ``NAME-KEY.py``; numba's cache of
+        their functions goes beside them (or to ``NUMBA_CACHE_DIR``).  None,
+        or a directory that cannot be written, compiles in memory for this
+        process only.
+
+    Returns
+    -------
+    (module, bool)
+        The module and whether its file was already in ``cache_dir``.
+    """
+    source = program_module_source(program)
+    key = program_key(source)
+    module_name = f"_garaphpy_program_{type(program).__name__}_{key[:20]}"
+    if module_name in sys.modules:
+        return sys.modules[module_name], True
+    if cache_dir is not None:
+        path = Path(cache_dir) / f"{type(program).__name__}-{key[:20]}.py"
+        try:
+            existed = path.is_file() and path.read_text() == source
+            if not existed:
+                _write_atomically(path, source)
+            return _module_from_file(path, module_name), existed
+        except (OSError, RuntimeError) as error:
+            # unwritable directory, or numba finding no place for its cache
+            logger.debug("program cache %s not usable (%s); compiling in memory", cache_dir,
+                         error)
+    return _module_in_memory(source, module_name), False
+
+
+def compile_program(program: VertexProgram, cache_dir: Path | None = None) -> CpuProgram:
     """Compile ``program`` (an instance) for the CPU kernels.
+
+    Parameters
+    ----------
+    cache_dir : pathlib.Path, optional
+        Where the program's generated module is kept across processes
+        (:func:`load_program_module`); None compiles in memory.
+
+    numba compiles each function on its first call (from its disk cache when
+    the module came from ``cache_dir`` before): the engine calls only the
+    kernels of the paths a run takes, inside :meth:`CpuProgram.compiling`.
 
     Raises
     ------
@@ -139,62 +457,31 @@ def compile_program(program: VertexProgram) -> CpuProgram:
         one branch only); the message names the function.
     """
     cls = type(program)
-    functions = cls.functions
+    module, cached = load_program_module(program, cache_dir)
     value_dtype = np.dtype(cls.value_dtype)
     accum_dtype = np.dtype(cls.accum_dtype) if cls.accum_dtype is not None else value_dtype
-    namespace = {"math": math, "np": np, "VALUE": value_dtype.type, "ACCUM": accum_dtype.type,
-                 **program.constants}
-    aggregate_names = tuple(cls.aggregates)
-    for role, function in functions.items():
-        _user_function(function, "user_" + role.replace(":", "_"), namespace)
-    vertex_args = _vertex_arguments(None, aggregate_names)
-
-    def call(role, mapping):
-        function = functions[role]
-        arguments = ", ".join(mapping[p] for p in function.parameters)
-        return f"user_{role.replace(':', '_')}({arguments})"
-
-    source = [
-        "def gather_call(values, weights, attrs, u, v, e):",
-        f"    return ACCUM({call('gather', _GATHER_ARGUMENTS)})",
-        "def apply_call(attrs, aggregates, num_vertices, iteration, v, value, accum):",
-        f"    return VALUE({call('apply', vertex_args)})",
-        "def activate_call(new, old):",
-        f"    return bool({call('activate', {'new': 'new', 'old': 'old'})})",
-        "def init_call(attrs, num_vertices, v):",
-        f"    return VALUE({call('init', {**vertex_args, 'iteration': '0'})})",
-    ]
-    gather_parameters = frozenset(functions["gather"].parameters)
-    if gather_parameters <= SOURCE_SIDE_GATHER_PARAMETERS:
-        source.append("def source_gather_call(values, attrs, u):")
-        source.append(f"    return ACCUM({call('gather', _GATHER_ARGUMENTS)})")
-    if aggregate_names:
-        source.append("def aggregate_call(values, attrs, num_vertices, iteration, v, out):")
-        source.append("    value = values[v]")
-        for i, name in enumerate(aggregate_names):
-            monoid = cls.aggregates[name][0]
-            term = f"np.float64({call('aggregate:' + name, vertex_args)})"
-            combine = {"add": f"out[{i}] + x", "min": f"min(out[{i}], x)",
-                       "max": f"max(out[{i}], x)"}[monoid]
-            source.append(f"    x = {term}")
-            source.append(f"    out[{i}] = {combine}")
-        source.append("    return 0")
-    exec("\n".join(source) + "\n" + _combine_source(cls.sum, cast=True), namespace)
-    compiled = {}
-    for name in ("gather_call", "source_gather_call", "apply_call", "activate_call",
-                 "init_call", "combine", "aggregate_call"):
-        if name in namespace:
-            compiled[name] = numba.njit(**JIT_OPTIONS)(namespace[name])
-    uses = {p for f in functions.values() for p in f.parameters}
     return CpuProgram(
         program=program, value_dtype=value_dtype, accum_dtype=accum_dtype,
         identity=monoid_identity(cls.sum, accum_dtype),
-        gather_call=compiled["gather_call"], apply_call=compiled["apply_call"],
-        activate_call=compiled["activate_call"], init_call=compiled["init_call"],
-        combine=compiled["combine"], source_gather_call=compiled.get("source_gather_call"),
-        gather_parameters=gather_parameters,
-        aggregate_monoids=tuple(cls.aggregates[n][0] for n in aggregate_names),
-        aggregate_call=compiled.get("aggregate_call"), uses=uses)
+        gather_call=module.gather_call, apply_call=module.apply_call,
+        activate_call=module.activate_call, init_call=module.init_call,
+        combine=module.combine, source_gather_call=getattr(module, "source_gather_call", None),
+        gather_parameters=frozenset(cls.functions["gather"].parameters),
+        aggregate_monoids=tuple(cls.aggregates[n][0] for n in cls.aggregates),
+        aggregate_call=getattr(module, "aggregate_call", None),
+        uses={p for f in cls.functions.values() for p in f.parameters},
+        kernels=module, module_cached=cached)
+
+
+def _user_function(function, new_name: str, namespace: dict) -> None:
+    """Compile one checked user function in memory into ``namespace`` (with
+    its file and line numbers, for errors that name them)."""
+    definition = copy.deepcopy(function.tree)
+    definition.name = new_name
+    definition.decorator_list = []
+    code = compile(ast.Module(body=[definition], type_ignores=[]), function.filename, "exec")
+    exec(code, namespace)
+    namespace[new_name] = numba.njit(**JIT_OPTIONS)(namespace[new_name])
 
 
 def compile_init_check(program: VertexProgram):

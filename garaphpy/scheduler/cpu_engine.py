@@ -144,8 +144,8 @@ class RunState:
     def __init__(self, arrays: GraphArrays, compiled: CpuProgram, synchronous: bool):
         n = arrays.num_vertices
         self.values = np.empty(n, compiled.value_dtype)
-        with parallel_section():
-            kernels.init_values(compiled.init_call, arrays.attrs, n, self.values)
+        with parallel_section(), compiled.compiling():
+            compiled.kernels.init_values(arrays.attrs, n, self.values)
         self.next = self.values.copy() if synchronous else self.values
         self.synchronous = synchronous
         self.active = np.zeros(n, np.bool_)
@@ -188,41 +188,68 @@ class CpuEngine:
         self.page_done = None
         #: rho of section 4.2: k when pages come from secondary storage
         self.rho = arrays.paged.rho if arrays.paged is not None else config.RHO_IN_MEMORY
+        #: the directions whose kernels :meth:`warm_up` has compiled
+        self.warm_directions = set()
 
     @property
     def paged(self):
         """The run's page cache and readers, or None when every page is in memory."""
         return self.arrays.paged
 
-    def warm_up(self) -> None:
-        """Compile every kernel for this program's types on empty work.
+    def warm_up(self, directions=None) -> None:
+        """Compile the kernels of ``directions`` for this program's types on empty work.
 
-        Keeps numba's compilation out of the first iteration's time.
+        Keeps numba's compilation out of the iterations' times, and compiles
+        only the paths a run takes: by default the direction of the first
+        iteration (Garaph's switch over the initial frontier); :meth:`iterate`
+        and :meth:`begin_pull` warm a direction up when it is first taken.
+        Kernels already compiled, or in numba's disk cache, cost no more
+        than their loading.
+
+        Parameters
+        ----------
+        directions : iterable of {"pull", "notify-pull"}, optional
         """
+        if directions is None:
+            active_edges, _ = self.active_out_edges()
+            directions = (policy.choose_direction(
+                policy.active_fraction(active_edges, self.arrays.num_edges), self.rho),)
+        for direction in directions:
+            if direction not in self.warm_directions:
+                with self.compiled.compiling():
+                    (self._warm_up_pull if direction == "pull" else
+                     self._warm_up_notify_pull)()
+                self.warm_directions.add(direction)
+                self.stats[:] = 0.0
+
+    def _warm_up_pull(self) -> None:
         arrays, compiled, state = self.arrays, self.compiled, self.state
-        empty = np.zeros(0, np.int64)
         aggregates = self.aggregates(0)
         with parallel_section():
             if self.precompute_source_gathers:
-                kernels.source_contributions(compiled.source_gather_call, state.values[:0],
-                                             arrays.attrs, self.contributions)
-            gather_call, gather_values = self._pull_gather()
-            kernels.pull_range(
-                gather_call, compiled.apply_call, compiled.activate_call,
-                compiled.combine, compiled.identity, arrays.in_offsets, arrays.sources,
-                arrays.weights, 0, 0, 0, 0, 0, state.values, state.next, gather_values,
-                arrays.attrs, aggregates, arrays.num_vertices, 0, state.active, 1,
-                self.boundary_vertex, self.boundary_accum, self.stats)
-            kernels.apply_vertices(compiled.apply_call, compiled.activate_call, arrays.attrs,
-                                   aggregates, arrays.num_vertices, 0, empty,
-                                   np.zeros(0, compiled.accum_dtype), state.values, state.next,
-                                   state.active, self.stats)
-            kernels.pull_vertices(
-                compiled.gather_call, compiled.apply_call, compiled.activate_call,
-                compiled.combine, compiled.identity, empty, np.zeros(1, np.int64),
-                empty, arrays.sources, arrays.weights, state.values, state.next,
-                arrays.attrs, aggregates, arrays.num_vertices, 0, 1, self.stats)
+                compiled.kernels.source_contributions(state.values[:0], arrays.attrs,
+                                                      self.contributions)
+            pull_kernel, gather_values = self._pull_kernel()
+            pull_kernel(
+                compiled.identity, arrays.in_offsets, arrays.sources, arrays.weights, 0, 0, 0,
+                0, 0, state.values, state.next, gather_values, arrays.attrs, aggregates,
+                arrays.num_vertices, 0, state.active, 1, self.boundary_vertex,
+                self.boundary_accum, self.stats)
+            compiled.kernels.apply_vertices(
+                arrays.attrs, aggregates, arrays.num_vertices, 0, np.zeros(0, np.int64),
+                np.zeros(0, compiled.accum_dtype), state.values, state.next, state.active,
+                self.stats)
+        kernels.frontier_of(np.zeros(0, np.bool_), self.threads)
+
+    def _warm_up_notify_pull(self) -> None:
+        arrays, compiled, state = self.arrays, self.compiled, self.state
+        empty = np.zeros(0, np.int64)
         empty_prefix = np.zeros(1, np.int64)
+        with parallel_section():
+            compiled.kernels.pull_vertices(
+                compiled.identity, empty, empty_prefix, empty, arrays.sources, arrays.weights,
+                state.values, state.next, arrays.attrs, self.aggregates(0),
+                arrays.num_vertices, 0, 1, self.stats)
         kernels.degree_prefix(empty, arrays.out_offsets)
         for notify in (kernels.notify, kernels.notify_dense):
             arguments = (empty, empty_prefix, arrays.out_offsets, arrays.out_targets,
@@ -231,8 +258,6 @@ class CpuEngine:
             notify(*arguments)
         kernels.reset_flags(empty, state.claimed)
         kernels.commit_vertices(empty, state.next, state.values)
-        kernels.frontier_of(np.zeros(0, np.bool_), self.threads)
-        self.stats[:] = 0.0
 
     # -- the engine interface of the iteration driver -----------------------
     @property
@@ -273,10 +298,10 @@ class CpuEngine:
         compiled = self.compiled
         if compiled.aggregate_call is None:
             return self.no_aggregates
-        with parallel_section():
-            partial = kernels.compute_aggregates(
-                compiled.aggregate_call, self.state.values, self.arrays.attrs,
-                self.arrays.num_vertices, iteration, self.aggregate_identities, self.threads)
+        with parallel_section(), compiled.compiling():
+            partial = compiled.kernels.compute_aggregates(
+                self.state.values, self.arrays.attrs, self.arrays.num_vertices, iteration,
+                self.aggregate_identities, self.threads)
         result = self.aggregate_identities.copy()
         for i, monoid in enumerate(compiled.aggregate_monoids):
             column = partial[:, i]
@@ -298,6 +323,7 @@ class CpuEngine:
 
     def iterate(self, record: IterationRecord, prefix, aggregates: np.ndarray) -> None:
         """One iteration in ``record.direction``; fills the record's counters."""
+        self.warm_up((record.direction,))
         started = time.perf_counter()
         self._iterate(record, prefix, aggregates)
         record.cpu_busy_seconds = time.perf_counter() - started
@@ -335,11 +361,12 @@ class CpuEngine:
 
     def begin_pull(self, record: IterationRecord) -> None:
         """Start a pull: the source-side contributions, once per vertex, if they pay."""
+        self.warm_up(("pull",))
         arrays, compiled, state = self.arrays, self.compiled, self.state
         if self.precompute_source_gathers:
             # contribution[u] = gather(u) from the committed values, once per vertex
-            kernels.source_contributions(compiled.source_gather_call, state.values,
-                                         arrays.attrs, self.contributions)
+            compiled.kernels.source_contributions(state.values, arrays.attrs,
+                                                  self.contributions)
         record.gather_precomputed = self.precompute_source_gathers
 
     def page_cursor(self, order):
@@ -371,7 +398,7 @@ class CpuEngine:
             partial sum gathered here; :meth:`finish_pull` applies them.
         """
         arrays, compiled, state = self.arrays, self.compiled, self.state
-        gather_call, gather_values = self._pull_gather()
+        pull_kernel, gather_values = self._pull_kernel()
         parts = max(1, min(threads, page.num_edges // config.CPU_MIN_PART_EDGES))
         boundary_vertex, boundary_accum = np.empty(2, np.int64), \
             np.empty(2, compiled.accum_dtype)
@@ -383,9 +410,8 @@ class CpuEngine:
         else:
             sources, edge_base = data.sources, page.edge_begin
             weights = data.weights if data.weights is not None else arrays.weights
-        count = kernels.pull_range(
-            gather_call, compiled.apply_call, compiled.activate_call,
-            compiled.combine, compiled.identity, arrays.in_offsets, sources,
+        count = pull_kernel(
+            compiled.identity, arrays.in_offsets, sources,
             weights, edge_base, page.edge_begin, page.edge_begin + page.num_edges,
             page.first_vertex, page.end_vertex, state.values,
             state.next if values_write is None else values_write, gather_values,
@@ -412,9 +438,9 @@ class CpuEngine:
         arrays, compiled, state = self.arrays, self.compiled, self.state
         if pending or extra:
             vertices, accums = _combine_partials(pending, compiled, extra)
-            kernels.apply_vertices(compiled.apply_call, compiled.activate_call, arrays.attrs,
-                                   aggregates, arrays.num_vertices, record.iteration, vertices,
-                                   accums, state.values, state.next, state.active, self.stats)
+            compiled.kernels.apply_vertices(arrays.attrs, aggregates, arrays.num_vertices,
+                                            record.iteration, vertices, accums, state.values,
+                                            state.next, state.active, self.stats)
         state.swap()
         if int(self.stats[1]) + activated_elsewhere == arrays.num_vertices:
             # every vertex activated (PageRank): the frontier is all of them, no O(|V|) scan
@@ -429,11 +455,12 @@ class CpuEngine:
             self.all_vertices = np.arange(self.arrays.num_vertices, dtype=np.int64)
         return self.all_vertices
 
-    def _pull_gather(self):
-        """The pull's gather accessor and the array it reads."""
+    def _pull_kernel(self):
+        """The program's pull kernel (gathering over the values, or reading the
+        precomputed contributions) and the array its gather reads."""
         if self.precompute_source_gathers:
-            return kernels.read_source_contribution, self.contributions
-        return self.compiled.gather_call, self.state.values
+            return self.compiled.kernels.pull_range_precomputed, self.contributions
+        return self.compiled.kernels.pull_range, self.state.values
 
     def _notify_pull(self, record: IterationRecord, prefix, aggregates: np.ndarray) -> None:
         arrays, compiled, state = self.arrays, self.compiled, self.state
@@ -459,8 +486,7 @@ class CpuEngine:
             sources, weights, pages_read = self._gather_from_pages(notified, in_prefix)
             edge_starts = in_prefix[:-1]
             record.pages = pages_read
-        state.frontier = kernels.pull_vertices(
-            compiled.gather_call, compiled.apply_call, compiled.activate_call, compiled.combine,
+        state.frontier = compiled.kernels.pull_vertices(
             compiled.identity, notified, in_prefix, edge_starts, sources,
             weights, state.values, state.next, arrays.attrs, aggregates,
             arrays.num_vertices, record.iteration, chunks, self.stats)
