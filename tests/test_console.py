@@ -230,6 +230,7 @@ def test_wheel_has_license_py_typed_and_console_script(tmp_path):
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         assert "garaphpy/py.typed" in names
+        assert "garaphpy/kernels/cuda/pull.cu" in names     # the GPU kernels
         (license_name,) = [n for n in names if n.endswith(".dist-info/LICENSE")
                            or "/licenses/LICENSE" in n]
         assert archive.read(license_name).decode().startswith("MIT License")
