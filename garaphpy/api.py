@@ -404,7 +404,7 @@ def _hybrid_or_fallback() -> str:
         if not _FALLBACK_WARNED:
             _FALLBACK_WARNED = True
             warnings.warn(f"mode='hybrid' runs on the CPU only: {error}", GpuFallbackWarning,
-                          stacklevel=4)
+                          stacklevel=3)
         return "cpu"
     return "hybrid"
 
