@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import ConfigError, OutputError
+from .storage.filesafety import fsync_directory
 
 _LINES_PER_WRITE = 1 << 18
 _BYTES_PER_WRITE = 1 << 24
@@ -35,14 +36,6 @@ _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 def _temporary_name(path: Path, kind: str) -> Path:
     return path.with_name(f".{path.name}.{kind}-{os.getpid()}-{secrets.token_hex(4)}")
-
-
-def _fsync_directory(directory: Path) -> None:
-    handle = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(handle)
-    finally:
-        os.close(handle)
 
 
 def check_writable(path, key: str, directory: bool = False) -> Path:
@@ -108,7 +101,7 @@ def _write_atomically(path: Path, chunks: Iterable[bytes]) -> Path:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, path)
-        _fsync_directory(path.parent)
+        fsync_directory(path.parent)
     except OSError as error:
         temporary.unlink(missing_ok=True)
         if error.errno in _DISK_FULL:

@@ -91,6 +91,7 @@ import numpy as np
 
 from .. import config
 from ..errors import CheckpointError, ConfigError, RunInterrupted, SignalInterrupt
+from ..storage.filesafety import fsync_directory
 from .records import IterationRecord
 
 MAGIC = b"GARAPHCK"
@@ -294,14 +295,6 @@ def _decode_frontier(encoding: str, data: np.ndarray, num_vertices: int) -> np.n
     raise ValueError(f"unknown frontier encoding {encoding!r}")
 
 
-def _fsync_directory(directory: Path) -> None:
-    handle = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(handle)
-    finally:
-        os.close(handle)
-
-
 def write_checkpoint(directory, iteration: int, identity: dict, values: np.ndarray,
                      frontier: np.ndarray, records: list, threads: int | None = None,
                      pages: int = 0) -> Path:
@@ -365,7 +358,7 @@ def write_checkpoint(directory, iteration: int, identity: dict, values: np.ndarr
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, final)
-        _fsync_directory(directory)
+        fsync_directory(directory)
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise

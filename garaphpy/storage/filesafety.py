@@ -234,6 +234,15 @@ def write_fully(fd: int, data, path: Path) -> int:
     return total
 
 
+def fsync_directory(directory: Path) -> None:
+    """Make a rename or a new file in ``directory`` durable (fsync of the directory)."""
+    handle = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)
+
+
 def write_file(path: Path, data, append: bool = False, sync: bool = False) -> None:
     """Create (or append to) ``path`` with ``data``, every byte checked."""
     flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
