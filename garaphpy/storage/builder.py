@@ -55,6 +55,7 @@ from ..progress import logger as progress_logger
 from . import _build_kernels as kernels
 from . import filesafety, layout
 from .edges import EdgeChunk, EdgeSource
+from .layout import BLOCK_DTYPE
 
 _SELF_LOOP_POLICIES = ("keep", "drop")
 _WEIGHT_DTYPES = ("auto", "int32", "int64", "float32", "float64", "none")
@@ -732,15 +733,6 @@ def block_directory(page: int, block: int, num_dirs: int) -> int:
     """Storage directory of data block ``block`` of page ``page`` (section 2.2)."""
     return _splitmix64((page << 24) | block) % num_dirs
 
-
-BLOCK_DTYPE = np.dtype([
-    ("page", np.int32),
-    ("index", np.int32),
-    ("directory", np.int16),
-    ("offset", np.int64),
-    ("nbytes", np.int64),
-    ("crc32", np.uint32),
-])
 
 BLOCK_FILE = "blocks.dat"
 

@@ -47,6 +47,17 @@ SHARD_DTYPE = np.dtype([
     ("split", np.int8),
 ])
 
+#: One row per data block of a page (``blocks.bin``): where its bytes lie
+#: (storage ``directory``, ``offset``, ``nbytes``) and their ``crc32``.
+BLOCK_DTYPE = np.dtype([
+    ("page", np.int32),
+    ("index", np.int32),
+    ("directory", np.int16),
+    ("offset", np.int64),
+    ("nbytes", np.int64),
+    ("crc32", np.uint32),
+])
+
 
 #: How a shard's replication factor measures its contention (:func:`cut_shards`).
 REPLICATION_RULES = ("mean", "edge-weighted")

@@ -9,7 +9,7 @@ The store (DESIGN.md "The store"; Garaph sections 2.1-2.2) is a directory:
 ``shards.bin``
     The shard table (:data:`garaphpy.storage.layout.SHARD_DTYPE`).
 ``blocks.bin``
-    The data block table (:data:`garaphpy.storage.builder.BLOCK_DTYPE`):
+    The data block table (:data:`garaphpy.storage.layout.BLOCK_DTYPE`):
     page, index in page, storage directory, byte offset, size, CRC-32.
 ``blocks.dat``
     The data blocks placed in this directory; the other storage
@@ -36,9 +36,8 @@ import numpy as np
 from .. import config
 from ..errors import StoreCorruptError, StoreError
 from ..progress import human_bytes, human_count
-from .builder import BLOCK_DTYPE
 from .filesafety import write_file
-from .layout import SHARD_DTYPE
+from .layout import BLOCK_DTYPE, SHARD_DTYPE
 
 MANIFEST = "manifest.json"
 
