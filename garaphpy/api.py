@@ -20,6 +20,7 @@ import numpy as np
 
 from . import _numba_setup, config
 from .errors import ConfigError, GaraphError
+from .paths import cache_directory
 from .program import VertexProgram
 from .scheduler import checkpoint
 from .scheduler import policy as direction_policy
@@ -84,8 +85,6 @@ def _check_initial_values(graph, program: VertexProgram, source_vertices: np.nda
 
 def _program_cache_directory():
     """Where compiled program modules are kept: ``cache_directory() / "programs"``."""
-    from .graph import cache_directory
-
     return cache_directory() / "programs"
 
 

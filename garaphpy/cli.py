@@ -41,6 +41,7 @@ from pathlib import Path
 
 from .configfile import SCHEMA, load_config
 from .errors import ConfigError, GaraphError, OutputError, RunInterrupted, SignalInterrupt
+from .paths import cache_directory
 from .progress import log_to_stderr
 
 #: Signals the command line handles as Ctrl-C (a checkpoint, then the exit 128 + signal).
@@ -165,7 +166,6 @@ def check_cache(settings: dict) -> None:
     """Refuse, before any work, a store cache (``$GARAPHPY_CACHE``, where stores
     go when ``store.path`` is not set) that is not a directory and cannot be
     made one; an existing cache directory is left to the store to judge."""
-    from .graph import cache_directory
     from .output import check_writable
 
     graph = Path(settings.get("_base_dir", ".")) / str(settings[""]["graph"])
@@ -267,7 +267,6 @@ def _stop_signals_as_interrupts():
 
 def _os_error_message(error: OSError) -> str:
     """One line for an OSError no specific check caught, naming its path."""
-    from .graph import cache_directory
 
     path = error.filename
     if path is None:

@@ -22,6 +22,7 @@ import numpy as np
 
 from . import generators
 from .errors import ConfigError, GraphInputError
+from .paths import cache_directory  # re-exported: garaphpy.graph.cache_directory
 from .storage.builder import BuildOptions, build_store, store_key
 from .storage.edges import EdgeSource
 from .storage.readers import from_arrays, from_scipy, open_source
@@ -33,18 +34,6 @@ _BUILD_OPTION_NAMES = {
     "block_bytes", "slot_bytes", "max_shard_vertices", "max_replication", "fixed_replication",
     "min_shards", "replication_rule", "replication_edges_per_thread",
 }
-
-
-def cache_directory() -> Path:
-    """Where stores of files and generators go by default.
-
-    ``$GARAPHPY_CACHE`` if set, else ``$XDG_CACHE_HOME/garaphpy`` or
-    ``~/.cache/garaphpy``.
-    """
-    if os.environ.get("GARAPHPY_CACHE"):
-        return Path(os.environ["GARAPHPY_CACHE"]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "garaphpy"
 
 
 def default_store_path(source: EdgeSource, options: BuildOptions) -> Path:

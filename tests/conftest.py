@@ -42,7 +42,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-#: Variables that locate garaphpy's default cache (garaphpy.graph.cache_directory).
+#: Variables that locate garaphpy's default cache (garaphpy.paths.cache_directory).
 _CACHE_VARIABLES = ("GARAPHPY_CACHE", "XDG_CACHE_HOME")
 #: The user's values of those variables, put back when the session ends.
 _USER_CACHE_ENVIRONMENT: dict = {}
@@ -57,7 +57,7 @@ def pytest_configure(config):
     any scope runs (a module-scoped fixture would run before a function-scoped
     autouse one and reach the user's ~/.cache/garaphpy)."""
     global TEST_CACHE_ROOT, USER_CACHE_DIRECTORY
-    from garaphpy.graph import cache_directory
+    from garaphpy.paths import cache_directory
 
     USER_CACHE_DIRECTORY = cache_directory().resolve()
     _USER_CACHE_ENVIRONMENT.update({name: os.environ.get(name) for name in _CACHE_VARIABLES})

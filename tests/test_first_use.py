@@ -164,7 +164,7 @@ def test_weights_narrow_only_when_asked():
 @pytest.fixture(scope="module")
 def module_scoped_store():
     """Built before any function-scoped fixture, as test_checkpoint's ``rmat`` is."""
-    from garaphpy.graph import cache_directory
+    from garaphpy.paths import cache_directory
 
     return cache_directory().resolve(), garaphpy.Graph.load("rmat:5", progress=False)
 

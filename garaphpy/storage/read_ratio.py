@@ -39,6 +39,7 @@ import numpy as np
 
 from .. import config
 from ..errors import ConfigError, StoreError
+from ..paths import cache_directory
 from .layout import align
 from .page_io import aligned_empty, open_for_streaming
 
@@ -78,8 +79,6 @@ class ReadSpeeds:
 
 # -------------------------------------------------------------------- the cache --
 def _cache_path() -> Path:
-    from ..graph import cache_directory  # garaphpy.graph imports the storage package
-
     return cache_directory() / CACHE_FILE
 
 
