@@ -15,6 +15,11 @@ import logging as _logging
 from .errors import (CheckpointError, ConfigError, GaraphError, GraphInputError, RunInterrupted,
                      StoreCorruptError, StoreError)
 
+# Registers the GPU translatability check with garaphpy.program before any
+# program class is defined (the check runs at class definition; the model
+# does not import its backend).
+from .kernels import cuda_program as _cuda_program  # noqa: F401  (isort: skip)
+
 # Progress and status messages go to the "garaphpy" loggers (garaphpy.progress);
 # a library prints nothing until its user configures logging.
 _logging.getLogger("garaphpy").addHandler(_logging.NullHandler())

@@ -455,6 +455,28 @@ class VerifyReport:
         return text
 
 
+#: Checks a backend runs on every program class when it is defined, after the
+#: checks here (see :func:`register_class_check`).
+_CLASS_CHECKS: list = []
+
+
+def register_class_check(check) -> None:
+    """Have ``check(cls)`` run on every VertexProgram subclass as it is defined.
+
+    A backend registers what it must refuse at definition rather than at
+    launch: :mod:`garaphpy.kernels.cuda_program` registers its
+    translatability check (the GPU runs the same functions), and the
+    package's ``__init__`` imports it before any program class exists.
+
+    Parameters
+    ----------
+    check : callable
+        Called with the class; raises :class:`ProgramError` to refuse it.
+    """
+    if check not in _CLASS_CHECKS:
+        _CLASS_CHECKS.append(check)
+
+
 def _check_program_class(cls) -> dict:
     """Check a VertexProgram subclass's declarations and functions."""
     where = f"{cls.__module__}.{cls.__qualname__}"
@@ -507,12 +529,10 @@ def _check_program_class(cls) -> dict:
                                f"monoid in {MONOIDS}")
         functions[f"aggregate:{name}"] = check_function(declaration[1], "aggregate",
                                                         set(cls.constants))
-    # the GPU runs the same functions: refuse what cannot be translated now, not at launch
-    from .kernels.cuda_program import check_translatable  # lazy: CUDA lives in kernels/
-
     cls.functions = functions
     _check_constant_results(cls, functions, value, accum)
-    check_translatable(cls)
+    for check in _CLASS_CHECKS:
+        check(cls)
     return functions
 
 

@@ -106,7 +106,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..program import ALLOWED_CALLS, Function, ProgramError, VertexProgram, monoid_identity
+from ..program import (ALLOWED_CALLS, Function, ProgramError, VertexProgram, monoid_identity,
+                       register_class_check)
 
 # ----------------------------------------------------------------- C types --
 _C_TYPES = {
@@ -225,6 +226,11 @@ def check_translatable(cls) -> None:
         ``file:line: in FUNCTION: ...``.
     """
     _translate(cls, dict(cls.constants), None, np.float64, np.int32)
+
+
+# the GPU runs the same functions: refuse what cannot be translated at class
+# definition, not at launch
+register_class_check(check_translatable)
 
 
 # ------------------------------------------------------------ numba typing --
