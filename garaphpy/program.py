@@ -64,9 +64,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import GaraphError
-
-#: The sum monoids and their identities (declared once; Garaph's unified ops).
-MONOIDS = ("add", "min", "max")
+from .monoids import NAMES as MONOIDS
+from .monoids import monoid_identity  # noqa: F401  (re-exported: engines and tests use it)
 
 #: The edge-value domains a program may declare it is correct for
 #: (``weight_domain``): any value, values >= 0, values > 0.
@@ -640,16 +639,3 @@ def check_initial_values(program, find_out_of_range) -> None:
     raise _line_error(function.name, function.filename, function.first_line,
                       f"init gives vertex {vertex} the value {number!r}, which {dtype.name} "
                       "values cannot hold (use a float value_dtype, or a value in range)")
-
-
-def monoid_identity(monoid: str, dtype) -> float | int | bool:
-    """The identity element of ``monoid`` in ``dtype`` (declared once, used everywhere)."""
-    dtype = np.dtype(dtype)
-    if monoid == "add":
-        return dtype.type(0)
-    if dtype.kind == "f":
-        return dtype.type(math.inf if monoid == "min" else -math.inf)
-    if dtype.kind == "b":
-        return np.bool_(monoid == "min")
-    info = np.iinfo(dtype)
-    return dtype.type(info.max if monoid == "min" else info.min)

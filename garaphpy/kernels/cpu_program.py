@@ -64,7 +64,8 @@ import numpy as np
 
 from .. import __version__
 from .. import _numba_setup  # noqa: F401  (threading layer first)
-from ..program import ProgramError, VertexProgram, monoid_identity
+from ..monoids import MONOIDS, monoid_identity
+from ..program import ProgramError, VertexProgram
 from . import cpu as cpu_kernels
 
 logger = logging.getLogger(__name__)
@@ -96,13 +97,6 @@ def _vertex_arguments(role_parameters, aggregate_names=()):
                     "value": "value", "accum": "accum"})
     mapping.update({name: f"aggregates[{i}]" for i, name in enumerate(aggregate_names)})
     return mapping
-
-
-def _combine_source(monoid: str, cast: bool = False) -> str:
-    """The sum monoid as Python source; ``cast`` wraps it in ``ACCUM(...)`` (numba
-    sums narrow integers and bools in int64; the GPU translator casts on its own)."""
-    body = {"add": "a + b", "min": "a if a <= b else b", "max": "a if a >= b else b"}[monoid]
-    return f"def combine(a, b):\n    return {f'ACCUM({body})' if cast else body}\n"
 
 
 @dataclass
@@ -331,14 +325,13 @@ def program_module_source(program: VertexProgram) -> str:
         roles.add("aggregate_call")
         body = ["value = values[v]"]
         for i, name in enumerate(aggregate_names):
-            combine = {"add": f"out[{i}] + x", "min": f"min(out[{i}], x)",
-                       "max": f"max(out[{i}], x)"}[cls.aggregates[name][0]]
+            combine = MONOIDS[cls.aggregates[name][0]].python_fold.format(a=f"out[{i}]", b="x")
             body += [f"x = np.float64({call('aggregate:' + name, vertex_args)})",
                      f"out[{i}] = {combine}"]
         lines.append(wrapper("aggregate_call(values, attrs, num_vertices, iteration, v, out)",
                              *body, "return 0"))
     lines.append("@numba.njit(cache=CACHE, **JIT_OPTIONS)\n"
-                 + _combine_source(cls.sum, cast=True))
+                 + MONOIDS[cls.sum].combine_source(cast=True))
     kernels_read = set()
     for name, (kernel_name, bindings, needs) in SPECIALIZED_KERNELS.items():
         if needs is None or needs in roles:

@@ -106,8 +106,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..program import (ALLOWED_CALLS, Function, ProgramError, VertexProgram, monoid_identity,
-                       register_class_check)
+from ..monoids import MONOIDS, monoid_identity
+from ..program import ALLOWED_CALLS, Function, ProgramError, VertexProgram, register_class_check
 
 # ----------------------------------------------------------------- C types --
 _C_TYPES = {
@@ -1553,10 +1553,9 @@ def _identity_text(identity, accum_dtype: np.dtype, helpers: _Helpers) -> str:
 
 
 def _combine_function(monoid: str, dtypes: dict, helpers: _Helpers) -> _CFunction:
-    """gp_combine: cpu_program's combine source, translated like a user function."""
-    from .cpu_program import _combine_source
-
-    tree = ast.parse(_combine_source(monoid)).body[0]
+    """gp_combine: the monoid's combine source (as cpu_program compiles it),
+    translated like a user function."""
+    tree = ast.parse(MONOIDS[monoid].combine_source()).body[0]
     function = Function("combine", "combine", ("a", "b"), tree, ast.unparse(tree),
                         "<sum monoid>", 1)
     typing = _typing()
@@ -1580,10 +1579,8 @@ _NARROW = {  # accum dtype (kind, itemsize) -> (bits -> accum_t, accum_t -> bits
 def _atomic_combine_text(monoid: str, accum_dtype: np.dtype) -> str:
     kind, size = accum_dtype.kind, accum_dtype.itemsize
     head = "__device__ __forceinline__ void gp_atomic_combine(accum_t* address, accum_t x) {"
-    hardware = {"add": "atomicAdd", "min": "atomicMin", "max": "atomicMax"}[monoid]
-    if kind in "iu" and size == 4 or kind == "u" and size == 8 or \
-            kind == "i" and size == 8 and monoid != "add" or kind == "f" and monoid == "add":
-        body = [f"    {hardware}(address, x);"]
+    if MONOIDS[monoid].has_cuda_atomic(accum_dtype):
+        body = [f"    {MONOIDS[monoid].cuda_atomic}(address, x);"]
     elif kind == "i" and size == 8:
         body = ["    // two's complement: the unsigned sum has the same bits",
                 "    atomicAdd((unsigned long long*)address, (unsigned long long)x);"]
@@ -1639,7 +1636,7 @@ def _aggregate_text(cls, functions, aggregates, aggregate_names, vertex_argument
             lines.append(f"    out[{i}] = out[{i}] + {term};  // {name}")
         else:
             helpers.use(f"gp_py_{monoid}", _MINMAX.format(
-                name=monoid, op="<" if monoid == "min" else ">"))
+                name=monoid, op=MONOIDS[monoid].cuda_compare))
             lines.append(f"    out[{i}] = gp_py_{monoid}(out[{i}], {term});  // {name}")
         identities.append(_float_text(float(monoid_identity(monoid, np.float64)), "double",
                                       helpers))

@@ -55,6 +55,7 @@ import numpy as np
 
 from .. import config
 from ..errors import ConfigError, GaraphError
+from ..monoids import MONOIDS
 from .cuda_program import CudaProgram, ctype
 
 #: Consecutive edges one pull-kernel thread may take at a time
@@ -84,20 +85,6 @@ __device__ __forceinline__ void gp_atomic_merge_double(int i, double* address, d
 
 #: The kernels' CUDA C++ (package data), after the program's functions and the prelude.
 _KERNELS_PATH = Path(__file__).with_name("cuda") / "pull.cu"
-
-
-_DOUBLE_ATOMIC = {
-    "add": "atomicAdd(address, x);",
-    "min": ("unsigned long long* bits = (unsigned long long*)address;\n"
-            "        unsigned long long seen = *bits, assumed;\n"
-            "        while (x < __longlong_as_double(seen)) {\n"
-            "            assumed = seen;\n"
-            "            seen = atomicCAS(bits, assumed, __double_as_longlong(x));\n"
-            "            if (seen == assumed) break;\n"
-            "        }"),
-}
-_DOUBLE_ATOMIC["max"] = _DOUBLE_ATOMIC["min"].replace("x < __longlong", "x > __longlong")
-_DOUBLE_MERGE = {"add": "a + b", "min": "(b < a ? b : a)", "max": "(b > a ? b : a)"}
 
 
 class GpuUnavailableError(GaraphError, RuntimeError):
@@ -189,9 +176,9 @@ def kernel_source(program: CudaProgram, vertex_dtype) -> str:
         raise ConfigError(f"config.GPU_MERGE_LANES={lanes!r}: expected one of "
                           f"{MERGE_LANES_CHOICES}")
     monoids = program.aggregate_monoids
-    merge = "\n".join(f"    if (i == {i}) return {_DOUBLE_MERGE[m]};"
+    merge = "\n".join(f"    if (i == {i}) return {MONOIDS[m].cuda_merge_double};"
                       for i, m in enumerate(monoids)) + "\n    return a;"
-    atomic = "\n".join(f"    if (i == {i}) {{\n        {_DOUBLE_ATOMIC[m]}\n        return;\n    }}"
+    atomic = "\n".join(f"    if (i == {i}) {{\n        {MONOIDS[m].cuda_double_atomic()}\n        return;\n    }}"
                        for i, m in enumerate(monoids)) or "    (void)i; (void)address; (void)x;"
     prelude = _PRELUDE.format(vid_type=ctype(vertex_dtype), threads=config.GPU_THREADS_PER_BLOCK,
                               merge_lanes=config.GPU_MERGE_LANES,

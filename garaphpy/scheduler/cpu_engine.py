@@ -26,7 +26,7 @@ from .. import config
 from .._numba_setup import parallel_section
 from ..kernels import cpu as kernels
 from ..kernels.cpu_program import CpuProgram
-from ..program import monoid_identity
+from ..monoids import MONOIDS, monoid_identity
 from . import policy
 from .records import IterationRecord
 
@@ -305,7 +305,7 @@ class CpuEngine:
         result = self.aggregate_identities.copy()
         for i, monoid in enumerate(compiled.aggregate_monoids):
             column = partial[:, i]
-            result[i] = {"add": column.sum, "min": column.min, "max": column.max}[monoid]()
+            result[i] = getattr(column, MONOIDS[monoid].numpy_reduce)()
         return result
 
     def active_out_edges(self) -> tuple[int, np.ndarray | None]:

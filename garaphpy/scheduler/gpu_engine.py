@@ -46,7 +46,8 @@ import numpy as np
 from .. import config
 from ..errors import ConfigError, GaraphError
 from ..kernels import gpu as gpu_kernels
-from ..program import VertexProgram, monoid_identity
+from ..monoids import monoid_identity
+from ..program import VertexProgram
 from .records import IterationRecord
 
 
