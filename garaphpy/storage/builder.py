@@ -54,7 +54,7 @@ from ..progress import PRINTED_BY_CLI, Progress, human_bytes
 from ..progress import logger as progress_logger
 from . import _build_kernels as kernels
 from . import filesafety, layout
-from .edges import EdgeChunk, EdgeSource
+from .edges import EdgeChunk, EdgeSource, location_error
 from .layout import BLOCK_DTYPE
 
 _SELF_LOOP_POLICIES = ("keep", "drop")
@@ -226,14 +226,6 @@ class LoadSummary:
 
 class _BudgetExceeded(Exception):
     """The in-memory ingest outgrew the budget: rebuild out of core."""
-
-
-def location_error(found: dict, message: str) -> GraphInputError:
-    """A GraphInputError at a place :meth:`EdgeSource.locate_weight` found."""
-    if "edge" in found:
-        message = f"edge {found['edge']}: {message}"
-    return GraphInputError(message, path=found["path"], line=found.get("line"),
-                           offset=found.get("offset"))
 
 
 def _vertex_dtype(num_vertices: int) -> np.dtype:

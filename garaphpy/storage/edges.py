@@ -15,6 +15,8 @@ from typing import Iterator
 
 import numpy as np
 
+from ..errors import GraphInputError
+
 
 @dataclass(frozen=True)
 class EdgeChunk:
@@ -140,3 +142,11 @@ class EdgeSource:
                             "value": chunk.weight[k].item()}
             seen += len(chunk)
         return None
+
+
+def location_error(found: dict, message: str) -> GraphInputError:
+    """A GraphInputError at a place :meth:`EdgeSource.locate_weight` found."""
+    if "edge" in found:
+        message = f"edge {found['edge']}: {message}"
+    return GraphInputError(message, path=found["path"], line=found.get("line"),
+                           offset=found.get("offset"))

@@ -36,6 +36,7 @@ import numpy as np
 from .. import config
 from ..errors import StoreCorruptError, StoreError
 from ..progress import human_bytes, human_count
+from .edges import location_error
 from .filesafety import write_file
 from .layout import BLOCK_DTYPE, SHARD_DTYPE
 
@@ -384,8 +385,6 @@ class Store:
         negative or non-positive value is; for stores built before they did,
         the pages are read to find out (the message then gives no line).
         """
-        from .builder import location_error
-
         if domain == "any" or not self.weighted:
             return None
         summary = self.manifest["summary"]
