@@ -23,7 +23,7 @@ from .kernels import cuda_program as _cuda_program  # noqa: F401  (isort: skip)
 # Progress and status messages go to the "garaphpy" loggers (garaphpy.progress);
 # a library prints nothing until its user configures logging.
 _logging.getLogger("garaphpy").addHandler(_logging.NullHandler())
-__version__ = "0.1.0"
+from ._version import __version__
 
 __all__ = ["Graph", "run", "VertexProgram", "ProgramError", "VerifyReport", "NotConvergedError",
            "NotConvergedWarning", "GaraphError", "GraphInputError", "ConfigError", "StoreError",

@@ -62,7 +62,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from .. import __version__
+from .._version import __version__
 from .. import _numba_setup  # noqa: F401  (threading layer first)
 from ..monoids import MONOIDS, monoid_identity
 from ..program import ProgramError, VertexProgram
