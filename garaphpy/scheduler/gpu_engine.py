@@ -19,12 +19,14 @@ the program reads, and the shard table.  Pages reach it in one of two ways:
   transmission and computation sides), and a buffer is reused only after the
   kernel that read it (stream order).
 
-Streamed pages come from host memory, or, when the run's host budget holds
-only some of them (``paged``, :class:`~garaphpy.storage.host_pages.HostPages`,
-Garaph section 2.2), from the storage directories: the cached pages sit in
-pinned host buffers read once; the others are read ahead, in the order the
-GPU takes them, into pinned buffers of the reader's pool, each given back
-once the copy that reads it has finished (its CUDA event).  Resident pages
+Streamed pages come through the run's page source
+(:class:`~garaphpy.storage.page_source.PageSource`): the pages it keeps in
+host memory (all of them when the host budget holds the graph) sit in
+pinned host buffers read once; when the budget holds only some of them
+(Garaph section 2.2) the others are read ahead from the storage
+directories, in the order the GPU takes them, into pinned buffers of the
+reader's pool, each given back once the copy that reads it has finished
+(its CUDA event).  Resident pages
 are read once at set-up, whatever the host budget.
 
 When asked (hybrid runs, where the host works on the same values), the
@@ -170,11 +172,11 @@ class GpuEngine:
         Combine each warp's runs of same-destination edges before the replica
         atomics (default ``config.GPU_WARP_COMBINE``, read when the engine is
         made).
-    paged : garaphpy.storage.host_pages.HostPages, optional
-        The run's host budget holds only some pages: streamed pages come
-        from its cache or, read ahead into pinned buffers, from the storage
-        directories every iteration (None: every page image is kept in
-        pinned host memory).
+    page_source : garaphpy.storage.page_source.PageSource, optional
+        Where streamed pages come from: its cached pages, held in pinned
+        host memory, or pages read ahead into pinned buffers from the
+        storage directories every iteration (default: every page in
+        memory, :class:`~garaphpy.storage.page_source.InMemoryPages`).
     """
 
     mode = "gpu"
@@ -182,9 +184,10 @@ class GpuEngine:
     def __init__(self, graph, program: VertexProgram, source_vertices: np.ndarray,
                  synchronous: bool, *, gpu_memory: int | None = None,
                  n_streams: int | None = None, host_copies: bool = False,
-                 precompute: bool = True, warp_combine: bool | None = None, paged=None,
+                 precompute: bool = True, warp_combine: bool | None = None, page_source=None,
                  edges_per_thread: int | None = None, fuse_resident: bool | None = None):
         from ..kernels.cuda_program import translate_program
+        from ..storage.page_source import InMemoryPages
         from .cpu_engine import vertex_attributes, weighted_in_degree
 
         cupy = gpu_kernels.cupy_module()
@@ -266,12 +269,14 @@ class GpuEngine:
         self._split_identity = identity
 
         need_weighted = "weighted_in_degree" in uses
-        self.paged = paged
+        if page_source is None:
+            page_source = InMemoryPages(store)
+        self.page_source = page_source
         self.rho = config.RHO_IN_MEMORY     # the GPU always pulls; rho prices the CPU's choice
-        if paged is not None:
-            paged.use_allocator("gpu", gpu_kernels.pinned_empty)
+        page_source.use_allocator("gpu", gpu_kernels.pinned_empty)
         out_degree, in_degree, weighted_in, vertex_ids, is_source = vertex_attributes(
-            graph, source_vertices, weighted_in_degree(store, paged) if need_weighted else None)
+            graph, source_vertices,
+            weighted_in_degree(page_source, "gpu") if need_weighted else None)
 
         def attribute(array, used):
             return device_array(np.ascontiguousarray(array)) if used else \
@@ -316,17 +321,12 @@ class GpuEngine:
         self.fuse_resident = bool(fuse_resident)
         self.streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(self.plan.n_streams)]
         self.main_stream = cupy.cuda.Stream(non_blocking=True)
-        self.host_pages = []
         self.device_pages = []
         largest = max((p.nbytes for p in pages), default=0)
         if self.plan.resident:
             self.resident_edges = self._resident_edge_arrays()
         else:
-            if paged is None:
-                for info in pages:
-                    pinned = self._pinned(info.nbytes, np.uint8)
-                    store.read_page(info.index, out=pinned)
-                    self.host_pages.append(pinned)
+            page_source.load("gpu")     # the pages it holds in memory, now, into pinned buffers
             self.device_pages = [cupy.empty(largest, np.uint8) for _ in self.streams]
         # pages read from storage this iteration, each until its copy to the device is done
         self._cursor = None
@@ -568,13 +568,11 @@ class GpuEngine:
     def _host_image(self, k: int):
         """Page ``k``'s image in pinned host memory, and the page read from
         storage for it (to be released once its copy is done) or None."""
-        paged = self.paged
-        if paged is None:
-            return self.host_pages[k], None
-        if paged.is_cached(k):
-            return paged.cached_page(k, "gpu").image, None
+        source = self.page_source
+        if source.is_cached(k):
+            return source.cached_page(k, "gpu").image, None
         if self._cursor is None:
-            self._cursor = paged.cursor(range(len(self.pages)), "gpu", release="manual")
+            self._cursor = source.cursor(range(len(self.pages)), "gpu", release="manual")
         cursor, copying = self._cursor, self._copying
         # buffers whose copy has finished go back to the reader; all held: wait for one
         while copying and (copying[0][1].done or cursor.held >= cursor.max_held):

@@ -159,8 +159,7 @@ class HybridEngine:
         if not self.pages or self.page_edges[page_index] == 0:
             return
         page = self.pages[page_index]
-        paged = self.cpu.arrays.paged
-        data = paged.read_page(page_index, "cpu") if paged is not None else None
+        data = self.page_source.read_page(page_index, "cpu")
         aggregates = self.cpu.aggregates(0)
         device_aggregates = self._device_aggregates(aggregates)
         gpu_seconds = self.gpu.probe_pages(self.page_order, device_aggregates)
@@ -264,9 +263,9 @@ class HybridEngine:
         return self.cpu.rho
 
     @property
-    def paged(self):
-        """The run's page cache and readers, or None when every page is in memory."""
-        return self.cpu.arrays.paged
+    def page_source(self):
+        """The run's :class:`~garaphpy.storage.page_source.PageSource`."""
+        return self.cpu.page_source
 
     def num_active(self) -> int:
         """Vertices active after the last iteration."""
@@ -525,9 +524,8 @@ class HybridEngine:
                     # the precompute only once a page is the CPU's: the GPU may take them all
                     cpu.begin_pull(scratch_record)
                     begun = True
-                data = cursor.get(index) if cursor is not None else None
                 pending.extend(cpu.pull_page(page, iteration, aggregates, self.cpu_threads,
-                                             data=data))
+                                             data=cursor.get(index)))
                 busy += time.perf_counter() - started
                 first, end = page.first_vertex, page.end_vertex
                 if end > first:
@@ -541,8 +539,7 @@ class HybridEngine:
                     uploaded += (end - first) * (value_size + 1)
                 if page_done is not None:
                     page_done()
-        if cursor is not None:
-            cursor.close()
+        cursor.close()
         queue.finished("cpu")
         # the pages' partial sums of vertices the pages cut, in page order
         pending.sort(key=lambda item: item[0])
