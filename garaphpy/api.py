@@ -23,7 +23,7 @@ from .errors import ConfigError, GaraphError
 from .paths import cache_directory
 from .program import VertexProgram
 from .scheduler import checkpoint
-from .scheduler import policy as direction_policy
+from .scheduler import decisions as direction_policy
 from .scheduler.dispatcher import HybridPolicy
 from .scheduler.records import IterationRecord, Result
 
@@ -178,7 +178,7 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
     direction : {"auto", "pull", "notify-pull"}
         The CPU's direction (in ``hybrid`` runs, that of the CPU-only
         iterations; hybrid iterations pull); ``auto`` follows Garaph's switch
-        (:func:`garaphpy.scheduler.policy.choose_direction`), the others
+        (:func:`garaphpy.scheduler.decisions.choose_direction`), the others
         force one for study.  Notify-pull updates only the out-neighbours of
         active vertices, so forcing it is only equivalent to pull for
         programs whose apply leaves a vertex unchanged when none of its

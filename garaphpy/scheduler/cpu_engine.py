@@ -12,7 +12,7 @@ at the end of the iteration (a swap after pull, a copy of the updated
 vertices after notify-pull); asynchronous runs write the values in place, so
 updates are visible at once.  A synchronous pull of a source-side gather
 first computes it once per vertex into :attr:`CpuEngine.contributions`
-(:func:`garaphpy.scheduler.policy.precompute_source_gathers`).
+(:func:`garaphpy.scheduler.decisions.precompute_source_gathers`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from .._numba_setup import parallel_section
 from ..kernels import cpu as kernels
 from ..kernels.cpu_program import CpuProgram
 from ..monoids import MONOIDS, monoid_identity
-from . import policy
+from . import decisions
 from .records import IterationRecord
 
 
@@ -164,9 +164,9 @@ class CpuEngine:
         self.stats = np.zeros(2, np.float64)
         #: whether pulls compute the gather once per source vertex first, into
         #: ``contributions`` (decided once: it depends on the run, not the iteration)
-        self.precompute_source_gathers = policy.precompute_source_gathers(
+        self.precompute_source_gathers = decisions.precompute_source_gathers(
             "pull", state.synchronous, compiled.gather_parameters,
-            compiled.source_gather_call is not None)
+            config.CPU_SOURCE_PRECOMPUTE)
         self.contributions = (np.empty(arrays.num_vertices, compiled.accum_dtype)
                               if self.precompute_source_gathers else None)
         self.all_vertices = None
@@ -199,8 +199,8 @@ class CpuEngine:
         """
         if directions is None:
             active_edges, _ = self.active_out_edges()
-            directions = (policy.choose_direction(
-                policy.active_fraction(active_edges, self.arrays.num_edges), self.rho),)
+            directions = (decisions.choose_direction(
+                decisions.active_fraction(active_edges, self.arrays.num_edges), self.rho),)
         for direction in directions:
             if direction not in self.warm_directions:
                 with self.compiled.compiling():
@@ -304,9 +304,10 @@ class CpuEngine:
         return int(prefix[-1]), prefix
 
     def decide(self, record: IterationRecord, direction: str) -> None:
-        """The iteration's direction: Garaph's switch, or the forced one."""
-        record.direction = policy.choose_direction(record.active_fraction, record.rho,
-                                                   direction)
+        """The iteration's direction: Garaph's switch, or the forced one (recorded)."""
+        record.direction = decisions.decide(record, "direction", decisions.choose_direction,
+                                            f=record.active_fraction, rho=record.rho,
+                                            forced=direction)
 
     def iterate(self, record: IterationRecord, prefix, aggregates: np.ndarray) -> None:
         """One iteration in ``record.direction``; fills the record's counters."""
@@ -353,6 +354,10 @@ class CpuEngine:
             compiled.kernels.source_contributions(state.values, arrays.attrs,
                                                   self.contributions)
         record.gather_precomputed = self.precompute_source_gathers
+        decisions.note(record, "cpu_precompute", self.precompute_source_gathers,
+                       direction="pull", synchronous=state.synchronous,
+                       gather_parameters=compiled.gather_parameters,
+                       enabled=config.CPU_SOURCE_PRECOMPUTE)
 
     def page_cursor(self, order):
         """The CPU's walk over the pages ``order`` (the page source's cursor)."""
@@ -445,7 +450,9 @@ class CpuEngine:
         frontier = state.frontier
         if prefix is None:
             prefix = kernels.degree_prefix(frontier, arrays.out_offsets)
-        if prefix[-1] * config.NOTIFY_DENSE_FACTOR > arrays.num_vertices:
+        if decisions.decide(record, "dense_notify", decisions.dense_notify,
+                            active_out_edges=int(prefix[-1]),
+                            num_vertices=arrays.num_vertices):
             notified = kernels.notify_dense(frontier, prefix, arrays.out_offsets,
                                             arrays.out_targets, state.claimed, chunks,
                                             self.threads)

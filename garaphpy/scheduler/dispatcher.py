@@ -4,7 +4,8 @@ At the start of every iteration Garaph compares the CPU's cost with the GPU's:
 
     alpha = min(2 f rho, 1) * T_pull / T_GPU                     (Equation 3)
 
-``2 f rho T_pull`` is what a notify-pull costs the CPU (section 4.2), capped
+(2 is ``config.NOTIFY_PULL_COST_FACTOR``; the formulas themselves are pure
+functions of :mod:`garaphpy.scheduler.decisions`).  ``2 f rho T_pull`` is what a notify-pull costs the CPU (section 4.2), capped
 at a full pull, and ``T_GPU`` what a pull of every page costs the GPU.  With
 alpha < 1 the CPU alone is cheaper and the iteration runs on the CPU (which
 then chooses notify-pull or pull); otherwise CPU and GPU take pages from one
@@ -60,6 +61,7 @@ from dataclasses import asdict, dataclass, field
 
 from .. import config
 from ..errors import ConfigError
+from . import decisions
 
 PROCESSORS = ("cpu", "gpu")
 MODES = ("cpu", "hybrid")
@@ -232,15 +234,15 @@ class HybridPolicy:
             callable is only called when the CPU could win with f, since
             a larger share only makes the CPU dearer.
         """
-        share = min(2.0 * active_fraction * rho, 1.0)
         cpu_cost = gpu_cost = pulled = None
         if self.t_pull is not None and self.t_gpu is not None:
             notify = self.t_pull if self.t_notify is None else self.t_notify
             gpu_cost = self.t_gpu + gpu_sync_seconds
 
             def cpu_seconds(pulled: float) -> float:
-                notify_pull = (active_fraction + pulled) * rho * notify
-                return self.cpu_overhead + min(notify_pull, self.t_pull) + cpu_sync_seconds
+                return decisions.cpu_iteration_seconds(active_fraction, pulled, rho, notify,
+                                                       self.t_pull, self.cpu_overhead,
+                                                       cpu_sync_seconds)
 
             cpu_cost = cpu_seconds(active_fraction)
             if pull_fraction is not None and cpu_cost / gpu_cost < self.threshold:
@@ -249,14 +251,11 @@ class HybridPolicy:
                 cpu_cost = cpu_seconds(pulled)
             alpha = cpu_cost / gpu_cost
         elif self.ratio is not None:
-            alpha = share * self.ratio
+            alpha = decisions.paper_alpha(active_fraction, rho, self.ratio)
         else:
             alpha = None
-        if self.force is not None:
-            mode, forced = self.force, True
-        else:
-            mode = "hybrid" if alpha is not None and alpha >= self.threshold else "cpu"
-            forced = False
+        mode = decisions.hybrid_mode(alpha, self.threshold, self.force)
+        forced = self.force is not None
         decision = Decision(iteration, active_fraction, rho, self.ratio, alpha, mode, forced,
                             self.ratio_source, cpu_cost, gpu_cost, cpu_sync_seconds,
                             gpu_sync_seconds, pulled)
@@ -362,11 +361,9 @@ class HybridPolicy:
         if not self.tail_rule:
             return True
         other = "gpu" if processor == "cpu" else "cpu"
-        own = self.estimate_seconds(processor, page_edges)
-        rest = self.estimate_seconds(other, queued_edges)
-        if own is None or rest is None:
-            return True
-        return own_backlog + own <= other_backlog + rest
+        return decisions.take_page(self.estimate_seconds(processor, page_edges),
+                                   self.estimate_seconds(other, queued_edges), own_backlog,
+                                   other_backlog)
 
 
 class PageQueue:

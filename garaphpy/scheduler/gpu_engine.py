@@ -50,6 +50,7 @@ from ..errors import ConfigError, GaraphError
 from ..kernels import gpu as gpu_kernels
 from ..monoids import monoid_identity
 from ..program import VertexProgram
+from . import decisions
 from .records import IterationRecord
 
 
@@ -205,8 +206,10 @@ class GpuEngine:
         self.kernels = gpu_kernels.compile_kernels(self.program, store.vertex_dtype,
                                                    edges_per_thread)
         uses = self.program.uses
-        self.precompute = bool(precompute and synchronous
-                               and gpu_kernels.contributions_pay(self.program))
+        self.gather_parameters = frozenset(type(program).functions["gather"].parameters)
+        self.precompute_enabled = bool(precompute)
+        self.precompute = decisions.precompute_source_gathers(
+            "pull", synchronous, self.gather_parameters, self.precompute_enabled)
         value_dtype, accum_dtype = self.program.value_dtype, self.program.accum_dtype
 
         # -- shared memory per block, from the device's properties ----------------
@@ -460,7 +463,7 @@ class GpuEngine:
     def iterate(self, record: IterationRecord, prefix, aggregates) -> None:
         """One synchronous or asynchronous pull over every page."""
         self.begin_iteration(record.iteration)
-        if self._fused():
+        if self._fused(record):
             self.end_iteration(record, [self.launch_all_resident(aggregates, record.iteration)],
                                aggregates)
             return
@@ -485,11 +488,14 @@ class GpuEngine:
                                   + (np.int64(self.num_vertices),))
         self._ready = main.record(events["ready"])
 
-    def _fused(self) -> bool:
+    def _fused(self, record: IterationRecord) -> bool:
         """Whether an iteration the GPU runs alone is one launch over every shard
-        (resident pages, no per-page host copies or per-page checkpoints)."""
-        return (self.plan.resident and self.fuse_resident and not self.host_copies
-                and (self.synchronous or self.page_done is None) and len(self.pages) > 1)
+        (:func:`~garaphpy.scheduler.decisions.fuse_gpu_launch`, recorded)."""
+        return decisions.decide(
+            record, "fused_launch", decisions.fuse_gpu_launch, resident=self.plan.resident,
+            fuse_enabled=self.fuse_resident, host_copies=self.host_copies,
+            synchronous=self.synchronous, checkpoints_after_pages=self.page_done is not None,
+            num_pages=len(self.pages))
 
     def launch_all_resident(self, aggregates, iteration: int) -> PageTiming:
         """Queue one pull kernel over every shard of the resident arrays on the
@@ -648,6 +654,10 @@ class GpuEngine:
         record.edges_processed += edges
         record.pages += len(pages)
         record.gather_precomputed = self.precompute
+        decisions.note(record, "gpu_precompute", self.precompute,
+                       direction="pull", synchronous=self.synchronous,
+                       gather_parameters=self.gather_parameters,
+                       enabled=self.precompute_enabled)
         record.gpu_pages = len(pages)
         record.gpu_edges = edges
         record.bytes_to_device += sum(t.bytes_to_device for t in timings)

@@ -46,7 +46,7 @@ import numpy as np
 from .. import config
 from .._numba_setup import parallel_section
 from ..kernels import cpu as kernels
-from . import policy as direction_policy
+from . import decisions
 from .dispatcher import HybridPolicy, Observation, PageQueue
 from .records import IterationRecord
 
@@ -290,9 +290,11 @@ class HybridEngine:
         record.alpha = decision.alpha
         record.ratio = decision.ratio
         record.forced = record.forced or decision.forced
-        record.direction = (direction_policy.choose_direction(record.active_fraction,
-                                                              record.rho, direction)
-                            if decision.mode == "cpu" else "pull")
+        decisions.note(record, "mode", decision.mode, **{
+            key: value for key, value in decision.as_dict().items() if key != "mode"})
+        record.direction = decisions.decide(record, "direction", decisions.iteration_direction,
+                                            mode=decision.mode, f=record.active_fraction,
+                                            rho=record.rho, forced=direction)
         self.dispatch_seconds = time.perf_counter() - started
 
     def _pull_fraction(self) -> float:
@@ -395,6 +397,8 @@ class HybridEngine:
         order = self._order()
         cpu_joins = bool(order) and self.policy.should_take(
             "cpu", self.page_edges[order[-1]], 0.0, 0.0, self.total_page_edges)
+        decisions.note(record, "cpu_joins", cpu_joins, pages=len(order),
+                       tail_rule=self.policy.tail_rule)
         self._make_device_current(record)
         if not cpu_joins:
             self.dispatch_seconds += time.perf_counter() - started
@@ -455,7 +459,7 @@ class HybridEngine:
                 page_done()
         queue.finished("gpu")
         gpu_done = time.perf_counter()
-        pending, cpu_busy, uploaded = cpu_job.result()
+        pending, cpu_busy, uploaded, cpu_decisions = cpu_job.result()
         cpu_done = time.perf_counter()
 
         # combine: split vertices, the GPU's statistics, commit both copies
@@ -474,6 +478,10 @@ class HybridEngine:
         self.host_current = self.device_current = True
         finished = time.perf_counter()
 
+        record.decisions.update(cpu_decisions)
+        record.decisions.update(gpu_record.decisions)
+        decisions.note(record, "pages", {"cpu": queue.taken["cpu"], "gpu": queue.taken["gpu"]},
+                       declined=dict(queue.declined), tail_rule=self.policy.tail_rule)
         record.l1_change = float(cpu.stats[0]) + gpu_record.l1_change
         record.activated = int(state.frontier.size)
         record.pages = len(self.pages)
@@ -543,7 +551,7 @@ class HybridEngine:
         queue.finished("cpu")
         # the pages' partial sums of vertices the pages cut, in page order
         pending.sort(key=lambda item: item[0])
-        return pending, busy, uploaded
+        return pending, busy, uploaded, scratch_record.decisions
 
     def _gpu_split_partials(self, gpu_pages: list[int]) -> dict:
         """vertex -> the GPU's partial sum, for every split vertex with a shard in a
