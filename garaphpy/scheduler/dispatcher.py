@@ -293,10 +293,10 @@ class HybridPolicy:
         o = observation
         if o.cpu_edges > 0 and o.cpu_seconds > 0 and (o.mode == "hybrid"
                                                      or o.direction == "pull"):
-            self.cpu_seconds_per_edge = self._smooth(self.cpu_seconds_per_edge,
+            self.cpu_seconds_per_edge = self.smooth(self.cpu_seconds_per_edge,
                                                      o.cpu_seconds / o.cpu_edges)
         if o.gpu_edges > 0 and o.gpu_seconds > 0:
-            self.gpu_seconds_per_edge = self._smooth(self.gpu_seconds_per_edge,
+            self.gpu_seconds_per_edge = self.smooth(self.gpu_seconds_per_edge,
                                                      o.gpu_seconds / o.gpu_edges)
         if o.num_edges <= 0:
             return
@@ -308,26 +308,28 @@ class HybridPolicy:
                                  else min(self.cpu_overhead, o.cpu_seconds))
             work = o.cpu_seconds - overhead_before
             if work > 0 and o.direction == "pull":
-                self.t_pull = self._smooth(self.t_pull, work)
+                self.t_pull = self.smooth(self.t_pull, work)
             elif work > 0 and o.active_fraction > 0:
                 share = min((o.active_fraction + max(o.pull_fraction, o.active_fraction))
                             * o.rho, 1.0)
-                self.t_notify = self._smooth(self.t_notify or self.t_pull, work / share)
+                self.t_notify = self.smooth(self.t_notify or self.t_pull, work / share)
         elif o.mode == "hybrid":
             if o.gpu_iteration_seconds > 0 and o.cpu_edges == 0:
-                self.t_gpu = self._smooth(self.t_gpu, o.gpu_iteration_seconds)
+                self.t_gpu = self.smooth(self.t_gpu, o.gpu_iteration_seconds)
             elif o.gpu_edges > 0 and o.gpu_seconds > 0:
-                self.t_gpu = self._smooth(self.t_gpu,
+                self.t_gpu = self.smooth(self.t_gpu,
                                           o.gpu_seconds / o.gpu_edges * o.num_edges)
             if o.cpu_edges > 0 and o.cpu_seconds > 0:
-                self.t_pull = self._smooth(self.t_pull,
+                self.t_pull = self.smooth(self.t_pull,
                                            o.cpu_seconds / o.cpu_edges * o.num_edges)
         if (self.t_pull, self.t_gpu) != before and self.t_pull is not None \
                 and self.t_gpu is not None:
             self.ratio = self.t_pull / self.t_gpu
             self.ratio_source = "measured"
 
-    def _smooth(self, previous: float | None, measured: float) -> float:
+    def smooth(self, previous: float | None, measured: float) -> float:
+        """``measured`` folded into the running estimate ``previous`` with weight
+        :attr:`smoothing` (the measurement itself when there is none yet)."""
         if previous is None:
             return measured
         return (1.0 - self.smoothing) * previous + self.smoothing * measured

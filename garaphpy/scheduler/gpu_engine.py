@@ -243,6 +243,12 @@ class GpuEngine:
                                                return_inverse=True)
         slot_of_shard = np.full(shards.shape[0], -1, np.int32)
         slot_of_shard[np.flatnonzero(split)] = split_slot
+        #: per split slot, the vertex; per page, the split slots of its shards (made on
+        #: first use by :meth:`split_partials`)
+        self.split_vertex_ids = split_vertices.astype(np.int64)
+        self._split_slot_of_split_shard = split_slot
+        self._page_of_split_shard = shards["page"][split].astype(np.int64)
+        self._page_split_slots = None
         self.page_shared_bytes = [
             max(int(fitting[p.first_shard:p.first_shard + p.num_shards].max(initial=0)),
                 gpu_kernels.TOTALS_SHARED_BYTES) for p in pages]
@@ -339,8 +345,8 @@ class GpuEngine:
         self.page_done = None
         self.page_views = [self._views(i) for i in range(len(pages))]
         if host_copies:
-            self.host_values = self._pinned(n, value_dtype)
-            self.host_active = self._pinned(n, np.uint8)
+            self.host_values = self.pinned_array(n, value_dtype)
+            self.host_active = self.pinned_array(n, np.uint8)
 
         # -- initial values -----------------------------------------------------------
         self._launch_vertices(self.kernels.init_values, (self.values,) + self.attrs
@@ -356,7 +362,9 @@ class GpuEngine:
         cupy.cuda.Device().synchronize()  # set-up ran on the legacy stream, ours do not wait
 
     # -- helpers -------------------------------------------------------------------------
-    def _pinned(self, count: int, dtype) -> np.ndarray:
+    def pinned_array(self, count: int, dtype) -> np.ndarray:
+        """An array of ``count`` elements of ``dtype`` in pinned host memory (the
+        copies to and from the device are asynchronous)."""
         dtype = np.dtype(dtype)
         return gpu_kernels.pinned_empty(count * dtype.itemsize).view(dtype)
 
@@ -378,7 +386,7 @@ class GpuEngine:
         weights = cupy.zeros(padded, weight_dtype) if weight_dtype is not None else \
             self.empty_weights
         largest = max((p.nbytes for p in self.pages), default=0)
-        staging = self._pinned(largest, np.uint8) if largest else None
+        staging = self.pinned_array(largest, np.uint8) if largest else None
         for info in self.pages:
             image = store.read_page(info.index, out=staging).image
             begin, n = info.edge_begin, info.num_edges
@@ -666,6 +674,26 @@ class GpuEngine:
         record.kernel_seconds = timing.kernel_seconds
         record.gpu_busy_seconds = timing.busy_seconds
         return counters
+
+    def split_partials(self, pages: list[int]) -> dict:
+        """vertex -> this GPU's partial sum, for every vertex split over several
+        shards with a shard in one of ``pages``; the split accumulators are
+        reset.  For a caller that applies split vertices itself
+        (:meth:`end_iteration` with ``apply_split=False``)."""
+        if not self.num_split or not pages:
+            return {}
+        if self._page_split_slots is None:
+            slots, page_of = self._split_slot_of_split_shard, self._page_of_split_shard
+            self._page_split_slots = [np.unique(slots[page_of == p])
+                                      for p in range(len(self.pages))]
+        slots = np.unique(np.concatenate([self._page_split_slots[p] for p in pages]))
+        if slots.size == 0:
+            return {}
+        partials = self.cupy.asnumpy(self.split_accum[:self.num_split])
+        with self.main_stream:
+            self.split_accum.fill(self._split_identity)
+        self.main_stream.synchronize()
+        return {int(self.split_vertex_ids[s]): partials[s] for s in slots.tolist()}
 
     def probe_pages(self, pages, aggregates, repeats: int = 2) -> float:
         """Seconds the GPU takes for the given pages, as an iteration runs them

@@ -83,7 +83,6 @@ class HybridEngine:
         self.device_id = self.cupy.cuda.Device().id
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="garaphpy-cpu")
         self.worker.submit(self._start_worker_threads).result()
-        self._split_tables()
         # both copies start from the host's initial values; the copy's speed prices
         # the synchronization a switch of processor needs
         started = time.perf_counter()
@@ -120,7 +119,7 @@ class HybridEngine:
         """Move the host's values, next buffer and activity into pinned memory, so
         that the copies to and from the GPU are asynchronous."""
         state = self.cpu.state
-        pinned = self.gpu._pinned
+        pinned = self.gpu.pinned_array
         values = pinned(state.values.size, state.values.dtype)
         values[:] = state.values
         if self.synchronous:
@@ -138,17 +137,6 @@ class HybridEngine:
         numba.set_num_threads(self.cpu_threads)
         with parallel_section():
             kernels.frontier_of(np.ones(self.cpu_threads * 2, np.bool_), self.cpu_threads)
-
-    def _split_tables(self) -> None:
-        """For each page, the split-accumulator slots of its shards (vertices cut
-        over several shards, which the GPU sums with a global atomic)."""
-        shards = self.gpu.store.shards
-        split = shards["split"] == 1
-        _, slot = np.unique(shards["first_vertex"][split], return_inverse=True)
-        page_of_split_shard = shards["page"][split].astype(np.int64)
-        self.page_split_slots = [np.unique(slot[page_of_split_shard == p])
-                                 for p in range(len(self.pages))]
-        self.split_vertex_ids = self.cupy.asnumpy(self.gpu.split_vertices)
 
     def _calibrate(self) -> None:
         """The start-up probe, into scratch buffers: the CPU pulls the largest
@@ -239,16 +227,16 @@ class HybridEngine:
         if not self.host_current:
             started = time.perf_counter()
             record.bytes_to_host += self._download_state()
-            self.download_seconds = self.policy._smooth(self.download_seconds,
-                                                        time.perf_counter() - started)
+            self.download_seconds = self.policy.smooth(self.download_seconds,
+                                                       time.perf_counter() - started)
             self.host_current = True
 
     def _make_device_current(self, record: IterationRecord) -> None:
         if not self.device_current:
             started = time.perf_counter()
             record.bytes_to_device += self._upload_values()
-            self.upload_seconds = self.policy._smooth(self.upload_seconds,
-                                                      time.perf_counter() - started)
+            self.upload_seconds = self.policy.smooth(self.upload_seconds,
+                                                     time.perf_counter() - started)
             self.device_current = True
 
     # -- the engine interface of the iteration driver ------------------------------------
@@ -468,7 +456,7 @@ class HybridEngine:
                                      record.active_fraction, record.rho, 0)
         counters = gpu.end_iteration(gpu_record, timings, device_aggregates,
                                      apply_split=False)
-        extra = self._gpu_split_partials(queue.taken["gpu"])
+        extra = gpu.split_partials(queue.taken["gpu"])
         cpu.finish_pull(record, pending, aggregates, extra,
                         activated_elsewhere=int(counters[0]))
         # every vertex applied on the host here (cut between pages, or split with a
@@ -552,21 +540,6 @@ class HybridEngine:
         # the pages' partial sums of vertices the pages cut, in page order
         pending.sort(key=lambda item: item[0])
         return pending, busy, uploaded, scratch_record.decisions
-
-    def _gpu_split_partials(self, gpu_pages: list[int]) -> dict:
-        """vertex -> the GPU's partial sum, for every split vertex with a shard in a
-        GPU page; the GPU's split accumulators are reset."""
-        gpu = self.gpu
-        if not gpu.num_split or not gpu_pages:
-            return {}
-        slots = np.unique(np.concatenate([self.page_split_slots[p] for p in gpu_pages]))
-        if slots.size == 0:
-            return {}
-        partials = self.cupy.asnumpy(gpu.split_accum[:gpu.num_split])
-        with gpu.main_stream:
-            gpu.split_accum.fill(gpu._split_identity)
-        gpu.main_stream.synchronize()
-        return {int(self.split_vertex_ids[s]): partials[s] for s in slots.tolist()}
 
     def _send_host_applied(self, applied: set) -> int:
         """The committed values and activity of vertices applied on the host after
