@@ -252,6 +252,16 @@ class CpuEngine:
         """|E| of the graph the engine runs on."""
         return self.arrays.num_edges
 
+    def reset_statistics(self) -> None:
+        """Zero the iteration's L1 change and activation count (before pages are
+        pulled one by one, as a hybrid iteration does)."""
+        self.stats[:] = 0.0
+
+    @property
+    def l1_change(self) -> float:
+        """The L1 change summed since :meth:`reset_statistics`."""
+        return float(self.stats[0])
+
     def num_active(self) -> int:
         """Vertices in the frontier (active after the last iteration)."""
         return int(self.state.frontier.size)

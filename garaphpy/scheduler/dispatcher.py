@@ -5,11 +5,12 @@ At the start of every iteration Garaph compares the CPU's cost with the GPU's:
     alpha = min(2 f rho, 1) * T_pull / T_GPU                     (Equation 3)
 
 (2 is ``config.NOTIFY_PULL_COST_FACTOR``; the formulas themselves are pure
-functions of :mod:`garaphpy.scheduler.decisions`).  ``2 f rho T_pull`` is what a notify-pull costs the CPU (section 4.2), capped
-at a full pull, and ``T_GPU`` what a pull of every page costs the GPU.  With
-alpha < 1 the CPU alone is cheaper and the iteration runs on the CPU (which
-then chooses notify-pull or pull); otherwise CPU and GPU take pages from one
-queue as they become free.
+functions of :mod:`garaphpy.scheduler.decisions`).  ``2 f rho T_pull`` is
+what a notify-pull costs the CPU (section 4.2), capped at a full pull, and
+``T_GPU`` what a pull of every page costs the GPU.  With alpha < 1 the CPU
+alone is cheaper and the iteration runs on the CPU (which then chooses
+notify-pull or pull); otherwise CPU and GPU take pages from one queue as
+they become free.
 
 :class:`HybridPolicy` evaluates Equation 3 on measured costs, in seconds:
 

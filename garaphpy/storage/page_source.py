@@ -1,4 +1,4 @@
-"""One page source for every run: pages in memory, cached, or streamed from storage (Garaph section 2.2).
+"""One page source for every run: pages in memory, cached, or streamed from storage (Garaph 2.2).
 
 The engines read a run's pages through one API, :class:`PageSource`,
 whether the run's host budget holds the whole graph or only some pages:
