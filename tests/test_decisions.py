@@ -122,9 +122,12 @@ def test_decide_records_the_choice_and_its_inputs_as_json():
                                              "choice": "notify-pull"}
     decisions.note(record, "cpu_precompute", np.bool_(True),
                    gather_parameters=frozenset({"src_out_degree", "src"}))
-    assert record.decisions["cpu_precompute"] == {
+    decisions.note(record, "pages", {"cpu": [np.int64(3)], "gpu": []}, declined=(False,))
+    row = json.loads(json.dumps(record.as_dict()))
+    assert row["decisions"]["cpu_precompute"] == {
         "gather_parameters": ["src", "src_out_degree"], "choice": True}
-    json.dumps(record.as_dict())
+    assert row["decisions"]["pages"] == {"declined": [False], "choice": {"cpu": [3], "gpu": []}}
+    assert row["decisions"]["direction"]["rho"] == 1.0
 
 
 class ShortestPaths(VertexProgram):
@@ -198,5 +201,5 @@ def test_records_carry_the_precompute_decision(graph):
     for record in result.iterations:
         precompute = record.decisions["cpu_precompute"]
         assert precompute["choice"] is True and record.gather_precomputed
-        assert precompute["gather_parameters"] == ["src", "src_out_degree"]
+        assert precompute["gather_parameters"] == {"src", "src_out_degree"}
         assert precompute["synchronous"] is True

@@ -74,6 +74,7 @@ class GraphArrays:
         """The graph's store for the CPU kernels, its pages read through
         ``page_source`` (a :class:`~garaphpy.storage.page_source.PageSource`)."""
         store = graph.store
+        page_source.load("cpu")     # what the source holds in memory, now: not in an iteration
         sources = np.zeros(0, store.vertex_dtype)
         weights = np.zeros(0, store.weight_dtype) if store.weighted else np.zeros(1, np.float64)
         weighted_in = weighted_in_degree(page_source) if need_weighted_in_degree else None

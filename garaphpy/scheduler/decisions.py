@@ -23,8 +23,6 @@ the iteration record (:func:`decide`, :attr:`IterationRecord.decisions`).
 
 from __future__ import annotations
 
-import numpy as np
-
 from .. import config
 from ..kernels.cpu_program import SOURCE_SIDE_GATHER_PARAMETERS
 
@@ -39,15 +37,6 @@ SOURCE_ATTRIBUTES = SOURCE_SIDE_PARAMETERS - {"src"}
 
 
 # -- recording --------------------------------------------------------------------------
-def _plain(value):
-    """``value`` as JSON takes it (sets as sorted lists, numpy scalars as Python's)."""
-    if isinstance(value, (set, frozenset)):
-        return sorted(value)
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
-
-
 def decide(record, name: str, function, **inputs):
     """``function(**inputs)``, recorded as ``record.decisions[name]``.
 
@@ -68,15 +57,17 @@ def decide(record, name: str, function, **inputs):
         The choice.
     """
     choice = function(**inputs)
-    note(record, name, choice, **inputs)
+    inputs["choice"] = choice
+    record.decisions[name] = inputs
     return choice
 
 
 def note(record, name: str, choice, **inputs) -> None:
-    """Record a choice made elsewhere (or once per run) with its inputs."""
-    entry = {key: _plain(value) for key, value in inputs.items()}
-    entry["choice"] = _plain(choice)
-    record.decisions[name] = entry
+    """Record a choice made elsewhere (or once per run) with its inputs (kept
+    as given: :meth:`IterationRecord.as_dict` makes them JSON-able, so that
+    recording costs an iteration no more than a dict)."""
+    inputs["choice"] = choice
+    record.decisions[name] = inputs
 
 
 # -- the CPU's direction (section 4.2) -------------------------------------------------
