@@ -376,7 +376,7 @@ class CpuEngine:
 
     def pull_page(self, page, iteration: int, aggregates: np.ndarray, threads: int,
                   stats: np.ndarray | None = None, values_write: np.ndarray | None = None,
-                  active: np.ndarray | None = None, data=None) -> list[tuple[int, object]]:
+                  active: np.ndarray | None = None, *, data) -> list[tuple[int, object]]:
         """Pull one page after :meth:`begin_pull` (its vertices applied, their
         activity in ``state.active``).
 
@@ -385,9 +385,9 @@ class CpuEngine:
         stats, values_write, active : arrays, optional
             Where the statistics, the new values and the activity go instead
             of the engine's (a start-up probe writes into scratch arrays).
-        data : garaphpy.storage.store.Page, optional
-            The page's edges, read through :meth:`page_cursor` (default:
-            read from the page source now).
+        data : garaphpy.storage.store.Page
+            The page's edges, read through :meth:`page_cursor` (or the page
+            source's ``read_page``).
 
         Returns
         -------
@@ -400,8 +400,6 @@ class CpuEngine:
         parts = max(1, min(threads, page.num_edges // config.CPU_MIN_PART_EDGES))
         boundary_vertex, boundary_accum = np.empty(2, np.int64), \
             np.empty(2, compiled.accum_dtype)
-        if data is None:
-            data = arrays.page_source.read_page(page.index, "cpu")
         weights = data.weights if data.weights is not None else arrays.weights
         count = pull_kernel(
             compiled.identity, arrays.in_offsets, data.sources,

@@ -337,8 +337,9 @@ class GpuEngine:
         else:
             page_source.load("gpu")     # the pages it holds in memory, now, into pinned buffers
             self.device_pages = [cupy.empty(largest, np.uint8) for _ in self.streams]
-        # pages read from storage this iteration, each until its copy to the device is done
-        self._cursor = None
+        # the GPU's walk over the pages of an iteration (opened by begin_iteration), and the
+        # pages read from storage for it, each until its copy to the device is done
+        self._cursor = page_source.cursor((), "gpu", release="manual")
         self._copying = collections.deque()
         #: called with (iteration, pages launched) after each page of an asynchronous
         #: iteration (checkpoints after pages, set by the checkpointer)
@@ -487,6 +488,7 @@ class GpuEngine:
         """Reset the statistics and compute the contributions; pages launch after it."""
         main = self.main_stream
         events = self._events
+        self._cursor = self.page_source.cursor(range(len(self.pages)), "gpu", release="manual")
         self._origin = main.record(events["origin"])
         with main:
             self.statistics.fill(0)
@@ -585,8 +587,6 @@ class GpuEngine:
         source = self.page_source
         if source.is_cached(k):
             return source.cached_page(k, "gpu").image, None
-        if self._cursor is None:
-            self._cursor = source.cursor(range(len(self.pages)), "gpu", release="manual")
         cursor, copying = self._cursor, self._copying
         # buffers whose copy has finished go back to the reader; all held: wait for one
         while copying and (copying[0][1].done or cursor.held >= cursor.max_held):
@@ -600,9 +600,7 @@ class GpuEngine:
         """After the iteration's copies: the reader's buffers back (a walk over
         every page goes on reading for the next iteration, see
         :meth:`~garaphpy.storage.host_pages.PageCursor.close`)."""
-        if self._cursor is not None:
-            self._cursor.close()
-            self._cursor = None
+        self._cursor.close()
         self._copying.clear()
 
     def end_iteration(self, record: IterationRecord, timings: list, aggregates,
