@@ -1,10 +1,11 @@
 """The CPU engine: state of a run and one iteration on the CPU (Garaph section 4).
 
-:class:`GraphArrays` holds what the kernels read (the CSC of every page, the
-CSR, the per-vertex attributes); :class:`RunState` the vertex values, the
-next-iteration buffer of synchronous runs (section 2.2, GlobalVertices and
-its temporary copy) and the frontier.  :meth:`CpuEngine.iterate` runs one
-iteration in the direction the policy chose: pull page by page with
+:class:`GraphArrays` holds what the kernels read (the CSC index, the page
+source the edges come from, the CSR, the per-vertex attributes);
+:class:`RunState` the vertex values, the next-iteration buffer of
+synchronous runs (section 2.2, GlobalVertices and its temporary copy) and
+the frontier.  :meth:`CpuEngine.iterate` runs one iteration in the direction
+:mod:`~garaphpy.scheduler.decisions` chose: pull page by page with
 edge-balanced parts, or notify-pull over the notified vertices.
 
 Synchronous runs read committed values and write the next buffer, committed
