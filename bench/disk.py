@@ -21,7 +21,7 @@ all of them together:
     ``--threads`` threads, ``read_ratio=10``) for each of ``--modes``, with
     a host budget (``host_memory``) that holds the store's arrays, the
     vertex data and the read-ahead buffers of the mode's page readers and
-    no page at all (the formula of :func:`garaphpy.api.host_pages` plus
+    no page at all (the formula of :func:`garaphpy.api.page_source` plus
     4 KiB), so every page is read from the storage directories every
     iteration.  The figure is the median over the iterations after the
     first (which also warms up) of the bytes the run read from storage in
@@ -219,7 +219,7 @@ def median_run(runs: list[dict]) -> dict:
 
 
 # --------------------------------------------------------------- (c) pagerank --
-#: Page readers of a run by mode (:func:`garaphpy.api.host_pages`: the CPU's,
+#: Page readers of a run by mode (:func:`garaphpy.api.page_source`: the CPU's,
 #: the GPU's, both in hybrid mode).
 READERS = {"cpu": 1, "gpu": 1, "hybrid": 2}
 

@@ -23,7 +23,7 @@ from .errors import ConfigError, GaraphError
 from .paths import cache_directory
 from .program import VertexProgram
 from .scheduler import checkpoint
-from .scheduler import policy as direction_policy
+from .scheduler import decisions as direction_policy
 from .scheduler.dispatcher import HybridPolicy
 from .scheduler.records import IterationRecord, Result
 
@@ -178,7 +178,7 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
     direction : {"auto", "pull", "notify-pull"}
         The CPU's direction (in ``hybrid`` runs, that of the CPU-only
         iterations; hybrid iterations pull); ``auto`` follows Garaph's switch
-        (:func:`garaphpy.scheduler.policy.choose_direction`), the others
+        (:func:`garaphpy.scheduler.decisions.choose_direction`), the others
         force one for study.  Notify-pull updates only the out-neighbours of
         active vertices, so forcing it is only equivalent to pull for
         programs whose apply leaves a vertex unchanged when none of its
@@ -320,20 +320,20 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
         resumed = checkpoints.open(resume) if checkpoints is not None else None
         initially_active = (np.arange(graph.num_vertices, dtype=np.int64)
                             if program.initially_active == "all" else source_vertices.copy())
-        paged = host_pages(graph.store, mode, host_memory, read_ratio, readahead_bytes)
-        if paged is not None and not threads_chosen:
+        pages = page_source(graph.store, mode, host_memory, read_ratio, readahead_bytes)
+        if pages.reads_storage and not threads_chosen:
             threads = _threads_beside_readers(threads, len(graph.store.storage_dirs))
             numba.set_num_threads(threads)
         if mode == "gpu":
             from .scheduler.gpu_engine import GpuEngine
 
             engine = GpuEngine(graph, program, source_vertices, execution == "sync",
-                               gpu_memory=gpu_memory, n_streams=n_streams, paged=paged)
+                               gpu_memory=gpu_memory, n_streams=n_streams, page_source=pages)
             engine.set_frontier(initially_active)
         else:
             compiled = _compiled_program(program)
             arrays = GraphArrays.from_graph(graph, source_vertices,
-                                            "weighted_in_degree" in _uses(program), paged)
+                                            "weighted_in_degree" in _uses(program), pages)
             state = RunState(arrays, compiled, execution == "sync")
             state.frontier = initially_active
             engine = CpuEngine(arrays, compiled, state, threads)
@@ -345,7 +345,7 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
                 from .scheduler.hybrid_engine import HybridEngine
 
                 gpu = GpuEngine(graph, program, source_vertices, execution == "sync",
-                                gpu_memory=gpu_memory, n_streams=n_streams, paged=paged)
+                                gpu_memory=gpu_memory, n_streams=n_streams, page_source=pages)
                 gpu.set_frontier(initially_active)
                 engine = HybridEngine(engine, gpu, policy)
         compiling.check()
@@ -366,8 +366,8 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
             checkpoints.close()
         if mode == "hybrid" and "engine" in locals() and hasattr(engine, "close"):
             engine.close()
-        if "paged" in locals() and paged is not None:
-            paged.close()
+        if "pages" in locals():
+            pages.close()
     seconds = sum(r.seconds for r in records)
     values = program.finalize(engine.values_to_host())
     result = Result(program=program, graph=graph, values=values, sources=source_vertices,
@@ -408,30 +408,29 @@ def _hybrid_or_fallback() -> str:
     return "hybrid"
 
 
-def host_pages(store, mode: str, host_memory: int | None = None,
-               read_ratio: float | None = None, readahead_bytes: int | None = None):
-    """The run's :class:`~garaphpy.storage.host_pages.HostPages` when its host
-    budget cannot hold every page beside the vertex data, else None (the
-    engines hold the graph in memory); see
-    :func:`garaphpy.storage.host_budget.plan_run_pages`.
+def page_source(store, mode: str, host_memory: int | None = None,
+                read_ratio: float | None = None, readahead_bytes: int | None = None):
+    """The run's :class:`~garaphpy.storage.page_source.PageSource`: every page in
+    memory when the host budget holds them beside the vertex data, else
+    cached and streamed pages (:class:`~garaphpy.storage.host_pages.HostPages`);
+    see :func:`garaphpy.storage.host_budget.plan_run_pages`.
     """
     from .storage.host_budget import plan_run_pages
-    from .storage.host_pages import HostPages
+    from .storage.page_source import open_page_source
     from .storage.read_ratio import check_read_ratio, storage_read_ratio
 
     if read_ratio is not None:
         check_read_ratio(read_ratio, "read_ratio")
     plan, readahead = plan_run_pages(store, 2 if mode == "hybrid" else 1, host_memory,
                                      readahead_bytes)
-    if plan.all_cached:
-        return None
-    k = storage_read_ratio(store.storage_dirs, read_ratio)
-    paged = HostPages(store, plan, k, readahead_bytes=readahead)
+    pages = open_page_source(store, plan,
+                             lambda: storage_read_ratio(store.storage_dirs, read_ratio),
+                             readahead_bytes=readahead)
     if mode != "cpu":
         from .kernels.gpu import pinned_empty
 
-        paged.use_allocator("gpu", pinned_empty, cache=True)
-    return paged
+        pages.use_allocator("gpu", pinned_empty, cache=True)
+    return pages
 
 
 def _threads_beside_readers(threads: int, directories: int) -> int:
@@ -472,7 +471,7 @@ def _iterate(engine, program, max_iterations, tolerance, direction, on_iteration
     if checkpoints is not None:
         checkpoints.track(records)
     rho = getattr(engine, "rho", config.RHO_IN_MEMORY)
-    paged = getattr(engine, "paged", None)
+    pages = engine.page_source
     for iteration in range(len(records), max_iterations):
         started = time.perf_counter()
         if engine.num_active() == 0:
@@ -484,10 +483,9 @@ def _iterate(engine, program, max_iterations, tolerance, direction, on_iteration
                                  active_vertices=engine.num_active())
         engine.decide(record, direction)
         aggregates = engine.aggregates(iteration)
-        read_before = paged.bytes_read if paged is not None else 0
+        read_before = pages.bytes_read
         engine.iterate(record, prefix, aggregates)
-        if paged is not None:
-            record.bytes_read = paged.bytes_read - read_before
+        record.bytes_read = pages.bytes_read - read_before
         record.seconds = time.perf_counter() - started
         records.append(record)
         if on_iteration is not None:

@@ -220,7 +220,7 @@ CPU_CHUNKS_PER_THREAD = 4
 #: A synchronous pull computes a source-side gather (one that reads only the
 #: source's value and degrees, like PageRank's rank/outdeg) once per vertex
 #: first, so that each edge reads one array instead of two or three
-#: (:func:`garaphpy.scheduler.policy.precompute_source_gathers`).  False
+#: (:func:`garaphpy.scheduler.decisions.precompute_source_gathers`).  False
 #: gathers along every edge, for comparison.
 CPU_SOURCE_PRECOMPUTE = True
 

@@ -20,7 +20,7 @@ from garaphpy import config
 from garaphpy.api import NotConvergedError, NotConvergedWarning
 from garaphpy.errors import ConfigError
 from garaphpy.program import ProgramError, VertexProgram
-from garaphpy.scheduler import policy
+from garaphpy.scheduler import decisions
 
 
 class ShortestPaths(VertexProgram):
@@ -153,7 +153,7 @@ def test_auto_switch_uses_both_directions_and_records_them(graph):
     directions = [r.direction for r in result.iterations]
     assert "pull" in directions and "notify-pull" in directions
     for record in result.iterations:
-        expected = policy.choose_direction(record.active_fraction, record.rho)
+        expected = decisions.choose_direction(record.active_fraction, record.rho)
         assert record.direction == expected and not record.forced
         assert record.seconds > 0 and record.active_vertices > 0
     assert result.iterations[0].active_vertices == 1
@@ -414,11 +414,11 @@ def test_precompute_only_where_its_semantics_hold(graph):
     # a gather of src alone reads one array per edge either way: nothing to save
     labels = garaphpy.run(graph, MaxLabel, direction="pull")
     assert not any(r.gather_precomputed for r in labels.iterations)
-    assert policy.precompute_source_gathers("pull", True, frozenset({"src", "src_in_degree"}),
-                                            True)
-    assert not policy.precompute_source_gathers("pull", True, frozenset({"src"}), True)
-    assert not policy.precompute_source_gathers("pull", False,
-                                                frozenset({"src", "src_out_degree"}), True)
+    assert decisions.precompute_source_gathers("pull", True, frozenset({"src", "src_in_degree"}),
+                                              True)
+    assert not decisions.precompute_source_gathers("pull", True, frozenset({"src"}), True)
+    assert not decisions.precompute_source_gathers("pull", False,
+                                                  frozenset({"src", "src_out_degree"}), True)
 
 
 def test_division_by_zero_gives_ieee_values_as_on_the_gpu():

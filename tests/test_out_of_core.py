@@ -105,11 +105,9 @@ def budget(graph, name, cached_fraction, pages_ahead=2) -> dict:
 
 def plan_of(store, host_memory, readahead_bytes=None):
     """The page plan of a CPU run under ``host_memory`` (None: all in memory)."""
-    paged = api.host_pages(store, "cpu", host_memory, K, readahead_bytes)
-    if paged is None:
-        return None
-    paged.close()
-    return paged.plan
+    pages = api.page_source(store, "cpu", host_memory, K, readahead_bytes)
+    pages.close()
+    return None if pages.plan.all_cached else pages.plan
 
 
 # ------------------------------------------------------------- the set-up --
@@ -137,7 +135,7 @@ def test_each_processor_reader_is_paid_for(disk_rmat):
     options = budget(disk_rmat, "pagerank", 0.25)
     plans = {}
     for mode in ("cpu", "hybrid"):
-        paged = api.host_pages(disk_rmat.store, mode, options["host_memory"], K,
+        paged = api.page_source(disk_rmat.store, mode, options["host_memory"], K,
                                options["readahead_bytes"])
         paged.close()
         plans[mode] = paged.plan

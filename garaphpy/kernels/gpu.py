@@ -65,10 +65,6 @@ EDGES_PER_THREAD_CHOICES = (1, 2, 4, 8, 16)
 #: Lanes of one warp that may merge a vertex's replicas (``config.GPU_MERGE_LANES``).
 MERGE_LANES_CHOICES = (1, 2, 4, 8, 16, 32)
 
-#: Gather parameters that read only the edge's source (contributions can be
-#: computed once per vertex).
-SOURCE_SIDE_PARAMETERS = frozenset({"src", "src_out_degree", "src_in_degree"})
-
 _PRELUDE = r"""
 typedef {vid_type} vid_t;
 #define GP_THREADS_PER_BLOCK {threads}
@@ -273,19 +269,6 @@ def compile_kernels(program: CudaProgram, vertex_dtype,
             aggregates=module.get_function("gp_aggregates"), source=source)
         _MODULES[key] = kernels
         return kernels
-
-
-def contributions_pay(program: CudaProgram) -> bool:
-    """Whether computing the gathers once per source vertex saves work.
-
-    True when the gather reads only the source (its value and degrees) and
-    reads a degree besides the value: that degree is a second random read per
-    edge the precompute removes.  A gather of ``src`` alone reads one array
-    either way (the same rule as the CPU's,
-    :func:`garaphpy.scheduler.policy.precompute_source_gathers`).
-    """
-    parameters = set(type(program.program).functions["gather"].parameters)
-    return parameters <= SOURCE_SIDE_PARAMETERS and bool(parameters - {"src"})
 
 
 def accumulator_bytes(shards: np.ndarray, accum_dtype) -> np.ndarray:

@@ -1,10 +1,11 @@
 """The CPU engine: state of a run and one iteration on the CPU (Garaph section 4).
 
-:class:`GraphArrays` holds what the kernels read (the CSC of every page, the
-CSR, the per-vertex attributes); :class:`RunState` the vertex values, the
-next-iteration buffer of synchronous runs (section 2.2, GlobalVertices and
-its temporary copy) and the frontier.  :meth:`CpuEngine.iterate` runs one
-iteration in the direction the policy chose: pull page by page with
+:class:`GraphArrays` holds what the kernels read (the CSC index, the page
+source the edges come from, the CSR, the per-vertex attributes);
+:class:`RunState` the vertex values, the next-iteration buffer of
+synchronous runs (section 2.2, GlobalVertices and its temporary copy) and
+the frontier.  :meth:`CpuEngine.iterate` runs one iteration in the direction
+:mod:`~garaphpy.scheduler.decisions` chose: pull page by page with
 edge-balanced parts, or notify-pull over the notified vertices.
 
 Synchronous runs read committed values and write the next buffer, committed
@@ -12,7 +13,7 @@ at the end of the iteration (a swap after pull, a copy of the updated
 vertices after notify-pull); asynchronous runs write the values in place, so
 updates are visible at once.  A synchronous pull of a source-side gather
 first computes it once per vertex into :attr:`CpuEngine.contributions`
-(:func:`garaphpy.scheduler.policy.precompute_source_gathers`).
+(:func:`garaphpy.scheduler.decisions.precompute_source_gathers`).
 """
 
 from __future__ import annotations
@@ -27,13 +28,13 @@ from .._numba_setup import parallel_section
 from ..kernels import cpu as kernels
 from ..kernels.cpu_program import CpuProgram
 from ..monoids import MONOIDS, monoid_identity
-from . import policy
+from . import decisions
 from .records import IterationRecord
 
 
 @dataclass
 class GraphArrays:
-    """The in-memory graph the CPU kernels read.
+    """The graph the CPU kernels read.
 
     Attributes
     ----------
@@ -41,20 +42,20 @@ class GraphArrays:
     in_offsets : int64 array
         CSC index.
     sources : array
-        CSC sources of all pages, in edge order.
+        An empty array of the CSC sources' type (what the kernels are
+        compiled for; the edges come from ``page_source``).
     weights : array
-        CSC edge values (a 1-element dummy when unweighted).
+        An empty array of the edge values' type, or a 1-element dummy when
+        unweighted (also what stands for an unweighted page's weights).
     out_offsets, out_targets : arrays
         CSR without values (notify).
     attrs : tuple
         ``(out_degree, in_degree, weighted_in_degree, vertex, is_source)``.
     pages : list
         The store's page table (edge and vertex ranges).
-    paged : HostPages or None
-        None: ``sources`` and ``weights`` hold the whole CSC.  Otherwise the
-        run's host budget holds only some pages (section 2.2): the kernels
-        read page images through ``paged`` and ``sources``/``weights`` are
-        empty arrays of the right types.
+    page_source : garaphpy.storage.page_source.PageSource
+        Where the pages' edges come from: views of one CSC in memory, or
+        pages cached and streamed under the run's host budget (section 2.2).
     """
 
     num_vertices: int
@@ -66,49 +67,37 @@ class GraphArrays:
     out_targets: np.ndarray
     attrs: tuple
     pages: list
-    paged: object = None
+    page_source: object
 
     @classmethod
     def from_graph(cls, graph, source_vertices: np.ndarray, need_weighted_in_degree: bool,
-                   paged=None):
-        """The graph's store for the CPU kernels: the whole CSC in memory, or
-        (``paged``, a :class:`~garaphpy.storage.host_pages.HostPages`) pages
-        read as the kernels need them."""
+                   page_source):
+        """The graph's store for the CPU kernels, its pages read through
+        ``page_source`` (a :class:`~garaphpy.storage.page_source.PageSource`)."""
         store = graph.store
-        if paged is None:
-            in_offsets, sources, weights = store.csc()
-            weighted_in = None
-            if need_weighted_in_degree:
-                weighted_in = np.zeros(store.num_vertices, np.float64)
-                kernels.add_weighted_in_degrees(in_offsets, weights, 0, 0, store.num_edges, 0,
-                                                store.num_vertices, weighted_in)
-        else:
-            in_offsets = store.in_offsets
-            sources = np.zeros(0, store.vertex_dtype)
-            weights = np.zeros(0, store.weight_dtype) if store.weighted else None
-            weighted_in = weighted_in_degree(store, paged) if need_weighted_in_degree \
-                else None
-        if weights is None:
-            weights = np.zeros(1, np.float64)
+        page_source.load("cpu")     # what the source holds in memory, now: not in an iteration
+        sources = np.zeros(0, store.vertex_dtype)
+        weights = np.zeros(0, store.weight_dtype) if store.weighted else np.zeros(1, np.float64)
+        weighted_in = weighted_in_degree(page_source) if need_weighted_in_degree else None
         attrs = vertex_attributes(graph, source_vertices, weighted_in)
-        return cls(store.num_vertices, store.num_edges, in_offsets, sources, weights,
-                   store.out_offsets, store.out_targets, attrs, store.pages, paged)
+        return cls(store.num_vertices, store.num_edges, store.in_offsets, sources, weights,
+                   store.out_offsets, store.out_targets, attrs, store.pages, page_source)
 
 
-def weighted_in_degree(store, paged=None) -> np.ndarray:
-    """Per vertex, the sum of its in-edges' values, read page by page (from
-    ``paged`` when given, else from the store)."""
+def weighted_in_degree(page_source, consumer: str = "cpu") -> np.ndarray:
+    """Per vertex, the sum of its in-edges' values, read page by page from
+    ``page_source`` by ``consumer``."""
+    store = page_source.store
     out = np.zeros(store.num_vertices, np.float64)
-    cursor = paged.cursor(range(len(store.pages))) if paged is not None else None
+    cursor = page_source.cursor(range(len(store.pages)), consumer)
     try:
         for info in store.pages:
-            page = cursor.get(info.index) if cursor is not None else store.read_page(info.index)
+            page = cursor.get(info.index)
             kernels.add_weighted_in_degrees(store.in_offsets, page.weights, info.edge_begin,
                                             info.edge_begin, info.edge_begin + info.num_edges,
                                             info.first_vertex, info.end_vertex, out)
     finally:
-        if cursor is not None:
-            cursor.close()
+        cursor.close()
     return out
 
 
@@ -177,9 +166,9 @@ class CpuEngine:
         self.stats = np.zeros(2, np.float64)
         #: whether pulls compute the gather once per source vertex first, into
         #: ``contributions`` (decided once: it depends on the run, not the iteration)
-        self.precompute_source_gathers = policy.precompute_source_gathers(
+        self.precompute_source_gathers = decisions.precompute_source_gathers(
             "pull", state.synchronous, compiled.gather_parameters,
-            compiled.source_gather_call is not None)
+            config.CPU_SOURCE_PRECOMPUTE)
         self.contributions = (np.empty(arrays.num_vertices, compiled.accum_dtype)
                               if self.precompute_source_gathers else None)
         self.all_vertices = None
@@ -187,14 +176,14 @@ class CpuEngine:
         #: pull (checkpoints after pages, set by the checkpointer)
         self.page_done = None
         #: rho of section 4.2: k when pages come from secondary storage
-        self.rho = arrays.paged.rho if arrays.paged is not None else config.RHO_IN_MEMORY
+        self.rho = arrays.page_source.rho
         #: the directions whose kernels :meth:`warm_up` has compiled
         self.warm_directions = set()
 
     @property
-    def paged(self):
-        """The run's page cache and readers, or None when every page is in memory."""
-        return self.arrays.paged
+    def page_source(self):
+        """The run's :class:`~garaphpy.storage.page_source.PageSource`."""
+        return self.arrays.page_source
 
     def warm_up(self, directions=None) -> None:
         """Compile the kernels of ``directions`` for this program's types on empty work.
@@ -212,8 +201,8 @@ class CpuEngine:
         """
         if directions is None:
             active_edges, _ = self.active_out_edges()
-            directions = (policy.choose_direction(
-                policy.active_fraction(active_edges, self.arrays.num_edges), self.rho),)
+            directions = (decisions.choose_direction(
+                decisions.active_fraction(active_edges, self.arrays.num_edges), self.rho),)
         for direction in directions:
             if direction not in self.warm_directions:
                 with self.compiled.compiling():
@@ -264,6 +253,16 @@ class CpuEngine:
     def num_edges(self) -> int:
         """|E| of the graph the engine runs on."""
         return self.arrays.num_edges
+
+    def reset_statistics(self) -> None:
+        """Zero the iteration's L1 change and activation count (before pages are
+        pulled one by one, as a hybrid iteration does)."""
+        self.stats[:] = 0.0
+
+    @property
+    def l1_change(self) -> float:
+        """The L1 change summed since :meth:`reset_statistics`."""
+        return float(self.stats[0])
 
     def num_active(self) -> int:
         """Vertices in the frontier (active after the last iteration)."""
@@ -317,9 +316,10 @@ class CpuEngine:
         return int(prefix[-1]), prefix
 
     def decide(self, record: IterationRecord, direction: str) -> None:
-        """The iteration's direction: Garaph's switch, or the forced one."""
-        record.direction = policy.choose_direction(record.active_fraction, record.rho,
-                                                   direction)
+        """The iteration's direction: Garaph's switch, or the forced one (recorded)."""
+        record.direction = decisions.decide(record, "direction", decisions.choose_direction,
+                                            f=record.active_fraction, rho=record.rho,
+                                            forced=direction)
 
     def iterate(self, record: IterationRecord, prefix, aggregates: np.ndarray) -> None:
         """One iteration in ``record.direction``; fills the record's counters."""
@@ -347,14 +347,12 @@ class CpuEngine:
         cursor = self.page_cursor(range(len(pages)))
         try:
             for done, page in enumerate(pages, 1):
-                data = cursor.get(page.index) if cursor is not None else None
                 pending.extend(self.pull_page(page, record.iteration, aggregates, self.threads,
-                                              data=data))
+                                              data=cursor.get(page.index)))
                 if self.page_done is not None and not self.state.synchronous:
                     self.page_done(record.iteration, done)
         finally:
-            if cursor is not None:
-                cursor.close()
+            cursor.close()
         self.finish_pull(record, pending, aggregates)
         record.pages = len(self.arrays.pages)
         record.edges_processed = self.arrays.num_edges
@@ -368,17 +366,18 @@ class CpuEngine:
             compiled.kernels.source_contributions(state.values, arrays.attrs,
                                                   self.contributions)
         record.gather_precomputed = self.precompute_source_gathers
+        decisions.note(record, "cpu_precompute", self.precompute_source_gathers,
+                       direction="pull", synchronous=state.synchronous,
+                       gather_parameters=compiled.gather_parameters,
+                       enabled=config.CPU_SOURCE_PRECOMPUTE)
 
     def page_cursor(self, order):
-        """A :class:`~garaphpy.storage.host_pages.PageCursor` over ``order`` when
-        pages come through the host budget's cache and storage, else None
-        (every page is in ``arrays``)."""
-        paged = self.arrays.paged
-        return None if paged is None else paged.cursor(order, "cpu")
+        """The CPU's walk over the pages ``order`` (the page source's cursor)."""
+        return self.arrays.page_source.cursor(order, "cpu")
 
     def pull_page(self, page, iteration: int, aggregates: np.ndarray, threads: int,
                   stats: np.ndarray | None = None, values_write: np.ndarray | None = None,
-                  active: np.ndarray | None = None, data=None) -> list[tuple[int, object]]:
+                  active: np.ndarray | None = None, *, data) -> list[tuple[int, object]]:
         """Pull one page after :meth:`begin_pull` (its vertices applied, their
         activity in ``state.active``).
 
@@ -387,9 +386,9 @@ class CpuEngine:
         stats, values_write, active : arrays, optional
             Where the statistics, the new values and the activity go instead
             of the engine's (a start-up probe writes into scratch arrays).
-        data : garaphpy.storage.store.Page, optional
-            The page's image, read through :meth:`page_cursor` (required
-            when the engine's arrays do not hold every page).
+        data : garaphpy.storage.store.Page
+            The page's edges, read through :meth:`page_cursor` (or the page
+            source's ``read_page``).
 
         Returns
         -------
@@ -402,17 +401,10 @@ class CpuEngine:
         parts = max(1, min(threads, page.num_edges // config.CPU_MIN_PART_EDGES))
         boundary_vertex, boundary_accum = np.empty(2, np.int64), \
             np.empty(2, compiled.accum_dtype)
-        if data is None:
-            if arrays.paged is not None:
-                data = arrays.paged.read_page(page.index, "cpu")
-        if data is None:
-            sources, weights, edge_base = arrays.sources, arrays.weights, 0
-        else:
-            sources, edge_base = data.sources, page.edge_begin
-            weights = data.weights if data.weights is not None else arrays.weights
+        weights = data.weights if data.weights is not None else arrays.weights
         count = pull_kernel(
-            compiled.identity, arrays.in_offsets, sources,
-            weights, edge_base, page.edge_begin, page.edge_begin + page.num_edges,
+            compiled.identity, arrays.in_offsets, data.sources,
+            weights, page.edge_begin, page.edge_begin, page.edge_begin + page.num_edges,
             page.first_vertex, page.end_vertex, state.values,
             state.next if values_write is None else values_write, gather_values,
             arrays.attrs, aggregates, arrays.num_vertices, iteration,
@@ -468,7 +460,9 @@ class CpuEngine:
         frontier = state.frontier
         if prefix is None:
             prefix = kernels.degree_prefix(frontier, arrays.out_offsets)
-        if prefix[-1] * config.NOTIFY_DENSE_FACTOR > arrays.num_vertices:
+        if decisions.decide(record, "dense_notify", decisions.dense_notify,
+                            active_out_edges=int(prefix[-1]),
+                            num_vertices=arrays.num_vertices):
             notified = kernels.notify_dense(frontier, prefix, arrays.out_offsets,
                                             arrays.out_targets, state.claimed, chunks,
                                             self.threads)
@@ -476,16 +470,10 @@ class CpuEngine:
             notified = kernels.notify(frontier, prefix, arrays.out_offsets, arrays.out_targets,
                                       state.claimed, chunks)
             kernels.reset_flags(notified, state.claimed)
-        if arrays.paged is not None:
-            notified = np.sort(notified)     # pages hold vertex ranges
+        notified = arrays.page_source.arrange_vertices(notified)
         in_prefix = kernels.degree_prefix(notified, arrays.in_offsets)
-        if arrays.paged is None:
-            sources, weights = arrays.sources, arrays.weights
-            edge_starts = arrays.in_offsets[notified]
-        else:
-            sources, weights, pages_read = self._gather_from_pages(notified, in_prefix)
-            edge_starts = in_prefix[:-1]
-            record.pages = pages_read
+        sources, weights, edge_starts, record.pages = arrays.page_source.vertex_in_edges(
+            notified, in_prefix, arrays.in_offsets, kernels.gather_vertex_edges, arrays.weights)
         state.frontier = compiled.kernels.pull_vertices(
             compiled.identity, notified, in_prefix, edge_starts, sources,
             weights, state.values, state.next, arrays.attrs, aggregates,
@@ -494,43 +482,6 @@ class CpuEngine:
             kernels.commit_vertices(notified, state.next, state.values)
         record.updated_vertices = int(notified.size)
         record.edges_processed = int(in_prefix[-1])
-        if arrays.paged is None:
-            record.pages = 0
-
-    def _gather_from_pages(self, notified: np.ndarray, in_prefix: np.ndarray):
-        """The in-edges of the (sorted) notified vertices, copied out of the pages
-        that hold them (section 4.2: notify-pull over pages on secondary
-        storage; the whole page is read, so rho = k prices it).
-
-        Returns
-        -------
-        (sources, weights, pages read)
-        """
-        arrays = self.arrays
-        total = int(in_prefix[-1])
-        sources = np.empty(total, arrays.sources.dtype)
-        weighted = arrays.paged.store.weighted
-        weights = np.empty(total, arrays.weights.dtype) if weighted else arrays.weights
-        starts = arrays.in_offsets[notified]
-        ends = arrays.in_offsets[notified + 1]
-        touched = []
-        for page in arrays.pages:
-            end = page.edge_begin + page.num_edges
-            first = int(np.searchsorted(ends, page.edge_begin, side="right"))
-            last = int(np.searchsorted(starts, end, side="left"))
-            if first < last and page.num_edges:
-                touched.append((page, first, last))
-        cursor = self.page_cursor([page.index for page, _, _ in touched])
-        try:
-            for page, first, last in touched:
-                data = cursor.get(page.index)
-                kernels.gather_vertex_edges(
-                    notified[first:last], in_prefix[first:last], arrays.in_offsets,
-                    page.edge_begin, page.edge_begin + page.num_edges, data.sources,
-                    data.weights if weighted else arrays.weights, weighted, sources, weights)
-        finally:
-            cursor.close()
-        return sources, weights, len(touched)
 
 
 def _combine_partials(pending: list, compiled: CpuProgram, extra: dict | None = None):

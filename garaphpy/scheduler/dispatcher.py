@@ -4,11 +4,13 @@ At the start of every iteration Garaph compares the CPU's cost with the GPU's:
 
     alpha = min(2 f rho, 1) * T_pull / T_GPU                     (Equation 3)
 
-``2 f rho T_pull`` is what a notify-pull costs the CPU (section 4.2), capped
-at a full pull, and ``T_GPU`` what a pull of every page costs the GPU.  With
-alpha < 1 the CPU alone is cheaper and the iteration runs on the CPU (which
-then chooses notify-pull or pull); otherwise CPU and GPU take pages from one
-queue as they become free.
+(2 is ``config.NOTIFY_PULL_COST_FACTOR``; the formulas themselves are pure
+functions of :mod:`garaphpy.scheduler.decisions`).  ``2 f rho T_pull`` is
+what a notify-pull costs the CPU (section 4.2), capped at a full pull, and
+``T_GPU`` what a pull of every page costs the GPU.  With alpha < 1 the CPU
+alone is cheaper and the iteration runs on the CPU (which then chooses
+notify-pull or pull); otherwise CPU and GPU take pages from one queue as
+they become free.
 
 :class:`HybridPolicy` evaluates Equation 3 on measured costs, in seconds:
 
@@ -60,6 +62,7 @@ from dataclasses import asdict, dataclass, field
 
 from .. import config
 from ..errors import ConfigError
+from . import decisions
 
 PROCESSORS = ("cpu", "gpu")
 MODES = ("cpu", "hybrid")
@@ -232,15 +235,15 @@ class HybridPolicy:
             callable is only called when the CPU could win with f, since
             a larger share only makes the CPU dearer.
         """
-        share = min(2.0 * active_fraction * rho, 1.0)
         cpu_cost = gpu_cost = pulled = None
         if self.t_pull is not None and self.t_gpu is not None:
             notify = self.t_pull if self.t_notify is None else self.t_notify
             gpu_cost = self.t_gpu + gpu_sync_seconds
 
             def cpu_seconds(pulled: float) -> float:
-                notify_pull = (active_fraction + pulled) * rho * notify
-                return self.cpu_overhead + min(notify_pull, self.t_pull) + cpu_sync_seconds
+                return decisions.cpu_iteration_seconds(active_fraction, pulled, rho, notify,
+                                                       self.t_pull, self.cpu_overhead,
+                                                       cpu_sync_seconds)
 
             cpu_cost = cpu_seconds(active_fraction)
             if pull_fraction is not None and cpu_cost / gpu_cost < self.threshold:
@@ -249,14 +252,11 @@ class HybridPolicy:
                 cpu_cost = cpu_seconds(pulled)
             alpha = cpu_cost / gpu_cost
         elif self.ratio is not None:
-            alpha = share * self.ratio
+            alpha = decisions.paper_alpha(active_fraction, rho, self.ratio)
         else:
             alpha = None
-        if self.force is not None:
-            mode, forced = self.force, True
-        else:
-            mode = "hybrid" if alpha is not None and alpha >= self.threshold else "cpu"
-            forced = False
+        mode = decisions.hybrid_mode(alpha, self.threshold, self.force)
+        forced = self.force is not None
         decision = Decision(iteration, active_fraction, rho, self.ratio, alpha, mode, forced,
                             self.ratio_source, cpu_cost, gpu_cost, cpu_sync_seconds,
                             gpu_sync_seconds, pulled)
@@ -294,10 +294,10 @@ class HybridPolicy:
         o = observation
         if o.cpu_edges > 0 and o.cpu_seconds > 0 and (o.mode == "hybrid"
                                                      or o.direction == "pull"):
-            self.cpu_seconds_per_edge = self._smooth(self.cpu_seconds_per_edge,
+            self.cpu_seconds_per_edge = self.smooth(self.cpu_seconds_per_edge,
                                                      o.cpu_seconds / o.cpu_edges)
         if o.gpu_edges > 0 and o.gpu_seconds > 0:
-            self.gpu_seconds_per_edge = self._smooth(self.gpu_seconds_per_edge,
+            self.gpu_seconds_per_edge = self.smooth(self.gpu_seconds_per_edge,
                                                      o.gpu_seconds / o.gpu_edges)
         if o.num_edges <= 0:
             return
@@ -309,26 +309,28 @@ class HybridPolicy:
                                  else min(self.cpu_overhead, o.cpu_seconds))
             work = o.cpu_seconds - overhead_before
             if work > 0 and o.direction == "pull":
-                self.t_pull = self._smooth(self.t_pull, work)
+                self.t_pull = self.smooth(self.t_pull, work)
             elif work > 0 and o.active_fraction > 0:
                 share = min((o.active_fraction + max(o.pull_fraction, o.active_fraction))
                             * o.rho, 1.0)
-                self.t_notify = self._smooth(self.t_notify or self.t_pull, work / share)
+                self.t_notify = self.smooth(self.t_notify or self.t_pull, work / share)
         elif o.mode == "hybrid":
             if o.gpu_iteration_seconds > 0 and o.cpu_edges == 0:
-                self.t_gpu = self._smooth(self.t_gpu, o.gpu_iteration_seconds)
+                self.t_gpu = self.smooth(self.t_gpu, o.gpu_iteration_seconds)
             elif o.gpu_edges > 0 and o.gpu_seconds > 0:
-                self.t_gpu = self._smooth(self.t_gpu,
+                self.t_gpu = self.smooth(self.t_gpu,
                                           o.gpu_seconds / o.gpu_edges * o.num_edges)
             if o.cpu_edges > 0 and o.cpu_seconds > 0:
-                self.t_pull = self._smooth(self.t_pull,
+                self.t_pull = self.smooth(self.t_pull,
                                            o.cpu_seconds / o.cpu_edges * o.num_edges)
         if (self.t_pull, self.t_gpu) != before and self.t_pull is not None \
                 and self.t_gpu is not None:
             self.ratio = self.t_pull / self.t_gpu
             self.ratio_source = "measured"
 
-    def _smooth(self, previous: float | None, measured: float) -> float:
+    def smooth(self, previous: float | None, measured: float) -> float:
+        """``measured`` folded into the running estimate ``previous`` with weight
+        :attr:`smoothing` (the measurement itself when there is none yet)."""
         if previous is None:
             return measured
         return (1.0 - self.smoothing) * previous + self.smoothing * measured
@@ -362,11 +364,9 @@ class HybridPolicy:
         if not self.tail_rule:
             return True
         other = "gpu" if processor == "cpu" else "cpu"
-        own = self.estimate_seconds(processor, page_edges)
-        rest = self.estimate_seconds(other, queued_edges)
-        if own is None or rest is None:
-            return True
-        return own_backlog + own <= other_backlog + rest
+        return decisions.take_page(self.estimate_seconds(processor, page_edges),
+                                   self.estimate_seconds(other, queued_edges), own_backlog,
+                                   other_backlog)
 
 
 class PageQueue:

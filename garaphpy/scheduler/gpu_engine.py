@@ -19,12 +19,14 @@ the program reads, and the shard table.  Pages reach it in one of two ways:
   transmission and computation sides), and a buffer is reused only after the
   kernel that read it (stream order).
 
-Streamed pages come from host memory, or, when the run's host budget holds
-only some of them (``paged``, :class:`~garaphpy.storage.host_pages.HostPages`,
-Garaph section 2.2), from the storage directories: the cached pages sit in
-pinned host buffers read once; the others are read ahead, in the order the
-GPU takes them, into pinned buffers of the reader's pool, each given back
-once the copy that reads it has finished (its CUDA event).  Resident pages
+Streamed pages come through the run's page source
+(:class:`~garaphpy.storage.page_source.PageSource`): the pages it keeps in
+host memory (all of them when the host budget holds the graph) sit in
+pinned host buffers read once; when the budget holds only some of them
+(Garaph section 2.2) the others are read ahead from the storage
+directories, in the order the GPU takes them, into pinned buffers of the
+reader's pool, each given back once the copy that reads it has finished
+(its CUDA event).  Resident pages
 are read once at set-up, whatever the host budget.
 
 When asked (hybrid runs, where the host works on the same values), the
@@ -48,6 +50,7 @@ from ..errors import ConfigError, GaraphError
 from ..kernels import gpu as gpu_kernels
 from ..monoids import monoid_identity
 from ..program import VertexProgram
+from . import decisions
 from .records import IterationRecord
 
 
@@ -170,11 +173,11 @@ class GpuEngine:
         Combine each warp's runs of same-destination edges before the replica
         atomics (default ``config.GPU_WARP_COMBINE``, read when the engine is
         made).
-    paged : garaphpy.storage.host_pages.HostPages, optional
-        The run's host budget holds only some pages: streamed pages come
-        from its cache or, read ahead into pinned buffers, from the storage
-        directories every iteration (None: every page image is kept in
-        pinned host memory).
+    page_source : garaphpy.storage.page_source.PageSource, optional
+        Where streamed pages come from: its cached pages, held in pinned
+        host memory, or pages read ahead into pinned buffers from the
+        storage directories every iteration (default: every page in
+        memory, :class:`~garaphpy.storage.page_source.InMemoryPages`).
     """
 
     mode = "gpu"
@@ -182,9 +185,10 @@ class GpuEngine:
     def __init__(self, graph, program: VertexProgram, source_vertices: np.ndarray,
                  synchronous: bool, *, gpu_memory: int | None = None,
                  n_streams: int | None = None, host_copies: bool = False,
-                 precompute: bool = True, warp_combine: bool | None = None, paged=None,
+                 precompute: bool = True, warp_combine: bool | None = None, page_source=None,
                  edges_per_thread: int | None = None, fuse_resident: bool | None = None):
         from ..kernels.cuda_program import translate_program
+        from ..storage.page_source import InMemoryPages
         from .cpu_engine import vertex_attributes, weighted_in_degree
 
         cupy = gpu_kernels.cupy_module()
@@ -202,8 +206,10 @@ class GpuEngine:
         self.kernels = gpu_kernels.compile_kernels(self.program, store.vertex_dtype,
                                                    edges_per_thread)
         uses = self.program.uses
-        self.precompute = bool(precompute and synchronous
-                               and gpu_kernels.contributions_pay(self.program))
+        self.gather_parameters = frozenset(type(program).functions["gather"].parameters)
+        self.precompute_enabled = bool(precompute)
+        self.precompute = decisions.precompute_source_gathers(
+            "pull", synchronous, self.gather_parameters, self.precompute_enabled)
         value_dtype, accum_dtype = self.program.value_dtype, self.program.accum_dtype
 
         # -- shared memory per block, from the device's properties ----------------
@@ -237,6 +243,12 @@ class GpuEngine:
                                                return_inverse=True)
         slot_of_shard = np.full(shards.shape[0], -1, np.int32)
         slot_of_shard[np.flatnonzero(split)] = split_slot
+        #: per split slot, the vertex; per page, the split slots of its shards (made on
+        #: first use by :meth:`split_partials`)
+        self.split_vertex_ids = split_vertices.astype(np.int64)
+        self._split_slot_of_split_shard = split_slot
+        self._page_of_split_shard = shards["page"][split].astype(np.int64)
+        self._page_split_slots = None
         self.page_shared_bytes = [
             max(int(fitting[p.first_shard:p.first_shard + p.num_shards].max(initial=0)),
                 gpu_kernels.TOTALS_SHARED_BYTES) for p in pages]
@@ -266,12 +278,14 @@ class GpuEngine:
         self._split_identity = identity
 
         need_weighted = "weighted_in_degree" in uses
-        self.paged = paged
+        if page_source is None:
+            page_source = InMemoryPages(store)
+        self.page_source = page_source
         self.rho = config.RHO_IN_MEMORY     # the GPU always pulls; rho prices the CPU's choice
-        if paged is not None:
-            paged.use_allocator("gpu", gpu_kernels.pinned_empty)
+        page_source.use_allocator("gpu", gpu_kernels.pinned_empty)
         out_degree, in_degree, weighted_in, vertex_ids, is_source = vertex_attributes(
-            graph, source_vertices, weighted_in_degree(store, paged) if need_weighted else None)
+            graph, source_vertices,
+            weighted_in_degree(page_source, "gpu") if need_weighted else None)
 
         def attribute(array, used):
             return device_array(np.ascontiguousarray(array)) if used else \
@@ -316,28 +330,24 @@ class GpuEngine:
         self.fuse_resident = bool(fuse_resident)
         self.streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(self.plan.n_streams)]
         self.main_stream = cupy.cuda.Stream(non_blocking=True)
-        self.host_pages = []
         self.device_pages = []
         largest = max((p.nbytes for p in pages), default=0)
         if self.plan.resident:
             self.resident_edges = self._resident_edge_arrays()
         else:
-            if paged is None:
-                for info in pages:
-                    pinned = self._pinned(info.nbytes, np.uint8)
-                    store.read_page(info.index, out=pinned)
-                    self.host_pages.append(pinned)
+            page_source.load("gpu")     # the pages it holds in memory, now, into pinned buffers
             self.device_pages = [cupy.empty(largest, np.uint8) for _ in self.streams]
-        # pages read from storage this iteration, each until its copy to the device is done
-        self._cursor = None
+        # the GPU's walk over the pages of an iteration (opened by begin_iteration), and the
+        # pages read from storage for it, each until its copy to the device is done
+        self._cursor = page_source.cursor((), "gpu", release="manual")
         self._copying = collections.deque()
         #: called with (iteration, pages launched) after each page of an asynchronous
         #: iteration (checkpoints after pages, set by the checkpointer)
         self.page_done = None
         self.page_views = [self._views(i) for i in range(len(pages))]
         if host_copies:
-            self.host_values = self._pinned(n, value_dtype)
-            self.host_active = self._pinned(n, np.uint8)
+            self.host_values = self.pinned_array(n, value_dtype)
+            self.host_active = self.pinned_array(n, np.uint8)
 
         # -- initial values -----------------------------------------------------------
         self._launch_vertices(self.kernels.init_values, (self.values,) + self.attrs
@@ -353,7 +363,9 @@ class GpuEngine:
         cupy.cuda.Device().synchronize()  # set-up ran on the legacy stream, ours do not wait
 
     # -- helpers -------------------------------------------------------------------------
-    def _pinned(self, count: int, dtype) -> np.ndarray:
+    def pinned_array(self, count: int, dtype) -> np.ndarray:
+        """An array of ``count`` elements of ``dtype`` in pinned host memory (the
+        copies to and from the device are asynchronous)."""
         dtype = np.dtype(dtype)
         return gpu_kernels.pinned_empty(count * dtype.itemsize).view(dtype)
 
@@ -375,7 +387,7 @@ class GpuEngine:
         weights = cupy.zeros(padded, weight_dtype) if weight_dtype is not None else \
             self.empty_weights
         largest = max((p.nbytes for p in self.pages), default=0)
-        staging = self._pinned(largest, np.uint8) if largest else None
+        staging = self.pinned_array(largest, np.uint8) if largest else None
         for info in self.pages:
             image = store.read_page(info.index, out=staging).image
             begin, n = info.edge_begin, info.num_edges
@@ -460,7 +472,7 @@ class GpuEngine:
     def iterate(self, record: IterationRecord, prefix, aggregates) -> None:
         """One synchronous or asynchronous pull over every page."""
         self.begin_iteration(record.iteration)
-        if self._fused():
+        if self._fused(record):
             self.end_iteration(record, [self.launch_all_resident(aggregates, record.iteration)],
                                aggregates)
             return
@@ -476,6 +488,7 @@ class GpuEngine:
         """Reset the statistics and compute the contributions; pages launch after it."""
         main = self.main_stream
         events = self._events
+        self._cursor = self.page_source.cursor(range(len(self.pages)), "gpu", release="manual")
         self._origin = main.record(events["origin"])
         with main:
             self.statistics.fill(0)
@@ -485,11 +498,14 @@ class GpuEngine:
                                   + (np.int64(self.num_vertices),))
         self._ready = main.record(events["ready"])
 
-    def _fused(self) -> bool:
+    def _fused(self, record: IterationRecord) -> bool:
         """Whether an iteration the GPU runs alone is one launch over every shard
-        (resident pages, no per-page host copies or per-page checkpoints)."""
-        return (self.plan.resident and self.fuse_resident and not self.host_copies
-                and (self.synchronous or self.page_done is None) and len(self.pages) > 1)
+        (:func:`~garaphpy.scheduler.decisions.fuse_gpu_launch`, recorded)."""
+        return decisions.decide(
+            record, "fused_launch", decisions.fuse_gpu_launch, resident=self.plan.resident,
+            fuse_enabled=self.fuse_resident, host_copies=self.host_copies,
+            synchronous=self.synchronous, checkpoints_after_pages=self.page_done is not None,
+            num_pages=len(self.pages))
 
     def launch_all_resident(self, aggregates, iteration: int) -> PageTiming:
         """Queue one pull kernel over every shard of the resident arrays on the
@@ -568,13 +584,9 @@ class GpuEngine:
     def _host_image(self, k: int):
         """Page ``k``'s image in pinned host memory, and the page read from
         storage for it (to be released once its copy is done) or None."""
-        paged = self.paged
-        if paged is None:
-            return self.host_pages[k], None
-        if paged.is_cached(k):
-            return paged.cached_page(k, "gpu").image, None
-        if self._cursor is None:
-            self._cursor = paged.cursor(range(len(self.pages)), "gpu", release="manual")
+        source = self.page_source
+        if source.is_cached(k):
+            return source.cached_page(k, "gpu").image, None
         cursor, copying = self._cursor, self._copying
         # buffers whose copy has finished go back to the reader; all held: wait for one
         while copying and (copying[0][1].done or cursor.held >= cursor.max_held):
@@ -588,9 +600,7 @@ class GpuEngine:
         """After the iteration's copies: the reader's buffers back (a walk over
         every page goes on reading for the next iteration, see
         :meth:`~garaphpy.storage.host_pages.PageCursor.close`)."""
-        if self._cursor is not None:
-            self._cursor.close()
-            self._cursor = None
+        self._cursor.close()
         self._copying.clear()
 
     def end_iteration(self, record: IterationRecord, timings: list, aggregates,
@@ -650,6 +660,10 @@ class GpuEngine:
         record.edges_processed += edges
         record.pages += len(pages)
         record.gather_precomputed = self.precompute
+        decisions.note(record, "gpu_precompute", self.precompute,
+                       direction="pull", synchronous=self.synchronous,
+                       gather_parameters=self.gather_parameters,
+                       enabled=self.precompute_enabled)
         record.gpu_pages = len(pages)
         record.gpu_edges = edges
         record.bytes_to_device += sum(t.bytes_to_device for t in timings)
@@ -658,6 +672,26 @@ class GpuEngine:
         record.kernel_seconds = timing.kernel_seconds
         record.gpu_busy_seconds = timing.busy_seconds
         return counters
+
+    def split_partials(self, pages: list[int]) -> dict:
+        """vertex -> this GPU's partial sum, for every vertex split over several
+        shards with a shard in one of ``pages``; the split accumulators are
+        reset.  For a caller that applies split vertices itself
+        (:meth:`end_iteration` with ``apply_split=False``)."""
+        if not self.num_split or not pages:
+            return {}
+        if self._page_split_slots is None:
+            slots, page_of = self._split_slot_of_split_shard, self._page_of_split_shard
+            self._page_split_slots = [np.unique(slots[page_of == p])
+                                      for p in range(len(self.pages))]
+        slots = np.unique(np.concatenate([self._page_split_slots[p] for p in pages]))
+        if slots.size == 0:
+            return {}
+        partials = self.cupy.asnumpy(self.split_accum[:self.num_split])
+        with self.main_stream:
+            self.split_accum.fill(self._split_identity)
+        self.main_stream.synchronize()
+        return {int(self.split_vertex_ids[s]): partials[s] for s in slots.tolist()}
 
     def probe_pages(self, pages, aggregates, repeats: int = 2) -> float:
         """Seconds the GPU takes for the given pages, as an iteration runs them

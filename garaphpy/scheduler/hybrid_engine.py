@@ -27,6 +27,12 @@ GPU each hold the vertex values and the activity:
   host's after GPU-only ones) is brought up to date, as a whole, before an
   iteration that needs it.
 
+The copies are :class:`~garaphpy.scheduler.vertex_state.VertexState`'s; the
+pages go to a :class:`~garaphpy.scheduler.processors.CpuProcessor` and a
+:class:`~garaphpy.scheduler.processors.GpuProcessor` (begin, process a page,
+finish with a result), so this module is the driver alone and touches
+neither engine's insides.
+
 Every iteration's record gets the decision (alpha, the ratio), the pages and
 edges of each processor, their busy and idle time, the bytes moved, and the
 dispatcher's own time (deciding, synchronizing, combining; no page work).
@@ -43,12 +49,13 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 
-from .. import config
 from .._numba_setup import parallel_section
 from ..kernels import cpu as kernels
-from . import policy as direction_policy
+from . import decisions
 from .dispatcher import HybridPolicy, Observation, PageQueue
+from .processors import CpuProcessor, GpuProcessor, ProcessorResult
 from .records import IterationRecord
+from .vertex_state import VertexState
 
 
 class HybridEngine:
@@ -78,20 +85,12 @@ class HybridEngine:
         self.page_edges = [page.num_edges for page in self.pages]
         self.total_page_edges = sum(self.page_edges)
         self.page_order = list(range(len(self.pages)))
-        self._pin_host_state()
-        self.upload_stream = self.cupy.cuda.Stream(non_blocking=True)
+        self.vertex_state = VertexState(cpu.state, gpu, self.threads, self.policy.smooth)
+        self.cpu_processor = CpuProcessor(cpu, self.vertex_state, self.cpu_threads)
+        self.gpu_processor = GpuProcessor(gpu, self.vertex_state)
         self.device_id = self.cupy.cuda.Device().id
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="garaphpy-cpu")
         self.worker.submit(self._start_worker_threads).result()
-        self._split_tables()
-        # both copies start from the host's initial values; the copy's speed prices
-        # the synchronization a switch of processor needs
-        started = time.perf_counter()
-        self._upload_values()
-        self.upload_seconds = time.perf_counter() - started
-        started = time.perf_counter()
-        self._download_state()      # the same data back: the price of a switch to the CPU
-        self.download_seconds = time.perf_counter() - started
         self.has_aggregates = bool(cpu.compiled.aggregate_monoids)
         # per vertex, the in-edges of its out-neighbours: summed over a frontier, what a
         # notify-pull would gather at most (the cost model's p)
@@ -105,8 +104,6 @@ class HybridEngine:
         self.decide_keywords = _accepts_keywords(self.policy.decide, (
             "cpu_sync_seconds", "gpu_sync_seconds", "pull_fraction"))
         self.no_device_aggregates = self.cupy.zeros(1, np.float64)
-        self.host_current = True
-        self.device_current = True
         self.dispatch_seconds = 0.0
         #: called with (iteration, pages done) after each page of an asynchronous
         #: hybrid iteration, from either processor's thread (checkpoints after pages)
@@ -116,39 +113,12 @@ class HybridEngine:
             self._calibrate()
 
     # -- set-up --------------------------------------------------------------------------
-    def _pin_host_state(self) -> None:
-        """Move the host's values, next buffer and activity into pinned memory, so
-        that the copies to and from the GPU are asynchronous."""
-        state = self.cpu.state
-        pinned = self.gpu._pinned
-        values = pinned(state.values.size, state.values.dtype)
-        values[:] = state.values
-        if self.synchronous:
-            following = pinned(state.next.size, state.next.dtype)
-            following[:] = state.next
-        else:
-            following = values
-        active = pinned(state.active.size, np.bool_)
-        active[:] = state.active
-        state.values, state.next, state.active = values, following, active
-
     def _start_worker_threads(self) -> None:
         """Runs in the CPU worker: its thread team of numba's parallel layer is
         made here, at set-up, instead of in the first hybrid iteration."""
         numba.set_num_threads(self.cpu_threads)
         with parallel_section():
             kernels.frontier_of(np.ones(self.cpu_threads * 2, np.bool_), self.cpu_threads)
-
-    def _split_tables(self) -> None:
-        """For each page, the split-accumulator slots of its shards (vertices cut
-        over several shards, which the GPU sums with a global atomic)."""
-        shards = self.gpu.store.shards
-        split = shards["split"] == 1
-        _, slot = np.unique(shards["first_vertex"][split], return_inverse=True)
-        page_of_split_shard = shards["page"][split].astype(np.int64)
-        self.page_split_slots = [np.unique(slot[page_of_split_shard == p])
-                                 for p in range(len(self.pages))]
-        self.split_vertex_ids = self.cupy.asnumpy(self.gpu.split_vertices)
 
     def _calibrate(self) -> None:
         """The start-up probe, into scratch buffers: the CPU pulls the largest
@@ -159,8 +129,7 @@ class HybridEngine:
         if not self.pages or self.page_edges[page_index] == 0:
             return
         page = self.pages[page_index]
-        paged = self.cpu.arrays.paged
-        data = paged.read_page(page_index, "cpu") if paged is not None else None
+        data = self.page_source.read_page(page_index, "cpu")
         aggregates = self.cpu.aggregates(0)
         device_aggregates = self._device_aggregates(aggregates)
         gpu_seconds = self.gpu.probe_pages(self.page_order, device_aggregates)
@@ -210,48 +179,6 @@ class HybridEngine:
         with self.gpu.main_stream:
             return self.cupy.asarray(aggregates)
 
-    def _upload_values(self) -> int:
-        """The host's committed values to the GPU; returns the bytes copied."""
-        values = self.cpu.state.values
-        runtime = self.cupy.cuda.runtime
-        runtime.memcpyAsync(self.gpu.values.data.ptr, values.ctypes.data, values.nbytes,
-                            runtime.memcpyHostToDevice, self.gpu.main_stream.ptr)
-        self.gpu.main_stream.synchronize()
-        return values.nbytes
-
-    def _download_state(self) -> int:
-        """The GPU's committed values and activity to the host, and the frontier
-        from them; returns the bytes copied."""
-        state = self.cpu.state
-        runtime = self.cupy.cuda.runtime
-        stream = self.gpu.main_stream.ptr
-        n = state.values.size
-        runtime.memcpyAsync(state.values.ctypes.data, self.gpu.values.data.ptr,
-                            state.values.nbytes, runtime.memcpyDeviceToHost, stream)
-        runtime.memcpyAsync(state.active.ctypes.data, self.gpu.active.data.ptr, n,
-                            runtime.memcpyDeviceToHost, stream)
-        self.gpu.main_stream.synchronize()
-        # a synchronous CPU iteration writes every vertex of the next buffer it reads
-        # back (pull), or only the notified ones and commits just those (notify-pull)
-        state.frontier = kernels.frontier_of(state.active, self.threads)
-        return state.values.nbytes + n
-
-    def _make_host_current(self, record: IterationRecord) -> None:
-        if not self.host_current:
-            started = time.perf_counter()
-            record.bytes_to_host += self._download_state()
-            self.download_seconds = self.policy._smooth(self.download_seconds,
-                                                        time.perf_counter() - started)
-            self.host_current = True
-
-    def _make_device_current(self, record: IterationRecord) -> None:
-        if not self.device_current:
-            started = time.perf_counter()
-            record.bytes_to_device += self._upload_values()
-            self.upload_seconds = self.policy._smooth(self.upload_seconds,
-                                                      time.perf_counter() - started)
-            self.device_current = True
-
     # -- the engine interface of the iteration driver ------------------------------------
     @property
     def num_edges(self) -> int:
@@ -264,24 +191,24 @@ class HybridEngine:
         return self.cpu.rho
 
     @property
-    def paged(self):
-        """The run's page cache and readers, or None when every page is in memory."""
-        return self.cpu.arrays.paged
+    def page_source(self):
+        """The run's :class:`~garaphpy.storage.page_source.PageSource`."""
+        return self.cpu.page_source
 
     def num_active(self) -> int:
         """Vertices active after the last iteration."""
-        return self.cpu.num_active() if self.host_current else self.gpu.num_active()
+        return self.cpu.num_active() if self.vertex_state.host_current else \
+            self.gpu.num_active()
 
     def active_out_edges(self) -> tuple[int, np.ndarray | None]:
         """Sum of the active vertices' out-degrees (and the prefix notify needs)."""
-        return self.cpu.active_out_edges() if self.host_current else \
+        return self.cpu.active_out_edges() if self.vertex_state.host_current else \
             self.gpu.active_out_edges()
 
     def decide(self, record: IterationRecord, direction: str) -> None:
         """Fill the record's mode (by alpha), alpha, ratio and direction."""
         started = time.perf_counter()
-        cpu_sync = 0.0 if self.host_current else self.download_seconds
-        gpu_sync = 0.0 if self.device_current else self.upload_seconds
+        cpu_sync, gpu_sync = self.vertex_state.sync_seconds()
         # a user's policy written against the paper's inputs alone gets just those
         keywords = dict(cpu_sync_seconds=cpu_sync, gpu_sync_seconds=gpu_sync,
                         pull_fraction=self._pull_fraction) if self.decide_keywords else {}
@@ -291,16 +218,18 @@ class HybridEngine:
         record.alpha = decision.alpha
         record.ratio = decision.ratio
         record.forced = record.forced or decision.forced
-        record.direction = (direction_policy.choose_direction(record.active_fraction,
-                                                              record.rho, direction)
-                            if decision.mode == "cpu" else "pull")
+        decisions.note(record, "mode", decision.mode, **{
+            key: value for key, value in decision.as_dict().items() if key != "mode"})
+        record.direction = decisions.decide(record, "direction", decisions.iteration_direction,
+                                            mode=decision.mode, f=record.active_fraction,
+                                            rho=record.rho, forced=direction)
         self.dispatch_seconds = time.perf_counter() - started
 
     def _pull_fraction(self) -> float:
         """p: the frontier's out-neighbours' in-edges over |E| (at most 1)."""
         if not self.num_edges:
             return 0.0
-        if self.host_current:
+        if self.vertex_state.host_current:
             with parallel_section():
                 total = kernels.sum_over(self.cpu.state.frontier, self.neighbour_in_edges)
         else:
@@ -335,15 +264,15 @@ class HybridEngine:
 
     def values_to_host(self) -> np.ndarray:
         """A copy of the committed values."""
-        if self.host_current:
+        if self.vertex_state.host_current:
             return self.cpu.values_to_host()
         return self.gpu.values_to_host()
 
     def checkpoint_state(self) -> tuple[np.ndarray, np.ndarray]:
         """The committed values and the frontier (see the checkpoint module)."""
-        if not self.host_current:
-            self._download_state()
-            self.host_current = True
+        if not self.vertex_state.host_current:
+            self.vertex_state.download()
+            self.vertex_state.host_current = True
         return self.cpu.checkpoint_state()
 
     def values_between_pages(self) -> np.ndarray:
@@ -357,7 +286,7 @@ class HybridEngine:
         """Continue from a checkpoint's committed values and frontier (both copies)."""
         self.cpu.restore_checkpoint(values, frontier)
         self.gpu.restore_checkpoint(values, frontier)
-        self.host_current = self.device_current = True
+        self.vertex_state.written_by("both")
 
     def close(self) -> None:
         """Stop the CPU worker thread."""
@@ -366,14 +295,14 @@ class HybridEngine:
     # -- CPU-only iterations -------------------------------------------------------------------
     def _iterate_cpu(self, record: IterationRecord, prefix) -> None:
         started = time.perf_counter()
-        if not self.host_current:
-            self._make_host_current(record)
+        if not self.vertex_state.host_current:
+            record.bytes_to_host += self.vertex_state.make_host_current()
             prefix = None   # the frontier was just rebuilt
         synced = time.perf_counter()
         aggregates = self._host_aggregates(record.iteration)
         self.cpu.iterate(record, prefix, aggregates)
         done = time.perf_counter()
-        self.device_current = False
+        self.vertex_state.written_by("cpu")
         record.cpu_pages = record.pages
         record.cpu_edges = record.edges_processed
         record.cpu_busy_seconds = done - synced
@@ -396,14 +325,16 @@ class HybridEngine:
         order = self._order()
         cpu_joins = bool(order) and self.policy.should_take(
             "cpu", self.page_edges[order[-1]], 0.0, 0.0, self.total_page_edges)
-        self._make_device_current(record)
+        decisions.note(record, "cpu_joins", cpu_joins, pages=len(order),
+                       tail_rule=self.policy.tail_rule)
+        record.bytes_to_device += self.vertex_state.make_device_current()
         if not cpu_joins:
             self.dispatch_seconds += time.perf_counter() - started
             device_aggregates = (self.gpu.aggregates(record.iteration) if self.has_aggregates
                                  else self.no_device_aggregates)
             self._iterate_gpu_alone(record, device_aggregates)
             return
-        self._make_host_current(record)
+        record.bytes_to_host += self.vertex_state.make_host_current()
         queue = PageQueue(self.page_edges, order, self.policy)
         self.dispatch_seconds += time.perf_counter() - started
         aggregates = self._host_aggregates(record.iteration)
@@ -413,7 +344,7 @@ class HybridEngine:
         gpu_started = time.perf_counter()
         self.gpu.iterate(record, None, device_aggregates)
         gpu_seconds = time.perf_counter() - gpu_started
-        self.host_current = False
+        self.vertex_state.written_by("gpu")
         record.gpu_idle_seconds = max(0.0, gpu_seconds - record.gpu_busy_seconds)
         self.policy.observe(Observation("hybrid", "pull", record.active_fraction, record.rho,
                                         self.num_edges, gpu_edges=record.gpu_edges,
@@ -422,33 +353,28 @@ class HybridEngine:
 
     def _iterate_both(self, record: IterationRecord, queue: PageQueue, aggregates,
                       device_aggregates) -> None:
-        cpu, gpu, state = self.cpu, self.gpu, self.cpu.state
+        cpu, gpu = self.cpu_processor, self.gpu_processor
+        vertex_state = self.vertex_state
         iteration = record.iteration
-        host_out = state.next
-        host_active = state.active.view(np.uint8)
-        cpu.stats[:] = 0.0
+        cpu.begin(iteration, aggregates, self._order())
         work_started = time.perf_counter()
-        gpu.begin_iteration(iteration)
+        gpu.begin(iteration, device_aggregates)
         pages_done = itertools.count(1)
         page_done = None
         if self.page_done is not None and not self.synchronous:
             def page_done() -> None:
                 self.page_done(iteration, next(pages_done))
-        cpu_job = self.worker.submit(self._cpu_pages, queue, iteration, aggregates, page_done)
+        cpu_job = self.worker.submit(self._cpu_side, queue, page_done)
 
         # the GPU's side, in this thread: keep a few pages queued on the streams
         in_flight = collections.deque()
-        timings = []
-        limit = max(config.HYBRID_GPU_PAGES_IN_FLIGHT, len(gpu.streams))
+        limit = gpu.pages_in_flight
         while True:
             while len(in_flight) < limit:
                 page = queue.take("gpu")
                 if page is None:
                     break
-                timing = gpu.launch_page(page, device_aggregates, iteration, host_out,
-                                         host_active)
-                in_flight.append(timing)
-                timings.append(timing)
+                in_flight.append(gpu.process(page))
             if not in_flight:
                 break
             in_flight.popleft().done.synchronize()
@@ -456,126 +382,68 @@ class HybridEngine:
                 page_done()
         queue.finished("gpu")
         gpu_done = time.perf_counter()
-        pending, cpu_busy, uploaded = cpu_job.result()
+        cpu_result = cpu_job.result()
         cpu_done = time.perf_counter()
 
         # combine: split vertices, the GPU's statistics, commit both copies
-        self.upload_stream.synchronize()
-        gpu_record = IterationRecord(iteration, "hybrid", "pull", False,
-                                     record.active_fraction, record.rho, 0)
-        counters = gpu.end_iteration(gpu_record, timings, device_aggregates,
-                                     apply_split=False)
-        extra = self._gpu_split_partials(queue.taken["gpu"])
-        cpu.finish_pull(record, pending, aggregates, extra,
-                        activated_elsewhere=int(counters[0]))
+        vertex_state.wait_sends()
+        gpu_result = gpu.finish()
+        self.cpu.finish_pull(record, cpu_result.partials, aggregates, gpu_result.partials,
+                             activated_elsewhere=gpu_result.activated)
         # every vertex applied on the host here (cut between pages, or split with a
         # GPU share) reached the GPU with a stale value in its page's range
-        applied_here = set(extra).union(vertex for vertex, _ in pending)
-        split_bytes = self._send_host_applied(applied_here)
-        self.host_current = self.device_current = True
+        applied_here = set(gpu_result.partials).union(
+            vertex for vertex, _ in cpu_result.partials)
+        split_bytes = vertex_state.send_vertices(applied_here)
+        vertex_state.written_by("both")
         finished = time.perf_counter()
-
-        record.l1_change = float(cpu.stats[0]) + gpu_record.l1_change
-        record.activated = int(state.frontier.size)
-        record.pages = len(self.pages)
-        record.edges_processed = self.num_edges
-        record.gather_precomputed = cpu.precompute_source_gathers or gpu.precompute
-        record.cpu_pages = len(queue.taken["cpu"])
-        record.cpu_edges = sum(self.page_edges[p] for p in queue.taken["cpu"])
-        record.gpu_pages = gpu_record.gpu_pages
-        record.gpu_edges = gpu_record.gpu_edges
-        record.bytes_to_device += gpu_record.bytes_to_device + uploaded + split_bytes
-        record.bytes_to_host += gpu_record.bytes_to_host
-        record.copy_seconds = gpu_record.copy_seconds
-        record.kernel_seconds = gpu_record.kernel_seconds
-        record.cpu_busy_seconds = cpu_busy
-        record.gpu_busy_seconds = gpu_record.gpu_busy_seconds
-        span = max(gpu_done, cpu_done) - work_started
-        record.cpu_idle_seconds = max(0.0, span - cpu_busy)
-        record.gpu_idle_seconds = max(0.0, span - record.gpu_busy_seconds)
+        self._record_both(record, cpu_result, gpu_result, split_bytes,
+                          max(gpu_done, cpu_done) - work_started)
+        decisions.note(record, "pages", {"cpu": queue.taken["cpu"], "gpu": queue.taken["gpu"]},
+                       declined=dict(queue.declined), tail_rule=self.policy.tail_rule)
         self.dispatch_seconds += finished - max(gpu_done, cpu_done)
         self.policy.observe(Observation(
             "hybrid", "pull", record.active_fraction, record.rho, self.num_edges,
             cpu_edges=record.cpu_edges, gpu_edges=record.gpu_edges,
-            cpu_seconds=cpu_busy, gpu_seconds=record.gpu_busy_seconds))
+            cpu_seconds=cpu_result.busy_seconds, gpu_seconds=record.gpu_busy_seconds))
 
-    def _cpu_pages(self, queue: PageQueue, iteration: int, aggregates, page_done=None):
-        """The CPU worker: pages from the back of the queue, each sent to the GPU
+    def _record_both(self, record: IterationRecord, cpu: ProcessorResult,
+                     gpu: ProcessorResult, split_bytes: int, span: float) -> None:
+        """The record of a hybrid iteration from the two processors' results."""
+        record.l1_change = self.cpu.l1_change + gpu.l1_change
+        record.activated = self.cpu.num_active()
+        record.pages = len(self.pages)
+        record.edges_processed = self.num_edges
+        record.gather_precomputed = self.cpu.precompute_source_gathers or self.gpu.precompute
+        record.decisions.update(cpu.decisions)
+        record.decisions.update(gpu.decisions)
+        record.cpu_pages, record.cpu_edges = len(cpu.pages), cpu.edges
+        record.gpu_pages, record.gpu_edges = len(gpu.pages), gpu.edges
+        record.bytes_to_device += gpu.bytes_to_device + cpu.bytes_to_device + split_bytes
+        record.bytes_to_host += gpu.bytes_to_host
+        record.copy_seconds = gpu.copy_seconds
+        record.kernel_seconds = gpu.kernel_seconds
+        record.cpu_busy_seconds = cpu.busy_seconds
+        record.gpu_busy_seconds = gpu.busy_seconds
+        record.cpu_idle_seconds = max(0.0, span - cpu.busy_seconds)
+        record.gpu_idle_seconds = max(0.0, span - gpu.busy_seconds)
+
+    def _cpu_side(self, queue: PageQueue, page_done=None) -> ProcessorResult:
+        """The CPU worker: pages from the back of the queue to the CPU processor
         (``page_done()`` after each)."""
-        cpu, gpu, state = self.cpu, self.gpu, self.cpu.state
-        runtime = self.cupy.cuda.runtime
         numba.set_num_threads(self.cpu_threads)
-        busy = 0.0
-        uploaded = 0
-        pending = []
-        device_out = gpu.next
-        value_size = state.values.dtype.itemsize
-        scratch_record = IterationRecord(iteration, "hybrid", "pull", False, 1.0, 1.0, 0)
-        begun = False
-        # pages from storage: read ahead from the CPU's end of the queue
-        cursor = cpu.page_cursor(reversed(self._order()))
+        processor = self.cpu_processor
         with self.cupy.cuda.Device(self.device_id), parallel_section():
             while True:
                 index = queue.take("cpu")
                 if index is None:
                     break
-                page = self.pages[index]
-                started = time.perf_counter()
-                if not begun:
-                    # the precompute only once a page is the CPU's: the GPU may take them all
-                    cpu.begin_pull(scratch_record)
-                    begun = True
-                data = cursor.get(index) if cursor is not None else None
-                pending.extend(cpu.pull_page(page, iteration, aggregates, self.cpu_threads,
-                                             data=data))
-                busy += time.perf_counter() - started
-                first, end = page.first_vertex, page.end_vertex
-                if end > first:
-                    runtime.memcpyAsync(device_out[first:end].data.ptr,
-                                        state.next[first:end].ctypes.data,
-                                        (end - first) * value_size,
-                                        runtime.memcpyHostToDevice, self.upload_stream.ptr)
-                    runtime.memcpyAsync(gpu.active[first:end].data.ptr,
-                                        state.active[first:end].ctypes.data, end - first,
-                                        runtime.memcpyHostToDevice, self.upload_stream.ptr)
-                    uploaded += (end - first) * (value_size + 1)
+                processor.process(index)
                 if page_done is not None:
                     page_done()
-        if cursor is not None:
-            cursor.close()
+        result = processor.finish()
         queue.finished("cpu")
-        # the pages' partial sums of vertices the pages cut, in page order
-        pending.sort(key=lambda item: item[0])
-        return pending, busy, uploaded
-
-    def _gpu_split_partials(self, gpu_pages: list[int]) -> dict:
-        """vertex -> the GPU's partial sum, for every split vertex with a shard in a
-        GPU page; the GPU's split accumulators are reset."""
-        gpu = self.gpu
-        if not gpu.num_split or not gpu_pages:
-            return {}
-        slots = np.unique(np.concatenate([self.page_split_slots[p] for p in gpu_pages]))
-        if slots.size == 0:
-            return {}
-        partials = self.cupy.asnumpy(gpu.split_accum[:gpu.num_split])
-        with gpu.main_stream:
-            gpu.split_accum.fill(gpu._split_identity)
-        gpu.main_stream.synchronize()
-        return {int(self.split_vertex_ids[s]): partials[s] for s in slots.tolist()}
-
-    def _send_host_applied(self, applied: set) -> int:
-        """The committed values and activity of vertices applied on the host after
-        the pages (:meth:`CpuEngine.finish_pull`) to the GPU."""
-        if not applied:
-            return 0
-        gpu, state = self.gpu, self.cpu.state
-        vertices = np.fromiter(applied, np.int64, len(applied))
-        with gpu.main_stream:
-            index = self.cupy.asarray(vertices)
-            gpu.values[index] = self.cupy.asarray(state.values[vertices])
-            gpu.active[index] = self.cupy.asarray(state.active[vertices].view(np.uint8))
-        gpu.main_stream.synchronize()
-        return int(vertices.size) * (state.values.dtype.itemsize + 1 + 8)
+        return result
 
 
 def _accepts_keywords(function, names) -> bool:

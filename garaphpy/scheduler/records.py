@@ -1,8 +1,9 @@
 """What a run returns: the values and one record per iteration.
 
-Every decision the engine takes (direction, active fraction) is recorded
-with its inputs, so that a run can be studied afterwards; records are
-written as JSON lines by :func:`garaphpy.output.write_iterations`.
+Every decision the engine takes (:mod:`garaphpy.scheduler.decisions`) is
+recorded with its inputs in :attr:`IterationRecord.decisions`, so that a run
+can be studied afterwards; records are written as JSON lines by
+:func:`garaphpy.output.write_iterations`.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class IterationRecord:
         Pages processed.
     gather_precomputed : bool
         Whether the pull computed the source-side gather once per vertex
-        first (:func:`garaphpy.scheduler.policy.precompute_source_gathers`).
+        first (:func:`garaphpy.scheduler.decisions.precompute_source_gathers`).
     gpu_pages : int
         Pages the GPU processed.
     bytes_to_device, bytes_to_host : int
@@ -76,6 +77,11 @@ class IterationRecord:
         data up to date, combining the two processors' results (no page work).
     seconds : float
         Wall time of the iteration.
+    decisions : dict
+        Every choice made for the iteration, by name (``"direction"``,
+        ``"notify"``, ``"precompute"``, ``"fused_launch"``, ``"mode"``,
+        ``"pages"``), each a dict of its inputs and its ``"choice"``
+        (:func:`garaphpy.scheduler.decisions.decide`).
     """
 
     iteration: int
@@ -108,10 +114,28 @@ class IterationRecord:
     gpu_idle_seconds: float = 0.0
     dispatch_seconds: float = 0.0
     seconds: float = 0.0
+    decisions: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
-        """JSON-able dict."""
-        return asdict(self)
+        """JSON-able dict (the decisions' sets as sorted lists, numpy scalars as
+        Python's)."""
+        row = asdict(self)
+        row["decisions"] = {name: {key: _json_value(value) for key, value in entry.items()}
+                            for name, entry in row["decisions"].items()}
+        return row
+
+
+def _json_value(value):
+    """``value`` as JSON takes it, one level into lists and dicts."""
+    if isinstance(value, (set, frozenset)):
+        return sorted(value)
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, dict):
+        return {key: _json_value(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_value(item) for item in value]
+    return value
 
 
 @dataclass

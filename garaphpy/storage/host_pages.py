@@ -65,7 +65,13 @@ class HostPages:
     plan : HostCachePlan
     rho : float
         k: some pages come from secondary storage (section 4.2).
+    reads_storage : bool
+        True: iterations read pages from the storage directories.
+
+    This is the out-of-core :class:`~garaphpy.storage.page_source.PageSource`.
     """
+
+    reads_storage = True
 
     def __init__(self, store: Store, plan: HostCachePlan, read_ratio: float, *,
                  readahead_bytes: int | None = None, direct: bool | None = None,
@@ -103,6 +109,10 @@ class HostPages:
                     check=self.check)
             return self._readers[consumer]
 
+    def load(self, consumer: str) -> None:
+        """Nothing now: a cached page is read when first used, so that its read
+        counts in that iteration's bytes read."""
+
     # -- reading -----------------------------------------------------------------------
     def is_cached(self, index: int) -> bool:
         """Whether page ``index`` stays in host memory (once read)."""
@@ -134,6 +144,58 @@ class HostPages:
                release: str = "auto") -> "PageCursor":
         """A walk over the pages ``order`` by ``consumer`` (see :class:`PageCursor`)."""
         return PageCursor(self, list(order), consumer, release)
+
+    def arrange_vertices(self, vertices: np.ndarray) -> np.ndarray:
+        """``vertices`` sorted: pages hold vertex ranges, read in page order."""
+        return np.sort(vertices)
+
+    def vertex_in_edges(self, vertices: np.ndarray, in_prefix: np.ndarray,
+                        in_offsets: np.ndarray, gather: Callable, no_weights: np.ndarray):
+        """The in-edges of the (sorted) ``vertices``, copied out of the pages that
+        hold them (section 4.2: notify-pull over pages on secondary storage;
+        the whole page is read, so rho = k prices it).
+
+        Parameters
+        ----------
+        vertices : numpy.ndarray of int64
+            Sorted (:meth:`arrange_vertices`).
+        in_prefix : numpy.ndarray of int64
+            Exclusive prefix sum of their in-degrees (``len(vertices) + 1``).
+        in_offsets : numpy.ndarray
+            The CSC index.
+        gather : callable
+            The copy kernel, ``garaphpy.kernels.cpu.gather_vertex_edges``.
+        no_weights : numpy.ndarray
+            What stands for the weights of an unweighted graph.
+
+        Returns
+        -------
+        (sources, weights, edge_starts, pages_read)
+        """
+        store = self.store
+        total = int(in_prefix[-1])
+        sources = np.empty(total, store.vertex_dtype)
+        weighted = store.weighted
+        weights = np.empty(total, store.weight_dtype) if weighted else no_weights
+        starts = in_offsets[vertices]
+        ends = in_offsets[vertices + 1]
+        touched = []
+        for page in store.pages:
+            end = page.edge_begin + page.num_edges
+            first = int(np.searchsorted(ends, page.edge_begin, side="right"))
+            last = int(np.searchsorted(starts, end, side="left"))
+            if first < last and page.num_edges:
+                touched.append((page, first, last))
+        cursor = self.cursor([page.index for page, _, _ in touched])
+        try:
+            for page, first, last in touched:
+                data = cursor.get(page.index)
+                gather(vertices[first:last], in_prefix[first:last], in_offsets,
+                       page.edge_begin, page.edge_begin + page.num_edges, data.sources,
+                       data.weights if weighted else no_weights, weighted, sources, weights)
+        finally:
+            cursor.close()
+        return sources, weights, in_prefix[:-1], len(touched)
 
     @property
     def bytes_read(self) -> int:

@@ -109,20 +109,23 @@ class Page:
     Attributes
     ----------
     info : PageInfo
-    image : numpy.ndarray of uint8
-        The whole page image (what the GPU receives in one copy).
+    image : numpy.ndarray of uint8 or None
+        The whole page image (what the GPU receives in one copy); None for
+        a view of an in-memory CSC
+        (:class:`~garaphpy.storage.page_source.InMemoryPages`).
     sources : numpy.ndarray
         Source vertex of every edge, in CSC order.
-    idxoff : numpy.ndarray of uint16
-        Destination of every edge minus its shard's first vertex.
+    idxoff : numpy.ndarray of uint16 or None
+        Destination of every edge minus its shard's first vertex (None for
+        a view of an in-memory CSC).
     weights : numpy.ndarray or None
         Edge values.
     """
 
     info: PageInfo
-    image: np.ndarray
+    image: np.ndarray | None
     sources: np.ndarray
-    idxoff: np.ndarray
+    idxoff: np.ndarray | None
     weights: np.ndarray | None
 
 

@@ -1,0 +1,206 @@
+"""Every choice the engine makes, each a small pure function (Garaph sections 3, 4.2, 5.1).
+
+A reader of this file sees every switch of a run; the engines call these
+functions with measured inputs and record each choice with its inputs in
+the iteration record (:func:`decide`, :attr:`IterationRecord.decisions`).
+
+* **direction** (section 4.2): pull costs T_pull whatever the frontier;
+  notify-pull notifies the fraction f of the edges leaving the active
+  vertices and costs about ``NOTIFY_PULL_COST_FACTOR * f * rho * T_pull``
+  (rho = 1 in memory, k for pages read from secondary storage), so the CPU
+  notify-pulls when f <= 1 / (NOTIFY_PULL_COST_FACTOR * rho);
+* **dense or sparse notify**: a notify that marks many vertices scans a
+  bitmap of |V| flags (dense), one that marks few collects them in a list;
+* **source-gather precompute** (section 4.1's pull): a gather of the source
+  alone that reads a per-source attribute is computed once per vertex
+  before the edge loop, on the CPU and on the GPU alike;
+* **fused GPU launch** (section 3): an iteration the GPU runs alone over
+  resident pages is one launch over every shard;
+* **alpha** (section 5.1, Equation 3): CPU only, or CPU and GPU together;
+* **page assignment** (section 5.1's queue, with a tail rule): whether a
+  processor takes the next page or leaves the rest to the other one.
+"""
+
+from __future__ import annotations
+
+from .. import config
+from ..kernels.cpu_program import SOURCE_SIDE_GATHER_PARAMETERS
+
+DIRECTIONS = ("auto", "pull", "notify-pull")
+
+#: Gather parameters that make a gather a function of its source vertex alone.
+SOURCE_SIDE_PARAMETERS = SOURCE_SIDE_GATHER_PARAMETERS
+
+#: Source-side gather parameters other than the value: per-vertex attributes
+#: the edge loop reads at the source unless they are folded in beforehand.
+SOURCE_ATTRIBUTES = SOURCE_SIDE_PARAMETERS - {"src"}
+
+
+# -- recording --------------------------------------------------------------------------
+def decide(record, name: str, function, **inputs):
+    """``function(**inputs)``, recorded as ``record.decisions[name]``.
+
+    Parameters
+    ----------
+    record : IterationRecord
+        Where the choice and its inputs are kept.
+    name : str
+        The decision's name (``"direction"``, ``"notify"``, ...).
+    function : callable
+        One of this module's decision functions.
+    **inputs
+        Its measured inputs, by keyword.
+
+    Returns
+    -------
+    object
+        The choice.
+    """
+    choice = function(**inputs)
+    inputs["choice"] = choice
+    record.decisions[name] = inputs
+    return choice
+
+
+def note(record, name: str, choice, **inputs) -> None:
+    """Record a choice made elsewhere (or once per run) with its inputs (kept
+    as given: :meth:`IterationRecord.as_dict` makes them JSON-able, so that
+    recording costs an iteration no more than a dict)."""
+    inputs["choice"] = choice
+    record.decisions[name] = inputs
+
+
+# -- the CPU's direction (section 4.2) -------------------------------------------------
+def active_fraction(active_out_edges: int, num_edges: int) -> float:
+    """f = (sum of the out-degrees of the active vertices) / |E|."""
+    return active_out_edges / num_edges if num_edges else 0.0
+
+
+def choose_direction(f: float, rho: float = config.RHO_IN_MEMORY,
+                     forced: str = "auto") -> str:
+    """``"notify-pull"`` when f <= 1 / (NOTIFY_PULL_COST_FACTOR * rho), else ``"pull"``.
+
+    Parameters
+    ----------
+    f : float
+        Active fraction (:func:`active_fraction`).
+    rho : float
+        1 for pages in host memory, k (sequential/random read speed ratio)
+        for pages on secondary storage.
+    forced : {"auto", "pull", "notify-pull"}
+        A forced direction (for study) wins over the threshold.
+    """
+    if forced != "auto":
+        return forced
+    return "notify-pull" if f <= 1.0 / (config.NOTIFY_PULL_COST_FACTOR * rho) else "pull"
+
+
+def iteration_direction(mode: str, f: float, rho: float, forced: str = "auto") -> str:
+    """A hybrid run's direction: the CPU's choice when it runs alone, else pull
+    (the GPU always pulls, and the CPU pulls its pages beside it)."""
+    return choose_direction(f, rho, forced) if mode == "cpu" else "pull"
+
+
+# -- dense or sparse notify ---------------------------------------------------------------
+def dense_notify(active_out_edges: int, num_vertices: int) -> bool:
+    """Whether a notify marks its targets in a |V| bitmap scanned afterwards
+    (True) rather than collecting them in a list: when the edges it follows,
+    times ``config.NOTIFY_DENSE_FACTOR``, exceed |V|."""
+    return active_out_edges * config.NOTIFY_DENSE_FACTOR > num_vertices
+
+
+# -- the source-gather precompute ---------------------------------------------------------
+def precompute_source_gathers(direction: str, synchronous: bool,
+                              gather_parameters: frozenset, enabled: bool = True) -> bool:
+    """Whether an iteration computes gather(u) once per vertex before its edge loop.
+
+    The one rule of both processors.  True when all of these hold:
+
+    * ``enabled`` (``config.CPU_SOURCE_PRECOMPUTE`` on the CPU, the GPU
+      engine's ``precompute`` option);
+    * the gather is source-side (its parameters within
+      :data:`SOURCE_SIDE_PARAMETERS`) and reads a per-source attribute
+      besides ``src`` (:data:`SOURCE_ATTRIBUTES`): that read is a random
+      access per edge the precompute removes; a gather of ``src`` alone
+      reads one array either way, so the O(|V|) pass would only cost;
+    * the iteration pulls: notify-pull runs on sparse active sets, where its
+      work (the notified vertices' in-edges) can be far below the |V|
+      gathers of a precompute;
+    * the run is synchronous: an asynchronous pull must see a value updated
+      in the same iteration at once, and a contribution computed at its
+      start would not.
+
+    Parameters
+    ----------
+    direction : {"pull", "notify-pull"}
+    synchronous : bool
+    gather_parameters : frozenset of str
+        The parameters the program's gather asks for.
+    enabled : bool
+    """
+    parameters = frozenset(gather_parameters)
+    return bool(enabled and parameters <= SOURCE_SIDE_PARAMETERS
+                and parameters & SOURCE_ATTRIBUTES
+                and direction == "pull" and synchronous)
+
+
+# -- the GPU's launch -------------------------------------------------------------------
+def fuse_gpu_launch(resident: bool, fuse_enabled: bool, host_copies: bool,
+                    synchronous: bool, checkpoints_after_pages: bool, num_pages: int) -> bool:
+    """Whether an iteration the GPU runs alone is one launch over every shard.
+
+    Only with resident pages (nothing to copy between launches), when
+    enabled (``config.GPU_FUSE_RESIDENT_PAGES``), with no per-page copies
+    back to the host (hybrid runs) and no per-page checkpoints (asynchronous
+    runs that checkpoint after pages), and more than one page to fuse.
+    """
+    return bool(resident and fuse_enabled and not host_copies
+                and (synchronous or not checkpoints_after_pages) and num_pages > 1)
+
+
+# -- alpha: CPU only or hybrid (section 5.1) -----------------------------------------------
+def paper_alpha(f: float, rho: float, ratio: float) -> float:
+    """Garaph's Equation 3: alpha = min(NOTIFY_PULL_COST_FACTOR f rho, 1) * T_pull / T_GPU."""
+    return min(config.NOTIFY_PULL_COST_FACTOR * f * rho, 1.0) * ratio
+
+
+def cpu_iteration_seconds(f: float, pulled: float, rho: float, t_notify: float,
+                          t_pull: float, overhead: float, sync_seconds: float) -> float:
+    """A CPU-only iteration's estimated cost: c_0 + min((f + p) rho T_notify,
+    T_pull) + s_cpu (the measured form of alpha's numerator)."""
+    return overhead + min((f + pulled) * rho * t_notify, t_pull) + sync_seconds
+
+
+def hybrid_mode(alpha: float | None, threshold: float = 1.0,
+                forced: str | None = None) -> str:
+    """``"hybrid"`` when alpha >= threshold, else ``"cpu"`` (no alpha yet: the
+    CPU); a forced mode wins."""
+    if forced is not None:
+        return forced
+    return "hybrid" if alpha is not None and alpha >= threshold else "cpu"
+
+
+# -- page assignment (section 5.1's queue, with the tail rule) ------------------------------
+def take_page(own_seconds: float | None, rest_seconds: float | None, own_backlog: float,
+              other_backlog: float) -> bool:
+    """Whether a processor takes the next page.
+
+    Parameters
+    ----------
+    own_seconds : float or None
+        Its estimated time for the page (None: no rate measured yet).
+    rest_seconds : float or None
+        The other processor's estimated time for everything queued, this
+        page included.
+    own_backlog, other_backlog : float
+        Seconds until each finishes the pages it holds.
+
+    Returns
+    -------
+    bool
+        False when it would finish the page later than the other processor
+        would finish the page and everything else queued.
+    """
+    if own_seconds is None or rest_seconds is None:
+        return True
+    return own_backlog + own_seconds <= other_backlog + rest_seconds

@@ -1,0 +1,155 @@
+"""The processors' narrow interface (begin, process a page, finish -> result).
+
+The CPU processor runs on the real CPU engine: pulling every page through it
+(in the CPU's order, from the back) and combining its result must give the
+CPU engine's own pull iteration, and every page's vertex range must be sent
+to the device copy once.  The GPU processor is checked for its wiring
+against a recording stand-in of the GPU engine (the real one is exercised
+by the GPU tests of the hybrid engine).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import garaphpy
+from garaphpy import api
+from garaphpy.program import VertexProgram
+from garaphpy.scheduler.cpu_engine import CpuEngine, GraphArrays, RunState
+from garaphpy.scheduler.processors import CpuProcessor, GpuProcessor, ProcessorResult
+from garaphpy.scheduler.records import IterationRecord
+from garaphpy.storage.page_source import InMemoryPages
+
+
+class Rank(VertexProgram):
+    max_iterations = 3
+    run_until_limit = True
+
+    def init(num_vertices):
+        return 1.0 / num_vertices
+
+    def gather(src, src_out_degree):
+        return src / src_out_degree
+
+    def apply(value, accum):
+        return 0.15 + 0.85 * accum
+
+    def activate(new, old):
+        return True
+
+
+@pytest.fixture(scope="module")
+def graph():
+    rng = np.random.default_rng(11)
+    n, m = 4000, 6000
+    src = np.concatenate([rng.integers(0, n, m), np.arange(3000) + 100])
+    dst = np.concatenate([rng.integers(0, n, m), np.full(3000, 7)])   # a vertex cut by pages
+    return garaphpy.Graph.from_arrays(src, dst, max_shard_edges=300, max_page_bytes=8_000)
+
+
+def cpu_engine(graph):
+    program = Rank()
+    compiled = api._compiled_program(program)
+    source = InMemoryPages(graph.store)
+    arrays = GraphArrays.from_graph(graph, np.zeros(0, np.int64), False, source)
+    state = RunState(arrays, compiled, synchronous=True)
+    state.frontier = np.arange(graph.num_vertices, dtype=np.int64)
+    return CpuEngine(arrays, compiled, state, threads=2)
+
+
+class RecordingVertexState:
+    """Stands for VertexState: the CPU's sends are recorded, not copied."""
+
+    def __init__(self, host):
+        self.host = host
+        self.sent = []
+
+    def send_range(self, first: int, end: int) -> int:
+        self.sent.append((first, end))
+        return (end - first) * 9
+
+
+def test_cpu_processor_pages_equal_the_cpu_pull(graph):
+    assert len(graph.store.pages) > 3
+    reference = cpu_engine(graph)
+    record = IterationRecord(0, "cpu", "pull", True, 1.0, 1.0, graph.num_vertices)
+    reference.iterate(record, None, reference.aggregates(0))
+
+    engine = cpu_engine(graph)
+    vertex_state = RecordingVertexState(engine.state)
+    processor = CpuProcessor(engine, vertex_state, threads=1)
+    order = list(range(len(graph.store.pages)))
+    aggregates = engine.aggregates(0)
+    processor.begin(0, aggregates, order)
+    for index in reversed(order):
+        processor.process(index)
+    result = processor.finish()
+    assert isinstance(result, ProcessorResult) and result.processor == "cpu"
+    assert result.pages == order[::-1]
+    assert result.edges == graph.num_edges and result.busy_seconds > 0
+    pages = graph.store.pages
+    assert sorted(vertex_state.sent) == [(p.first_vertex, p.end_vertex) for p in pages]
+    # a vertex cut between two pages is in both ranges
+    assert result.bytes_to_device == 9 * sum(p.end_vertex - p.first_vertex for p in pages)
+    vertices = [vertex for vertex, _ in result.partials]
+    assert vertices and vertices == sorted(vertices)        # vertex 7 is cut by pages
+    assert result.decisions["cpu_precompute"]["choice"] is True
+
+    combined = IterationRecord(0, "hybrid", "pull", True, 1.0, 1.0, graph.num_vertices)
+    engine.finish_pull(combined, result.partials, aggregates)
+    np.testing.assert_allclose(engine.state.values, reference.state.values, rtol=1e-12)
+    assert engine.num_active() == reference.num_active()
+    assert engine.l1_change == pytest.approx(record.l1_change)
+    engine.reset_statistics()
+    assert engine.l1_change == 0.0
+
+
+class RecordingGpuEngine:
+    """Stands for GpuEngine: records the calls the GPU processor makes."""
+
+    streams = [object(), object()]
+
+    def __init__(self):
+        self.calls = []
+
+    def begin_iteration(self, iteration):
+        self.calls.append(("begin", iteration))
+
+    def launch_page(self, k, aggregates, iteration, host_values, host_active):
+        self.calls.append(("launch", k, iteration, host_values.dtype, host_active.dtype))
+        return ("timing", k)
+
+    def end_iteration(self, record, timings, aggregates, apply_split=True):
+        self.calls.append(("end", list(timings), apply_split))
+        record.gpu_edges, record.gpu_busy_seconds = 120, 0.5
+        record.bytes_to_device, record.bytes_to_host = 1000, 200
+        record.copy_seconds, record.kernel_seconds, record.l1_change = 0.2, 0.3, 1.5
+        record.decisions["gpu_precompute"] = {"choice": False}
+        return np.array([17, 40], np.uint64)
+
+    def split_partials(self, pages):
+        self.calls.append(("split", list(pages)))
+        return {7: 0.25}
+
+
+def test_gpu_processor_wiring():
+    class Host:
+        next = np.zeros(10, np.float64)
+        active = np.zeros(10, np.bool_)
+
+    class State:
+        host = Host()
+
+    engine = RecordingGpuEngine()
+    processor = GpuProcessor(engine, State())
+    assert processor.pages_in_flight >= len(engine.streams)
+    processor.begin(4, "aggregates")
+    assert processor.process(2) == ("timing", 2)
+    processor.process(0)
+    result = processor.finish()
+    assert engine.calls == [("begin", 4), ("launch", 2, 4, np.float64, np.uint8),
+                            ("launch", 0, 4, np.float64, np.uint8),
+                            ("end", [("timing", 2), ("timing", 0)], False), ("split", [2, 0])]
+    assert result == ProcessorResult("gpu", [2, 0], 120, 0.5, 1000, 200, 0.2, 0.3, 1.5, 17,
+                                     {7: 0.25}, {"gpu_precompute": {"choice": False}})
