@@ -21,12 +21,12 @@ import numpy as np
 
 from . import _numba_setup, config
 from .errors import ConfigError, GaraphError
+from .options import DIRECTIONS, EXECUTIONS, MODES, RunOptions
 from .paths import cache_directory
 from .program import VertexProgram
 from .scheduler import checkpoint
 from .scheduler import policy as direction_policy
 from .scheduler.dispatcher import HybridPolicy
-from .options import DIRECTIONS, EXECUTIONS, MODES, RunOptions
 from .scheduler.records import IterationRecord, Result
 
 
@@ -141,6 +141,9 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
         checkpoint_pages: int | None = None, keep_checkpoints: bool = False,
         stop_signals=(signal.SIGINT,)) -> Result:
     """Run a vertex program on a graph.
+
+    The keywords are the fields of :class:`garaphpy.options.RunOptions`,
+    where each is declared once with its type, range and configuration key.
 
     Parameters
     ----------

@@ -33,10 +33,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .errors import ConfigError
-from .options import INT64_MAX, MAX_ITERATIONS, BuildOptions, RunOptions, declared_options
-
-__all__ = ["INT64_MAX", "MAX_ITERATIONS", "SCHEMA", "Key", "apply_overrides", "load_config",
-           "option_keys", "parse_size", "validate_config"]
+from .options import MAX_ITERATIONS  # noqa: F401  (re-exported: declared here before)
+from .options import INT64_MAX, BuildOptions, RunOptions, declared_options
 
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1 << 10, "m": 1000**2,
                "mb": 1000**2, "mib": 1 << 20, "g": 1000**3, "gb": 1000**3, "gib": 1 << 30,

@@ -89,6 +89,13 @@ class Option:
     identity : bool
         Part of a checkpoint's run identity: a checkpoint written with
         another value is not resumed.
+    content : bool
+        Build options: changes the store's content, so it is part of the
+        store's key (where the store goes and the memory it is built in do
+        not).
+    keyed_when_set : bool
+        Build options added after stores existed: part of the key only when
+        not at its default, so that those stores keep their key.
     """
 
     kind: str
@@ -99,6 +106,8 @@ class Option:
     config: str | None = None
     owns_key: bool = True
     identity: bool = False
+    content: bool = True
+    keyed_when_set: bool = False
 
     @property
     def section(self) -> str | None:
@@ -321,10 +330,11 @@ class BuildOptions:
                                choices=WEIGHT_DTYPES, config="input.weight_dtype")
     storage_dirs: list[str] = option(kind="list[str]", doc="extra directories page data "
                                      "blocks are spread over by a hash",
-                                     default_factory=list, config="store.storage_dirs")
+                                     default_factory=list, config="store.storage_dirs",
+                                     content=False)
     memory_budget: int | None = option(None, "size", "host memory preprocessing may use "
                                        "(default: a fraction of the available memory)",
-                                       config="store.memory_budget")
+                                       config="store.memory_budget", content=False)
     gpu_memory: int | None = option(None, "size", "GPU memory pages are sized for (default: "
                                     "most of GPU 0's free memory)", config="store.gpu_memory")
     n_streams: int = option(config.N_STREAMS, "int", "pages in flight on the GPU at once",
@@ -346,12 +356,14 @@ class BuildOptions:
     min_shards: int = option(config.MIN_SHARDS, "int", "small graphs are cut into at least "
                              "this many shards", minimum=1)
     fixed_replication: int | None = option(None, "int", "every shard's R (a power of two), "
-                                           "for study; unset: Equation 2", minimum=1)
+                                           "for study; unset: Equation 2", minimum=1,
+                                           keyed_when_set=True)
     replication_rule: str = option(config.REPLICATION_RULE, "str", "how Equation 2 measures "
-                                   "contention, for study", choices=REPLICATION_RULES)
+                                   "contention, for study", choices=REPLICATION_RULES,
+                                   keyed_when_set=True)
     replication_edges_per_thread: int = option(config.REPLICATION_EDGES_PER_THREAD, "int",
                                                "divides Equation 2's contention, for study",
-                                               minimum=1)
+                                               minimum=1, keyed_when_set=True)
     max_page_bytes: int = option(config.MAX_PAGE_BYTES, "size", "largest page",
                                  config="store.max_page_bytes")
     block_bytes: int = option(config.BLOCK_BYTES, "size", "largest data block of a page",
@@ -393,16 +405,10 @@ class BuildOptions:
 
     def content_options(self) -> dict:
         """The options that change the store's content (part of its key)."""
-        content = dataclasses.asdict(self)
-        for name in ("memory_budget", "storage_dirs"):
-            content.pop(name)
+        content = {}
+        for name, (default, spec) in declared_options(BuildOptions).items():
+            value = getattr(self, name)
+            if spec.content and not (spec.keyed_when_set and value == default):
+                content[name] = value
         content["gpu_memory"] = None  # replaced by the resolved page size
-        # the defaults (Equation 2 as published) leave the key of stores built
-        # before these options existed unchanged
-        if content["fixed_replication"] is None:
-            content.pop("fixed_replication")
-        if content["replication_rule"] == "mean":
-            content.pop("replication_rule")
-        if content["replication_edges_per_thread"] == 1:
-            content.pop("replication_edges_per_thread")
         return content
