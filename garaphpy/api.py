@@ -11,6 +11,7 @@ raised on request), never silent.
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import time
 import warnings
@@ -20,15 +21,13 @@ import numpy as np
 
 from . import _numba_setup, config
 from .errors import ConfigError, GaraphError
+from .options import DIRECTIONS, EXECUTIONS, MODES, RunOptions
 from .paths import cache_directory
 from .program import VertexProgram
 from .scheduler import checkpoint
 from .scheduler import decisions as direction_policy
 from .scheduler.dispatcher import HybridPolicy
 from .scheduler.records import IterationRecord, Result
-
-MODES = ("cpu", "gpu", "hybrid")
-EXECUTIONS = ("sync", "async")
 
 
 class NotConvergedError(GaraphError):
@@ -142,6 +141,9 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
         checkpoint_pages: int | None = None, keep_checkpoints: bool = False,
         stop_signals=(signal.SIGINT,)) -> Result:
     """Run a vertex program on a graph.
+
+    The keywords are the fields of :class:`garaphpy.options.RunOptions`,
+    where each is declared once with its type, range and configuration key.
 
     Parameters
     ----------
@@ -266,6 +268,7 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
         Ctrl-C with checkpoints on: raised after the checkpoint is written
         (a KeyboardInterrupt naming the checkpoint).
     """
+    options = RunOptions.from_arguments(locals())   # the keywords, before any is rebound
     from .scheduler.cpu_engine import CpuEngine, GraphArrays, RunState
 
     setup_started = time.perf_counter()
@@ -282,9 +285,8 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
     execution = execution or program.execution
     if execution not in EXECUTIONS:
         raise ConfigError(f"execution={execution!r}: expected one of {EXECUTIONS}")
-    if direction not in direction_policy.DIRECTIONS:
-        raise ConfigError(f"direction={direction!r}: expected one of "
-                          f"{direction_policy.DIRECTIONS}")
+    if direction not in DIRECTIONS:
+        raise ConfigError(f"direction={direction!r}: expected one of {DIRECTIONS}")
     max_iterations = program.max_iterations if max_iterations is None else max_iterations
     if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) \
             or max_iterations < 1:
@@ -304,11 +306,10 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
     source_vertices = _source_vertices(graph, program, sources)
     with _numba_setup.KeptInterrupts():
         _check_initial_values(graph, program, source_vertices)
-    checkpoints = checkpoint.for_run(
-        checkpoint_dir, checkpoint_every, resume, graph=graph, program=program,
-        execution=execution, sources=source_vertices, direction=direction,
-        max_iterations=max_iterations, tolerance=tolerance, threads=threads,
-        checkpoint_pages=checkpoint_pages)
+    # the checkpoint identity is that of the options as resolved for this run
+    resolved = dataclasses.replace(options, execution=execution, max_iterations=max_iterations,
+                                   tolerance=tolerance, sources=source_vertices)
+    checkpoints = checkpoint.for_run(resolved, graph=graph, program=program, threads=threads)
 
     previous_threads = numba.get_num_threads()
     numba.set_num_threads(threads)

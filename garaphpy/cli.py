@@ -41,6 +41,7 @@ from pathlib import Path
 
 from .configfile import SCHEMA, load_config
 from .errors import ConfigError, GaraphError, OutputError, RunInterrupted, SignalInterrupt
+from .options import BuildOptions, RunOptions, config_values
 from .paths import cache_directory
 from .progress import log_to_stderr
 
@@ -93,13 +94,8 @@ def graph_from_config(settings: dict, progress: bool = True, rebuild: bool = Fal
         spec, store=stored["path"], format=inputs["format"],
         generator_options=generator_options if is_generator else None,
         rebuild=rebuild or stored["rebuild"], progress=progress,
-        weights=inputs["weights"], max_weight=hash_max_weight, directed=inputs["directed"], self_loops=inputs["self_loops"],
-        duplicates=inputs["duplicates"], weight_dtype=inputs["weight_dtype"],
-        storage_dirs=stored["storage_dirs"], memory_budget=stored["memory_budget"],
-        gpu_memory=stored["gpu_memory"], n_streams=stored["n_streams"],
-        shared_memory_bytes=stored["shared_memory_bytes"],
-        max_shard_edges=stored["max_shard_edges"], max_page_bytes=stored["max_page_bytes"],
-        block_bytes=stored["block_bytes"])
+        weights=inputs["weights"], max_weight=hash_max_weight,
+        **config_values(BuildOptions, settings))
 
 
 def graph_variant_name(settings: dict) -> str:
@@ -204,18 +200,11 @@ def run_from_config(settings: dict, graph, verify: bool, progress: bool,
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NotConvergedWarning)
         warnings.showwarning = _show_warning
-        result = run(graph, program, mode=options["mode"], execution=options["execution"],
-                     max_iterations=options["max_iterations"], tolerance=options["tolerance"],
-                     sources=options["sources"], threads=options["threads"],
-                     direction=options["direction"], on_iteration=show,
-                     gpu_memory=settings["store"]["gpu_memory"],
-                     n_streams=settings["store"]["n_streams"],
-                     checkpoint_dir=checkpoint_dir, checkpoint_every=options["checkpoint_every"],
-                     checkpoint_pages=options["checkpoint_pages"],
-                     resume=resume, host_memory=options["host_memory"],
-                     read_ratio=options["read_ratio"],
-                     readahead_bytes=options["readahead_bytes"],
-                     keep_checkpoints=True, stop_signals=STOP_SIGNALS)
+        run_options = RunOptions(**{
+            **config_values(RunOptions, settings), "checkpoint_dir": checkpoint_dir,
+            "on_iteration": show, "resume": resume, "keep_checkpoints": True,
+            "stop_signals": STOP_SIGNALS})
+        result = run(graph, program, **run_options.keywords())
     try:
         write_values(values_path, result.original_ids(), result.values)
         write_iterations(iterations_path, result.iterations)

@@ -13,9 +13,14 @@ A configuration names the graph and how to load and store it::
     path = "stores/web"                # omit: a cache directory keyed on input and options
     storage_dirs = ["/ssd1", "/ssd2"]  # page data blocks spread over these
 
-Every key is declared once in :data:`SCHEMA` with its type, range and
-default; an unknown section or key, a wrong type or an out-of-range value is
-rejected with a :class:`~garaphpy.errors.ConfigError` naming it.
+Every key is declared once with its type, range and default: the keys that
+set a run or build option are made from that option's declaration
+(:class:`garaphpy.options.RunOptions`,
+:class:`garaphpy.options.BuildOptions`), the others (the graph, its
+format and generator, the program, output files) are declared in
+:data:`SCHEMA` here.  An unknown section or key, a wrong type or an
+out-of-range value is rejected with a :class:`~garaphpy.errors.ConfigError`
+naming it.
 """
 
 from __future__ import annotations
@@ -27,13 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from . import config
 from .errors import ConfigError
-
-#: The largest integer the engine holds (int64); every integer key is bounded by it.
-INT64_MAX = 2**63 - 1
-#: Iteration counts are bounded like the checkpoint counters (int32).
-MAX_ITERATIONS = 2**31 - 1
+from .options import MAX_ITERATIONS  # noqa: F401  (re-exported: declared here before)
+from .options import INT64_MAX, BuildOptions, RunOptions, declared_options
 
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1 << 10, "m": 1000**2,
                "mb": 1000**2, "mib": 1 << 20, "g": 1000**3, "gb": 1000**3, "gib": 1 << 30,
@@ -73,6 +74,12 @@ class Key:
     maximum: float | None = None
     check: Callable[[Any, str], Any] | None = None
     help: str = ""
+
+    @classmethod
+    def from_option(cls, default: Any, declared) -> "Key":
+        """The key of a declared option (:class:`garaphpy.options.Option`)."""
+        return cls(declared.kind, default, choices=declared.choices, minimum=declared.minimum,
+                   maximum=declared.maximum, help=declared.doc)
 
     def validate(self, value: Any, name: str) -> Any:
         expected = {"str": str, "bool": bool, "int": int, "float": (int, float),
@@ -125,6 +132,21 @@ class Key:
         return value
 
 
+def option_keys(section: str, option_class, after: str | None = None,
+                through: str | None = None) -> dict[str, Key]:
+    """The keys of ``section`` made from the options of ``option_class`` that
+    own one, in field order; ``after``/``through`` keep only those after, or
+    up to and including, the option of that name (to place other keys
+    between them)."""
+    keys, started, ended = {}, after is None, False
+    for name, (default, declared) in declared_options(option_class).items():
+        if started and not ended and declared.section == section and declared.owns_key:
+            keys[declared.key] = Key.from_option(default, declared)
+        started = started or name == after
+        ended = ended or name == through
+    return keys
+
+
 #: Section name -> key -> Key.  "" is the top level.
 SCHEMA: dict[str, dict[str, Key]] = {
     "": {
@@ -133,11 +155,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
     "input": {
         "format": Key("str", "auto", choices=("auto", "snap", "el", "wel", "mtx", "gr", "sg",
                                               "wsg", "bcsr", "bwcsr")),
-        "directed": Key("bool|none", None),
-        "self_loops": Key("str", "keep", choices=("keep", "drop")),
-        "duplicates": Key("str", "drop", choices=("keep", "drop", "min", "max", "sum")),
-        "weight_dtype": Key("str", "auto", choices=("auto", "int32", "int64", "float32",
-                                                    "float64", "none")),
+        **option_keys("input", BuildOptions),
         "weights": Key("str", "file", choices=("file", "unit", "hash"),
                        help="edge weights: the input's own, 1 per edge, or 1..max_weight "
                             "hashed from the edge's ids (weighted programs on unweighted "
@@ -150,46 +168,15 @@ SCHEMA: dict[str, dict[str, Key]] = {
     },
     "store": {
         "path": Key("str", None),
-        "storage_dirs": Key("list[str]", []),
-        "memory_budget": Key("size", None),
-        "gpu_memory": Key("size", None),
-        "n_streams": Key("int", config.N_STREAMS, minimum=1, maximum=64),
-        "shared_memory_bytes": Key("int", config.SHARD_SHARED_MEMORY_BYTES, minimum=1024,
-                                   maximum=1 << 20),
-        "max_shard_edges": Key("int", config.MAX_SHARD_EDGES, minimum=1, maximum=1 << 30),
-        "max_page_bytes": Key("size", config.MAX_PAGE_BYTES),
-        "block_bytes": Key("size", config.BLOCK_BYTES),
+        **option_keys("store", BuildOptions),
         "rebuild": Key("bool", False),
     },
     "run": {
         "program": Key("str", None, help="a built-in program: pagerank, sssp, bfs, cc, ..."),
-        "mode": Key("str", "hybrid", choices=("cpu", "gpu", "hybrid")),
-        "execution": Key("str", None, choices=("sync", "async")),
-        "max_iterations": Key("int", None, minimum=1, maximum=MAX_ITERATIONS),
-        "tolerance": Key("float|none", None, minimum=0.0),
-        "sources": Key("ids", None),
-        "threads": Key("int", None, minimum=1, maximum=4096),
-        "direction": Key("str", "auto", choices=("auto", "pull", "notify-pull")),
+        **option_keys("run", RunOptions, through="direction"),
         "verify": Key("bool", False),
         "constants": Key("table", {}),
-        "host_memory": Key("size", None, help="host memory the run may use; pages beyond it "
-                                              "are read from the storage directories every "
-                                              "iteration (default: half the available memory)"),
-        "readahead_bytes": Key("size", None, help="page buffers each processor reads ahead "
-                                                  "when pages come from storage (default: "
-                                                  "a few pages)"),
-        "read_ratio": Key("float|none", None, minimum=1.0,
-                          help="k, sequential over random read speed of the storage "
-                               "directories (default: measured once and cached)"),
-        "checkpoint_pages": Key("int", None, minimum=1, maximum=2**31 - 1,
-                                help="asynchronous runs: also checkpoint after every this "
-                                     "many pages; setting it turns checkpoints on"),
-        "checkpoint_every": Key("int", None, minimum=0, maximum=2**31 - 1,
-                                help="iterations between checkpoints (0: only at Ctrl-C); "
-                                     "setting it turns checkpoints on"),
-        "checkpoint_dir": Key("str", None, help="where checkpoints go; setting it turns "
-                                                "checkpoints on; default beside the values "
-                                                "(results/<graph>.<program>.checkpoints)"),
+        **option_keys("run", RunOptions, after="direction"),
     },
     "output": {
         "values": Key("str", None, help="file for vertex values: .txt (id value per line) "

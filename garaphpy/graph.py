@@ -10,6 +10,7 @@ the options, so the second load of the same input reuses the store.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -28,12 +29,8 @@ from .storage.edges import EdgeSource
 from .storage.readers import from_arrays, from_scipy, open_source
 from .storage.store import Store
 
-_BUILD_OPTION_NAMES = {
-    "directed", "self_loops", "duplicates", "weight_dtype", "storage_dirs", "memory_budget",
-    "gpu_memory", "n_streams", "shared_memory_bytes", "max_shard_edges", "max_page_bytes",
-    "block_bytes", "slot_bytes", "max_shard_vertices", "max_replication", "fixed_replication",
-    "min_shards", "replication_rule", "replication_edges_per_thread",
-}
+#: The keyword options of the constructors: the fields of BuildOptions.
+_BUILD_OPTION_NAMES = frozenset(field.name for field in dataclasses.fields(BuildOptions))
 
 
 def default_store_path(source: EdgeSource, options: BuildOptions) -> Path:

@@ -91,6 +91,7 @@ import numpy as np
 
 from .. import config
 from ..errors import CheckpointError, ConfigError, RunInterrupted, SignalInterrupt
+from ..options import RunOptions, identity_options
 from ..storage.filesafety import fsync_directory
 from .records import IterationRecord
 
@@ -193,8 +194,7 @@ def list_checkpoints(directory) -> list[Path]:
 
 
 # ------------------------------------------------------------------ identity --
-def run_identity(graph, program, *, execution: str, sources: np.ndarray, direction: str,
-                 max_iterations: int, tolerance: float | None) -> dict:
+def run_identity(graph, program, options: RunOptions) -> dict:
     """What makes two runs the same run, as JSON-able values.
 
     Parameters
@@ -203,13 +203,11 @@ def run_identity(graph, program, *, execution: str, sources: np.ndarray, directi
         The graph the engine runs on (the undirected one for programs that
         need it).
     program : VertexProgram
-    execution : {"sync", "async"}
-    sources : numpy.ndarray of int64
-        Internal ids of the sources.
-    direction : str
-        The CPU direction setting (a forced direction changes the values).
-    max_iterations : int
-    tolerance : float or None
+    options : garaphpy.options.RunOptions
+        The run's options as resolved (the program's defaults filled in, the
+        sources as internal ids); those marked ``identity`` count
+        (execution, sources, the direction setting, which changes the values
+        when forced, and the stopping rules).
     """
     manifest = graph.store.manifest
     arrays = sorted((name, meta.get("crc32")) for name, meta in manifest["arrays"].items())
@@ -228,11 +226,7 @@ def run_identity(graph, program, *, execution: str, sources: np.ndarray, directi
         "functions_sha256": hashlib.sha256(json.dumps(functions).encode()).hexdigest(),
         "constants": {name: program.constants[name] for name in sorted(program.constants)},
         "value_dtype": np.dtype(program_class.value_dtype).str,
-        "execution": execution,
-        "sources": [int(v) for v in sources],
-        "direction": direction,
-        "max_iterations": int(max_iterations),
-        "tolerance": None if tolerance is None else float(tolerance),
+        **options.identity(),
     }
 
 
@@ -249,8 +243,7 @@ def identity_differences(stored: dict, current: dict, graph=None) -> list[str]:
                            else f"graph {new_text} with other data (its arrays' checksums "
                                 "differ)")
     labels = {"program": "program", "constants": "constants", "value_dtype": "value type",
-              "execution": "execution", "direction": "direction",
-              "max_iterations": "max_iterations", "tolerance": "tolerance"}
+              **{name: name for name in identity_options() if name != "sources"}}
     for key, label in labels.items():
         if stored.get(key) != current[key]:
             differences.append(f"{label} {stored.get(key)!r}, this run {current[key]!r}")
@@ -751,16 +744,17 @@ class Checkpointer:
                 signal.signal(number, handler)
 
 
-def for_run(checkpoint_dir, checkpoint_every, resume, *, graph, program, execution: str,
-            sources: np.ndarray, direction: str, max_iterations: int,
-            tolerance: float | None, threads: int | None,
-            checkpoint_pages: int | None = None) -> Checkpointer | None:
-    """The run's :class:`Checkpointer` from :func:`garaphpy.run`'s arguments, or None.
+def for_run(options: RunOptions, *, graph, program,
+            threads: int | None) -> Checkpointer | None:
+    """The run's :class:`Checkpointer` from :func:`garaphpy.run`'s resolved
+    options (:func:`run_identity`), or None when checkpoints are off.
 
-    Validates the arguments (naming them); touches no file.
+    Validates ``checkpoint_dir``, ``checkpoint_every``, ``checkpoint_pages``
+    and ``resume`` (naming them); touches no file.
     """
-    every = _every(checkpoint_every)
-    pages = _pages(checkpoint_pages, execution)
+    checkpoint_dir, resume = options.checkpoint_dir, options.resume
+    every = _every(options.checkpoint_every)
+    pages = _pages(options.checkpoint_pages, options.execution)
     if not isinstance(resume, bool):
         raise ConfigError(f"resume={resume!r}: expected True or False")
     if checkpoint_dir is None:
@@ -771,9 +765,7 @@ def for_run(checkpoint_dir, checkpoint_every, resume, *, graph, program, executi
         return None
     if not isinstance(checkpoint_dir, (str, os.PathLike)) or not str(checkpoint_dir):
         raise ConfigError(f"checkpoint_dir={checkpoint_dir!r}: expected a directory path")
-    identity = run_identity(graph, program, execution=execution, sources=sources,
-                            direction=direction, max_iterations=max_iterations,
-                            tolerance=tolerance)
+    identity = run_identity(graph, program, options)
     return Checkpointer(checkpoint_dir, every, identity, threads=threads, graph=graph,
                         pages=pages)
 

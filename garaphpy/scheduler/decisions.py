@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from .. import config
 from ..kernels.cpu_program import SOURCE_SIDE_GATHER_PARAMETERS
+from ..options import DIRECTIONS
 
-DIRECTIONS = ("auto", "pull", "notify-pull")
 
 #: Gather parameters that make a gather a function of its source vertex alone.
 SOURCE_SIDE_PARAMETERS = SOURCE_SIDE_GATHER_PARAMETERS

@@ -12,9 +12,10 @@ import numba
 import numpy as np
 
 from .. import _numba_setup  # noqa: F401  (threading layer first)
+from .. import options
 
-#: Duplicate-edge policies, as codes for the kernels.
-DUPLICATE_POLICIES = {"keep": 0, "drop": 1, "min": 2, "max": 3, "sum": 4}
+#: Duplicate-edge policies, as codes for the kernels (garaphpy.options declares the names).
+DUPLICATE_POLICIES = {name: code for code, name in enumerate(options.DUPLICATE_POLICIES)}
 
 
 @numba.njit(cache=True, nogil=True)

@@ -42,7 +42,7 @@ import time
 import uuid
 import zlib
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numba
@@ -50,151 +50,13 @@ import numpy as np
 
 from .. import config
 from ..errors import ConfigError, GraphInputError, StoreError
+from ..options import BuildOptions
 from ..progress import PRINTED_BY_CLI, Progress, human_bytes
 from ..progress import logger as progress_logger
 from . import _build_kernels as kernels
 from . import filesafety, layout
 from .edges import EdgeChunk, EdgeSource, location_error
 from .layout import BLOCK_DTYPE
-
-_SELF_LOOP_POLICIES = ("keep", "drop")
-_WEIGHT_DTYPES = ("auto", "int32", "int64", "float32", "float64", "none")
-
-
-@dataclass
-class BuildOptions:
-    """How an input is cleaned and laid out.
-
-    Attributes
-    ----------
-    directed : bool or None
-        False symmetrizes (adds the reverse of every edge).  None (default)
-        follows the input: undirected when the input declares it (symmetric
-        Matrix Market, undirected GAP graph), directed otherwise.
-    self_loops : {"keep", "drop"}
-        What to do with edges (v, v).  Default ``"keep"``.
-    duplicates : {"keep", "drop", "min", "max", "sum"}
-        Repeated (u, v) edges: keep all, keep the first, or merge them into
-        one edge whose weight is the min, max or sum.  Default ``"drop"``.
-    weight_dtype : {"auto", "int32", "int64", "float32", "float64", "none"}
-        Stored edge-value type.  ``auto``: int32 for integer weights (int64
-        when they do not fit); for real weights, float32 from files (float64
-        when they do not fit) and the arrays' own precision from numpy arrays
-        and SciPy matrices (float64 stays float64).  ``none`` drops weights.
-        An explicit type that cannot hold a weight (3000000000 in int32, 2.5
-        in an integer type, 1e300 in float32) is a GraphInputError naming the
-        file and line (or byte offset) of the first such weight; nothing is
-        wrapped or truncated.
-    storage_dirs : list of str
-        Extra directories (one per SSD) across which page data blocks are
-        spread by a hash, besides the store directory itself.
-    memory_budget : int or None
-        Host memory preprocessing may use, in bytes (default: a fraction of
-        the available memory).  Larger inputs are built out of core.
-    gpu_memory : int or None
-        GPU memory pages are sized for, in bytes (default: free memory of GPU
-        0 if cupy sees one, else ``config.DEFAULT_GPU_MEMORY_BYTES``).
-    n_streams : int
-        Pages in flight on the GPU at once.
-    shared_memory_bytes, slot_bytes, max_shard_edges, max_shard_vertices, max_replication
-        Shard sizing (layout.cut_shards).
-    min_shards : int
-        Graphs with fewer than ``min_shards * max_shard_edges`` edges get
-        shards of at most ``max(|E| / min_shards, config.MIN_SHARD_EDGES)``
-        edges, so that a small graph still gives the GPU enough blocks (one
-        per shard) to fill its multiprocessors.
-    fixed_replication : int or None
-        None (default): each shard's replication factor R_i by Garaph's
-        Equation 2.  A power of two R <= max_replication: every shard gets
-        exactly R (and at most slots / R vertices), for studying Equation 2
-        against fixed factors (Garaph Figure 9; bench/gpu.py).
-    replication_rule : {"mean", "edge-weighted"}
-        How Equation 2 measures a shard's contention (layout.cut_shards):
-        its mean in-degree as published (default), or its edge-weighted mean
-        in-degree; for study.
-    replication_edges_per_thread : int
-        Divides the contention (edges one pull-kernel thread combines before
-        its atomic); default 1, the published Equation 2; for study.
-    max_page_bytes, block_bytes : int
-        Page and data block size limits.
-    """
-
-    directed: bool | None = None
-    self_loops: str = "keep"
-    duplicates: str = "drop"
-    weight_dtype: str = "auto"
-    storage_dirs: list[str] = field(default_factory=list)
-    memory_budget: int | None = None
-    gpu_memory: int | None = None
-    n_streams: int = config.N_STREAMS
-    shared_memory_bytes: int = config.SHARD_SHARED_MEMORY_BYTES
-    slot_bytes: int = config.SHARD_SLOT_BYTES
-    max_shard_edges: int = config.MAX_SHARD_EDGES
-    max_shard_vertices: int = config.MAX_SHARD_VERTICES
-    max_replication: int = config.MAX_REPLICATION
-    min_shards: int = config.MIN_SHARDS
-    fixed_replication: int | None = None
-    replication_rule: str = config.REPLICATION_RULE
-    replication_edges_per_thread: int = config.REPLICATION_EDGES_PER_THREAD
-    max_page_bytes: int = config.MAX_PAGE_BYTES
-    block_bytes: int = config.BLOCK_BYTES
-
-    def validate(self) -> None:
-        """Raise ConfigError naming the first invalid option."""
-        if self.directed not in (None, True, False):
-            raise ConfigError(f"directed={self.directed!r}: expected true, false or unset")
-        if self.self_loops not in _SELF_LOOP_POLICIES:
-            raise ConfigError(f"self_loops={self.self_loops!r}: expected one of {_SELF_LOOP_POLICIES}")
-        if self.duplicates not in kernels.DUPLICATE_POLICIES:
-            raise ConfigError(f"duplicates={self.duplicates!r}: expected one of "
-                              f"{tuple(kernels.DUPLICATE_POLICIES)}")
-        if self.weight_dtype not in _WEIGHT_DTYPES:
-            raise ConfigError(f"weight_dtype={self.weight_dtype!r}: expected one of {_WEIGHT_DTYPES}")
-        positive = ("n_streams", "shared_memory_bytes", "slot_bytes", "max_shard_edges", "min_shards",
-                    "max_shard_vertices", "max_replication", "max_page_bytes", "block_bytes",
-                    "replication_edges_per_thread")
-        for name in positive:
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"{name}={value!r}: expected a positive integer")
-        for name in ("memory_budget", "gpu_memory"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 1):
-                raise ConfigError(f"{name}={value!r}: expected a positive number of bytes")
-        fixed = self.fixed_replication
-        if fixed is not None and (isinstance(fixed, bool) or not isinstance(fixed, int)
-                                  or fixed < 1 or fixed & (fixed - 1)
-                                  or fixed > self.max_replication):
-            raise ConfigError(f"fixed_replication={fixed!r}: expected a power of two in "
-                              f"1..max_replication={self.max_replication}, or unset")
-        if self.replication_rule not in layout.REPLICATION_RULES:
-            raise ConfigError(f"replication_rule={self.replication_rule!r}: expected one of "
-                              f"{layout.REPLICATION_RULES}")
-        if self.block_bytes % config.BLOCK_ALIGNMENT:
-            raise ConfigError(f"block_bytes={self.block_bytes}: must be a multiple of "
-                              f"{config.BLOCK_ALIGNMENT}")
-        if not 1 <= self.max_shard_vertices <= config.MAX_SHARD_VERTICES:
-            raise ConfigError(f"max_shard_vertices={self.max_shard_vertices}: must lie in "
-                              f"1..{config.MAX_SHARD_VERTICES} (16-bit IdxOff)")
-        if not isinstance(self.storage_dirs, (list, tuple)):
-            raise ConfigError("storage_dirs: expected a list of directories")
-
-    def content_options(self) -> dict:
-        """The options that change the store's content (part of its key)."""
-        content = asdict(self)
-        for name in ("memory_budget", "storage_dirs"):
-            content.pop(name)
-        content["gpu_memory"] = None  # replaced by the resolved page size
-        # the defaults (Equation 2 as published) leave the key of stores built
-        # before these options existed unchanged
-        if content["fixed_replication"] is None:
-            content.pop("fixed_replication")
-        if content["replication_rule"] == "mean":
-            content.pop("replication_rule")
-        if content["replication_edges_per_thread"] == 1:
-            content.pop("replication_edges_per_thread")
-        return content
-
 
 # ------------------------------------------------------------------ summary --
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from .. import config
+from .. import config, options
 from ..errors import StoreError
 
 #: One row per shard.  ``edge_begin``/``edge_end`` index the global CSC edge
@@ -60,7 +60,7 @@ BLOCK_DTYPE = np.dtype([
 
 
 #: How a shard's replication factor measures its contention (:func:`cut_shards`).
-REPLICATION_RULES = ("mean", "edge-weighted")
+REPLICATION_RULES = options.REPLICATION_RULES
 
 
 def replication_factor(num_edges: int, num_vertices: int,
