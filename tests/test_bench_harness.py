@@ -39,6 +39,14 @@ def test_warmup_runs_are_outside_the_trials():
     assert row["median_s"] == sorted(row["trials_s"])[1]
 
 
+def test_a_cheaper_warm_up_call_replaces_run_outside_the_trials():
+    calls = []
+    row = harness.measure(harness.Case("warm", lambda: calls.append("run"),
+                                       warm_up=lambda: calls.append("warm")),
+                          trials=2, warmup=3)
+    assert calls == ["warm"] * 3 + ["run"] * 2 and len(row["trials_s"]) == 2
+
+
 def test_setup_runs_once_untimed_and_feeds_the_trials():
     setups, seen = [], []
 
