@@ -318,7 +318,8 @@ def measure(case: Case, *, trials: int = 3, warmup: int = 1,
 
 
 def add_common_options(parser: argparse.ArgumentParser, *, trials: int = 3,
-                       warmup: int = 1, trials_aliases: Iterable[str] = ("--repeat",)
+                       warmup: int = 1, trials_aliases: Iterable[str] = ("--repeat",),
+                       json_help: str = "append one JSON row per case to this JSON-lines file"
                        ) -> argparse.ArgumentParser:
     """Add ``--trials`` (with the older ``--repeat`` of the scripts as an
     alias), ``--warmup``, ``--json`` and ``--quiet`` to a script's parser."""
@@ -327,8 +328,7 @@ def add_common_options(parser: argparse.ArgumentParser, *, trials: int = 3,
                        help=f"timed trials of every case (default {trials})")
     group.add_argument("--warmup", type=int, default=warmup,
                        help=f"untimed runs of every case before its trials (default {warmup})")
-    group.add_argument("--json", default=None, metavar="FILE",
-                       help="append one JSON row per case to this JSON-lines file")
+    group.add_argument("--json", default=None, metavar="FILE", help=json_help)
     group.add_argument("--quiet", action="store_true",
                        help="no progress lines on stderr")
     return parser
