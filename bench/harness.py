@@ -342,20 +342,29 @@ def check_common_options(parser: argparse.ArgumentParser, args) -> None:
         parser.error(f"--warmup={args.warmup}: expected >= 0")
 
 
+def _open(path: Path, mode: str):
+    """A text handle on ``path``, gzip-compressed where it ends in .gz (appending
+    adds a gzip member, which readers of the file see as one stream)."""
+    import gzip
+
+    return gzip.open(path, mode + "t") if path.suffix == ".gz" else path.open(mode)
+
+
 def write_rows(path: str | Path | None, rows: Iterable[dict]) -> None:
-    """Append rows to a JSON-lines file (nothing where ``path`` is None)."""
+    """Append rows to a JSON-lines file, gzip-compressed where it ends in .gz
+    (nothing where ``path`` is None)."""
     if not path:
         return
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
+    with _open(path, "a") as handle:
         for row in rows:
             handle.write(json.dumps(row, default=_jsonable, allow_nan=True) + "\n")
 
 
 def read_rows(path: str | Path) -> list[dict]:
     """The rows of a JSON-lines file written by :func:`write_rows`."""
-    with Path(path).open() as handle:
+    with _open(Path(path), "r") as handle:
         return [json.loads(line) for line in handle if line.strip()]
 
 
