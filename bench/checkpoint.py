@@ -21,14 +21,18 @@ file system of ``--dir`` is printed: fsync on tmpfs costs nothing.
 Usage (from the repository root)::
 
     python bench/checkpoint.py [--scale 22] [--threads N] [--iterations 10]
-                               [--repeat 3] [--dir DIR] [--json out.json]
+                               [--trials 3] [--warmup 1] [--dir DIR] [--json rows.jsonl]
+
+A configuration of bench/harness.py: the checkpointed run and the CRC-32 are
+its cases (``--repeat`` is the older spelling of ``--trials``); every run is
+verified to have written a checkpoint after each of its iterations but the
+last.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
+import itertools
 import platform
 import shutil
 import sys
@@ -49,6 +53,7 @@ from garaphpy import config  # noqa: E402
 from garaphpy.api import NotConvergedWarning  # noqa: E402
 from garaphpy.scheduler import checkpoint  # noqa: E402
 from _host import file_system, log  # noqa: E402  (bench/ is the script's directory)
+import harness  # noqa: E402
 
 
 def capture_checkpointers(found: list) -> None:
@@ -63,7 +68,9 @@ def capture_checkpointers(found: list) -> None:
     checkpoint.for_run = for_run
 
 
-def one_run(graph, threads: int, iterations: int, directory: Path, found: list) -> dict:
+def one_run(graph, threads: int, iterations: int, directory: Path,
+            found: list) -> harness.Measurement:
+    """One checkpointed PageRank run; its time is the median checkpoint's."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NotConvergedWarning)
         result = garaphpy.run(graph, "pagerank", tolerance=0.0, max_iterations=iterations,
@@ -71,9 +78,29 @@ def one_run(graph, threads: int, iterations: int, directory: Path, found: list) 
     written = found[-1].written
     iteration_seconds = [r.seconds for r in result.iterations[1:]]
     checkpoint_seconds = [seconds for done, _, seconds in written if done >= 2]
-    return {"iteration_s": float(np.median(iteration_seconds)),
-            "checkpoint_s": float(np.median(checkpoint_seconds)),
-            "checkpoints": len(written)}
+    run = {"iteration_s": float(np.median(iteration_seconds)),
+           "checkpoint_s": float(np.median(checkpoint_seconds)),
+           "checkpoints": len(written)}
+    return harness.Measurement(
+        result={"iterations": len(result.iterations),
+                "done": sorted(done for done, _, _ in written)},
+        seconds=run["checkpoint_s"], metrics=run)
+
+
+def checkpointed_every_iteration(result: dict) -> str | None:
+    """The verification: one checkpoint after each iteration but the last (whose
+    values the run returns), none missing."""
+    expected = list(range(1, result["iterations"]))
+    if result["done"] != expected:
+        return f"checkpoints after iterations {result['done']}, expected {expected}"
+    return None
+
+
+def run_figures(row: dict) -> dict:
+    """Medians over the trials of each run's median iteration and checkpoint."""
+    iteration = harness.median_of(m["iteration_s"] for m in row["metrics"])
+    cost = harness.median_of(m["checkpoint_s"] for m in row["metrics"])
+    return {"iteration_s": iteration, "checkpoint_s": cost, "fraction": cost / iteration}
 
 
 def main(argv=None) -> int:
@@ -83,16 +110,14 @@ def main(argv=None) -> int:
                         help="CPU threads (default: every core)")
     parser.add_argument("--iterations", type=int, default=10,
                         help="PageRank iterations per run, a checkpoint after each (default 10)")
-    parser.add_argument("--repeat", type=int, default=3, help="runs (default 3)")
     parser.add_argument("--dir", default=None,
                         help="where the checkpoints go (default: a temporary directory in "
                              "the current directory)")
-    parser.add_argument("--json", default=None, help="write the results here")
+    harness.add_common_options(parser, trials=3, warmup=1)
     args = parser.parse_args(argv)
+    harness.check_common_options(parser, args)
     if args.iterations < 3:
         parser.error("--iterations: expected >= 3 (the first iteration is not counted)")
-    if args.repeat < 1:
-        parser.error("--repeat: expected >= 1")
     available = numba.config.NUMBA_NUM_THREADS
     threads = args.threads or min(config.default_threads(), available)
     if not 1 <= threads <= available:
@@ -109,21 +134,21 @@ def main(argv=None) -> int:
         f"({time.perf_counter() - started:.1f} s)")
     found: list = []
     capture_checkpointers(found)
+    runs = itertools.count()
+    values = np.random.default_rng(0).random(graph.num_vertices)
+    common = {"graph": spec, "threads": threads, "num_vertices": graph.num_vertices,
+              "num_edges": graph.num_edges, "file_system": file_system(parent)}
+    cases = [
+        harness.Case("pagerank-checkpointed",
+                     lambda: one_run(graph, threads, args.iterations,
+                                     work / f"run-{next(runs)}", found),
+                     params={"iterations": args.iterations, "checkpoint_every": 1},
+                     verify=checkpointed_every_iteration, summarize=run_figures),
+        harness.Case("crc32", lambda: zlib.crc32(values), params={"bytes": values.nbytes},
+                     trials=5, warmup=0),
+    ]
     try:
-        log("compiling (a short untimed run) ...")
-        one_run(graph, threads, 3, work / "warm-up", found)
-        runs = []
-        for repeat in range(args.repeat):
-            runs.append(one_run(graph, threads, args.iterations, work / f"run-{repeat}",
-                                found))
-            log(f"  run {repeat + 1}: iteration {runs[-1]['iteration_s'] * 1e3:.1f} ms, "
-                f"checkpoint {runs[-1]['checkpoint_s'] * 1e3:.1f} ms")
-        values = np.random.default_rng(0).random(graph.num_vertices)
-        crc_times = []
-        for _ in range(5):
-            crc_started = time.perf_counter()
-            zlib.crc32(values)
-            crc_times.append(time.perf_counter() - crc_started)
+        rows = harness.run_cases("checkpoint", cases, args, extra=common)
         directory = work / "size"
         directory.mkdir()
         size = checkpoint.write_checkpoint(
@@ -131,24 +156,18 @@ def main(argv=None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    iteration = float(np.median([r["iteration_s"] for r in runs]))
-    cost = float(np.median([r["checkpoint_s"] for r in runs]))
-    crc = float(np.median(crc_times))
-    results = {
-        "benchmark": "checkpoint", "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "machine": platform.node(), "cpu_count": os.cpu_count(),
-        "python": platform.python_version(), "numpy": np.__version__,
-        "numba": numba.__version__, "threads": threads, "graph": spec,
-        "num_vertices": graph.num_vertices, "num_edges": graph.num_edges,
-        "file_system": file_system(parent), "checkpoint_bytes": size,
-        "iteration_s": iteration, "checkpoint_s": cost, "fraction": cost / iteration,
-        "every_default": config.CHECKPOINT_EVERY,
-        "fraction_at_default_every": cost / iteration / config.CHECKPOINT_EVERY,
-        "crc_s": crc, "write_mb_per_s": size / cost / 1e6, "runs": runs, "args": vars(args),
-    }
+    run_row, crc_row = rows
+    iteration, cost = run_row["figures"]["iteration_s"], run_row["figures"]["checkpoint_s"]
+    crc = crc_row["median_s"]
+    figures = {**run_row["figures"], "checkpoint_bytes": size,
+               "every_default": config.CHECKPOINT_EVERY,
+               "fraction_at_default_every": cost / iteration / config.CHECKPOINT_EVERY,
+               "crc_s": crc, "write_mb_per_s": size / cost / 1e6}
+    harness.write_record(args.json, "checkpoint", "summary", {**common, **figures}, args)
+    date = time.strftime("%Y-%m-%d %H:%M:%S")
     print(f"garaphpy checkpoint cost: PageRank on {spec} ({graph.num_vertices:,} vertices, "
-          f"{graph.num_edges:,} edges), {threads} threads, {results['date']}, "
-          f"{platform.node()}; checkpoints on {results['file_system']}")
+          f"{graph.num_edges:,} edges), {threads} threads, {date}, "
+          f"{platform.node()}; checkpoints on {common['file_system']}")
     print(f"| iteration ms | checkpoint ms | MiB | fraction (every 1) | "
           f"fraction (every {config.CHECKPOINT_EVERY}) | CRC-32 ms | write MB/s |")
     print("|---|---|---|---|---|---|---|")
@@ -156,9 +175,8 @@ def main(argv=None) -> int:
           f"{cost / iteration:.3f} | {cost / iteration / config.CHECKPOINT_EVERY:.4f} | "
           f"{crc * 1e3:.1f} | {size / cost / 1e6:.0f} |")
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1))
-        log(f"wrote {args.json}")
-    return 0
+        log(f"appended rows to {args.json}")
+    return harness.exit_status(rows)
 
 
 if __name__ == "__main__":

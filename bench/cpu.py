@@ -45,8 +45,14 @@ kernel is compiled by a short untimed run first; times are
 
 Usage (from the repository root)::
 
-    python bench/cpu.py [--scale 22] [--grid 2000x2000] [--threads N] [--repeat 3]
-                        [--json out.json] [--png out.png] [--only pull,dual,overhead]
+    python bench/cpu.py [--scale 22] [--grid 2000x2000] [--threads N] [--trials 3]
+                        [--json rows.jsonl] [--png out.png] [--only pull,dual,overhead]
+
+A configuration of bench/harness.py: every row of the three tables is a case
+(``--repeat`` is the older spelling of ``--trials``; ``--warmup`` untimed runs
+precede each case's trials, 2-iteration runs where a run is long); each case
+is verified as described above, and the JSON-lines file of ``--json`` gets
+one row per case and a ``summary`` row holding the tables.
 
 More threads than numba started with need ``NUMBA_NUM_THREADS`` set before
 Python starts.  Medians are reported because a shared machine makes single
@@ -56,7 +62,7 @@ iterations jump (an OpenMP barrier waiting on a descheduled thread).
 from __future__ import annotations
 
 import argparse
-import json
+import functools
 import platform
 import sys
 import time
@@ -73,6 +79,7 @@ import garaphpy  # noqa: E402  (sets numba's threading layer before any parallel
 from garaphpy import config  # noqa: E402
 from garaphpy.api import NotConvergedWarning  # noqa: E402
 from _host import host_info, log, median, milliseconds_log_axis  # noqa: E402  (bench/ is the script's directory)
+import harness  # noqa: E402
 
 SECTIONS = ("pull", "dual", "overhead")
 DIRECTIONS = ("pull", "notify-pull", "auto")
@@ -172,8 +179,10 @@ def machine() -> dict:
 
 
 # ---------------------------------------------------------- 1. pull sweep --
-def time_bare(kernel, graph_csc, out_degree, sweeps: int, threads: int, contrib: bool):
-    """Median seconds of one sweep (after a warm-up sweep) and the rank after ``sweeps``."""
+def time_bare(kernel, graph_csc, out_degree, sweeps: int, threads: int,
+              contrib: bool) -> harness.Measurement:
+    """One run of ``sweeps`` sweeps from 1/N: its time is the median sweep after
+    a warm-up sweep, its result the rank after ``sweeps``."""
     in_offsets, sources = graph_csc
     n = out_degree.shape[0]
     rank = np.full(n, 1.0 / n)
@@ -188,7 +197,7 @@ def time_bare(kernel, graph_csc, out_degree, sweeps: int, threads: int, contrib:
         if sweep > 0:
             seconds.append(elapsed)
         rank, new_rank = new_rank, rank
-    return median(seconds), rank
+    return harness.Measurement(result=rank, seconds=median(seconds))
 
 
 #: Engine rows of the pull section: name -> (label, source-side precompute on).
@@ -196,31 +205,31 @@ ENGINE_ROWS = {"engine": ("garaphpy.run(PageRank), rank/outdeg precomputed", Tru
                "engine-direct": ("garaphpy.run(PageRank), precompute off", False)}
 #: Each engine row's same-work bare loop.
 SAME_WORK = {"engine": "bare-contrib", "engine-direct": "bare"}
+#: The bare rows: name -> (kernel, contributions precomputed, label).
+BARE_ROWS = {"bare": (bare_pull, False, "prange over CSC, sum rank[u]/out_degree[u]"),
+             "bare-contrib": (bare_pull_contrib, True,
+                              "prange over CSC, rank/out_degree precomputed")}
 
 
-def time_engine(graph, threads: int, sweeps: int, repeat: int, precompute: bool):
-    """Per-repeat median seconds of an engine pull iteration, and the final scores."""
+def engine_pull(graph, threads: int, sweeps: int, precompute: bool) -> harness.Measurement:
+    """One engine run of ``sweeps`` pull iterations with the precompute on or off:
+    its time is the median iteration after the first, its result the run."""
     from garaphpy.programs import PageRank
 
     previous = config.CPU_SOURCE_PRECOMPUTE
     config.CPU_SOURCE_PRECOMPUTE = precompute
     try:
-        engine_run(graph, PageRank, threads, direction="pull", max_iterations=2, tolerance=0.0)
-        medians, values = [], None
-        for _ in range(repeat):
-            result = engine_run(graph, PageRank, threads, direction="pull",
-                                max_iterations=sweeps, tolerance=0.0)
-            assert all(r.direction == "pull" and r.edges_processed == graph.num_edges
-                       and r.gather_precomputed == precompute for r in result.iterations)
-            medians.append(median(r.seconds for r in result.iterations[1:]))
-            values = result.values
+        result = engine_run(graph, PageRank, threads, direction="pull",
+                            max_iterations=sweeps, tolerance=0.0)
     finally:
         config.CPU_SOURCE_PRECOMPUTE = previous
-    return medians, values
+    return harness.Measurement(result=result,
+                               seconds=median(r.seconds for r in result.iterations[1:]))
 
 
-def bench_pull(args, threads: int) -> dict:
-    """Section 1: engine pull (with and without the precompute) vs the bare prange pulls."""
+def pull_cases(args, threads: int, section: dict) -> list:
+    """Section 1's cases: engine pull (with and without the precompute) and the
+    bare prange pulls, each verified against the first engine row's scores."""
     from garaphpy.programs import PageRank
 
     log(f"pull: building rmat:{args.scale}")
@@ -229,39 +238,60 @@ def bench_pull(args, threads: int) -> dict:
     sweeps = args.pr_iterations
     in_offsets, sources, _ = graph.store.csc()
     out_degree = np.ascontiguousarray(graph.store.out_degree)
-    m = graph.num_edges
-    rows, engine_values = {}, None
-    for name, (label, precompute) in ENGINE_ROWS.items():
-        log(f"pull: {name}, {args.repeat} x {sweeps} PageRank pull iterations")
-        medians, values = time_engine(graph, threads, sweeps, args.repeat, precompute)
-        if engine_values is not None:
-            assert np.allclose(values, engine_values, rtol=1e-12, atol=0), \
-                "the precompute changed the engine's PageRank scores"
-        engine_values = values
-        rows[name] = {"label": label, "seconds": median(medians), "per_repeat": medians}
-    for name, kernel, contrib, label in (
-            ("bare", bare_pull, False, "prange over CSC, sum rank[u]/out_degree[u]"),
-            ("bare-contrib", bare_pull_contrib, True,
-             "prange over CSC, rank/out_degree precomputed")):
-        log(f"pull: {name}, {args.repeat} x {sweeps} sweeps")
-        per_repeat = []
-        for _ in range(args.repeat):
-            seconds, rank = time_bare(kernel, (in_offsets, sources), out_degree, sweeps,
-                                      threads, contrib)
-            per_repeat.append(seconds)
+    section.update(graph=f"rmat:{args.scale}", num_vertices=graph.num_vertices,
+                   num_edges=graph.num_edges, sweeps=sweeps)
+    scores = {}
+
+    def engine_verifier(precompute: bool):
+        def verify(result) -> str | None:
+            if not all(r.direction == "pull" and r.edges_processed == graph.num_edges
+                       and r.gather_precomputed == precompute for r in result.iterations):
+                return "an iteration was not a full pull with the precompute as set"
+            scores.setdefault("engine", result.values)
+            if not np.allclose(result.values, scores["engine"], rtol=1e-12, atol=0):
+                return "the precompute changed the engine's PageRank scores"
+            return None
+        return verify
+
+    def bare_verifier(name: str):
         # the same work: after as many sweeps from 1/N, the engine's scores
-        assert np.allclose(rank, engine_values, rtol=1e-9, atol=1e-15), \
-            f"{name} does not reproduce the engine's PageRank scores"
-        rows[name] = {"label": label, "seconds": median(per_repeat), "per_repeat": per_repeat}
-    for row in rows.values():
-        row["g_edges_per_s"] = m / row["seconds"] / 1e9
+        def verify(rank) -> str | None:
+            if not np.allclose(rank, scores["engine"], rtol=1e-9, atol=1e-15):
+                return f"{name} does not reproduce the engine's PageRank scores"
+            return None
+        return verify
+
+    cases = []
+    for name, (label, precompute) in ENGINE_ROWS.items():
+        cases.append(harness.Case(
+            f"pull/{name}",
+            functools.partial(engine_pull, graph, threads, sweeps, precompute),
+            params={"label": label, "precompute": precompute},
+            warm_up=functools.partial(engine_pull, graph, threads, 2, precompute),
+            verify=engine_verifier(precompute)))
+    for name, (kernel, contrib, label) in BARE_ROWS.items():
+        cases.append(harness.Case(
+            f"pull/{name}",
+            functools.partial(time_bare, kernel, (in_offsets, sources), out_degree, sweeps,
+                              threads, contrib),
+            params={"label": label}, warmup=0, verify=bare_verifier(name)))
+    return cases
+
+
+def pull_section(section: dict, rows: list) -> dict:
+    """The pull section's figures (the table's) from its rows."""
+    table = {}
+    for row in rows:
+        name = row["case"].removeprefix("pull/")
+        table[name] = {"label": row["params"]["label"], "seconds": row["median_s"],
+                       "per_repeat": row["trials_s"],
+                       "g_edges_per_s": section["num_edges"] / row["median_s"] / 1e9}
     for name in ENGINE_ROWS:
         baseline = SAME_WORK[name]
-        rows[name]["same_work_baseline"] = baseline
-        rows[name]["over_same_work"] = (rows[name]["g_edges_per_s"]
-                                        / rows[baseline]["g_edges_per_s"])
-    return {"graph": f"rmat:{args.scale}", "num_vertices": graph.num_vertices,
-            "num_edges": m, "sweeps": sweeps, "rows": rows}
+        table[name]["same_work_baseline"] = baseline
+        table[name]["over_same_work"] = (table[name]["g_edges_per_s"]
+                                         / table[baseline]["g_edges_per_s"])
+    return {**section, "rows": table}
 
 
 def print_pull(section: dict, threads: int) -> None:
@@ -287,8 +317,8 @@ def print_pull(section: dict, threads: int) -> None:
 
 
 # ---------------------------------------------------------- 2. dual mode --
-def dual_cases(args):
-    """(program class, graph label, graph, source) for Figure 10."""
+def dual_graphs(args):
+    """(program class, graph label, graph) for Figure 10."""
     from garaphpy.programs import BFS, SSSP
 
     log(f"dual: building rmat:{args.scale} (weighted and not) and grid:{args.grid}")
@@ -301,49 +331,87 @@ def dual_cases(args):
             (BFS, f"grid:{args.grid}", grid)]
 
 
-def bench_dual(args, threads: int) -> list:
-    """Section 2: forced pull, forced notify-pull and auto, per iteration."""
+def run_metrics(result) -> dict:
+    """A run's per-iteration record, kept in the row's metrics."""
+    return {"seconds": [r.seconds for r in result.iterations],
+            "direction": [r.direction for r in result.iterations],
+            "active_vertices": [r.active_vertices for r in result.iterations],
+            "active_fraction": [r.active_fraction for r in result.iterations],
+            "edges_processed": [r.edges_processed for r in result.iterations],
+            "stop_reason": result.stop_reason}
+
+
+def dual_run(graph, program, threads: int, direction: str, options: dict
+             ) -> harness.Measurement:
+    """One run in a forced or automatic direction; its time is the run's
+    iteration total (``Result.seconds``)."""
+    result = engine_run(graph, program, threads, direction=direction, **options)
+    return harness.Measurement(result=result, seconds=result.seconds,
+                               metrics=run_metrics(result))
+
+
+def dual_cases(args, threads: int, graphs: dict) -> list:
+    """Section 2's cases: every (program, graph) in forced pull, forced
+    notify-pull and auto; notify-pull and auto verified to give pull's values
+    in as many iterations."""
     cases = []
-    for program, label, graph in dual_cases(args):
+    for program, label, graph in dual_graphs(args):
         name = program.__name__
         source = top_source(graph)
         options = {"sources": source}
         if args.dual_max_iterations:
             options["max_iterations"] = args.dual_max_iterations
-        for direction in DIRECTIONS:  # compile every kernel for these types, untimed
-            engine_run(graph, program, threads, direction=direction, max_iterations=2,
-                       sources=source)
-        runs = {direction: [] for direction in DIRECTIONS}
-        for repeat in range(args.repeat):
-            values = {}
-            for direction in DIRECTIONS:
-                log(f"dual: {name} on {label}, {direction}, repeat {repeat + 1}/{args.repeat}")
-                result = engine_run(graph, program, threads, direction=direction, **options)
-                runs[direction].append(result)
-                values[direction] = result.values
-            for direction in ("notify-pull", "auto"):
-                assert np.array_equal(values[direction], values["pull"]), \
-                    f"{name} on {label}: {direction} values differ from pull's"
-        counts = {len(r.iterations) for rs in runs.values() for r in rs}
-        assert len(counts) == 1, f"{name} on {label}: iteration counts differ {counts}"
-        case = {"program": name, "graph": label, "source": source,
-                "num_vertices": graph.num_vertices, "num_edges": graph.num_edges,
-                "iterations": counts.pop(), "stop_reason": runs["auto"][0].stop_reason,
-                "modes": {}}
-        for direction, results in runs.items():
-            # per-iteration median over repeats (runs are deterministic in length)
-            per_iteration = np.median([[r.seconds for r in result.iterations]
-                                       for result in results], axis=0)
-            last = results[-1].iterations
-            case["modes"][direction] = {
-                "total_seconds": median(r.seconds for r in results),
-                "totals": [r.seconds for r in results],
-                "seconds": per_iteration.tolist(),
-                "direction": [r.direction for r in last],
-                "active_vertices": [r.active_vertices for r in last],
-                "active_fraction": [r.active_fraction for r in last],
-                "edges_processed": [r.edges_processed for r in last],
-            }
+        graphs[(name, label)] = {"source": source, "num_vertices": graph.num_vertices,
+                                 "num_edges": graph.num_edges}
+        reference = {}
+
+        def verifier(direction, reference=reference, name=name, label=label):
+            def verify(result) -> str | None:
+                if direction == "pull":
+                    reference.setdefault("result", result)
+                pull = reference["result"]
+                if not np.array_equal(result.values, pull.values):
+                    return f"{name} on {label}: {direction} values differ from pull's"
+                if len(result.iterations) != len(pull.iterations):
+                    return (f"{name} on {label}: {direction} took {len(result.iterations)} "
+                            f"iterations, pull {len(pull.iterations)}")
+                return None
+            return verify
+
+        for direction in DIRECTIONS:
+            cases.append(harness.Case(
+                f"dual/{name}/{label}/{direction}",
+                functools.partial(dual_run, graph, program, threads, direction, options),
+                params={"program": name, "graph": label, "source": source,
+                        "direction": direction},
+                # compiles every kernel for these types, untimed
+                warm_up=functools.partial(engine_run, graph, program, threads,
+                                          direction=direction, max_iterations=2,
+                                          sources=source),
+                verify=verifier(direction)))
+    return cases
+
+
+def dual_section(rows: list, graphs: dict) -> list:
+    """The dual-mode cases' figures (the table's and the plot's) from the rows."""
+    cases = {}
+    for row in rows:
+        params = row["params"]
+        key = (params["program"], params["graph"])
+        case = cases.setdefault(key, {"program": key[0], "graph": key[1], **graphs[key],
+                                      "modes": {}})
+        runs = row["metrics"]
+        # per-iteration median over the trials (runs are deterministic in length)
+        per_iteration = np.median([run["seconds"] for run in runs], axis=0)
+        last = runs[-1]
+        case["iterations"] = len(last["seconds"])
+        case["stop_reason"] = last["stop_reason"]
+        case["modes"][params["direction"]] = {
+            "total_seconds": row["median_s"], "totals": row["trials_s"],
+            "seconds": per_iteration.tolist(),
+            **{key: last[key] for key in ("direction", "active_vertices", "active_fraction",
+                                          "edges_processed")}}
+    for case in cases.values():
         modes = case["modes"]
         best_forced = min(modes["pull"]["total_seconds"], modes["notify-pull"]["total_seconds"])
         per_iteration_best = float(np.minimum(modes["pull"]["seconds"],
@@ -351,8 +419,7 @@ def bench_dual(args, threads: int) -> list:
         case["auto_over_min"] = modes["auto"]["total_seconds"] / best_forced
         case["auto_over_best_per_iteration"] = modes["auto"]["total_seconds"] / per_iteration_best
         case["auto_switches"] = switches(modes["auto"]["direction"])
-        cases.append(case)
-    return cases
+    return list(cases.values())
 
 
 def switches(directions: list) -> list:
@@ -452,47 +519,58 @@ def chain_graph(n: int) -> "garaphpy.Graph":
     return graph
 
 
-def overhead_rows(graph, label: str, programs, source: int, threads: int, repeat: int,
-                  max_iterations: int, select) -> list:
-    """Median seconds of the iterations ``select(record)`` keeps (the first never)."""
-    rows = []
-    for program in programs:
-        engine_run(graph, program, threads, max_iterations=2, sources=source)
-        medians, means, kept, actives, directions = [], [], 0, [], set()
-        for _ in range(repeat):
-            result = engine_run(graph, program, threads, max_iterations=max_iterations,
-                                sources=source)
-            chosen = [r for r in result.iterations[1:] if select(r)]
-            medians.append(median(r.seconds for r in chosen))
-            means.append(float(np.mean([r.seconds for r in chosen])) if chosen else np.nan)
-            kept = len(chosen)
-            actives = [r.active_vertices for r in chosen]
-            directions = {r.direction for r in result.iterations}
-        rows.append({"program": program.__name__, "graph": label, "iterations": kept,
-                     "active_vertices_max": max(actives) if actives else 0,
-                     "directions": sorted(directions), "median_seconds": median(medians),
-                     "mean_seconds": median(means)})
-    return rows
+def overhead_run(graph, program, threads: int, source: int, max_iterations: int,
+                 select) -> harness.Measurement:
+    """One run; its time is the median of the iterations ``select(record)``
+    keeps (the first never)."""
+    result = engine_run(graph, program, threads, max_iterations=max_iterations, sources=source)
+    chosen = [r for r in result.iterations[1:] if select(r)]
+    return harness.Measurement(result=result, seconds=median(r.seconds for r in chosen),
+                               metrics={
+        "mean_seconds": float(np.mean([r.seconds for r in chosen])) if chosen else np.nan,
+        "iterations": len(chosen),
+        "active_vertices_max": max((r.active_vertices for r in chosen), default=0),
+        "directions": sorted({r.direction for r in result.iterations})})
 
 
-def bench_overhead(args, threads: int) -> list:
-    """Section 3: iterations with one (chain) or few (grid) active vertices."""
+def overhead_cases(args, threads: int) -> list:
+    """Section 3's cases: iterations with one (chain) or few (grid) active
+    vertices; a run is verified to have kept some iterations."""
     from garaphpy.programs import BFS, SSSP
 
-    rows = []
+    def graphs():
+        for n in args.chain:
+            yield chain_graph(n), f"chain:{n}", 0, args.overhead_iterations, lambda r: True
+        grid = load(f"grid:{args.grid}")
+        yield (grid, f"grid:{args.grid}", top_source(grid), args.tiny_iterations,
+               lambda r: r.direction == "notify-pull" and r.active_vertices <= args.tiny)
+
     log("overhead: building chains and the grid")
-    for n in args.chain:
-        graph = chain_graph(n)
-        log(f"overhead: chain of {n:,}, {args.overhead_iterations} iterations")
-        rows += overhead_rows(graph, f"chain:{n}", (SSSP, BFS), 0, threads, args.repeat,
-                              args.overhead_iterations, lambda r: True)
-    grid = load(f"grid:{args.grid}")
-    log(f"overhead: grid:{args.grid}, frontiers of at most {args.tiny} vertices")
-    rows += overhead_rows(grid, f"grid:{args.grid}", (SSSP, BFS), top_source(grid), threads,
-                          args.repeat, args.tiny_iterations,
-                          lambda r: r.direction == "notify-pull"
-                          and r.active_vertices <= args.tiny)
-    return rows
+    for graph, label, source, iterations, select in graphs():
+        for program in (SSSP, BFS):
+            yield harness.Case(
+                f"overhead/{program.__name__}/{label}",
+                functools.partial(overhead_run, graph, program, threads, source, iterations,
+                                  select),
+                params={"program": program.__name__, "graph": label, "source": source,
+                        "max_iterations": iterations},
+                warm_up=functools.partial(engine_run, graph, program, threads,
+                                          max_iterations=2, sources=source),
+                verify=lambda result: len(result.iterations) >= 2
+                or "the run stopped before a second iteration")
+
+
+def overhead_section(rows: list) -> list:
+    """The overhead table's rows from the harness rows."""
+    table = []
+    for row in rows:
+        last = row["metrics"][-1]
+        table.append({"program": row["params"]["program"], "graph": row["params"]["graph"],
+                      "iterations": last["iterations"],
+                      "active_vertices_max": last["active_vertices_max"],
+                      "directions": last["directions"], "median_seconds": row["median_s"],
+                      "mean_seconds": median(m["mean_seconds"] for m in row["metrics"])})
+    return table
 
 
 def print_overhead(rows: list, threads: int, tiny: int) -> None:
@@ -524,8 +602,6 @@ def main(argv=None) -> int:
     parser.add_argument("--grid", default="2000x2000", help="grid WIDTHxHEIGHT (default 2000x2000)")
     parser.add_argument("--threads", type=int, default=None,
                         help="CPU threads (default: every core)")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per measurement (default 3)")
-    parser.add_argument("--json", default=None, help="write the results here")
     parser.add_argument("--png", default=None, help="write the dual-mode plot here")
     parser.add_argument("--only", default=",".join(SECTIONS),
                         help="comma-separated sections: pull,dual,overhead (default all)")
@@ -541,14 +617,16 @@ def main(argv=None) -> int:
                         help="largest grid frontier counted as tiny (default 64)")
     parser.add_argument("--tiny-iterations", type=int, default=200,
                         help="iterations of each grid run of the overhead (default 200)")
+    harness.add_common_options(parser, trials=3, warmup=1)
     args = parser.parse_args(argv)
+    harness.check_common_options(parser, args)
 
     only = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = set(only) - set(SECTIONS)
     if unknown or not only:
         parser.error(f"--only {args.only!r}: expected a comma-separated subset of "
                      f"{','.join(SECTIONS)}")
-    for name in ("repeat", "pr_iterations", "overhead_iterations", "tiny", "tiny_iterations"):
+    for name in ("pr_iterations", "overhead_iterations", "tiny", "tiny_iterations"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')}={getattr(args, name)}: expected >= 1")
     if args.pr_iterations < 2:
@@ -569,22 +647,32 @@ def main(argv=None) -> int:
           f"{results['cpu_count']} CPUs), {threads} threads, numba {numba.__version__} "
           f"threading layer {layer!r}, {results['date']}")
 
+    extra = {"threads": threads, "threading_layer": layer}
+    rows = []
     if "pull" in only:
-        results["pull"] = bench_pull(args, threads)
+        section = {}
+        rows += (pull_rows := harness.run_cases("cpu", pull_cases(args, threads, section),
+                                                 args, extra=extra))
+        results["pull"] = pull_section(section, pull_rows)
         print_pull(results["pull"], threads)
     if "dual" in only:
-        results["dual"] = bench_dual(args, threads)
-        print_dual(results["dual"], threads, args.repeat)
+        graphs = {}
+        rows += (dual_rows := harness.run_cases("cpu", dual_cases(args, threads, graphs), args,
+                                                 extra=extra))
+        results["dual"] = dual_section(dual_rows, graphs)
+        print_dual(results["dual"], threads, args.trials)
         if args.png:
             plot_dual(results["dual"], args.png, threads)
     if "overhead" in only:
-        results["overhead"] = bench_overhead(args, threads)
+        rows += (overhead_rows := harness.run_cases("cpu", overhead_cases(args, threads), args,
+                                                     extra=extra))
+        results["overhead"] = overhead_section(overhead_rows)
         print_overhead(results["overhead"], threads, args.tiny)
     results["threading_layer"] = numba.threading_layer()
+    harness.write_record(args.json, "cpu", "summary", results)
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1))
-        log(f"wrote {args.json}")
-    return 0
+        log(f"appended rows to {args.json}")
+    return harness.exit_status(rows)
 
 
 if __name__ == "__main__":

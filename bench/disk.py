@@ -64,7 +64,15 @@ Usage (from the repository root)::
                          [--repeat 3] [--readahead-bytes 256M] [--check]
                          [--modes cpu[,gpu,hybrid]] [--iterations 10]
                          [--threads N] [--page-bytes auto] [--gpu-memory auto]
-                         [--keep] [--json out.json]
+                         [--keep] [--json rows.jsonl]
+
+A configuration of bench/harness.py: for each directory (and all of them
+together) the sequential reads before and after, the page stream and each
+mode's PageRank run are cases.  ``--trials`` (the older ``--repeat``) is the
+runs of each read; a page stream's untimed pass is its harness warm-up; a
+PageRank run is one trial whose first iteration warms up, verified by the
+every-page check above.  ``--json`` gets one row per case and a ``summary``
+row holding the table.
 
 A quick run (a small store, two directories on whatever devices they are)::
 
@@ -75,7 +83,7 @@ A quick run (a small store, two directories on whatever devices they are)::
 from __future__ import annotations
 
 import argparse
-import json
+import functools
 import os
 import shutil
 import signal
@@ -95,6 +103,7 @@ import numpy as np  # noqa: E402
 
 import garaphpy  # noqa: E402
 from _host import file_system, free_gpu_memory, gpu_problem, host_info, log  # noqa: E402
+import harness  # noqa: E402
 from garaphpy import config, generators  # noqa: E402
 from garaphpy.api import MODES, NotConvergedWarning  # noqa: E402
 from garaphpy.storage.builder import BuildOptions, build_store  # noqa: E402
@@ -190,26 +199,81 @@ def page_data_bytes(store: Store) -> int:
     return sum(p.nbytes for p in store.pages)
 
 
-def stream(store: Store, readahead: int | None, check: bool, repeat: int) -> list[dict]:
-    """Stream every page ``repeat`` times through one PageReader (as the
-    iterations of a run do), after an untimed pass that faults its buffers in;
-    bytes/s of each pass."""
-    runs = []
-    with PageReader(store, readahead_bytes=readahead, check=check) as reader:
-        for run in range(repeat + 1):
-            for path in store.block_files:
-                drop_from_page_cache(path)
-            before = reader.bytes_read
-            started = time.perf_counter()
-            for _index, _page in reader.stream():
-                pass
-            seconds = time.perf_counter() - started
-            total = reader.bytes_read - before
-            if run:
-                runs.append({"bytes": total, "seconds": seconds, "bytes_per_s": total / seconds,
-                             "direct": all(reader.direct_io), "buffers": reader.max_buffers,
-                             "buffer_bytes": reader.buffer_bytes})
-    return runs
+def stream_pass(reader: PageReader, store: Store) -> harness.Measurement:
+    """Stream every page once through ``reader`` (as an iteration of a run does),
+    the page cache emptied first, outside the time; bytes/s of the pass."""
+    for path in store.block_files:
+        drop_from_page_cache(path)
+    before = reader.bytes_read
+    started = time.perf_counter()
+    for _index, _page in reader.stream():
+        pass
+    seconds = time.perf_counter() - started
+    total = reader.bytes_read - before
+    return harness.Measurement(result=total, seconds=seconds, metrics={
+        "bytes": total, "seconds": seconds, "bytes_per_s": total / seconds,
+        "direct": all(reader.direct_io), "buffers": reader.max_buffers,
+        "buffer_bytes": reader.buffer_bytes})
+
+
+def sequential_read(paths: list[Path]) -> harness.Measurement:
+    """:func:`sequential` as a harness trial."""
+    measured = sequential(paths)
+    return harness.Measurement(result=measured["bytes"], seconds=measured["seconds"],
+                               metrics=measured)
+
+
+def directory_cases(args, label: str, store: Store, paths: list[Path], modes: list,
+                    threads, found: dict) -> list:
+    """The cases of one row of the table: sequential reads before, the page
+    stream, each mode's PageRank, sequential reads after (the disk drifts)."""
+    expected_file_bytes = args.file_bytes * len(paths)
+    page_bytes = page_data_bytes(store)
+
+    def open_reader():
+        return PageReader(store, readahead_bytes=args.readahead_bytes, check=args.check)
+
+    def pagerank_run(mode):
+        entry = pagerank(store, mode, args, threads)
+        found[mode] = entry
+        return harness.Measurement(result=entry, seconds=entry.get("seconds"), metrics=entry)
+
+    def read_every_byte(total):
+        return total >= expected_file_bytes or \
+            f"read {total:,} bytes of {expected_file_bytes:,}"
+
+    cases = [harness.Case(f"{label}/sequential-before",
+                          functools.partial(sequential_read, paths), warmup=0,
+                          params={"read": "sequential", "files": len(paths)},
+                          verify=read_every_byte),
+             harness.Case(f"{label}/pages", lambda reader: stream_pass(reader, store),
+                          setup=open_reader, teardown=lambda reader: reader.close(),
+                          params={"read": "pages", "check": args.check},
+                          verify=lambda total: total == page_bytes
+                          or f"streamed {total:,} bytes of {page_bytes:,}")]
+    cases += [harness.Case(f"{label}/pagerank-{mode}", functools.partial(pagerank_run, mode),
+                           trials=1, warmup=0, params={"read": "pagerank", "mode": mode},
+                           verify=lambda entry: entry.get("error") or entry.get("skipped"))
+              for mode in modes]
+    cases.append(harness.Case(f"{label}/sequential-after",
+                              functools.partial(sequential_read, paths), warmup=0,
+                              params={"read": "sequential", "files": len(paths)},
+                              verify=read_every_byte))
+    return cases
+
+
+def measure_row(args, label: str, store: Store, paths: list[Path], modes: list,
+                threads) -> tuple:
+    """Run one row's cases; the sequential runs, the page runs, the PageRank
+    entries by mode, and the harness rows."""
+    found: dict = {}
+    rows = harness.run_cases("disk", directory_cases(args, label, store, paths, modes,
+                                                     threads, found), args,
+                             extra={"directories": label, "graph": f"rmat:{args.scale}"})
+    by_read = {}
+    for row in rows:
+        by_read.setdefault(row["params"]["read"], []).extend(row["metrics"])
+    return by_read["sequential"], by_read["pages"], found, rows
 
 
 def median_run(runs: list[dict]) -> dict:
@@ -420,7 +484,6 @@ def main(argv=None) -> int:
                         "(default 22)")
     parser.add_argument("--file-bytes", type=parse_bytes, default=2 << 30,
                         help="size of the sequential-read file per directory (default 2G)")
-    parser.add_argument("--repeat", type=int, default=3, help="runs of each read (default 3)")
     parser.add_argument("--readahead-bytes", type=parse_bytes, default=None,
                         help="PageReader read-ahead budget of (b) (default "
                              "config.PAGE_READAHEAD_BYTES)")
@@ -443,10 +506,9 @@ def main(argv=None) -> int:
                         help="GPU budget of gpu and hybrid runs (default: too small for the "
                              "pages to stay on the GPU)")
     parser.add_argument("--keep", action="store_true", help="keep the files and stores")
-    parser.add_argument("--json", default=None, help="write the results here")
+    harness.add_common_options(parser, trials=3, warmup=1)
     args = parser.parse_args(argv)
-    if args.repeat < 1:
-        parser.error("--repeat: expected >= 1")
+    harness.check_common_options(parser, args)
     if args.iterations < 2:
         parser.error("--iterations: expected >= 2 (the first is not counted)")
     if args.threads is not None and args.threads < 1:
@@ -468,14 +530,13 @@ def main(argv=None) -> int:
         else:
             remove(work)
     report(results)
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1))
-        log(f"wrote {args.json}")
+    harness.write_record(args.json, "disk", "summary",
+                         {key: value for key, value in results.items() if key != "harness_rows"})
     failed = [f"{', '.join(r['directories'])} {mode}" for r in results["rows"]
               for mode, entry in r["pagerank"].items() if "bytes_per_s" not in entry]
     if failed:
         log(f"pagerank runs failed or skipped: {'; '.join(failed)}")
-    return 1 if failed else 0
+    return 1 if failed or harness.failed(results["harness_rows"]) else 0
 
 
 def build_stores(args, work: list[Path]) -> tuple[list[Store], Store | None, int | None]:
@@ -521,21 +582,19 @@ def measure(args, directories: list[Path], work: list[Path]) -> dict:
     log(f"building the store(s) of rmat:{args.scale} ...")
     single, spread, page_bytes = build_stores(args, work)
 
-    rows = []
+    rows, harness_rows = [], []
     for directory, device, path, store in zip(directories, devices, files, single):
         log(f"{directory}: measuring ...")
         speeds = measure_read_speeds(directory, refresh=True)
-        file_runs = [sequential([path]) for _ in range(args.repeat)]
-        page_runs = stream(store, args.readahead_bytes, args.check, args.repeat)
-        runs = {mode: pagerank(store, mode, args, threads) for mode in modes}
-        file_runs += [sequential([path]) for _ in range(args.repeat)]   # the disk drifts
+        file_runs, page_runs, runs, measured = measure_row(args, str(directory), store, [path],
+                                                           modes, threads)
+        harness_rows += measured
         rows.append(row([directory], [device], file_runs, page_runs, runs, speeds.ratio, store))
     if spread is not None:
         log("all directories at once: measuring ...")
-        file_runs = [sequential(files) for _ in range(args.repeat)]
-        page_runs = stream(spread, args.readahead_bytes, args.check, args.repeat)
-        runs = {mode: pagerank(spread, mode, args, threads) for mode in modes}
-        file_runs += [sequential(files) for _ in range(args.repeat)]
+        file_runs, page_runs, runs, measured = measure_row(args, "all", spread, files, modes,
+                                                           threads)
+        harness_rows += measured
         rows.append(row(directories, devices, file_runs, page_runs, runs, None, spread))
     results = {"benchmark": "disk", "date": time.strftime("%Y-%m-%d %H:%M:%S"),
                **host_info(), "graph": f"rmat:{args.scale}",
@@ -544,7 +603,8 @@ def measure(args, directories: list[Path], work: list[Path]) -> dict:
                "pages": len(single[0].pages), "check": args.check, "threads": threads,
                "modes": modes, "skipped_modes": skipped,
                "devices_distinct": device_line["distinct"], "devices": device_line["line"],
-               "rows": rows, "args": {k: v for k, v in vars(args).items()}}
+               "rows": rows, "args": {k: v for k, v in vars(args).items()},
+               "harness_rows": harness_rows}
     if spread is not None:
         first, last = rows[0], rows[-1]
         results["scaling"] = {

@@ -85,8 +85,16 @@ measurements read; :func:`engine_run` keeps the engine by substituting, for
 the length of the call, a subclass of ``GpuEngine`` that remembers its
 instance and keeps each iteration's page events (no hook in the library).
 
-Output: tables on stdout, JSON (default
-``bench/results/gpu-<gpu>-<date>.json``) and, with matplotlib, a PNG of the
+A configuration of bench/harness.py: the bandwidth copies and the cuSPARSE
+loops are cases with a warm-up and trials (``--bandwidth-repeat`` copies,
+``--trials`` loops, the older ``--repeat``), timed by CUDA events; the
+resident, streamed and replication sections are one-trial cases whose
+measurements (the engine's records, the held queue's CUDA events, the
+replication rounds) stay inside them, verified by their result checks.
+
+Output: tables on stdout, JSON rows (one per case and a ``summary`` row with
+every section, appended to ``--json``, default
+``bench/results/gpu-<gpu>-<date>.jsonl``) and, with matplotlib, a PNG of the
 replication study (default beside the JSON).  Exit status 1 when a result
 check fails (scores differ), 2 without a usable GPU.  ``--build-only``
 builds or reuses the stores and prints their layout, without a GPU.
@@ -104,7 +112,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import math
 import os
 import re
@@ -124,6 +131,7 @@ from garaphpy.kernels import gpu as gpu_kernels  # noqa: E402
 from garaphpy.storage import layout  # noqa: E402
 from _host import (  # noqa: E402  (bench/ is the script's directory)
     free_gpu_memory, gpu_problem, host_info, log, median)
+import harness  # noqa: E402
 from garaphpy.scheduler.gpu_engine import busy_time  # noqa: E402
 
 SECTIONS = ("bandwidth", "cusparse", "resident", "streamed", "replication")
@@ -276,30 +284,44 @@ def build_stores(args, only) -> dict:
 
 
 # ---------------------------------------------------------------- 1. bandwidth --
-def bench_bandwidth(args) -> dict:
-    """Pinned host-to-device copies of one buffer, CUDA-event timed."""
+def bandwidth_case(args, section: dict) -> harness.Case:
+    """Pinned host-to-device copies of one buffer, CUDA-event timed: a warm-up
+    copy, then ``--bandwidth-repeat`` trials; ``section`` gets the figures."""
     import cupy
 
     nbytes = args.bandwidth_mib << 20
-    memory = cupy.cuda.alloc_pinned_memory(nbytes)
-    host = np.frombuffer(memory, np.uint8, nbytes)
-    host[:] = 1  # touch it
-    device = cupy.empty(nbytes, np.uint8)
-    stream = cupy.cuda.Stream(non_blocking=True)
-    seconds = []
-    for repeat in range(args.bandwidth_repeat + 1):
+    buffers = {}
+
+    def setup():
+        memory = cupy.cuda.alloc_pinned_memory(nbytes)
+        host = np.frombuffer(memory, np.uint8, nbytes)
+        host[:] = 1  # touch it
+        buffers.update(memory=memory, host=host, device=cupy.empty(nbytes, np.uint8),
+                       stream=cupy.cuda.Stream(non_blocking=True))
+        return buffers
+
+    def copy(buffers) -> harness.Measurement:
+        stream = buffers["stream"]
         start = stream.record()
-        cupy.cuda.runtime.memcpyAsync(device.data.ptr, host.ctypes.data, nbytes,
-                                      cupy.cuda.runtime.memcpyHostToDevice, stream.ptr)
+        cupy.cuda.runtime.memcpyAsync(buffers["device"].data.ptr, buffers["host"].ctypes.data,
+                                      nbytes, cupy.cuda.runtime.memcpyHostToDevice, stream.ptr)
         end = stream.record()
         end.synchronize()
-        if repeat > 0:  # the first copy is a warm-up
-            seconds.append(cupy.cuda.get_elapsed_time(start, end) / 1e3)
-    del host, memory, device
-    free_gpu_memory()
-    rates = [nbytes / s for s in seconds]
-    return {"bytes": nbytes, "seconds": seconds, "bytes_per_second": median(rates),
-            "max_bytes_per_second": max(rates)}
+        return harness.Measurement(seconds=cupy.cuda.get_elapsed_time(start, end) / 1e3)
+
+    def teardown(buffers):
+        buffers.clear()
+        free_gpu_memory()
+
+    def summarize(row) -> dict:
+        rates = [nbytes / s for s in row["trials_s"]]
+        section.update(bytes=nbytes, seconds=row["trials_s"], bytes_per_second=median(rates),
+                       max_bytes_per_second=max(rates))
+        return dict(section)
+
+    return harness.Case("bandwidth", copy, params={"bytes": nbytes}, setup=setup,
+                        teardown=teardown, summarize=summarize, trials=args.bandwidth_repeat,
+                        warmup=1)
 
 
 def print_bandwidth(section: dict) -> None:
@@ -331,7 +353,9 @@ def bench_cusparse(args, graph) -> dict:
         (cupy.asarray(data), cupy.asarray(sources.astype(np.int32)),
          cupy.asarray(in_offsets.astype(np.int32))), shape=(n, n))
     matrix.sum_duplicates()  # no duplicates (the store dropped them); sets the flag once
-    dangling = cupy.asarray((out_degree == 0).astype(np.float64))
+    # the device arrays, dropped at the end (the closures below keep them otherwise)
+    device = {"matrix": matrix, "dangling": cupy.asarray((out_degree == 0).astype(np.float64))}
+    del matrix
     teleport = (1.0 - DAMPING) / n
     del data, sources
 
@@ -340,28 +364,34 @@ def bench_cusparse(args, graph) -> dict:
         for start, end in events:
             start.record()
             # D = sum of rank over the vertices without out-edges
-            dangling_mass = dangling @ rank
+            dangling_mass = device["dangling"] @ rank
             # rank' = (1-d)/N + d * (M rank + D/N)
-            rank = teleport + DAMPING * (matrix @ rank + dangling_mass / n)
+            rank = teleport + DAMPING * (device["matrix"] @ rank + dangling_mass / n)
             end.record()
         events[-1][1].synchronize()
         return rank
 
-    loops = []
-    rank = None
-    for repeat in range(args.repeat + 1):
+    final = {}
+
+    def loop() -> harness.Measurement:
+        """One loop of ``--iterations``; its time is the CUDA-event total per iteration."""
         events = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(args.iterations)]
         started = time.perf_counter()
-        rank = pagerank(events)
+        final["rank"] = pagerank(events)
         wall = time.perf_counter() - started
-        if repeat == 0:
-            continue  # warm-up: cuSPARSE handle, buffers, kernel loading
         total = cupy.cuda.get_elapsed_time(events[0][0], events[-1][1]) / 1e3
-        loops.append({"total_seconds": total, "wall_seconds": wall,
-                      "per_iteration": [cupy.cuda.get_elapsed_time(a, b) / 1e3
-                                        for a, b in events]})
-    values = cupy.asnumpy(rank)
-    del matrix, dangling, rank
+        return harness.Measurement(seconds=total / args.iterations, metrics={
+            "total_seconds": total, "wall_seconds": wall,
+            "per_iteration": [cupy.cuda.get_elapsed_time(a, b) / 1e3 for a, b in events]})
+
+    # the warm-up loop pays for the cuSPARSE handle, buffers, kernel loading
+    (row,) = harness.run_cases("gpu", [harness.Case(
+        "cusparse", loop, params={"graph": f"rmat:{args.scale}", "iterations": args.iterations},
+        warmup=max(1, args.warmup))], args)
+    loops = row["metrics"]
+    values = cupy.asnumpy(final["rank"])
+    device.clear()
+    final.clear()
     free_gpu_memory()
     per_iteration = median(loop["total_seconds"] for loop in loops) / args.iterations
     return {"graph": f"rmat:{args.scale}", "num_vertices": n, "num_edges": m,
@@ -975,8 +1005,6 @@ def parse_args(argv=None):
     parser.add_argument("--scale", type=int, default=22, help="RMAT scale (default 22)")
     parser.add_argument("--iterations", type=int, default=20,
                         help="PageRank iterations of every run (default 20)")
-    parser.add_argument("--repeat", type=int, default=3,
-                        help="timed loops of the cuSPARSE baseline (default 3)")
     parser.add_argument("--n-streams", type=int, default=config.N_STREAMS,
                         help=f"streams of the resident and streamed runs (default "
                              f"{config.N_STREAMS})")
@@ -1009,8 +1037,6 @@ def parse_args(argv=None):
                              "vertex data + n-streams largest pages + 8 MiB)")
     parser.add_argument("--only", default=",".join(SECTIONS),
                         help=f"comma-separated sections: {','.join(SECTIONS)} (default all)")
-    parser.add_argument("--json", default=None,
-                        help="write the results here (default bench/results/gpu-<gpu>-<date>.json)")
     parser.add_argument("--png", default=None,
                         help="replication plot (default beside the JSON; 'none' for no plot)")
     parser.add_argument("--build-option", type=build_option, action="append", default=[],
@@ -1033,13 +1059,18 @@ def parse_args(argv=None):
     parser.add_argument("--build-only", action="store_true",
                         help="build or reuse the stores, print their layout and stop (no GPU "
                              "needed)")
+    # --trials (the older --repeat): timed loops of the cuSPARSE baseline; the
+    # engine sections run once each, their first iteration warming up
+    harness.add_common_options(parser, trials=3, warmup=1, json_help=(
+        "append the JSON rows here (default bench/results/gpu-<gpu>-<date>.jsonl)"))
     args = parser.parse_args(argv)
+    harness.check_common_options(parser, args)
     only = [s.strip() for s in args.only.split(",") if s.strip()]
     if not only or set(only) - set(SECTIONS):
         parser.error(f"--only {args.only!r}: expected a comma-separated subset of "
                      f"{','.join(SECTIONS)}")
     args.only = only
-    for name in ("iterations", "repeat", "n_streams", "replication_streams",
+    for name in ("iterations", "n_streams", "replication_streams",
                  "replication_rounds", "bandwidth_mib",
                  "bandwidth_repeat"):
         if getattr(args, name) < 1:
@@ -1094,6 +1125,9 @@ def main(argv=None) -> int:
     if args.merge_lanes is not None:
         config.GPU_MERGE_LANES = args.merge_lanes
     date = time.strftime("%Y-%m-%d")
+    json_path = Path(args.json) if args.json else \
+        REPO / "bench" / "results" / f"gpu-{slug(machine().get('gpu', 'no GPU'))}-{date}.jsonl"
+    args.json = str(json_path)
     results = {"benchmark": "gpu", "warp_combine": config.GPU_WARP_COMBINE,
                "edges_per_thread": config.GPU_EDGES_PER_THREAD,
                "merge_lanes": config.GPU_MERGE_LANES,
@@ -1113,39 +1147,68 @@ def main(argv=None) -> int:
 
     failures: list = []
     default = stores["default"]
+    rows: list = []
+
+    def section_case(name: str, compute, seconds_key: str, **params) -> dict:
+        """A section that measures one engine run (or a study of several, whose
+        special timing, the held queue's CUDA events, stays inside): one trial,
+        its first iterations its warm-up, verified by the checks it adds to
+        ``failures``."""
+        holder: dict = {}
+
+        def run() -> harness.Measurement:
+            holder["before"] = len(failures)
+            holder["section"] = section = compute()
+            summary = section if isinstance(section, dict) else {"cases": section}
+            seconds = summary.get(seconds_key)
+            return harness.Measurement(result=section, seconds=seconds,
+                                       metrics=strip_private(summary))
+
+        rows.extend(harness.run_cases("gpu", [harness.Case(
+            name, run, params=params, trials=1, warmup=0,
+            verify=lambda _: "; ".join(failures[holder["before"]:]) or None)], args))
+        return holder["section"]
+
     if "bandwidth" in args.only:
         log("bandwidth")
-        results["bandwidth"] = bench_bandwidth(args)
+        section: dict = {}
+        rows.extend(harness.run_cases("gpu", [bandwidth_case(args, section)], args))
+        results["bandwidth"] = section
         print_bandwidth(results["bandwidth"])
     if "cusparse" in args.only:
         log(f"cusparse: PageRank on rmat:{args.scale}")
         results["cusparse"] = bench_cusparse(args, default)
         print_cusparse(results["cusparse"])
     if "resident" in args.only:
-        results["resident"] = bench_resident(args, default, results.get("cusparse"), failures)
+        results["resident"] = section_case(
+            "resident", lambda: bench_resident(args, default, results.get("cusparse"), failures),
+            "seconds_per_iteration", graph=f"rmat:{args.scale}")
         print_resident(results["resident"], results.get("cusparse"))
     if "streamed" in args.only:
-        results["streamed"] = bench_streamed(args, default, results.get("bandwidth"),
-                                             results.get("resident"), failures)
+        results["streamed"] = section_case(
+            "streamed", lambda: bench_streamed(args, default, results.get("bandwidth"),
+                                               results.get("resident"), failures),
+            "seconds_per_iteration", graph=f"rmat:{args.scale}")
         print_streamed(results["streamed"])
     if "replication" in args.only:
-        results["replication"] = bench_replication(args, stores["replication"], failures)
+        results["replication"] = section_case(
+            "replication", lambda: bench_replication(args, stores["replication"], failures),
+            "kernel_seconds_per_iteration", graphs=list(stores["replication"]))
         print_replication(results["replication"], args)
     results["failures"] = failures
     results["total_seconds"] = time.perf_counter() - started
 
-    json_path = Path(args.json) if args.json else \
-        REPO / "bench" / "results" / f"gpu-{slug(gpu)}-{date}.json"
-    json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps(strip_private(results), indent=1, default=str))
-    log(f"wrote {json_path}")
+    harness.write_record(args.json, "gpu", "summary", strip_private(results))
+    json_path = Path(args.json)
+    log(f"appended rows to {json_path}")
     if "replication" in args.only and (args.png or "").lower() != "none":
         png = Path(args.png) if args.png else json_path.with_name(
-            json_path.name.replace("gpu-", "gpu-replication-", 1).replace(".json", ".png"))
+            json_path.name.replace("gpu-", "gpu-replication-", 1)
+            .replace(".jsonl", ".png").replace(".json", ".png"))
         plot_replication(results["replication"], png,
                          f"garaphpy GPU engine, replication (Garaph Fig. 8/9), {gpu}, {date}")
     print(f"\ntotal {results['total_seconds']:.0f} s")
-    if failures:
+    if failures or harness.failed(rows):
         print("\nFAILED checks:\n  " + "\n  ".join(failures))
         return 1
     return 0

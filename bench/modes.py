@@ -40,7 +40,8 @@ GPU budgets
     shown in both rows.  Whether the GPU-only run did stream is checked
     (bytes copied to the device in its iterations) and shown.
 Timing
-    Per (program, graph, budget, mode): one warm-up run, then ``--repeat``
+    Per (program, graph, budget, mode), a case of bench/harness.py: one
+    warm-up run (``--warmup``), then ``--trials`` (the older ``--repeat``)
     (3) runs; ``Result.seconds`` (the iterations' wall time, loading and
     compilation excluded); the median is reported, with the per-iteration
     records (``IterationRecord.as_dict()``) of the median run in the JSON.
@@ -64,9 +65,11 @@ row's best mode, hybrid / min(cpu, gpu), hybrid / gpu), for hybrid runs a
 summary of the dispatcher's decisions (CPU-only and hybrid iterations,
 switches, the GPU's share of the edges) and, where the records carry
 ``dispatch_seconds``, its per-iteration overhead (median and max of the
-median run); ``--json`` (rewritten after every row, so an interrupted run
-keeps what it measured): host, date, command line, every median and the
-per-iteration records; ``--png``: Figure 11, ms per iteration of SSSP and
+median run); ``--json``, JSON lines: a harness row per (program, graph,
+budget, mode), appended as soon as it is measured (an interrupted run keeps
+what it measured), then a ``summary`` row with host, date, command line,
+every median and the median runs' per-iteration records (what
+bench/modes_oracle.py reads); ``--png``: Figure 11, ms per iteration of SSSP and
 CC on each graph, one line per mode, the hybrid line marked where the
 dispatcher let the GPU join (^) or leave (v).
 
@@ -75,7 +78,7 @@ Usage (from the repository root)::
     python bench/modes.py [--scale 22] [--grid 2000x2000] [--data DIR | --snap FILE ...]
         [--graphs rmat,grid,snap] [--programs pagerank,sssp,cc,bfs,nn,hs,cs]
         [--modes cpu,gpu,hybrid] [--budgets above,below] [--budget-below 0.5]
-        [--gpu-memory BYTES] [--repeat 3] [--threads N] [--store-dir DIR]
+        [--gpu-memory BYTES] [--trials 3] [--threads N] [--store-dir DIR]
         [--build-option NAME=INTEGER ...] [--json out.json] [--png out.png]
 
 Exit status: 0, or 1 when some mode's values differ from the reference.
@@ -85,7 +88,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import gzip
 import json
 import os
 import re
@@ -111,6 +113,7 @@ from garaphpy.programs import BUILTIN_PROGRAMS, get_program, program_class  # no
 from garaphpy.scheduler.gpu_engine import GpuMemoryError  # noqa: E402
 from _host import (  # noqa: E402  (bench/ is the script's directory)
     free_gpu_memory, gpu_problem, host_info, log, median, milliseconds_log_axis)
+import harness  # noqa: E402
 
 MODES = ("cpu", "gpu", "hybrid")
 BUDGETS = ("above", "below")
@@ -155,17 +158,6 @@ def machine() -> dict:
                      "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion(),
                      "cupy": cupy.__version__})
     return info
-
-
-def write_json(path: str | None, results: dict) -> None:
-    """Write (atomically) the results so far; gzip-compressed when ``path`` ends in .gz."""
-    if not path:
-        return
-    target = Path(path)
-    partial = target.with_name(target.name + ".partial")
-    text = json.dumps(results, indent=1, default=_jsonable).encode()
-    partial.write_bytes(gzip.compress(text) if target.suffix == ".gz" else text)
-    os.replace(partial, target)
 
 
 def _jsonable(value):
@@ -368,30 +360,50 @@ def one_run(graph, program: str, mode: str, options: dict):
         return garaphpy.run(graph, get_program(program), mode=mode, **options)
 
 
-def measure(graph, program: str, mode: str, options: dict, repeat: int,
-            reference: np.ndarray | None, exact: bool):
-    """Warm-up plus ``repeat`` runs of one mode: (entry, values of the last run).
+def measure(graph, program: str, mode: str, options: dict, args,
+            reference: np.ndarray | None, exact: bool, params: dict):
+    """A harness case of one mode: a warm-up run, then ``--trials`` runs, each
+    checked against ``reference``: (entry, values of the last run).
 
     The entry holds the median seconds, every run's seconds and iteration
-    count, the median run's per-iteration records and the value checks.
+    count, the median run's per-iteration records and the value checks; the
+    harness row (appended to ``--json``) the trials without the records.
     """
-    try:
-        one_run(graph, program, mode, options)  # warm-up: kernels, caches, page reads
-    except SKIPPING_ERRORS as error:
-        free_gpu_memory()
-        return {"status": "skipped", "reason": f"{type(error).__name__}: {error}"}, None
-    runs, checks, values = [], [], None
-    for _ in range(repeat):
+    runs, checks, last = [], [], {}
+
+    def run() -> harness.Measurement:
         result = one_run(graph, program, mode, options)
-        values = result.values
-        if reference is not None:
-            checks.append(compare(reference, values, exact, graph))
-        runs.append({"seconds": result.seconds, "iterations": result.num_iterations,
-                     "setup_seconds": result.setup_seconds, "converged": result.converged,
-                     "stop_reason": result.stop_reason,
-                     "records": [r.as_dict() for r in result.iterations]})
+        last["values"] = result.values
+        measured = {"seconds": result.seconds, "iterations": result.num_iterations,
+                    "setup_seconds": result.setup_seconds, "converged": result.converged,
+                    "stop_reason": result.stop_reason}
+        records = [r.as_dict() for r in result.iterations]
         del result
         free_gpu_memory()
+        return harness.Measurement(result=(measured, records), seconds=measured["seconds"],
+                                   metrics=measured)
+
+    def verify(outcome) -> str | None:
+        measured, records = outcome
+        runs.append({**measured, "records": records})
+        if reference is None:
+            return None
+        checks.append(compare(reference, last["values"], exact, graph))
+        check = checks[-1]
+        return None if check["ok"] else f"{check['mismatches']} vertices differ"
+
+    try:
+        row = harness.measure(harness.Case(f"{program}/{params['graph_variant']}/"
+                                           f"{params['budget']}/{mode}", run, params=params,
+                                           verify=verify),
+                              trials=args.trials, warmup=args.warmup, benchmark="modes",
+                              quiet=args.quiet)
+    except SKIPPING_ERRORS as error:   # the warm-up (or a trial) could not run this mode
+        free_gpu_memory()
+        return {"status": "skipped", "reason": f"{type(error).__name__}: {error}"}, None
+    row["args"] = dict(vars(args))
+    harness.write_rows(args.json, [row])
+    values = last.pop("values")
     order = sorted(range(len(runs)), key=lambda k: runs[k]["seconds"])
     middle = runs[order[(len(runs) - 1) // 2]]
     bad = [c for c in checks if not c["ok"]]
@@ -471,12 +483,14 @@ def bench_program(args, case: GraphCase, program: str, modes: list, threads: int
             if mode == "cpu" and "cpu" in shared:
                 row["modes"][mode] = dict(shared["cpu"], shared_across_budgets=True)
                 continue
-            log(f"  {where}: warm-up + {args.repeat} runs")
+            log(f"  {where}: warm-up + {args.trials} runs")
             run_options = dict(options)
             if mode != "cpu" and gpu_budget is not None:
                 run_options["gpu_memory"] = gpu_budget
-            entry, values = measure(graph, program, mode, run_options,
-                                    args.repeat, reference, exact)
+            entry, values = measure(graph, program, mode, run_options, args, reference, exact,
+                                    params={key: row[key] for key in (
+                                        "program", "graph", "graph_variant", "budget",
+                                        "source")} | {"gpu_memory": gpu_budget})
             if entry["status"] == "skipped":
                 log(f"  {where}: SKIPPED ({entry['reason']})")
             else:
@@ -739,7 +753,6 @@ def main(argv=None) -> int:
     parser.add_argument("--fixed-iterations", type=int, default=10,
                         help="iterations of PageRank, NN, HS and CS, tolerance 0 (Garaph's "
                              "10; 0: the programs' own stopping rules)")
-    parser.add_argument("--repeat", type=int, default=3, help="timed runs (default 3)")
     parser.add_argument("--threads", type=int, default=None,
                         help="CPU threads (default: every core)")
     parser.add_argument("--store-dir", default=None,
@@ -750,17 +763,17 @@ def main(argv=None) -> int:
                         help="a layout option of every store (repeatable), e.g. "
                              "max_page_bytes=1048576 to cut small graphs into pages that "
                              "can stream; default: the defaults")
-    parser.add_argument("--json", default=None,
-                        help="write the results here (gzip-compressed if it ends in .gz)")
     parser.add_argument("--png", default=None, help="write the Figure 11 plot here")
+    harness.add_common_options(parser, trials=3, warmup=1, json_help=(
+        "append a JSON row per (program, graph, budget, mode) and a summary row here "
+        "(gzip-compressed if it ends in .gz)"))
     args = parser.parse_args(argv)
+    harness.check_common_options(parser, args)
 
     modes = names(args.modes, MODES, "modes", parser)
     args.budgets = names(args.budgets, BUDGETS, "budgets", parser)
     programs = program_names(args.programs, "programs", parser)
     args.below_programs = program_names(args.below_programs, "below-programs", parser)
-    if args.repeat < 1:
-        parser.error(f"--repeat={args.repeat}: expected >= 1")
     if not 0 < args.budget_below < 1:
         parser.error(f"--budget-below={args.budget_below}: expected a fraction in (0, 1)")
     if args.fixed_iterations < 0:
@@ -819,14 +832,13 @@ def main(argv=None) -> int:
                             "program": row["program"], "graph": row["graph_variant"],
                             "budget": row["budget"], "mode": mode,
                             "check": row["modes"][mode]["check"]})
-                write_json(args.json, results)
             case.drop()
             free_gpu_memory()
     finally:
         if temporary is not None:
             temporary.cleanup()
 
-    print_table(rows, modes, args.repeat)
+    print_table(rows, modes, args.trials)
     print_dispatch(rows)
     if results["mismatches"]:
         print(f"\nMISMATCH: {len(results['mismatches'])} (program, graph, budget, mode) "
@@ -837,9 +849,10 @@ def main(argv=None) -> int:
                   f"{check.get('reference_mode')}: {check.get('mismatches')} vertices, "
                   f"max |difference| {check.get('max_abs_difference')}, e.g. "
                   f"{check.get('examples', [])[:2]}")
-    write_json(args.json, results)
+    harness.write_record(args.json, "modes", "summary", json.loads(
+        json.dumps(results, default=_jsonable)))
     if args.json:
-        log(f"wrote {args.json}")
+        log(f"appended rows to {args.json}")
     if args.png:
         plot_figure11(rows, modes, args.png,
                       f"garaphpy CPU-only / GPU-only / hybrid per iteration (Garaph Fig. 11), "

@@ -25,9 +25,17 @@ import sys
 
 
 def rows_of(path: str) -> list:
+    """The rows of bench/modes.py's results: a JSON document (before the harness)
+    or JSON lines whose ``summary`` rows hold them (bench/harness.py)."""
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt") as handle:
-        return json.load(handle)["rows"]
+        text = handle.read()
+    try:
+        return json.loads(text)["rows"]
+    except json.JSONDecodeError:
+        lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+        return [row for line in lines if line.get("case") == "summary"
+                for row in line["record"]["rows"]]
 
 
 def iteration_seconds(mode: dict) -> list | None:

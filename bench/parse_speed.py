@@ -16,22 +16,31 @@ unless garaphpy is installed.
 Usage::
 
     python bench/parse_speed.py [--edges 20000000] [--dir /tmp/garaphpy-bench]
-                                [--weighted] [--gzip] [--repeat 3] [--json out.json]
+                                [--weighted] [--gzip] [--trials 3] [--json rows.jsonl]
+
+A configuration of bench/harness.py: each (file, parser threads) is a case,
+verified to read every line of the file; the figure printed is the fastest
+trial, as before (``--repeat`` is the older spelling of ``--trials``; the
+default ``--warmup 0`` keeps the earlier measure, the numba cache being
+loaded before the first case).
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
-import json
 import shutil
+import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np
 
 from garaphpy import config
 from garaphpy.storage import readers, textparse
+import harness  # noqa: E402  (bench/ is the script's directory)
 
 
 def generate(path: Path, edges: int, weighted: bool, seed: int = 1) -> None:
@@ -52,36 +61,37 @@ def generate(path: Path, edges: int, weighted: bool, seed: int = 1) -> None:
     tmp.rename(path)
 
 
-def time_read(path: Path, workers: int) -> dict:
-    """Read every chunk once; returns edges, wall and CPU seconds.
+def time_read(path: Path, workers: int) -> harness.Measurement:
+    """Read every chunk once; the result is the edge count, the metrics wall and
+    CPU seconds.
 
-    ``workers`` sets textparse.PARSE_WORKERS (0: one per usable core; the
+    ``workers`` sets config.PARSE_WORKERS (0: one per usable core; the
     readers use one fewer for compressed files).
     """
-    saved = textparse.PARSE_WORKERS
-    textparse.PARSE_WORKERS = workers
+    saved = config.PARSE_WORKERS
+    config.PARSE_WORKERS = workers
     try:
         wall, cpu = time.perf_counter(), time.process_time()
         source = readers.open_source(path)
         edges = sum(len(chunk) for chunk in source.chunks(config.READ_CHUNK_EDGES))
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     finally:
-        textparse.PARSE_WORKERS = saved
-    return {"file": path.name, "workers": workers, "edges": edges,
+        config.PARSE_WORKERS = saved
+    return harness.Measurement(result=edges, metrics={"file": path.name, "workers": workers, "edges": edges,
             "bytes": path.stat().st_size, "wall_s": wall, "cpu_s": cpu,
             "edges_per_s": edges / wall, "edges_per_cpu_s": edges / cpu,
-            "mb_per_s": path.stat().st_size / wall / 1e6}
+            "mb_per_s": path.stat().st_size / wall / 1e6})
 
 
-def main() -> None:
+def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--edges", type=int, default=20_000_000)
     parser.add_argument("--dir", type=Path, default=Path("/tmp/garaphpy-bench"))
     parser.add_argument("--weighted", action="store_true", help="also time a .wel file")
     parser.add_argument("--gzip", action="store_true", help="also time a .el.gz file")
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--json", type=Path)
-    args = parser.parse_args()
+    harness.add_common_options(parser, trials=3, warmup=0)
+    args = parser.parse_args(argv)
+    harness.check_common_options(parser, args)
 
     args.dir.mkdir(parents=True, exist_ok=True)
     files = [args.dir / f"random-{args.edges}.el"]
@@ -100,21 +110,26 @@ def main() -> None:
         files.append(packed)
 
     readers.open_source(files[0])  # compile / load the numba cache outside timing
-    results = []
+    cases = []
     for path in files:
         compressed = path.suffix == ".gz"
         for workers in [0] if compressed else sorted({1, textparse.default_workers()}):
-            runs = [time_read(path, workers) for _ in range(args.repeat)]
-            best = max(runs, key=lambda r: r["edges_per_s"])
-            results.append(best)
-            label = "auto" if workers == 0 else str(workers)
-            print(f"{best['file']:>28}  workers={label:>4}  {best['edges']:>10,} edges  "
-                  f"wall {best['wall_s']:6.2f} s = {best['edges_per_s'] / 1e6:6.1f} M edges/s "
-                  f"({best['mb_per_s']:5.0f} MB/s)   cpu {best['cpu_s']:6.2f} s = "
-                  f"{best['edges_per_cpu_s'] / 1e6:5.1f} M edges/cpu-s", flush=True)
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+            cases.append(harness.Case(
+                f"{path.name}/workers={'auto' if workers == 0 else workers}",
+                lambda path=path, workers=workers: time_read(path, workers),
+                params={"file": path.name, "workers": workers, "edges": args.edges},
+                verify=lambda edges: edges == args.edges or f"read {edges:,} edges, "
+                                                           f"the file has {args.edges:,}"))
+    rows = harness.run_cases("parse_speed", cases, args)
+    for row in rows:
+        best = max(row["metrics"], key=lambda r: r["edges_per_s"])
+        label = "auto" if best["workers"] == 0 else str(best["workers"])
+        print(f"{best['file']:>28}  workers={label:>4}  {best['edges']:>10,} edges  "
+              f"wall {best['wall_s']:6.2f} s = {best['edges_per_s'] / 1e6:6.1f} M edges/s "
+              f"({best['mb_per_s']:5.0f} MB/s)   cpu {best['cpu_s']:6.2f} s = "
+              f"{best['edges_per_cpu_s'] / 1e6:5.1f} M edges/cpu-s", flush=True)
+    return harness.exit_status(rows)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -13,7 +13,13 @@ small warm-up build runs first in each process so that numba's compilation
 
 Usage::
 
-    python bench/preprocess.py [--scale 22] [--threads N] [--json out.json]
+    python bench/preprocess.py [--scale 22] [--threads N] [--trials 1] [--json rows.jsonl]
+
+A configuration of bench/harness.py: each input is a case whose trials are
+fresh processes (so ``--warmup`` defaults to 0: the warm-up build runs inside
+each process, outside its timed build); a build is verified to have read
+the 16 x 2^scale edges RMAT generates.  With several trials the table shows
+the median trial's figures.
 """
 
 from __future__ import annotations
@@ -21,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -29,6 +34,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+
+import harness  # noqa: E402
 
 CHILD = r"""
 import json, os, sys, threading, time
@@ -83,8 +91,10 @@ print(json.dumps({{
 """
 
 
-def run_case(case: str, scale: int, workdir: Path, threads: int | None) -> dict:
-    """Build once in a fresh process; return its measurements."""
+def run_case(case: str, scale: int, workdir: Path, threads: int | None
+             ) -> harness.Measurement:
+    """Build once in a fresh process; its time is the build's, its metrics the
+    child's measurements, its result the number of edges read."""
     env = dict(os.environ)
     if threads:
         env["NUMBA_NUM_THREADS"] = str(threads)
@@ -93,7 +103,15 @@ def run_case(case: str, scale: int, workdir: Path, threads: int | None) -> dict:
                             text=True)
     if result.returncode != 0:
         raise SystemExit(f"{case} build failed:\n{result.stderr}")
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    measured = json.loads(result.stdout.strip().splitlines()[-1])
+    return harness.Measurement(result=measured["edges_read"], seconds=measured["seconds"],
+                               metrics=measured)
+
+
+def median_trial(row: dict) -> dict:
+    """The metrics of the row's median trial (by build time)."""
+    ordered = sorted(row["metrics"], key=lambda measured: measured["seconds"])
+    return ordered[(len(ordered) - 1) // 2]
 
 
 def main(argv=None) -> int:
@@ -102,13 +120,13 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=None,
                         help="numba threads (default: every core)")
     parser.add_argument("--workdir", default=None, help="where the .el file and stores go")
-    parser.add_argument("--json", default=None, help="write the results here")
     parser.add_argument("--cases", default="text,arrays", help="comma-separated: text,arrays")
+    harness.add_common_options(parser, trials=1, warmup=0)
     args = parser.parse_args(argv)
+    harness.check_common_options(parser, args)
 
     sys.path.insert(0, str(REPO))
     import numba
-    import psutil
 
     from garaphpy import generators
     from garaphpy.storage.writers import write_edge_list
@@ -121,23 +139,23 @@ def main(argv=None) -> int:
         write_edge_list(generators.rmat(args.scale), el)
         print(f"wrote {el} ({el.stat().st_size / 2**30:.2f} GiB) in "
               f"{time.perf_counter() - started:.1f} s", file=sys.stderr)
-    results = {
-        "benchmark": "preprocess", "graph": f"rmat:{args.scale}",
-        "date": time.strftime("%Y-%m-%d"), "machine": platform.node(),
-        "cpu_count": psutil.cpu_count(), "threads": args.threads or numba.config.NUMBA_NUM_THREADS,
-        "python": platform.python_version(), "cases": [],
-    }
-    for case in args.cases.split(","):
-        results["cases"].append(run_case(case, args.scale, workdir, args.threads))
+    generated_edges = 16 << args.scale
+    cases = [harness.Case(
+        case, lambda case=case: run_case(case, args.scale, workdir, args.threads),
+        params={"input": case},
+        verify=lambda edges: edges == generated_edges
+        or f"read {edges:,} edges, RMAT generates {generated_edges:,}")
+        for case in args.cases.split(",")]
+    rows = harness.run_cases("preprocess", cases, args, extra={
+        "graph": f"rmat:{args.scale}",
+        "threads": args.threads or numba.config.NUMBA_NUM_THREADS})
     print(f"{'input':8} {'edges':>12} {'seconds':>8} {'M edges/s':>10} {'peak RSS':>10} "
           f"{'store':>10} {'peak/store':>10}")
-    for row in results["cases"]:
+    for row in map(median_trial, rows):
         print(f"{row['case']:8} {row['edges_read']:>12,} {row['seconds']:>8.2f} "
               f"{row['edges_per_second'] / 1e6:>10.1f} {row['peak_rss_bytes'] / 2**30:>8.2f}G "
               f"{row['store_bytes'] / 2**30:>8.2f}G {row['peak_over_store']:>10.2f}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1))
-    return 0
+    return harness.exit_status(rows)
 
 
 if __name__ == "__main__":

@@ -15,11 +15,17 @@ pull kernel uses.
 Usage (from the repository root, on a machine with a GPU)::
 
     python bench/pull_variants.py [--edges-per-thread 1,2,4,8,16] [--rounds 2]
+                                  [--json rows.jsonl]
+
+A configuration of bench/harness.py: every variant of a round is a case
+(``--trials`` runs, default 1, whose first iteration warms up), verified to
+give cuSPARSE's scores; the cuSPARSE baseline is bench/gpu.py's case.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import types
 from pathlib import Path
@@ -30,6 +36,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import gpu as bench  # noqa: E402
 from _host import gpu_problem, median  # noqa: E402
+import harness  # noqa: E402
 from garaphpy import config  # noqa: E402
 from garaphpy.kernels import gpu as gpu_kernels  # noqa: E402
 
@@ -44,7 +51,9 @@ def parse_args(argv=None):
     parser.add_argument("--iterations", type=int, default=20, help="PageRank iterations (20)")
     parser.add_argument("--store-dir", default=str(bench.DEFAULT_STORE_DIR),
                         help="where the rmat store is built and reused")
+    harness.add_common_options(parser, trials=1, warmup=0, trials_aliases=())
     args = parser.parse_args(argv)
+    harness.check_common_options(parser, args)
     try:
         args.edges_per_thread = [int(x) for x in args.edges_per_thread.split(",")]
     except ValueError:
@@ -65,22 +74,37 @@ def main(argv=None) -> int:
         return 2
     graph = bench.load(f"rmat:{args.scale}",
                        Path(args.store_dir) / f"rmat{args.scale}-default")
-    baseline_args = types.SimpleNamespace(repeat=3, iterations=args.iterations,
-                                          scale=args.scale)
+    baseline_args = types.SimpleNamespace(trials=3, warmup=1, iterations=args.iterations,
+                                          scale=args.scale, json=args.json, quiet=args.quiet)
     baselines = [bench.bench_cusparse(baseline_args, graph)]
     rows = [("cuSPARSE", baselines[0]["seconds_per_iteration"], None, None, 0.0)]
-    for _ in range(args.rounds):
-        for edges in args.edges_per_thread:
-            for fuse in (False, True):
-                config.GPU_EDGES_PER_THREAD, config.GPU_FUSE_RESIDENT_PAGES = edges, fuse
-                run = bench.engine_run(graph, args.iterations)
-                summary = bench.run_summary(run)
-                rows.append((f"edges/thread {edges:2d}, " + ("one launch" if fuse else
-                                                               "per page"),
-                             summary["seconds_per_iteration"],
-                             summary["timeline"].get("gpu_span"),
-                             summary["kernel_seconds_per_iteration"],
-                             bench.l1(run["values"], baselines[0]["_values"])))
+    harness_rows = []
+
+    def variant(edges: int, fuse: bool) -> harness.Measurement:
+        config.GPU_EDGES_PER_THREAD, config.GPU_FUSE_RESIDENT_PAGES = edges, fuse
+        run = bench.engine_run(graph, args.iterations)
+        summary = bench.run_summary(run)
+        difference = bench.l1(run["values"], baselines[0]["_values"])
+        return harness.Measurement(
+            result=difference, seconds=summary["seconds_per_iteration"],
+            metrics={"gpu_span": summary["timeline"].get("gpu_span"),
+                     "l1_vs_cusparse": difference,
+                     "kernel_seconds_per_iteration": summary["kernel_seconds_per_iteration"]})
+
+    for round_ in range(args.rounds):
+        cases = [harness.Case(
+            f"edges/thread {edges:2d}, " + ("one launch" if fuse else "per page"),
+            functools.partial(variant, edges, fuse),
+            params={"edges_per_thread": edges, "fuse_resident": fuse, "round": round_ + 1},
+            verify=lambda difference: difference <= bench.L1_SAME
+            or f"scores differ from cuSPARSE's by {difference:.3g} (L1)")
+            for edges in args.edges_per_thread for fuse in (False, True)]
+        for row in harness.run_cases("pull_variants", cases, args,
+                                     extra={"graph": f"rmat:{args.scale}"}):
+            harness_rows.append(row)
+            last = row["metrics"][-1]
+            rows.append((row["case"], row["median_s"], last["gpu_span"],
+                         last["kernel_seconds_per_iteration"], last["l1_vs_cusparse"]))
         baselines.append(bench.bench_cusparse(baseline_args, graph))
         rows.append(("cuSPARSE", baselines[-1]["seconds_per_iteration"], None, None, 0.0))
     reference = median(b["seconds_per_iteration"] for b in baselines)
@@ -98,7 +122,7 @@ def main(argv=None) -> int:
         for variant, function in kernels.pull.items():
             print(f"  edges/thread {edges:2d} {variant}: "
                   f"{function.attributes.get('num_regs')} registers")
-    return 0
+    return harness.exit_status(harness_rows)
 
 
 if __name__ == "__main__":

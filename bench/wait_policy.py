@@ -31,7 +31,14 @@ Usage (from the repository root)::
 
     python bench/wait_policy.py [--dir DIR] [--scale 22] [--grid 1000x1000]
                                 [--threads 16,14] [--rounds 2] [--file-bytes 1G]
-                                [--json out.json]
+                                [--json rows.jsonl]
+
+A configuration of bench/harness.py: each (round, policy) is a case whose
+trial is one child process (``--trials`` children in a row, default 1; the
+child warms every in-memory run up itself, so ``--warmup`` defaults to 0),
+its row holding the child's figures; a child is verified to have streamed
+every page at every thread count.  ``--rounds`` keeps rotating the order of
+the policies between rounds.
 """
 
 from __future__ import annotations
@@ -53,6 +60,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 import disk  # noqa: E402
+import harness  # noqa: E402
 from _host import host_info, log  # noqa: E402
 
 POLICIES = {
@@ -102,7 +110,15 @@ def child(spec: dict) -> dict:
     return out
 
 
-def run_child(spec: dict) -> dict:
+def streamed_everywhere(out: dict) -> str | None:
+    """The verification of a child: a ratio for every streamed thread count."""
+    broken = [f"{threads} threads: {entry['error']}" for threads, entry in out["streamed"].items()
+              if entry["ratio"] is None]
+    return "; ".join(broken) or None
+
+
+def run_child(spec: dict) -> harness.Measurement:
+    """One policy's child process; its figures are the trial's metrics."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
     env.update(POLICIES[spec["policy"]])
@@ -112,7 +128,8 @@ def run_child(spec: dict) -> dict:
     sys.stderr.write(completed.stderr)
     if completed.returncode != 0:
         raise SystemExit(f"child {spec['policy']} failed (exit {completed.returncode})")
-    return json.loads(completed.stdout.strip().splitlines()[-1])
+    out = json.loads(completed.stdout.strip().splitlines()[-1])
+    return harness.Measurement(result=out, metrics=out)
 
 
 def build(args, work: Path) -> dict:
@@ -177,24 +194,32 @@ def main(argv=None) -> int:
     parser.add_argument("--iterations", type=int, default=8,
                         help="iterations of each streamed PageRank, the first not counted")
     parser.add_argument("--file-bytes", type=disk.parse_bytes, default=1 << 30)
-    parser.add_argument("--json", default=None)
+    harness.add_common_options(parser, trials=1, warmup=0, trials_aliases=())
     args = parser.parse_args(argv)
     if args.child is not None:
         print(json.dumps(child(json.loads(args.child))))
         return 0
+    harness.check_common_options(parser, args)
     cores = os.cpu_count() or 1
     args.threads = ([int(t) for t in args.threads.split(",")] if args.threads
                     else sorted({cores, max(1, cores - 2)}, reverse=True))
     work = Path(tempfile.mkdtemp(prefix=".garaphpy-wait-bench-", dir=args.dir))
     try:
         spec = build(args, work)
-        runs = []
+        cases = []
         names = list(POLICIES)
         for round_ in range(args.rounds):
             order = names[round_ % len(names):] + names[:round_ % len(names)]
             for policy in order:
-                log(f"round {round_ + 1}: {policy}")
-                runs.append(run_child({**spec, "policy": policy, "in_memory": True}))
+                cases.append(harness.Case(
+                    f"{policy}/round-{round_ + 1}",
+                    lambda policy=policy: run_child({**spec, "policy": policy,
+                                                     "in_memory": True}),
+                    params={"policy": policy, "round": round_ + 1,
+                            "environment": POLICIES[policy]},
+                    verify=streamed_everywhere))
+        rows = harness.run_cases("wait_policy", cases, args)
+        runs = [run for row in rows for run in row["metrics"]]
     finally:
         shutil.rmtree(work, ignore_errors=True)
     results = {"benchmark": "wait_policy", "date": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -202,9 +227,8 @@ def main(argv=None) -> int:
                "threading_layer": runs[0]["threading_layer"], "runs": runs,
                "args": vars(args)}
     report(results)
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1))
-    return 0
+    harness.write_record(args.json, "wait_policy", "summary", results)
+    return harness.exit_status(rows)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,200 @@
+"""bench/harness.py: warm-up outside the timed trials, verification that fails
+a row and the script, the JSON row and its machine fields; and the benchmark
+scripts as configurations of it (tiny CPU runs, GPU scripts' --help)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+BENCH = REPOSITORY / "bench"
+sys.path.insert(0, str(BENCH))
+
+import harness  # noqa: E402
+
+
+def test_warmup_runs_are_outside_the_trials():
+    calls = []
+
+    def run():
+        calls.append(time.perf_counter())
+        # the warm-up calls are slow, the timed ones fast: a warm-up inside the
+        # timed region would show in the trials' times
+        time.sleep(0.05 if len(calls) <= 2 else 0.0)
+        return len(calls)
+
+    row = harness.measure(harness.Case("count", run), trials=3, warmup=2)
+    assert len(calls) == 5
+    assert row["warmup"] == 2 and row["trials"] == 3 and len(row["trials_s"]) == 3
+    assert max(row["trials_s"]) < 0.04
+    assert row["min_s"] == min(row["trials_s"])
+    assert row["median_s"] == sorted(row["trials_s"])[1]
+
+
+def test_a_cheaper_warm_up_call_replaces_run_outside_the_trials():
+    calls = []
+    row = harness.measure(harness.Case("warm", lambda: calls.append("run"),
+                                       warm_up=lambda: calls.append("warm")),
+                          trials=2, warmup=3)
+    assert calls == ["warm"] * 3 + ["run"] * 2 and len(row["trials_s"]) == 2
+
+
+def test_setup_runs_once_untimed_and_feeds_the_trials():
+    setups, seen = [], []
+
+    def setup():
+        setups.append(1)
+        time.sleep(0.05)
+        return {"graph": "tiny"}
+
+    row = harness.measure(harness.Case("with-setup", lambda context: seen.append(context),
+                                       setup=setup), trials=2, warmup=1)
+    assert setups == [1]
+    assert seen == [{"graph": "tiny"}] * 3
+    assert max(row["trials_s"]) < 0.04
+
+
+def test_a_measurement_reports_its_own_seconds_and_metrics():
+    row = harness.measure(harness.Case(
+        "own-clock", lambda: harness.Measurement(result=1, seconds=2.5, metrics={"n": 7})),
+        trials=2, warmup=0)
+    assert row["trials_s"] == [2.5, 2.5]
+    assert all(wall < 1.0 for wall in row["wall_s"])
+    assert row["metrics"] == [{"n": 7}, {"n": 7}]
+
+
+def test_verification_failure_marks_the_row_failed():
+    answers = iter([4, 5, 4])
+    row = harness.measure(harness.Case("verified", lambda: next(answers),
+                                       verify=lambda value: value == 4 or f"got {value}"),
+                          trials=3, warmup=0)
+    assert row["verification"]["status"] == harness.FAILED
+    assert row["verification"]["failures"] == ["trial 2: got 5"]
+    assert harness.exit_status([row]) == 1
+
+    def check(value):
+        if value != 4:
+            raise harness.VerificationError(f"{value} != 4")
+
+    passed = harness.measure(harness.Case("verified", lambda: 4, verify=check), trials=2,
+                             warmup=0)
+    assert passed["verification"] == {"status": harness.PASSED, "failures": []}
+    assert harness.exit_status([passed]) == 0
+    unverified = harness.measure(harness.Case("plain", lambda: 4), trials=1, warmup=0)
+    assert unverified["verification"]["status"] == harness.UNVERIFIED
+
+
+def test_the_row_has_the_machine_fields(tmp_path):
+    path = tmp_path / "rows.jsonl"
+    harness.write_rows(path, [harness.measure(harness.Case("a", lambda: 1, params={"k": 1}),
+                                              trials=1, warmup=0, benchmark="demo")])
+    harness.write_rows(path, [harness.measure(harness.Case("b", lambda: 2), trials=1,
+                                              warmup=0, benchmark="demo")])
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [row["case"] for row in rows] == ["a", "b"]
+    row = rows[0]
+    assert row["benchmark"] == "demo" and row["params"] == {"k": 1}
+    for key in ("trials_s", "median_s", "min_s", "verification", "date", "machine"):
+        assert key in row
+    machine = row["machine"]
+    for key in ("cpu_model", "cpu_count", "memory_bytes", "gpu", "python", "numpy",
+                "numba", "cupy", "git_commit"):
+        assert key in machine
+    assert machine["cpu_count"] == os.cpu_count()
+    assert machine["memory_bytes"] > 0
+    assert len(machine["git_commit"].split("-")[0]) == 40
+
+
+SCRIPT = textwrap.dedent("""
+    import argparse, sys
+    sys.path.insert(0, {bench!r})
+    import harness
+
+    parser = harness.add_common_options(argparse.ArgumentParser(), trials=2, warmup=1)
+    parser.add_argument("--answer", type=int, default=4)
+    args = parser.parse_args()
+    rows = harness.run_cases("demo", [harness.Case(
+        "answer", lambda: args.answer, verify=lambda value: value == 4)], args)
+    sys.exit(harness.exit_status(rows))
+""")
+
+
+@pytest.mark.parametrize("answer, status", [(4, 0), (5, 1)])
+def test_a_script_exits_non_zero_on_a_failed_verification(tmp_path, answer, status):
+    script = tmp_path / "demo.py"
+    script.write_text(SCRIPT.format(bench=str(BENCH)))
+    rows = tmp_path / "rows.jsonl"
+    completed = subprocess.run([sys.executable, str(script), "--answer", str(answer),
+                                "--repeat", "3", "--json", str(rows), "--quiet"],
+                               capture_output=True, text=True, timeout=120)
+    assert completed.returncode == status, completed.stderr
+    row = json.loads(rows.read_text())
+    assert row["trials"] == 3 and len(row["trials_s"]) == 3
+    assert row["verification"]["status"] == ("passed" if status == 0 else "failed")
+
+
+def run_script(name: str, *arguments: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
+    return subprocess.run([sys.executable, str(BENCH / name), *arguments],
+                          capture_output=True, text=True, timeout=timeout,
+                          env=environment, cwd=REPOSITORY)
+
+
+@pytest.mark.parametrize("script", ["gpu.py", "pull_variants.py", "modes.py", "disk.py",
+                                    "wait_policy.py", "cpu.py", "checkpoint.py",
+                                    "preprocess.py", "parse_speed.py", "pull_phases.py",
+                                    "modes_oracle.py"])
+def test_every_script_parses_help_without_a_gpu(script):
+    completed = run_script(script, "--help", timeout=300)
+    assert completed.returncode == 0, completed.stderr
+    assert "usage" in completed.stdout
+
+
+def rows_of(path: Path) -> list[dict]:
+    rows = harness.read_rows(path)
+    assert rows, "no rows written"
+    for row in rows:
+        assert row["machine"]["cpu_count"] == os.cpu_count()
+    return rows
+
+
+@pytest.mark.slow
+def test_checkpoint_script_on_a_tiny_graph(tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    completed = run_script("checkpoint.py", "--scale", "8", "--iterations", "3",
+                           "--trials", "1", "--threads", "1", "--dir", str(tmp_path),
+                           "--json", str(rows), "--quiet")
+    assert completed.returncode == 0, completed.stderr
+    assert "| iteration ms |" in completed.stdout
+    (run,) = [row for row in rows_of(rows) if row["case"] == "pagerank-checkpointed"]
+    assert run["trials"] == 1 and run["figures"]["checkpoint_s"] > 0
+
+
+@pytest.mark.slow
+def test_cpu_script_on_a_tiny_graph(tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    completed = run_script("cpu.py", "--scale", "8", "--grid", "8x8", "--only",
+                           "pull,overhead", "--chain", "200", "--overhead-iterations", "20",
+                           "--tiny-iterations", "5", "--threads", "1", "--trials", "1",
+                           "--json", str(rows), "--quiet")
+    assert completed.returncode == 0, completed.stderr
+    names = {row["case"] for row in rows_of(rows)}
+    assert {"pull/engine", "pull/bare", "pull/bare-contrib"} <= names
+    assert any(name.startswith("overhead/") for name in names)
+
+
+@pytest.mark.slow
+def test_parse_speed_script_on_a_tiny_file(tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    completed = run_script("parse_speed.py", "--edges", "2000", "--dir", str(tmp_path),
+                           "--trials", "1", "--json", str(rows), "--quiet")
+    assert completed.returncode == 0, completed.stderr
+    assert all(row["verification"]["status"] == "passed" for row in rows_of(rows))
