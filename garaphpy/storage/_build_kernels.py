@@ -190,6 +190,22 @@ def sort_by_key(keys, key_base, key_range, values, out, key_scratch, value_scrat
     return offsets
 
 
+def sort_by_key_numpy(keys, key_base, key_range, values):
+    """:func:`sort_by_key` in numpy, for small inputs (no compilation): sorts
+    ``values`` in place by ``keys`` (stably) and returns the key offsets."""
+    values[:] = values[np.argsort(keys, kind="stable")]
+    offsets = np.zeros(key_range + 1, np.int64)
+    np.cumsum(np.bincount(keys.astype(np.int64) - key_base, minlength=key_range),
+              out=offsets[1:])
+    return offsets
+
+
+def expand_offsets_numpy(offsets, first_key, out):
+    """:func:`expand_offsets` in numpy, for small inputs (no compilation)."""
+    keys = np.arange(first_key, first_key + offsets.shape[0] - 1, dtype=np.int64)
+    out[:] = np.repeat(keys, np.diff(offsets))
+
+
 @numba.njit(cache=True, nogil=True, parallel=True)
 def gather(values, permutation, out):
     """out[i] = values[permutation[i]], in parallel."""

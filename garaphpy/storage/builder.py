@@ -361,11 +361,30 @@ def _sorted_by_key(keys, key_base: int, key_range: int, values):
 
     See kernels.sort_by_key.
     """
+    if keys.size <= config.NUMPY_SORT_MAX_EDGES:
+        return kernels.sort_by_key_numpy(keys, key_base, key_range, values), values
     key_scratch = np.empty(keys.size, np.int64 if keys.dtype.itemsize > 4 else np.int32)
     value_scratch = np.empty_like(values)
     offsets = kernels.sort_by_key(keys, key_base, key_range, values, values, key_scratch,
                                   value_scratch, numba.get_num_threads())
     return offsets, values
+
+
+def _expand_offsets(offsets, first_key: int, out: np.ndarray) -> None:
+    """out[e] = first_key + k for every e in offsets[k]..offsets[k+1]-1 (see
+    kernels.expand_offsets; numpy for small inputs, like :func:`_sorted_by_key`)."""
+    if out.size <= config.NUMPY_SORT_MAX_EDGES:
+        kernels.expand_offsets_numpy(offsets, first_key, out)
+    else:
+        kernels.expand_offsets(offsets, first_key, out)
+
+
+def _gather(values, permutation, out) -> None:
+    """out[i] = values[permutation[i]] (numpy for small inputs)."""
+    if out.size <= config.NUMPY_SORT_MAX_EDGES:
+        np.take(values, permutation, out=out)
+    else:
+        kernels.gather(values, permutation, out)
 
 
 def _csc_of_group(columns: dict, first_vertex: int, end_vertex: int, num_vertices: int,
@@ -394,7 +413,7 @@ def _csc_of_group(columns: dict, first_vertex: int, end_vertex: int, num_vertice
     if weight is None:
         # dst in source order; then src rebuilt from the source offsets
         by_source, dst = _sorted_by_key(src, 0, num_vertices, dst)
-        kernels.expand_offsets(by_source, 0, src)
+        _expand_offsets(by_source, 0, src)
         del by_source
         offsets, sources = _sorted_by_key(dst, first_vertex, count, src)
         weights = None
@@ -402,13 +421,13 @@ def _csc_of_group(columns: dict, first_vertex: int, end_vertex: int, num_vertice
         items = np.arange(num_items, dtype=_index_dtype(num_items))
         _, items = _sorted_by_key(src, 0, num_vertices, items)
         keys = np.empty_like(dst)
-        kernels.gather(dst, items, keys)
+        _gather(dst, items, keys)
         offsets, items = _sorted_by_key(keys, first_vertex, count, items)
         del keys
         sources = np.empty_like(src)
-        kernels.gather(src, items, sources)
+        _gather(src, items, sources)
         weights = np.empty_like(weight)
-        kernels.gather(weight, items, weights)
+        _gather(weight, items, weights)
         del items, weight
     del src, dst
     if duplicates == "keep":
@@ -908,7 +927,7 @@ class _Builder:
             in_offsets = np.zeros(num_vertices + 1, np.int64)
             np.cumsum(in_degree, out=in_offsets[1:])
             csc_dst = np.empty(csc_src.size, csc_src.dtype)
-            kernels.expand_offsets(in_offsets, 0, csc_dst)
+            _expand_offsets(in_offsets, 0, csc_dst)
             out_offsets, out_targets = _csr_of_group(csc_src, csc_dst, 0, num_vertices)
             del csc_dst
             self._mark("csr")
@@ -979,7 +998,7 @@ class _Builder:
                 group_offsets = np.zeros(hi - lo + 1, np.int64)
                 np.cumsum(degree, out=group_offsets[1:])
                 dst = np.empty(src.size, vid)
-                kernels.expand_offsets(group_offsets, lo, dst)
+                _expand_offsets(group_offsets, lo, dst)
                 by_src.add(src, src, dst, None)
                 edges_done += src.size
                 self.progress.update(edges_done, "sorting")

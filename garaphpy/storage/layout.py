@@ -84,7 +84,10 @@ def replication_factor(num_edges: int, num_vertices: int,
                                    int(math.log2(max_replication))))
 
 
-@numba.njit(cache=True, nogil=True)
+# The helpers of _cut_shards are inlined into it before typing: called as
+# separate functions, numba compiled each again for every literal argument
+# (0, 1) it met while typing the caller, about 1 s on the first build.
+@numba.njit(cache=True, nogil=True, inline="always")
 def _replication_factor(writers, per, edges_per_thread, min_exponent, max_exponent):
     # Equation 2 for a contention of writers / per edges per vertex (|E_i| / |V_i|,
     # or the edge-weighted sum(d^2) / |E_i|), each thread taking edges_per_thread
@@ -100,7 +103,7 @@ def _replication_factor(writers, per, edges_per_thread, min_exponent, max_expone
     return 1 << exponent
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _last_vertex_within(in_offsets, start, limit_vertex, max_edges):
     """Largest end <= limit_vertex with in_offsets[end] - in_offsets[start] <= max_edges."""
     budget_end = in_offsets[start] + max_edges
@@ -114,7 +117,7 @@ def _last_vertex_within(in_offsets, start, limit_vertex, max_edges):
     return lo
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _shard_factor(in_offsets, squares, vertex, end, edges_per_thread, min_exponent,
                   max_exponent):
     # R_i of the range [vertex, end): by its mean in-degree (Equation 2) when
@@ -213,7 +216,10 @@ def _cut_shards(in_offsets, squares, edges_per_thread, slots, max_vertices, max_
 @numba.njit(cache=True, nogil=True)
 def _grow(array, capacity):
     grown = np.empty(capacity, array.dtype)
-    grown[:array.shape[0]] = array
+    # a loop, not grown[:n] = array: the slice's shape check compiles a
+    # formatted error message, 2 s of the first build
+    for i in range(array.shape[0]):
+        grown[i] = array[i]
     return grown
 
 
