@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from .. import config
 from ..errors import ConfigError
@@ -114,8 +114,9 @@ class Decision:
     pull_fraction: float | None = None
 
     def as_dict(self) -> dict:
-        """JSON-able dict."""
-        return asdict(self)
+        """JSON-able dict (shallow: every field is a scalar; ``dataclasses.asdict``
+        costs about ten times more, on every hybrid iteration)."""
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
 
 @dataclass
