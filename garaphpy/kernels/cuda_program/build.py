@@ -153,9 +153,9 @@ _APPLY_SIGNATURE = signature_lines(f"{_ENTRY}value_t gp_apply", [
     "const gp_attrs& attrs", "const double* aggregates", "long long num_vertices",
     "long long iteration", "long long v", "value_t value", "accum_t accum"])
 _ACTIVATE_SIGNATURE = signature_lines(f"{_ENTRY}bool gp_activate",
-                                 ["value_t new_value", "value_t old_value"])
-_INIT_SIGNATURE = signature_lines(f"{_ENTRY}value_t gp_init",
-                             ["const gp_attrs& attrs", "long long num_vertices", "long long v"])
+                                      ["value_t new_value", "value_t old_value"])
+_INIT_SIGNATURE = signature_lines(f"{_ENTRY}value_t gp_init", [
+    "const gp_attrs& attrs", "long long num_vertices", "long long v"])
 _AGGREGATE_SIGNATURE = signature_lines(f"{_ENTRY}void gp_aggregate", [
     "const value_t* values", "const gp_attrs& attrs", "long long num_vertices",
     "long long iteration", "long long v", "double* out"])
@@ -217,7 +217,7 @@ def _translate(cls, constants: dict, program, weight_dtype, degree_dtype) -> Cud
                 f"aggregate {role.split(':', 1)[1]!r} of {cls.__qualname__}: {function.name}")
         comment = f"{what} ({os.path.basename(function.filename)}:{function.first_line})"
         translator = FunctionTranslator(function, parameter_types, constants, helpers,
-                                         cxx_name, comment=comment, **options)
+                                        cxx_name, comment=comment, **options)
         return translator.translate()
 
     user = {role: translate(role, f"gp_user_{role}")
@@ -382,7 +382,7 @@ def _aggregate_text(cls, functions, aggregates, aggregate_names, vertex_argument
             helpers.minmax(monoid, MONOIDS[monoid].cuda_compare)
             lines.append(f"    out[{i}] = gp_py_{monoid}(out[{i}], {term});  // {name}")
         identities.append(float_text(float(monoid_identity(monoid, np.float64)), "double",
-                                      helpers))
+                                     helpers))
     lines += ["}", "", "__device__ __forceinline__ double gp_aggregate_identity(int i) {"]
     for i, text in enumerate(identities):
         lines.append(f"    if (i == {i}) return {text};")

@@ -378,7 +378,7 @@ class FunctionTranslator:
                 return "(-9223372036854775807LL - 1)"
             return f"{constant}LL" if constant >= 0 else f"({constant}LL)"
         return float_text(float(constant), self.c_type(numba_type) if numba_type else "double",
-                           self.helpers)
+                          self.helpers)
 
     def constant_value(self, node, constant) -> _Value:
         if isinstance(constant, complex) or not isinstance(constant, (bool, int, float)):
