@@ -1,30 +1,14 @@
-"""Translating a vertex program into CUDA C++ device functions (Garaph section 2.3, Figure 4).
+"""The emitter: one checked Python function -> one CUDA C++ device function (Garaph section 2.3).
 
-Garaph's users write one program for both processors; its ``sum`` is a
-unified operation, a plain operation on the CPU and an atomic on the GPU
-(``unifiedAdd``, Figure 4).  :mod:`garaphpy.kernels.cpu_program` compiles the
-program's Python functions with numba; this module translates the very same
-checked syntax trees (:class:`garaphpy.program.Function`) into CUDA C++
-device functions that the GPU kernels (:mod:`garaphpy.kernels.gpu`) inline:
-
-``gp_gather(values, weights, attrs, u, v, e) -> accum_t``
-``gp_apply(attrs, aggregates, num_vertices, iteration, v, value, accum) -> value_t``
-``gp_activate(new_value, old_value) -> bool``
-``gp_init(attrs, num_vertices, v) -> value_t``
-``gp_combine(a, b) -> accum_t``                the sum monoid
-``gp_atomic_combine(address, x)``              the same, atomically (shared or global memory)
-``gp_accum_identity()``                        the monoid's identity
-``gp_aggregate(values, attrs, num_vertices, iteration, v, out)``
-    combines v's term of aggregate i into ``out[i]`` with its monoid, plainly
-    (``out`` holds one thread's partials; merging them is the kernel's part)
-``gp_aggregate_identity(i)``
-
-Each user function becomes ``gp_user_ROLE`` with the user's own parameters;
-the entry points bind them by name exactly as cpu_program's wrappers do and
-cast the result like ``VALUE(...)``, ``ACCUM(...)`` and ``bool(...)`` there.
-The source also defines ``value_t``, ``accum_t``, ``weight_t``, ``degree_t``,
-``struct gp_attrs`` and ``GP_NUM_AGGREGATES``, and the ``gp_py_*`` helpers
-it uses; no kernels.
+Garaph's users write one vertex program for both processors (section 2.3,
+Figure 4).  The CPU kernel (section 4) runs it compiled by numba; the GPU
+pull kernel (sections 3.1-3.2) calls, in its gather and apply phases, the
+device functions this module writes from the very same checked syntax trees
+(:class:`garaphpy.program.Function`).  :class:`FunctionTranslator` walks one
+tree, types every operation with numba (:mod:`.numba_typing`), calls the
+``gp_py_*`` helpers (:mod:`.helpers`) where C++ and Python differ, and
+renders the function as text; :mod:`.build` assembles a program's functions
+into one translation unit.
 
 Semantics: numba's, exactly
 ---------------------------
@@ -78,213 +62,24 @@ Known differences, documented rather than emulated
   operand depend on the order on both processors (``gp_combine(a, b)`` keeps
   numba's ``a if a <= b else b``, which is not symmetric under NaN).
 
-Atomics
--------
-``gp_atomic_combine`` uses ``atomicAdd``/``atomicMin``/``atomicMax`` where
-the hardware has them for the accumulator type (32- and 64-bit integers,
-``atomicAdd`` on float and double), and a compare-and-swap loop on the bit
-pattern otherwise (``min``/``max`` on float and double).  Accumulators
-narrower than 32 bits (bool, 8- and 16-bit integers) are kept, not widened
-or refused: they are updated by a compare-and-swap of the aligned 32-bit
-word that holds them, so their arrays, in shared or global memory, must
-start 4-byte aligned and be padded to a multiple of 4 bytes
-(:attr:`CudaProgram.accum_alignment`).
 """
 
 from __future__ import annotations
 
 import ast
 import copy
-import functools
-import hashlib
 import math
 import operator
-import os
 import re
 import struct
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..monoids import MONOIDS, monoid_identity
-from ..program import ALLOWED_CALLS, Function, ProgramError, VertexProgram, register_class_check
+from ...program import ALLOWED_CALLS, Function, ProgramError
+from .helpers import HelperLibrary
+from .numba_typing import C_TYPES, numba_typing
 
-# ----------------------------------------------------------------- C types --
-_C_TYPES = {
-    ("b", 1): "bool",
-    ("i", 1): "signed char", ("i", 2): "short", ("i", 4): "int", ("i", 8): "long long",
-    ("u", 1): "unsigned char", ("u", 2): "unsigned short", ("u", 4): "unsigned int",
-    ("u", 8): "unsigned long long",
-    ("f", 4): "float", ("f", 8): "double",
-}
-
-
-def ctype(dtype) -> str:
-    """The CUDA C++ type of a numpy scalar dtype.
-
-    Parameters
-    ----------
-    dtype : numpy dtype or anything ``np.dtype`` accepts
-
-    Returns
-    -------
-    str
-        ``'double'``, ``'float'``, ``'long long'``, ``'int'``, ``'short'``,
-        ``'signed char'``, ``'bool'`` or ``'unsigned ...'``.
-
-    Raises
-    ------
-    ProgramError
-        For dtypes without an exact CUDA C++ scalar (float16, complex, ...).
-    """
-    dtype = np.dtype(dtype)
-    try:
-        return _C_TYPES[dtype.kind, dtype.itemsize]
-    except KeyError:
-        raise ProgramError(f"dtype {dtype} has no CUDA C++ scalar type here (supported: bool, "
-                           "int8-64, uint8-64, float32, float64)") from None
-
-
-# ------------------------------------------------------------ the result --
-@dataclass(frozen=True)
-class CudaProgram:
-    """A vertex program translated to CUDA C++ device functions.
-
-    Attributes
-    ----------
-    program : VertexProgram
-        The instance translated (its constants are baked in).
-    value_dtype, accum_dtype, weight_dtype, degree_dtype : numpy.dtype
-        What ``value_t``, ``accum_t``, ``weight_t`` and ``degree_t`` are.
-    source : str
-        CUDA C++: the typedefs, ``struct gp_attrs``, ``GP_NUM_AGGREGATES``
-        and the device functions of the module docstring; no kernels.
-    aggregate_monoids : tuple of str
-        The monoid of each aggregate, in declaration order.
-    uses : frozenset of str
-        Every parameter name any function asks for.
-    key : str
-        SHA-256 of ``source`` (for compile caches).
-    aggregate_names : tuple of str
-        The aggregates, in declaration order (``aggregates[i]`` of gp_apply).
-    identity : numpy scalar
-        The sum monoid's identity in ``accum_dtype`` (what
-        ``gp_accum_identity()`` returns).
-    accum_alignment : int
-        Arrays of ``accum_t`` that ``gp_atomic_combine`` updates must start
-        at a multiple of this many bytes and span a multiple of it: 4 when
-        ``accum_t`` is narrower than 32 bits (its atomic is a compare-and-swap
-        of the enclosing word), else the itemsize.
-    """
-
-    program: VertexProgram
-    value_dtype: np.dtype
-    accum_dtype: np.dtype
-    weight_dtype: np.dtype
-    degree_dtype: np.dtype
-    source: str
-    aggregate_monoids: tuple
-    uses: frozenset
-    key: str
-    aggregate_names: tuple = ()
-    identity: object = None
-    accum_alignment: int = 4
-
-
-def translate_program(program: VertexProgram, *, weight_dtype=np.float64,
-                      degree_dtype=np.int32) -> CudaProgram:
-    """Translate ``program`` (an instance) into CUDA C++ device functions.
-
-    Parameters
-    ----------
-    program : VertexProgram
-        Its constants (``program.constants``) are baked into the source.
-    weight_dtype : numpy dtype, default float64
-        Type of the edge values the gather reads (``weight_t``).
-    degree_dtype : numpy dtype, default int32
-        Type of the stored degrees (``degree_t``).
-
-    Raises
-    ------
-    ProgramError
-        ``file:line: in FUNCTION: ...`` for a construct that cannot be
-        translated (or that numba cannot type) with these dtypes.
-    """
-    cls = type(program)
-    return _translate(cls, program.constants, program, weight_dtype, degree_dtype)
-
-
-def check_translatable(cls) -> None:
-    """Translate ``cls``'s functions once, with float64 weights and int32 degrees.
-
-    Called when a program class is defined, so that a construct the GPU
-    cannot run is refused with its line then, not at launch.
-
-    Raises
-    ------
-    ProgramError
-        ``file:line: in FUNCTION: ...``.
-    """
-    _translate(cls, dict(cls.constants), None, np.float64, np.int32)
-
-
-# the GPU runs the same functions: refuse what cannot be translated at class
-# definition, not at launch
-register_class_check(check_translatable)
-
-
-# ------------------------------------------------------------ numba typing --
-class _NumbaTyping:
-    """numba's typing context, asked what each operation's signature is."""
-
-    def __init__(self):
-        from numba.core import types
-        from numba.core.compiler_lock import global_compiler_lock
-        from numba.core.registry import cpu_target
-        from numba.np import numpy_support
-
-        self.types = types
-        self.lock = global_compiler_lock
-        self.numpy_support = numpy_support
-        with self.lock:
-            self.context = cpu_target.typing_context
-            self.context.refresh()
-        self._signatures = {}
-
-    def resolve(self, function, argument_types):
-        """numba's signature of ``function(*argument_types)``, or None."""
-        key = (function, tuple(argument_types))
-        if key not in self._signatures:
-            with self.lock:
-                try:
-                    signature = self.context.resolve_function_type(function, key[1], {})
-                except Exception:  # numba's TypingError: no implementation
-                    signature = None
-            self._signatures[key] = signature
-        return self._signatures[key]
-
-    def unify(self, *argument_types):
-        """numba's unification of several types (a phi, returns), or None."""
-        with self.lock:
-            return self.context.unify_types(*argument_types)
-
-    def from_dtype(self, dtype):
-        return self.numpy_support.from_dtype(np.dtype(dtype))
-
-    def literal(self, value):
-        """The type numba gives a constant: a literal for ints and bools."""
-        try:
-            return self.types.literal(value)
-        except Exception:  # floats have no literal type
-            return self.context.resolve_value_type(value)
-
-
-@functools.cache
-def _typing() -> _NumbaTyping:
-    return _NumbaTyping()
-
-
-# --------------------------------------------------------- translation unit --
 _NOT_CONSTANT = object()
 
 _BINARY_OPERATORS = {
@@ -321,178 +116,6 @@ atan atanf fabs fabsf expm1 expm1f log1p log1pf erf erff floor floorf ceil ceilf
 fmod fmodf copysign copysignf hypot hypotf min max abs
 """.split())
 
-
-class _Helpers:
-    """The Python-semantics helpers a translation unit uses, emitted once each."""
-
-    def __init__(self):
-        self.used: dict[str, str] = {}
-
-    def use(self, name: str, definition: str) -> None:
-        self.used.setdefault(name, definition)
-
-    def source(self) -> str:
-        return "\n".join(self.used.values())  # insertion order: dependencies come first
-
-
-_SIGNED_WRAP = """\
-__device__ __forceinline__ long long gp_py_{name}(long long a, long long b) {{
-    return (long long)((unsigned long long)a {op} (unsigned long long)b);
-}}
-"""
-
-_FLOAT_MUL = """\
-__device__ __forceinline__ {t} gp_py_mul({t} a, {t} b) {{
-    return {intrinsic}(a, b);
-}}
-"""
-
-_NEG = """\
-__device__ __forceinline__ long long gp_py_neg(long long a) {
-    return (long long)(0ULL - (unsigned long long)a);
-}
-"""
-
-_ABS = """\
-template <class T>
-__device__ __forceinline__ T gp_py_abs(T a) {
-    return a < 0 ? (T)(0ULL - (unsigned long long)a) : a;
-}
-"""
-
-_MINMAX = """\
-template <class T>
-__device__ __forceinline__ T gp_py_{name}(T a, T b) {{
-    return b {op} a ? b : a;
-}}
-"""
-
-_INF = """\
-__device__ __forceinline__ double gp_py_inf() {
-    return __longlong_as_double(0x7ff0000000000000LL);
-}
-"""
-
-_SIGNED_DIVMOD = """\
-__device__ __forceinline__ long long gp_py_floordiv(long long x, long long y) {
-    if (y == 0 || (x == (-9223372036854775807LL - 1) && y == -1)) return 0;
-    const long long quotient = x / y, remainder = x % y;
-    return remainder != 0 && (y ^ remainder) < 0 ? quotient - 1 : quotient;
-}
-__device__ __forceinline__ long long gp_py_mod(long long x, long long y) {
-    if (y == 0 || (x == (-9223372036854775807LL - 1) && y == -1)) return 0;
-    const long long remainder = x % y;
-    return remainder != 0 && (y ^ remainder) < 0 ? remainder + y : remainder;
-}
-"""
-
-_UNSIGNED_DIVMOD = """\
-__device__ __forceinline__ unsigned long long gp_py_floordiv(unsigned long long x,
-                                                             unsigned long long y) {
-    return y == 0 ? 0 : x / y;
-}
-__device__ __forceinline__ unsigned long long gp_py_mod(unsigned long long x,
-                                                        unsigned long long y) {
-    return y == 0 ? 0 : x % y;
-}
-"""
-
-_FLOAT_DIVMOD = """\
-// CPython's float_divmod, as numba compiles it; y == 0 gives numba's numpy-error-model result
-__device__ __forceinline__ {t} gp_py_divmod({t} x, {t} y, {t}* remainder) {{
-    if (y == 0) {{
-        *remainder = {fmod}(x, y);
-        return x / y;
-    }}
-    {t} mod = {fmod}(x, y);
-    {t} div = (x - mod) / y;
-    if (mod != 0) {{
-        if ((y < 0) != (mod < 0)) {{
-            mod += y;
-            div -= 1;
-        }}
-    }} else {{
-        mod = y < 0 ? -{zero} : {zero};
-    }}
-    {t} floordiv;
-    if (div < 0 || div > 0) {{
-        floordiv = {floor}(div);
-        if (div - floordiv > {half}) floordiv += 1;
-    }} else {{
-        div = div * div;
-        floordiv = div * x / y;
-    }}
-    *remainder = mod;
-    return floordiv;
-}}
-__device__ __forceinline__ {t} gp_py_floordiv({t} x, {t} y) {{
-    {t} remainder;
-    return gp_py_divmod(x, y, &remainder);
-}}
-__device__ __forceinline__ {t} gp_py_mod({t} x, {t} y) {{
-    {t} remainder;
-    gp_py_divmod(x, y, &remainder);
-    return remainder;
-}}
-"""
-
-_POW_LOOP = """\
-// base ** exponent by squaring, numba's int_power loop
-template <class T>
-__device__ __forceinline__ T gp_py_pow_loop(T base, unsigned long long exponent) {
-    T result = 1;
-    while (exponent != 0) {
-        if (exponent & 1) result *= base;
-        exponent >>= 1;
-        base *= base;
-    }
-    return result;
-}
-"""
-
-_POW_INTEGER = """\
-// numba's int_power for an integer result; 0 ** negative as numba's numpy error model
-__device__ __forceinline__ {t} gp_py_pow({t} base, {e} exponent) {{
-{negative}    if (exponent > 0x10000) return ({t})pow((double)base, (double)exponent);
-    return ({t})gp_py_pow_loop((unsigned long long)base, (unsigned long long)exponent);
-}}
-"""
-
-_POW_INTEGER_NEGATIVE = """\
-    if (exponent < 0) {
-        if (base == 0) return -9223372036854775807LL - 1;
-        if (base != 1 && base != -1) return 0;
-        return (exponent & 1) ? base : 1;
-    }
-"""
-
-_POW_FLOAT = """\
-// numba's int_power for a floating-point base and an integer exponent
-__device__ __forceinline__ {t} gp_py_pow({t} base, {e} exponent) {{
-{magnitude}    if (magnitude > 0x10000) return ({t})pow((double)base, (double)exponent);
-    const {t} result = gp_py_pow_loop(base, magnitude);
-    return {result};
-}}
-"""
-
-_POW_FLOAT_SIGNED = """\
-    const bool invert = exponent < 0;
-    const unsigned long long magnitude =
-        invert ? 0ULL - (unsigned long long)exponent : (unsigned long long)exponent;
-"""
-
-
-def _power_helper(c_type: str, kind: str, signed_exponent: bool) -> str:
-    exponent = "long long" if signed_exponent else "unsigned long long"
-    if kind in "iu":
-        negative = _POW_INTEGER_NEGATIVE if signed_exponent else ""
-        return _POW_INTEGER.format(t=c_type, e=exponent, negative=negative)
-    if signed_exponent:
-        return _POW_FLOAT.format(t=c_type, e=exponent, magnitude=_POW_FLOAT_SIGNED,
-                                 result=f"invert ? ({c_type})(1.0 / (double)result) : result")
-    return _POW_FLOAT.format(t=c_type, e=exponent,
-                             magnitude="    const unsigned long long magnitude = exponent;\n",
-                             result="result")
 
 
 # C++ precedence levels of the expressions generated (lower binds tighter)
@@ -558,13 +181,15 @@ class _Return:
 
 
 @dataclass
-class _CFunction:
+class CFunction:
+    """A translated function: its C++ name, numba's type of its result, its definition."""
+
     name: str
     return_type: object
     text: str
 
 
-def _signature(head: str, parameters: list[str], width: int = 99) -> list[str]:
+def signature_lines(head: str, parameters: list[str], width: int = 99) -> list[str]:
     """``head(parameters) {``, the parameters wrapped under the parenthesis."""
     lines, line = [], f"{head}("
     indent = " " * len(line)
@@ -590,14 +215,36 @@ def _cxx_identifier(name: str) -> str:
     return name
 
 
-class _FunctionTranslator:
-    """Translates one checked function (numba semantics; see the module docstring)."""
+class FunctionTranslator:
+    """Translates one checked function (numba semantics; see the module docstring).
+
+    Parameters
+    ----------
+    function : Function
+        The checked syntax tree.
+    parameter_types : dict
+        numba's type of each parameter.
+    constants : dict
+        The program's constants (baked in as ``const`` locals where read).
+    helpers : HelperLibrary
+        Where the ``gp_py_*`` helpers the function calls are collected.
+    cxx_name : str
+        The C++ name of the device function.
+    signature_ctypes : dict, optional
+        C++ types written for some parameters instead of their numba types'.
+    return_ctype : str, optional
+        The C++ return type written instead of the result type's.
+    final_type : numba type, optional
+        Every returned value is converted to it last.
+    comment : str
+        A line of comment above the definition.
+    """
 
     def __init__(self, function: Function, parameter_types: dict, constants: dict,
-                 helpers: _Helpers, cxx_name: str, *, signature_ctypes: dict | None = None,
+                 helpers: HelperLibrary, cxx_name: str, *, signature_ctypes: dict | None = None,
                  return_ctype: str | None = None, final_type=None, comment: str = ""):
         self.function = function
-        self.typing = _typing()
+        self.typing = numba_typing()
         self.types = self.typing.types
         self.constants = constants
         self.helpers = helpers
@@ -630,9 +277,9 @@ class _FunctionTranslator:
             dtype = self.typing.numpy_support.as_dtype(numba_type)
         except Exception:
             dtype = None
-        if dtype is None or (dtype.kind, dtype.itemsize) not in _C_TYPES:
+        if dtype is None or (dtype.kind, dtype.itemsize) not in C_TYPES:
             raise _Untranslatable(f"values of type {numba_type} cannot be translated")
-        return _C_TYPES[dtype.kind, dtype.itemsize]
+        return C_TYPES[dtype.kind, dtype.itemsize]
 
     def kind(self, numba_type) -> str:
         """'b', 'i', 'u' or 'f' for a scalar numba type."""
@@ -730,8 +377,8 @@ class _FunctionTranslator:
             if constant == -2 ** 63:
                 return "(-9223372036854775807LL - 1)"
             return f"{constant}LL" if constant >= 0 else f"({constant}LL)"
-        return _float_text(float(constant), self.c_type(numba_type) if numba_type else "double",
-                           self.helpers)
+        return float_text(float(constant), self.c_type(numba_type) if numba_type else "double",
+                          self.helpers)
 
     def constant_value(self, node, constant) -> _Value:
         if isinstance(constant, complex) or not isinstance(constant, (bool, int, float)):
@@ -744,7 +391,7 @@ class _FunctionTranslator:
         return _Value(self.literal_text(constant, numba_type), numba_type, constant=constant)
 
     # -- the function ----------------------------------------------------------
-    def translate(self) -> _CFunction:
+    def translate(self) -> CFunction:
         environment = {}
         parameters = []
         for name in self.function.parameters:
@@ -765,8 +412,8 @@ class _FunctionTranslator:
         if self.comment:
             lines.append(f"// {self.comment}")
         return_ctype = self.return_ctype or self.c_type(return_type)
-        lines.extend(_signature(f"__device__ __forceinline__ {return_ctype} {self.cxx_name}",
-                                parameters))
+        lines.extend(signature_lines(
+            f"__device__ __forceinline__ {return_ctype} {self.cxx_name}", parameters))
         statements = self.render(body, 1, return_type)
         used = set(re.findall(r"\b\w+\b", "\n".join(statements)))
         for name, cvar in self.constants_used.items():
@@ -779,7 +426,7 @@ class _FunctionTranslator:
             lines.append(f"    {self.c_type(self.declared[cvar])} {cvar};")
         lines.extend(statements)
         lines.append("}")
-        return _CFunction(self.cxx_name, return_type, "\n".join(lines) + "\n")
+        return CFunction(self.cxx_name, return_type, "\n".join(lines) + "\n")
 
     def render(self, items, depth: int, return_type) -> list[str]:
         indent = "    " * depth
@@ -1020,7 +667,7 @@ class _FunctionTranslator:
             self.fail(node, f"math.{node.attr} is a function; call it")
         value = _MATH_CONSTANTS[node.attr]
         # math.pi is a global's attribute to numba: a float64, not a constant it prunes on
-        return _Value(_float_text(value, "double", self.helpers), self.types.float64)
+        return _Value(float_text(value, "double", self.helpers), self.types.float64)
 
     def binary(self, node, op, left: _Value, right: _Value, inplace: bool = False) -> _Value:
         plain, in_place, symbol = _BINARY_OPERATORS[type(op)]
@@ -1044,42 +691,22 @@ class _FunctionTranslator:
         a, b = self.convert(a, result_type), self.convert(b, result_type)
         if isinstance(op, (ast.FloorDiv, ast.Mod)):
             name = "floordiv" if isinstance(op, ast.FloorDiv) else "mod"
-            self.use_divmod(result_type)
+            self.helpers.floor_division(self.kind(result_type), self.c_type(result_type))
             text, precedence = f"gp_py_{name}({a.text}, {b.text})", _PRIMARY
         elif isinstance(op, ast.Mult) and result_kind in "fi":
-            self.use_multiply(result_type)
+            if result_kind == "i":
+                self.helpers.wrapping("mul")
+            else:
+                self.helpers.float_multiply(self.c_type(result_type))
             text, precedence = f"gp_py_mul({a.text}, {b.text})", _PRIMARY
         elif isinstance(op, (ast.Add, ast.Sub)) and result_kind == "i":
             name = "add" if isinstance(op, ast.Add) else "sub"
-            self.helpers.use(f"gp_py_{name}", _SIGNED_WRAP.format(
-                name=name, op="+" if name == "add" else "-"))
+            self.helpers.wrapping(name)
             text, precedence = f"gp_py_{name}({a.text}, {b.text})", _PRIMARY
         else:
             precedence = _ADDITIVE if symbol in "+-" else _MULTIPLICATIVE
             text = f"{a.operand(precedence)} {symbol} {b.operand(precedence - 1)}"
         return _Value(text, result_type, precedence, condition=condition)
-
-    def use_multiply(self, numba_type) -> None:
-        kind = self.kind(numba_type)
-        if kind == "i":
-            self.helpers.use("gp_py_mul", _SIGNED_WRAP.format(name="mul", op="*"))
-            return
-        c_type = self.c_type(numba_type)
-        intrinsic = "__fmul_rn" if c_type == "float" else "__dmul_rn"
-        self.helpers.use(f"gp_py_mul_{c_type}", _FLOAT_MUL.format(t=c_type,
-                                                                  intrinsic=intrinsic))
-
-    def use_divmod(self, numba_type) -> None:
-        kind, c_type = self.kind(numba_type), self.c_type(numba_type)
-        if kind == "i":
-            self.helpers.use("gp_py_divmod_signed", _SIGNED_DIVMOD)
-        elif kind == "u":
-            self.helpers.use("gp_py_divmod_unsigned", _UNSIGNED_DIVMOD)
-        else:
-            suffix = "f" if c_type == "float" else ""
-            self.helpers.use(f"gp_py_divmod_{c_type}", _FLOAT_DIVMOD.format(
-                t=c_type, fmod=f"fmod{suffix}", floor=f"floor{suffix}",
-                zero=f"0.0{suffix}", half=f"0.5{suffix}"))
 
     def power(self, signature, base: _Value, exponent: _Value) -> _Value:
         """``base ** exponent`` with numba's signature (operands already converted)."""
@@ -1088,12 +715,9 @@ class _FunctionTranslator:
         c_type = self.c_type(result_type)
         if isinstance(exponent_type, self.types.Integer):
             base = self.convert(base, result_type)
-            exponent_c = "long long" if exponent_type.signed else "unsigned long long"
             exponent = self.convert(exponent, self.types.int64 if exponent_type.signed
                                     else self.types.uint64)
-            self.helpers.use("gp_py_pow_loop", _POW_LOOP)
-            self.helpers.use(f"gp_py_pow {c_type} {exponent_c}", _power_helper(
-                c_type, self.kind(result_type), exponent_type.signed))
+            self.helpers.power(c_type, self.kind(result_type), exponent_type.signed)
             return _Value(f"gp_py_pow({base.text}, {exponent.text})", result_type)
         base, exponent = self.convert(base, result_type), self.convert(exponent, result_type)
         function = "powf" if c_type == "float" else "pow"
@@ -1116,7 +740,7 @@ class _FunctionTranslator:
             return value
         kind = self.kind(result_type)
         if kind == "i":
-            self.helpers.use("gp_py_neg", _NEG)
+            self.helpers.negate()
             return _Value(f"gp_py_neg({value.text})", result_type)
         text = value.operand(_UNARY)
         return _Value(f"-({text})" if text.startswith(("-", "+")) else f"-{text}", result_type,
@@ -1205,8 +829,7 @@ class _FunctionTranslator:
                 self.fail(node, f"{name}() needs two or more arguments (one would be an "
                                 "iterable)")
             signature = self.resolve(node, min if name == "min" else max, types, f"{name}()")
-            self.helpers.use(f"gp_py_{name}", _MINMAX.format(
-                name=name, op="<" if name == "min" else ">"))
+            self.helpers.minmax(name, "<" if name == "min" else ">")
             accumulated = arguments[0]
             for argument in arguments[1:]:
                 # numba's do_minmax: unify pairwise, keep the earlier argument unless the
@@ -1231,7 +854,7 @@ class _FunctionTranslator:
         value = self.convert(value, result_type)
         kind = self.kind(result_type)
         if kind == "i":
-            self.helpers.use("gp_py_abs", _ABS)
+            self.helpers.absolute()
             return _Value(f"gp_py_abs({value.text})", result_type)
         if kind == "f":
             suffix = "f" if self.c_type(result_type) == "float" else ""
@@ -1303,10 +926,10 @@ def _convert_constant(constant, kind: str, c_type: str):
     return None
 
 
-def _float_text(value: float, c_type: str, helpers: _Helpers) -> str:
+def float_text(value: float, c_type: str, helpers: HelperLibrary) -> str:
     """An exact C++ literal of a float64 value (converted to float if ``c_type`` says so)."""
     if math.isinf(value):
-        helpers.use("gp_py_inf", _INF)
+        helpers.infinity()
         text = "gp_py_inf()" if value > 0 else "(-gp_py_inf())"
     elif math.isnan(value):
         bits = struct.unpack("<q", struct.pack("<d", value))[0]
@@ -1379,269 +1002,3 @@ def _fold_constants(tree):
 
     return ast.fix_missing_locations(Folder().visit(tree))
 
-
-# -------------------------------------------------- the program's functions --
-_GATHER_ARGUMENTS = {
-    "src": "values[u]", "dst": "values[v]", "weight": "weights[e]",
-    "src_out_degree": "attrs.out_degree[u]", "src_in_degree": "attrs.in_degree[u]",
-    "dst_out_degree": "attrs.out_degree[v]", "dst_in_degree": "attrs.in_degree[v]",
-}
-_VERTEX_ARGUMENTS = {
-    "vertex": "attrs.vertex[v]", "out_degree": "attrs.out_degree[v]",
-    "in_degree": "attrs.in_degree[v]", "weighted_in_degree": "attrs.weighted_in_degree[v]",
-    "is_source": "attrs.is_source[v]", "num_vertices": "num_vertices",
-    "iteration": "iteration", "value": "value", "accum": "accum",
-}
-_ACTIVATE_ARGUMENTS = {"new": "new_value", "old": "old_value"}
-
-_ATTRIBUTES = """\
-struct gp_attrs {
-    const degree_t* out_degree;
-    const degree_t* in_degree;
-    const double* weighted_in_degree;
-    const long long* vertex;
-    const bool* is_source;
-};
-"""
-_ENTRY = "__device__ __forceinline__ "
-_GATHER_SIGNATURE = _signature(f"{_ENTRY}accum_t gp_gather", [
-    "const value_t* values", "const weight_t* weights", "const gp_attrs& attrs", "long long u",
-    "long long v", "long long e"])
-_APPLY_SIGNATURE = _signature(f"{_ENTRY}value_t gp_apply", [
-    "const gp_attrs& attrs", "const double* aggregates", "long long num_vertices",
-    "long long iteration", "long long v", "value_t value", "accum_t accum"])
-_ACTIVATE_SIGNATURE = _signature(f"{_ENTRY}bool gp_activate",
-                                 ["value_t new_value", "value_t old_value"])
-_INIT_SIGNATURE = _signature(f"{_ENTRY}value_t gp_init",
-                             ["const gp_attrs& attrs", "long long num_vertices", "long long v"])
-_AGGREGATE_SIGNATURE = _signature(f"{_ENTRY}void gp_aggregate", [
-    "const value_t* values", "const gp_attrs& attrs", "long long num_vertices",
-    "long long iteration", "long long v", "double* out"])
-
-
-def _parameter_types(role: str, dtypes: dict, aggregate_names) -> dict:
-    typing = _typing()
-    types = typing.types
-    value, accum = typing.from_dtype(dtypes["value"]), typing.from_dtype(dtypes["accum"])
-    degree = typing.from_dtype(dtypes["degree"])
-    if role == "gather":
-        return {"src": value, "dst": value, "weight": typing.from_dtype(dtypes["weight"]),
-                "src_out_degree": degree, "src_in_degree": degree, "dst_out_degree": degree,
-                "dst_in_degree": degree}
-    if role == "activate":
-        return {"new": value, "old": value}
-    vertex = {"vertex": types.int64, "out_degree": degree, "in_degree": degree,
-              "weighted_in_degree": types.float64, "is_source": types.boolean,
-              "num_vertices": types.int64, "iteration": types.int64, "value": value,
-              "accum": accum}
-    vertex.update({name: types.float64 for name in aggregate_names})
-    return vertex
-
-
-def _arguments(function: Function, mapping: dict) -> str:
-    return ", ".join(mapping[p] for p in function.parameters)
-
-
-def _header(cls, dtypes: dict) -> str:
-    return (f"// garaphpy: the vertex program {cls.__qualname__} as CUDA C++ device functions\n"
-            f"// (Garaph section 2.3; numba's semantics, see garaphpy/kernels/cuda_program.py).\n"
-            f"// value {dtypes['value'].name}, accum {dtypes['accum'].name}, weight "
-            f"{dtypes['weight'].name}, degree {dtypes['degree'].name}, sum = {cls.sum}. "
-            f"Generated; do not edit.\n")
-
-
-def _translate(cls, constants: dict, program, weight_dtype, degree_dtype) -> CudaProgram:
-    functions = cls.functions
-    value_dtype = np.dtype(cls.value_dtype)
-    accum_dtype = np.dtype(cls.accum_dtype) if cls.accum_dtype is not None else value_dtype
-    dtypes = {"value": value_dtype, "accum": accum_dtype, "weight": np.dtype(weight_dtype),
-              "degree": np.dtype(degree_dtype)}
-    where = f"{cls.__module__}.{cls.__qualname__}"
-    for name, dtype in dtypes.items():
-        try:
-            ctype(dtype)
-        except ProgramError as error:
-            raise ProgramError(f"{where}: {name} type: {error}") from None
-    aggregate_names = tuple(cls.aggregates)
-    helpers = _Helpers()
-    typing = _typing()
-
-    def translate(role, cxx_name, **options):
-        function = functions[role]
-        parameter_types = _parameter_types(role.split(":")[0], dtypes, aggregate_names)
-        what = (f"{cls.__qualname__}.{role}" if ":" not in role else
-                f"aggregate {role.split(':', 1)[1]!r} of {cls.__qualname__}: {function.name}")
-        comment = f"{what} ({os.path.basename(function.filename)}:{function.first_line})"
-        translator = _FunctionTranslator(function, parameter_types, constants, helpers,
-                                         cxx_name, comment=comment, **options)
-        return translator.translate()
-
-    user = {role: translate(role, f"gp_user_{role}")
-            for role in ("init", "gather", "apply", "activate")}
-    aggregates = [translate(f"aggregate:{name}", f"gp_user_aggregate_{i}")
-                  for i, name in enumerate(aggregate_names)]
-    combine = _combine_function(cls.sum, dtypes, helpers)
-    vertex_arguments = {**_VERTEX_ARGUMENTS,
-                        **{name: f"aggregates[{i}]" for i, name in enumerate(aggregate_names)}}
-
-    def entry(role, signature, mapping, result_ctype, result_dtype) -> str:
-        """An entry point: the user's function, its parameters bound by name, its result
-        cast like cpu_program's VALUE(...), ACCUM(...) or bool(...)."""
-        call = _call(user[role], functions[role], mapping)
-        if user[role].return_type != typing.from_dtype(result_dtype):
-            call = f"({result_ctype}){call}"
-        return "\n".join(signature) + f"\n    return {call};\n}}\n"
-
-    identity = monoid_identity(cls.sum, accum_dtype)
-    lines = [_header(cls, dtypes),
-             f"typedef {ctype(value_dtype)} value_t;",
-             f"typedef {ctype(accum_dtype)} accum_t;",
-             f"typedef {ctype(weight_dtype)} weight_t;",
-             f"typedef {ctype(degree_dtype)} degree_t;",
-             "",
-             _ATTRIBUTES,
-             f"#define GP_NUM_AGGREGATES {len(aggregate_names)}",
-             ""]
-    body = [f.text for f in (*user.values(), *aggregates)]
-    entries = [
-        "__device__ __forceinline__ accum_t gp_accum_identity() {\n"
-        f"    return {_identity_text(identity, accum_dtype, helpers)};\n}}\n",
-        entry("gather", _GATHER_SIGNATURE, _GATHER_ARGUMENTS, "accum_t", accum_dtype),
-        entry("apply", _APPLY_SIGNATURE, vertex_arguments, "value_t", value_dtype),
-        entry("activate", _ACTIVATE_SIGNATURE, _ACTIVATE_ARGUMENTS, "bool", np.dtype(bool)),
-        entry("init", _INIT_SIGNATURE, vertex_arguments, "value_t", value_dtype),
-        combine.text,
-        _atomic_combine_text(cls.sum, accum_dtype),
-        _aggregate_text(cls, functions, aggregates, aggregate_names, vertex_arguments,
-                        helpers),
-    ]
-    helper_source = helpers.source()
-    source = "\n".join(lines) + "\n"
-    if helper_source:
-        source += "// ---- Python's semantics (numba's lowering)\n" + helper_source + "\n"
-    source += "// ---- the program's functions\n" + "\n".join(body) + "\n"
-    source += "// ---- the engine's entry points\n" + "\n".join(entries)
-    source = source.rstrip("\n") + "\n"
-    uses = frozenset(p for f in functions.values() for p in f.parameters)
-    alignment = 4 if accum_dtype.itemsize < 4 else accum_dtype.itemsize
-    return CudaProgram(
-        program=program, value_dtype=value_dtype, accum_dtype=accum_dtype,
-        weight_dtype=dtypes["weight"], degree_dtype=dtypes["degree"], source=source,
-        aggregate_monoids=tuple(cls.aggregates[n][0] for n in aggregate_names), uses=uses,
-        key=hashlib.sha256(source.encode()).hexdigest(), aggregate_names=aggregate_names,
-        identity=identity, accum_alignment=alignment)
-
-
-def _call(translated: _CFunction, function: Function, mapping: dict) -> str:
-    return f"{translated.name}({_arguments(function, mapping)})"
-
-
-def _identity_text(identity, accum_dtype: np.dtype, helpers: _Helpers) -> str:
-    kind = accum_dtype.kind
-    if kind == "b":
-        return "true" if identity else "false"
-    if kind == "f":
-        return _float_text(float(identity), ctype(accum_dtype), helpers)
-    value = int(identity)
-    c_type = ctype(accum_dtype)
-    if kind == "u":
-        return f"({c_type}){value}ULL" if accum_dtype.itemsize < 8 else f"{value}ULL"
-    text = "(-9223372036854775807LL - 1)" if value == -2 ** 63 else f"{value}LL"
-    if value < 0 and value != -2 ** 63:
-        text = f"({text})"
-    return text if accum_dtype.itemsize == 8 else f"({c_type}){text}"
-
-
-def _combine_function(monoid: str, dtypes: dict, helpers: _Helpers) -> _CFunction:
-    """gp_combine: the monoid's combine source (as cpu_program compiles it),
-    translated like a user function."""
-    tree = ast.parse(MONOIDS[monoid].combine_source()).body[0]
-    function = Function("combine", "combine", ("a", "b"), tree, ast.unparse(tree),
-                        "<sum monoid>", 1)
-    typing = _typing()
-    accum = typing.from_dtype(dtypes["accum"])
-    translator = _FunctionTranslator(
-        function, {"a": accum, "b": accum}, {}, helpers, "gp_combine",
-        signature_ctypes={"a": "accum_t", "b": "accum_t"}, return_ctype="accum_t",
-        final_type=accum, comment=f"the sum monoid ({monoid}), cast to accum_t")
-    return translator.translate()
-
-
-_NARROW = {  # accum dtype (kind, itemsize) -> (bits -> accum_t, accum_t -> bits)
-    ("b", 1): ("(bits & mask) != 0", "(unsigned int)updated"),
-    ("i", 1): ("(signed char)((bits & mask) >> shift)", "(unsigned int)(unsigned char)updated"),
-    ("u", 1): ("(unsigned char)((bits & mask) >> shift)", "(unsigned int)updated"),
-    ("i", 2): ("(short)((bits & mask) >> shift)", "(unsigned int)(unsigned short)updated"),
-    ("u", 2): ("(unsigned short)((bits & mask) >> shift)", "(unsigned int)updated"),
-}
-
-
-def _atomic_combine_text(monoid: str, accum_dtype: np.dtype) -> str:
-    kind, size = accum_dtype.kind, accum_dtype.itemsize
-    head = "__device__ __forceinline__ void gp_atomic_combine(accum_t* address, accum_t x) {"
-    if MONOIDS[monoid].has_cuda_atomic(accum_dtype):
-        body = [f"    {MONOIDS[monoid].cuda_atomic}(address, x);"]
-    elif kind == "i" and size == 8:
-        body = ["    // two's complement: the unsigned sum has the same bits",
-                "    atomicAdd((unsigned long long*)address, (unsigned long long)x);"]
-    elif kind == "f":
-        bits, width = ("unsigned long long", "longlong") if size == 8 else ("unsigned int", "uint")
-        to_float = f"__{width}_as_double((long long)assumed)" if size == 8 else \
-            "__uint_as_float(assumed)"
-        to_bits = f"({bits})__double_as_longlong(updated)" if size == 8 else \
-            "__float_as_uint(updated)"
-        body = [f"    // no hardware {monoid} on floating point: compare-and-swap the bit pattern",
-                f"    {bits}* word = ({bits}*)address;",
-                f"    {bits} seen = *word, assumed;",
-                "    do {",
-                "        assumed = seen;",
-                f"        const accum_t updated = gp_combine({to_float}, x);",
-                f"        const {bits} replacement = {to_bits};",
-                "        if (replacement == assumed) return;",
-                "        seen = atomicCAS(word, assumed, replacement);",
-                "    } while (seen != assumed);"]
-    else:
-        to_accum, to_bits = _NARROW[kind, size]
-        mask = "0xffu" if size == 1 else "0xffffu"
-        body = ["    // narrower than 32 bits: compare-and-swap the aligned word that holds it",
-                "    unsigned int* word = (unsigned int*)((unsigned long long)address & ~3ULL);",
-                "    const unsigned int shift = (unsigned int)((unsigned long long)address & 3ULL)"
-                " * 8u;",
-                f"    const unsigned int mask = {mask} << shift;",
-                "    unsigned int seen = *word, bits;",
-                "    do {",
-                "        bits = seen;",
-                f"        const accum_t updated = gp_combine({to_accum}, x);",
-                f"        const unsigned int replacement = (bits & ~mask) | (({to_bits} << shift)"
-                " & mask);",
-                "        if (replacement == bits) return;",
-                "        seen = atomicCAS(word, bits, replacement);",
-                "    } while (seen != bits);"]
-    return "\n".join([head, *body, "}", ""])
-
-
-def _aggregate_text(cls, functions, aggregates, aggregate_names, vertex_arguments,
-                    helpers: _Helpers) -> str:
-    lines = list(_AGGREGATE_SIGNATURE)
-    if any("value" in functions[f"aggregate:{n}"].parameters for n in aggregate_names):
-        lines.append("    const value_t value = values[v];")
-    identities = []
-    typing = _typing()
-    for i, (name, translated) in enumerate(zip(aggregate_names, aggregates)):
-        monoid = cls.aggregates[name][0]
-        term = _call(translated, functions[f"aggregate:{name}"], vertex_arguments)
-        if translated.return_type != typing.types.float64:
-            term = f"(double){term}"
-        if monoid == "add":
-            lines.append(f"    out[{i}] = out[{i}] + {term};  // {name}")
-        else:
-            helpers.use(f"gp_py_{monoid}", _MINMAX.format(
-                name=monoid, op=MONOIDS[monoid].cuda_compare))
-            lines.append(f"    out[{i}] = gp_py_{monoid}(out[{i}], {term});  // {name}")
-        identities.append(_float_text(float(monoid_identity(monoid, np.float64)), "double",
-                                      helpers))
-    lines += ["}", "", "__device__ __forceinline__ double gp_aggregate_identity(int i) {"]
-    for i, text in enumerate(identities):
-        lines.append(f"    if (i == {i}) return {text};")
-    lines += ["    return 0.0;" if identities else "    (void)i;\n    return 0.0;", "}", ""]
-    return "\n".join(lines)
