@@ -8,7 +8,6 @@ records must carry every decision it took with the inputs it was taken on.
 from __future__ import annotations
 
 import json
-import math
 
 import numpy as np
 import pytest
@@ -130,25 +129,6 @@ def test_decide_records_the_choice_and_its_inputs_as_json():
     assert row["decisions"]["direction"]["rho"] == 1.0
 
 
-class ShortestPaths(VertexProgram):
-    sum = "min"
-    initially_active = "sources"
-    needs_weights = True
-    needs_sources = True
-
-    def init(is_source):
-        return 0.0 if is_source else math.inf
-
-    def gather(src, weight):
-        return src + weight
-
-    def apply(value, accum):
-        return min(value, accum)
-
-    def activate(new, old):
-        return new < old
-
-
 class OutDegreeRank(VertexProgram):
     """A synchronous pull whose gather reads a source attribute (precomputed)."""
 
@@ -179,7 +159,7 @@ def graph():
 
 def test_records_carry_every_cpu_decision(graph):
     source = int(graph.original_ids([0])[0])
-    result = garaphpy.run(graph, ShortestPaths, sources=[source], mode="cpu")
+    result = garaphpy.run(graph, "sssp", sources=[source], mode="cpu")
     directions = {r.direction for r in result.iterations}
     assert directions == {"pull", "notify-pull"}
     for record in result.iterations:
