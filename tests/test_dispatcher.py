@@ -175,6 +175,11 @@ def test_every_decision_is_recorded_in_order_with_its_inputs():
         "pull_fraction": None}
     json.dumps(decision.as_dict())
 
+    # the iteration record's entry: every field, the mode as the choice
+    expected = decision.as_dict()
+    expected["choice"] = expected.pop("mode")
+    assert decision.entry() == expected
+
 
 # T_pull = 4 s, T_GPU = 2 s; every value a power of two times a small integer,
 # so alpha is exact.  T_notify None: not measured yet, T_pull is used.

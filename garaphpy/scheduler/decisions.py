@@ -62,6 +62,14 @@ def decide(record, name: str, function, **inputs):
     return choice
 
 
+def fixed(function, **inputs) -> dict:
+    """A decision whose inputs hold for the whole run, made once: its entry
+    (inputs and ``"choice"``), which every iteration's record then shares
+    (``record.decisions[name] = entry``; read only)."""
+    inputs["choice"] = function(**inputs)
+    return inputs
+
+
 def note(record, name: str, choice, **inputs) -> None:
     """Record a choice made elsewhere (or once per run) with its inputs (kept
     as given: :meth:`IterationRecord.as_dict` makes them JSON-able, so that

@@ -118,6 +118,17 @@ class Decision:
         costs about ten times more, on every hybrid iteration)."""
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
+    def entry(self) -> dict:
+        """The iteration record's ``decisions["mode"]``: the inputs, and the mode
+        as ``"choice"`` (spelled out: it is made on every iteration)."""
+        return {"iteration": self.iteration, "active_fraction": self.active_fraction,
+                "rho": self.rho, "ratio": self.ratio, "alpha": self.alpha,
+                "forced": self.forced, "ratio_source": self.ratio_source,
+                "cpu_seconds": self.cpu_seconds, "gpu_seconds": self.gpu_seconds,
+                "cpu_sync_seconds": self.cpu_sync_seconds,
+                "gpu_sync_seconds": self.gpu_sync_seconds,
+                "pull_fraction": self.pull_fraction, "choice": self.mode}
+
 
 @dataclass
 class Observation:

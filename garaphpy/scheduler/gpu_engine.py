@@ -208,8 +208,10 @@ class GpuEngine:
         uses = self.program.uses
         self.gather_parameters = frozenset(type(program).functions["gather"].parameters)
         self.precompute_enabled = bool(precompute)
-        self.precompute = decisions.precompute_source_gathers(
-            "pull", synchronous, self.gather_parameters, self.precompute_enabled)
+        self.precompute_decision = decisions.fixed(
+            decisions.precompute_source_gathers, direction="pull", synchronous=synchronous,
+            gather_parameters=self.gather_parameters, enabled=self.precompute_enabled)
+        self.precompute = self.precompute_decision["choice"]
         value_dtype, accum_dtype = self.program.value_dtype, self.program.accum_dtype
 
         # -- shared memory per block, from the device's properties ----------------
@@ -344,6 +346,7 @@ class GpuEngine:
         #: called with (iteration, pages launched) after each page of an asynchronous
         #: iteration (checkpoints after pages, set by the checkpointer)
         self.page_done = None
+        self._fused_decisions = {}      # checkpoints after pages or not -> the entry
         self.page_views = [self._views(i) for i in range(len(pages))]
         if host_copies:
             self.host_values = self.pinned_array(n, value_dtype)
@@ -501,11 +504,16 @@ class GpuEngine:
     def _fused(self, record: IterationRecord) -> bool:
         """Whether an iteration the GPU runs alone is one launch over every shard
         (:func:`~garaphpy.scheduler.decisions.fuse_gpu_launch`, recorded)."""
-        return decisions.decide(
-            record, "fused_launch", decisions.fuse_gpu_launch, resident=self.plan.resident,
-            fuse_enabled=self.fuse_resident, host_copies=self.host_copies,
-            synchronous=self.synchronous, checkpoints_after_pages=self.page_done is not None,
-            num_pages=len(self.pages))
+        after_pages = self.page_done is not None
+        entry = self._fused_decisions.get(after_pages)
+        if entry is None:
+            entry = self._fused_decisions[after_pages] = decisions.fixed(
+                decisions.fuse_gpu_launch, resident=self.plan.resident,
+                fuse_enabled=self.fuse_resident, host_copies=self.host_copies,
+                synchronous=self.synchronous, checkpoints_after_pages=after_pages,
+                num_pages=len(self.pages))
+        record.decisions["fused_launch"] = entry
+        return entry["choice"]
 
     def launch_all_resident(self, aggregates, iteration: int) -> PageTiming:
         """Queue one pull kernel over every shard of the resident arrays on the
@@ -660,10 +668,7 @@ class GpuEngine:
         record.edges_processed += edges
         record.pages += len(pages)
         record.gather_precomputed = self.precompute
-        decisions.note(record, "gpu_precompute", self.precompute,
-                       direction="pull", synchronous=self.synchronous,
-                       gather_parameters=self.gather_parameters,
-                       enabled=self.precompute_enabled)
+        record.decisions["gpu_precompute"] = self.precompute_decision
         record.gpu_pages = len(pages)
         record.gpu_edges = edges
         record.bytes_to_device += sum(t.bytes_to_device for t in timings)

@@ -218,8 +218,7 @@ class HybridEngine:
         record.alpha = decision.alpha
         record.ratio = decision.ratio
         record.forced = record.forced or decision.forced
-        decisions.note(record, "mode", decision.mode, **{
-            key: value for key, value in decision.as_dict().items() if key != "mode"})
+        record.decisions["mode"] = decision.entry()
         record.direction = decisions.decide(record, "direction", decisions.iteration_direction,
                                             mode=decision.mode, f=record.active_fraction,
                                             rho=record.rho, forced=direction)
