@@ -41,15 +41,16 @@ class NotConvergedWarning(UserWarning):
 _COMPILED: dict = {}
 
 
-def _compiled_program(program: VertexProgram):
-    """Compile once per (program class, constants) and process; the generated
-    module and numba's cache of it are kept across processes in
-    :func:`_program_cache_directory`."""
+def _compiled_program(program: VertexProgram, parallel: bool = True):
+    """Compile once per (program class, constants, parallel or not) and process;
+    the generated module and numba's cache of it are kept across processes in
+    :func:`_program_cache_directory`.  A run on one thread takes the serial
+    kernels, which compile in a fraction of the time."""
     from .kernels.cpu_program import compile_program
 
-    key = (type(program), tuple(sorted(program.constants.items())))
+    key = (type(program), tuple(sorted(program.constants.items())), parallel)
     if key not in _COMPILED:
-        _COMPILED[key] = compile_program(program, _program_cache_directory())
+        _COMPILED[key] = compile_program(program, _program_cache_directory(), parallel)
     return _COMPILED[key]
 
 
@@ -332,7 +333,7 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
                                gpu_memory=gpu_memory, n_streams=n_streams, page_source=pages)
             engine.set_frontier(initially_active)
         else:
-            compiled = _compiled_program(program)
+            compiled = _compiled_program(program, parallel=threads > 1)
             arrays = GraphArrays.from_graph(graph, source_vertices,
                                             "weighted_in_degree" in _uses(program), pages)
             state = RunState(arrays, compiled, execution == "sync")

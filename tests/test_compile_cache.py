@@ -95,7 +95,7 @@ graph = garaphpy.Graph.from_arrays(np.array({sources}), np.array({targets}), num
 program = PageRank(damping=0.75)
 result = garaphpy.run(graph, program, mode="cpu", threads=1, tolerance=1e-12,
                       max_iterations=500)
-compiled = api._compiled_program(program)
+compiled = api._compiled_program(program, parallel=False)    # a one-thread run's
 print(json.dumps({{"module_cached": compiled.module_cached, "hits": compiled.cache_hits(),
                   "values": result.values.tolist()}}))
 """.format(sources=SOURCES.tolist(), targets=TARGETS.tolist())
@@ -172,7 +172,7 @@ def test_an_unusable_cache_directory_compiles_in_memory(graph, tmp_path, monkeyp
     program = PageRank(damping=0.7)
     result = _run_cpu(graph, program, tolerance=1e-12, max_iterations=500)
     np.testing.assert_allclose(result.values, pagerank_reference(0.7), rtol=1e-9)
-    compiled = api._compiled_program(program)
+    compiled = api._compiled_program(program, parallel=False)
     assert not compiled.module_cached and compiled.kernels.CACHE is False
 
 
@@ -185,8 +185,27 @@ def test_only_the_paths_a_run_takes_are_compiled_and_it_is_announced(graph, tmp_
     with caplog.at_level(logging.INFO, logger="garaphpy"):
         result = _run_cpu(graph, program, tolerance=1e-12, max_iterations=500)
     assert {r.direction for r in result.iterations} == {"pull"}
-    kernels = api._compiled_program(program).kernels
+    kernels = api._compiled_program(program, parallel=False).kernels   # threads=1
     assert kernels.pull_range_precomputed.signatures or kernels.pull_range.signatures
     assert not kernels.pull_vertices.signatures      # notify-pull: never compiled
     messages = [r.getMessage() for r in caplog.records if r.name == cpu_program.__name__]
     assert messages == ["compiling PageRank for the CPU (first run; cached afterwards)"]
+
+
+def test_a_one_thread_run_compiles_serial_kernels_with_the_same_values(graph, tmp_path,
+                                                                      monkeypatch):
+    # threads=1 takes the module without numba's parallel=True (it compiles in a
+    # fraction of the time); two threads take the parallel one: same ranks
+    _program_cache(monkeypatch, tmp_path / "programs")
+    monkeypatch.setattr(api, "_COMPILED", {})
+    program = PageRank(damping=0.8)
+    assert "parallel=True" not in cpu_program.program_module_source(program, parallel=False)
+    assert "parallel=True" in cpu_program.program_module_source(program, parallel=True)
+    serial = _run_cpu(graph, program, tolerance=1e-12, max_iterations=500)
+    parallel = garaphpy.run(graph, program, mode="cpu", threads=2, tolerance=1e-12,
+                            max_iterations=500)
+    np.testing.assert_allclose(serial.values, pagerank_reference(0.8), rtol=1e-9)
+    np.testing.assert_allclose(parallel.values, serial.values, rtol=1e-12)
+    assert api._compiled_program(program, parallel=False).kernels.pull_range_precomputed \
+        .signatures
+    assert len(list((tmp_path / "programs").glob("PageRank-*.py"))) == 2

@@ -442,3 +442,16 @@ def test_division_by_zero_gives_ieee_values_as_on_the_gpu():
     values = garaphpy.run(graph, MeanOfInNeighbours).values
     assert values[1] == 0.0 and values[2] == 1.0
     assert np.isnan(values[0]) and np.isnan(values[3])  # 0 / 0, no ZeroDivisionError
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 7])
+def test_active_vertex_ids_match_numpys_on_any_thread_count(threads):
+    # one thread: numpy's flatnonzero (nothing compiled); more: the parallel compaction
+    from garaphpy.kernels import cpu as cpu_kernels
+
+    rng = np.random.default_rng(threads)
+    for size in (0, 1, 5, 1000):
+        active = rng.random(size) < 0.3
+        ids = cpu_kernels.active_vertex_ids(active, threads)
+        assert ids.dtype == np.int64
+        np.testing.assert_array_equal(ids, np.flatnonzero(active))

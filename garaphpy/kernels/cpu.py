@@ -79,7 +79,10 @@ def compute_aggregates(aggregate_call, values, attrs, num_vertices, iteration, i
     # rows padded past a cache line: each thread updates its own row per vertex
     partial = np.empty((threads, count + 8), np.float64)
     for t in range(threads):
-        partial[t, :count] = identities
+        # element by element: a slice assignment compiles numba's shape-mismatch
+        # error message, 1.8 s of a cold run
+        for i in range(count):
+            partial[t, i] = identities[i]
     block = (num_vertices + threads - 1) // threads
     for t in numba.prange(threads):
         for v in range(t * block, min(num_vertices, (t + 1) * block)):
@@ -291,6 +294,15 @@ def frontier_of(active, threads):
                 out[position] = v
                 position += 1
     return out
+
+
+def active_vertex_ids(active: np.ndarray, threads: int) -> np.ndarray:
+    """The vertices whose flag is set, in increasing order: :func:`frontier_of`
+    on several threads, numpy's on one (nothing to compile for a run that
+    cannot use the parallel compaction)."""
+    if threads <= 1:
+        return np.flatnonzero(active).astype(np.int64, copy=False)
+    return frontier_of(active, threads)
 
 
 @numba.njit(nogil=True, cache=True)

@@ -228,7 +228,7 @@ class CpuEngine:
                 arrays.attrs, aggregates, arrays.num_vertices, 0, np.zeros(0, np.int64),
                 np.zeros(0, compiled.accum_dtype), state.values, state.next, state.active,
                 self.stats)
-        kernels.frontier_of(np.zeros(0, np.bool_), self.threads)
+        kernels.active_vertex_ids(np.zeros(0, np.bool_), self.threads)
 
     def _warm_up_notify_pull(self) -> None:
         arrays, compiled, state = self.arrays, self.compiled, self.state
@@ -438,7 +438,7 @@ class CpuEngine:
             # every vertex activated (PageRank): the frontier is all of them, no O(|V|) scan
             state.frontier = self._all_vertices()
         else:
-            state.frontier = kernels.frontier_of(state.active, self.threads)
+            state.frontier = kernels.active_vertex_ids(state.active, self.threads)
         record.updated_vertices = arrays.num_vertices
 
     def _all_vertices(self) -> np.ndarray:

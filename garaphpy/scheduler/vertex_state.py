@@ -114,7 +114,7 @@ class VertexState:
         device.main_stream.synchronize()
         # a synchronous CPU iteration writes every vertex of the next buffer it reads
         # back (pull), or only the notified ones and commits just those (notify-pull)
-        state.frontier = kernels.frontier_of(state.active, self.threads)
+        state.frontier = kernels.active_vertex_ids(state.active, self.threads)
         return state.values.nbytes + n
 
     def sync_seconds(self) -> tuple[float, float]:

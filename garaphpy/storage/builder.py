@@ -387,6 +387,15 @@ def _gather(values, permutation, out) -> None:
         kernels.gather(values, permutation, out)
 
 
+def _kernel_for(kernel, items: int):
+    """``kernel`` (a numba dispatcher that calls no other kernel), or its Python
+    function when the input is small (:data:`config.INTERPRET_MAX_ITEMS`): the
+    same code, run without compiling it."""
+    if items <= config.INTERPRET_MAX_ITEMS:
+        return kernel.py_func
+    return kernel
+
+
 def _csc_of_group(columns: dict, first_vertex: int, end_vertex: int, num_vertices: int,
                   duplicates: str):
     """CSC of the edges whose destinations lie in first_vertex..end_vertex-1.
@@ -433,20 +442,20 @@ def _csc_of_group(columns: dict, first_vertex: int, end_vertex: int, num_vertice
     if duplicates == "keep":
         return sources, weights, np.diff(offsets), 0
     kept = np.empty(count, np.int64)
-    kernels.dedup_sorted_segments(offsets, sources,
-                                  weights if weights is not None else np.zeros(1, np.int64),
-                                  weights is not None, kernels.DUPLICATE_POLICIES[duplicates],
-                                  kept)
+    dedup = _kernel_for(kernels.dedup_sorted_segments, num_items)
+    dedup(offsets, sources, weights if weights is not None else np.zeros(1, np.int64),
+          weights is not None, kernels.DUPLICATE_POLICIES[duplicates], kept)
     removed = num_items - int(kept.sum())
     if removed:
         new_offsets = np.zeros(count + 1, np.int64)
         np.cumsum(kept, out=new_offsets[1:])
         compacted = np.empty(int(new_offsets[-1]), sources.dtype)
-        kernels.compact_segments(offsets, kept, new_offsets, sources, compacted)
+        compact = _kernel_for(kernels.compact_segments, num_items)
+        compact(offsets, kept, new_offsets, sources, compacted)
         sources = compacted
         if weights is not None:
             compacted = np.empty(int(new_offsets[-1]), weights.dtype)
-            kernels.compact_segments(offsets, kept, new_offsets, weights, compacted)
+            compact(offsets, kept, new_offsets, weights, compacted)
             weights = compacted
     return sources, weights, kept, removed
 

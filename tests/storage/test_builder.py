@@ -76,6 +76,25 @@ def test_store_holds_the_cleaned_graph(tmp_path, duplicates, self_loops, directe
     assert summary["num_edges"] == len(expected["edges"]) == store.num_edges
 
 
+@pytest.mark.parametrize("weights", ["none", "int", "float32"])
+def test_interpreted_and_compiled_duplicate_merges_agree(tmp_path, monkeypatch, weights):
+    # small builds run the merge kernels as Python (config.INTERPRET_MAX_ITEMS):
+    # each policy must store the same graph either way
+    rng = np.random.default_rng(11)
+    src, dst = rng.integers(0, 40, 2000), rng.integers(0, 40, 2000)    # many duplicates
+    weight = {"none": None, "int": rng.integers(-50, 50, 2000),
+              "float32": rng.standard_normal(2000).astype(np.float32)}[weights]
+    for duplicates in ["drop", "min", "max", "sum"]:
+        stores = []
+        for kernels, limit in [("interpreted", 1 << 20), ("compiled", -1)]:
+            monkeypatch.setattr(config, "INTERPRET_MAX_ITEMS", limit)
+            stores.append(build(tmp_path, from_arrays(src, dst, weight),
+                                name=f"{duplicates}-{kernels}", duplicates=duplicates))
+        interpreted, compiled = stores
+        assert interpreted.summary["duplicates_removed"] > 0
+        assert store_edges(interpreted) == store_edges(compiled)
+
+
 def test_declared_vertices_keep_isolated_ones_and_ids(tmp_path):
     store = build(tmp_path, from_arrays([0, 2], [2, 5], num_vertices=9))
     assert store.num_vertices == 9
