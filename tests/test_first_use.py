@@ -216,9 +216,9 @@ def test_interrupt_swallowed_by_a_compile_callback_stops_the_run(default_sigint,
 
     real_compile = api._compiled_program
 
-    def compile_hit_by_ctrl_c(program):
+    def compile_hit_by_ctrl_c(program, **options):
         _interrupt_inside_a_ctypes_callback()
-        return real_compile(program)
+        return real_compile(program, **options)
 
     monkeypatch.setattr(api, "_compiled_program", compile_hit_by_ctrl_c)
     graph = garaphpy.Graph.from_arrays(*CHAIN)
