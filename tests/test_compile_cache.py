@@ -192,6 +192,7 @@ def test_only_the_paths_a_run_takes_are_compiled_and_it_is_announced(graph, tmp_
     assert messages == ["compiling PageRank for the CPU (first run; cached afterwards)"]
 
 
+@pytest.mark.slow      # compiles a fresh program module twice: 9 s on 2 cores
 def test_a_one_thread_run_compiles_serial_kernels_with_the_same_values(graph, tmp_path,
                                                                       monkeypatch):
     # threads=1 takes the module without numba's parallel=True (it compiles in a

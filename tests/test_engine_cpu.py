@@ -378,7 +378,8 @@ def runs_with_and_without_precompute(monkeypatch, graph, program, **options):
     return results[True], results[False]
 
 
-@pytest.mark.parametrize("threads", [1, 2])
+# two threads compile the programs' parallel modules too: the whole suite only
+@pytest.mark.parametrize("threads", [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_precompute_changes_no_min_or_max_result(graph, monkeypatch, threads):
     source = int(graph.original_ids([3])[0])
     with_it, without = runs_with_and_without_precompute(
