@@ -271,6 +271,7 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
     """
     options = RunOptions.from_arguments(locals())   # the keywords, before any is rebound
     from .scheduler.cpu_engine import CpuEngine, GraphArrays, RunState
+    from .scheduler.driver import Driver
 
     setup_started = time.perf_counter()
     program = _program_instance(program)
@@ -326,30 +327,26 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
         if pages.reads_storage and not threads_chosen:
             threads = _threads_beside_readers(threads, len(graph.store.storage_dirs))
             numba.set_num_threads(threads)
-        if mode == "gpu":
-            from .scheduler.gpu_engine import GpuEngine
-
-            engine = GpuEngine(graph, program, source_vertices, execution == "sync",
-                               gpu_memory=gpu_memory, n_streams=n_streams, page_source=pages)
-            engine.set_frontier(initially_active)
-        else:
+        cpu_engine = gpu_engine = None
+        if mode != "gpu":
             compiled = _compiled_program(program, parallel=threads > 1)
             arrays = GraphArrays.from_graph(graph, source_vertices,
                                             "weighted_in_degree" in _uses(program), pages)
             state = RunState(arrays, compiled, execution == "sync")
             state.frontier = initially_active
-            engine = CpuEngine(arrays, compiled, state, threads)
+            cpu_engine = CpuEngine(arrays, compiled, state, threads)
             # hybrid runs probe and time both directions: compile both first
-            engine.warm_up(("pull", "notify-pull") if mode == "hybrid"
-                           else None if direction == "auto" else (direction,))
-            if mode == "hybrid":
-                from .scheduler.gpu_engine import GpuEngine
-                from .scheduler.hybrid_engine import HybridEngine
+            cpu_engine.warm_up(("pull", "notify-pull") if mode == "hybrid"
+                               else None if direction == "auto" else (direction,))
+        if mode != "cpu":
+            from .scheduler.gpu_engine import GpuEngine
 
-                gpu = GpuEngine(graph, program, source_vertices, execution == "sync",
-                                gpu_memory=gpu_memory, n_streams=n_streams, page_source=pages)
-                gpu.set_frontier(initially_active)
-                engine = HybridEngine(engine, gpu, policy)
+            gpu_engine = GpuEngine(graph, program, source_vertices, execution == "sync",
+                                   gpu_memory=gpu_memory, n_streams=n_streams,
+                                   page_source=pages)
+            gpu_engine.set_frontier(initially_active)
+        # every mode is one driver: the CPU alone, the GPU alone, or both
+        engine = Driver(cpu_engine, gpu_engine, policy if mode == "hybrid" else None)
         compiling.check()
         if checkpoints is not None:
             checkpoints.attach(engine)      # restores the resumed state, if any
@@ -366,7 +363,7 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
         numba.set_num_threads(previous_threads)
         if checkpoints is not None:
             checkpoints.close()
-        if mode == "hybrid" and "engine" in locals() and hasattr(engine, "close"):
+        if "engine" in locals():
             engine.close()
         if "pages" in locals():
             pages.close()
