@@ -471,15 +471,17 @@ def _iterate(engine, program, max_iterations, tolerance, direction, on_iteration
         checkpoints.track(records)
     rho = getattr(engine, "rho", config.RHO_IN_MEMORY)
     pages = engine.page_source
+    num_edges = engine.num_edges
     for iteration in range(len(records), max_iterations):
         started = time.perf_counter()
-        if engine.num_active() == 0:
+        active_vertices = engine.num_active()
+        if active_vertices == 0:
             return records, True, "no active vertex"
         active_edges, prefix = engine.active_out_edges()
-        f = direction_policy.active_fraction(active_edges, engine.num_edges)
+        f = direction_policy.active_fraction(active_edges, num_edges)
         record = IterationRecord(iteration=iteration, mode=engine.mode, direction="pull",
                                  forced=direction != "auto", active_fraction=f, rho=rho,
-                                 active_vertices=engine.num_active())
+                                 active_vertices=active_vertices)
         engine.decide(record, direction)
         aggregates = engine.aggregates(iteration)
         read_before = pages.bytes_read
