@@ -1,9 +1,12 @@
 """``garaphpy.run``: run a vertex program on a graph (Garaph sections 2.2-2.3, 4, 5).
 
-This is the iteration driver (Gunrock's "enactor"): it validates the run,
-compiles the program, and loops — aggregates, active fraction f, the
-direction decision, one iteration, the record — until no vertex is active,
-the L1 change falls below the tolerance, or the iteration limit is reached.
+This is the run's loop (Gunrock's "enactor"): it validates the run,
+compiles the program, makes the engines of the mode (the CPU's, the GPU's,
+or both) behind one :class:`~garaphpy.scheduler.driver.Driver`, and loops
+— aggregates, active fraction f, the decisions (direction, and in hybrid
+runs the mode by alpha), one iteration, the record — until no vertex is
+active, the L1 change falls below the tolerance, or the iteration limit
+is reached.
 Non-convergence is reported (``Result.converged`` is False and a
 :class:`NotConvergedWarning` is issued, or :class:`NotConvergedError` is
 raised on request), never silent.
