@@ -1,9 +1,12 @@
 """``garaphpy.run``: run a vertex program on a graph (Garaph sections 2.2-2.3, 4, 5).
 
-This is the iteration driver (Gunrock's "enactor"): it validates the run,
-compiles the program, and loops — aggregates, active fraction f, the
-direction decision, one iteration, the record — until no vertex is active,
-the L1 change falls below the tolerance, or the iteration limit is reached.
+This is the run's loop (Gunrock's "enactor"): it validates the run,
+compiles the program, makes the engines of the mode (the CPU's, the GPU's,
+or both) behind one :class:`~garaphpy.scheduler.driver.Driver`, and loops
+— aggregates, active fraction f, the decisions (direction, and in hybrid
+runs the mode by alpha), one iteration, the record — until no vertex is
+active, the L1 change falls below the tolerance, or the iteration limit
+is reached.
 Non-convergence is reported (``Result.converged`` is False and a
 :class:`NotConvergedWarning` is issued, or :class:`NotConvergedError` is
 raised on request), never silent.
@@ -271,6 +274,7 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
     """
     options = RunOptions.from_arguments(locals())   # the keywords, before any is rebound
     from .scheduler.cpu_engine import CpuEngine, GraphArrays, RunState
+    from .scheduler.driver import Driver
 
     setup_started = time.perf_counter()
     program = _program_instance(program)
@@ -326,30 +330,26 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
         if pages.reads_storage and not threads_chosen:
             threads = _threads_beside_readers(threads, len(graph.store.storage_dirs))
             numba.set_num_threads(threads)
-        if mode == "gpu":
-            from .scheduler.gpu_engine import GpuEngine
-
-            engine = GpuEngine(graph, program, source_vertices, execution == "sync",
-                               gpu_memory=gpu_memory, n_streams=n_streams, page_source=pages)
-            engine.set_frontier(initially_active)
-        else:
+        cpu_engine = gpu_engine = None
+        if mode != "gpu":
             compiled = _compiled_program(program, parallel=threads > 1)
             arrays = GraphArrays.from_graph(graph, source_vertices,
                                             "weighted_in_degree" in _uses(program), pages)
             state = RunState(arrays, compiled, execution == "sync")
             state.frontier = initially_active
-            engine = CpuEngine(arrays, compiled, state, threads)
+            cpu_engine = CpuEngine(arrays, compiled, state, threads)
             # hybrid runs probe and time both directions: compile both first
-            engine.warm_up(("pull", "notify-pull") if mode == "hybrid"
-                           else None if direction == "auto" else (direction,))
-            if mode == "hybrid":
-                from .scheduler.gpu_engine import GpuEngine
-                from .scheduler.hybrid_engine import HybridEngine
+            cpu_engine.warm_up(("pull", "notify-pull") if mode == "hybrid"
+                               else None if direction == "auto" else (direction,))
+        if mode != "cpu":
+            from .scheduler.gpu_engine import GpuEngine
 
-                gpu = GpuEngine(graph, program, source_vertices, execution == "sync",
-                                gpu_memory=gpu_memory, n_streams=n_streams, page_source=pages)
-                gpu.set_frontier(initially_active)
-                engine = HybridEngine(engine, gpu, policy)
+            gpu_engine = GpuEngine(graph, program, source_vertices, execution == "sync",
+                                   gpu_memory=gpu_memory, n_streams=n_streams,
+                                   page_source=pages)
+            gpu_engine.set_frontier(initially_active)
+        # every mode is one driver: the CPU alone, the GPU alone, or both
+        engine = Driver(cpu_engine, gpu_engine, policy if mode == "hybrid" else None)
         compiling.check()
         if checkpoints is not None:
             checkpoints.attach(engine)      # restores the resumed state, if any
@@ -366,7 +366,7 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
         numba.set_num_threads(previous_threads)
         if checkpoints is not None:
             checkpoints.close()
-        if mode == "hybrid" and "engine" in locals() and hasattr(engine, "close"):
+        if "engine" in locals():
             engine.close()
         if "pages" in locals():
             pages.close()
@@ -474,15 +474,17 @@ def _iterate(engine, program, max_iterations, tolerance, direction, on_iteration
         checkpoints.track(records)
     rho = getattr(engine, "rho", config.RHO_IN_MEMORY)
     pages = engine.page_source
+    num_edges = engine.num_edges
     for iteration in range(len(records), max_iterations):
         started = time.perf_counter()
-        if engine.num_active() == 0:
+        active_vertices = engine.num_active()
+        if active_vertices == 0:
             return records, True, "no active vertex"
         active_edges, prefix = engine.active_out_edges()
-        f = direction_policy.active_fraction(active_edges, engine.num_edges)
+        f = direction_policy.active_fraction(active_edges, num_edges)
         record = IterationRecord(iteration=iteration, mode=engine.mode, direction="pull",
                                  forced=direction != "auto", active_fraction=f, rho=rho,
-                                 active_vertices=engine.num_active())
+                                 active_vertices=active_vertices)
         engine.decide(record, direction)
         aggregates = engine.aggregates(iteration)
         read_before = pages.bytes_read

@@ -602,10 +602,11 @@ class Checkpointer:
         if self.resumed is not None:
             engine.restore_checkpoint(self.resumed.values, self.resumed.frontier)
         if self.pages:
-            # a hybrid engine's iterations on one processor run that engine's page loop
-            for pulling in (engine, getattr(engine, "cpu", None), getattr(engine, "gpu", None)) \
-                    if getattr(engine, "mode", "") == "hybrid" else (engine,):
-                pulling.page_done = self._page_hook(pulling)
+            # the driver's iterations on one processor run that processor's engine's
+            # page loop; its hybrid iterations, its own
+            for pulling in (engine, getattr(engine, "cpu", None), getattr(engine, "gpu", None)):
+                if pulling is not None:
+                    pulling.page_done = self._page_hook(pulling)
 
     def track(self, records: list) -> None:
         """The driver's list of completed records (read by checkpoints after pages)."""

@@ -12,7 +12,7 @@ the same three steps:
   (pages, edges, busy time, bytes moved, the partial sums of vertices cut
   between pages, the decisions taken).
 
-The driver (:class:`~garaphpy.scheduler.hybrid_engine.HybridEngine`)
+The driver (:class:`~garaphpy.scheduler.driver.Driver`)
 combines the two results; it never reaches into either engine.
 """
 

@@ -1,14 +1,25 @@
-"""The hybrid engine: CPU and GPU on one run, iteration by iteration (Garaph sections 4.1, 5.1).
+"""The iteration driver: one run's iterations on the CPU, the GPU, or both (Garaph sections 4.1, 5.1).
 
-Each iteration the policy (:class:`~garaphpy.scheduler.dispatcher.HybridPolicy`)
-decides by alpha whether the CPU runs alone (with its own notify-pull or
-pull choice) or both processors pull pages from one
-:class:`~garaphpy.scheduler.dispatcher.PageQueue`: the GPU from the front,
-driven by the calling thread, which keeps a few pages queued on its CUDA
-streams; the CPU from the back, in a worker thread (the numba kernels
-release the GIL) running on one thread fewer than the run's, leaving a core
-to feed the GPU.  When the tail rule leaves the CPU nothing from the start,
-the iteration is the GPU engine's own (no thread hand-off).
+A :class:`Driver` is made with the engines of the processors a run uses:
+
+* **the CPU alone** (mode ``cpu``): each iteration is the CPU engine's own,
+  in the direction Garaph's switch chooses (notify-pull when
+  f <= 1 / (2 rho), else pull; section 4.1); no policy, no GPU, no thread;
+* **the GPU alone** (mode ``gpu``): each iteration is the GPU engine's pull
+  over every page; no policy, no host copy to keep current;
+* **both** (mode ``hybrid``): each iteration the policy
+  (:class:`~garaphpy.scheduler.dispatcher.HybridPolicy`) decides by alpha
+  (section 5.1) whether the CPU runs alone (with its own notify-pull or
+  pull choice) or both processors pull pages from one
+  :class:`~garaphpy.scheduler.dispatcher.PageQueue`: the GPU from the
+  front, driven by the calling thread, which keeps a few pages queued on
+  its CUDA streams; the CPU from the back, in a worker thread (the numba
+  kernels release the GIL) running on one thread fewer than the run's,
+  leaving a core to feed the GPU.  When the tail rule leaves the CPU
+  nothing from the start, the iteration is the GPU engine's own (no
+  thread hand-off).
+
+The rest of this page is about the two-processor case.
 
 Vertex synchronization (section 4.1's last paragraphs).  Host memory and the
 GPU each hold the vertex values and the activity:
@@ -31,11 +42,12 @@ The copies are :class:`~garaphpy.scheduler.vertex_state.VertexState`'s; the
 pages go to a :class:`~garaphpy.scheduler.processors.CpuProcessor` and a
 :class:`~garaphpy.scheduler.processors.GpuProcessor` (begin, process a page,
 finish with a result), so this module is the driver alone and touches
-neither engine's insides.
+neither engine's insides (it reads only their public attributes and methods).
 
-Every iteration's record gets the decision (alpha, the ratio), the pages and
-edges of each processor, their busy and idle time, the bytes moved, and the
-dispatcher's own time (deciding, synchronizing, combining; no page work).
+Every hybrid iteration's record gets the decision (alpha, the ratio), the
+pages and edges of each processor, their busy and idle time, the bytes
+moved, and the dispatcher's own time (deciding, synchronizing, combining;
+no page work).  A one-processor iteration's record is its engine's.
 """
 
 from __future__ import annotations
@@ -50,6 +62,7 @@ import numba
 import numpy as np
 
 from .._numba_setup import parallel_section
+from ..errors import ConfigError
 from ..kernels import cpu as kernels
 from . import decisions
 from .dispatcher import HybridPolicy, Observation, PageQueue
@@ -58,26 +71,64 @@ from .records import IterationRecord
 from .vertex_state import VertexState
 
 
-class HybridEngine:
-    """Runs iterations of one program on the CPU, or on the CPU and the GPU.
+class Driver:
+    """Runs iterations of one program on the CPU, the GPU, or the CPU and the GPU.
 
     Parameters
     ----------
-    cpu : CpuEngine
+    cpu : CpuEngine, optional
         The CPU engine of the run, warmed up.
-    gpu : GpuEngine
+    gpu : GpuEngine, optional
         The GPU engine of the same run.
     policy : HybridPolicy, optional
-        Default: a new :class:`HybridPolicy`.
+        Divides the iterations of a run on both processors (default: a new
+        :class:`HybridPolicy`); a run on one processor takes none.
+
+    Attributes
+    ----------
+    mode : {"cpu", "gpu", "hybrid"}
+        The processors: the CPU alone, the GPU alone, or both.
+    alone : CpuEngine or GpuEngine or None
+        The engine of a one-processor run (None when both run).
+
+    Raises
+    ------
+    garaphpy.errors.ConfigError
+        Neither engine given, or a policy for a run on one processor.
     """
 
-    mode = "hybrid"
-
-    def __init__(self, cpu, gpu, policy: HybridPolicy | None = None):
+    def __init__(self, cpu=None, gpu=None, policy: HybridPolicy | None = None):
+        if cpu is None and gpu is None:
+            raise ConfigError("Driver: expected a CPU engine, a GPU engine or both; got neither")
         self.cpu = cpu
         self.gpu = gpu
+        self.alone = gpu if cpu is None else cpu if gpu is None else None
+        #: the engine whose |E|, rho and page source are the run's: the CPU's where
+        #: there is one (rho prices its direction choice)
+        self.primary = cpu if cpu is not None else gpu
+        #: called with (iteration, pages done) after each page of an asynchronous
+        #: hybrid iteration, from either processor's thread (checkpoints after pages)
+        self.page_done = None
+        self.dispatch_seconds = 0.0
+        self.policy = policy
+        self.vertex_state = None
+        self.worker = None
+        if self.alone is not None:
+            if policy is not None:
+                raise ConfigError(f"policy: a HybridPolicy divides iterations between the CPU "
+                                  f"and the GPU; a run on the {self.alone.mode.upper()} alone "
+                                  "takes none")
+            self.mode = self.alone.mode
+            return
+        self.mode = "hybrid"
+        self._set_up_both(cpu, gpu, HybridPolicy() if policy is None else policy)
+
+    # -- set-up of a run on both processors ------------------------------------------------
+    def _set_up_both(self, cpu, gpu, policy: HybridPolicy) -> None:
+        """The policy, the two copies of the vertex data, the processors, the CPU
+        worker thread and the start-up calibration of a hybrid run."""
         self.cupy = gpu.cupy
-        self.policy = HybridPolicy() if policy is None else policy
+        self.policy = policy
         self.synchronous = cpu.state.synchronous
         self.threads = cpu.threads
         self.cpu_threads = max(1, cpu.threads - 1)
@@ -104,15 +155,10 @@ class HybridEngine:
         self.decide_keywords = _accepts_keywords(self.policy.decide, (
             "cpu_sync_seconds", "gpu_sync_seconds", "pull_fraction"))
         self.no_device_aggregates = self.cupy.zeros(1, np.float64)
-        self.dispatch_seconds = 0.0
-        #: called with (iteration, pages done) after each page of an asynchronous
-        #: hybrid iteration, from either processor's thread (checkpoints after pages)
-        self.page_done = None
         if self.policy.ratio is None or self.policy.cpu_seconds_per_edge is None \
                 or self.policy.gpu_seconds_per_edge is None:
             self._calibrate()
 
-    # -- set-up --------------------------------------------------------------------------
     def _start_worker_threads(self) -> None:
         """Runs in the CPU worker: its thread team of numba's parallel layer is
         made here, at set-up, instead of in the first hybrid iteration."""
@@ -179,34 +225,46 @@ class HybridEngine:
         with self.gpu.main_stream:
             return self.cupy.asarray(aggregates)
 
-    # -- the engine interface of the iteration driver ------------------------------------
+    # -- the engine interface of the iteration loop (api._iterate) ----------------------
     @property
     def num_edges(self) -> int:
         """|E|."""
-        return self.cpu.num_edges
+        return self.primary.num_edges
 
     @property
     def rho(self) -> float:
-        """rho of the cost model: k when pages come from storage (section 4.2)."""
-        return self.cpu.rho
+        """rho of the cost model: k when a CPU reads pages from storage (section 4.2)."""
+        return self.primary.rho
 
     @property
     def page_source(self):
         """The run's :class:`~garaphpy.storage.page_source.PageSource`."""
-        return self.cpu.page_source
+        return self.primary.page_source
 
     def num_active(self) -> int:
         """Vertices active after the last iteration."""
+        if self.alone is not None:
+            return self.alone.num_active()
         return self.cpu.num_active() if self.vertex_state.host_current else \
             self.gpu.num_active()
 
     def active_out_edges(self) -> tuple[int, np.ndarray | None]:
         """Sum of the active vertices' out-degrees (and the prefix notify needs)."""
+        if self.alone is not None:
+            return self.alone.active_out_edges()
         return self.cpu.active_out_edges() if self.vertex_state.host_current else \
             self.gpu.active_out_edges()
 
     def decide(self, record: IterationRecord, direction: str) -> None:
-        """Fill the record's mode (by alpha), alpha, ratio and direction."""
+        """Fill the record's direction, and on both processors its mode (by alpha),
+        alpha and ratio.
+
+        One processor: its engine's choice (the CPU's Garaph switch, the GPU's
+        pull).
+        """
+        if self.alone is not None:
+            self.alone.decide(record, direction)
+            return
         started = time.perf_counter()
         cpu_sync, gpu_sync = self.vertex_state.sync_seconds()
         # a user's policy written against the paper's inputs alone gets just those
@@ -243,18 +301,30 @@ class HybridEngine:
             active = self.gpu.active[:n].view(np.bool_)
             return int(cupy.where(active, self.device_neighbour_in_edges, 0).sum())
 
-    def aggregates(self, iteration: int) -> None:
-        """Nothing yet: :meth:`iterate` computes the aggregates where the iteration
-        runs (on the GPU for a GPU-alone iteration, on the host otherwise)."""
+    def aggregates(self, iteration: int):
+        """One processor: its engine's aggregates over the committed values.
+
+        Both: nothing yet; :meth:`iterate` computes the aggregates where the
+        iteration runs (on the GPU for a GPU-alone iteration, on the host
+        otherwise).
+        """
+        if self.alone is not None:
+            return self.alone.aggregates(iteration)
         return None
 
     def _host_aggregates(self, iteration: int) -> np.ndarray:
         return self.cpu.aggregates(iteration) if self.has_aggregates else \
             self.cpu.no_aggregates
 
-    def iterate(self, record: IterationRecord, prefix, aggregates: None) -> None:
+    def iterate(self, record: IterationRecord, prefix, aggregates) -> None:
         """One iteration in the mode :meth:`decide` chose (``aggregates`` is what
-        :meth:`aggregates` returned: they are computed here, where it runs)."""
+        :meth:`aggregates` returned)."""
+        if self.alone is not None:
+            if self.gpu is None:
+                self._iterate_cpu(record, prefix, aggregates)
+            else:
+                self._iterate_gpu_alone(record, aggregates)
+            return
         if record.mode == "cpu":
             self._iterate_cpu(record, prefix)
         else:
@@ -263,36 +333,52 @@ class HybridEngine:
 
     def values_to_host(self) -> np.ndarray:
         """A copy of the committed values."""
+        if self.alone is not None:
+            return self.alone.values_to_host()
         if self.vertex_state.host_current:
             return self.cpu.values_to_host()
         return self.gpu.values_to_host()
 
     def checkpoint_state(self) -> tuple[np.ndarray, np.ndarray]:
         """The committed values and the frontier (see the checkpoint module)."""
+        if self.alone is not None:
+            return self.alone.checkpoint_state()
         if not self.vertex_state.host_current:
             self.vertex_state.download()
             self.vertex_state.host_current = True
         return self.cpu.checkpoint_state()
 
     def values_between_pages(self) -> np.ndarray:
-        """A copy of the host values of an asynchronous hybrid iteration once the
-        GPU pages launched so far are back (the CPU's pages write them in place)."""
+        """The values of an asynchronous iteration between pages: the engine's own
+        on one processor; on both, a copy of the host values once the GPU pages
+        launched so far are back (the CPU's pages write them in place)."""
+        if self.alone is not None:
+            return self.alone.values_between_pages()
         for stream in self.gpu.streams:
             stream.synchronize()
         return self.cpu.state.values.copy()
 
     def restore_checkpoint(self, values: np.ndarray, frontier: np.ndarray) -> None:
-        """Continue from a checkpoint's committed values and frontier (both copies)."""
+        """Continue from a checkpoint's committed values and frontier (every copy)."""
+        if self.alone is not None:
+            self.alone.restore_checkpoint(values, frontier)
+            return
         self.cpu.restore_checkpoint(values, frontier)
         self.gpu.restore_checkpoint(values, frontier)
         self.vertex_state.written_by("both")
 
     def close(self) -> None:
-        """Stop the CPU worker thread."""
-        self.worker.shutdown(wait=True)
+        """Stop the CPU worker thread of a run on both processors."""
+        if self.worker is not None:
+            self.worker.shutdown(wait=True)
 
-    # -- CPU-only iterations -------------------------------------------------------------------
-    def _iterate_cpu(self, record: IterationRecord, prefix) -> None:
+    # -- iterations on the CPU alone -----------------------------------------------------
+    def _iterate_cpu(self, record: IterationRecord, prefix, aggregates=None) -> None:
+        """The CPU engine's iteration; ``aggregates``: its own on a run on the CPU
+        alone, computed here (after the host copy is current) in a hybrid run."""
+        if self.alone is not None:      # the one processor: no other copy, no policy
+            self.cpu.iterate(record, prefix, aggregates)
+            return
         started = time.perf_counter()
         if not self.vertex_state.host_current:
             record.bytes_to_host += self.vertex_state.make_host_current()
@@ -340,6 +426,11 @@ class HybridEngine:
         self._iterate_both(record, queue, aggregates, self._device_aggregates(aggregates))
 
     def _iterate_gpu_alone(self, record: IterationRecord, device_aggregates) -> None:
+        """The GPU engine's iteration: a hybrid iteration the CPU does not join,
+        or every iteration of a run on the GPU alone."""
+        if self.alone is not None:      # the one processor: no other copy, no policy
+            self.gpu.iterate(record, None, device_aggregates)
+            return
         gpu_started = time.perf_counter()
         self.gpu.iterate(record, None, device_aggregates)
         gpu_seconds = time.perf_counter() - gpu_started
