@@ -192,7 +192,12 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
     raise_on_nonconvergence : bool
         Raise :class:`NotConvergedError` instead of warning.
     on_iteration : callable, optional
-        Called with each :class:`IterationRecord` as it completes.
+        Called with each :class:`IterationRecord` as it completes.  On the
+        CPU alone, small notify-pull iterations run in batches (up to
+        ``config.CPU_SPARSE_BATCH_STEPS``, never past a checkpoint that is
+        due): their records come after the batch, each with an even share
+        of its time, and the run's values are then those of the batch's
+        end (a Ctrl-C, too, acts there).
     policy : garaphpy.scheduler.dispatcher.HybridPolicy, optional
         The hybrid dispatcher's policy (``hybrid`` mode): configure it
         (threshold, a forced mode, the initial ratio T_pull / T_GPU), read its
@@ -475,12 +480,32 @@ def _iterate(engine, program, max_iterations, tolerance, direction, on_iteration
     rho = getattr(engine, "rho", config.RHO_IN_MEMORY)
     pages = engine.page_source
     num_edges = engine.num_edges
-    for iteration in range(len(records), max_iterations):
+    every = checkpoints.every if checkpoints is not None else 0
+    iteration = len(records)
+    while iteration < max_iterations:
         started = time.perf_counter()
         active_vertices = engine.num_active()
         if active_vertices == 0:
             return records, True, "no active vertex"
         active_edges, prefix = engine.active_out_edges()
+        # a batch ends at the next checkpoint, so that checkpoints stay where they are due
+        steps = max_iterations - iteration
+        if every:
+            steps = min(steps, every - iteration % every)
+        batch = engine.iterate_batch(iteration, steps, tolerance, active_edges, direction)
+        if batch:
+            seconds = (time.perf_counter() - started) / len(batch)
+            for record in batch:
+                record.seconds = seconds
+                records.append(record)
+                if on_iteration is not None:
+                    on_iteration(record)
+            iteration += len(batch)
+            if tolerance is not None and batch[-1].l1_change < tolerance:
+                return records, True, "tolerance"
+            if checkpoints is not None and iteration < max_iterations and engine.num_active():
+                checkpoints.after_iteration(engine, records)
+            continue
         f = direction_policy.active_fraction(active_edges, num_edges)
         record = IterationRecord(iteration=iteration, mode=engine.mode, direction="pull",
                                  forced=direction != "auto", active_fraction=f, rho=rho,
@@ -496,7 +521,8 @@ def _iterate(engine, program, max_iterations, tolerance, direction, on_iteration
             on_iteration(record)
         if tolerance is not None and record.l1_change < tolerance:
             return records, True, "tolerance"
-        if checkpoints is not None and iteration + 1 < max_iterations and engine.num_active():
+        iteration += 1
+        if checkpoints is not None and iteration < max_iterations and engine.num_active():
             checkpoints.after_iteration(engine, records)
     if engine.num_active() == 0:
         return records, True, "no active vertex"

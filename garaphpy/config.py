@@ -228,6 +228,16 @@ NOTIFY_DENSE_FACTOR = 16
 #: thread, balanced by degree.
 CPU_CHUNKS_PER_THREAD = 4
 
+#: A run on the CPU alone executes notify-pull iterations whose frontier has
+#: at most this many out-edges on one thread, many of them in one kernel call
+#: (no parallel launch, no Python, per iteration: issue 19); 0 turns it off.
+#: Above it the parallel kernels win (their fixed cost is about 0.1 ms).
+CPU_SPARSE_BATCH_EDGES = 4096
+
+#: At most this many iterations per such call: records, ``on_iteration``,
+#: checkpoints and Ctrl-C act between calls.
+CPU_SPARSE_BATCH_STEPS = 256
+
 #: A synchronous pull computes a source-side gather (one that reads only the
 #: source's value and degrees, like PageRank's rank/outdeg) once per vertex
 #: first, so that each edge reads one array instead of two or three

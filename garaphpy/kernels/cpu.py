@@ -509,3 +509,107 @@ def sum_over(vertices, values):
     for i in numba.prange(vertices.shape[0]):
         total += values[vertices[i]]
     return total
+
+
+#: Columns of :func:`sparse_iterations`'s per-iteration counters.
+SPARSE_COUNTERS = ("active_vertices", "active_out_edges", "updated_vertices",
+                   "edges_processed", "activated")
+
+
+@numba.njit(nogil=True)
+def sparse_iterations(gather_call, apply_call, activate_call, combine, identity, frontier,
+                      out_offsets, out_targets, in_offsets, sources, weights, values_read,
+                      values_write, synchronous, attrs, aggregates, num_vertices, num_edges,
+                      first_iteration, max_steps, max_active_edges, direction_threshold,
+                      dense_factor, tolerance, claimed, counters, changes):
+    """Up to ``max_steps`` notify-pull iterations of small frontiers, on one thread.
+
+    Each step is the iteration the engine would run in its own call (Garaph
+    section 4.1's notify-pull, the sparse notify) with the same result: the
+    out-neighbours of the frontier are notified once each, each gathers
+    over all its in-edges (CSC ``in_offsets``, ``sources``, ``weights``
+    indexed by the global edge), applies, and joins the next frontier when
+    activated; a synchronous run reads ``values_read``, writes
+    ``values_write`` and commits the notified vertices after the step, an
+    asynchronous one passes the same array twice.  Steps run while the
+    frontier's out-edges ``a`` satisfy the engine's own choices:
+    ``a / num_edges <= direction_threshold`` (notify-pull, not pull),
+    ``a * dense_factor <= num_vertices`` (the sparse notify) and ``a <=
+    max_active_edges`` (small enough for one thread: see
+    :func:`garaphpy.scheduler.decisions.sparse_batch_limit`).
+
+    Stops before a step whose frontier is empty or too large, and after a
+    step whose summed change is below ``tolerance``.  ``claimed`` is a uint8
+    flag per vertex, all 0 on entry and on return.
+
+    Returns
+    -------
+    frontier : int64 array
+        The frontier after the last step taken (``frontier`` itself when no
+        step was taken).
+    steps : int
+        Steps taken; row ``s`` of ``counters`` holds step ``s``'s
+        :data:`SPARSE_COUNTERS` and ``changes[s]`` its summed change.
+    """
+    capacity = max(frontier.shape[0], min(max_active_edges, num_vertices))
+    current = np.empty(capacity, np.int64)
+    following = np.empty(capacity, np.int64)
+    notified = np.empty(capacity, np.int64)
+    size = frontier.shape[0]
+    current[:size] = frontier
+    steps = 0
+    while steps < max_steps and size > 0:
+        active_edges = 0
+        for i in range(size):
+            u = current[i]
+            active_edges += out_offsets[u + 1] - out_offsets[u]
+        fraction = active_edges / num_edges if num_edges > 0 else 0.0
+        if (fraction > direction_threshold or active_edges * dense_factor > num_vertices
+                or active_edges > max_active_edges):
+            break
+        count = 0
+        for i in range(size):
+            u = current[i]
+            for e in range(out_offsets[u], out_offsets[u + 1]):
+                w = out_targets[e]
+                if claimed[w] == 0:
+                    claimed[w] = 1
+                    notified[count] = w
+                    count += 1
+        iteration = first_iteration + steps
+        change = 0.0
+        edges = 0
+        activated = 0
+        for i in range(count):
+            v = notified[i]
+            claimed[v] = 0
+            accum = identity
+            first, end = in_offsets[v], in_offsets[v + 1]
+            for e in range(first, end):
+                accum = combine(accum, gather_call(values_read, weights, attrs, sources[e], v, e))
+            edges += end - first
+            flag, delta = _update_vertex(apply_call, activate_call, attrs, aggregates,
+                                         num_vertices, iteration, v, accum, values_read,
+                                         values_write)
+            change += delta
+            if flag:
+                following[activated] = v
+                activated += 1
+        if synchronous:
+            for i in range(count):
+                v = notified[i]
+                values_read[v] = values_write[v]
+        counters[steps, 0] = size
+        counters[steps, 1] = active_edges
+        counters[steps, 2] = count
+        counters[steps, 3] = edges
+        counters[steps, 4] = activated
+        changes[steps] = change
+        current, following = following, current
+        size = activated
+        steps += 1
+        if change < tolerance:
+            break
+    if steps == 0:
+        return frontier, 0
+    return current[:size].copy(), steps

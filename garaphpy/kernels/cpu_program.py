@@ -200,6 +200,7 @@ SPECIALIZED_KERNELS = {
                                "source_gather_call"),
     "apply_vertices": ("apply_vertices", {}, None),
     "pull_vertices": ("pull_vertices", {}, None),
+    "sparse_iterations": ("sparse_iterations", {}, None),
     # helpers: a kernel passing them a function would need it as a value
     # (inside a parallel loop, a pointer to a Python object numba cannot cache)
     "_update_vertex": ("_update_vertex", {}, None),

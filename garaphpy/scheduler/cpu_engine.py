@@ -197,17 +197,21 @@ class CpuEngine:
 
         Parameters
         ----------
-        directions : iterable of {"pull", "notify-pull"}, optional
+        directions : iterable of {"pull", "notify-pull", "batch"}, optional
+            ``"batch"``: the serial kernel of :meth:`iterate_batch`.
         """
         if directions is None:
             active_edges, _ = self.active_out_edges()
-            directions = (decisions.choose_direction(
-                decisions.active_fraction(active_edges, self.arrays.num_edges), self.rho),)
+            arrays = self.arrays
+            directions = ("batch",) if self.batches and decisions.sparse_batch(
+                active_edges, arrays.num_edges, arrays.num_vertices, self.rho,
+                config.CPU_SPARSE_BATCH_EDGES) else (decisions.choose_direction(
+                    decisions.active_fraction(active_edges, arrays.num_edges), self.rho),)
         for direction in directions:
             if direction not in self.warm_directions:
                 with self.compiled.compiling():
-                    (self._warm_up_pull if direction == "pull" else
-                     self._warm_up_notify_pull)()
+                    {"pull": self._warm_up_pull, "notify-pull": self._warm_up_notify_pull,
+                     "batch": self._warm_up_batch}[direction]()
                 self.warm_directions.add(direction)
                 self.stats[:] = 0.0
 
@@ -329,6 +333,83 @@ class CpuEngine:
         record.cpu_busy_seconds = time.perf_counter() - started
         record.cpu_pages = record.pages
         record.cpu_edges = record.edges_processed
+
+    # -- batches of sparse iterations (issue 19) --------------------------------
+    @property
+    def batches(self) -> bool:
+        """Whether this run may batch sparse iterations (:meth:`iterate_batch`): a
+        program without aggregates (they would change between the steps), its
+        edges in one CSC in host memory, and ``config.CPU_SPARSE_BATCH_EDGES``
+        above 0."""
+        return (self.compiled.aggregate_call is None and config.CPU_SPARSE_BATCH_EDGES > 0
+                and not self.arrays.page_source.reads_storage)
+
+    def iterate_batch(self, first_iteration: int, max_steps: int, tolerance: float | None,
+                      active_out_edges: int, direction: str = "auto") -> list[IterationRecord]:
+        """Up to ``max_steps`` iterations from ``first_iteration`` in one serial kernel
+        call, when the next one is a small notify-pull (:func:`decisions.sparse_batch`).
+
+        Each step is the iteration :meth:`iterate` would run, with the same
+        values, frontier and counters; the batch ends before an iteration
+        the rule refuses, and after one whose L1 change is below
+        ``tolerance``.  The steps share the batch's time evenly (the kernel
+        does not time them one by one).
+
+        Returns
+        -------
+        list of IterationRecord
+            One per iteration run; empty when the next iteration is not
+            batched (nothing was done).
+        """
+        arrays, state = self.arrays, self.state
+        limit = config.CPU_SPARSE_BATCH_EDGES
+        if max_steps < 1 or not self.batches or not decisions.sparse_batch(
+                active_out_edges, arrays.num_edges, arrays.num_vertices, self.rho, limit,
+                direction):
+            return []
+        self.warm_up(("batch",))
+        steps = min(max_steps, config.CPU_SPARSE_BATCH_STEPS)
+        counters = np.empty((steps, len(kernels.SPARSE_COUNTERS)), np.int64)
+        changes = np.empty(steps, np.float64)
+        started = time.perf_counter()
+        frontier, taken = self._sparse_iterations(state.frontier, first_iteration, steps,
+                                                  tolerance, counters, changes)
+        seconds = (time.perf_counter() - started) / max(taken, 1)
+        state.frontier = frontier
+        batch = {"max_edges": limit, "steps": taken, "choice": True}
+        records = []
+        for step, (active, edges, updated, processed, activated) in enumerate(
+                counters[:taken].tolist()):
+            f = decisions.active_fraction(edges, arrays.num_edges)
+            record = IterationRecord(first_iteration + step, self.mode, "notify-pull", False,
+                                     f, self.rho, active, updated_vertices=updated,
+                                     edges_processed=processed, activated=activated,
+                                     l1_change=float(changes[step]), cpu_edges=processed,
+                                     cpu_busy_seconds=seconds, seconds=seconds)
+            record.decisions.update(
+                direction={"f": f, "rho": self.rho, "forced": "auto", "choice": "notify-pull"},
+                dense_notify={"active_out_edges": edges, "num_vertices": arrays.num_vertices,
+                              "choice": False},
+                sparse_batch=batch)
+            records.append(record)
+        return records
+
+    def _sparse_iterations(self, frontier, first_iteration, steps, tolerance, counters,
+                           changes):
+        arrays, compiled, state = self.arrays, self.compiled, self.state
+        _, sources, weights = arrays.page_source.csc()
+        return compiled.kernels.sparse_iterations(
+            compiled.identity, frontier, arrays.out_offsets, arrays.out_targets,
+            arrays.in_offsets, sources, arrays.weights if weights is None else weights,
+            state.values, state.next, state.synchronous, arrays.attrs, self.no_aggregates,
+            arrays.num_vertices, arrays.num_edges, first_iteration, steps,
+            config.CPU_SPARSE_BATCH_EDGES, 1.0 / (config.NOTIFY_PULL_COST_FACTOR * self.rho),
+            config.NOTIFY_DENSE_FACTOR, -np.inf if tolerance is None else float(tolerance),
+            state.claimed, counters, changes)
+
+    def _warm_up_batch(self) -> None:
+        empty = np.zeros((0, len(kernels.SPARSE_COUNTERS)), np.int64)
+        self._sparse_iterations(np.zeros(0, np.int64), 0, 0, None, empty, np.zeros(0))
 
     def _iterate(self, record: IterationRecord, prefix, aggregates: np.ndarray) -> None:
         self.stats[:] = 0.0

@@ -11,6 +11,9 @@ the iteration record (:func:`decide`, :attr:`IterationRecord.decisions`).
   notify-pulls when f <= 1 / (NOTIFY_PULL_COST_FACTOR * rho);
 * **dense or sparse notify**: a notify that marks many vertices scans a
   bitmap of |V| flags (dense), one that marks few collects them in a list;
+* **sparse batch** (issue 19): a CPU-alone run executes notify-pull
+  iterations of small frontiers many at a time on one thread, without a
+  parallel launch or a Python round per iteration;
 * **source-gather precompute** (section 4.1's pull): a gather of the source
   alone that reads a per-source attribute is computed once per vertex
   before the edge loop, on the CPU and on the GPU alike;
@@ -115,6 +118,24 @@ def dense_notify(active_out_edges: int, num_vertices: int) -> bool:
     (True) rather than collecting them in a list: when the edges it follows,
     times ``config.NOTIFY_DENSE_FACTOR``, exceed |V|."""
     return active_out_edges * config.NOTIFY_DENSE_FACTOR > num_vertices
+
+
+def sparse_batch(active_out_edges: int, num_edges: int, num_vertices: int, rho: float,
+                 max_edges: int, forced: str = "auto") -> bool:
+    """Whether a CPU-alone iteration runs in a serial batch of iterations
+    (:func:`garaphpy.kernels.cpu.sparse_iterations`) rather than on its own.
+
+    True when the iteration would be a notify-pull (:func:`choose_direction`)
+    with the sparse notify (not :func:`dense_notify`) and its frontier has
+    at most ``max_edges`` out-edges (``config.CPU_SPARSE_BATCH_EDGES``; 0:
+    never): the same work, without a parallel launch and a Python round per
+    iteration.  The batch kernel applies the same test before each of its
+    steps, so every batched iteration is one this rule admits.
+    """
+    return (forced == "auto" and 0 < max_edges and active_out_edges <= max_edges
+            and choose_direction(active_fraction(active_out_edges, num_edges), rho)
+            == "notify-pull"
+            and not dense_notify(active_out_edges, num_vertices))
 
 
 # -- the source-gather precompute ---------------------------------------------------------

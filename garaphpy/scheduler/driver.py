@@ -5,6 +5,7 @@ A :class:`Driver` is made with the engines of the processors a run uses:
 * **the CPU alone** (mode ``cpu``): each iteration is the CPU engine's own,
   in the direction Garaph's switch chooses (notify-pull when
   f <= 1 / (2 rho), else pull; section 4.1); no policy, no GPU, no thread;
+  small notify-pulls run many to a call (:meth:`Driver.iterate_batch`);
 * **the GPU alone** (mode ``gpu``): each iteration is the GPU engine's pull
   over every page; no policy, no host copy to keep current;
 * **both** (mode ``hybrid``): each iteration the policy
@@ -330,6 +331,17 @@ class Driver:
         else:
             self._iterate_hybrid(record)
         record.dispatch_seconds = self.dispatch_seconds
+
+    def iterate_batch(self, first_iteration: int, max_steps: int, tolerance, active_out_edges: int,
+                      direction: str = "auto") -> list[IterationRecord]:
+        """Several iterations in one call where the processor can run them so: the
+        CPU alone batches small notify-pulls (:meth:`CpuEngine.iterate_batch`);
+        the GPU alone and hybrid runs take their iterations one by one (an
+        empty list: nothing was done)."""
+        if self.alone is None or self.gpu is not None:
+            return []
+        return self.cpu.iterate_batch(first_iteration, max_steps, tolerance, active_out_edges,
+                                      direction)
 
     def values_to_host(self) -> np.ndarray:
         """A copy of the committed values."""
