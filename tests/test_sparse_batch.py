@@ -1,0 +1,289 @@
+"""Batches of small notify-pull iterations on the CPU (issue 19).
+
+A run on the CPU alone executes iterations whose frontier has few out-edges
+many at a time in one serial kernel call
+(:func:`garaphpy.kernels.cpu.sparse_iterations`).  Each batched iteration
+must be the one the engine would have run on its own: the same values,
+frontier and counters.  Checked here against the same run with batching
+off (``config.CPU_SPARSE_BATCH_EDGES = 0``) and against SciPy, on grids
+(long, thin frontiers), a chain (one vertex a step) and a SNAP graph.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import garaphpy
+from garaphpy import config
+from garaphpy.program import VertexProgram
+from garaphpy.scheduler import decisions
+
+from references import (assert_program_values, bfs_scipy, components_scipy, run_engine,
+                        run_engine_quietly, sssp_scipy)
+
+#: Record fields a batched iteration must share with the same iteration run alone.
+RECORD_FIELDS = ("iteration", "mode", "direction", "forced", "active_fraction", "rho",
+                 "active_vertices", "updated_vertices", "edges_processed", "activated",
+                 "pages")
+
+
+@pytest.fixture(scope="module")
+def grid(tmp_path_factory):
+    return garaphpy.Graph.load("grid:40x30", store=tmp_path_factory.mktemp("grid") / "s",
+                               progress=False)
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory):
+    n = 3000
+    src = np.arange(n - 1, dtype=np.int64)
+    weights = np.arange(1, n, dtype=np.float64) % 7 + 1
+    return garaphpy.Graph.from_arrays(src, src + 1, weights, num_vertices=n,
+                                      store=tmp_path_factory.mktemp("chain") / "s")
+
+
+@pytest.fixture(scope="module")
+def snap(tmp_path_factory, request):
+    path = request.config.rootpath / "examples" / "graphs" / "sample-web.txt.gz"
+    return garaphpy.Graph.load(path, store=tmp_path_factory.mktemp("snap") / "s",
+                               weights="hash", progress=False)
+
+
+@pytest.fixture
+def batch_edges(monkeypatch):
+    """Sets ``config.CPU_SPARSE_BATCH_EDGES`` for one test."""
+    def set_limit(limit):
+        monkeypatch.setattr(config, "CPU_SPARSE_BATCH_EDGES", limit)
+    return set_limit
+
+
+def reference(graph, name, sources):
+    if name == "bfs":
+        return bfs_scipy(graph, sources)
+    if name == "sssp":
+        return sssp_scipy(graph, sources)
+    return components_scipy(graph)
+
+
+def batched(result):
+    return sum("sparse_batch" in record.decisions for record in result.iterations)
+
+
+def run_both(graph, name, sources, batch_edges, **options):
+    """The run with batching on (the default limit) and off."""
+    batch_edges(config.CPU_SPARSE_BATCH_EDGES)
+    on = run_engine(graph, name, sources, mode="cpu", **options)
+    batch_edges(0)
+    off = run_engine(graph, name, sources, mode="cpu", **options)
+    return on, off
+
+
+def assert_same_records(on, off):
+    assert len(on.iterations) == len(off.iterations)
+    for a, b in zip(on.iterations, off.iterations):
+        assert {f: getattr(a, f) for f in RECORD_FIELDS} == \
+            {f: getattr(b, f) for f in RECORD_FIELDS}
+        np.testing.assert_allclose(a.l1_change, b.l1_change, rtol=1e-12)   # nan == nan
+        for name in ("direction", "dense_notify"):
+            assert a.decisions.get(name) == b.decisions.get(name)
+
+
+# -- the rule ------------------------------------------------------------------------------
+def test_rule_batches_small_sparse_notify_pulls_only():
+    rule = decisions.sparse_batch
+    assert rule(100, 10_000, 5_000, 1.0, 4096)
+    assert not rule(100, 10_000, 5_000, 1.0, 4096, forced="notify-pull")
+    assert not rule(100, 10_000, 5_000, 1.0, 0)                     # switched off
+    assert rule(4096, 10**9, 10**9, 1.0, 4096)
+    assert not rule(4097, 10**9, 10**9, 1.0, 4096)                  # too large for one thread
+    # the engine would pull: f > 1 / (2 rho)
+    assert rule(500, 1000, 10**9, 1.0, 4096)
+    assert not rule(501, 1000, 10**9, 1.0, 4096)
+    assert not rule(300, 1000, 10**9, 2.0, 4096)
+    # the engine would use the dense notify: a * NOTIFY_DENSE_FACTOR > |V|
+    factor = config.NOTIFY_DENSE_FACTOR
+    assert rule(100, 10**9, 100 * factor, 1.0, 4096)
+    assert not rule(100, 10**9, 100 * factor - 1, 1.0, 4096)
+    assert rule(0, 0, 10, 1.0, 4096)                                # no edges: f = 0
+
+
+# -- batched iterations are the engine's own -----------------------------------------------
+@pytest.mark.parametrize("execution", ["sync", "async"])
+@pytest.mark.parametrize("name", ["bfs", "sssp", "cc"])
+def test_grid_runs_equal_unbatched_runs_and_scipy(grid, name, execution, batch_edges):
+    sources = [] if name == "cc" else [41]
+    on, off = run_both(grid, name, sources, batch_edges, execution=execution, threads=2)
+    # asynchronous label propagation sweeps the grid in few iterations of large frontiers
+    assert (batched(on) > 0) == (name != "cc" or execution == "sync")
+    assert batched(off) == 0
+    assert_program_values(name, on.values, off.values)
+    assert_program_values(name, on.values, reference(grid, name, sources))
+    assert on.converged and on.stop_reason == off.stop_reason
+    if execution == "sync":
+        assert_same_records(on, off)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("name", ["bfs", "sssp"])
+def test_chain_is_one_batch_after_another(chain, name, threads, batch_edges):
+    on, off = run_both(chain, name, [0], batch_edges, execution="sync", threads=threads)
+    assert len(on.iterations) == chain.num_vertices          # one vertex a step, then empty
+    assert batched(on) == len(on.iterations)
+    steps = [r.decisions["sparse_batch"]["steps"] for r in on.iterations]
+    assert max(steps) == config.CPU_SPARSE_BATCH_STEPS
+    assert_same_records(on, off)
+    assert_program_values(name, on.values, reference(chain, name, [0]))
+
+
+@pytest.mark.parametrize("name", ["bfs", "sssp", "cc"])
+def test_snap_graph_mixes_batched_and_parallel_iterations(snap, name, batch_edges):
+    sources = [] if name == "cc" else [0]
+    batch_edges(64)       # small enough that some iterations of this graph exceed it
+    on = run_engine(snap, name, sources, mode="cpu", execution="sync", threads=2)
+    batch_edges(0)
+    off = run_engine(snap, name, sources, mode="cpu", execution="sync", threads=2)
+    assert 0 < batched(on) < len(on.iterations)
+    assert_same_records(on, off)
+    assert_program_values(name, on.values, reference(snap, name, sources))
+
+
+# -- where a batch must stop ---------------------------------------------------------------
+@pytest.mark.parametrize("limit", [1, 7, 256, 1000])
+def test_max_iterations_inside_a_batch_stops_exactly_there(chain, limit, batch_edges):
+    on = run_engine_quietly(chain, "bfs", [0], mode="cpu", max_iterations=limit, threads=2)
+    assert len(on.iterations) == limit and not on.converged
+    assert batched(on) == limit
+    depth = bfs_scipy(chain, [0])
+    np.testing.assert_array_equal(on.values, np.where(depth <= limit, depth, -1))
+
+
+class CappedDistance(VertexProgram):
+    """Distances below a cap of 1000 (the initial value): along a chain the L1
+    change of step k is 1000 - d(k), falling as the distances grow."""
+
+    sum = "min"
+    initially_active = "sources"
+    needs_weights = True
+    needs_sources = True
+
+    def init(is_source):
+        return 0.0 if is_source else 1000.0
+
+    def gather(src, weight):
+        return src + weight
+
+    def apply(value, accum):
+        return min(value, accum)
+
+    def activate(new, old):
+        return new < old
+
+
+def test_tolerance_stops_at_the_same_iteration(chain, batch_edges):
+    on, off = run_both(chain, CappedDistance(), [0], batch_edges, execution="sync",
+                       threads=2, tolerance=100.0, max_iterations=10_000)
+    assert on.stop_reason == off.stop_reason == "tolerance"
+    assert batched(on) == len(on.iterations) == len(off.iterations)
+    assert on.iterations[-1].l1_change < 100.0 <= on.iterations[-2].l1_change
+    np.testing.assert_array_equal(on.values, off.values)
+
+
+def test_on_iteration_sees_every_iteration_in_order(chain, batch_edges):
+    seen = []
+    result = run_engine(chain, "bfs", [0], mode="cpu", threads=2,
+                        on_iteration=lambda record: seen.append(record.iteration))
+    assert batched(result) == len(result.iterations)
+    assert seen == list(range(len(result.iterations)))
+
+
+def test_checkpoints_stay_due_and_resume_exactly(chain, tmp_path, batch_edges):
+    class Crash(Exception):
+        pass
+
+    def crash_at(record):
+        if record.iteration == 1200:
+            raise Crash
+
+    directory = tmp_path / "ck"
+    with pytest.raises(Crash):
+        run_engine(chain, "sssp", [0], mode="cpu", threads=2, checkpoint_dir=directory,
+                   checkpoint_every=500, on_iteration=crash_at)
+    from garaphpy.scheduler.checkpoint import list_checkpoints
+    # batches end where checkpoints are due (500, 1000); the crash comes before 1500
+    assert [p.name for p in list_checkpoints(directory)] == [
+        "checkpoint-000000500.gck", "checkpoint-000001000.gck"]
+    resumed = run_engine(chain, "sssp", [0], mode="cpu", threads=2, checkpoint_dir=directory,
+                         checkpoint_every=500, resume=True)
+    assert [r.iteration for r in resumed.iterations] == list(range(chain.num_vertices))
+    np.testing.assert_array_equal(resumed.values, sssp_scipy(chain, [0]))
+
+
+# -- runs that never batch -----------------------------------------------------------------
+def test_programs_with_aggregates_are_not_batched(chain, batch_edges):
+    result = run_engine_quietly(chain, "pagerank", mode="cpu", threads=2, max_iterations=5)
+    assert batched(result) == 0
+
+
+def test_forced_direction_is_not_batched(chain, batch_edges):
+    result = run_engine_quietly(chain, "bfs", [0], mode="cpu", threads=2,
+                                direction="notify-pull", max_iterations=50)
+    assert batched(result) == 0 and len(result.iterations) == 50
+
+
+def test_pages_read_from_storage_are_not_batched(tmp_path, batch_edges):
+    from references import out_of_core_rmat
+    from test_out_of_core import budget
+
+    graph = out_of_core_rmat(tmp_path)
+    source = int(np.argmax(np.diff(graph.store.out_offsets)))
+    result = run_engine(graph, "bfs", [source], mode="cpu", threads=2,
+                        **budget(graph, "bfs", 0.2))
+    assert any(r.bytes_read for r in result.iterations)
+    assert batched(result) == 0
+    assert_program_values("bfs", result.values, bfs_scipy(graph, [source]))
+
+
+def test_kernel_leaves_no_claimed_flag_and_counts_like_numpy():
+    """The kernel alone on a random graph: its counters against a NumPy BFS."""
+    from garaphpy.kernels.cpu_program import compile_program
+    from garaphpy.programs import BFS
+    from garaphpy.programs.bfs import UNREACHED
+
+    rng = np.random.default_rng(7)
+    n, m = 500, 900
+    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+    out_order, in_order = np.lexsort((dst, src)), np.lexsort((src, dst))
+    out_offsets = np.searchsorted(src[out_order], np.arange(n + 1)).astype(np.int64)
+    in_offsets = np.searchsorted(dst[in_order], np.arange(n + 1)).astype(np.int64)
+    out_targets, sources = dst[out_order].astype(np.int64), src[in_order].astype(np.int64)
+    compiled = compile_program(BFS(), None, parallel=False)
+    is_source = np.zeros(n, np.bool_)
+    is_source[0] = True
+    degree = np.diff(out_offsets)
+    attrs = (degree, np.diff(in_offsets), np.zeros(n), np.arange(n), is_source)
+    values = np.full(n, UNREACHED, compiled.value_dtype)
+    values[0] = 0
+    claimed = np.zeros(n, np.uint8)
+    counters, changes = np.zeros((64, 5), np.int64), np.zeros(64)
+    frontier, steps = compiled.kernels.sparse_iterations(
+        compiled.identity, np.array([0]), out_offsets, out_targets, in_offsets, sources,
+        np.zeros(1), values, values, False, attrs, np.zeros(1), n, m, 1, 64, 10**6, 1.0,
+        0, -np.inf, claimed, counters, changes)
+    assert not claimed.any()
+    # NumPy: the frontier's out-neighbours each step; depth = first step reached
+    depth = np.full(n, -1)
+    depth[0] = 0
+    level, step = np.array([0]), 0
+    while level.size and step < steps:
+        targets = np.unique(np.concatenate([out_targets[out_offsets[u]:out_offsets[u + 1]]
+                                            for u in level]))
+        assert counters[step, :4].tolist() == [
+            level.size, int(degree[level].sum()), targets.size,
+            int(np.diff(in_offsets)[targets].sum())]
+        new = targets[depth[targets] < 0]
+        depth[new] = step + 1
+        assert counters[step, 4] == new.size
+        level, step = np.sort(new), step + 1
+    assert level.size == 0 and frontier.size == 0
+    np.testing.assert_array_equal(values, np.where(depth < 0, UNREACHED, depth))
