@@ -472,6 +472,12 @@ class GpuEngine:
         """The GPU always pulls."""
         record.direction = "pull"
 
+    def iterate_batch(self, first_iteration: int, max_steps: int, tolerance, active_out_edges: int,
+                      direction: str = "auto") -> list:
+        """Nothing: the GPU takes its iterations one by one (the engine interface
+        of :meth:`garaphpy.scheduler.driver.Driver.iterate_batch`)."""
+        return []
+
     def iterate(self, record: IterationRecord, prefix, aggregates) -> None:
         """One synchronous or asynchronous pull over every page."""
         self.begin_iteration(record.iteration)
