@@ -228,11 +228,15 @@ NOTIFY_DENSE_FACTOR = 16
 #: thread, balanced by degree.
 CPU_CHUNKS_PER_THREAD = 4
 
-#: A run on the CPU alone executes notify-pull iterations whose frontier has
-#: at most this many out-edges on one thread, many of them in one kernel call
-#: (no parallel launch, no Python, per iteration: issue 19); 0 turns it off.
-#: Above it the parallel kernels win (their fixed cost is about 0.1 ms).
-CPU_SPARSE_BATCH_EDGES = 4096
+#: A run on the CPU alone executes its notify-pull iterations with the sparse
+#: notify many to one kernel call, without a Python round per iteration
+#: (issue 19); False: one call per iteration.
+CPU_SPARSE_BATCH = True
+
+#: In such a call, an iteration whose frontier has at most this many
+#: out-edges runs on one thread (no parallel launch); larger ones run the
+#: parallel kernels.
+CPU_SERIAL_STEP_EDGES = 4096
 
 #: At most this many iterations per such call: records, ``on_iteration``,
 #: checkpoints and Ctrl-C act between calls.

@@ -1,12 +1,13 @@
-"""Batches of small notify-pull iterations on the CPU (issue 19).
+"""Batches of sparse notify-pull iterations on the CPU (issue 19).
 
-A run on the CPU alone executes iterations whose frontier has few out-edges
-many at a time in one serial kernel call
-(:func:`garaphpy.kernels.cpu.sparse_iterations`).  Each batched iteration
-must be the one the engine would have run on its own: the same values,
-frontier and counters.  Checked here against the same run with batching
-off (``config.CPU_SPARSE_BATCH_EDGES = 0``) and against SciPy, on grids
-(long, thin frontiers), a chain (one vertex a step) and a SNAP graph.
+A run on the CPU alone executes its notify-pull iterations with the sparse
+notify many at a time in one kernel call
+(:func:`garaphpy.kernels.cpu.sparse_iterations`), the smallest on one
+thread.  Each batched iteration must be the one the engine would have run
+on its own: the same values, frontier and counters.  Checked here against
+the same run with batching off (``config.CPU_SPARSE_BATCH = False``) and
+against SciPy, on grids (long, thin frontiers), a chain (one vertex a step)
+and a SNAP graph.
 """
 
 from __future__ import annotations
@@ -51,11 +52,12 @@ def snap(tmp_path_factory, request):
 
 
 @pytest.fixture
-def batch_edges(monkeypatch):
-    """Sets ``config.CPU_SPARSE_BATCH_EDGES`` for one test."""
-    def set_limit(limit):
-        monkeypatch.setattr(config, "CPU_SPARSE_BATCH_EDGES", limit)
-    return set_limit
+def batching(monkeypatch):
+    """Sets ``config.CPU_SPARSE_BATCH`` (and ``CPU_SERIAL_STEP_EDGES``) for one test."""
+    def set_batching(on, serial_edges=config.CPU_SERIAL_STEP_EDGES):
+        monkeypatch.setattr(config, "CPU_SPARSE_BATCH", on)
+        monkeypatch.setattr(config, "CPU_SERIAL_STEP_EDGES", serial_edges)
+    return set_batching
 
 
 def reference(graph, name, sources):
@@ -70,11 +72,12 @@ def batched(result):
     return sum("sparse_batch" in record.decisions for record in result.iterations)
 
 
-def run_both(graph, name, sources, batch_edges, **options):
-    """The run with batching on (the default limit) and off."""
-    batch_edges(config.CPU_SPARSE_BATCH_EDGES)
+def run_both(graph, name, sources, batching, serial_edges=config.CPU_SERIAL_STEP_EDGES,
+             **options):
+    """The run with batching on and off."""
+    batching(True, serial_edges)
     on = run_engine(graph, name, sources, mode="cpu", **options)
-    batch_edges(0)
+    batching(False)
     off = run_engine(graph, name, sources, mode="cpu", **options)
     return on, off
 
@@ -90,30 +93,34 @@ def assert_same_records(on, off):
 
 
 # -- the rule ------------------------------------------------------------------------------
-def test_rule_batches_small_sparse_notify_pulls_only():
+def test_rule_batches_sparse_notify_pulls_only():
     rule = decisions.sparse_batch
-    assert rule(100, 10_000, 5_000, 1.0, 4096)
-    assert not rule(100, 10_000, 5_000, 1.0, 4096, forced="notify-pull")
-    assert not rule(100, 10_000, 5_000, 1.0, 0)                     # switched off
-    assert rule(4096, 10**9, 10**9, 1.0, 4096)
-    assert not rule(4097, 10**9, 10**9, 1.0, 4096)                  # too large for one thread
+    assert rule(100, 10_000, 5_000, 1.0)
+    assert not rule(100, 10_000, 5_000, 1.0, forced="notify-pull")
+    assert not rule(100, 10_000, 5_000, 1.0, enabled=False)
+    assert rule(10**6, 10**9, 10**9, 1.0)
     # the engine would pull: f > 1 / (2 rho)
-    assert rule(500, 1000, 10**9, 1.0, 4096)
-    assert not rule(501, 1000, 10**9, 1.0, 4096)
-    assert not rule(300, 1000, 10**9, 2.0, 4096)
+    assert rule(500, 1000, 10**9, 1.0)
+    assert not rule(501, 1000, 10**9, 1.0)
+    assert not rule(300, 1000, 10**9, 2.0)
     # the engine would use the dense notify: a * NOTIFY_DENSE_FACTOR > |V|
     factor = config.NOTIFY_DENSE_FACTOR
-    assert rule(100, 10**9, 100 * factor, 1.0, 4096)
-    assert not rule(100, 10**9, 100 * factor - 1, 1.0, 4096)
-    assert rule(0, 0, 10, 1.0, 4096)                                # no edges: f = 0
+    assert rule(100, 10**9, 100 * factor, 1.0)
+    assert not rule(100, 10**9, 100 * factor - 1, 1.0)
+    assert rule(0, 0, 10, 1.0)                                      # no edges: f = 0
+
+
+def test_rule_runs_small_steps_on_one_thread():
+    assert decisions.serial_step(4096, 4096) and decisions.serial_step(0, 0)
+    assert not decisions.serial_step(4097, 4096)
 
 
 # -- batched iterations are the engine's own -----------------------------------------------
 @pytest.mark.parametrize("execution", ["sync", "async"])
 @pytest.mark.parametrize("name", ["bfs", "sssp", "cc"])
-def test_grid_runs_equal_unbatched_runs_and_scipy(grid, name, execution, batch_edges):
+def test_grid_runs_equal_unbatched_runs_and_scipy(grid, name, execution, batching):
     sources = [] if name == "cc" else [41]
-    on, off = run_both(grid, name, sources, batch_edges, execution=execution, threads=2)
+    on, off = run_both(grid, name, sources, batching, execution=execution, threads=2)
     # asynchronous label propagation sweeps the grid in few iterations of large frontiers
     assert (batched(on) > 0) == (name != "cc" or execution == "sync")
     assert batched(off) == 0
@@ -126,8 +133,8 @@ def test_grid_runs_equal_unbatched_runs_and_scipy(grid, name, execution, batch_e
 
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("name", ["bfs", "sssp"])
-def test_chain_is_one_batch_after_another(chain, name, threads, batch_edges):
-    on, off = run_both(chain, name, [0], batch_edges, execution="sync", threads=threads)
+def test_chain_is_one_batch_after_another(chain, name, threads, batching):
+    on, off = run_both(chain, name, [0], batching, execution="sync", threads=threads)
     assert len(on.iterations) == chain.num_vertices          # one vertex a step, then empty
     assert batched(on) == len(on.iterations)
     steps = [r.decisions["sparse_batch"]["steps"] for r in on.iterations]
@@ -136,21 +143,34 @@ def test_chain_is_one_batch_after_another(chain, name, threads, batch_edges):
     assert_program_values(name, on.values, reference(chain, name, [0]))
 
 
+@pytest.mark.parametrize("execution", ["sync", "async"])
 @pytest.mark.parametrize("name", ["bfs", "sssp", "cc"])
-def test_snap_graph_mixes_batched_and_parallel_iterations(snap, name, batch_edges):
+def test_snap_graph_runs_equal_unbatched_runs_and_scipy(snap, name, execution, batching):
     sources = [] if name == "cc" else [0]
-    batch_edges(64)       # small enough that some iterations of this graph exceed it
-    on = run_engine(snap, name, sources, mode="cpu", execution="sync", threads=2)
-    batch_edges(0)
-    off = run_engine(snap, name, sources, mode="cpu", execution="sync", threads=2)
-    assert 0 < batched(on) < len(on.iterations)
-    assert_same_records(on, off)
+    on, off = run_both(snap, name, sources, batching, execution=execution, threads=2)
+    assert (batched(on) > 0) == (name != "cc" or execution == "sync")
+    if execution == "sync":
+        assert_same_records(on, off)
+    assert_program_values(name, on.values, off.values)
     assert_program_values(name, on.values, reference(snap, name, sources))
+
+
+@pytest.mark.parametrize("serial_edges, kinds", [(0, {False}), (16, {True, False}),
+                                                  (4096, {True})])
+@pytest.mark.parametrize("name", ["bfs", "sssp"])
+def test_grid_steps_serial_parallel_or_both(grid, name, serial_edges, kinds, batching):
+    on, off = run_both(grid, name, [41], batching, serial_edges=serial_edges,
+                       execution="sync", threads=2)
+    serial = {r.decisions["serial_step"]["choice"] for r in on.iterations
+              if "sparse_batch" in r.decisions}
+    assert serial == kinds
+    assert_same_records(on, off)
+    assert_program_values(name, on.values, reference(grid, name, [41]))
 
 
 # -- where a batch must stop ---------------------------------------------------------------
 @pytest.mark.parametrize("limit", [1, 7, 256, 1000])
-def test_max_iterations_inside_a_batch_stops_exactly_there(chain, limit, batch_edges):
+def test_max_iterations_inside_a_batch_stops_exactly_there(chain, limit, batching):
     on = run_engine_quietly(chain, "bfs", [0], mode="cpu", max_iterations=limit, threads=2)
     assert len(on.iterations) == limit and not on.converged
     assert batched(on) == limit
@@ -180,8 +200,8 @@ class CappedDistance(VertexProgram):
         return new < old
 
 
-def test_tolerance_stops_at_the_same_iteration(chain, batch_edges):
-    on, off = run_both(chain, CappedDistance(), [0], batch_edges, execution="sync",
+def test_tolerance_stops_at_the_same_iteration(chain, batching):
+    on, off = run_both(chain, CappedDistance(), [0], batching, execution="sync",
                        threads=2, tolerance=100.0, max_iterations=10_000)
     assert on.stop_reason == off.stop_reason == "tolerance"
     assert batched(on) == len(on.iterations) == len(off.iterations)
@@ -189,7 +209,7 @@ def test_tolerance_stops_at_the_same_iteration(chain, batch_edges):
     np.testing.assert_array_equal(on.values, off.values)
 
 
-def test_on_iteration_sees_every_iteration_in_order(chain, batch_edges):
+def test_on_iteration_sees_every_iteration_in_order(chain, batching):
     seen = []
     result = run_engine(chain, "bfs", [0], mode="cpu", threads=2,
                         on_iteration=lambda record: seen.append(record.iteration))
@@ -197,7 +217,7 @@ def test_on_iteration_sees_every_iteration_in_order(chain, batch_edges):
     assert seen == list(range(len(result.iterations)))
 
 
-def test_checkpoints_stay_due_and_resume_exactly(chain, tmp_path, batch_edges):
+def test_checkpoints_stay_due_and_resume_exactly(chain, tmp_path, batching):
     class Crash(Exception):
         pass
 
@@ -220,18 +240,18 @@ def test_checkpoints_stay_due_and_resume_exactly(chain, tmp_path, batch_edges):
 
 
 # -- runs that never batch -----------------------------------------------------------------
-def test_programs_with_aggregates_are_not_batched(chain, batch_edges):
+def test_programs_with_aggregates_are_not_batched(chain, batching):
     result = run_engine_quietly(chain, "pagerank", mode="cpu", threads=2, max_iterations=5)
     assert batched(result) == 0
 
 
-def test_forced_direction_is_not_batched(chain, batch_edges):
+def test_forced_direction_is_not_batched(chain, batching):
     result = run_engine_quietly(chain, "bfs", [0], mode="cpu", threads=2,
                                 direction="notify-pull", max_iterations=50)
     assert batched(result) == 0 and len(result.iterations) == 50
 
 
-def test_pages_read_from_storage_are_not_batched(tmp_path, batch_edges):
+def test_pages_read_from_storage_are_not_batched(tmp_path, batching):
     from references import out_of_core_rmat
     from test_out_of_core import budget
 
@@ -244,7 +264,8 @@ def test_pages_read_from_storage_are_not_batched(tmp_path, batch_edges):
     assert_program_values("bfs", result.values, bfs_scipy(graph, [source]))
 
 
-def test_kernel_leaves_no_claimed_flag_and_counts_like_numpy():
+@pytest.mark.parametrize("serial_edges", [0, 10**6])
+def test_kernel_leaves_no_claimed_flag_and_counts_like_numpy(serial_edges):
     """The kernel alone on a random graph: its counters against a NumPy BFS."""
     from garaphpy.kernels.cpu_program import compile_program
     from garaphpy.programs import BFS
@@ -259,22 +280,25 @@ def test_kernel_leaves_no_claimed_flag_and_counts_like_numpy():
     out_targets, sources = dst[out_order].astype(np.int64), src[in_order].astype(np.int64)
     compiled = compile_program(BFS(), None, parallel=False)
     is_source = np.zeros(n, np.bool_)
-    is_source[0] = True
     degree = np.diff(out_offsets)
+    root = int(np.argmax(degree))
+    is_source[root] = True
     attrs = (degree, np.diff(in_offsets), np.zeros(n), np.arange(n), is_source)
     values = np.full(n, UNREACHED, compiled.value_dtype)
-    values[0] = 0
+    values[root] = 0
     claimed = np.zeros(n, np.uint8)
-    counters, changes = np.zeros((64, 5), np.int64), np.zeros(64)
+    counters, changes = np.zeros((64, 6), np.int64), np.zeros(64)
     frontier, steps = compiled.kernels.sparse_iterations(
-        compiled.identity, np.array([0]), out_offsets, out_targets, in_offsets, sources,
-        np.zeros(1), values, values, False, attrs, np.zeros(1), n, m, 1, 64, 10**6, 1.0,
-        0, -np.inf, claimed, counters, changes)
+        compiled.identity, np.array([root]), out_offsets, out_targets, in_offsets, sources,
+        np.zeros(1), values, values, False, attrs, np.zeros(1), n, m, 1, 64, serial_edges,
+        1.0, 0, -np.inf, claimed, 4, counters, changes)
+    np.testing.assert_array_equal(counters[:steps, 5], counters[:steps, 1] <= serial_edges)
+    assert steps > 3
     assert not claimed.any()
     # NumPy: the frontier's out-neighbours each step; depth = first step reached
     depth = np.full(n, -1)
-    depth[0] = 0
-    level, step = np.array([0]), 0
+    depth[root] = 0
+    level, step = np.array([root]), 0
     while level.size and step < steps:
         targets = np.unique(np.concatenate([out_targets[out_offsets[u]:out_offsets[u + 1]]
                                             for u in level]))

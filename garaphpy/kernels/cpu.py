@@ -511,36 +511,39 @@ def sum_over(vertices, values):
     return total
 
 
-#: Columns of :func:`sparse_iterations`'s per-iteration counters.
+#: Columns of :func:`sparse_iterations`'s per-iteration counters ("serial": 1
+#: when the step ran on the calling thread alone).
 SPARSE_COUNTERS = ("active_vertices", "active_out_edges", "updated_vertices",
-                   "edges_processed", "activated")
+                   "edges_processed", "activated", "serial")
 
 
 @numba.njit(nogil=True)
 def sparse_iterations(gather_call, apply_call, activate_call, combine, identity, frontier,
                       out_offsets, out_targets, in_offsets, sources, weights, values_read,
                       values_write, synchronous, attrs, aggregates, num_vertices, num_edges,
-                      first_iteration, max_steps, max_active_edges, direction_threshold,
-                      dense_factor, tolerance, claimed, counters, changes):
-    """Up to ``max_steps`` notify-pull iterations of small frontiers, on one thread.
+                      first_iteration, max_steps, serial_edges, direction_threshold,
+                      dense_factor, tolerance, claimed, chunks, counters, changes):
+    """Up to ``max_steps`` notify-pull iterations of sparse frontiers in one call.
 
     Each step is the iteration the engine would run in its own call (Garaph
-    section 4.1's notify-pull, the sparse notify) with the same result: the
-    out-neighbours of the frontier are notified once each, each gathers
-    over all its in-edges (CSC ``in_offsets``, ``sources``, ``weights``
-    indexed by the global edge), applies, and joins the next frontier when
-    activated; a synchronous run reads ``values_read``, writes
-    ``values_write`` and commits the notified vertices after the step, an
-    asynchronous one passes the same array twice.  Steps run while the
-    frontier's out-edges ``a`` satisfy the engine's own choices:
-    ``a / num_edges <= direction_threshold`` (notify-pull, not pull),
-    ``a * dense_factor <= num_vertices`` (the sparse notify) and ``a <=
-    max_active_edges`` (small enough for one thread: see
-    :func:`garaphpy.scheduler.decisions.sparse_batch_limit`).
+    section 4.1's notify-pull with the sparse notify), with the same values,
+    frontier and counters: the out-neighbours of the frontier are notified
+    once each, each gathers over all its in-edges (CSC ``in_offsets``,
+    ``sources``, ``weights`` indexed by the global edge), applies, and joins
+    the next frontier when activated; a synchronous run reads
+    ``values_read``, writes ``values_write`` and commits the notified
+    vertices after the step, an asynchronous one passes the same array
+    twice.  A step whose frontier has at most ``serial_edges`` out-edges
+    runs on this thread alone; a larger one calls the parallel kernels of
+    the engine's own notify-pull (:func:`notify`, :func:`pull_vertices`,
+    ``chunks`` chunks), without a return to Python in between.
 
-    Stops before a step whose frontier is empty or too large, and after a
-    step whose summed change is below ``tolerance``.  ``claimed`` is a uint8
-    flag per vertex, all 0 on entry and on return.
+    Steps run while the frontier's out-edges ``a`` satisfy the engine's own
+    choices: ``a / num_edges <= direction_threshold`` (notify-pull, not
+    pull) and ``a * dense_factor <= num_vertices`` (the sparse notify).  The
+    call stops before a step whose frontier is empty or refused, and after a
+    step whose summed change is below ``tolerance``.  ``claimed`` is a
+    uint8 flag per vertex, all 0 on entry and on return.
 
     Returns
     -------
@@ -551,65 +554,81 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
         Steps taken; row ``s`` of ``counters`` holds step ``s``'s
         :data:`SPARSE_COUNTERS` and ``changes[s]`` its summed change.
     """
-    capacity = max(frontier.shape[0], min(max_active_edges, num_vertices))
-    current = np.empty(capacity, np.int64)
-    following = np.empty(capacity, np.int64)
-    notified = np.empty(capacity, np.int64)
-    size = frontier.shape[0]
-    current[:size] = frontier
+    current = frontier
+    stats = np.zeros(2, np.float64)
     steps = 0
-    while steps < max_steps and size > 0:
-        active_edges = 0
-        for i in range(size):
-            u = current[i]
-            active_edges += out_offsets[u + 1] - out_offsets[u]
+    while steps < max_steps and current.shape[0] > 0:
+        size = current.shape[0]
+        prefix = degree_prefix(current, out_offsets)
+        active_edges = prefix[size]
         fraction = active_edges / num_edges if num_edges > 0 else 0.0
-        if (fraction > direction_threshold or active_edges * dense_factor > num_vertices
-                or active_edges > max_active_edges):
+        if fraction > direction_threshold or active_edges * dense_factor > num_vertices:
             break
-        count = 0
-        for i in range(size):
-            u = current[i]
-            for e in range(out_offsets[u], out_offsets[u + 1]):
-                w = out_targets[e]
-                if claimed[w] == 0:
-                    claimed[w] = 1
-                    notified[count] = w
-                    count += 1
         iteration = first_iteration + steps
-        change = 0.0
-        edges = 0
-        activated = 0
-        for i in range(count):
-            v = notified[i]
-            claimed[v] = 0
-            accum = identity
-            first, end = in_offsets[v], in_offsets[v + 1]
-            for e in range(first, end):
-                accum = combine(accum, gather_call(values_read, weights, attrs, sources[e], v, e))
-            edges += end - first
-            flag, delta = _update_vertex(apply_call, activate_call, attrs, aggregates,
-                                         num_vertices, iteration, v, accum, values_read,
-                                         values_write)
-            change += delta
-            if flag:
-                following[activated] = v
-                activated += 1
-        if synchronous:
+        serial = active_edges <= serial_edges
+        if serial:
+            notified = np.empty(active_edges, np.int64)
+            count = 0
+            for i in range(size):
+                u = current[i]
+                for e in range(out_offsets[u], out_offsets[u + 1]):
+                    w = out_targets[e]
+                    if claimed[w] == 0:
+                        claimed[w] = 1
+                        notified[count] = w
+                        count += 1
+            following = np.empty(count, np.int64)
+            change = 0.0
+            edges = 0
+            activated = 0
             for i in range(count):
                 v = notified[i]
-                values_read[v] = values_write[v]
+                claimed[v] = 0
+                accum = identity
+                first, end = in_offsets[v], in_offsets[v + 1]
+                for e in range(first, end):
+                    accum = combine(accum, gather_call(values_read, weights, attrs, sources[e],
+                                                       v, e))
+                edges += end - first
+                flag, delta = _update_vertex(apply_call, activate_call, attrs, aggregates,
+                                             num_vertices, iteration, v, accum, values_read,
+                                             values_write)
+                change += delta
+                if flag:
+                    following[activated] = v
+                    activated += 1
+            following = following[:activated].copy()
+            if synchronous:
+                for i in range(count):
+                    v = notified[i]
+                    values_read[v] = values_write[v]
+        else:
+            notified = notify(current, prefix, out_offsets, out_targets, claimed, chunks)
+            reset_flags(notified, claimed)
+            count = notified.shape[0]
+            in_prefix = degree_prefix(notified, in_offsets)
+            edge_starts = np.empty(count, np.int64)
+            for i in range(count):
+                edge_starts[i] = in_offsets[notified[i]]
+            stats[:] = 0.0
+            following = pull_vertices(gather_call, apply_call, activate_call, combine, identity,
+                                      notified, in_prefix, edge_starts, sources, weights,
+                                      values_read, values_write, attrs, aggregates,
+                                      num_vertices, iteration, chunks, stats)
+            change = stats[0]
+            edges = in_prefix[count]
+            activated = following.shape[0]
+            if synchronous:
+                commit_vertices(notified, values_write, values_read)
         counters[steps, 0] = size
         counters[steps, 1] = active_edges
         counters[steps, 2] = count
         counters[steps, 3] = edges
         counters[steps, 4] = activated
+        counters[steps, 5] = serial
         changes[steps] = change
-        current, following = following, current
-        size = activated
+        current = following
         steps += 1
         if change < tolerance:
             break
-    if steps == 0:
-        return frontier, 0
-    return current[:size].copy(), steps
+    return current, steps

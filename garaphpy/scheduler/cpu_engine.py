@@ -198,14 +198,14 @@ class CpuEngine:
         Parameters
         ----------
         directions : iterable of {"pull", "notify-pull", "batch"}, optional
-            ``"batch"``: the serial kernel of :meth:`iterate_batch`.
+            ``"batch"``: the kernel of :meth:`iterate_batch`.
         """
         if directions is None:
             active_edges, _ = self.active_out_edges()
             arrays = self.arrays
             directions = ("batch",) if self.batches and decisions.sparse_batch(
-                active_edges, arrays.num_edges, arrays.num_vertices, self.rho,
-                config.CPU_SPARSE_BATCH_EDGES) else (decisions.choose_direction(
+                active_edges, arrays.num_edges, arrays.num_vertices, self.rho) \
+                else (decisions.choose_direction(
                     decisions.active_fraction(active_edges, arrays.num_edges), self.rho),)
         for direction in directions:
             if direction not in self.warm_directions:
@@ -339,15 +339,14 @@ class CpuEngine:
     def batches(self) -> bool:
         """Whether this run may batch sparse iterations (:meth:`iterate_batch`): a
         program without aggregates (they would change between the steps), its
-        edges in one CSC in host memory, and ``config.CPU_SPARSE_BATCH_EDGES``
-        above 0."""
-        return (self.compiled.aggregate_call is None and config.CPU_SPARSE_BATCH_EDGES > 0
+        edges in one CSC in host memory, and ``config.CPU_SPARSE_BATCH``."""
+        return (self.compiled.aggregate_call is None and config.CPU_SPARSE_BATCH
                 and not self.arrays.page_source.reads_storage)
 
     def iterate_batch(self, first_iteration: int, max_steps: int, tolerance: float | None,
                       active_out_edges: int, direction: str = "auto") -> list[IterationRecord]:
-        """Up to ``max_steps`` iterations from ``first_iteration`` in one serial kernel
-        call, when the next one is a small notify-pull (:func:`decisions.sparse_batch`).
+        """Up to ``max_steps`` iterations from ``first_iteration`` in one kernel call,
+        when the next one is a sparse notify-pull (:func:`decisions.sparse_batch`).
 
         Each step is the iteration :meth:`iterate` would run, with the same
         values, frontier and counters; the batch ends before an iteration
@@ -362,23 +361,23 @@ class CpuEngine:
             batched (nothing was done).
         """
         arrays, state = self.arrays, self.state
-        limit = config.CPU_SPARSE_BATCH_EDGES
         if max_steps < 1 or not self.batches or not decisions.sparse_batch(
-                active_out_edges, arrays.num_edges, arrays.num_vertices, self.rho, limit,
-                direction):
+                active_out_edges, arrays.num_edges, arrays.num_vertices, self.rho,
+                forced=direction):
             return []
         self.warm_up(("batch",))
         steps = min(max_steps, config.CPU_SPARSE_BATCH_STEPS)
         counters = np.empty((steps, len(kernels.SPARSE_COUNTERS)), np.int64)
         changes = np.empty(steps, np.float64)
         started = time.perf_counter()
-        frontier, taken = self._sparse_iterations(state.frontier, first_iteration, steps,
-                                                  tolerance, counters, changes)
+        with parallel_section():
+            frontier, taken = self._sparse_iterations(state.frontier, first_iteration, steps,
+                                                      tolerance, counters, changes)
         seconds = (time.perf_counter() - started) / max(taken, 1)
         state.frontier = frontier
-        batch = {"max_edges": limit, "steps": taken, "choice": True}
+        serial_edges = config.CPU_SERIAL_STEP_EDGES
         records = []
-        for step, (active, edges, updated, processed, activated) in enumerate(
+        for step, (active, edges, updated, processed, activated, serial) in enumerate(
                 counters[:taken].tolist()):
             f = decisions.active_fraction(edges, arrays.num_edges)
             record = IterationRecord(first_iteration + step, self.mode, "notify-pull", False,
@@ -390,7 +389,9 @@ class CpuEngine:
                 direction={"f": f, "rho": self.rho, "forced": "auto", "choice": "notify-pull"},
                 dense_notify={"active_out_edges": edges, "num_vertices": arrays.num_vertices,
                               "choice": False},
-                sparse_batch=batch)
+                sparse_batch={"steps": taken, "choice": True},
+                serial_step={"active_out_edges": edges, "serial_edges": serial_edges,
+                             "choice": bool(serial)})
             records.append(record)
         return records
 
@@ -403,13 +404,14 @@ class CpuEngine:
             arrays.in_offsets, sources, arrays.weights if weights is None else weights,
             state.values, state.next, state.synchronous, arrays.attrs, self.no_aggregates,
             arrays.num_vertices, arrays.num_edges, first_iteration, steps,
-            config.CPU_SPARSE_BATCH_EDGES, 1.0 / (config.NOTIFY_PULL_COST_FACTOR * self.rho),
+            config.CPU_SERIAL_STEP_EDGES, 1.0 / (config.NOTIFY_PULL_COST_FACTOR * self.rho),
             config.NOTIFY_DENSE_FACTOR, -np.inf if tolerance is None else float(tolerance),
-            state.claimed, counters, changes)
+            state.claimed, self.threads * config.CPU_CHUNKS_PER_THREAD, counters, changes)
 
     def _warm_up_batch(self) -> None:
         empty = np.zeros((0, len(kernels.SPARSE_COUNTERS)), np.int64)
-        self._sparse_iterations(np.zeros(0, np.int64), 0, 0, None, empty, np.zeros(0))
+        with parallel_section():
+            self._sparse_iterations(np.zeros(0, np.int64), 0, 0, None, empty, np.zeros(0))
 
     def _iterate(self, record: IterationRecord, prefix, aggregates: np.ndarray) -> None:
         self.stats[:] = 0.0

@@ -11,9 +11,9 @@ the iteration record (:func:`decide`, :attr:`IterationRecord.decisions`).
   notify-pulls when f <= 1 / (NOTIFY_PULL_COST_FACTOR * rho);
 * **dense or sparse notify**: a notify that marks many vertices scans a
   bitmap of |V| flags (dense), one that marks few collects them in a list;
-* **sparse batch** (issue 19): a CPU-alone run executes notify-pull
-  iterations of small frontiers many at a time on one thread, without a
-  parallel launch or a Python round per iteration;
+* **sparse batch** (issue 19): a CPU-alone run executes its sparse
+  notify-pull iterations many to one kernel call, without a Python round
+  per iteration, the smallest of them on one thread;
 * **source-gather precompute** (section 4.1's pull): a gather of the source
   alone that reads a per-source attribute is computed once per vertex
   before the edge loop, on the CPU and on the GPU alike;
@@ -121,21 +121,29 @@ def dense_notify(active_out_edges: int, num_vertices: int) -> bool:
 
 
 def sparse_batch(active_out_edges: int, num_edges: int, num_vertices: int, rho: float,
-                 max_edges: int, forced: str = "auto") -> bool:
-    """Whether a CPU-alone iteration runs in a serial batch of iterations
+                 enabled: bool = True, forced: str = "auto") -> bool:
+    """Whether a CPU-alone iteration runs in a batch of iterations
     (:func:`garaphpy.kernels.cpu.sparse_iterations`) rather than on its own.
 
-    True when the iteration would be a notify-pull (:func:`choose_direction`)
-    with the sparse notify (not :func:`dense_notify`) and its frontier has
-    at most ``max_edges`` out-edges (``config.CPU_SPARSE_BATCH_EDGES``; 0:
-    never): the same work, without a parallel launch and a Python round per
+    True when batches are ``enabled`` (``config.CPU_SPARSE_BATCH``), the
+    direction is not forced, and the iteration would be a notify-pull
+    (:func:`choose_direction`) with the sparse notify (not
+    :func:`dense_notify`): the same work, without a Python round per
     iteration.  The batch kernel applies the same test before each of its
     steps, so every batched iteration is one this rule admits.
     """
-    return (forced == "auto" and 0 < max_edges and active_out_edges <= max_edges
+    return (enabled and forced == "auto"
             and choose_direction(active_fraction(active_out_edges, num_edges), rho)
             == "notify-pull"
             and not dense_notify(active_out_edges, num_vertices))
+
+
+def serial_step(active_out_edges: int, serial_edges: int) -> bool:
+    """Whether a batched iteration runs on one thread: its frontier has at most
+    ``serial_edges`` out-edges (``config.CPU_SERIAL_STEP_EDGES``), where a
+    parallel launch would cost more than it saves.  (Applied inside the
+    batch kernel; recorded per iteration.)"""
+    return active_out_edges <= serial_edges
 
 
 # -- the source-gather precompute ---------------------------------------------------------
