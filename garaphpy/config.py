@@ -233,9 +233,9 @@ CPU_CHUNKS_PER_THREAD = 4
 #: (issue 19); False: one call per iteration.
 CPU_SPARSE_BATCH = True
 
-#: In such a call, an iteration whose frontier has at most this many
-#: out-edges runs on one thread (no parallel launch); larger ones run the
-#: parallel kernels.
+#: In such a call, an iteration's notify over at most this many out-edges,
+#: and its gather over at most this many in-edges, run on one thread (no
+#: parallel launch); larger ones run the parallel kernels.
 CPU_SERIAL_STEP_EDGES = 4096
 
 #: At most this many iterations per such call: records, ``on_iteration``,

@@ -292,7 +292,7 @@ def test_kernel_leaves_no_claimed_flag_and_counts_like_numpy(serial_edges):
         compiled.identity, np.array([root]), out_offsets, out_targets, in_offsets, sources,
         np.zeros(1), values, values, False, attrs, np.zeros(1), n, m, 1, 64, serial_edges,
         1.0, 0, -np.inf, claimed, 4, counters, changes)
-    np.testing.assert_array_equal(counters[:steps, 5], counters[:steps, 1] <= serial_edges)
+    np.testing.assert_array_equal(counters[:steps, 5], counters[:steps, 3] <= serial_edges)
     assert steps > 3
     assert not claimed.any()
     # NumPy: the frontier's out-neighbours each step; depth = first step reached

@@ -512,7 +512,7 @@ def sum_over(vertices, values):
 
 
 #: Columns of :func:`sparse_iterations`'s per-iteration counters ("serial": 1
-#: when the step ran on the calling thread alone).
+#: when the step's gather ran on the calling thread alone).
 SPARSE_COUNTERS = ("active_vertices", "active_out_edges", "updated_vertices",
                    "edges_processed", "activated", "serial")
 
@@ -533,10 +533,12 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
     the next frontier when activated; a synchronous run reads
     ``values_read``, writes ``values_write`` and commits the notified
     vertices after the step, an asynchronous one passes the same array
-    twice.  A step whose frontier has at most ``serial_edges`` out-edges
-    runs on this thread alone; a larger one calls the parallel kernels of
-    the engine's own notify-pull (:func:`notify`, :func:`pull_vertices`,
-    ``chunks`` chunks), without a return to Python in between.
+    twice.  The notify of a frontier with at most ``serial_edges``
+    out-edges, and the gather of notified vertices with at most
+    ``serial_edges`` in-edges, run on this thread alone; larger ones call
+    the parallel kernels of the engine's own notify-pull (:func:`notify`,
+    :func:`pull_vertices`, ``chunks`` chunks), without a return to Python
+    in between.
 
     Steps run while the frontier's out-edges ``a`` satisfy the engine's own
     choices: ``a / num_edges <= direction_threshold`` (notify-pull, not
@@ -565,9 +567,8 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
         if fraction > direction_threshold or active_edges * dense_factor > num_vertices:
             break
         iteration = first_iteration + steps
-        serial = active_edges <= serial_edges
-        if serial:
-            notified = np.empty(active_edges, np.int64)
+        if active_edges <= serial_edges:
+            buffer = np.empty(active_edges, np.int64)
             count = 0
             for i in range(size):
                 u = current[i]
@@ -575,21 +576,28 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
                     w = out_targets[e]
                     if claimed[w] == 0:
                         claimed[w] = 1
-                        notified[count] = w
+                        buffer[count] = w
                         count += 1
+            notified = buffer[:count].copy()
+            for i in range(count):
+                claimed[notified[i]] = 0
+        else:
+            notified = notify(current, prefix, out_offsets, out_targets, claimed, chunks)
+            reset_flags(notified, claimed)
+            count = notified.shape[0]
+        in_prefix = degree_prefix(notified, in_offsets)
+        edges = in_prefix[count]
+        serial = edges <= serial_edges
+        if serial:
             following = np.empty(count, np.int64)
             change = 0.0
-            edges = 0
             activated = 0
             for i in range(count):
                 v = notified[i]
-                claimed[v] = 0
                 accum = identity
-                first, end = in_offsets[v], in_offsets[v + 1]
-                for e in range(first, end):
+                for e in range(in_offsets[v], in_offsets[v + 1]):
                     accum = combine(accum, gather_call(values_read, weights, attrs, sources[e],
                                                        v, e))
-                edges += end - first
                 flag, delta = _update_vertex(apply_call, activate_call, attrs, aggregates,
                                              num_vertices, iteration, v, accum, values_read,
                                              values_write)
@@ -603,10 +611,6 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
                     v = notified[i]
                     values_read[v] = values_write[v]
         else:
-            notified = notify(current, prefix, out_offsets, out_targets, claimed, chunks)
-            reset_flags(notified, claimed)
-            count = notified.shape[0]
-            in_prefix = degree_prefix(notified, in_offsets)
             edge_starts = np.empty(count, np.int64)
             for i in range(count):
                 edge_starts[i] = in_offsets[notified[i]]
@@ -616,7 +620,6 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
                                       values_read, values_write, attrs, aggregates,
                                       num_vertices, iteration, chunks, stats)
             change = stats[0]
-            edges = in_prefix[count]
             activated = following.shape[0]
             if synchronous:
                 commit_vertices(notified, values_write, values_read)

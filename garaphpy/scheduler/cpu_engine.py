@@ -390,7 +390,7 @@ class CpuEngine:
                 dense_notify={"active_out_edges": edges, "num_vertices": arrays.num_vertices,
                               "choice": False},
                 sparse_batch={"steps": taken, "choice": True},
-                serial_step={"active_out_edges": edges, "serial_edges": serial_edges,
+                serial_step={"edges_processed": processed, "serial_edges": serial_edges,
                              "choice": bool(serial)})
             records.append(record)
         return records

@@ -138,12 +138,14 @@ def sparse_batch(active_out_edges: int, num_edges: int, num_vertices: int, rho: 
             and not dense_notify(active_out_edges, num_vertices))
 
 
-def serial_step(active_out_edges: int, serial_edges: int) -> bool:
-    """Whether a batched iteration runs on one thread: its frontier has at most
-    ``serial_edges`` out-edges (``config.CPU_SERIAL_STEP_EDGES``), where a
-    parallel launch would cost more than it saves.  (Applied inside the
-    batch kernel; recorded per iteration.)"""
-    return active_out_edges <= serial_edges
+def serial_step(edges: int, serial_edges: int) -> bool:
+    """Whether a part of a batched iteration runs on one thread: the notify when
+    the frontier has at most ``serial_edges`` out-edges, the gather when the
+    notified vertices have at most ``serial_edges`` in-edges
+    (``config.CPU_SERIAL_STEP_EDGES``), below which a parallel launch costs
+    more than it saves.  Applied inside the batch kernel; the gather's choice
+    (the larger part on power-law graphs) is recorded per iteration."""
+    return edges <= serial_edges
 
 
 # -- the source-gather precompute ---------------------------------------------------------
