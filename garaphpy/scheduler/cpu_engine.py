@@ -208,6 +208,10 @@ class CpuEngine:
                 else (decisions.choose_direction(
                     decisions.active_fraction(active_edges, arrays.num_edges), self.rho),)
         for direction in directions:
+            if direction == "batch" and self.compiled.kernels.sparse_iterations.signatures:
+                # compiled in this process already: a warm-up (and the compile
+                # announcement's timer thread) would cost a run more than the batch saves
+                self.warm_directions.add(direction)
             if direction not in self.warm_directions:
                 with self.compiled.compiling():
                     {"pull": self._warm_up_pull, "notify-pull": self._warm_up_notify_pull,
