@@ -23,6 +23,10 @@ from garaphpy.scheduler import decisions
 from references import (assert_program_values, bfs_scipy, components_scipy, run_engine,
                         run_engine_quietly, sssp_scipy)
 
+#: Left out of the fast subset (``-m "not slow"``): the other programs and
+#: executions of a case whose first one stays in it.
+slow = pytest.mark.slow
+
 #: Record fields a batched iteration must share with the same iteration run alone.
 RECORD_FIELDS = ("iteration", "mode", "direction", "forced", "active_fraction", "rho",
                  "active_vertices", "updated_vertices", "edges_processed", "activated",
@@ -116,8 +120,10 @@ def test_rule_runs_small_steps_on_one_thread():
 
 
 # -- batched iterations are the engine's own -----------------------------------------------
-@pytest.mark.parametrize("execution", ["sync", "async"])
-@pytest.mark.parametrize("name", ["bfs", "sssp", "cc"])
+@pytest.mark.parametrize("name, execution", [
+    ("bfs", "sync"), pytest.param("bfs", "async", marks=slow),
+    pytest.param("sssp", "sync", marks=slow), ("sssp", "async"),
+    pytest.param("cc", "sync", marks=slow), pytest.param("cc", "async", marks=slow)])
 def test_grid_runs_equal_unbatched_runs_and_scipy(grid, name, execution, batching):
     sources = [] if name == "cc" else [41]
     on, off = run_both(grid, name, sources, batching, execution=execution, threads=2)
@@ -133,8 +139,9 @@ def test_grid_runs_equal_unbatched_runs_and_scipy(grid, name, execution, batchin
         assert_same_records(on, off)
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("name", ["bfs", "sssp"])
+@pytest.mark.parametrize("name, threads", [
+    ("bfs", 1), pytest.param("bfs", 2, marks=slow), pytest.param("sssp", 1, marks=slow),
+    ("sssp", 2)])
 def test_chain_is_one_batch_after_another(chain, name, threads, batching):
     on, off = run_both(chain, name, [0], batching, execution="sync", threads=threads)
     assert len(on.iterations) == chain.num_vertices          # one vertex a step, then empty
@@ -145,8 +152,10 @@ def test_chain_is_one_batch_after_another(chain, name, threads, batching):
     assert_program_values(name, on.values, reference(chain, name, [0]))
 
 
-@pytest.mark.parametrize("execution", ["sync", "async"])
-@pytest.mark.parametrize("name", ["bfs", "sssp", "cc"])
+@pytest.mark.parametrize("name, execution", [
+    pytest.param("bfs", "sync", marks=slow), pytest.param("bfs", "async", marks=slow),
+    pytest.param("sssp", "sync", marks=slow), pytest.param("sssp", "async", marks=slow),
+    ("cc", "sync"), pytest.param("cc", "async", marks=slow)])
 def test_snap_graph_runs_equal_unbatched_runs_and_scipy(snap, name, execution, batching):
     sources = [] if name == "cc" else [0]
     on, off = run_both(snap, name, sources, batching, execution=execution, threads=2)
@@ -160,7 +169,7 @@ def test_snap_graph_runs_equal_unbatched_runs_and_scipy(snap, name, execution, b
 
 @pytest.mark.parametrize("serial_edges, kinds", [(0, {False}), (16, {True, False}),
                                                   (4096, {True})])
-@pytest.mark.parametrize("name", ["bfs", "sssp"])
+@pytest.mark.parametrize("name", ["bfs", pytest.param("sssp", marks=slow)])
 def test_grid_steps_serial_parallel_or_both(grid, name, serial_edges, kinds, batching):
     on, off = run_both(grid, name, [41], batching, serial_edges=serial_edges,
                        execution="sync", threads=2)
@@ -243,6 +252,7 @@ def test_checkpoints_stay_due_and_resume_exactly(chain, tmp_path, batching):
 
 
 # -- runs that never batch -----------------------------------------------------------------
+@slow
 def test_programs_with_aggregates_are_not_batched(chain, batching):
     result = run_engine_quietly(chain, "pagerank", mode="cpu", threads=2, max_iterations=5)
     assert batched(result) == 0
