@@ -151,7 +151,7 @@ def run_script(name: str, *arguments: str, timeout: int = 900) -> subprocess.Com
 @pytest.mark.parametrize("script", ["gpu.py", "pull_variants.py", "modes.py", "disk.py",
                                     "wait_policy.py", "cpu.py", "checkpoint.py",
                                     "preprocess.py", "parse_speed.py", "pull_phases.py",
-                                    "modes_oracle.py"])
+                                    "modes_oracle.py", "sparse_batch.py"])
 def test_every_script_parses_help_without_a_gpu(script):
     completed = run_script(script, "--help", timeout=300)
     assert completed.returncode == 0, completed.stderr
@@ -189,6 +189,20 @@ def test_cpu_script_on_a_tiny_graph(tmp_path):
     names = {row["case"] for row in rows_of(rows)}
     assert {"pull/engine", "pull/bare", "pull/bare-contrib"} <= names
     assert any(name.startswith("overhead/") for name in names)
+
+
+@pytest.mark.slow
+def test_sparse_batch_script_on_a_tiny_grid(tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    completed = run_script("sparse_batch.py", "--graphs", "grid:12x10", "--programs", "bfs",
+                           "--threads", "1", "--trials", "1", "--store-dir", str(tmp_path),
+                           "--json", str(rows), "--quiet")
+    assert completed.returncode == 0, completed.stderr
+    cases = {row["case"]: row for row in rows_of(rows) if "verification" in row}
+    assert set(cases) == {"grid:12x10/bfs/on", "grid:12x10/bfs/off"}
+    assert all(row["verification"]["status"] == "passed" for row in cases.values())
+    assert cases["grid:12x10/bfs/on"]["metrics"][0]["batched"] > 0
+    assert cases["grid:12x10/bfs/off"]["metrics"][0]["batched"] == 0
 
 
 @pytest.mark.slow

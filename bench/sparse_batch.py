@@ -1,0 +1,148 @@
+"""Batches of sparse CPU iterations on and off (issue 19; Garaph section 4.1's notify-pull).
+
+A run on the CPU alone executes its notify-pull iterations with the sparse
+notify many to one kernel call (``kernels.cpu.sparse_iterations``); each is
+the engine's own iteration, without the Python round and the launches of a
+call per iteration.  This script times whole runs with batches on and off
+(``config.CPU_SPARSE_BATCH``), everything else equal.
+
+What runs
+    BFS, SSSP and CC (``--programs``) on CPU-only runs (``--threads``,
+    default all cores), ``--execution`` sync by default (the records of
+    both runs are then equal, which the verification checks); BFS and SSSP
+    from the vertex of largest out-degree (on a grid, vertex ``WIDTH + 1``).
+Graphs
+    ``--graphs``: generator specs (``grid:WxH``, ``rmat:SCALE``, weighted)
+    or SNAP files (weighted by the hash rule), comma-separated; stores built
+    once into ``--store-dir`` (default: a temporary directory).
+Timing
+    Per (graph, program, on/off) a case of bench/harness.py: ``--warmup``
+    untimed runs, then ``--trials`` runs; ``Result.seconds`` (the
+    iterations' time); the table gives the medians and off / on.
+Correctness
+    Every trial's values must equal the first unbatched trial's, and in
+    synchronous runs its iteration records' counters too; a mismatch fails
+    the row and makes the exit status 1.
+
+Usage (from the repository root)::
+
+    python bench/sparse_batch.py [--graphs grid:1000x1000,rmat:18,FILE] [--programs bfs,sssp,cc]
+        [--threads N] [--execution sync|async] [--store-dir DIR] [--trials 3] [--json rows.jsonl]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+import harness  # noqa: E402
+
+import garaphpy  # noqa: E402
+from garaphpy import config  # noqa: E402
+
+#: Record counters a batched iteration shares with the same iteration run alone.
+COUNTERS = ("direction", "active_vertices", "updated_vertices", "edges_processed", "activated")
+
+
+def load(spec: str, store_dir: Path) -> garaphpy.Graph:
+    """A generator spec (weighted) or a SNAP file (hash-weighted), built once."""
+    name = Path(spec).name if Path(spec).exists() else spec
+    store = store_dir / name.replace(":", "_").replace("/", "_")
+    if Path(spec).exists():
+        return garaphpy.Graph.load(spec, store=store, weights="hash", progress=False)
+    options = {"weighted": True} if spec.startswith("rmat") else None
+    return garaphpy.Graph.load(spec, store=store, generator_options=options, progress=False)
+
+
+def source_of(spec: str, graph: garaphpy.Graph) -> int:
+    """The user id runs start from: WIDTH + 1 on a grid, else the top out-degree."""
+    if spec.startswith("grid:"):
+        return int(spec.split(":")[1].split("x")[0]) + 1
+    top = int(np.argmax(np.diff(graph.store.out_offsets)))
+    return int(graph.original_ids(np.array([top]))[0])
+
+
+def run(graph, program: str, options: dict, batched: bool) -> harness.Measurement:
+    config.CPU_SPARSE_BATCH = batched
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", garaphpy.NotConvergedWarning)
+        result = garaphpy.run(graph, program, **options)
+    return harness.Measurement(result=result, seconds=result.seconds, metrics={
+        "iterations": result.num_iterations,
+        "batched": sum("sparse_batch" in r.decisions for r in result.iterations)})
+
+
+def same_as(reference: dict, synchronous: bool):
+    """The verification of a case: values (and sync counters) equal the reference's."""
+    def verify(result) -> str | None:
+        if "result" not in reference:
+            reference["result"] = result
+        expected = reference["result"]
+        if not np.array_equal(result.values, expected.values):
+            return "values differ from the unbatched run's"
+        if synchronous and [[getattr(r, c) for c in COUNTERS] for r in result.iterations] != \
+                [[getattr(r, c) for c in COUNTERS] for r in expected.iterations]:
+            return "iteration counters differ from the unbatched run's"
+        return None
+    return verify
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--graphs", default="grid:1000x1000,rmat:18",
+                        help="comma-separated generator specs or SNAP files")
+    parser.add_argument("--programs", default="bfs,sssp,cc")
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--execution", choices=("sync", "async"), default="sync")
+    parser.add_argument("--store-dir", default=None)
+    harness.add_common_options(parser)
+    args = parser.parse_args(argv)
+    harness.check_common_options(parser, args)
+    store_dir = Path(args.store_dir or tempfile.mkdtemp(prefix="garaphpy-batch-"))
+    cases = []
+    for spec in args.graphs.split(","):
+        graph = load(spec, store_dir)
+        for program in args.programs.split(","):
+            options = {"mode": "cpu", "threads": args.threads, "execution": args.execution}
+            if program != "cc":
+                options["sources"] = [source_of(spec, graph)]
+            reference = {}
+            # unbatched first: its first trial is the reference of both
+            for batched in (False, True):
+                cases.append(harness.Case(
+                    f"{spec}/{program}/{'on' if batched else 'off'}",
+                    lambda graph=graph, program=program, options=options, batched=batched:
+                        run(graph, program, options, batched),
+                    params={"graph": spec, "program": program, "batched": batched,
+                            "execution": args.execution, "threads": args.threads},
+                    verify=same_as(reference, args.execution == "sync")))
+    rows = harness.run_cases("sparse_batch", cases, args)
+    print(f"\n== batches of sparse CPU iterations, median of {args.trials} runs "
+          f"({args.execution}, threads {args.threads or 'all'})")
+    print(f"{'graph':28s} {'program':8s} {'iters':>6s} {'batched':>8s} {'on ms':>10s} "
+          f"{'off ms':>10s} {'off/on':>7s}  check")
+    figures = []
+    for on, off in zip(rows[1::2], rows[0::2]):
+        params, last = on["params"], on["metrics"][-1]
+        ratio = off["median_s"] / on["median_s"]
+        ok = all(r["verification"]["status"] == harness.PASSED for r in (on, off))
+        print(f"{params['graph'][-28:]:28s} {params['program']:8s} {last['iterations']:6d} "
+              f"{last['batched']:8d} {on['median_s'] * 1e3:10.1f} {off['median_s'] * 1e3:10.1f} "
+              f"{ratio:7.2f}  {'ok' if ok else 'FAILED'}")
+        figures.append({**params, "on_s": on["median_s"], "off_s": off["median_s"],
+                        "speed_up": ratio})
+    harness.write_record(args.json, "sparse_batch", "summary", {"rows": figures})
+    return harness.exit_status(rows)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
