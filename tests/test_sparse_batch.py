@@ -17,7 +17,7 @@ import pytest
 
 import garaphpy
 from garaphpy import config
-from garaphpy.program import VertexProgram
+from garaphpy.programs import SSSP
 from garaphpy.scheduler import decisions
 
 from references import (assert_program_values, bfs_scipy, components_scipy, run_engine,
@@ -190,26 +190,12 @@ def test_max_iterations_inside_a_batch_stops_exactly_there(chain, limit, batchin
     np.testing.assert_array_equal(on.values, np.where(depth <= limit, depth, -1))
 
 
-class CappedDistance(VertexProgram):
-    """Distances below a cap of 1000 (the initial value): along a chain the L1
-    change of step k is 1000 - d(k), falling as the distances grow."""
-
-    sum = "min"
-    initially_active = "sources"
-    needs_weights = True
-    needs_sources = True
+class CappedDistance(SSSP):
+    """SSSP's distances below a cap of 1000 (the initial value): along a chain
+    the L1 change of step k is 1000 - d(k), falling as the distances grow."""
 
     def init(is_source):
         return 0.0 if is_source else 1000.0
-
-    def gather(src, weight):
-        return src + weight
-
-    def apply(value, accum):
-        return min(value, accum)
-
-    def activate(new, old):
-        return new < old
 
 
 def test_tolerance_stops_at_the_same_iteration(chain, batching):

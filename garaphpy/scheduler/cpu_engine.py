@@ -389,13 +389,14 @@ class CpuEngine:
                                      edges_processed=processed, activated=activated,
                                      l1_change=float(changes[step]), cpu_edges=processed,
                                      cpu_busy_seconds=seconds, seconds=seconds)
-            record.decisions.update(
-                direction={"f": f, "rho": self.rho, "forced": "auto", "choice": "notify-pull"},
-                dense_notify={"active_out_edges": edges, "num_vertices": arrays.num_vertices,
-                              "choice": False},
-                sparse_batch={"steps": taken, "choice": True},
-                serial_step={"edges_processed": processed, "serial_edges": serial_edges,
-                             "choice": bool(serial)})
+            # the kernel made these choices by the rules of the decisions module
+            decisions.note(record, "direction", "notify-pull", f=f, rho=self.rho,
+                           forced="auto")
+            decisions.note(record, "dense_notify", False, active_out_edges=edges,
+                           num_vertices=arrays.num_vertices)
+            decisions.note(record, "sparse_batch", True, steps=taken)
+            decisions.note(record, "serial_step", bool(serial), edges_processed=processed,
+                           serial_edges=serial_edges)
             records.append(record)
         return records
 
