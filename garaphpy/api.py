@@ -164,7 +164,10 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
         over pages streamed to or resident on the GPU; needs cupy and a CUDA
         device).
     execution : {"sync", "async"}, optional
-        Default: the program's.
+        Default: the program's ``execution``; for a run on the CPU alone
+        (``mode="cpu"``, or ``hybrid`` without a usable GPU), its
+        ``cpu_execution`` where it declares one (the built-in BFS, SSSP, CC
+        and SSWP run asynchronously there: same values, fewer iterations).
     max_iterations : int, optional
         Default: the program's.
     tolerance : float, optional
@@ -292,7 +295,8 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
         mode = _hybrid_or_fallback()
     if mode == "gpu" and direction == "notify-pull":
         raise ConfigError("direction='notify-pull' is a CPU direction; the GPU always pulls")
-    execution = execution or program.execution
+    execution = direction_policy.run_execution(execution, mode, program.execution,
+                                               program.cpu_execution)
     if execution not in EXECUTIONS:
         raise ConfigError(f"execution={execution!r}: expected one of {EXECUTIONS}")
     if direction not in DIRECTIONS:

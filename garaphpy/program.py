@@ -333,6 +333,14 @@ class VertexProgram:
     execution : {"sync", "async"}
         Default execution: synchronous (committed at the end of each
         iteration, deterministic) or asynchronous (visible at once).
+    cpu_execution : {"sync", "async"} or None
+        Default execution of a run on the CPU alone, where it differs
+        (None: ``execution``).  Declare ``"async"`` only for a program
+        whose values do not depend on the order of updates: a min or max
+        sum whose apply keeps the better of the old value and the sum and
+        whose gather is monotone (BFS, SSSP, CC, SSWP), which then reaches
+        the same fixed point in fewer iterations (updates made earlier in
+        an iteration are read later in it).
     max_iterations : int
         Default iteration limit.
     initially_active : {"all", "sources"}
@@ -373,6 +381,7 @@ class VertexProgram:
     accum_dtype = None
     sum = "add"
     execution = "sync"
+    cpu_execution = None
     max_iterations = 100
     initially_active = "all"
     needs_weights = False
@@ -486,6 +495,9 @@ def _check_program_class(cls) -> dict:
                            f"{WEIGHT_DOMAINS}")
     if cls.execution not in ("sync", "async"):
         raise ProgramError(f"{where}: execution = {cls.execution!r}; expected 'sync' or 'async'")
+    if cls.cpu_execution not in (None, "sync", "async"):
+        raise ProgramError(f"{where}: cpu_execution = {cls.cpu_execution!r}; expected None, "
+                           "'sync' or 'async'")
     if cls.initially_active not in ("all", "sources"):
         raise ProgramError(f"{where}: initially_active = {cls.initially_active!r}; expected "
                            "'all' or 'sources'")

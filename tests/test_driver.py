@@ -119,7 +119,7 @@ def test_cpu_run_is_the_driver_with_the_cpu_alone(graph, built_drivers):
 @pytest.mark.parametrize("direction", ["auto", "pull", "notify-pull"])
 def test_cpu_alone_driver_equals_the_cpu_engine_iterated_directly(graph, direction):
     result = garaphpy.run(graph, SSSP(), mode="cpu", sources=[0], threads=2,
-                          direction=direction)
+                          direction=direction, execution="sync")
     engine = bare_cpu_engine(graph, SSSP(), [0], direction)
     values, records, converged = iterate_engine(engine, SSSP(), direction)
 
@@ -142,17 +142,17 @@ def test_cpu_alone_driver_pagerank_records_equal_the_engines(graph):
 
 
 def test_cpu_alone_checkpoint_and_resume_through_the_driver(graph, tmp_path):
-    whole = garaphpy.run(graph, SSSP(), mode="cpu", sources=[0], threads=2)
+    whole = garaphpy.run(graph, SSSP(), mode="cpu", sources=[0], threads=2, execution="sync")
 
     def stop_after_four(record):
         if record.iteration == 4:
             raise RuntimeError("stopped")
 
     with pytest.raises(RuntimeError, match="stopped"):
-        garaphpy.run(graph, SSSP(), mode="cpu", sources=[0], threads=2,
+        garaphpy.run(graph, SSSP(), mode="cpu", sources=[0], threads=2, execution="sync",
                      checkpoint_dir=tmp_path, checkpoint_every=2, keep_checkpoints=True,
                      on_iteration=stop_after_four)
-    resumed = garaphpy.run(graph, SSSP(), mode="cpu", sources=[0], threads=2,
+    resumed = garaphpy.run(graph, SSSP(), mode="cpu", sources=[0], threads=2, execution="sync",
                            checkpoint_dir=tmp_path, checkpoint_every=2, resume=True)
     assert resumed.resumed_from is not None
     np.testing.assert_array_equal(resumed.values, whole.values)

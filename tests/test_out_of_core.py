@@ -53,7 +53,10 @@ def sources_of(name):
 
 
 def run_quietly(graph, name, **options):
-    options = {"mode": "cpu", "threads": THREADS, "max_iterations": LIMIT, **options}
+    """A CPU run; synchronous unless asked (the built-in min/max programs run
+    asynchronously on the CPU by default, whose iterations vary from run to run)."""
+    options = {"mode": "cpu", "threads": THREADS, "max_iterations": LIMIT,
+               "execution": "sync", **options}
     return ref.run_engine_quietly(graph, get_program(name), sources_of(name), **options)
 
 
@@ -416,6 +419,7 @@ def write_config(directory: Path, extra: str = "") -> Path:
         f'[store]\npath = "store"\nstorage_dirs = ["ssd1", "ssd2"]\n'
         'max_shard_edges = 512\nmax_page_bytes = 16384\n'
         f'[run]\nprogram = "sssp"\nsources = 0\nmode = "cpu"\nthreads = {THREADS}\n'
+        'execution = "sync"\n'
         f'read_ratio = {K}\n{extra}'
         '[output]\nvalues = "values.npy"\niterations = "iterations.jsonl"\n')
     return path

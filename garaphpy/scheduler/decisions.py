@@ -148,6 +148,17 @@ def serial_step(edges: int, serial_edges: int) -> bool:
     return edges <= serial_edges
 
 
+def run_execution(asked: str | None, mode: str, execution: str,
+                  cpu_execution: str | None) -> str:
+    """A run's execution: the one asked for, else the program's ``cpu_execution``
+    on the CPU alone where it declares one (issue 19: a min/max program
+    reaches its fixed point in fewer iterations asynchronously), else its
+    ``execution``."""
+    if asked:
+        return asked
+    return cpu_execution if mode == "cpu" and cpu_execution else execution
+
+
 # -- the source-gather precompute ---------------------------------------------------------
 def precompute_source_gathers(direction: str, synchronous: bool,
                               gather_parameters: frozenset, enabled: bool = True) -> bool:

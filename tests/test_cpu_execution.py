@@ -1,0 +1,120 @@
+"""The execution of a run on the CPU alone (issue 19: fewer iterations).
+
+A program may declare ``cpu_execution``: the execution a run on the CPU
+alone uses when the user asks for none.  The built-in min/max programs
+(BFS, SSSP, CC, SSWP) declare ``"async"``: updates made earlier in an
+iteration are read later in it, so they reach the same fixed point in fewer
+iterations.  Checked here: the rule, the declaration's validation, and that
+the default CPU run's values equal the synchronous run's and SciPy's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import garaphpy
+from garaphpy.program import ProgramError, VertexProgram
+from garaphpy.scheduler import decisions
+
+from references import (assert_program_values, bfs_scipy, components_scipy, run_engine,
+                        sssp_scipy, sswp_heap)
+
+
+def test_rule_asked_then_cpu_execution_on_the_cpu_alone_then_execution():
+    rule = decisions.run_execution
+    assert rule(None, "cpu", "sync", "async") == "async"
+    assert rule("sync", "cpu", "sync", "async") == "sync"           # the user's choice wins
+    assert rule(None, "gpu", "sync", "async") == "sync"
+    assert rule(None, "hybrid", "sync", "async") == "sync"
+    assert rule(None, "cpu", "sync", None) == "sync"
+    assert rule(None, "cpu", "async", None) == "async"
+
+
+def test_cpu_execution_must_be_sync_async_or_none():
+    with pytest.raises(ProgramError, match="cpu_execution = 'fast'"):
+        class Bad(VertexProgram):
+            sum = "min"
+            cpu_execution = "fast"
+
+            def gather(src):
+                return src
+
+            def apply(value, accum):
+                return min(value, accum)
+
+
+class OwnMin(VertexProgram):
+    """A user's min program that declares the asynchronous CPU execution."""
+
+    sum = "min"
+    cpu_execution = "async"
+    value_dtype = np.int64
+    max_iterations = 10_000
+
+    def init(vertex):
+        return vertex
+
+    def gather(src):
+        return src
+
+    def apply(value, accum):
+        return min(value, accum)
+
+    def activate(new, old):
+        return new < old
+
+
+@pytest.fixture(scope="module")
+def grid(tmp_path_factory):
+    return garaphpy.Graph.load("grid:60x40", store=tmp_path_factory.mktemp("grid") / "s",
+                               progress=False)
+
+
+@pytest.fixture(scope="module")
+def snap(tmp_path_factory, request):
+    path = request.config.rootpath / "examples" / "graphs" / "sample-web.txt.gz"
+    return garaphpy.Graph.load(path, store=tmp_path_factory.mktemp("snap") / "s",
+                               weights="hash", progress=False)
+
+
+REFERENCES = {"bfs": bfs_scipy, "sssp": sssp_scipy, "sswp": sswp_heap,
+              "cc": lambda graph, sources: components_scipy(graph)}
+
+
+@pytest.mark.parametrize("graph_name", ["grid", "snap"])
+@pytest.mark.parametrize("name", ["bfs", "sssp", "sswp", "cc"])
+def test_builtin_min_max_programs_run_async_on_the_cpu_with_the_same_values(
+        request, graph_name, name):
+    graph = request.getfixturevalue(graph_name)
+    sources = [] if name == "cc" else [0]
+    default = run_engine(graph, name, sources, mode="cpu", threads=2)
+    synchronous = run_engine(graph, name, sources, mode="cpu", threads=2, execution="sync")
+    assert default.execution == "async" and synchronous.execution == "sync"
+    assert default.converged and synchronous.converged
+    assert_program_values(name, default.values, synchronous.values)
+    assert_program_values(name, default.values, REFERENCES[name](graph, sources))
+    assert default.num_iterations <= synchronous.num_iterations
+    report = default.program.verify(default.graph, default)
+    assert report.ok, str(report)
+
+
+def test_label_propagation_on_a_grid_takes_a_few_sweeps_instead_of_its_diameter(grid):
+    default = garaphpy.run(grid, "cc", mode="cpu", threads=1)
+    synchronous = garaphpy.run(grid, "cc", mode="cpu", threads=1, execution="sync")
+    # vertex ids run along the rows: one in-place sweep carries the smallest label far
+    assert synchronous.num_iterations >= 60 + 40 - 1
+    assert default.num_iterations <= 4
+    np.testing.assert_array_equal(default.values, synchronous.values)
+
+
+def test_user_program_declaring_it_runs_async_on_the_cpu_only(grid):
+    result = garaphpy.run(grid, OwnMin(), mode="cpu", threads=2)
+    assert result.execution == "async"
+    np.testing.assert_array_equal(result.values, components_scipy(grid))
+
+
+def test_programs_without_it_keep_their_execution(grid):
+    result = garaphpy.run(grid, "pagerank", mode="cpu", threads=2, max_iterations=3,
+                          tolerance=0.0)
+    assert result.execution == "sync"
