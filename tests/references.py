@@ -221,6 +221,17 @@ def run_engine_quietly(graph, program, sources=(), **options):
         return run_engine(graph, program, sources, **options)
 
 
+def run_engine_like_gpu(graph, program, sources=(), **options):
+    """:func:`run_engine_quietly`, with a CPU run in the program's own
+    ``execution`` unless one is asked for (not its ``cpu_execution``), so that
+    the CPU reference of a GPU or hybrid run does the same iterations."""
+    import garaphpy.api
+
+    if options.get("mode") == "cpu" and options.get("execution") is None:
+        options["execution"] = garaphpy.api._program_instance(program).execution
+    return run_engine_quietly(graph, program, sources, **options)
+
+
 #: Built-in programs whose results are exact (integers, min, max): compared bitwise.
 EXACT_PROGRAMS = frozenset({"bfs", "sssp", "cc", "sswp"})
 

@@ -46,7 +46,7 @@ def cupy_missing() -> bool:
     return False
 
 
-run_quietly = ref.run_engine_quietly
+run_quietly = ref.run_engine_like_gpu
 
 
 def gpu_program(name):

@@ -33,7 +33,7 @@ PROGRAMS = list(BUILTIN_PROGRAMS)
 ITERATIONS = {"max_iterations": 40}
 
 
-run_quietly = ref.run_engine_quietly
+run_quietly = ref.run_engine_like_gpu
 assert_matches = ref.assert_program_values
 
 
