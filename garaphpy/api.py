@@ -166,8 +166,8 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
     execution : {"sync", "async"}, optional
         Default: the program's ``execution``; for a run on the CPU alone
         (``mode="cpu"``, or ``hybrid`` without a usable GPU), its
-        ``cpu_execution`` where it declares one (the built-in BFS, SSSP, CC
-        and SSWP run asynchronously there: same values, fewer iterations).
+        ``cpu_execution`` where it declares one (the built-in SSSP, CC and
+        SSWP run asynchronously there: same values, fewer iterations).
     max_iterations : int, optional
         Default: the program's.
     tolerance : float, optional

@@ -222,4 +222,4 @@ def test_hybrid_is_the_default_and_falls_back_to_the_cpu_with_one_warning(tmp_pa
     captured = capsys.readouterr()
     assert captured.err.count("garaphpy: warning: mode='hybrid' runs on the CPU only: "
                               "no CUDA device (test)") == 1
-    assert "(cpu, async)" in captured.out and "verify: PASSED" in captured.out
+    assert "(cpu, sync)" in captured.out and "verify: PASSED" in captured.out

@@ -1,10 +1,10 @@
 """The execution of a run on the CPU alone (issue 19: fewer iterations).
 
 A program may declare ``cpu_execution``: the execution a run on the CPU
-alone uses when the user asks for none.  The built-in min/max programs
-(BFS, SSSP, CC, SSWP) declare ``"async"``: updates made earlier in an
-iteration are read later in it, so they reach the same fixed point in fewer
-iterations.  Checked here: the rule, the declaration's validation, and that
+alone uses when the user asks for none.  The built-in SSSP, CC and SSWP
+declare ``"async"``: updates made earlier in an iteration are read later in
+it, so they reach the same fixed point in fewer iterations.  BFS stays
+synchronous: its iterations are the levels, and in place it gained 0.92-1.03x.  Checked here: the rule, the declaration's validation, and that
 the default CPU run's values equal the synchronous run's and SciPy's.
 """
 
@@ -83,7 +83,7 @@ REFERENCES = {"bfs": bfs_scipy, "sssp": sssp_scipy, "sswp": sswp_heap,
 
 
 @pytest.mark.parametrize("graph_name", ["grid", "snap"])
-@pytest.mark.parametrize("name", ["bfs", "sssp", "sswp", "cc"])
+@pytest.mark.parametrize("name", ["sssp", "sswp", "cc"])
 def test_builtin_min_max_programs_run_async_on_the_cpu_with_the_same_values(
         request, graph_name, name):
     graph = request.getfixturevalue(graph_name)
@@ -118,3 +118,6 @@ def test_programs_without_it_keep_their_execution(grid):
     result = garaphpy.run(grid, "pagerank", mode="cpu", threads=2, max_iterations=3,
                           tolerance=0.0)
     assert result.execution == "sync"
+    result = garaphpy.run(grid, "bfs", mode="cpu", threads=2, sources=[0])
+    assert result.execution == "sync"
+    np.testing.assert_array_equal(result.values, bfs_scipy(grid, [0]))

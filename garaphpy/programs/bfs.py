@@ -51,9 +51,9 @@ class BFS(VertexProgram):
 
     Execution
     ---------
-    sync by default; async on the CPU alone, which reaches the same depths in
-    fewer iterations; sum = min; sources active first; converges when no depth
-    drops, after at most the eccentricity + 1 iterations.
+    sync by default (async reaches the same depths); sum = min; sources
+    active first; converges when no depth drops, after at most the
+    eccentricity + 1 iterations.
 
     Verifier
     --------
@@ -67,7 +67,6 @@ class BFS(VertexProgram):
     value_name = "depth"
     sum = "min"
     execution = "sync"
-    cpu_execution = "async"     # same values, fewer iterations (see VertexProgram)
     max_iterations = 1_000_000_000
     initially_active = "sources"
     needs_sources = True
