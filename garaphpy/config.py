@@ -238,6 +238,20 @@ CPU_SPARSE_BATCH = True
 #: parallel launch); larger ones run the parallel kernels.
 CPU_SERIAL_STEP_EDGES = 4096
 
+#: A run on the CPU alone of a program final once set
+#: (``VertexProgram.final_once_set``, synchronous) skips settled vertices in its
+#: pulls and stops a vertex's gather at its activating in-edge (issue 19);
+#: False: every pull reads every in-edge.
+CPU_EARLY_EXIT = True
+
+#: Such a run pulls once the frontier's out-edges times this exceed the
+#: in-edges of the vertices not yet settled (Beamer's alpha) ...
+CPU_SETTLING_PULL_FACTOR = 15
+
+#: ... and goes back to notify-pull once its frontier shrinks below |V| / this
+#: (Beamer's beta).
+CPU_SETTLING_NOTIFY_FACTOR = 18
+
 #: At most this many iterations per such call: records, ``on_iteration``,
 #: checkpoints and Ctrl-C act between calls.
 CPU_SPARSE_BATCH_STEPS = 256
