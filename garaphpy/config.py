@@ -233,6 +233,11 @@ CPU_CHUNKS_PER_THREAD = 4
 #: (issue 19); False: one call per iteration.
 CPU_SPARSE_BATCH = True
 
+#: ... once a run has taken this many of them one by one: a run with fewer
+#: (a power-law graph's handful) gains nothing from batches and never compiles
+#: their kernel (about 2 s on a machine's first run of a program).
+CPU_SPARSE_BATCH_AFTER = 8
+
 #: In such a call, an iteration's notify over at most this many out-edges,
 #: and its gather over at most this many in-edges, run on one thread (no
 #: parallel launch); larger ones run the parallel kernels.

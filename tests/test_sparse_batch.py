@@ -58,7 +58,10 @@ def snap(tmp_path_factory, request):
 
 @pytest.fixture
 def batching(monkeypatch):
-    """Sets ``config.CPU_SPARSE_BATCH`` (and ``CPU_SERIAL_STEP_EDGES``) for one test."""
+    """Sets ``config.CPU_SPARSE_BATCH`` (and ``CPU_SERIAL_STEP_EDGES``) for one test,
+    and batches from a run's first sparse iteration (``CPU_SPARSE_BATCH_AFTER`` = 0)."""
+    monkeypatch.setattr(config, "CPU_SPARSE_BATCH_AFTER", 0)
+
     def set_batching(on, serial_edges=config.CPU_SERIAL_STEP_EDGES):
         monkeypatch.setattr(config, "CPU_SPARSE_BATCH", on)
         monkeypatch.setattr(config, "CPU_SERIAL_STEP_EDGES", serial_edges)
@@ -327,3 +330,14 @@ def test_kernel_leaves_no_claimed_flag_and_counts_like_numpy(serial_edges, early
         np.testing.assert_array_equal(settled, depth >= 0)
         assert unsettled[0] == in_degree[depth < 0].sum()
 
+
+def test_batches_start_after_the_first_single_sparse_iterations(chain):
+    after = config.CPU_SPARSE_BATCH_AFTER
+    assert after > 0
+    result = run_engine(chain, "bfs", [0], mode="cpu", threads=2)
+    single = [r for r in result.iterations if "sparse_batch" not in r.decisions]
+    assert [r.iteration for r in single] == list(range(after))
+    assert batched(result) == len(result.iterations) - after
+    np.testing.assert_array_equal(result.values, bfs_scipy(chain, [0]))
+    short = run_engine(chain, "bfs", [0], mode="cpu", threads=2, max_iterations=after)
+    assert batched(short) == 0

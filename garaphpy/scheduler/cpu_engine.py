@@ -187,6 +187,9 @@ class CpuEngine:
         self.unsettled_edges = np.zeros(1, np.int64)
         self.pulled_last = False
         self.previous_active = 0
+        #: sparse notify-pulls run one by one so far (batches start after
+        #: ``config.CPU_SPARSE_BATCH_AFTER`` of them)
+        self.sparse_singles = 0
 
     @property
     def page_source(self):
@@ -239,8 +242,10 @@ class CpuEngine:
         if directions is None:
             active_edges, _ = self.active_out_edges()
             arrays = self.arrays
-            directions = ("batch",) if self.batches and decisions.sparse_batch(
-                active_edges, arrays.num_edges, arrays.num_vertices, self.rho) \
+            # a run batches only after config.CPU_SPARSE_BATCH_AFTER single iterations
+            directions = ("batch",) if self.batches and config.CPU_SPARSE_BATCH_AFTER == 0 \
+                and decisions.sparse_batch(active_edges, arrays.num_edges,
+                                           arrays.num_vertices, self.rho) \
                 else (decisions.choose_direction(
                     decisions.active_fraction(active_edges, arrays.num_edges), self.rho),)
         for direction in directions:
@@ -422,6 +427,9 @@ class CpuEngine:
         if max_steps < 1 or not self.batches or not decisions.sparse_batch(
                 active_out_edges, arrays.num_edges, arrays.num_vertices, self.rho,
                 forced=direction, direction=chosen):
+            return []
+        if self.sparse_singles < config.CPU_SPARSE_BATCH_AFTER:
+            self.sparse_singles += 1
             return []
         self.warm_up(("batch",))
         steps = min(max_steps, config.CPU_SPARSE_BATCH_STEPS)
