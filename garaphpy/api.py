@@ -26,7 +26,7 @@ from . import _numba_setup, config
 from .errors import ConfigError, GaraphError
 from .options import DIRECTIONS, EXECUTIONS, MODES, RunOptions
 from .paths import cache_directory
-from .program import VertexProgram
+from .program import ProgramError, VertexProgram
 from .scheduler import checkpoint
 from .scheduler import decisions as direction_policy
 from .scheduler.dispatcher import HybridPolicy
@@ -347,6 +347,11 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
             state = RunState(arrays, compiled, execution == "sync")
             state.frontier = initially_active
             cpu_engine = CpuEngine(arrays, compiled, state, threads)
+            early_exit = direction_policy.early_exit(program.final_once_set,
+                                                     execution == "sync", mode,
+                                                     config.CPU_EARLY_EXIT)
+            if early_exit:
+                cpu_engine.enable_early_exit(program.initially_active)
             # hybrid runs probe and time both directions: compile both first
             cpu_engine.warm_up(("pull", "notify-pull") if mode == "hybrid"
                                else None if direction == "auto" else (direction,))
@@ -368,6 +373,9 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
             records, converged, stop_reason = _iterate(engine, program, max_iterations,
                                                        tolerance, direction, on_iteration,
                                                        checkpoints)
+        if cpu_engine is not None and cpu_engine.early_exit and converged \
+                and not type(program).__module__.startswith("garaphpy.programs"):
+            _check_final_once_set(program, graph, cpu_engine, len(records))
         if checkpoints is not None and not keep_checkpoints:
             checkpoints.run_completed()
     finally:
@@ -394,6 +402,27 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
             raise NotConvergedError(message)
         warnings.warn(message, NotConvergedWarning, stacklevel=2)
     return result
+
+
+def _check_final_once_set(program, graph, cpu_engine, iteration: int) -> None:
+    """A user's ``final_once_set`` checked at the end of a run with early exit:
+    one full pull must change nothing (the built-in programs' declarations
+    are tested instead).
+
+    Raises
+    ------
+    ProgramError
+        Naming the program and a vertex (in the user's ids) the full pull
+        changes: the early exits gave values that are not the program's.
+    """
+    changed = cpu_engine.full_pull_changes(iteration, cpu_engine.aggregates(iteration))
+    if changed.size:
+        vertex = int(graph.original_ids(changed[:1])[0])
+        raise ProgramError(
+            f"{type(program).__name__} declares final_once_set = True, but after its run "
+            f"a full pull still changes {changed.size} vertices (vertex {vertex}, for one): "
+            "its values are not final once set, so the early exits gave wrong ones; "
+            "remove the declaration")
 
 
 class GpuFallbackWarning(UserWarning):

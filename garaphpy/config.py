@@ -233,10 +233,29 @@ CPU_CHUNKS_PER_THREAD = 4
 #: (issue 19); False: one call per iteration.
 CPU_SPARSE_BATCH = True
 
+#: ... once a run has taken this many of them one by one: a run with fewer
+#: (a power-law graph's handful) gains nothing from batches and never compiles
+#: their kernel (about 2 s on a machine's first run of a program).
+CPU_SPARSE_BATCH_AFTER = 8
+
 #: In such a call, an iteration's notify over at most this many out-edges,
 #: and its gather over at most this many in-edges, run on one thread (no
 #: parallel launch); larger ones run the parallel kernels.
 CPU_SERIAL_STEP_EDGES = 4096
+
+#: A run on the CPU alone of a program final once set
+#: (``VertexProgram.final_once_set``, synchronous) skips settled vertices in its
+#: pulls and stops a vertex's gather at its activating in-edge (issue 19);
+#: False: every pull reads every in-edge.
+CPU_EARLY_EXIT = True
+
+#: Such a run pulls once the frontier's out-edges times this exceed the
+#: in-edges of the vertices not yet settled (Beamer's alpha) ...
+CPU_SETTLING_PULL_FACTOR = 15
+
+#: ... and goes back to notify-pull once its frontier shrinks below |V| / this
+#: (Beamer's beta).
+CPU_SETTLING_NOTIFY_FACTOR = 18
 
 #: At most this many iterations per such call: records, ``on_iteration``,
 #: checkpoints and Ctrl-C act between calls.

@@ -341,6 +341,19 @@ class VertexProgram:
         whose gather is monotone (BFS, SSSP, CC, SSWP), which then reaches
         the same fixed point in fewer iterations (updates made earlier in
         an iteration are read later in it).
+    final_once_set : bool
+        Declares that, in a synchronous run, a vertex once active (a source
+        at the start, or activated by an update) never changes its value
+        again, and that a vertex not yet active takes its final value from
+        the first in-edge after which its sum activates it (BFS: a vertex
+        reached in level i has depth i + 1 from any parent in level i).  A
+        run on the CPU alone then skips settled vertices in its pulls, stops
+        each gather at that edge (Beamer's bottom-up step) and picks its
+        directions by Beamer's rule (``scheduler.decisions``).  Only for a
+        ``min`` or ``max`` sum whose vertices start inactive except the
+        sources; a program defined outside garaphpy that declares it has its
+        result checked at the end of the run by one full pull (a false
+        declaration raises :class:`ProgramError`).  Default False.
     max_iterations : int
         Default iteration limit.
     initially_active : {"all", "sources"}
@@ -382,6 +395,7 @@ class VertexProgram:
     sum = "add"
     execution = "sync"
     cpu_execution = None
+    final_once_set = False
     max_iterations = 100
     initially_active = "all"
     needs_weights = False
@@ -501,6 +515,16 @@ def _check_program_class(cls) -> dict:
     if cls.initially_active not in ("all", "sources"):
         raise ProgramError(f"{where}: initially_active = {cls.initially_active!r}; expected "
                            "'all' or 'sources'")
+    if not isinstance(cls.final_once_set, bool):
+        raise ProgramError(f"{where}: final_once_set = {cls.final_once_set!r}; expected True "
+                           "or False")
+    if cls.final_once_set and cls.sum not in ("min", "max"):
+        raise ProgramError(f"{where}: final_once_set = True needs sum 'min' or 'max' (a "
+                           f"{cls.sum!r} sum reads every in-edge); got sum = {cls.sum!r}")
+    if cls.final_once_set and cls.initially_active != "sources":
+        raise ProgramError(f"{where}: final_once_set = True with initially_active = "
+                           f"{cls.initially_active!r}: every vertex would be settled from the "
+                           "start and none could change; expected 'sources'")
     try:
         value = np.dtype(cls.value_dtype)
         accum = np.dtype(cls.accum_dtype) if cls.accum_dtype is not None else value

@@ -17,6 +17,7 @@ import pytest
 
 import garaphpy
 from garaphpy import config
+from garaphpy.kernels.cpu import SPARSE_COUNTERS
 from garaphpy.programs import SSSP
 from garaphpy.scheduler import decisions
 
@@ -57,7 +58,10 @@ def snap(tmp_path_factory, request):
 
 @pytest.fixture
 def batching(monkeypatch):
-    """Sets ``config.CPU_SPARSE_BATCH`` (and ``CPU_SERIAL_STEP_EDGES``) for one test."""
+    """Sets ``config.CPU_SPARSE_BATCH`` (and ``CPU_SERIAL_STEP_EDGES``) for one test,
+    and batches from a run's first sparse iteration (``CPU_SPARSE_BATCH_AFTER`` = 0)."""
+    monkeypatch.setattr(config, "CPU_SPARSE_BATCH_AFTER", 0)
+
     def set_batching(on, serial_edges=config.CPU_SERIAL_STEP_EDGES):
         monkeypatch.setattr(config, "CPU_SPARSE_BATCH", on)
         monkeypatch.setattr(config, "CPU_SERIAL_STEP_EDGES", serial_edges)
@@ -173,8 +177,9 @@ def test_snap_graph_runs_equal_unbatched_runs_and_scipy(snap, name, execution, b
 def test_grid_steps_serial_parallel_or_both(grid, name, serial_edges, kinds, batching):
     on, off = run_both(grid, name, [41], batching, serial_edges=serial_edges,
                        execution="sync", threads=2)
+    # (a step left with nothing to gather, its notified vertices all settled, is serial)
     serial = {r.decisions["serial_step"]["choice"] for r in on.iterations
-              if "sparse_batch" in r.decisions}
+              if "sparse_batch" in r.decisions and r.edges_processed}
     assert serial == kinds
     assert_same_records(on, off)
     assert_program_values(name, on.values, reference(grid, name, [41]))
@@ -263,8 +268,9 @@ def test_pages_read_from_storage_are_not_batched(tmp_path, batching):
     assert_program_values("bfs", result.values, bfs_scipy(graph, [source]))
 
 
+@pytest.mark.parametrize("early_exit", [False, True], ids=["full", "early-exit"])
 @pytest.mark.parametrize("serial_edges", [0, 10**6])
-def test_kernel_leaves_no_claimed_flag_and_counts_like_numpy(serial_edges):
+def test_kernel_leaves_no_claimed_flag_and_counts_like_numpy(serial_edges, early_exit):
     """The kernel alone on a random graph: its counters against a NumPy BFS."""
     from garaphpy.kernels.cpu_program import compile_program
     from garaphpy.programs import BFS
@@ -286,11 +292,18 @@ def test_kernel_leaves_no_claimed_flag_and_counts_like_numpy(serial_edges):
     values = np.full(n, UNREACHED, compiled.value_dtype)
     values[root] = 0
     claimed = np.zeros(n, np.uint8)
-    counters, changes = np.zeros((64, 6), np.int64), np.zeros(64)
+    counters = np.zeros((64, len(SPARSE_COUNTERS)), np.int64)
+    changes = np.zeros(64)
+    settled = is_source.copy() if early_exit else np.zeros(1, np.bool_)
+    in_degree = np.diff(in_offsets)
+    unsettled = np.array([in_degree[~is_source].sum() if early_exit else 0], np.int64)
+    # early exit is for synchronous runs (in place, a parent found first may be a level late)
+    values_write = values.copy() if early_exit else values
     frontier, steps = compiled.kernels.sparse_iterations(
         compiled.identity, np.array([root]), out_offsets, out_targets, in_offsets, sources,
-        np.zeros(1), values, values, False, attrs, np.zeros(1), n, m, 1, 64, serial_edges,
-        1.0, 0, -np.inf, claimed, 4, counters, changes)
+        np.zeros(1), values, values_write, early_exit, attrs, np.zeros(1), n, m, 1, 64,
+        serial_edges, 1.0, 0, -np.inf, claimed, 4, counters, changes, early_exit, settled,
+        unsettled, 0.0)
     np.testing.assert_array_equal(counters[:steps, 5], counters[:steps, 3] <= serial_edges)
     assert steps > 3
     assert not claimed.any()
@@ -301,12 +314,30 @@ def test_kernel_leaves_no_claimed_flag_and_counts_like_numpy(serial_edges):
     while level.size and step < steps:
         targets = np.unique(np.concatenate([out_targets[out_offsets[u]:out_offsets[u + 1]]
                                             for u in level]))
+        if early_exit:      # the settled ones are dropped before their gather
+            assert counters[step, 6] == in_degree[depth < 0].sum()
+            targets = targets[depth[targets] < 0]
         assert counters[step, :4].tolist() == [
             level.size, int(degree[level].sum()), targets.size,
-            int(np.diff(in_offsets)[targets].sum())]
+            int(in_degree[targets].sum())]
         new = targets[depth[targets] < 0]
         depth[new] = step + 1
         assert counters[step, 4] == new.size
         level, step = np.sort(new), step + 1
     assert level.size == 0 and frontier.size == 0
     np.testing.assert_array_equal(values, np.where(depth < 0, UNREACHED, depth))
+    if early_exit:
+        np.testing.assert_array_equal(settled, depth >= 0)
+        assert unsettled[0] == in_degree[depth < 0].sum()
+
+
+def test_batches_start_after_the_first_single_sparse_iterations(chain):
+    after = config.CPU_SPARSE_BATCH_AFTER
+    assert after > 0
+    result = run_engine(chain, "bfs", [0], mode="cpu", threads=2)
+    single = [r for r in result.iterations if "sparse_batch" not in r.decisions]
+    assert [r.iteration for r in single] == list(range(after))
+    assert batched(result) == len(result.iterations) - after
+    np.testing.assert_array_equal(result.values, bfs_scipy(chain, [0]))
+    short = run_engine(chain, "bfs", [0], mode="cpu", threads=2, max_iterations=after)
+    assert batched(short) == 0

@@ -259,6 +259,129 @@ def _finish_cut_vertex(apply_call, activate_call, attrs, aggregates, num_vertice
     return boundary + 1
 
 
+@numba.njit(nogil=True, parallel=True)
+def pull_range_settling(gather_call, apply_call, activate_call, combine, identity,
+                        in_offsets, sources, weights, edge_base, edge_begin, edge_end,
+                        first_vertex, end_vertex, values_read, values_write, gather_values, attrs,
+                        aggregates, num_vertices, iteration, active, parts, boundary_vertex,
+                        boundary_accum, stats, settled):
+    """:func:`pull_range` for a program whose values are final once set (issue 19).
+
+    Such a program (``VertexProgram.final_once_set``, synchronous runs)
+    declares that a vertex once active never changes its value again, and
+    that a vertex not yet active takes its final value from the first
+    in-edge after which its sum activates it.  So a vertex marked in
+    ``settled`` keeps its value without reading an edge, and any other stops
+    gathering at that edge: Beamer's bottom-up step, for any such program.
+    Work is cut into ``parts`` runs of about equal vertex counts (the edges a
+    vertex reads are not known in advance).  The arguments are
+    :func:`pull_range`'s, ``gather_values`` being ``values_read``; a vertex
+    whose in-edges leave the page hands back its partial sum, as there.
+
+    Returns
+    -------
+    int
+        Number of boundary partial sums written.
+    """
+    boundary = 0
+    low = first_vertex
+    high = end_vertex
+    change = np.zeros(parts + 1, np.float64)
+    activated = np.zeros(parts + 1, np.int64)
+    # the page's first and last vertex may continue on another page
+    for side in range(2):
+        if high <= low:
+            break
+        v = low if side == 0 else high - 1
+        if in_offsets[v] >= edge_begin and in_offsets[v + 1] <= edge_end:
+            continue
+        if side == 0:
+            low += 1
+        else:
+            high -= 1
+        old = values_read[v]
+        if settled[v]:
+            values_write[v] = old
+            active[v] = False
+            continue
+        accum = identity
+        for e in range(max(in_offsets[v], edge_begin), min(in_offsets[v + 1], edge_end)):
+            local = e - edge_base
+            accum = combine(accum, gather_call(gather_values, weights, attrs, sources[local],
+                                               v, local))
+            if activate_call(apply_call(attrs, aggregates, num_vertices, iteration, v, old,
+                                        accum), old):
+                break
+        boundary_vertex[boundary] = v
+        boundary_accum[boundary] = accum
+        boundary += 1
+    count = high - low
+    block = (count + parts - 1) // parts if count > 0 else 0
+    for t in numba.prange(parts):
+        part_change = 0.0
+        part_activated = 0
+        for v in range(low + t * block, min(high, low + (t + 1) * block)):
+            old = values_read[v]
+            if settled[v]:
+                values_write[v] = old
+                active[v] = False
+                continue
+            accum = identity
+            for e in range(in_offsets[v], in_offsets[v + 1]):
+                local = e - edge_base
+                accum = combine(accum, gather_call(gather_values, weights, attrs,
+                                                   sources[local], v, local))
+                if activate_call(apply_call(attrs, aggregates, num_vertices, iteration, v, old,
+                                            accum), old):
+                    break
+            flag, delta = _update_vertex(apply_call, activate_call, attrs, aggregates,
+                                         num_vertices, iteration, v, accum, values_read,
+                                         values_write)
+            active[v] = flag
+            part_activated += flag
+            part_change += delta
+        change[t] = part_change
+        activated[t] = part_activated
+    stats[0] += change.sum()
+    stats[1] += activated.sum()
+    return boundary
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def keep_unsettled(vertices, settled, chunks):
+    """The listed vertices not marked in ``settled``, in their order."""
+    n = vertices.shape[0]
+    chunks = max(1, min(chunks, n))
+    block = (n + chunks - 1) // chunks
+    kept = np.empty(n, np.int64)
+    counts = np.zeros(chunks + 1, np.int64)
+    bases = np.empty(chunks, np.int64)
+    for c in numba.prange(chunks):
+        written = 0
+        base = c * block
+        bases[c] = base
+        for i in range(base, min(n, base + block)):
+            v = vertices[i]
+            if not settled[v]:
+                kept[base + written] = v
+                written += 1
+        counts[c + 1] = written
+    return _concatenate_chunks(kept, bases, counts)
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def mark_settled(vertices, settled, in_offsets):
+    """Mark the listed (distinct) vertices settled; returns the in-edges of those
+    that were not yet."""
+    total = 0
+    for i in numba.prange(vertices.shape[0]):
+        v = vertices[i]
+        if not settled[v]:
+            settled[v] = True
+            total += in_offsets[v + 1] - in_offsets[v]
+    return total
+
+
 @numba.njit(nogil=True)
 def apply_vertices(apply_call, activate_call, attrs, aggregates, num_vertices, iteration,
                    vertices, accums, values_read, values_write, active, stats):
@@ -404,8 +527,13 @@ def reset_flags(vertices, flags):
 @numba.njit(nogil=True, parallel=True)
 def pull_vertices(gather_call, apply_call, activate_call, combine, identity, vertices,
                   in_prefix, edge_starts, sources, weights, values_read, values_write, attrs,
-                  aggregates, num_vertices, iteration, chunks, stats):
-    """Gather, apply and activate the listed vertices over all their in-edges.
+                  aggregates, num_vertices, iteration, chunks, stats, early_exit):
+    """Gather, apply and activate the listed vertices over their in-edges.
+
+    With ``early_exit`` (a program whose values are final once set, see
+    :func:`pull_range_settling`), a vertex stops gathering at the first
+    in-edge after which its sum activates it; otherwise it gathers over all
+    of them.
 
     Work is cut into ``chunks`` runs of about equal in-edge counts
     (``in_prefix`` is :func:`degree_prefix` of ``vertices`` over the CSC).
@@ -430,9 +558,13 @@ def pull_vertices(gather_call, apply_call, activate_call, combine, identity, ver
             v = vertices[i]
             accum = identity
             first = edge_starts[i]
+            old = values_read[v]
             for e in range(first, first + in_prefix[i + 1] - in_prefix[i]):
                 accum = combine(accum, gather_call(values_read, weights, attrs, sources[e], v,
                                                    e))
+                if early_exit and activate_call(apply_call(attrs, aggregates, num_vertices,
+                                                           iteration, v, old, accum), old):
+                    break
             flag, delta = _update_vertex(apply_call, activate_call, attrs, aggregates,
                                          num_vertices, iteration, v, accum, values_read,
                                          values_write)
@@ -514,7 +646,7 @@ def sum_over(vertices, values):
 #: Columns of :func:`sparse_iterations`'s per-iteration counters ("serial": 1
 #: when the step's gather ran on the calling thread alone).
 SPARSE_COUNTERS = ("active_vertices", "active_out_edges", "updated_vertices",
-                   "edges_processed", "activated", "serial")
+                   "edges_processed", "activated", "serial", "unsettled_in_edges")
 
 
 @numba.njit(nogil=True)
@@ -522,7 +654,8 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
                       out_offsets, out_targets, in_offsets, sources, weights, values_read,
                       values_write, synchronous, attrs, aggregates, num_vertices, num_edges,
                       first_iteration, max_steps, serial_edges, direction_threshold,
-                      dense_factor, tolerance, claimed, chunks, counters, changes):
+                      dense_factor, tolerance, claimed, chunks, counters, changes, early_exit,
+                      settled, unsettled_edges, settling_pull_factor):
     """Up to ``max_steps`` notify-pull iterations of sparse frontiers in one call.
 
     Each step is the iteration the engine would run in its own call (Garaph
@@ -547,6 +680,14 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
     step whose summed change is below ``tolerance``.  ``claimed`` is a
     uint8 flag per vertex, all 0 on entry and on return.
 
+    With ``early_exit`` (a program final once set, :func:`pull_range_settling`)
+    the notified vertices marked in ``settled`` are dropped, the others stop
+    at their activating in-edge, each step marks its activated vertices and
+    takes their in-edges off ``unsettled_edges[0]``, and the engine's rule
+    for such programs refuses a step instead of Garaph's:
+    ``a * settling_pull_factor > unsettled_edges[0] + num_vertices`` (a pull
+    would pay).
+
     Returns
     -------
     frontier : int64 array
@@ -564,9 +705,15 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
         prefix = degree_prefix(current, out_offsets)
         active_edges = prefix[size]
         fraction = active_edges / num_edges if num_edges > 0 else 0.0
-        if fraction > direction_threshold or active_edges * dense_factor > num_vertices:
+        if active_edges * dense_factor > num_vertices:
+            break
+        if early_exit:
+            if active_edges * settling_pull_factor > unsettled_edges[0] + num_vertices:
+                break
+        elif fraction > direction_threshold:
             break
         iteration = first_iteration + steps
+        unsettled_at_start = unsettled_edges[0]
         if active_edges <= serial_edges:
             buffer = np.empty(active_edges, np.int64)
             count = 0
@@ -585,6 +732,17 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
             notified = notify(current, prefix, out_offsets, out_targets, claimed, chunks)
             reset_flags(notified, claimed)
             count = notified.shape[0]
+        if early_exit:
+            if count <= serial_edges:
+                kept = 0
+                for i in range(count):
+                    if not settled[notified[i]]:
+                        notified[kept] = notified[i]
+                        kept += 1
+                notified = notified[:kept].copy()
+            else:
+                notified = keep_unsettled(notified, settled, chunks)
+            count = notified.shape[0]
         in_prefix = degree_prefix(notified, in_offsets)
         edges = in_prefix[count]
         serial = edges <= serial_edges
@@ -595,9 +753,13 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
             for i in range(count):
                 v = notified[i]
                 accum = identity
+                old = values_read[v]
                 for e in range(in_offsets[v], in_offsets[v + 1]):
                     accum = combine(accum, gather_call(values_read, weights, attrs, sources[e],
                                                        v, e))
+                    if early_exit and activate_call(apply_call(attrs, aggregates, num_vertices,
+                                                               iteration, v, old, accum), old):
+                        break
                 flag, delta = _update_vertex(apply_call, activate_call, attrs, aggregates,
                                              num_vertices, iteration, v, accum, values_read,
                                              values_write)
@@ -618,17 +780,27 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
             following = pull_vertices(gather_call, apply_call, activate_call, combine, identity,
                                       notified, in_prefix, edge_starts, sources, weights,
                                       values_read, values_write, attrs, aggregates,
-                                      num_vertices, iteration, chunks, stats)
+                                      num_vertices, iteration, chunks, stats, early_exit)
             change = stats[0]
             activated = following.shape[0]
             if synchronous:
                 commit_vertices(notified, values_write, values_read)
+        if early_exit:
+            if following.shape[0] <= serial_edges:
+                for i in range(following.shape[0]):
+                    v = following[i]
+                    if not settled[v]:
+                        settled[v] = True
+                        unsettled_edges[0] -= in_offsets[v + 1] - in_offsets[v]
+            else:
+                unsettled_edges[0] -= mark_settled(following, settled, in_offsets)
         counters[steps, 0] = size
         counters[steps, 1] = active_edges
         counters[steps, 2] = count
         counters[steps, 3] = edges
         counters[steps, 4] = activated
         counters[steps, 5] = serial
+        counters[steps, 6] = unsettled_at_start
         changes[steps] = change
         current = following
         steps += 1

@@ -199,6 +199,7 @@ SPECIALIZED_KERNELS = {
     "pull_range_precomputed": ("pull_range", {"gather_call": "read_source_contribution"},
                                "source_gather_call"),
     "apply_vertices": ("apply_vertices", {}, None),
+    "pull_range_settling": ("pull_range_settling", {}, None),
     "pull_vertices": ("pull_vertices", {}, None),
     "sparse_iterations": ("sparse_iterations", {}, None),
     # helpers: a kernel passing them a function would need it as a value

@@ -67,6 +67,9 @@ class BFS(VertexProgram):
     value_name = "depth"
     sum = "min"
     execution = "sync"
+    # a vertex reached in level i gets depth i + 1 from any parent in level i: its
+    # first reached in-neighbour ends its scan (Beamer's bottom-up step)
+    final_once_set = True
     max_iterations = 1_000_000_000
     initially_active = "sources"
     needs_sources = True

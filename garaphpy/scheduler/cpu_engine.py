@@ -179,11 +179,50 @@ class CpuEngine:
         self.rho = arrays.page_source.rho
         #: the directions whose kernels :meth:`warm_up` has compiled
         self.warm_directions = set()
+        #: pulls skip settled vertices and stop at the activating in-edge
+        #: (:meth:`enable_early_exit`); ``settled`` marks the vertices once active,
+        #: ``unsettled_edges[0]`` counts the in-edges of the others
+        self.early_exit = False
+        self.settled = np.zeros(1, np.bool_)
+        self.unsettled_edges = np.zeros(1, np.int64)
+        self.pulled_last = False
+        self.previous_active = 0
+        #: sparse notify-pulls run one by one so far (batches start after
+        #: ``config.CPU_SPARSE_BATCH_AFTER`` of them)
+        self.sparse_singles = 0
 
     @property
     def page_source(self):
         """The run's :class:`~garaphpy.storage.page_source.PageSource`."""
         return self.arrays.page_source
+
+    def enable_early_exit(self, initially_active: str) -> None:
+        """Pull with early exit from now on (a program final once set, run
+        synchronously: :func:`decisions.early_exit`); ``initially_active`` is
+        the program's.  The settled vertices are found from the state as it
+        stands (a run's start, or a restored checkpoint)."""
+        self.early_exit = True
+        self.precompute_source_gathers = False
+        self.contributions = None
+        self._find_settled(initially_active)
+
+    def _find_settled(self, initially_active: str) -> None:
+        """settled = the vertices whose value left its initial one, the sources,
+        and the frontier; and the in-edges of the others."""
+        arrays, state = self.arrays, self.state
+        initial = np.empty_like(state.values)
+        with parallel_section(), self.compiled.compiling():
+            self.compiled.kernels.init_values(arrays.attrs, arrays.num_vertices, initial)
+        settled = state.values != initial
+        if initially_active == "all":
+            settled[:] = True
+        else:
+            settled |= arrays.attrs[4]      # is_source
+        settled[state.frontier] = True
+        self.settled = settled
+        in_degree = np.diff(arrays.in_offsets)
+        self.unsettled_edges[0] = int(in_degree[~settled].sum())
+        self._initially_active = initially_active
 
     def warm_up(self, directions=None) -> None:
         """Compile the kernels of ``directions`` for this program's types on empty work.
@@ -203,8 +242,10 @@ class CpuEngine:
         if directions is None:
             active_edges, _ = self.active_out_edges()
             arrays = self.arrays
-            directions = ("batch",) if self.batches and decisions.sparse_batch(
-                active_edges, arrays.num_edges, arrays.num_vertices, self.rho) \
+            # a run batches only after config.CPU_SPARSE_BATCH_AFTER single iterations
+            directions = ("batch",) if self.batches and config.CPU_SPARSE_BATCH_AFTER == 0 \
+                and decisions.sparse_batch(active_edges, arrays.num_edges,
+                                           arrays.num_vertices, self.rho) \
                 else (decisions.choose_direction(
                     decisions.active_fraction(active_edges, arrays.num_edges), self.rho),)
         for direction in directions:
@@ -226,12 +267,12 @@ class CpuEngine:
             if self.precompute_source_gathers:
                 compiled.kernels.source_contributions(state.values[:0], arrays.attrs,
                                                       self.contributions)
-            pull_kernel, gather_values = self._pull_kernel()
+            pull_kernel, gather_values, extra = self._pull_kernel()
             pull_kernel(
                 compiled.identity, arrays.in_offsets, arrays.sources, arrays.weights, 0, 0, 0,
                 0, 0, state.values, state.next, gather_values, arrays.attrs, aggregates,
                 arrays.num_vertices, 0, state.active, 1, self.boundary_vertex,
-                self.boundary_accum, self.stats)
+                self.boundary_accum, self.stats, *extra)
             compiled.kernels.apply_vertices(
                 arrays.attrs, aggregates, arrays.num_vertices, 0, np.zeros(0, np.int64),
                 np.zeros(0, compiled.accum_dtype), state.values, state.next, state.active,
@@ -246,7 +287,7 @@ class CpuEngine:
             compiled.kernels.pull_vertices(
                 compiled.identity, empty, empty_prefix, empty, arrays.sources, arrays.weights,
                 state.values, state.next, arrays.attrs, self.aggregates(0),
-                arrays.num_vertices, 0, 1, self.stats)
+                arrays.num_vertices, 0, 1, self.stats, self.early_exit)
         kernels.degree_prefix(empty, arrays.out_offsets)
         for notify in (kernels.notify, kernels.notify_dense):
             arguments = (empty, empty_prefix, arrays.out_offsets, arrays.out_targets,
@@ -298,6 +339,8 @@ class CpuEngine:
         if state.synchronous:
             state.next[:] = values
         state.frontier = np.array(frontier, dtype=np.int64)
+        if self.early_exit:
+            self._find_settled(self._initially_active)
 
     # -- per-iteration pieces ------------------------------------------------
     def aggregates(self, iteration: int) -> np.ndarray:
@@ -324,10 +367,24 @@ class CpuEngine:
         return int(prefix[-1]), prefix
 
     def decide(self, record: IterationRecord, direction: str) -> None:
-        """The iteration's direction: Garaph's switch, or the forced one (recorded)."""
+        """The iteration's direction: Garaph's switch (Beamer's for a run with early
+        exit), or the forced one (recorded)."""
+        if self.early_exit:
+            record.direction = decisions.decide(
+                record, "direction", decisions.settling_direction,
+                **self._settling_inputs(round(record.active_fraction * self.arrays.num_edges),
+                                        direction))
+            return
         record.direction = decisions.decide(record, "direction", decisions.choose_direction,
                                             f=record.active_fraction, rho=record.rho,
                                             forced=direction)
+
+    def _settling_inputs(self, active_out_edges: int, forced: str) -> dict:
+        return dict(active_out_edges=int(active_out_edges),
+                    active_vertices=int(self.state.frontier.size),
+                    unsettled_in_edges=int(self.unsettled_edges[0]),
+                    num_vertices=self.arrays.num_vertices, pulled_last=self.pulled_last,
+                    previous_active=self.previous_active, rho=self.rho, forced=forced)
 
     def iterate(self, record: IterationRecord, prefix, aggregates: np.ndarray) -> None:
         """One iteration in ``record.direction``; fills the record's counters."""
@@ -365,9 +422,14 @@ class CpuEngine:
             batched (nothing was done).
         """
         arrays, state = self.arrays, self.state
+        chosen = decisions.settling_direction(**self._settling_inputs(
+            active_out_edges, direction)) if self.early_exit else None
         if max_steps < 1 or not self.batches or not decisions.sparse_batch(
                 active_out_edges, arrays.num_edges, arrays.num_vertices, self.rho,
-                forced=direction):
+                forced=direction, direction=chosen):
+            return []
+        if self.sparse_singles < config.CPU_SPARSE_BATCH_AFTER:
+            self.sparse_singles += 1
             return []
         self.warm_up(("batch",))
         steps = min(max_steps, config.CPU_SPARSE_BATCH_STEPS)
@@ -381,7 +443,7 @@ class CpuEngine:
         state.frontier = frontier
         serial_edges = config.CPU_SERIAL_STEP_EDGES
         records = []
-        for step, (active, edges, updated, processed, activated, serial) in enumerate(
+        for step, (active, edges, updated, processed, activated, serial, unsettled) in enumerate(
                 counters[:taken].tolist()):
             f = decisions.active_fraction(edges, arrays.num_edges)
             record = IterationRecord(first_iteration + step, self.mode, "notify-pull", False,
@@ -390,8 +452,16 @@ class CpuEngine:
                                      l1_change=float(changes[step]), cpu_edges=processed,
                                      cpu_busy_seconds=seconds, seconds=seconds)
             # the kernel made these choices by the rules of the decisions module
-            decisions.note(record, "direction", "notify-pull", f=f, rho=self.rho,
-                           forced="auto")
+            if self.early_exit:     # Beamer's rule, with the inputs the kernel saw
+                decisions.note(record, "direction", "notify-pull", active_out_edges=edges,
+                               active_vertices=active, unsettled_in_edges=unsettled,
+                               num_vertices=arrays.num_vertices, pulled_last=self.pulled_last,
+                               previous_active=self.previous_active, rho=self.rho,
+                               forced="auto")
+                self.pulled_last, self.previous_active = False, active
+            else:
+                decisions.note(record, "direction", "notify-pull", f=f, rho=self.rho,
+                               forced="auto")
             decisions.note(record, "dense_notify", False, active_out_edges=edges,
                            num_vertices=arrays.num_vertices)
             decisions.note(record, "sparse_batch", True, steps=taken)
@@ -411,7 +481,9 @@ class CpuEngine:
             arrays.num_vertices, arrays.num_edges, first_iteration, steps,
             config.CPU_SERIAL_STEP_EDGES, 1.0 / (config.NOTIFY_PULL_COST_FACTOR * self.rho),
             config.NOTIFY_DENSE_FACTOR, -np.inf if tolerance is None else float(tolerance),
-            state.claimed, self.threads * config.CPU_CHUNKS_PER_THREAD, counters, changes)
+            state.claimed, self.threads * config.CPU_CHUNKS_PER_THREAD, counters, changes,
+            self.early_exit, self.settled, self.unsettled_edges,
+            float(config.CPU_SETTLING_PULL_FACTOR * self.rho))
 
     def _warm_up_batch(self) -> None:
         empty = np.zeros((0, len(kernels.SPARSE_COUNTERS)), np.int64)
@@ -425,6 +497,11 @@ class CpuEngine:
                 self._pull(record, aggregates)
             else:
                 self._notify_pull(record, prefix, aggregates)
+            if self.early_exit:
+                self.unsettled_edges[0] -= kernels.mark_settled(
+                    self.state.frontier, self.settled, self.arrays.in_offsets)
+        self.pulled_last = record.direction == "pull"
+        self.previous_active = record.active_vertices
         record.l1_change = float(self.stats[0])
         record.activated = int(self.state.frontier.size)
 
@@ -441,9 +518,11 @@ class CpuEngine:
                     self.page_done(record.iteration, done)
         finally:
             cursor.close()
+        unsettled = int(self.unsettled_edges[0])
         self.finish_pull(record, pending, aggregates)
         record.pages = len(self.arrays.pages)
-        record.edges_processed = self.arrays.num_edges
+        # with early exit, the in-edges of the vertices not settled: what it read at most
+        record.edges_processed = unsettled if self.early_exit else self.arrays.num_edges
 
     def begin_pull(self, record: IterationRecord) -> None:
         """Start a pull: the source-side contributions, once per vertex, if they pay."""
@@ -485,8 +564,11 @@ class CpuEngine:
             partial sum gathered here; :meth:`finish_pull` applies them.
         """
         arrays, compiled, state = self.arrays, self.compiled, self.state
-        pull_kernel, gather_values = self._pull_kernel()
+        pull_kernel, gather_values, extra = self._pull_kernel()
         parts = max(1, min(threads, page.num_edges // config.CPU_MIN_PART_EDGES))
+        if self.early_exit:     # parts of equal vertex counts: many, for balance
+            parts = max(1, min(threads * config.CPU_CHUNKS_PER_THREAD,
+                               page.end_vertex - page.first_vertex))
         boundary_vertex, boundary_accum = np.empty(2, np.int64), \
             np.empty(2, compiled.accum_dtype)
         weights = data.weights if data.weights is not None else arrays.weights
@@ -497,7 +579,8 @@ class CpuEngine:
             state.next if values_write is None else values_write, gather_values,
             arrays.attrs, aggregates, arrays.num_vertices, iteration,
             state.active if active is None else active,
-            parts, boundary_vertex, boundary_accum, self.stats if stats is None else stats)
+            parts, boundary_vertex, boundary_accum, self.stats if stats is None else stats,
+            *extra)
         return [(int(boundary_vertex[i]), boundary_accum[i]) for i in range(count)]
 
     def finish_pull(self, record: IterationRecord, pending: list, aggregates: np.ndarray,
@@ -529,6 +612,41 @@ class CpuEngine:
             state.frontier = kernels.active_vertex_ids(state.active, self.threads)
         record.updated_vertices = arrays.num_vertices
 
+    def full_pull_changes(self, iteration: int, aggregates: np.ndarray) -> np.ndarray:
+        """The vertices one full pull (every in-edge of every vertex, no early
+        exit) would change or activate now, computed into scratch arrays: none
+        at a fixed point.  The check of a user's ``final_once_set``."""
+        arrays, compiled, state = self.arrays, self.compiled, self.state
+        scratch_values = state.values.copy()
+        scratch_active = np.zeros(arrays.num_vertices, np.bool_)
+        stats = np.zeros(2, np.float64)
+        pending = []
+        cursor = self.page_cursor(range(len(arrays.pages)))
+        try:
+            with parallel_section():
+                for page in arrays.pages:
+                    data = cursor.get(page.index)
+                    boundary_vertex = np.empty(2, np.int64)
+                    boundary_accum = np.empty(2, compiled.accum_dtype)
+                    count = compiled.kernels.pull_range(
+                        compiled.identity, arrays.in_offsets, data.sources,
+                        data.weights if data.weights is not None else arrays.weights,
+                        page.edge_begin, page.edge_begin, page.edge_begin + page.num_edges,
+                        page.first_vertex, page.end_vertex, state.values, scratch_values,
+                        state.values, arrays.attrs, aggregates, arrays.num_vertices, iteration,
+                        scratch_active, max(1, self.threads), boundary_vertex, boundary_accum,
+                        stats)
+                    pending.extend((int(boundary_vertex[i]), boundary_accum[i])
+                                   for i in range(count))
+                if pending:
+                    vertices, accums = _combine_partials(pending, compiled)
+                    compiled.kernels.apply_vertices(
+                        arrays.attrs, aggregates, arrays.num_vertices, iteration, vertices,
+                        accums, state.values, scratch_values, scratch_active, stats)
+        finally:
+            cursor.close()
+        return np.flatnonzero(scratch_active | (scratch_values != state.values))
+
     def _all_vertices(self) -> np.ndarray:
         """0..|V|-1, made once per run (treated as read-only, like every frontier)."""
         if self.all_vertices is None:
@@ -536,11 +654,14 @@ class CpuEngine:
         return self.all_vertices
 
     def _pull_kernel(self):
-        """The program's pull kernel (gathering over the values, or reading the
-        precomputed contributions) and the array its gather reads."""
+        """The program's pull kernel (gathering over the values, reading the
+        precomputed contributions, or skipping settled vertices), the array its
+        gather reads, and its further arguments."""
+        if self.early_exit:
+            return self.compiled.kernels.pull_range_settling, self.state.values, (self.settled,)
         if self.precompute_source_gathers:
-            return self.compiled.kernels.pull_range_precomputed, self.contributions
-        return self.compiled.kernels.pull_range, self.state.values
+            return self.compiled.kernels.pull_range_precomputed, self.contributions, ()
+        return self.compiled.kernels.pull_range, self.state.values, ()
 
     def _notify_pull(self, record: IterationRecord, prefix, aggregates: np.ndarray) -> None:
         arrays, compiled, state = self.arrays, self.compiled, self.state
@@ -558,6 +679,8 @@ class CpuEngine:
             notified = kernels.notify(frontier, prefix, arrays.out_offsets, arrays.out_targets,
                                       state.claimed, chunks)
             kernels.reset_flags(notified, state.claimed)
+        if self.early_exit:
+            notified = kernels.keep_unsettled(notified, self.settled, chunks)
         notified = arrays.page_source.arrange_vertices(notified)
         in_prefix = kernels.degree_prefix(notified, arrays.in_offsets)
         sources, weights, edge_starts, record.pages = arrays.page_source.vertex_in_edges(
@@ -565,7 +688,7 @@ class CpuEngine:
         state.frontier = compiled.kernels.pull_vertices(
             compiled.identity, notified, in_prefix, edge_starts, sources,
             weights, state.values, state.next, arrays.attrs, aggregates,
-            arrays.num_vertices, record.iteration, chunks, self.stats)
+            arrays.num_vertices, record.iteration, chunks, self.stats, self.early_exit)
         if state.synchronous:
             kernels.commit_vertices(notified, state.next, state.values)
         record.updated_vertices = int(notified.size)

@@ -112,6 +112,43 @@ def iteration_direction(mode: str, f: float, rho: float, forced: str = "auto") -
     return choose_direction(f, rho, forced) if mode == "cpu" else "pull"
 
 
+def settling_direction(active_out_edges: int, active_vertices: int, unsettled_in_edges: int,
+                       num_vertices: int, pulled_last: bool, previous_active: int,
+                       rho: float = config.RHO_IN_MEMORY, forced: str = "auto") -> str:
+    """The CPU's direction for a program whose values are final once set
+    (``VertexProgram.final_once_set``: its pulls skip settled vertices and
+    stop at the activating in-edge, so a pull costs about the in-edges of the
+    vertices not yet settled, not |E|): Beamer's direction-optimizing rule.
+
+    From notify-pull, pull once the frontier's out-edges times
+    ``config.CPU_SETTLING_PULL_FACTOR`` (Beamer's alpha, 15) and ``rho``
+    exceed what a pull reads: ``unsettled_in_edges`` plus one flag per vertex
+    (so that a long thin tail, a chain's, never pulls); from pull, stay while
+    the frontier grows or holds more than |V| /
+    ``config.CPU_SETTLING_NOTIFY_FACTOR`` (beta, 18) vertices.  A forced
+    direction wins.
+    """
+    if forced != "auto":
+        return forced
+    if pulled_last:
+        if active_vertices >= previous_active \
+                or active_vertices * config.CPU_SETTLING_NOTIFY_FACTOR > num_vertices:
+            return "pull"
+        return "notify-pull"
+    if active_out_edges * config.CPU_SETTLING_PULL_FACTOR * rho \
+            > unsettled_in_edges + num_vertices:
+        return "pull"
+    return "notify-pull"
+
+
+def early_exit(final_once_set: bool, synchronous: bool, mode: str,
+               enabled: bool = True) -> bool:
+    """Whether a run's CPU pulls skip settled vertices and stop at the activating
+    in-edge: a program that declares ``final_once_set``, run synchronously on
+    the CPU alone, with ``config.CPU_EARLY_EXIT``."""
+    return bool(enabled and final_once_set and synchronous and mode == "cpu")
+
+
 # -- dense or sparse notify ---------------------------------------------------------------
 def dense_notify(active_out_edges: int, num_vertices: int) -> bool:
     """Whether a notify marks its targets in a |V| bitmap scanned afterwards
@@ -121,7 +158,8 @@ def dense_notify(active_out_edges: int, num_vertices: int) -> bool:
 
 
 def sparse_batch(active_out_edges: int, num_edges: int, num_vertices: int, rho: float,
-                 enabled: bool = True, forced: str = "auto") -> bool:
+                 enabled: bool = True, forced: str = "auto",
+                 direction: str | None = None) -> bool:
     """Whether a CPU-alone iteration runs in a batch of iterations
     (:func:`garaphpy.kernels.cpu.sparse_iterations`) rather than on its own.
 
@@ -130,11 +168,13 @@ def sparse_batch(active_out_edges: int, num_edges: int, num_vertices: int, rho: 
     (:func:`choose_direction`) with the sparse notify (not
     :func:`dense_notify`): the same work, without a Python round per
     iteration.  The batch kernel applies the same test before each of its
-    steps, so every batched iteration is one this rule admits.
+    steps, so every batched iteration is one this rule admits.  ``direction``:
+    the direction already chosen by another rule (:func:`settling_direction`),
+    used instead of :func:`choose_direction`.
     """
-    return (enabled and forced == "auto"
-            and choose_direction(active_fraction(active_out_edges, num_edges), rho)
-            == "notify-pull"
+    if direction is None:
+        direction = choose_direction(active_fraction(active_out_edges, num_edges), rho)
+    return (enabled and forced == "auto" and direction == "notify-pull"
             and not dense_notify(active_out_edges, num_vertices))
 
 

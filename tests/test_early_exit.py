@@ -1,0 +1,278 @@
+"""Early exit in CPU pulls for programs whose values are final once set (issue 19, part 2).
+
+A program declaring ``final_once_set`` (the built-in BFS) runs on the CPU
+alone with its settled vertices skipped and each gather stopped at the
+in-edge that activates the vertex (Beamer's bottom-up step), directions by
+Beamer's rule.  Checked here against SciPy and against the same runs with
+early exit off: every direction, one and two threads, batches on and off,
+pages cut through vertices, pages read from storage, a checkpoint resumed;
+the rule itself; the declaration's validation; a user's honest declaration
+and a false one, which must raise instead of answering wrongly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import garaphpy
+from garaphpy import config
+from garaphpy.program import ProgramError, VertexProgram
+from garaphpy.programs import BFS
+from garaphpy.scheduler import decisions
+from garaphpy.storage.host_budget import run_fixed_bytes
+
+from references import bfs_scipy, run_engine
+
+DIRECTIONS = ["auto", "pull", "notify-pull"]
+
+
+@pytest.fixture(scope="module")
+def graphs(tmp_path_factory, request):
+    base = tmp_path_factory.mktemp("early-exit")
+    sample = garaphpy.Graph.load(
+        request.config.rootpath / "examples" / "graphs" / "sample-web.txt.gz",
+        store=base / "sample", progress=False)
+    return {
+        "grid": garaphpy.Graph.load("grid:40x30", store=base / "grid", progress=False),
+        "rmat": garaphpy.Graph.load("rmat:12", store=base / "rmat", progress=False),
+        # pages of a few hundred edges: hubs are cut between pages
+        "rmat-pages": garaphpy.Graph.load("rmat:11", store=base / "rmat-pages",
+                                          progress=False, max_shard_edges=64,
+                                          max_page_bytes=2048),
+        "sample": sample,
+    }
+
+
+def hub(graph) -> int:
+    """A source that reaches much of the graph: the largest out-degree."""
+    return int(np.argmax(graph.store.out_degree))
+
+
+def bfs(graph, **options):
+    options = {"mode": "cpu", "threads": 2, **options}
+    return run_engine(graph, "bfs", [hub(graph)], **options)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("direction", DIRECTIONS)
+@pytest.mark.parametrize("name", ["grid", "rmat", "rmat-pages", "sample"])
+def test_bfs_with_early_exit_equals_scipy_and_the_run_without(graphs, name, direction,
+                                                              threads, monkeypatch):
+    graph = graphs[name]
+    result = bfs(graph, direction=direction, threads=threads)
+    np.testing.assert_array_equal(result.values, bfs_scipy(graph, [hub(graph)]))
+    assert result.converged
+    monkeypatch.setattr(config, "CPU_EARLY_EXIT", False)
+    without = bfs(graph, direction=direction, threads=threads)
+    np.testing.assert_array_equal(result.values, without.values)
+    if direction != "auto":     # the same levels, one iteration each
+        assert result.num_iterations == without.num_iterations
+        assert [r.activated for r in result.iterations] == \
+            [r.activated for r in without.iterations]
+
+
+@pytest.mark.parametrize("name", ["rmat", "sample"])
+def test_batches_off_give_the_same_depths(graphs, name, monkeypatch):
+    graph = graphs[name]
+    batched = bfs(graph)
+    monkeypatch.setattr(config, "CPU_SPARSE_BATCH", False)
+    single = bfs(graph)
+    np.testing.assert_array_equal(batched.values, single.values)
+    assert [r.direction for r in batched.iterations] == [r.direction for r in single.iterations]
+
+
+def test_pulls_read_only_the_unsettled_vertices_in_edges(graphs, monkeypatch):
+    graph = graphs["rmat"]
+    result = bfs(graph, direction="pull")
+    edges = [r.edges_processed for r in result.iterations]
+    # the first pull may read every in-edge; after it, only those of unsettled vertices
+    assert edges[0] <= graph.num_edges and all(a >= b for a, b in zip(edges, edges[1:]))
+    assert edges[-1] < graph.num_edges // 2
+    monkeypatch.setattr(config, "CPU_EARLY_EXIT", False)
+    without = bfs(graph, direction="pull")
+    assert all(r.edges_processed == graph.num_edges for r in without.iterations)
+
+
+def test_auto_pulls_the_middle_of_a_power_law_search(graphs):
+    result = bfs(graphs["rmat"])
+    directions = [r.direction for r in result.iterations]
+    assert directions[0] == "notify-pull" and "pull" in directions
+    for record in result.iterations:
+        entry = record.decisions["direction"]
+        assert "unsettled_in_edges" in entry
+
+
+def test_async_and_hybrid_settings_keep_the_full_pull(graphs):
+    graph = graphs["rmat"]
+    result = bfs(graph, execution="async")
+    np.testing.assert_array_equal(result.values, bfs_scipy(graph, [hub(graph)]))
+    for record in result.iterations:
+        assert "unsettled_in_edges" not in record.decisions["direction"]
+    assert not decisions.early_exit(True, False, "cpu")
+    assert not decisions.early_exit(True, True, "hybrid")
+    assert not decisions.early_exit(True, True, "gpu")
+    assert not decisions.early_exit(False, True, "cpu")
+    assert not decisions.early_exit(True, True, "cpu", enabled=False)
+    assert decisions.early_exit(True, True, "cpu")
+
+
+def test_pages_read_from_storage(tmp_path):
+    graph = garaphpy.Graph.load("rmat:11", store=tmp_path / "store", progress=False,
+                                max_shard_edges=64, max_page_bytes=2048,
+                                storage_dirs=[str(tmp_path / "a"), str(tmp_path / "b")])
+    store = graph.store
+    largest = max(page.nbytes for page in store.pages)
+    # the vertex arrays and two page buffers: no page cached, every pull reads them all
+    host_memory = run_fixed_bytes(store) + 2 * largest + 2 * config.BLOCK_ALIGNMENT
+    in_memory = bfs(graph)
+    streamed = bfs(graph, host_memory=host_memory, read_ratio=2.0)
+    assert any(r.bytes_read for r in streamed.iterations)
+    np.testing.assert_array_equal(streamed.values, in_memory.values)
+    np.testing.assert_array_equal(streamed.values, bfs_scipy(graph, [hub(graph)]))
+
+
+def test_checkpoint_resume_finds_the_settled_vertices_again(graphs, tmp_path):
+    graph = graphs["grid"]
+    whole = bfs(graph, direction="pull")
+
+    def stop_after_five(record):
+        if record.iteration == 5:
+            raise RuntimeError("stopped")
+
+    with pytest.raises(RuntimeError, match="stopped"):
+        bfs(graph, direction="pull", checkpoint_dir=tmp_path, checkpoint_every=2,
+            keep_checkpoints=True, on_iteration=stop_after_five)
+    resumed = bfs(graph, direction="pull", checkpoint_dir=tmp_path, checkpoint_every=2,
+                  resume=True)
+    assert resumed.resumed_from is not None
+    np.testing.assert_array_equal(resumed.values, whole.values)
+    assert [r.edges_processed for r in resumed.iterations] == \
+        [r.edges_processed for r in whole.iterations]
+
+
+# -- the direction rule ---------------------------------------------------------------------
+def test_settling_direction_is_beamers_rule():
+    rule = decisions.settling_direction
+    alpha, beta = config.CPU_SETTLING_PULL_FACTOR, config.CPU_SETTLING_NOTIFY_FACTOR
+    common = dict(num_vertices=1000, previous_active=0)
+    # from notify-pull: pull once the frontier's out-edges * alpha exceed what a pull
+    # reads, the unsettled in-edges and a flag per vertex
+    assert rule(100, 10, 100 * alpha - 1000, pulled_last=False, **common) == "notify-pull"
+    assert rule(100, 10, 100 * alpha - 1001, pulled_last=False, **common) == "pull"
+    assert rule(100, 10, 100 * alpha * 2 - 1001, pulled_last=False, rho=2.0,
+                **common) == "pull"
+    assert rule(1, 1, 0, pulled_last=False, **common) == "notify-pull"    # a chain's tail
+    # from pull: stay while the frontier grows or is larger than |V| / beta
+    stay = dict(num_vertices=1000, pulled_last=True)
+    assert rule(0, 50, 10**9, previous_active=40, **stay) == "pull"
+    assert rule(0, 1000 // beta + 1, 10**9, previous_active=10**6, **stay) == "pull"
+    assert rule(0, 1000 // beta - 1, 10**9, previous_active=10**6, **stay) == "notify-pull"
+    assert rule(10**6, 1, 1, pulled_last=False, forced="notify-pull", **common) == \
+        "notify-pull"
+
+
+# -- declarations -----------------------------------------------------------------------------
+def test_declaration_needs_min_or_max_sources_and_a_bool():
+    with pytest.raises(ProgramError, match="needs sum 'min' or 'max'"):
+        class Adds(VertexProgram):
+            sum = "add"
+            initially_active = "sources"
+            final_once_set = True
+
+            def gather(src):
+                return src
+
+            def apply(value, accum):
+                return accum
+    with pytest.raises(ProgramError, match="initially_active = 'all'"):
+        class AllActive(VertexProgram):
+            sum = "min"
+            final_once_set = True
+
+            def gather(src):
+                return src
+
+            def apply(value, accum):
+                return min(value, accum)
+    with pytest.raises(ProgramError, match="final_once_set = 'yes'"):
+        class NotBool(VertexProgram):
+            sum = "min"
+            initially_active = "sources"
+            final_once_set = "yes"
+
+            def gather(src):
+                return src
+
+            def apply(value, accum):
+                return min(value, accum)
+    assert BFS.final_once_set and not VertexProgram.final_once_set
+
+
+class OwnLevels(VertexProgram):
+    """A user's BFS: depths, final once set (an honest declaration)."""
+
+    value_dtype = np.int64
+    sum = "min"
+    initially_active = "sources"
+    needs_sources = True
+    final_once_set = True
+    max_iterations = 100_000
+
+    def init(is_source):
+        return 0 if is_source else 1099511627776     # 2**40
+
+    def gather(src):
+        return src + 1
+
+    def apply(value, accum):
+        return min(value, accum)
+
+    def activate(new, old):
+        return new < old
+
+
+class FirstFoundDistance(VertexProgram):
+    """Shortest distances that declare themselves final once set: a false
+    declaration (a longer path may be found first)."""
+
+    value_dtype = np.int64
+    sum = "min"
+    initially_active = "sources"
+    needs_sources = True
+    needs_weights = True
+    final_once_set = True
+    max_iterations = 100_000
+
+    def init(is_source):
+        return 0 if is_source else 1099511627776     # 2**40
+
+    def gather(src, weight):
+        return src + weight
+
+    def apply(value, accum):
+        return min(value, accum)
+
+    def activate(new, old):
+        return new < old
+
+
+def test_a_users_honest_declaration_is_checked_and_passes(graphs):
+    graph = graphs["sample"]
+    source = hub(graph)
+    result = run_engine(graph, OwnLevels(), [source], mode="cpu", threads=2)
+    expected = bfs_scipy(graph, [source])
+    np.testing.assert_array_equal(np.where(result.values >= 2**40, -1, result.values),
+                                  expected)
+
+
+def test_a_users_false_declaration_raises_instead_of_answering(tmp_path):
+    # 0 -> 1 costs 10, 0 -> 2 -> 1 costs 2: vertex 1 is reached first at 10
+    graph = garaphpy.Graph.from_arrays(np.array([0, 0, 2]), np.array([1, 2, 1]),
+                                       np.array([10, 1, 1]), num_vertices=3)
+    with pytest.raises(ProgramError, match="declares final_once_set = True.*vertex 1"):
+        garaphpy.run(graph, FirstFoundDistance(), mode="cpu", threads=1, sources=[0])
+    # without early exit (async, or the switch off) the same program is right
+    result = garaphpy.run(graph, FirstFoundDistance(), mode="cpu", threads=1, sources=[0],
+                          execution="async")
+    assert result.values.tolist() == [0, 2, 1]
