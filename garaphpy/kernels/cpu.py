@@ -269,10 +269,12 @@ def pull_range_settling(gather_call, apply_call, activate_call, combine, identit
 
     Such a program (``VertexProgram.final_once_set``, synchronous runs)
     declares that a vertex once active never changes its value again, and
-    that a vertex not yet active takes its final value from the first
-    in-edge after which its sum activates it.  So a vertex marked in
-    ``settled`` keeps its value without reading an edge, and any other stops
-    gathering at that edge: Beamer's bottom-up step, for any such program.
+    that a vertex not yet active takes its final value from its first
+    settled in-neighbour (one not yet active contributes nothing).  So a
+    vertex marked in ``settled`` keeps its value without reading an edge,
+    any other reads the values of settled in-neighbours only (a byte per
+    edge otherwise) and stops at the first in-edge after which its sum
+    activates it: Beamer's bottom-up step, for any such program.
     Work is cut into ``parts`` runs of about equal vertex counts (the edges a
     vertex reads are not known in advance).  The arguments are
     :func:`pull_range`'s, ``gather_values`` being ``values_read``; a vertex
@@ -307,8 +309,10 @@ def pull_range_settling(gather_call, apply_call, activate_call, combine, identit
         accum = identity
         for e in range(max(in_offsets[v], edge_begin), min(in_offsets[v + 1], edge_end)):
             local = e - edge_base
-            accum = combine(accum, gather_call(gather_values, weights, attrs, sources[local],
-                                               v, local))
+            u = sources[local]
+            if not settled[u]:
+                continue
+            accum = combine(accum, gather_call(gather_values, weights, attrs, u, v, local))
             if activate_call(apply_call(attrs, aggregates, num_vertices, iteration, v, old,
                                         accum), old):
                 break
@@ -329,8 +333,11 @@ def pull_range_settling(gather_call, apply_call, activate_call, combine, identit
             accum = identity
             for e in range(in_offsets[v], in_offsets[v + 1]):
                 local = e - edge_base
-                accum = combine(accum, gather_call(gather_values, weights, attrs,
-                                                   sources[local], v, local))
+                u = sources[local]
+                if not settled[u]:      # one byte read, not the value: most edges end here
+                    continue
+                accum = combine(accum, gather_call(gather_values, weights, attrs, u, v,
+                                                   local))
                 if activate_call(apply_call(attrs, aggregates, num_vertices, iteration, v, old,
                                             accum), old):
                     break
@@ -527,13 +534,13 @@ def reset_flags(vertices, flags):
 @numba.njit(nogil=True, parallel=True)
 def pull_vertices(gather_call, apply_call, activate_call, combine, identity, vertices,
                   in_prefix, edge_starts, sources, weights, values_read, values_write, attrs,
-                  aggregates, num_vertices, iteration, chunks, stats, early_exit):
+                  aggregates, num_vertices, iteration, chunks, stats, early_exit, settled):
     """Gather, apply and activate the listed vertices over their in-edges.
 
     With ``early_exit`` (a program whose values are final once set, see
-    :func:`pull_range_settling`), a vertex stops gathering at the first
-    in-edge after which its sum activates it; otherwise it gathers over all
-    of them.
+    :func:`pull_range_settling`), a vertex gathers only from in-neighbours
+    marked in ``settled`` and stops at the first in-edge after which its sum
+    activates it; otherwise it gathers over all of them.
 
     Work is cut into ``chunks`` runs of about equal in-edge counts
     (``in_prefix`` is :func:`degree_prefix` of ``vertices`` over the CSC).
@@ -560,8 +567,10 @@ def pull_vertices(gather_call, apply_call, activate_call, combine, identity, ver
             first = edge_starts[i]
             old = values_read[v]
             for e in range(first, first + in_prefix[i + 1] - in_prefix[i]):
-                accum = combine(accum, gather_call(values_read, weights, attrs, sources[e], v,
-                                                   e))
+                u = sources[e]
+                if early_exit and not settled[u]:
+                    continue
+                accum = combine(accum, gather_call(values_read, weights, attrs, u, v, e))
                 if early_exit and activate_call(apply_call(attrs, aggregates, num_vertices,
                                                            iteration, v, old, accum), old):
                     break
@@ -755,8 +764,10 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
                 accum = identity
                 old = values_read[v]
                 for e in range(in_offsets[v], in_offsets[v + 1]):
-                    accum = combine(accum, gather_call(values_read, weights, attrs, sources[e],
-                                                       v, e))
+                    u = sources[e]
+                    if early_exit and not settled[u]:
+                        continue
+                    accum = combine(accum, gather_call(values_read, weights, attrs, u, v, e))
                     if early_exit and activate_call(apply_call(attrs, aggregates, num_vertices,
                                                                iteration, v, old, accum), old):
                         break
@@ -780,7 +791,8 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
             following = pull_vertices(gather_call, apply_call, activate_call, combine, identity,
                                       notified, in_prefix, edge_starts, sources, weights,
                                       values_read, values_write, attrs, aggregates,
-                                      num_vertices, iteration, chunks, stats, early_exit)
+                                      num_vertices, iteration, chunks, stats, early_exit,
+                                      settled)
             change = stats[0]
             activated = following.shape[0]
             if synchronous:

@@ -287,7 +287,7 @@ class CpuEngine:
             compiled.kernels.pull_vertices(
                 compiled.identity, empty, empty_prefix, empty, arrays.sources, arrays.weights,
                 state.values, state.next, arrays.attrs, self.aggregates(0),
-                arrays.num_vertices, 0, 1, self.stats, self.early_exit)
+                arrays.num_vertices, 0, 1, self.stats, self.early_exit, self.settled)
         kernels.degree_prefix(empty, arrays.out_offsets)
         for notify in (kernels.notify, kernels.notify_dense):
             arguments = (empty, empty_prefix, arrays.out_offsets, arrays.out_targets,
@@ -688,7 +688,8 @@ class CpuEngine:
         state.frontier = compiled.kernels.pull_vertices(
             compiled.identity, notified, in_prefix, edge_starts, sources,
             weights, state.values, state.next, arrays.attrs, aggregates,
-            arrays.num_vertices, record.iteration, chunks, self.stats, self.early_exit)
+            arrays.num_vertices, record.iteration, chunks, self.stats, self.early_exit,
+            self.settled)
         if state.synchronous:
             kernels.commit_vertices(notified, state.next, state.values)
         record.updated_vertices = int(notified.size)
