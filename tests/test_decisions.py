@@ -44,6 +44,7 @@ def test_dense_notify_above_vertices_over_factor(monkeypatch):
     monkeypatch.setattr(config, "NOTIFY_DENSE_FACTOR", 16)
     assert not decisions.dense_notify(100, 1600)
     assert decisions.dense_notify(101, 1600)
+    assert not decisions.dense_notify(101, 1600, early_exit=True)
     monkeypatch.setattr(config, "NOTIFY_DENSE_FACTOR", 1)
     assert not decisions.dense_notify(101, 1600)
 

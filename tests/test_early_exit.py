@@ -101,6 +101,8 @@ def test_auto_pulls_the_middle_of_a_power_law_search(graphs):
     for record in result.iterations:
         entry = record.decisions["direction"]
         assert "unsettled_in_edges" in entry
+        if record.direction == "notify-pull":   # settled vertices hold their claim
+            assert record.decisions["dense_notify"]["choice"] is False
 
 
 def test_async_and_hybrid_settings_keep_the_full_pull(graphs):

@@ -354,35 +354,20 @@ def pull_range_settling(gather_call, apply_call, activate_call, combine, identit
     return boundary
 
 
-@numba.njit(nogil=True, parallel=True, cache=True)
-def keep_unsettled(vertices, settled, chunks):
-    """The listed vertices not marked in ``settled``, in their order."""
-    n = vertices.shape[0]
-    chunks = max(1, min(chunks, n))
-    block = (n + chunks - 1) // chunks
-    kept = np.empty(n, np.int64)
-    counts = np.zeros(chunks + 1, np.int64)
-    bases = np.empty(chunks, np.int64)
-    for c in numba.prange(chunks):
-        written = 0
-        base = c * block
-        bases[c] = base
-        for i in range(base, min(n, base + block)):
-            v = vertices[i]
-            if not settled[v]:
-                kept[base + written] = v
-                written += 1
-        counts[c + 1] = written
-    return _concatenate_chunks(kept, bases, counts)
+#: The ``claimed`` flag of a settled vertex in a run with early exit: never 0,
+#: so the sparse notify (:func:`notify`) never lists it.
+SETTLED_CLAIM = 2
 
 
 @numba.njit(nogil=True, parallel=True, cache=True)
-def mark_settled(vertices, settled, in_offsets):
-    """Mark the listed (distinct) vertices settled; returns the in-edges of those
-    that were not yet."""
+def mark_settled(vertices, settled, claimed, in_offsets):
+    """Mark the listed (distinct) vertices settled, and claimed for good (2: the
+    sparse notify passes them over); returns the in-edges of those that were
+    not yet settled."""
     total = 0
     for i in numba.prange(vertices.shape[0]):
         v = vertices[i]
+        claimed[v] = SETTLED_CLAIM
         if not settled[v]:
             settled[v] = True
             total += in_offsets[v + 1] - in_offsets[v]
@@ -412,7 +397,8 @@ def frontier_of(active, threads):
     for t in numba.prange(threads):
         c = 0
         for v in range(t * block, min(n, (t + 1) * block)):
-            c += active[v]
+            if active[v]:       # a flag, whatever its nonzero value
+                c += 1
         counts[t + 1] = c
     for t in range(threads):
         counts[t + 1] += counts[t]
@@ -483,8 +469,10 @@ def notify(frontier, prefix, out_offsets, out_targets, claimed, chunks):
     """Out-neighbours of the frontier, each once (Garaph's notify step).
 
     ``prefix`` is :func:`degree_prefix` of the frontier over the CSR;
-    ``claimed`` is a uint8 flag per vertex, all 0 on entry; the caller resets
-    the flags of the returned vertices afterwards.
+    ``claimed`` is a uint8 flag per vertex, 0 on entry for every vertex that
+    may be listed (a settled vertex of a run with early exit holds
+    :data:`SETTLED_CLAIM` and is passed over); the caller resets the flags
+    of the returned vertices afterwards.
     """
     bounds = _balanced_chunks(prefix, chunks)
     candidates = np.empty(prefix[frontier.shape[0]], np.int64)
@@ -687,12 +675,13 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
     pull) and ``a * dense_factor <= num_vertices`` (the sparse notify).  The
     call stops before a step whose frontier is empty or refused, and after a
     step whose summed change is below ``tolerance``.  ``claimed`` is a
-    uint8 flag per vertex, all 0 on entry and on return.
+    uint8 flag per vertex, 0 on entry and on return but for settled vertices.
 
     With ``early_exit`` (a program final once set, :func:`pull_range_settling`)
-    the notified vertices marked in ``settled`` are dropped, the others stop
-    at their activating in-edge, each step marks its activated vertices and
-    takes their in-edges off ``unsettled_edges[0]``, and the engine's rule
+    the settled vertices, whose ``claimed`` flag is :data:`SETTLED_CLAIM`,
+    are never notified, the others gather from settled in-neighbours and
+    stop at their activating in-edge, each step marks its activated vertices
+    (both flags) and takes their in-edges off ``unsettled_edges[0]``, and the engine's rule
     for such programs refuses a step instead of Garaph's:
     ``a * settling_pull_factor > unsettled_edges[0] + num_vertices`` (a pull
     would pay).
@@ -740,17 +729,6 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
         else:
             notified = notify(current, prefix, out_offsets, out_targets, claimed, chunks)
             reset_flags(notified, claimed)
-            count = notified.shape[0]
-        if early_exit:
-            if count <= serial_edges:
-                kept = 0
-                for i in range(count):
-                    if not settled[notified[i]]:
-                        notified[kept] = notified[i]
-                        kept += 1
-                notified = notified[:kept].copy()
-            else:
-                notified = keep_unsettled(notified, settled, chunks)
             count = notified.shape[0]
         in_prefix = degree_prefix(notified, in_offsets)
         edges = in_prefix[count]
@@ -801,11 +779,12 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
             if following.shape[0] <= serial_edges:
                 for i in range(following.shape[0]):
                     v = following[i]
+                    claimed[v] = SETTLED_CLAIM
                     if not settled[v]:
                         settled[v] = True
                         unsettled_edges[0] -= in_offsets[v + 1] - in_offsets[v]
             else:
-                unsettled_edges[0] -= mark_settled(following, settled, in_offsets)
+                unsettled_edges[0] -= mark_settled(following, settled, claimed, in_offsets)
         counters[steps, 0] = size
         counters[steps, 1] = active_edges
         counters[steps, 2] = count

@@ -220,6 +220,9 @@ class CpuEngine:
             settled |= arrays.attrs[4]      # is_source
         settled[state.frontier] = True
         self.settled = settled
+        # settled vertices hold a claim for good: the sparse notify passes them over
+        state.claimed[:] = 0
+        state.claimed[settled] = kernels.SETTLED_CLAIM
         in_degree = np.diff(arrays.in_offsets)
         self.unsettled_edges[0] = int(in_degree[~settled].sum())
         self._initially_active = initially_active
@@ -289,7 +292,8 @@ class CpuEngine:
                 state.values, state.next, arrays.attrs, self.aggregates(0),
                 arrays.num_vertices, 0, 1, self.stats, self.early_exit, self.settled)
         kernels.degree_prefix(empty, arrays.out_offsets)
-        for notify in (kernels.notify, kernels.notify_dense):
+        # a run with early exit never takes the dense notify (decisions.dense_notify)
+        for notify in (kernels.notify,) + (() if self.early_exit else (kernels.notify_dense,)):
             arguments = (empty, empty_prefix, arrays.out_offsets, arrays.out_targets,
                          state.claimed, 1) + ((self.threads,) if notify is kernels.notify_dense
                                               else ())
@@ -463,7 +467,7 @@ class CpuEngine:
                 decisions.note(record, "direction", "notify-pull", f=f, rho=self.rho,
                                forced="auto")
             decisions.note(record, "dense_notify", False, active_out_edges=edges,
-                           num_vertices=arrays.num_vertices)
+                           num_vertices=arrays.num_vertices, early_exit=self.early_exit)
             decisions.note(record, "sparse_batch", True, steps=taken)
             decisions.note(record, "serial_step", bool(serial), edges_processed=processed,
                            serial_edges=serial_edges)
@@ -499,7 +503,8 @@ class CpuEngine:
                 self._notify_pull(record, prefix, aggregates)
             if self.early_exit:
                 self.unsettled_edges[0] -= kernels.mark_settled(
-                    self.state.frontier, self.settled, self.arrays.in_offsets)
+                    self.state.frontier, self.settled, self.state.claimed,
+                    self.arrays.in_offsets)
         self.pulled_last = record.direction == "pull"
         self.previous_active = record.active_vertices
         record.l1_change = float(self.stats[0])
@@ -671,7 +676,7 @@ class CpuEngine:
             prefix = kernels.degree_prefix(frontier, arrays.out_offsets)
         if decisions.decide(record, "dense_notify", decisions.dense_notify,
                             active_out_edges=int(prefix[-1]),
-                            num_vertices=arrays.num_vertices):
+                            num_vertices=arrays.num_vertices, early_exit=self.early_exit):
             notified = kernels.notify_dense(frontier, prefix, arrays.out_offsets,
                                             arrays.out_targets, state.claimed, chunks,
                                             self.threads)
@@ -679,8 +684,6 @@ class CpuEngine:
             notified = kernels.notify(frontier, prefix, arrays.out_offsets, arrays.out_targets,
                                       state.claimed, chunks)
             kernels.reset_flags(notified, state.claimed)
-        if self.early_exit:
-            notified = kernels.keep_unsettled(notified, self.settled, chunks)
         notified = arrays.page_source.arrange_vertices(notified)
         in_prefix = kernels.degree_prefix(notified, arrays.in_offsets)
         sources, weights, edge_starts, record.pages = arrays.page_source.vertex_in_edges(

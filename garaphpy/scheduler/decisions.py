@@ -150,11 +150,13 @@ def early_exit(final_once_set: bool, synchronous: bool, mode: str,
 
 
 # -- dense or sparse notify ---------------------------------------------------------------
-def dense_notify(active_out_edges: int, num_vertices: int) -> bool:
+def dense_notify(active_out_edges: int, num_vertices: int, early_exit: bool = False) -> bool:
     """Whether a notify marks its targets in a |V| bitmap scanned afterwards
     (True) rather than collecting them in a list: when the edges it follows,
-    times ``config.NOTIFY_DENSE_FACTOR``, exceed |V|."""
-    return active_out_edges * config.NOTIFY_DENSE_FACTOR > num_vertices
+    times ``config.NOTIFY_DENSE_FACTOR``, exceed |V|; never in a run with
+    early exit (:func:`early_exit`), whose settled vertices hold a claim for
+    good that only the list passes over."""
+    return not early_exit and active_out_edges * config.NOTIFY_DENSE_FACTOR > num_vertices
 
 
 def sparse_batch(active_out_edges: int, num_edges: int, num_vertices: int, rho: float,
