@@ -522,13 +522,19 @@ def reset_flags(vertices, flags):
 @numba.njit(nogil=True, parallel=True)
 def pull_vertices(gather_call, apply_call, activate_call, combine, identity, vertices,
                   in_prefix, edge_starts, sources, weights, values_read, values_write, attrs,
-                  aggregates, num_vertices, iteration, chunks, stats, early_exit, settled):
+                  aggregates, num_vertices, iteration, chunks, stats, early_exit, settled,
+                  claimed, settled_in_edges):
     """Gather, apply and activate the listed vertices over their in-edges.
 
     With ``early_exit`` (a program whose values are final once set, see
-    :func:`pull_range_settling`), a vertex gathers only from in-neighbours
-    marked in ``settled`` and stops at the first in-edge after which its sum
-    activates it; otherwise it gathers over all of them.
+    :func:`pull_range_settling`; synchronous), a vertex gathers only from
+    in-neighbours marked in ``settled`` and stops at the first in-edge after
+    which its sum activates it; an activated vertex is marked settled at
+    once (``settled``, and ``claimed`` = :data:`SETTLED_CLAIM`), its
+    in-edges added to ``settled_in_edges[0]``.  Marked in the step, it is
+    read by later vertices of the step at its committed, initial value,
+    which contributes nothing.  Otherwise a vertex gathers over all its
+    in-edges.
 
     Work is cut into ``chunks`` runs of about equal in-edge counts
     (``in_prefix`` is :func:`degree_prefix` of ``vertices`` over the CSC).
@@ -546,9 +552,11 @@ def pull_vertices(gather_call, apply_call, activate_call, combine, identity, ver
     activated = np.empty(vertices.shape[0], np.int64)
     counts = np.zeros(chunks + 1, np.int64)
     change = np.zeros(chunks, np.float64)
+    marked_edges = np.zeros(chunks, np.int64)
     for c in numba.prange(chunks):
         written = 0
         chunk_change = 0.0
+        chunk_marked = 0
         for i in range(bounds[c], bounds[c + 1]):
             v = vertices[i]
             accum = identity
@@ -569,9 +577,15 @@ def pull_vertices(gather_call, apply_call, activate_call, combine, identity, ver
             if flag:
                 activated[bounds[c] + written] = v
                 written += 1
+                if early_exit and not settled[v]:
+                    settled[v] = True
+                    claimed[v] = SETTLED_CLAIM
+                    chunk_marked += in_prefix[i + 1] - in_prefix[i]
         change[c] = chunk_change
         counts[c + 1] = written
+        marked_edges[c] = chunk_marked
     frontier = _concatenate_chunks(activated, bounds[:-1], counts)
+    settled_in_edges[0] += marked_edges.sum()
     stats[0] += change.sum()
     stats[1] += frontier.shape[0]
     return frontier
@@ -697,6 +711,7 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
     """
     current = frontier
     stats = np.zeros(2, np.float64)
+    marked = np.zeros(1, np.int64)
     steps = 0
     while steps < max_steps and current.shape[0] > 0:
         size = current.shape[0]
@@ -756,6 +771,10 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
                 if flag:
                     following[activated] = v
                     activated += 1
+                    if early_exit and not settled[v]:
+                        settled[v] = True
+                        claimed[v] = SETTLED_CLAIM
+                        unsettled_edges[0] -= in_offsets[v + 1] - in_offsets[v]
             following = following[:activated].copy()
             if synchronous:
                 for i in range(count):
@@ -766,25 +785,17 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
             for i in range(count):
                 edge_starts[i] = in_offsets[notified[i]]
             stats[:] = 0.0
+            marked[0] = 0
             following = pull_vertices(gather_call, apply_call, activate_call, combine, identity,
                                       notified, in_prefix, edge_starts, sources, weights,
                                       values_read, values_write, attrs, aggregates,
                                       num_vertices, iteration, chunks, stats, early_exit,
-                                      settled)
+                                      settled, claimed, marked)
+            unsettled_edges[0] -= marked[0]
             change = stats[0]
             activated = following.shape[0]
             if synchronous:
                 commit_vertices(notified, values_write, values_read)
-        if early_exit:
-            if following.shape[0] <= serial_edges:
-                for i in range(following.shape[0]):
-                    v = following[i]
-                    claimed[v] = SETTLED_CLAIM
-                    if not settled[v]:
-                        settled[v] = True
-                        unsettled_edges[0] -= in_offsets[v + 1] - in_offsets[v]
-            else:
-                unsettled_edges[0] -= mark_settled(following, settled, claimed, in_offsets)
         counters[steps, 0] = size
         counters[steps, 1] = active_edges
         counters[steps, 2] = count

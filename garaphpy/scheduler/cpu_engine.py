@@ -185,6 +185,7 @@ class CpuEngine:
         self.early_exit = False
         self.settled = np.zeros(1, np.bool_)
         self.unsettled_edges = np.zeros(1, np.int64)
+        self.unsettled_delta = np.zeros(1, np.int64)     # what a notify-pull settled
         self.pulled_last = False
         self.previous_active = 0
         #: sparse notify-pulls run one by one so far (batches start after
@@ -290,7 +291,8 @@ class CpuEngine:
             compiled.kernels.pull_vertices(
                 compiled.identity, empty, empty_prefix, empty, arrays.sources, arrays.weights,
                 state.values, state.next, arrays.attrs, self.aggregates(0),
-                arrays.num_vertices, 0, 1, self.stats, self.early_exit, self.settled)
+                arrays.num_vertices, 0, 1, self.stats, self.early_exit, self.settled,
+                state.claimed, self.unsettled_delta)
         kernels.degree_prefix(empty, arrays.out_offsets)
         # a run with early exit never takes the dense notify (decisions.dense_notify)
         for notify in (kernels.notify,) + (() if self.early_exit else (kernels.notify_dense,)):
@@ -501,7 +503,7 @@ class CpuEngine:
                 self._pull(record, aggregates)
             else:
                 self._notify_pull(record, prefix, aggregates)
-            if self.early_exit:
+            if self.early_exit and record.direction == "pull":
                 self.unsettled_edges[0] -= kernels.mark_settled(
                     self.state.frontier, self.settled, self.state.claimed,
                     self.arrays.in_offsets)
@@ -688,11 +690,13 @@ class CpuEngine:
         in_prefix = kernels.degree_prefix(notified, arrays.in_offsets)
         sources, weights, edge_starts, record.pages = arrays.page_source.vertex_in_edges(
             notified, in_prefix, arrays.in_offsets, kernels.gather_vertex_edges, arrays.weights)
+        self.unsettled_delta[0] = 0
         state.frontier = compiled.kernels.pull_vertices(
             compiled.identity, notified, in_prefix, edge_starts, sources,
             weights, state.values, state.next, arrays.attrs, aggregates,
             arrays.num_vertices, record.iteration, chunks, self.stats, self.early_exit,
-            self.settled)
+            self.settled, state.claimed, self.unsettled_delta)
+        self.unsettled_edges[0] -= self.unsettled_delta[0]
         if state.synchronous:
             kernels.commit_vertices(notified, state.next, state.values)
         record.updated_vertices = int(notified.size)
