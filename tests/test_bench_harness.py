@@ -154,7 +154,7 @@ def run_script(name: str, *arguments: str, timeout: int = 900) -> subprocess.Com
 @pytest.mark.parametrize("script", ["gpu.py", "pull_variants.py", "modes.py", "disk.py",
                                     "wait_policy.py", "cpu.py", "checkpoint.py",
                                     "preprocess.py", "parse_speed.py", "pull_phases.py",
-                                    "modes_oracle.py", "sparse_batch.py"])
+                                    "modes_oracle.py", "sparse_batch.py", "cpu_peers.py"])
 def test_every_script_parses_help_without_a_gpu(script):
     completed = run_script(script, "--help", timeout=300)
     assert completed.returncode == 0, completed.stderr
@@ -206,6 +206,31 @@ def test_sparse_batch_script_on_a_tiny_grid(tmp_path):
     assert all(row["verification"]["status"] == "passed" for row in cases.values())
     assert cases["grid:12x10/bfs/on"]["metrics"][0]["batched"] > 0
     assert cases["grid:12x10/bfs/off"]["metrics"][0]["batched"] == 0
+
+
+@pytest.mark.slow
+def test_cpu_peers_script_on_tiny_graphs(tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    completed = run_script("cpu_peers.py", "--graphs", "kron,grid", "--scale", "8",
+                           "--grid", "12x10", "--threads", "1", "--trials", "1",
+                           "--store-dir", str(tmp_path), "--json", str(rows), "--quiet")
+    assert completed.returncode == 0, completed.stderr
+    cases = {row["case"]: row for row in rows_of(rows) if "verification" in row}
+    assert set(cases) == {f"{graph}/{program}" for graph in ("kron", "grid")
+                          for program in ("pagerank", "bfs", "sssp", "cc")}
+    assert all(row["verification"]["status"] == "passed" for row in cases.values())
+    assert cases["kron/pagerank"]["metrics"][0]["iterations"] == 20
+
+
+def test_cpu_peers_reads_gapbs_average_time():
+    sys.path.insert(0, str(REPOSITORY / "bench"))
+    import cpu_peers
+
+    output = "Read Time:           0.34472\nTrial Time:          0.01464\n" \
+             "Average Time:        0.01422\n"
+    assert cpu_peers.gapbs_average(output) == pytest.approx(0.01422)
+    with pytest.raises(ValueError, match="Average Time"):
+        cpu_peers.gapbs_average("Trial Time: 1.0\n")
 
 
 @pytest.mark.slow

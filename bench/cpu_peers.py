@@ -1,0 +1,232 @@
+"""The CPU alone against GAPBS: PageRank, BFS, SSSP and CC (issue 19's table).
+
+Issue 19 compares a run on the CPU alone (``garaphpy.run(..., mode="cpu")``)
+with the GAP Benchmark Suite (sbeamer/gapbs), the CPU reference of the
+field, on the same machine with the same threads.
+
+What runs
+    PageRank (``--pr-iterations`` 20 iterations, tolerance 0), BFS and SSSP
+    from the vertex of largest out-degree (on a grid, vertex WIDTH + 1), and
+    CC (``--programs``), each with the execution the program chooses on the
+    CPU alone.
+Graphs
+    ``kron``: ``rmat:SCALE`` (``--scale``, 22), symmetrized
+    (``Graph.as_undirected``), the generator's weights 1..255 for SSSP: the
+    Graph500/GAPBS Kronecker parameters, not GAPBS's own edges.  ``grid``:
+    ``grid:WxH`` (``--grid``, 2000x2000), its own weights.  Stores are built
+    once into ``--store-dir``.
+GAPBS
+    With ``--gapbs DIR`` (a directory holding GAPBS's built ``bfs``,
+    ``sssp``, ``cc``, ``pr`` and ``converter``), the kron row also runs GAPBS
+    on its own ``-g SCALE`` graph, serialized once by its converter into the
+    store directory, with ``OMP_NUM_THREADS`` = the run's threads: BFS, CC
+    (Afforest) and SSSP (``-d`` ``--delta``, 2) with ``-n`` ``--gapbs-trials``
+    (16), PageRank ``-i`` 20 ``-t 1e-30`` with 5; its "Average Time" is the
+    figure.  GAPBS is not part of garaphpy: bring and build it yourself
+    (``make`` in its checkout).
+Timing and correctness
+    Per (graph, program) a case of bench/harness.py: a warm-up run, then
+    ``--trials`` (5) runs; ``Result.seconds`` (the iterations' time).  Each
+    run's values must pass the program's own verifier (BFS: GAPBS's
+    invariants; SSSP: the Bellman-Ford conditions; CC: labels constant on
+    edges), PageRank's equal as many SciPy power steps (rtol 1e-6); a
+    failure makes the exit status 1.
+
+Usage (from the repository root)::
+
+    python bench/cpu_peers.py [--graphs kron,grid] [--scale 22] [--grid 2000x2000]
+        [--programs pagerank,bfs,sssp,cc] [--threads N] [--store-dir DIR]
+        [--gapbs DIR] [--delta 2] [--trials 5] [--json rows.jsonl]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import numba
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+import harness  # noqa: E402
+
+import garaphpy  # noqa: E402
+
+PROGRAMS = ("pagerank", "bfs", "sssp", "cc")
+#: GAPBS's binary and arguments per program (the graph and -n added by the script)
+GAPBS_KERNELS = {"bfs": ("bfs", []), "sssp": ("sssp", ["-d", "{delta}"]), "cc": ("cc", []),
+                 "pagerank": ("pr", ["-i", "{iterations}", "-t", "1e-30"])}
+AVERAGE = re.compile(r"^Average Time:\s+([0-9.eE+-]+)", re.M)
+
+
+def load_graphs(kind: str, args, store_dir: Path) -> tuple[garaphpy.Graph, garaphpy.Graph, int]:
+    """(unweighted, weighted, source in user ids) of ``kron`` or ``grid``."""
+    if kind == "kron":
+        spec = f"rmat:{args.scale}"
+        plain = garaphpy.Graph.load(spec, store=store_dir / f"rmat{args.scale}",
+                                    progress=False).as_undirected()
+        weighted = garaphpy.Graph.load(spec, store=store_dir / f"rmat{args.scale}w",
+                                       progress=False,
+                                       generator_options={"weighted": True}).as_undirected()
+        top = int(np.argmax(plain.store.out_degree))
+        return plain, weighted, int(plain.original_ids(np.array([top]))[0])
+    if kind == "grid":
+        graph = garaphpy.Graph.load(f"grid:{args.grid}", store=store_dir / "grid",
+                                    progress=False)
+        return graph, graph, int(args.grid.split("x")[0]) + 1
+    raise ValueError(f"--graphs: unknown graph {kind!r} (expected kron or grid)")
+
+
+def run_program(graph, program: str, options: dict) -> harness.Measurement:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", garaphpy.NotConvergedWarning)
+        result = garaphpy.run(graph, program, **options)
+    return harness.Measurement(result=result, seconds=result.seconds, metrics={
+        "iterations": result.num_iterations, "execution": result.execution,
+        "directions": "".join(r.direction[0] for r in result.iterations[:64]),
+        "iteration_s": [r.seconds for r in result.iterations[:16]]})
+
+
+def pagerank_steps(graph, iterations: int, damping: float = 0.85) -> np.ndarray:
+    """``iterations`` power steps of PageRank's definition from 1/n (damping,
+    dangling mass spread uniformly), with SciPy: the reference of a run with
+    a fixed number of iterations, which the program's verifier (a fixed-point
+    test) does not accept."""
+    import scipy.sparse as sp
+
+    in_offsets, sources, _ = graph.store.csc()
+    n = graph.num_vertices
+    destinations = np.repeat(np.arange(n), np.diff(in_offsets))
+    out_degree = np.bincount(sources, minlength=n).astype(np.float64)
+    transition = sp.csr_matrix((1.0 / out_degree[sources], (destinations, sources)),
+                               shape=(n, n))
+    dangling = out_degree == 0
+    ranks = np.full(n, 1.0 / n)
+    for _ in range(iterations):
+        ranks = (1 - damping) / n + damping * (transition @ ranks + ranks[dangling].sum() / n)
+    return ranks
+
+
+def verified(graph, program: str, iterations: int):
+    """The verification of a case: the program's verifier, or for PageRank's
+    fixed iterations the same number of SciPy power steps (rtol 1e-6)."""
+    reference = {}
+
+    def verify(result) -> str | None:
+        if program == "pagerank":
+            if "ranks" not in reference:
+                reference["ranks"] = pagerank_steps(graph, iterations)
+            if not np.allclose(result.values, reference["ranks"], rtol=1e-6, atol=0):
+                worst = float(np.max(np.abs(result.values - reference["ranks"])))
+                return f"ranks differ from {iterations} power steps by up to {worst:.3g}"
+            return None
+        report = result.program.verify(graph, result)
+        return None if report.ok else str(report)
+    return verify
+
+
+def gapbs_average(output: str) -> float:
+    """The "Average Time" GAPBS prints, in seconds (ValueError when absent)."""
+    found = AVERAGE.search(output)
+    if found is None:
+        raise ValueError("no 'Average Time' line in GAPBS's output")
+    return float(found.group(1))
+
+
+def run_gapbs(gapbs: Path, program: str, args, store_dir: Path, threads: int) -> dict:
+    """GAPBS on its own kron graph of ``--scale``: its average time and output."""
+    weighted = program == "sssp"
+    graph = store_dir / f"gapbs-kron{args.scale}.{'wsg' if weighted else 'sg'}"
+    environment = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    if not graph.exists():
+        command = [str(gapbs / "converter"), "-g", str(args.scale)] + \
+            (["-w"] if weighted else []) + ["-b", str(graph)]
+        subprocess.run(command, check=True, capture_output=True, env=environment)
+    binary, extra = GAPBS_KERNELS[program]
+    extra = [a.format(delta=args.delta, iterations=args.pr_iterations) for a in extra]
+    trials = 5 if program == "pagerank" else args.gapbs_trials
+    command = [str(gapbs / binary), "-f", str(graph), "-n", str(trials)] + extra
+    completed = subprocess.run(command, check=True, capture_output=True, text=True,
+                               env=environment)
+    return {"seconds": gapbs_average(completed.stdout), "command": " ".join(command)}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--graphs", default="kron,grid", help="kron and/or grid (default both)")
+    parser.add_argument("--scale", type=int, default=22, help="kron: rmat scale (default 22)")
+    parser.add_argument("--grid", default="2000x2000", help="grid WIDTHxHEIGHT")
+    parser.add_argument("--programs", default=",".join(PROGRAMS))
+    parser.add_argument("--pr-iterations", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="default: every core numba has")
+    parser.add_argument("--store-dir", default=None)
+    parser.add_argument("--gapbs", default=None, metavar="DIR",
+                        help="GAPBS checkout with its binaries built (kron rows only)")
+    parser.add_argument("--delta", type=int, default=2, help="GAPBS SSSP delta (default 2)")
+    parser.add_argument("--gapbs-trials", type=int, default=16)
+    harness.add_common_options(parser, trials=5)
+    args = parser.parse_args(argv)
+    harness.check_common_options(parser, args)
+    programs = args.programs.split(",")
+    unknown = sorted(set(programs) - set(PROGRAMS))
+    if unknown:
+        parser.error(f"--programs: unknown {', '.join(unknown)} (expected {PROGRAMS})")
+    gapbs = Path(args.gapbs) if args.gapbs else None
+    if gapbs is not None and not (gapbs / "bfs").exists():
+        parser.error(f"--gapbs {gapbs}: no built 'bfs' there (run make in the checkout)")
+    threads = args.threads or numba.config.NUMBA_NUM_THREADS
+    store_dir = Path(args.store_dir or tempfile.mkdtemp(prefix="garaphpy-peers-"))
+    store_dir.mkdir(parents=True, exist_ok=True)
+    cases, peers = [], {}
+    for kind in args.graphs.split(","):
+        plain, weighted, source = load_graphs(kind, args, store_dir)
+        for program in programs:
+            graph = weighted if program == "sssp" else plain
+            options = {"mode": "cpu", "threads": threads}
+            if program in ("bfs", "sssp"):
+                options["sources"] = [source]
+            if program == "pagerank":
+                options.update(max_iterations=args.pr_iterations, tolerance=0.0)
+            cases.append(harness.Case(
+                f"{kind}/{program}",
+                lambda graph=graph, program=program, options=options:
+                    run_program(graph, program, options),
+                params={"graph": kind, "program": program, "threads": threads,
+                        "num_vertices": graph.num_vertices, "num_edges": graph.num_edges},
+                verify=verified(graph, program, args.pr_iterations)))
+            if gapbs is not None and kind == "kron":
+                peers[f"{kind}/{program}"] = run_gapbs(gapbs, program, args, store_dir,
+                                                       threads)
+    rows = harness.run_cases("cpu_peers", cases, args)
+    print(f"\n== the CPU alone, {threads} threads, median of {args.trials} runs; GAPBS: its "
+          "Average Time on its own kron graph")
+    print(f"{'case':16s} {'iters':>6s} {'exec':>6s} {'garaphpy ms':>12s} {'GAPBS ms':>10s} "
+          f"{'ratio':>7s}  check")
+    summary = []
+    for row in rows:
+        last = row["metrics"][-1]
+        peer = peers.get(row["case"])
+        ratio = row["median_s"] / peer["seconds"] if peer else None
+        ok = row["verification"]["status"] == harness.PASSED
+        print(f"{row['case']:16s} {last['iterations']:6d} {last['execution']:>6s} "
+              f"{row['median_s'] * 1e3:12.1f} "
+              f"{peer['seconds'] * 1e3 if peer else float('nan'):10.1f} "
+              f"{ratio if ratio else float('nan'):7.2f}  {'ok' if ok else 'FAILED'}")
+        summary.append({"case": row["case"], "garaphpy_s": row["median_s"],
+                        "gapbs": peer, "ratio": ratio})
+    harness.write_record(args.json, "cpu_peers", "summary", {"rows": summary}, args)
+    return harness.exit_status(rows)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
