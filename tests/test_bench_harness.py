@@ -197,15 +197,17 @@ def test_cpu_script_on_a_tiny_graph(tmp_path):
 @pytest.mark.slow
 def test_sparse_batch_script_on_a_tiny_grid(tmp_path):
     rows = tmp_path / "rows.jsonl"
-    completed = run_script("sparse_batch.py", "--graphs", "grid:12x10", "--programs", "bfs",
+    # a long thin grid: frontiers stay sparse for its 200 iterations, which batch
+    # after the first config.CPU_SPARSE_BATCH_AFTER
+    completed = run_script("sparse_batch.py", "--graphs", "grid:200x10", "--programs", "bfs",
                            "--threads", "1", "--trials", "1", "--store-dir", str(tmp_path),
                            "--json", str(rows), "--quiet")
     assert completed.returncode == 0, completed.stderr
     cases = {row["case"]: row for row in rows_of(rows) if "verification" in row}
-    assert set(cases) == {"grid:12x10/bfs/on", "grid:12x10/bfs/off"}
+    assert set(cases) == {"grid:200x10/bfs/on", "grid:200x10/bfs/off"}
     assert all(row["verification"]["status"] == "passed" for row in cases.values())
-    assert cases["grid:12x10/bfs/on"]["metrics"][0]["batched"] > 0
-    assert cases["grid:12x10/bfs/off"]["metrics"][0]["batched"] == 0
+    assert cases["grid:200x10/bfs/on"]["metrics"][0]["batched"] > 100
+    assert cases["grid:200x10/bfs/off"]["metrics"][0]["batched"] == 0
 
 
 @pytest.mark.slow
