@@ -28,6 +28,7 @@ from garaphpy import api, config
 from garaphpy.configfile import load_config
 from garaphpy.errors import ConfigError, StoreError
 from garaphpy.programs import BUILTIN_PROGRAMS, get_program
+from garaphpy.scheduler import decisions
 from garaphpy.cli import graph_from_config, main
 from garaphpy.storage.host_budget import run_fixed_bytes
 
@@ -230,14 +231,21 @@ def test_rho_k_changes_directions_not_results(disk_rmat, in_memory, name):
     np.testing.assert_allclose([r.active_fraction for r in result.iterations],
                                [r.active_fraction for r in expected.iterations])
     np.testing.assert_array_equal(result.values, expected.values)
-    threshold = 1.0 / config.NOTIFY_PULL_COST_FACTOR
-    for streamed, memory in zip(result.iterations, expected.iterations):
-        f = streamed.active_fraction
-        assert streamed.direction == ("notify-pull" if f <= threshold / K else "pull")
-        assert memory.direction == ("notify-pull" if f <= threshold else "pull")
-    # some iteration notify-pulls in memory and pulls from storage (f in (1/2k, 1/2])
-    assert any(s.direction == "pull" and m.direction == "notify-pull"
-               for s, m in zip(result.iterations, expected.iterations))
+    if get_program(name).final_once_set:
+        # BFS: Beamer's rule (its pulls stop early), rho = k in its inputs
+        for streamed in result.iterations:
+            inputs = dict(streamed.decisions["direction"])
+            choice = inputs.pop("choice")
+            assert inputs["rho"] == K and decisions.settling_direction(**inputs) == choice
+    else:
+        threshold = 1.0 / config.NOTIFY_PULL_COST_FACTOR
+        for streamed, memory in zip(result.iterations, expected.iterations):
+            f = streamed.active_fraction
+            assert streamed.direction == ("notify-pull" if f <= threshold / K else "pull")
+            assert memory.direction == ("notify-pull" if f <= threshold else "pull")
+        # some iteration notify-pulls in memory and pulls from storage (f in (1/2k, 1/2])
+        assert any(s.direction == "pull" and m.direction == "notify-pull"
+                   for s, m in zip(result.iterations, expected.iterations))
     assert any(s.direction == "notify-pull" for s in result.iterations)
     total = sum(page_bytes(disk_rmat.store))
     for record in result.iterations:
