@@ -224,7 +224,7 @@ class CpuEngine:
         # settled vertices hold a claim for good: the sparse notify passes them over
         state.claimed[:] = 0
         state.claimed[settled] = kernels.SETTLED_CLAIM
-        in_degree = np.diff(arrays.in_offsets)
+        in_degree = arrays.attrs[1]     # the store's, as the programs read it
         self.unsettled_edges[0] = int(in_degree[~settled].sum())
         self._initially_active = initially_active
 
