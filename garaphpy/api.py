@@ -343,7 +343,8 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
         if mode != "gpu":
             compiled = _compiled_program(program, parallel=threads > 1)
             arrays = GraphArrays.from_graph(graph, source_vertices,
-                                            "weighted_in_degree" in _uses(program), pages)
+                                            "weighted_in_degree" in _uses(program), pages,
+                                            reads_weights="weight" in _uses(program))
             state = RunState(arrays, compiled, execution == "sync")
             state.frontier = initially_active
             cpu_engine = CpuEngine(arrays, compiled, state, threads)

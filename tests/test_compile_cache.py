@@ -11,6 +11,7 @@ checked against NumPy references.
 from __future__ import annotations
 
 import json
+import math
 import logging
 import os
 import subprocess
@@ -210,3 +211,61 @@ def test_a_one_thread_run_compiles_serial_kernels_with_the_same_values(graph, tm
     assert api._compiled_program(program, parallel=False).kernels.pull_range_precomputed \
         .signatures
     assert len(list((tmp_path / "programs").glob("PageRank-*.py"))) == 2
+
+
+class Hops(VertexProgram):
+    """Fewest hops from vertex 0 (reads no edge value)."""
+
+    value_dtype = "float64"
+    sum = "min"
+    initially_active = "sources"
+
+    def init(vertex):
+        return 0.0 if vertex == 0 else math.inf
+
+    def gather(src):
+        return src + 1.0
+
+    def apply(value, accum):
+        return min(value, accum)
+
+    def activate(new, old):
+        return new < old
+
+
+class WeightedHops(Hops):
+    """Shortest distance from vertex 0 over the edge values."""
+
+    def gather(src, weight):
+        return src + weight
+
+
+def test_a_program_reading_no_weights_compiles_once_for_any_weight_type(graph, tmp_path,
+                                                                       monkeypatch):
+    # the kernels get one dummy for the edge values of every store (weighted
+    # with int32 or float32, or unweighted): one signature per kernel
+    _program_cache(monkeypatch, tmp_path / "programs")
+    monkeypatch.setattr(api, "_COMPILED", {})
+    weights = np.arange(1, len(SOURCES) + 1)
+    graphs = [graph] + [garaphpy.Graph.from_arrays(SOURCES, TARGETS, weights.astype(dtype),
+                                                   num_vertices=6, store=tmp_path / name)
+                        for name, dtype in (("int", np.int32), ("real", np.float32))]
+    assert [g.store.weight_dtype for g in graphs[1:]] == [np.int32, np.float32]
+    hops = scipy_shortest(np.ones(len(SOURCES)))
+    for g in graphs:
+        np.testing.assert_array_equal(_run_cpu(g, Hops(), sources=[0]).values, hops)
+    kernels = api._compiled_program(Hops(), parallel=False).kernels
+    compiled = {name: len(getattr(kernels, name).signatures)
+                for name in ("pull_range", "pull_vertices", "sparse_iterations")}
+    assert max(compiled.values()) == 1 and sum(compiled.values()) >= 1, compiled
+    for g, dtype in zip(graphs[1:], (np.int32, np.float32)):
+        np.testing.assert_array_equal(_run_cpu(g, WeightedHops(), sources=[0]).values,
+                                      scipy_shortest(weights.astype(dtype)))
+
+
+def scipy_shortest(weights: np.ndarray) -> np.ndarray:
+    """Shortest distances from vertex 0 (SciPy's Dijkstra)."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import dijkstra
+    matrix = csr_matrix((weights.astype(np.float64), (SOURCES, TARGETS)), shape=(6, 6))
+    return dijkstra(matrix, indices=0)

@@ -45,8 +45,10 @@ class GraphArrays:
         An empty array of the CSC sources' type (what the kernels are
         compiled for; the edges come from ``page_source``).
     weights : array
-        An empty array of the edge values' type, or a 1-element dummy when
-        unweighted (also what stands for an unweighted page's weights).
+        An empty array of the edge values' type where the program reads them,
+        else a 1-element float64 dummy: what stands for every page's weights
+        then, so that a program's kernels are compiled once whatever the
+        store's weight type (:meth:`edge_weights`).
     out_offsets, out_targets : arrays
         CSR without values (notify).
     attrs : tuple
@@ -69,15 +71,28 @@ class GraphArrays:
     pages: list
     page_source: object
 
+    @property
+    def reads_weights(self) -> bool:
+        """Whether the kernels get the pages' edge values (else the dummy)."""
+        return self.weights.shape[0] == 0
+
+    def edge_weights(self, page_weights: np.ndarray | None) -> np.ndarray:
+        """What the kernels get for a page's (or the CSC's) edge values:
+        ``page_weights`` where the program reads them, else the dummy."""
+        return page_weights if page_weights is not None and self.reads_weights \
+            else self.weights
+
     @classmethod
     def from_graph(cls, graph, source_vertices: np.ndarray, need_weighted_in_degree: bool,
-                   page_source):
+                   page_source, reads_weights: bool = True):
         """The graph's store for the CPU kernels, its pages read through
-        ``page_source`` (a :class:`~garaphpy.storage.page_source.PageSource`)."""
+        ``page_source`` (a :class:`~garaphpy.storage.page_source.PageSource`);
+        ``reads_weights``: whether the program's gather reads the edge value."""
         store = graph.store
         page_source.load("cpu")     # what the source holds in memory, now: not in an iteration
         sources = np.zeros(0, store.vertex_dtype)
-        weights = np.zeros(0, store.weight_dtype) if store.weighted else np.zeros(1, np.float64)
+        weights = np.zeros(0, store.weight_dtype) if store.weighted and reads_weights \
+            else np.zeros(1, np.float64)
         weighted_in = weighted_in_degree(page_source) if need_weighted_in_degree else None
         attrs = vertex_attributes(graph, source_vertices, weighted_in)
         return cls(store.num_vertices, store.num_edges, store.in_offsets, sources, weights,
@@ -482,7 +497,7 @@ class CpuEngine:
         _, sources, weights = arrays.page_source.csc()
         return compiled.kernels.sparse_iterations(
             compiled.identity, frontier, arrays.out_offsets, arrays.out_targets,
-            arrays.in_offsets, sources, arrays.weights if weights is None else weights,
+            arrays.in_offsets, sources, arrays.edge_weights(weights),
             state.values, state.next, state.synchronous, arrays.attrs, self.no_aggregates,
             arrays.num_vertices, arrays.num_edges, first_iteration, steps,
             config.CPU_SERIAL_STEP_EDGES, 1.0 / (config.NOTIFY_PULL_COST_FACTOR * self.rho),
@@ -578,7 +593,7 @@ class CpuEngine:
                                page.end_vertex - page.first_vertex))
         boundary_vertex, boundary_accum = np.empty(2, np.int64), \
             np.empty(2, compiled.accum_dtype)
-        weights = data.weights if data.weights is not None else arrays.weights
+        weights = arrays.edge_weights(data.weights)
         count = pull_kernel(
             compiled.identity, arrays.in_offsets, data.sources,
             weights, page.edge_begin, page.edge_begin, page.edge_begin + page.num_edges,
@@ -637,7 +652,7 @@ class CpuEngine:
                     boundary_accum = np.empty(2, compiled.accum_dtype)
                     count = compiled.kernels.pull_range(
                         compiled.identity, arrays.in_offsets, data.sources,
-                        data.weights if data.weights is not None else arrays.weights,
+                        arrays.edge_weights(data.weights),
                         page.edge_begin, page.edge_begin, page.edge_begin + page.num_edges,
                         page.first_vertex, page.end_vertex, state.values, scratch_values,
                         state.values, arrays.attrs, aggregates, arrays.num_vertices, iteration,
@@ -689,7 +704,8 @@ class CpuEngine:
         notified = arrays.page_source.arrange_vertices(notified)
         in_prefix = kernels.degree_prefix(notified, arrays.in_offsets)
         sources, weights, edge_starts, record.pages = arrays.page_source.vertex_in_edges(
-            notified, in_prefix, arrays.in_offsets, kernels.gather_vertex_edges, arrays.weights)
+            notified, in_prefix, arrays.in_offsets, kernels.gather_vertex_edges, arrays.weights,
+            arrays.reads_weights)
         self.unsettled_delta[0] = 0
         state.frontier = compiled.kernels.pull_vertices(
             compiled.identity, notified, in_prefix, edge_starts, sources,

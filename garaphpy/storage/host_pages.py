@@ -150,7 +150,8 @@ class HostPages:
         return np.sort(vertices)
 
     def vertex_in_edges(self, vertices: np.ndarray, in_prefix: np.ndarray,
-                        in_offsets: np.ndarray, gather: Callable, no_weights: np.ndarray):
+                        in_offsets: np.ndarray, gather: Callable, no_weights: np.ndarray,
+                        read_weights: bool = True):
         """The in-edges of the (sorted) ``vertices``, copied out of the pages that
         hold them (section 4.2: notify-pull over pages on secondary storage;
         the whole page is read, so rho = k prices it).
@@ -167,6 +168,9 @@ class HostPages:
             The copy kernel, ``garaphpy.kernels.cpu.gather_vertex_edges``.
         no_weights : numpy.ndarray
             What stands for the weights of an unweighted graph.
+        read_weights : bool, default True
+            Whether to copy the edge values too (else ``no_weights`` stands
+            for them).
 
         Returns
         -------
@@ -175,7 +179,7 @@ class HostPages:
         store = self.store
         total = int(in_prefix[-1])
         sources = np.empty(total, store.vertex_dtype)
-        weighted = store.weighted
+        weighted = store.weighted and read_weights
         weights = np.empty(total, store.weight_dtype) if weighted else no_weights
         starts = in_offsets[vertices]
         ends = in_offsets[vertices + 1]

@@ -79,8 +79,11 @@ class PageSource(Protocol):
         """``vertices`` in the order :meth:`vertex_in_edges` reads them."""
 
     def vertex_in_edges(self, vertices: np.ndarray, in_prefix: np.ndarray,
-                        in_offsets: np.ndarray, gather: Callable, no_weights: np.ndarray):
-        """The in-edges of ``vertices``: ``(sources, weights, edge_starts, pages_read)``."""
+                        in_offsets: np.ndarray, gather: Callable, no_weights: np.ndarray,
+                        read_weights: bool = True):
+        """The in-edges of ``vertices``: ``(sources, weights, edge_starts, pages_read)``;
+        ``weights`` is ``no_weights`` where the graph has none or
+        ``read_weights`` is false."""
 
     @property
     def bytes_read(self) -> int:
@@ -216,16 +219,18 @@ class InMemoryPages:
         return vertices
 
     def vertex_in_edges(self, vertices: np.ndarray, in_prefix: np.ndarray,
-                        in_offsets: np.ndarray, gather: Callable, no_weights: np.ndarray):
+                        in_offsets: np.ndarray, gather: Callable, no_weights: np.ndarray,
+                        read_weights: bool = True):
         """The CSC itself, read in place at each vertex's first in-edge.
 
         Returns
         -------
         (sources, weights, edge_starts, pages_read)
-            ``weights`` is ``no_weights`` when the graph has none; no page is read.
+            ``weights`` is ``no_weights`` when the graph has none or
+            ``read_weights`` is false; no page is read.
         """
         self._csc_views()
-        weights = self._weights if self._weights is not None else no_weights
+        weights = self._weights if self._weights is not None and read_weights else no_weights
         return self._sources, weights, in_offsets[vertices], 0
 
     def close(self) -> None:
