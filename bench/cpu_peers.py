@@ -17,13 +17,15 @@ Graphs
     once into ``--store-dir``.
 GAPBS
     With ``--gapbs DIR`` (a directory holding GAPBS's built ``bfs``,
-    ``sssp``, ``cc``, ``pr`` and ``converter``), the kron row also runs GAPBS
-    on its own ``-g SCALE`` graph, serialized once by its converter into the
-    store directory, with ``OMP_NUM_THREADS`` = the run's threads: BFS, CC
-    (Afforest) and SSSP (``-d`` ``--delta``, 2) with ``-n`` ``--gapbs-trials``
-    (16), PageRank ``-i`` 20 ``-t 1e-30`` with 5; its "Average Time" is the
-    figure.  GAPBS is not part of garaphpy: bring and build it yourself
-    (``make`` in its checkout).
+    ``sssp``, ``cc``, ``pr`` and ``converter``), each row also runs GAPBS,
+    with ``OMP_NUM_THREADS`` = the run's threads: on kron its own ``-g
+    SCALE`` graph (random sources), on the grid the same grid, written once
+    as an edge list (``.el``, ``.wel`` with its weights) and serialized by
+    the converter, from the same source (``-r``); BFS, CC (Afforest) and
+    SSSP (``-d`` ``--delta``: 2 on kron, ``--grid-delta`` 32 on the grid)
+    with ``-n`` ``--gapbs-trials`` (16), PageRank ``-i`` 20 ``-t 1e-30``
+    with 5; its "Average Time" is the figure.  GAPBS is not part of
+    garaphpy: bring and build it yourself (``make`` in its checkout).
 Timing and correctness
     Per (graph, program) a case of bench/harness.py: a warm-up run, then
     ``--trials`` (5) runs; ``Result.seconds`` (the iterations' time).  Each
@@ -36,7 +38,7 @@ Usage (from the repository root)::
 
     python bench/cpu_peers.py [--graphs kron,grid] [--scale 22] [--grid 2000x2000]
         [--programs pagerank,bfs,sssp,cc] [--threads N] [--store-dir DIR]
-        [--gapbs DIR] [--delta 2] [--trials 5] [--json rows.jsonl]
+        [--gapbs DIR] [--delta 2] [--grid-delta 32] [--trials 5] [--json rows.jsonl]
 """
 
 from __future__ import annotations
@@ -142,19 +144,46 @@ def gapbs_average(output: str) -> float:
     return float(found.group(1))
 
 
-def run_gapbs(gapbs: Path, program: str, args, store_dir: Path, threads: int) -> dict:
-    """GAPBS on its own kron graph of ``--scale``: its average time and output."""
+def write_edge_list(graph, path: Path, weighted: bool) -> None:
+    """The graph's edges as GAPBS reads them: ``u v`` (``u v w`` when
+    ``weighted``) per line, 0-based internal ids, written once."""
+    if path.exists():
+        return
+    in_offsets, sources, weights = graph.store.csc()
+    targets = np.repeat(np.arange(graph.num_vertices, dtype=np.int64), np.diff(in_offsets))
+    columns = [sources.astype(np.int64), targets]
+    if weighted:
+        columns.append(np.asarray(weights).astype(np.int64))
+    partial = path.with_suffix(path.suffix + ".partial")
+    np.savetxt(partial, np.column_stack(columns), fmt=" ".join(["%d"] * len(columns)))
+    partial.replace(path)
+
+
+def run_gapbs(gapbs: Path, kind: str, program: str, graph, source: int, args,
+              store_dir: Path, threads: int) -> dict:
+    """GAPBS on ``kind``'s graph (kron: its own of ``--scale``; grid: this one,
+    from ``source``): its average time and command."""
     weighted = program == "sssp"
-    graph = store_dir / f"gapbs-kron{args.scale}.{'wsg' if weighted else 'sg'}"
+    name = f"gapbs-kron{args.scale}" if kind == "kron" else f"gapbs-grid{args.grid}"
+    serialized = store_dir / f"{name}.{'wsg' if weighted else 'sg'}"
     environment = {**os.environ, "OMP_NUM_THREADS": str(threads)}
-    if not graph.exists():
-        command = [str(gapbs / "converter"), "-g", str(args.scale)] + \
-            (["-w"] if weighted else []) + ["-b", str(graph)]
+    if not serialized.exists():
+        if kind == "kron":
+            read = ["-g", str(args.scale)]
+        else:
+            edges = store_dir / f"{name}.{'wel' if weighted else 'el'}"
+            write_edge_list(graph, edges, weighted)
+            read = ["-f", str(edges)]
+        command = [str(gapbs / "converter")] + read + (["-w"] if weighted else []) + \
+            ["-b", str(serialized)]
         subprocess.run(command, check=True, capture_output=True, env=environment)
     binary, extra = GAPBS_KERNELS[program]
-    extra = [a.format(delta=args.delta, iterations=args.pr_iterations) for a in extra]
+    delta = args.delta if kind == "kron" else args.grid_delta
+    extra = [a.format(delta=delta, iterations=args.pr_iterations) for a in extra]
+    if kind == "grid" and program in ("bfs", "sssp"):
+        extra += ["-r", str(int(graph.internal_ids([source])[0]))]
     trials = 5 if program == "pagerank" else args.gapbs_trials
-    command = [str(gapbs / binary), "-f", str(graph), "-n", str(trials)] + extra
+    command = [str(gapbs / binary), "-f", str(serialized), "-n", str(trials)] + extra
     completed = subprocess.run(command, check=True, capture_output=True, text=True,
                                env=environment)
     return {"seconds": gapbs_average(completed.stdout), "command": " ".join(command)}
@@ -171,8 +200,11 @@ def main(argv=None) -> int:
                         help="default: every core numba has")
     parser.add_argument("--store-dir", default=None)
     parser.add_argument("--gapbs", default=None, metavar="DIR",
-                        help="GAPBS checkout with its binaries built (kron rows only)")
-    parser.add_argument("--delta", type=int, default=2, help="GAPBS SSSP delta (default 2)")
+                        help="GAPBS checkout with its binaries built")
+    parser.add_argument("--delta", type=int, default=2,
+                        help="GAPBS SSSP delta on kron (default 2)")
+    parser.add_argument("--grid-delta", type=int, default=32,
+                        help="GAPBS SSSP delta on the grid (default 32)")
     parser.add_argument("--gapbs-trials", type=int, default=16)
     harness.add_common_options(parser, trials=5)
     args = parser.parse_args(argv)
@@ -204,12 +236,12 @@ def main(argv=None) -> int:
                 params={"graph": kind, "program": program, "threads": threads,
                         "num_vertices": graph.num_vertices, "num_edges": graph.num_edges},
                 verify=verified(graph, program, args.pr_iterations)))
-            if gapbs is not None and kind == "kron":
-                peers[f"{kind}/{program}"] = run_gapbs(gapbs, program, args, store_dir,
-                                                       threads)
+            if gapbs is not None:
+                peers[f"{kind}/{program}"] = run_gapbs(gapbs, kind, program, graph, source,
+                                                       args, store_dir, threads)
     rows = harness.run_cases("cpu_peers", cases, args)
     print(f"\n== the CPU alone, {threads} threads, median of {args.trials} runs; GAPBS: its "
-          "Average Time on its own kron graph")
+          "Average Time (kron: on its own kron graph; grid: on the same grid)")
     print(f"{'case':16s} {'iters':>6s} {'exec':>6s} {'garaphpy ms':>12s} {'GAPBS ms':>10s} "
           f"{'ratio':>7s}  check")
     summary = []

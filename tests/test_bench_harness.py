@@ -12,6 +12,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -19,6 +20,8 @@ BENCH = REPOSITORY / "bench"
 sys.path.insert(0, str(BENCH))
 
 import harness  # noqa: E402
+
+import garaphpy  # noqa: E402
 
 
 def test_warmup_runs_are_outside_the_trials():
@@ -233,6 +236,47 @@ def test_cpu_peers_reads_gapbs_average_time():
     assert cpu_peers.gapbs_average(output) == pytest.approx(0.01422)
     with pytest.raises(ValueError, match="Average Time"):
         cpu_peers.gapbs_average("Trial Time: 1.0\n")
+
+
+def test_cpu_peers_gives_gapbs_the_same_grid_and_source(tmp_path):
+    # a stand-in GAPBS: each binary logs its arguments; the converter copies
+    # its edge list to the serialized file, the kernels print an average time
+    sys.path.insert(0, str(REPOSITORY / "bench"))
+    import argparse
+
+    import cpu_peers
+
+    gapbs = tmp_path / "gapbs"
+    gapbs.mkdir()
+    log = tmp_path / "calls.txt"
+    for binary in ("converter", "bfs", "sssp", "cc", "pr"):
+        script = gapbs / binary
+        script.write_text(textwrap.dedent(f"""\
+            #!/bin/sh
+            echo "{binary} $*" >> {log}
+            for last; do :; done
+            if [ {binary} = converter ]; then cp "$2" "$last"; fi
+            echo "Average Time: 0.25"
+        """))
+        script.chmod(0o755)
+    graph = garaphpy.Graph.load("grid:4x3", store=tmp_path / "grid", progress=False)
+    args = argparse.Namespace(scale=8, grid="4x3", delta=2, grid_delta=32, pr_iterations=20,
+                              gapbs_trials=3)
+    peer = cpu_peers.run_gapbs(gapbs, "grid", "sssp", graph, 5, args, tmp_path, threads=2)
+    assert peer["seconds"] == 0.25
+    calls = log.read_text().splitlines()
+    edges = tmp_path / "gapbs-grid4x3.wel"
+    assert calls[0] == f"converter -f {edges} -w -b {tmp_path / 'gapbs-grid4x3.wsg'}"
+    assert calls[1] == (f"sssp -f {tmp_path / 'gapbs-grid4x3.wsg'} -n 3 -d 32 -r "
+                        f"{int(graph.internal_ids([5])[0])}")
+    written = np.loadtxt(edges, dtype=np.int64)
+    in_offsets, sources, weights = graph.store.csc()
+    targets = np.repeat(np.arange(graph.num_vertices), np.diff(in_offsets))
+    np.testing.assert_array_equal(written, np.column_stack([sources, targets, weights]))
+    cpu_peers.run_gapbs(gapbs, "grid", "cc", graph, 5, args, tmp_path, threads=2)
+    assert log.read_text().splitlines()[2:] == [
+        f"converter -f {tmp_path / 'gapbs-grid4x3.el'} -b {tmp_path / 'gapbs-grid4x3.sg'}",
+        f"cc -f {tmp_path / 'gapbs-grid4x3.sg'} -n 3"]
 
 
 @pytest.mark.slow
