@@ -353,6 +353,10 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
                                                      config.CPU_EARLY_EXIT)
             if early_exit:
                 cpu_engine.enable_early_exit(program.initially_active)
+            if direction_policy.shortcut_labels(program.shortcut_labels, mode,
+                                                config.CPU_SHORTCUT_LABELS):
+                _check_shortcut_labels(program, compiled, arrays, state.values)
+                cpu_engine.enable_shortcut_labels()
             # hybrid runs probe and time both directions: compile both first
             cpu_engine.warm_up(("pull", "notify-pull") if mode == "hybrid"
                                else None if direction == "auto" else (direction,))
@@ -424,6 +428,43 @@ def _check_final_once_set(program, graph, cpu_engine, iteration: int) -> None:
             f"a full pull still changes {changed.size} vertices (vertex {vertex}, for one): "
             "its values are not final once set, so the early exits gave wrong ones; "
             "remove the declaration")
+
+
+def _check_shortcut_labels(program, compiled, arrays, initial: np.ndarray) -> None:
+    """A declaration of ``shortcut_labels`` checked before a run shortcuts labels:
+    every initial value is the vertex's own user id, ``gather`` passes a
+    label on unchanged and ``apply`` keeps the smaller of two (on probe
+    labels).  The class's declarations were checked when it was defined.
+
+    Raises
+    ------
+    ProgramError
+        Naming what does not hold (and a vertex, in the user's ids).
+    """
+    name = type(program).__name__
+    ids = arrays.attrs[3]
+    wrong = np.flatnonzero(initial != ids)
+    if wrong.size:
+        vertex = int(ids[wrong[0]])
+        raise ProgramError(
+            f"{name} declares shortcut_labels = True, but init gives vertex {vertex} the "
+            f"value {initial[wrong[0]]} instead of its own id ({wrong.size} vertices differ)")
+    dtype = compiled.value_dtype
+    info = np.iinfo(dtype)
+    labels = np.array([v for v in (0, 1, 7, 1 << 40, -5, info.max - 1, info.min)
+                       if info.min <= v <= info.max], dtype)
+    attrs = tuple(np.zeros(max(len(labels), 1), a.dtype) for a in arrays.attrs)
+    for u, label in enumerate(labels):
+        got = compiled.gather_call(labels, arrays.weights, attrs, u, 0, 0)
+        if got != label:
+            raise ProgramError(f"{name} declares shortcut_labels = True, but gather turns the "
+                               f"label {label} into {got}: it must pass labels on unchanged")
+        for other in labels:
+            got = compiled.apply_call(attrs, np.zeros(1), len(labels), 1, 0, label, other)
+            if got != min(label, other):
+                raise ProgramError(f"{name} declares shortcut_labels = True, but apply of "
+                                   f"value {label} and sum {other} gives {got}: it must keep "
+                                   "the smaller")
 
 
 class GpuFallbackWarning(UserWarning):

@@ -249,6 +249,20 @@ CPU_SERIAL_STEP_EDGES = 4096
 #: False: every pull reads every in-edge.
 CPU_EARLY_EXIT = True
 
+#: A run on the CPU alone of a program declaring ``shortcut_labels`` (min-label
+#: propagation over vertex ids, CC) shortcuts labels after each iteration
+#: (pointer jumping, issue 19); False: label propagation alone.
+CPU_SHORTCUT_LABELS = True
+
+#: After a pull, the shortcut first goes over this many vertices spread evenly
+#: over the graph, and over every vertex only when at least
+#: ``CPU_SHORTCUT_MIN_DROP`` of them took a smaller label: a grid's labels
+#: drop almost everywhere (the shortcut saves hundreds of iterations), a
+#: low-diameter graph's a few percent (the O(|V|) pass of random reads would
+#: cost more than the iteration it might save).
+CPU_SHORTCUT_SAMPLE = 4096
+CPU_SHORTCUT_MIN_DROP = 0.25
+
 #: Such a run pulls once the frontier's out-edges times this exceed the
 #: in-edges of the vertices not yet settled (Beamer's alpha) ...
 CPU_SETTLING_PULL_FACTOR = 15

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import garaphpy
+from garaphpy import config
 from garaphpy.program import ProgramError, VertexProgram
 from garaphpy.scheduler import decisions
 
@@ -99,7 +100,9 @@ def test_builtin_min_max_programs_run_async_on_the_cpu_with_the_same_values(
     assert report.ok, str(report)
 
 
-def test_label_propagation_on_a_grid_takes_a_few_sweeps_instead_of_its_diameter(grid):
+def test_label_propagation_on_a_grid_takes_a_few_sweeps_instead_of_its_diameter(
+        grid, monkeypatch):
+    monkeypatch.setattr(config, "CPU_SHORTCUT_LABELS", False)   # propagation alone
     default = garaphpy.run(grid, "cc", mode="cpu", threads=1)
     synchronous = garaphpy.run(grid, "cc", mode="cpu", threads=1, execution="sync")
     # vertex ids run along the rows: one in-place sweep carries the smallest label far

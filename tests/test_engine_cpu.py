@@ -456,3 +456,18 @@ def test_active_vertex_ids_match_numpys_on_any_thread_count(threads):
         ids = cpu_kernels.active_vertex_ids(active, threads)
         assert ids.dtype == np.int64
         np.testing.assert_array_equal(ids, np.flatnonzero(active))
+
+
+@pytest.mark.parametrize("count", [0, 1, 1000, 70_000])
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_frontier_degree_prefix_equals_numpy(count, threads):
+    # long lists take the parallel blocked scan (kernels.PARALLEL_PREFIX_MIN)
+    from garaphpy.kernels import cpu as kernels
+
+    rng = np.random.default_rng(count)
+    degrees = rng.integers(0, 9, 100_000)
+    offsets = np.concatenate([[0], np.cumsum(degrees)]).astype(np.int64)
+    vertices = rng.integers(0, degrees.size, count).astype(np.int64)
+    prefix = kernels.frontier_degree_prefix(vertices, offsets, threads)
+    np.testing.assert_array_equal(prefix, np.concatenate([[0], np.cumsum(degrees[vertices])]))
+    assert prefix.dtype == np.int64

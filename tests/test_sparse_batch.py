@@ -59,8 +59,11 @@ def snap(tmp_path_factory, request):
 @pytest.fixture
 def batching(monkeypatch):
     """Sets ``config.CPU_SPARSE_BATCH`` (and ``CPU_SERIAL_STEP_EDGES``) for one test,
-    and batches from a run's first sparse iteration (``CPU_SPARSE_BATCH_AFTER`` = 0)."""
+    and batches from a run's first sparse iteration (``CPU_SPARSE_BATCH_AFTER`` = 0);
+    CC propagates labels without shortcuts (which leave it no sparse iterations
+    to batch)."""
     monkeypatch.setattr(config, "CPU_SPARSE_BATCH_AFTER", 0)
+    monkeypatch.setattr(config, "CPU_SHORTCUT_LABELS", False)
 
     def set_batching(on, serial_edges=config.CPU_SERIAL_STEP_EDGES):
         monkeypatch.setattr(config, "CPU_SPARSE_BATCH", on)

@@ -374,6 +374,55 @@ def mark_settled(vertices, settled, claimed, in_offsets):
     return total
 
 
+@numba.njit(nogil=True, cache=True)
+def _vertex_of_label(label, ids, dense):
+    """The internal vertex whose user id is ``label``: ``ids`` are the user ids
+    of the vertices in increasing order (``dense``: consecutive)."""
+    if dense:
+        return label - ids[0]
+    low, high = 0, ids.shape[0] - 1
+    while low < high:
+        middle = (low + high) // 2
+        if ids[middle] < label:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def shortcut_labels(vertices, values, ids, active, mark):
+    """Pointer jumping for min-label propagation (Shiloach-Vishkin's shortcut):
+    each listed vertex takes the label of the vertex its label names, then of
+    the vertex that one names, while the label drops.
+
+    A vertex's label is the user id (``ids``, increasing) of a vertex that
+    reaches it and whose own label is no larger, so the label it jumps to
+    reaches it too: the fixed point is the one label propagation reaches,
+    in fewer iterations.  Labels only drop, so a label read while another
+    thread lowers it is still a valid one.  With ``mark``, a vertex whose
+    label dropped is flagged in ``active``.  Returns how many dropped.
+    """
+    n = ids.shape[0]
+    dense = n > 0 and ids[n - 1] - ids[0] == n - 1
+    dropped = 0
+    for i in numba.prange(vertices.shape[0]):
+        v = vertices[i]
+        label = values[v]
+        start = label
+        while True:
+            jumped = values[_vertex_of_label(label, ids, dense)]
+            if jumped >= label:
+                break
+            label = jumped
+        if label < start:
+            values[v] = label
+            if mark:
+                active[v] = True
+            dropped += 1
+    return dropped
+
+
 @numba.njit(nogil=True)
 def apply_vertices(apply_call, activate_call, attrs, aggregates, num_vertices, iteration,
                    vertices, accums, values_read, values_write, active, stats):
@@ -462,6 +511,46 @@ def degree_prefix(vertices, offsets):
         v = vertices[i]
         prefix[i + 1] = prefix[i] + offsets[v + 1] - offsets[v]
     return prefix
+
+
+#: Lists at least this long get :func:`frontier_degree_prefix`'s parallel scan.
+PARALLEL_PREFIX_MIN = 1 << 15
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def _degree_prefix_blocks(vertices, offsets, blocks):
+    """:func:`degree_prefix` in ``blocks`` runs: their sums in parallel, a scan
+    of the sums, then each run's prefix in parallel from its start."""
+    n = vertices.shape[0]
+    size = (n + blocks - 1) // blocks
+    starts = np.zeros(blocks + 1, np.int64)
+    for b in numba.prange(blocks):
+        total = 0
+        for i in range(b * size, min(n, (b + 1) * size)):
+            v = vertices[i]
+            total += offsets[v + 1] - offsets[v]
+        starts[b + 1] = total
+    for b in range(blocks):
+        starts[b + 1] += starts[b]
+    prefix = np.empty(n + 1, np.int64)
+    prefix[0] = 0
+    for b in numba.prange(blocks):
+        running = starts[b]
+        for i in range(b * size, min(n, (b + 1) * size)):
+            v = vertices[i]
+            running += offsets[v + 1] - offsets[v]
+            prefix[i + 1] = running
+    return prefix
+
+
+def frontier_degree_prefix(vertices: np.ndarray, offsets: np.ndarray,
+                           threads: int) -> np.ndarray:
+    """:func:`degree_prefix`, on ``threads`` threads for a list of at least
+    :data:`PARALLEL_PREFIX_MIN` vertices (a dense frontier's prefix is an
+    O(|V|) pass that one thread makes the iteration's longest part)."""
+    if threads > 1 and vertices.shape[0] >= PARALLEL_PREFIX_MIN:
+        return _degree_prefix_blocks(vertices, offsets, threads * 4)
+    return degree_prefix(vertices, offsets)
 
 
 @numba.njit(nogil=True, parallel=True, cache=True)

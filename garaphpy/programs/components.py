@@ -9,7 +9,11 @@ the internal numbering.
 Vertex program: ``needs_undirected`` (the engine runs on the symmetrized
 graph); int64 values; init the vertex's own user id (parameter ``vertex``);
 gather the neighbour's label; sum = min; apply keeps the smaller label; a
-vertex whose label dropped is active.
+vertex whose label dropped is active.  It declares ``shortcut_labels``: a
+run on the CPU alone ends each iteration with pointer jumping (a vertex
+takes the label of the vertex its label names, Shiloach-Vishkin's
+shortcut), which reaches the same labels in far fewer iterations on
+high-diameter graphs (a 2000x2000 grid: 4 instead of 915).
 
 The verifier computes the components again by a different method: a
 vectorized union-find (Shiloach-Vishkin style hooking of roots onto smaller
@@ -42,8 +46,10 @@ class ConnectedComponents(VertexProgram):
     Execution
     ---------
     sync by default; async on the CPU alone, which reaches the same labels in
-    fewer iterations; sum = min; all vertices active first; converges when no
-    label drops (at most the largest component diameter + 1 iterations).
+    fewer iterations, with labels shortcut after each iteration
+    (``shortcut_labels``); sum = min; all vertices active first; converges
+    when no label drops (at most the largest component diameter + 1
+    iterations).
 
     Verifier
     --------
@@ -59,6 +65,7 @@ class ConnectedComponents(VertexProgram):
     max_iterations = 1_000_000_000
     initially_active = "all"
     needs_undirected = True
+    shortcut_labels = True      # min-label propagation over user ids (see VertexProgram)
 
     def init(vertex):
         return vertex

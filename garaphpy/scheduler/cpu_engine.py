@@ -206,6 +206,9 @@ class CpuEngine:
         #: sparse notify-pulls run one by one so far (batches start after
         #: ``config.CPU_SPARSE_BATCH_AFTER`` of them)
         self.sparse_singles = 0
+        #: iterations end with pointer jumping over the labels
+        #: (:meth:`enable_shortcut_labels`)
+        self.shortcut = False
 
     @property
     def page_source(self):
@@ -221,6 +224,47 @@ class CpuEngine:
         self.precompute_source_gathers = False
         self.contributions = None
         self._find_settled(initially_active)
+
+    def enable_shortcut_labels(self) -> None:
+        """End every iteration with pointer jumping over the labels (a program
+        declaring ``shortcut_labels`` on the CPU alone:
+        :func:`decisions.shortcut_labels`)."""
+        self.shortcut = True
+        empty = np.zeros(0, np.int64)
+        with parallel_section():        # compiled now, outside the timed iterations
+            kernels.shortcut_labels(empty, self.state.values, self.arrays.attrs[3],
+                                    self.state.active, False)
+
+    def _shortcut_labels(self, record: IterationRecord) -> None:
+        """Pointer jumping after an iteration, recorded as
+        ``decisions["shortcut_labels"]``: after a notify-pull over the frontier
+        (O(frontier)); after a pull over an even sample of the frontier, then
+        over every vertex if enough of the sample's labels dropped
+        (:func:`decisions.shortcut_every_vertex`), those whose label drops
+        joining the frontier."""
+        state, ids, n = self.state, self.arrays.attrs[3], self.arrays.num_vertices
+        if record.direction != "pull":
+            dropped = kernels.shortcut_labels(state.frontier, state.values, ids, state.active,
+                                              False)
+            decisions.note(record, "shortcut_labels", "frontier",
+                           vertices=int(state.frontier.size), dropped=int(dropped))
+            return
+        # the sample is of the frontier: its vertices need no marking
+        step = max(1, state.frontier.size // config.CPU_SHORTCUT_SAMPLE)
+        sample = np.ascontiguousarray(state.frontier[::step])
+        sample_dropped = kernels.shortcut_labels(sample, state.values, ids, state.active, False)
+        every = decisions.shortcut_every_vertex(int(sample_dropped), int(sample.size),
+                                                config.CPU_SHORTCUT_MIN_DROP)
+        dropped = sample_dropped
+        if every:
+            dropped += kernels.shortcut_labels(self._all_vertices(), state.values, ids,
+                                               state.active, True)
+        decisions.note(record, "shortcut_labels", "all" if every else "sample",
+                       sample_size=int(sample.size), sample_dropped=int(sample_dropped),
+                       min_fraction=config.CPU_SHORTCUT_MIN_DROP,
+                       vertices=n if every else int(sample.size), dropped=int(dropped))
+        if every and dropped > sample_dropped:
+            state.frontier = kernels.active_vertex_ids(state.active, self.threads)
 
     def _find_settled(self, initially_active: str) -> None:
         """settled = the vertices whose value left its initial one, the sources,
@@ -384,7 +428,8 @@ class CpuEngine:
         frontier = self.state.frontier
         if frontier.size == self.arrays.num_vertices:
             return self.arrays.num_edges, None
-        prefix = kernels.degree_prefix(frontier, self.arrays.out_offsets)
+        prefix = kernels.frontier_degree_prefix(frontier, self.arrays.out_offsets,
+                                                self.threads)
         return int(prefix[-1]), prefix
 
     def decide(self, record: IterationRecord, direction: str) -> None:
@@ -522,6 +567,8 @@ class CpuEngine:
                 self.unsettled_edges[0] -= kernels.mark_settled(
                     self.state.frontier, self.settled, self.state.claimed,
                     self.arrays.in_offsets)
+            if self.shortcut:
+                self._shortcut_labels(record)
         self.pulled_last = record.direction == "pull"
         self.previous_active = record.active_vertices
         record.l1_change = float(self.stats[0])
@@ -690,7 +737,8 @@ class CpuEngine:
         chunks = self.threads * config.CPU_CHUNKS_PER_THREAD
         frontier = state.frontier
         if prefix is None:
-            prefix = kernels.degree_prefix(frontier, arrays.out_offsets)
+            prefix = kernels.frontier_degree_prefix(frontier, arrays.out_offsets,
+                                                    self.threads)
         if decisions.decide(record, "dense_notify", decisions.dense_notify,
                             active_out_edges=int(prefix[-1]),
                             num_vertices=arrays.num_vertices, early_exit=self.early_exit):
@@ -702,7 +750,8 @@ class CpuEngine:
                                       state.claimed, chunks)
             kernels.reset_flags(notified, state.claimed)
         notified = arrays.page_source.arrange_vertices(notified)
-        in_prefix = kernels.degree_prefix(notified, arrays.in_offsets)
+        in_prefix = kernels.frontier_degree_prefix(notified, arrays.in_offsets,
+                                                   self.threads)
         sources, weights, edge_starts, record.pages = arrays.page_source.vertex_in_edges(
             notified, in_prefix, arrays.in_offsets, kernels.gather_vertex_edges, arrays.weights,
             arrays.reads_weights)

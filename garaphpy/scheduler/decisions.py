@@ -14,6 +14,9 @@ the iteration record (:func:`decide`, :attr:`IterationRecord.decisions`).
 * **sparse batch** (issue 19): a CPU-alone run executes its sparse
   notify-pull iterations many to one kernel call, without a Python round
   per iteration, the smallest of them on one thread;
+* **label shortcut** (issue 19): a CPU-alone run of a program declaring
+  min-label propagation over vertex ids (CC) ends each iteration with
+  pointer jumping over the labels;
 * **source-gather precompute** (section 4.1's pull): a gather of the source
   alone that reads a per-source attribute is computed once per vertex
   before the edge loop, on the CPU and on the GPU alike;
@@ -147,6 +150,23 @@ def early_exit(final_once_set: bool, synchronous: bool, mode: str,
     in-edge: a program that declares ``final_once_set``, run synchronously on
     the CPU alone, with ``config.CPU_EARLY_EXIT``."""
     return bool(enabled and final_once_set and synchronous and mode == "cpu")
+
+
+def shortcut_labels(declared: bool, mode: str, enabled: bool = True) -> bool:
+    """Whether a run's CPU iterations end with pointer jumping over the labels
+    (:func:`garaphpy.kernels.cpu.shortcut_labels`): a program that declares
+    ``shortcut_labels``, on the CPU alone (the GPU's copy of the values would
+    not see the jumps), with ``config.CPU_SHORTCUT_LABELS``."""
+    return bool(enabled and declared and mode == "cpu")
+
+
+def shortcut_every_vertex(sample_dropped: int, sample_size: int,
+                          min_fraction: float = config.CPU_SHORTCUT_MIN_DROP) -> bool:
+    """After a pull, whether the label shortcut goes over every vertex (an
+    O(|V|) pass of random reads) rather than only an even sample of them: when
+    at least ``min_fraction`` of the sample's labels dropped (labels that
+    travel far, a high-diameter graph)."""
+    return sample_size > 0 and sample_dropped >= min_fraction * sample_size
 
 
 # -- dense or sparse notify ---------------------------------------------------------------
