@@ -105,7 +105,8 @@ def test_cc_with_shortcuts_equals_scipy_and_the_run_without(graphs, name, direct
     monkeypatch.setattr(config, "CPU_SHORTCUT_LABELS", False)
     without = cc(graph, direction=direction, execution=execution, threads=threads)
     np.testing.assert_array_equal(result.values, without.values)
-    assert result.num_iterations <= without.num_iterations
+    if execution == "sync":     # async counts depend on the threads' interleaving
+        assert result.num_iterations <= without.num_iterations
     assert not any("shortcut_labels" in r.decisions for r in without.iterations)
 
 
