@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from garaphpy.program import PARAMETERS, monoid_identity
+from garaphpy.program import PARAMETERS, VertexProgram, monoid_identity
 
 
 # ------------------------------------------------------------------ graphs --
@@ -456,3 +456,24 @@ def circuit_exact(graph, sources, ground_every):
     fixed[np.mod(graph.original_ids(), ground_every) == 0] = 0.0
     fixed[list(sources)] = 1.0
     return _harmonic(graph, fixed)
+
+
+class MinLabels(VertexProgram):
+    """A user's min-label propagation over vertex ids, defined outside garaphpy
+    (CC's functions; the tests that use it add declarations of their own)."""
+
+    value_dtype = np.int64
+    sum = "min"
+    max_iterations = 100_000
+
+    def init(vertex):
+        return vertex
+
+    def gather(src):
+        return src
+
+    def apply(value, accum):
+        return min(value, accum)
+
+    def activate(new, old):
+        return new < old

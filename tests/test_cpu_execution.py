@@ -18,8 +18,8 @@ from garaphpy import config
 from garaphpy.program import ProgramError, VertexProgram
 from garaphpy.scheduler import decisions
 
-from references import (assert_program_values, bfs_scipy, components_scipy, run_engine,
-                        sssp_scipy, sswp_heap)
+from references import (MinLabels, assert_program_values, bfs_scipy, components_scipy,
+                        run_engine, sssp_scipy, sswp_heap)
 
 
 def test_rule_asked_then_cpu_execution_on_the_cpu_alone_then_execution():
@@ -45,25 +45,11 @@ def test_cpu_execution_must_be_sync_async_or_none():
                 return min(value, accum)
 
 
-class OwnMin(VertexProgram):
+class OwnMin(MinLabels):
     """A user's min program that declares the asynchronous CPU execution."""
 
-    sum = "min"
     cpu_execution = "async"
-    value_dtype = np.int64
     max_iterations = 10_000
-
-    def init(vertex):
-        return vertex
-
-    def gather(src):
-        return src
-
-    def apply(value, accum):
-        return min(value, accum)
-
-    def activate(new, old):
-        return new < old
 
 
 @pytest.fixture(scope="module")

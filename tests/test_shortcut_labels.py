@@ -18,10 +18,10 @@ import pytest
 import garaphpy
 from garaphpy import config
 from garaphpy.kernels import cpu as kernels
-from garaphpy.program import ProgramError, VertexProgram
+from garaphpy.program import ProgramError
 from garaphpy.scheduler import decisions
 
-from references import components_scipy, run_engine
+from references import MinLabels, components_scipy, run_engine
 
 
 @pytest.fixture(scope="module")
@@ -147,27 +147,12 @@ def test_a_low_diameter_graph_shortcuts_a_sample_after_its_pulls(graphs, monkeyp
     np.testing.assert_array_equal(result.values, components_scipy(graphs["rmat"]))
 
 
-class OwnLabels(VertexProgram):
+class OwnLabels(MinLabels):
     """A user's min-label propagation over vertex ids (CC without the library)."""
 
-    value_dtype = np.int64
-    sum = "min"
     initially_active = "all"
     needs_undirected = True
-    max_iterations = 100_000
     shortcut_labels = True
-
-    def init(vertex):
-        return vertex
-
-    def gather(src):
-        return src
-
-    def apply(value, accum):
-        return min(value, accum)
-
-    def activate(new, old):
-        return new < old
 
 
 def test_a_users_honest_declaration_is_used(graphs, monkeypatch):

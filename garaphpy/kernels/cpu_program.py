@@ -205,6 +205,7 @@ SPECIALIZED_KERNELS = {
     # helpers: a kernel passing them a function would need it as a value
     # (inside a parallel loop, a pointer to a Python object numba cannot cache)
     "_update_vertex": ("_update_vertex", {}, None),
+    "_gather_in_edges": ("_gather_in_edges", {}, None),
     "_finish_cut_vertex": ("_finish_cut_vertex", {}, None),
 }
 

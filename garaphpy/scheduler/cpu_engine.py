@@ -519,11 +519,9 @@ class CpuEngine:
                                      cpu_busy_seconds=seconds, seconds=seconds)
             # the kernel made these choices by the rules of the decisions module
             if self.early_exit:     # Beamer's rule, with the inputs the kernel saw
-                decisions.note(record, "direction", "notify-pull", active_out_edges=edges,
-                               active_vertices=active, unsettled_in_edges=unsettled,
-                               num_vertices=arrays.num_vertices, pulled_last=self.pulled_last,
-                               previous_active=self.previous_active, rho=self.rho,
-                               forced="auto")
+                decisions.note(record, "direction", "notify-pull", **{
+                    **self._settling_inputs(edges, "auto"), "active_vertices": active,
+                    "unsettled_in_edges": unsettled})
                 self.pulled_last, self.previous_active = False, active
             else:
                 decisions.note(record, "direction", "notify-pull", f=f, rho=self.rho,
@@ -613,7 +611,8 @@ class CpuEngine:
 
     def pull_page(self, page, iteration: int, aggregates: np.ndarray, threads: int,
                   stats: np.ndarray | None = None, values_write: np.ndarray | None = None,
-                  active: np.ndarray | None = None, *, data) -> list[tuple[int, object]]:
+                  active: np.ndarray | None = None, *, data,
+                  full: bool = False) -> list[tuple[int, object]]:
         """Pull one page after :meth:`begin_pull` (its vertices applied, their
         activity in ``state.active``).
 
@@ -625,6 +624,9 @@ class CpuEngine:
         data : garaphpy.storage.store.Page
             The page's edges, read through :meth:`page_cursor` (or the page
             source's ``read_page``).
+        full : bool
+            Every in-edge of every vertex, whatever the run's early exit
+            (:meth:`full_pull_changes`).
 
         Returns
         -------
@@ -633,9 +635,9 @@ class CpuEngine:
             partial sum gathered here; :meth:`finish_pull` applies them.
         """
         arrays, compiled, state = self.arrays, self.compiled, self.state
-        pull_kernel, gather_values, extra = self._pull_kernel()
+        pull_kernel, gather_values, extra = self._pull_kernel(full)
         parts = max(1, min(threads, page.num_edges // config.CPU_MIN_PART_EDGES))
-        if self.early_exit:     # parts of equal vertex counts: many, for balance
+        if self.early_exit and not full:    # parts of equal vertex counts: many, for balance
             parts = max(1, min(threads * config.CPU_CHUNKS_PER_THREAD,
                                page.end_vertex - page.first_vertex))
         boundary_vertex, boundary_accum = np.empty(2, np.int64), \
@@ -694,19 +696,9 @@ class CpuEngine:
         try:
             with parallel_section():
                 for page in arrays.pages:
-                    data = cursor.get(page.index)
-                    boundary_vertex = np.empty(2, np.int64)
-                    boundary_accum = np.empty(2, compiled.accum_dtype)
-                    count = compiled.kernels.pull_range(
-                        compiled.identity, arrays.in_offsets, data.sources,
-                        arrays.edge_weights(data.weights),
-                        page.edge_begin, page.edge_begin, page.edge_begin + page.num_edges,
-                        page.first_vertex, page.end_vertex, state.values, scratch_values,
-                        state.values, arrays.attrs, aggregates, arrays.num_vertices, iteration,
-                        scratch_active, max(1, self.threads), boundary_vertex, boundary_accum,
-                        stats)
-                    pending.extend((int(boundary_vertex[i]), boundary_accum[i])
-                                   for i in range(count))
+                    pending.extend(self.pull_page(page, iteration, aggregates, self.threads,
+                                                  stats, scratch_values, scratch_active,
+                                                  data=cursor.get(page.index), full=True))
                 if pending:
                     vertices, accums = _combine_partials(pending, compiled)
                     compiled.kernels.apply_vertices(
@@ -722,11 +714,11 @@ class CpuEngine:
             self.all_vertices = np.arange(self.arrays.num_vertices, dtype=np.int64)
         return self.all_vertices
 
-    def _pull_kernel(self):
+    def _pull_kernel(self, full: bool = False):
         """The program's pull kernel (gathering over the values, reading the
-        precomputed contributions, or skipping settled vertices), the array its
-        gather reads, and its further arguments."""
-        if self.early_exit:
+        precomputed contributions, or skipping settled vertices unless
+        ``full``), the array its gather reads, and its further arguments."""
+        if self.early_exit and not full:
             return self.compiled.kernels.pull_range_settling, self.state.values, (self.settled,)
         if self.precompute_source_gathers:
             return self.compiled.kernels.pull_range_precomputed, self.contributions, ()
