@@ -15,6 +15,7 @@ raised on request), never silent.
 from __future__ import annotations
 
 import dataclasses
+import math
 import signal
 import time
 import warnings
@@ -188,7 +189,10 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
         The CPU's direction (in ``hybrid`` runs, that of the CPU-only
         iterations; hybrid iterations pull); ``auto`` follows Garaph's switch
         (:func:`garaphpy.scheduler.decisions.choose_direction`), the others
-        force one for study.  Notify-pull updates only the out-neighbours of
+        force one for study.  On the GPU alone: ``pull`` keeps every
+        iteration a pull over every shard, ``notify-pull`` makes every one a
+        sparse pass in the device loop (which needs resident pages and no
+        aggregates; :func:`~garaphpy.scheduler.decisions.gpu_sparse_pass`).  Notify-pull updates only the out-neighbours of
         active vertices, so forcing it is only equivalent to pull for
         programs whose apply leaves a vertex unchanged when none of its
         in-neighbours changed (SSSP, BFS, CC, SSWP), not for PageRank.
@@ -198,9 +202,10 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
         Called with each :class:`IterationRecord` as it completes.  On the
         CPU alone, small notify-pull iterations run in batches (up to
         ``config.CPU_SPARSE_BATCH_STEPS``, never past a checkpoint that is
-        due): their records come after the batch, each with an even share
-        of its time, and the run's values are then those of the batch's
-        end (a Ctrl-C, too, acts there).
+        due), and so do the GPU's sparse iterations in its device loop (up
+        to ``config.GPU_LOOP_MAX_STEPS``): their records come after the
+        batch, each with an even share of its time, and the run's values
+        are then those of the batch's end (a Ctrl-C, too, acts there).
     policy : garaphpy.scheduler.dispatcher.HybridPolicy, optional
         The hybrid dispatcher's policy (``hybrid`` mode): configure it
         (threshold, a forced mode, the initial ratio T_pull / T_GPU), read its
@@ -293,8 +298,6 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
                           f"{policy!r}")
     if mode == "hybrid":
         mode = _hybrid_or_fallback()
-    if mode == "gpu" and direction == "notify-pull":
-        raise ConfigError("direction='notify-pull' is a CPU direction; the GPU always pulls")
     execution = direction_policy.run_execution(execution, mode, program.execution,
                                                program.cpu_execution)
     if execution not in EXECUTIONS:
@@ -355,7 +358,8 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
                 cpu_engine.enable_early_exit(program.initially_active)
             if direction_policy.shortcut_labels(program.shortcut_labels, mode,
                                                 config.CPU_SHORTCUT_LABELS):
-                _check_shortcut_labels(program, compiled, arrays, state.values)
+                _check_shortcut_labels(program, compiled, arrays.attrs, arrays.weights,
+                                       arrays.attrs[3], state.values)
                 cpu_engine.enable_shortcut_labels()
             # hybrid runs probe and time both directions: compile both first
             cpu_engine.warm_up(("pull", "notify-pull") if mode == "hybrid"
@@ -367,6 +371,21 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
                                    gpu_memory=gpu_memory, n_streams=n_streams,
                                    page_source=pages)
             gpu_engine.set_frontier(initially_active)
+            if direction_policy.shortcut_labels(program.shortcut_labels, mode,
+                                                config.GPU_SHORTCUT_LABELS):
+                # built-in programs' functions are tested; a user's are probed on the CPU
+                user = not type(program).__module__.startswith("garaphpy.programs")
+                compiled = _compiled_program(program, parallel=False) if user else None
+                ids = graph.original_ids(np.arange(graph.num_vertices)).astype(np.int64)
+                degree = graph.store.out_degree.dtype
+                attr_types = (degree, degree, np.float64, np.int64, np.bool_)
+                _check_shortcut_labels(
+                    program, compiled, tuple(np.zeros(1, t) for t in attr_types),
+                    np.zeros(1), ids, gpu_engine.values_to_host())
+                gpu_engine.enable_shortcut_labels(ids)
+            if mode == "gpu" and gpu_engine.push_entry["choice"] and \
+                    not type(program).__module__.startswith("garaphpy.programs"):
+                _check_apply_keeps_best(program, _compiled_program(program, parallel=False))
         # every mode is one driver: the CPU alone, the GPU alone, or both
         engine = Driver(cpu_engine, gpu_engine, policy if mode == "hybrid" else None)
         compiling.check()
@@ -430,11 +449,13 @@ def _check_final_once_set(program, graph, cpu_engine, iteration: int) -> None:
             "remove the declaration")
 
 
-def _check_shortcut_labels(program, compiled, arrays, initial: np.ndarray) -> None:
+def _check_shortcut_labels(program, compiled, attrs, weights, ids: np.ndarray,
+                           initial: np.ndarray) -> None:
     """A declaration of ``shortcut_labels`` checked before a run shortcuts labels:
-    every initial value is the vertex's own user id, ``gather`` passes a
-    label on unchanged and ``apply`` keeps the smaller of two (on probe
-    labels).  The class's declarations were checked when it was defined.
+    every initial value is the vertex's own user id (``ids``), ``gather``
+    passes a label on unchanged and ``apply`` keeps the smaller of two (on
+    probe labels, through the CPU-compiled ``compiled``; None skips the
+    probes).  The class's declarations were checked when it was defined.
 
     Raises
     ------
@@ -442,20 +463,21 @@ def _check_shortcut_labels(program, compiled, arrays, initial: np.ndarray) -> No
         Naming what does not hold (and a vertex, in the user's ids).
     """
     name = type(program).__name__
-    ids = arrays.attrs[3]
     wrong = np.flatnonzero(initial != ids)
     if wrong.size:
         vertex = int(ids[wrong[0]])
         raise ProgramError(
             f"{name} declares shortcut_labels = True, but init gives vertex {vertex} the "
             f"value {initial[wrong[0]]} instead of its own id ({wrong.size} vertices differ)")
+    if compiled is None:
+        return
     dtype = compiled.value_dtype
     info = np.iinfo(dtype)
     labels = np.array([v for v in (0, 1, 7, 1 << 40, -5, info.max - 1, info.min)
                        if info.min <= v <= info.max], dtype)
-    attrs = tuple(np.zeros(max(len(labels), 1), a.dtype) for a in arrays.attrs)
+    attrs = tuple(np.zeros(max(len(labels), 1), a.dtype) for a in attrs)
     for u, label in enumerate(labels):
-        got = compiled.gather_call(labels, arrays.weights, attrs, u, 0, 0)
+        got = compiled.gather_call(labels, weights, attrs, u, 0, 0)
         if got != label:
             raise ProgramError(f"{name} declares shortcut_labels = True, but gather turns the "
                                f"label {label} into {got}: it must pass labels on unchanged")
@@ -465,6 +487,37 @@ def _check_shortcut_labels(program, compiled, arrays, initial: np.ndarray) -> No
                 raise ProgramError(f"{name} declares shortcut_labels = True, but apply of "
                                    f"value {label} and sum {other} gives {got}: it must keep "
                                    "the smaller")
+
+
+def _check_apply_keeps_best(program, compiled) -> None:
+    """A declaration of ``apply_keeps_best`` checked before the GPU pushes:
+    ``apply`` of probe values and sums returns the better of the two under
+    the program's sum (the class's declarations were checked when it was
+    defined).
+
+    Raises
+    ------
+    ProgramError
+        Naming the value and sum where it does not hold.
+    """
+    name = type(program).__name__
+    best = min if type(program).sum == "min" else max
+    dtype = compiled.value_dtype
+    if dtype.kind == "f":
+        probes = [0.0, 1.5, -2.0, 7.0, 1e300, -1e300, math.inf, -math.inf]
+    else:
+        info = np.iinfo(dtype)
+        probes = [v for v in (0, 1, 7, -5, 1 << 40, info.max - 1, info.min + 1)
+                  if info.min <= v <= info.max]
+    values = np.array(probes, dtype)
+    attrs = tuple(np.zeros(1, t) for t in (np.int64, np.int64, np.float64, np.int64, np.bool_))
+    for value in values:
+        for other in values:
+            got = compiled.apply_call(attrs, np.zeros(1), 1, 1, 0, value, other)
+            if got != best(value, other):
+                raise ProgramError(f"{name} declares apply_keeps_best = True, but apply of "
+                                   f"value {value} and sum {other} gives {got}: it must keep "
+                                   f"the {type(program).sum} of the two")
 
 
 class GpuFallbackWarning(UserWarning):

@@ -101,6 +101,47 @@ REPLICATION_EDGES_PER_THREAD = 1
 #: launches, for per-page kernel times).
 GPU_FUSE_RESIDENT_PAGES = True
 
+#: A run on the GPU alone with resident pages keeps its sparse iterations in a
+#: loop on the device (issue 18): the frontier, the counters and the stop test
+#: stay on the GPU, the host queues many iterations at once and reads their
+#: records back in batches (:mod:`garaphpy.scheduler.device_loop`).
+GPU_DEVICE_LOOP = True
+
+#: The GPU's iteration is a sparse notify-pull when the frontier's out-edges are
+#: at most |E| / GPU_SPARSE_FACTOR (:func:`garaphpy.scheduler.decisions.gpu_sparse_pass`).
+GPU_SPARSE_FACTOR = 10.0
+
+#: ... and when its notified vertices have at most |E| / GPU_SPARSE_PULL_FACTOR
+#: in-edges; else the device loop calls the iteration off and the host pulls
+#: over every shard (:func:`garaphpy.scheduler.decisions.gpu_pull_edges`).
+GPU_SPARSE_PULL_FACTOR = 3.0
+
+#: ... and when no vertex of the frontier or of the notified ones has more than
+#: GPU_SPARSE_SPAN_FACTOR times the pull's edges per thread, per lane of the group
+#: that takes it (:func:`garaphpy.scheduler.decisions.gpu_span_edges`).
+GPU_SPARSE_SPAN_FACTOR = 4.0
+
+#: The device loop's sparse iterations push over the frontier's out-edges for a
+#: program declaring ``apply_keeps_best`` (:func:`garaphpy.scheduler.decisions.gpu_push`).
+GPU_SPARSE_PUSH = True
+
+#: Iterations the device loop captures in one CUDA graph; the host launches the
+#: graph, and reads the loop's state back every launch.
+GPU_LOOP_GRAPH_ITERATIONS = 16
+
+#: Sparse iterations a run launches one by one before it captures the graph
+#: (a short run never pays for the capture).
+GPU_LOOP_GRAPH_AFTER = 16
+
+#: Iterations one device-loop batch runs at most before the driver regains
+#: control (callbacks, Ctrl-C and checkpoints act between batches).
+GPU_LOOP_MAX_STEPS = 1024
+
+#: A run on the GPU alone of a program declaring ``shortcut_labels`` (CC) ends
+#: each pull over every shard with pointer jumping over every vertex's label
+#: (issue 18; the CPU's ``CPU_SHORTCUT_LABELS``).
+GPU_SHORTCUT_LABELS = True
+
 #: Fraction of the free GPU memory a run may use when no budget is given.
 GPU_MEMORY_FRACTION = 0.8
 

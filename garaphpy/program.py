@@ -371,6 +371,21 @@ class VertexProgram:
         defined; at the start of a run, the initial values against the
         user ids and ``gather`` and ``apply`` on probe values (a false
         declaration raises :class:`ProgramError`).  Default False.
+    apply_keeps_best : bool
+        Declares that ``apply`` returns the better of the old value and the
+        sum (the sum's ``min`` or ``max`` of the two) and that ``gather``
+        reads the source side and the edge alone: a vertex's new value then
+        follows from its in-neighbours that changed in the last iteration
+        alone (those that did not were combined into it before; so, too,
+        the initial values of the vertices not active at the start must
+        improve no neighbour, as infinite distances do).  The GPU's
+        device loop then runs its sparse iterations as a push over the
+        frontier's out-edges with the sum's atomics, instead of a notify
+        and a pull over every in-edge of the notified vertices (BFS, SSSP,
+        CC, SSWP).  Checked: the sum and the gather's parameters when the
+        class is defined; ``apply`` on probe values at the start of a GPU
+        run (a false declaration raises :class:`ProgramError`).  Default
+        False.
     max_iterations : int
         Default iteration limit.
     initially_active : {"all", "sources"}
@@ -414,6 +429,7 @@ class VertexProgram:
     cpu_execution = None
     final_once_set = False
     shortcut_labels = False
+    apply_keeps_best = False
     max_iterations = 100
     initially_active = "all"
     needs_weights = False
@@ -546,6 +562,12 @@ def _check_program_class(cls) -> dict:
     if not isinstance(cls.shortcut_labels, bool):
         raise ProgramError(f"{where}: shortcut_labels = {cls.shortcut_labels!r}; expected True "
                            "or False")
+    if not isinstance(cls.apply_keeps_best, bool):
+        raise ProgramError(f"{where}: apply_keeps_best = {cls.apply_keeps_best!r}; expected "
+                           "True or False")
+    if cls.apply_keeps_best and cls.sum not in ("min", "max"):
+        raise ProgramError(f"{where}: apply_keeps_best = True needs sum 'min' or 'max' (the "
+                           f"better of two); got sum = {cls.sum!r}")
     try:
         value = np.dtype(cls.value_dtype)
         accum = np.dtype(cls.accum_dtype) if cls.accum_dtype is not None else value
@@ -587,11 +609,22 @@ def _check_program_class(cls) -> dict:
                                                         set(cls.constants))
     if cls.shortcut_labels:
         _check_shortcut_declaration(cls, where, value, functions)
+    if cls.apply_keeps_best:
+        read = set(functions["gather"].parameters) - KEEPS_BEST_GATHER_PARAMETERS
+        if read:
+            raise ProgramError(
+                f"{where}: apply_keeps_best = True needs a gather of the source side and the "
+                f"edge alone (got gather{tuple(functions['gather'].parameters)}, which reads "
+                f"{sorted(read)})")
     cls.functions = functions
     _check_constant_results(cls, functions, value, accum)
     for check in _CLASS_CHECKS:
         check(cls)
     return functions
+
+
+#: What a gather may read under ``apply_keeps_best``: the source side and the edge.
+KEEPS_BEST_GATHER_PARAMETERS = frozenset({"src", "src_out_degree", "src_in_degree", "weight"})
 
 
 def _check_shortcut_declaration(cls, where: str, value: np.dtype, functions: dict) -> None:

@@ -224,21 +224,20 @@ def run_engine_quietly(graph, program, sources=(), **options):
 def run_engine_like_gpu(graph, program, sources=(), **options):
     """:func:`run_engine_quietly`, with a CPU run in the program's own
     ``execution`` unless one is asked for (not its ``cpu_execution``) and
-    without label shortcuts (``config.CPU_SHORTCUT_LABELS``, CPU alone), so
-    that the CPU reference of a GPU or hybrid run does the same iterations."""
+    without label shortcuts (``config.CPU_SHORTCUT_LABELS`` and
+    ``config.GPU_SHORTCUT_LABELS``, one processor alone), so that the CPU
+    reference of a GPU or hybrid run does the same iterations."""
     import garaphpy.api
     from garaphpy import config
 
-    if options.get("mode") != "cpu":
-        return run_engine_quietly(graph, program, sources, **options)
-    if options.get("execution") is None:
+    if options.get("mode") == "cpu" and options.get("execution") is None:
         options["execution"] = garaphpy.api._program_instance(program).execution
-    shortcut = config.CPU_SHORTCUT_LABELS
-    config.CPU_SHORTCUT_LABELS = False
+    shortcuts = config.CPU_SHORTCUT_LABELS, config.GPU_SHORTCUT_LABELS
+    config.CPU_SHORTCUT_LABELS = config.GPU_SHORTCUT_LABELS = False
     try:
         return run_engine_quietly(graph, program, sources, **options)
     finally:
-        config.CPU_SHORTCUT_LABELS = shortcut
+        config.CPU_SHORTCUT_LABELS, config.GPU_SHORTCUT_LABELS = shortcuts
 
 
 #: Built-in programs whose results are exact (integers, min, max): compared bitwise.

@@ -72,12 +72,16 @@ def dijkstra(graph, source: int) -> np.ndarray:
 
 def untimed(records) -> list[dict]:
     """The records as dicts without their measured times (a NaN as "nan", so
-    that equal records compare equal: SSSP's L1 change is inf - inf)."""
+    that equal records compare equal: SSSP's L1 change is inf - inf), nor the
+    facts of the GPU's device-loop batch an iteration ran in (its length and
+    end, and how it was launched, depend on where checkpoints cut the run)."""
     rows = []
     for record in records:
         row = record.as_dict()
         for name in TIMES:
             row.pop(name)
+        for name in ("steps", "stop", "launch"):
+            row["decisions"].get("device_loop", {}).pop(name, None)
         rows.append({name: "nan" if isinstance(value, float) and math.isnan(value) else value
                      for name, value in row.items()})
     return rows
@@ -205,7 +209,9 @@ def test_gpu_alone_driver_equals_the_gpu_engine_iterated_directly(graph):
     assert result.converged and converged
     np.testing.assert_array_equal(result.values, values)
     assert untimed(result.iterations) == untimed(records)
-    assert {(r.mode, r.direction) for r in result.iterations} == {("gpu", "pull")}
+    # pulls over every shard, and sparse passes in the device loop
+    assert {r.mode for r in result.iterations} == {"gpu"}
+    assert {r.direction for r in result.iterations} <= {"pull", "notify-pull"}
     assert all(r.gpu_idle_seconds == 0.0 and r.dispatch_seconds == 0.0
                for r in result.iterations)
     np.testing.assert_allclose(result.values, dijkstra(graph, 0), rtol=1e-12)

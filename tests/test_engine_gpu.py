@@ -114,10 +114,15 @@ def test_an_edges_per_thread_not_offered_is_refused():
             compile_kernels(program, np.int32, bad)
 
 
-def test_cpu_directions_are_refused_in_gpu_mode():
+@pytest.mark.gpu
+def test_notify_pull_is_refused_where_the_gpu_cannot_loop(monkeypatch):
     graph = garaphpy.Graph.from_arrays([0, 1], [1, 2])
-    with pytest.raises(ConfigError, match="GPU always pulls"):
+    monkeypatch.setattr(config, "GPU_DEVICE_LOOP", False)
+    with pytest.raises(ConfigError, match="device loop is off"):
         garaphpy.run(graph, "bfs", mode="gpu", sources=[0], direction="notify-pull")
+    monkeypatch.setattr(config, "GPU_DEVICE_LOOP", True)
+    with pytest.raises(ConfigError, match="has aggregates"):
+        garaphpy.run(graph, "pagerank", mode="gpu", direction="notify-pull")
 
 
 # ------------------------------------------------------------------ on a GPU --
@@ -273,7 +278,9 @@ def test_one_launch_over_resident_pages_equals_one_launch_per_page():
         for fuse in (True, False):
             with pytest.MonkeyPatch.context() as patch:
                 patch.setattr(config, "GPU_FUSE_RESIDENT_PAGES", fuse)
-                runs[fuse] = run_quietly(graph, program, sources, mode="gpu", max_iterations=30)
+                # every iteration a pull over every shard (no sparse pass in the device loop)
+                runs[fuse] = run_quietly(graph, program, sources, mode="gpu", max_iterations=30,
+                                         direction="pull")
         assert_matches(name, runs[True].values, runs[False].values)
         graph_run = graph.as_undirected() if program.needs_undirected else graph
         for fused, per_page in zip(runs[True].iterations, runs[False].iterations):

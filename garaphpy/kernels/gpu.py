@@ -79,8 +79,10 @@ __device__ __forceinline__ void gp_atomic_merge_double(int i, double* address, d
 }}
 """
 
-#: The kernels' CUDA C++ (package data), after the program's functions and the prelude.
-_KERNELS_PATH = Path(__file__).with_name("cuda") / "pull.cu"
+#: The kernels' CUDA C++ (package data), after the program's functions and the prelude:
+#: the pull over shards and its companions, then the device loop's sparse iterations.
+_KERNELS_PATHS = (Path(__file__).with_name("cuda") / "pull.cu",
+                  Path(__file__).with_name("cuda") / "sparse.cu")
 
 
 class GpuUnavailableError(GaraphError, RuntimeError):
@@ -184,7 +186,7 @@ def kernel_source(program: CudaProgram, vertex_dtype) -> str:
 
 @functools.cache
 def _kernels_text() -> str:
-    return _KERNELS_PATH.read_text()
+    return "\n".join(path.read_text() for path in _KERNELS_PATHS)
 
 
 @dataclass
@@ -203,6 +205,15 @@ class GpuKernels:
     init_values: object
     aggregates: object
     source: str
+    sparse_notify: object = None
+    sparse_pull: object = None
+    shortcut_labels: object = None
+    loop_out_edges: object = None
+    loop_enter: object = None
+    loop_leave: object = None
+    sparse_push: object = None
+    sparse_apply: object = None
+    loop_identity: object = None
 
 
 _MODULES: dict = {}
@@ -266,7 +277,16 @@ def compile_kernels(program: CudaProgram, vertex_dtype,
             apply_split=module.get_function("gp_apply_split"),
             contributions=module.get_function("gp_contributions"),
             init_values=module.get_function("gp_init_values"),
-            aggregates=module.get_function("gp_aggregates"), source=source)
+            aggregates=module.get_function("gp_aggregates"), source=source,
+            sparse_notify=module.get_function("gp_sparse_notify"),
+            sparse_pull=module.get_function("gp_sparse_pull"),
+            shortcut_labels=module.get_function("gp_shortcut_labels"),
+            loop_out_edges=module.get_function("gp_loop_out_edges"),
+            loop_enter=module.get_function("gp_loop_enter"),
+            loop_leave=module.get_function("gp_loop_leave"),
+            sparse_push=module.get_function("gp_sparse_push"),
+            sparse_apply=module.get_function("gp_sparse_apply"),
+            loop_identity=module.get_function("gp_loop_identity"))
         _MODULES[key] = kernels
         return kernels
 

@@ -70,6 +70,7 @@ class BFS(VertexProgram):
     # a vertex reached in level i gets depth i + 1 from any parent in level i: its
     # first reached in-neighbour ends its scan (Beamer's bottom-up step)
     final_once_set = True
+    apply_keeps_best = True     # the GPU pushes its sparse iterations (see VertexProgram)
     max_iterations = 1_000_000_000
     initially_active = "sources"
     needs_sources = True

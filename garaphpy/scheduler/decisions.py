@@ -22,6 +22,11 @@ the iteration record (:func:`decide`, :attr:`IterationRecord.decisions`).
   before the edge loop, on the CPU and on the GPU alike;
 * **fused GPU launch** (section 3): an iteration the GPU runs alone over
   resident pages is one launch over every shard;
+* **GPU device loop** (issue 18): a run on the GPU alone with resident pages
+  and no aggregates may run its iterations in a loop kept on the device;
+* **GPU sparse pass** (issue 18): an iteration whose frontier has few
+  out-edges is a notify-pull over them rather than the pull over every
+  shard, many to one round trip in the device loop;
 * **alpha** (section 5.1, Equation 3): CPU only, or CPU and GPU together;
 * **page assignment** (section 5.1's queue, with a tail rule): whether a
   processor takes the next page or leaves the rest to the other one.
@@ -153,11 +158,13 @@ def early_exit(final_once_set: bool, synchronous: bool, mode: str,
 
 
 def shortcut_labels(declared: bool, mode: str, enabled: bool = True) -> bool:
-    """Whether a run's CPU iterations end with pointer jumping over the labels
-    (:func:`garaphpy.kernels.cpu.shortcut_labels`): a program that declares
-    ``shortcut_labels``, on the CPU alone (the GPU's copy of the values would
-    not see the jumps), with ``config.CPU_SHORTCUT_LABELS``."""
-    return bool(enabled and declared and mode == "cpu")
+    """Whether a run's iterations end with pointer jumping over the labels
+    (:func:`garaphpy.kernels.cpu.shortcut_labels` on the CPU,
+    ``gp_shortcut_labels`` on the GPU): a program that declares
+    ``shortcut_labels``, on one processor alone (in hybrid runs the other
+    processor's copy of the values would not see the jumps), with
+    ``config.CPU_SHORTCUT_LABELS`` or ``config.GPU_SHORTCUT_LABELS``."""
+    return bool(enabled and declared and mode in ("cpu", "gpu"))
 
 
 def shortcut_every_vertex(sample_dropped: int, sample_size: int,
@@ -268,6 +275,108 @@ def fuse_gpu_launch(resident: bool, fuse_enabled: bool, host_copies: bool,
     """
     return bool(resident and fuse_enabled and not host_copies
                 and (synchronous or not checkpoints_after_pages) and num_pages > 1)
+
+
+def device_loop(enabled: bool, resident: bool, aggregates: bool, host_copies: bool,
+                checkpoints_after_pages: bool, extra_bytes: int, free_bytes: int) -> bool:
+    """Whether a GPU-alone run may keep sparse iterations in a loop on the
+    device (:class:`~garaphpy.scheduler.device_loop.DeviceLoop`): when
+    enabled (``config.GPU_DEVICE_LOOP``), with resident pages (every edge on
+    the device, in CSC order), no aggregates (they would change between the
+    loop's iterations), no per-page copies back to the host (hybrid runs) or
+    checkpoints after pages, and room within the run's GPU budget for the
+    loop's ``extra_bytes`` (the out-edges in CSR, the in-edge offsets and
+    the frontier queues)."""
+    return bool(enabled and resident and not aggregates and not host_copies
+                and not checkpoints_after_pages and extra_bytes <= free_bytes)
+
+
+def gpu_sparse_pass(active_out_edges: int, num_edges: int, forced: str = "auto",
+                    factor: float = config.GPU_SPARSE_FACTOR,
+                    neighbour_in_degree: float = 1.0,
+                    pull_factor: float = config.GPU_SPARSE_PULL_FACTOR) -> bool:
+    """Whether the GPU's next iteration is a sparse notify-pull over the
+    frontier's out-edges rather than the pull over every shard.
+
+    Forced: ``"notify-pull"`` always, ``"pull"`` never.  Otherwise sparse
+    when the frontier's out-edges are at most ``|E| / factor``
+    (``config.GPU_SPARSE_FACTOR``; the sparse pass reads each of them in
+    random order, the pull reads every edge in order, several times faster
+    per edge) and the in-edges it can be expected to pull are at most
+    ``|E| / pull_factor`` (``config.GPU_SPARSE_PULL_FACTOR``): each
+    out-edge notifies a vertex with ``neighbour_in_degree`` in-edges on
+    average (sum of in-degrees squared / |E|: 4 on a grid, thousands on a
+    power-law graph, where a few frontier edges reach hubs).  The device
+    loop applies the same bound (:func:`gpu_dense_edges`) after each of its
+    iterations and hands the run back to the pull when it fails.
+    """
+    if forced == "notify-pull":
+        return True
+    if forced == "pull":
+        return False
+    return active_out_edges <= gpu_dense_edges(num_edges, forced, factor,
+                                               neighbour_in_degree, pull_factor)
+
+
+def gpu_dense_edges(num_edges: int, forced: str = "auto",
+                    factor: float = config.GPU_SPARSE_FACTOR,
+                    neighbour_in_degree: float = 1.0,
+                    pull_factor: float = config.GPU_SPARSE_PULL_FACTOR) -> int:
+    """The largest frontier out-edge count :func:`gpu_sparse_pass` admits
+    (the device loop's test, as a bound)."""
+    if forced == "notify-pull":
+        return 2 ** 62
+    if forced == "pull":
+        return -1
+    bounds = [num_edges / factor if factor > 0 else float(2 ** 62)]
+    if pull_factor > 0:
+        bounds.append(num_edges / (pull_factor * max(neighbour_in_degree, 1.0)))
+    return int(min(bounds))
+
+
+def neighbour_in_degree(in_degree) -> float:
+    """The in-degree of an edge's destination, on average over the edges:
+    sum of in-degrees squared / |E| (1 for a graph without edges)."""
+    import numpy as np
+
+    degrees = np.asarray(in_degree, np.float64)
+    edges = degrees.sum()
+    return float((degrees * degrees).sum() / edges) if edges else 1.0
+
+
+def gpu_push(declared: bool, enabled: bool = True) -> bool:
+    """Whether the device loop's sparse iterations push over the frontier's
+    out-edges (the sum's atomics into per-vertex accumulators, then an apply
+    of the vertices reached) rather than notify and pull: for a program
+    declaring ``apply_keeps_best`` (its values follow from the in-neighbours
+    that changed alone), with ``config.GPU_SPARSE_PUSH``.  Half the edges
+    read, and no hub's in-edges."""
+    return bool(declared and enabled)
+
+
+def gpu_pull_edges(num_edges: int, forced: str = "auto",
+                   factor: float = config.GPU_SPARSE_PULL_FACTOR) -> int:
+    """The most in-edges a sparse iteration's notified vertices may have: the
+    device loop counts them as it notifies, and calls the iteration off above
+    this (on power-law graphs a few frontier edges can notify hubs whose
+    in-edges are a large part of the graph; the pull over every shard reads
+    them in order, in balanced blocks).  Forced notify-pull: no bound."""
+    if forced == "notify-pull" or factor <= 0:
+        return 2 ** 62
+    return int(num_edges // factor)
+
+
+def gpu_span_edges(num_edges: int, lanes: int, threads: int,
+                   factor: float = config.GPU_SPARSE_SPAN_FACTOR) -> int:
+    """The most edges of one vertex a sparse pass gives one group of ``lanes``
+    lanes: a vertex of the frontier (its out-edges) or a notified one (its
+    in-edges) with more calls the iteration off.  One group takes such a
+    vertex's edges ``lanes`` at a time, while the pull over every shard
+    spreads all |E| edges over the grid's ``threads``; so the bound is
+    ``factor`` times the pull's edges per thread (at least a warp's worth of
+    rounds), per lane."""
+    per_thread = max(num_edges / max(threads, 1), 32.0)
+    return int(factor * per_thread * lanes)
 
 
 # -- alpha: CPU only or hybrid (section 5.1) -----------------------------------------------

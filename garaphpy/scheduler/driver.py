@@ -7,7 +7,9 @@ A :class:`Driver` is made with the engines of the processors a run uses:
   f <= 1 / (2 rho), else pull; section 4.1); no policy, no GPU, no thread;
   small notify-pulls run many to a call (:meth:`Driver.iterate_batch`);
 * **the GPU alone** (mode ``gpu``): each iteration is the GPU engine's pull
-  over every page; no policy, no host copy to keep current;
+  over every page, or, while the frontier is small, a sparse notify-pull in
+  a loop kept on the device (many iterations to one call,
+  :meth:`Driver.iterate_batch`); no policy, no host copy to keep current;
 * **both** (mode ``hybrid``): each iteration the policy
   (:class:`~garaphpy.scheduler.dispatcher.HybridPolicy`) decides by alpha
   (section 5.1) whether the CPU runs alone (with its own notify-pull or
@@ -335,13 +337,14 @@ class Driver:
     def iterate_batch(self, first_iteration: int, max_steps: int, tolerance, active_out_edges: int,
                       direction: str = "auto") -> list[IterationRecord]:
         """Several iterations in one call where the processor can run them so: the
-        CPU alone batches small notify-pulls (:meth:`CpuEngine.iterate_batch`);
-        the GPU alone and hybrid runs take their iterations one by one (an
-        empty list: nothing was done)."""
-        if self.alone is None or self.gpu is not None:
+        CPU alone batches small notify-pulls (:meth:`CpuEngine.iterate_batch`),
+        the GPU alone loops its sparse iterations on the device
+        (:meth:`GpuEngine.iterate_batch`); hybrid runs take their iterations
+        one by one (an empty list: nothing was done)."""
+        if self.alone is None:
             return []
-        return self.cpu.iterate_batch(first_iteration, max_steps, tolerance, active_out_edges,
-                                      direction)
+        return self.alone.iterate_batch(first_iteration, max_steps, tolerance, active_out_edges,
+                                        direction)
 
     def values_to_host(self) -> np.ndarray:
         """A copy of the committed values."""

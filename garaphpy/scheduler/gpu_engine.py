@@ -36,6 +36,12 @@ the page's stream right after its kernel, overlapping the next pages.
 Every iteration records the pages processed, the bytes moved each way, and
 the copy and kernel time measured with CUDA events (summed per page, and the
 busy time of each stream), so that the overlap can be seen.
+
+Beyond the paper (issue 18): a run on the GPU alone with resident pages runs
+its iterations with small frontiers as sparse passes in a loop kept on the
+device (:mod:`~garaphpy.scheduler.device_loop`, :meth:`GpuEngine.iterate_batch`),
+and a program declaring ``shortcut_labels`` (CC) ends each pull over every
+shard with pointer jumping over its labels (:meth:`GpuEngine.enable_shortcut_labels`).
 """
 
 from __future__ import annotations
@@ -50,8 +56,8 @@ from ..errors import ConfigError, GaraphError
 from ..kernels import gpu as gpu_kernels
 from ..monoids import monoid_identity
 from ..program import VertexProgram
-from . import decisions
-from .records import IterationRecord
+from . import decisions, device_loop
+from .records import IterationRecord, batch_records
 
 
 #: Edges the resident arrays carry past the last one: the longest run of
@@ -306,8 +312,9 @@ class GpuEngine:
         self.contributions = cupy.empty(n if self.precompute else 1, dtype=accum_dtype)
         self.aggregate_totals = cupy.zeros(max(len(self.program.aggregate_monoids), 1),
                                            np.float64)
-        # activated, activated out-edges, and the L1 change's bits: one read-back
-        self.statistics = cupy.zeros(3, np.uint64)
+        # activated, activated out-edges, the L1 change's bits and the labels the
+        # shortcut dropped: one read-back
+        self.statistics = cupy.zeros(4, np.uint64)
         self.counters = self.statistics[0:2]
         self.l1_total = self.statistics[2:3].view(np.float64)
         self.empty_weights = cupy.zeros(1, dtype=store.weight_dtype or np.float64)
@@ -347,10 +354,26 @@ class GpuEngine:
         #: iteration (checkpoints after pages, set by the checkpointer)
         self.page_done = None
         self._fused_decisions = {}      # checkpoints after pages or not -> the entry
+        self._loop = None               # the device loop of sparse iterations, made on first use
+        self.shortcut = None            # (user ids on the device, consecutive) when enabled
+        self._loop_entry = None
+        self._called_off = False        # the loop's last batch ended on an iteration called off
+        self._neighbour_in_degree = None    # decisions.neighbour_in_degree, on first use
         self.page_views = [self._views(i) for i in range(len(pages))]
         if host_copies:
             self.host_values = self.pinned_array(n, value_dtype)
             self.host_active = self.pinned_array(n, np.uint8)
+
+        # the device loop's arrays, made with the engine (a set-up cost, not the first
+        # sparse iteration's) when the run may use them
+        self.push_entry = decisions.fixed(
+            decisions.gpu_push, declared=bool(type(program).apply_keeps_best),
+            enabled=bool(config.GPU_SPARSE_PUSH))
+        if self._device_loop_entry(checkpoints_after_pages=False)["choice"]:
+            self._loop = device_loop.DeviceLoop(
+                self, push=self.push_entry["choice"], push_weights=bool(self._push_bytes()[1]))
+            self._sparse_inputs(0, "auto")      # the rule's graph statistic, once per store
+        self._loop_entry = None     # decided again at the first batch, with the checkpoints
 
         # -- initial values -----------------------------------------------------------
         self._launch_vertices(self.kernels.init_values, (self.values,) + self.attrs
@@ -441,6 +464,8 @@ class GpuEngine:
         active = np.zeros(max(self.num_vertices, 1), np.uint8)
         active[vertices] = 1
         self.active.set(active, stream=self.main_stream)
+        if self._loop is not None:
+            self._loop.frontier_current = False
         self.main_stream.synchronize()
 
     def num_active(self) -> int:
@@ -469,17 +494,153 @@ class GpuEngine:
         return self.aggregate_totals
 
     def decide(self, record: IterationRecord, direction: str) -> None:
-        """The GPU always pulls."""
+        """The pull over every shard (the sparse iterations run in
+        :meth:`iterate_batch`; when the run may loop them, the refusal is
+        recorded)."""
         record.direction = "pull"
+        if self._loop_entry is not None and self._loop_entry["choice"]:
+            # refused by the rule, or called off by the loop (too many in-edges to pull)
+            decisions.note(record, "gpu_sparse_pass", False, called_off=self._called_off,
+                           **self._sparse_inputs(self.active_out_edges_count, direction))
+            self._called_off = False
+
+    def enable_shortcut_labels(self, ids: np.ndarray) -> None:
+        """End every pull over every shard with pointer jumping over the labels of
+        every vertex (a program declaring ``shortcut_labels`` on the GPU alone:
+        :func:`decisions.shortcut_labels`); ``ids``: the vertices' user ids,
+        increasing."""
+        ids = np.ascontiguousarray(ids, np.int64)
+        dense = bool(ids.size and ids[-1] - ids[0] == ids.size - 1)
+        self.shortcut = (self.cupy.asarray(ids if ids.size else np.zeros(1, np.int64)), dense)
+
+    def _device_loop_entry(self, checkpoints_after_pages: bool | None = None) -> dict:
+        """Whether this run may loop sparse iterations on the device
+        (:func:`~garaphpy.scheduler.decisions.device_loop`, decided once, on the
+        first batch: checkpoints after pages are set up after the engine)."""
+        if checkpoints_after_pages is None:
+            checkpoints_after_pages = self.page_done is not None
+        if self._loop_entry is None:
+            self._loop_entry = decisions.fixed(
+                decisions.device_loop, enabled=bool(config.GPU_DEVICE_LOOP),
+                resident=self.plan.resident, aggregates=bool(self.program.aggregate_monoids),
+                host_copies=self.host_copies, checkpoints_after_pages=checkpoints_after_pages,
+                extra_bytes=device_loop.extra_bytes(
+                    self.num_vertices, self.num_edges, self.store.vertex_dtype.itemsize,
+                    *self._push_bytes()),
+                free_bytes=self.plan.budget - self.plan.vertex_bytes - self.plan.page_bytes)
+        return self._loop_entry
+
+    def _push_bytes(self) -> tuple[int, int]:
+        """Bytes per accumulator and per edge value the push keeps (0 without)."""
+        if not self.push_entry["choice"]:
+            return 0, 0
+        weights = self.store.weighted and "weight" in self.gather_parameters
+        return (np.dtype(self.program.accum_dtype).itemsize,
+                self.store.weight_dtype.itemsize if weights else 0)
+
+    def _sparse_inputs(self, active_out_edges: int, forced: str) -> dict:
+        """The inputs of :func:`decisions.gpu_sparse_pass` for this run."""
+        if self._neighbour_in_degree is None:
+            self._neighbour_in_degree = self.store.neighbour_in_degree
+        push = self.push_entry["choice"]     # a push pulls nothing
+        return dict(active_out_edges=int(active_out_edges), num_edges=self.num_edges,
+                    forced=forced, factor=config.GPU_SPARSE_FACTOR,
+                    neighbour_in_degree=1.0 if push else self._neighbour_in_degree,
+                    pull_factor=0.0 if push else config.GPU_SPARSE_PULL_FACTOR)
 
     def iterate_batch(self, first_iteration: int, max_steps: int, tolerance, active_out_edges: int,
                       direction: str = "auto") -> list:
-        """Nothing: the GPU takes its iterations one by one (the engine interface
-        of :meth:`garaphpy.scheduler.driver.Driver.iterate_batch`)."""
-        return []
+        """Up to ``max_steps`` sparse iterations from ``first_iteration`` in the
+        device loop (:class:`~garaphpy.scheduler.device_loop.DeviceLoop`), when the
+        run allows it and the frontier is small enough
+        (:func:`~garaphpy.scheduler.decisions.gpu_sparse_pass`); the engine
+        interface of :meth:`garaphpy.scheduler.driver.Driver.iterate_batch`.
+
+        Each iteration is a notify-pull with the values, activity and counters
+        the pull over every shard would give; the loop ends after an
+        iteration that activates nothing, whose L1 change is below
+        ``tolerance``, that is the batch's last, or whose frontier is too large
+        for the sparse pass.  The iterations share the batch's time evenly.
+
+        Returns
+        -------
+        list of IterationRecord
+            One per iteration run; empty when the next iteration is not sparse
+            (nothing was done).
+        """
+        entry = self._device_loop_entry()
+        if direction == "notify-pull" and not entry["choice"]:
+            why = [name for name, bad in (
+                ("the device loop is off (config.GPU_DEVICE_LOOP)", not entry["enabled"]),
+                ("the pages do not all fit the GPU budget", not entry["resident"]),
+                ("the program has aggregates", entry["aggregates"]),
+                ("checkpoints are taken after pages", entry["checkpoints_after_pages"]),
+                ("its arrays do not fit the GPU budget",
+                 entry["extra_bytes"] > entry["free_bytes"])) if bad]
+            raise ConfigError("direction='notify-pull' on the GPU runs in its device loop, "
+                              f"which this run cannot use: {'; '.join(why)}")
+        if max_steps < 1 or not entry["choice"] or not decisions.gpu_sparse_pass(
+                **self._sparse_inputs(active_out_edges, direction)):
+            return []
+        if self._loop is None:
+            self._loop = device_loop.DeviceLoop(self)
+        loop = self._loop
+        num_edges, forced, factor = self.num_edges, direction, config.GPU_SPARSE_FACTOR
+        neighbour_in, pull_factor = self._neighbour_in_degree, config.GPU_SPARSE_PULL_FACTOR
+        loop_entry = {**entry, "push": self.push_entry}
+        field = device_loop.RECORD_FIELDS.index
+        names = ("active_vertices", "active_out_edges", "updated_vertices", "edges_pulled",
+                 "activated", "edges_notified")
+        common = dict(mode=self.mode, direction="notify-pull", forced=direction != "auto",
+                      rho=self.rho)
+        records = []
+
+        def keep(rows: np.ndarray) -> None:
+            """Records of a block of looped iterations (made while the GPU runs on)."""
+            columns = [rows[:, field(name)].tolist() for name in names]
+            changes = rows[:, field("l1_change")].view(np.float64).tolist()
+            first = first_iteration + len(records)
+
+            def values():
+                for step, (active, edges, updated, pulled, activated, notified) in enumerate(
+                        zip(*columns)):
+                    yield (first + step, edges / num_edges if num_edges else 0.0, active,
+                           updated, pulled, activated, changes[step], pulled, {
+                               "gpu_sparse_pass": {
+                                   "active_out_edges": edges, "num_edges": num_edges,
+                                   "forced": forced, "factor": factor,
+                                   "neighbour_in_degree": neighbour_in,
+                                   "pull_factor": pull_factor,
+                                   "notified_edges": notified, "choice": True},
+                               "device_loop": loop_entry})
+
+            records.extend(batch_records(common, (
+                "iteration", "active_fraction", "active_vertices", "updated_vertices",
+                "edges_processed", "activated", "l1_change", "gpu_edges", "decisions"),
+                values()))
+
+        taken, reason, seconds = loop.run(
+            first_iteration, max_steps, tolerance,
+            decisions.gpu_dense_edges(**{
+                key: value for key, value in self._sparse_inputs(0, direction).items()
+                if key != "active_out_edges"}),
+            decisions.gpu_pull_edges(self.num_edges, direction, config.GPU_SPARSE_PULL_FACTOR)
+            if not loop.push else 2 ** 62,
+            active_out_edges, on_rows=keep,
+            span_edges=2 ** 62 if direction == "notify-pull" else None)
+        self._called_off = reason == "dense pull"
+        loop_entry.update(steps=taken, stop=reason, launch=loop.describe())
+        each = seconds / max(taken, 1)
+        for record in records:
+            record.seconds = record.gpu_busy_seconds = each
+        self.active_vertices = loop.frontier_size()
+        self.active_out_edges_count = loop.frontier_out_edges()
+        return records
 
     def iterate(self, record: IterationRecord, prefix, aggregates) -> None:
         """One synchronous or asynchronous pull over every page."""
+        if self._loop is not None:
+            self._loop.frontier_current = False
         self.begin_iteration(record.iteration)
         if self._fused(record):
             self.end_iteration(record, [self.launch_all_resident(aggregates, record.iteration)],
@@ -653,9 +814,15 @@ class GpuEngine:
                 split = cupy.asnumpy(self.split_vertices)
                 self.host_values[split] = cupy.asnumpy(out[self.split_vertices])
                 self.host_active[split] = cupy.asnumpy(self.active[self.split_vertices])
+        if self.shortcut is not None:
+            self._launch_vertices(self.kernels.shortcut_labels, (
+                out, self.shortcut[0], np.int32(self.shortcut[1]), self.active, self.attrs[0],
+                self.counters, self.statistics[3:4], n), shared_mem=gpu_kernels.TOTALS_SHARED_BYTES)
         statistics = self.statistics.get(stream=main)
         main.synchronize()
         self._end_page_reads()
+        if self.shortcut is not None:
+            decisions.note(record, "shortcut_labels", "all", dropped=int(statistics[3]))
         counters = statistics[:2]
         l1 = statistics[2:3].view(np.float64)
         if self.synchronous:

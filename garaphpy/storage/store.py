@@ -26,6 +26,8 @@ shard's first vertex, and the edge values.
 
 from __future__ import annotations
 
+import functools
+
 import json
 import zlib
 from dataclasses import dataclass
@@ -411,6 +413,16 @@ class Store:
                           f"{problem}")
 
     # -- description ---------------------------------------------------------
+    @functools.cached_property
+    def neighbour_in_degree(self) -> float:
+        """The in-degree of an edge's destination, on average over the edges
+        (sum of in-degrees squared / |E|; computed once per opened store):
+        what a sparse pass can expect to pull per notified edge
+        (:func:`garaphpy.scheduler.decisions.gpu_sparse_pass`)."""
+        from ..scheduler.decisions import neighbour_in_degree
+
+        return neighbour_in_degree(np.diff(np.asarray(self.in_offsets)))
+
     @property
     def summary(self) -> dict:
         """The load summary recorded at build time."""

@@ -1,0 +1,568 @@
+// garaphpy's device-side loop of sparse iterations (issue 18): notify-pull over
+// the frontier, its state kept on the GPU so that the host queues many
+// iterations without waiting. Appended after pull.cu (same prelude and program
+// functions) by garaphpy/kernels/gpu.py; driven by
+// garaphpy/scheduler/device_loop.py, which documents the state's layout.
+//
+// One iteration is two launches, each a no-op once the loop has stopped:
+//   gp_sparse_notify  (synchronous runs) commits the previous iteration's
+//                     applied values; then the frontier's out-edges (CSR)
+//                     mark their destinations, each queued once, and their
+//                     in-edges are counted (the pull's cost);
+//   gp_sparse_pull    each queued vertex gathers over all its in-edges (CSC),
+//                     is applied, and joins the next frontier if activated;
+//                     when the queued vertices have too many in-edges for a
+//                     sparse pull, the iteration is called off instead (the
+//                     host runs it as a pull over every shard). The block
+//                     that finishes last writes the iteration's record,
+//                     turns to the next frontier and applies the stop test.
+// A vertex takes GROUP consecutive lanes of a warp (a power of two, from the
+// graph's mean degree). The activity bitmap is not kept during the loop: the
+// host sets it from the frontier queue when a batch ends.
+
+// the loop state, one long long each (device_loop.LOOP_FIELDS keeps the same order)
+#define GP_LOOP_ITERATION 0
+#define GP_LOOP_END 1
+#define GP_LOOP_STOP 2
+#define GP_LOOP_PARITY 3
+#define GP_LOOP_FRONTIER_SIZE 4     // two: the frontier of each parity
+#define GP_LOOP_NOTIFIED 6          // two: the notified queue of each parity
+#define GP_LOOP_FIRST 8
+#define GP_LOOP_DENSE_EDGES 9
+#define GP_LOOP_PULL_EDGES 10
+#define GP_LOOP_CAPACITY 11
+#define GP_LOOP_FRONTIER_OUT_EDGES 12
+#define GP_LOOP_ACTIVATED 13
+#define GP_LOOP_ACTIVATED_OUT_EDGES 14
+#define GP_LOOP_EDGES_PULLED 15
+#define GP_LOOP_L1 16               // a double's bits
+#define GP_LOOP_EDGES_NOTIFIED 17
+#define GP_LOOP_TOLERANCE 18        // a double's bits
+#define GP_LOOP_BLOCKS_DONE 19
+#define GP_LOOP_FRONTIER_MAX_DEGREE 20  // two: the largest out-degree of each frontier
+#define GP_LOOP_NOTIFIED_MAX_DEGREE 22  // the largest in-degree of the notified vertices
+#define GP_LOOP_SPAN_EDGES 23           // the most edges one group of lanes may take
+#define GP_LOOP_FIELDS 24
+
+// why the loop stopped (device_loop.STOP_REASONS)
+#define GP_STOP_NONE 0
+#define GP_STOP_NO_ACTIVE 1
+#define GP_STOP_END 2
+#define GP_STOP_TOLERANCE 3
+#define GP_STOP_DENSE 4
+#define GP_STOP_CAPACITY 5
+#define GP_STOP_DENSE_PULL 6
+
+// the record of one iteration (device_loop.RECORD_FIELDS)
+#define GP_RECORD_FIELDS 8
+
+// Appends the calling lanes' items to queue[*size ...]: one atomic per warp.
+// Every lane of the warp calls it (take: whether this lane has an item).
+__device__ __forceinline__ void gp_warp_append(bool take, vid_t item, vid_t* queue,
+                                               unsigned long long* size) {
+    const unsigned ballot = __ballot_sync(0xffffffffu, take);
+    if (ballot == 0) return;
+    const int lane = threadIdx.x & 31;
+    const int leader = __ffs(ballot) - 1;
+    unsigned long long base = 0;
+    if (lane == leader) base = atomicAdd(size, (unsigned long long)__popc(ballot));
+    base = __shfl_sync(0xffffffffu, base, leader);
+    if (take) queue[base + __popc(ballot & ((1u << lane) - 1u))] = item;
+}
+
+__device__ __forceinline__ unsigned long long gp_warp_total(unsigned long long x) {
+    for (int offset = 16; offset > 0; offset >>= 1)
+        x += __shfl_down_sync(0xffffffffu, x, offset);
+    return x;
+}
+
+// Whether the iteration is called off (the host pulls over every shard instead):
+// its notified vertices have too many in-edges in all, or one vertex of the
+// frontier or of the notified ones has more edges than one group of lanes should
+// take (a hub would hold the whole pass up).
+// (Its inputs were written by earlier launches: plain loads.)
+__device__ __forceinline__ bool gp_called_off(const long long* loop, long long parity) {
+    return loop[GP_LOOP_EDGES_PULLED] > loop[GP_LOOP_PULL_EDGES]
+        || loop[GP_LOOP_NOTIFIED_MAX_DEGREE] > loop[GP_LOOP_SPAN_EDGES]
+        || loop[GP_LOOP_FRONTIER_MAX_DEGREE + parity] > loop[GP_LOOP_SPAN_EDGES];
+}
+
+__device__ __forceinline__ void gp_warp_max_into(unsigned long long x, long long* address) {
+    for (int offset = 16; offset > 0; offset >>= 1)
+        x = max(x, __shfl_down_sync(0xffffffffu, x, offset));
+    // most warps hold no new maximum: a read first keeps them off the atomic
+    if ((threadIdx.x & 31) == 0 && x > (unsigned long long)*(volatile long long*)address)
+        atomicMax(reinterpret_cast<unsigned long long*>(address), x);
+}
+
+extern "C" __global__ void gp_sparse_notify(long long* loop,
+                                            const long long* __restrict__ out_offsets,
+                                            const vid_t* __restrict__ out_targets,
+                                            const long long* __restrict__ in_offsets,
+                                            const vid_t* __restrict__ frontiers,
+                                            unsigned int* __restrict__ notified_flags,
+                                            vid_t* __restrict__ notified,
+                                            const value_t* out, value_t* values,
+                                            int commit, int group_shift,
+                                            long long num_vertices) {
+    if (loop[GP_LOOP_STOP]) return;
+    const long long parity = loop[GP_LOOP_PARITY];
+    const long long thread = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long threads = (long long)gridDim.x * blockDim.x;
+    if (commit) {
+        const long long committed = loop[GP_LOOP_NOTIFIED + (parity ^ 1)];
+        const vid_t* previous = notified + (parity ^ 1) * num_vertices;
+        for (long long i = thread; i < committed; i += threads) {
+            const long long v = (long long)previous[i];
+            values[v] = out[v];
+        }
+    }
+    // a hub in the frontier: no notify (the pull calls the iteration off)
+    const long long size = loop[GP_LOOP_FRONTIER_MAX_DEGREE + parity] > loop[GP_LOOP_SPAN_EDGES]
+        ? 0 : loop[GP_LOOP_FRONTIER_SIZE + parity];
+    const vid_t* frontier = frontiers + parity * num_vertices;
+    vid_t* queue = notified + parity * num_vertices;
+    unsigned long long* queued = reinterpret_cast<unsigned long long*>(loop + GP_LOOP_NOTIFIED + parity);
+    const int lane = threadIdx.x & 31, group = 1 << group_shift, sub = lane & (group - 1);
+    const long long per_warp = 32 >> group_shift;
+    const long long warps = threads >> 5;
+    unsigned long long scanned = 0, planned = 0, widest = 0;
+    // rounds of one vertex per group, the same number of rounds for every lane of a warp
+    for (long long base = (thread >> 5) * per_warp; base < size; base += warps * per_warp) {
+        const long long i = base + (lane >> group_shift);
+        long long begin = 0, end = 0;
+        if (i < size) {
+            const long long u = (long long)frontier[i];
+            begin = out_offsets[u];
+            end = out_offsets[u + 1];
+            if (sub == 0) scanned += (unsigned long long)(end - begin);
+        }
+        const unsigned span = __reduce_max_sync(0xffffffffu, (unsigned)(end - begin));
+        for (unsigned k0 = sub; k0 < span + sub; k0 += group) {
+            const long long k = begin + k0;
+            bool fresh = false;
+            vid_t v = 0;
+            if (k < end) {
+                v = out_targets[k];
+                fresh = notified_flags[v] == 0u && atomicExch(&notified_flags[v], 1u) == 0u;
+                if (fresh) {
+                    const unsigned long long degree =
+                        (unsigned long long)(in_offsets[(long long)v + 1] - in_offsets[v]);
+                    planned += degree;
+                    widest = max(widest, degree);
+                }
+            }
+            gp_warp_append(fresh, v, queue, queued);
+        }
+    }
+    gp_warp_max_into(widest, loop + GP_LOOP_NOTIFIED_MAX_DEGREE);
+    scanned = gp_warp_total(scanned);
+    planned = gp_warp_total(planned);
+    if (lane == 0) {
+        if (scanned)
+            atomicAdd(reinterpret_cast<unsigned long long*>(loop + GP_LOOP_EDGES_NOTIFIED), scanned);
+        if (planned)
+            atomicAdd(reinterpret_cast<unsigned long long*>(loop + GP_LOOP_EDGES_PULLED), planned);
+    }
+}
+
+// The end of an iteration, by one thread once every block is done: its record,
+// the next frontier, the stop test.
+__device__ void gp_sparse_finish(long long* loop, long long* records) {
+    volatile long long* state = loop;
+    const long long iteration = state[GP_LOOP_ITERATION];
+    const long long parity = state[GP_LOOP_PARITY];
+    const long long pulled = state[GP_LOOP_EDGES_PULLED];
+    state[GP_LOOP_NOTIFIED + (parity ^ 1)] = 0;     // committed by this iteration's notify
+    if (gp_called_off(loop, parity)) {              // the host pulls instead
+        state[GP_LOOP_NOTIFIED + parity] = 0;
+        state[GP_LOOP_EDGES_PULLED] = 0;
+        state[GP_LOOP_EDGES_NOTIFIED] = 0;
+        state[GP_LOOP_NOTIFIED_MAX_DEGREE] = 0;
+        state[GP_LOOP_STOP] = GP_STOP_DENSE_PULL;
+        return;
+    }
+    const long long row = iteration - state[GP_LOOP_FIRST];
+    long long* record = records + row * GP_RECORD_FIELDS;
+    const long long activated = state[GP_LOOP_ACTIVATED];
+    const long long activated_out_edges = state[GP_LOOP_ACTIVATED_OUT_EDGES];
+    const long long l1_bits = state[GP_LOOP_L1];
+    record[0] = state[GP_LOOP_FRONTIER_SIZE + parity];
+    record[1] = state[GP_LOOP_FRONTIER_OUT_EDGES];
+    record[2] = state[GP_LOOP_NOTIFIED + parity];
+    record[3] = pulled;
+    record[4] = activated;
+    record[5] = activated_out_edges;
+    record[6] = l1_bits;
+    record[7] = state[GP_LOOP_EDGES_NOTIFIED];
+    const double l1 = __longlong_as_double(l1_bits);
+    const double tolerance = __longlong_as_double(state[GP_LOOP_TOLERANCE]);
+    state[GP_LOOP_FRONTIER_SIZE + parity] = 0;
+    state[GP_LOOP_FRONTIER_MAX_DEGREE + parity] = 0;
+    state[GP_LOOP_NOTIFIED_MAX_DEGREE] = 0;
+    state[GP_LOOP_PARITY] = parity ^ 1;
+    state[GP_LOOP_FRONTIER_OUT_EDGES] = activated_out_edges;
+    state[GP_LOOP_ACTIVATED] = 0;
+    state[GP_LOOP_ACTIVATED_OUT_EDGES] = 0;
+    state[GP_LOOP_EDGES_PULLED] = 0;
+    state[GP_LOOP_L1] = 0;
+    state[GP_LOOP_EDGES_NOTIFIED] = 0;
+    state[GP_LOOP_ITERATION] = iteration + 1;
+    long long stop = GP_STOP_NONE;
+    if (activated == 0) stop = GP_STOP_NO_ACTIVE;
+    else if (l1 < tolerance) stop = GP_STOP_TOLERANCE;
+    else if (iteration + 1 >= state[GP_LOOP_END]) stop = GP_STOP_END;
+    else if (activated_out_edges > state[GP_LOOP_DENSE_EDGES]) stop = GP_STOP_DENSE;
+    else if (row + 1 >= state[GP_LOOP_CAPACITY]) stop = GP_STOP_CAPACITY;
+    state[GP_LOOP_STOP] = stop;
+}
+
+extern "C" __global__ void gp_sparse_pull(long long* loop, long long* records,
+                                          const long long* __restrict__ in_offsets,
+                                          const vid_t* __restrict__ sources,
+                                          const weight_t* __restrict__ weights,
+                                          const vid_t* __restrict__ notified,
+                                          unsigned int* __restrict__ notified_flags,
+                                          vid_t* __restrict__ frontiers,
+                                          const value_t* values, value_t* out,
+                                          GP_ATTR_PARAMETERS,
+                                          const double* __restrict__ aggregates,
+                                          int group_shift, long long num_vertices) {
+    extern __shared__ __align__(16) unsigned char gp_sparse_shared[];
+    __shared__ int gp_last_block, gp_off;
+    if (loop[GP_LOOP_STOP]) return;
+    GP_ATTRS
+    const long long parity = loop[GP_LOOP_PARITY];
+    const long long iteration = loop[GP_LOOP_ITERATION];
+    const long long count = loop[GP_LOOP_NOTIFIED + parity];
+    const vid_t* queue = notified + parity * num_vertices;
+    const long long thread = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long threads = (long long)gridDim.x * blockDim.x;
+    double l1 = 0.0;
+    unsigned long long activated = 0, activated_out_edges = 0;
+    unsigned long long widest = 0;
+    if (threadIdx.x == 0) gp_off = gp_called_off(loop, parity);
+    __syncthreads();
+    if (gp_off) {
+        for (long long i = thread; i < count; i += threads) notified_flags[queue[i]] = 0u;
+    } else {
+        vid_t* next_frontier = frontiers + (parity ^ 1) * num_vertices;
+        unsigned long long* next_size =
+            reinterpret_cast<unsigned long long*>(loop + GP_LOOP_FRONTIER_SIZE + (parity ^ 1));
+        const int lane = threadIdx.x & 31, group = 1 << group_shift, sub = lane & (group - 1);
+        const long long per_warp = 32 >> group_shift;
+        const long long warps = threads >> 5;
+        const accum_t identity = gp_accum_identity();
+        for (long long base = (thread >> 5) * per_warp; base < count; base += warps * per_warp) {
+            const long long i = base + (lane >> group_shift);
+            long long v = 0, begin = 0, end = 0;
+            if (i < count) {
+                v = (long long)queue[i];
+                begin = in_offsets[v];
+                end = in_offsets[v + 1];
+            }
+            accum_t accum = identity;
+            for (long long e = begin + sub; e < end; e += group)
+                accum = gp_combine(accum, gp_gather(values, weights, attrs,
+                                                    (long long)sources[e], v, e));
+            // the group's lanes combine into its first lane (the others' results unused)
+            for (int offset = group >> 1; offset > 0; offset >>= 1)
+                accum = gp_combine(accum, gp_shuffle<false>(accum, offset));
+            bool joins = false;
+            if (i < count && sub == 0) {
+                notified_flags[v] = 0u;
+                const value_t old_value = values[v];
+                const value_t new_value = gp_apply(attrs, aggregates, num_vertices, iteration, v,
+                                                   old_value, accum);
+                out[v] = new_value;
+                l1 += fabs((double)new_value - (double)old_value);
+                joins = gp_activate(new_value, old_value);
+                if (joins) {
+                    const unsigned long long degree = (unsigned long long)attrs.out_degree[v];
+                    activated += 1;
+                    activated_out_edges += degree;
+                    widest = max(widest, degree);
+                }
+            }
+            gp_warp_append(joins, (vid_t)v, next_frontier, next_size);
+        }
+    }
+    gp_warp_max_into(widest, loop + GP_LOOP_FRONTIER_MAX_DEGREE + (parity ^ 1));
+    gp_block_totals(l1, activated, activated_out_edges,
+                    reinterpret_cast<double*>(loop + GP_LOOP_L1),
+                    reinterpret_cast<unsigned long long*>(loop + GP_LOOP_ACTIVATED),
+                    gp_sparse_shared);
+    // the last block to finish ends the iteration
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        const unsigned long long done = atomicAdd(
+            reinterpret_cast<unsigned long long*>(loop + GP_LOOP_BLOCKS_DONE), 1ull);
+        gp_last_block = done == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (gp_last_block && threadIdx.x == 0) {
+        __threadfence();
+        loop[GP_LOOP_BLOCKS_DONE] = 0;
+        gp_sparse_finish(loop, records);
+    }
+}
+
+// Pointer jumping for min-label propagation (Shiloach-Vishkin's shortcut; the
+// CPU's kernels.cpu.shortcut_labels): each vertex takes the label of the vertex
+// its label names, then of the vertex that one names, while the label drops.
+// ids: the user ids of the vertices, increasing (consecutive: dense). A vertex
+// whose label dropped becomes active, and is counted if it was not.
+extern "C" __global__ void gp_shortcut_labels(value_t* values, const long long* __restrict__ ids,
+                                              int dense, unsigned char* __restrict__ active,
+                                              const degree_t* __restrict__ out_degree,
+                                              unsigned long long* counters,
+                                              unsigned long long* dropped_total,
+                                              long long num_vertices) {
+    extern __shared__ __align__(16) unsigned char gp_shortcut_shared[];
+    unsigned long long activated = 0, activated_out_edges = 0, dropped = 0;
+    for (long long v = blockIdx.x * (long long)blockDim.x + threadIdx.x; v < num_vertices;
+         v += (long long)gridDim.x * blockDim.x) {
+        const value_t start = values[v];
+        value_t label = start;
+        while (true) {
+            long long u;
+            if (dense) {
+                u = (long long)label - ids[0];
+            } else {
+                long long low = 0, high = num_vertices - 1;
+                while (low < high) {
+                    const long long middle = (low + high) >> 1;
+                    if (ids[middle] < (long long)label) low = middle + 1;
+                    else high = middle;
+                }
+                u = low;
+            }
+            const value_t jumped = *((volatile value_t*)(values + u));
+            if (!(jumped < label)) break;
+            label = jumped;
+        }
+        if (label < start) {
+            values[v] = label;
+            dropped += 1;
+            if (!active[v]) {
+                active[v] = 1;
+                activated += 1;
+                activated_out_edges += (unsigned long long)out_degree[v];
+            }
+        }
+    }
+    gp_block_totals(0.0, activated, activated_out_edges, (double*)0, counters,
+                    gp_shortcut_shared);
+    dropped = gp_warp_total(dropped);
+    if ((threadIdx.x & 31) == 0 && dropped) atomicAdd(dropped_total, dropped);
+}
+
+// The loop's set-up and hand-overs, so that the loop needs no other kernels.
+
+// Out-edges (CSR) from the resident in-edges (CSC): each edge u -> v is placed at
+// out_offsets[u] + the next free slot of u (cursor: |V| zeros), with its value
+// when asked (the push reads them in this order). The order of a vertex's
+// out-edges is arbitrary; neither pass depends on it.
+extern "C" __global__ void gp_loop_out_edges(const long long* __restrict__ in_offsets,
+                                             const vid_t* __restrict__ sources,
+                                             const weight_t* __restrict__ weights,
+                                             const long long* __restrict__ out_offsets,
+                                             unsigned int* __restrict__ cursor,
+                                             vid_t* __restrict__ out_targets,
+                                             weight_t* __restrict__ out_weights,
+                                             int with_weights, long long num_vertices) {
+    const int lane = threadIdx.x & 31;
+    const long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
+    for (long long v = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; v < num_vertices;
+         v += warps) {
+        for (long long e = in_offsets[v] + lane; e < in_offsets[v + 1]; e += 32) {
+            const long long u = (long long)sources[e];
+            const long long slot = out_offsets[u] + atomicAdd(&cursor[u], 1u);
+            out_targets[slot] = (vid_t)v;
+            if (with_weights) out_weights[slot] = weights[e];     // the push's edge values
+        }
+    }
+}
+
+// The frontier queue of parity 0 from the activity bitmap (entering the loop
+// after a pull over every shard).
+extern "C" __global__ void gp_loop_enter(long long* loop, const unsigned char* __restrict__ active,
+                                         const degree_t* __restrict__ out_degree,
+                                         vid_t* __restrict__ frontiers, long long num_vertices) {
+    unsigned long long* size =
+        reinterpret_cast<unsigned long long*>(loop + GP_LOOP_FRONTIER_SIZE);
+    const long long threads = (long long)gridDim.x * blockDim.x;
+    unsigned long long widest = 0;
+    // every lane of a warp takes the same number of rounds (the append is warp-wide)
+    for (long long base = (long long)blockIdx.x * blockDim.x + (threadIdx.x & ~31);
+         base < num_vertices; base += threads) {
+        const long long v = base + (threadIdx.x & 31);
+        const bool take = v < num_vertices && active[v];
+        if (take) widest = max(widest, (unsigned long long)out_degree[v]);
+        gp_warp_append(take, (vid_t)v, frontiers, size);
+    }
+    gp_warp_max_into(widest, loop + GP_LOOP_FRONTIER_MAX_DEGREE);
+}
+
+// Leaving the loop: the last iteration's values committed (synchronous runs,
+// count > 0) and the activity bitmap (cleared before) set from the frontier.
+extern "C" __global__ void gp_loop_leave(const vid_t* __restrict__ committed, long long count,
+                                         const value_t* __restrict__ out, value_t* values,
+                                         const vid_t* __restrict__ frontier, long long size,
+                                         unsigned char* __restrict__ active) {
+    const long long threads = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+         i < (count > size ? count : size); i += threads) {
+        if (i < count) {
+            const long long v = (long long)committed[i];
+            values[v] = out[v];
+        }
+        if (i < size) active[frontier[i]] = 1;
+    }
+}
+
+// ---- the push pass: programs whose apply keeps the better of the value and the sum
+// (VertexProgram.apply_keeps_best: BFS, SSSP, CC, SSWP). A vertex's value then
+// follows from its in-neighbours that changed alone, so an iteration is two
+// launches over the frontier's out-edges only:
+//   gp_sparse_push   each out-edge u -> v of the frontier combines its gather into
+//                    v's accumulator with the sum's atomic; v is queued once;
+//   gp_sparse_apply  each queued vertex is applied in place (every read of the
+//                    iteration's values is done: a synchronous run needs no second
+//                    buffer) and joins the next frontier if activated; its
+//                    accumulator goes back to the identity. The last block
+//                    finishes the iteration.
+
+extern "C" __global__ void gp_loop_identity(accum_t* accum, long long count) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count;
+         i += (long long)gridDim.x * blockDim.x)
+        accum[i] = gp_accum_identity();
+}
+
+extern "C" __global__ void gp_sparse_push(long long* loop,
+                                          const long long* __restrict__ out_offsets,
+                                          const vid_t* __restrict__ out_targets,
+                                          const weight_t* __restrict__ out_weights,
+                                          const vid_t* __restrict__ frontiers,
+                                          unsigned int* __restrict__ touched_flags,
+                                          vid_t* __restrict__ touched, accum_t* accum,
+                                          const value_t* values, GP_ATTR_PARAMETERS,
+                                          int group_shift, long long num_vertices) {
+    if (loop[GP_LOOP_STOP]) return;
+    GP_ATTRS
+    const long long parity = loop[GP_LOOP_PARITY];
+    // a hub in the frontier: no push (the apply calls the iteration off)
+    const long long size = loop[GP_LOOP_FRONTIER_MAX_DEGREE + parity] > loop[GP_LOOP_SPAN_EDGES]
+        ? 0 : loop[GP_LOOP_FRONTIER_SIZE + parity];
+    const vid_t* frontier = frontiers + parity * num_vertices;
+    vid_t* queue = touched + parity * num_vertices;
+    unsigned long long* queued =
+        reinterpret_cast<unsigned long long*>(loop + GP_LOOP_NOTIFIED + parity);
+    const long long thread = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long threads = (long long)gridDim.x * blockDim.x;
+    const int lane = threadIdx.x & 31, group = 1 << group_shift, sub = lane & (group - 1);
+    const long long per_warp = 32 >> group_shift;
+    const long long warps = threads >> 5;
+    unsigned long long scanned = 0;
+    for (long long base = (thread >> 5) * per_warp; base < size; base += warps * per_warp) {
+        const long long i = base + (lane >> group_shift);
+        long long u = 0, begin = 0, end = 0;
+        if (i < size) {
+            u = (long long)frontier[i];
+            begin = out_offsets[u];
+            end = out_offsets[u + 1];
+            if (sub == 0) scanned += (unsigned long long)(end - begin);
+        }
+        const unsigned span = __reduce_max_sync(0xffffffffu, (unsigned)(end - begin));
+        for (unsigned k0 = sub; k0 < span + sub; k0 += group) {
+            const long long k = begin + k0;
+            bool fresh = false;
+            vid_t v = 0;
+            if (k < end) {
+                v = out_targets[k];
+                gp_atomic_combine(&accum[v], gp_gather(values, out_weights, attrs, u,
+                                                       (long long)v, k));
+                fresh = touched_flags[v] == 0u && atomicExch(&touched_flags[v], 1u) == 0u;
+            }
+            gp_warp_append(fresh, v, queue, queued);
+        }
+    }
+    scanned = gp_warp_total(scanned);
+    if (lane == 0 && scanned) {
+        atomicAdd(reinterpret_cast<unsigned long long*>(loop + GP_LOOP_EDGES_NOTIFIED), scanned);
+        atomicAdd(reinterpret_cast<unsigned long long*>(loop + GP_LOOP_EDGES_PULLED), scanned);
+    }
+}
+
+extern "C" __global__ void gp_sparse_apply(long long* loop, long long* records,
+                                           const vid_t* __restrict__ touched,
+                                           unsigned int* __restrict__ touched_flags,
+                                           vid_t* __restrict__ frontiers, accum_t* accum,
+                                           value_t* values, GP_ATTR_PARAMETERS,
+                                           const double* __restrict__ aggregates,
+                                           long long num_vertices) {
+    extern __shared__ __align__(16) unsigned char gp_apply_shared[];
+    __shared__ int gp_last_block, gp_off;
+    if (loop[GP_LOOP_STOP]) return;
+    GP_ATTRS
+    const long long parity = loop[GP_LOOP_PARITY];
+    const long long iteration = loop[GP_LOOP_ITERATION];
+    const long long count = loop[GP_LOOP_NOTIFIED + parity];
+    const vid_t* queue = touched + parity * num_vertices;
+    const long long threads = (long long)gridDim.x * blockDim.x;
+    double l1 = 0.0;
+    unsigned long long activated = 0, activated_out_edges = 0, widest = 0;
+    if (threadIdx.x == 0) gp_off = gp_called_off(loop, parity);
+    __syncthreads();
+    vid_t* next_frontier = frontiers + (parity ^ 1) * num_vertices;
+    unsigned long long* next_size =
+        reinterpret_cast<unsigned long long*>(loop + GP_LOOP_FRONTIER_SIZE + (parity ^ 1));
+    const accum_t identity = gp_accum_identity();
+    // rounds of one vertex per thread, the same number for every lane of a warp
+    for (long long base = (long long)blockIdx.x * blockDim.x + (threadIdx.x & ~31);
+         base < count; base += threads) {
+        const long long i = base + (threadIdx.x & 31);
+        bool joins = false;
+        long long v = 0;
+        if (i < count) {
+            v = (long long)queue[i];
+            const accum_t sum = accum[v];
+            accum[v] = identity;
+            touched_flags[v] = 0u;
+            if (!gp_off) {
+                const value_t old_value = values[v];
+                const value_t new_value = gp_apply(attrs, aggregates, num_vertices, iteration,
+                                                   v, old_value, sum);
+                values[v] = new_value;
+                l1 += fabs((double)new_value - (double)old_value);
+                joins = gp_activate(new_value, old_value);
+                if (joins) {
+                    const unsigned long long degree = (unsigned long long)attrs.out_degree[v];
+                    activated += 1;
+                    activated_out_edges += degree;
+                    widest = max(widest, degree);
+                }
+            }
+        }
+        gp_warp_append(joins, (vid_t)v, next_frontier, next_size);
+    }
+    gp_warp_max_into(widest, loop + GP_LOOP_FRONTIER_MAX_DEGREE + (parity ^ 1));
+    gp_block_totals(l1, activated, activated_out_edges,
+                    reinterpret_cast<double*>(loop + GP_LOOP_L1),
+                    reinterpret_cast<unsigned long long*>(loop + GP_LOOP_ACTIVATED),
+                    gp_apply_shared);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        const unsigned long long done = atomicAdd(
+            reinterpret_cast<unsigned long long*>(loop + GP_LOOP_BLOCKS_DONE), 1ull);
+        gp_last_block = done == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (gp_last_block && threadIdx.x == 0) {
+        __threadfence();
+        loop[GP_LOOP_BLOCKS_DONE] = 0;
+        gp_sparse_finish(loop, records);
+    }
+}

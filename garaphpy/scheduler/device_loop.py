@@ -1,0 +1,367 @@
+"""The GPU's sparse iterations in a loop kept on the device (issue 18).
+
+Garaph's GPU engine (section 3) pulls over every shard each iteration, and
+the host reads the iteration's statistics back before it decides the next
+one.  On graphs of thousands of iterations with small frontiers (road
+networks, grids, meshes) that round trip, and the pull over edges no active
+vertex touches, are the run.  Subway (EuroSys'20, section 3) moves only the
+active subgraph and iterates asynchronously for the same reason; Gunrock-style
+engines keep the frontier on the device.  Here:
+
+* **work proportional to the frontier**: an iteration whose frontier has few
+  out-edges (:func:`~garaphpy.scheduler.decisions.gpu_sparse_pass`) is a
+  notify-pull: the frontier's out-edges (CSR, on the device) mark their
+  destinations, each queued once, and each queued vertex gathers over all of
+  its in-edges (the resident CSC) and is applied: the CPU engine's
+  notify-pull, with the same values, activity and counters;
+* **the loop on the device**: the frontier (two queues, by parity), the
+  counters and the stop test live in device memory (the loop state below);
+  every kernel of an iteration is a no-op once the loop has stopped, so the
+  host queues many iterations without waiting and reads their records back
+  in batches.  After ``config.GPU_LOOP_GRAPH_AFTER`` iterations launched one
+  by one, the run captures ``config.GPU_LOOP_GRAPH_ITERATIONS`` iterations in
+  one CUDA graph and launches that (one host call for many iterations);
+* the loop stops after an iteration that activates no vertex, whose L1
+  change is below the tolerance, that reaches the batch's end (the run's
+  iteration limit, the next checkpoint, ``config.GPU_LOOP_MAX_STEPS``), or
+  whose frontier is too large for the sparse pass: the run then goes on with
+  the pull over every shard, launched from the host.
+
+The loop state is one ``int64`` array (:data:`LOOP_FIELDS`, the same order as
+``kernels/cuda/sparse.cu``); each iteration writes one row of
+:data:`RECORD_FIELDS` into the records array.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .. import config
+from . import decisions
+
+#: The device loop's state, one int64 each, in the kernels' order.
+LOOP_FIELDS = ("iteration", "end", "stop", "parity", "frontier_size_0", "frontier_size_1",
+               "notified_0", "notified_1", "first", "dense_edges", "pull_edges", "capacity",
+               "frontier_out_edges", "activated", "activated_out_edges", "edges_pulled", "l1",
+               "edges_notified", "tolerance", "blocks_done", "frontier_max_degree_0",
+               "frontier_max_degree_1", "notified_max_degree", "span_edges")
+FIELD = {name: i for i, name in enumerate(LOOP_FIELDS)}
+
+#: One iteration's record, as the last block of its pull writes it.
+RECORD_FIELDS = ("active_vertices", "active_out_edges", "updated_vertices", "edges_pulled",
+                 "activated", "activated_out_edges", "l1_change", "edges_notified")
+
+#: Why the loop stopped, by the state's ``stop`` code.
+STOP_REASONS = ("running", "no active vertex", "end of batch", "tolerance", "dense frontier",
+                "record capacity", "dense pull")
+
+#: Threads per block of the loop's kernels (warp-per-vertex passes).
+THREADS = 256
+
+
+def extra_bytes(num_vertices: int, num_edges: int, vertex_itemsize: int,
+                accum_itemsize: int = 0, weight_itemsize: int = 0) -> int:
+    """Device memory the loop adds to a resident run: out-edge offsets and
+    targets (CSR), in-edge offsets, notified flags, two notified and two
+    frontier queues, its state and records; for the push, the accumulators
+    (``accum_itemsize``) and the edge values in the out-edges' order
+    (``weight_itemsize``; 0: none)."""
+    n = max(num_vertices, 1)
+    return (2 * 8 * (n + 1) + vertex_itemsize * num_edges + 4 * n + 4 * vertex_itemsize * n
+            + 8 * (len(LOOP_FIELDS) + len(RECORD_FIELDS) * config.GPU_LOOP_MAX_STEPS)
+            + accum_itemsize * (n + 4) + weight_itemsize * num_edges)
+
+
+class DeviceLoop:
+    """The sparse iterations of one GPU engine's run, looped on the device.
+
+    Parameters
+    ----------
+    engine : garaphpy.scheduler.gpu_engine.GpuEngine
+        A run with resident pages (its whole-graph edge arrays are the CSC
+        the sparse pull reads).
+    push : bool
+        Run the sparse iterations as a push over the frontier's out-edges
+        (a program declaring ``apply_keeps_best``) rather than a notify and
+        a pull.
+    push_weights : bool
+        The push's gather reads edge values (kept in the out-edges' order).
+    """
+
+    def __init__(self, engine, push: bool = False, push_weights: bool = False):
+        started = time.perf_counter()
+        cupy = engine.cupy
+        store = engine.store
+        self.engine = engine
+        self.cupy = cupy
+        n = engine.num_vertices
+        vertex_dtype = store.vertex_dtype
+        self.num_vertices = n
+        self.out_offsets = cupy.asarray(np.ascontiguousarray(store.out_offsets, np.int64))
+        self.in_offsets = cupy.asarray(np.ascontiguousarray(store.in_offsets, np.int64))
+        # the out-edges are made on the device from the resident in-edges
+        self.push = bool(push)
+        sources, _, weights = engine.resident_edges
+        self.out_targets = cupy.empty(max(engine.num_edges, 1), vertex_dtype)
+        self.out_weights = cupy.empty(max(engine.num_edges, 1), weights.dtype) \
+            if push_weights else engine.empty_weights
+        cursor = cupy.zeros(max(n, 1), np.uint32)
+        wide = (8 * engine.device.multiprocessors,)
+        engine.kernels.loop_out_edges(wide, (THREADS,), (
+            self.in_offsets, sources, weights, self.out_offsets, cursor, self.out_targets,
+            self.out_weights, np.int32(bool(push_weights)), np.int64(n)))
+        del cursor
+        self.accum = cupy.empty(n + 4 if push else 1, engine.program.accum_dtype)
+        if push:
+            engine.kernels.loop_identity(wide, (THREADS,), (self.accum, np.int64(n + 4)))
+        self.notified_flags = cupy.zeros(max(n, 1), np.uint32)
+        self.notified = cupy.zeros(2 * max(n, 1), vertex_dtype)
+        self.frontiers = cupy.zeros(2 * max(n, 1), vertex_dtype)
+        self.capacity = int(config.GPU_LOOP_MAX_STEPS)
+        self.state = cupy.zeros(len(LOOP_FIELDS), np.int64)
+        self.records = cupy.zeros((self.capacity, len(RECORD_FIELDS)), np.int64)
+        self.host_states = [engine.pinned_array(len(LOOP_FIELDS), np.int64) for _ in range(2)]
+        for host in self.host_states:
+            host[:] = 0
+        self.host_records = engine.pinned_array(self.capacity * len(RECORD_FIELDS),
+                                                np.int64).reshape(self.capacity, -1)
+        self.events = [cupy.cuda.Event(), cupy.cuda.Event()]
+        #: whether the frontier queue of the state's parity is the run's frontier
+        #: (False after a pull over every shard, or a frontier set from the host)
+        self.frontier_current = False
+        self.launched_singly = 0
+        self._next_direct = 1
+        self.graphs = {}            # (values, out) pointers -> captured CUDA graph
+        self.graph_failure = None   # why capturing failed, if it did
+        multiprocessors = engine.device.multiprocessors
+        self.grid = (max(1, 2 * multiprocessors),)
+        #: lanes per vertex: the power of two nearest above the mean degree, at most a warp
+        mean_degree = engine.num_edges / max(n, 1)
+        self.group_shift = int(min(5, max(0, np.ceil(np.log2(max(mean_degree, 1.0))))))
+        #: the most edges of one vertex a sparse pass takes with one group of lanes
+        #: (:func:`~garaphpy.scheduler.decisions.gpu_span_edges`)
+        self.span_edges = decisions.gpu_span_edges(
+            engine.num_edges, 1 << self.group_shift, self.grid[0] * THREADS,
+            config.GPU_SPARSE_SPAN_FACTOR)
+        self.last_state = self.host_states[0].copy()
+        cupy.cuda.get_current_stream().synchronize()
+        #: seconds taken to set the loop up (its arrays on the device)
+        self.setup_seconds = time.perf_counter() - started
+
+    # -- one iteration's launches ------------------------------------------------------
+    def _launch_iteration(self, stream) -> None:
+        engine = self.engine
+        kernels = engine.kernels
+        n = np.int64(self.num_vertices)
+        sources, _, weights = engine.resident_edges
+        out = engine.next
+        block = (THREADS,)
+        shift = np.int32(self.group_shift)
+        if self.push:
+            with stream:
+                kernels.sparse_push(self.grid, block, (
+                    self.state, self.out_offsets, self.out_targets, self.out_weights,
+                    self.frontiers, self.notified_flags, self.notified, self.accum,
+                    engine.values) + engine.attrs + (shift, n))
+                kernels.sparse_apply(self.grid, block, (
+                    self.state, self.records, self.notified, self.notified_flags,
+                    self.frontiers, self.accum, engine.values) + engine.attrs
+                    + (engine.aggregate_totals, n), shared_mem=768)
+            return
+        with stream:
+            kernels.sparse_notify(self.grid, block, (
+                self.state, self.out_offsets, self.out_targets, self.in_offsets, self.frontiers,
+                self.notified_flags, self.notified, out, engine.values,
+                np.int32(engine.synchronous), shift, n))
+            kernels.sparse_pull(self.grid, block, (
+                self.state, self.records, self.in_offsets, sources, weights, self.notified,
+                self.notified_flags, self.frontiers, engine.values, out) + engine.attrs
+                + (engine.aggregate_totals, shift, n), shared_mem=768)
+
+    def _graph(self, stream):
+        """The captured graph of ``config.GPU_LOOP_GRAPH_ITERATIONS`` iterations for
+        the engine's current buffers, or None (not yet due, or capture failed)."""
+        if self.graph_failure is not None or self.launched_singly < config.GPU_LOOP_GRAPH_AFTER:
+            return None
+        engine = self.engine
+        key = (engine.values.data.ptr, engine.next.data.ptr)
+        graph = self.graphs.get(key)
+        if graph is None:
+            try:
+                stream.begin_capture()
+                try:
+                    for _ in range(config.GPU_LOOP_GRAPH_ITERATIONS):
+                        self._launch_iteration(stream)
+                finally:
+                    graph = stream.end_capture()
+            except Exception as error:      # a CUDA or cupy without stream capture
+                self.graph_failure = f"{type(error).__name__}: {error}"
+                return None
+            self.graphs[key] = graph
+        return graph
+
+    def _launch_group(self, stream) -> int:
+        """Queue one group of iterations; returns how many were queued."""
+        graph = self._graph(stream)
+        if graph is not None:
+            graph.launch(stream)
+            return config.GPU_LOOP_GRAPH_ITERATIONS
+        # a batch's first groups grow 1, 2, 4, ...: an iteration called off wastes little
+        steps = max(1, min(config.GPU_LOOP_GRAPH_ITERATIONS, config.GPU_LOOP_GRAPH_AFTER,
+                           self._next_direct))
+        self._next_direct = 2 * steps
+        for _ in range(steps):
+            self._launch_iteration(stream)
+        self.launched_singly += steps
+        return steps
+
+    # -- a batch -----------------------------------------------------------------------
+    def run(self, first_iteration: int, max_steps: int, tolerance: float | None,
+            dense_edges: int, pull_edges: int, frontier_out_edges: int,
+            on_rows=None, span_edges: int | None = None) -> tuple[int, str, float]:
+        """Run up to ``max_steps`` sparse iterations from ``first_iteration``.
+
+        The loop stops after an iteration whose new frontier has more than
+        ``dense_edges`` out-edges, and calls an iteration off (it is not run,
+        and no record is written) when its notified vertices have more than
+        ``pull_edges`` in-edges; then the activity bitmap is set from the
+        frontier, and synchronous runs commit the last iteration's values.
+
+        Parameters
+        ----------
+        span_edges : int, optional
+            The most edges of one vertex the pass takes (default: the loop's
+            :func:`~garaphpy.scheduler.decisions.gpu_span_edges`).
+        on_rows : callable, optional
+            Called with each block of iteration records (an int64 array of
+            :data:`RECORD_FIELDS` columns, ``l1_change`` as a float64's
+            bits), in order, as soon as they are on the host: the host turns
+            one group's records into whatever it keeps while the GPU runs the
+            next group.
+
+        Returns
+        -------
+        taken : int
+            Iterations run.
+        reason : str
+            Why the loop stopped (:data:`STOP_REASONS`).
+        seconds : float
+            Wall time of the batch.
+        """
+        cupy, engine = self.cupy, self.engine
+        stream = engine.main_stream
+        started = time.perf_counter()
+        steps = max(1, min(int(max_steps), self.capacity))
+        header = self.host_states[0]
+        header[:] = self.last_state
+        if not self.frontier_current:       # the frontier queue is made from the bitmap
+            header[FIELD["parity"]] = 0
+            for name in ("frontier_size_0", "frontier_size_1", "frontier_max_degree_0",
+                         "frontier_max_degree_1"):
+                header[FIELD[name]] = 0
+        for name in ("notified_0", "notified_1", "activated", "activated_out_edges",
+                     "edges_pulled", "l1", "edges_notified", "stop", "blocks_done",
+                     "notified_max_degree"):
+            header[FIELD[name]] = 0
+        header[FIELD["iteration"]] = first_iteration
+        header[FIELD["first"]] = first_iteration
+        header[FIELD["end"]] = first_iteration + steps
+        header[FIELD["dense_edges"]] = dense_edges
+        header[FIELD["pull_edges"]] = pull_edges
+        header[FIELD["span_edges"]] = self.span_edges if span_edges is None else span_edges
+        header[FIELD["capacity"]] = self.capacity
+        header[FIELD["frontier_out_edges"]] = frontier_out_edges
+        header[FIELD["tolerance"]] = np.float64(
+            -np.inf if tolerance is None else tolerance).view(np.int64)
+        runtime = cupy.cuda.runtime
+        memcpy = runtime.memcpyAsync
+        memcpy(self.state.data.ptr, header.ctypes.data, header.nbytes,
+               runtime.memcpyHostToDevice, stream.ptr)
+        if not self.frontier_current:
+            with stream:
+                engine.kernels.loop_enter(self.grid, (THREADS,), (
+                    self.state, engine.active, engine.attrs[0], self.frontiers,
+                    np.int64(self.num_vertices)))
+        stream.synchronize()        # the header's pinned buffer is reused below
+        self.frontier_current = True
+        self._next_direct = 1
+        row_bytes = len(RECORD_FIELDS) * 8
+        delivered = 0
+
+        def deliver(done: int) -> int:
+            if on_rows is not None and done > delivered:
+                on_rows(self.host_records[delivered:done])
+            return max(done, delivered)
+
+        # two groups in flight: the state (and the records) after group g - 1 are read
+        # while group g runs
+        queued, group = 0, 0
+        while True:
+            before = queued
+            queued += self._launch_group(stream)
+            rows = min(queued, steps) - min(before, steps)
+            if rows > 0:
+                memcpy(self.host_records[before:].ctypes.data,
+                       self.records.data.ptr + before * row_bytes, rows * row_bytes,
+                       runtime.memcpyDeviceToHost, stream.ptr)
+            slot = group % 2
+            memcpy(self.host_states[slot].ctypes.data, self.state.data.ptr,
+                   self.state.nbytes, runtime.memcpyDeviceToHost, stream.ptr)
+            self.events[slot].record(stream)
+            if queued >= steps:
+                break
+            if group >= 1:
+                previous = 1 - slot
+                self.events[previous].synchronize()
+                state = self.host_states[previous]
+                delivered = deliver(int(state[FIELD["iteration"]]) - first_iteration)
+                if state[FIELD["stop"]]:
+                    break
+            group += 1
+        stream.synchronize()
+        final = self.host_states[slot]
+        self.last_state = final.copy()
+        self._leave(stream, final)
+        taken = int(final[FIELD["iteration"]]) - first_iteration
+        deliver(taken)
+        stream.synchronize()
+        reason = STOP_REASONS[int(final[FIELD["stop"]])]
+        return taken, reason, time.perf_counter() - started
+
+    def _leave(self, stream, final: np.ndarray) -> None:
+        """After a batch: the last iteration's values committed (synchronous
+        runs), and the activity bitmap set to the frontier."""
+        engine, n = self.engine, self.num_vertices
+        parity = int(final[FIELD["parity"]])
+        size = int(final[FIELD["frontier_size_0"] + parity])
+        committed = int(final[FIELD["notified_0"] + 1 - parity])
+        if not engine.synchronous or self.push:      # applied in place
+            committed = 0
+        self.cupy.cuda.runtime.memsetAsync(engine.active.data.ptr, 0, engine.active.nbytes,
+                                           stream.ptr)
+        with stream:
+            engine.kernels.loop_leave(self.grid, (THREADS,), (
+                self.notified[(1 - parity) * n:], np.int64(committed), engine.next,
+                engine.values, self.frontiers[parity * n:], np.int64(size), engine.active))
+        self.last_state[FIELD["notified_0"]] = self.last_state[FIELD["notified_1"]] = 0
+
+    def frontier_size(self) -> int:
+        """Vertices in the frontier after the last batch."""
+        state = self.last_state
+        return int(state[FIELD["frontier_size_0"] + int(state[FIELD["parity"]])])
+
+    def frontier_out_edges(self) -> int:
+        """The frontier's out-edges after the last batch."""
+        return int(self.last_state[FIELD["frontier_out_edges"]])
+
+    def describe(self) -> str:
+        """How the loop runs its iterations, and launches them."""
+        how = "push" if self.push else "notify-pull"
+        if self.graph_failure is not None:
+            return f"{how}, kernels launched one by one (graph capture failed: " \
+                   f"{self.graph_failure})"
+        if self.graphs:
+            return f"{how}, CUDA graphs of {config.GPU_LOOP_GRAPH_ITERATIONS} iterations"
+        return f"{how}, kernels launched one by one"
