@@ -157,7 +157,8 @@ def run_script(name: str, *arguments: str, timeout: int = 900) -> subprocess.Com
 @pytest.mark.parametrize("script", ["gpu.py", "pull_variants.py", "modes.py", "disk.py",
                                     "wait_policy.py", "cpu.py", "checkpoint.py",
                                     "preprocess.py", "parse_speed.py", "pull_phases.py",
-                                    "modes_oracle.py", "sparse_batch.py", "cpu_peers.py"])
+                                    "modes_oracle.py", "sparse_batch.py", "cpu_peers.py",
+                                    "device_loop.py"])
 def test_every_script_parses_help_without_a_gpu(script):
     completed = run_script(script, "--help", timeout=300)
     assert completed.returncode == 0, completed.stderr
@@ -211,6 +212,22 @@ def test_sparse_batch_script_on_a_tiny_grid(tmp_path):
     assert all(row["verification"]["status"] == "passed" for row in cases.values())
     assert cases["grid:200x10/bfs/on"]["metrics"][0]["batched"] > 100
     assert cases["grid:200x10/bfs/off"]["metrics"][0]["batched"] == 0
+
+
+@pytest.mark.gpu
+def test_device_loop_script_on_a_tiny_grid(tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    completed = run_script("device_loop.py", "--graphs", "grid:200x10", "--programs",
+                           "bfs,cc", "--trials", "1", "--store-dir", str(tmp_path),
+                           "--json", str(rows), "--quiet")
+    assert completed.returncode == 0, completed.stderr
+    cases = {row["case"]: row for row in rows_of(rows) if "verification" in row}
+    assert set(cases) == {f"grid:200x10/{p}/{s}" for p in ("bfs", "cc") for s in ("on", "off")}
+    assert all(row["verification"]["status"] == "passed" for row in cases.values())
+    assert cases["grid:200x10/bfs/on"]["metrics"][0]["looped"] > 100
+    assert cases["grid:200x10/bfs/off"]["metrics"][0]["looped"] == 0
+    assert cases["grid:200x10/cc/on"]["metrics"][0]["iterations"] < \
+        cases["grid:200x10/cc/off"]["metrics"][0]["iterations"]
 
 
 @pytest.mark.slow
