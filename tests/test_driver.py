@@ -74,13 +74,14 @@ def untimed(records) -> list[dict]:
     """The records as dicts without their measured times (a NaN as "nan", so
     that equal records compare equal: SSSP's L1 change is inf - inf), nor the
     facts of the GPU's device-loop batch an iteration ran in (its length and
-    end, and how it was launched, depend on where checkpoints cut the run)."""
+    end, and how it was launched, depend on where checkpoints cut the run) and
+    the GPU memory the loop found free (the budget is a share of what is free)."""
     rows = []
     for record in records:
         row = record.as_dict()
         for name in TIMES:
             row.pop(name)
-        for name in ("steps", "stop", "launch"):
+        for name in ("steps", "stop", "launch", "free_bytes"):
             row["decisions"].get("device_loop", {}).pop(name, None)
         rows.append({name: "nan" if isinstance(value, float) and math.isnan(value) else value
                      for name, value in row.items()})

@@ -585,8 +585,9 @@ class GpuEngine:
         if self._loop is None:
             self._loop = device_loop.DeviceLoop(self)
         loop = self._loop
-        num_edges, forced, factor = self.num_edges, direction, config.GPU_SPARSE_FACTOR
-        neighbour_in, pull_factor = self._neighbour_in_degree, config.GPU_SPARSE_PULL_FACTOR
+        inputs = self._sparse_inputs(0, direction)
+        num_edges, forced, factor = self.num_edges, direction, inputs["factor"]
+        neighbour_in, pull_factor = inputs["neighbour_in_degree"], inputs["pull_factor"]
         loop_entry = {**entry, "push": self.push_entry}
         field = device_loop.RECORD_FIELDS.index
         names = ("active_vertices", "active_out_edges", "updated_vertices", "edges_pulled",
