@@ -90,7 +90,8 @@ def _add_program_options(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--execution", choices=_choices("run", "execution"),
                      help="default: the program's")
     run.add_argument("--direction", choices=_choices("run", "direction"),
-                     help="the CPU's direction (default auto: Garaph's switch)")
+                     help="the direction (default auto: Garaph's switch on the CPU, the "
+                          "sparse-pass rule on the GPU)")
     run.add_argument("--threads", type=int, metavar="N", help="CPU threads (default: every core)")
     run.add_argument("--max-iterations", type=int, metavar="N",
                      help="iteration limit (default: the program's)")

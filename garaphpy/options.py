@@ -44,7 +44,7 @@ MAX_ITERATIONS = 2**31 - 1
 MODES = ("cpu", "gpu", "hybrid")
 #: Synchronous (values committed at the end of an iteration) or asynchronous.
 EXECUTIONS = ("sync", "async")
-#: The CPU's direction: Garaph's switch, or one forced for study.
+#: The direction: Garaph's switch (the GPU's sparse-pass rule), or one forced for study.
 DIRECTIONS = ("auto", "pull", "notify-pull")
 
 #: What preprocessing does with edges (v, v).
@@ -179,8 +179,9 @@ class RunOptions:
     threads: int | None = option(None, "int", "CPU threads (default: by the graph's size, "
                                  "at most every core)", minimum=1, maximum=4096,
                                  config="run.threads")
-    direction: str = option("auto", "str", "the CPU's direction: auto (Garaph's switch), "
-                            "or pull or notify-pull forced", choices=DIRECTIONS,
+    direction: str = option("auto", "str", "the direction: auto (Garaph's switch on the "
+                            "CPU, the sparse-pass rule on the GPU), or pull or notify-pull "
+                            "forced", choices=DIRECTIONS,
                             config="run.direction", identity=True)
     host_memory: int | None = option(None, "size", "host memory the run may use; pages "
                                      "beyond it are read from the storage directories every "

@@ -37,6 +37,7 @@ from __future__ import annotations
 from .. import config
 from ..kernels.cpu_program import SOURCE_SIDE_GATHER_PARAMETERS
 from ..options import DIRECTIONS
+from ..storage.store import neighbour_in_degree  # noqa: F401  (an input of gpu_sparse_pass)
 
 
 #: Gather parameters that make a gather a function of its source vertex alone.
@@ -332,16 +333,6 @@ def gpu_dense_edges(num_edges: int, forced: str = "auto",
     if pull_factor > 0:
         bounds.append(num_edges / (pull_factor * max(neighbour_in_degree, 1.0)))
     return int(min(bounds))
-
-
-def neighbour_in_degree(in_degree) -> float:
-    """The in-degree of an edge's destination, on average over the edges:
-    sum of in-degrees squared / |E| (1 for a graph without edges)."""
-    import numpy as np
-
-    degrees = np.asarray(in_degree, np.float64)
-    edges = degrees.sum()
-    return float((degrees * degrees).sum() / edges) if edges else 1.0
 
 
 def gpu_push(declared: bool, enabled: bool = True) -> bool:

@@ -592,8 +592,8 @@ class GpuEngine:
         field = device_loop.RECORD_FIELDS.index
         names = ("active_vertices", "active_out_edges", "updated_vertices", "edges_pulled",
                  "activated", "edges_notified")
-        common = dict(mode=self.mode, direction="notify-pull", forced=direction != "auto",
-                      rho=self.rho)
+        common = dict(mode=self.mode, direction="push" if loop.push else "notify-pull",
+                      forced=direction != "auto", rho=self.rho)
         records = []
 
         def keep(rows: np.ndarray) -> None:

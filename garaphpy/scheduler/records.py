@@ -27,7 +27,9 @@ class IterationRecord:
         dispatcher let both take pages; ``cpu_pages``/``gpu_pages`` say how
         many each took).
     direction : str
-        ``"pull"`` or ``"notify-pull"``.
+        ``"pull"`` or ``"notify-pull"``; ``"push"`` for a sparse iteration
+        of the GPU's device loop that pushed over the frontier's out-edges
+        (a program declaring ``apply_keeps_best``).
     forced : bool
         Whether the direction was forced rather than chosen.
     active_fraction : float

@@ -160,6 +160,14 @@ def format_summary(manifest: dict) -> str:
     return "\n".join(lines)
 
 
+
+def neighbour_in_degree(in_degree) -> float:
+    """The in-degree of an edge's destination, on average over the edges:
+    sum of in-degrees squared / |E| (1 for a graph without edges)."""
+    degrees = np.asarray(in_degree, np.float64)
+    edges = degrees.sum()
+    return float((degrees * degrees).sum() / edges) if edges else 1.0
+
 class Store:
     """A preprocessed graph store, opened for reading.
 
@@ -419,8 +427,6 @@ class Store:
         (sum of in-degrees squared / |E|; computed once per opened store):
         what a sparse pass can expect to pull per notified edge
         (:func:`garaphpy.scheduler.decisions.gpu_sparse_pass`)."""
-        from ..scheduler.decisions import neighbour_in_degree
-
         return neighbour_in_degree(np.diff(np.asarray(self.in_offsets)))
 
     @property
