@@ -10,22 +10,40 @@ engines keep the frontier on the device.  Here:
 
 * **work proportional to the frontier**: an iteration whose frontier has few
   out-edges (:func:`~garaphpy.scheduler.decisions.gpu_sparse_pass`) is a
-  notify-pull: the frontier's out-edges (CSR, on the device) mark their
-  destinations, each queued once, and each queued vertex gathers over all of
-  its in-edges (the resident CSC) and is applied: the CPU engine's
-  notify-pull, with the same values, activity and counters;
+  sparse pass over them (the out-edges in CSR, built on the device from the
+  resident CSC at set-up).  For a program declaring ``apply_keeps_best``
+  (BFS, SSSP, CC, SSWP; :func:`~garaphpy.scheduler.decisions.gpu_push`) it
+  is a push: each out-edge combines its gather into its destination's
+  accumulator with the sum's atomic, and each vertex reached is applied in
+  place.  Otherwise it is a notify-pull: the out-edges mark their
+  destinations, each queued once, and each queued vertex gathers over all
+  of its in-edges (the resident CSC) and is applied: the CPU engine's
+  notify-pull.  Either way the values, activity and counters are those of
+  the pull over every shard;
+* **hubs go to the pull**: an iteration is called off on the device (and
+  run by the host as a pull over every shard) when a vertex of the frontier,
+  or a notified one, has more edges than one group of lanes should take
+  (:func:`~garaphpy.scheduler.decisions.gpu_span_edges`), or when the
+  notified vertices have too many in-edges in all
+  (:func:`~garaphpy.scheduler.decisions.gpu_pull_edges`);
 * **the loop on the device**: the frontier (two queues, by parity), the
   counters and the stop test live in device memory (the loop state below);
   every kernel of an iteration is a no-op once the loop has stopped, so the
   host queues many iterations without waiting and reads their records back
-  in batches.  After ``config.GPU_LOOP_GRAPH_AFTER`` iterations launched one
-  by one, the run captures ``config.GPU_LOOP_GRAPH_ITERATIONS`` iterations in
-  one CUDA graph and launches that (one host call for many iterations);
+  in batches, turning each group's records into
+  :class:`~garaphpy.scheduler.records.IterationRecord` objects while the
+  next group runs.  After ``config.GPU_LOOP_GRAPH_AFTER`` iterations
+  launched one by one (in groups of 1, 2, 4, ...: an iteration called off
+  wastes little), the run captures ``config.GPU_LOOP_GRAPH_ITERATIONS``
+  iterations in one CUDA graph and launches that (one host call for many
+  iterations);
 * the loop stops after an iteration that activates no vertex, whose L1
   change is below the tolerance, that reaches the batch's end (the run's
   iteration limit, the next checkpoint, ``config.GPU_LOOP_MAX_STEPS``), or
   whose frontier is too large for the sparse pass: the run then goes on with
-  the pull over every shard, launched from the host.
+  the pull over every shard, launched from the host (the activity bitmap is
+  set from the frontier queue, and a synchronous notify-pull's last values
+  committed, as the batch ends).
 
 The loop state is one ``int64`` array (:data:`LOOP_FIELDS`, the same order as
 ``kernels/cuda/sparse.cu``); each iteration writes one row of
