@@ -332,7 +332,7 @@ def test_sssp_translates_to_this_source():
              for role in ("init", "gather", "apply", "activate")}
     expected = textwrap.dedent(f"""\
         // garaphpy: the vertex program SSSP as CUDA C++ device functions
-        // (Garaph section 2.3; numba's semantics, see garaphpy/kernels/cuda_program.py).
+        // (Garaph section 2.3; numba's semantics, see garaphpy/kernels/cuda_program/).
         // value float64, accum float64, weight float64, degree int32, sum = min. Generated; do not edit.
 
         typedef double value_t;

@@ -188,7 +188,7 @@ def _header(cls, dtypes: dict) -> str:
     # names the module as it was before it became a package: the text is part
     # of every program's source, hence of its compile-cache key
     return (f"// garaphpy: the vertex program {cls.__qualname__} as CUDA C++ device functions\n"
-            f"// (Garaph section 2.3; numba's semantics, see garaphpy/kernels/cuda_program.py).\n"
+            f"// (Garaph section 2.3; numba's semantics, see garaphpy/kernels/cuda_program/).\n"
             f"// value {dtypes['value'].name}, accum {dtypes['accum'].name}, weight "
             f"{dtypes['weight'].name}, degree {dtypes['degree'].name}, sum = {cls.sum}. "
             f"Generated; do not edit.\n")
