@@ -50,30 +50,13 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 import harness  # noqa: E402
+from sparse_batch import load, source_of  # noqa: E402  (the same graphs and sources)
 
 import garaphpy  # noqa: E402
 from garaphpy import config  # noqa: E402
 
 #: Record counters a batched iteration shares with the same iteration run alone.
 COUNTERS = ("active_vertices", "activated")
-
-
-def load(spec: str, store_dir: Path) -> garaphpy.Graph:
-    """A generator spec (weighted) or a SNAP file (hash-weighted), built once."""
-    name = Path(spec).name if Path(spec).exists() else spec
-    store = store_dir / name.replace(":", "_").replace("/", "_")
-    if Path(spec).exists():
-        return garaphpy.Graph.load(spec, store=store, weights="hash", progress=False)
-    options = {"weighted": True} if spec.startswith("rmat") else None
-    return garaphpy.Graph.load(spec, store=store, generator_options=options, progress=False)
-
-
-def source_of(spec: str, graph: garaphpy.Graph) -> int:
-    """The user id runs start from: WIDTH + 1 on a grid, else the top out-degree."""
-    if spec.startswith("grid:"):
-        return int(spec.split(":")[1].split("x")[0]) + 1
-    top = int(np.argmax(np.diff(graph.store.out_offsets)))
-    return int(graph.original_ids(np.array([top]))[0])
 
 
 def run(graph, program: str, options: dict, looped: bool) -> harness.Measurement:

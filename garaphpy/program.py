@@ -549,9 +549,10 @@ def _check_program_class(cls) -> dict:
     if cls.initially_active not in ("all", "sources"):
         raise ProgramError(f"{where}: initially_active = {cls.initially_active!r}; expected "
                            "'all' or 'sources'")
-    if not isinstance(cls.final_once_set, bool):
-        raise ProgramError(f"{where}: final_once_set = {cls.final_once_set!r}; expected True "
-                           "or False")
+    for declaration in ("final_once_set", "shortcut_labels", "apply_keeps_best"):
+        declared = getattr(cls, declaration)
+        if not isinstance(declared, bool):
+            raise ProgramError(f"{where}: {declaration} = {declared!r}; expected True or False")
     if cls.final_once_set and cls.sum not in ("min", "max"):
         raise ProgramError(f"{where}: final_once_set = True needs sum 'min' or 'max' (a "
                            f"{cls.sum!r} sum reads every in-edge); got sum = {cls.sum!r}")
@@ -559,12 +560,6 @@ def _check_program_class(cls) -> dict:
         raise ProgramError(f"{where}: final_once_set = True with initially_active = "
                            f"{cls.initially_active!r}: every vertex would be settled from the "
                            "start and none could change; expected 'sources'")
-    if not isinstance(cls.shortcut_labels, bool):
-        raise ProgramError(f"{where}: shortcut_labels = {cls.shortcut_labels!r}; expected True "
-                           "or False")
-    if not isinstance(cls.apply_keeps_best, bool):
-        raise ProgramError(f"{where}: apply_keeps_best = {cls.apply_keeps_best!r}; expected "
-                           "True or False")
     if cls.apply_keeps_best and cls.sum not in ("min", "max"):
         raise ProgramError(f"{where}: apply_keeps_best = True needs sum 'min' or 'max' (the "
                            f"better of two); got sum = {cls.sum!r}")

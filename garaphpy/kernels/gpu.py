@@ -205,15 +205,15 @@ class GpuKernels:
     init_values: object
     aggregates: object
     source: str
-    sparse_notify: object = None
-    sparse_pull: object = None
-    shortcut_labels: object = None
-    loop_out_edges: object = None
-    loop_enter: object = None
-    loop_leave: object = None
-    sparse_push: object = None
-    sparse_apply: object = None
-    loop_identity: object = None
+    sparse_notify: object
+    sparse_pull: object
+    shortcut_labels: object
+    loop_out_edges: object
+    loop_enter: object
+    loop_leave: object
+    sparse_push: object
+    sparse_apply: object
+    loop_identity: object
 
 
 _MODULES: dict = {}
