@@ -142,6 +142,31 @@ GPU_LOOP_MAX_STEPS = 1024
 #: (issue 18; the CPU's ``CPU_SHORTCUT_LABELS``).
 GPU_SHORTCUT_LABELS = True
 
+#: Pages that do not all fit the GPU budget (issue 17): which stay resident
+#: beside the stream buffers.  "edges": the pages with the most edges per byte
+#: first (a tie: the store's order); "order": the store's order.
+GPU_RESIDENT_ORDER = "edges"
+
+#: How each streamed page reaches the GPU in an iteration of a program
+#: declaring ``apply_keeps_best`` (:mod:`garaphpy.scheduler.transfer`): "auto"
+#: (the cost model's choice per page), or one choice forced for study: "copy"
+#: (every page whole, every iteration: Garaph's stream), "skip" (pages no
+#: active vertex reaches are skipped, the others copied whole), "compact" (the
+#: active vertices' edges gathered on the host and copied: Subway's SubCSR),
+#: "zero-copy" (the GPU reads the active vertices' edges from pinned host
+#: memory: EMOGI).
+GPU_TRANSFER = "auto"
+
+#: The cost model's starting rates, before it has measured any (bytes/s over
+#: the host link, edges/s of the host threads' gather, bytes/s of the GPU's
+#: reads of pinned host memory).
+GPU_BUS_BYTES_PER_SECOND = 20e9
+GPU_GATHER_EDGES_PER_SECOND = 1e9
+GPU_ZERO_COPY_BYTES_PER_SECOND = 8e9
+
+#: Weight of a new measurement in the transfer rates' running estimates.
+GPU_TRANSFER_SMOOTHING = 0.5
+
 #: Fraction of the free GPU memory a run may use when no budget is given.
 GPU_MEMORY_FRACTION = 0.8
 

@@ -232,6 +232,7 @@ def test_wheel_has_license_py_typed_and_console_script(tmp_path):
         assert "garaphpy/py.typed" in names
         assert "garaphpy/kernels/cuda/pull.cu" in names     # the GPU kernels
         assert "garaphpy/kernels/cuda/sparse.cu" in names
+        assert "garaphpy/kernels/cuda/stream.cu" in names
         (license_name,) = [n for n in names if n.endswith(".dist-info/LICENSE")
                            or "/licenses/LICENSE" in n]
         assert archive.read(license_name).decode().startswith("MIT License")

@@ -80,9 +80,11 @@ __device__ __forceinline__ void gp_atomic_merge_double(int i, double* address, d
 """
 
 #: The kernels' CUDA C++ (package data), after the program's functions and the prelude:
-#: the pull over shards and its companions, then the device loop's sparse iterations.
+#: the pull over shards and its companions, the device loop's sparse iterations, the
+#: pushes of streamed pages' active edges.
 _KERNELS_PATHS = (Path(__file__).with_name("cuda") / "pull.cu",
-                  Path(__file__).with_name("cuda") / "sparse.cu")
+                  Path(__file__).with_name("cuda") / "sparse.cu",
+                  Path(__file__).with_name("cuda") / "stream.cu")
 
 
 class GpuUnavailableError(GaraphError, RuntimeError):
@@ -214,6 +216,9 @@ class GpuKernels:
     sparse_push: object
     sparse_apply: object
     loop_identity: object
+    stream_push: object
+    stream_split_merge: object
+    stream_apply: object
 
 
 _MODULES: dict = {}
@@ -286,7 +291,10 @@ def compile_kernels(program: CudaProgram, vertex_dtype,
             loop_leave=module.get_function("gp_loop_leave"),
             sparse_push=module.get_function("gp_sparse_push"),
             sparse_apply=module.get_function("gp_sparse_apply"),
-            loop_identity=module.get_function("gp_loop_identity"))
+            loop_identity=module.get_function("gp_loop_identity"),
+            stream_push=module.get_function("gp_stream_push"),
+            stream_split_merge=module.get_function("gp_stream_split_merge"),
+            stream_apply=module.get_function("gp_stream_apply"))
         _MODULES[key] = kernels
         return kernels
 

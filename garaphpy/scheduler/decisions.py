@@ -370,6 +370,35 @@ def gpu_span_edges(num_edges: int, lanes: int, threads: int,
     return int(factor * per_thread * lanes)
 
 
+# -- streamed pages (issue 17) -------------------------------------------------------------
+def selective_transfers(declared: bool, host_copies: bool, forced: str = "auto") -> bool:
+    """Whether a run whose pages stream chooses per page and iteration how each
+    reaches the GPU (skip, copy, compact or zero-copy:
+    :func:`garaphpy.scheduler.transfer.choose_transfers`) rather than copying
+    every streamed page: for a program declaring ``apply_keeps_best`` (a page
+    no active vertex reaches then changes nothing, and pushing the active
+    edges gives the pull's values), on the GPU alone (a hybrid iteration's
+    pages are dealt by the dispatcher), unless ``config.GPU_TRANSFER`` forces
+    ``"copy"``."""
+    return bool(declared and not host_copies and forced != "copy")
+
+
+def count_active_edges(active_out_edges: int, streamed_bytes: int, bus: float, count: float,
+                       forced: str = "auto", active_vertices: int = 0,
+                       most_vertices: int = 2 ** 62) -> bool:
+    """Whether the host counts the frontier's out-edges per page (the input of
+    the per-page choice; its time grows with them, at ``count`` edges per
+    second).  Never for a frontier of more than ``most_vertices`` vertices
+    (it reaches nearly every page: every page is copied); else always for a
+    forced choice, and for the automatic one when counting takes less than
+    half the time the streamed pages' copies take."""
+    if forced == "copy" or active_vertices > most_vertices:
+        return False
+    if forced != "auto":
+        return True
+    return active_out_edges / count < 0.5 * streamed_bytes / bus
+
+
 # -- alpha: CPU only or hybrid (section 5.1) -----------------------------------------------
 def paper_alpha(f: float, rho: float, ratio: float) -> float:
     """Garaph's Equation 3: alpha = min(NOTIFY_PULL_COST_FACTOR f rho, 1) * T_pull / T_GPU."""

@@ -47,6 +47,7 @@ shard with pointer jumping over its labels (:meth:`GpuEngine.enable_shortcut_lab
 from __future__ import annotations
 
 import collections
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -56,13 +57,22 @@ from ..errors import ConfigError, GaraphError
 from ..kernels import gpu as gpu_kernels
 from ..monoids import monoid_identity
 from ..program import VertexProgram
-from . import decisions, device_loop
+from . import decisions, device_loop, transfer
 from .records import IterationRecord, batch_records
 
 
 #: Edges the resident arrays carry past the last one: the longest run of
 #: consecutive edges one pull-kernel thread loads as vectors.
 RESIDENT_PADDING_EDGES = max(gpu_kernels.EDGES_PER_THREAD_CHOICES)
+
+#: A selective iteration counts the frontier's edges per page only while it holds
+#: at most 1 / SELECTIVE_FRONTIER_SHARE of the vertices (the device keeps room for
+#: that many; a larger frontier reaches nearly every page, and every page is copied).
+SELECTIVE_FRONTIER_SHARE = 8
+
+#: Bytes a page's device buffer holds past its last array (the pull's vector loads of
+#: a run may read a little past the IdxOff array when the values are not copied).
+PAGE_SLACK_BYTES = 256
 
 
 class GpuMemoryError(GaraphError, MemoryError):
@@ -86,7 +96,15 @@ class PagePlan:
         Device memory taken by vertex data, shard table and attributes (and
         the resident edge arrays' padding).
     page_bytes : int
-        Device memory taken by page images (all pages, or the buffers).
+        Device memory taken by page images (all pages, or the buffers and
+        the pages kept resident).
+    resident_pages : numpy.ndarray of bool
+        Per page, whether it stays on the device (all of them when
+        ``resident``; when streaming, those the budget holds beside the
+        buffers: :func:`~garaphpy.scheduler.transfer.resident_pages`).
+    selective_bytes : int
+        Device memory of the selective transfers' arrays (0: the run copies
+        every streamed page whole).
     """
 
     resident: bool
@@ -94,11 +112,22 @@ class PagePlan:
     budget: int
     vertex_bytes: int
     page_bytes: int
+    resident_pages: np.ndarray = None
+    selective_bytes: int = 0
+
+    @property
+    def streamed_pages(self) -> int:
+        """Pages that cross the bus every iteration (at most)."""
+        return int((~self.resident_pages).sum())
 
 
 def plan_pages(page_sizes: list[int], vertex_bytes: int, budget: int,
-               n_streams: int) -> PagePlan:
-    """Resident pages when they all fit beside the vertex data, else streaming.
+               n_streams: int, *, page_edges: list[int] | None = None,
+               selective_bytes: int = 0, order: str = "edges") -> PagePlan:
+    """Resident pages when they all fit beside the vertex data, else streaming,
+    with as many pages kept resident as the budget holds beside the stream
+    buffers (and the selective transfers' arrays, ``selective_bytes``, when
+    they fit too: else the plan has none).
 
     Streaming needs one device buffer per stream; with less memory, fewer
     streams are used (down to one, which loses the copy/kernel overlap).
@@ -108,12 +137,15 @@ def plan_pages(page_sizes: list[int], vertex_bytes: int, budget: int,
     GpuMemoryError
         When the budget holds not even the vertex data and one page.
     """
+    from .transfer import resident_pages
+
     if n_streams < 1:
         raise ConfigError(f"n_streams={n_streams}: expected at least 1")
     total = int(sum(page_sizes))
     largest = int(max(page_sizes, default=0))
+    count = len(page_sizes)
     if vertex_bytes + total <= budget:
-        return PagePlan(True, n_streams, budget, vertex_bytes, total)
+        return PagePlan(True, n_streams, budget, vertex_bytes, total, np.ones(count, bool))
     streams = n_streams
     while streams > 1 and vertex_bytes + streams * largest > budget:
         streams -= 1
@@ -122,7 +154,15 @@ def plan_pages(page_sizes: list[int], vertex_bytes: int, budget: int,
             f"the GPU memory budget of {budget:,} bytes cannot hold the vertex data "
             f"({vertex_bytes:,} bytes) and one page ({largest:,} bytes); raise the budget "
             "(gpu_memory) or rebuild the store with a smaller max_page_bytes")
-    return PagePlan(False, streams, budget, vertex_bytes, streams * largest)
+    buffers = streams * largest
+    if vertex_bytes + buffers + selective_bytes > budget:
+        selective_bytes = 0
+    room = budget - vertex_bytes - buffers - selective_bytes
+    kept = resident_pages(page_sizes, page_edges if page_edges is not None else page_sizes,
+                          room, order)
+    kept_bytes = int(np.asarray(page_sizes, np.int64)[kept].sum())
+    return PagePlan(False, streams, budget, vertex_bytes, buffers + kept_bytes, kept,
+                    selective_bytes)
 
 
 @dataclass
@@ -213,6 +253,8 @@ class GpuEngine:
                                                    edges_per_thread)
         uses = self.program.uses
         self.gather_parameters = frozenset(type(program).functions["gather"].parameters)
+        #: whether the kernels read edge values: a page crosses the bus without them if not
+        self.reads_weights = bool(store.weighted and "weight" in self.gather_parameters)
         self.precompute_enabled = bool(precompute)
         self.precompute_decision = decisions.fixed(
             decisions.precompute_source_gathers, direction="pull", synchronous=synchronous,
@@ -329,8 +371,28 @@ class GpuEngine:
         run_padding = RESIDENT_PADDING_EDGES * (
             store.vertex_dtype.itemsize + 2 + (store.weight_dtype.itemsize if store.weighted
                                                else 0))
-        self.plan = plan_pages([p.nbytes for p in pages], vertex_bytes + run_padding, budget,
-                               n_streams)
+        # selective transfers of streamed pages (issue 17): their arrays' device bytes
+        self.transfer_forced = config.GPU_TRANSFER
+        self.selective_entry = decisions.fixed(
+            decisions.selective_transfers, declared=bool(type(program).apply_keeps_best),
+            host_copies=host_copies, forced=self.transfer_forced)
+        # a page on the wire: its sources and IdxOff, and its values where they are read
+        self.page_wire_bytes = [p.nbytes if self.reads_weights else p.weights_offset
+                                for p in pages]
+        largest = max(self.page_wire_bytes, default=0)
+        selective_bytes = 0
+        if self.selective_entry["choice"]:
+            # accumulators, the frontier, the compacted buffer, two sets of vertex ranges
+            selective_bytes = ((n + 4) * np.dtype(accum_dtype).itemsize
+                               + 8 * (n // SELECTIVE_FRONTIER_SHARE + 1)
+                               + max(largest, 1 << 16) + 32 * (len(pages) + 1))
+        #: device bytes the selective transfers' arrays take when pages stream
+        self.selective_bytes = selective_bytes
+        self.plan = plan_pages([size + PAGE_SLACK_BYTES for size in self.page_wire_bytes],
+                               vertex_bytes + run_padding, budget,
+                               n_streams, page_edges=[p.num_edges for p in pages],
+                               selective_bytes=selective_bytes, order=config.GPU_RESIDENT_ORDER)
+        self.selective = bool(not self.plan.resident and self.plan.selective_bytes)
         self.shard_edge_begin, self.shard_edge_end = \
             edge_ranges["global" if self.plan.resident else "page"]
         del edge_ranges
@@ -340,12 +402,16 @@ class GpuEngine:
         self.streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(self.plan.n_streams)]
         self.main_stream = cupy.cuda.Stream(non_blocking=True)
         self.device_pages = []
-        largest = max((p.nbytes for p in pages), default=0)
+        self.resident_images = {}       # page -> its image on the device (partial residency)
         if self.plan.resident:
             self.resident_edges = self._resident_edge_arrays()
         else:
             page_source.load("gpu")     # the pages it holds in memory, now, into pinned buffers
-            self.device_pages = [cupy.empty(largest, np.uint8) for _ in self.streams]
+            self.resident_images = self._resident_page_images()
+            streamed = [self.page_wire_bytes[k] for k in range(len(pages))
+                        if k not in self.resident_images]
+            self.device_pages = [cupy.empty(max(streamed, default=0) + PAGE_SLACK_BYTES,
+                                            np.uint8) for _ in self.streams]
         # the GPU's walk over the pages of an iteration (opened by begin_iteration), and the
         # pages read from storage for it, each until its copy to the device is done
         self._cursor = page_source.cursor((), "gpu", release="manual")
@@ -359,7 +425,11 @@ class GpuEngine:
         self._loop_entry = None
         self._called_off = False        # the loop's last batch ended on an iteration called off
         self._neighbour_in_degree = None    # decisions.neighbour_in_degree, on first use
-        self.page_views = [self._views(i) for i in range(len(pages))]
+        self.page_views = {}            # (page, stream slot) -> the kernel's typed views
+        self.push_stream = cupy.cuda.Stream(non_blocking=True)
+        self.transfer_rates = transfer.TransferRates()
+        if self.selective:
+            self._selective_setup(largest)
         if host_copies:
             self.host_values = self.pinned_array(n, value_dtype)
             self.host_active = self.pinned_array(n, np.uint8)
@@ -428,25 +498,53 @@ class GpuEngine:
             cupy.cuda.get_current_stream().synchronize()  # before staging is reused
         return sources, idxoff, weights
 
-    def _views(self, index: int) -> tuple:
+    def _resident_page_images(self) -> dict:
+        """The plan's resident pages copied to the device, each as its image
+        (a streaming run keeps them between iterations: partial residency)."""
+        cupy, store = self.cupy, self.store
+        kept = np.flatnonzero(self.plan.resident_pages).tolist()
+        if not kept:
+            return {}
+        staging = self.pinned_array(max(self.pages[k].nbytes for k in kept), np.uint8)
+        images = {}
+        for k in kept:
+            info = self.pages[k]
+            wire = self.page_wire_bytes[k]
+            image = store.read_page(info.index, out=staging).image
+            images[k] = cupy.empty(wire + PAGE_SLACK_BYTES, np.uint8)
+            images[k][:wire].set(image[:wire])
+            cupy.cuda.get_current_stream().synchronize()    # before staging is reused
+        return images
+
+    def _views(self, index: int, slot: int | None = None) -> tuple:
         """Typed device views (sources, idxoff, weights) the kernel of page ``index``
         reads: the whole-graph arrays when resident (shards index them globally),
-        else the page's image in its stream's buffer."""
+        its own image when the page alone is resident, else the page's image in
+        the buffer of stream ``slot`` (default ``index % streams``)."""
         if self.plan.resident:
             return self.resident_edges
+        if slot is None:
+            slot = index % len(self.streams)
+        key = (index, slot if index not in self.resident_images else -1)
+        views = self.page_views.get(key)
+        if views is not None:
+            return views
         info = self.pages[index]
-        buffer = self.device_pages[index % len(self.streams)]
+        buffer = self.resident_images.get(index)
+        if buffer is None:
+            buffer = self.device_pages[slot]
         n = info.num_edges
         vertex_dtype = self.store.vertex_dtype
         sources = buffer[:n * vertex_dtype.itemsize].view(vertex_dtype)
         idxoff = buffer[info.idxoff_offset:info.idxoff_offset + 2 * n].view(np.uint16)
-        if self.store.weighted:
+        if self.reads_weights:
             size = self.store.weight_dtype.itemsize
             weights = buffer[info.weights_offset:info.weights_offset + size * n].view(
                 self.store.weight_dtype)
         else:
             weights = self.empty_weights
-        return sources, idxoff, weights
+        self.page_views[key] = views = (sources, idxoff, weights)
+        return views
 
     def _launch_vertices(self, kernel, arguments, stream=None, shared_mem: int = 0) -> None:
         threads = 256
@@ -647,6 +745,9 @@ class GpuEngine:
             self.end_iteration(record, [self.launch_all_resident(aggregates, record.iteration)],
                                aggregates)
             return
+        if self.selective:
+            self._iterate_selective(record, aggregates)
+            return
         targets = (self.host_values, self.host_active) if self.host_copies else (None, None)
         timings = []
         for k in range(len(self.pages)):
@@ -655,11 +756,255 @@ class GpuEngine:
                 self.page_done(record.iteration, k + 1)
         self.end_iteration(record, timings, aggregates)
 
-    def begin_iteration(self, iteration: int) -> None:
-        """Reset the statistics and compute the contributions; pages launch after it."""
+    # -- selective transfers of streamed pages (issue 17) ---------------------------------
+    def _selective_setup(self, largest_page: int) -> None:
+        """The arrays of selective iterations: the push's accumulators (at the
+        identity), the compacted buffer (one page's bytes, on the host pinned
+        and on the device), the pages' vertex ranges, and the out-edge CSR in
+        pinned host memory (the host gathers from it; the GPU reads it in
+        zero-copy transfers), its values placed in the targets' order."""
+        from ..kernels import subgraph
+
+        cupy, store, n = self.cupy, self.store, self.num_vertices
+        self.stream_accum = cupy.full(n + 4, self._split_identity, dtype=self.program.accum_dtype)
+        self.compact_capacity_bytes = max(int(largest_page), 1 << 16)
+        self.compact_host = self.pinned_array(self.compact_capacity_bytes, np.uint8)
+        self.compact_device = cupy.empty(self.compact_capacity_bytes, np.uint8)
+        self.page_first = np.array([p.first_vertex for p in self.pages], np.int64)
+        self.page_end = np.array([p.end_vertex for p in self.pages], np.int64)
+        self.page_lookup = subgraph.PageLookup(self.page_first, self.page_end, n)
+        self.range_device = cupy.empty(4 * (len(self.pages) + 1), np.int64)
+        self.push_weights = self.reads_weights
+        self.out_offsets, self.out_targets, self.out_weights = pinned_out_edges(
+            store, self.push_weights)
+        mean_degree = self.num_edges / max(n, 1)
+        self.push_group_shift = int(min(5, max(0, np.ceil(np.log2(max(mean_degree, 1.0))))))
+        self.gather_threads = max(1, len(__import__("os").sched_getaffinity(0)))
+        self._push_events = [cupy.cuda.Event(), cupy.cuda.Event(), cupy.cuda.Event()]
+
+    def _host_pointer(self, array: np.ndarray) -> np.uint64:
+        """A pinned host array's address, which kernels read through (unified
+        virtual addressing: pinned memory is mapped at the same address)."""
+        return np.uint64(array.ctypes.data)
+
+    def _compact_views(self, sizes: dict) -> dict:
+        """Arrays of the given element counts in the pinned compacted buffer:
+        sources and offsets (int64), targets (vertex type), weights; raises
+        OverflowError when they do not fit."""
+        vertex_dtype, weight_dtype = self.store.vertex_dtype, (
+            self.store.weight_dtype if self.push_weights else np.dtype(np.float32))
+        layout, at = {}, 0
+        for name, dtype in (("sources", np.dtype(np.int64)), ("offsets", np.dtype(np.int64)),
+                            ("targets", vertex_dtype), ("weights", weight_dtype)):
+            layout[name] = (at, int(sizes[name]), dtype)
+            at += -(-int(sizes[name]) * dtype.itemsize // 256) * 256
+        if at > self.compact_capacity_bytes:
+            raise OverflowError(at)
+        self._compact_layout = layout
+        self._compact_bytes = at
+        return {name: self.compact_host[start:start + count * dtype.itemsize].view(dtype)
+                for name, (start, count, dtype) in layout.items()}
+
+    def _device_compact(self, name: str):
+        start, count, dtype = self._compact_layout[name]
+        return self.compact_device[start:start + count * dtype.itemsize].view(dtype)
+
+    def _iterate_selective(self, record: IterationRecord, aggregates) -> None:
+        """One iteration whose streamed pages each reach the GPU the cheapest
+        way (:func:`~garaphpy.scheduler.transfer.choose_transfers`): skipped,
+        copied whole and pulled, or their active edges pushed from a compacted
+        buffer or read from pinned host memory (zero-copy); then the vertices
+        of every page not pulled are applied.  The choice and its inputs are
+        recorded as ``record.decisions["page_transfer"]``."""
+        import time
+
+        from ..kernels import subgraph
+
+        cupy, main, n = self.cupy, self.main_stream, self.num_vertices
+        rates, forced = self.transfer_rates, self.transfer_forced
+        exact = True
+        resident = self.plan.resident_pages
+        page_bytes = np.array(self.page_wire_bytes, np.int64)
+        streamed_bytes = int(page_bytes[~resident].sum())
+        frontier_edges = self.active_out_edges_count    # end_iteration counts the next ones
+        started = time.perf_counter()
+        counted = decisions.count_active_edges(
+            frontier_edges, streamed_bytes, rates.bus, rates.count, forced,
+            active_vertices=self.active_vertices,
+            most_vertices=n // SELECTIVE_FRONTIER_SHARE)
+        active_edges = frontier = frontier_device = pieces = None
+        count_seconds = 0.0
+        if counted:
+            with main:
+                frontier_device = cupy.flatnonzero(self.active[:n])
+            frontier = frontier_device.get(stream=main)
+            main.synchronize()
+            pieces = subgraph.frontier_pieces(frontier, self.out_offsets)
+            active_edges = subgraph.page_active_edges(
+                frontier, self.out_offsets, self.out_targets, self.page_lookup,
+                self.gather_threads * 4, pieces)
+            count_seconds = time.perf_counter() - started
+        bytes_per_edge = transfer.edge_bytes(
+            self.store.vertex_dtype.itemsize,
+            self.store.weight_dtype.itemsize if self.push_weights else 0)
+        # a piece of at most subgraph.PIECE_EDGES edges adds its source and offset
+        compact_capacity = self.compact_capacity_bytes // (bytes_per_edge["compact"] + 1)
+        choices, predicted = transfer.choose_transfers(
+            active_edges, page_bytes, resident, rates, exact=exact, forced=forced,
+            bytes_per_edge=bytes_per_edge, compact_capacity=compact_capacity,
+            total_active_edges=frontier_edges,
+            vertex_bytes=self.store.vertex_dtype.itemsize)
+        pulled = [k for k in range(len(self.pages))
+                  if choices[k] in (transfer.RESIDENT, transfer.COPY)]
+        copied = [k for k in pulled if choices[k] == transfer.COPY]
+        self.begin_iteration(record.iteration, order=copied)
+        targets = (None, None)
+        timings = []
+        for position, k in enumerate(pulled):
+            timings.append(self.launch_page(k, aggregates, record.iteration, *targets,
+                                            slot=position % len(self.streams)))
+        # the pushes: host gathers while the copies above are under way
+        push = self.push_stream
+        push.wait_event(self._ready)
+        events = self._push_events
+        push.record(events[0])
+        compact_pages = np.flatnonzero(choices == transfer.COMPACT)
+        zero_copy_pages = np.flatnonzero(choices == transfer.ZERO_COPY)
+        kernel_arguments = (self.stream_accum, self.values) + self.attrs + (
+            np.int32(self.push_group_shift),)
+        gathered = gather_seconds = 0
+        compact_bytes = zero_copy_bytes = 0
+        if compact_pages.size:
+            gather_started = time.perf_counter()
+            try:
+                sub = subgraph.gather_active_edges(
+                    frontier, self.out_offsets, self.out_targets,
+                    self.out_weights if self.push_weights else None, self.page_lookup,
+                    choices == transfer.COMPACT, self._compact_views, self.gather_threads * 4,
+                    pieces)
+            except OverflowError:
+                sub = None
+            gather_seconds = time.perf_counter() - gather_started
+            if sub is None:     # more edges than the buffer: these pages are copied after all
+                choices[compact_pages] = transfer.COPY
+                for k in compact_pages.tolist():
+                    timings.append(self.launch_page(k, aggregates, record.iteration,
+                                                    slot=len(timings) % len(self.streams)))
+            else:
+                gathered = sub["edges"]
+                compact_bytes = self._compact_bytes
+                cupy.cuda.runtime.memcpyAsync(self.compact_device.data.ptr,
+                                              self.compact_host.ctypes.data, compact_bytes,
+                                              cupy.cuda.runtime.memcpyHostToDevice, push.ptr)
+                push.record(events[1])
+                offsets = self._device_compact("offsets")
+                self._launch_push(push, self._device_compact("sources"), offsets[:-1],
+                                  offsets[1:], self._device_compact("targets").data.ptr,
+                                  self._device_compact("weights").data.ptr, None,
+                                  kernel_arguments)
+        if zero_copy_pages.size:
+            first, end = transfer.pushed_ranges(self.page_first, self.page_end, zero_copy_pages)
+            ranges = self._upload_ranges(first, end, push, offset=len(self.pages) + 1)
+            with push:
+                vertex, begin, end = (cupy.asarray(array) for array in pieces)
+            zero_copy_started = push.record(events[2])
+            self._launch_push(push, vertex, begin, end, self._host_pointer(self.out_targets),
+                              self._host_pointer(self.out_weights) if self.push_weights
+                              else self.empty_weights.data.ptr, ranges, kernel_arguments)
+            zero_copy_edges = int(active_edges[zero_copy_pages].sum())
+            zero_copy_bytes = (frontier_edges * self.store.vertex_dtype.itemsize
+                               + zero_copy_edges * bytes_per_edge["zero-copy"]
+                               - zero_copy_edges * self.store.vertex_dtype.itemsize)
+        pushed_done = push.record(cupy.cuda.Event())
+        # the pages not pulled: their vertices applied to the pushed sums
+        applied = np.flatnonzero((choices == transfer.SKIP) | (choices == transfer.COMPACT)
+                                 | (choices == transfer.ZERO_COPY))
+        for stream, done in zip(self.streams, self._events["streams"]):
+            main.wait_event(stream.record(done))
+        main.wait_event(pushed_done)
+        if applied.size:
+            if (compact_pages.size or zero_copy_pages.size) and self.num_split:
+                self._launch_vertices(self.kernels.stream_split_merge, (
+                    self.split_vertices, np.int32(self.num_split), self.stream_accum,
+                    self.split_accum))
+            first, end = transfer.pushed_ranges(self.page_first, self.page_end, applied)
+            range_first, range_end = self._upload_ranges(first, end, main)
+            widest = int((end - first).max())
+            blocks = max(1, min(self.device.multiprocessors * 8 // max(first.size, 1) + 1,
+                                -(-widest // 256)))
+            with main:
+                self.kernels.stream_apply((blocks, int(first.size)), (256,), (
+                    range_first, range_end, self.stream_accum, self.values, self.next,
+                    self.active) + self.attrs + (aggregates, np.int64(n),
+                                                  np.int64(record.iteration), self.l1_total,
+                                                  self.counters),
+                    shared_mem=gpu_kernels.TOTALS_SHARED_BYTES)
+        self.end_iteration(record, timings, aggregates)
+        # what crossed the bus, and the rates measured
+        pushed_edges = gathered + (int(active_edges[zero_copy_pages].sum())
+                                   if zero_copy_pages.size else 0)
+        record.edges_processed += pushed_edges
+        record.gpu_edges += pushed_edges
+        record.bytes_to_device += compact_bytes + zero_copy_bytes
+        copy_bytes = sum(t.bytes_to_device for t in timings)
+        rates.learn("bus", copy_bytes, record.copy_seconds)
+        if compact_pages.size and gathered:
+            rates.learn("gather", gathered, gather_seconds)
+        if counted:
+            rates.learn("count", frontier_edges, count_seconds)
+        if zero_copy_pages.size:
+            rates.learn("zero_copy", zero_copy_bytes,
+                        cupy.cuda.get_elapsed_time(zero_copy_started, pushed_done) / 1e3)
+        decisions.note(record, "page_transfer", transfer.describe_choices(choices),
+                       forced=forced, counted=counted, count_seconds=count_seconds,
+                       active_out_edges=int(frontier_edges),
+                       streamed_bytes=streamed_bytes, predicted_seconds=predicted["seconds"],
+                       rates=rates.as_dict(), compact_edges=int(gathered),
+                       compact_bytes=int(compact_bytes), zero_copy_bytes=int(zero_copy_bytes),
+                       copied_bytes=int(copy_bytes),
+                       **{name: int((choices == code).sum())
+                          for code, name in enumerate(transfer.TRANSFER_NAMES)})
+
+    def _upload_ranges(self, first: np.ndarray, end: np.ndarray, stream, offset: int = 0):
+        """Vertex ranges copied into the device's range area (at ``offset`` pairs)
+        on ``stream``: (first, end) device views."""
+        count = int(first.size)
+        host = np.concatenate([first, end]).astype(np.int64)
+        area = self.range_device[2 * offset:2 * offset + 2 * count]
+        area.set(host, stream=stream)
+        return area[:count], area[count:]
+
+    def _launch_push(self, stream, vertex, begin, end, targets_pointer, weights_pointer,
+                     ranges, kernel_arguments) -> None:
+        """The push kernel over pieces of active vertices' edges (``vertex``,
+        ``begin``, ``end`` device arrays; targets and values at the given
+        addresses, on the device or in pinned host memory), into ``ranges`` of
+        vertices only when given."""
+        count = int(vertex.size)
+        if count == 0:
+            return
+        if ranges is None:
+            ranges = (self.range_device, self.range_device)
+            num_ranges = 0
+        else:
+            num_ranges = int(ranges[0].size)
+        group = 1 << self.push_group_shift
+        threads = 256
+        blocks = max(1, min(self.device.multiprocessors * 16, -(-count * group // threads)))
+        with stream:
+            self.kernels.stream_push((blocks,), (threads,), (
+                vertex, np.int64(count), begin, end, np.uint64(targets_pointer),
+                np.uint64(weights_pointer), ranges[0], ranges[1],
+                np.int32(num_ranges)) + kernel_arguments)
+
+    def begin_iteration(self, iteration: int, order=None) -> None:
+        """Reset the statistics and compute the contributions; pages launch after it
+        (``order``: the pages that will, in their order, when not all of them)."""
         main = self.main_stream
         events = self._events
-        self._cursor = self.page_source.cursor(range(len(self.pages)), "gpu", release="manual")
+        if order is None:
+            order = [k for k in range(len(self.pages)) if k not in self.resident_images]
+        self._cursor = self.page_source.cursor(order, "gpu", release="manual")
         self._origin = main.record(events["origin"])
         with main:
             self.statistics.fill(0)
@@ -712,34 +1057,36 @@ class GpuEngine:
                 shared_mem=shared_bytes)
 
     def launch_page(self, k: int, aggregates, iteration: int, host_values=None,
-                    host_active=None) -> PageTiming:
+                    host_active=None, slot: int | None = None) -> PageTiming:
         """Queue page ``k``: its copy (when streamed), its pull kernel, and the copy
         of its updated vertex range to ``host_values``/``host_active`` when given.
 
         Returns the page's events; ``timing.done`` is recorded after its last
         operation.  Runs after :meth:`begin_iteration` of the same iteration.
+        ``slot``: the stream (and its page buffer), default ``k % streams``.
         """
         cupy = self.cupy
         info = self.pages[k]
-        slot = k % len(self.streams)
+        slot = k % len(self.streams) if slot is None else slot
         stream = self.streams[slot]
         stream.wait_event(self._ready)
         timing = PageTiming(k, slot)
         page_events = self._events["pages"][k]
-        if not self.plan.resident:
+        if not self.plan.resident and k not in self.resident_images:
             image, read = self._host_image(k)
             timing.copy_start = stream.record(page_events[0])
+            wire = self.page_wire_bytes[k]
             cupy.cuda.runtime.memcpyAsync(
                 self.device_pages[slot].data.ptr, image.ctypes.data,
-                info.nbytes, cupy.cuda.runtime.memcpyHostToDevice, stream.ptr)
-            timing.bytes_to_device = info.nbytes
+                wire, cupy.cuda.runtime.memcpyHostToDevice, stream.ptr)
+            timing.bytes_to_device = wire
             timing.copy_end = stream.record(page_events[1])
             if read is not None:
                 self._copying.append((read, timing.copy_end))
         timing.kernel_start = stream.record(page_events[2])
         out = self.next
         if info.num_shards:
-            self._launch_pull(stream, info.first_shard, info.num_shards, self.page_views[k],
+            self._launch_pull(stream, info.first_shard, info.num_shards, self._views(k, slot),
                               self.page_shared_bytes[k], aggregates, iteration)
         timing.kernel_end = stream.record(page_events[3])
         timing.done = timing.kernel_end
@@ -967,7 +1314,9 @@ class GpuEngine:
     def describe(self) -> str:
         """One line: device, plan and kernels."""
         plan = self.plan
-        how = "resident" if plan.resident else f"streamed over {plan.n_streams} streams"
+        how = "resident" if plan.resident else (
+            f"streamed over {plan.n_streams} streams, {len(self.resident_images)} kept resident"
+            + (f", transfers chosen per page ({self.transfer_forced})" if self.selective else ""))
         return (f"{self.device.name}: {len(self.pages)} pages {how}, budget "
                 f"{plan.budget / 2**20:.0f} MiB (vertex data {plan.vertex_bytes / 2**20:.1f} "
                 f"MiB, pages {plan.page_bytes / 2**20:.1f} MiB), shared memory "
@@ -976,6 +1325,43 @@ class GpuEngine:
                    else "")
                 + (", contributions precomputed" if self.precompute else "")
                 + (", warp-combined atomics" if self.warp_combine else ""))
+
+
+#: store -> its out-edge CSR in pinned host memory (offsets, targets, values or None),
+#: shared by the runs on the store (made once: a copy, the values placed in order)
+_PINNED_OUT_EDGES = weakref.WeakKeyDictionary()
+
+
+def pinned_out_edges(store, with_values: bool) -> tuple:
+    """The store's out-edge CSR in pinned host memory, kept for the store's
+    lifetime: (offsets int64, targets, values in the targets' order or None).
+
+    The selective transfers' host threads gather from it, and the GPU reads
+    it in zero-copy transfers; the values are placed once, on first use
+    (:func:`garaphpy.kernels.subgraph.out_edge_values`)."""
+    from ..kernels import subgraph
+
+    entry = _PINNED_OUT_EDGES.get(store)
+    if entry is None:
+        offsets = np.asarray(store.out_offsets, np.int64)
+        pinned_offsets = gpu_kernels.pinned_empty(offsets.nbytes).view(np.int64)
+        pinned_offsets[:] = offsets
+        targets = gpu_kernels.pinned_empty(store.num_edges * store.vertex_dtype.itemsize
+                                           ).view(store.vertex_dtype)
+        targets[:] = store.out_targets
+        entry = _PINNED_OUT_EDGES[store] = [pinned_offsets, targets, None]
+    if with_values and entry[2] is None:
+        pinned = gpu_kernels.pinned_empty(store.num_edges * store.weight_dtype.itemsize
+                                          ).view(store.weight_dtype)
+
+        def page_edges():
+            for info in store.pages:
+                page = store.read_page(info.index)
+                yield page.sources, page.weights
+
+        entry[2] = subgraph.out_edge_values(entry[0], page_edges(), store.weight_dtype,
+                                            out=pinned)
+    return entry[0], entry[1], entry[2] if with_values else None
 
 
 def busy_time(windows: list[tuple[float, float]]) -> float:

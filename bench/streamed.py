@@ -1,0 +1,219 @@
+"""Graphs larger than the GPU budget: partial residency and per-page transfers (issue 17).
+
+One process, one GPU.  The graph is ``rmat:SCALE`` (Graph500 RMAT, edge
+factor 16, integer weights 1..255) made symmetric, the Kronecker graph of
+the issue built with garaphpy's generator; runs start from the vertex of
+highest out-degree.  For each program:
+
+``resident``
+    No budget: every page on the device (the device loop and the fused pull,
+    the engine's default).
+``FRACTION/CHOICE``
+    ``gpu_memory`` = the resident run's vertex data + FRACTION of the pages'
+    bytes: the stream buffers, the selective transfers' arrays and the pages
+    kept resident all come out of that FRACTION.  ``CHOICE`` is
+    ``config.GPU_TRANSFER``: ``auto`` (the cost model per page and
+    iteration), ``copy`` (every page not resident, every iteration:
+    Garaph's stream), ``skip``, ``compact`` (Subway's SubCSR), ``zero-copy``
+    (EMOGI).  PageRank copies every streamed page whatever the choice.
+
+Time: ``Result.seconds`` (the iterations' wall time; set-up excluded), the
+median of ``--trials`` runs after ``--warmup``.  Every run's values are
+checked against the resident run's (bitwise for BFS, SSSP, CC; 1e-6 for
+PageRank).  Also measured: pinned host-to-device bandwidth (a
+``--bandwidth-mib`` copy, CUDA events, median of 5), the bound of streamed
+PageRank (the bytes it copies per iteration over that bandwidth).
+
+Usage::
+
+    python bench/streamed.py --scale 24 --json bench/results/streamed.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import harness  # noqa: E402
+
+import garaphpy  # noqa: E402
+from garaphpy import config  # noqa: E402
+
+CHOICES = ("auto", "copy", "skip", "compact", "zero-copy")
+
+
+def pinned_bandwidth(mib: int) -> float:
+    """Bytes per second of one pinned host-to-device copy (median of 5)."""
+    import cupy
+
+    nbytes = mib << 20
+    host = np.frombuffer(cupy.cuda.alloc_pinned_memory(nbytes), np.uint8, nbytes)
+    host[:] = 1
+    device = cupy.empty(nbytes, np.uint8)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    times = []
+    for _ in range(6):
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record(stream)
+        cupy.cuda.runtime.memcpyAsync(device.data.ptr, host.ctypes.data, nbytes,
+                                      cupy.cuda.runtime.memcpyHostToDevice, stream.ptr)
+        end.record(stream)
+        end.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(start, end) / 1e3)
+    return nbytes / float(np.median(times[1:]))
+
+
+def vertex_bytes(graph, program: str, sources) -> int:
+    """The device bytes of a resident run's vertex data (the plan's)."""
+    from garaphpy.programs import BUILTIN_PROGRAMS
+    from garaphpy.scheduler.gpu_engine import GpuEngine
+
+    instance = BUILTIN_PROGRAMS[program]()
+    internal = graph.store.internal_ids(np.asarray(sources)) if sources else np.zeros(0, np.int64)
+    engine = GpuEngine(graph, instance, np.asarray(internal, np.int64),
+                       synchronous=instance.execution == "sync")
+    return engine.plan.vertex_bytes
+
+
+def run(graph, program: str, options: dict, choice: str) -> harness.Measurement:
+    # the last run's engine and its pinned buffers go now, not inside this run's iterations
+    gc.collect()
+    config.GPU_TRANSFER = choice
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", garaphpy.NotConvergedWarning)
+        result = garaphpy.run(graph, program, **options)
+    records = result.iterations
+    transfers = {}
+    for record in records:
+        entry = record.decisions.get("page_transfer")
+        if entry:
+            for name in ("resident", "skip", "copy", "compact", "zero-copy"):
+                transfers[name] = transfers.get(name, 0) + entry[name]
+    per_iteration = [{
+        "ms": round(r.seconds * 1e3, 3), "MB": round(r.bytes_to_device / 1e6, 2),
+        "active": r.active_vertices, "direction": r.direction,
+        "pages": (r.decisions.get("page_transfer") or {}).get("choice", ""),
+        "count_ms": round((r.decisions.get("page_transfer") or {}).get("count_seconds", 0)
+                          * 1e3, 3)} for r in records]
+    return harness.Measurement(result=result, seconds=result.seconds, metrics={
+        "iterations": result.num_iterations, "per_iteration": per_iteration,
+        "bytes_to_device": sum(r.bytes_to_device for r in records),
+        "bytes_read": sum(r.bytes_read for r in records),
+        "transfers": transfers,
+        "setup_seconds": result.setup_seconds})
+
+
+def same_as(reference: dict, exact: bool):
+    def verify(result) -> str | None:
+        if "values" not in reference:
+            reference["values"] = result.values
+        expected = reference["values"]
+        if exact:
+            if not np.array_equal(result.values, expected):
+                return "values differ from the resident run's"
+        elif not np.allclose(result.values, expected, rtol=1e-6, atol=1e-12):
+            return "values differ from the resident run's beyond 1e-6"
+        return None
+    return verify
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", type=int, default=24)
+    parser.add_argument("--programs", default="bfs,sssp,cc,pagerank")
+    parser.add_argument("--fractions", default="0.5,0.25")
+    parser.add_argument("--choices", default=",".join(CHOICES))
+    parser.add_argument("--pagerank-iterations", type=int, default=20)
+    parser.add_argument("--bandwidth-mib", type=int, default=1024)
+    parser.add_argument("--store-dir", default=None)
+    harness.add_common_options(parser, trials=3, warmup=1)
+    args = parser.parse_args(argv)
+    harness.check_common_options(parser, args)
+    store_dir = Path(args.store_dir or tempfile.mkdtemp(prefix="garaphpy-streamed-"))
+    spec = f"rmat:{args.scale}"
+    directed = garaphpy.Graph.load(spec, store=store_dir / spec.replace(":", "_"),
+                                   generator_options={"weighted": True}, progress=False)
+    graph = directed.as_undirected()
+    store = graph.store
+    page_bytes = sum(page.nbytes for page in store.pages)
+    top = int(np.argmax(np.diff(store.out_offsets)))
+    source = int(graph.original_ids(np.array([top]))[0])
+    bandwidth = pinned_bandwidth(args.bandwidth_mib)
+    print(f"{spec} symmetric: {store.num_vertices:,} vertices, {store.num_edges:,} edges, "
+          f"{len(store.pages)} pages, {page_bytes / 2**30:.2f} GiB of pages; pinned H2D "
+          f"{bandwidth / 1e9:.1f} GB/s", flush=True)
+    cases, groups = [], []
+    for program in args.programs.split(","):
+        sources = [] if program in ("cc", "pagerank") else [source]
+        options = {"mode": "gpu"}
+        if sources:
+            options["sources"] = sources
+        if program == "pagerank":
+            options.update(max_iterations=args.pagerank_iterations, tolerance=0.0)
+        base = vertex_bytes(graph, program, sources)
+        reference = {}
+        exact = program != "pagerank"
+        names = [f"{program}/resident"]
+        cases.append(harness.Case(
+            names[0], lambda program=program, options=options: run(graph, program, options,
+                                                                   "auto"),
+            params={"graph": spec, "program": program, "budget": None, "choice": "auto"},
+            verify=same_as(reference, exact)))
+        for fraction in map(float, args.fractions.split(",")):
+            budget = base + int(fraction * page_bytes)
+            choices = ["copy"] if program == "pagerank" else args.choices.split(",")
+            for choice in choices:
+                name = f"{program}/{fraction:g}/{choice}"
+                names.append(name)
+                cases.append(harness.Case(
+                    name, lambda program=program, options=options, budget=budget, choice=choice:
+                        run(graph, program, {**options, "gpu_memory": budget}, choice),
+                    params={"graph": spec, "program": program, "fraction": fraction,
+                            "budget": budget, "choice": choice},
+                    verify=same_as(reference, exact)))
+        groups.append(names)
+    rows = harness.run_cases("streamed", cases, args)
+    by_name = {row["case"]: row for row in rows}
+    print(f"\n== {spec} symmetric, GPU budget = vertex data + fraction x pages "
+          f"({page_bytes / 2**30:.2f} GiB); median of {args.trials}")
+    print(f"{'case':26s} {'ms':>9s} {'x resident':>10s} {'GB to GPU':>10s} {'iters':>6s}  "
+          "transfers (page-iterations)  check")
+    summary = []
+    for names in groups:
+        resident = by_name[names[0]]["median_s"]
+        for name in names:
+            row = by_name[name]
+            last = row["metrics"][-1]
+            ok = row["verification"]["status"] == harness.PASSED
+            ratio = row["median_s"] / resident
+            transfers = " ".join(f"{k}:{v}" for k, v in last["transfers"].items() if v)
+            print(f"{name:26s} {row['median_s'] * 1e3:9.1f} {ratio:10.2f} "
+                  f"{last['bytes_to_device'] / 1e9:10.2f} {last['iterations']:6d}  "
+                  f"{transfers or '-'}  {'ok' if ok else 'FAILED'}")
+            entry = {**row["params"], "median_s": row["median_s"], "x_resident": ratio,
+                     "bytes_to_device": last["bytes_to_device"],
+                     "iterations": last["iterations"], "transfers": last["transfers"]}
+            if row["params"]["program"] == "pagerank" and row["params"]["budget"]:
+                per_iteration = last["bytes_to_device"] / max(last["iterations"], 1)
+                bound = per_iteration / bandwidth
+                entry["bound_s_per_iteration"] = bound
+                entry["x_bound"] = row["median_s"] / last["iterations"] / bound
+                print(f"{'':26s} bound {bound * 1e3:.1f} ms/iteration, "
+                      f"{entry['x_bound']:.2f} x bound")
+            summary.append(entry)
+    harness.write_record(args.json, "streamed", "summary", {
+        "graph": spec, "symmetric": True, "pinned_bandwidth": bandwidth,
+        "page_bytes": page_bytes, "rows": summary})
+    return harness.exit_status(rows)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

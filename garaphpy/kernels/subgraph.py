@@ -1,0 +1,302 @@
+"""Host kernels of selective page transfers: the frontier's edges per page and
+its active subgraph (issue 17; Subway's SubCSR, Sabet et al. EuroSys'20
+section 3; HyTGraph's filtered transfers, section 4).
+
+A graph whose pages do not all fit the GPU streams some of them every
+iteration.  For a program whose vertices follow from their in-neighbours
+that changed alone (``VertexProgram.apply_keeps_best``) an iteration needs
+only the out-edges of the active vertices, which the store keeps as a CSR
+(``out_offsets``, ``out_targets``, with the edge values placed in the same
+order by :func:`out_edge_values`):
+
+* :func:`page_active_edges` counts, per page, the frontier's out-edges whose
+  destination lies in the page's vertex range: a page with none is skipped,
+  and the counts price the other choices;
+* :func:`gather_active_edges` copies the frontier's out-edges into the
+  pages chosen to go compacted into one buffer: pieces of the frontier's
+  vertices, their edge offsets, targets and values, which the GPU's push
+  kernel reads after one copy.
+
+Each costs time in proportion to the frontier's out-edges, never to the
+graph.  Both run on every core: the frontier's edges are cut into pieces of
+at most :data:`PIECE_EDGES` (a hub's edges are shared), and a vertex's page
+is found through a table (:class:`PageLookup`), not a search over pages.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from .. import _numba_setup  # noqa: F401  (threading layer first)
+
+
+#: Out-edges one piece of the frontier's work holds at most: a hub's edges are
+#: cut into pieces, so that the host threads (and the GPU's lanes) share them.
+PIECE_EDGES = 4096
+
+
+class PageLookup:
+    """The pages holding a vertex, found in a few steps.
+
+    Pages hold increasing vertex ranges (neighbours share the vertex whose
+    in-edges are split over them).  ``table[b]`` is the last page starting
+    at or before vertex ``b << shift``: a vertex's last page is at most a
+    few steps on, and the pages before it that still hold it are found by
+    stepping back.
+
+    Parameters
+    ----------
+    page_first, page_end : int64 arrays
+        Each page's vertex range.
+    num_vertices : int
+    buckets : int
+        About how many table entries (the table stays in the cache).
+    """
+
+    def __init__(self, page_first: np.ndarray, page_end: np.ndarray, num_vertices: int,
+                 buckets: int = 1 << 16):
+        self.page_first = np.ascontiguousarray(page_first, np.int64)
+        self.page_end = np.ascontiguousarray(page_end, np.int64)
+        self.shift = max(0, int(np.ceil(np.log2(max(num_vertices, 1) / buckets))))
+        starts = np.arange(-(-max(num_vertices, 1) >> self.shift) + 1, dtype=np.int64) \
+            << self.shift
+        self.table = (np.searchsorted(self.page_first, starts, side="right") - 1).astype(
+            np.int32)
+
+    @property
+    def arrays(self) -> tuple:
+        return self.page_first, self.page_end, self.table, self.shift
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _last_page(page_first, table, shift, v):
+    p = table[v >> shift]
+    while p + 1 < page_first.size and page_first[p + 1] <= v:
+        p += 1
+    return p
+
+
+@numba.njit(nogil=True, cache=True)
+def _piece_counts(frontier, out_offsets, piece_edges, counts):
+    total = 0
+    for i in range(frontier.size):
+        u = frontier[i]
+        degree = out_offsets[u + 1] - out_offsets[u]
+        pieces = (degree + piece_edges - 1) // piece_edges
+        counts[i] = pieces
+        total += pieces
+    return total
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def _fill_pieces(frontier, out_offsets, piece_edges, first_piece, vertex, begin, end):
+    for i in numba.prange(frontier.size):
+        u = frontier[i]
+        lo, hi = out_offsets[u], out_offsets[u + 1]
+        at = first_piece[i]
+        while lo < hi:
+            vertex[at] = u
+            begin[at] = lo
+            end[at] = min(lo + piece_edges, hi)
+            lo += piece_edges
+            at += 1
+
+
+def frontier_pieces(frontier: np.ndarray, out_offsets: np.ndarray,
+                    piece_edges: int = PIECE_EDGES) -> tuple:
+    """The frontier's out-edges as pieces of at most ``piece_edges`` edges:
+    (vertex, edge begin, edge end) arrays, in the frontier's order."""
+    frontier = np.ascontiguousarray(frontier, np.int64)
+    counts = np.empty(frontier.size, np.int64)
+    total = _piece_counts(frontier, out_offsets, piece_edges, counts)
+    first_piece = np.cumsum(counts) - counts
+    vertex = np.empty(total, np.int64)
+    begin = np.empty(total, np.int64)
+    end = np.empty(total, np.int64)
+    _fill_pieces(frontier, out_offsets, piece_edges, first_piece, vertex, begin, end)
+    return vertex, begin, end
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def _page_counts(begin, end, out_targets, page_first, page_end, table, shift, chunks):
+    num_pages = page_first.size
+    partial = np.zeros((chunks, num_pages), np.int64)
+    for c in numba.prange(chunks):
+        for i in range(begin.size * c // chunks, begin.size * (c + 1) // chunks):
+            for k in range(begin[i], end[i]):
+                v = out_targets[k]
+                p = _last_page(page_first, table, shift, v)
+                while p >= 0 and page_end[p] > v:
+                    partial[c, p] += 1
+                    p -= 1
+    counts = np.zeros(num_pages, np.int64)
+    for c in range(chunks):
+        counts += partial[c]
+    return counts
+
+
+def page_active_edges(frontier: np.ndarray, out_offsets: np.ndarray, out_targets: np.ndarray,
+                      lookup: PageLookup, chunks: int, pieces: tuple | None = None) -> np.ndarray:
+    """Per page, the frontier's out-edges whose destination lies in its range.
+
+    An edge to a vertex whose in-edges are split over neighbouring pages
+    counts for every page that holds the vertex (a page it does not reach
+    is then never skipped wrongly).
+
+    Parameters
+    ----------
+    frontier : int64 array
+        The active vertices.
+    out_offsets, out_targets : arrays
+        The out-edge CSR.
+    lookup : PageLookup
+    chunks : int
+        Parts the work is cut into (one private histogram each).
+    pieces : tuple, optional
+        :func:`frontier_pieces` of the frontier, when already made.
+
+    Returns
+    -------
+    int64 array
+        Edges per page.
+    """
+    vertex, begin, end = pieces if pieces is not None else frontier_pieces(frontier,
+                                                                           out_offsets)
+    chunks = max(1, min(int(chunks), begin.size))
+    return _page_counts(begin, end, out_targets, *lookup.arrays, chunks)
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _pushed(page_first, page_end, table, shift, pushed_page, v):
+    p = _last_page(page_first, table, shift, v)
+    while p >= 0 and page_end[p] > v:
+        if pushed_page[p]:
+            return True
+        p -= 1
+    return False
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def _count_pushed(begin, end, out_targets, page_first, page_end, table, shift, pushed_page,
+                  counts, chunks):
+    for c in numba.prange(chunks):
+        for i in range(begin.size * c // chunks, begin.size * (c + 1) // chunks):
+            kept = 0
+            for k in range(begin[i], end[i]):
+                if _pushed(page_first, page_end, table, shift, pushed_page, out_targets[k]):
+                    kept += 1
+            counts[i] = kept
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def _write_pushed(vertex, begin, end, out_targets, out_weights, with_weights, page_first,
+                  page_end, table, shift, pushed_page, offsets, sources, targets, weights,
+                  chunks):
+    for c in numba.prange(chunks):
+        for i in range(begin.size * c // chunks, begin.size * (c + 1) // chunks):
+            sources[i] = vertex[i]
+            at = offsets[i]
+            for k in range(begin[i], end[i]):
+                v = out_targets[k]
+                if _pushed(page_first, page_end, table, shift, pushed_page, v):
+                    targets[at] = v
+                    if with_weights:
+                        weights[at] = out_weights[k]
+                    at += 1
+
+
+def gather_active_edges(frontier: np.ndarray, out_offsets: np.ndarray, out_targets: np.ndarray,
+                        out_weights: np.ndarray | None, lookup: PageLookup,
+                        pushed_pages: np.ndarray, allocate, chunks: int,
+                        pieces: tuple | None = None) -> dict:
+    """The frontier's out-edges into the given pages, as a small CSR of pieces.
+
+    Parameters
+    ----------
+    frontier : int64 array
+        The active vertices.
+    out_offsets, out_targets : arrays
+        The out-edge CSR; ``out_weights`` its edge values in the same order
+        (None: no values are gathered).
+    lookup : PageLookup
+    pushed_pages : bool array
+        Per page, whether the edges into it are wanted (an edge into a vertex
+        two pages share is kept when either is wanted).
+    allocate : callable
+        ``allocate(sizes)`` with ``{"sources", "offsets", "targets",
+        "weights"}`` element counts returns arrays of at least those sizes
+        (for example views of one pinned buffer).
+    chunks : int
+        Parts the work is cut into.
+    pieces : tuple, optional
+        :func:`frontier_pieces` of the frontier, when already made.
+
+    Returns
+    -------
+    dict
+        ``sources`` (int64, the vertex of each piece: a vertex with more than
+        :data:`PIECE_EDGES` out-edges has several pieces), ``offsets`` (int64,
+        one more than the pieces: piece ``i``'s kept edges are
+        ``targets[offsets[i]:offsets[i + 1]]``), ``targets``, ``weights`` (or
+        None) and ``edges``, the number kept.
+    """
+    vertex, begin, end = pieces if pieces is not None else frontier_pieces(frontier,
+                                                                           out_offsets)
+    count = begin.size
+    chunks = max(1, min(int(chunks), count))
+    pushed_pages = np.ascontiguousarray(pushed_pages, np.bool_)
+    page_first, page_end, table, shift = lookup.arrays
+    counts = np.empty(count, np.int64)
+    _count_pushed(begin, end, out_targets, page_first, page_end, table, shift, pushed_pages,
+                  counts, chunks)
+    edges = int(counts.sum())
+    arrays = allocate({"sources": count, "offsets": count + 1,
+                       "targets": edges, "weights": edges if out_weights is not None else 0})
+    offsets = arrays["offsets"][:count + 1]
+    offsets[0] = 0
+    np.cumsum(counts, out=offsets[1:])
+    sources = arrays["sources"][:count]
+    targets = arrays["targets"][:edges]
+    with_weights = out_weights is not None
+    weights = arrays["weights"][:edges] if with_weights else np.zeros(1, np.float32)
+    _write_pushed(vertex, begin, end, out_targets,
+                  out_weights if with_weights else np.zeros(1, np.float32), with_weights,
+                  page_first, page_end, table, shift, pushed_pages, offsets, sources, targets,
+                  weights, chunks)
+    return {"sources": sources, "offsets": offsets, "targets": targets,
+            "weights": weights if with_weights else None, "edges": edges}
+
+
+@numba.njit(nogil=True, cache=True)
+def _place_values(sources, values, cursor, out):
+    for e in range(sources.size):
+        u = sources[e]
+        out[cursor[u]] = values[e]
+        cursor[u] += 1
+
+
+def out_edge_values(out_offsets: np.ndarray, pages, dtype, out: np.ndarray | None = None
+                    ) -> np.ndarray:
+    """The edge values in the order of the out-edge CSR.
+
+    The store's ``out_targets`` keep each vertex's out-edges in the order its
+    CSC (in-edge) order meets them (a stable sort by source), so walking the
+    in-edges in that order and placing each value at its source's next free
+    slot lines the values up with the targets.
+
+    Parameters
+    ----------
+    out_offsets : int64 array
+    pages : iterable of (sources, values)
+        The in-edges' sources and values, page by page in the store's order.
+    dtype : numpy dtype
+    out : array, optional
+        Where to write (for example pinned memory), of the edges' count.
+    """
+    num_edges = int(out_offsets[-1])
+    out = np.empty(num_edges, dtype) if out is None else out[:num_edges]
+    cursor = np.array(out_offsets[:-1], np.int64)
+    for sources, values in pages:
+        _place_values(sources, values, cursor, out)
+    return out

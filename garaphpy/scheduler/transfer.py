@@ -1,0 +1,258 @@
+"""Which pages stay on the GPU, and how each other page reaches it (issue 17).
+
+Garaph (section 5.2) streams every page every iteration when the pages do
+not all fit the GPU.  Here:
+
+* **partial residency** (:func:`resident_pages`): the pages the budget holds
+  beside the stream buffers stay on the device for the whole run, chosen by
+  ``config.GPU_RESIDENT_ORDER``; only the others stream;
+* **a choice per page and iteration** (:func:`choose_transfers`), for
+  programs whose vertices follow from their in-neighbours that changed
+  alone (``VertexProgram.apply_keeps_best``: min and max programs, where
+  combining an edge twice changes nothing):
+
+  - ``skip``: no active vertex has an edge into the page (exact for those
+    programs; a resident page is skipped too);
+  - ``copy``: the page's whole image over the bus (Garaph's path);
+  - ``compact``: the active vertices' edges into the page, gathered by host
+    threads into a pinned buffer and pushed with the sum's atomics
+    (Subway's SubCSR, Sabet et al. EuroSys'20 section 3);
+  - ``zero-copy``: the GPU reads the active vertices' edges from pinned host
+    memory itself, a warp's lanes on consecutive edges (EMOGI, Min et al.
+    VLDB'21; HyTGraph's implicit transfers, section 4).
+
+  The choice prices each with rates it measures as the run goes (bytes per
+  second over the bus and of zero-copy reads, edges per second of the host
+  gather), in the manner of the dispatcher's alpha (section 5.1); a forced
+  choice (``config.GPU_TRANSFER``) is for study.
+
+Programs of other kinds (PageRank's sums) copy every streamed page.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import config
+from ..errors import ConfigError
+
+RESIDENT, SKIP, COPY, COMPACT, ZERO_COPY = range(5)
+#: What each code means, in the iteration records.
+TRANSFER_NAMES = ("resident", "skip", "copy", "compact", "zero-copy")
+#: What ``config.GPU_TRANSFER`` may say.
+FORCED_CHOICES = ("auto", "copy", "skip", "compact", "zero-copy")
+RESIDENT_ORDERS = ("edges", "order")
+
+
+def resident_pages(page_sizes, page_edges, room: int, order: str = "edges") -> np.ndarray:
+    """The pages kept on the device: as many as ``room`` bytes hold, in ``order``.
+
+    Parameters
+    ----------
+    page_sizes, page_edges : sequences of int
+        Each page's image bytes and edges.
+    room : int
+        Device bytes left for resident pages.
+    order : {"edges", "order"}
+        "edges": the most edges per byte first (a graph's pages differ in
+        the padding of their arrays and their last partial page); "order":
+        the store's order.  The choice is greedy: a page that does not fit
+        is passed over for later, smaller ones.
+
+    Returns
+    -------
+    numpy.ndarray of bool
+        Per page, whether it is resident; never more than ``room`` bytes.
+    """
+    if order not in RESIDENT_ORDERS:
+        raise ConfigError(f"GPU_RESIDENT_ORDER={order!r}: expected one of "
+                          f"{', '.join(RESIDENT_ORDERS)}")
+    sizes = np.asarray(page_sizes, np.int64)
+    edges = np.asarray(page_edges, np.int64)
+    chosen = np.zeros(sizes.size, bool)
+    if order == "edges":
+        density = edges / np.maximum(sizes, 1)
+        ranking = np.lexsort((np.arange(sizes.size), -density))
+    else:
+        ranking = np.arange(sizes.size)
+    left = int(room)
+    for page in ranking.tolist():
+        if sizes[page] <= left:
+            chosen[page] = True
+            left -= int(sizes[page])
+    return chosen
+
+
+@dataclass
+class TransferRates:
+    """The rates the transfer choice prices with, learnt as the run goes.
+
+    Attributes
+    ----------
+    bus : float
+        Bytes per second of copies to the device (pinned memory).
+    gather : float
+        Edges per second the host threads gather into the compacted buffer.
+    zero_copy : float
+        Bytes per second the GPU reads from pinned host memory itself.
+    count : float
+        Edges per second the host counts per page (the frontier's out-edges).
+    """
+
+    bus: float = config.GPU_BUS_BYTES_PER_SECOND
+    gather: float = config.GPU_GATHER_EDGES_PER_SECOND
+    zero_copy: float = config.GPU_ZERO_COPY_BYTES_PER_SECOND
+    count: float = config.GPU_GATHER_EDGES_PER_SECOND
+
+    #: Shortest measurement learnt from (shorter ones are mostly launch time).
+    MIN_SECONDS = 200e-6
+
+    def learn(self, name: str, amount: float, seconds: float,
+              smoothing: float = config.GPU_TRANSFER_SMOOTHING) -> bool:
+        """Fold one measurement (``amount`` units in ``seconds``) into rate ``name``.
+
+        Returns whether it was used (too short a measurement is not).
+        """
+        if seconds < self.MIN_SECONDS or amount <= 0:
+            return False
+        measured = amount / seconds
+        setattr(self, name, (1.0 - smoothing) * getattr(self, name) + smoothing * measured)
+        return True
+
+    def as_dict(self) -> dict:
+        return {"bus": self.bus, "gather": self.gather, "zero_copy": self.zero_copy,
+                "count": self.count}
+
+
+def edge_bytes(vertex_bytes: int, weight_bytes: int) -> dict:
+    """Bytes that cross the bus per active edge: a compacted edge (target and
+    value; its source and offset are per vertex) and a zero-copy edge (the
+    target, the value where the page is read, in 32-byte sectors that a
+    warp's consecutive lanes fill)."""
+    return {"compact": vertex_bytes + weight_bytes, "zero-copy": vertex_bytes + weight_bytes}
+
+
+def choose_transfers(active_edges: np.ndarray, page_bytes: np.ndarray, resident: np.ndarray,
+                     rates: TransferRates, *, exact: bool, forced: str = "auto",
+                     bytes_per_edge: dict | None = None, compact_capacity: int = 2 ** 62,
+                     total_active_edges: int | None = None, vertex_bytes: int = 4
+                     ) -> tuple[np.ndarray, dict]:
+    """Per page, how its work reaches the GPU this iteration.
+
+    Parameters
+    ----------
+    active_edges : int64 array or None
+        Per page, the frontier's out-edges into it (None: not counted; every
+        page is taken as reached).
+    page_bytes : int64 array
+        Each page's image size.
+    resident : bool array
+        Pages kept on the device.
+    rates : TransferRates
+    exact : bool
+        Whether skipping and pushing active edges gives the pull's result
+        (the program declares ``apply_keeps_best``); otherwise every
+        streamed page is copied.
+    forced : {"auto", "copy", "skip", "compact", "zero-copy"}
+    bytes_per_edge : dict
+        :func:`edge_bytes`.
+    compact_capacity : int
+        Edges the device's compacted buffer holds: pages past it are copied.
+    total_active_edges : int
+        The frontier's out-edges in all (zero-copy reads every target of an
+        active vertex to find those into its pages).
+    vertex_bytes : int
+        Bytes of a vertex id.
+
+    Returns
+    -------
+    (numpy.ndarray of int8, dict)
+        The codes (:data:`TRANSFER_NAMES`) and the predicted seconds of the
+        streamed pages' work (``{"seconds": ...}``) with the choice's counts.
+    """
+    if forced not in FORCED_CHOICES:
+        raise ConfigError(f"GPU_TRANSFER={forced!r}: expected one of "
+                          f"{', '.join(FORCED_CHOICES)}")
+    page_bytes = np.asarray(page_bytes, np.int64)
+    resident = np.asarray(resident, bool)
+    choices = np.where(resident, RESIDENT, COPY).astype(np.int8)
+    if bytes_per_edge is None:
+        bytes_per_edge = edge_bytes(vertex_bytes, 0)
+    copy_seconds = page_bytes / rates.bus
+    if not exact or forced == "copy" or active_edges is None:
+        return choices, _summary(choices, float(copy_seconds[~resident].sum()))
+    active_edges = np.asarray(active_edges, np.int64)
+    unreached = active_edges == 0
+    choices[unreached] = SKIP
+    streamed = ~resident & ~unreached
+    compact_seconds = active_edges * (1.0 / rates.gather
+                                      + bytes_per_edge["compact"] / rates.bus)
+    zero_copy_seconds = active_edges * (bytes_per_edge["zero-copy"] / rates.zero_copy)
+    if forced == "compact":
+        choices[streamed] = COMPACT
+    elif forced == "zero-copy":
+        choices[streamed] = ZERO_COPY
+    elif forced == "auto":
+        costs = np.stack([copy_seconds, compact_seconds, zero_copy_seconds])
+        best = np.argmin(costs, axis=0)
+        choices[streamed] = np.array([COPY, COMPACT, ZERO_COPY], np.int8)[best[streamed]]
+        # zero-copy also reads the targets of active edges into other pages: worth it
+        # only when what it saves covers that
+        zero_copy = choices == ZERO_COPY
+        if zero_copy.any():
+            total = int(active_edges.sum() if total_active_edges is None else total_active_edges)
+            fixed = total * vertex_bytes / rates.zero_copy
+            instead = np.minimum(copy_seconds, compact_seconds)[zero_copy]
+            if zero_copy_seconds[zero_copy].sum() + fixed >= instead.sum():
+                choices[zero_copy] = np.where(copy_seconds[zero_copy] <= compact_seconds[zero_copy],
+                                              COPY, COMPACT)
+    # the compacted buffer's room: the pages that save the most go first
+    compact = np.flatnonzero(choices == COMPACT)
+    if compact.size and int(active_edges[compact].sum()) > compact_capacity:
+        saving = copy_seconds[compact] - compact_seconds[compact]
+        kept = 0
+        for page in compact[np.argsort(-saving, kind="stable")].tolist():
+            if kept + int(active_edges[page]) <= compact_capacity:
+                kept += int(active_edges[page])
+            else:
+                choices[page] = COPY
+    seconds = float(np.where(choices == COPY, copy_seconds, 0.0).sum()
+                    + np.where(choices == COMPACT, compact_seconds, 0.0).sum()
+                    + np.where(choices == ZERO_COPY, zero_copy_seconds, 0.0).sum())
+    if (choices == ZERO_COPY).any():
+        total = int(active_edges.sum() if total_active_edges is None else total_active_edges)
+        seconds += total * vertex_bytes / rates.zero_copy
+    return choices, _summary(choices, seconds)
+
+
+def _summary(choices: np.ndarray, seconds: float) -> dict:
+    counts = np.bincount(choices, minlength=len(TRANSFER_NAMES))
+    return {"seconds": seconds,
+            **{name: int(count) for name, count in zip(TRANSFER_NAMES, counts.tolist())}}
+
+
+def pushed_ranges(page_first: np.ndarray, page_end: np.ndarray, pages: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """The vertex ranges of ``pages`` (increasing indices), neighbours merged:
+    sorted, disjoint (int64 first, end)."""
+    if pages.size == 0:
+        empty = np.zeros(0, np.int64)
+        return empty, empty
+    first = np.asarray(page_first, np.int64)[pages]
+    end = np.asarray(page_end, np.int64)[pages]
+    merged_first, merged_end = [int(first[0])], [int(end[0])]
+    for lo, hi in zip(first[1:].tolist(), end[1:].tolist()):
+        if lo <= merged_end[-1]:
+            merged_end[-1] = max(merged_end[-1], hi)
+        else:
+            merged_first.append(lo)
+            merged_end.append(hi)
+    return np.array(merged_first, np.int64), np.array(merged_end, np.int64)
+
+
+def describe_choices(choices: np.ndarray) -> str:
+    """One letter per page (r resident, s skip, c copy, p compact, z zero-copy),
+    for the iteration record."""
+    return "".join("rscpz"[c] for c in np.asarray(choices).tolist())

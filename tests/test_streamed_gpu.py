@@ -1,0 +1,161 @@
+"""Graphs larger than the GPU budget (issue 17): partial residency and the
+per-page transfer choice, against the CPU engine.
+
+Every built-in program, synchronous and asynchronous, with each forced
+transfer choice and the automatic one, at budgets holding about a quarter
+and about half of the pages beside the stream buffers, equals the CPU
+engine's run (exact for min/max programs, 1e-4 for sums); so do runs whose
+pages come from storage directories.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import garaphpy
+from garaphpy import config
+from garaphpy.programs import BUILTIN_PROGRAMS
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import references as ref  # noqa: E402
+from test_engine_gpu import Crash  # noqa: E402
+from test_engine_gpu import gpu_program as program_for  # noqa: E402
+from test_out_of_core_gpu import host_budget  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+EXACT = ref.EXACT_PROGRAMS
+KEEPS_BEST = [name for name, cls in BUILTIN_PROGRAMS.items() if cls.apply_keeps_best]
+OTHERS = [name for name in BUILTIN_PROGRAMS if name not in KEEPS_BEST]
+CHOICES = ["auto", "copy", "skip", "compact", "zero-copy"]
+ITERATIONS = {"max_iterations": 40}
+
+
+@pytest.fixture(scope="module")
+def paged():
+    """rmat:12, weighted, in many small pages."""
+    return garaphpy.Graph.load("rmat:12", progress=False, max_shard_edges=512,
+                               max_page_bytes=16384,
+                               generator_options={"weighted": True, "seed": 11})
+
+
+@pytest.fixture(scope="module")
+def disk_rmat(tmp_path_factory):
+    return ref.out_of_core_rmat(tmp_path_factory.mktemp("streamed"))
+
+
+def budget_for(graph, program, fraction: float, execution: str = "sync") -> int:
+    """A GPU budget holding the vertex data, the stream buffers, the selective
+    arrays and ``fraction`` of the pages' bytes."""
+    from garaphpy.scheduler.gpu_engine import GpuEngine
+
+    graph_run = graph.as_undirected() if program.needs_undirected else graph
+    sources = np.array([0], np.int64) if program.needs_sources else np.zeros(0, np.int64)
+    sizing = GpuEngine(graph_run, program, sources, synchronous=execution == "sync")
+    wire = sizing.page_wire_bytes       # the pages' bytes on the device
+    return (sizing.plan.vertex_bytes + config.N_STREAMS * max(wire) + sizing.selective_bytes
+            + int(fraction * sum(wire)))
+
+
+def run_gpu(graph, program, sources, forced, **options):
+    saved = config.GPU_TRANSFER
+    config.GPU_TRANSFER = forced
+    try:
+        return ref.run_engine_like_gpu(graph, program, sources, mode="gpu", **options)
+    finally:
+        config.GPU_TRANSFER = saved
+
+
+def sources_for(program):
+    return np.array([0, 7], np.int64) if program.needs_sources else ()
+
+
+@pytest.mark.parametrize("fraction", [0.2, 0.4])
+@pytest.mark.parametrize("execution", ["sync", "async"])
+@pytest.mark.parametrize("name", KEEPS_BEST)
+def test_every_transfer_choice_equals_the_cpu(paged, name, execution, fraction):
+    program = program_for(name)
+    sources = sources_for(program)
+    options = dict(execution=execution, **ITERATIONS)
+    cpu = ref.run_engine_like_gpu(paged, program, sources, mode="cpu", **options)
+    budget = budget_for(paged, program, fraction, execution)
+    graph_run = paged.as_undirected() if program.needs_undirected else paged
+    total = sum(page.nbytes for page in graph_run.store.pages)
+    bytes_moved = {}
+    for forced in CHOICES:
+        gpu = run_gpu(paged, program, sources, forced, gpu_memory=budget, **options)
+        ref.assert_run_matches(name, execution, gpu, cpu)
+        records = gpu.iterations
+        bytes_moved[forced] = sum(r.bytes_to_device for r in records)
+        if forced == "copy":    # Garaph's stream: every page not resident, every iteration
+            assert all("page_transfer" not in r.decisions for r in records)
+            assert all(0 < r.bytes_to_device < total for r in records)   # some stay resident
+            continue
+        choices = [r.decisions["page_transfer"] for r in records]
+        assert all(c["forced"] == forced for c in choices)
+        assert all(c["resident"] + c["skip"] > 0 for c in choices)
+        if forced in ("compact", "zero-copy"):
+            letter = "p" if forced == "compact" else "z"
+            assert any(letter in c["choice"] for c in choices)
+        if forced == "zero-copy":     # a frontier too large to count copies every page
+            assert not any("c" in c["choice"] for c in choices if c["counted"])
+    # pushing the active edges moves less than copying the pages they reach (the
+    # forced copy keeps more pages resident: it needs no room for the push's arrays)
+    assert bytes_moved["compact"] < bytes_moved["skip"]
+    assert bytes_moved["zero-copy"] < bytes_moved["skip"]
+
+
+@pytest.mark.parametrize("execution", ["sync", "async"])
+@pytest.mark.parametrize("name", OTHERS)
+def test_sums_copy_every_streamed_page_beside_the_resident_ones(paged, name, execution):
+    program = program_for(name)
+    sources = sources_for(program)
+    options = dict(execution=execution, **ITERATIONS)
+    cpu = ref.run_engine_like_gpu(paged, program, sources, mode="cpu", **options)
+    graph_run = paged.as_undirected() if program.needs_undirected else paged
+    total = sum(page.nbytes for page in graph_run.store.pages)
+    gpu = run_gpu(paged, program, sources, "auto",
+                  gpu_memory=budget_for(paged, program, 0.5), **options)
+    ref.assert_run_matches(name, execution, gpu, cpu)
+    for record in gpu.iterations:
+        assert "page_transfer" not in record.decisions
+        assert 0 < record.bytes_to_device < 0.75 * total     # about half stays resident
+
+
+@pytest.mark.parametrize("forced", ["auto", "skip", "compact", "zero-copy"])
+@pytest.mark.parametrize("name", ["bfs", "sssp", "cc"])
+def test_pages_from_storage_directories(disk_rmat, name, forced):
+    program = program_for(name)
+    sources = sources_for(program)
+    cpu = ref.run_engine_like_gpu(disk_rmat, program, sources, mode="cpu", **ITERATIONS)
+    budget = host_budget(disk_rmat, program, readers=1, cached_fraction=0.25)
+    gpu = run_gpu(disk_rmat, program, sources, forced, **budget, read_ratio=8.0,
+                  gpu_memory=budget_for(disk_rmat, program, 0.25), **ITERATIONS)
+    ref.assert_program_values(name, gpu.values, cpu.values)
+    assert gpu.num_iterations == cpu.num_iterations
+    copied = sum(record.decisions["page_transfer"]["copy"] for record in gpu.iterations)
+    if forced == "skip":    # the copied pages the host does not cache come from storage
+        assert copied > 0 and sum(record.bytes_read for record in gpu.iterations) > 0
+
+
+def test_checkpoint_and_resume_with_streamed_pages(paged, tmp_path):
+    program = program_for("sssp")
+    budget = budget_for(paged, program, 0.25)
+    whole = run_gpu(paged, program, [0], "auto", gpu_memory=budget, **ITERATIONS)
+    assert whole.num_iterations > 3
+
+    def crash_after_three(record):
+        if record.iteration == 2:
+            raise Crash
+
+    options = dict(gpu_memory=budget, checkpoint_dir=tmp_path / "c", checkpoint_every=1,
+                   **ITERATIONS)
+    with pytest.raises(Crash):
+        run_gpu(paged, program, [0], "auto", on_iteration=crash_after_three, **options)
+    resumed = run_gpu(paged, program, [0], "auto", resume=True, **options)
+    np.testing.assert_array_equal(resumed.values, whole.values)
+    assert resumed.num_iterations == whole.num_iterations

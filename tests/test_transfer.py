@@ -1,0 +1,317 @@
+"""Streamed pages' plans and per-page transfer choices (issue 17), without a GPU.
+
+The host kernels (the frontier's edges per page, the compacted active
+subgraph, edge values in out-edge order) are checked against slow NumPy
+references on real stores; partial residency plans under many budgets never
+exceed the budget; the cost model's choices follow from synthetic rates.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import garaphpy
+from garaphpy import config
+from garaphpy.errors import ConfigError
+from garaphpy.kernels import subgraph
+from garaphpy.scheduler import decisions, transfer
+from garaphpy.scheduler.gpu_engine import GpuMemoryError, plan_pages
+from garaphpy.scheduler.transfer import COMPACT, COPY, RESIDENT, SKIP, ZERO_COPY
+
+
+@pytest.fixture(scope="module")
+def paged():
+    """rmat:11, weighted, in many small pages (split vertices included)."""
+    return garaphpy.Graph.load("rmat:11", progress=False, max_shard_edges=256,
+                               max_page_bytes=8192,
+                               generator_options={"weighted": True, "seed": 5}).store
+
+
+def page_ranges(store):
+    return (np.array([p.first_vertex for p in store.pages], np.int64),
+            np.array([p.end_vertex for p in store.pages], np.int64))
+
+
+def edges_in_pages(store):
+    """(source, destination, page, value) of every edge, from the pages' images."""
+    rows = []
+    shards = store.shards
+    for info in store.pages:
+        page = store.read_page(info.index)
+        for shard in shards[info.first_shard:info.first_shard + info.num_shards]:
+            lo = int(shard["edge_begin"]) - info.edge_begin
+            hi = int(shard["edge_end"]) - info.edge_begin
+            for e in range(lo, hi):
+                rows.append((int(page.sources[e]),
+                             int(shard["first_vertex"]) + int(page.idxoff[e]), info.index,
+                             float(page.weights[e])))
+    return rows
+
+
+def test_pages_cover_every_vertex_in_order(paged):
+    first, end = page_ranges(paged)
+    assert first[0] == 0 and end[-1] == paged.num_vertices
+    assert np.all(first[1:] >= first[:-1]) and np.all(first[1:] <= end[:-1])
+    assert np.any(first[1:] < end[:-1])     # some vertex's in-edges span two pages
+
+
+def test_page_active_edges_counts_every_page_an_edge_may_reach(paged):
+    first, end = page_ranges(paged)
+    rng = np.random.default_rng(1)
+    for size in (0, 1, 17, 400, paged.num_vertices):
+        frontier = np.sort(rng.choice(paged.num_vertices, size, replace=False)).astype(np.int64)
+        lookup = subgraph.PageLookup(first, end, paged.num_vertices)
+        counts = subgraph.page_active_edges(frontier, paged.out_offsets, paged.out_targets,
+                                            lookup, 3)
+        expected = np.zeros(len(paged.pages), np.int64)
+        for u in frontier.tolist():
+            for v in paged.out_targets[paged.out_offsets[u]:paged.out_offsets[u + 1]].tolist():
+                expected[(first <= v) & (v < end)] += 1
+        np.testing.assert_array_equal(counts, expected)
+        # a page whose count is zero holds no edge from the frontier
+        active = set(frontier.tolist())
+        reached = {page for src, _dst, page, _w in edges_in_pages(paged) if src in active} \
+            if size in (1, 17) else None
+        if reached is not None:
+            assert reached <= set(np.flatnonzero(counts).tolist())
+
+
+def test_out_edge_values_line_up_with_the_targets(paged):
+    values = subgraph.out_edge_values(
+        paged.out_offsets, ((p.sources, p.weights) for p in
+                            (paged.read_page(i.index) for i in paged.pages)), paged.weight_dtype)
+    expected = {}
+    for src, dst, _page, weight in edges_in_pages(paged):
+        expected.setdefault(src, []).append((dst, weight))
+    for u in range(paged.num_vertices):
+        lo, hi = paged.out_offsets[u], paged.out_offsets[u + 1]
+        got = list(zip(paged.out_targets[lo:hi].tolist(), values[lo:hi].tolist()))
+        assert got == expected.get(u, [])
+
+
+def test_gather_active_edges_against_numpy(paged):
+    first, end = page_ranges(paged)
+    values = subgraph.out_edge_values(
+        paged.out_offsets, ((p.sources, p.weights) for p in
+                            (paged.read_page(i.index) for i in paged.pages)), paged.weight_dtype)
+    rng = np.random.default_rng(2)
+    for size, pages in ((1, [0]), (50, [1, 2, 5]), (300, list(range(0, len(paged.pages), 2))),
+                        (paged.num_vertices, list(range(len(paged.pages))))):
+        frontier = np.sort(rng.choice(paged.num_vertices, size, replace=False)).astype(np.int64)
+        range_first, range_end = transfer.pushed_ranges(first, end, np.array(pages))
+        pushed = np.zeros(len(paged.pages), bool)
+        pushed[pages] = True
+        lookup = subgraph.PageLookup(first, end, paged.num_vertices)
+
+        def allocate(sizes):
+            return {"sources": np.empty(sizes["sources"], np.int64),
+                    "offsets": np.empty(sizes["offsets"], np.int64),
+                    "targets": np.empty(sizes["targets"], paged.vertex_dtype),
+                    "weights": np.empty(sizes["weights"], paged.weight_dtype)}
+
+        pieces = subgraph.frontier_pieces(frontier, paged.out_offsets, piece_edges=7)
+        sub = subgraph.gather_active_edges(frontier, paged.out_offsets, paged.out_targets,
+                                           values, lookup, pushed, allocate, 4, pieces)
+        inside = np.zeros(paged.num_vertices, bool)
+        for lo, hi in zip(range_first.tolist(), range_end.tolist()):
+            inside[lo:hi] = True
+        # each vertex's kept edges, its pieces joined in order
+        got_targets, got_weights = {}, {}
+        for i, u in enumerate(sub["sources"].tolist()):
+            a, b = sub["offsets"][i], sub["offsets"][i + 1]
+            got_targets.setdefault(u, []).extend(sub["targets"][a:b].tolist())
+            got_weights.setdefault(u, []).extend(sub["weights"][a:b].tolist())
+        total = 0
+        for u in frontier.tolist():
+            lo, hi = paged.out_offsets[u], paged.out_offsets[u + 1]
+            keep = inside[paged.out_targets[lo:hi]]
+            assert got_targets.get(u, []) == paged.out_targets[lo:hi][keep].tolist()
+            assert got_weights.get(u, []) == values[lo:hi][keep].tolist()
+            total += int(keep.sum())
+        assert set(got_targets) <= set(frontier.tolist())
+        assert sub["edges"] == total == sub["offsets"][-1]
+        without = subgraph.gather_active_edges(frontier, paged.out_offsets, paged.out_targets,
+                                               None, lookup, pushed, allocate, 2)
+        assert without["weights"] is None
+        np.testing.assert_array_equal(without["targets"], sub["targets"])
+
+
+def test_frontier_pieces_cut_hubs():
+    offsets = np.array([0, 3, 3, 20, 21], np.int64)
+    vertex, begin, end = subgraph.frontier_pieces(np.array([0, 1, 2, 3]), offsets, piece_edges=8)
+    assert vertex.tolist() == [0, 2, 2, 2, 3]       # vertex 1 has no out-edge
+    assert begin.tolist() == [0, 3, 11, 19, 20]
+    assert end.tolist() == [3, 11, 19, 20, 21]
+
+
+def test_page_lookup_finds_every_page_of_a_vertex(paged):
+    first, end = page_ranges(paged)
+    for buckets in (1 << 16, 16, 1):
+        lookup = subgraph.PageLookup(first, end, paged.num_vertices, buckets)
+        assert lookup.shift > 0 or buckets > 16
+        for v in range(paged.num_vertices):
+            p = int(lookup.table[v >> lookup.shift])
+            while p + 1 < first.size and first[p + 1] <= v:
+                p += 1
+            assert p == np.searchsorted(first, v, side="right") - 1
+
+
+def test_pushed_ranges_merge_neighbours():
+    first = np.array([0, 10, 19, 30, 40])
+    end = np.array([10, 20, 30, 40, 50])
+    got = transfer.pushed_ranges(first, end, np.array([0, 1, 2, 4]))
+    np.testing.assert_array_equal(got[0], [0, 40])
+    np.testing.assert_array_equal(got[1], [30, 50])
+    assert transfer.pushed_ranges(first, end, np.array([], np.int64))[0].size == 0
+
+
+# -- residency -----------------------------------------------------------------------
+@pytest.mark.parametrize("order", ["edges", "order"])
+def test_partial_residency_never_exceeds_the_budget(order):
+    rng = np.random.default_rng(3)
+    sizes = rng.integers(1000, 5000, 40).tolist()
+    edges = [s // rng.integers(4, 12) for s in sizes]
+    vertex_bytes, streams = 20_000, 4
+    for budget in range(vertex_bytes + streams * max(sizes), vertex_bytes + sum(sizes) + 5000,
+                        1777):
+        plan = plan_pages(sizes, vertex_bytes, budget, streams, page_edges=edges,
+                          selective_bytes=3000, order=order)
+        used = vertex_bytes + plan.page_bytes + plan.selective_bytes
+        assert used <= budget
+        if plan.resident:
+            assert plan.resident_pages.all()
+        else:
+            kept = np.asarray(sizes)[plan.resident_pages].sum()
+            assert plan.page_bytes == streams * max(sizes) + kept
+            # greedy: what is left fits no page that was passed over
+            left = budget - used
+            assert all(s > left for s, r in zip(sizes, plan.resident_pages) if not r)
+
+
+def test_residency_by_edges_per_byte_and_in_order():
+    sizes, edges = [100, 100, 100, 100], [10, 40, 30, 20]
+    np.testing.assert_array_equal(transfer.resident_pages(sizes, edges, 200, "edges"),
+                                  [False, True, True, False])
+    np.testing.assert_array_equal(transfer.resident_pages(sizes, edges, 200, "order"),
+                                  [True, True, False, False])
+    with pytest.raises(ConfigError, match="GPU_RESIDENT_ORDER"):
+        transfer.resident_pages(sizes, edges, 200, "degree")
+
+
+def test_selective_arrays_that_do_not_fit_leave_plain_streaming():
+    plan = plan_pages([400, 400, 400], 100, 1000, 2, selective_bytes=500)
+    assert not plan.resident and plan.selective_bytes == 0 and plan.n_streams == 2
+    plan = plan_pages([400, 400, 400], 100, 1000, 2, selective_bytes=50)
+    assert plan.selective_bytes == 50 and plan.streamed_pages == 3
+    with pytest.raises(GpuMemoryError):
+        plan_pages([400, 400], 100, 450, 2)
+
+
+# -- the choice -------------------------------------------------------------------------
+RATES = transfer.TransferRates(bus=20e9, gather=1e9, zero_copy=8e9)
+BYTES = transfer.edge_bytes(4, 4)
+
+
+def choose(active, **options):
+    page_bytes = np.full(len(active), 64 << 20)
+    resident = np.zeros(len(active), bool)
+    resident[options.pop("resident", [])] = True
+    return transfer.choose_transfers(np.array(active), page_bytes, resident, RATES,
+                                     exact=options.pop("exact", True), bytes_per_edge=BYTES,
+                                     **options)
+
+
+def test_unreached_pages_are_skipped_and_full_ones_copied():
+    choices, summary = choose([0, 50_000_000, 10, 0], resident=[3])
+    assert choices[0] == SKIP and choices[1] == COPY and choices[3] == SKIP
+    assert choices[2] in (COMPACT, ZERO_COPY)
+    assert summary["skip"] == 2 and summary["copy"] == 1
+    assert summary["seconds"] > (64 << 20) / RATES.bus
+
+
+def test_few_active_edges_go_compacted_or_zero_copy_by_the_rates():
+    # gathering is slow next to zero-copy reads: zero-copy
+    slow_gather = transfer.TransferRates(bus=20e9, gather=1e7, zero_copy=8e9)
+    choices, _ = transfer.choose_transfers(np.array([1000, 2000]), np.full(2, 64 << 20),
+                                           np.zeros(2, bool), slow_gather, exact=True,
+                                           bytes_per_edge=BYTES)
+    assert (choices == ZERO_COPY).all()
+    # zero-copy slow: compacted
+    slow_reads = transfer.TransferRates(bus=20e9, gather=1e9, zero_copy=1e6)
+    choices, _ = transfer.choose_transfers(np.array([1000, 2000]), np.full(2, 64 << 20),
+                                           np.zeros(2, bool), slow_reads, exact=True,
+                                           bytes_per_edge=BYTES)
+    assert (choices == COMPACT).all()
+
+
+def test_zero_copy_pays_for_reading_every_active_target():
+    fast = transfer.TransferRates(bus=20e9, gather=1e6, zero_copy=8e9)
+    cheap = transfer.choose_transfers(np.array([1000, 0]), np.full(2, 1 << 20),
+                                      np.zeros(2, bool), fast, exact=True, bytes_per_edge=BYTES,
+                                      total_active_edges=1000)[0]
+    assert cheap[0] == ZERO_COPY
+    # the frontier's other edges (into resident pages) are read too: a copy is cheaper
+    costly = transfer.choose_transfers(np.array([1000, 0]), np.full(2, 1 << 20),
+                                       np.zeros(2, bool), fast, exact=True, bytes_per_edge=BYTES,
+                                       total_active_edges=10_000_000)[0]
+    assert costly[0] == COPY
+
+
+def test_the_compacted_buffer_takes_the_pages_that_save_most():
+    choices, _ = choose([1000, 100, 5000], forced="compact", compact_capacity=5100)
+    assert choices.tolist() == [COPY, COMPACT, COMPACT] or \
+        choices.tolist() == [COMPACT, COMPACT, COPY]
+    assert int(np.array([1000, 100, 5000])[choices == COMPACT].sum()) <= 5100
+
+
+@pytest.mark.parametrize("forced,code", [("compact", COMPACT), ("zero-copy", ZERO_COPY),
+                                         ("skip", COPY)])
+def test_forced_choices(forced, code):
+    choices, _ = choose([0, 30, 50_000_000], resident=[], forced=forced)
+    assert choices.tolist() == [SKIP, code, code]
+
+
+def test_copy_forced_or_a_program_that_is_not_exact_copies_every_page():
+    for options in ({"forced": "copy"}, {"exact": False}):
+        choices, _ = choose([0, 30, 5], resident=[1], **options)
+        assert choices.tolist() == [COPY, RESIDENT, COPY]
+    with pytest.raises(ConfigError, match="GPU_TRANSFER"):
+        choose([1], forced="sometimes")
+
+
+def test_uncounted_frontier_copies_every_streamed_page():
+    choices, _ = transfer.choose_transfers(None, np.full(3, 100), np.array([True, False, False]),
+                                           RATES, exact=True)
+    assert choices.tolist() == [RESIDENT, COPY, COPY]
+
+
+def test_counting_pays_only_for_a_small_frontier():
+    bus, gather = 20e9, 1e9
+    streamed = 1 << 30
+    assert decisions.count_active_edges(1000, streamed, bus, gather)
+    assert not decisions.count_active_edges(100_000_000, streamed, bus, gather)
+    assert decisions.count_active_edges(100_000_000, streamed, bus, gather, forced="compact")
+    assert not decisions.count_active_edges(10, streamed, bus, gather, forced="copy")
+    # a frontier of too many vertices is never counted, forced or not
+    assert not decisions.count_active_edges(10, streamed, bus, gather, forced="compact",
+                                            active_vertices=101, most_vertices=100)
+    assert decisions.count_active_edges(10, streamed, bus, gather, active_vertices=100,
+                                        most_vertices=100)
+
+
+def test_selective_transfers_only_for_exact_programs_on_the_gpu_alone():
+    assert decisions.selective_transfers(True, False)
+    assert not decisions.selective_transfers(False, False)
+    assert not decisions.selective_transfers(True, True)
+    assert not decisions.selective_transfers(True, False, forced="copy")
+
+
+def test_rates_learn_from_long_enough_measurements():
+    rates = transfer.TransferRates(bus=10e9)
+    assert not rates.learn("bus", 1e6, 1e-6)
+    assert rates.bus == 10e9
+    assert rates.learn("bus", 30e9, 1.0, smoothing=0.5)
+    assert rates.bus == pytest.approx(20e9)
+    assert set(rates.as_dict()) == {"bus", "gather", "zero_copy", "count"}
+    assert config.GPU_TRANSFER in transfer.FORCED_CHOICES
