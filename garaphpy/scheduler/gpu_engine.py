@@ -17,7 +17,14 @@ the program reads, and the shard table.  Pages reach it in one of two ways:
   ``k % n_streams`` and its kernel runs on the same stream, so the copy of
   page ``k + 1`` overlaps the kernel of page ``k`` (section 5.2's
   transmission and computation sides), and a buffer is reused only after the
-  kernel that read it (stream order).
+  kernel that read it (stream order).  Beyond the paper (issue 17): the pages
+  the budget holds beside the buffers stay on the device (partial
+  residency), a page crosses the bus without its edge values when the
+  program does not read them, and for programs declaring
+  ``apply_keeps_best`` each streamed page is, per iteration, skipped, copied,
+  or its active edges pushed from a compacted buffer or read from pinned
+  host memory (:mod:`~garaphpy.scheduler.transfer`,
+  :meth:`GpuEngine._iterate_selective`).
 
 Streamed pages come through the run's page source
 (:class:`~garaphpy.storage.page_source.PageSource`): the pages it keeps in
