@@ -17,6 +17,19 @@ highest out-degree.  For each program:
     Garaph's stream), ``skip``, ``compact`` (Subway's SubCSR), ``zero-copy``
     (EMOGI).  PageRank copies every streamed page whatever the choice.
 
+``subway/PROGRAM``
+    With ``--subway DIR`` (a directory holding Subway's built ``bfs-sync``,
+    ``sssp-sync``, ``cc-sync``; AutomataLab/Subway, built with CUDA for the
+    card), Subway on the same graph: the store's out-edge CSR written in
+    Subway's binary format (``.bcsr``, ``.bwcsr`` with the integer weights;
+    :func:`write_subway_graph`), run from the same source (internal ids are
+    Subway's ids) ``--subway-trials`` times; its "Processing finished in"
+    time (graph reading excluded), the median.  Subway keeps no page on the
+    GPU and moves each iteration's active subgraph (SubCSR), whatever the
+    budget.  Its values are checked against the resident run's (BFS and
+    SSSP: the same vertices reached, the same values; CC: the same
+    components).
+
 Time: ``Result.seconds`` (the iterations' wall time; set-up excluded), the
 median of ``--trials`` runs after ``--warmup``.  Every run's values are
 checked against the resident run's (bitwise for BFS, SSSP, CC; 1e-6 for
@@ -27,12 +40,22 @@ PageRank (the bytes it copies per iteration over that bandwidth).
 Usage::
 
     python bench/streamed.py --scale 24 --json bench/results/streamed.json
+
+Subway (never committed here) is built outside the repository's tracked
+files, for the card, e.g. for an H100 under CUDA 13::
+
+    mkdir .subway && git --git-dir=PATH/TO/Subway/.git archive HEAD | tar -x -C .subway
+    make -C .subway make1 make2 bfs-sync cc-sync sssp-sync \
+        CFLAGS="-std=c++17 -O3" NFLAGS="-arch=sm_90"
+    python bench/streamed.py --scale 24 --subway .subway
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import re
+import subprocess
 import sys
 import tempfile
 import warnings
@@ -111,6 +134,77 @@ def run(graph, program: str, options: dict, choice: str) -> harness.Measurement:
         "setup_seconds": result.setup_seconds})
 
 
+def write_subway_graph(store, path: Path, weighted: bool, chunk_edges: int = 1 << 26) -> None:
+    """The store's out-edge CSR in Subway's binary format (its shared/graph.cu):
+    uint32 vertex and edge counts, uint32 offsets of the vertices' out-edges,
+    then per edge its uint32 target (``.bcsr``) or target and weight
+    (``.bwcsr``, the integer weights).  Vertex ids are the store's internal ids."""
+    from garaphpy.kernels.subgraph import out_edge_values
+
+    n, m = store.num_vertices, store.num_edges
+    if m >= 2 ** 32:
+        raise SystemExit(f"{m:,} edges: more than Subway's 32-bit edge count holds")
+    values = None
+    if weighted:
+        values = out_edge_values(store.out_offsets, (
+            (page.sources, page.weights) for page in
+            (store.read_page(info.index) for info in store.pages)), store.weight_dtype)
+        if np.any(values != np.round(values)) or np.any(values < 0):
+            raise SystemExit("Subway's weights are unsigned integers; this store's are not")
+    partial = path.with_name(path.name + ".partial")
+    with open(partial, "wb") as handle:
+        np.array([n, m], np.uint32).tofile(handle)
+        np.asarray(store.out_offsets[:-1]).astype(np.uint32).tofile(handle)
+        for begin in range(0, m, chunk_edges):
+            end = min(begin + chunk_edges, m)
+            targets = np.asarray(store.out_targets[begin:end]).astype(np.uint32)
+            if values is None:
+                targets.tofile(handle)
+            else:
+                pairs = np.empty((end - begin, 2), np.uint32)
+                pairs[:, 0] = targets
+                pairs[:, 1] = values[begin:end]
+                pairs.tofile(handle)
+    partial.replace(path)
+
+
+SUBWAY_TIME = re.compile(r"Processing finished in\s+([0-9.eE+-]+)\s*\(ms\)")
+
+
+def run_subway(subway: Path, program: str, graph_path: Path, source: int | None,
+               output: Path) -> float:
+    """Milliseconds Subway's ``PROGRAM-sync`` reports for one run; its values in ``output``."""
+    command = [str(subway / f"{program}-sync"), "--input", str(graph_path),
+               "--output", str(output)]
+    if source is not None:
+        command += ["--source", str(source)]
+    completed = subprocess.run(command, check=True, capture_output=True, text=True)
+    found = SUBWAY_TIME.search(completed.stdout)
+    if found is None:
+        raise SystemExit(f"{' '.join(command)}: no processing time in its output:\n"
+                         f"{completed.stdout[-2000:]}")
+    return float(found.group(1))
+
+
+def subway_matches(program: str, output: Path, values: np.ndarray) -> str | None:
+    """None when Subway's values (``vertex value`` lines) agree with ours."""
+    theirs = np.fromfile(output, sep=" ", dtype=np.uint64)[1::2]
+    if theirs.size != values.size:
+        return f"{theirs.size} values, expected {values.size}"
+    if program == "cc":
+        pairs = np.unique(np.stack([values.astype(np.int64), theirs.astype(np.int64)]), axis=1)
+        same = pairs.shape[1] == np.unique(values).size == np.unique(theirs).size
+        return None if same else "components differ"
+    reached = theirs < np.uint64(2 ** 32 - 1)
+    ours = values.astype(np.float64)
+    ours_reached = np.isfinite(ours) & (ours < 2 ** 31)
+    if not np.array_equal(reached, ours_reached):
+        return f"{int((reached != ours_reached).sum())} vertices reached by one side only"
+    if not np.array_equal(theirs[reached].astype(np.float64), ours[reached]):
+        return "values differ"
+    return None
+
+
 def same_as(reference: dict, exact: bool):
     def verify(result) -> str | None:
         if "values" not in reference:
@@ -134,9 +228,15 @@ def main(argv=None) -> int:
     parser.add_argument("--pagerank-iterations", type=int, default=20)
     parser.add_argument("--bandwidth-mib", type=int, default=1024)
     parser.add_argument("--store-dir", default=None)
+    parser.add_argument("--subway", default=None, metavar="DIR",
+                        help="a directory holding Subway's built bfs-sync, sssp-sync, cc-sync")
+    parser.add_argument("--subway-trials", type=int, default=3)
     harness.add_common_options(parser, trials=3, warmup=1)
     args = parser.parse_args(argv)
     harness.check_common_options(parser, args)
+    subway = Path(args.subway) if args.subway else None
+    if subway is not None and not (subway / "bfs-sync").exists():
+        parser.error(f"--subway {subway}: no built 'bfs-sync' there (run make in the checkout)")
     store_dir = Path(args.store_dir or tempfile.mkdtemp(prefix="garaphpy-streamed-"))
     spec = f"rmat:{args.scale}"
     directed = garaphpy.Graph.load(spec, store=store_dir / spec.replace(":", "_"),
@@ -150,7 +250,7 @@ def main(argv=None) -> int:
     print(f"{spec} symmetric: {store.num_vertices:,} vertices, {store.num_edges:,} edges, "
           f"{len(store.pages)} pages, {page_bytes / 2**30:.2f} GiB of pages; pinned H2D "
           f"{bandwidth / 1e9:.1f} GB/s", flush=True)
-    cases, groups = [], []
+    cases, groups, references = [], [], {}
     for program in args.programs.split(","):
         sources = [] if program in ("cc", "pagerank") else [source]
         options = {"mode": "gpu"}
@@ -159,7 +259,7 @@ def main(argv=None) -> int:
         if program == "pagerank":
             options.update(max_iterations=args.pagerank_iterations, tolerance=0.0)
         base = vertex_bytes(graph, program, sources)
-        reference = {}
+        reference = references[program] = {}
         exact = program != "pagerank"
         names = [f"{program}/resident"]
         cases.append(harness.Case(
@@ -209,10 +309,42 @@ def main(argv=None) -> int:
                 print(f"{'':26s} bound {bound * 1e3:.1f} ms/iteration, "
                       f"{entry['x_bound']:.2f} x bound")
             summary.append(entry)
+    peers = run_subway_peers(subway, args, store, store_dir, spec, top, groups, by_name,
+                             references) if subway is not None else {}
     harness.write_record(args.json, "streamed", "summary", {
         "graph": spec, "symmetric": True, "pinned_bandwidth": bandwidth,
-        "page_bytes": page_bytes, "rows": summary})
-    return harness.exit_status(rows)
+        "page_bytes": page_bytes, "rows": summary, "subway": peers})
+    failed = [program for program, peer in peers.items() if peer["check"] != "ok"]
+    return harness.exit_status(rows) or (1 if failed else 0)
+
+
+def run_subway_peers(subway: Path, args, store, store_dir: Path, spec: str, source: int,
+                     groups: list, by_name: dict, references: dict) -> dict:
+    """Subway's BFS, SSSP and CC on the graph (from ``source``, an internal id),
+    each checked against garaphpy's resident run; printed beside garaphpy's
+    automatic runs."""
+    peers = {}
+    for names in groups:
+        program = by_name[names[0]]["params"]["program"]
+        if program not in ("bfs", "sssp", "cc"):
+            continue
+        weighted = program == "sssp"
+        graph_path = store_dir / f"{spec.replace(':', '_')}-sym.{'bwcsr' if weighted else 'bcsr'}"
+        if not graph_path.exists():
+            write_subway_graph(store, graph_path, weighted)
+        output = store_dir / f"subway-{program}.txt"
+        times = [run_subway(subway, program, graph_path, None if program == "cc" else source,
+                            output) for _ in range(args.subway_trials)]
+        problem = subway_matches(program, output, references[program]["values"])
+        milliseconds = float(np.median(times))
+        automatic = {name: by_name[name]["median_s"] * 1e3 for name in names
+                     if name.endswith("/auto")}
+        peers[program] = {"subway_ms": milliseconds, "trials_ms": times,
+                          "check": problem or "ok", "garaphpy_auto_ms": automatic}
+        ours = ", ".join(f"{name}: {ms:.1f}" for name, ms in automatic.items())
+        print(f"subway/{program:20s} {milliseconds:9.1f} ms  (garaphpy {ours} ms)  "
+              f"{problem or 'ok'}")
+    return peers
 
 
 if __name__ == "__main__":
