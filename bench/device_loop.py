@@ -43,7 +43,6 @@ import tempfile
 import warnings
 from pathlib import Path
 
-import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -69,25 +68,6 @@ def run(graph, program: str, options: dict, looped: bool) -> harness.Measurement
     return harness.Measurement(result=result, seconds=result.seconds, metrics={
         "iterations": result.num_iterations, "looped": len(launch),
         "launch": launch[-1] if launch else None})
-
-
-def same_as(reference: dict, synchronous: bool):
-    """The verification of a case: values (and sync counters) equal the reference's."""
-    def verify(result) -> str | None:
-        if "result" not in reference:
-            reference["result"] = result
-        expected = reference["result"]
-        if result.values.dtype.kind == "f" and not np.allclose(
-                result.values, expected.values, rtol=1e-9, atol=0):
-            return "values differ from the loop-off run's"
-        if result.values.dtype.kind != "f" and not np.array_equal(result.values,
-                                                                  expected.values):
-            return "values differ from the loop-off run's"
-        if synchronous and [[getattr(r, c) for c in COUNTERS] for r in result.iterations] != \
-                [[getattr(r, c) for c in COUNTERS] for r in expected.iterations]:
-            return "iteration counters differ from the loop-off run's"
-        return None
-    return verify
 
 
 def main(argv=None) -> int:
@@ -120,7 +100,9 @@ def main(argv=None) -> int:
                         run(graph, program, options, looped),
                     params={"graph": spec, "program": program, "looped": looped,
                             "execution": args.execution},
-                    verify=same_as(reference, synchronous)))
+                    verify=harness.same_as_first(
+                        reference, "the loop-off run", rtol=1e-9,
+                        counters=COUNTERS if synchronous else ())))
     rows = harness.run_cases("device_loop", cases, args)
     print(f"\n== the GPU's device loop, median of {args.trials} runs "
           f"(execution {args.execution or 'of each program'})")

@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+import numpy as np
+
 #: The repository holding bench/ (its git commit goes into every row).
 REPOSITORY = Path(__file__).resolve().parents[1]
 
@@ -413,6 +415,38 @@ def failed(rows: Iterable[dict]) -> list[dict]:
 def exit_status(rows: Iterable[dict]) -> int:
     """1 when any row failed its verification, else 0 (a script's return code)."""
     return 1 if failed(rows) else 0
+
+
+def same_as_first(reference: dict, name: str, *, rtol: float | None = None,
+                  atol: float = 0.0, counters: tuple = ()):
+    """A ``verify`` for cases that must give one answer: the first result seen
+    is kept as ``reference["result"]`` and every result is compared with it.
+
+    Parameters
+    ----------
+    reference : dict
+        Shared by the cases compared (the first case run gives the reference).
+    name : str
+        What the reference is, for the message ("the resident run").
+    rtol, atol : float
+        Float values within these tolerances pass (``rtol`` None: bitwise,
+        as for any values that are not floats).
+    counters : tuple of str
+        IterationRecord fields that must match iteration by iteration too.
+    """
+    def verify(result) -> str | None:
+        expected = reference.setdefault("result", result)
+        if rtol is None or result.values.dtype.kind != "f":
+            same = np.array_equal(result.values, expected.values)
+        else:
+            same = np.allclose(result.values, expected.values, rtol=rtol, atol=atol)
+        if not same:
+            return f"values differ from {name}'s"
+        if counters and [[getattr(r, c) for c in counters] for r in result.iterations] != \
+                [[getattr(r, c) for c in counters] for r in expected.iterations]:
+            return f"iteration counters differ from {name}'s"
+        return None
+    return verify
 
 
 def row_of(rows: Iterable[dict], name: str) -> dict:

@@ -81,21 +81,6 @@ def run(graph, program: str, options: dict, batched: bool) -> harness.Measuremen
         "batched": sum("sparse_batch" in r.decisions for r in result.iterations)})
 
 
-def same_as(reference: dict, synchronous: bool):
-    """The verification of a case: values (and sync counters) equal the reference's."""
-    def verify(result) -> str | None:
-        if "result" not in reference:
-            reference["result"] = result
-        expected = reference["result"]
-        if not np.array_equal(result.values, expected.values):
-            return "values differ from the unbatched run's"
-        if synchronous and [[getattr(r, c) for c in COUNTERS] for r in result.iterations] != \
-                [[getattr(r, c) for c in COUNTERS] for r in expected.iterations]:
-            return "iteration counters differ from the unbatched run's"
-        return None
-    return verify
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--graphs", default="grid:1000x1000,rmat:18",
@@ -124,7 +109,9 @@ def main(argv=None) -> int:
                         run(graph, program, options, batched),
                     params={"graph": spec, "program": program, "batched": batched,
                             "execution": args.execution, "threads": args.threads},
-                    verify=same_as(reference, args.execution == "sync")))
+                    verify=harness.same_as_first(
+                        reference, "the unbatched run",
+                        counters=COUNTERS if args.execution == "sync" else ())))
     rows = harness.run_cases("sparse_batch", cases, args)
     print(f"\n== batches of sparse CPU iterations, median of {args.trials} runs "
           f"({args.execution}, threads {args.threads or 'all'})")

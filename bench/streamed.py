@@ -139,16 +139,14 @@ def write_subway_graph(store, path: Path, weighted: bool, chunk_edges: int = 1 <
     uint32 vertex and edge counts, uint32 offsets of the vertices' out-edges,
     then per edge its uint32 target (``.bcsr``) or target and weight
     (``.bwcsr``, the integer weights).  Vertex ids are the store's internal ids."""
-    from garaphpy.kernels.subgraph import out_edge_values
+    from garaphpy.kernels.subgraph import store_out_edge_values
 
     n, m = store.num_vertices, store.num_edges
     if m >= 2 ** 32:
         raise SystemExit(f"{m:,} edges: more than Subway's 32-bit edge count holds")
     values = None
     if weighted:
-        values = out_edge_values(store.out_offsets, (
-            (page.sources, page.weights) for page in
-            (store.read_page(info.index) for info in store.pages)), store.weight_dtype)
+        values = store_out_edge_values(store)
         if np.any(values != np.round(values)) or np.any(values < 0):
             raise SystemExit("Subway's weights are unsigned integers; this store's are not")
     partial = path.with_name(path.name + ".partial")
@@ -205,20 +203,6 @@ def subway_matches(program: str, output: Path, values: np.ndarray) -> str | None
     return None
 
 
-def same_as(reference: dict, exact: bool):
-    def verify(result) -> str | None:
-        if "values" not in reference:
-            reference["values"] = result.values
-        expected = reference["values"]
-        if exact:
-            if not np.array_equal(result.values, expected):
-                return "values differ from the resident run's"
-        elif not np.allclose(result.values, expected, rtol=1e-6, atol=1e-12):
-            return "values differ from the resident run's beyond 1e-6"
-        return None
-    return verify
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=int, default=24)
@@ -260,13 +244,15 @@ def main(argv=None) -> int:
             options.update(max_iterations=args.pagerank_iterations, tolerance=0.0)
         base = vertex_bytes(graph, program, sources)
         reference = references[program] = {}
-        exact = program != "pagerank"
+        tolerance = None if program != "pagerank" else 1e-6     # PageRank's float sums
+        verify = harness.same_as_first(reference, "the resident run", rtol=tolerance,
+                                       atol=1e-12)
         names = [f"{program}/resident"]
         cases.append(harness.Case(
             names[0], lambda program=program, options=options: run(graph, program, options,
                                                                    "auto"),
             params={"graph": spec, "program": program, "budget": None, "choice": "auto"},
-            verify=same_as(reference, exact)))
+            verify=verify))
         for fraction in map(float, args.fractions.split(",")):
             budget = base + int(fraction * page_bytes)
             choices = ["copy"] if program == "pagerank" else args.choices.split(",")
@@ -278,7 +264,7 @@ def main(argv=None) -> int:
                         run(graph, program, {**options, "gpu_memory": budget}, choice),
                     params={"graph": spec, "program": program, "fraction": fraction,
                             "budget": budget, "choice": choice},
-                    verify=same_as(reference, exact)))
+                    verify=verify))
         groups.append(names)
     rows = harness.run_cases("streamed", cases, args)
     by_name = {row["case"]: row for row in rows}
@@ -335,7 +321,7 @@ def run_subway_peers(subway: Path, args, store, store_dir: Path, spec: str, sour
         output = store_dir / f"subway-{program}.txt"
         times = [run_subway(subway, program, graph_path, None if program == "cc" else source,
                             output) for _ in range(args.subway_trials)]
-        problem = subway_matches(program, output, references[program]["values"])
+        problem = subway_matches(program, output, references[program]["result"].values)
         milliseconds = float(np.median(times))
         automatic = {name: by_name[name]["median_s"] * 1e3 for name in names
                      if name.endswith("/auto")}

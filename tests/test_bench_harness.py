@@ -303,3 +303,25 @@ def test_parse_speed_script_on_a_tiny_file(tmp_path):
                            "--trials", "1", "--json", str(rows), "--quiet")
     assert completed.returncode == 0, completed.stderr
     assert all(row["verification"]["status"] == "passed" for row in rows_of(rows))
+
+
+def test_same_as_first_compares_every_result_with_the_first():
+    from types import SimpleNamespace
+
+    def result(values, activated=(1, 2)):
+        return SimpleNamespace(values=np.array(values), iterations=[
+            SimpleNamespace(activated=a) for a in activated])
+
+    reference = {}
+    exact = harness.same_as_first(reference, "the first run", counters=("activated",))
+    assert exact(result([1.0, 2.0])) is None            # the first becomes the reference
+    assert exact(result([1.0, 2.0])) is None
+    assert exact(result([1.0, 2.0 + 1e-12])) == "values differ from the first run's"
+    assert exact(result([1.0, 2.0], (1, 3))) == \
+        "iteration counters differ from the first run's"
+    close = harness.same_as_first(reference, "the first run", rtol=1e-9)
+    assert close(result([1.0, 2.0 + 1e-12], (5,))) is None   # no counters asked
+    assert close(result([1.0, 2.1])) is not None
+    integers = harness.same_as_first({}, "x", rtol=0.5)
+    assert integers(result([1, 2])) is None
+    assert integers(result([1, 3])) is not None          # integers: bitwise, whatever rtol

@@ -78,9 +78,7 @@ def test_page_active_edges_counts_every_page_an_edge_may_reach(paged):
 
 
 def test_out_edge_values_line_up_with_the_targets(paged):
-    values = subgraph.out_edge_values(
-        paged.out_offsets, ((p.sources, p.weights) for p in
-                            (paged.read_page(i.index) for i in paged.pages)), paged.weight_dtype)
+    values = subgraph.store_out_edge_values(paged)
     expected = {}
     for src, dst, _page, weight in edges_in_pages(paged):
         expected.setdefault(src, []).append((dst, weight))
@@ -92,9 +90,7 @@ def test_out_edge_values_line_up_with_the_targets(paged):
 
 def test_gather_active_edges_against_numpy(paged):
     first, end = page_ranges(paged)
-    values = subgraph.out_edge_values(
-        paged.out_offsets, ((p.sources, p.weights) for p in
-                            (paged.read_page(i.index) for i in paged.pages)), paged.weight_dtype)
+    values = subgraph.store_out_edge_values(paged)
     rng = np.random.default_rng(2)
     for size, pages in ((1, [0]), (50, [1, 2, 5]), (300, list(range(0, len(paged.pages), 2))),
                         (paged.num_vertices, list(range(len(paged.pages))))):
@@ -315,3 +311,19 @@ def test_rates_learn_from_long_enough_measurements():
     assert rates.bus == pytest.approx(20e9)
     assert set(rates.as_dict()) == {"bus", "gather", "zero_copy", "count"}
     assert config.GPU_TRANSFER in transfer.FORCED_CHOICES
+
+
+def test_the_pinned_out_edges_are_the_stores_and_made_once(paged, monkeypatch):
+    """:func:`pinned_out_edges` with host memory standing for pinned memory."""
+    from garaphpy.kernels import gpu as gpu_kernels
+    from garaphpy.scheduler import gpu_engine
+
+    monkeypatch.setattr(gpu_kernels, "pinned_empty", lambda nbytes: np.empty(nbytes, np.uint8))
+    offsets, targets, values = gpu_engine.pinned_out_edges(paged, with_values=False)
+    assert values is None
+    np.testing.assert_array_equal(offsets, paged.out_offsets)
+    np.testing.assert_array_equal(targets, paged.out_targets)
+    again = gpu_engine.pinned_out_edges(paged, with_values=True)
+    assert again[0] is offsets and again[1] is targets      # kept for the store
+    np.testing.assert_array_equal(again[2], subgraph.store_out_edge_values(paged))
+    assert gpu_engine.pinned_out_edges(paged, with_values=True)[2] is again[2]

@@ -300,3 +300,10 @@ def out_edge_values(out_offsets: np.ndarray, pages, dtype, out: np.ndarray | Non
     for sources, values in pages:
         _place_values(sources, values, cursor, out)
     return out
+
+
+def store_out_edge_values(store, out: np.ndarray | None = None) -> np.ndarray:
+    """:func:`out_edge_values` of a store, its pages read in order."""
+    pages = ((page.sources, page.weights) for page in
+             (store.read_page(info.index) for info in store.pages))
+    return out_edge_values(store.out_offsets, pages, store.weight_dtype, out)

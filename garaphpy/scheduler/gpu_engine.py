@@ -1345,7 +1345,7 @@ def pinned_out_edges(store, with_values: bool) -> tuple:
 
     The selective transfers' host threads gather from it, and the GPU reads
     it in zero-copy transfers; the values are placed once, on first use
-    (:func:`garaphpy.kernels.subgraph.out_edge_values`)."""
+    (:func:`garaphpy.kernels.subgraph.store_out_edge_values`)."""
     from ..kernels import subgraph
 
     entry = _PINNED_OUT_EDGES.get(store)
@@ -1360,14 +1360,7 @@ def pinned_out_edges(store, with_values: bool) -> tuple:
     if with_values and entry[2] is None:
         pinned = gpu_kernels.pinned_empty(store.num_edges * store.weight_dtype.itemsize
                                           ).view(store.weight_dtype)
-
-        def page_edges():
-            for info in store.pages:
-                page = store.read_page(info.index)
-                yield page.sources, page.weights
-
-        entry[2] = subgraph.out_edge_values(entry[0], page_edges(), store.weight_dtype,
-                                            out=pinned)
+        entry[2] = subgraph.store_out_edge_values(store, out=pinned)
     return entry[0], entry[1], entry[2] if with_values else None
 
 

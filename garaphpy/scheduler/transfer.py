@@ -190,6 +190,9 @@ def choose_transfers(active_edges: np.ndarray, page_bytes: np.ndarray, resident:
     compact_seconds = active_edges * (1.0 / rates.gather
                                       + bytes_per_edge["compact"] / rates.bus)
     zero_copy_seconds = active_edges * (bytes_per_edge["zero-copy"] / rates.zero_copy)
+    # zero-copy also reads the targets of the active edges into the other pages
+    total = int(active_edges.sum() if total_active_edges is None else total_active_edges)
+    zero_copy_fixed = total * vertex_bytes / rates.zero_copy
     if forced == "compact":
         choices[streamed] = COMPACT
     elif forced == "zero-copy":
@@ -198,14 +201,11 @@ def choose_transfers(active_edges: np.ndarray, page_bytes: np.ndarray, resident:
         costs = np.stack([copy_seconds, compact_seconds, zero_copy_seconds])
         best = np.argmin(costs, axis=0)
         choices[streamed] = np.array([COPY, COMPACT, ZERO_COPY], np.int8)[best[streamed]]
-        # zero-copy also reads the targets of active edges into other pages: worth it
-        # only when what it saves covers that
+        # zero-copy is worth it only when what it saves covers its fixed reads
         zero_copy = choices == ZERO_COPY
         if zero_copy.any():
-            total = int(active_edges.sum() if total_active_edges is None else total_active_edges)
-            fixed = total * vertex_bytes / rates.zero_copy
             instead = np.minimum(copy_seconds, compact_seconds)[zero_copy]
-            if zero_copy_seconds[zero_copy].sum() + fixed >= instead.sum():
+            if zero_copy_seconds[zero_copy].sum() + zero_copy_fixed >= instead.sum():
                 choices[zero_copy] = np.where(copy_seconds[zero_copy] <= compact_seconds[zero_copy],
                                               COPY, COMPACT)
     # the compacted buffer's room: the pages that save the most go first
@@ -222,8 +222,7 @@ def choose_transfers(active_edges: np.ndarray, page_bytes: np.ndarray, resident:
                     + np.where(choices == COMPACT, compact_seconds, 0.0).sum()
                     + np.where(choices == ZERO_COPY, zero_copy_seconds, 0.0).sum())
     if (choices == ZERO_COPY).any():
-        total = int(active_edges.sum() if total_active_edges is None else total_active_edges)
-        seconds += total * vertex_bytes / rates.zero_copy
+        seconds += zero_copy_fixed
     return choices, _summary(choices, seconds)
 
 
