@@ -118,13 +118,76 @@ def frontier_pieces(frontier: np.ndarray, out_offsets: np.ndarray,
     return vertex, begin, end
 
 
+#: A piece of at least this many edges, its targets sorted, is walked page by page
+#: (two binary searches per page it reaches) rather than edge by edge.
+SORTED_RUN_EDGES = 64
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _lower_bound(values, lo, hi, x):
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if values[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _gallop(values, lo, hi, x):
+    """The first index in [lo, hi) whose value is at least ``x`` (``hi`` if
+    none), in steps doubling from ``lo``: the cost grows with the distance
+    gone, not with the range."""
+    step = 1
+    start = lo
+    while lo < hi and values[lo] < x:
+        start = lo + 1
+        lo += step
+        step <<= 1
+    return _lower_bound(values, start, min(lo, hi), x)
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _first_page(page_first, page_end, table, shift, v):
+    """The first page holding vertex ``v``."""
+    p = _last_page(page_first, table, shift, v)
+    while p > 0 and page_end[p - 1] > v:
+        p -= 1
+    return p
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _next_page(page_first, page_end, table, shift, out_targets, p, hi):
+    """After page ``p``, the next page holding a target at or after edge ``hi``:
+    ``p + 1`` when the two share a vertex, else the first page of that target."""
+    if p + 1 < page_first.size and page_first[p + 1] < page_end[p]:
+        return p + 1
+    return max(p + 1, _first_page(page_first, page_end, table, shift, out_targets[hi]))
+
+
 @numba.njit(nogil=True, parallel=True, cache=True)
-def _page_counts(begin, end, out_targets, page_first, page_end, table, shift, chunks):
+def _page_counts(begin, end, out_targets, page_first, page_end, table, shift, chunks,
+                 sorted_targets):
     num_pages = page_first.size
     partial = np.zeros((chunks, num_pages), np.int64)
     for c in numba.prange(chunks):
         for i in range(begin.size * c // chunks, begin.size * (c + 1) // chunks):
-            for k in range(begin[i], end[i]):
+            b, e = begin[i], end[i]
+            if sorted_targets and e - b >= SORTED_RUN_EDGES:
+                p = _first_page(page_first, page_end, table, shift, out_targets[b])
+                lo = b
+                while p < num_pages:
+                    lo = _gallop(out_targets, lo, e, page_first[p])
+                    if lo >= e:
+                        break
+                    hi = _gallop(out_targets, lo, e, page_end[p])
+                    partial[c, p] += hi - lo
+                    if hi >= e:
+                        break
+                    p = _next_page(page_first, page_end, table, shift, out_targets, p, hi)
+                continue
+            for k in range(b, e):
                 v = out_targets[k]
                 p = _last_page(page_first, table, shift, v)
                 while p >= 0 and page_end[p] > v:
@@ -137,7 +200,8 @@ def _page_counts(begin, end, out_targets, page_first, page_end, table, shift, ch
 
 
 def page_active_edges(frontier: np.ndarray, out_offsets: np.ndarray, out_targets: np.ndarray,
-                      lookup: PageLookup, chunks: int, pieces: tuple | None = None) -> np.ndarray:
+                      lookup: PageLookup, chunks: int, pieces: tuple | None = None,
+                      sorted_targets: bool | None = None) -> np.ndarray:
     """Per page, the frontier's out-edges whose destination lies in its range.
 
     An edge to a vertex whose in-edges are split over neighbouring pages
@@ -155,6 +219,8 @@ def page_active_edges(frontier: np.ndarray, out_offsets: np.ndarray, out_targets
         Parts the work is cut into (one private histogram each).
     pieces : tuple, optional
         :func:`frontier_pieces` of the frontier, when already made.
+    sorted_targets : bool, optional
+        :func:`targets_sorted` of the CSR, when already known (else checked).
 
     Returns
     -------
@@ -164,7 +230,9 @@ def page_active_edges(frontier: np.ndarray, out_offsets: np.ndarray, out_targets
     vertex, begin, end = pieces if pieces is not None else frontier_pieces(frontier,
                                                                            out_offsets)
     chunks = max(1, min(int(chunks), begin.size))
-    return _page_counts(begin, end, out_targets, *lookup.arrays, chunks)
+    if sorted_targets is None:
+        sorted_targets = targets_sorted(out_offsets, out_targets)
+    return _page_counts(begin, end, out_targets, *lookup.arrays, chunks, bool(sorted_targets))
 
 
 @numba.njit(nogil=True, cache=True, inline="always")
@@ -177,12 +245,48 @@ def _pushed(page_first, page_end, table, shift, pushed_page, v):
     return False
 
 
+@numba.njit(nogil=True, cache=True)
+def _pushed_runs(b, e, out_targets, page_first, page_end, table, shift, pushed_page, runs):
+    """The runs of a sorted piece's edges into pushed pages (disjoint, in order)
+    into ``runs`` (pairs); returns how many."""
+    num_pages = page_first.size
+    count = 0
+    done = b
+    lo = b
+    p = _first_page(page_first, page_end, table, shift, out_targets[b])
+    while p < num_pages:
+        lo = _gallop(out_targets, lo, e, page_first[p])
+        if lo >= e:
+            break
+        hi = _gallop(out_targets, lo, e, page_end[p])
+        if pushed_page[p] and hi > done:
+            start = max(lo, done)
+            if count > 0 and runs[count - 1, 1] == start:
+                runs[count - 1, 1] = hi
+            else:
+                runs[count, 0] = start
+                runs[count, 1] = hi
+                count += 1
+            done = hi
+        if hi >= e:
+            break
+        p = _next_page(page_first, page_end, table, shift, out_targets, p, hi)
+    return count
+
+
 @numba.njit(nogil=True, parallel=True, cache=True)
 def _count_pushed(begin, end, out_targets, page_first, page_end, table, shift, pushed_page,
-                  counts, chunks):
+                  counts, chunks, sorted_targets):
     for c in numba.prange(chunks):
+        runs = np.empty((page_first.size + 1, 2), np.int64)
         for i in range(begin.size * c // chunks, begin.size * (c + 1) // chunks):
             kept = 0
+            if sorted_targets and end[i] - begin[i] >= SORTED_RUN_EDGES:
+                for r in range(_pushed_runs(begin[i], end[i], out_targets, page_first,
+                                            page_end, table, shift, pushed_page, runs)):
+                    kept += runs[r, 1] - runs[r, 0]
+                counts[i] = kept
+                continue
             for k in range(begin[i], end[i]):
                 if _pushed(page_first, page_end, table, shift, pushed_page, out_targets[k]):
                     kept += 1
@@ -192,11 +296,21 @@ def _count_pushed(begin, end, out_targets, page_first, page_end, table, shift, p
 @numba.njit(nogil=True, parallel=True, cache=True)
 def _write_pushed(vertex, begin, end, out_targets, out_weights, with_weights, page_first,
                   page_end, table, shift, pushed_page, offsets, sources, targets, weights,
-                  chunks):
+                  chunks, sorted_targets):
     for c in numba.prange(chunks):
+        runs = np.empty((page_first.size + 1, 2), np.int64)
         for i in range(begin.size * c // chunks, begin.size * (c + 1) // chunks):
             sources[i] = vertex[i]
             at = offsets[i]
+            if sorted_targets and end[i] - begin[i] >= SORTED_RUN_EDGES:
+                for r in range(_pushed_runs(begin[i], end[i], out_targets, page_first,
+                                            page_end, table, shift, pushed_page, runs)):
+                    lo, hi = runs[r, 0], runs[r, 1]
+                    targets[at:at + hi - lo] = out_targets[lo:hi]
+                    if with_weights:
+                        weights[at:at + hi - lo] = out_weights[lo:hi]
+                    at += hi - lo
+                continue
             for k in range(begin[i], end[i]):
                 v = out_targets[k]
                 if _pushed(page_first, page_end, table, shift, pushed_page, v):
@@ -209,7 +323,8 @@ def _write_pushed(vertex, begin, end, out_targets, out_weights, with_weights, pa
 def gather_active_edges(frontier: np.ndarray, out_offsets: np.ndarray, out_targets: np.ndarray,
                         out_weights: np.ndarray | None, lookup: PageLookup,
                         pushed_pages: np.ndarray, allocate, chunks: int,
-                        pieces: tuple | None = None) -> dict:
+                        pieces: tuple | None = None, sorted_targets: bool | None = None
+                        ) -> dict:
     """The frontier's out-edges into the given pages, as a small CSR of pieces.
 
     Parameters
@@ -231,6 +346,8 @@ def gather_active_edges(frontier: np.ndarray, out_offsets: np.ndarray, out_targe
         Parts the work is cut into.
     pieces : tuple, optional
         :func:`frontier_pieces` of the frontier, when already made.
+    sorted_targets : bool, optional
+        :func:`targets_sorted` of the CSR, when already known (else checked).
 
     Returns
     -------
@@ -248,8 +365,11 @@ def gather_active_edges(frontier: np.ndarray, out_offsets: np.ndarray, out_targe
     pushed_pages = np.ascontiguousarray(pushed_pages, np.bool_)
     page_first, page_end, table, shift = lookup.arrays
     counts = np.empty(count, np.int64)
+    if sorted_targets is None:
+        sorted_targets = targets_sorted(out_offsets, out_targets)
+    sorted_targets = bool(sorted_targets)
     _count_pushed(begin, end, out_targets, page_first, page_end, table, shift, pushed_pages,
-                  counts, chunks)
+                  counts, chunks, sorted_targets)
     edges = int(counts.sum())
     arrays = allocate({"sources": count, "offsets": count + 1,
                        "targets": edges, "weights": edges if out_weights is not None else 0})
@@ -263,9 +383,51 @@ def gather_active_edges(frontier: np.ndarray, out_offsets: np.ndarray, out_targe
     _write_pushed(vertex, begin, end, out_targets,
                   out_weights if with_weights else np.zeros(1, np.float32), with_weights,
                   page_first, page_end, table, shift, pushed_pages, offsets, sources, targets,
-                  weights, chunks)
+                  weights, chunks, sorted_targets)
     return {"sources": sources, "offsets": offsets, "targets": targets,
             "weights": weights if with_weights else None, "edges": edges}
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def _count_unsorted(out_offsets, out_targets, chunks):
+    num_vertices = out_offsets.size - 1
+    unsorted = 0
+    for c in numba.prange(chunks):
+        for u in range(num_vertices * c // chunks, num_vertices * (c + 1) // chunks):
+            for k in range(out_offsets[u] + 1, out_offsets[u + 1]):
+                if out_targets[k] < out_targets[k - 1]:
+                    unsorted += 1
+    return unsorted
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def _frontier_work(frontier, out_offsets, cap):
+    work = 0
+    for i in numba.prange(frontier.size):
+        u = frontier[i]
+        work += min(out_offsets[u + 1] - out_offsets[u], cap)
+    return work
+
+
+def count_work(frontier: np.ndarray, out_offsets: np.ndarray, num_pages: int,
+               sorted_targets: bool) -> int:
+    """About the steps :func:`page_active_edges` takes for ``frontier``: its
+    out-edges, a vertex whose sorted targets reach many pages counted as a
+    few steps per page (:data:`PAGE_STEPS`), not one per edge."""
+    cap = PAGE_STEPS * max(num_pages, 1) if sorted_targets else np.iinfo(np.int64).max
+    return int(_frontier_work(np.ascontiguousarray(frontier, np.int64), out_offsets, cap))
+
+
+#: Steps a sorted piece's walk takes per page it reaches (two gallops, the lookup).
+PAGE_STEPS = 8
+
+
+def targets_sorted(out_offsets: np.ndarray, out_targets: np.ndarray) -> bool:
+    """Whether every vertex's out-edge targets are in increasing order (the
+    store's builders make them so; a long piece of sorted targets is walked
+    page by page)."""
+    chunks = max(1, min(256, out_offsets.size - 1))
+    return bool(_count_unsorted(np.asarray(out_offsets), np.asarray(out_targets), chunks) == 0)
 
 
 @numba.njit(nogil=True, cache=True)
