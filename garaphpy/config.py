@@ -157,12 +157,22 @@ GPU_RESIDENT_ORDER = "edges"
 #: memory: EMOGI).
 GPU_TRANSFER = "auto"
 
+#: Pages that do not all fit the GPU budget are packed (issue 17,
+#: :mod:`garaphpy.kernels.packed`): sources in the fewest whole bytes, column
+#: starts for IdxOff, small integer values in 8 or 16 bits; the GPU unpacks a
+#: page before its pull.  False: pages stay as stored (for study).
+GPU_PACKED_PAGES = True
+
 #: The cost model's starting rates, before it has measured any (bytes/s over
 #: the host link, edges/s of the host threads' gather, bytes/s of the GPU's
 #: reads of pinned host memory).
 GPU_BUS_BYTES_PER_SECOND = 20e9
 GPU_GATHER_EDGES_PER_SECOND = 1e9
 GPU_ZERO_COPY_BYTES_PER_SECOND = 8e9
+#: ... and edges/s of the GPU's pull over a page kept on the device, as it is
+#: and packed (the pull priced against pushing the page's active edges).
+GPU_PULL_EDGES_PER_SECOND = 40e9
+GPU_PACKED_PULL_EDGES_PER_SECOND = 25e9
 
 #: Weight of a new measurement in the transfer rates' running estimates.
 GPU_TRANSFER_SMOOTHING = 0.5

@@ -113,6 +113,16 @@ def test_components_are_compared_as_partitions(tmp_path):
 
 
 @posix_only
+def test_a_peer_time_in_seconds_is_read_in_milliseconds(tmp_path):
+    """The Subway of the device machine prints 'Processing finished in 0.34639 (s).'"""
+    subway = fake_subway(tmp_path / "subway", np.array([0]),
+                         printed="Processing finished in 0.34639 (s).")
+    milliseconds = streamed.run_subway(subway, "bfs", tmp_path / "g.bcsr", 0,
+                                       tmp_path / "out.txt")
+    assert milliseconds == pytest.approx(346.39)
+
+
+@posix_only
 def test_a_peer_that_prints_no_time_is_an_error(tmp_path):
     subway = fake_subway(tmp_path / "subway", np.array([0]), printed="crashed")
     with pytest.raises(SystemExit, match="no processing time"):

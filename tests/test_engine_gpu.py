@@ -213,6 +213,7 @@ def test_shards_at_the_16_bit_offset_limit():
 @pytest.mark.gpu
 def test_pages_of_one_shard_and_streaming_give_the_resident_result(monkeypatch):
     monkeypatch.setattr(config, "GPU_TRANSFER", "copy")    # every other page, every iteration
+    monkeypatch.setattr(config, "GPU_PACKED_PAGES", False)  # pages as stored (see test_packed)
     graph = garaphpy.Graph.load("rmat:12", progress=False,
                                 generator_options={"weighted": True, "seed": 5},
                                 max_shard_edges=512, max_page_bytes=8192)

@@ -5,7 +5,8 @@ Every built-in program, synchronous and asynchronous, with each forced
 transfer choice and the automatic one, at budgets holding about a quarter
 and about half of the pages beside the stream buffers, equals the CPU
 engine's run (exact for min/max programs, 1e-4 for sums); so do runs whose
-pages come from storage directories.
+pages come from storage directories, and runs of packed pages, which the
+GPU unpacks to exactly the stored pages.
 """
 
 from __future__ import annotations
@@ -61,13 +62,15 @@ def budget_for(graph, program, fraction: float, execution: str = "sync") -> int:
             + int(fraction * sum(wire)))
 
 
-def run_gpu(graph, program, sources, forced, **options):
-    saved = config.GPU_TRANSFER
-    config.GPU_TRANSFER = forced
+def run_gpu(graph, program, sources, forced, packed: bool = False, **options):
+    """A GPU run with the transfer choice ``forced``; pages packed or as stored
+    (the transfer tests keep the stored pages: packed, all of them fit)."""
+    saved = config.GPU_TRANSFER, config.GPU_PACKED_PAGES
+    config.GPU_TRANSFER, config.GPU_PACKED_PAGES = forced, packed
     try:
         return ref.run_engine_like_gpu(graph, program, sources, mode="gpu", **options)
     finally:
-        config.GPU_TRANSFER = saved
+        config.GPU_TRANSFER, config.GPU_PACKED_PAGES = saved
 
 
 def sources_for(program):
@@ -97,7 +100,9 @@ def test_every_transfer_choice_equals_the_cpu(paged, name, execution, fraction):
             continue
         choices = [r.decisions["page_transfer"] for r in records]
         assert all(c["forced"] == forced for c in choices)
-        assert all(c["resident"] + c["skip"] > 0 for c in choices)
+        assert all(r.decisions["selective_pushes"]["pinned_fits"] for r in records)
+        if forced != "auto":    # kept pages are pulled or skipped (auto may push them)
+            assert all(c["resident"] + c["skip"] > 0 for c in choices)
         if forced in ("compact", "zero-copy"):
             letter = "p" if forced == "compact" else "z"
             assert any(letter in c["choice"] for c in choices)
@@ -140,6 +145,13 @@ def test_pages_from_storage_directories(disk_rmat, name, forced):
     copied = sum(record.decisions["page_transfer"]["copy"] for record in gpu.iterations)
     if forced == "skip":    # the copied pages the host does not cache come from storage
         assert copied > 0 and sum(record.bytes_read for record in gpu.iterations) > 0
+    # the host budget leaves no room for a pinned copy of the out-edge CSR: the host
+    # counts (and, without values, gathers) from the store's own arrays
+    pushes = gpu.iterations[0].decisions["selective_pushes"]
+    assert not pushes["pinned_fits"]
+    assert pushes["choice"] == (() if name == "sssp" else ("compact",))
+    used = "".join(r.decisions["page_transfer"]["choice"] for r in gpu.iterations)
+    assert "z" not in used and (name != "sssp" or "p" not in used)
 
 
 def test_checkpoint_and_resume_with_streamed_pages(paged, tmp_path):
@@ -159,3 +171,69 @@ def test_checkpoint_and_resume_with_streamed_pages(paged, tmp_path):
     resumed = run_gpu(paged, program, [0], "auto", resume=True, **options)
     np.testing.assert_array_equal(resumed.values, whole.values)
     assert resumed.num_iterations == whole.num_iterations
+
+
+# -- packed pages (kernels/packed.py) -----------------------------------------------------
+def packed_engine(graph, name, fraction):
+    from garaphpy.scheduler.gpu_engine import GpuEngine
+
+    program = program_for(name)
+    graph_run = graph.as_undirected() if program.needs_undirected else graph
+    saved = config.GPU_PACKED_PAGES
+    config.GPU_PACKED_PAGES = True
+    try:
+        return GpuEngine(graph_run, program, np.array([0], np.int64), synchronous=True,
+                         gpu_memory=budget_for(graph, program, fraction))
+    finally:
+        config.GPU_PACKED_PAGES = saved
+
+
+@pytest.mark.parametrize("name", ["bfs", "sssp"])
+def test_the_gpu_unpacks_every_page_to_its_image(paged, name):
+    engine = packed_engine(paged, name, 0.15)
+    store = engine.store
+    # some kept packed, some streamed
+    assert engine.packed_images and engine.packed_host, (engine.describe(), engine.plan)
+    stream = engine.streams[0]
+    for k, layout in engine.packed_layouts.items():
+        if k in engine.packed_host:
+            device = engine.device_packed[0]
+            device[:layout.nbytes].set(engine.packed_host[k])
+        elif k in engine.packed_images:
+            device = engine.packed_images[k]
+        else:
+            continue
+        engine.device_pages[0].fill(0xAB)
+        engine._unpack(k, device, 0, stream)
+        stream.synchronize()
+        sources, idxoff, weights = (array.get() for array in engine._views(k, 0))
+        page = store.read_page(k)
+        np.testing.assert_array_equal(sources, page.sources)
+        np.testing.assert_array_equal(idxoff, page.idxoff)
+        if engine.reads_weights:
+            assert layout.weight_code == 1      # the generator's weights are 1..255
+            np.testing.assert_array_equal(weights, page.weights)
+        else:
+            assert layout.weight_code == 0
+
+
+@pytest.mark.parametrize("fraction", [0.05, 0.1])
+@pytest.mark.parametrize("execution", ["sync", "async"])
+@pytest.mark.parametrize("name", list(BUILTIN_PROGRAMS))
+def test_packed_pages_equal_the_cpu(paged, name, execution, fraction):
+    program = program_for(name)
+    sources = sources_for(program)
+    options = dict(execution=execution, **ITERATIONS)
+    cpu = ref.run_engine_like_gpu(paged, program, sources, mode="cpu", **options)
+    budget = budget_for(paged, program, fraction, execution)
+    graph_run = paged.as_undirected() if program.needs_undirected else paged
+    total = sum(page.nbytes for page in graph_run.store.pages)
+    for forced in (["auto", "copy"] if name in KEEPS_BEST else ["auto"]):
+        gpu = run_gpu(paged, program, sources, forced, packed=True, gpu_memory=budget,
+                      **options)
+        ref.assert_run_matches(name, execution, gpu, cpu)
+        records = gpu.iterations
+        assert all(r.decisions["packed_pages"]["choice"] for r in records)
+        # half the bytes of the stored pages or fewer cross the bus
+        assert any(r.bytes_to_device > 0 for r in records)
+        assert all(r.bytes_to_device < 0.5 * total for r in records)

@@ -88,7 +88,9 @@ def test_out_edge_values_line_up_with_the_targets(paged):
         assert got == expected.get(u, [])
 
 
-def test_gather_active_edges_against_numpy(paged):
+@pytest.mark.parametrize("piece_edges", [7, subgraph.PIECE_EDGES])
+def test_gather_active_edges_against_numpy(paged, piece_edges):
+    """Short pieces are walked edge by edge, long ones (sorted) page by page."""
     first, end = page_ranges(paged)
     values = subgraph.store_out_edge_values(paged)
     rng = np.random.default_rng(2)
@@ -106,7 +108,7 @@ def test_gather_active_edges_against_numpy(paged):
                     "targets": np.empty(sizes["targets"], paged.vertex_dtype),
                     "weights": np.empty(sizes["weights"], paged.weight_dtype)}
 
-        pieces = subgraph.frontier_pieces(frontier, paged.out_offsets, piece_edges=7)
+        pieces = subgraph.frontier_pieces(frontier, paged.out_offsets, piece_edges=piece_edges)
         sub = subgraph.gather_active_edges(frontier, paged.out_offsets, paged.out_targets,
                                            values, lookup, pushed, allocate, 4, pieces)
         inside = np.zeros(paged.num_vertices, bool)
@@ -309,7 +311,8 @@ def test_rates_learn_from_long_enough_measurements():
     assert rates.bus == 10e9
     assert rates.learn("bus", 30e9, 1.0, smoothing=0.5)
     assert rates.bus == pytest.approx(20e9)
-    assert set(rates.as_dict()) == {"bus", "gather", "zero_copy", "count"}
+    assert set(rates.as_dict()) == {"bus", "gather", "zero_copy", "count", "pull",
+                                    "packed_pull"}
     assert config.GPU_TRANSFER in transfer.FORCED_CHOICES
 
 
@@ -327,3 +330,74 @@ def test_the_pinned_out_edges_are_the_stores_and_made_once(paged, monkeypatch):
     assert again[0] is offsets and again[1] is targets      # kept for the store
     np.testing.assert_array_equal(again[2], subgraph.store_out_edge_values(paged))
     assert gpu_engine.pinned_out_edges(paged, with_values=True)[2] is again[2]
+
+
+def test_kept_pages_push_a_sparse_frontier_and_pull_a_dense_one():
+    """A page kept on the device is pulled unless pushing its active edges
+    costs less (given its pull's price); unreached, it is skipped."""
+    rates = transfer.TransferRates(bus=10e9, gather=1e9, zero_copy=10e9)
+    kept = np.array([True, True, True, False])
+    page_bytes = np.full(4, 10 ** 8, np.int64)
+    pull = np.array([1e-3, 1e-3, 1e-3, 0.0])
+    active = np.array([100, 10 ** 8, 0, 100], np.int64)
+    choices, predicted = transfer.choose_transfers(active, page_bytes, kept, rates, exact=True,
+                                                   pull_seconds=pull)
+    assert choices[0] in (COMPACT, ZERO_COPY)       # 100 edges: less than its pull
+    assert choices[1] == RESIDENT                   # 10^8 edges: the pull is cheaper
+    assert choices[2] == SKIP
+    assert choices[3] in (COMPACT, ZERO_COPY)
+    assert predicted["seconds"] >= 1e-3             # the pull it keeps is priced
+    # without the pulls' prices, kept pages are pulled whenever reached (as before)
+    choices = transfer.choose_transfers(active, page_bytes, kept, rates, exact=True)[0]
+    assert choices[:3].tolist() == [RESIDENT, RESIDENT, SKIP]
+    # a forced choice leaves kept pages to their pull
+    for forced, code in (("compact", COMPACT), ("zero-copy", ZERO_COPY)):
+        choices = transfer.choose_transfers(active, page_bytes, kept, rates, exact=True,
+                                            forced=forced, pull_seconds=pull)[0]
+        assert choices.tolist() == [RESIDENT, RESIDENT, SKIP, code]
+
+
+def test_counting_pays_for_the_kept_pages_pulls_too():
+    # nothing streams: counting is worth it only for the pulls it may spare
+    assert not decisions.count_active_edges(10 ** 6, 0, 10e9, 1e9)
+    assert decisions.count_active_edges(10 ** 6, 0, 10e9, 1e9, kept_pull_seconds=0.01)
+    assert not decisions.count_active_edges(10 ** 6, 0, 10e9, 1e9, kept_pull_seconds=0.001)
+
+
+def test_counts_walk_sorted_pieces_page_by_page_and_unsorted_ones_edge_by_edge(paged):
+    first, end = page_ranges(paged)
+    lookup = subgraph.PageLookup(first, end, paged.num_vertices)
+    offsets = np.asarray(paged.out_offsets, np.int64)
+    targets = np.asarray(paged.out_targets)
+    assert subgraph.targets_sorted(offsets, targets)
+    degree = np.diff(offsets)
+    assert degree.max() >= 4 * subgraph.SORTED_RUN_EDGES      # hubs' pieces go page by page
+    rng = np.random.default_rng(4)
+    shuffled = targets.copy()
+    for u in np.flatnonzero(degree > 1).tolist():
+        rng.shuffle(shuffled[offsets[u]:offsets[u + 1]])
+    assert not subgraph.targets_sorted(offsets, shuffled)
+    for size in (1, 30, paged.num_vertices):
+        frontier = np.union1d(rng.choice(paged.num_vertices, size, replace=False),
+                              np.argsort(-degree)[:3]).astype(np.int64)
+        expected = np.zeros(len(paged.pages), np.int64)
+        for u in frontier.tolist():
+            for v in targets[offsets[u]:offsets[u + 1]].tolist():
+                expected[(first <= v) & (v < end)] += 1
+        for csr, flag in ((targets, True), (targets, None), (shuffled, None),
+                          (targets, False)):
+            counts = subgraph.page_active_edges(frontier, offsets, csr, lookup, 3,
+                                                sorted_targets=flag)
+            np.testing.assert_array_equal(counts, expected)
+
+
+def test_count_work_caps_each_sorted_vertex_at_a_few_steps_per_page(paged):
+    offsets = np.asarray(paged.out_offsets, np.int64)
+    degree = np.diff(offsets)
+    frontier = np.argsort(-degree)[:50].astype(np.int64)
+    pages = len(paged.pages)
+    cap = subgraph.PAGE_STEPS * pages
+    assert degree[frontier].max() > cap
+    assert subgraph.count_work(frontier, offsets, pages, True) == \
+        int(np.minimum(degree[frontier], cap).sum())
+    assert subgraph.count_work(frontier, offsets, pages, False) == int(degree[frontier].sum())

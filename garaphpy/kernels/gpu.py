@@ -219,6 +219,7 @@ class GpuKernels:
     stream_push: object
     stream_split_merge: object
     stream_apply: object
+    unpack_page: object
 
 
 _MODULES: dict = {}
@@ -294,7 +295,8 @@ def compile_kernels(program: CudaProgram, vertex_dtype,
             loop_identity=module.get_function("gp_loop_identity"),
             stream_push=module.get_function("gp_stream_push"),
             stream_split_merge=module.get_function("gp_stream_split_merge"),
-            stream_apply=module.get_function("gp_stream_apply"))
+            stream_apply=module.get_function("gp_stream_apply"),
+            unpack_page=module.get_function("gp_unpack_page"))
         _MODULES[key] = kernels
         return kernels
 

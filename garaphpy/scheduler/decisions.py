@@ -383,20 +383,41 @@ def selective_transfers(declared: bool, host_copies: bool, forced: str = "auto")
     return bool(declared and not host_copies and forced != "copy")
 
 
+def selective_pushes(pinned_fits: bool, pushes_values: bool) -> tuple:
+    """The pushes a selective run may choose: zero-copy reads the out-edge CSR
+    (and its values) in pinned host memory, compaction gathers from it; when
+    that copy does not fit the host memory left (``pinned_fits``), the host
+    counts and gathers from the store's own arrays, and no push of a program
+    that reads edge values is left (they are not in the CSR's order there)."""
+    if pinned_fits:
+        return ("compact", "zero-copy")
+    return () if pushes_values else ("compact",)
+
+
+def packed_pages(enabled: bool, wire_bytes: int, packed_bytes: int) -> bool:
+    """Whether pages that do not all fit the GPU budget are packed
+    (:mod:`garaphpy.kernels.packed`: kept packed on the device, copied packed
+    when they stream, unpacked by the GPU before their pull): when
+    ``config.GPU_PACKED_PAGES`` allows and packing saves at least a tenth of
+    the pages' bytes."""
+    return bool(enabled and packed_bytes <= 0.9 * wire_bytes)
+
+
 def count_active_edges(active_out_edges: int, streamed_bytes: int, bus: float, count: float,
                        forced: str = "auto", active_vertices: int = 0,
-                       most_vertices: int = 2 ** 62) -> bool:
+                       most_vertices: int = 2 ** 62, kept_pull_seconds: float = 0.0) -> bool:
     """Whether the host counts the frontier's out-edges per page (the input of
     the per-page choice; its time grows with them, at ``count`` edges per
     second).  Never for a frontier of more than ``most_vertices`` vertices
-    (it reaches nearly every page: every page is copied); else always for a
-    forced choice, and for the automatic one when counting takes less than
-    half the time the streamed pages' copies take."""
+    (it reaches nearly every page: every page is copied or pulled); else
+    always for a forced choice, and for the automatic one when counting takes
+    less than half the time of the work it may spare: the streamed pages'
+    copies and the kept pages' pulls (``kept_pull_seconds``)."""
     if forced == "copy" or active_vertices > most_vertices:
         return False
     if forced != "auto":
         return True
-    return active_out_edges / count < 0.5 * streamed_bytes / bus
+    return active_out_edges / count < 0.5 * (streamed_bytes / bus + kept_pull_seconds)
 
 
 # -- alpha: CPU only or hybrid (section 5.1) -----------------------------------------------

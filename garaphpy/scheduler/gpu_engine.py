@@ -13,15 +13,19 @@ the program reads, and the shard table.  Pages reach it in one of two ways:
   per page), and a hybrid iteration launches the GPU's pages as shard ranges
   of the same arrays;
 * **streamed**: otherwise ``n_streams`` device page buffers are cycled.  The
-  page images sit in pinned host memory; page ``k`` is copied on stream
-  ``k % n_streams`` and its kernel runs on the same stream, so the copy of
-  page ``k + 1`` overlaps the kernel of page ``k`` (section 5.2's
-  transmission and computation sides), and a buffer is reused only after the
-  kernel that read it (stream order).  Beyond the paper (issue 17): the pages
-  the budget holds beside the buffers stay on the device (partial
-  residency), a page crosses the bus without its edge values when the
-  program does not read them, and for programs declaring
-  ``apply_keeps_best`` each streamed page is, per iteration, skipped, copied,
+  page images sit in pinned host memory; an iteration's pages are taken
+  round the streams, a page's copy and kernel on the same stream, so the
+  copy of one page overlaps the kernels of others (section 5.2's
+  transmission and computation sides), and a buffer is reused only after
+  the kernel that read it (stream order).  Beyond the paper (issue 17): the
+  pages the budget holds beside the buffers stay on the device (partial
+  residency), packed first (:mod:`garaphpy.kernels.packed`: about half the
+  bytes; the GPU unpacks a page into its stream's buffer before its pull),
+  so that twice as many stay; the pages that still stream cross the bus
+  packed too, and without their edge values when the program does not
+  read them; the pages kept on the device are spread among the copied ones
+  (:func:`interleave`); and for programs declaring ``apply_keeps_best`` each
+  page is, per iteration, skipped, pulled (copied first when it streams),
   or its active edges pushed from a compacted buffer or read from pinned
   host memory (:mod:`~garaphpy.scheduler.transfer`,
   :meth:`GpuEngine._iterate_selective`).
@@ -81,6 +85,10 @@ SELECTIVE_FRONTIER_SHARE = 8
 #: a run may read a little past the IdxOff array when the values are not copied).
 PAGE_SLACK_BYTES = 256
 
+#: The least counting work (edges, see :meth:`GpuEngine._iterate_selective`) the
+#: count rate learns from: a smaller count's time is mostly its fixed costs.
+COUNT_LEARNING_WORK = 1 << 20
+
 
 class GpuMemoryError(GaraphError, MemoryError):
     """The GPU memory budget cannot hold the vertex data and one page."""
@@ -112,6 +120,10 @@ class PagePlan:
     selective_bytes : int
         Device memory of the selective transfers' arrays (0: the run copies
         every streamed page whole).
+    packed_pages : numpy.ndarray of bool
+        Per page, whether it stays on the device packed
+        (:mod:`garaphpy.kernels.packed`; unpacked into a stream's buffer
+        before its pull).  None when pages are not packed.
     """
 
     resident: bool
@@ -121,16 +133,20 @@ class PagePlan:
     page_bytes: int
     resident_pages: np.ndarray = None
     selective_bytes: int = 0
+    packed_pages: np.ndarray = None
 
     @property
     def streamed_pages(self) -> int:
         """Pages that cross the bus every iteration (at most)."""
-        return int((~self.resident_pages).sum())
+        kept = self.resident_pages if self.packed_pages is None else \
+            self.resident_pages | self.packed_pages
+        return int((~kept).sum())
 
 
 def plan_pages(page_sizes: list[int], vertex_bytes: int, budget: int,
                n_streams: int, *, page_edges: list[int] | None = None,
-               selective_bytes: int = 0, order: str = "edges") -> PagePlan:
+               selective_bytes: int = 0, order: str = "edges",
+               packed_sizes: list[int] | None = None) -> PagePlan:
     """Resident pages when they all fit beside the vertex data, else streaming,
     with as many pages kept resident as the budget holds beside the stream
     buffers (and the selective transfers' arrays, ``selective_bytes``, when
@@ -138,13 +154,16 @@ def plan_pages(page_sizes: list[int], vertex_bytes: int, budget: int,
 
     Streaming needs one device buffer per stream; with less memory, fewer
     streams are used (down to one, which loses the copy/kernel overlap).
+    With ``packed_sizes`` (each page's packed bytes), each stream also has a
+    buffer for a packed page, and pages are kept packed before any is kept as
+    it is (:func:`~garaphpy.scheduler.transfer.resident_tiers`).
 
     Raises
     ------
     GpuMemoryError
         When the budget holds not even the vertex data and one page.
     """
-    from .transfer import resident_pages
+    from .transfer import resident_pages, resident_tiers
 
     if n_streams < 1:
         raise ConfigError(f"n_streams={n_streams}: expected at least 1")
@@ -153,23 +172,32 @@ def plan_pages(page_sizes: list[int], vertex_bytes: int, budget: int,
     count = len(page_sizes)
     if vertex_bytes + total <= budget:
         return PagePlan(True, n_streams, budget, vertex_bytes, total, np.ones(count, bool))
+    # packed pages: a packed page's buffer per stream beside the page's
+    per_stream = largest + (int(max(packed_sizes, default=0)) if packed_sizes is not None
+                            else 0)
     streams = n_streams
-    while streams > 1 and vertex_bytes + streams * largest > budget:
+    while streams > 1 and vertex_bytes + streams * per_stream > budget:
         streams -= 1
-    if vertex_bytes + streams * largest > budget:
+    if vertex_bytes + streams * per_stream > budget:
         raise GpuMemoryError(
             f"the GPU memory budget of {budget:,} bytes cannot hold the vertex data "
-            f"({vertex_bytes:,} bytes) and one page ({largest:,} bytes); raise the budget "
+            f"({vertex_bytes:,} bytes) and one page ({per_stream:,} bytes); raise the budget "
             "(gpu_memory) or rebuild the store with a smaller max_page_bytes")
-    buffers = streams * largest
+    buffers = streams * per_stream
     if vertex_bytes + buffers + selective_bytes > budget:
         selective_bytes = 0
     room = budget - vertex_bytes - buffers - selective_bytes
-    kept = resident_pages(page_sizes, page_edges if page_edges is not None else page_sizes,
-                          room, order)
-    kept_bytes = int(np.asarray(page_sizes, np.int64)[kept].sum())
+    edges = page_edges if page_edges is not None else page_sizes
+    if packed_sizes is None:
+        kept = resident_pages(page_sizes, edges, room, order)
+        kept_bytes = int(np.asarray(page_sizes, np.int64)[kept].sum())
+        return PagePlan(False, streams, budget, vertex_bytes, buffers + kept_bytes, kept,
+                        selective_bytes)
+    kept, packed = resident_tiers(page_sizes, packed_sizes, edges, room, order)
+    kept_bytes = int(np.asarray(page_sizes, np.int64)[kept].sum()
+                     + np.asarray(packed_sizes, np.int64)[packed].sum())
     return PagePlan(False, streams, budget, vertex_bytes, buffers + kept_bytes, kept,
-                    selective_bytes)
+                    selective_bytes, packed)
 
 
 @dataclass
@@ -395,11 +423,46 @@ class GpuEngine:
                                + max(largest, 1 << 16) + 32 * (len(pages) + 1))
         #: device bytes the selective transfers' arrays take when pages stream
         self.selective_bytes = selective_bytes
-        self.plan = plan_pages([size + PAGE_SLACK_BYTES for size in self.page_wire_bytes],
-                               vertex_bytes + run_padding, budget,
-                               n_streams, page_edges=[p.num_edges for p in pages],
-                               selective_bytes=selective_bytes, order=config.GPU_RESIDENT_ORDER)
+        plan_arguments = dict(page_edges=[p.num_edges for p in pages],
+                              selective_bytes=selective_bytes, order=config.GPU_RESIDENT_ORDER)
+        wire_sizes = [size + PAGE_SLACK_BYTES for size in self.page_wire_bytes]
+        self.plan = plan_pages(wire_sizes, vertex_bytes + run_padding, budget, n_streams,
+                               **plan_arguments)
+        #: per page, its packed layout when it is packed (:mod:`garaphpy.kernels.packed`)
+        self.packed_layouts = {}
+        self.packed_entry = None
+        if not self.plan.resident:
+            self.packed_layouts = self._packed_layouts()
+            packed_sizes = [self.packed_layouts[k].nbytes + PAGE_SLACK_BYTES
+                            if k in self.packed_layouts else wire_sizes[k]
+                            for k in range(len(pages))]
+            self.packed_entry = decisions.fixed(
+                decisions.packed_pages, enabled=bool(config.GPU_PACKED_PAGES),
+                wire_bytes=int(sum(wire_sizes)), packed_bytes=int(sum(packed_sizes)))
+            if self.packed_entry["choice"]:
+                self.plan = plan_pages(wire_sizes, vertex_bytes + run_padding, budget,
+                                       n_streams, packed_sizes=packed_sizes, **plan_arguments)
+            else:
+                self.packed_layouts = {}
         self.selective = bool(not self.plan.resident and self.plan.selective_bytes)
+        self.pushes_entry = None
+        if self.selective:
+            # the out-edge CSR copied into pinned host memory, if the host has room for it
+            self.pushes_entry = decisions.fixed(
+                decisions.selective_pushes, pinned_fits=self._pinned_out_edges_fit(),
+                pushes_values=self.reads_weights)
+        #: per page, whether it stays on the device (as it is or packed)
+        self.kept_pages = self.plan.resident_pages.copy()
+        if self.plan.packed_pages is not None:
+            self.kept_pages |= self.plan.packed_pages
+        #: per page, whether it stays on the device packed
+        self.packed_kept = (self.plan.packed_pages.copy() if self.plan.packed_pages is not None
+                            else np.zeros(len(pages), bool))
+        self.page_edge_counts = np.array([p.num_edges for p in pages], np.float64)
+        #: per page, the bytes one copy of it moves to the device
+        self.page_bus_bytes = np.array(
+            [self.packed_layouts[k].nbytes if k in self.packed_layouts else wire
+             for k, wire in enumerate(self.page_wire_bytes)], np.int64)
         self.shard_edge_begin, self.shard_edge_end = \
             edge_ranges["global" if self.plan.resident else "page"]
         del edge_ranges
@@ -410,15 +473,21 @@ class GpuEngine:
         self.main_stream = cupy.cuda.Stream(non_blocking=True)
         self.device_pages = []
         self.resident_images = {}       # page -> its image on the device (partial residency)
+        self.packed_images, self.packed_host = {}, {}
         if self.plan.resident:
             self.resident_edges = self._resident_edge_arrays()
         else:
-            page_source.load("gpu")     # the pages it holds in memory, now, into pinned buffers
             self.resident_images = self._resident_page_images()
-            streamed = [self.page_wire_bytes[k] for k in range(len(pages))
-                        if k not in self.resident_images]
-            self.device_pages = [cupy.empty(max(streamed, default=0) + PAGE_SLACK_BYTES,
-                                            np.uint8) for _ in self.streams]
+            self._pack_pages()
+            if any(k not in self.resident_images and k not in self.packed_layouts
+                   for k in range(len(pages))):
+                # the pages it holds in memory, now, into pinned buffers
+                page_source.load("gpu")
+            # a stream's buffer: a page copied, or a page kept packed unpacked
+            unpacked = max((self.page_wire_bytes[k] for k in range(len(pages))
+                            if k not in self.resident_images), default=0)
+            self.device_pages = [cupy.empty(unpacked + PAGE_SLACK_BYTES, np.uint8)
+                                 for _ in self.streams]
         # the GPU's walk over the pages of an iteration (opened by begin_iteration), and the
         # pages read from storage for it, each until its copy to the device is done
         self._cursor = page_source.cursor((), "gpu", release="manual")
@@ -522,6 +591,108 @@ class GpuEngine:
             images[k][:wire].set(image[:wire])
             cupy.cuda.get_current_stream().synchronize()    # before staging is reused
         return images
+
+    def _packed_layouts(self) -> dict:
+        """Per page the plan may pack (one the page source holds in host memory:
+        packing it once costs a read), its packed layout."""
+        from ..kernels import packed
+
+        store = self.store
+        width = packed.source_width(self.num_vertices, store.vertex_dtype)
+        codes = page_weight_codes(store) if self.reads_weights else None
+        weight_size = store.weight_dtype.itemsize if self.reads_weights else 0
+        vertices = store.shards["num_vertices"].astype(np.int64)
+        layouts = {}
+        for info in self.pages:
+            if not self.page_source.is_cached(info.index):
+                continue
+            columns = int(vertices[info.first_shard:info.first_shard + info.num_shards].sum())
+            layouts[info.index] = packed.packed_layout(
+                info.num_edges, columns, width,
+                packed.WEIGHT_NONE if codes is None else int(codes[info.index]), weight_size)
+        return layouts
+
+    def _pack_pages(self) -> None:
+        """The packed pages: those the plan keeps packed, on the device; those
+        that stream, in pinned host memory (one block); and a packed page's
+        buffer per stream."""
+        from ..kernels import packed
+
+        cupy, store = self.cupy, self.store
+        self.packed_images = {}         # page -> its packed image on the device
+        self.packed_host = {}           # page -> its packed image in pinned host memory
+        self.device_packed = []
+        if not self.packed_layouts:
+            return
+        vertices = store.shards["num_vertices"].astype(np.int64)
+        self.shard_column_begin = cupy.asarray(np.cumsum(vertices) - vertices)
+        kept = self.plan.packed_pages
+        streamed = [k for k in self.packed_layouts
+                    if not kept[k] and k not in self.resident_images]
+        offsets, at = {}, 0
+        for k in streamed:
+            offsets[k] = at
+            at += -(-self.packed_layouts[k].nbytes // 4096) * 4096
+        host_block = gpu_kernels.pinned_empty(at) if streamed else None
+        largest_kept = max((self.packed_layouts[k].nbytes for k in self.packed_layouts
+                            if kept[k]), default=0)
+        staging = self.pinned_array(largest_kept, np.uint8) if largest_kept else None
+        read_buffer = np.empty(max(self.pages[k].nbytes for k in self.packed_layouts), np.uint8)
+        for k, layout in self.packed_layouts.items():
+            if k in self.resident_images:
+                continue
+            page = store.read_page(k, out=read_buffer)
+            out = host_block[offsets[k]:] if k in offsets else staging
+            packed.pack_page(page.sources, page.idxoff,
+                             page.weights if self.reads_weights else None,
+                             store.page_shards(k), self.num_vertices,
+                             code=layout.weight_code, out=out)
+            if k in offsets:
+                self.packed_host[k] = host_block[offsets[k]:offsets[k] + layout.nbytes]
+            else:
+                image = self.packed_images[k] = cupy.empty(layout.nbytes + PAGE_SLACK_BYTES,
+                                                           np.uint8)
+                image[:layout.nbytes].set(staging[:layout.nbytes])
+                cupy.cuda.get_current_stream().synchronize()    # before staging is reused
+        if streamed:
+            largest = max(self.packed_layouts[k].nbytes for k in streamed)
+            self.device_packed = [cupy.empty(largest + PAGE_SLACK_BYTES, np.uint8)
+                                  for _ in self.streams]
+
+    def _unpack(self, k: int, packed_image, slot: int, stream) -> None:
+        """Page ``k``'s packed image (on the device) unpacked into the buffer of
+        stream ``slot``, where its pull reads it."""
+        info, layout = self.pages[k], self.packed_layouts[k]
+        if not info.num_shards:
+            return
+        sources, idxoff, weights = self._views(k, slot)
+        with stream:
+            self.kernels.unpack_page((info.num_shards,), (256,), (
+                packed_image, np.int32(layout.source_bytes), np.int64(layout.columns_offset),
+                np.int64(layout.weights_offset), np.int32(layout.weight_code),
+                self.shard_edge_begin, self.shard_edge_end, self.shard_num_vertices,
+                self.shard_column_begin, np.int32(info.first_shard), sources, idxoff, weights))
+
+    def _host_room(self) -> int:
+        """Host bytes the run may still pin beyond its page plan."""
+        available = config.available_host_memory()
+        plan = self.page_source.plan
+        if plan is None:
+            return int(available * config.HOST_MEMORY_FRACTION)
+        return max(0, min(available, plan.budget_bytes - plan.fixed_bytes
+                          - plan.readahead_bytes - plan.cached_bytes))
+
+    def _pinned_out_edges_fit(self) -> bool:
+        """Whether the out-edge CSR the selective transfers read in pinned host
+        memory is made already or fits the host room left."""
+        store = self.store
+        entry = _PINNED_OUT_EDGES.get(store)
+        needed = 0
+        if entry is None:
+            needed += 8 * (self.num_vertices + 1) + self.num_edges * store.vertex_dtype.itemsize
+        if self.reads_weights and (entry is None or entry[2] is None):
+            needed += self.num_edges * store.weight_dtype.itemsize
+        return needed <= self._host_room()
 
     def _views(self, index: int, slot: int | None = None) -> tuple:
         """Typed device views (sources, idxoff, weights) the kernel of page ``index``
@@ -757,10 +928,13 @@ class GpuEngine:
             return
         targets = (self.host_values, self.host_active) if self.host_copies else (None, None)
         timings = []
-        for k in range(len(self.pages)):
-            timings.append(self.launch_page(k, aggregates, record.iteration, *targets))
+        kept = self.kept_pages
+        order = interleave(np.flatnonzero(~kept).tolist(), np.flatnonzero(kept).tolist())
+        for position, k in enumerate(order):
+            timings.append(self.launch_page(k, aggregates, record.iteration, *targets,
+                                            slot=position % len(self.streams)))
             if self.page_done is not None and not self.synchronous:
-                self.page_done(record.iteration, k + 1)
+                self.page_done(record.iteration, position + 1)
         self.end_iteration(record, timings, aggregates)
 
     # -- selective transfers of streamed pages (issue 17) ---------------------------------
@@ -769,7 +943,8 @@ class GpuEngine:
         identity), the compacted buffer (one page's bytes, on the host pinned
         and on the device), the pages' vertex ranges, and the out-edge CSR in
         pinned host memory (the host gathers from it; the GPU reads it in
-        zero-copy transfers), its values placed in the targets' order."""
+        zero-copy transfers), its values placed in the targets' order, or the
+        store's own CSR when the host has no room for that copy."""
         from ..kernels import subgraph
 
         cupy, store, n = self.cupy, self.store, self.num_vertices
@@ -782,8 +957,16 @@ class GpuEngine:
         self.page_lookup = subgraph.PageLookup(self.page_first, self.page_end, n)
         self.range_device = cupy.empty(4 * (len(self.pages) + 1), np.int64)
         self.push_weights = self.reads_weights
-        self.out_offsets, self.out_targets, self.out_weights = pinned_out_edges(
-            store, self.push_weights)
+        if self.pushes_entry["pinned_fits"]:
+            self.out_offsets, self.out_targets, self.out_weights = pinned_out_edges(
+                store, self.push_weights)
+        else:
+            self.out_offsets = np.asarray(store.out_offsets, np.int64)
+            self.out_targets, self.out_weights = np.asarray(store.out_targets), None
+        #: the transfer codes the pushes may use (:func:`decisions.selective_pushes`)
+        self.push_codes = tuple(transfer.TRANSFER_NAMES.index(name)
+                                for name in self.pushes_entry["choice"])
+        self.targets_sorted = subgraph.targets_sorted(self.out_offsets, self.out_targets)
         mean_degree = self.num_edges / max(n, 1)
         self.push_group_shift = int(min(5, max(0, np.ceil(np.log2(max(mean_degree, 1.0))))))
         self.gather_threads = max(1, len(__import__("os").sched_getaffinity(0)))
@@ -829,27 +1012,33 @@ class GpuEngine:
 
         cupy, main, n = self.cupy, self.main_stream, self.num_vertices
         rates, forced = self.transfer_rates, self.transfer_forced
-        exact = True
-        resident = self.plan.resident_pages
-        page_bytes = np.array(self.page_wire_bytes, np.int64)
+        resident = self.kept_pages
+        page_bytes = self.page_bus_bytes
         streamed_bytes = int(page_bytes[~resident].sum())
+        pull_seconds = np.where(resident, self.page_edge_counts / np.where(
+            self.packed_kept, rates.packed_pull, rates.pull), 0.0)
         frontier_edges = self.active_out_edges_count    # end_iteration counts the next ones
         started = time.perf_counter()
-        counted = decisions.count_active_edges(
-            frontier_edges, streamed_bytes, rates.bus, rates.count, forced,
-            active_vertices=self.active_vertices,
-            most_vertices=n // SELECTIVE_FRONTIER_SHARE)
         active_edges = frontier = frontier_device = pieces = None
-        count_seconds = 0.0
-        if counted:
+        count_work, count_seconds = frontier_edges, 0.0
+        most_vertices = n // SELECTIVE_FRONTIER_SHARE
+        if forced != "copy" and self.active_vertices <= most_vertices:
             with main:
                 frontier_device = cupy.flatnonzero(self.active[:n])
             frontier = frontier_device.get(stream=main)
             main.synchronize()
+            # a vertex's sorted targets cost a few steps per page they reach
+            count_work = subgraph.count_work(frontier, self.out_offsets, len(self.pages),
+                                             self.targets_sorted)
+        counted = decisions.count_active_edges(
+            count_work, streamed_bytes, rates.bus, rates.count, forced,
+            active_vertices=self.active_vertices, most_vertices=most_vertices,
+            kept_pull_seconds=float(pull_seconds.sum()))
+        if counted:
             pieces = subgraph.frontier_pieces(frontier, self.out_offsets)
             active_edges = subgraph.page_active_edges(
                 frontier, self.out_offsets, self.out_targets, self.page_lookup,
-                self.gather_threads * 4, pieces)
+                self.gather_threads * 4, pieces, self.targets_sorted)
             count_seconds = time.perf_counter() - started
         bytes_per_edge = transfer.edge_bytes(
             self.store.vertex_dtype.itemsize,
@@ -857,18 +1046,17 @@ class GpuEngine:
         # a piece of at most subgraph.PIECE_EDGES edges adds its source and offset
         compact_capacity = self.compact_capacity_bytes // (bytes_per_edge["compact"] + 1)
         choices, predicted = transfer.choose_transfers(
-            active_edges, page_bytes, resident, rates, exact=exact, forced=forced,
+            active_edges, page_bytes, resident, rates, exact=True, forced=forced,
             bytes_per_edge=bytes_per_edge, compact_capacity=compact_capacity,
             total_active_edges=frontier_edges,
-            vertex_bytes=self.store.vertex_dtype.itemsize)
-        pulled = [k for k in range(len(self.pages))
-                  if choices[k] in (transfer.RESIDENT, transfer.COPY)]
-        copied = [k for k in pulled if choices[k] == transfer.COPY]
+            vertex_bytes=self.store.vertex_dtype.itemsize, pull_seconds=pull_seconds,
+            pushes=self.push_codes)
+        copied = [k for k in range(len(self.pages)) if choices[k] == transfer.COPY]
+        kept_pulled = [k for k in range(len(self.pages)) if choices[k] == transfer.RESIDENT]
         self.begin_iteration(record.iteration, order=copied)
-        targets = (None, None)
         timings = []
-        for position, k in enumerate(pulled):
-            timings.append(self.launch_page(k, aggregates, record.iteration, *targets,
+        for position, k in enumerate(interleave(copied, kept_pulled)):
+            timings.append(self.launch_page(k, aggregates, record.iteration,
                                             slot=position % len(self.streams)))
         # the pushes: host gathers while the copies above are under way
         push = self.push_stream
@@ -888,13 +1076,13 @@ class GpuEngine:
                     frontier, self.out_offsets, self.out_targets,
                     self.out_weights if self.push_weights else None, self.page_lookup,
                     choices == transfer.COMPACT, self._compact_views, self.gather_threads * 4,
-                    pieces)
+                    pieces, self.targets_sorted)
             except OverflowError:
                 sub = None
             gather_seconds = time.perf_counter() - gather_started
             if sub is None:     # more edges than the buffer: these pages are copied after all
-                choices[compact_pages] = transfer.COPY
                 for k in compact_pages.tolist():
+                    choices[k] = transfer.RESIDENT if resident[k] else transfer.COPY
                     timings.append(self.launch_page(k, aggregates, record.iteration,
                                                     slot=len(timings) % len(self.streams)))
             else:
@@ -957,8 +1145,9 @@ class GpuEngine:
         rates.learn("bus", copy_bytes, record.copy_seconds)
         if compact_pages.size and gathered:
             rates.learn("gather", gathered, gather_seconds)
-        if counted:
-            rates.learn("count", frontier_edges, count_seconds)
+        if counted and count_work >= COUNT_LEARNING_WORK:    # else mostly fixed costs
+            rates.learn("count", count_work, count_seconds)
+        self._learn_pull_rates(timings)
         if zero_copy_pages.size:
             rates.learn("zero_copy", zero_copy_bytes,
                         cupy.cuda.get_elapsed_time(zero_copy_started, pushed_done) / 1e3)
@@ -971,6 +1160,28 @@ class GpuEngine:
                        copied_bytes=int(copy_bytes),
                        **{name: int((choices == code).sum())
                           for code, name in enumerate(transfer.TRANSFER_NAMES)})
+
+    def _learn_pull_rates(self, timings: list) -> None:
+        """The kept pages' pull rates (edges per second, as they are and packed)
+        from this iteration's kernel windows.  Pages' kernels overlap on the
+        streams: each window counts for its share of the kernels' busy time
+        (the windows' sum over that time)."""
+        if not self.timings or not timings:
+            return
+        measured = self.timings[-1]
+        windows = float(sum(measured.per_page_kernel))
+        if windows <= 0.0:
+            return
+        share = measured.kernel_seconds / windows
+        edges = {"pull": 0, "packed_pull": 0}
+        seconds = {"pull": 0.0, "packed_pull": 0.0}
+        for timing, kernel in zip(timings, measured.per_page_kernel):
+            if timing.page >= 0 and self.kept_pages[timing.page]:
+                name = "packed_pull" if self.packed_kept[timing.page] else "pull"
+                edges[name] += self.pages[timing.page].num_edges
+                seconds[name] += kernel * share
+        for name in edges:
+            self.transfer_rates.learn(name, edges[name], seconds[name])
 
     def _upload_ranges(self, first: np.ndarray, end: np.ndarray, stream, offset: int = 0):
         """Vertex ranges copied into the device's range area (at ``offset`` pairs)
@@ -1010,7 +1221,10 @@ class GpuEngine:
         main = self.main_stream
         events = self._events
         if order is None:
-            order = [k for k in range(len(self.pages)) if k not in self.resident_images]
+            order = range(len(self.pages))
+        # the pages whose images come from the page source this iteration
+        order = [k for k in order if k not in self.resident_images
+                 and k not in self.packed_layouts]
         self._cursor = self.page_source.cursor(order, "gpu", release="manual")
         self._origin = main.record(events["origin"])
         with main:
@@ -1079,7 +1293,17 @@ class GpuEngine:
         stream.wait_event(self._ready)
         timing = PageTiming(k, slot)
         page_events = self._events["pages"][k]
-        if not self.plan.resident and k not in self.resident_images:
+        packed_image = self.packed_images.get(k)
+        if k in self.packed_host:
+            image = self.packed_host[k]
+            packed_image = self.device_packed[slot]
+            timing.copy_start = stream.record(page_events[0])
+            cupy.cuda.runtime.memcpyAsync(
+                packed_image.data.ptr, image.ctypes.data, image.nbytes,
+                cupy.cuda.runtime.memcpyHostToDevice, stream.ptr)
+            timing.bytes_to_device = image.nbytes
+            timing.copy_end = stream.record(page_events[1])
+        elif not self.plan.resident and k not in self.resident_images and packed_image is None:
             image, read = self._host_image(k)
             timing.copy_start = stream.record(page_events[0])
             wire = self.page_wire_bytes[k]
@@ -1091,6 +1315,8 @@ class GpuEngine:
             if read is not None:
                 self._copying.append((read, timing.copy_end))
         timing.kernel_start = stream.record(page_events[2])
+        if packed_image is not None:
+            self._unpack(k, packed_image, slot, stream)
         out = self.next
         if info.num_shards:
             self._launch_pull(stream, info.first_shard, info.num_shards, self._views(k, slot),
@@ -1197,6 +1423,12 @@ class GpuEngine:
         record.pages += len(pages)
         record.gather_precomputed = self.precompute
         record.decisions["gpu_precompute"] = self.precompute_decision
+        if self.packed_entry is not None:
+            record.decisions["packed_pages"] = self.packed_entry
+        if not self.plan.resident:
+            record.decisions["selective_transfers"] = self.selective_entry
+        if self.pushes_entry is not None:
+            record.decisions["selective_pushes"] = self.pushes_entry
         record.gpu_pages = len(pages)
         record.gpu_edges = edges
         record.bytes_to_device += sum(t.bytes_to_device for t in timings)
@@ -1323,6 +1555,8 @@ class GpuEngine:
         plan = self.plan
         how = "resident" if plan.resident else (
             f"streamed over {plan.n_streams} streams, {len(self.resident_images)} kept resident"
+            + (f", {len(self.packed_images)} kept packed, {len(self.packed_host)} streamed "
+               "packed" if self.packed_layouts else "")
             + (f", transfers chosen per page ({self.transfer_forced})" if self.selective else ""))
         return (f"{self.device.name}: {len(self.pages)} pages {how}, budget "
                 f"{plan.budget / 2**20:.0f} MiB (vertex data {plan.vertex_bytes / 2**20:.1f} "
@@ -1332,6 +1566,27 @@ class GpuEngine:
                    else "")
                 + (", contributions precomputed" if self.precompute else "")
                 + (", warp-combined atomics" if self.warp_combine else ""))
+
+
+#: store -> each page's values' code in a packed page, found once per store
+_PAGE_WEIGHT_CODES = weakref.WeakKeyDictionary()
+
+
+def page_weight_codes(store) -> np.ndarray:
+    """Per page of a weighted store, the narrowest exact code of its values in
+    a packed page (:func:`garaphpy.kernels.packed.weight_code`); each page is
+    read once per store."""
+    from ..kernels import packed
+
+    codes = _PAGE_WEIGHT_CODES.get(store)
+    if codes is None:
+        codes = np.empty(len(store.pages), np.int8)
+        buffer = np.empty(max((p.nbytes for p in store.pages), default=0), np.uint8)
+        for info in store.pages:
+            codes[info.index] = packed.weight_code(store.read_page(info.index,
+                                                                   out=buffer).weights)
+        _PAGE_WEIGHT_CODES[store] = codes
+    return codes
 
 
 #: store -> its out-edge CSR in pinned host memory (offsets, targets, values or None),
@@ -1362,6 +1617,21 @@ def pinned_out_edges(store, with_values: bool) -> tuple:
                                           ).view(store.weight_dtype)
         entry[2] = subgraph.store_out_edge_values(store, out=pinned)
     return entry[0], entry[1], entry[2] if with_values else None
+
+
+def interleave(copied: list, kept: list) -> list:
+    """The pages of an iteration in launch order: the pages kept on the device
+    spread evenly among the copied ones (round the streams, each kept page's
+    pull then runs while other streams' copies hold the bus), in their orders."""
+    if not copied or not kept:
+        return list(copied) + list(kept)
+    order, taken = [], 0
+    for position, page in enumerate(copied, 1):
+        order.append(page)
+        due = position * len(kept) // len(copied)
+        order.extend(kept[taken:due])
+        taken = due
+    return order
 
 
 def busy_time(windows: list[tuple[float, float]]) -> float:

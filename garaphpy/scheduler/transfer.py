@@ -85,6 +85,40 @@ def resident_pages(page_sizes, page_edges, room: int, order: str = "edges") -> n
     return chosen
 
 
+
+def resident_tiers(page_sizes, packed_sizes, page_edges, room: int,
+                   order: str = "edges") -> tuple[np.ndarray, np.ndarray]:
+    """The pages kept on the device packed, and those kept as they are.
+
+    First as many pages as ``room`` holds packed (:func:`resident_pages` over
+    the packed sizes: the fewer pages stream, the fewer bytes cross the bus),
+    then, with the room left, packed pages kept as they are instead (the most
+    edges per extra byte first: they need no unpacking before their pull).
+    A page that does not pack smaller (its packed size is its size) is kept
+    as it is.
+
+    Returns
+    -------
+    (numpy.ndarray of bool, numpy.ndarray of bool)
+        Per page: kept as it is; kept packed.  Never more than ``room`` bytes.
+    """
+    sizes = np.asarray(page_sizes, np.int64)
+    packed_sizes = np.minimum(np.asarray(packed_sizes, np.int64), sizes)
+    edges = np.asarray(page_edges, np.int64)
+    packed = resident_pages(packed_sizes, edges, room, order)
+    left = int(room) - int(packed_sizes[packed].sum())
+    extra = sizes - packed_sizes
+    whole = packed & (extra == 0)
+    packed &= ~whole
+    candidates = np.flatnonzero(packed)
+    if candidates.size:
+        density = edges[candidates] / np.maximum(extra[candidates], 1)
+        for page in candidates[np.lexsort((candidates, -density))].tolist():
+            if extra[page] <= left:
+                whole[page], packed[page] = True, False
+                left -= int(extra[page])
+    return whole, packed
+
 @dataclass
 class TransferRates:
     """The rates the transfer choice prices with, learnt as the run goes.
@@ -98,13 +132,20 @@ class TransferRates:
     zero_copy : float
         Bytes per second the GPU reads from pinned host memory itself.
     count : float
-        Edges per second the host counts per page (the frontier's out-edges).
+        Edges per second the host counts per page (the frontier's out-edges;
+        of a vertex whose targets are sorted, at most
+        :data:`~garaphpy.kernels.subgraph.SORTED_RUN_EDGES` count).
+    pull, packed_pull : float
+        Edges per second the GPU pulls a page kept on the device: as it is,
+        and packed (unpacked first).
     """
 
     bus: float = config.GPU_BUS_BYTES_PER_SECOND
     gather: float = config.GPU_GATHER_EDGES_PER_SECOND
     zero_copy: float = config.GPU_ZERO_COPY_BYTES_PER_SECOND
     count: float = config.GPU_GATHER_EDGES_PER_SECOND
+    pull: float = config.GPU_PULL_EDGES_PER_SECOND
+    packed_pull: float = config.GPU_PACKED_PULL_EDGES_PER_SECOND
 
     #: Shortest measurement learnt from (shorter ones are mostly launch time).
     MIN_SECONDS = 200e-6
@@ -123,7 +164,7 @@ class TransferRates:
 
     def as_dict(self) -> dict:
         return {"bus": self.bus, "gather": self.gather, "zero_copy": self.zero_copy,
-                "count": self.count}
+                "count": self.count, "pull": self.pull, "packed_pull": self.packed_pull}
 
 
 def edge_bytes(vertex_bytes: int, weight_bytes: int) -> dict:
@@ -137,9 +178,17 @@ def edge_bytes(vertex_bytes: int, weight_bytes: int) -> dict:
 def choose_transfers(active_edges: np.ndarray, page_bytes: np.ndarray, resident: np.ndarray,
                      rates: TransferRates, *, exact: bool, forced: str = "auto",
                      bytes_per_edge: dict | None = None, compact_capacity: int = 2 ** 62,
-                     total_active_edges: int | None = None, vertex_bytes: int = 4
-                     ) -> tuple[np.ndarray, dict]:
+                     total_active_edges: int | None = None, vertex_bytes: int = 4,
+                     pull_seconds: np.ndarray | None = None,
+                     pushes: tuple = (COMPACT, ZERO_COPY)) -> tuple[np.ndarray, dict]:
     """Per page, how its work reaches the GPU this iteration.
+
+    A streamed page is skipped, copied, compacted or read in place; a page
+    kept on the device is skipped or pulled, or, given its pull's cost
+    (``pull_seconds``) and left to the automatic choice, its active edges are
+    pushed instead when that costs less (a sparse frontier needs a few of a
+    page's edges: HyTGraph's choice between a partition's whole work and its
+    active part, made for resident partitions too).
 
     Parameters
     ----------
@@ -165,12 +214,19 @@ def choose_transfers(active_edges: np.ndarray, page_bytes: np.ndarray, resident:
         active vertex to find those into its pages).
     vertex_bytes : int
         Bytes of a vertex id.
+    pull_seconds : float array, optional
+        Per page, the GPU's time to pull it when kept on the device (None:
+        kept pages are pulled whenever reached).
+    pushes : tuple of int
+        The pushes available (``COMPACT``, ``ZERO_COPY``); a forced push that
+        is not is taken as ``"skip"``.
 
     Returns
     -------
     (numpy.ndarray of int8, dict)
         The codes (:data:`TRANSFER_NAMES`) and the predicted seconds of the
-        streamed pages' work (``{"seconds": ...}``) with the choice's counts.
+        streamed pages' work and the kept pages' pulls (``{"seconds": ...}``)
+        with the choice's counts.
     """
     if forced not in FORCED_CHOICES:
         raise ConfigError(f"GPU_TRANSFER={forced!r}: expected one of "
@@ -190,6 +246,13 @@ def choose_transfers(active_edges: np.ndarray, page_bytes: np.ndarray, resident:
     compact_seconds = active_edges * (1.0 / rates.gather
                                       + bytes_per_edge["compact"] / rates.bus)
     zero_copy_seconds = active_edges * (bytes_per_edge["zero-copy"] / rates.zero_copy)
+    if COMPACT not in pushes:
+        compact_seconds = np.full(active_edges.size, np.inf)
+    if ZERO_COPY not in pushes:
+        zero_copy_seconds = np.full(active_edges.size, np.inf)
+    if (forced == "compact" and COMPACT not in pushes) or (
+            forced == "zero-copy" and ZERO_COPY not in pushes):
+        forced = "skip"
     # zero-copy also reads the targets of the active edges into the other pages
     total = int(active_edges.sum() if total_active_edges is None else total_active_edges)
     zero_copy_fixed = total * vertex_bytes / rates.zero_copy
@@ -197,30 +260,42 @@ def choose_transfers(active_edges: np.ndarray, page_bytes: np.ndarray, resident:
         choices[streamed] = COMPACT
     elif forced == "zero-copy":
         choices[streamed] = ZERO_COPY
-    elif forced == "auto":
-        costs = np.stack([copy_seconds, compact_seconds, zero_copy_seconds])
+    # each page's whole work: its copy when streamed, its pull when kept
+    whole_code = np.where(resident, RESIDENT, COPY).astype(np.int8)
+    whole_seconds = copy_seconds.astype(np.float64)
+    if pull_seconds is not None:
+        whole_seconds = np.where(resident, np.asarray(pull_seconds, np.float64),
+                                 whole_seconds)
+    if forced == "auto":
+        candidates = streamed | (resident & ~unreached if pull_seconds is not None
+                                 else np.zeros_like(streamed))
+        costs = np.stack([whole_seconds, compact_seconds, zero_copy_seconds])
         best = np.argmin(costs, axis=0)
-        choices[streamed] = np.array([COPY, COMPACT, ZERO_COPY], np.int8)[best[streamed]]
+        pushed = np.array([-1, COMPACT, ZERO_COPY], np.int8)[best]
+        choices[candidates] = np.where(best == 0, whole_code, pushed)[candidates]
         # zero-copy is worth it only when what it saves covers its fixed reads
         zero_copy = choices == ZERO_COPY
         if zero_copy.any():
-            instead = np.minimum(copy_seconds, compact_seconds)[zero_copy]
+            instead = np.minimum(whole_seconds, compact_seconds)[zero_copy]
             if zero_copy_seconds[zero_copy].sum() + zero_copy_fixed >= instead.sum():
-                choices[zero_copy] = np.where(copy_seconds[zero_copy] <= compact_seconds[zero_copy],
-                                              COPY, COMPACT)
+                choices[zero_copy] = np.where(
+                    whole_seconds[zero_copy] <= compact_seconds[zero_copy],
+                    whole_code[zero_copy], COMPACT)
     # the compacted buffer's room: the pages that save the most go first
     compact = np.flatnonzero(choices == COMPACT)
     if compact.size and int(active_edges[compact].sum()) > compact_capacity:
-        saving = copy_seconds[compact] - compact_seconds[compact]
+        saving = whole_seconds[compact] - compact_seconds[compact]
         kept = 0
         for page in compact[np.argsort(-saving, kind="stable")].tolist():
             if kept + int(active_edges[page]) <= compact_capacity:
                 kept += int(active_edges[page])
             else:
-                choices[page] = COPY
+                choices[page] = whole_code[page]
     seconds = float(np.where(choices == COPY, copy_seconds, 0.0).sum()
                     + np.where(choices == COMPACT, compact_seconds, 0.0).sum()
                     + np.where(choices == ZERO_COPY, zero_copy_seconds, 0.0).sum())
+    if pull_seconds is not None:
+        seconds += float(np.where(choices == RESIDENT, whole_seconds, 0.0).sum())
     if (choices == ZERO_COPY).any():
         seconds += zero_copy_fixed
     return choices, _summary(choices, seconds)

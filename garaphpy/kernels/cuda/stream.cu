@@ -21,6 +21,8 @@
 //                          identity: it keeps its value and is not active).
 // The sums are min or max: an edge combined twice (pushed and pulled, a vertex
 // of two pages) changes nothing.
+//   gp_unpack_page         a packed page (kept on the device or just copied)
+//                          back to the image the pull reads (any program).
 
 __device__ __forceinline__ bool gp_in_ranges(const long long* __restrict__ range_first,
                                              const long long* __restrict__ range_end,
@@ -100,4 +102,47 @@ extern "C" __global__ void gp_stream_apply(const long long* __restrict__ range_f
                   &activated, &activated_out_edges);
     }
     gp_block_totals(l1, activated, activated_out_edges, l1_total, counters, gp_stream_shared);
+}
+
+// A packed page (garaphpy/kernels/packed.py) back to the image the pull reads, in
+// device memory: one block per shard of the page.  Sources are source_bytes
+// little-endian bytes each; the shard's column starts (one per vertex, from the
+// shard's first edge) give IdxOff, written by a warp per vertex (coalesced); values
+// are 8-bit (weight_code 1), 16-bit (2) or the store's type (3), or absent (0).
+extern "C" __global__ void gp_unpack_page(const unsigned char* __restrict__ packed,
+                                          int source_bytes, long long columns_offset,
+                                          long long weights_offset, int weight_code,
+                                          const long long* __restrict__ shard_edge_begin,
+                                          const long long* __restrict__ shard_edge_end,
+                                          const int* __restrict__ shard_num_vertices,
+                                          const long long* __restrict__ shard_column_begin,
+                                          int first_shard, vid_t* __restrict__ sources,
+                                          unsigned short* __restrict__ idxoff,
+                                          weight_t* __restrict__ weights) {
+    const int s = first_shard + blockIdx.x;
+    const long long begin = shard_edge_begin[s], end = shard_edge_end[s];
+    for (long long e = begin + threadIdx.x; e < end; e += blockDim.x) {
+        const unsigned char* p = packed + e * source_bytes;
+        unsigned long long v = 0;
+        for (int b = 0; b < source_bytes; ++b) v |= (unsigned long long)p[b] << (8 * b);
+        sources[e] = (vid_t)v;
+        if (weight_code == 1)
+            weights[e] = (weight_t)packed[weights_offset + e];
+        else if (weight_code == 2)
+            weights[e] = (weight_t)reinterpret_cast<const unsigned short*>(
+                packed + weights_offset)[e];
+        else if (weight_code == 3)
+            weights[e] = reinterpret_cast<const weight_t*>(packed + weights_offset)[e];
+    }
+    const unsigned int* columns = reinterpret_cast<const unsigned int*>(packed + columns_offset)
+        + (shard_column_begin[s] - shard_column_begin[first_shard]);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    const int count = shard_num_vertices[s];
+    const long long edges = end - begin;
+    for (int j = warp; j < count; j += warps) {
+        const long long first = columns[j];
+        const long long last = j + 1 < count ? (long long)columns[j + 1] : edges;
+        for (long long i = first + lane; i < last; i += 32)
+            idxoff[begin + i] = (unsigned short)j;
+    }
 }
