@@ -16,6 +16,9 @@ highest out-degree.  For each program:
     iteration), ``copy`` (every page not resident, every iteration:
     Garaph's stream), ``skip``, ``compact`` (Subway's SubCSR), ``zero-copy``
     (EMOGI).  PageRank copies every streamed page whatever the choice.
+    Pages are packed (``config.GPU_PACKED_PAGES``, :mod:`garaphpy.kernels.packed`);
+    with ``--packed off`` or ``both``, runs of the pages as stored are named
+    ``FRACTION/CHOICE/stored``.
 
 ``subway/PROGRAM``
     With ``--subway DIR`` (a directory holding Subway's built ``bfs-sync``,
@@ -24,7 +27,8 @@ highest out-degree.  For each program:
     Subway's binary format (``.bcsr``, ``.bwcsr`` with the integer weights;
     :func:`write_subway_graph`), run from the same source (internal ids are
     Subway's ids) ``--subway-trials`` times; its "Processing finished in"
-    time (graph reading excluded), the median.  Subway keeps no page on the
+    time (graph reading excluded; printed in ms or s by its versions), the
+    median.  Subway keeps no page on the
     GPU and moves each iteration's active subgraph (SubCSR), whatever the
     budget.  Its values are checked against the resident run's (BFS and
     SSSP: the same vertices reached, the same values; CC: the same
@@ -106,10 +110,12 @@ def vertex_bytes(graph, program: str, sources) -> int:
     return engine.plan.vertex_bytes
 
 
-def run(graph, program: str, options: dict, choice: str) -> harness.Measurement:
+def run(graph, program: str, options: dict, choice: str, packed: bool = True
+        ) -> harness.Measurement:
     # the last run's engine and its pinned buffers go now, not inside this run's iterations
     gc.collect()
     config.GPU_TRANSFER = choice
+    config.GPU_PACKED_PAGES = packed
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", garaphpy.NotConvergedWarning)
         result = garaphpy.run(graph, program, **options)
@@ -166,7 +172,7 @@ def write_subway_graph(store, path: Path, weighted: bool, chunk_edges: int = 1 <
     partial.replace(path)
 
 
-SUBWAY_TIME = re.compile(r"Processing finished in\s+([0-9.eE+-]+)\s*\(ms\)")
+SUBWAY_TIME = re.compile(r"Processing finished in\s+([0-9.eE+-]+)\s*\((ms|s)\)")
 
 
 def run_subway(subway: Path, program: str, graph_path: Path, source: int | None,
@@ -181,7 +187,7 @@ def run_subway(subway: Path, program: str, graph_path: Path, source: int | None,
     if found is None:
         raise SystemExit(f"{' '.join(command)}: no processing time in its output:\n"
                          f"{completed.stdout[-2000:]}")
-    return float(found.group(1))
+    return float(found.group(1)) * (1.0 if found.group(2) == "ms" else 1e3)
 
 
 def subway_matches(program: str, output: Path, values: np.ndarray) -> str | None:
@@ -212,6 +218,9 @@ def main(argv=None) -> int:
     parser.add_argument("--pagerank-iterations", type=int, default=20)
     parser.add_argument("--bandwidth-mib", type=int, default=1024)
     parser.add_argument("--store-dir", default=None)
+    parser.add_argument("--packed", default="on", choices=("on", "off", "both"),
+                        help="pages packed (config.GPU_PACKED_PAGES), as stored (cases "
+                             "named .../stored), or both")
     parser.add_argument("--subway", default=None, metavar="DIR",
                         help="a directory holding Subway's built bfs-sync, sssp-sync, cc-sync")
     parser.add_argument("--subway-trials", type=int, default=3)
@@ -219,6 +228,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     harness.check_common_options(parser, args)
     subway = Path(args.subway) if args.subway else None
+    packings = {"on": [True], "off": [False], "both": [True, False]}[args.packed]
     if subway is not None and not (subway / "bfs-sync").exists():
         parser.error(f"--subway {subway}: no built 'bfs-sync' there (run make in the checkout)")
     store_dir = Path(args.store_dir or tempfile.mkdtemp(prefix="garaphpy-streamed-"))
@@ -256,15 +266,18 @@ def main(argv=None) -> int:
         for fraction in map(float, args.fractions.split(",")):
             budget = base + int(fraction * page_bytes)
             choices = ["copy"] if program == "pagerank" else args.choices.split(",")
-            for choice in choices:
-                name = f"{program}/{fraction:g}/{choice}"
-                names.append(name)
-                cases.append(harness.Case(
-                    name, lambda program=program, options=options, budget=budget, choice=choice:
-                        run(graph, program, {**options, "gpu_memory": budget}, choice),
-                    params={"graph": spec, "program": program, "fraction": fraction,
-                            "budget": budget, "choice": choice},
-                    verify=verify))
+            for packed in packings:
+                for choice in choices:
+                    name = f"{program}/{fraction:g}/{choice}" + ("" if packed else "/stored")
+                    names.append(name)
+                    cases.append(harness.Case(
+                        name, lambda program=program, options=options, budget=budget,
+                        choice=choice, packed=packed:
+                            run(graph, program, {**options, "gpu_memory": budget}, choice,
+                                packed),
+                        params={"graph": spec, "program": program, "fraction": fraction,
+                                "budget": budget, "choice": choice, "packed": packed},
+                        verify=verify))
         groups.append(names)
     rows = harness.run_cases("streamed", cases, args)
     by_name = {row["case"]: row for row in rows}
@@ -287,7 +300,8 @@ def main(argv=None) -> int:
             entry = {**row["params"], "median_s": row["median_s"], "x_resident": ratio,
                      "bytes_to_device": last["bytes_to_device"],
                      "iterations": last["iterations"], "transfers": last["transfers"]}
-            if row["params"]["program"] == "pagerank" and row["params"]["budget"]:
+            if (row["params"]["program"] == "pagerank" and row["params"]["budget"]
+                    and last["bytes_to_device"]):
                 per_iteration = last["bytes_to_device"] / max(last["iterations"], 1)
                 bound = per_iteration / bandwidth
                 entry["bound_s_per_iteration"] = bound

@@ -195,3 +195,17 @@ def test_interleave_spreads_the_kept_pages_among_the_copied():
     order = interleave(list(range(10)), list(range(100, 103)))
     assert sorted(order) == list(range(10)) + [100, 101, 102]
     assert order[-1] == 102 and order.index(100) > 2
+
+
+def test_the_bytes_per_edge_bench(int_weights):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    import packed_bytes
+
+    sizes = packed_bytes.bytes_per_edge(int_weights)
+    raw, packed_total = roundtrip(int_weights)
+    assert sizes["stored"] == pytest.approx(raw / int_weights.num_edges)
+    assert sizes["packed"] == pytest.approx(packed_total / int_weights.num_edges)
+    assert sizes["packed, no values"] < sizes["stored, no values"]

@@ -16,11 +16,12 @@ restores the image in device memory at a few terabytes a second:
   integer that fits (SNAP and GAPBS weights 1..255 do), else as they are.
 
 By this layout a scale-24 Kronecker graph of mean degree 31 takes 3.1
-bytes per edge against 6 (no values) and 4.1 against 10 (float32 values
+bytes per edge against 6 (no values) and 4.1 against 10 (4-byte values
 1..255): about twice as many pages stay resident in the same GPU budget,
-and half as many bytes cross the bus for those that stream.  :func:`pack_page` packs on the host
-(numba, all cores); :func:`unpack_page` is the NumPy reference the tests
-compare both directions with.
+and half as many bytes cross the bus for those that stream (measured on
+rmat:20 and two SNAP graphs: BENCHMARKS.md).  :func:`pack_page` packs on
+the host (numba, all cores); :func:`unpack_page` is the NumPy reference
+the tests compare both directions with.
 """
 
 from __future__ import annotations
