@@ -172,20 +172,13 @@ def _page_counts(begin, end, out_targets, page_first, page_end, table, shift, ch
     num_pages = page_first.size
     partial = np.zeros((chunks, num_pages), np.int64)
     for c in numba.prange(chunks):
+        spans = np.empty((num_pages, 3), np.int64)
         for i in range(begin.size * c // chunks, begin.size * (c + 1) // chunks):
             b, e = begin[i], end[i]
             if sorted_targets and e - b >= SORTED_RUN_EDGES:
-                p = _first_page(page_first, page_end, table, shift, out_targets[b])
-                lo = b
-                while p < num_pages:
-                    lo = _gallop(out_targets, lo, e, page_first[p])
-                    if lo >= e:
-                        break
-                    hi = _gallop(out_targets, lo, e, page_end[p])
-                    partial[c, p] += hi - lo
-                    if hi >= e:
-                        break
-                    p = _next_page(page_first, page_end, table, shift, out_targets, p, hi)
+                for r in range(_page_spans(b, e, out_targets, page_first, page_end, table,
+                                           shift, spans)):
+                    partial[c, spans[r, 0]] += spans[r, 2] - spans[r, 1]
                 continue
             for k in range(b, e):
                 v = out_targets[k]
@@ -227,12 +220,20 @@ def page_active_edges(frontier: np.ndarray, out_offsets: np.ndarray, out_targets
     int64 array
         Edges per page.
     """
+    _vertex, begin, end, sorted_targets = _walk(frontier, out_offsets, out_targets, pieces,
+                                                sorted_targets)
+    chunks = max(1, min(int(chunks), begin.size))
+    return _page_counts(begin, end, out_targets, *lookup.arrays, chunks, sorted_targets)
+
+
+def _walk(frontier, out_offsets, out_targets, pieces, sorted_targets) -> tuple:
+    """The frontier's pieces (made unless given) and whether the CSR's targets
+    are sorted (checked unless given)."""
     vertex, begin, end = pieces if pieces is not None else frontier_pieces(frontier,
                                                                            out_offsets)
-    chunks = max(1, min(int(chunks), begin.size))
     if sorted_targets is None:
         sorted_targets = targets_sorted(out_offsets, out_targets)
-    return _page_counts(begin, end, out_targets, *lookup.arrays, chunks, bool(sorted_targets))
+    return vertex, begin, end, bool(sorted_targets)
 
 
 @numba.njit(nogil=True, cache=True, inline="always")
@@ -246,12 +247,12 @@ def _pushed(page_first, page_end, table, shift, pushed_page, v):
 
 
 @numba.njit(nogil=True, cache=True)
-def _pushed_runs(b, e, out_targets, page_first, page_end, table, shift, pushed_page, runs):
-    """The runs of a sorted piece's edges into pushed pages (disjoint, in order)
-    into ``runs`` (pairs); returns how many."""
+def _page_spans(b, e, out_targets, page_first, page_end, table, shift, spans):
+    """A sorted piece's edges page by page: ``spans[r]`` = (page, first edge,
+    end edge) for each page the piece reaches, in order (neighbours sharing a
+    vertex overlap on its edges); returns how many."""
     num_pages = page_first.size
     count = 0
-    done = b
     lo = b
     p = _first_page(page_first, page_end, table, shift, out_targets[b])
     while p < num_pages:
@@ -259,7 +260,27 @@ def _pushed_runs(b, e, out_targets, page_first, page_end, table, shift, pushed_p
         if lo >= e:
             break
         hi = _gallop(out_targets, lo, e, page_end[p])
-        if pushed_page[p] and hi > done:
+        spans[count, 0] = p
+        spans[count, 1] = lo
+        spans[count, 2] = hi
+        count += 1
+        if hi >= e:
+            break
+        p = _next_page(page_first, page_end, table, shift, out_targets, p, hi)
+    return count
+
+
+@numba.njit(nogil=True, cache=True)
+def _pushed_runs(b, e, out_targets, page_first, page_end, table, shift, pushed_page, spans,
+                 runs):
+    """The runs of a sorted piece's edges into pushed pages (disjoint, in order)
+    into ``runs`` (pairs); returns how many."""
+    count = 0
+    done = b
+    for r in range(_page_spans(b, e, out_targets, page_first, page_end, table, shift,
+                               spans)):
+        lo, hi = spans[r, 1], spans[r, 2]
+        if pushed_page[spans[r, 0]] and hi > done:
             start = max(lo, done)
             if count > 0 and runs[count - 1, 1] == start:
                 runs[count - 1, 1] = hi
@@ -268,9 +289,6 @@ def _pushed_runs(b, e, out_targets, page_first, page_end, table, shift, pushed_p
                 runs[count, 1] = hi
                 count += 1
             done = hi
-        if hi >= e:
-            break
-        p = _next_page(page_first, page_end, table, shift, out_targets, p, hi)
     return count
 
 
@@ -278,12 +296,14 @@ def _pushed_runs(b, e, out_targets, page_first, page_end, table, shift, pushed_p
 def _count_pushed(begin, end, out_targets, page_first, page_end, table, shift, pushed_page,
                   counts, chunks, sorted_targets):
     for c in numba.prange(chunks):
+        spans = np.empty((page_first.size, 3), np.int64)
         runs = np.empty((page_first.size + 1, 2), np.int64)
         for i in range(begin.size * c // chunks, begin.size * (c + 1) // chunks):
             kept = 0
             if sorted_targets and end[i] - begin[i] >= SORTED_RUN_EDGES:
                 for r in range(_pushed_runs(begin[i], end[i], out_targets, page_first,
-                                            page_end, table, shift, pushed_page, runs)):
+                                            page_end, table, shift, pushed_page, spans,
+                                            runs)):
                     kept += runs[r, 1] - runs[r, 0]
                 counts[i] = kept
                 continue
@@ -298,13 +318,15 @@ def _write_pushed(vertex, begin, end, out_targets, out_weights, with_weights, pa
                   page_end, table, shift, pushed_page, offsets, sources, targets, weights,
                   chunks, sorted_targets):
     for c in numba.prange(chunks):
+        spans = np.empty((page_first.size, 3), np.int64)
         runs = np.empty((page_first.size + 1, 2), np.int64)
         for i in range(begin.size * c // chunks, begin.size * (c + 1) // chunks):
             sources[i] = vertex[i]
             at = offsets[i]
             if sorted_targets and end[i] - begin[i] >= SORTED_RUN_EDGES:
                 for r in range(_pushed_runs(begin[i], end[i], out_targets, page_first,
-                                            page_end, table, shift, pushed_page, runs)):
+                                            page_end, table, shift, pushed_page, spans,
+                                            runs)):
                     lo, hi = runs[r, 0], runs[r, 1]
                     targets[at:at + hi - lo] = out_targets[lo:hi]
                     if with_weights:
@@ -358,16 +380,13 @@ def gather_active_edges(frontier: np.ndarray, out_offsets: np.ndarray, out_targe
         ``targets[offsets[i]:offsets[i + 1]]``), ``targets``, ``weights`` (or
         None) and ``edges``, the number kept.
     """
-    vertex, begin, end = pieces if pieces is not None else frontier_pieces(frontier,
-                                                                           out_offsets)
+    vertex, begin, end, sorted_targets = _walk(frontier, out_offsets, out_targets, pieces,
+                                               sorted_targets)
     count = begin.size
     chunks = max(1, min(int(chunks), count))
     pushed_pages = np.ascontiguousarray(pushed_pages, np.bool_)
     page_first, page_end, table, shift = lookup.arrays
     counts = np.empty(count, np.int64)
-    if sorted_targets is None:
-        sorted_targets = targets_sorted(out_offsets, out_targets)
-    sorted_targets = bool(sorted_targets)
     _count_pushed(begin, end, out_targets, page_first, page_end, table, shift, pushed_pages,
                   counts, chunks, sorted_targets)
     edges = int(counts.sum())

@@ -163,7 +163,7 @@ def plan_pages(page_sizes: list[int], vertex_bytes: int, budget: int,
     GpuMemoryError
         When the budget holds not even the vertex data and one page.
     """
-    from .transfer import resident_pages, resident_tiers
+    from .transfer import resident_tiers
 
     if n_streams < 1:
         raise ConfigError(f"n_streams={n_streams}: expected at least 1")
@@ -188,16 +188,13 @@ def plan_pages(page_sizes: list[int], vertex_bytes: int, budget: int,
         selective_bytes = 0
     room = budget - vertex_bytes - buffers - selective_bytes
     edges = page_edges if page_edges is not None else page_sizes
-    if packed_sizes is None:
-        kept = resident_pages(page_sizes, edges, room, order)
-        kept_bytes = int(np.asarray(page_sizes, np.int64)[kept].sum())
-        return PagePlan(False, streams, budget, vertex_bytes, buffers + kept_bytes, kept,
-                        selective_bytes)
-    kept, packed = resident_tiers(page_sizes, packed_sizes, edges, room, order)
+    # unpacked, every page's packed size is its size: the tiers keep none packed
+    sizes_packed = packed_sizes if packed_sizes is not None else page_sizes
+    kept, packed = resident_tiers(page_sizes, sizes_packed, edges, room, order)
     kept_bytes = int(np.asarray(page_sizes, np.int64)[kept].sum()
-                     + np.asarray(packed_sizes, np.int64)[packed].sum())
+                     + np.asarray(sizes_packed, np.int64)[packed].sum())
     return PagePlan(False, streams, budget, vertex_bytes, buffers + kept_bytes, kept,
-                    selective_bytes, packed)
+                    selective_bytes, packed if packed_sizes is not None else None)
 
 
 @dataclass
