@@ -397,7 +397,26 @@ def test_count_work_caps_each_sorted_vertex_at_a_few_steps_per_page(paged):
     frontier = np.argsort(-degree)[:50].astype(np.int64)
     pages = len(paged.pages)
     cap = subgraph.PAGE_STEPS * pages
+    per_vertex = subgraph.VERTEX_STEPS * frontier.size
     assert degree[frontier].max() > cap
     assert subgraph.count_work(frontier, offsets, pages, True) == \
-        int(np.minimum(degree[frontier], cap).sum())
-    assert subgraph.count_work(frontier, offsets, pages, False) == int(degree[frontier].sum())
+        int(np.minimum(degree[frontier], cap).sum()) + per_vertex
+    assert subgraph.count_work(frontier, offsets, pages, False) == \
+        int(degree[frontier].sum()) + per_vertex
+    # vertices without edges still cost their steps
+    isolated = np.flatnonzero(degree == 0)[:7].astype(np.int64)
+    assert subgraph.count_work(isolated, offsets, pages, True) == \
+        subgraph.VERTEX_STEPS * isolated.size
+
+
+def test_frontier_pieces_reuse_their_buffers(paged):
+    offsets = np.asarray(paged.out_offsets, np.int64)
+    buffers = subgraph.PieceBuffers()
+    rng = np.random.default_rng(5)
+    for size in (40, 400, 10, 0, 400):
+        frontier = np.sort(rng.choice(paged.num_vertices, size, replace=False)).astype(np.int64)
+        expected = subgraph.frontier_pieces(frontier, offsets, piece_edges=3)
+        got = subgraph.frontier_pieces(frontier, offsets, piece_edges=3, buffers=buffers,
+                                       chunks=7)
+        for a, b in zip(expected, got):
+            np.testing.assert_array_equal(a, b)

@@ -952,6 +952,7 @@ class GpuEngine:
         self.page_first = np.array([p.first_vertex for p in self.pages], np.int64)
         self.page_end = np.array([p.end_vertex for p in self.pages], np.int64)
         self.page_lookup = subgraph.PageLookup(self.page_first, self.page_end, n)
+        self._piece_buffers = subgraph.PieceBuffers()
         self.range_device = cupy.empty(4 * (len(self.pages) + 1), np.int64)
         self.push_weights = self.reads_weights
         if self.pushes_entry["pinned_fits"]:
@@ -1032,7 +1033,8 @@ class GpuEngine:
             active_vertices=self.active_vertices, most_vertices=most_vertices,
             kept_pull_seconds=float(pull_seconds.sum()))
         if counted:
-            pieces = subgraph.frontier_pieces(frontier, self.out_offsets)
+            pieces = subgraph.frontier_pieces(frontier, self.out_offsets,
+                                              buffers=self._piece_buffers)
             active_edges = subgraph.page_active_edges(
                 frontier, self.out_offsets, self.out_targets, self.page_lookup,
                 self.gather_threads * 4, pieces, self.targets_sorted)
