@@ -468,6 +468,9 @@ class GpuEngine:
         self.fuse_resident = bool(fuse_resident)
         self.streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(self.plan.n_streams)]
         self.main_stream = cupy.cuda.Stream(non_blocking=True)
+        #: the copies of streamed pages, one after another into the streams' buffers
+        #: (their kernels wait on them in the streams): the bus never waits on a kernel
+        self.copy_stream = cupy.cuda.Stream(non_blocking=True)
         self.device_pages = []
         self.resident_images = {}       # page -> its image on the device (partial residency)
         self.packed_images, self.packed_host = {}, {}
@@ -528,6 +531,9 @@ class GpuEngine:
         event = cupy.cuda.Event
         self._events = {"origin": event(), "ready": event(),
                         "streams": [event() for _ in self.streams],
+                        # per stream: its packed buffer unpacked, its page buffer pulled
+                        "packed_free": [event() for _ in self.streams],
+                        "raw_free": [event() for _ in self.streams],
                         "pages": [[event() for _ in range(5)] for _ in pages]}
         cupy.cuda.Device().synchronize()  # set-up ran on the legacy stream, ours do not wait
 
@@ -927,9 +933,10 @@ class GpuEngine:
         timings = []
         kept = self.kept_pages
         order = interleave(np.flatnonzero(~kept).tolist(), np.flatnonzero(kept).tolist())
-        for position, k in enumerate(order):
+        for position, (k, slot) in enumerate(zip(order, stream_slots(order, kept,
+                                                                      len(self.streams)))):
             timings.append(self.launch_page(k, aggregates, record.iteration, *targets,
-                                            slot=position % len(self.streams)))
+                                            slot=slot))
             if self.page_done is not None and not self.synchronous:
                 self.page_done(record.iteration, position + 1)
         self.end_iteration(record, timings, aggregates)
@@ -1054,9 +1061,9 @@ class GpuEngine:
         kept_pulled = [k for k in range(len(self.pages)) if choices[k] == transfer.RESIDENT]
         self.begin_iteration(record.iteration, order=copied)
         timings = []
-        for position, k in enumerate(interleave(copied, kept_pulled)):
-            timings.append(self.launch_page(k, aggregates, record.iteration,
-                                            slot=position % len(self.streams)))
+        order = interleave(copied, kept_pulled)
+        for k, slot in zip(order, stream_slots(order, resident, len(self.streams))):
+            timings.append(self.launch_page(k, aggregates, record.iteration, slot=slot))
         # the pushes: host gathers while the copies above are under way
         push = self.push_stream
         push.wait_event(self._ready)
@@ -1292,35 +1299,45 @@ class GpuEngine:
         stream.wait_event(self._ready)
         timing = PageTiming(k, slot)
         page_events = self._events["pages"][k]
+        packed_free, raw_free = self._events["packed_free"][slot], self._events["raw_free"][slot]
         packed_image = self.packed_images.get(k)
+        copy = self.copy_stream
         if k in self.packed_host:
             image = self.packed_host[k]
             packed_image = self.device_packed[slot]
-            timing.copy_start = stream.record(page_events[0])
+            copy.wait_event(packed_free)
+            timing.copy_start = copy.record(page_events[0])
             cupy.cuda.runtime.memcpyAsync(
                 packed_image.data.ptr, image.ctypes.data, image.nbytes,
-                cupy.cuda.runtime.memcpyHostToDevice, stream.ptr)
+                cupy.cuda.runtime.memcpyHostToDevice, copy.ptr)
             timing.bytes_to_device = image.nbytes
-            timing.copy_end = stream.record(page_events[1])
+            timing.copy_end = copy.record(page_events[1])
         elif not self.plan.resident and k not in self.resident_images and packed_image is None:
             image, read = self._host_image(k)
-            timing.copy_start = stream.record(page_events[0])
+            copy.wait_event(raw_free)
+            timing.copy_start = copy.record(page_events[0])
             wire = self.page_wire_bytes[k]
             cupy.cuda.runtime.memcpyAsync(
                 self.device_pages[slot].data.ptr, image.ctypes.data,
-                wire, cupy.cuda.runtime.memcpyHostToDevice, stream.ptr)
+                wire, cupy.cuda.runtime.memcpyHostToDevice, copy.ptr)
             timing.bytes_to_device = wire
-            timing.copy_end = stream.record(page_events[1])
+            timing.copy_end = copy.record(page_events[1])
             if read is not None:
                 self._copying.append((read, timing.copy_end))
+        if timing.copy_end is not None:
+            stream.wait_event(timing.copy_end)
         timing.kernel_start = stream.record(page_events[2])
         if packed_image is not None:
             self._unpack(k, packed_image, slot, stream)
+            if k in self.packed_host:
+                stream.record(packed_free)
         out = self.next
         if info.num_shards:
             self._launch_pull(stream, info.first_shard, info.num_shards, self._views(k, slot),
                               self.page_shared_bytes[k], aggregates, iteration)
         timing.kernel_end = stream.record(page_events[3])
+        if k not in self.resident_images:
+            stream.record(raw_free)
         timing.done = timing.kernel_end
         if host_values is not None and info.end_vertex > info.first_vertex:
             first, end = info.first_vertex, info.end_vertex
@@ -1631,6 +1648,19 @@ def interleave(copied: list, kept: list) -> list:
         order.extend(kept[taken:due])
         taken = due
     return order
+
+
+def stream_slots(order: list, kept: np.ndarray, streams: int) -> list:
+    """The stream (and buffer) of each page in ``order``: the copied pages take
+    the streams in turn, and so do the kept ones (``kept[k]``), so that every
+    buffer holds copies while a kept page's pull runs beside them."""
+    turns = [0, 0]
+    slots = []
+    for k in order:
+        kind = int(bool(kept[k]))
+        slots.append(turns[kind] % streams)
+        turns[kind] += 1
+    return slots
 
 
 def busy_time(windows: list[tuple[float, float]]) -> float:
