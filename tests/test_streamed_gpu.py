@@ -115,6 +115,37 @@ def test_every_transfer_choice_equals_the_cpu(paged, name, execution, fraction):
 
 
 @pytest.mark.parametrize("execution", ["sync", "async"])
+@pytest.mark.parametrize("name", KEEPS_BEST)
+def test_resident_pages_without_room_for_the_device_loop_choose_per_page(paged, name,
+                                                                         execution):
+    from garaphpy.scheduler.gpu_engine import GpuEngine
+
+    program = program_for(name)
+    sources = sources_for(program)
+    options = dict(execution=execution, **ITERATIONS)
+    cpu = ref.run_engine_like_gpu(paged, program, sources, mode="cpu", **options)
+    graph_run = paged.as_undirected() if program.needs_undirected else paged
+    internal = np.array([0], np.int64) if program.needs_sources else np.zeros(0, np.int64)
+    sizing = GpuEngine(graph_run, program, internal, synchronous=execution == "sync")
+    # every page and the selective arrays fit; the device loop's out-edge CSR does not
+    budget = sizing.plan.vertex_bytes + sizing.plan.page_bytes + sizing.selective_bytes + 4096
+    for forced in ("auto", "skip", "copy"):
+        gpu = run_gpu(paged, program, sources, forced, gpu_memory=budget, **options)
+        ref.assert_run_matches(name, execution, gpu, cpu)
+        records = gpu.iterations
+        assert all(r.bytes_to_device == 0 or "page_transfer" in r.decisions for r in records)
+        choices = [r.decisions["page_transfer"] for r in records
+                   if "page_transfer" in r.decisions]
+        if forced == "copy":        # every iteration pulls every page
+            assert not choices
+            assert all(r.bytes_to_device == 0 for r in records)
+            continue
+        assert all(r.decisions["resident_selective"]["choice"] for r in records)
+        assert choices and all(c["copied_bytes"] == 0 for c in choices)
+        assert any(c["skip"] for c in choices)
+
+
+@pytest.mark.parametrize("execution", ["sync", "async"])
 @pytest.mark.parametrize("name", OTHERS)
 def test_sums_copy_every_streamed_page_beside_the_resident_ones(paged, name, execution):
     program = program_for(name)

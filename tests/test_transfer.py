@@ -305,6 +305,17 @@ def test_selective_transfers_only_for_exact_programs_on_the_gpu_alone():
     assert not decisions.selective_transfers(True, False, forced="copy")
 
 
+def test_resident_pages_choose_per_page_only_without_room_for_the_device_loop():
+    # the loop's arrays fit: it runs the sparse iterations
+    assert not decisions.resident_selective(loop_bytes=100, selective_bytes=10, free_bytes=100)
+    # they do not, the selective arrays do
+    assert decisions.resident_selective(loop_bytes=101, selective_bytes=10, free_bytes=100)
+    assert decisions.resident_selective(loop_bytes=101, selective_bytes=100, free_bytes=100)
+    # neither fits, or the program has no selective arrays
+    assert not decisions.resident_selective(loop_bytes=101, selective_bytes=101, free_bytes=100)
+    assert not decisions.resident_selective(loop_bytes=101, selective_bytes=0, free_bytes=100)
+
+
 def test_rates_learn_from_long_enough_measurements():
     rates = transfer.TransferRates(bus=10e9)
     assert not rates.learn("bus", 1e6, 1e-6)

@@ -383,6 +383,17 @@ def selective_transfers(declared: bool, host_copies: bool, forced: str = "auto")
     return bool(declared and not host_copies and forced != "copy")
 
 
+def resident_selective(loop_bytes: int, selective_bytes: int, free_bytes: int) -> bool:
+    """Whether a run whose pages all fit the GPU budget chooses per page in
+    its sparse iterations, as a run whose pages stream does (skip the pages
+    no active vertex reaches, pull or push the others): when the device
+    loop's arrays (``loop_bytes``: its out-edge CSR, and values) do not fit
+    the budget's ``free_bytes`` beside the pages, and the selective arrays
+    (``selective_bytes``) do.  Without either, every iteration pulls every
+    page."""
+    return bool(loop_bytes > free_bytes and 0 < selective_bytes <= free_bytes)
+
+
 def selective_pushes(pinned_fits: bool, pushes_values: bool) -> tuple:
     """The pushes a selective run may choose: zero-copy reads the out-edge CSR
     (and its values) in pinned host memory, compaction gathers from it; when

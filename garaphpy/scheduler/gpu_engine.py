@@ -442,12 +442,7 @@ class GpuEngine:
             else:
                 self.packed_layouts = {}
         self.selective = bool(not self.plan.resident and self.plan.selective_bytes)
-        self.pushes_entry = None
-        if self.selective:
-            # the out-edge CSR copied into pinned host memory, if the host has room for it
-            self.pushes_entry = decisions.fixed(
-                decisions.selective_pushes, pinned_fits=self._pinned_out_edges_fit(),
-                pushes_values=self.reads_weights)
+        self.pushes_entry = self.resident_selective_entry = None
         #: per page, whether it stays on the device (as it is or packed)
         self.kept_pages = self.plan.resident_pages.copy()
         if self.plan.packed_pages is not None:
@@ -504,8 +499,6 @@ class GpuEngine:
         self.page_views = {}            # (page, stream slot) -> the kernel's typed views
         self.push_stream = cupy.cuda.Stream(non_blocking=True)
         self.transfer_rates = transfer.TransferRates()
-        if self.selective:
-            self._selective_setup(largest)
         if host_copies:
             self.host_values = self.pinned_array(n, value_dtype)
             self.host_active = self.pinned_array(n, np.uint8)
@@ -515,11 +508,25 @@ class GpuEngine:
         self.push_entry = decisions.fixed(
             decisions.gpu_push, declared=bool(type(program).apply_keeps_best),
             enabled=bool(config.GPU_SPARSE_PUSH))
-        if self._device_loop_entry(checkpoints_after_pages=False)["choice"]:
+        loop_entry = self._device_loop_entry(checkpoints_after_pages=False)
+        if loop_entry["choice"]:
             self._loop = device_loop.DeviceLoop(
                 self, push=self.push_entry["choice"], push_weights=bool(self._push_bytes()[1]))
             self._sparse_inputs(0, "auto")      # the rule's graph statistic, once per store
         self._loop_entry = None     # decided again at the first batch, with the checkpoints
+        if self.plan.resident and self.selective_entry["choice"]:
+            # every page fits, the device loop's arrays do not: sparse iterations choose
+            # per page all the same (skip, pull, or push from pinned host memory)
+            self.resident_selective_entry = decisions.fixed(
+                decisions.resident_selective, loop_bytes=loop_entry["extra_bytes"],
+                selective_bytes=selective_bytes, free_bytes=loop_entry["free_bytes"])
+            self.selective = self.resident_selective_entry["choice"]
+        if self.selective:
+            # the out-edge CSR copied into pinned host memory, if the host has room for it
+            self.pushes_entry = decisions.fixed(
+                decisions.selective_pushes, pinned_fits=self._pinned_out_edges_fit(),
+                pushes_values=self.reads_weights)
+            self._selective_setup(largest)
 
         # -- initial values -----------------------------------------------------------
         self._launch_vertices(self.kernels.init_values, (self.values,) + self.attrs
@@ -922,12 +929,13 @@ class GpuEngine:
         if self._loop is not None:
             self._loop.frontier_current = False
         self.begin_iteration(record.iteration)
+        if self.selective and not (self.plan.resident and self.active_vertices
+                                   > self.num_vertices // SELECTIVE_FRONTIER_SHARE):
+            self._iterate_selective(record, aggregates)
+            return
         if self._fused(record):
             self.end_iteration(record, [self.launch_all_resident(aggregates, record.iteration)],
                                aggregates)
-            return
-        if self.selective:
-            self._iterate_selective(record, aggregates)
             return
         targets = (self.host_values, self.host_active) if self.host_copies else (None, None)
         timings = []
@@ -1443,6 +1451,8 @@ class GpuEngine:
             record.decisions["packed_pages"] = self.packed_entry
         if not self.plan.resident:
             record.decisions["selective_transfers"] = self.selective_entry
+        elif self.resident_selective_entry is not None:
+            record.decisions["resident_selective"] = self.resident_selective_entry
         if self.pushes_entry is not None:
             record.decisions["selective_pushes"] = self.pushes_entry
         record.gpu_pages = len(pages)
