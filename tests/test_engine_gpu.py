@@ -94,6 +94,38 @@ def test_page_plan_resident_streamed_and_too_small():
         plan_pages([1], 1, 10, 0)
 
 
+@pytest.mark.gpu
+def test_the_vertex_data_is_what_its_arrays_hold_in_the_pool(monkeypatch):
+    """The plan's vertex bytes come from the engine's arrays, so that memory
+    freed meanwhile (an earlier run's arrays collected) cannot shrink them."""
+    import gc
+
+    import cupy
+
+    from garaphpy.scheduler import cpu_engine
+    from garaphpy.scheduler.gpu_engine import POOL_BLOCK_BYTES, pooled_bytes
+
+    a, b = cupy.empty(1000, np.int64), cupy.empty(3, np.uint8)
+    assert pooled_bytes(a, b) == 8192 + POOL_BLOCK_BYTES
+    assert pooled_bytes(a, a[10:], b) == 8192 + POOL_BLOCK_BYTES    # a view: once
+    graph = garaphpy.Graph.load("rmat:10", progress=False)
+    program = BUILTIN_PROGRAMS["pagerank"]()
+    first = GpuEngine(graph, program, np.zeros(0, np.int64), synchronous=True).plan.vertex_bytes
+    garbage = [cupy.empty(1 << 20, np.uint8) for _ in range(8)]
+    cycle = [garbage]
+    cycle.append(cycle)         # freed only by a collection
+    del garbage, cycle
+    attributes = cpu_engine.vertex_attributes
+
+    def collecting(*args, **kwargs):     # the collection in the middle of the set-up
+        gc.collect()
+        return attributes(*args, **kwargs)
+
+    monkeypatch.setattr(cpu_engine, "vertex_attributes", collecting)
+    engine = GpuEngine(graph, program, np.zeros(0, np.int64), synchronous=True)
+    assert engine.plan.vertex_bytes == first > 0
+
+
 @pytest.mark.skipif(not cupy_missing(), reason="cupy is installed here")
 def test_gpu_mode_without_cupy_says_how_to_install():
     graph = garaphpy.Graph.from_arrays([0, 1], [1, 2])

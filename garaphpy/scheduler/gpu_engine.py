@@ -336,7 +336,6 @@ class GpuEngine:
                 gpu_kernels.TOTALS_SHARED_BYTES) for p in pages]
 
         # -- device arrays ----------------------------------------------------------
-        allocated_before = cupy.get_default_memory_pool().used_bytes()
         device_array = cupy.asarray
         self.shard_first_vertex = device_array(shards["first_vertex"].astype(np.int64))
         self.shard_num_vertices = device_array(shards["num_vertices"].astype(np.int32))
@@ -392,7 +391,15 @@ class GpuEngine:
         self.counters = self.statistics[0:2]
         self.l1_total = self.statistics[2:3].view(np.float64)
         self.empty_weights = cupy.zeros(1, dtype=store.weight_dtype or np.float64)
-        vertex_bytes = cupy.get_default_memory_pool().used_bytes() - allocated_before
+        # what these arrays hold in the memory pool (not the pool's use before and after:
+        # a collection of an earlier run's arrays in between would be counted off)
+        vertex_bytes = pooled_bytes(
+            self.shard_first_vertex, self.shard_num_vertices, self.shard_replication,
+            *edge_ranges["page"], *edge_ranges["global"], self.shard_split_slot,
+            self.shard_scratch, self.scratch, self.split_vertices, self.split_accum,
+            *self.attrs, self.values, self.active, self.contributions, self.aggregate_totals,
+            self.statistics, self.empty_weights,
+            *([self.next] if self.next is not self.values else []))
 
         # -- pages: resident or streamed --------------------------------------------
         free = cupy.cuda.runtime.memGetInfo()[0]
@@ -1658,6 +1665,21 @@ def interleave(copied: list, kept: list) -> list:
         order.extend(kept[taken:due])
         taken = due
     return order
+
+
+#: The device memory pool's unit of allocation (CuPy rounds every block up to it).
+POOL_BLOCK_BYTES = 512
+
+
+def pooled_bytes(*arrays) -> int:
+    """Device bytes the given arrays take in the memory pool (views of one
+    another's memory counted once)."""
+    blocks = {}
+    for array in arrays:
+        pointer = array.data.mem.ptr if array.data.mem is not None else array.data.ptr
+        size = array.data.mem.size if array.data.mem is not None else array.nbytes
+        blocks[pointer] = -(-max(int(size), 1) // POOL_BLOCK_BYTES) * POOL_BLOCK_BYTES
+    return int(sum(blocks.values()))
 
 
 def stream_slots(order: list, kept: np.ndarray, streams: int) -> list:
