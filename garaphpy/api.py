@@ -14,7 +14,9 @@ raised on request), never silent.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import math
 import signal
 import time
@@ -393,7 +395,8 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
             checkpoints.attach(engine)      # restores the resumed state, if any
         setup_seconds = time.perf_counter() - setup_started
         with (checkpoint.interrupts_at_iteration_end(checkpoints, stop_signals)
-              if checkpoints is not None else _numba_setup.KeptInterrupts()):
+              if checkpoints is not None else _numba_setup.KeptInterrupts()), \
+                _collections_paused(config.PAUSE_GC_IN_ITERATIONS):
             records, converged, stop_reason = _iterate(engine, program, max_iterations,
                                                        tolerance, direction, on_iteration,
                                                        checkpoints)
@@ -597,6 +600,20 @@ def _threads(threads, num_edges: int | None = None) -> int:
                       "each other)", ThreadsCappedWarning, stacklevel=3)
         return available
     return threads
+
+
+@contextlib.contextmanager
+def _collections_paused(pause: bool):
+    """Python's cyclic garbage collector off inside (``config.PAUSE_GC_IN_ITERATIONS``),
+    as it was after."""
+    was_enabled = gc.isenabled()
+    if pause and was_enabled:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if pause and was_enabled:
+            gc.enable()
 
 
 def _iterate(engine, program, max_iterations, tolerance, direction, on_iteration,

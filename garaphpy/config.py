@@ -157,6 +157,12 @@ GPU_RESIDENT_ORDER = "edges"
 #: memory: EMOGI).
 GPU_TRANSFER = "auto"
 
+#: Pause Python's collector of cyclic garbage while a run iterates (it is on
+#: again after).  With many objects alive, one collection takes tens of
+#: milliseconds, and it falls wherever the iterations allocate: on the host's
+#: part of a short iteration it was 10 to 100 ms where the iteration took 2 ms.
+PAUSE_GC_IN_ITERATIONS = True
+
 #: Pages that do not all fit the GPU budget are packed (issue 17,
 #: :mod:`garaphpy.kernels.packed`): sources in the fewest whole bytes, column
 #: starts for IdxOff, small integer values in 8 or 16 bits; the GPU unpacks a

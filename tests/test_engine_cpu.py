@@ -471,3 +471,38 @@ def test_frontier_degree_prefix_equals_numpy(count, threads):
     prefix = kernels.frontier_degree_prefix(vertices, offsets, threads)
     np.testing.assert_array_equal(prefix, np.concatenate([[0], np.cumsum(degrees[vertices])]))
     assert prefix.dtype == np.int64
+
+
+@pytest.mark.parametrize("pause", [True, False])
+def test_the_garbage_collector_pauses_while_a_run_iterates(monkeypatch, pause):
+    import gc
+
+    monkeypatch.setattr(config, "PAUSE_GC_IN_ITERATIONS", pause)
+    graph = garaphpy.Graph.load("rmat:8", progress=False)
+    seen = []
+    result = garaphpy.run(graph, "bfs", sources=[0], mode="cpu",
+                          on_iteration=lambda record: seen.append(gc.isenabled()))
+    assert seen and len(seen) == result.num_iterations
+    assert all(enabled is not pause for enabled in seen)
+    assert gc.isenabled()               # on again after the run
+    # a collector the caller turned off stays off
+    gc.disable()
+    try:
+        garaphpy.run(graph, "bfs", sources=[0], mode="cpu")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_the_garbage_collector_is_on_again_after_a_failing_run(monkeypatch):
+    import gc
+
+    monkeypatch.setattr(config, "PAUSE_GC_IN_ITERATIONS", True)
+    graph = garaphpy.Graph.load("rmat:8", progress=False)
+
+    def fail(record):
+        raise KeyError("stop")
+
+    with pytest.raises(KeyError):
+        garaphpy.run(graph, "bfs", sources=[0], mode="cpu", on_iteration=fail)
+    assert gc.isenabled()
