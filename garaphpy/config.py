@@ -331,6 +331,13 @@ CPU_SERIAL_STEP_EDGES = 4096
 #: False: every pull reads every in-edge.
 CPU_EARLY_EXIT = True
 
+#: In such a run, a sparse iteration run alone (not in a batch) pushes from the
+#: frontier (Beamer's top-down step: each new vertex written once, from the
+#: first frontier edge that claims it) instead of notifying the new vertices and
+#: pulling their in-edges, when the program's gather reads no edge value.
+#: False: notify and pull.
+CPU_SETTLING_PUSH = True
+
 #: A run on the CPU alone of a program declaring ``shortcut_labels`` (min-label
 #: propagation over vertex ids, CC) shortcuts labels after each iteration
 #: (pointer jumping, issue 19); False: label propagation alone.

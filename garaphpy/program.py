@@ -345,13 +345,15 @@ class VertexProgram:
         Declares that, in a synchronous run, a vertex once active (a source
         at the start, or activated by an update) never changes its value
         again, and that a vertex not yet active takes its final value from
-        its first in-neighbour that is (an in-neighbour not yet active
+        any in-neighbour that is (an in-neighbour not yet active
         contributes nothing: BFS, a vertex reached in level i has depth
         i + 1 from any parent in level i).  A run on the CPU alone then
         skips settled vertices in its pulls, gathers from settled
         in-neighbours only, stops at the first that activates the vertex
-        (Beamer's bottom-up step) and picks its directions by Beamer's rule
-        (``scheduler.decisions``).  Only for a
+        (Beamer's bottom-up step), writes a vertex from the first frontier
+        edge that reaches it in a sparse iteration when the gather reads no
+        edge value (the top-down step) and picks its directions by Beamer's
+        rule (``scheduler.decisions``).  Only for a
         ``min`` or ``max`` sum whose vertices start inactive except the
         sources; a program defined outside garaphpy that declares it has its
         result checked at the end of the run by one full pull (a false

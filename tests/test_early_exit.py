@@ -7,7 +7,9 @@ Beamer's rule.  Checked here against SciPy and against the same runs with
 early exit off: every direction, one and two threads, batches on and off,
 pages cut through vertices, pages read from storage, a checkpoint resumed;
 the rule itself; the declaration's validation; a user's honest declaration
-and a false one, which must raise instead of answering wrongly.
+and a false one, which must raise instead of answering wrongly; the
+top-down push of sparse iterations run alone, against the notify-pull and,
+kernel alone, against NumPy.
 """
 
 from __future__ import annotations
@@ -101,8 +103,12 @@ def test_auto_pulls_the_middle_of_a_power_law_search(graphs):
     for record in result.iterations:
         entry = record.decisions["direction"]
         assert "unsettled_in_edges" in entry
-        if record.direction == "notify-pull":   # settled vertices hold their claim
+        if record.direction == "notify-pull" and "sparse_batch" in record.decisions:
+            # settled vertices hold their claim
             assert record.decisions["dense_notify"]["choice"] is False
+        elif record.direction == "notify-pull":     # run alone: Beamer's top-down step
+            assert record.decisions["settling_push"]["choice"]
+            assert "dense_notify" not in record.decisions
 
 
 def test_async_and_hybrid_settings_keep_the_full_pull(graphs):
@@ -278,3 +284,130 @@ def test_a_users_false_declaration_raises_instead_of_answering(tmp_path):
     result = garaphpy.run(graph, FirstFoundDistance(), mode="cpu", threads=1, sources=[0],
                           execution="async")
     assert result.values.tolist() == [0, 2, 1]
+
+
+# -- Beamer's top-down step: sparse iterations run alone push -----------------------------
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("name", ["grid", "rmat", "rmat-pages", "sample"])
+def test_the_push_gives_the_notify_pulls_levels(graphs, name, threads, monkeypatch):
+    graph = graphs[name]
+    monkeypatch.setattr(config, "CPU_SPARSE_BATCH", False)     # every sparse one alone
+    pushed = bfs(graph, threads=threads)
+    np.testing.assert_array_equal(pushed.values, bfs_scipy(graph, [hub(graph)]))
+    monkeypatch.setattr(config, "CPU_SETTLING_PUSH", False)
+    pulled = bfs(graph, threads=threads)
+    np.testing.assert_array_equal(pushed.values, pulled.values)
+    assert [r.direction for r in pushed.iterations] == [r.direction for r in pulled.iterations]
+    assert [r.activated for r in pushed.iterations] == [r.activated for r in pulled.iterations]
+    sparse = [r for r in pushed.iterations if r.direction == "notify-pull"]
+    assert sparse and all(r.decisions["settling_push"]["choice"] for r in sparse)
+    assert not any("settling_push" in r.decisions for r in pulled.iterations)
+    out_degree = np.asarray(graph.store.out_degree)      # aligned with the values
+    for a, b in zip(pushed.iterations, pulled.iterations):
+        if a.direction == "notify-pull":
+            # the same vertices written, from the out-edges of the level's vertices alone
+            assert a.updated_vertices == b.updated_vertices
+            assert a.edges_processed == int(out_degree[pushed.values == a.iteration].sum())
+
+
+def test_the_push_walks_the_frontiers_out_edges_once_per_new_vertex():
+    """The kernel alone, two steps from a hub, against NumPy."""
+    from garaphpy.kernels import cpu as kernels
+    from garaphpy.kernels.cpu_program import compile_program
+    from garaphpy.programs.bfs import UNREACHED
+
+    rng = np.random.default_rng(11)
+    n, m = 400, 1500
+    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+    out_order, in_order = np.lexsort((dst, src)), np.lexsort((src, dst))
+    out_offsets = np.searchsorted(src[out_order], np.arange(n + 1)).astype(np.int64)
+    in_offsets = np.searchsorted(dst[in_order], np.arange(n + 1)).astype(np.int64)
+    out_targets = dst[out_order].astype(np.int64)
+    compiled = compile_program(BFS(), None, parallel=False)
+    degree = np.diff(out_offsets)
+    root = int(np.argmax(degree))
+    is_source = np.zeros(n, np.bool_)
+    is_source[root] = True
+    attrs = (degree, np.diff(in_offsets), np.zeros(n), np.arange(n), is_source)
+    values = np.full(n, UNREACHED, compiled.value_dtype)
+    values[root] = 0
+    settled = is_source.copy()
+    claimed = np.where(settled, kernels.SETTLED_CLAIM, 0).astype(np.uint8)
+    frontier = np.array([root], np.int64)
+    expected_levels = np.full(n, -1)
+    expected_levels[root] = 0
+    for step in (1, 2):
+        new = np.unique(out_targets[np.concatenate(
+            [np.arange(out_offsets[u], out_offsets[u + 1]) for u in frontier])])
+        new = new[expected_levels[new] < 0]
+        expected_levels[new] = step
+        prefix = kernels.degree_prefix(frontier, out_offsets)
+        stats = np.zeros(2)
+        unsettled = np.zeros(1, np.int64)
+        next_values = values.copy()
+        written, activated = compiled.kernels.push_settling(
+            compiled.identity, frontier, prefix, out_offsets, out_targets, np.zeros(1),
+            values, next_values, attrs, np.zeros(1), n, step, 3, stats, settled, claimed,
+            in_offsets, unsettled)
+        # each new vertex written once, activated, settled, holding its claim
+        assert sorted(written.tolist()) == new.tolist()
+        assert sorted(activated.tolist()) == new.tolist()
+        assert np.all(next_values[new] == step)
+        assert settled[new].all() and np.all(claimed[new] == kernels.SETTLED_CLAIM)
+        assert np.array_equal(claimed != 0, settled)
+        assert unsettled[0] == int(np.diff(in_offsets)[new].sum())
+        assert stats[1] == new.size
+        kernels.commit_vertices(written, next_values, values)
+        frontier = activated
+    assert np.array_equal(values[expected_levels >= 0], expected_levels[expected_levels >= 0])
+
+
+class ParentDegreeLevels(VertexProgram):
+    """Declares final_once_set falsely without reading an edge value: a vertex's
+    value depends on which parent reaches it (its out-degree), so the first
+    found need not be the smallest."""
+
+    value_dtype = np.int64
+    sum = "min"
+    initially_active = "sources"
+    needs_sources = True
+    final_once_set = True
+    max_iterations = 100_000
+
+    def init(is_source):
+        return 0 if is_source else 1099511627776     # 2**40
+
+    def gather(src, src_out_degree):
+        return src + src_out_degree
+
+    def apply(value, accum):
+        return min(value, accum)
+
+    def activate(new, old):
+        return new < old
+
+
+@pytest.mark.parametrize("push", [True, False])
+def test_a_false_declaration_raises_with_the_push_too(monkeypatch, push):
+    # 0 reaches 1 and 2 (value 2 each); vertex 3 gets 5 from 1 (out-degree 3), which
+    # claims it first (one thread, the frontier in order), where 2 would give 3
+    monkeypatch.setattr(config, "CPU_SETTLING_PUSH", push)
+    graph = garaphpy.Graph.from_arrays(np.array([0, 0, 1, 1, 1, 2]),
+                                       np.array([1, 2, 3, 4, 5, 3]), num_vertices=6)
+    seen = []
+    with pytest.raises(ProgramError, match="declares final_once_set = True.*vertex 3"):
+        garaphpy.run(graph, ParentDegreeLevels(), mode="cpu", threads=1, sources=[0],
+                     direction="notify-pull",
+                     on_iteration=lambda record: seen.append(record.decisions))
+    assert all(("settling_push" in entry) == push for entry in seen)
+    # without early exit the same program is right
+    result = garaphpy.run(graph, ParentDegreeLevels(), mode="cpu", threads=1, sources=[0],
+                          execution="async")
+    assert result.values.tolist()[3] == 3
+
+
+def test_the_push_rule():
+    assert decisions.settling_push(early_exit=True, reads_weights=False)
+    assert not decisions.settling_push(early_exit=False, reads_weights=False)
+    assert not decisions.settling_push(early_exit=True, reads_weights=True)
+    assert not decisions.settling_push(early_exit=True, reads_weights=False, enabled=False)

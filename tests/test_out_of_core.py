@@ -273,7 +273,10 @@ def test_pagerank_reads_the_streamed_pages_every_iteration(disk_rmat, in_memory)
 # ------------------------------------------------------ forced notify-pull --
 @pytest.mark.parametrize("cached_fraction", [0.0, 0.5])
 @pytest.mark.parametrize("name", programs(["sssp", "cc", "bfs"]))
-def test_forced_notify_pull_from_pages(disk_rmat, in_memory, name, cached_fraction):
+def test_forced_notify_pull_from_pages(disk_rmat, in_memory, name, cached_fraction,
+                                      monkeypatch):
+    # BFS would push from the frontier, reading no page (test_bfs_pushes_without_pages)
+    monkeypatch.setattr(config, "CPU_SETTLING_PUSH", False)
     expected = in_memory(name, direction="notify-pull")
     options = budget(disk_rmat, name, cached_fraction, pages_ahead=1)
     store = store_of(disk_rmat, name)
@@ -298,6 +301,20 @@ def test_forced_notify_pull_from_pages(disk_rmat, in_memory, name, cached_fracti
         if cached_fraction == 0.0:      # every touched page comes from storage
             assert record.bytes_read >= sum(sizes[:record.pages])
             assert (record.bytes_read > 0) == (record.pages > 0)
+
+
+@pytest.mark.parametrize("cached_fraction", [0.0, 0.5])
+def test_bfs_pushes_without_pages(disk_rmat, in_memory, cached_fraction):
+    """Beamer's top-down step reads the frontier's out-edges (in memory), no page."""
+    expected = in_memory("bfs", direction="notify-pull")
+    options = budget(disk_rmat, "bfs", cached_fraction, pages_ahead=1)
+    result = run_quietly(disk_rmat, "bfs", direction="notify-pull", read_ratio=K, **options)
+    np.testing.assert_array_equal(result.values, expected.values)
+    assert [r.activated for r in result.iterations] == \
+        [r.activated for r in expected.iterations]
+    pushed = [r for r in result.iterations if "settling_push" in r.decisions]
+    assert pushed
+    assert all(r.pages == 0 and r.bytes_read == 0 for r in pushed)
 
 
 def test_configured_read_ratio_is_rho(disk_rmat, in_memory, monkeypatch):

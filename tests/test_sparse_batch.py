@@ -61,9 +61,12 @@ def batching(monkeypatch):
     """Sets ``config.CPU_SPARSE_BATCH`` (and ``CPU_SERIAL_STEP_EDGES``) for one test,
     and batches from a run's first sparse iteration (``CPU_SPARSE_BATCH_AFTER`` = 0);
     CC propagates labels without shortcuts (which leave it no sparse iterations
-    to batch)."""
+    to batch), BFS notifies and pulls in iterations run alone (no push)."""
     monkeypatch.setattr(config, "CPU_SPARSE_BATCH_AFTER", 0)
     monkeypatch.setattr(config, "CPU_SHORTCUT_LABELS", False)
+    # a BFS iteration run alone would push (config.CPU_SETTLING_PUSH): the batches are
+    # compared with notify-pulls run alone
+    monkeypatch.setattr(config, "CPU_SETTLING_PUSH", False)
 
     def set_batching(on, serial_edges=config.CPU_SERIAL_STEP_EDGES):
         monkeypatch.setattr(config, "CPU_SPARSE_BATCH", on)

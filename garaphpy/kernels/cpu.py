@@ -687,6 +687,81 @@ def pull_vertices(gather_call, apply_call, activate_call, combine, identity, ver
     return frontier
 
 
+@numba.njit(nogil=True, parallel=True)
+def push_settling(gather_call, apply_call, activate_call, combine, identity, frontier, prefix,
+                  out_offsets, out_targets, weights, values_read, values_write, attrs,
+                  aggregates, num_vertices, iteration, chunks, stats, settled, claimed,
+                  in_offsets, settled_in_edges):
+    """Beamer's top-down step for a program whose values are final once set
+    (:func:`pull_range_settling`; synchronous, its gather reading no edge
+    value): each out-edge of a settled frontier vertex ``u`` to a vertex not
+    yet settled or claimed claims it (``claimed``, atomically: one edge per
+    vertex) and gives it its value from ``u`` alone, which the declaration
+    makes final.  The work is the frontier's out-edges, where a notify and a
+    pull would also read the new vertices' in-edges until a settled one.
+
+    An activated vertex is marked settled at once (``settled``, ``claimed`` =
+    :data:`SETTLED_CLAIM`), its in-edges added to ``settled_in_edges[0]``;
+    one written but not activated gives its claim back.  ``prefix`` is
+    :func:`degree_prefix` of the frontier over the CSR.
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray) of int64
+        The vertices written (the synchronous run commits them) and those
+        activated, each in the order of the frontier's edges.
+    """
+    bounds = _balanced_chunks(prefix, chunks)
+    written = np.empty(prefix[frontier.shape[0]], np.int64)
+    activated = np.empty(prefix[frontier.shape[0]], np.int64)
+    written_counts = np.zeros(chunks + 1, np.int64)
+    activated_counts = np.zeros(chunks + 1, np.int64)
+    change = np.zeros(chunks, np.float64)
+    marked_edges = np.zeros(chunks, np.int64)
+    for c in numba.prange(chunks):
+        base = prefix[bounds[c]]
+        wrote = 0
+        activations = 0
+        chunk_change = 0.0
+        chunk_marked = 0
+        for i in range(bounds[c], bounds[c + 1]):
+            u = frontier[i]
+            if not settled[u]:
+                continue
+            for e in range(out_offsets[u], out_offsets[u + 1]):
+                v = out_targets[e]
+                if claimed[v] != 0 or _claim(claimed, v) != 0:
+                    continue
+                accum = combine(identity, gather_call(values_read, weights, attrs, u, v, 0))
+                flag, delta = _update_vertex(apply_call, activate_call, attrs, aggregates,
+                                             num_vertices, iteration, v, accum, values_read,
+                                             values_write)
+                chunk_change += delta
+                written[base + wrote] = v
+                wrote += 1
+                if flag:
+                    activated[base + activations] = v
+                    activations += 1
+                    settled[v] = True
+                    claimed[v] = SETTLED_CLAIM
+                    chunk_marked += in_offsets[v + 1] - in_offsets[v]
+        written_counts[c + 1] = wrote
+        activated_counts[c + 1] = activations
+        change[c] = chunk_change
+        marked_edges[c] = chunk_marked
+    chunk_base = prefix[bounds[:-1]]
+    written_vertices = _concatenate_chunks(written, chunk_base, written_counts)
+    frontier_out = _concatenate_chunks(activated, chunk_base, activated_counts)
+    for i in numba.prange(written_vertices.shape[0]):
+        v = written_vertices[i]
+        if not settled[v]:
+            claimed[v] = 0
+    settled_in_edges[0] += marked_edges.sum()
+    stats[0] += change.sum()
+    stats[1] += frontier_out.shape[0]
+    return written_vertices, frontier_out
+
+
 @numba.njit(nogil=True, parallel=True, cache=True)
 def commit_vertices(vertices, source, target):
     """target[v] = source[v] for the listed vertices (sync commit of notify-pull)."""

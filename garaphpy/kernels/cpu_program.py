@@ -201,6 +201,7 @@ SPECIALIZED_KERNELS = {
     "apply_vertices": ("apply_vertices", {}, None),
     "pull_range_settling": ("pull_range_settling", {}, None),
     "pull_vertices": ("pull_vertices", {}, None),
+    "push_settling": ("push_settling", {}, None),
     "sparse_iterations": ("sparse_iterations", {}, None),
     # helpers: a kernel passing them a function would need it as a value
     # (inside a parallel loop, a pointer to a Python object numba cannot cache)

@@ -198,6 +198,8 @@ class CpuEngine:
         #: (:meth:`enable_early_exit`); ``settled`` marks the vertices once active,
         #: ``unsettled_edges[0]`` counts the in-edges of the others
         self.early_exit = False
+        #: sparse iterations run alone push from the frontier (:meth:`enable_early_exit`)
+        self.settling_push = None
         self.settled = np.zeros(1, np.bool_)
         self.unsettled_edges = np.zeros(1, np.int64)
         self.unsettled_delta = np.zeros(1, np.int64)     # what a notify-pull settled
@@ -224,6 +226,11 @@ class CpuEngine:
         self.precompute_source_gathers = False
         self.contributions = None
         self._find_settled(initially_active)
+        self.settling_push = decisions.fixed(
+            decisions.settling_push, early_exit=True,
+            reads_weights=bool(self.arrays.reads_weights),
+            enabled=bool(config.CPU_SETTLING_PUSH))
+        self.warm_directions.discard("notify-pull")     # its kernels are others now
 
     def enable_shortcut_labels(self) -> None:
         """End every iteration with pointer jumping over the labels (a program
@@ -347,6 +354,12 @@ class CpuEngine:
         empty = np.zeros(0, np.int64)
         empty_prefix = np.zeros(1, np.int64)
         with parallel_section():
+            if self._pushes():
+                compiled.kernels.push_settling(
+                    compiled.identity, empty, empty_prefix, arrays.out_offsets,
+                    arrays.out_targets, arrays.weights, state.values, state.next,
+                    arrays.attrs, self.aggregates(0), arrays.num_vertices, 0, 1, self.stats,
+                    self.settled, state.claimed, arrays.in_offsets, self.unsettled_delta)
             compiled.kernels.pull_vertices(
                 compiled.identity, empty, empty_prefix, empty, arrays.sources, arrays.weights,
                 state.values, state.next, arrays.attrs, self.aggregates(0),
@@ -731,6 +744,10 @@ class CpuEngine:
         if prefix is None:
             prefix = kernels.frontier_degree_prefix(frontier, arrays.out_offsets,
                                                     self.threads)
+        if self._pushes():
+            record.decisions["settling_push"] = self.settling_push
+            self._push_settling(record, prefix, aggregates)
+            return
         if decisions.decide(record, "dense_notify", decisions.dense_notify,
                             active_out_edges=int(prefix[-1]),
                             num_vertices=arrays.num_vertices, early_exit=self.early_exit):
@@ -758,6 +775,27 @@ class CpuEngine:
             kernels.commit_vertices(notified, state.next, state.values)
         record.updated_vertices = int(notified.size)
         record.edges_processed = int(in_prefix[-1])
+
+    def _pushes(self) -> bool:
+        """Whether a sparse iteration run alone pushes (:func:`decisions.settling_push`)."""
+        return self.settling_push is not None and self.settling_push["choice"]
+
+    def _push_settling(self, record: IterationRecord, prefix, aggregates: np.ndarray) -> None:
+        """Beamer's top-down step (:func:`garaphpy.kernels.cpu.push_settling`): the
+        record's ``edges_processed`` are the frontier's out-edges, its
+        ``updated_vertices`` the vertices written (those a notify lists)."""
+        arrays, compiled, state = self.arrays, self.compiled, self.state
+        self.unsettled_delta[0] = 0
+        written, state.frontier = compiled.kernels.push_settling(
+            compiled.identity, state.frontier, prefix, arrays.out_offsets, arrays.out_targets,
+            arrays.weights, state.values, state.next, arrays.attrs, aggregates,
+            arrays.num_vertices, record.iteration, self.threads * config.CPU_CHUNKS_PER_THREAD,
+            self.stats, self.settled, state.claimed, arrays.in_offsets, self.unsettled_delta)
+        self.unsettled_edges[0] -= self.unsettled_delta[0]
+        if state.synchronous:
+            kernels.commit_vertices(written, state.next, state.values)
+        record.updated_vertices = int(written.size)
+        record.edges_processed = int(prefix[-1])
 
 
 def _combine_partials(pending: list, compiled: CpuProgram, extra: dict | None = None):

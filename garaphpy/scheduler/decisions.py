@@ -158,6 +158,19 @@ def early_exit(final_once_set: bool, synchronous: bool, mode: str,
     return bool(enabled and final_once_set and synchronous and mode == "cpu")
 
 
+def settling_push(early_exit: bool, reads_weights: bool, enabled: bool = True) -> bool:
+    """Whether a run's sparse CPU iterations run alone push from the frontier
+    (:func:`garaphpy.kernels.cpu.push_settling`) rather than notify and pull:
+    with early exit (:func:`early_exit`: the first settled in-neighbour gives
+    a vertex its final value, so any frontier edge to it may), a gather that
+    reads no edge value (the push walks the out-edges, whose values are in
+    CSC order only), and ``config.CPU_SETTLING_PUSH``.  The push reads the
+    frontier's out-edges; the pull it replaces also reads the new vertices'
+    in-edges up to a settled one (all of them, for the neighbours of a hub
+    whose id comes late)."""
+    return bool(enabled and early_exit and not reads_weights)
+
+
 def shortcut_labels(declared: bool, mode: str, enabled: bool = True) -> bool:
     """Whether a run's iterations end with pointer jumping over the labels
     (:func:`garaphpy.kernels.cpu.shortcut_labels` on the CPU,
