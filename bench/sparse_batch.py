@@ -1,10 +1,15 @@
-"""Batches of sparse CPU iterations on and off (issue 19; Garaph section 4.1's notify-pull).
+"""Sparse CPU iterations, one switch on and off (issue 19; Garaph section 4.1's notify-pull).
 
 A run on the CPU alone executes its notify-pull iterations with the sparse
 notify many to one kernel call (``kernels.cpu.sparse_iterations``); each is
 the engine's own iteration, without the Python round and the launches of a
-call per iteration.  This script times whole runs with batches on and off
-(``config.CPU_SPARSE_BATCH``), everything else equal.
+call per iteration.  A run of a program final once set (BFS) pushes from
+the frontier in the sparse iterations it runs alone (Beamer's top-down
+step, ``kernels.cpu.push_settling``) instead of notifying and pulling.
+This script times whole runs with one of these on and off (``--switch``:
+``config.CPU_SPARSE_BATCH``, the default, or ``config.CPU_SETTLING_PUSH``),
+everything else equal (batches are compared with notify-pulls run alone: no
+push then).
 
 What runs
     BFS, SSSP and CC (``--programs``) on CPU-only runs (``--threads``,
@@ -20,14 +25,16 @@ Timing
     untimed runs, then ``--trials`` runs; ``Result.seconds`` (the
     iterations' time); the table gives the medians and off / on.
 Correctness
-    Every trial's values must equal the first unbatched trial's, and in
-    synchronous runs its iteration records' counters too; a mismatch fails
-    the row and makes the exit status 1.
+    Every trial's values must equal the first trial's with the switch off,
+    and in synchronous runs its iteration records' counters too (a push
+    reads other edges than a pull: not its ``edges_processed``); a
+    mismatch fails the row and makes the exit status 1.
 
 Usage (from the repository root)::
 
     python bench/sparse_batch.py [--graphs grid:1000x1000,rmat:18,FILE] [--programs bfs,sssp,cc]
-        [--threads N] [--execution sync|async] [--store-dir DIR] [--trials 3] [--json rows.jsonl]
+        [--switch CPU_SPARSE_BATCH|CPU_SETTLING_PUSH] [--undirected] [--threads N]
+        [--execution sync|async] [--store-dir DIR] [--trials 3] [--json rows.jsonl]
 """
 
 from __future__ import annotations
@@ -49,8 +56,14 @@ import harness  # noqa: E402
 import garaphpy  # noqa: E402
 from garaphpy import config  # noqa: E402
 
-#: Record counters a batched iteration shares with the same iteration run alone.
-COUNTERS = ("direction", "active_vertices", "updated_vertices", "edges_processed", "activated")
+#: Record counters an iteration shares with the same iteration with the switch off.
+COUNTERS = {"CPU_SPARSE_BATCH": ("direction", "active_vertices", "updated_vertices",
+                                 "edges_processed", "activated"),
+            "CPU_SETTLING_PUSH": ("direction", "active_vertices", "updated_vertices",
+                                  "activated")}
+
+#: The decision an iteration records when the switch changed it.
+SWITCHED = {"CPU_SPARSE_BATCH": "sparse_batch", "CPU_SETTLING_PUSH": "settling_push"}
 
 
 def load(spec: str, store_dir: Path) -> garaphpy.Graph:
@@ -71,14 +84,18 @@ def source_of(spec: str, graph: garaphpy.Graph) -> int:
     return int(graph.original_ids(np.array([top]))[0])
 
 
-def run(graph, program: str, options: dict, batched: bool) -> harness.Measurement:
-    config.CPU_SPARSE_BATCH = batched
+def run(graph, program: str, options: dict, switch: str, on: bool) -> harness.Measurement:
+    # batches are compared with notify-pulls run alone, which a push would replace
+    config.CPU_SETTLING_PUSH = switch != "CPU_SPARSE_BATCH"
+    setattr(config, switch, on)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", garaphpy.NotConvergedWarning)
         result = garaphpy.run(graph, program, **options)
+    decision = SWITCHED[switch]
     return harness.Measurement(result=result, seconds=result.seconds, metrics={
         "iterations": result.num_iterations,
-        "batched": sum("sparse_batch" in r.decisions for r in result.iterations)})
+        "switched": sum(bool((r.decisions.get(decision) or {}).get("choice"))
+                        for r in result.iterations)})
 
 
 def main(argv=None) -> int:
@@ -88,6 +105,10 @@ def main(argv=None) -> int:
     parser.add_argument("--programs", default="bfs,sssp,cc")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--execution", choices=("sync", "async"), default="sync")
+    parser.add_argument("--switch", choices=tuple(COUNTERS), default="CPU_SPARSE_BATCH",
+                        help="the config switch turned on and off")
+    parser.add_argument("--undirected", action="store_true",
+                        help="make each graph symmetric (Graph.as_undirected)")
     parser.add_argument("--store-dir", default=None)
     harness.add_common_options(parser)
     args = parser.parse_args(argv)
@@ -96,26 +117,28 @@ def main(argv=None) -> int:
     cases = []
     for spec in args.graphs.split(","):
         graph = load(spec, store_dir)
+        if args.undirected:
+            graph = graph.as_undirected()
         for program in args.programs.split(","):
             options = {"mode": "cpu", "threads": args.threads, "execution": args.execution}
             if program != "cc":
                 options["sources"] = [source_of(spec, graph)]
             reference = {}
-            # unbatched first: its first trial is the reference of both
-            for batched in (False, True):
+            # the switch off first: its first trial is the reference of both
+            for on in (False, True):
                 cases.append(harness.Case(
-                    f"{spec}/{program}/{'on' if batched else 'off'}",
-                    lambda graph=graph, program=program, options=options, batched=batched:
-                        run(graph, program, options, batched),
-                    params={"graph": spec, "program": program, "batched": batched,
-                            "execution": args.execution, "threads": args.threads},
+                    f"{spec}/{program}/{'on' if on else 'off'}",
+                    lambda graph=graph, program=program, options=options, on=on:
+                        run(graph, program, options, args.switch, on),
+                    params={"graph": spec, "program": program, "switch": args.switch,
+                            "on": on, "execution": args.execution, "threads": args.threads},
                     verify=harness.same_as_first(
-                        reference, "the unbatched run",
-                        counters=COUNTERS if args.execution == "sync" else ())))
+                        reference, f"the run with {args.switch} off",
+                        counters=COUNTERS[args.switch] if args.execution == "sync" else ())))
     rows = harness.run_cases("sparse_batch", cases, args)
-    print(f"\n== batches of sparse CPU iterations, median of {args.trials} runs "
-          f"({args.execution}, threads {args.threads or 'all'})")
-    print(f"{'graph':28s} {'program':8s} {'iters':>6s} {'batched':>8s} {'on ms':>10s} "
+    print(f"\n== sparse CPU iterations, {args.switch} on and off, median of {args.trials} "
+          f"runs ({args.execution}, threads {args.threads or 'all'})")
+    print(f"{'graph':28s} {'program':8s} {'iters':>6s} {'switched':>8s} {'on ms':>10s} "
           f"{'off ms':>10s} {'off/on':>7s}  check")
     figures = []
     for on, off in zip(rows[1::2], rows[0::2]):
@@ -123,7 +146,7 @@ def main(argv=None) -> int:
         ratio = off["median_s"] / on["median_s"]
         ok = all(r["verification"]["status"] == harness.PASSED for r in (on, off))
         print(f"{params['graph'][-28:]:28s} {params['program']:8s} {last['iterations']:6d} "
-              f"{last['batched']:8d} {on['median_s'] * 1e3:10.1f} {off['median_s'] * 1e3:10.1f} "
+              f"{last['switched']:8d} {on['median_s'] * 1e3:10.1f} {off['median_s'] * 1e3:10.1f} "
               f"{ratio:7.2f}  {'ok' if ok else 'FAILED'}")
         figures.append({**params, "on_s": on["median_s"], "off_s": off["median_s"],
                         "speed_up": ratio})
