@@ -362,29 +362,13 @@ def test_the_push_walks_the_frontiers_out_edges_once_per_new_vertex():
     assert np.array_equal(values[expected_levels >= 0], expected_levels[expected_levels >= 0])
 
 
-class ParentDegreeLevels(VertexProgram):
+class ParentDegreeLevels(OwnLevels):
     """Declares final_once_set falsely without reading an edge value: a vertex's
     value depends on which parent reaches it (its out-degree), so the first
     found need not be the smallest."""
 
-    value_dtype = np.int64
-    sum = "min"
-    initially_active = "sources"
-    needs_sources = True
-    final_once_set = True
-    max_iterations = 100_000
-
-    def init(is_source):
-        return 0 if is_source else 1099511627776     # 2**40
-
     def gather(src, src_out_degree):
         return src + src_out_degree
-
-    def apply(value, accum):
-        return min(value, accum)
-
-    def activate(new, old):
-        return new < old
 
 
 @pytest.mark.parametrize("push", [True, False])
