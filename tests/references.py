@@ -37,6 +37,19 @@ def edges_of(graph):
     return n, sources.astype(np.int64), dst, weight
 
 
+def random_csr_csc(seed: int, n: int, m: int) -> tuple:
+    """A random directed graph of ``n`` vertices and ``m`` edges (repeats and
+    loops allowed) as the kernels read it: ``(out_offsets, out_targets,
+    in_offsets, sources)``, int64, each vertex's edges in increasing order."""
+    rng = np.random.default_rng(seed)
+    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+    out_order, in_order = np.lexsort((dst, src)), np.lexsort((src, dst))
+    out_offsets = np.searchsorted(src[out_order], np.arange(n + 1)).astype(np.int64)
+    in_offsets = np.searchsorted(dst[in_order], np.arange(n + 1)).astype(np.int64)
+    return (out_offsets, dst[out_order].astype(np.int64), in_offsets,
+            src[in_order].astype(np.int64))
+
+
 def sparse(graph, transpose=False):
     """SciPy CSR adjacency with edge weights: row = source (row = destination if transpose)."""
     import scipy.sparse as sp

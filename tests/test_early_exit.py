@@ -24,7 +24,7 @@ from garaphpy.programs import BFS
 from garaphpy.scheduler import decisions
 from garaphpy.storage.host_budget import run_fixed_bytes
 
-from references import bfs_scipy, run_engine
+from references import bfs_scipy, random_csr_csc, run_engine
 
 DIRECTIONS = ["auto", "pull", "notify-pull"]
 
@@ -316,13 +316,8 @@ def test_the_push_walks_the_frontiers_out_edges_once_per_new_vertex():
     from garaphpy.kernels.cpu_program import compile_program
     from garaphpy.programs.bfs import UNREACHED
 
-    rng = np.random.default_rng(11)
     n, m = 400, 1500
-    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
-    out_order, in_order = np.lexsort((dst, src)), np.lexsort((src, dst))
-    out_offsets = np.searchsorted(src[out_order], np.arange(n + 1)).astype(np.int64)
-    in_offsets = np.searchsorted(dst[in_order], np.arange(n + 1)).astype(np.int64)
-    out_targets = dst[out_order].astype(np.int64)
+    out_offsets, out_targets, in_offsets, _ = random_csr_csc(11, n, m)
     compiled = compile_program(BFS(), None, parallel=False)
     degree = np.diff(out_offsets)
     root = int(np.argmax(degree))

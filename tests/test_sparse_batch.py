@@ -21,8 +21,8 @@ from garaphpy.kernels.cpu import SETTLED_CLAIM, SPARSE_COUNTERS
 from garaphpy.programs import SSSP
 from garaphpy.scheduler import decisions
 
-from references import (assert_program_values, bfs_scipy, components_scipy, run_engine,
-                        run_engine_quietly, sssp_scipy)
+from references import (assert_program_values, bfs_scipy, components_scipy, random_csr_csc,
+                        run_engine, run_engine_quietly, sssp_scipy)
 
 #: Left out of the fast subset (``-m "not slow"``): the other programs and
 #: executions of a case whose first one stays in it.
@@ -282,13 +282,8 @@ def test_kernel_leaves_no_claimed_flag_and_counts_like_numpy(serial_edges, early
     from garaphpy.programs import BFS
     from garaphpy.programs.bfs import UNREACHED
 
-    rng = np.random.default_rng(7)
     n, m = 500, 900
-    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
-    out_order, in_order = np.lexsort((dst, src)), np.lexsort((src, dst))
-    out_offsets = np.searchsorted(src[out_order], np.arange(n + 1)).astype(np.int64)
-    in_offsets = np.searchsorted(dst[in_order], np.arange(n + 1)).astype(np.int64)
-    out_targets, sources = dst[out_order].astype(np.int64), src[in_order].astype(np.int64)
+    out_offsets, out_targets, in_offsets, sources = random_csr_csc(7, n, m)
     compiled = compile_program(BFS(), None, parallel=False)
     is_source = np.zeros(n, np.bool_)
     degree = np.diff(out_offsets)
