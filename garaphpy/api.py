@@ -363,6 +363,11 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
                 _check_shortcut_labels(program, compiled, arrays.attrs, arrays.weights,
                                        arrays.attrs[3], state.values)
                 cpu_engine.enable_shortcut_labels()
+            if program.value_priority and direction_policy.value_priority(
+                    True, mode, execution == "sync", cpu_engine.batches,
+                    direction_policy.in_degree_skew(arrays.attrs[1]),
+                    config.CPU_VALUE_PRIORITY):
+                cpu_engine.enable_value_priority(larger_first=program.sum == "max")
             # hybrid runs probe and time both directions: compile both first
             cpu_engine.warm_up(("pull", "notify-pull") if mode == "hybrid"
                                else None if direction == "auto" else (direction,))

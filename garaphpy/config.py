@@ -343,6 +343,22 @@ CPU_SETTLING_PUSH = True
 #: (pointer jumping, issue 19); False: label propagation alone.
 CPU_SHORTCUT_LABELS = True
 
+#: An asynchronous run on the CPU alone of a program declaring
+#: ``value_priority`` (SSSP, SSWP) takes its sparse iterations in order of
+#: value, in buckets (delta-stepping, issue 19); False: the whole frontier
+#: each iteration.
+CPU_VALUE_PRIORITY = True
+
+#: ... on a graph whose in-degree skew (``scheduler.decisions.in_degree_skew``:
+#: the mean in-degree of a notified vertex over the mean in-degree) is at most
+#: this: on a power-law graph each bucket's notify-pull reads the hubs'
+#: in-edges again.
+CPU_PRIORITY_MAX_SKEW = 4.0
+
+#: The bucket width of those runs; None: the rule of
+#: ``scheduler.decisions.bucket_width`` (mean edge value / mean in-degree).
+CPU_BUCKET_WIDTH = None
+
 #: After a pull, the shortcut first goes over this many vertices spread evenly
 #: over the graph, and over every vertex only when at least
 #: ``CPU_SHORTCUT_MIN_DROP`` of them took a smaller label: a grid's labels

@@ -373,6 +373,21 @@ class VertexProgram:
         defined; at the start of a run, the initial values against the
         user ids and ``gather`` and ``apply`` on probe values (a false
         declaration raises :class:`ProgramError`).  Default False.
+    value_priority : bool
+        Declares that an asynchronous run may take its active vertices in
+        order of value, smaller values first for a ``min`` sum and larger
+        for ``max``: a vertex set off from a worse value would be set off
+        again by a better one, so waiting for the better saves work (SSSP,
+        SSWP; not CC, whose values are ids).  A run on the CPU alone then
+        takes its sparse iterations in buckets of values
+        (delta-stepping, HyTGraph's priority scheduling: each iteration
+        notifies from the lowest bucket's vertices only; width
+        ``config.CPU_BUCKET_WIDTH`` or the rule of
+        ``scheduler.decisions.bucket_width``).  The order changes the work,
+        not the result, for a program whose ``cpu_execution = "async"``
+        already declares that its values do not depend on the order of
+        updates; so it needs sum ``min`` or ``max``, numeric values and
+        ``cpu_execution = "async"``.  Default False.
     apply_keeps_best : bool
         Declares that ``apply`` returns the better of the old value and the
         sum (the sum's ``min`` or ``max`` of the two) and that ``gather``
@@ -431,6 +446,7 @@ class VertexProgram:
     cpu_execution = None
     final_once_set = False
     shortcut_labels = False
+    value_priority = False
     apply_keeps_best = False
     max_iterations = 100
     initially_active = "all"
@@ -551,7 +567,8 @@ def _check_program_class(cls) -> dict:
     if cls.initially_active not in ("all", "sources"):
         raise ProgramError(f"{where}: initially_active = {cls.initially_active!r}; expected "
                            "'all' or 'sources'")
-    for declaration in ("final_once_set", "shortcut_labels", "apply_keeps_best"):
+    for declaration in ("final_once_set", "shortcut_labels", "value_priority",
+                        "apply_keeps_best"):
         declared = getattr(cls, declaration)
         if not isinstance(declared, bool):
             raise ProgramError(f"{where}: {declaration} = {declared!r}; expected True or False")
@@ -562,6 +579,14 @@ def _check_program_class(cls) -> dict:
         raise ProgramError(f"{where}: final_once_set = True with initially_active = "
                            f"{cls.initially_active!r}: every vertex would be settled from the "
                            "start and none could change; expected 'sources'")
+    if cls.value_priority and (cls.sum not in ("min", "max") or cls.cpu_execution != "async"):
+        raise ProgramError(f"{where}: value_priority = True needs sum 'min' or 'max' and "
+                           "cpu_execution = 'async' (an order of updates that changes no "
+                           f"value); got sum = {cls.sum!r}, cpu_execution = "
+                           f"{cls.cpu_execution!r}")
+    if cls.value_priority and np.dtype(cls.value_dtype).kind not in "iuf":
+        raise ProgramError(f"{where}: value_priority = True needs numeric values (buckets of "
+                           f"values); got value_dtype = {np.dtype(cls.value_dtype).name}")
     if cls.apply_keeps_best and cls.sum not in ("min", "max"):
         raise ProgramError(f"{where}: apply_keeps_best = True needs sum 'min' or 'max' (the "
                            f"better of two); got sum = {cls.sum!r}")

@@ -158,9 +158,20 @@ def graph():
                                       max_shard_edges=500, max_page_bytes=20_000)
 
 
-def test_records_carry_every_cpu_decision(graph):
+@pytest.mark.parametrize("priority", [False, True], ids=["frontier", "buckets"])
+def test_records_carry_every_cpu_decision(graph, priority, monkeypatch):
+    monkeypatch.setattr(config, "CPU_VALUE_PRIORITY", priority)
     source = int(graph.original_ids([0])[0])
     result = garaphpy.run(graph, "sssp", sources=[source], mode="cpu")
+    if priority:    # every iteration a bucket's notify-pull
+        for record in result.iterations:
+            assert record.decisions["direction"]["choice"] == record.direction == "notify-pull"
+            assert record.decisions["value_priority"]["bucket_width"] > 0
+            notify = record.decisions["dense_notify"]
+            assert notify["choice"] == decisions.dense_notify(notify["active_out_edges"],
+                                                              graph.num_vertices)
+        json.dumps([r.as_dict() for r in result.iterations])
+        return
     directions = {r.direction for r in result.iterations}
     assert directions == {"pull", "notify-pull"}
     for record in result.iterations:

@@ -61,12 +61,15 @@ def batching(monkeypatch):
     """Sets ``config.CPU_SPARSE_BATCH`` (and ``CPU_SERIAL_STEP_EDGES``) for one test,
     and batches from a run's first sparse iteration (``CPU_SPARSE_BATCH_AFTER`` = 0);
     CC propagates labels without shortcuts (which leave it no sparse iterations
-    to batch), BFS notifies and pulls in iterations run alone (no push)."""
+    to batch), BFS notifies and pulls in iterations run alone (no push), SSSP
+    takes its frontiers whole (no buckets of values)."""
     monkeypatch.setattr(config, "CPU_SPARSE_BATCH_AFTER", 0)
     monkeypatch.setattr(config, "CPU_SHORTCUT_LABELS", False)
     # a BFS iteration run alone would push (config.CPU_SETTLING_PUSH): the batches are
     # compared with notify-pulls run alone
     monkeypatch.setattr(config, "CPU_SETTLING_PUSH", False)
+    # SSSP's buckets of values are batches of their own (tests/test_value_priority.py)
+    monkeypatch.setattr(config, "CPU_VALUE_PRIORITY", False)
 
     def set_batching(on, serial_edges=config.CPU_SERIAL_STEP_EDGES):
         monkeypatch.setattr(config, "CPU_SPARSE_BATCH", on)
@@ -305,8 +308,8 @@ def test_kernel_leaves_no_claimed_flag_and_counts_like_numpy(serial_edges, early
     frontier, steps = compiled.kernels.sparse_iterations(
         compiled.identity, np.array([root]), out_offsets, out_targets, in_offsets, sources,
         np.zeros(1), values, values_write, early_exit, attrs, np.zeros(1), n, m, 1, 64,
-        serial_edges, 1.0, 0, -np.inf, claimed, 4, counters, changes, early_exit, settled,
-        unsettled, 0.0)
+        serial_edges, 1.0, 0, -np.inf, claimed, 4, 2, counters, changes, early_exit,
+        settled, unsettled, 0.0)
     np.testing.assert_array_equal(counters[:steps, 5], counters[:steps, 3] <= serial_edges)
     assert steps > 3
     assert not claimed.any() if not early_exit else \

@@ -817,12 +817,125 @@ def out_neighbour_in_degrees(out_offsets, out_targets, in_offsets, out):
 
 
 @numba.njit(nogil=True, parallel=True, cache=True)
+def total(values):
+    """The sum of ``values``, in float64."""
+    result = 0.0
+    for i in numba.prange(values.shape[0]):
+        result += np.float64(values[i])
+    return result
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
 def sum_over(vertices, values):
     """sum of values[v] over the given vertices."""
     total = 0
     for i in numba.prange(vertices.shape[0]):
         total += values[vertices[i]]
     return total
+
+
+@numba.njit(nogil=True)
+def _sparse_step(gather_call, apply_call, activate_call, combine, identity, current, prefix,
+                 out_offsets, out_targets, in_offsets, sources, weights, values_read,
+                 values_write, synchronous, attrs, aggregates, num_vertices, iteration,
+                 serial_edges, dense_factor, claimed, chunks, threads, early_exit, settled,
+                 unsettled_edges, stats, marked):
+    """One notify-pull step of a batch (:func:`sparse_iterations`,
+    :func:`priority_iterations`) over the frontier ``current``, whose
+    out-degree prefix over the CSR is ``prefix``.
+
+    The notify runs on this thread when the frontier has at most
+    ``serial_edges`` out-edges, over a bitmap (:func:`notify_dense`) when
+    ``out-edges * dense_factor > num_vertices``, else in parallel
+    (:func:`notify`); the gather of the notified vertices runs on this
+    thread when they have at most ``serial_edges`` in-edges, else in
+    parallel (:func:`pull_vertices`); ``chunks`` and ``threads`` are the
+    parallel kernels'.  ``stats`` and ``marked`` are the
+    parallel pull's scratch counters.
+
+    Returns
+    -------
+    (following, notified, edges, serial, change)
+        The vertices activated, how many were notified, their in-edges, whether
+        the gather ran on this thread, and the step's summed change.
+    """
+    size = current.shape[0]
+    active_edges = prefix[size]
+    if active_edges <= serial_edges:
+        buffer = np.empty(active_edges, np.int64)
+        count = 0
+        for i in range(size):
+            u = current[i]
+            for e in range(out_offsets[u], out_offsets[u + 1]):
+                w = out_targets[e]
+                if claimed[w] == 0:
+                    claimed[w] = 1
+                    buffer[count] = w
+                    count += 1
+        notified = buffer[:count].copy()
+        for i in range(count):
+            claimed[notified[i]] = 0
+    elif active_edges * dense_factor > num_vertices:
+        notified = notify_dense(current, prefix, out_offsets, out_targets, claimed, chunks,
+                                threads)
+        count = notified.shape[0]
+    else:
+        notified = notify(current, prefix, out_offsets, out_targets, claimed, chunks)
+        reset_flags(notified, claimed)
+        count = notified.shape[0]
+    in_prefix = degree_prefix(notified, in_offsets)
+    edges = in_prefix[count]
+    serial = edges <= serial_edges
+    if serial:
+        following = np.empty(count, np.int64)
+        change = 0.0
+        activated = 0
+        for i in range(count):
+            v = notified[i]
+            # _gather_in_edges written out: through it, numba made this serial
+            # step twice as slow (grid BFS at 2 threads, 90 -> 187 ms)
+            accum = identity
+            old = values_read[v]
+            for e in range(in_offsets[v], in_offsets[v + 1]):
+                u = sources[e]
+                if early_exit and not settled[u]:
+                    continue
+                accum = combine(accum, gather_call(values_read, weights, attrs, u, v, e))
+                if early_exit and activate_call(apply_call(attrs, aggregates, num_vertices,
+                                                           iteration, v, old, accum), old):
+                    break
+            flag, delta = _update_vertex(apply_call, activate_call, attrs, aggregates,
+                                         num_vertices, iteration, v, accum, values_read,
+                                         values_write)
+            change += delta
+            if flag:
+                following[activated] = v
+                activated += 1
+                if early_exit and not settled[v]:
+                    settled[v] = True
+                    claimed[v] = SETTLED_CLAIM
+                    unsettled_edges[0] -= in_offsets[v + 1] - in_offsets[v]
+        following = following[:activated].copy()
+        if synchronous:
+            for i in range(count):
+                v = notified[i]
+                values_read[v] = values_write[v]
+    else:
+        edge_starts = np.empty(count, np.int64)
+        for i in range(count):
+            edge_starts[i] = in_offsets[notified[i]]
+        stats[:] = 0.0
+        marked[0] = 0
+        following = pull_vertices(gather_call, apply_call, activate_call, combine, identity,
+                                  notified, in_prefix, edge_starts, sources, weights,
+                                  values_read, values_write, attrs, aggregates,
+                                  num_vertices, iteration, chunks, stats, early_exit,
+                                  settled, claimed, marked)
+        unsettled_edges[0] -= marked[0]
+        change = stats[0]
+        if synchronous:
+            commit_vertices(notified, values_write, values_read)
+    return following, count, edges, serial, change
 
 
 #: Columns of :func:`sparse_iterations`'s per-iteration counters ("serial": 1
@@ -836,8 +949,8 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
                       out_offsets, out_targets, in_offsets, sources, weights, values_read,
                       values_write, synchronous, attrs, aggregates, num_vertices, num_edges,
                       first_iteration, max_steps, serial_edges, direction_threshold,
-                      dense_factor, tolerance, claimed, chunks, counters, changes, early_exit,
-                      settled, unsettled_edges, settling_pull_factor):
+                      dense_factor, tolerance, claimed, chunks, threads, counters, changes,
+                      early_exit, settled, unsettled_edges, settling_pull_factor):
     """Up to ``max_steps`` notify-pull iterations of sparse frontiers in one call.
 
     Each step is the iteration the engine would run in its own call (Garaph
@@ -898,77 +1011,12 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
             break
         iteration = first_iteration + steps
         unsettled_at_start = unsettled_edges[0]
-        if active_edges <= serial_edges:
-            buffer = np.empty(active_edges, np.int64)
-            count = 0
-            for i in range(size):
-                u = current[i]
-                for e in range(out_offsets[u], out_offsets[u + 1]):
-                    w = out_targets[e]
-                    if claimed[w] == 0:
-                        claimed[w] = 1
-                        buffer[count] = w
-                        count += 1
-            notified = buffer[:count].copy()
-            for i in range(count):
-                claimed[notified[i]] = 0
-        else:
-            notified = notify(current, prefix, out_offsets, out_targets, claimed, chunks)
-            reset_flags(notified, claimed)
-            count = notified.shape[0]
-        in_prefix = degree_prefix(notified, in_offsets)
-        edges = in_prefix[count]
-        serial = edges <= serial_edges
-        if serial:
-            following = np.empty(count, np.int64)
-            change = 0.0
-            activated = 0
-            for i in range(count):
-                v = notified[i]
-                # _gather_in_edges written out: through it, numba made this serial
-                # step twice as slow (grid BFS at 2 threads, 90 -> 187 ms)
-                accum = identity
-                old = values_read[v]
-                for e in range(in_offsets[v], in_offsets[v + 1]):
-                    u = sources[e]
-                    if early_exit and not settled[u]:
-                        continue
-                    accum = combine(accum, gather_call(values_read, weights, attrs, u, v, e))
-                    if early_exit and activate_call(apply_call(attrs, aggregates, num_vertices,
-                                                               iteration, v, old, accum), old):
-                        break
-                flag, delta = _update_vertex(apply_call, activate_call, attrs, aggregates,
-                                             num_vertices, iteration, v, accum, values_read,
-                                             values_write)
-                change += delta
-                if flag:
-                    following[activated] = v
-                    activated += 1
-                    if early_exit and not settled[v]:
-                        settled[v] = True
-                        claimed[v] = SETTLED_CLAIM
-                        unsettled_edges[0] -= in_offsets[v + 1] - in_offsets[v]
-            following = following[:activated].copy()
-            if synchronous:
-                for i in range(count):
-                    v = notified[i]
-                    values_read[v] = values_write[v]
-        else:
-            edge_starts = np.empty(count, np.int64)
-            for i in range(count):
-                edge_starts[i] = in_offsets[notified[i]]
-            stats[:] = 0.0
-            marked[0] = 0
-            following = pull_vertices(gather_call, apply_call, activate_call, combine, identity,
-                                      notified, in_prefix, edge_starts, sources, weights,
-                                      values_read, values_write, attrs, aggregates,
-                                      num_vertices, iteration, chunks, stats, early_exit,
-                                      settled, claimed, marked)
-            unsettled_edges[0] -= marked[0]
-            change = stats[0]
-            activated = following.shape[0]
-            if synchronous:
-                commit_vertices(notified, values_write, values_read)
+        following, count, edges, serial, change = _sparse_step(
+            gather_call, apply_call, activate_call, combine, identity, current, prefix, out_offsets, out_targets, in_offsets, sources, weights,
+            values_read, values_write, synchronous, attrs, aggregates, num_vertices, iteration,
+            serial_edges, dense_factor, claimed, chunks, threads, early_exit, settled,
+            unsettled_edges, stats, marked)
+        activated = following.shape[0]
         counters[steps, 0] = size
         counters[steps, 1] = active_edges
         counters[steps, 2] = count
@@ -982,3 +1030,201 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
         if change < tolerance:
             break
     return current, steps
+
+
+#: Bins of :func:`priority_iterations`: a value this many bucket widths or more
+#: past the lowest of its batch waits in the last bin, sorted out when the
+#: lower bins are done.
+PRIORITY_BINS = 4096
+
+
+@numba.njit(nogil=True, inline="always")
+def _bucket_key(value, bucket_width, larger_first):
+    """The bucket of a value: floor(value / width), of -value for a max sum
+    (larger values first); values beyond int64's reach share the last."""
+    scaled = (-value if larger_first else value) / bucket_width
+    if not scaled < 4.0e18:             # +inf and nan too
+        return np.int64(4_000_000_000_000_000_000)
+    if scaled < -4.0e18:
+        return np.int64(-4_000_000_000_000_000_000)
+    return np.int64(np.floor(scaled))
+
+
+@numba.njit(nogil=True)
+def _bin_insert(vertex, bin_index, heads, entry_vertex, entry_next, free):
+    """Link ``vertex`` into bin ``bin_index``; ``free[0]`` heads the free entries,
+    ``free[1]`` counts the entries used.  Returns the entry arrays (grown
+    when full)."""
+    if free[0] >= 0:
+        entry = free[0]
+        free[0] = entry_next[entry]
+    else:
+        entry = free[1]
+        if entry == entry_vertex.shape[0]:
+            grown_vertex = np.empty(2 * entry, np.int64)
+            grown_next = np.empty(2 * entry, np.int64)
+            grown_vertex[:entry] = entry_vertex
+            grown_next[:entry] = entry_next
+            entry_vertex, entry_next = grown_vertex, grown_next
+        free[1] = entry + 1
+    entry_vertex[entry] = vertex
+    entry_next[entry] = heads[bin_index]
+    heads[bin_index] = entry
+    return entry_vertex, entry_next
+
+
+@numba.njit(nogil=True)
+def _take_bin(bin_index, heads, entry_vertex, entry_next, free, pending):
+    """The vertices of a bin still pending (each once; their ``pending`` flags
+    cleared); the bin's entries go back to the free list."""
+    count = 0
+    entry = heads[bin_index]
+    while entry >= 0:
+        count += 1
+        entry = entry_next[entry]
+    taken = np.empty(count, np.int64)
+    size = 0
+    entry = heads[bin_index]
+    while entry >= 0:
+        following = entry_next[entry]
+        v = entry_vertex[entry]
+        if pending[v]:
+            pending[v] = 0
+            taken[size] = v
+            size += 1
+        entry_next[entry] = free[0]
+        free[0] = entry
+        entry = following
+    heads[bin_index] = -1
+    return taken[:size]
+
+
+@numba.njit(nogil=True)
+def priority_iterations(gather_call, apply_call, activate_call, combine, identity, frontier,
+                        out_offsets, out_targets, in_offsets, sources, weights, values,
+                        attrs, aggregates, num_vertices, num_edges, first_iteration, max_steps,
+                        serial_edges, direction_threshold, dense_factor, tolerance, claimed,
+                        chunks, threads, counters, changes, bucket_width, larger_first,
+                        pending):
+    """Up to ``max_steps`` asynchronous notify-pull iterations in order of value
+    (delta-stepping; HyTGraph's priority scheduling), in one call.
+
+    The frontier's vertices are put in buckets of their values' width
+    ``bucket_width`` (of the negated values when ``larger_first``: a max
+    sum).  Each step takes the pending vertices of the lowest bucket, notifies
+    their out-neighbours and pulls those (:func:`_sparse_step`, writing
+    ``values`` in place); the vertices it activates join the bucket of their
+    new value, or the current one when that is lower, so a bucket repeats
+    until no step refills it.  Vertices of later buckets wait: in a min
+    program (``VertexProgram.value_priority``, run asynchronously) an update
+    from a smaller value would overwrite theirs and set them off again.  The
+    order changes the work, not the fixed point.
+
+    Steps stop after ``max_steps``, when no vertex is pending, before a step
+    whose out-edges are more than ``direction_threshold`` of the graph's
+    (a pull would pay: the engine pulls the whole frontier), and after a
+    step whose summed change is below ``tolerance``.  ``pending`` is a uint8
+    flag per vertex, 0 on entry and on return; ``claimed`` as in
+    :func:`sparse_iterations` (no settled vertices).
+
+    Returns
+    -------
+    frontier : int64 array
+        The vertices still pending, every bucket's (the engine's frontier).
+    steps : int
+        Steps taken, their :data:`SPARSE_COUNTERS` in ``counters`` and their
+        summed changes in ``changes``, as :func:`sparse_iterations`.
+    """
+    bins = PRIORITY_BINS
+    heads = np.full(bins, -1, np.int64)
+    capacity = max(2 * frontier.shape[0], 1024)
+    entry_vertex = np.empty(capacity, np.int64)
+    entry_next = np.empty(capacity, np.int64)
+    free = np.array([-1, 0], np.int64)
+    base = np.int64(4_000_000_000_000_000_000)
+    for i in range(frontier.shape[0]):
+        base = min(base, _bucket_key(values[frontier[i]], bucket_width, larger_first))
+    for i in range(frontier.shape[0]):
+        v = frontier[i]
+        if not pending[v]:
+            pending[v] = 1
+            relative = min(_bucket_key(values[v], bucket_width, larger_first) - base, bins - 1)
+            entry_vertex, entry_next = _bin_insert(v, relative, heads, entry_vertex,
+                                                   entry_next, free)
+    stats = np.zeros(2, np.float64)
+    marked = np.zeros(1, np.int64)
+    settled = np.zeros(1, np.bool_)
+    unsettled = np.zeros(1, np.int64)
+    current_bin = 0
+    steps = 0
+    while steps < max_steps:
+        while current_bin < bins and heads[current_bin] < 0:
+            current_bin += 1
+        if current_bin == bins:
+            break
+        current = _take_bin(current_bin, heads, entry_vertex, entry_next, free, pending)
+        if current.shape[0] == 0:
+            continue
+        if current_bin == bins - 1:
+            # the far bucket: sort its vertices out from their lowest value
+            base = np.int64(4_000_000_000_000_000_000)
+            for i in range(current.shape[0]):
+                base = min(base, _bucket_key(values[current[i]], bucket_width, larger_first))
+            for i in range(current.shape[0]):
+                v = current[i]
+                pending[v] = 1
+                relative = min(_bucket_key(values[v], bucket_width, larger_first) - base,
+                               bins - 1)
+                entry_vertex, entry_next = _bin_insert(v, relative, heads, entry_vertex,
+                                                       entry_next, free)
+            current_bin = 0
+            continue
+        prefix = degree_prefix(current, out_offsets)
+        active_edges = prefix[current.shape[0]]
+        if num_edges > 0 and active_edges / num_edges > direction_threshold:
+            for i in range(current.shape[0]):
+                pending[current[i]] = 1
+                entry_vertex, entry_next = _bin_insert(current[i], current_bin, heads,
+                                                       entry_vertex, entry_next, free)
+            break
+        following, count, edges, serial, change = _sparse_step(
+            gather_call, apply_call, activate_call, combine, identity, current, prefix,
+            out_offsets, out_targets, in_offsets, sources, weights, values, values, False,
+            attrs, aggregates, num_vertices, first_iteration + steps, serial_edges,
+            dense_factor, claimed, chunks, threads, False, settled, unsettled, stats, marked)
+        for i in range(following.shape[0]):
+            v = following[i]
+            pending[v] = 1
+            relative = _bucket_key(values[v], bucket_width, larger_first) - base
+            relative = min(max(relative, current_bin), bins - 1)
+            entry_vertex, entry_next = _bin_insert(v, relative, heads, entry_vertex,
+                                                   entry_next, free)
+        counters[steps, 0] = current.shape[0]
+        counters[steps, 1] = active_edges
+        counters[steps, 2] = count
+        counters[steps, 3] = edges
+        counters[steps, 4] = following.shape[0]
+        counters[steps, 5] = serial
+        counters[steps, 6] = 0
+        changes[steps] = change
+        steps += 1
+        if change < tolerance:
+            break
+    remaining = 0
+    for b in range(current_bin, bins):
+        entry = heads[b]
+        while entry >= 0:
+            remaining += 1
+            entry = entry_next[entry]
+    left = np.empty(remaining, np.int64)
+    size = 0
+    for b in range(current_bin, bins):
+        entry = heads[b]
+        while entry >= 0:
+            v = entry_vertex[entry]
+            if pending[v]:
+                pending[v] = 0
+                left[size] = v
+                size += 1
+            entry = entry_next[entry]
+    return left[:size].copy(), steps

@@ -203,9 +203,11 @@ SPECIALIZED_KERNELS = {
     "pull_vertices": ("pull_vertices", {}, None),
     "push_settling": ("push_settling", {}, None),
     "sparse_iterations": ("sparse_iterations", {}, None),
+    "priority_iterations": ("priority_iterations", {}, None),
     # helpers: a kernel passing them a function would need it as a value
     # (inside a parallel loop, a pointer to a Python object numba cannot cache)
     "_update_vertex": ("_update_vertex", {}, None),
+    "_sparse_step": ("_sparse_step", {}, None),
     "_gather_in_edges": ("_gather_in_edges", {}, None),
     "_finish_cut_vertex": ("_finish_cut_vertex", {}, None),
 }

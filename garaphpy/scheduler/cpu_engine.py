@@ -211,6 +211,11 @@ class CpuEngine:
         #: iterations end with pointer jumping over the labels
         #: (:meth:`enable_shortcut_labels`)
         self.shortcut = False
+        #: sparse iterations run in buckets of this width of values
+        #: (:meth:`enable_value_priority`); None: in frontier order
+        self.bucket_width = None
+        self.larger_first = False
+        self.pending = np.zeros(1, np.uint8)
 
     @property
     def page_source(self):
@@ -241,6 +246,26 @@ class CpuEngine:
         with parallel_section():        # compiled now, outside the timed iterations
             kernels.shortcut_labels(empty, self.state.values, self.arrays.attrs[3],
                                     self.state.active, False)
+
+    def enable_value_priority(self, larger_first: bool) -> None:
+        """Take sparse iterations in buckets of values from now on (a program
+        declaring ``value_priority``, run asynchronously on the CPU alone:
+        :func:`decisions.value_priority`), larger values first when
+        ``larger_first`` (a max sum).  The width is
+        :func:`decisions.bucket_width`'s."""
+        arrays = self.arrays
+        mean_edge_value = None
+        if arrays.reads_weights and arrays.num_edges:
+            _, _, weights = arrays.page_source.csc()
+            mean_edge_value = kernels.total(weights) / arrays.num_edges
+        self.bucket_width = decisions.bucket_width(
+            config.CPU_BUCKET_WIDTH, mean_edge_value,
+            arrays.num_edges / max(arrays.num_vertices, 1))
+        if not self.bucket_width > 0 or not np.isfinite(self.bucket_width):
+            raise ValueError(f"config.CPU_BUCKET_WIDTH = {config.CPU_BUCKET_WIDTH!r}: expected "
+                             "a positive number or None")
+        self.larger_first = larger_first
+        self.pending = np.zeros(arrays.num_vertices, np.uint8)
 
     def _shortcut_labels(self, record: IterationRecord) -> None:
         """Pointer jumping after an iteration, recorded as
@@ -312,14 +337,18 @@ class CpuEngine:
         if directions is None:
             active_edges, _ = self.active_out_edges()
             arrays = self.arrays
-            # a run batches only after config.CPU_SPARSE_BATCH_AFTER single iterations
-            directions = ("batch",) if self.batches and config.CPU_SPARSE_BATCH_AFTER == 0 \
+            # a run batches only after config.CPU_SPARSE_BATCH_AFTER single iterations,
+            # but for one in buckets of values
+            batches_first = self.bucket_width is not None or (
+                self.batches and config.CPU_SPARSE_BATCH_AFTER == 0
                 and decisions.sparse_batch(active_edges, arrays.num_edges,
-                                           arrays.num_vertices, self.rho) \
-                else (decisions.choose_direction(
-                    decisions.active_fraction(active_edges, arrays.num_edges), self.rho),)
+                                           arrays.num_vertices, self.rho))
+            directions = ("batch",) if batches_first else (decisions.choose_direction(
+                decisions.active_fraction(active_edges, arrays.num_edges), self.rho),)
         for direction in directions:
-            if direction == "batch" and self.compiled.kernels.sparse_iterations.signatures:
+            batch_kernel = self.compiled.kernels.priority_iterations \
+                if self.bucket_width is not None else self.compiled.kernels.sparse_iterations
+            if direction == "batch" and batch_kernel.signatures:
                 # compiled in this process already: a warm-up (and the compile
                 # announcement's timer thread) would cost a run more than the batch saves
                 self.warm_directions.add(direction)
@@ -501,6 +530,8 @@ class CpuEngine:
             batched (nothing was done).
         """
         arrays, state = self.arrays, self.state
+        if self.bucket_width is not None:
+            return self._priority_batch(first_iteration, max_steps, tolerance, direction)
         chosen = decisions.settling_direction(**self._settling_inputs(
             active_out_edges, direction)) if self.early_exit else None
         if max_steps < 1 or not self.batches or not decisions.sparse_batch(
@@ -547,6 +578,62 @@ class CpuEngine:
             records.append(record)
         return records
 
+    def _priority_batch(self, first_iteration: int, max_steps: int, tolerance: float | None,
+                        direction: str) -> list[IterationRecord]:
+        """:meth:`iterate_batch` in buckets of values
+        (:func:`garaphpy.kernels.cpu.priority_iterations`): every iteration
+        the kernel admits, the first included; none when the direction is
+        forced or the lowest bucket would pull (the engine then runs the
+        whole frontier)."""
+        arrays, state = self.arrays, self.state
+        if max_steps < 1 or direction != "auto":
+            return []
+        self.warm_up(("batch",))
+        steps = min(max_steps, config.CPU_SPARSE_BATCH_STEPS)
+        counters = np.empty((steps, len(kernels.SPARSE_COUNTERS)), np.int64)
+        changes = np.empty(steps, np.float64)
+        started = time.perf_counter()
+        with parallel_section():
+            frontier, taken = self._priority_iterations(state.frontier, first_iteration, steps,
+                                                        tolerance, counters, changes)
+        seconds = (time.perf_counter() - started) / max(taken, 1)
+        state.frontier = frontier
+        records = []
+        for step, (active, edges, updated, processed, activated, serial, _) in enumerate(
+                counters[:taken].tolist()):
+            f = decisions.active_fraction(edges, arrays.num_edges)
+            record = IterationRecord(first_iteration + step, self.mode, "notify-pull", False,
+                                     f, self.rho, active, updated_vertices=updated,
+                                     edges_processed=processed, activated=activated,
+                                     l1_change=float(changes[step]), cpu_edges=processed,
+                                     cpu_busy_seconds=seconds, seconds=seconds)
+            decisions.note(record, "direction", "notify-pull", f=f, rho=self.rho,
+                           forced="auto")
+            decisions.note(record, "value_priority", True, bucket_width=self.bucket_width,
+                           larger_first=self.larger_first)
+            decisions.note(record, "dense_notify", decisions.dense_notify(
+                edges, arrays.num_vertices), active_out_edges=edges,
+                num_vertices=arrays.num_vertices, early_exit=False)
+            decisions.note(record, "sparse_batch", True, steps=taken)
+            decisions.note(record, "serial_step", bool(serial), edges_processed=processed,
+                           serial_edges=config.CPU_SERIAL_STEP_EDGES)
+            records.append(record)
+        return records
+
+    def _priority_iterations(self, frontier, first_iteration, steps, tolerance, counters,
+                             changes):
+        arrays, compiled, state = self.arrays, self.compiled, self.state
+        _, sources, weights = arrays.page_source.csc()
+        return compiled.kernels.priority_iterations(
+            compiled.identity, frontier, arrays.out_offsets, arrays.out_targets,
+            arrays.in_offsets, sources, arrays.edge_weights(weights), state.values,
+            arrays.attrs, self.no_aggregates, arrays.num_vertices, arrays.num_edges,
+            first_iteration, steps, config.CPU_SERIAL_STEP_EDGES,
+            1.0 / (config.NOTIFY_PULL_COST_FACTOR * self.rho), config.NOTIFY_DENSE_FACTOR,
+            -np.inf if tolerance is None else float(tolerance), state.claimed,
+            self.threads * config.CPU_CHUNKS_PER_THREAD, self.threads, counters, changes,
+            float(self.bucket_width), self.larger_first, self.pending)
+
     def _sparse_iterations(self, frontier, first_iteration, steps, tolerance, counters,
                            changes):
         arrays, compiled, state = self.arrays, self.compiled, self.state
@@ -558,14 +645,16 @@ class CpuEngine:
             arrays.num_vertices, arrays.num_edges, first_iteration, steps,
             config.CPU_SERIAL_STEP_EDGES, 1.0 / (config.NOTIFY_PULL_COST_FACTOR * self.rho),
             config.NOTIFY_DENSE_FACTOR, -np.inf if tolerance is None else float(tolerance),
-            state.claimed, self.threads * config.CPU_CHUNKS_PER_THREAD, counters, changes,
-            self.early_exit, self.settled, self.unsettled_edges,
+            state.claimed, self.threads * config.CPU_CHUNKS_PER_THREAD, self.threads, counters,
+            changes, self.early_exit, self.settled, self.unsettled_edges,
             float(config.CPU_SETTLING_PULL_FACTOR * self.rho))
 
     def _warm_up_batch(self) -> None:
         empty = np.zeros((0, len(kernels.SPARSE_COUNTERS)), np.int64)
+        batch = self._priority_iterations if self.bucket_width is not None \
+            else self._sparse_iterations
         with parallel_section():
-            self._sparse_iterations(np.zeros(0, np.int64), 0, 0, None, empty, np.zeros(0))
+            batch(np.zeros(0, np.int64), 0, 0, None, empty, np.zeros(0))
 
     def _iterate(self, record: IterationRecord, prefix, aggregates: np.ndarray) -> None:
         self.stats[:] = 0.0

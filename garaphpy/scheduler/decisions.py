@@ -34,6 +34,10 @@ the iteration record (:func:`decide`, :attr:`IterationRecord.decisions`).
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from .. import config
 from ..kernels.cpu_program import SOURCE_SIDE_GATHER_PARAMETERS
 from ..options import DIRECTIONS
@@ -179,6 +183,56 @@ def shortcut_labels(declared: bool, mode: str, enabled: bool = True) -> bool:
     processor's copy of the values would not see the jumps), with
     ``config.CPU_SHORTCUT_LABELS`` or ``config.GPU_SHORTCUT_LABELS``."""
     return bool(enabled and declared and mode in ("cpu", "gpu"))
+
+
+def value_priority(declared: bool, mode: str, synchronous: bool, batches: bool,
+                   in_degree_skew: float, enabled: bool = True,
+                   max_skew: float = config.CPU_PRIORITY_MAX_SKEW) -> bool:
+    """Whether a run takes its sparse iterations in order of value, in buckets
+    (:func:`garaphpy.kernels.cpu.priority_iterations`; delta-stepping): a
+    program that declares ``value_priority``, run asynchronously on the CPU
+    alone with batches (:attr:`CpuEngine.batches
+    <garaphpy.scheduler.cpu_engine.CpuEngine.batches>`), with
+    ``config.CPU_VALUE_PRIORITY``, on a graph whose ``in_degree_skew``
+    (:func:`in_degree_skew`) is at most ``max_skew``.
+
+    Updates then wait for the smaller values that would overwrite them,
+    instead of each vertex being set off again and again (SSSP on a grid:
+    every vertex about 50 times).  But each bucket's step notify-pulls: a
+    vertex it notifies reads all its in-edges, and the many small steps of
+    buckets notify the hubs of a skewed graph step after step (rmat:20,
+    skew 75: 4.8x the edges and 5x the time of the whole-frontier
+    iterations; a 4-neighbour grid, skew 1.0: 1/14 of the edges, 6x
+    faster; BENCHMARKS.md)."""
+    return bool(enabled and declared and mode == "cpu" and not synchronous and batches
+                and in_degree_skew <= max_skew)
+
+
+def in_degree_skew(in_degree) -> float:
+    """The in-edges a notified vertex reads, over the mean in-degree: a vertex is
+    notified in proportion to its in-degree d and then reads d in-edges, so
+    the mean read is sum d^2 / sum d; 1.0 for a regular graph, far more
+    for a power-law one."""
+    degrees = np.asarray(in_degree, dtype=np.float64)
+    edges = float(degrees.sum())
+    if edges == 0:
+        return 1.0
+    return float(degrees @ degrees / edges) / (edges / degrees.size)
+
+
+def bucket_width(configured: float | None, mean_edge_value: float | None,
+                 mean_in_degree: float) -> float:
+    """The width of a bucket of :func:`value_priority`: ``configured``
+    (``config.CPU_BUCKET_WIDTH``) when set; else, for a gather that reads
+    edge values, their mean over the mean in-degree (Meyer and Sanders'
+    delta = Theta(1 / d) for weights in [0, 1], scaled by the mean weight:
+    GAPBS's delta 32 on a 4-neighbour grid of weights 1..255); else 1 (the
+    levels of a program adding one per edge)."""
+    if configured is not None:
+        return float(configured)
+    if mean_edge_value is None or not math.isfinite(mean_edge_value) or mean_edge_value <= 0:
+        return 1.0
+    return float(mean_edge_value / max(mean_in_degree, 1.0))
 
 
 def shortcut_every_vertex(sample_dropped: int, sample_size: int,

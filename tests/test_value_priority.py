@@ -1,0 +1,216 @@
+"""Sparse iterations in buckets of values on the CPU (issue 19, delta-stepping).
+
+A program that declares ``value_priority`` (SSSP, SSWP), run asynchronously
+on the CPU alone, takes its frontier bucket by bucket
+(:func:`garaphpy.kernels.cpu.priority_iterations`).  The order must change
+the work, never the values: checked against SciPy's Dijkstra and a heap
+reference on grids, a chain and a SNAP graph, with buckets so narrow that
+most values wait in the far bin, with batches of a few steps, across
+iteration limits and checkpoints; and the rules that turn the order on.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import garaphpy
+from garaphpy import config
+from garaphpy.program import ProgramError, VertexProgram
+from garaphpy.scheduler import decisions
+
+from references import run_engine, run_engine_quietly, sssp_scipy, sswp_heap
+
+
+@pytest.fixture(scope="module")
+def grid(tmp_path_factory):
+    return garaphpy.Graph.load("grid:60x50", store=tmp_path_factory.mktemp("grid") / "s",
+                               progress=False)
+
+
+@pytest.fixture(scope="module")
+def wide_grid(tmp_path_factory):
+    """Large enough for the whole-frontier iterations to read each edge many
+    times over (grid:200x200: 12x |E| against 3.6x in buckets)."""
+    return garaphpy.Graph.load("grid:200x200", store=tmp_path_factory.mktemp("wide") / "s",
+                               progress=False)
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory):
+    n = 2000
+    src = np.arange(n - 1, dtype=np.int64)
+    weights = np.arange(1, n, dtype=np.float64) % 5 + 1
+    return garaphpy.Graph.from_arrays(src, src + 1, weights, num_vertices=n,
+                                      store=tmp_path_factory.mktemp("chain") / "s")
+
+
+@pytest.fixture(scope="module")
+def snap(tmp_path_factory, request):
+    path = request.config.rootpath / "examples" / "graphs" / "sample-web.txt.gz"
+    return garaphpy.Graph.load(path, store=tmp_path_factory.mktemp("snap") / "s",
+                               weights="hash", progress=False)
+
+
+def bucketed(result) -> int:
+    return sum("value_priority" in record.decisions for record in result.iterations)
+
+
+def edges_read(result) -> int:
+    return sum(record.edges_processed for record in result.iterations)
+
+
+def run_priority(graph, name, sources, on: bool, monkeypatch, quietly=False, **options):
+    monkeypatch.setattr(config, "CPU_VALUE_PRIORITY", on)
+    options.setdefault("threads", 2)
+    run = run_engine_quietly if quietly else run_engine
+    return run(graph, name, sources, mode="cpu", **options)
+
+
+# -- the rules -----------------------------------------------------------------------------
+def test_rule_needs_declaration_cpu_async_batches_and_low_skew():
+    assert decisions.value_priority(True, "cpu", False, True, 1.0)
+    assert not decisions.value_priority(False, "cpu", False, True, 1.0)
+    assert not decisions.value_priority(True, "hybrid", False, True, 1.0)
+    assert not decisions.value_priority(True, "cpu", True, True, 1.0)     # synchronous
+    assert not decisions.value_priority(True, "cpu", False, False, 1.0)   # pages streamed
+    assert not decisions.value_priority(True, "cpu", False, True, 1.0, enabled=False)
+    assert not decisions.value_priority(True, "cpu", False, True, 75.0, max_skew=4.0)
+
+
+def test_in_degree_skew_of_regular_and_star_graphs():
+    assert decisions.in_degree_skew(np.full(100, 4)) == pytest.approx(1.0)
+    star = np.zeros(101, np.int64)
+    star[0] = 100                       # 100 edges into one vertex of 101
+    assert decisions.in_degree_skew(star) == pytest.approx(101.0)
+    assert decisions.in_degree_skew(np.zeros(5, np.int64)) == 1.0
+
+
+def test_bucket_width_rule():
+    assert decisions.bucket_width(None, 128.0, 4.0) == 32.0       # GAPBS's grid delta
+    assert decisions.bucket_width(None, None, 4.0) == 1.0          # no edge values read
+    assert decisions.bucket_width(None, 0.0, 4.0) == 1.0
+    assert decisions.bucket_width(None, 6.0, 0.5) == 6.0           # degree below one
+    assert decisions.bucket_width(2.5, 128.0, 4.0) == 2.5          # configured
+
+
+def test_a_power_law_graph_takes_its_frontier_whole(snap, monkeypatch):
+    assert decisions.in_degree_skew(snap.store.in_degree) > config.CPU_PRIORITY_MAX_SKEW
+    result = run_priority(snap, "sssp", [0], True, monkeypatch)
+    assert bucketed(result) == 0
+    np.testing.assert_allclose(result.values, sssp_scipy(snap, [0]), rtol=1e-12)
+
+
+def test_bad_configured_width_is_refused(grid, monkeypatch):
+    monkeypatch.setattr(config, "CPU_BUCKET_WIDTH", -1.0)
+    with pytest.raises(ValueError, match="CPU_BUCKET_WIDTH"):
+        run_priority(grid, "sssp", [0], True, monkeypatch)
+
+
+# -- the values ----------------------------------------------------------------------------
+@pytest.mark.parametrize("threads", [1, 2])
+def test_grid_sssp_equals_dijkstra_with_less_work(wide_grid, threads, monkeypatch):
+    grid = wide_grid
+    on = run_priority(grid, "sssp", [201], True, monkeypatch, threads=threads)
+    off = run_priority(grid, "sssp", [201], False, monkeypatch, threads=threads)
+    expected = sssp_scipy(grid, [grid.internal_ids([201])[0]])
+    np.testing.assert_allclose(on.values, expected, rtol=1e-12)
+    np.testing.assert_array_equal(on.values, off.values)
+    assert bucketed(on) == len(on.iterations) and bucketed(off) == 0
+    assert on.converged and on.stop_reason == "no active vertex"
+    assert edges_read(on) < edges_read(off) / 2
+    width = on.iterations[0].decisions["value_priority"]["bucket_width"]
+    _, _, weights = grid.store.csc()
+    assert width == pytest.approx(weights.mean() / (grid.num_edges / grid.num_vertices))
+
+
+@pytest.mark.parametrize("width, steps", [(0.001, 256), (7.0, 3), (1e9, 256)],
+                         ids=["far-bin", "short-batches", "one-bucket"])
+def test_widths_and_batch_lengths_change_no_value(grid, width, steps, monkeypatch):
+    """0.001: nearly every value lies past the bins and is sorted out again
+    from the far one; 1e9: one bucket, the whole frontier each step."""
+    monkeypatch.setattr(config, "CPU_BUCKET_WIDTH", width)
+    monkeypatch.setattr(config, "CPU_SPARSE_BATCH_STEPS", steps)
+    result = run_priority(grid, "sssp", [61, 2900], True, monkeypatch)
+    expected = sssp_scipy(grid, grid.internal_ids([61, 2900]))
+    np.testing.assert_allclose(result.values, expected, rtol=1e-12)
+    assert bucketed(result) == len(result.iterations)
+
+
+def test_sswp_takes_larger_values_first(grid, monkeypatch):
+    on = run_priority(grid, "sswp", [61], True, monkeypatch)
+    source = grid.internal_ids([61])[0]
+    np.testing.assert_array_equal(on.values, sswp_heap(grid, [source]))
+    assert on.iterations[0].decisions["value_priority"]["larger_first"] is True
+
+
+def test_chain_iteration_limit_and_checkpoints(chain, tmp_path, monkeypatch):
+    limited = run_priority(chain, "sssp", [0], True, monkeypatch, quietly=True,
+                           max_iterations=700)
+    assert len(limited.iterations) == 700 and not limited.converged
+    expected = sssp_scipy(chain, [0])
+    reached = np.isfinite(limited.values)
+    np.testing.assert_array_equal(limited.values[reached], expected[reached])
+    assert reached.sum() == 701
+
+    class Crash(Exception):
+        pass
+
+    def crash_at(record):
+        if record.iteration == 1200:
+            raise Crash
+
+    directory = tmp_path / "ck"
+    with pytest.raises(Crash):
+        run_priority(chain, "sssp", [0], True, monkeypatch, checkpoint_dir=directory,
+                     checkpoint_every=500, on_iteration=crash_at)
+    resumed = run_priority(chain, "sssp", [0], True, monkeypatch, checkpoint_dir=directory,
+                           checkpoint_every=500, resume=True)
+    assert resumed.iterations[0].iteration == 0 and resumed.converged
+    np.testing.assert_array_equal(resumed.values, expected)
+
+
+# -- a user's program ----------------------------------------------------------------------
+class Hops(VertexProgram):
+    """A user's SSSP: the fewest summed weights from the sources."""
+
+    value_dtype = np.float64
+    sum = "min"
+    cpu_execution = "async"
+    value_priority = True
+    initially_active = "sources"
+    needs_weights = True
+    needs_sources = True
+    max_iterations = 10**9
+
+    def init(is_source):
+        return 0.0 if is_source else math.inf
+
+    def gather(src, weight):
+        return src + weight
+
+    def apply(value, accum):
+        return min(value, accum)
+
+    def activate(new, old):
+        return new < old
+
+
+def test_a_user_program_in_buckets_equals_dijkstra(grid, monkeypatch):
+    result = run_priority(grid, Hops(), [61], True, monkeypatch)
+    assert bucketed(result) == len(result.iterations)
+    np.testing.assert_allclose(result.values, sssp_scipy(grid, grid.internal_ids([61])),
+                               rtol=1e-12)
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"sum": "add"}, "needs sum 'min' or 'max'"),
+    ({"cpu_execution": None}, "cpu_execution = 'async'"),
+    ({"value_dtype": np.bool_}, "numeric values"),
+    ({"value_priority": 1}, "expected True or False"),
+])
+def test_false_declarations_are_refused_at_definition(changes, message):
+    with pytest.raises(ProgramError, match=message):
+        type("Wrong", (Hops,), dict(changes))
