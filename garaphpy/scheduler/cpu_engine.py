@@ -515,7 +515,10 @@ class CpuEngine:
     def iterate_batch(self, first_iteration: int, max_steps: int, tolerance: float | None,
                       active_out_edges: int, direction: str = "auto") -> list[IterationRecord]:
         """Up to ``max_steps`` iterations from ``first_iteration`` in one kernel call,
-        when the next one is a sparse notify-pull (:func:`decisions.sparse_batch`).
+        when the next one is a sparse notify-pull (:func:`decisions.sparse_batch`),
+        or in buckets of values (:meth:`enable_value_priority`,
+        :func:`garaphpy.kernels.cpu.priority_iterations`: every iteration the
+        kernel admits, none when the direction is forced).
 
         Each step is the iteration :meth:`iterate` would run, with the same
         values, frontier and counters; the batch ends before an iteration
@@ -531,24 +534,29 @@ class CpuEngine:
         """
         arrays, state = self.arrays, self.state
         if self.bucket_width is not None:
-            return self._priority_batch(first_iteration, max_steps, tolerance, direction)
-        chosen = decisions.settling_direction(**self._settling_inputs(
-            active_out_edges, direction)) if self.early_exit else None
-        if max_steps < 1 or not self.batches or not decisions.sparse_batch(
-                active_out_edges, arrays.num_edges, arrays.num_vertices, self.rho,
-                forced=direction, direction=chosen):
-            return []
-        if self.sparse_singles < config.CPU_SPARSE_BATCH_AFTER:
-            self.sparse_singles += 1
-            return []
+            # buckets of values: every iteration the kernel admits, the first included
+            if max_steps < 1 or direction != "auto":
+                return []
+            kernel = self._priority_iterations
+        else:
+            chosen = decisions.settling_direction(**self._settling_inputs(
+                active_out_edges, direction)) if self.early_exit else None
+            if max_steps < 1 or not self.batches or not decisions.sparse_batch(
+                    active_out_edges, arrays.num_edges, arrays.num_vertices, self.rho,
+                    forced=direction, direction=chosen):
+                return []
+            if self.sparse_singles < config.CPU_SPARSE_BATCH_AFTER:
+                self.sparse_singles += 1
+                return []
+            kernel = self._sparse_iterations
         self.warm_up(("batch",))
         steps = min(max_steps, config.CPU_SPARSE_BATCH_STEPS)
         counters = np.empty((steps, len(kernels.SPARSE_COUNTERS)), np.int64)
         changes = np.empty(steps, np.float64)
         started = time.perf_counter()
         with parallel_section():
-            frontier, taken = self._sparse_iterations(state.frontier, first_iteration, steps,
-                                                      tolerance, counters, changes)
+            frontier, taken = kernel(state.frontier, first_iteration, steps, tolerance, counters,
+                                     changes)
         seconds = (time.perf_counter() - started) / max(taken, 1)
         state.frontier = frontier
         serial_edges = config.CPU_SERIAL_STEP_EDGES
@@ -570,53 +578,17 @@ class CpuEngine:
             else:
                 decisions.note(record, "direction", "notify-pull", f=f, rho=self.rho,
                                forced="auto")
-            decisions.note(record, "dense_notify", False, active_out_edges=edges,
+            if self.bucket_width is not None:
+                decisions.note(record, "value_priority", True, bucket_width=self.bucket_width,
+                               larger_first=self.larger_first)
+            # a bucket may notify over a bitmap; a plain batch stops before such a step
+            dense = self.bucket_width is not None and decisions.dense_notify(
+                edges, arrays.num_vertices)
+            decisions.note(record, "dense_notify", dense, active_out_edges=edges,
                            num_vertices=arrays.num_vertices, early_exit=self.early_exit)
             decisions.note(record, "sparse_batch", True, steps=taken)
             decisions.note(record, "serial_step", bool(serial), edges_processed=processed,
                            serial_edges=serial_edges)
-            records.append(record)
-        return records
-
-    def _priority_batch(self, first_iteration: int, max_steps: int, tolerance: float | None,
-                        direction: str) -> list[IterationRecord]:
-        """:meth:`iterate_batch` in buckets of values
-        (:func:`garaphpy.kernels.cpu.priority_iterations`): every iteration
-        the kernel admits, the first included; none when the direction is
-        forced or the lowest bucket would pull (the engine then runs the
-        whole frontier)."""
-        arrays, state = self.arrays, self.state
-        if max_steps < 1 or direction != "auto":
-            return []
-        self.warm_up(("batch",))
-        steps = min(max_steps, config.CPU_SPARSE_BATCH_STEPS)
-        counters = np.empty((steps, len(kernels.SPARSE_COUNTERS)), np.int64)
-        changes = np.empty(steps, np.float64)
-        started = time.perf_counter()
-        with parallel_section():
-            frontier, taken = self._priority_iterations(state.frontier, first_iteration, steps,
-                                                        tolerance, counters, changes)
-        seconds = (time.perf_counter() - started) / max(taken, 1)
-        state.frontier = frontier
-        records = []
-        for step, (active, edges, updated, processed, activated, serial, _) in enumerate(
-                counters[:taken].tolist()):
-            f = decisions.active_fraction(edges, arrays.num_edges)
-            record = IterationRecord(first_iteration + step, self.mode, "notify-pull", False,
-                                     f, self.rho, active, updated_vertices=updated,
-                                     edges_processed=processed, activated=activated,
-                                     l1_change=float(changes[step]), cpu_edges=processed,
-                                     cpu_busy_seconds=seconds, seconds=seconds)
-            decisions.note(record, "direction", "notify-pull", f=f, rho=self.rho,
-                           forced="auto")
-            decisions.note(record, "value_priority", True, bucket_width=self.bucket_width,
-                           larger_first=self.larger_first)
-            decisions.note(record, "dense_notify", decisions.dense_notify(
-                edges, arrays.num_vertices), active_out_edges=edges,
-                num_vertices=arrays.num_vertices, early_exit=False)
-            decisions.note(record, "sparse_batch", True, steps=taken)
-            decisions.note(record, "serial_step", bool(serial), edges_processed=processed,
-                           serial_edges=config.CPU_SERIAL_STEP_EDGES)
             records.append(record)
         return records
 
