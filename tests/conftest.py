@@ -76,6 +76,18 @@ def pytest_unconfigure(config):
         shutil.rmtree(TEST_CACHE_ROOT, ignore_errors=True)
 
 
+@pytest.fixture(scope="session")
+def snap(tmp_path_factory, request):
+    """The example SNAP graph that ships with the project, with hashed edge
+    weights (a power-law graph for SSSP); tests/programs/test_snap_graphs.py
+    has its own ``snap``, the shared data's graphs."""
+    import garaphpy
+
+    path = request.config.rootpath / "examples" / "graphs" / "sample-web.txt.gz"
+    return garaphpy.Graph.load(path, store=tmp_path_factory.mktemp("snap") / "s",
+                               weights="hash", progress=False)
+
+
 @pytest.fixture(autouse=True)
 def _persistent_program_cache(request, monkeypatch):
     """Compiled programs persist across test sessions (in pytest's cache folder):

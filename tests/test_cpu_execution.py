@@ -58,13 +58,6 @@ def grid(tmp_path_factory):
                                progress=False)
 
 
-@pytest.fixture(scope="module")
-def snap(tmp_path_factory, request):
-    path = request.config.rootpath / "examples" / "graphs" / "sample-web.txt.gz"
-    return garaphpy.Graph.load(path, store=tmp_path_factory.mktemp("snap") / "s",
-                               weights="hash", progress=False)
-
-
 REFERENCES = {"bfs": bfs_scipy, "sssp": sssp_scipy, "sswp": sswp_heap,
               "cc": lambda graph, sources: components_scipy(graph)}
 

@@ -49,13 +49,6 @@ def chain(tmp_path_factory):
                                       store=tmp_path_factory.mktemp("chain") / "s")
 
 
-@pytest.fixture(scope="module")
-def snap(tmp_path_factory, request):
-    path = request.config.rootpath / "examples" / "graphs" / "sample-web.txt.gz"
-    return garaphpy.Graph.load(path, store=tmp_path_factory.mktemp("snap") / "s",
-                               weights="hash", progress=False)
-
-
 @pytest.fixture
 def batching(monkeypatch):
     """Sets ``config.CPU_SPARSE_BATCH`` (and ``CPU_SERIAL_STEP_EDGES``) for one test,

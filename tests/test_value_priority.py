@@ -47,13 +47,6 @@ def chain(tmp_path_factory):
                                       store=tmp_path_factory.mktemp("chain") / "s")
 
 
-@pytest.fixture(scope="module")
-def snap(tmp_path_factory, request):
-    path = request.config.rootpath / "examples" / "graphs" / "sample-web.txt.gz"
-    return garaphpy.Graph.load(path, store=tmp_path_factory.mktemp("snap") / "s",
-                               weights="hash", progress=False)
-
-
 def bucketed(result) -> int:
     return sum("value_priority" in record.decisions for record in result.iterations)
 

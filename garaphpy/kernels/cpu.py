@@ -1100,6 +1100,26 @@ def _take_bin(bin_index, heads, entry_vertex, entry_next, free, pending):
 
 
 @numba.njit(nogil=True)
+def _bin_vertices(vertices, values, bucket_width, larger_first, heads, entry_vertex, entry_next,
+                  free, pending):
+    """Link each of ``vertices`` not yet pending into the bin of its value,
+    counted from the lowest of them (bin 0; the last bin takes the rest),
+    and mark it pending.  Returns that lowest bucket and the entry arrays."""
+    base = np.int64(4_000_000_000_000_000_000)
+    for i in range(vertices.shape[0]):
+        base = min(base, _bucket_key(values[vertices[i]], bucket_width, larger_first))
+    for i in range(vertices.shape[0]):
+        v = vertices[i]
+        if not pending[v]:
+            pending[v] = 1
+            relative = min(_bucket_key(values[v], bucket_width, larger_first) - base,
+                           heads.shape[0] - 1)
+            entry_vertex, entry_next = _bin_insert(v, relative, heads, entry_vertex,
+                                                   entry_next, free)
+    return base, entry_vertex, entry_next
+
+
+@numba.njit(nogil=True)
 def priority_iterations(gather_call, apply_call, activate_call, combine, identity, frontier,
                         out_offsets, out_targets, in_offsets, sources, weights, values,
                         attrs, aggregates, num_vertices, num_edges, first_iteration, max_steps,
@@ -1141,16 +1161,9 @@ def priority_iterations(gather_call, apply_call, activate_call, combine, identit
     entry_vertex = np.empty(capacity, np.int64)
     entry_next = np.empty(capacity, np.int64)
     free = np.array([-1, 0], np.int64)
-    base = np.int64(4_000_000_000_000_000_000)
-    for i in range(frontier.shape[0]):
-        base = min(base, _bucket_key(values[frontier[i]], bucket_width, larger_first))
-    for i in range(frontier.shape[0]):
-        v = frontier[i]
-        if not pending[v]:
-            pending[v] = 1
-            relative = min(_bucket_key(values[v], bucket_width, larger_first) - base, bins - 1)
-            entry_vertex, entry_next = _bin_insert(v, relative, heads, entry_vertex,
-                                                   entry_next, free)
+    base, entry_vertex, entry_next = _bin_vertices(frontier, values, bucket_width, larger_first,
+                                                   heads, entry_vertex, entry_next, free,
+                                                   pending)
     stats = np.zeros(2, np.float64)
     marked = np.zeros(1, np.int64)
     settled = np.zeros(1, np.bool_)
@@ -1167,16 +1180,9 @@ def priority_iterations(gather_call, apply_call, activate_call, combine, identit
             continue
         if current_bin == bins - 1:
             # the far bucket: sort its vertices out from their lowest value
-            base = np.int64(4_000_000_000_000_000_000)
-            for i in range(current.shape[0]):
-                base = min(base, _bucket_key(values[current[i]], bucket_width, larger_first))
-            for i in range(current.shape[0]):
-                v = current[i]
-                pending[v] = 1
-                relative = min(_bucket_key(values[v], bucket_width, larger_first) - base,
-                               bins - 1)
-                entry_vertex, entry_next = _bin_insert(v, relative, heads, entry_vertex,
-                                                       entry_next, free)
+            base, entry_vertex, entry_next = _bin_vertices(
+                current, values, bucket_width, larger_first, heads, entry_vertex, entry_next,
+                free, pending)
             current_bin = 0
             continue
         prefix = degree_prefix(current, out_offsets)
@@ -1210,21 +1216,11 @@ def priority_iterations(gather_call, apply_call, activate_call, combine, identit
         steps += 1
         if change < tolerance:
             break
-    remaining = 0
-    for b in range(current_bin, bins):
-        entry = heads[b]
-        while entry >= 0:
-            remaining += 1
-            entry = entry_next[entry]
-    left = np.empty(remaining, np.int64)
+    left = np.empty(free[1], np.int64)     # every entry ever used bounds those left
     size = 0
     for b in range(current_bin, bins):
-        entry = heads[b]
-        while entry >= 0:
-            v = entry_vertex[entry]
-            if pending[v]:
-                pending[v] = 0
-                left[size] = v
-                size += 1
-            entry = entry_next[entry]
+        if heads[b] >= 0:
+            taken = _take_bin(b, heads, entry_vertex, entry_next, free, pending)
+            left[size:size + taken.shape[0]] = taken
+            size += taken.shape[0]
     return left[:size].copy(), steps
