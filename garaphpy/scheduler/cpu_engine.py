@@ -255,15 +255,12 @@ class CpuEngine:
         :func:`decisions.bucket_width`'s."""
         arrays = self.arrays
         mean_edge_value = None
-        if arrays.reads_weights and arrays.num_edges:
+        if config.CPU_BUCKET_WIDTH is None and arrays.reads_weights and arrays.num_edges:
             _, _, weights = arrays.page_source.csc()
             mean_edge_value = kernels.total(weights) / arrays.num_edges
         self.bucket_width = decisions.bucket_width(
             config.CPU_BUCKET_WIDTH, mean_edge_value,
             arrays.num_edges / max(arrays.num_vertices, 1))
-        if not self.bucket_width > 0 or not np.isfinite(self.bucket_width):
-            raise ValueError(f"config.CPU_BUCKET_WIDTH = {config.CPU_BUCKET_WIDTH!r}: expected "
-                             "a positive number or None")
         self.larger_first = larger_first
         self.pending = np.zeros(arrays.num_vertices, np.uint8)
 

@@ -39,6 +39,7 @@ import math
 import numpy as np
 
 from .. import config
+from ..errors import ConfigError
 from ..kernels.cpu_program import SOURCE_SIDE_GATHER_PARAMETERS
 from ..options import DIRECTIONS
 from ..storage.store import neighbour_in_degree  # noqa: F401  (an input of gpu_sparse_pass)
@@ -227,8 +228,13 @@ def bucket_width(configured: float | None, mean_edge_value: float | None,
     edge values, their mean over the mean in-degree (Meyer and Sanders'
     delta = Theta(1 / d) for weights in [0, 1], scaled by the mean weight:
     GAPBS's delta 32 on a 4-neighbour grid of weights 1..255); else 1 (the
-    levels of a program adding one per edge)."""
+    levels of a program adding one per edge).  A ``configured`` width that is
+    not a positive finite number raises :class:`~garaphpy.errors.ConfigError`."""
     if configured is not None:
+        if isinstance(configured, bool) or not isinstance(configured, (int, float)) \
+                or not math.isfinite(configured) or configured <= 0:
+            raise ConfigError(f"config.CPU_BUCKET_WIDTH = {configured!r}: expected a "
+                              "positive number or None")
         return float(configured)
     if mean_edge_value is None or not math.isfinite(mean_edge_value) or mean_edge_value <= 0:
         return 1.0
