@@ -125,6 +125,22 @@ GPU_SPARSE_SPAN_FACTOR = 4.0
 #: program declaring ``apply_keeps_best`` (:func:`garaphpy.scheduler.decisions.gpu_push`).
 GPU_SPARSE_PUSH = True
 
+#: An asynchronous run on the GPU alone of a program declaring ``value_priority``
+#: (SSSP, SSWP) pushes its frontier in order of value, in buckets (near-far
+#: delta-stepping in the device loop, issue 18); False: the whole frontier
+#: each iteration.
+GPU_VALUE_PRIORITY = True
+
+#: The bucket width of those runs; None: ``GPU_BUCKET_FACTOR`` times the rule of
+#: ``scheduler.decisions.bucket_width`` (mean edge value / mean in-degree), for
+#: programs with a ``min`` sum only: a ``max`` program (SSWP) takes buckets only
+#: with a width set here (``scheduler.decisions.gpu_value_priority``).
+GPU_BUCKET_WIDTH = None
+
+#: ... the factor (a GPU iteration costs its launches whatever the frontier: wider
+#: buckets than the CPU's, fewer of them; BENCHMARKS.md, issue 18).
+GPU_BUCKET_FACTOR = 64.0
+
 #: Iterations the device loop captures in one CUDA graph; the host launches the
 #: graph, and reads the loop's state back every launch.
 GPU_LOOP_GRAPH_ITERATIONS = 16

@@ -383,7 +383,10 @@ class VertexProgram:
         (delta-stepping, HyTGraph's priority scheduling: each iteration
         notifies from the lowest bucket's vertices only; width
         ``config.CPU_BUCKET_WIDTH`` or the rule of
-        ``scheduler.decisions.bucket_width``).  The order changes the work,
+        ``scheduler.decisions.bucket_width``), and an asynchronous run on
+        the GPU alone pushes its device loop's frontier in buckets
+        (near-far; ``config.GPU_VALUE_PRIORITY``,
+        ``scheduler.decisions.gpu_value_priority``).  The order changes the work,
         not the result, for a program whose ``cpu_execution = "async"``
         already declares that its values do not depend on the order of
         updates; so it needs sum ``min`` or ``max``, numeric values and

@@ -160,6 +160,34 @@ def test_extra_bytes_counts_every_array():
     assert device_loop.extra_bytes(n, m, 8) > expected
 
 
+def test_extra_bytes_count_the_far_queues_in_order_of_value():
+    n, m = 1000, 5000
+    assert device_loop.extra_bytes(n, m, 4, 8, 4, priority=True) \
+        - device_loop.extra_bytes(n, m, 4, 8, 4) == (2 * 4 + 4) * n
+
+
+def test_buckets_of_values_are_for_declared_asynchronous_pushes():
+    fine = dict(declared=True, synchronous=False, push=True, larger_first=False,
+                width_configured=False, enabled=True)
+    assert decisions.gpu_value_priority(**fine)
+    for key, value in [("declared", False), ("synchronous", True), ("push", False),
+                       ("enabled", False), ("larger_first", True)]:
+        assert not decisions.gpu_value_priority(**{**fine, key: value}), key
+    # a max program (edge values, not sums) with a width of the user's only
+    assert decisions.gpu_value_priority(**{**fine, "larger_first": True,
+                                           "width_configured": True})
+
+
+def test_the_gpu_bucket_width_is_the_cpu_rule_times_the_factor():
+    assert decisions.gpu_bucket_width(None, 128.0, 4.0, 8.0) == 8.0 * 32.0
+    assert decisions.gpu_bucket_width(None, None, 4.0, 8.0) == 8.0       # levels: 1 a step
+    assert decisions.gpu_bucket_width(3.5, 128.0, 4.0, 8.0) == 3.5
+    for configured, factor in [(0, 8.0), (-1.0, 8.0), (float("inf"), 8.0), (True, 8.0),
+                               ("32", 8.0), (None, 0.0), (None, float("nan"))]:
+        with pytest.raises(garaphpy.ConfigError, match="GPU_BUCKET"):
+            decisions.gpu_bucket_width(configured, 128.0, 4.0, factor)
+
+
 def test_the_kernels_and_the_driver_agree_on_the_state_layout():
     text = SPARSE_CU.read_text()
     defines = dict(re.findall(r"#define (GP_LOOP_\w+) (\d+)", text))
@@ -467,3 +495,94 @@ def test_a_false_declaration_is_refused_on_the_gpu(grid, name, message):
 
     with pytest.raises(garaphpy.ProgramError, match=message):
         garaphpy.run(grid, getattr(test_shortcut_labels, name)(), mode="gpu")
+
+
+# -- in order of value (value_priority, asynchronous runs) -------------------------------
+def loop_entries(result) -> list:
+    return [r.decisions["device_loop"] for r in result.iterations if "device_loop" in r.decisions]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("width", [None, 1.0, 10_000.0])
+def test_buckets_of_values_give_the_cpus_values(grid, rmat, width, monkeypatch):
+    monkeypatch.setattr(config, "GPU_BUCKET_WIDTH", width)
+    for graph in (grid, rmat):
+        for name in ("sssp", "sswp"):
+            program = program_for(name)
+            used = np.array([int(np.argmax(graph.store.out_degree))], np.int64)
+            cpu = run_quietly(graph, program, used, mode="cpu", execution="async")
+            gpu = run_quietly(graph, program, used, mode="gpu", execution="async")
+            np.testing.assert_array_equal(gpu.values, cpu.values)
+            entries = loop_entries(gpu)
+            if name == "sswp" and width is None:        # a max program: no width of its own
+                assert entries and not entries[-1]["value_priority"]["choice"]
+                continue
+            assert entries and entries[-1]["value_priority"]["choice"]
+            assert entries[-1]["buckets"] >= 1
+            if width is not None:
+                assert entries[-1]["bucket_width"] == width
+            if width == 1.0 and graph is grid and name == "sssp":
+                # a bucket a distance: far more buckets than the 10,000-wide run's one
+                assert entries[-1]["buckets"] > 100
+
+
+@pytest.mark.gpu
+def test_buckets_wait_for_the_smaller_distances(grid, monkeypatch):
+    monkeypatch.setattr(config, "GPU_BUCKET_WIDTH", 64.0)
+    source = np.array([61], np.int64)
+    runs = {}
+    for priority in (False, True):
+        monkeypatch.setattr(config, "GPU_VALUE_PRIORITY", priority)
+        runs[priority] = run_quietly(grid, "sssp", source, mode="gpu", execution="async")
+    np.testing.assert_array_equal(runs[True].values, runs[False].values)
+    assert not loop_entries(runs[False])[-1]["value_priority"]["choice"]
+    edges = {p: sum(r.edges_processed for r in run.iterations) for p, run in runs.items()}
+    assert edges[True] < 0.75 * edges[False]
+
+
+@pytest.mark.gpu
+def test_a_synchronous_run_keeps_the_whole_frontier(grid):
+    result = run_quietly(grid, "sssp", np.array([61], np.int64), mode="gpu", execution="sync")
+    entries = loop_entries(result)
+    assert entries and not entries[-1]["value_priority"]["choice"]
+    assert "buckets" not in entries[-1]
+
+
+@pytest.mark.gpu
+def test_waiting_vertices_go_to_the_pull_and_back(grid, monkeypatch):
+    # a frontier of more than a few dozen out-edges leaves the loop for the host's
+    # pull over every shard: the vertices waiting in the far queues are active there
+    monkeypatch.setattr(config, "GPU_SPARSE_FACTOR", grid.num_edges / 40)
+    monkeypatch.setattr(config, "GPU_BUCKET_WIDTH", 600.0)
+    source = np.array([61], np.int64)
+    cpu = run_quietly(grid, "sssp", source, mode="cpu", execution="async")
+    gpu = run_quietly(grid, "sssp", source, mode="gpu", execution="async")
+    np.testing.assert_array_equal(gpu.values, cpu.values)
+    assert 0 < looped(gpu) < gpu.num_iterations
+    stops = {entry["stop"] for entry in loop_entries(gpu)}
+    assert "dense frontier" in stops
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("every", [1, 5, 17, 40])
+def test_a_crash_and_a_resume_keep_the_waiting_vertices(grid, tmp_path, every, monkeypatch):
+    monkeypatch.setattr(config, "GPU_BUCKET_WIDTH", 50.0)
+
+    class Crash(Exception):
+        pass
+
+    def crash(record):
+        if record.iteration == 2 * every:
+            raise Crash
+
+    directory = tmp_path / "ck"
+    options = dict(sources=61, mode="gpu", execution="async", checkpoint_dir=directory,
+                   checkpoint_every=every)
+    with pytest.raises(Crash):
+        garaphpy.run(grid, "sssp", on_iteration=crash, **options)
+    resumed = garaphpy.run(grid, "sssp", resume=True, **options)
+    cpu = garaphpy.run(grid, "sssp", sources=61, mode="cpu", execution="sync")
+    assert resumed.resumed_from.endswith(f"checkpoint-{2 * every:09d}.gck")
+    np.testing.assert_array_equal(resumed.values, cpu.values)
+    assert looped(resumed) > 0
+    assert loop_entries(resumed)[-1]["buckets"] >= 1

@@ -216,6 +216,9 @@ class GpuKernels:
     sparse_push: object
     sparse_apply: object
     loop_identity: object
+    priority_split: object
+    loop_enter_far: object
+    loop_turn: object
     stream_push: object
     stream_split_merge: object
     stream_apply: object
@@ -293,6 +296,9 @@ def compile_kernels(program: CudaProgram, vertex_dtype,
             sparse_push=module.get_function("gp_sparse_push"),
             sparse_apply=module.get_function("gp_sparse_apply"),
             loop_identity=module.get_function("gp_loop_identity"),
+            priority_split=module.get_function("gp_priority_split"),
+            loop_enter_far=module.get_function("gp_loop_enter_far"),
+            loop_turn=module.get_function("gp_loop_turn"),
             stream_push=module.get_function("gp_stream_push"),
             stream_split_merge=module.get_function("gp_stream_split_merge"),
             stream_apply=module.get_function("gp_stream_apply"),

@@ -418,6 +418,46 @@ def gpu_push(declared: bool, enabled: bool = True) -> bool:
     return bool(declared and enabled)
 
 
+def gpu_value_priority(declared: bool, synchronous: bool, push: bool,
+                       larger_first: bool = False, width_configured: bool = False,
+                       enabled: bool = True) -> bool:
+    """Whether the device loop pushes its frontier in order of value, in buckets
+    (near-far delta-stepping: vertices activated above the bucket's threshold
+    wait in a far queue until the frontier runs dry): a program declaring
+    ``value_priority`` run asynchronously, with the push (:func:`gpu_push`),
+    and ``config.GPU_VALUE_PRIORITY``.  A synchronous run keeps the records
+    of the pull over every shard, iteration by iteration; this order changes
+    them (not the values).
+
+    A ``max`` program (``larger_first``: SSWP) only with a width configured
+    (``config.GPU_BUCKET_WIDTH``): its values are edge values, not sums along
+    paths, so :func:`gpu_bucket_width`'s rule makes one or two buckets of
+    them, and each iteration pays the split's launch for nothing (grid
+    2000x2000 SSWP on an H100: 120.3 ms in the whole-frontier loop, 124 ms in
+    2 buckets; 81.1 ms with a width of 1, 92 buckets; BENCHMARKS.md)."""
+    return bool(enabled and declared and push and not synchronous
+                and (width_configured or not larger_first))
+
+
+def gpu_bucket_width(configured: float | None, mean_edge_value: float | None,
+                     mean_in_degree: float, factor: float = config.GPU_BUCKET_FACTOR) -> float:
+    """The width of a bucket of :func:`gpu_value_priority`: ``configured``
+    (``config.GPU_BUCKET_WIDTH``) when set, else ``factor`` times
+    :func:`bucket_width`'s rule.  A width or factor that is not a positive
+    finite number raises :class:`~garaphpy.errors.ConfigError`."""
+    if configured is not None:
+        return _positive("config.GPU_BUCKET_WIDTH", configured)
+    return _positive("config.GPU_BUCKET_FACTOR", factor) * bucket_width(
+        None, mean_edge_value, mean_in_degree)
+
+
+def _positive(name: str, number) -> float:
+    if isinstance(number, bool) or not isinstance(number, (int, float)) \
+            or not math.isfinite(number) or number <= 0:
+        raise ConfigError(f"{name} = {number!r}: expected a positive number")
+    return float(number)
+
+
 def gpu_pull_edges(num_edges: int, forced: str = "auto",
                    factor: float = config.GPU_SPARSE_PULL_FACTOR) -> int:
     """The most in-edges a sparse iteration's notified vertices may have: the

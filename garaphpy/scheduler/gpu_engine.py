@@ -515,10 +515,16 @@ class GpuEngine:
         self.push_entry = decisions.fixed(
             decisions.gpu_push, declared=bool(type(program).apply_keeps_best),
             enabled=bool(config.GPU_SPARSE_PUSH))
+        self.priority_entry = decisions.fixed(
+            decisions.gpu_value_priority, declared=bool(type(program).value_priority),
+            synchronous=self.synchronous, push=self.push_entry["choice"],
+            larger_first=type(program).sum == "max",
+            width_configured=config.GPU_BUCKET_WIDTH is not None,
+            enabled=bool(config.GPU_VALUE_PRIORITY))
+        self._larger_first = type(program).sum == "max"
         loop_entry = self._device_loop_entry(checkpoints_after_pages=False)
         if loop_entry["choice"]:
-            self._loop = device_loop.DeviceLoop(
-                self, push=self.push_entry["choice"], push_weights=bool(self._push_bytes()[1]))
+            self._loop = self._make_loop()
             self._sparse_inputs(0, "auto")      # the rule's graph statistic, once per store
         self._loop_entry = None     # decided again at the first batch, with the checkpoints
         if self.plan.resident and self.selective_entry["choice"]:
@@ -819,9 +825,18 @@ class GpuEngine:
                 host_copies=self.host_copies, checkpoints_after_pages=checkpoints_after_pages,
                 extra_bytes=device_loop.extra_bytes(
                     self.num_vertices, self.num_edges, self.store.vertex_dtype.itemsize,
-                    *self._push_bytes()),
+                    *self._push_bytes(), priority=self.priority_entry["choice"]),
                 free_bytes=self.plan.budget - self.plan.vertex_bytes - self.plan.page_bytes)
         return self._loop_entry
+
+    def _make_loop(self) -> device_loop.DeviceLoop:
+        """The device loop of this run's sparse iterations (push, in order of value)."""
+        priority = 0
+        if self.priority_entry["choice"]:
+            priority = 2 if self._larger_first else 1
+        return device_loop.DeviceLoop(self, push=self.push_entry["choice"],
+                                      push_weights=bool(self._push_bytes()[1]),
+                                      priority=priority)
 
     def _push_bytes(self) -> tuple[int, int]:
         """Bytes per accumulator and per edge value the push keeps (0 without)."""
@@ -876,12 +891,12 @@ class GpuEngine:
                 **self._sparse_inputs(active_out_edges, direction)):
             return []
         if self._loop is None:
-            self._loop = device_loop.DeviceLoop(self)
+            self._loop = self._make_loop()
         loop = self._loop
         inputs = self._sparse_inputs(0, direction)
         num_edges, forced, factor = self.num_edges, direction, inputs["factor"]
         neighbour_in, pull_factor = inputs["neighbour_in_degree"], inputs["pull_factor"]
-        loop_entry = {**entry, "push": self.push_entry}
+        loop_entry = {**entry, "push": self.push_entry, "value_priority": self.priority_entry}
         field = device_loop.RECORD_FIELDS.index
         names = ("active_vertices", "active_out_edges", "updated_vertices", "edges_pulled",
                  "activated", "edges_notified")
@@ -924,10 +939,12 @@ class GpuEngine:
             span_edges=2 ** 62 if direction == "notify-pull" else None)
         self._called_off = reason == "dense pull"
         loop_entry.update(steps=taken, stop=reason, launch=loop.describe())
+        if loop.priority:
+            loop_entry.update(bucket_width=loop.bucket_width, buckets=loop.buckets())
         each = seconds / max(taken, 1)
         for record in records:
             record.seconds = record.gpu_busy_seconds = each
-        self.active_vertices = loop.frontier_size()
+        self.active_vertices = loop.pending_vertices()
         self.active_out_edges_count = loop.frontier_out_edges()
         return records
 

@@ -18,7 +18,9 @@
 //                     turns to the next frontier and applies the stop test.
 // A vertex takes GROUP consecutive lanes of a warp (a power of two, from the
 // graph's mean degree). The activity bitmap is not kept during the loop: the
-// host sets it from the frontier queue when a batch ends.
+// host sets it from the frontier queue when a batch ends. The push (below)
+// replaces both launches for programs that allow it, and, in order of value,
+// gp_priority_split opens each bucket before the push.
 
 // the loop state, one long long each (device_loop.LOOP_FIELDS keeps the same order)
 #define GP_LOOP_ITERATION 0
@@ -42,7 +44,17 @@
 #define GP_LOOP_FRONTIER_MAX_DEGREE 20  // two: the largest out-degree of each frontier
 #define GP_LOOP_NOTIFIED_MAX_DEGREE 22  // the largest in-degree of the notified vertices
 #define GP_LOOP_SPAN_EDGES 23           // the most edges one group of lanes may take
-#define GP_LOOP_FIELDS 24
+// the push in order of value (device_loop's priority; 0 off, 1 smaller first, 2 larger)
+#define GP_LOOP_PRIORITY 24
+#define GP_LOOP_BUCKET_WIDTH 25         // a double's bits
+#define GP_LOOP_THRESHOLD 26            // a double's bits: keys below it are near
+#define GP_LOOP_FLOOR 27                // a double's bits: far keys below it are stale
+#define GP_LOOP_FAR_PARITY 28           // the far queue appended to
+#define GP_LOOP_FAR_SIZE 29             // two: the far queue of each parity
+#define GP_LOOP_FAR_MIN 31              // the least order bits appended to the far queue
+#define GP_LOOP_SPLIT_DUE 32            // the next iteration's frontier comes from the far queue
+#define GP_LOOP_SPLITS 33               // buckets opened
+#define GP_LOOP_FIELDS 34
 
 // why the loop stopped (device_loop.STOP_REASONS)
 #define GP_STOP_NONE 0
@@ -93,6 +105,63 @@ __device__ __forceinline__ void gp_warp_max_into(unsigned long long x, long long
     // most warps hold no new maximum: a read first keeps them off the atomic
     if ((threadIdx.x & 31) == 0 && x > (unsigned long long)*(volatile long long*)address)
         atomicMax(reinterpret_cast<unsigned long long*>(address), x);
+}
+
+__device__ __forceinline__ void gp_warp_min_into(unsigned long long x, long long* address) {
+    for (int offset = 16; offset > 0; offset >>= 1)
+        x = min(x, __shfl_down_sync(0xffffffffu, x, offset));
+    if ((threadIdx.x & 31) == 0 && x < (unsigned long long)*(volatile long long*)address)
+        atomicMin(reinterpret_cast<unsigned long long*>(address), x);
+}
+
+// ---- the order of values (a program declaring value_priority, run asynchronously):
+// a vertex's key is its value (smaller first) or minus it (larger first); vertices
+// activated with a key at or above the threshold wait in the far queue, and when
+// the frontier runs dry the threshold moves up by the bucket width (near-far
+// delta-stepping, as in Davidson et al.'s GPU SSSP and HyTGraph's priority).
+
+// Unsigned integers in the order of the doubles (for atomicMin).
+__device__ __forceinline__ unsigned long long gp_key_order(double key) {
+    const unsigned long long bits = (unsigned long long)__double_as_longlong(key);
+    return (bits >> 63) ? ~bits : (bits | 0x8000000000000000ull);
+}
+
+__device__ __forceinline__ double gp_key_of_order(unsigned long long order) {
+    const unsigned long long bits = (order >> 63) ? (order & 0x7fffffffffffffffull) : ~order;
+    return __longlong_as_double((long long)bits);
+}
+
+__device__ __forceinline__ double gp_priority_key(value_t value, bool larger_first) {
+    const double key = (double)value;
+    return larger_first ? -key : key;
+}
+
+// Opens the next bucket when the far queue holds vertices, by one thread: later
+// appends go to the other far queue, the next split reads this one. Returns
+// whether it did.
+__device__ bool gp_priority_turn(volatile long long* state) {
+    const long long far = state[GP_LOOP_FAR_PARITY];
+    if (state[GP_LOOP_FAR_SIZE + far] == 0) return false;
+    state[GP_LOOP_FAR_PARITY] = far ^ 1;
+    state[GP_LOOP_FAR_SIZE + (far ^ 1)] = 0;
+    const double width = __longlong_as_double(state[GP_LOOP_BUCKET_WIDTH]);
+    const double floor = __longlong_as_double(state[GP_LOOP_THRESHOLD]);
+    const unsigned long long lowest = (unsigned long long)state[GP_LOOP_FAR_MIN];
+    double threshold = floor + width;
+    if (lowest != ~0ull) {
+        const double least = gp_key_of_order(lowest);
+        threshold = fmax(threshold, least + width);
+        // the least key must go near, even where adding the width changes nothing
+        // (an infinite key: SSWP's sources; or one beyond the width's precision)
+        if (!(threshold > least))
+            threshold = nextafter(least, __longlong_as_double(0x7ff0000000000000LL));
+    }
+    state[GP_LOOP_FLOOR] = __double_as_longlong(floor);
+    state[GP_LOOP_THRESHOLD] = __double_as_longlong(threshold);
+    state[GP_LOOP_FAR_MIN] = -1;
+    state[GP_LOOP_SPLIT_DUE] = 1;
+    state[GP_LOOP_SPLITS] = state[GP_LOOP_SPLITS] + 1;
+    return true;
 }
 
 extern "C" __global__ void gp_sparse_notify(long long* loop,
@@ -195,6 +264,7 @@ __device__ void gp_sparse_finish(long long* loop, long long* records) {
     record[5] = activated_out_edges;
     record[6] = l1_bits;
     record[7] = state[GP_LOOP_EDGES_NOTIFIED];
+    const long long next_size = state[GP_LOOP_FRONTIER_SIZE + (parity ^ 1)];
     const double l1 = __longlong_as_double(l1_bits);
     const double tolerance = __longlong_as_double(state[GP_LOOP_TOLERANCE]);
     state[GP_LOOP_FRONTIER_SIZE + parity] = 0;
@@ -208,8 +278,16 @@ __device__ void gp_sparse_finish(long long* loop, long long* records) {
     state[GP_LOOP_L1] = 0;
     state[GP_LOOP_EDGES_NOTIFIED] = 0;
     state[GP_LOOP_ITERATION] = iteration + 1;
+    bool waiting = false;           // the far queue holds the next frontier
+    if (state[GP_LOOP_PRIORITY]) {
+        if (state[GP_LOOP_SPLIT_DUE]) {     // this iteration's split emptied its far queue
+            state[GP_LOOP_FAR_SIZE + (state[GP_LOOP_FAR_PARITY] ^ 1)] = 0;
+            state[GP_LOOP_SPLIT_DUE] = 0;
+        }
+        if (next_size == 0) waiting = gp_priority_turn(state);
+    }
     long long stop = GP_STOP_NONE;
-    if (activated == 0) stop = GP_STOP_NO_ACTIVE;
+    if (next_size == 0 && !waiting) stop = GP_STOP_NO_ACTIVE;
     else if (l1 < tolerance) stop = GP_STOP_TOLERANCE;
     else if (iteration + 1 >= state[GP_LOOP_END]) stop = GP_STOP_END;
     else if (activated_out_edges > state[GP_LOOP_DENSE_EDGES]) stop = GP_STOP_DENSE;
@@ -371,17 +449,27 @@ extern "C" __global__ void gp_loop_out_edges(const long long* __restrict__ in_of
                                              unsigned int* __restrict__ cursor,
                                              vid_t* __restrict__ out_targets,
                                              weight_t* __restrict__ out_weights,
-                                             int with_weights, long long num_vertices) {
+                                             int with_weights, double* weight_total,
+                                             long long num_vertices) {
     const int lane = threadIdx.x & 31;
     const long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
+    double total = 0.0;
     for (long long v = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; v < num_vertices;
          v += warps) {
         for (long long e = in_offsets[v] + lane; e < in_offsets[v + 1]; e += 32) {
             const long long u = (long long)sources[e];
             const long long slot = out_offsets[u] + atomicAdd(&cursor[u], 1u);
             out_targets[slot] = (vid_t)v;
-            if (with_weights) out_weights[slot] = weights[e];     // the push's edge values
+            if (with_weights) {         // the push's edge values, and their sum
+                out_weights[slot] = weights[e];
+                total += (double)weights[e];
+            }
         }
+    }
+    if (with_weights) {
+        for (int offset = 16; offset > 0; offset >>= 1)
+            total += __shfl_down_sync(0xffffffffu, total, offset);
+        if (lane == 0 && total != 0.0) atomicAdd(weight_total, total);
     }
 }
 
@@ -499,6 +587,8 @@ extern "C" __global__ void gp_sparse_apply(long long* loop, long long* records,
                                            const vid_t* __restrict__ touched,
                                            unsigned int* __restrict__ touched_flags,
                                            vid_t* __restrict__ frontiers, accum_t* accum,
+                                           vid_t* __restrict__ far,
+                                           unsigned int* __restrict__ far_flags,
                                            value_t* values, GP_ATTR_PARAMETERS,
                                            const double* __restrict__ aggregates,
                                            long long num_vertices) {
@@ -513,6 +603,14 @@ extern "C" __global__ void gp_sparse_apply(long long* loop, long long* records,
     const long long threads = (long long)gridDim.x * blockDim.x;
     double l1 = 0.0;
     unsigned long long activated = 0, activated_out_edges = 0, widest = 0;
+    // in order of value: activated vertices at or above the threshold wait in the far queue
+    const long long priority = loop[GP_LOOP_PRIORITY];
+    const double threshold = __longlong_as_double(loop[GP_LOOP_THRESHOLD]);
+    const long long far_parity = loop[GP_LOOP_FAR_PARITY];
+    vid_t* far_queue = far + far_parity * num_vertices;
+    unsigned long long* far_size =
+        reinterpret_cast<unsigned long long*>(loop + GP_LOOP_FAR_SIZE + far_parity);
+    unsigned long long lowest = ~0ull;
     if (threadIdx.x == 0) gp_off = gp_called_off(loop, parity);
     __syncthreads();
     vid_t* next_frontier = frontiers + (parity ^ 1) * num_vertices;
@@ -523,7 +621,7 @@ extern "C" __global__ void gp_sparse_apply(long long* loop, long long* records,
     for (long long base = (long long)blockIdx.x * blockDim.x + (threadIdx.x & ~31);
          base < count; base += threads) {
         const long long i = base + (threadIdx.x & 31);
-        bool joins = false;
+        bool joins = false, waits = false;
         long long v = 0;
         if (i < count) {
             v = (long long)queue[i];
@@ -537,17 +635,29 @@ extern "C" __global__ void gp_sparse_apply(long long* loop, long long* records,
                 values[v] = new_value;
                 l1 += fabs((double)new_value - (double)old_value);
                 joins = gp_activate(new_value, old_value);
+                if (joins) activated += 1;
+                if (joins && priority) {
+                    const double key = gp_priority_key(new_value, priority == 2);
+                    if (key >= threshold) {
+                        joins = false;
+                        lowest = min(lowest, gp_key_order(key));
+                        // queued once: this thread alone holds v in this iteration
+                        waits = far_flags[v] == 0u;
+                        if (waits) far_flags[v] = 1u;
+                    }
+                }
                 if (joins) {
                     const unsigned long long degree = (unsigned long long)attrs.out_degree[v];
-                    activated += 1;
                     activated_out_edges += degree;
                     widest = max(widest, degree);
                 }
             }
         }
         gp_warp_append(joins, (vid_t)v, next_frontier, next_size);
+        if (priority) gp_warp_append(waits, (vid_t)v, far_queue, far_size);
     }
     gp_warp_max_into(widest, loop + GP_LOOP_FRONTIER_MAX_DEGREE + (parity ^ 1));
+    if (priority) gp_warp_min_into(lowest, loop + GP_LOOP_FAR_MIN);
     gp_block_totals(l1, activated, activated_out_edges,
                     reinterpret_cast<double*>(loop + GP_LOOP_L1),
                     reinterpret_cast<unsigned long long*>(loop + GP_LOOP_ACTIVATED),
@@ -565,4 +675,90 @@ extern "C" __global__ void gp_sparse_apply(long long* loop, long long* records,
         loop[GP_LOOP_BLOCKS_DONE] = 0;
         gp_sparse_finish(loop, records);
     }
+}
+
+// ---- the push in order of value: the far queue's hand-overs
+
+// At the start of an iteration whose frontier comes from the far queue (a bucket
+// opened by gp_priority_turn): the queue's vertices below the threshold join the
+// frontier, those at or above it wait in the other far queue, and those below
+// the floor were taken in an earlier bucket at their present value (stale).
+extern "C" __global__ void gp_priority_split(long long* loop, const vid_t* __restrict__ far_in,
+                                             vid_t* __restrict__ far,
+                                             unsigned int* __restrict__ far_flags,
+                                             vid_t* __restrict__ frontiers, const value_t* values,
+                                             const degree_t* __restrict__ out_degree,
+                                             long long num_vertices) {
+    if (loop[GP_LOOP_STOP] || !loop[GP_LOOP_SPLIT_DUE]) return;
+    const long long parity = loop[GP_LOOP_PARITY];
+    const long long far_parity = loop[GP_LOOP_FAR_PARITY];
+    const long long count = loop[GP_LOOP_FAR_SIZE + (far_parity ^ 1)];
+    const vid_t* source = far_in + (far_parity ^ 1) * num_vertices;
+    vid_t* kept = far + far_parity * num_vertices;
+    vid_t* frontier = frontiers + parity * num_vertices;
+    const bool larger_first = loop[GP_LOOP_PRIORITY] == 2;
+    const double floor = __longlong_as_double(loop[GP_LOOP_FLOOR]);
+    const double threshold = __longlong_as_double(loop[GP_LOOP_THRESHOLD]);
+    const long long threads = (long long)gridDim.x * blockDim.x;
+    unsigned long long edges = 0, widest = 0, lowest = ~0ull;
+    // every lane of a warp takes the same number of rounds (the appends are warp-wide)
+    for (long long base = (long long)blockIdx.x * blockDim.x + (threadIdx.x & ~31);
+         base < count; base += threads) {
+        const long long i = base + (threadIdx.x & 31);
+        bool near = false, waits = false;
+        vid_t v = 0;
+        if (i < count) {
+            v = source[i];
+            const double key = gp_priority_key(values[v], larger_first);
+            if (key >= threshold) {
+                waits = true;
+                lowest = min(lowest, gp_key_order(key));
+            } else {
+                far_flags[v] = 0u;
+                near = key >= floor;
+                if (near) {
+                    const unsigned long long degree = (unsigned long long)out_degree[v];
+                    edges += degree;
+                    widest = max(widest, degree);
+                }
+            }
+        }
+        gp_warp_append(near, v, frontier,
+                       reinterpret_cast<unsigned long long*>(loop + GP_LOOP_FRONTIER_SIZE + parity));
+        gp_warp_append(waits, v, kept,
+                       reinterpret_cast<unsigned long long*>(loop + GP_LOOP_FAR_SIZE + far_parity));
+    }
+    gp_warp_max_into(widest, loop + GP_LOOP_FRONTIER_MAX_DEGREE + parity);
+    gp_warp_min_into(lowest, loop + GP_LOOP_FAR_MIN);
+    edges = gp_warp_total(edges);
+    if ((threadIdx.x & 31) == 0 && edges)
+        atomicAdd(reinterpret_cast<unsigned long long*>(loop + GP_LOOP_FRONTIER_OUT_EDGES), edges);
+}
+
+// Entering the loop in order of value: the active vertices (the activity bitmap)
+// into the far queue of parity 0, flagged, with their least key; gp_loop_turn
+// then opens the first bucket.
+extern "C" __global__ void gp_loop_enter_far(long long* loop, const unsigned char* __restrict__ active,
+                                             const value_t* values,
+                                             unsigned int* __restrict__ far_flags,
+                                             vid_t* __restrict__ far, long long num_vertices) {
+    unsigned long long* size = reinterpret_cast<unsigned long long*>(loop + GP_LOOP_FAR_SIZE);
+    const bool larger_first = loop[GP_LOOP_PRIORITY] == 2;
+    const long long threads = (long long)gridDim.x * blockDim.x;
+    unsigned long long lowest = ~0ull;
+    for (long long base = (long long)blockIdx.x * blockDim.x + (threadIdx.x & ~31);
+         base < num_vertices; base += threads) {
+        const long long v = base + (threadIdx.x & 31);
+        const bool take = v < num_vertices && active[v];
+        if (take) {
+            far_flags[v] = 1u;
+            lowest = min(lowest, gp_key_order(gp_priority_key(values[v], larger_first)));
+        }
+        gp_warp_append(take, (vid_t)v, far, size);
+    }
+    gp_warp_min_into(lowest, loop + GP_LOOP_FAR_MIN);
+}
+
+extern "C" __global__ void gp_loop_turn(long long* loop) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) gp_priority_turn(loop);
 }
