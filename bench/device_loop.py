@@ -7,11 +7,17 @@ off (``config.GPU_DEVICE_LOOP = False``) every iteration is the pull over
 every shard, launched and read back by the host; and CC's pulls end with
 pointer jumping over the labels on (``config.GPU_SHORTCUT_LABELS``), not off.
 Off is the path before issue 18.
-This script times whole runs both ways, everything else equal.
+This script times whole runs both ways, everything else equal; and, for an
+asynchronous run of a program declaring ``value_priority`` (SSSP, SSWP), a
+third way, ``flat``: the loop on without its buckets of values
+(``config.GPU_VALUE_PRIORITY = False``), every vertex activated pushed in the
+next iteration.
 
 What runs
     BFS, SSSP, CC and PageRank (``--programs``) on the GPU alone,
-    ``--execution`` (default: the program's own); BFS and SSSP from vertex
+    ``--execution`` (default: the program's own; PageRank always
+    synchronous, as its asynchronous values depend on the order of
+    updates); BFS and SSSP from vertex
     ``WIDTH + 1`` on a grid, else the vertex of largest out-degree.
 Graphs
     ``--graphs``: generator specs (``grid:WxH``, ``rmat:SCALE``, weighted)
@@ -27,12 +33,22 @@ Correctness
     Every trial's values must equal the first trial of the loop-off run (for
     PageRank, within 1e-9 relative), and in synchronous runs its iteration
     records' counters (active and activated vertices) too, but for CC, whose
-    label shortcut takes other (and fewer) iterations; a mismatch fails the row and makes the exit status 1.
+    label shortcut takes other (and fewer) iterations; a mismatch fails the
+    row and makes the exit status 1.
+Subway
+    With ``--subway DIR`` (Subway's built ``bfs-async``, ``sssp-async``,
+    ``cc-async``; never committed here, built for the card as
+    bench/streamed.py says), its asynchronous BFS, SSSP and CC on the same
+    graphs (the store's out-edge CSR in its binary format, the integer
+    weights for SSSP) from the same source, ``--subway-trials`` times: its
+    "Processing finished in" time, the median, beside the ``on`` run, its
+    values checked against garaphpy's (a mismatch makes the exit status 1).
 
 Usage (from the repository root)::
 
     python bench/device_loop.py [--graphs grid:2000x2000,rmat:22] [--programs bfs,sssp,cc,pagerank]
         [--execution sync|async] [--store-dir DIR] [--trials 3] [--json rows.jsonl]
+        [--subway DIR]
 """
 
 from __future__ import annotations
@@ -50,24 +66,42 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import harness  # noqa: E402
 from sparse_batch import load, source_of  # noqa: E402  (the same graphs and sources)
+from streamed import run_subway, subway_matches, write_subway_graph  # noqa: E402
+
+import numpy as np  # noqa: E402
 
 import garaphpy  # noqa: E402
 from garaphpy import config  # noqa: E402
+from garaphpy.programs import BUILTIN_PROGRAMS  # noqa: E402
 
 #: Record counters a batched iteration shares with the same iteration run alone.
 COUNTERS = ("active_vertices", "activated")
 
 
-def run(graph, program: str, options: dict, looped: bool) -> harness.Measurement:
+def run(graph, program: str, options: dict, looped: bool,
+        priority: bool = True) -> harness.Measurement:
     config.GPU_DEVICE_LOOP = config.GPU_SHORTCUT_LABELS = looped
+    config.GPU_VALUE_PRIORITY = priority
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", garaphpy.NotConvergedWarning)
         result = garaphpy.run(graph, program, **options)
-    launch = [r.decisions["device_loop"]["launch"] for r in result.iterations
-              if "device_loop" in r.decisions]
+    entries = [r.decisions["device_loop"] for r in result.iterations
+               if "device_loop" in r.decisions]
     return harness.Measurement(result=result, seconds=result.seconds, metrics={
-        "iterations": result.num_iterations, "looped": len(launch),
-        "launch": launch[-1] if launch else None})
+        "iterations": result.num_iterations, "looped": len(entries),
+        "launch": entries[-1]["launch"] if entries else None,
+        "buckets": entries[-1].get("buckets") if entries else None,
+        "edges": sum(r.edges_processed for r in result.iterations)})
+
+
+def settings(program: str, execution: str | None) -> tuple:
+    """The cases of one (graph, program): ``off`` first (the reference), ``on``,
+    and for an asynchronous run of a program declaring ``value_priority``
+    ``flat`` (the loop on, the whole frontier each iteration)."""
+    names = ("off", "on")
+    if execution == "async" and BUILTIN_PROGRAMS[program].value_priority:
+        names += ("flat",)
+    return names
 
 
 def main(argv=None) -> int:
@@ -77,53 +111,108 @@ def main(argv=None) -> int:
     parser.add_argument("--programs", default="bfs,sssp,cc,pagerank")
     parser.add_argument("--execution", choices=("sync", "async"), default=None)
     parser.add_argument("--store-dir", default=None)
+    parser.add_argument("--subway", default=None, metavar="DIR",
+                        help="a directory holding Subway's built bfs-async, sssp-async, "
+                             "cc-async: run them on the same graphs")
+    parser.add_argument("--subway-trials", type=int, default=3)
     harness.add_common_options(parser)
     args = parser.parse_args(argv)
     harness.check_common_options(parser, args)
+    subway = Path(args.subway) if args.subway else None
+    if subway is not None and not (subway / "bfs-async").exists():
+        parser.error(f"--subway {subway}: no built 'bfs-async' there (run make in the checkout)")
     store_dir = Path(args.store_dir or tempfile.mkdtemp(prefix="garaphpy-loop-"))
-    cases = []
+    cases, graphs, references = [], {}, {}
     for spec in args.graphs.split(","):
-        graph = load(spec, store_dir)
+        graph = graphs[spec] = load(spec, store_dir)
         for program in args.programs.split(","):
             options = {"mode": "gpu", "execution": args.execution}
             if program in ("bfs", "sssp", "sswp"):
                 options["sources"] = [source_of(spec, graph)]
             if program == "pagerank":
-                options.update(max_iterations=20, tolerance=0.0)
-            reference = {}
-            # loop off first: its first trial is the reference of both
-            synchronous = args.execution != "async" and program != "cc"
-            for looped in (False, True):
+                # synchronous always: asynchronous values depend on the order of updates,
+                # so its trials could not be checked against each other
+                options.update(max_iterations=20, tolerance=0.0, execution="sync")
+            reference = references[spec, program] = {}
+            # loop off first: its first trial is the reference of every case
+            synchronous = options["execution"] != "async" and program != "cc"
+            for setting in settings(program, args.execution):
                 cases.append(harness.Case(
-                    f"{spec}/{program}/{'on' if looped else 'off'}",
-                    lambda graph=graph, program=program, options=options, looped=looped:
-                        run(graph, program, options, looped),
-                    params={"graph": spec, "program": program, "looped": looped,
+                    f"{spec}/{program}/{setting}",
+                    lambda graph=graph, program=program, options=options, setting=setting:
+                        run(graph, program, options, setting != "off", setting != "flat"),
+                    params={"graph": spec, "program": program, "setting": setting,
                             "execution": args.execution},
                     verify=harness.same_as_first(
                         reference, "the loop-off run", rtol=1e-9,
                         counters=COUNTERS if synchronous else ())))
     rows = harness.run_cases("device_loop", cases, args)
+    by_case = {row["case"]: row for row in rows}
     print(f"\n== the GPU's device loop, median of {args.trials} runs "
-          f"(execution {args.execution or 'of each program'})")
+          f"(execution {args.execution or 'of each program'}); flat: the loop without "
+          "buckets of values")
     print(f"{'graph':20s} {'program':8s} {'iters':>6s} {'looped':>7s} {'on ms':>9s} "
-          f"{'off ms':>9s} {'off/on':>7s} {'on us/it':>9s} {'off us/it':>9s}  check")
+          f"{'off ms':>9s} {'off/on':>7s} {'flat ms':>8s} {'flat/on':>7s} {'on us/it':>9s} "
+          f"{'buckets':>7s}  check")
     figures = []
-    for on, off in zip(rows[1::2], rows[0::2]):
-        params, last = on["params"], on["metrics"][-1]
-        ratio = off["median_s"] / on["median_s"]
-        iterations = max(last["iterations"], 1)
-        ok = all(r["verification"]["status"] == harness.PASSED for r in (on, off))
-        print(f"{params['graph'][-20:]:20s} {params['program']:8s} {last['iterations']:6d} "
-              f"{last['looped']:7d} {on['median_s'] * 1e3:9.1f} {off['median_s'] * 1e3:9.1f} "
-              f"{ratio:7.2f} {on['median_s'] / iterations * 1e6:9.1f} "
-              f"{off['median_s'] / off['metrics'][-1]['iterations'] * 1e6:9.1f}  "
-              f"{'ok' if ok else 'FAILED'}")
-        figures.append({**params, "on_s": on["median_s"], "off_s": off["median_s"],
-                        "speed_up": ratio, "iterations": last["iterations"],
-                        "looped": last["looped"], "launch": last["launch"]})
-    harness.write_record(args.json, "device_loop", "summary", {"rows": figures})
-    return harness.exit_status(rows)
+    for spec in args.graphs.split(","):
+        for program in args.programs.split(","):
+            named = {setting: by_case[f"{spec}/{program}/{setting}"]
+                     for setting in settings(program, args.execution)}
+            on, off, flat = named["on"], named["off"], named.get("flat")
+            last = on["metrics"][-1]
+            iterations = max(last["iterations"], 1)
+            ok = all(r["verification"]["status"] == harness.PASSED for r in named.values())
+            flat_ms = f"{flat['median_s'] * 1e3:8.1f}" if flat else f"{'-':>8s}"
+            flat_ratio = f"{flat['median_s'] / on['median_s']:7.2f}" if flat else f"{'-':>7s}"
+            print(f"{spec[-20:]:20s} {program:8s} {last['iterations']:6d} {last['looped']:7d} "
+                  f"{on['median_s'] * 1e3:9.1f} {off['median_s'] * 1e3:9.1f} "
+                  f"{off['median_s'] / on['median_s']:7.2f} {flat_ms} {flat_ratio} "
+                  f"{on['median_s'] / iterations * 1e6:9.1f} {str(last['buckets'] or '-'):>7s}  "
+                  f"{'ok' if ok else 'FAILED'}")
+            figures.append({"graph": spec, "program": program, "execution": args.execution,
+                            **{f"{name}_s": row["median_s"] for name, row in named.items()},
+                            "speed_up": off["median_s"] / on["median_s"],
+                            "iterations": last["iterations"], "looped": last["looped"],
+                            "buckets": last["buckets"], "edges": last["edges"],
+                            "flat_edges": flat["metrics"][-1]["edges"] if flat else None,
+                            "launch": last["launch"]})
+    peers = run_subway_peers(subway, args, graphs, store_dir, by_case, references) \
+        if subway is not None else {}
+    harness.write_record(args.json, "device_loop", "summary", {"rows": figures,
+                                                                "subway": peers})
+    return harness.exit_status(rows) or int(any(
+        peer["check"] != "ok" for peer in peers.values()))
+
+
+def run_subway_peers(subway: Path, args, graphs: dict, store_dir: Path, by_case: dict,
+                     references: dict) -> dict:
+    """Subway's asynchronous BFS, SSSP and CC on each graph, from the same source,
+    checked against garaphpy's values; printed beside garaphpy's looped runs."""
+    peers = {}
+    for spec, graph in graphs.items():
+        for program in args.programs.split(","):
+            if program not in ("bfs", "sssp", "cc"):
+                continue
+            weighted = program == "sssp"
+            graph_path = store_dir / f"{spec.replace(':', '_')}.{'bwcsr' if weighted else 'bcsr'}"
+            if not graph_path.exists():
+                write_subway_graph(graph.store, graph_path, weighted)
+            source = None
+            if program != "cc":
+                source = int(graph.internal_ids(np.array([source_of(spec, graph)]))[0])
+            output = store_dir / f"subway-{program}.txt"
+            times = [run_subway(subway, program, graph_path, source, output, "async")
+                     for _ in range(args.subway_trials)]
+            problem = subway_matches(program, output, references[spec, program]["result"].values)
+            milliseconds = float(np.median(times))
+            ours = by_case[f"{spec}/{program}/on"]["median_s"] * 1e3
+            peers[f"{spec}/{program}"] = {"subway_ms": milliseconds, "trials_ms": times,
+                                          "garaphpy_ms": ours, "check": problem or "ok"}
+            print(f"subway-async {spec[-20:]:20s} {program:6s} {milliseconds:9.1f} ms  "
+                  f"garaphpy {ours:9.1f} ms  subway/garaphpy {milliseconds / ours:6.2f}  "
+                  f"{problem or 'ok'}")
+    return peers
 
 
 if __name__ == "__main__":

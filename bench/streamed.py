@@ -176,9 +176,10 @@ SUBWAY_TIME = re.compile(r"Processing finished in\s+([0-9.eE+-]+)\s*\((ms|s)\)")
 
 
 def run_subway(subway: Path, program: str, graph_path: Path, source: int | None,
-               output: Path) -> float:
-    """Milliseconds Subway's ``PROGRAM-sync`` reports for one run; its values in ``output``."""
-    command = [str(subway / f"{program}-sync"), "--input", str(graph_path),
+               output: Path, execution: str = "sync") -> float:
+    """Milliseconds Subway's ``PROGRAM-EXECUTION`` (``sync`` or ``async``) reports
+    for one run; its values in ``output``."""
+    command = [str(subway / f"{program}-{execution}"), "--input", str(graph_path),
                "--output", str(output)]
     if source is not None:
         command += ["--source", str(source)]

@@ -234,6 +234,29 @@ def test_device_loop_script_on_a_tiny_grid(tmp_path):
         cases["grid:200x10/cc/off"]["metrics"][0]["iterations"]
 
 
+@pytest.mark.gpu
+def test_device_loop_script_compares_buckets_with_the_flat_loop(tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    completed = run_script("device_loop.py", "--graphs", "grid:60x50", "--programs",
+                           "bfs,sssp", "--execution", "async", "--trials", "1",
+                           "--store-dir", str(tmp_path), "--json", str(rows), "--quiet")
+    assert completed.returncode == 0, completed.stderr
+    cases = {row["case"]: row for row in rows_of(rows) if "verification" in row}
+    assert set(cases) == {"grid:60x50/bfs/on", "grid:60x50/bfs/off", "grid:60x50/sssp/on",
+                          "grid:60x50/sssp/off", "grid:60x50/sssp/flat"}
+    assert all(row["verification"]["status"] == "passed" for row in cases.values())
+    assert cases["grid:60x50/sssp/on"]["metrics"][0]["buckets"] >= 1
+    assert cases["grid:60x50/sssp/flat"]["metrics"][0]["buckets"] is None
+    assert cases["grid:60x50/sssp/on"]["metrics"][0]["edges"] < \
+        cases["grid:60x50/sssp/flat"]["metrics"][0]["edges"]
+
+
+def test_device_loop_script_wants_subways_binaries(tmp_path):
+    completed = run_script("device_loop.py", "--subway", str(tmp_path), timeout=300)
+    assert completed.returncode == 2
+    assert "bfs-async" in completed.stderr
+
+
 @pytest.mark.slow
 def test_cpu_peers_script_on_tiny_graphs(tmp_path):
     rows = tmp_path / "rows.jsonl"
