@@ -431,3 +431,16 @@ def test_frontier_pieces_reuse_their_buffers(paged):
                                        chunks=7)
         for a, b in zip(expected, got):
             np.testing.assert_array_equal(a, b)
+
+
+def test_the_counts_are_compiled_for_the_runs_types_at_set_up(paged):
+    first, end = page_ranges(paged)
+    lookup = subgraph.PageLookup(first, end, paged.num_vertices)
+    # targets of a type no other count uses: compiled here, not at a first iteration
+    targets = np.asarray(paged.out_targets).astype(np.uint16)
+    subgraph.compile_counts(np.asarray(paged.out_offsets, np.int64), targets, lookup, True)
+    assert any(str(signature[2]).startswith("array(uint16")
+               for signature in subgraph._page_counts.signatures)
+    assert subgraph._frontier_work.signatures and subgraph._chunk_pieces.signatures
+    # a graph without vertices has nothing to count
+    subgraph.compile_counts(np.zeros(1, np.int64), targets[:0], lookup, True)

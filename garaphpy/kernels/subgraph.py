@@ -242,6 +242,22 @@ def page_active_edges(frontier: np.ndarray, out_offsets: np.ndarray, out_targets
     return _page_counts(begin, end, out_targets, *lookup.arrays, chunks, sorted_targets)
 
 
+def compile_counts(out_offsets: np.ndarray, out_targets: np.ndarray, lookup: PageLookup,
+                   sorted_targets: bool, buffers: PieceBuffers | None = None,
+                   chunks: int = 1) -> None:
+    """Compile (or load from numba's cache) :func:`count_work`,
+    :func:`frontier_pieces` and :func:`page_active_edges` for these arrays'
+    types, by counting a one-vertex frontier: a run's set-up calls it, so
+    that the first selective iteration does not compile them inside the
+    timed iterations (seconds on a fresh install)."""
+    if out_offsets.size < 2:
+        return
+    first = np.zeros(1, np.int64)
+    count_work(first, out_offsets, lookup.arrays[0].size, sorted_targets)
+    pieces = frontier_pieces(first, out_offsets, buffers=buffers)
+    page_active_edges(first, out_offsets, out_targets, lookup, chunks, pieces, sorted_targets)
+
+
 def _walk(frontier, out_offsets, out_targets, pieces, sorted_targets) -> tuple:
     """The frontier's pieces (made unless given) and whether the CSR's targets
     are sorted (checked unless given)."""
