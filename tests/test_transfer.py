@@ -8,6 +8,9 @@ exceed the budget; the cost model's choices follow from synthetic rates.
 
 from __future__ import annotations
 
+import contextlib
+
+import numba
 import numpy as np
 import pytest
 
@@ -444,3 +447,37 @@ def test_the_counts_are_compiled_for_the_runs_types_at_set_up(paged):
     assert subgraph._frontier_work.signatures and subgraph._chunk_pieces.signatures
     # a graph without vertices has nothing to count
     subgraph.compile_counts(np.zeros(1, np.int64), targets[:0], lookup, True)
+
+
+@pytest.mark.parametrize("size", [1, 13, subgraph.SERIAL_PIECES, subgraph.SERIAL_PIECES + 1])
+def test_small_counts_run_on_one_thread_and_agree(paged, size, monkeypatch):
+    first, end = page_ranges(paged)
+    lookup = subgraph.PageLookup(first, end, paged.num_vertices)
+    frontier = np.arange(min(size, paged.num_vertices), dtype=np.int64)
+    threads_seen = []
+    original = subgraph._threads_for
+
+    @contextlib.contextmanager
+    def watched(items):
+        with original(items):
+            threads_seen.append(numba.get_num_threads())
+            yield
+
+    monkeypatch.setattr(subgraph, "_threads_for", watched)
+    before = numba.get_num_threads()
+    counts = subgraph.page_active_edges(frontier, paged.out_offsets, paged.out_targets, lookup, 3)
+    work = subgraph.count_work(frontier, paged.out_offsets, len(paged.pages), True)
+    assert numba.get_num_threads() == before
+    # frontier_pieces and count_work by vertices; page_active_edges by pieces (one or
+    # more a vertex with out-edges, none for the others)
+    assert len(threads_seen) == 3
+    pieces = int(np.sum(-(-np.diff(paged.out_offsets)[frontier] // subgraph.PIECE_EDGES)))
+    by_vertices = 1 if size <= subgraph.SERIAL_PIECES else before
+    assert threads_seen == [by_vertices, 1 if pieces <= subgraph.SERIAL_PIECES else before,
+                            by_vertices]
+    expected = np.zeros(len(paged.pages), np.int64)
+    for u in frontier.tolist():
+        for v in paged.out_targets[paged.out_offsets[u]:paged.out_offsets[u + 1]].tolist():
+            expected[(first <= v) & (v < end)] += 1
+    np.testing.assert_array_equal(counts, expected)
+    assert work >= subgraph.VERTEX_STEPS * frontier.size

@@ -25,6 +25,8 @@ is found through a table (:class:`PageLookup`), not a search over pages.
 
 from __future__ import annotations
 
+import contextlib
+
 import numba
 import numpy as np
 
@@ -34,6 +36,27 @@ from .. import _numba_setup  # noqa: F401  (threading layer first)
 #: Out-edges one piece of the frontier's work holds at most: a hub's edges are
 #: cut into pieces, so that the host threads (and the GPU's lanes) share them.
 PIECE_EDGES = 4096
+
+#: Frontier vertices, or pieces, up to which the counts run on the calling
+#: thread alone: a parallel launch for 13 vertices waited 12-67 ms for the
+#: other host threads in some runs, against microseconds of work (issue 17,
+#: BENCHMARKS.md); 256 pieces are at most 1M edges, a millisecond or two.
+SERIAL_PIECES = 256
+
+
+@contextlib.contextmanager
+def _threads_for(items: int):
+    """Numba's parallel loops on one thread (the caller's) while ``items`` is at
+    most :data:`SERIAL_PIECES`; on every thread otherwise."""
+    if items > SERIAL_PIECES:
+        yield
+        return
+    previous = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(previous)
 
 
 class PageLookup:
@@ -125,12 +148,14 @@ def frontier_pieces(frontier: np.ndarray, out_offsets: np.ndarray,
     frontier = np.ascontiguousarray(frontier, np.int64)
     chunks = max(1, min(int(chunks), frontier.size))
     totals = np.empty(chunks, np.int64)
-    _chunk_pieces(frontier, out_offsets, piece_edges, chunks, totals)
-    first_piece = np.cumsum(totals) - totals
-    count = int(totals.sum())
-    vertex, begin, end = (buffers.take(count) if buffers is not None
-                          else np.empty((3, count), np.int64))
-    _fill_pieces(frontier, out_offsets, piece_edges, chunks, first_piece, vertex, begin, end)
+    with _threads_for(frontier.size):
+        _chunk_pieces(frontier, out_offsets, piece_edges, chunks, totals)
+        first_piece = np.cumsum(totals) - totals
+        count = int(totals.sum())
+        vertex, begin, end = (buffers.take(count) if buffers is not None
+                              else np.empty((3, count), np.int64))
+        _fill_pieces(frontier, out_offsets, piece_edges, chunks, first_piece, vertex, begin,
+                     end)
     return vertex, begin, end
 
 
@@ -239,7 +264,8 @@ def page_active_edges(frontier: np.ndarray, out_offsets: np.ndarray, out_targets
     _vertex, begin, end, sorted_targets = _walk(frontier, out_offsets, out_targets, pieces,
                                                 sorted_targets)
     chunks = max(1, min(int(chunks), begin.size))
-    return _page_counts(begin, end, out_targets, *lookup.arrays, chunks, sorted_targets)
+    with _threads_for(begin.size):
+        return _page_counts(begin, end, out_targets, *lookup.arrays, chunks, sorted_targets)
 
 
 def compile_counts(out_offsets: np.ndarray, out_targets: np.ndarray, lookup: PageLookup,
@@ -468,7 +494,9 @@ def count_work(frontier: np.ndarray, out_offsets: np.ndarray, num_pages: int,
     few steps per page (:data:`PAGE_STEPS`), not one per edge."""
     frontier = np.ascontiguousarray(frontier, np.int64)
     cap = PAGE_STEPS * max(num_pages, 1) if sorted_targets else np.iinfo(np.int64).max
-    return int(_frontier_work(frontier, out_offsets, cap)) + VERTEX_STEPS * frontier.size
+    with _threads_for(frontier.size):
+        work = int(_frontier_work(frontier, out_offsets, cap))
+    return work + VERTEX_STEPS * frontier.size
 
 
 #: Steps a sorted piece's walk takes per page it reaches (two gallops, the lookup).

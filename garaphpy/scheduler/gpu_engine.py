@@ -1008,6 +1008,7 @@ class GpuEngine:
         self.push_group_shift = int(min(5, max(0, np.ceil(np.log2(max(mean_degree, 1.0))))))
         self.gather_threads = max(1, len(__import__("os").sched_getaffinity(0)))
         self._push_events = [cupy.cuda.Event(), cupy.cuda.Event(), cupy.cuda.Event()]
+        # compiled now, not in the first selective iteration (seconds on a fresh install)
         subgraph.compile_counts(self.out_offsets, self.out_targets, self.page_lookup,
                                 self.targets_sorted, self._piece_buffers)
 
