@@ -367,7 +367,11 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
                     True, mode, execution == "sync", cpu_engine.batches,
                     direction_policy.in_degree_skew(arrays.attrs[1]),
                     config.CPU_VALUE_PRIORITY):
-                cpu_engine.enable_value_priority(larger_first=program.sum == "max")
+                push = direction_policy.cpu_priority_push(program.apply_keeps_best,
+                                                          config.CPU_PRIORITY_PUSH)
+                if push and not type(program).__module__.startswith("garaphpy.programs"):
+                    _check_apply_keeps_best(program, compiled)
+                cpu_engine.enable_value_priority(larger_first=program.sum == "max", push=push)
             # hybrid runs probe and time both directions: compile both first
             cpu_engine.warm_up(("pull", "notify-pull") if mode == "hybrid"
                                else None if direction == "auto" else (direction,))
@@ -498,7 +502,8 @@ def _check_shortcut_labels(program, compiled, attrs, weights, ids: np.ndarray,
 
 
 def _check_apply_keeps_best(program, compiled) -> None:
-    """A declaration of ``apply_keeps_best`` checked before the GPU pushes:
+    """A declaration of ``apply_keeps_best`` checked before a push (the GPU's
+    device loop, the CPU's steps in buckets of values):
     ``apply`` of probe values and sums returns the better of the two under
     the program's sum (the class's declarations were checked when it was
     defined).

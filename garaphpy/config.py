@@ -375,6 +375,11 @@ CPU_PRIORITY_MAX_SKEW = 4.0
 #: ``scheduler.decisions.bucket_width`` (mean edge value / mean in-degree).
 CPU_BUCKET_WIDTH = None
 
+#: ... their steps that one thread takes push over the frontier's out-edges for
+#: a program declaring ``apply_keeps_best`` (``scheduler.decisions.cpu_priority_push``);
+#: False: notify and pull.
+CPU_PRIORITY_PUSH = True
+
 #: After a pull, the shortcut first goes over this many vertices spread evenly
 #: over the graph, and over every vertex only when at least
 #: ``CPU_SHORTCUT_MIN_DROP`` of them took a smaller label: a grid's labels

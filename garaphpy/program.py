@@ -402,10 +402,11 @@ class VertexProgram:
         device loop then runs its sparse iterations as a push over the
         frontier's out-edges with the sum's atomics, instead of a notify
         and a pull over every in-edge of the notified vertices (BFS, SSSP,
-        CC, SSWP).  Checked: the sum and the gather's parameters when the
-        class is defined; ``apply`` on probe values at the start of a GPU
-        run (a false declaration raises :class:`ProgramError`).  Default
-        False.
+        CC, SSWP), and so do the CPU's steps in buckets of values
+        (``value_priority``) that one thread takes.  Checked: the sum and
+        the gather's parameters when the class is defined; ``apply`` on
+        probe values at the start of a run that pushes (a false
+        declaration raises :class:`ProgramError`).  Default False.
     max_iterations : int
         Default iteration limit.
     initially_active : {"all", "sources"}

@@ -207,3 +207,62 @@ def test_a_user_program_in_buckets_equals_dijkstra(grid, monkeypatch):
 def test_false_declarations_are_refused_at_definition(changes, message):
     with pytest.raises(ProgramError, match=message):
         type("Wrong", (Hops,), dict(changes))
+
+
+# -- pushed steps (apply_keeps_best) -------------------------------------------------------
+def test_the_push_rule_needs_the_declaration():
+    assert decisions.cpu_priority_push(True)
+    assert not decisions.cpu_priority_push(False)
+    assert not decisions.cpu_priority_push(True, enabled=False)
+
+
+@pytest.mark.parametrize("name", ["sssp", "sswp"])
+@pytest.mark.parametrize("width", [None, 0.001, 1e9])
+def test_pushed_steps_equal_notify_pulled_ones_with_fewer_edges(grid, name, width,
+                                                                 monkeypatch):
+    monkeypatch.setattr(config, "CPU_BUCKET_WIDTH", width)
+    runs = {}
+    for push in (True, False):
+        monkeypatch.setattr(config, "CPU_PRIORITY_PUSH", push)
+        runs[push] = run_priority(grid, name, [61, 2900], True, monkeypatch)
+        assert runs[push].iterations[0].decisions["value_priority"]["push"] is push
+    np.testing.assert_array_equal(runs[True].values, runs[False].values)
+    if name == "sssp":
+        np.testing.assert_allclose(runs[True].values,
+                                   sssp_scipy(grid, grid.internal_ids([61, 2900])), rtol=1e-12)
+    assert edges_read(runs[True]) < edges_read(runs[False])
+
+
+def test_steps_for_many_threads_still_notify_and_pull(grid, monkeypatch):
+    monkeypatch.setattr(config, "CPU_SERIAL_STEP_EDGES", 0)
+    runs = {}
+    for push in (True, False):
+        monkeypatch.setattr(config, "CPU_PRIORITY_PUSH", push)
+        runs[push] = run_priority(grid, "sssp", [61], True, monkeypatch)
+    np.testing.assert_array_equal(runs[True].values, runs[False].values)
+    assert [r.edges_processed for r in runs[True].iterations] == \
+        [r.edges_processed for r in runs[False].iterations]
+
+
+class HopsThatKeepTheSum(Hops):
+    """Declares apply_keeps_best, but apply takes the sum even when it is worse."""
+
+    apply_keeps_best = True
+
+    def apply(value, accum):
+        return accum
+
+
+def test_a_false_keeps_best_declaration_is_refused_before_the_push(grid, monkeypatch):
+    with pytest.raises(ProgramError, match="apply_keeps_best"):
+        run_priority(grid, HopsThatKeepTheSum(), [61], True, monkeypatch)
+
+
+def test_a_user_program_that_keeps_the_best_is_pushed(grid, monkeypatch):
+    class KeepsBest(Hops):
+        apply_keeps_best = True
+
+    result = run_priority(grid, KeepsBest(), [61], True, monkeypatch)
+    assert result.iterations[0].decisions["value_priority"]["push"] is True
+    np.testing.assert_allclose(result.values, sssp_scipy(grid, grid.internal_ids([61])),
+                               rtol=1e-12)

@@ -938,6 +938,52 @@ def _sparse_step(gather_call, apply_call, activate_call, combine, identity, curr
     return following, count, edges, serial, change
 
 
+@numba.njit(nogil=True)
+def _push_step(gather_call, apply_call, activate_call, current, prefix, out_offsets,
+               out_targets, out_weights, values, attrs, aggregates, num_vertices, iteration,
+               claimed):
+    """One push step of :func:`priority_iterations`, on this thread: each
+    out-edge u -> v of the frontier ``current`` applies its gather to v's
+    value at once (``values`` in place; ``out_weights``: the edge values in
+    the out-edges' order).  For a program declaring ``apply_keeps_best`` the
+    value then is the notify-pull's, without reading the in-edges of the
+    vertices reached.
+
+    Returns
+    -------
+    (following, touched, edges, change)
+        The vertices activated (each once), how many vertices the edges
+        reached, the out-edges pushed, and the step's summed change.
+    """
+    edges = prefix[current.shape[0]]
+    reached = np.empty(edges, np.int64)
+    following = np.empty(edges, np.int64)
+    touched = 0
+    activated = 0
+    change = 0.0
+    for i in range(current.shape[0]):
+        u = current[i]
+        for e in range(out_offsets[u], out_offsets[u + 1]):
+            v = out_targets[e]
+            if claimed[v] == 0:
+                claimed[v] = 1
+                reached[touched] = v
+                touched += 1
+            old = values[v]
+            new = apply_call(attrs, aggregates, num_vertices, iteration, v, old,
+                             gather_call(values, out_weights, attrs, u, v, e))
+            if activate_call(new, old):
+                values[v] = new
+                change += abs(new - old)
+                if claimed[v] == 1:
+                    claimed[v] = 3      # reached and activated: listed once
+                    following[activated] = v
+                    activated += 1
+    for i in range(touched):
+        claimed[reached[i]] = 0
+    return following[:activated].copy(), touched, edges, change
+
+
 #: Columns of :func:`sparse_iterations`'s per-iteration counters ("serial": 1
 #: when the step's gather ran on the calling thread alone).
 SPARSE_COUNTERS = ("active_vertices", "active_out_edges", "updated_vertices",
@@ -1125,7 +1171,7 @@ def priority_iterations(gather_call, apply_call, activate_call, combine, identit
                         attrs, aggregates, num_vertices, num_edges, first_iteration, max_steps,
                         serial_edges, direction_threshold, dense_factor, tolerance, claimed,
                         chunks, threads, counters, changes, bucket_width, larger_first,
-                        pending):
+                        pending, push, out_weights):
     """Up to ``max_steps`` asynchronous notify-pull iterations in order of value
     (delta-stepping; HyTGraph's priority scheduling), in one call.
 
@@ -1145,7 +1191,11 @@ def priority_iterations(gather_call, apply_call, activate_call, combine, identit
     (a pull would pay: the engine pulls the whole frontier), and after a
     step whose summed change is below ``tolerance``.  ``pending`` is a uint8
     flag per vertex, 0 on entry and on return; ``claimed`` as in
-    :func:`sparse_iterations` (no settled vertices).
+    :func:`sparse_iterations` (no settled vertices).  With ``push`` (a
+    program declaring ``apply_keeps_best``), a step whose frontier has at
+    most ``serial_edges`` out-edges pushes them instead (:func:`_push_step`,
+    ``out_weights`` in the out-edges' order); its counters' "edges
+    processed" are then the out-edges pushed.
 
     Returns
     -------
@@ -1193,11 +1243,19 @@ def priority_iterations(gather_call, apply_call, activate_call, combine, identit
                 entry_vertex, entry_next = _bin_insert(current[i], current_bin, heads,
                                                        entry_vertex, entry_next, free)
             break
-        following, count, edges, serial, change = _sparse_step(
-            gather_call, apply_call, activate_call, combine, identity, current, prefix,
-            out_offsets, out_targets, in_offsets, sources, weights, values, values, False,
-            attrs, aggregates, num_vertices, first_iteration + steps, serial_edges,
-            dense_factor, claimed, chunks, threads, False, settled, unsettled, stats, marked)
+        if push and active_edges <= serial_edges:
+            following, count, edges, change = _push_step(
+                gather_call, apply_call, activate_call, current, prefix, out_offsets,
+                out_targets, out_weights, values, attrs, aggregates, num_vertices,
+                first_iteration + steps, claimed)
+            serial = True
+        else:
+            following, count, edges, serial, change = _sparse_step(
+                gather_call, apply_call, activate_call, combine, identity, current, prefix,
+                out_offsets, out_targets, in_offsets, sources, weights, values, values, False,
+                attrs, aggregates, num_vertices, first_iteration + steps, serial_edges,
+                dense_factor, claimed, chunks, threads, False, settled, unsettled, stats,
+                marked)
         for i in range(following.shape[0]):
             v = following[i]
             pending[v] = 1

@@ -208,6 +208,7 @@ SPECIALIZED_KERNELS = {
     # (inside a parallel loop, a pointer to a Python object numba cannot cache)
     "_update_vertex": ("_update_vertex", {}, None),
     "_sparse_step": ("_sparse_step", {}, None),
+    "_push_step": ("_push_step", {}, None),
     "_gather_in_edges": ("_gather_in_edges", {}, None),
     "_finish_cut_vertex": ("_finish_cut_vertex", {}, None),
 }

@@ -27,6 +27,7 @@ from .. import config
 from .._numba_setup import parallel_section
 from ..kernels import cpu as kernels
 from ..kernels.cpu_program import CpuProgram
+from ..kernels.subgraph import out_edge_values
 from ..monoids import MONOIDS, monoid_identity
 from . import decisions
 from .records import IterationRecord
@@ -216,6 +217,9 @@ class CpuEngine:
         self.bucket_width = None
         self.larger_first = False
         self.pending = np.zeros(1, np.uint8)
+        #: ... whose steps for one thread push (edge values in the out-edges' order)
+        self.push = False
+        self.push_weights = None
 
     @property
     def page_source(self):
@@ -247,13 +251,23 @@ class CpuEngine:
             kernels.shortcut_labels(empty, self.state.values, self.arrays.attrs[3],
                                     self.state.active, False)
 
-    def enable_value_priority(self, larger_first: bool) -> None:
+    def enable_value_priority(self, larger_first: bool, push: bool = False) -> None:
         """Take sparse iterations in buckets of values from now on (a program
         declaring ``value_priority``, run asynchronously on the CPU alone:
         :func:`decisions.value_priority`), larger values first when
         ``larger_first`` (a max sum).  The width is
-        :func:`decisions.bucket_width`'s."""
+        :func:`decisions.bucket_width`'s.  With ``push`` (a program declaring
+        ``apply_keeps_best``: :func:`decisions.cpu_priority_push`), the
+        steps small enough for one thread push over the frontier's out-edges
+        (:func:`garaphpy.kernels.cpu.priority_iterations`); their edge
+        values are then placed in the out-edges' order, once."""
         arrays = self.arrays
+        self.push = bool(push)
+        self.push_weights = arrays.edge_weights(None)
+        if self.push and arrays.reads_weights and arrays.num_edges:
+            _, sources, weights = arrays.page_source.csc()
+            self.push_weights = out_edge_values(arrays.out_offsets, [(sources, weights)],
+                                                weights.dtype)
         mean_edge_value = None
         if config.CPU_BUCKET_WIDTH is None and arrays.reads_weights and arrays.num_edges:
             _, _, weights = arrays.page_source.csc()
@@ -577,7 +591,7 @@ class CpuEngine:
                                forced="auto")
             if self.bucket_width is not None:
                 decisions.note(record, "value_priority", True, bucket_width=self.bucket_width,
-                               larger_first=self.larger_first)
+                               larger_first=self.larger_first, push=self.push)
             # a bucket may notify over a bitmap; a plain batch stops before such a step
             dense = self.bucket_width is not None and decisions.dense_notify(
                 edges, arrays.num_vertices)
@@ -601,7 +615,8 @@ class CpuEngine:
             1.0 / (config.NOTIFY_PULL_COST_FACTOR * self.rho), config.NOTIFY_DENSE_FACTOR,
             -np.inf if tolerance is None else float(tolerance), state.claimed,
             self.threads * config.CPU_CHUNKS_PER_THREAD, self.threads, counters, changes,
-            float(self.bucket_width), self.larger_first, self.pending)
+            float(self.bucket_width), self.larger_first, self.pending, self.push,
+            self.push_weights)
 
     def _sparse_iterations(self, frontier, first_iteration, steps, tolerance, counters,
                            changes):

@@ -209,6 +209,16 @@ def value_priority(declared: bool, mode: str, synchronous: bool, batches: bool,
                 and in_degree_skew <= max_skew)
 
 
+def cpu_priority_push(declared_keeps_best: bool, enabled: bool = True) -> bool:
+    """Whether the CPU's steps in buckets of values (:func:`value_priority`)
+    push over the frontier's out-edges when one thread takes them, rather
+    than notify and pull: a program declaring ``apply_keeps_best`` (its value
+    follows from the in-neighbours that changed alone), with
+    ``config.CPU_PRIORITY_PUSH``.  A grid's step then reads the frontier's
+    out-edges once, not the in-edges of every vertex they reach."""
+    return bool(enabled and declared_keeps_best)
+
+
 def in_degree_skew(in_degree) -> float:
     """The in-edges a notified vertex reads, over the mean in-degree: a vertex is
     notified in proportion to its in-degree d and then reads d in-edges, so
