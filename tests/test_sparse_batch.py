@@ -270,10 +270,12 @@ def test_pages_read_from_storage_are_not_batched(tmp_path, batching):
     assert_program_values("bfs", result.values, bfs_scipy(graph, [source]))
 
 
+@pytest.mark.parametrize("push", [False, True], ids=["notify-pull", "push"])
 @pytest.mark.parametrize("early_exit", [False, True], ids=["full", "early-exit"])
 @pytest.mark.parametrize("serial_edges", [0, 10**6])
-def test_kernel_leaves_no_claimed_flag_and_counts_like_numpy(serial_edges, early_exit):
-    """The kernel alone on a random graph: its counters against a NumPy BFS."""
+def test_kernel_leaves_no_claimed_flag_and_counts_like_numpy(serial_edges, early_exit, push):
+    """The kernel alone on a random graph: its counters against a NumPy BFS
+    (Beamer's top-down steps with ``push``, which needs early exit)."""
     from garaphpy.kernels.cpu_program import compile_program
     from garaphpy.programs import BFS
     from garaphpy.programs.bfs import UNREACHED
@@ -302,7 +304,8 @@ def test_kernel_leaves_no_claimed_flag_and_counts_like_numpy(serial_edges, early
         compiled.identity, np.array([root]), out_offsets, out_targets, in_offsets, sources,
         np.zeros(1), values, values_write, early_exit, attrs, np.zeros(1), n, m, 1, 64,
         serial_edges, 1.0, 0, -np.inf, claimed, 4, 2, counters, changes, early_exit,
-        settled, unsettled, 0.0)
+        settled, unsettled, 0.0, push)
+    pushed = push and early_exit
     np.testing.assert_array_equal(counters[:steps, 5], counters[:steps, 3] <= serial_edges)
     assert steps > 3
     assert not claimed.any() if not early_exit else \
@@ -317,9 +320,10 @@ def test_kernel_leaves_no_claimed_flag_and_counts_like_numpy(serial_edges, early
         if early_exit:      # the settled ones are dropped before their gather
             assert counters[step, 6] == in_degree[depth < 0].sum()
             targets = targets[depth[targets] < 0]
+        # a push writes each new vertex once and reads the frontier's out-edges
         assert counters[step, :4].tolist() == [
             level.size, int(degree[level].sum()), targets.size,
-            int(in_degree[targets].sum())]
+            int(degree[level].sum()) if pushed else int(in_degree[targets].sum())]
         new = targets[depth[targets] < 0]
         depth[new] = step + 1
         assert counters[step, 4] == new.size

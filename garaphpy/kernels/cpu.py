@@ -939,6 +939,56 @@ def _sparse_step(gather_call, apply_call, activate_call, combine, identity, curr
 
 
 @numba.njit(nogil=True)
+def _settle_step(gather_call, apply_call, activate_call, combine, identity, current, prefix,
+                 out_offsets, out_targets, weights, values_read, values_write, attrs,
+                 aggregates, num_vertices, iteration, settled, claimed, in_offsets,
+                 unsettled_edges):
+    """:func:`push_settling` on this thread, for a step of
+    :func:`sparse_iterations` small enough (no claim needs an atomic).
+
+    Returns
+    -------
+    (written, following, change)
+        The vertices written, those activated, and the step's summed change.
+    """
+    edges = prefix[current.shape[0]]
+    written = np.empty(edges, np.int64)
+    following = np.empty(edges, np.int64)
+    wrote = 0
+    activated = 0
+    change = 0.0
+    marked = 0
+    for i in range(current.shape[0]):
+        u = current[i]
+        if not settled[u]:
+            continue
+        for e in range(out_offsets[u], out_offsets[u + 1]):
+            v = out_targets[e]
+            if claimed[v] != 0:
+                continue
+            claimed[v] = 1
+            accum = combine(identity, gather_call(values_read, weights, attrs, u, v, 0))
+            flag, delta = _update_vertex(apply_call, activate_call, attrs, aggregates,
+                                         num_vertices, iteration, v, accum, values_read,
+                                         values_write)
+            change += delta
+            written[wrote] = v
+            wrote += 1
+            if flag:
+                following[activated] = v
+                activated += 1
+                settled[v] = True
+                claimed[v] = SETTLED_CLAIM
+                marked += in_offsets[v + 1] - in_offsets[v]
+    for i in range(wrote):
+        v = written[i]
+        if not settled[v]:
+            claimed[v] = 0
+    unsettled_edges[0] -= marked
+    return written[:wrote].copy(), following[:activated].copy(), change
+
+
+@numba.njit(nogil=True)
 def _push_step(gather_call, apply_call, activate_call, current, prefix, out_offsets,
                out_targets, out_weights, values, attrs, aggregates, num_vertices, iteration,
                claimed):
@@ -996,7 +1046,8 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
                       values_write, synchronous, attrs, aggregates, num_vertices, num_edges,
                       first_iteration, max_steps, serial_edges, direction_threshold,
                       dense_factor, tolerance, claimed, chunks, threads, counters, changes,
-                      early_exit, settled, unsettled_edges, settling_pull_factor):
+                      early_exit, settled, unsettled_edges, settling_pull_factor,
+                      settling_push):
     """Up to ``max_steps`` notify-pull iterations of sparse frontiers in one call.
 
     Each step is the iteration the engine would run in its own call (Garaph
@@ -1028,7 +1079,11 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
     (both flags) and takes their in-edges off ``unsettled_edges[0]``, and the engine's rule
     for such programs refuses a step instead of Garaph's:
     ``a * settling_pull_factor > unsettled_edges[0] + num_vertices`` (a pull
-    would pay).
+    would pay).  With ``settling_push`` too (:func:`push_settling`'s rule
+    for iterations run alone) each step is Beamer's top-down step, on this
+    thread up to ``serial_edges`` out-edges (:func:`_settle_step`); its
+    counters are then the vertices written and the frontier's out-edges, as
+    an iteration run alone records them.
 
     Returns
     -------
@@ -1057,11 +1112,36 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
             break
         iteration = first_iteration + steps
         unsettled_at_start = unsettled_edges[0]
-        following, count, edges, serial, change = _sparse_step(
-            gather_call, apply_call, activate_call, combine, identity, current, prefix, out_offsets, out_targets, in_offsets, sources, weights,
-            values_read, values_write, synchronous, attrs, aggregates, num_vertices, iteration,
-            serial_edges, dense_factor, claimed, chunks, threads, early_exit, settled,
-            unsettled_edges, stats, marked)
+        if early_exit and settling_push:
+            serial = active_edges <= serial_edges
+            if serial:
+                written, following, change = _settle_step(
+                    gather_call, apply_call, activate_call, combine, identity, current, prefix,
+                    out_offsets, out_targets, weights, values_read, values_write, attrs,
+                    aggregates, num_vertices, iteration, settled, claimed, in_offsets,
+                    unsettled_edges)
+            else:
+                stats[:] = 0.0
+                marked[0] = 0
+                written, following = push_settling(
+                    gather_call, apply_call, activate_call, combine, identity, current, prefix,
+                    out_offsets, out_targets, weights, values_read, values_write, attrs,
+                    aggregates, num_vertices, iteration, chunks, stats, settled, claimed,
+                    in_offsets, marked)
+                unsettled_edges[0] -= marked[0]
+                change = stats[0]
+            if synchronous:
+                for i in range(written.shape[0]):
+                    values_read[written[i]] = values_write[written[i]]
+            count = written.shape[0]
+            edges = active_edges
+        else:
+            following, count, edges, serial, change = _sparse_step(
+                gather_call, apply_call, activate_call, combine, identity, current, prefix,
+                out_offsets, out_targets, in_offsets, sources, weights, values_read,
+                values_write, synchronous, attrs, aggregates, num_vertices, iteration,
+                serial_edges, dense_factor, claimed, chunks, threads, early_exit, settled,
+                unsettled_edges, stats, marked)
         activated = following.shape[0]
         counters[steps, 0] = size
         counters[steps, 1] = active_edges

@@ -209,6 +209,7 @@ SPECIALIZED_KERNELS = {
     "_update_vertex": ("_update_vertex", {}, None),
     "_sparse_step": ("_sparse_step", {}, None),
     "_push_step": ("_push_step", {}, None),
+    "_settle_step": ("_settle_step", {}, None),
     "_gather_in_edges": ("_gather_in_edges", {}, None),
     "_finish_cut_vertex": ("_finish_cut_vertex", {}, None),
 }

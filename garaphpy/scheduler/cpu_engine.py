@@ -631,7 +631,7 @@ class CpuEngine:
             config.NOTIFY_DENSE_FACTOR, -np.inf if tolerance is None else float(tolerance),
             state.claimed, self.threads * config.CPU_CHUNKS_PER_THREAD, self.threads, counters,
             changes, self.early_exit, self.settled, self.unsettled_edges,
-            float(config.CPU_SETTLING_PULL_FACTOR * self.rho))
+            float(config.CPU_SETTLING_PULL_FACTOR * self.rho), self._pushes())
 
     def _warm_up_batch(self) -> None:
         empty = np.zeros((0, len(kernels.SPARSE_COUNTERS)), np.int64)
