@@ -234,11 +234,13 @@ def test_pushed_steps_equal_notify_pulled_ones_with_fewer_edges(grid, name, widt
 
 
 def test_steps_for_many_threads_still_notify_and_pull(grid, monkeypatch):
+    # every step takes the parallel kernels (on one thread: asynchronous parallel pulls
+    # on more would read each other's updates in varying order, and vary the counts)
     monkeypatch.setattr(config, "CPU_SERIAL_STEP_EDGES", 0)
     runs = {}
     for push in (True, False):
         monkeypatch.setattr(config, "CPU_PRIORITY_PUSH", push)
-        runs[push] = run_priority(grid, "sssp", [61], True, monkeypatch)
+        runs[push] = run_priority(grid, "sssp", [61], True, monkeypatch, threads=1)
     np.testing.assert_array_equal(runs[True].values, runs[False].values)
     assert [r.edges_processed for r in runs[True].iterations] == \
         [r.edges_processed for r in runs[False].iterations]
