@@ -443,8 +443,9 @@ def gpu_value_priority(declared: bool, synchronous: bool, push: bool,
     (``config.GPU_BUCKET_WIDTH``): its values are edge values, not sums along
     paths, so :func:`gpu_bucket_width`'s rule makes one or two buckets of
     them, and each iteration pays the split's launch for nothing (grid
-    2000x2000 SSWP on an H100: 120.3 ms in the whole-frontier loop, 124 ms in
-    2 buckets; 81.1 ms with a width of 1, 92 buckets; BENCHMARKS.md)."""
+    2000x2000 SSWP on an H200: 116.0 ms in the whole-frontier loop, 123-125
+    ms in 2 buckets; on an H100, 81.1 ms with a width of 1 in 92 buckets
+    against 120.3 ms; BENCHMARKS.md)."""
     return bool(enabled and declared and push and not synchronous
                 and (width_configured or not larger_first))
 
