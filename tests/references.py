@@ -290,6 +290,17 @@ def out_of_core_rmat(base):
         max_page_bytes=16384, storage_dirs=[str(base / "ssd1"), str(base / "ssd2")])
 
 
+def weighted_chain(store, num_vertices: int, period: int):
+    """The chain 0 -> 1 -> ... -> n-1, edge i weighted i % period + 1 (for
+    i from 1), stored at ``store``."""
+    import garaphpy
+
+    src = np.arange(num_vertices - 1, dtype=np.int64)
+    weights = np.arange(1, num_vertices, dtype=np.float64) % period + 1
+    return garaphpy.Graph.from_arrays(src, src + 1, weights, num_vertices=num_vertices,
+                                      store=store)
+
+
 # ------------------------------------------------------------- references --
 def pagerank_networkx(graph, damping=0.85):
     """PageRank by NetworkX (dangling mass spread uniformly, its default)."""

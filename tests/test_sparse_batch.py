@@ -22,7 +22,7 @@ from garaphpy.programs import SSSP
 from garaphpy.scheduler import decisions
 
 from references import (assert_program_values, bfs_scipy, components_scipy, random_csr_csc,
-                        run_engine, run_engine_quietly, sssp_scipy)
+                        run_engine, run_engine_quietly, sssp_scipy, weighted_chain)
 
 #: Left out of the fast subset (``-m "not slow"``): the other programs and
 #: executions of a case whose first one stays in it.
@@ -42,11 +42,7 @@ def grid(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory):
-    n = 3000
-    src = np.arange(n - 1, dtype=np.int64)
-    weights = np.arange(1, n, dtype=np.float64) % 7 + 1
-    return garaphpy.Graph.from_arrays(src, src + 1, weights, num_vertices=n,
-                                      store=tmp_path_factory.mktemp("chain") / "s")
+    return weighted_chain(tmp_path_factory.mktemp("chain") / "s", 3000, 7)
 
 
 @pytest.fixture

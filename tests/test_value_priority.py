@@ -11,17 +11,16 @@ iteration limits and checkpoints; and the rules that turn the order on.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 
 import garaphpy
 from garaphpy import config
-from garaphpy.program import ProgramError, VertexProgram
+from garaphpy.program import ProgramError
 from garaphpy.scheduler import decisions
 
-from references import run_engine, run_engine_quietly, sssp_scipy, sswp_heap
+from references import run_engine, run_engine_quietly, sssp_scipy, sswp_heap, weighted_chain
+from test_engine_cpu import ShortestPaths
 
 
 @pytest.fixture(scope="module")
@@ -40,11 +39,7 @@ def wide_grid(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory):
-    n = 2000
-    src = np.arange(n - 1, dtype=np.int64)
-    weights = np.arange(1, n, dtype=np.float64) % 5 + 1
-    return garaphpy.Graph.from_arrays(src, src + 1, weights, num_vertices=n,
-                                      store=tmp_path_factory.mktemp("chain") / "s")
+    return weighted_chain(tmp_path_factory.mktemp("chain") / "s", 2000, 5)
 
 
 def bucketed(result) -> int:
@@ -166,29 +161,12 @@ def test_chain_iteration_limit_and_checkpoints(chain, tmp_path, monkeypatch):
 
 
 # -- a user's program ----------------------------------------------------------------------
-class Hops(VertexProgram):
-    """A user's SSSP: the fewest summed weights from the sources."""
+class Hops(ShortestPaths):
+    """A user's SSSP (test_engine_cpu's) that declares its values' order."""
 
-    value_dtype = np.float64
-    sum = "min"
     cpu_execution = "async"
     value_priority = True
-    initially_active = "sources"
-    needs_weights = True
-    needs_sources = True
     max_iterations = 10**9
-
-    def init(is_source):
-        return 0.0 if is_source else math.inf
-
-    def gather(src, weight):
-        return src + weight
-
-    def apply(value, accum):
-        return min(value, accum)
-
-    def activate(new, old):
-        return new < old
 
 
 def test_a_user_program_in_buckets_equals_dijkstra(grid, monkeypatch):

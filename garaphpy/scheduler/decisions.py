@@ -241,11 +241,7 @@ def bucket_width(configured: float | None, mean_edge_value: float | None,
     levels of a program adding one per edge).  A ``configured`` width that is
     not a positive finite number raises :class:`~garaphpy.errors.ConfigError`."""
     if configured is not None:
-        if isinstance(configured, bool) or not isinstance(configured, (int, float)) \
-                or not math.isfinite(configured) or configured <= 0:
-            raise ConfigError(f"config.CPU_BUCKET_WIDTH = {configured!r}: expected a "
-                              "positive number or None")
-        return float(configured)
+        return _positive("config.CPU_BUCKET_WIDTH", configured, "a positive number or None")
     if mean_edge_value is None or not math.isfinite(mean_edge_value) or mean_edge_value <= 0:
         return 1.0
     return float(mean_edge_value / max(mean_in_degree, 1.0))
@@ -462,10 +458,12 @@ def gpu_bucket_width(configured: float | None, mean_edge_value: float | None,
         None, mean_edge_value, mean_in_degree)
 
 
-def _positive(name: str, number) -> float:
+def _positive(name: str, number, expected: str = "a positive number") -> float:
+    """``number`` as a float, where it is a positive finite number (not a bool);
+    else :class:`~garaphpy.errors.ConfigError` naming the setting ``name``."""
     if isinstance(number, bool) or not isinstance(number, (int, float)) \
             or not math.isfinite(number) or number <= 0:
-        raise ConfigError(f"{name} = {number!r}: expected a positive number")
+        raise ConfigError(f"{name} = {number!r}: expected {expected}")
     return float(number)
 
 
