@@ -181,9 +181,17 @@ PAUSE_GC_IN_ITERATIONS = True
 
 #: Pages that do not all fit the GPU budget are packed (issue 17,
 #: :mod:`garaphpy.kernels.packed`): sources in the fewest whole bytes, column
-#: starts for IdxOff, small integer values in 8 or 16 bits; the GPU unpacks a
-#: page before its pull.  False: pages stay as stored (for study).
+#: starts for IdxOff, small integer values in 8 or 16 bits
+#: (``GPU_PULL_PACKED``: how the GPU pulls them).  False: pages stay as
+#: stored (for study).
 GPU_PACKED_PAGES = True
+
+#: The GPU pulls a packed page where it lies (``gp_pull_packed``: the
+#: replicated pull, each run's destinations found from every 16th edge's kept
+#: IdxOff and the column starts) instead of unpacking it into a stream's
+#: buffer first, and the streams need no buffer for unpacked pages.  False:
+#: unpack, then the replicated pull (for study).
+GPU_PULL_PACKED = True
 
 #: The cost model's starting rates, before it has measured any (bytes/s over
 #: the host link, edges/s of the host threads' gather, bytes/s of the GPU's

@@ -125,6 +125,13 @@ def test_three_byte_sources_round_trip():
     back = packed.unpack_page(layout, image, shards, np.int32)
     np.testing.assert_array_equal(back[0], sources)
     np.testing.assert_array_equal(back[1], idxoff)
+    # every 16th edge's IdxOff is kept for the pull, and checked by the reference
+    kept = image[layout.keys_offset:layout.nbytes].view(np.uint16)
+    np.testing.assert_array_equal(kept, idxoff[::1 << packed.KEY_SHIFT])
+    assert kept.size == -(-1000 // 16) and layout.keys_offset % 16 == 0
+    kept[3] += 1
+    with pytest.raises(ValueError, match="kept IdxOff"):
+        packed.unpack_page(layout, image, shards, np.int32)
 
 
 def test_unsorted_or_outside_idxoff_is_refused():
@@ -209,3 +216,20 @@ def test_the_bytes_per_edge_bench(int_weights):
     assert sizes["stored"] == pytest.approx(raw / int_weights.num_edges)
     assert sizes["packed"] == pytest.approx(packed_total / int_weights.num_edges)
     assert sizes["packed, no values"] < sizes["stored, no values"]
+
+
+def test_plans_without_buffers_for_unpacked_pages_keep_more():
+    sizes = [4000] * 30
+    packed_sizes = [1500] * 30
+    vertex = 10_000
+    for budget in range(vertex + 3100, vertex + 30 * 4000, 3000):
+        lean = plan_pages(sizes, vertex, budget, 2, packed_sizes=packed_sizes,
+                          raw_buffers=False)
+        assert lean.vertex_bytes + lean.page_bytes <= budget
+        assert lean.page_bytes >= lean.n_streams * 1500    # a packed page's buffer each
+        if budget >= vertex + 5500 * 2:
+            full = plan_pages(sizes, vertex, budget, 2, packed_sizes=packed_sizes)
+            assert lean.n_streams == full.n_streams == 2
+            assert lean.streamed_pages <= full.streamed_pages
+            if budget - vertex - 2 * 1500 >= 30 * 1500:
+                assert lean.streamed_pages == 0

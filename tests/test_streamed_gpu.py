@@ -49,17 +49,19 @@ def disk_rmat(tmp_path_factory):
     return ref.out_of_core_rmat(tmp_path_factory.mktemp("streamed"))
 
 
-def budget_for(graph, program, fraction: float, execution: str = "sync") -> int:
-    """A GPU budget holding the vertex data, the stream buffers, the selective
-    arrays and ``fraction`` of the pages' bytes."""
+def budget_for(graph, program, fraction: float, execution: str = "sync",
+               buffers: bool = True, selective: bool = True) -> int:
+    """A GPU budget holding the vertex data, the stream buffers (unless not
+    ``buffers``), the selective arrays (unless not ``selective``: a forced copy
+    has none) and ``fraction`` of the pages' bytes."""
     from garaphpy.scheduler.gpu_engine import GpuEngine
 
     graph_run = graph.as_undirected() if program.needs_undirected else graph
     sources = np.array([0], np.int64) if program.needs_sources else np.zeros(0, np.int64)
     sizing = GpuEngine(graph_run, program, sources, synchronous=execution == "sync")
     wire = sizing.page_wire_bytes       # the pages' bytes on the device
-    return (sizing.plan.vertex_bytes + config.N_STREAMS * max(wire) + sizing.selective_bytes
-            + int(fraction * sum(wire)))
+    return (sizing.plan.vertex_bytes + buffers * config.N_STREAMS * max(wire)
+            + selective * sizing.selective_bytes + int(fraction * sum(wire)))
 
 
 def run_gpu(graph, program, sources, forced, packed: bool = False, **options):
@@ -205,18 +207,22 @@ def test_checkpoint_and_resume_with_streamed_pages(paged, tmp_path):
 
 
 # -- packed pages (kernels/packed.py) -----------------------------------------------------
-def packed_engine(graph, name, fraction):
+def packed_engine(graph, name, fraction, pull_packed: bool = False, transfer: str = "auto"):
+    """An engine of packed pages; unpacked before their pull unless ``pull_packed``;
+    ``transfer``: ``config.GPU_TRANSFER`` (a forced copy has no selective arrays)."""
     from garaphpy.scheduler.gpu_engine import GpuEngine
 
     program = program_for(name)
     graph_run = graph.as_undirected() if program.needs_undirected else graph
-    saved = config.GPU_PACKED_PAGES
-    config.GPU_PACKED_PAGES = True
+    budget = budget_for(graph, program, fraction, selective=transfer != "copy")
+    saved = config.GPU_PACKED_PAGES, config.GPU_PULL_PACKED, config.GPU_TRANSFER
+    config.GPU_PACKED_PAGES, config.GPU_PULL_PACKED = True, pull_packed
+    config.GPU_TRANSFER = transfer
     try:
         return GpuEngine(graph_run, program, np.array([0], np.int64), synchronous=True,
-                         gpu_memory=budget_for(graph, program, fraction))
+                         gpu_memory=budget)
     finally:
-        config.GPU_PACKED_PAGES = saved
+        config.GPU_PACKED_PAGES, config.GPU_PULL_PACKED, config.GPU_TRANSFER = saved
 
 
 @pytest.mark.parametrize("name", ["bfs", "sssp"])
@@ -256,7 +262,8 @@ def test_packed_pages_equal_the_cpu(paged, name, execution, fraction):
     sources = sources_for(program)
     options = dict(execution=execution, **ITERATIONS)
     cpu = ref.run_engine_like_gpu(paged, program, sources, mode="cpu", **options)
-    budget = budget_for(paged, program, fraction, execution)
+    # the stream buffers hold packed pages: not counted, or every packed page fits
+    budget = budget_for(paged, program, fraction, execution, buffers=False)
     graph_run = paged.as_undirected() if program.needs_undirected else paged
     total = sum(page.nbytes for page in graph_run.store.pages)
     for forced in (["auto", "copy"] if name in KEEPS_BEST else ["auto"]):
@@ -268,3 +275,90 @@ def test_packed_pages_equal_the_cpu(paged, name, execution, fraction):
         # half the bytes of the stored pages or fewer cross the bus
         assert any(r.bytes_to_device > 0 for r in records)
         assert all(r.bytes_to_device < 0.5 * total for r in records)
+
+
+# -- packed pages pulled where they lie (gp_pull_packed) ------------------------------------
+@pytest.fixture(scope="module")
+def tiered():
+    """A weighted graph of hubs, split vertices and runs of vertices without
+    in-edges, in shards of many sizes (what the packed pull's walk over the
+    column starts must get right)."""
+    rng = np.random.default_rng(5)
+    n = 12000
+    destinations = np.concatenate([
+        np.repeat(np.arange(0, 6140, 9), 17),           # 8 vertices without in-edges between
+        np.full(3000, 6200),                            # a hub
+        np.repeat(np.arange(6300, n), 3),
+        np.repeat(np.arange(7000, 8000, 100), 300),
+        np.full(20000, 11000)])                 # split over shards (duplicates go)
+    sources = rng.integers(0, n, destinations.size)
+    weights = rng.integers(1, 256, destinations.size)
+    return garaphpy.Graph.from_arrays(sources, destinations, weights, num_vertices=n,
+                                      progress=False, max_shard_edges=8192, min_shards=1,
+                                      max_page_bytes=90000)
+
+
+def packed_pull_cases(store) -> set:
+    """What the packed pull meets in the store's shards."""
+    from garaphpy.kernels.packed import KEY_SHIFT
+
+    cases = set()
+    in_degree = np.diff(np.asarray(store.in_offsets))
+    page_first_edge = {page.index: page.edge_begin for page in store.pages}
+    for shard in store.shards:
+        begin = int(shard["edge_begin"]) - page_first_edge[int(shard["page"])]
+        if begin % (1 << KEY_SHIFT):
+            cases.add("a stride begun in the shard before")
+        if shard["split"]:
+            cases.add("split")
+            continue
+        if shard["replication"] > 1:
+            cases.add("replicas")
+        first, count = int(shard["first_vertex"]), int(shard["num_vertices"])
+        degrees = in_degree[first:first + count]
+        empty = np.flatnonzero(degrees[:-1] == 0)
+        if np.any(np.diff(empty) == 1) and degrees[empty[-1] + 1:].sum() > 0:
+            cases.add("vertices without in-edges among others")
+    return cases
+
+
+def test_the_tiered_graph_has_what_the_packed_pull_must_meet(tiered):
+    assert packed_pull_cases(tiered.store) == {
+        "a stride begun in the shard before", "split", "replicas",
+        "vertices without in-edges among others"}
+
+
+@pytest.mark.parametrize("execution", ["sync", "async"])
+@pytest.mark.parametrize("name", ["pagerank", "sssp", "bfs", "sswp"])
+def test_packed_pages_pulled_where_they_lie_equal_the_cpu(tiered, name, execution):
+    """Every page packed, some kept on the device and some streamed, each pulled
+    from its packed bytes: the CPU engine's values (and iterations when
+    synchronous and exact), as with unpacking first."""
+    program = program_for(name)
+    sources = sources_for(program)
+    options = dict(execution=execution, **ITERATIONS)
+    cpu = ref.run_engine_like_gpu(tiered, program, sources, mode="cpu", **options)
+    # the packed pages' buffers and some of the packed pages (4 to 10 bytes an edge
+    # stored, 3.3 to 4.3 packed); a forced copy has no selective arrays
+    budget = budget_for(tiered, program, 0.45, execution, buffers=False, selective=False)
+    saved = config.GPU_PULL_PACKED
+    try:
+        for pull_packed in (True, False):
+            config.GPU_PULL_PACKED = pull_packed
+            gpu = run_gpu(tiered, program, sources, "copy", packed=True, gpu_memory=budget,
+                          **options)
+            ref.assert_run_matches(name, execution, gpu, cpu)
+            assert any(r.bytes_to_device > 0 for r in gpu.iterations)
+    finally:
+        config.GPU_PULL_PACKED = saved
+
+
+def test_a_packed_pull_needs_no_buffer_for_unpacked_pages(paged):
+    # (a forced copy: the selective arrays, which a plan drops when they do not fit
+    # beside the buffers, would leave the unpacking plan more room)
+    engine = packed_engine(paged, "sssp", 0.0, pull_packed=True, transfer="copy")
+    assert engine.packed_host and not engine.raw_buffers and not engine.device_pages
+    unpacking = packed_engine(paged, "sssp", 0.0, transfer="copy")
+    assert unpacking.raw_buffers and len(unpacking.device_pages) == len(unpacking.streams)
+    # the buffers' room keeps more pages on the device
+    assert engine.plan.streamed_pages <= unpacking.plan.streamed_pages

@@ -198,6 +198,8 @@ class GpuKernels:
     ``pull[(precomputed, warp_combine)]`` is the pull kernel reading
     precomputed contributions or gathering per edge, with or without the
     warp-level combining of same-destination runs before the replica atomics.
+    ``pull_packed[precomputed]`` pulls a packed page where it lies
+    (``gp_pull_packed``, kernels/cuda/stream.cu).
     """
 
     module: object
@@ -223,6 +225,7 @@ class GpuKernels:
     stream_split_merge: object
     stream_apply: object
     unpack_page: object
+    pull_packed: dict
 
 
 _MODULES: dict = {}
@@ -271,8 +274,11 @@ def compile_kernels(program: CudaProgram, vertex_dtype,
                     for combine in (False, True)]
         names = {variant: f"gp_pull<{str(variant[0]).lower()}, {str(variant[1]).lower()}, "
                           f"{edges_per_thread}>" for variant in variants}
+        packed_names = {precomputed: f"gp_pull_packed<{str(precomputed).lower()}, "
+                                     f"{edges_per_thread}>" for precomputed in (False, True)}
         module = cupy.RawModule(code=source, options=("-std=c++17",),
-                                name_expressions=tuple(names.values()))
+                                name_expressions=tuple(names.values())
+                                + tuple(packed_names.values()))
         try:
             module.compile()
         except cupy.cuda.compiler.CompileException as error:
@@ -302,7 +308,9 @@ def compile_kernels(program: CudaProgram, vertex_dtype,
             stream_push=module.get_function("gp_stream_push"),
             stream_split_merge=module.get_function("gp_stream_split_merge"),
             stream_apply=module.get_function("gp_stream_apply"),
-            unpack_page=module.get_function("gp_unpack_page"))
+            unpack_page=module.get_function("gp_unpack_page"),
+            pull_packed={precomputed: module.get_function(name)
+                         for precomputed, name in packed_names.items()})
         _MODULES[key] = kernels
         return kernels
 

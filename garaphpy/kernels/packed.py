@@ -4,8 +4,9 @@ A page image (Garaph section 2.1) holds, per edge, its source (4 bytes for
 fewer than 2^31 vertices), its destination's offset in its shard (IdxOff, 2
 bytes) and its value.  Garaph copies the image as it is; the GPU's time on a
 page is a small part of the copy's.  A packed page carries the same edges in
-fewer bytes, and a GPU kernel (``gp_unpack_page``, kernels/cuda/stream.cu)
-restores the image in device memory at a few terabytes a second:
+fewer bytes, which the GPU's pull reads where they lie (``gp_pull_packed``,
+kernels/cuda/stream.cu; ``gp_unpack_page`` restores the image in device
+memory instead, for study):
 
 * sources in the fewest whole bytes that hold ``|V| - 1`` (3 bytes up to 2^24
   vertices, 2 up to 2^16);
@@ -13,11 +14,14 @@ restores the image in device memory at a few terabytes a second:
   the shard needs only the offset of its first in-edge (4 bytes per vertex,
   not 2 per edge: the CSC's column starts, per shard);
 * edge values as 8- or 16-bit integers when every value of the page is an
-  integer that fits (SNAP and GAPBS weights 1..255 do), else as they are.
+  integer that fits (SNAP and GAPBS weights 1..255 do), else as they are;
+* the destination (IdxOff) of every ``2**KEY_SHIFT``-th edge of the page, so
+  that the pull finds each run's destinations from there over the column
+  starts, not by a search (0.125 bytes per edge).
 
-By this layout a scale-24 Kronecker graph of mean degree 31 takes 3.1
-bytes per edge against 6 (no values) and 4.1 against 10 (4-byte values
-1..255): about twice as many pages stay resident in the same GPU budget,
+By this layout a Kronecker graph of mean degree 30 (rmat:20 symmetric)
+takes 3.26 bytes per edge against 6 (no values) and 4.26 against 10
+(4-byte values 1..255): about twice as many pages stay resident in the same GPU budget,
 and half as many bytes cross the bus for those that stream (measured on
 rmat:20 and two SNAP graphs: BENCHMARKS.md).  :func:`pack_page` packs on
 the host (numba, all cores); :func:`unpack_page` is the NumPy reference
@@ -34,11 +38,15 @@ import numpy as np
 from .. import _numba_setup  # noqa: F401  (threading layer first)
 
 __all__ = ["PackedLayout", "source_width", "weight_code", "packed_layout", "pack_page",
-           "unpack_page", "WEIGHT_NONE", "WEIGHT_UINT8", "WEIGHT_UINT16", "WEIGHT_RAW"]
+           "unpack_page", "KEY_SHIFT", "WEIGHT_NONE", "WEIGHT_UINT8", "WEIGHT_UINT16",
+           "WEIGHT_RAW"]
 
 #: How a packed page holds its edge values (the decoder's ``weight_code``).
 WEIGHT_NONE, WEIGHT_UINT8, WEIGHT_UINT16, WEIGHT_RAW = 0, 1, 2, 3
 _WEIGHT_BYTES = {WEIGHT_UINT8: 1, WEIGHT_UINT16: 2}
+
+#: Every ``2**KEY_SHIFT``-th edge's IdxOff is kept (``PackedLayout.keys_offset``).
+KEY_SHIFT = 4
 
 #: Alignment of each array inside a packed image (the decoder reads the column
 #: starts as 32-bit words and the values as 16-bit or wider words).
@@ -65,6 +73,8 @@ class PackedLayout:
     weight_code : int
         ``WEIGHT_NONE`` (no values on the wire), ``WEIGHT_UINT8``,
         ``WEIGHT_UINT16`` or ``WEIGHT_RAW`` (the store's dtype).
+    keys_offset : int
+        The IdxOff (uint16) of edges 0, 2**KEY_SHIFT, 2 * 2**KEY_SHIFT, ...
     nbytes : int
         The whole packed image.
     """
@@ -75,6 +85,7 @@ class PackedLayout:
     columns_offset: int
     weights_offset: int
     weight_code: int
+    keys_offset: int
     nbytes: int
 
 
@@ -122,9 +133,14 @@ def packed_layout(num_edges: int, num_columns: int, source_bytes: int, code: int
     columns_offset = _align(num_edges * source_bytes)
     weights_offset = _align(columns_offset + 4 * num_columns)
     value_bytes = 0 if code == WEIGHT_NONE else _WEIGHT_BYTES.get(code, weight_itemsize)
+    keys_offset = _align(weights_offset + num_edges * value_bytes)
     return PackedLayout(int(num_edges), int(num_columns), int(source_bytes),
-                        columns_offset, weights_offset, int(code),
-                        weights_offset + num_edges * value_bytes)
+                        columns_offset, weights_offset, int(code), keys_offset,
+                        keys_offset + 2 * _num_keys(num_edges))
+
+
+def _num_keys(num_edges: int) -> int:
+    return -(-int(num_edges) >> KEY_SHIFT)
 
 
 @numba.njit(nogil=True, parallel=True, cache=True)
@@ -211,13 +227,23 @@ def pack_page(sources: np.ndarray, idxoff: np.ndarray, weights: np.ndarray | Non
         size = np.dtype(dtype).itemsize
         image[layout.weights_offset:layout.weights_offset + count * size].view(dtype)[:] = \
             weights
+    keys = _num_keys(count)
+    image[layout.keys_offset:layout.keys_offset + 2 * keys].view(np.uint16)[:] = \
+        np.asarray(idxoff)[::1 << KEY_SHIFT]
     return layout, image
 
 
 def unpack_page(layout: PackedLayout, image: np.ndarray, shards: np.ndarray, vertex_dtype,
                 weight_dtype=None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """The page's ``(sources, idxoff, weights)`` back from a packed image
-    (plain NumPy, the reference for the GPU's decoder)."""
+    (plain NumPy, the reference for the GPU's decoder; the kept IdxOff of
+    every ``2**KEY_SHIFT``-th edge is checked against the column starts').
+
+    Raises
+    ------
+    ValueError
+        When the kept IdxOff differ from the column starts'.
+    """
     count, width = layout.num_edges, layout.source_bytes
     raw = image[:count * width].reshape(count, width).astype(np.uint64)
     sources = np.zeros(count, np.uint64)
@@ -236,6 +262,9 @@ def unpack_page(layout: PackedLayout, image: np.ndarray, shards: np.ndarray, ver
         starts = np.append(columns[at:at + vertices], end - begin)
         idxoff[begin:end] = np.repeat(np.arange(vertices), np.diff(starts))
         at += vertices
+    kept = image[layout.keys_offset:layout.keys_offset + 2 * _num_keys(count)].view(np.uint16)
+    if not np.array_equal(kept, idxoff[::1 << KEY_SHIFT]):
+        raise ValueError("the packed image's kept IdxOff differ from its column starts'")
     weights = None
     if layout.weight_code != WEIGHT_NONE:
         dtype = {WEIGHT_UINT8: np.uint8, WEIGHT_UINT16: np.uint16}.get(layout.weight_code,

@@ -20,7 +20,9 @@ the program reads, and the shard table.  Pages reach it in one of two ways:
   the kernel that read it (stream order).  Beyond the paper (issue 17): the
   pages the budget holds beside the buffers stay on the device (partial
   residency), packed first (:mod:`garaphpy.kernels.packed`: about half the
-  bytes; the GPU unpacks a page into its stream's buffer before its pull),
+  bytes; the GPU pulls a packed page where it lies, finding each run's
+  destinations from the page's kept IdxOff and column starts, so a stream
+  needs no buffer for an unpacked page),
   so that twice as many stay; the pages that still stream cross the bus
   packed too, and without their edge values when the program does not
   read them; the pages kept on the device are spread among the copied ones
@@ -146,7 +148,7 @@ class PagePlan:
 def plan_pages(page_sizes: list[int], vertex_bytes: int, budget: int,
                n_streams: int, *, page_edges: list[int] | None = None,
                selective_bytes: int = 0, order: str = "edges",
-               packed_sizes: list[int] | None = None) -> PagePlan:
+               packed_sizes: list[int] | None = None, raw_buffers: bool = True) -> PagePlan:
     """Resident pages when they all fit beside the vertex data, else streaming,
     with as many pages kept resident as the budget holds beside the stream
     buffers (and the selective transfers' arrays, ``selective_bytes``, when
@@ -156,7 +158,9 @@ def plan_pages(page_sizes: list[int], vertex_bytes: int, budget: int,
     streams are used (down to one, which loses the copy/kernel overlap).
     With ``packed_sizes`` (each page's packed bytes), each stream also has a
     buffer for a packed page, and pages are kept packed before any is kept as
-    it is (:func:`~garaphpy.scheduler.transfer.resident_tiers`).
+    it is (:func:`~garaphpy.scheduler.transfer.resident_tiers`).  Without
+    ``raw_buffers`` (every page that may stream is packed and pulled where it
+    lies), a stream has only the packed page's buffer.
 
     Raises
     ------
@@ -173,8 +177,10 @@ def plan_pages(page_sizes: list[int], vertex_bytes: int, budget: int,
     if vertex_bytes + total <= budget:
         return PagePlan(True, n_streams, budget, vertex_bytes, total, np.ones(count, bool))
     # packed pages: a packed page's buffer per stream beside the page's
-    per_stream = largest + (int(max(packed_sizes, default=0)) if packed_sizes is not None
-                            else 0)
+    if packed_sizes is None:
+        per_stream = largest
+    else:
+        per_stream = (largest if raw_buffers else 0) + int(max(packed_sizes, default=0))
     streams = n_streams
     while streams > 1 and vertex_bytes + streams * per_stream > budget:
         streams -= 1
@@ -309,9 +315,11 @@ class GpuEngine:
             warp_combine = config.GPU_WARP_COMBINE
         self.warp_combine = bool(warp_combine)
         self.pull_kernel = self.kernels.pull[(self.precompute, self.warp_combine)]
+        #: packed pages pulled where they lie (else unpacked first)
+        self.pull_packed = bool(config.GPU_PULL_PACKED)
         if self.shared_bytes > self.device.shared_memory_per_block:
             # kernels are shared by every engine of the process: only ever raise the limit
-            for kernel in self.kernels.pull.values():
+            for kernel in (*self.kernels.pull.values(), *self.kernels.pull_packed.values()):
                 kernel.max_dynamic_shared_size_bytes = max(
                     kernel.max_dynamic_shared_size_bytes, self.shared_bytes)
 
@@ -435,6 +443,7 @@ class GpuEngine:
         #: per page, its packed layout when it is packed (:mod:`garaphpy.kernels.packed`)
         self.packed_layouts = {}
         self.packed_entry = None
+        self.raw_buffers = True
         if not self.plan.resident:
             self.packed_layouts = self._packed_layouts()
             packed_sizes = [self.packed_layouts[k].nbytes + PAGE_SLACK_BYTES
@@ -444,8 +453,13 @@ class GpuEngine:
                 decisions.packed_pages, enabled=bool(config.GPU_PACKED_PAGES),
                 wire_bytes=int(sum(wire_sizes)), packed_bytes=int(sum(packed_sizes)))
             if self.packed_entry["choice"]:
+                # a stream's buffer for an unpacked page: only to unpack into, or for a
+                # page that streams as stored (one the host does not hold)
+                self.raw_buffers = not (self.pull_packed
+                                        and len(self.packed_layouts) == len(pages))
                 self.plan = plan_pages(wire_sizes, vertex_bytes + run_padding, budget,
-                                       n_streams, packed_sizes=packed_sizes, **plan_arguments)
+                                       n_streams, packed_sizes=packed_sizes,
+                                       raw_buffers=self.raw_buffers, **plan_arguments)
             else:
                 self.packed_layouts = {}
         self.selective = bool(not self.plan.resident and self.plan.selective_bytes)
@@ -486,10 +500,11 @@ class GpuEngine:
                 # the pages it holds in memory, now, into pinned buffers
                 page_source.load("gpu")
             # a stream's buffer: a page copied, or a page kept packed unpacked
-            unpacked = max((self.page_wire_bytes[k] for k in range(len(pages))
-                            if k not in self.resident_images), default=0)
-            self.device_pages = [cupy.empty(unpacked + PAGE_SLACK_BYTES, np.uint8)
-                                 for _ in self.streams]
+            if self.raw_buffers:
+                unpacked = max((self.page_wire_bytes[k] for k in range(len(pages))
+                                if k not in self.resident_images), default=0)
+                self.device_pages = [cupy.empty(unpacked + PAGE_SLACK_BYTES, np.uint8)
+                                     for _ in self.streams]
         # the GPU's walk over the pages of an iteration (opened by begin_iteration), and the
         # pages read from storage for it, each until its copy to the device is done
         self._cursor = page_source.cursor((), "gpu", release="manual")
@@ -695,6 +710,30 @@ class GpuEngine:
                 np.int64(layout.weights_offset), np.int32(layout.weight_code),
                 self.shard_edge_begin, self.shard_edge_end, self.shard_num_vertices,
                 self.shard_column_begin, np.int32(info.first_shard), sources, idxoff, weights))
+
+    def _launch_packed_pull(self, k: int, packed_image, stream, aggregates,
+                            iteration: int) -> None:
+        """The pull of page ``k`` read from its packed image (on the device)."""
+        from ..kernels.packed import KEY_SHIFT
+
+        info, layout = self.pages[k], self.packed_layouts[k]
+        if not info.num_shards:
+            return
+        with stream:
+            self.kernels.pull_packed[self.precompute](
+                (info.num_shards,), (config.GPU_THREADS_PER_BLOCK,), (
+                    packed_image, np.int32(layout.source_bytes),
+                    np.int64(layout.columns_offset), np.int64(layout.weights_offset),
+                    np.int32(layout.weight_code), np.int64(layout.keys_offset),
+                    np.int32(KEY_SHIFT), self.shard_first_vertex, self.shard_num_vertices,
+                    self.shard_replication, self.shard_edge_begin, self.shard_edge_end,
+                    self.shard_split_slot, self.shard_scratch, self.scratch,
+                    self.shard_column_begin, np.int32(info.first_shard),
+                    self.values, self.next, self.contributions, self.active,
+                    self.split_accum) + self.attrs + (
+                    aggregates, np.int64(self.num_vertices), np.int64(iteration),
+                    self.l1_total, self.counters),
+                shared_mem=self.page_shared_bytes[k])
 
     def _host_room(self) -> int:
         """Host bytes the run may still pin beyond its page plan."""
@@ -1011,6 +1050,9 @@ class GpuEngine:
         # compiled now, not in the first selective iteration (seconds on a fresh install)
         subgraph.compile_counts(self.out_offsets, self.out_targets, self.page_lookup,
                                 self.targets_sorted, self._piece_buffers)
+        # and cupy's kernels of the frontier's list (0.6 s on their first call)
+        with self.main_stream:
+            cupy.flatnonzero(self.active[:n]).get()
 
     def _host_pointer(self, array: np.ndarray) -> np.uint64:
         """A pinned host array's address, which kernels read through (unified
@@ -1362,14 +1404,20 @@ class GpuEngine:
         if timing.copy_end is not None:
             stream.wait_event(timing.copy_end)
         timing.kernel_start = stream.record(page_events[2])
-        if packed_image is not None:
-            self._unpack(k, packed_image, slot, stream)
+        out = self.next
+        if packed_image is not None and self.pull_packed:
+            self._launch_packed_pull(k, packed_image, stream, aggregates, iteration)
             if k in self.packed_host:
                 stream.record(packed_free)
-        out = self.next
-        if info.num_shards:
-            self._launch_pull(stream, info.first_shard, info.num_shards, self._views(k, slot),
-                              self.page_shared_bytes[k], aggregates, iteration)
+        else:
+            if packed_image is not None:
+                self._unpack(k, packed_image, slot, stream)
+                if k in self.packed_host:
+                    stream.record(packed_free)
+            if info.num_shards:
+                self._launch_pull(stream, info.first_shard, info.num_shards,
+                                  self._views(k, slot), self.page_shared_bytes[k], aggregates,
+                                  iteration)
         timing.kernel_end = stream.record(page_events[3])
         if k not in self.resident_images:
             stream.record(raw_free)

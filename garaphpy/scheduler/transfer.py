@@ -137,7 +137,7 @@ class TransferRates:
         :data:`~garaphpy.kernels.subgraph.SORTED_RUN_EDGES` count).
     pull, packed_pull : float
         Edges per second the GPU pulls a page kept on the device: as it is,
-        and packed (unpacked first).
+        and packed.
     """
 
     bus: float = config.GPU_BUS_BYTES_PER_SECOND

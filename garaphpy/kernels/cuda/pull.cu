@@ -121,6 +121,61 @@ __device__ __forceinline__ void gp_load_run(const T* __restrict__ p, T (&out)[N]
     }
 }
 
+// The end of a pull block (gp_pull, gp_pull_packed), once every edge is in the
+// replicas: the two-way merge with strides R_i/2, ..., 1 (the paper's pairing), no
+// barrier: the R_i replicas of a vertex belong to G = min(R_i, MERGE_LANES)
+// consecutive lanes of one warp; lane l merges its own slots l, l + G, l + 2G, ... with
+// the strides R_i/2 .. G, then the G lanes merge by shuffles with the strides G/2 .. 1.
+// Then each vertex is applied (or a split vertex's partial sum joins the others).
+__device__ __forceinline__ void gp_pull_finish(
+        accum_t* local, int replication, int replication_shift, int shard_vertices,
+        long long first_vertex, int split_slot, accum_t* split_accum, const gp_attrs& attrs,
+        const double* __restrict__ aggregates, long long num_vertices, long long iteration,
+        const value_t* values, value_t* out, unsigned char* __restrict__ active,
+        double* l1_total, unsigned long long* counters, unsigned char* shared) {
+    const accum_t identity = gp_accum_identity();
+    // the two-way merge with strides R_i/2, ..., 1 (the paper's pairing), no barrier: the
+    // R_i replicas of a vertex belong to G = min(R_i, MERGE_LANES) consecutive lanes of one
+    // warp; lane l merges its own slots l, l + G, l + 2G, ... with the strides R_i/2 .. G,
+    // then the G lanes merge by shuffles with the strides G/2 .. 1
+    if (replication > 1) {
+        constexpr int MERGE_LANES = GP_MERGE_LANES;
+        const int group_shift = min(replication_shift, __ffs(MERGE_LANES) - 1);
+        const int group = 1 << group_shift;
+        const int lane_slots = replication >> group_shift;
+        const int group_slots = shard_vertices << group_shift;
+        for (int base = threadIdx.x & ~31; base < group_slots; base += blockDim.x) {
+            const int i = base + (threadIdx.x & 31);
+            accum_t x = identity;
+            if (i < group_slots) {
+                accum_t* mine = local + ((i >> group_shift) << replication_shift)
+                                + (i & (group - 1));
+                for (int half = lane_slots >> 1; half > 0; half >>= 1)
+                    for (int k = 0; k < half; ++k)
+                        mine[k << group_shift] = gp_combine(mine[k << group_shift],
+                                                            mine[(k + half) << group_shift]);
+                x = mine[0];
+            }
+            for (int stride = group >> 1; stride > 0; stride >>= 1)
+                x = gp_combine(x, gp_shuffle<false>(x, stride));
+            if (i < group_slots && (i & (group - 1)) == 0)
+                local[(i >> group_shift) << replication_shift] = x;
+        }
+        __syncthreads();
+    }
+    double l1 = 0.0;
+    unsigned long long activated = 0, activated_out_edges = 0;
+    if (split_slot >= 0) {
+        if (threadIdx.x == 0) gp_atomic_combine(&split_accum[split_slot], local[0]);
+    } else {
+        for (int i = threadIdx.x; i < shard_vertices; i += blockDim.x)
+            gp_update(attrs, aggregates, num_vertices, iteration, first_vertex + i,
+                      local[i << replication_shift], values, out, active, &l1, &activated,
+                      &activated_out_edges);
+    }
+    gp_block_totals(l1, activated, activated_out_edges, l1_total, counters, shared);
+}
+
 template <bool PRECOMPUTED, bool WARP_COMBINE, int EDGES_PER_THREAD>
 __global__ void __launch_bounds__(GP_THREADS_PER_BLOCK)
 gp_pull(const vid_t* __restrict__ sources, const unsigned short* __restrict__ idxoff,
@@ -233,47 +288,9 @@ gp_pull(const vid_t* __restrict__ sources, const unsigned short* __restrict__ id
         }
     }
     __syncthreads();
-    // the two-way merge with strides R_i/2, ..., 1 (the paper's pairing), no barrier: the
-    // R_i replicas of a vertex belong to G = min(R_i, MERGE_LANES) consecutive lanes of one
-    // warp; lane l merges its own slots l, l + G, l + 2G, ... with the strides R_i/2 .. G,
-    // then the G lanes merge by shuffles with the strides G/2 .. 1
-    if (replication > 1) {
-        constexpr int MERGE_LANES = GP_MERGE_LANES;
-        const int group_shift = min(replication_shift, __ffs(MERGE_LANES) - 1);
-        const int group = 1 << group_shift;
-        const int lane_slots = replication >> group_shift;
-        const int group_slots = shard_vertices << group_shift;
-        for (int base = threadIdx.x & ~31; base < group_slots; base += blockDim.x) {
-            const int i = base + (threadIdx.x & 31);
-            accum_t x = identity;
-            if (i < group_slots) {
-                accum_t* mine = local + ((i >> group_shift) << replication_shift)
-                                + (i & (group - 1));
-                for (int half = lane_slots >> 1; half > 0; half >>= 1)
-                    for (int k = 0; k < half; ++k)
-                        mine[k << group_shift] = gp_combine(mine[k << group_shift],
-                                                            mine[(k + half) << group_shift]);
-                x = mine[0];
-            }
-            for (int stride = group >> 1; stride > 0; stride >>= 1)
-                x = gp_combine(x, gp_shuffle<false>(x, stride));
-            if (i < group_slots && (i & (group - 1)) == 0)
-                local[(i >> group_shift) << replication_shift] = x;
-        }
-        __syncthreads();
-    }
-    double l1 = 0.0;
-    unsigned long long activated = 0, activated_out_edges = 0;
-    const int split_slot = shard_split_slot[shard];
-    if (split_slot >= 0) {
-        if (threadIdx.x == 0) gp_atomic_combine(&split_accum[split_slot], local[0]);
-    } else {
-        for (int i = threadIdx.x; i < shard_vertices; i += blockDim.x)
-            gp_update(attrs, aggregates, num_vertices, iteration, first_vertex + i,
-                      local[i << replication_shift], values, out, active, &l1, &activated,
-                      &activated_out_edges);
-    }
-    gp_block_totals(l1, activated, activated_out_edges, l1_total, counters, gp_shared);
+    gp_pull_finish(local, replication, replication_shift, shard_vertices, first_vertex,
+                   shard_split_slot[shard], split_accum, attrs, aggregates, num_vertices,
+                   iteration, values, out, active, l1_total, counters, gp_shared);
 }
 
 // Vertices split over several shards: apply once all their partial sums are in.
