@@ -18,7 +18,9 @@ highest out-degree.  For each program:
     (EMOGI).  PageRank copies every streamed page whatever the choice.
     Pages are packed (``config.GPU_PACKED_PAGES``, :mod:`garaphpy.kernels.packed`);
     with ``--packed off`` or ``both``, runs of the pages as stored are named
-    ``FRACTION/CHOICE/stored``.
+    ``FRACTION/CHOICE/stored``.  The GPU pulls a packed page where it lies
+    (``config.GPU_PULL_PACKED``); with ``--pull-packed off`` or ``both``, runs
+    that unpack each page before its pull are named ``FRACTION/CHOICE/unpack``.
 
 ``subway/PROGRAM``
     With ``--subway DIR`` (a directory holding Subway's built ``bfs-sync``,
@@ -110,12 +112,13 @@ def vertex_bytes(graph, program: str, sources) -> int:
     return engine.plan.vertex_bytes
 
 
-def run(graph, program: str, options: dict, choice: str, packed: bool = True
-        ) -> harness.Measurement:
+def run(graph, program: str, options: dict, choice: str, packed: bool = True,
+        pull_packed: bool = True) -> harness.Measurement:
     # the last run's engine and its pinned buffers go now, not inside this run's iterations
     gc.collect()
     config.GPU_TRANSFER = choice
     config.GPU_PACKED_PAGES = packed
+    config.GPU_PULL_PACKED = pull_packed
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", garaphpy.NotConvergedWarning)
         result = garaphpy.run(graph, program, **options)
@@ -222,6 +225,9 @@ def main(argv=None) -> int:
     parser.add_argument("--packed", default="on", choices=("on", "off", "both"),
                         help="pages packed (config.GPU_PACKED_PAGES), as stored (cases "
                              "named .../stored), or both")
+    parser.add_argument("--pull-packed", default="on", choices=("on", "off", "both"),
+                        help="packed pages pulled where they lie (config.GPU_PULL_PACKED), "
+                             "unpacked first (cases named .../unpack), or both")
     parser.add_argument("--subway", default=None, metavar="DIR",
                         help="a directory holding Subway's built bfs-sync, sssp-sync, cc-sync")
     parser.add_argument("--subway-trials", type=int, default=3)
@@ -230,6 +236,8 @@ def main(argv=None) -> int:
     harness.check_common_options(parser, args)
     subway = Path(args.subway) if args.subway else None
     packings = {"on": [True], "off": [False], "both": [True, False]}[args.packed]
+    pulls = {"on": [True], "off": [False], "both": [True, False]}[args.pull_packed]
+    layouts = [(packed, pull) for packed in packings for pull in (pulls if packed else [True])]
     if subway is not None and not (subway / "bfs-sync").exists():
         parser.error(f"--subway {subway}: no built 'bfs-sync' there (run make in the checkout)")
     store_dir = Path(args.store_dir or tempfile.mkdtemp(prefix="garaphpy-streamed-"))
@@ -267,17 +275,19 @@ def main(argv=None) -> int:
         for fraction in map(float, args.fractions.split(",")):
             budget = base + int(fraction * page_bytes)
             choices = ["copy"] if program == "pagerank" else args.choices.split(",")
-            for packed in packings:
+            for packed, pull in layouts:
                 for choice in choices:
-                    name = f"{program}/{fraction:g}/{choice}" + ("" if packed else "/stored")
+                    name = (f"{program}/{fraction:g}/{choice}" + ("" if packed else "/stored")
+                            + ("" if pull else "/unpack"))
                     names.append(name)
                     cases.append(harness.Case(
                         name, lambda program=program, options=options, budget=budget,
-                        choice=choice, packed=packed:
+                        choice=choice, packed=packed, pull=pull:
                             run(graph, program, {**options, "gpu_memory": budget}, choice,
-                                packed),
+                                packed, pull),
                         params={"graph": spec, "program": program, "fraction": fraction,
-                                "budget": budget, "choice": choice, "packed": packed},
+                                "budget": budget, "choice": choice, "packed": packed,
+                                "pull_packed": pull},
                         verify=verify))
         groups.append(names)
     rows = harness.run_cases("streamed", cases, args)
