@@ -37,12 +37,15 @@ def edges_of(graph):
     return n, sources.astype(np.int64), dst, weight
 
 
-def random_csr_csc(seed: int, n: int, m: int) -> tuple:
+def random_csr_csc(seed: int, n: int, m: int, symmetric: bool = False) -> tuple:
     """A random directed graph of ``n`` vertices and ``m`` edges (repeats and
-    loops allowed) as the kernels read it: ``(out_offsets, out_targets,
-    in_offsets, sources)``, int64, each vertex's edges in increasing order."""
+    loops allowed; with ``symmetric``, each edge also reversed: ``2 m``) as
+    the kernels read it: ``(out_offsets, out_targets, in_offsets, sources)``,
+    int64, each vertex's edges in increasing order."""
     rng = np.random.default_rng(seed)
     src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+    if symmetric:
+        src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
     out_order, in_order = np.lexsort((dst, src)), np.lexsort((src, dst))
     out_offsets = np.searchsorted(src[out_order], np.arange(n + 1)).astype(np.int64)
     in_offsets = np.searchsorted(dst[in_order], np.arange(n + 1)).astype(np.int64)

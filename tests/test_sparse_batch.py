@@ -269,15 +269,19 @@ def test_pages_read_from_storage_are_not_batched(tmp_path, batching):
 @pytest.mark.parametrize("push", [False, True], ids=["notify-pull", "push"])
 @pytest.mark.parametrize("early_exit", [False, True], ids=["full", "early-exit"])
 @pytest.mark.parametrize("serial_edges", [0, 10**6])
-def test_kernel_leaves_no_claimed_flag_and_counts_like_numpy(serial_edges, early_exit, push):
+@pytest.mark.parametrize("symmetric", [False, True], ids=["directed", "symmetric"])
+def test_kernel_leaves_no_claimed_flag_and_counts_like_numpy(serial_edges, early_exit, push,
+                                                             symmetric):
     """The kernel alone on a random graph: its counters against a NumPy BFS
-    (Beamer's top-down steps with ``push``, which needs early exit)."""
+    (Beamer's top-down steps with ``push``, which needs early exit).  On a
+    symmetric graph the kernel is told the degrees match, and counts the
+    settled in-edges from the next frontier's out-degrees."""
     from garaphpy.kernels.cpu_program import compile_program
     from garaphpy.programs import BFS
     from garaphpy.programs.bfs import UNREACHED
 
-    n, m = 500, 900
-    out_offsets, out_targets, in_offsets, sources = random_csr_csc(7, n, m)
+    n, m = 500, 450 if symmetric else 900
+    out_offsets, out_targets, in_offsets, sources = random_csr_csc(7, n, m, symmetric)
     compiled = compile_program(BFS(), None, parallel=False)
     is_source = np.zeros(n, np.bool_)
     degree = np.diff(out_offsets)
@@ -300,7 +304,7 @@ def test_kernel_leaves_no_claimed_flag_and_counts_like_numpy(serial_edges, early
         compiled.identity, np.array([root]), out_offsets, out_targets, in_offsets, sources,
         np.zeros(1), values, values_write, early_exit, attrs, np.zeros(1), n, m, 1, 64,
         serial_edges, 1.0, 0, -np.inf, claimed, 4, 2, counters, changes, early_exit,
-        settled, unsettled, 0.0, push)
+        settled, unsettled, 0.0, push, symmetric)
     pushed = push and early_exit
     np.testing.assert_array_equal(counters[:steps, 5], counters[:steps, 3] <= serial_edges)
     assert steps > 3
@@ -342,3 +346,23 @@ def test_batches_start_after_the_first_single_sparse_iterations(chain):
     short = run_engine_quietly(chain, "bfs", [0], mode="cpu", threads=2,
                                max_iterations=after)
     assert batched(short) == 0
+
+
+def test_matching_degrees_count_the_settled_in_edges_from_the_frontier(grid, monkeypatch):
+    """A grid's vertices have as many in-edges as out-edges: batched top-down
+    steps count the settled in-edges from the next frontier's out-degrees,
+    and every record equals the one counted from the in-edge offsets."""
+    from garaphpy.scheduler.cpu_engine import CpuEngine
+
+    assert np.array_equal(grid.store.out_degree, grid.store.in_degree)
+    monkeypatch.setattr(config, "CPU_SPARSE_BATCH_AFTER", 0)
+    matched = run_engine(grid, "bfs", [0], mode="cpu", threads=2)
+    monkeypatch.setattr(CpuEngine, "_degrees_match", lambda self: False)
+    counted = run_engine(grid, "bfs", [0], mode="cpu", threads=2)
+    assert batched(matched) > 10
+    np.testing.assert_array_equal(matched.values, counted.values)
+    np.testing.assert_array_equal(matched.values, bfs_scipy(grid, [0]))
+    assert [r.decisions for r in matched.iterations] == \
+        [r.decisions for r in counted.iterations]
+    assert [(r.active_vertices, r.edges_processed) for r in matched.iterations] == \
+        [(r.active_vertices, r.edges_processed) for r in counted.iterations]

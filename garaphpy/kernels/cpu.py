@@ -701,9 +701,10 @@ def push_settling(gather_call, apply_call, activate_call, combine, identity, fro
     pull would also read the new vertices' in-edges until a settled one.
 
     An activated vertex is marked settled at once (``settled``, ``claimed`` =
-    :data:`SETTLED_CLAIM`), its in-edges added to ``settled_in_edges[0]``;
-    one written but not activated gives its claim back.  ``prefix`` is
-    :func:`degree_prefix` of the frontier over the CSR.
+    :data:`SETTLED_CLAIM`), its in-edges added to ``settled_in_edges[0]``
+    (unless ``in_offsets`` is empty: the caller counts them); one written but
+    not activated gives its claim back.  ``prefix`` is :func:`degree_prefix`
+    of the frontier over the CSR.
 
     Returns
     -------
@@ -718,6 +719,7 @@ def push_settling(gather_call, apply_call, activate_call, combine, identity, fro
     activated_counts = np.zeros(chunks + 1, np.int64)
     change = np.zeros(chunks, np.float64)
     marked_edges = np.zeros(chunks, np.int64)
+    counts_in_edges = in_offsets.shape[0] > 0
     for c in numba.prange(chunks):
         base = prefix[bounds[c]]
         wrote = 0
@@ -744,7 +746,8 @@ def push_settling(gather_call, apply_call, activate_call, combine, identity, fro
                     activations += 1
                     settled[v] = True
                     claimed[v] = SETTLED_CLAIM
-                    chunk_marked += in_offsets[v + 1] - in_offsets[v]
+                    if counts_in_edges:
+                        chunk_marked += in_offsets[v + 1] - in_offsets[v]
         written_counts[c + 1] = wrote
         activated_counts[c + 1] = activations
         change[c] = chunk_change
@@ -944,7 +947,8 @@ def _settle_step(gather_call, apply_call, activate_call, combine, identity, curr
                  aggregates, num_vertices, iteration, settled, claimed, in_offsets,
                  unsettled_edges):
     """:func:`push_settling` on this thread, for a step of
-    :func:`sparse_iterations` small enough (no claim needs an atomic).
+    :func:`sparse_iterations` small enough (no claim needs an atomic; an
+    empty ``in_offsets``: the caller counts the settled vertices' in-edges).
 
     Returns
     -------
@@ -958,6 +962,7 @@ def _settle_step(gather_call, apply_call, activate_call, combine, identity, curr
     activated = 0
     change = 0.0
     marked = 0
+    counts_in_edges = in_offsets.shape[0] > 0
     for i in range(current.shape[0]):
         u = current[i]
         if not settled[u]:
@@ -979,7 +984,8 @@ def _settle_step(gather_call, apply_call, activate_call, combine, identity, curr
                 activated += 1
                 settled[v] = True
                 claimed[v] = SETTLED_CLAIM
-                marked += in_offsets[v + 1] - in_offsets[v]
+                if counts_in_edges:
+                    marked += in_offsets[v + 1] - in_offsets[v]
     for i in range(wrote):
         v = written[i]
         if not settled[v]:
@@ -1047,7 +1053,7 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
                       first_iteration, max_steps, serial_edges, direction_threshold,
                       dense_factor, tolerance, claimed, chunks, threads, counters, changes,
                       early_exit, settled, unsettled_edges, settling_pull_factor,
-                      settling_push):
+                      settling_push, degrees_match):
     """Up to ``max_steps`` notify-pull iterations of sparse frontiers in one call.
 
     Each step is the iteration the engine would run in its own call (Garaph
@@ -1083,7 +1089,11 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
     for iterations run alone) each step is Beamer's top-down step, on this
     thread up to ``serial_edges`` out-edges (:func:`_settle_step`); its
     counters are then the vertices written and the frontier's out-edges, as
-    an iteration run alone records them.
+    an iteration run alone records them.  With ``degrees_match`` too (every
+    vertex has as many in-edges as out-edges: a symmetric graph) the
+    in-edges a step settles are its activated vertices' out-edges, which the
+    next step's :func:`degree_prefix` sums anyway: no read of ``in_offsets``
+    per vertex (its cache line is a miss of its own on a grid).
 
     Returns
     -------
@@ -1098,10 +1108,16 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
     stats = np.zeros(2, np.float64)
     marked = np.zeros(1, np.int64)
     steps = 0
+    by_prefix = early_exit and settling_push and degrees_match
+    mark_offsets = in_offsets[:0] if by_prefix else in_offsets
+    pending = False     # the settled vertices of ``current`` still count as unsettled
     while steps < max_steps and current.shape[0] > 0:
         size = current.shape[0]
         prefix = degree_prefix(current, out_offsets)
         active_edges = prefix[size]
+        if pending:
+            unsettled_edges[0] -= active_edges
+            pending = False
         fraction = active_edges / num_edges if num_edges > 0 else 0.0
         if active_edges * dense_factor > num_vertices:
             break
@@ -1118,7 +1134,7 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
                 written, following, change = _settle_step(
                     gather_call, apply_call, activate_call, combine, identity, current, prefix,
                     out_offsets, out_targets, weights, values_read, values_write, attrs,
-                    aggregates, num_vertices, iteration, settled, claimed, in_offsets,
+                    aggregates, num_vertices, iteration, settled, claimed, mark_offsets,
                     unsettled_edges)
             else:
                 stats[:] = 0.0
@@ -1127,9 +1143,10 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
                     gather_call, apply_call, activate_call, combine, identity, current, prefix,
                     out_offsets, out_targets, weights, values_read, values_write, attrs,
                     aggregates, num_vertices, iteration, chunks, stats, settled, claimed,
-                    in_offsets, marked)
+                    mark_offsets, marked)
                 unsettled_edges[0] -= marked[0]
                 change = stats[0]
+            pending = by_prefix
             if synchronous:
                 for i in range(written.shape[0]):
                     values_read[written[i]] = values_write[written[i]]
@@ -1155,6 +1172,8 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
         steps += 1
         if change < tolerance:
             break
+    if pending:
+        unsettled_edges[0] -= degree_prefix(current, out_offsets)[current.shape[0]]
     return current, steps
 
 

@@ -203,6 +203,7 @@ class CpuEngine:
         self.settling_push = None
         self.settled = np.zeros(1, np.bool_)
         self.unsettled_edges = np.zeros(1, np.int64)
+        self._degrees_match_cache = None
         self.unsettled_delta = np.zeros(1, np.int64)     # what a notify-pull settled
         self.pulled_last = False
         self.previous_active = 0
@@ -631,7 +632,16 @@ class CpuEngine:
             config.NOTIFY_DENSE_FACTOR, -np.inf if tolerance is None else float(tolerance),
             state.claimed, self.threads * config.CPU_CHUNKS_PER_THREAD, self.threads, counters,
             changes, self.early_exit, self.settled, self.unsettled_edges,
-            float(config.CPU_SETTLING_PULL_FACTOR * self.rho), self._pushes())
+            float(config.CPU_SETTLING_PULL_FACTOR * self.rho), self._pushes(),
+            self._degrees_match())
+
+    def _degrees_match(self) -> bool:
+        """Whether every vertex has as many in-edges as out-edges (a symmetric
+        graph: the settled in-edges are then counted from the out-degrees)."""
+        if self._degrees_match_cache is None:
+            out_degree, in_degree = self.arrays.attrs[0], self.arrays.attrs[1]
+            self._degrees_match_cache = bool(np.array_equal(out_degree, in_degree))
+        return self._degrees_match_cache
 
     def _warm_up_batch(self) -> None:
         empty = np.zeros((0, len(kernels.SPARSE_COUNTERS)), np.int64)
