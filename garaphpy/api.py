@@ -363,6 +363,9 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
                 _check_shortcut_labels(program, compiled, arrays.attrs, arrays.weights,
                                        arrays.attrs[3], state.values)
                 cpu_engine.enable_shortcut_labels()
+            if direction_policy.floor_skip(program.gather_no_better_than_source, mode,
+                                           config.CPU_FLOOR_SKIP):
+                cpu_engine.enable_floor_skip(larger_first=program.sum == "max")
             if program.value_priority and direction_policy.value_priority(
                     True, mode, execution == "sync", cpu_engine.batches,
                     direction_policy.in_degree_skew(arrays.attrs[1]),
@@ -412,6 +415,12 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
         if cpu_engine is not None and cpu_engine.early_exit and converged \
                 and not type(program).__module__.startswith("garaphpy.programs"):
             _check_final_once_set(program, graph, cpu_engine, len(records))
+        if cpu_engine is not None and cpu_engine.floor_mode and converged \
+                and not type(program).__module__.startswith("garaphpy.programs"):
+            _check_full_pull(program, graph, cpu_engine, len(records),
+                             "gather_no_better_than_source",
+                             "a gather is better than its source's value, so the skipped "
+                             "vertices could still have changed")
         if checkpoints is not None and not keep_checkpoints:
             checkpoints.run_completed()
     finally:
@@ -451,14 +460,28 @@ def _check_final_once_set(program, graph, cpu_engine, iteration: int) -> None:
         Naming the program and a vertex (in the user's ids) the full pull
         changes: the early exits gave values that are not the program's.
     """
+    _check_full_pull(program, graph, cpu_engine, iteration, "final_once_set",
+                     "its values are not final once set, so the early exits gave wrong ones")
+
+
+def _check_full_pull(program, graph, cpu_engine, iteration: int, declaration: str,
+                     consequence: str) -> None:
+    """A user's ``declaration``, which let the run's pulls skip in-edges, checked
+    at its end: one full pull must change nothing.
+
+    Raises
+    ------
+    ProgramError
+        Naming the program, the declaration and a vertex (in the user's ids)
+        the full pull changes.
+    """
     changed = cpu_engine.full_pull_changes(iteration, cpu_engine.aggregates(iteration))
     if changed.size:
         vertex = int(graph.original_ids(changed[:1])[0])
         raise ProgramError(
-            f"{type(program).__name__} declares final_once_set = True, but after its run "
+            f"{type(program).__name__} declares {declaration} = True, but after its run "
             f"a full pull still changes {changed.size} vertices (vertex {vertex}, for one): "
-            "its values are not final once set, so the early exits gave wrong ones; "
-            "remove the declaration")
+            f"{consequence}; remove the declaration")
 
 
 def _check_shortcut_labels(program, compiled, attrs, weights, ids: np.ndarray,

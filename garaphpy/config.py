@@ -367,6 +367,12 @@ CPU_SETTLING_PUSH = True
 #: (pointer jumping, issue 19); False: label propagation alone.
 CPU_SHORTCUT_LABELS = True
 
+#: CPU pulls, run alone, skip the in-edges of a vertex already as good as the
+#: best value of any vertex with out-edges, for a program declaring
+#: ``gather_no_better_than_source`` (connected components: the largest
+#: component's vertices, once they hold the least label; Afforest's skip).
+CPU_FLOOR_SKIP = True
+
 #: An asynchronous run on the CPU alone of a program declaring
 #: ``value_priority`` (SSSP, SSWP) takes its sparse iterations in order of
 #: value, in buckets (delta-stepping, issue 19); False: the whole frontier

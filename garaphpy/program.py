@@ -407,6 +407,16 @@ class VertexProgram:
         the gather's parameters when the class is defined; ``apply`` on
         probe values at the start of a run that pushes (a false
         declaration raises :class:`ProgramError`).  Default False.
+    gather_no_better_than_source : bool
+        Declares, with ``apply_keeps_best``, that no gather is better than
+        its source's value (for sum ``min``: ``gather(u, v) >= value(u)``;
+        for ``max``: ``<=``).  A vertex whose value is already as good as
+        the best value of any vertex with out-edges can then not change, and
+        the CPU's pulls, run alone, read none of its in-edges (Afforest's
+        skip of the largest component, for label propagation: its vertices
+        hold the least label).  A user program's declaration is checked at
+        the end of such a run (one full pull must change nothing).  Default
+        False.
     max_iterations : int
         Default iteration limit.
     initially_active : {"all", "sources"}
@@ -452,6 +462,7 @@ class VertexProgram:
     shortcut_labels = False
     value_priority = False
     apply_keeps_best = False
+    gather_no_better_than_source = False
     max_iterations = 100
     initially_active = "all"
     needs_weights = False
@@ -572,7 +583,7 @@ def _check_program_class(cls) -> dict:
         raise ProgramError(f"{where}: initially_active = {cls.initially_active!r}; expected "
                            "'all' or 'sources'")
     for declaration in ("final_once_set", "shortcut_labels", "value_priority",
-                        "apply_keeps_best"):
+                        "apply_keeps_best", "gather_no_better_than_source"):
         declared = getattr(cls, declaration)
         if not isinstance(declared, bool):
             raise ProgramError(f"{where}: {declaration} = {declared!r}; expected True or False")
@@ -591,6 +602,10 @@ def _check_program_class(cls) -> dict:
     if cls.value_priority and np.dtype(cls.value_dtype).kind not in "iuf":
         raise ProgramError(f"{where}: value_priority = True needs numeric values (buckets of "
                            f"values); got value_dtype = {np.dtype(cls.value_dtype).name}")
+    if cls.gather_no_better_than_source and not cls.apply_keeps_best:
+        raise ProgramError(f"{where}: gather_no_better_than_source = True needs "
+                           "apply_keeps_best = True (a vertex as good as every source keeps "
+                           "its value only if apply keeps the better)")
     if cls.apply_keeps_best and cls.sum not in ("min", "max"):
         raise ProgramError(f"{where}: apply_keeps_best = True needs sum 'min' or 'max' (the "
                            f"better of two); got sum = {cls.sum!r}")

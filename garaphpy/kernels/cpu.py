@@ -119,11 +119,64 @@ def _update_vertex(apply_call, activate_call, attrs, aggregates, num_vertices, i
     return activate_call(new, old), abs(np.float64(new) - np.float64(old))
 
 
+#: ``floor_mode`` of :func:`pull_range`: values at or below (min) or at or above
+#: (max) the floor read no in-edge.
+FLOOR_MIN, FLOOR_MAX = 1, 2
+
+
+@numba.njit(nogil=True, inline="always")
+def _at_floor(floor_mode, value, floor):
+    return value <= floor if floor_mode == FLOOR_MIN else value >= floor
+
+
+@numba.njit(nogil=True, cache=True)
+def above_floor(vertices, values, floor_mode, floor):
+    """The listed vertices whose value is not at the floor (:func:`pull_range`'s
+    ``floor_mode``), in their order."""
+    kept = np.empty(vertices.shape[0], np.int64)
+    count = 0
+    for i in range(vertices.shape[0]):
+        v = vertices[i]
+        if not _at_floor(floor_mode, values[v], floor[0]):
+            kept[count] = v
+            count += 1
+    return kept[:count]
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def best_source_value(values, out_degree, floor_mode, out):
+    """Whether a vertex has out-edges; if so, ``out[0]`` is the least
+    (``FLOOR_MIN``) or the greatest (``FLOOR_MAX``) value of such a vertex."""
+    chunks = min(256, values.shape[0] // 16384 + 1)
+    size = (values.shape[0] + chunks - 1) // chunks
+    best = np.empty(chunks, values.dtype)
+    found = np.zeros(chunks, np.bool_)
+    for c in numba.prange(chunks):
+        have = False
+        value = values[0]
+        for v in range(c * size, min(values.shape[0], (c + 1) * size)):
+            if out_degree[v] > 0:
+                if not have or (values[v] < value if floor_mode == FLOOR_MIN
+                                else values[v] > value):
+                    value = values[v]
+                    have = True
+        best[c] = value
+        found[c] = have
+    have = False
+    for c in range(chunks):
+        if found[c] and (not have or (best[c] < out[0] if floor_mode == FLOOR_MIN
+                                      else best[c] > out[0])):
+            out[0] = best[c]
+            have = True
+    return have
+
+
 @numba.njit(nogil=True, parallel=True)
 def pull_range(gather_call, apply_call, activate_call, combine, identity,
                in_offsets, sources, weights, edge_base, edge_begin, edge_end, first_vertex,
                end_vertex, values_read, values_write, gather_values, attrs, aggregates,
-               num_vertices, iteration, active, parts, boundary_vertex, boundary_accum, stats):
+               num_vertices, iteration, active, parts, boundary_vertex, boundary_accum, stats,
+               floor_mode, floor):
     """Pull over the edges edge_begin..edge_end-1 of a page (Garaph section 4.1).
 
     Parameters
@@ -152,6 +205,11 @@ def pull_range(gather_call, apply_call, activate_call, combine, identity,
         outside the page.
     stats : float64 array of 2
         stats[0] += L1 change, stats[1] += vertices activated.
+    floor_mode, floor : int, array of 1
+        :data:`FLOOR_MIN` or :data:`FLOOR_MAX`: a vertex whose value is at
+        or below ``floor[0]`` (or at or above) reads no in-edge (a program
+        declaring ``gather_no_better_than_source``, ``floor`` the best value
+        of a vertex with out-edges: :func:`best_source_value`); 0: none.
 
     Returns
     -------
@@ -180,6 +238,8 @@ def pull_range(gather_call, apply_call, activate_call, combine, identity,
         for v in range(starts[t], starts[t + 1]):
             lo = max(in_offsets[v], e0)
             hi = min(in_offsets[v + 1], e1)
+            if floor_mode != 0 and _at_floor(floor_mode, values_read[v], floor[0]):
+                hi = lo
             accum = identity
             for e in range(lo, hi):
                 local = e - edge_base
@@ -203,7 +263,10 @@ def pull_range(gather_call, apply_call, activate_call, combine, identity,
             w = starts[t + 1]
             if w < end_vertex and in_offsets[w] < e1:
                 accum = identity
-                for e in range(max(in_offsets[w], e0), min(in_offsets[w + 1], e1)):
+                w_end = min(in_offsets[w + 1], e1)
+                if floor_mode != 0 and _at_floor(floor_mode, values_read[w], floor[0]):
+                    w_end = e0
+                for e in range(max(in_offsets[w], e0), w_end):
                     local = e - edge_base
                     accum = combine(accum, gather_call(gather_values, weights, attrs,
                                                        sources[local], w, local))

@@ -67,6 +67,9 @@ class ConnectedComponents(VertexProgram):
     initially_active = "all"
     needs_undirected = True
     shortcut_labels = True      # min-label propagation over user ids (see VertexProgram)
+    # a gather passes its source's label on: a vertex holding the least label of any
+    # vertex with out-edges is done, and CPU pulls skip its in-edges (see VertexProgram)
+    gather_no_better_than_source = True
 
     def init(vertex):
         return vertex

@@ -204,6 +204,11 @@ class CpuEngine:
         self.settled = np.zeros(1, np.bool_)
         self.unsettled_edges = np.zeros(1, np.int64)
         self._degrees_match_cache = None
+        #: pulls skip the vertices as good as the best source (:meth:`enable_floor_skip`):
+        #: kernels.FLOOR_MIN or FLOOR_MAX, 0 when not; ``floor[0]``, this pull's floor
+        self.floor_mode = 0
+        self.floor = np.zeros(1, state.values.dtype)
+        self._floor_now = 0
         self.unsettled_delta = np.zeros(1, np.int64)     # what a notify-pull settled
         self.pulled_last = False
         self.previous_active = 0
@@ -251,6 +256,13 @@ class CpuEngine:
         with parallel_section():        # compiled now, outside the timed iterations
             kernels.shortcut_labels(empty, self.state.values, self.arrays.attrs[3],
                                     self.state.active, False)
+
+    def enable_floor_skip(self, larger_first: bool) -> None:
+        """Skip, in every pull from now on, the in-edges of the vertices whose value
+        is already as good as the best of any vertex with out-edges (a program
+        declaring ``gather_no_better_than_source``, run on the CPU alone:
+        :func:`decisions.floor_skip`); ``larger_first`` for a ``max`` sum."""
+        self.floor_mode = kernels.FLOOR_MAX if larger_first else kernels.FLOOR_MIN
 
     def enable_value_priority(self, larger_first: bool, push: bool = False) -> None:
         """Take sparse iterations in buckets of values from now on (a program
@@ -696,6 +708,14 @@ class CpuEngine:
             compiled.kernels.source_contributions(state.values, arrays.attrs,
                                                   self.contributions)
         record.gather_precomputed = self.precompute_source_gathers
+        self._floor_now = 0
+        if self.floor_mode:
+            # the sources' best value, from the committed values (an asynchronous pull
+            # only improves them, and only from sources at least as bad as the floor)
+            found = kernels.best_source_value(state.values, arrays.attrs[0], self.floor_mode,
+                                              self.floor)
+            self._floor_now = self.floor_mode if found else 0
+            decisions.note(record, "cpu_floor_skip", bool(found), floor=self.floor[0].item())
         decisions.note(record, "cpu_precompute", self.precompute_source_gathers,
                        direction="pull", synchronous=state.synchronous,
                        gather_parameters=compiled.gather_parameters,
@@ -816,9 +836,10 @@ class CpuEngine:
         ``full``), the array its gather reads, and its further arguments."""
         if self.early_exit and not full:
             return self.compiled.kernels.pull_range_settling, self.state.values, (self.settled,)
+        floor = (0 if full else self._floor_now, self.floor)
         if self.precompute_source_gathers:
-            return self.compiled.kernels.pull_range_precomputed, self.contributions, ()
-        return self.compiled.kernels.pull_range, self.state.values, ()
+            return self.compiled.kernels.pull_range_precomputed, self.contributions, floor
+        return self.compiled.kernels.pull_range, self.state.values, floor
 
     def _notify_pull(self, record: IterationRecord, prefix, aggregates: np.ndarray) -> None:
         arrays, compiled, state = self.arrays, self.compiled, self.state
@@ -844,6 +865,17 @@ class CpuEngine:
         notified = arrays.page_source.arrange_vertices(notified)
         in_prefix = kernels.frontier_degree_prefix(notified, arrays.in_offsets,
                                                    self.threads)
+        if self.floor_mode and int(in_prefix[-1]) >= arrays.num_vertices:
+            # the floor's pass over every vertex costs less than the gather it may save
+            found = kernels.best_source_value(state.values, arrays.attrs[0], self.floor_mode,
+                                              self.floor)
+            decisions.note(record, "cpu_floor_skip", bool(found),
+                           floor=self.floor[0].item(), notified=int(notified.size))
+            if found:
+                notified = kernels.above_floor(notified, state.values, self.floor_mode,
+                                               self.floor)
+                in_prefix = kernels.frontier_degree_prefix(notified, arrays.in_offsets,
+                                                           self.threads)
         sources, weights, edge_starts, record.pages = arrays.page_source.vertex_in_edges(
             notified, in_prefix, arrays.in_offsets, kernels.gather_vertex_edges, arrays.weights,
             arrays.reads_weights)

@@ -176,6 +176,15 @@ def settling_push(early_exit: bool, reads_weights: bool, enabled: bool = True) -
     return bool(enabled and early_exit and not reads_weights)
 
 
+def floor_skip(declared: bool, mode: str, enabled: bool = True) -> bool:
+    """Whether a run's CPU pulls skip the in-edges of the vertices already as
+    good as any source (:func:`garaphpy.kernels.cpu.pull_range`'s floor): a
+    program that declares ``gather_no_better_than_source``, on the CPU alone
+    (the floor is taken over the CPU's own values), with
+    ``config.CPU_FLOOR_SKIP``."""
+    return bool(enabled and declared and mode == "cpu")
+
+
 def shortcut_labels(declared: bool, mode: str, enabled: bool = True) -> bool:
     """Whether a run's iterations end with pointer jumping over the labels
     (:func:`garaphpy.kernels.cpu.shortcut_labels` on the CPU,
