@@ -17,7 +17,7 @@ from garaphpy.kernels import cpu as kernels
 from garaphpy.program import ProgramError, VertexProgram
 from garaphpy.programs import ConnectedComponents
 from garaphpy.scheduler import decisions
-from references import components_scipy, run_engine
+from references import MinLabels, components_scipy, run_engine
 
 
 @pytest.fixture(scope="module")
@@ -91,27 +91,12 @@ def test_synchronous_components_skip_too(graphs):
                for r in result.iterations)
 
 
-class UserComponents(VertexProgram):
+class UserComponents(MinLabels):
     """A user's label propagation, declaring what it may (honestly)."""
 
-    value_dtype = np.int64
-    sum = "min"
     needs_undirected = True
     apply_keeps_best = True
     gather_no_better_than_source = True
-    max_iterations = 100_000
-
-    def init(vertex):
-        return vertex
-
-    def gather(src):
-        return src
-
-    def apply(value, accum):
-        return min(value, accum)
-
-    def activate(new, old):
-        return new < old
 
 
 class SteppingDown(VertexProgram):
