@@ -362,3 +362,20 @@ def test_a_packed_pull_needs_no_buffer_for_unpacked_pages(paged):
     assert unpacking.raw_buffers and len(unpacking.device_pages) == len(unpacking.streams)
     # the buffers' room keeps more pages on the device
     assert engine.plan.streamed_pages <= unpacking.plan.streamed_pages
+
+
+@pytest.mark.parametrize("edges_per_thread", [1, 2, 4, 16])
+@pytest.mark.parametrize("name", ["pagerank", "sssp"])
+def test_packed_pulls_of_every_run_length_equal_the_cpu(tiered, name, edges_per_thread,
+                                                        monkeypatch):
+    """``gp_pull_packed`` with runs other than 8 edges (sources byte by byte,
+    values in narrower or wider loads, runs of 16 past the kept keys' stride)."""
+    program = program_for(name)
+    sources = sources_for(program)
+    cpu = ref.run_engine_like_gpu(tiered, program, sources, mode="cpu", **ITERATIONS)
+    monkeypatch.setattr(config, "GPU_EDGES_PER_THREAD", edges_per_thread)
+    budget = budget_for(tiered, program, 0.45, buffers=False, selective=False)
+    gpu = run_gpu(tiered, program, sources, "copy", packed=True, gpu_memory=budget,
+                  **ITERATIONS)
+    ref.assert_run_matches(name, "sync", gpu, cpu)
+    assert any(r.bytes_to_device > 0 for r in gpu.iterations)
