@@ -412,15 +412,9 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
             records, converged, stop_reason = _iterate(engine, program, max_iterations,
                                                        tolerance, direction, on_iteration,
                                                        checkpoints)
-        if cpu_engine is not None and cpu_engine.early_exit and converged \
+        if cpu_engine is not None and converged \
                 and not type(program).__module__.startswith("garaphpy.programs"):
-            _check_final_once_set(program, graph, cpu_engine, len(records))
-        if cpu_engine is not None and cpu_engine.floor_mode and converged \
-                and not type(program).__module__.startswith("garaphpy.programs"):
-            _check_full_pull(program, graph, cpu_engine, len(records),
-                             "gather_no_better_than_source",
-                             "a gather is better than its source's value, so the skipped "
-                             "vertices could still have changed")
+            _check_skipping_declarations(program, graph, cpu_engine, len(records))
         if checkpoints is not None and not keep_checkpoints:
             checkpoints.run_completed()
     finally:
@@ -449,37 +443,38 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
     return result
 
 
-def _check_final_once_set(program, graph, cpu_engine, iteration: int) -> None:
-    """A user's ``final_once_set`` checked at the end of a run with early exit:
-    one full pull must change nothing (the built-in programs' declarations
-    are tested instead).
+#: The declarations that let a run's CPU pulls skip in-edges, and what a false one did.
+_SKIPPING_DECLARATIONS = {
+    "final_once_set": "its values are not final once set, so the early exits gave wrong ones",
+    "gather_no_better_than_source": "a gather is better than its source's value, so the "
+                                    "skipped vertices could still have changed",
+}
+
+
+def _check_skipping_declarations(program, graph, cpu_engine, iteration: int) -> None:
+    """A user's declarations that let the run's pulls skip in-edges (early exit:
+    ``final_once_set``; the floor: ``gather_no_better_than_source``), checked at
+    the end of a converged run by one full pull, which must change nothing (the
+    built-in programs' declarations are tested instead).
 
     Raises
     ------
     ProgramError
-        Naming the program and a vertex (in the user's ids) the full pull
-        changes: the early exits gave values that are not the program's.
+        Naming the program, the declarations used and a vertex (in the user's
+        ids) the full pull changes.
     """
-    _check_full_pull(program, graph, cpu_engine, iteration, "final_once_set",
-                     "its values are not final once set, so the early exits gave wrong ones")
-
-
-def _check_full_pull(program, graph, cpu_engine, iteration: int, declaration: str,
-                     consequence: str) -> None:
-    """A user's ``declaration``, which let the run's pulls skip in-edges, checked
-    at its end: one full pull must change nothing.
-
-    Raises
-    ------
-    ProgramError
-        Naming the program, the declaration and a vertex (in the user's ids)
-        the full pull changes.
-    """
+    used = [name for name, on in (("final_once_set", cpu_engine.early_exit),
+                                  ("gather_no_better_than_source", cpu_engine.floor_mode))
+            if on]
+    if not used:
+        return
     changed = cpu_engine.full_pull_changes(iteration, cpu_engine.aggregates(iteration))
     if changed.size:
         vertex = int(graph.original_ids(changed[:1])[0])
+        declared = " and ".join(f"{name} = True" for name in used)
+        consequence = "; or ".join(_SKIPPING_DECLARATIONS[name] for name in used)
         raise ProgramError(
-            f"{type(program).__name__} declares {declaration} = True, but after its run "
+            f"{type(program).__name__} declares {declared}, but after its run "
             f"a full pull still changes {changed.size} vertices (vertex {vertex}, for one): "
             f"{consequence}; remove the declaration")
 

@@ -264,6 +264,15 @@ class CpuEngine:
         :func:`decisions.floor_skip`); ``larger_first`` for a ``max`` sum."""
         self.floor_mode = kernels.FLOOR_MAX if larger_first else kernels.FLOOR_MIN
 
+    def _take_floor(self, record: IterationRecord, **inputs) -> bool:
+        """``floor[0]``: the best committed value of a vertex with out-edges (a pull
+        improves values only from sources at least as bad as it), noted in the
+        record; whether there is such a vertex."""
+        found = bool(kernels.best_source_value(self.state.values, self.arrays.attrs[0],
+                                               self.floor_mode, self.floor))
+        decisions.note(record, "cpu_floor_skip", found, floor=self.floor[0].item(), **inputs)
+        return found
+
     def enable_value_priority(self, larger_first: bool, push: bool = False) -> None:
         """Take sparse iterations in buckets of values from now on (a program
         declaring ``value_priority``, run asynchronously on the CPU alone:
@@ -709,13 +718,8 @@ class CpuEngine:
                                                   self.contributions)
         record.gather_precomputed = self.precompute_source_gathers
         self._floor_now = 0
-        if self.floor_mode:
-            # the sources' best value, from the committed values (an asynchronous pull
-            # only improves them, and only from sources at least as bad as the floor)
-            found = kernels.best_source_value(state.values, arrays.attrs[0], self.floor_mode,
-                                              self.floor)
-            self._floor_now = self.floor_mode if found else 0
-            decisions.note(record, "cpu_floor_skip", bool(found), floor=self.floor[0].item())
+        if self.floor_mode and self._take_floor(record):
+            self._floor_now = self.floor_mode
         decisions.note(record, "cpu_precompute", self.precompute_source_gathers,
                        direction="pull", synchronous=state.synchronous,
                        gather_parameters=compiled.gather_parameters,
@@ -865,17 +869,12 @@ class CpuEngine:
         notified = arrays.page_source.arrange_vertices(notified)
         in_prefix = kernels.frontier_degree_prefix(notified, arrays.in_offsets,
                                                    self.threads)
-        if self.floor_mode and int(in_prefix[-1]) >= arrays.num_vertices:
-            # the floor's pass over every vertex costs less than the gather it may save
-            found = kernels.best_source_value(state.values, arrays.attrs[0], self.floor_mode,
-                                              self.floor)
-            decisions.note(record, "cpu_floor_skip", bool(found),
-                           floor=self.floor[0].item(), notified=int(notified.size))
-            if found:
-                notified = kernels.above_floor(notified, state.values, self.floor_mode,
-                                               self.floor)
-                in_prefix = kernels.frontier_degree_prefix(notified, arrays.in_offsets,
-                                                           self.threads)
+        # the floor's pass over every vertex costs less than the gather it may save
+        if self.floor_mode and int(in_prefix[-1]) >= arrays.num_vertices \
+                and self._take_floor(record, notified=int(notified.size)):
+            notified = kernels.above_floor(notified, state.values, self.floor_mode, self.floor)
+            in_prefix = kernels.frontier_degree_prefix(notified, arrays.in_offsets,
+                                                       self.threads)
         sources, weights, edge_starts, record.pages = arrays.page_source.vertex_in_edges(
             notified, in_prefix, arrays.in_offsets, kernels.gather_vertex_edges, arrays.weights,
             arrays.reads_weights)
