@@ -193,6 +193,10 @@ GPU_PACKED_PAGES = True
 #: unpack, then the replicated pull (for study).
 GPU_PULL_PACKED = True
 
+#: Streams of their own for the pulls of pages kept on the device that read no
+#: stream buffer, taken in turn (0: they share the copied pages' streams).
+GPU_KEPT_PAGES_STREAMS = 4
+
 #: The cost model's starting rates, before it has measured any (bytes/s over
 #: the host link, edges/s of the host threads' gather, bytes/s of the GPU's
 #: reads of pinned host memory).

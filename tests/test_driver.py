@@ -75,14 +75,17 @@ def untimed(records) -> list[dict]:
     that equal records compare equal: SSSP's L1 change is inf - inf), nor the
     facts of the GPU's device-loop batch an iteration ran in (its length and
     end, and how it was launched, depend on where checkpoints cut the run) and
-    the GPU memory the loop found free (the budget is a share of what is free)."""
+    the GPU memory a decision found free (the loop's budget is a share of it)."""
     rows = []
     for record in records:
         row = record.as_dict()
         for name in TIMES:
             row.pop(name)
-        for name in ("steps", "stop", "launch", "free_bytes"):
+        for name in ("steps", "stop", "launch"):
             row["decisions"].get("device_loop", {}).pop(name, None)
+        for entry in row["decisions"].values():
+            if isinstance(entry, dict):
+                entry.pop("free_bytes", None)
         rows.append({name: "nan" if isinstance(value, float) and math.isnan(value) else value
                      for name, value in row.items()})
     return rows

@@ -241,6 +241,8 @@ def test_the_gpu_unpacks_every_page_to_its_image(paged, name):
         else:
             continue
         engine.device_pages[0].fill(0xAB)
+        # (set and fill ran on the current stream, which the engine's streams do not wait for)
+        engine.cupy.cuda.Device().synchronize()
         engine._unpack(k, device, 0, stream)
         stream.synchronize()
         sources, idxoff, weights = (array.get() for array in engine._views(k, 0))
@@ -336,8 +338,10 @@ def test_packed_pages_pulled_where_they_lie_equal_the_cpu(tiered, name, executio
     synchronous and exact), as with unpacking first."""
     program = program_for(name)
     sources = sources_for(program)
-    options = dict(execution=execution, **ITERATIONS)
+    # (the CPU's asynchronous SSWP, larger widths first, takes more than 40 iterations here)
+    options = dict(execution=execution, max_iterations=1000)
     cpu = ref.run_engine_like_gpu(tiered, program, sources, mode="cpu", **options)
+    assert cpu.converged
     # the packed pages' buffers and some of the packed pages (4 to 10 bytes an edge
     # stored, 3.3 to 4.3 packed); a forced copy has no selective arrays
     budget = budget_for(tiered, program, 0.45, execution, buffers=False, selective=False)
@@ -379,3 +383,25 @@ def test_packed_pulls_of_every_run_length_equal_the_cpu(tiered, name, edges_per_
                   **ITERATIONS)
     ref.assert_run_matches(name, "sync", gpu, cpu)
     assert any(r.bytes_to_device > 0 for r in gpu.iterations)
+
+
+@pytest.mark.parametrize("execution", ["sync", "async"])
+@pytest.mark.parametrize("name", ["pagerank", "sssp"])
+def test_kept_pages_pulled_on_streams_of_their_own_equal_the_cpu(tiered, name, execution,
+                                                                 monkeypatch):
+    """The pulls of the pages kept on the device taken in turn by streams of their
+    own (``config.GPU_KEPT_PAGES_STREAMS``, 3 and 8), or by the copied pages'
+    streams (0): the CPU's values, and the same pages copied."""
+    program = program_for(name)
+    sources = sources_for(program)
+    options = dict(execution=execution, max_iterations=1000)
+    cpu = ref.run_engine_like_gpu(tiered, program, sources, mode="cpu", **options)
+    budget = budget_for(tiered, program, 0.45, execution, buffers=False, selective=False)
+    copied = {}
+    for kept_streams in (0, 3, 8):
+        monkeypatch.setattr(config, "GPU_KEPT_PAGES_STREAMS", kept_streams)
+        gpu = run_gpu(tiered, program, sources, "copy", packed=True, gpu_memory=budget,
+                      **options)
+        ref.assert_run_matches(name, execution, gpu, cpu)
+        copied[kept_streams] = {r.bytes_to_device for r in gpu.iterations}
+    assert copied[0] == copied[3] == copied[8] and max(copied[0]) > 0

@@ -483,6 +483,15 @@ class GpuEngine:
             fuse_resident = config.GPU_FUSE_RESIDENT_PAGES
         self.fuse_resident = bool(fuse_resident)
         self.streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(self.plan.n_streams)]
+        # the pulls of pages kept on the device that read no stream buffer (raw, or packed
+        # and pulled where they lie) in turn on streams of their own, when
+        # config.GPU_KEPT_PAGES_STREAMS asks for some (0: on the copied pages' streams)
+        kept_streams = config.GPU_KEPT_PAGES_STREAMS \
+            if not self.plan.resident and self.kept_pages.any() else 0
+        self.kept_streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(kept_streams)]
+        self._kept_turn = 0
+        #: every stream a page's kernels run on (joined at the end of an iteration)
+        self.page_streams = self.streams + self.kept_streams
         self.main_stream = cupy.cuda.Stream(non_blocking=True)
         #: the copies of streamed pages, one after another into the streams' buffers
         #: (their kernels wait on them in the streams): the bus never waits on a kernel
@@ -565,7 +574,7 @@ class GpuEngine:
         # CUDA events, made once and recorded again every iteration
         event = cupy.cuda.Event
         self._events = {"origin": event(), "ready": event(),
-                        "streams": [event() for _ in self.streams],
+                        "streams": [event() for _ in self.page_streams],
                         # per stream: its packed buffer unpacked, its page buffer pulled
                         "packed_free": [event() for _ in self.streams],
                         "raw_free": [event() for _ in self.streams],
@@ -1197,7 +1206,7 @@ class GpuEngine:
         # the pages not pulled: their vertices applied to the pushed sums
         applied = np.flatnonzero((choices == transfer.SKIP) | (choices == transfer.COMPACT)
                                  | (choices == transfer.ZERO_COPY))
-        for stream, done in zip(self.streams, self._events["streams"]):
+        for stream, done in zip(self.page_streams, self._events["streams"]):
             main.wait_event(stream.record(done))
         main.wait_event(pushed_done)
         if applied.size:
@@ -1372,12 +1381,18 @@ class GpuEngine:
         cupy = self.cupy
         info = self.pages[k]
         slot = k % len(self.streams) if slot is None else slot
-        stream = self.streams[slot]
+        packed_image = self.packed_images.get(k)
+        reads_buffers = not (k in self.resident_images
+                             or (packed_image is not None and self.pull_packed))
+        if reads_buffers or not self.kept_streams:
+            stream = self.streams[slot]
+        else:
+            stream = self.kept_streams[self._kept_turn % len(self.kept_streams)]
+            self._kept_turn += 1
         stream.wait_event(self._ready)
         timing = PageTiming(k, slot)
         page_events = self._events["pages"][k]
         packed_free, raw_free = self._events["packed_free"][slot], self._events["raw_free"][slot]
-        packed_image = self.packed_images.get(k)
         copy = self.copy_stream
         if k in self.packed_host:
             image = self.packed_host[k]
@@ -1419,7 +1434,7 @@ class GpuEngine:
                                   self._views(k, slot), self.page_shared_bytes[k], aggregates,
                                   iteration)
         timing.kernel_end = stream.record(page_events[3])
-        if k not in self.resident_images:
+        if reads_buffers and self.raw_buffers:
             stream.record(raw_free)
         timing.done = timing.kernel_end
         if host_values is not None and info.end_vertex > info.first_vertex:
@@ -1481,7 +1496,7 @@ class GpuEngine:
         events = self._events
         n = np.int64(self.num_vertices)
         out = self.next
-        for stream, done in zip(self.streams, events["streams"]):
+        for stream, done in zip(self.page_streams, events["streams"]):
             main.wait_event(stream.record(done))
         if apply_split and self.num_split:
             self._launch_vertices(self.kernels.apply_split, (
@@ -1582,7 +1597,7 @@ class GpuEngine:
                            for timing in timings) / 1e3 if timings else 0.0
                 best = min(best, span)
         finally:
-            for stream in self.streams:
+            for stream in self.page_streams:
                 stream.synchronize()
             self._end_page_reads()
             self.next, self.active = saved
@@ -1633,7 +1648,7 @@ class GpuEngine:
     def values_between_pages(self) -> np.ndarray:
         """The values of an asynchronous iteration once the pages launched so far
         are done, copied to the host."""
-        for stream in self.streams:
+        for stream in self.page_streams:
             stream.synchronize()
         return self.values_to_host()
 
