@@ -68,6 +68,7 @@ import numpy as np
 from .. import config
 from ..errors import ConfigError, GaraphError
 from ..kernels import gpu as gpu_kernels
+from ..kernels.packed import KEY_SHIFT
 from ..monoids import monoid_identity
 from ..program import VertexProgram
 from . import decisions, device_loop, transfer
@@ -82,6 +83,10 @@ RESIDENT_PADDING_EDGES = max(gpu_kernels.EDGES_PER_THREAD_CHOICES)
 #: at most 1 / SELECTIVE_FRONTIER_SHARE of the vertices (the device keeps room for
 #: that many; a larger frontier reaches nearly every page, and every page is copied).
 SELECTIVE_FRONTIER_SHARE = 8
+
+#: The packed pull's stride of kept IdxOff keys (:data:`garaphpy.kernels.packed.KEY_SHIFT`),
+#: as the kernel takes it.
+PACKED_KEY_SHIFT = np.int32(KEY_SHIFT)
 
 #: Bytes a page's device buffer holds past its last array (the pull's vector loads of
 #: a run may read a little past the IdxOff array when the values are not copied).
@@ -539,13 +544,13 @@ class GpuEngine:
         self.push_entry = decisions.fixed(
             decisions.gpu_push, declared=bool(type(program).apply_keeps_best),
             enabled=bool(config.GPU_SPARSE_PUSH))
+        self._larger_first = type(program).sum == "max"
         self.priority_entry = decisions.fixed(
             decisions.gpu_value_priority, declared=bool(type(program).value_priority),
             synchronous=self.synchronous, push=self.push_entry["choice"],
-            larger_first=type(program).sum == "max",
+            larger_first=self._larger_first,
             width_configured=config.GPU_BUCKET_WIDTH is not None,
             enabled=bool(config.GPU_VALUE_PRIORITY))
-        self._larger_first = type(program).sum == "max"
         loop_entry = self._device_loop_entry(checkpoints_after_pages=False)
         if loop_entry["choice"]:
             self._loop = self._make_loop()
@@ -723,8 +728,6 @@ class GpuEngine:
     def _launch_packed_pull(self, k: int, packed_image, stream, aggregates,
                             iteration: int) -> None:
         """The pull of page ``k`` read from its packed image (on the device)."""
-        from ..kernels.packed import KEY_SHIFT
-
         info, layout = self.pages[k], self.packed_layouts[k]
         if not info.num_shards:
             return
@@ -734,7 +737,7 @@ class GpuEngine:
                     packed_image, np.int32(layout.source_bytes),
                     np.int64(layout.columns_offset), np.int64(layout.weights_offset),
                     np.int32(layout.weight_code), np.int64(layout.keys_offset),
-                    np.int32(KEY_SHIFT), self.shard_first_vertex, self.shard_num_vertices,
+                    PACKED_KEY_SHIFT, self.shard_first_vertex, self.shard_num_vertices,
                     self.shard_replication, self.shard_edge_begin, self.shard_edge_end,
                     self.shard_split_slot, self.shard_scratch, self.scratch,
                     self.shard_column_begin, np.int32(info.first_shard),
