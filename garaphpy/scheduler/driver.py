@@ -369,7 +369,7 @@ class Driver:
         launched so far are back (the CPU's pages write them in place)."""
         if self.alone is not None:
             return self.alone.values_between_pages()
-        for stream in self.gpu.streams:
+        for stream in self.gpu.page_streams:
             stream.synchronize()
         return self.cpu.state.values.copy()
 
