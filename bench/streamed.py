@@ -21,6 +21,10 @@ highest out-degree.  For each program:
     ``FRACTION/CHOICE/stored``.  The GPU pulls a packed page where it lies
     (``config.GPU_PULL_PACKED``); with ``--pull-packed off`` or ``both``, runs
     that unpack each page before its pull are named ``FRACTION/CHOICE/unpack``.
+    An automatic run makes the selective transfers' arrays at its first sparse
+    iteration (``config.GPU_DEFER_SELECTIVE_ARRAYS``); with ``--defer-selective
+    off`` or ``both``, runs that make them at set-up are named
+    ``FRACTION/auto/at-setup``.
 
 ``subway/PROGRAM``
     With ``--subway DIR`` (a directory holding Subway's built ``bfs-sync``,
@@ -113,12 +117,13 @@ def vertex_bytes(graph, program: str, sources) -> int:
 
 
 def run(graph, program: str, options: dict, choice: str, packed: bool = True,
-        pull_packed: bool = True) -> harness.Measurement:
+        pull_packed: bool = True, defer: bool = True) -> harness.Measurement:
     # the last run's engine and its pinned buffers go now, not inside this run's iterations
     gc.collect()
     config.GPU_TRANSFER = choice
     config.GPU_PACKED_PAGES = packed
     config.GPU_PULL_PACKED = pull_packed
+    config.GPU_DEFER_SELECTIVE_ARRAYS = defer
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", garaphpy.NotConvergedWarning)
         result = garaphpy.run(graph, program, **options)
@@ -228,6 +233,10 @@ def main(argv=None) -> int:
     parser.add_argument("--pull-packed", default="on", choices=("on", "off", "both"),
                         help="packed pages pulled where they lie (config.GPU_PULL_PACKED), "
                              "unpacked first (cases named .../unpack), or both")
+    parser.add_argument("--defer-selective", default="on", choices=("on", "off", "both"),
+                        help="automatic runs make the selective arrays at the first sparse "
+                             "iteration (config.GPU_DEFER_SELECTIVE_ARRAYS), at set-up "
+                             "(cases .../auto/at-setup), or both")
     parser.add_argument("--subway", default=None, metavar="DIR",
                         help="a directory holding Subway's built bfs-sync, sssp-sync, cc-sync")
     parser.add_argument("--subway-trials", type=int, default=3)
@@ -238,6 +247,7 @@ def main(argv=None) -> int:
     packings = {"on": [True], "off": [False], "both": [True, False]}[args.packed]
     pulls = {"on": [True], "off": [False], "both": [True, False]}[args.pull_packed]
     layouts = [(packed, pull) for packed in packings for pull in (pulls if packed else [True])]
+    defers = {"on": [True], "off": [False], "both": [True, False]}[args.defer_selective]
     if subway is not None and not (subway / "bfs-sync").exists():
         parser.error(f"--subway {subway}: no built 'bfs-sync' there (run make in the checkout)")
     store_dir = Path(args.store_dir or tempfile.mkdtemp(prefix="garaphpy-streamed-"))
@@ -276,18 +286,19 @@ def main(argv=None) -> int:
             budget = base + int(fraction * page_bytes)
             choices = ["copy"] if program == "pagerank" else args.choices.split(",")
             for packed, pull in layouts:
-                for choice in choices:
+                for choice, defer in ((choice, defer) for choice in choices
+                                      for defer in (defers if choice == "auto" else [True])):
                     name = (f"{program}/{fraction:g}/{choice}" + ("" if packed else "/stored")
-                            + ("" if pull else "/unpack"))
+                            + ("" if pull else "/unpack") + ("" if defer else "/at-setup"))
                     names.append(name)
                     cases.append(harness.Case(
                         name, lambda program=program, options=options, budget=budget,
-                        choice=choice, packed=packed, pull=pull:
+                        choice=choice, packed=packed, pull=pull, defer=defer:
                             run(graph, program, {**options, "gpu_memory": budget}, choice,
-                                packed, pull),
+                                packed, pull, defer),
                         params={"graph": spec, "program": program, "fraction": fraction,
                                 "budget": budget, "choice": choice, "packed": packed,
-                                "pull_packed": pull},
+                                "pull_packed": pull, "defer_selective": defer},
                         verify=verify))
         groups.append(names)
     rows = harness.run_cases("streamed", cases, args)

@@ -197,6 +197,12 @@ GPU_PULL_PACKED = True
 #: stream buffer, taken in turn (0: they share the copied pages' streams).
 GPU_KEPT_PAGES_STREAMS = 4
 
+#: A run whose pages stream makes the selective transfers' device arrays at its
+#: first sparse iteration, keeping on the device until then the pages they
+#: would displace (:func:`garaphpy.scheduler.decisions.defer_selective_arrays`).
+#: False: made at set-up (for study).
+GPU_DEFER_SELECTIVE_ARRAYS = True
+
 #: The cost model's starting rates, before it has measured any (bytes/s over
 #: the host link, edges/s of the host threads' gather, bytes/s of the GPU's
 #: reads of pinned host memory).

@@ -279,6 +279,54 @@ def test_packed_pages_equal_the_cpu(paged, name, execution, fraction):
         assert all(r.bytes_to_device < 0.5 * total for r in records)
 
 
+@pytest.mark.parametrize("execution", ["sync", "async"])
+@pytest.mark.parametrize("name", ["cc", "bfs", "sssp"])
+def test_selective_arrays_made_at_the_first_sparse_iteration(paged, name, execution):
+    """Deferred, the selective arrays' room keeps pages on the device until the
+    frontier first holds at most 1/8 of the vertices; then those pages are
+    released and stream packed.  A run that starts dense (CC) copies fewer
+    bytes before; every run equals the CPU's and the run made at set-up."""
+    from garaphpy.scheduler.gpu_engine import SELECTIVE_FRONTIER_SHARE
+
+    program = program_for(name)
+    sources = sources_for(program)
+    options = dict(execution=execution, **ITERATIONS)
+    cpu = ref.run_engine_like_gpu(paged, program, sources, mode="cpu", **options)
+    budget = budget_for(paged, program, 0.1, execution, buffers=False)
+    runs = {}
+    saved = config.GPU_DEFER_SELECTIVE_ARRAYS
+    try:
+        for deferred in (True, False):
+            config.GPU_DEFER_SELECTIVE_ARRAYS = deferred
+            runs[deferred] = run_gpu(paged, program, sources, "auto", packed=True,
+                                     gpu_memory=budget, **options)
+            ref.assert_run_matches(name, execution, runs[deferred], cpu)
+    finally:
+        config.GPU_DEFER_SELECTIVE_ARRAYS = saved
+    now, before = runs[False].iterations, runs[True].iterations
+    assert not now[0].decisions["defer_selective_arrays"]["choice"]
+    entry = before[0].decisions["defer_selective_arrays"]
+    assert entry["choice"] and entry["kept_until_sparse"] > 0, entry
+    made = [r for r in before if "selective_arrays" in r.decisions]
+    assert len(made) == 1
+    first = made[0].iteration
+    most = paged.num_vertices // SELECTIVE_FRONTIER_SHARE
+    # made at the first iteration whose frontier is sparse; dense ones copy every page
+    assert all(r.active_vertices > most for r in before[:first])
+    assert before[first].active_vertices <= most
+    assert all("page_transfer" not in r.decisions for r in before[:first])
+    assert all("page_transfer" in r.decisions for r in before[first:])
+    released = made[0].decisions["selective_arrays"]
+    assert len(released["released_pages"]) == entry["kept_until_sparse"]
+    assert released["released_bytes"] == entry["displaced_bytes"]
+    if name == "cc":    # every vertex starts active: dense iterations first
+        assert first > 0
+        for deferred, planned in zip(before[:first], now[:first]):
+            assert deferred.bytes_to_device < planned.bytes_to_device
+    else:
+        assert first == 0
+
+
 # -- packed pages pulled where they lie (gp_pull_packed) ------------------------------------
 @pytest.fixture(scope="module")
 def tiered():

@@ -481,3 +481,64 @@ def test_small_counts_run_on_one_thread_and_agree(paged, size, monkeypatch):
             expected[(first <= v) & (v < end)] += 1
     np.testing.assert_array_equal(counts, expected)
     assert work >= subgraph.VERTEX_STEPS * frontier.size
+
+
+def test_selective_arrays_deferred_only_when_they_would_displace_kept_pages():
+    assert decisions.defer_selective_arrays("auto", packed_streams=True, displaced_bytes=1)
+    assert not decisions.defer_selective_arrays("auto", packed_streams=True, displaced_bytes=0)
+    # a forced choice is studied as it was planned; a page that streams unpacked
+    # has no packed host image to stream from once released
+    assert not decisions.defer_selective_arrays("compact", packed_streams=True,
+                                                displaced_bytes=1)
+    assert not decisions.defer_selective_arrays("auto", packed_streams=False,
+                                                displaced_bytes=1)
+    assert not decisions.defer_selective_arrays("auto", True, 1, enabled=False)
+    assert decisions.make_selective_arrays(active_vertices=100, most_vertices=100)
+    assert not decisions.make_selective_arrays(active_vertices=101, most_vertices=100)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_pages_kept_until_sparse_are_streamed_ones_in_the_room(seed):
+    rng = np.random.default_rng(seed)
+    count = 30
+    packed_sizes = rng.integers(1000, 3000, count)
+    edges = rng.integers(100, 1000, count)
+    kept = rng.random(count) < 0.4
+    for room in [-1, 0, 999, 5000, 20_000, int(packed_sizes.sum())]:
+        extra = transfer.pages_kept_until_sparse(kept, packed_sizes, edges, room)
+        assert not np.any(extra & kept)
+        assert packed_sizes[extra].sum() <= max(room, 0)
+        streamed = np.flatnonzero(~kept)
+        # the same as the resident choice over the streamed pages alone
+        expected = transfer.resident_pages(packed_sizes[streamed], edges[streamed], room) \
+            if room > 0 else np.zeros(streamed.size, bool)
+        assert np.array_equal(extra[streamed], expected)
+        left_out = ~kept & ~extra
+        if left_out.any() and room > 0:  # greedy: what is left out did not fit
+            assert packed_sizes[left_out].min() > room - packed_sizes[extra].sum()
+
+
+@pytest.mark.parametrize("budget_share", [0.3, 0.45, 0.6, 0.8])
+def test_a_deferred_plan_is_the_plan_with_the_arrays_room_once_released(budget_share):
+    """The engine's steps: the plan made with the selective arrays' room, the
+    pages kept packed in that room until the arrays are made; before, the
+    budget holds them; after their release, the plan is the one made with
+    the arrays' room, and the arrays fit."""
+    rng = np.random.default_rng(3)
+    sizes = rng.integers(3000, 5000, 24).tolist()
+    packed_sizes = [int(size * 0.55) for size in sizes]
+    edges = rng.integers(500, 1000, 24).tolist()
+    vertex, selective = 20_000, 9_000
+    budget = int(vertex + budget_share * sum(sizes))
+    plan = plan_pages(sizes, vertex, budget, 4, selective_bytes=selective, page_edges=edges,
+                      packed_sizes=packed_sizes, raw_buffers=False)
+    kept = plan.resident_pages | plan.packed_pages
+    room = plan.budget - plan.vertex_bytes - plan.page_bytes
+    extra = transfer.pages_kept_until_sparse(kept, packed_sizes, edges, room)
+    extra_bytes = int(np.asarray(packed_sizes)[extra].sum())
+    if plan.selective_bytes and not kept.all():
+        assert extra.any()
+        assert room >= selective
+    # before: more kept, within the budget; after: the arrays beside the plan's pages
+    assert plan.vertex_bytes + plan.page_bytes + extra_bytes <= budget
+    assert plan.vertex_bytes + plan.page_bytes + plan.selective_bytes <= budget

@@ -514,6 +514,29 @@ def selective_transfers(declared: bool, host_copies: bool, forced: str = "auto")
     return bool(declared and not host_copies and forced != "copy")
 
 
+def defer_selective_arrays(forced: str, packed_streams: bool, displaced_bytes: int,
+                           enabled: bool = True) -> bool:
+    """Whether a run whose pages stream makes the selective transfers' device
+    arrays (accumulators, frontier, compacted buffer) at its first sparse
+    iteration rather than at set-up, keeping more pages on the device until
+    then (:func:`~garaphpy.scheduler.transfer.pages_kept_until_sparse`): with
+    the automatic choice (``forced``), when every page that may stream is
+    packed and pulled where it lies (``packed_streams``: a page released then
+    streams from its packed host image, as the others do), and when the
+    arrays' room holds pages (``displaced_bytes`` of them, > 0).  Dense iterations copy every streamed page
+    whatever the plan, so a run that starts dense (every vertex active, as CC's
+    does) moves fewer bytes in them."""
+    return bool(enabled and forced == "auto" and packed_streams and displaced_bytes > 0)
+
+
+def make_selective_arrays(active_vertices: int, most_vertices: int) -> bool:
+    """Whether a run that deferred the selective arrays
+    (:func:`defer_selective_arrays`) makes them now: when the frontier holds at
+    most ``most_vertices`` (the share a selective iteration counts per page;
+    a larger frontier reaches nearly every page, and every page is copied)."""
+    return active_vertices <= most_vertices
+
+
 def resident_selective(loop_bytes: int, selective_bytes: int, free_bytes: int) -> bool:
     """Whether a run whose pages all fit the GPU budget chooses per page in
     its sparse iterations, as a run whose pages stream does (skip the pages

@@ -468,6 +468,11 @@ class GpuEngine:
             else:
                 self.packed_layouts = {}
         self.selective = bool(not self.plan.resident and self.plan.selective_bytes)
+        #: the kept pages released when the selective arrays are made (deferred), else None
+        self.release_pages = None
+        self.deferral_entry = None
+        if self.selective and self.plan.packed_pages is not None:
+            self._defer_selective_arrays(packed_sizes, plan_arguments["page_edges"])
         self.pushes_entry = self.resident_selective_entry = None
         #: per page, whether it stays on the device (as it is or packed)
         self.kept_pages = self.plan.resident_pages.copy()
@@ -626,6 +631,30 @@ class GpuEngine:
             cupy.cuda.get_current_stream().synchronize()  # before staging is reused
         return sources, idxoff, weights
 
+    def _defer_selective_arrays(self, packed_sizes, page_edges) -> None:
+        """Keep the pages the selective arrays' room holds, packed, until the
+        first sparse iteration makes the arrays
+        (:func:`decisions.defer_selective_arrays`,
+        :func:`transfer.pages_kept_until_sparse`); the plan then is the plan
+        made with the arrays' room."""
+        plan = self.plan
+        kept = plan.resident_pages | plan.packed_pages
+        room = plan.budget - plan.vertex_bytes - plan.page_bytes
+        extra = transfer.pages_kept_until_sparse(kept, packed_sizes, page_edges, room,
+                                                 config.GPU_RESIDENT_ORDER)
+        extra_bytes = int(np.asarray(packed_sizes, np.int64)[extra].sum())
+        self.deferral_entry = decisions.fixed(
+            decisions.defer_selective_arrays, forced=self.transfer_forced,
+            packed_streams=bool(self.packed_entry["choice"] and not self.raw_buffers),
+            displaced_bytes=extra_bytes, enabled=bool(config.GPU_DEFER_SELECTIVE_ARRAYS))
+        if not self.deferral_entry["choice"]:
+            return
+        self.deferral_entry["kept_until_sparse"] = int(extra.sum())
+        self.release_pages = extra
+        plan.packed_pages = plan.packed_pages | extra
+        plan.page_bytes += extra_bytes
+        plan.selective_bytes = 0        # until the arrays are made
+
     def _resident_page_images(self) -> dict:
         """The plan's resident pages copied to the device, each as its image
         (a streaming run keeps them between iterations: partial residency)."""
@@ -673,14 +702,17 @@ class GpuEngine:
         cupy, store = self.cupy, self.store
         self.packed_images = {}         # page -> its packed image on the device
         self.packed_host = {}           # page -> its packed image in pinned host memory
+        self.release_host = {}          # the same, of a kept page until it is released
         self.device_packed = []
         if not self.packed_layouts:
             return
         vertices = store.shards["num_vertices"].astype(np.int64)
         self.shard_column_begin = cupy.asarray(np.cumsum(vertices) - vertices)
         kept = self.plan.packed_pages
+        released = (self.release_pages if self.release_pages is not None
+                    else np.zeros(len(self.pages), bool))
         streamed = [k for k in self.packed_layouts
-                    if not kept[k] and k not in self.resident_images]
+                    if (not kept[k] and k not in self.resident_images) or released[k]]
         offsets, at = {}, 0
         for k in streamed:
             offsets[k] = at
@@ -691,7 +723,7 @@ class GpuEngine:
         staging = self.pinned_array(largest_kept, np.uint8) if largest_kept else None
         read_buffer = np.empty(max(self.pages[k].nbytes for k in self.packed_layouts), np.uint8)
         for k, layout in self.packed_layouts.items():
-            if k in self.resident_images:
+            if k in self.resident_images and not released[k]:
                 continue
             page = store.read_page(k, out=read_buffer)
             out = host_block[offsets[k]:] if k in offsets else staging
@@ -700,11 +732,12 @@ class GpuEngine:
                              store.page_shards(k), self.num_vertices,
                              code=layout.weight_code, out=out)
             if k in offsets:
-                self.packed_host[k] = host_block[offsets[k]:offsets[k] + layout.nbytes]
-            else:
+                host = host_block[offsets[k]:offsets[k] + layout.nbytes]
+                (self.release_host if released[k] else self.packed_host)[k] = host
+            if kept[k]:
                 image = self.packed_images[k] = cupy.empty(layout.nbytes + PAGE_SLACK_BYTES,
                                                            np.uint8)
-                image[:layout.nbytes].set(staging[:layout.nbytes])
+                image[:layout.nbytes].set(out[:layout.nbytes])
                 cupy.cuda.get_current_stream().synchronize()    # before staging is reused
         if streamed:
             largest = max(self.packed_layouts[k].nbytes for k in streamed)
@@ -1004,8 +1037,14 @@ class GpuEngine:
         if self._loop is not None:
             self._loop.frontier_current = False
         self.begin_iteration(record.iteration)
-        if self.selective and not (self.plan.resident and self.active_vertices
-                                   > self.num_vertices // SELECTIVE_FRONTIER_SHARE):
+        most_vertices = self.num_vertices // SELECTIVE_FRONTIER_SHARE
+        if self.selective and self.release_pages is not None:
+            if decisions.make_selective_arrays(self.active_vertices, most_vertices):
+                self._release_for_selective(record)
+                self._iterate_selective(record, aggregates)
+                return
+        elif self.selective and not (self.plan.resident and self.active_vertices
+                                     > most_vertices):
             self._iterate_selective(record, aggregates)
             return
         if self._fused(record):
@@ -1035,15 +1074,14 @@ class GpuEngine:
         from ..kernels import subgraph
 
         cupy, store, n = self.cupy, self.store, self.num_vertices
-        self.stream_accum = cupy.full(n + 4, self._split_identity, dtype=self.program.accum_dtype)
         self.compact_capacity_bytes = max(int(largest_page), 1 << 16)
         self.compact_host = self.pinned_array(self.compact_capacity_bytes, np.uint8)
-        self.compact_device = cupy.empty(self.compact_capacity_bytes, np.uint8)
+        if self.release_pages is None:
+            self._selective_device_arrays()
         self.page_first = np.array([p.first_vertex for p in self.pages], np.int64)
         self.page_end = np.array([p.end_vertex for p in self.pages], np.int64)
         self.page_lookup = subgraph.PageLookup(self.page_first, self.page_end, n)
         self._piece_buffers = subgraph.PieceBuffers()
-        self.range_device = cupy.empty(4 * (len(self.pages) + 1), np.int64)
         self.push_weights = self.reads_weights
         if self.pushes_entry["pinned_fits"]:
             self.out_offsets, self.out_targets, self.out_weights = pinned_out_edges(
@@ -1065,6 +1103,38 @@ class GpuEngine:
         # and cupy's kernels of the frontier's list (0.6 s on their first call)
         with self.main_stream:
             cupy.flatnonzero(self.active[:n]).get()
+
+    def _selective_device_arrays(self) -> None:
+        """The selective iterations' device arrays: the push's accumulators (at
+        the identity), the compacted buffer, and the pushed vertex ranges."""
+        cupy, n = self.cupy, self.num_vertices
+        with self.main_stream:
+            self.stream_accum = cupy.full(n + 4, self._split_identity,
+                                          dtype=self.program.accum_dtype)
+            self.compact_device = cupy.empty(self.compact_capacity_bytes, np.uint8)
+            self.range_device = cupy.empty(4 * (len(self.pages) + 1), np.int64)
+        self.main_stream.synchronize()
+
+    def _release_for_selective(self, record: IterationRecord) -> None:
+        """The deferred selective arrays made (:func:`decisions.make_selective_arrays`):
+        the pages :meth:`_defer_selective_arrays` chose released from the device
+        first (each streams packed from then on, from the packed image made at
+        set-up), recorded as ``record.decisions["selective_arrays"]``."""
+        released = np.flatnonzero(self.release_pages).tolist()
+        freed = 0
+        for k in released:
+            freed += self.packed_images.pop(k).nbytes
+            self.packed_host[k] = self.release_host.pop(k)
+        self.kept_pages[released] = False
+        self.packed_kept[released] = False
+        self.plan.packed_pages[released] = False
+        self.plan.page_bytes -= freed
+        self.plan.selective_bytes = self.selective_bytes
+        self._selective_device_arrays()
+        self.release_pages = None
+        decisions.note(record, "selective_arrays", "made", iteration=record.iteration,
+                       active_vertices=self.active_vertices, released_pages=released,
+                       released_bytes=freed, selective_bytes=self.selective_bytes)
 
     def _host_pointer(self, array: np.ndarray) -> np.uint64:
         """A pinned host array's address, which kernels read through (unified
@@ -1548,6 +1618,8 @@ class GpuEngine:
             record.decisions["resident_selective"] = self.resident_selective_entry
         if self.pushes_entry is not None:
             record.decisions["selective_pushes"] = self.pushes_entry
+        if self.deferral_entry is not None:
+            record.decisions["defer_selective_arrays"] = self.deferral_entry
         record.gpu_pages = len(pages)
         record.gpu_edges = edges
         record.bytes_to_device += sum(t.bytes_to_device for t in timings)
@@ -1676,7 +1748,9 @@ class GpuEngine:
             f"streamed over {plan.n_streams} streams, {len(self.resident_images)} kept resident"
             + (f", {len(self.packed_images)} kept packed, {len(self.packed_host)} streamed "
                "packed" if self.packed_layouts else "")
-            + (f", transfers chosen per page ({self.transfer_forced})" if self.selective else ""))
+            + (f", transfers chosen per page ({self.transfer_forced})" if self.selective else "")
+            + (f" once the frontier is sparse, releasing {int(self.release_pages.sum())} kept "
+               "pages then" if self.release_pages is not None else ""))
         return (f"{self.device.name}: {len(self.pages)} pages {how}, budget "
                 f"{plan.budget / 2**20:.0f} MiB (vertex data {plan.vertex_bytes / 2**20:.1f} "
                 f"MiB, pages {plan.page_bytes / 2**20:.1f} MiB), shared memory "

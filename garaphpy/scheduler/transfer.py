@@ -119,6 +119,39 @@ def resident_tiers(page_sizes, packed_sizes, page_edges, room: int,
                 left -= int(extra[page])
     return whole, packed
 
+def pages_kept_until_sparse(kept, packed_sizes, page_edges, room: int,
+                            order: str = "edges") -> np.ndarray:
+    """The pages a plan streams that are kept on the device packed, in ``room``
+    bytes, until the selective transfers' arrays take that room (the plan's
+    own kept pages stay as they are: releasing these leaves the plan made with
+    the arrays' room).
+
+    Parameters
+    ----------
+    kept : sequence of bool
+        Per page, kept on the device by the plan (as it is or packed).
+    packed_sizes, page_edges : sequences of int
+        Each page's packed bytes and edges.
+    room : int
+        The arrays' bytes and what the plan left free.
+    order : {"edges", "order"}
+        As :func:`resident_pages`.
+
+    Returns
+    -------
+    numpy.ndarray of bool
+        Per page, kept packed until then; never more than ``room`` bytes.
+    """
+    kept = np.asarray(kept, bool)
+    extra = np.zeros(kept.size, bool)
+    candidates = np.flatnonzero(~kept)
+    if candidates.size and room > 0:
+        chosen = resident_pages(np.asarray(packed_sizes, np.int64)[candidates],
+                                np.asarray(page_edges, np.int64)[candidates], room, order)
+        extra[candidates[chosen]] = True
+    return extra
+
+
 @dataclass
 class TransferRates:
     """The rates the transfer choice prices with, learnt as the run goes.
