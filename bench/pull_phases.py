@@ -69,13 +69,14 @@ def phase_cases(graph, threads: int) -> list:
     active = np.zeros(n, bool)
     boundary_vertex, boundary_accum, stats = np.empty(2, np.int64), np.empty(2), np.zeros(2)
     aggregates, no_weights = np.zeros(1), np.zeros(1)
+    no_floor = np.zeros(1)      # floor mode 0: PageRank has no floor (CC's pulls do)
 
     def pull(gather_call, gather_values, edge_begin, edge_end, first_vertex, end_vertex, parts):
         kernels.pull_range(gather_call, compiled.apply_call, compiled.activate_call,
                            compiled.combine, compiled.identity, in_offsets, sources, no_weights,
                            0, edge_begin, edge_end, first_vertex, end_vertex, rank, new_rank,
                            gather_values, attrs, aggregates, n, 1, active, parts,
-                           boundary_vertex, boundary_accum, stats)
+                           boundary_vertex, boundary_accum, stats, 0, no_floor)
 
     def pull_pages(gather_call, gather_values):
         for page in pages:

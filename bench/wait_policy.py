@@ -203,6 +203,8 @@ def main(argv=None) -> int:
     cores = os.cpu_count() or 1
     args.threads = ([int(t) for t in args.threads.split(",")] if args.threads
                     else sorted({cores, max(1, cores - 2)}, reverse=True))
+    if args.dir is not None and not Path(args.dir).is_dir():
+        parser.error(f"--dir {args.dir}: no such directory")
     work = Path(tempfile.mkdtemp(prefix=".garaphpy-wait-bench-", dir=args.dir))
     try:
         spec = build(args, work)

@@ -158,7 +158,7 @@ def run_script(name: str, *arguments: str, timeout: int = 900) -> subprocess.Com
                                     "wait_policy.py", "cpu.py", "checkpoint.py",
                                     "preprocess.py", "parse_speed.py", "pull_phases.py",
                                     "modes_oracle.py", "sparse_batch.py", "cpu_peers.py",
-                                    "device_loop.py"])
+                                    "device_loop.py", "streamed.py", "packed_bytes.py"])
 def test_every_script_parses_help_without_a_gpu(script):
     completed = run_script(script, "--help", timeout=300)
     assert completed.returncode == 0, completed.stderr
@@ -196,6 +196,18 @@ def test_cpu_script_on_a_tiny_graph(tmp_path):
     names = {row["case"] for row in rows_of(rows)}
     assert {"pull/engine", "pull/bare", "pull/bare-contrib"} <= names
     assert any(name.startswith("overhead/") for name in names)
+
+
+@pytest.mark.slow
+def test_pull_phases_script_calls_the_kernels_as_the_engine_does(tmp_path):
+    # it calls the CPU kernels directly: a change of their arguments breaks it
+    rows = tmp_path / "rows.jsonl"
+    completed = run_script("pull_phases.py", "rmat:8", "1", "--trials", "1",
+                           "--json", str(rows), "--quiet")
+    assert completed.returncode == 0, completed.stderr
+    names = {row["case"] for row in rows_of(rows)}
+    assert {"pull_range per page (precomputed)", "pull_range per page (direct)",
+            "engine iteration (precompute=True)"} <= names
 
 
 @pytest.mark.slow
