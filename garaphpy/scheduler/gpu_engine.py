@@ -30,7 +30,9 @@ the program reads, and the shard table.  Pages reach it in one of two ways:
   page is, per iteration, skipped, pulled (copied first when it streams),
   or its active edges pushed from a compacted buffer or read from pinned
   host memory (:mod:`~garaphpy.scheduler.transfer`,
-  :meth:`GpuEngine._iterate_selective`).
+  :meth:`GpuEngine._iterate_selective`), with the device arrays these
+  choices need made at the first sparse iteration: until then their room
+  keeps more pages on the device (:meth:`GpuEngine._defer_selective_arrays`).
 
 Streamed pages come through the run's page source
 (:class:`~garaphpy.storage.page_source.PageSource`): the pages it keeps in
