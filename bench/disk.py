@@ -199,6 +199,23 @@ def page_data_bytes(store: Store) -> int:
     return sum(p.nbytes for p in store.pages)
 
 
+def page_bytes_for(store: Store, pages: int) -> int:
+    """A page limit that cuts ``store`` into about ``pages`` pages: its page
+    bytes over ``pages``, in whole blocks, never below the page of its largest
+    shard (the builder refuses a limit below that)."""
+    from garaphpy.storage import layout
+
+    shards = store.shards
+    largest = int((shards["edge_end"] - shards["edge_begin"]).max()) if shards.size else 0
+    sizing = layout.PageSizing(source_bytes=store.vertex_dtype.itemsize,
+                               weight_bytes=store.weight_dtype.itemsize if store.weighted
+                               else 0, page_bytes=0)
+    smallest = largest * sizing.edge_bytes + 3 * layout.PAGE_ARRAY_ALIGNMENT
+    block = config.BLOCK_ALIGNMENT
+    return max(block, page_data_bytes(store) // pages // block * block,
+               -(-smallest // block) * block)
+
+
 def stream_pass(reader: PageReader, store: Store) -> harness.Measurement:
     """Stream every page once through ``reader`` (as an iteration of a run does),
     the page cache emptied first, outside the time; bytes/s of the pass."""
@@ -545,9 +562,7 @@ def build_stores(args, work: list[Path]) -> tuple[list[Store], Store | None, int
     page_bytes = args.page_bytes
     first = build(args.scale, work[0] / "store", [], page_bytes)
     if page_bytes is None and len(first.pages) < MIN_PAGES:
-        page_bytes = max(config.BLOCK_ALIGNMENT,
-                         page_data_bytes(first) // MIN_PAGES // config.BLOCK_ALIGNMENT
-                         * config.BLOCK_ALIGNMENT)
+        page_bytes = page_bytes_for(first, MIN_PAGES)
         log(f"  {len(first.pages)} pages are fewer than {MIN_PAGES}: rebuilding with pages "
             f"of at most {page_bytes / 2**20:.2f} MiB")
         del first

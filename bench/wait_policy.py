@@ -141,10 +141,7 @@ def build(args, work: Path) -> dict:
     garaphpy.Graph.load(f"rmat:{args.scale}", store=work / "rmat", progress=False)
     first = disk.build(args.scale, work / "disk-store", [], None)
     if len(first.pages) < disk.MIN_PAGES:
-        from garaphpy import config
-
-        page_bytes = max(config.BLOCK_ALIGNMENT, disk.page_data_bytes(first) // disk.MIN_PAGES
-                         // config.BLOCK_ALIGNMENT * config.BLOCK_ALIGNMENT)
+        page_bytes = disk.page_bytes_for(first, disk.MIN_PAGES)
         del first
         shutil.rmtree(work / "disk-store")
         disk.build(args.scale, work / "disk-store", [], page_bytes)

@@ -364,3 +364,16 @@ def test_same_as_first_compares_every_result_with_the_first():
     integers = harness.same_as_first({}, "x", rtol=0.5)
     assert integers(result([1, 2])) is None
     assert integers(result([1, 3])) is not None          # integers: bitwise, whatever rtol
+
+
+def test_disk_benches_cut_a_small_store_into_pages_the_builder_accepts(tmp_path):
+    # the page limit for "at least MIN_PAGES pages" is never below the page of
+    # the largest shard: a small graph's rebuild ended in a ConfigError before
+    import disk
+
+    first = disk.build(8, tmp_path / "first", [], None)
+    page_bytes = disk.page_bytes_for(first, 1000)
+    assert page_bytes % garaphpy.config.BLOCK_ALIGNMENT == 0
+    again = disk.build(8, tmp_path / "again", [], page_bytes)
+    assert len(again.pages) > len(first.pages)
+    assert disk.page_bytes_for(first, 1) >= disk.page_data_bytes(first) // 2
