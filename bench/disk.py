@@ -205,12 +205,10 @@ def page_bytes_for(store: Store, pages: int) -> int:
     shard (the builder refuses a limit below that)."""
     from garaphpy.storage import layout
 
-    shards = store.shards
-    largest = int((shards["edge_end"] - shards["edge_begin"]).max()) if shards.size else 0
     sizing = layout.PageSizing(source_bytes=store.vertex_dtype.itemsize,
                                weight_bytes=store.weight_dtype.itemsize if store.weighted
                                else 0, page_bytes=0)
-    smallest = largest * sizing.edge_bytes + 3 * layout.PAGE_ARRAY_ALIGNMENT
+    _, smallest = layout.smallest_page_bytes(store.shards, sizing)
     block = config.BLOCK_ALIGNMENT
     return max(block, page_data_bytes(store) // pages // block * block,
                -(-smallest // block) * block)

@@ -286,8 +286,9 @@ def main(argv=None) -> int:
             budget = base + int(fraction * page_bytes)
             choices = ["copy"] if program == "pagerank" else args.choices.split(",")
             for packed, pull in layouts:
-                for choice, defer in ((choice, defer) for choice in choices
-                                      for defer in (defers if choice == "auto" else [True])):
+                runs = [(choice, defer) for choice in choices
+                        for defer in (defers if choice == "auto" else [True])]
+                for choice, defer in runs:
                     name = (f"{program}/{fraction:g}/{choice}" + ("" if packed else "/stored")
                             + ("" if pull else "/unpack") + ("" if defer else "/at-setup"))
                     names.append(name)

@@ -523,9 +523,10 @@ def defer_selective_arrays(forced: str, packed_streams: bool, displaced_bytes: i
     the automatic choice (``forced``), when every page that may stream is
     packed and pulled where it lies (``packed_streams``: a page released then
     streams from its packed host image, as the others do), and when the
-    arrays' room holds pages (``displaced_bytes`` of them, > 0).  Dense iterations copy every streamed page
-    whatever the plan, so a run that starts dense (every vertex active, as CC's
-    does) moves fewer bytes in them."""
+    arrays' room holds pages (``displaced_bytes`` of them, > 0).  Dense
+    iterations copy every streamed page whatever the plan, so a run that
+    starts dense (every vertex active, as CC's does) moves fewer bytes in
+    them."""
     return bool(enabled and forced == "auto" and packed_streams and displaced_bytes > 0)
 
 

@@ -1100,8 +1100,7 @@ class _Builder:
         sizing = layout.PageSizing(source_bytes=vid.itemsize,
                                    weight_bytes=weight_dtype.itemsize if weight_dtype else 0,
                                    page_bytes=page_bytes)
-        largest = int((shards["edge_end"] - shards["edge_begin"]).max()) if shards.size else 0
-        smallest_page = largest * sizing.edge_bytes + 3 * layout.PAGE_ARRAY_ALIGNMENT
+        largest, smallest_page = layout.smallest_page_bytes(shards, sizing)
         if smallest_page > page_bytes == options.max_page_bytes:
             raise ConfigError(
                 f"max_page_bytes={options.max_page_bytes}: a page must hold at least one "

@@ -396,6 +396,13 @@ def _group_pages(shard_edges, edge_bytes, fixed_bytes, page_bytes):
 PAGE_ARRAY_ALIGNMENT = 64
 
 
+def smallest_page_bytes(shards: np.ndarray, sizing: PageSizing) -> tuple[int, int]:
+    """The edges of the largest shard, and the bytes of a page holding it alone
+    (its arrays, each aligned): no page limit below that can hold every shard."""
+    largest = int((shards["edge_end"] - shards["edge_begin"]).max()) if shards.size else 0
+    return largest, largest * sizing.edge_bytes + 3 * PAGE_ARRAY_ALIGNMENT
+
+
 def group_pages(shards: np.ndarray, sizing: PageSizing) -> np.ndarray:
     """Assign runs of consecutive shards to pages, in place, and return the
     number of shards per page.
@@ -409,10 +416,11 @@ def group_pages(shards: np.ndarray, sizing: PageSizing) -> np.ndarray:
     """
     shard_edges = (shards["edge_end"] - shards["edge_begin"]).astype(np.int64)
     fixed = 3 * PAGE_ARRAY_ALIGNMENT
-    if shard_edges.size and shard_edges.max() * sizing.edge_bytes + fixed > sizing.page_bytes:
+    largest, smallest = smallest_page_bytes(shards, sizing)
+    if smallest > sizing.page_bytes and shard_edges.size:
         raise StoreError(
             f"a page of {sizing.page_bytes} bytes cannot hold one shard of "
-            f"{int(shard_edges.max())} edges ({sizing.edge_bytes} bytes each): "
+            f"{largest} edges ({sizing.edge_bytes} bytes each): "
             "raise the GPU memory budget or lower max_shard_edges")
     page_of = _group_pages(shard_edges, sizing.edge_bytes, 0,
                            sizing.page_bytes - fixed)
