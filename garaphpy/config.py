@@ -214,6 +214,10 @@ GPU_ZERO_COPY_BYTES_PER_SECOND = 8e9
 GPU_PULL_EDGES_PER_SECOND = 40e9
 GPU_PACKED_PULL_EDGES_PER_SECOND = 25e9
 
+#: Measure those rates at a streamed run's set-up (pinned copies, the count
+#: and gather of sample frontiers) instead of starting from the defaults.
+GPU_CALIBRATE_TRANSFER_RATES = True
+
 #: Weight of a new measurement in the transfer rates' running estimates.
 GPU_TRANSFER_SMOOTHING = 0.5
 

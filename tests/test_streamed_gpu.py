@@ -119,8 +119,13 @@ def test_every_transfer_choice_equals_the_cpu(paged, name, execution, fraction):
 @pytest.mark.parametrize("execution", ["sync", "async"])
 @pytest.mark.parametrize("name", KEEPS_BEST)
 def test_resident_pages_without_room_for_the_device_loop_choose_per_page(paged, name,
-                                                                         execution):
+                                                                         execution,
+                                                                         monkeypatch):
     from garaphpy.scheduler.gpu_engine import GpuEngine
+
+    # config's rates: measured on a graph this small, counting a frontier costs its
+    # fixed costs and may be judged not worth it (the runs would then never skip)
+    monkeypatch.setattr(config, "GPU_CALIBRATE_TRANSFER_RATES", False)
 
     program = program_for(name)
     sources = sources_for(program)
@@ -453,3 +458,43 @@ def test_kept_pages_pulled_on_streams_of_their_own_equal_the_cpu(tiered, name, e
         ref.assert_run_matches(name, execution, gpu, cpu)
         copied[kept_streams] = {r.bytes_to_device for r in gpu.iterations}
     assert copied[0] == copied[3] == copied[8] and max(copied[0]) > 0
+
+
+# -- the transfer rates measured at set-up ------------------------------------------------
+@pytest.mark.parametrize("packed", [True, False])
+def test_transfer_rates_measured_at_set_up(packed, monkeypatch):
+    """A run that chooses per page prices its first iterations with the link's
+    and the host threads' rates measured at its set-up: each measured rate
+    replaces config's default and is recorded; without the calibration the
+    defaults stand.  Either way the run equals the CPU's."""
+    from garaphpy.scheduler import transfer
+    from garaphpy.scheduler.gpu_engine import GpuEngine
+
+    graph = garaphpy.Graph.load("rmat:20", progress=False, max_page_bytes=16 << 20,
+                                generator_options={"weighted": True, "seed": 5})
+    program = program_for("bfs")
+    budget = budget_for(graph, program, 0.25)
+    monkeypatch.setattr(config, "GPU_PACKED_PAGES", packed)
+    engine = GpuEngine(graph, program, np.array([0], np.int64), synchronous=True,
+                       gpu_memory=budget)
+    assert not engine.plan.resident and engine.selective
+    measured = engine.calibration
+    assert measured["choice"] == "measured"
+    rates = engine.transfer_rates
+    for name in ("bus", "count", "gather"):
+        entry = measured[name]
+        assert entry["seconds"] >= rates.MIN_SECONDS and entry["amount"] > 0, measured
+        assert getattr(rates, name) == pytest.approx(entry["amount"] / entry["seconds"])
+    assert 1e8 < rates.bus < 1e12       # bytes/s of a PCIe or NVLink-C2C link
+    assert rates.bus != config.GPU_BUS_BYTES_PER_SECOND
+    sources = np.array([0], np.int64)
+    cpu = ref.run_engine_like_gpu(graph, program, sources, mode="cpu", **ITERATIONS)
+    gpu = run_gpu(graph, program, sources, "auto", packed=packed, gpu_memory=budget,
+                  **ITERATIONS)
+    ref.assert_run_matches("bfs", "sync", gpu, cpu)
+    assert gpu.iterations[0].decisions["transfer_calibration"]["choice"] == "measured"
+    monkeypatch.setattr(config, "GPU_CALIBRATE_TRANSFER_RATES", False)
+    plain = GpuEngine(graph, program, np.array([0], np.int64), synchronous=True,
+                      gpu_memory=budget)
+    assert plain.calibration is None
+    assert plain.transfer_rates.as_dict() == transfer.TransferRates().as_dict()

@@ -99,6 +99,13 @@ PAGE_SLACK_BYTES = 256
 #: count rate learns from: a smaller count's time is mostly its fixed costs.
 COUNT_LEARNING_WORK = 1 << 20
 
+#: About the out-edges of the sample frontier whose count and gather measure the
+#: host's rates at set-up (:meth:`GpuEngine._calibrate_transfer_rates`).
+CALIBRATION_EDGES = 1 << 22
+#: ... and about the bytes of the pinned copies that measure the link (a small
+#: page is copied several times over).
+CALIBRATION_BYTES = 32 << 20
+
 
 class GpuMemoryError(GaraphError, MemoryError):
     """The GPU memory budget cannot hold the vertex data and one page."""
@@ -477,6 +484,8 @@ class GpuEngine:
         if self.selective and self.plan.packed_pages is not None:
             self._defer_selective_arrays(packed_sizes, plan_arguments["page_edges"])
         self.pushes_entry = self.resident_selective_entry = None
+        #: the transfer rates measured at set-up (:meth:`_calibrate_transfer_rates`)
+        self.calibration = None
         #: per page, whether it stays on the device (as it is or packed)
         self.kept_pages = self.plan.resident_pages.copy()
         if self.plan.packed_pages is not None:
@@ -509,7 +518,7 @@ class GpuEngine:
         #: the copies of streamed pages, one after another into the streams' buffers
         #: (their kernels wait on them in the streams): the bus never waits on a kernel
         self.copy_stream = cupy.cuda.Stream(non_blocking=True)
-        self.device_pages = []
+        self.device_pages, self.device_packed = [], []
         self.resident_images = {}       # page -> its image on the device (partial residency)
         self.packed_images, self.packed_host = {}, {}
         if self.plan.resident:
@@ -1114,6 +1123,89 @@ class GpuEngine:
         # and cupy's kernels of the frontier's list (0.6 s on their first call)
         with self.main_stream:
             cupy.flatnonzero(self.active[:n]).get()
+        if config.GPU_CALIBRATE_TRANSFER_RATES:
+            self.calibration = {"choice": "measured", **self._calibrate_transfer_rates()}
+
+    def _calibrate_transfer_rates(self) -> dict:
+        """The rates the first selective iterations price with, measured now on
+        this host and link (the defaults in :mod:`~garaphpy.config` are another
+        machine's, and a loaded host counts at half their speed): pinned
+        copies of a streamed page (:data:`CALIBRATION_BYTES` in all), and the
+        count and the gather of sample frontiers (every vertex at a stride,
+        about :data:`CALIBRATION_EDGES` out-edges, the gather's within half
+        the compacted buffer).  Each replaces its default; the iterations go
+        on learning from there.  Returns what was measured
+        (``self.calibration``, in the run's decisions)."""
+        import time
+
+        from ..kernels import subgraph
+
+        cupy, n, rates = self.cupy, self.num_vertices, self.transfer_rates
+        measured = {}
+        # the link: a streamed page's pinned image into a stream's buffer, the second
+        # of two rounds of copies timed (the first may map the memory)
+        host = max(self.packed_host.values(), key=len, default=self.compact_host)
+        device = (self.device_packed or self.device_pages or [None])[0]
+        if device is not None:
+            size = min(host.nbytes, device.nbytes)
+            repeats = min(64, -(-CALIBRATION_BYTES // max(size, 1)))
+            start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+            stream = self.copy_stream
+            for _ in range(2):
+                stream.record(start)
+                for _ in range(repeats):
+                    cupy.cuda.runtime.memcpyAsync(device.data.ptr, host.ctypes.data, size,
+                                                  cupy.cuda.runtime.memcpyHostToDevice,
+                                                  stream.ptr)
+                stream.record(stop)
+                stop.synchronize()
+            seconds = cupy.cuda.get_elapsed_time(start, stop) / 1e3
+            if rates.learn("bus", size * repeats, seconds, smoothing=1.0):
+                measured["bus"] = {"amount": int(size * repeats), "seconds": seconds}
+        # the host threads: frontiers of every vertex at a stride
+        def sample(edges: int) -> np.ndarray:
+            stride = max(1, int(np.ceil(self.num_edges / max(edges, 1))))
+            return np.arange(0, n, stride, dtype=np.int64)
+
+        counted = sample(CALIBRATION_EDGES)
+        edge_bytes = transfer.edge_bytes(
+            self.store.vertex_dtype.itemsize,
+            self.store.weight_dtype.itemsize if self.push_weights else 0)["compact"]
+        # the gather's within half the compacted buffer
+        gathered = sample(min(CALIBRATION_EDGES,
+                              self.compact_capacity_bytes // (2 * edge_bytes + 16)))
+        if counted.size <= subgraph.SERIAL_PIECES:
+            return measured     # too small a graph for the threads' rates
+        best = {}
+        for _ in range(2):      # the second, with the threads awake
+            started = time.perf_counter()
+            work = subgraph.count_work(counted, self.out_offsets, len(self.pages),
+                                       self.targets_sorted)
+            pieces = subgraph.frontier_pieces(counted, self.out_offsets,
+                                              buffers=self._piece_buffers)
+            subgraph.page_active_edges(counted, self.out_offsets, self.out_targets,
+                                       self.page_lookup, self.gather_threads * 4, pieces,
+                                       self.targets_sorted)
+            best["count"] = (work, time.perf_counter() - started)
+            if "compact" not in self.pushes_entry["choice"] or \
+                    gathered.size <= subgraph.SERIAL_PIECES:
+                continue
+            pieces = subgraph.frontier_pieces(gathered, self.out_offsets,
+                                              buffers=self._piece_buffers)
+            started = time.perf_counter()
+            try:
+                sub = subgraph.gather_active_edges(
+                    gathered, self.out_offsets, self.out_targets,
+                    self.out_weights if self.push_weights else None, self.page_lookup,
+                    np.ones(len(self.pages), bool), self._compact_views,
+                    self.gather_threads * 4, pieces, self.targets_sorted)
+            except OverflowError:
+                continue
+            best["gather"] = (sub["edges"], time.perf_counter() - started)
+        for name, (amount, seconds) in best.items():
+            if rates.learn(name, amount, seconds, smoothing=1.0):
+                measured[name] = {"amount": int(amount), "seconds": seconds}
+        return measured
 
     def _selective_device_arrays(self) -> None:
         """The selective iterations' device arrays: the push's accumulators (at
@@ -1631,6 +1723,8 @@ class GpuEngine:
             record.decisions["selective_pushes"] = self.pushes_entry
         if self.deferral_entry is not None:
             record.decisions["defer_selective_arrays"] = self.deferral_entry
+        if self.calibration is not None:
+            record.decisions["transfer_calibration"] = self.calibration
         record.gpu_pages = len(pages)
         record.gpu_edges = edges
         record.bytes_to_device += sum(t.bytes_to_device for t in timings)
