@@ -24,7 +24,10 @@ highest out-degree.  For each program:
     An automatic run makes the selective transfers' arrays at its first sparse
     iteration (``config.GPU_DEFER_SELECTIVE_ARRAYS``); with ``--defer-selective
     off`` or ``both``, runs that make them at set-up are named
-    ``FRACTION/auto/at-setup``.
+    ``FRACTION/auto/at-setup``.  It measures the transfer rates at set-up
+    (``config.GPU_CALIBRATE_TRANSFER_RATES``); with ``--calibrate off`` or
+    ``both``, runs that start from config's rates are named
+    ``FRACTION/auto/uncalibrated``.
 
 ``subway/PROGRAM``
     With ``--subway DIR`` (a directory holding Subway's built ``bfs-sync``,
@@ -116,14 +119,26 @@ def vertex_bytes(graph, program: str, sources) -> int:
     return engine.plan.vertex_bytes
 
 
+#: The A/B options: option -> (config name, the case name's suffix when it is not
+#: config's default, whether only automatic runs vary it).
+VARIANTS = {
+    "defer_selective": ("GPU_DEFER_SELECTIVE_ARRAYS", "/at-setup", True),
+    "calibrate": ("GPU_CALIBRATE_TRANSFER_RATES", "/uncalibrated", True),
+}
+DEFAULTS = {key: getattr(config, key) for key, _, _ in VARIANTS.values()}
+
+
 def run(graph, program: str, options: dict, choice: str, packed: bool = True,
-        pull_packed: bool = True, defer: bool = True) -> harness.Measurement:
+        pull_packed: bool = True, settings: dict | None = None) -> harness.Measurement:
+    """One run with the transfer choice ``choice`` and ``settings`` (config
+    names and values) set."""
     # the last run's engine and its pinned buffers go now, not inside this run's iterations
     gc.collect()
     config.GPU_TRANSFER = choice
     config.GPU_PACKED_PAGES = packed
     config.GPU_PULL_PACKED = pull_packed
-    config.GPU_DEFER_SELECTIVE_ARRAYS = defer
+    for name, value in (settings or {}).items():
+        setattr(config, name, value)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", garaphpy.NotConvergedWarning)
         result = garaphpy.run(graph, program, **options)
@@ -146,6 +161,21 @@ def run(graph, program: str, options: dict, choice: str, packed: bool = True,
         "bytes_read": sum(r.bytes_read for r in records),
         "transfers": transfers,
         "setup_seconds": result.setup_seconds})
+
+
+def variant_settings(variants: dict, choice: str) -> list[dict]:
+    """The config settings of each run of a case of transfer choice ``choice``:
+    every combination of the :data:`VARIANTS` asked for (``variants``: option ->
+    the values to run), those only automatic runs vary at their default for
+    a forced choice."""
+    combinations = [{}]
+    for option, (key, _, auto_only) in VARIANTS.items():
+        values = variants[option]
+        if auto_only and choice != "auto":
+            values = [DEFAULTS[key]]
+        combinations = [{**settings, key: value} for settings in combinations
+                        for value in values]
+    return combinations
 
 
 def write_subway_graph(store, path: Path, weighted: bool, chunk_edges: int = 1 << 26) -> None:
@@ -237,6 +267,10 @@ def main(argv=None) -> int:
                         help="automatic runs make the selective arrays at the first sparse "
                              "iteration (config.GPU_DEFER_SELECTIVE_ARRAYS), at set-up "
                              "(cases .../auto/at-setup), or both")
+    parser.add_argument("--calibrate", default="on", choices=("on", "off", "both"),
+                        help="automatic runs measure the transfer rates at set-up "
+                             "(config.GPU_CALIBRATE_TRANSFER_RATES), start from config's "
+                             "(cases .../auto/uncalibrated), or both")
     parser.add_argument("--subway", default=None, metavar="DIR",
                         help="a directory holding Subway's built bfs-sync, sssp-sync, cc-sync")
     parser.add_argument("--subway-trials", type=int, default=3)
@@ -247,7 +281,8 @@ def main(argv=None) -> int:
     packings = {"on": [True], "off": [False], "both": [True, False]}[args.packed]
     pulls = {"on": [True], "off": [False], "both": [True, False]}[args.pull_packed]
     layouts = [(packed, pull) for packed in packings for pull in (pulls if packed else [True])]
-    defers = {"on": [True], "off": [False], "both": [True, False]}[args.defer_selective]
+    switches = {"on": [True], "off": [False], "both": [True, False]}
+    variants = {option: switches[getattr(args, option)] for option in VARIANTS}
     if subway is not None and not (subway / "bfs-sync").exists():
         parser.error(f"--subway {subway}: no built 'bfs-sync' there (run make in the checkout)")
     store_dir = Path(args.store_dir or tempfile.mkdtemp(prefix="garaphpy-streamed-"))
@@ -286,21 +321,22 @@ def main(argv=None) -> int:
             budget = base + int(fraction * page_bytes)
             choices = ["copy"] if program == "pagerank" else args.choices.split(",")
             for packed, pull in layouts:
-                runs = [(choice, defer) for choice in choices
-                        for defer in (defers if choice == "auto" else [True])]
-                for choice, defer in runs:
-                    name = (f"{program}/{fraction:g}/{choice}" + ("" if packed else "/stored")
-                            + ("" if pull else "/unpack") + ("" if defer else "/at-setup"))
-                    names.append(name)
-                    cases.append(harness.Case(
-                        name, lambda program=program, options=options, budget=budget,
-                        choice=choice, packed=packed, pull=pull, defer=defer:
-                            run(graph, program, {**options, "gpu_memory": budget}, choice,
-                                packed, pull, defer),
-                        params={"graph": spec, "program": program, "fraction": fraction,
-                                "budget": budget, "choice": choice, "packed": packed,
-                                "pull_packed": pull, "defer_selective": defer},
-                        verify=verify))
+                for choice in choices:
+                    for settings in variant_settings(variants, choice):
+                        name = (f"{program}/{fraction:g}/{choice}"
+                                + ("" if packed else "/stored") + ("" if pull else "/unpack")
+                                + "".join(suffix for key, suffix, _ in VARIANTS.values()
+                                          if settings[key] != DEFAULTS[key]))
+                        names.append(name)
+                        cases.append(harness.Case(
+                            name, lambda program=program, options=options, budget=budget,
+                            choice=choice, packed=packed, pull=pull, settings=settings:
+                                run(graph, program, {**options, "gpu_memory": budget},
+                                    choice, packed, pull, settings),
+                            params={"graph": spec, "program": program, "fraction": fraction,
+                                    "budget": budget, "choice": choice, "packed": packed,
+                                    "pull_packed": pull, "settings": settings},
+                            verify=verify))
         groups.append(names)
     rows = harness.run_cases("streamed", cases, args)
     by_name = {row["case"]: row for row in rows}

@@ -134,3 +134,13 @@ def test_weights_that_are_not_integers_are_refused(tmp_path):
     with pytest.raises(SystemExit, match="unsigned integers"):
         streamed.write_subway_graph(g.store, tmp_path / "g.bwcsr", True)
     assert not (tmp_path / "g.bwcsr").exists()
+
+
+def test_the_variants_vary_only_what_was_asked():
+    asked = {"defer_selective": [False], "calibrate": [True, False]}
+    auto = streamed.variant_settings(asked, "auto")
+    assert [s["GPU_CALIBRATE_TRANSFER_RATES"] for s in auto] == [True, False]
+    assert not any(s["GPU_DEFER_SELECTIVE_ARRAYS"] for s in auto)
+    # a forced choice runs the automatic runs' options at config's defaults
+    copy = streamed.variant_settings(asked, "copy")
+    assert copy == [{"GPU_DEFER_SELECTIVE_ARRAYS": True, "GPU_CALIBRATE_TRANSFER_RATES": True}]
