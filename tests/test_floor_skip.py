@@ -64,6 +64,58 @@ def test_the_floor_and_the_vertices_above_it_against_numpy(seed):
                                          np.zeros(1, values.dtype))
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_all_at_floor_against_numpy(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 100_000))
+    in_degree = rng.integers(0, 3, n).astype(np.int32)
+    for mode, floor in ((kernels.FLOOR_MIN, 4), (kernels.FLOOR_MAX, 6)):
+        at = rng.integers(0, 5, n) if mode == kernels.FLOOR_MIN else rng.integers(6, 11, n)
+        values = at.copy()
+        limit = np.array([floor], values.dtype)
+        assert kernels.all_at_floor(values, in_degree, mode, limit)
+        # one vertex above the floor: with in-edges it may change, without none reads it
+        v = int(rng.integers(0, n))
+        values[v] = floor + 1 if mode == kernels.FLOOR_MIN else floor - 1
+        assert kernels.all_at_floor(values, in_degree, mode, limit) == (in_degree[v] == 0)
+        expected = bool(np.all(np.where(in_degree > 0, values <= floor if mode ==
+                                        kernels.FLOOR_MIN else values >= floor, True)))
+        assert kernels.all_at_floor(values, in_degree, mode, limit) == expected
+
+
+def test_frontier_degree_sum_against_numpy():
+    rng = np.random.default_rng(7)
+    offsets = np.concatenate([[0], np.cumsum(rng.integers(0, 9, 50_000))]).astype(np.int64)
+    for size in (0, 1, 1000, 60_000):
+        vertices = rng.integers(0, 50_000, size).astype(np.int64)
+        assert kernels.frontier_degree_sum(vertices, offsets) == int(
+            (offsets[vertices + 1] - offsets[vertices]).sum())
+
+
+@pytest.mark.parametrize("execution", ["async", "sync"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_pull_with_every_vertex_at_the_floor_reads_nothing(graphs, execution, threads,
+                                                             monkeypatch):
+    """On a grid every label reaches the floor in the first iteration (the
+    shortcut finishes it); the second pull, every vertex at the floor, reads
+    and applies nothing and empties the frontier: the same labels, and the
+    same iterations, as when it pulls every vertex."""
+    graph = graphs["grid"]
+    skipped = run_engine(graph, "cc", mode="cpu", threads=threads, execution=execution)
+    np.testing.assert_array_equal(skipped.values, components_scipy(graph))
+    settled = [r for r in skipped.iterations
+               if r.decisions.get("cpu_floor_skip", {}).get("all_at_floor")]
+    assert settled == skipped.iterations[-1:]
+    assert settled[0].edges_processed == 0 and settled[0].activated == 0
+    assert all(not r.decisions["cpu_floor_skip"]["all_at_floor"]
+               for r in skipped.iterations[:-1] if "cpu_floor_skip" in r.decisions)
+    monkeypatch.setattr(kernels, "all_at_floor", lambda *arguments: False)
+    pulled = run_engine(graph, "cc", mode="cpu", threads=threads, execution=execution)
+    np.testing.assert_array_equal(skipped.values, pulled.values)
+    assert skipped.num_iterations == pulled.num_iterations
+    assert pulled.iterations[-1].edges_processed > 0
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("name", ["grid", "rmat", "pages"])
 def test_components_with_the_skip_equal_scipy_and_read_fewer_edges(graphs, name, threads,

@@ -144,6 +144,23 @@ def above_floor(vertices, values, floor_mode, floor):
 
 
 @numba.njit(nogil=True, parallel=True, cache=True)
+def all_at_floor(values, in_degree, floor_mode, floor):
+    """Whether every vertex with in-edges is at the floor (``floor[0]``, as
+    :func:`pull_range` tests it): a pull would then read no in-edge.  Each
+    part stops at its first vertex above the floor."""
+    n = values.shape[0]
+    chunks = min(256, n // 16384 + 1)
+    size = (n + chunks - 1) // chunks
+    above = np.zeros(chunks, np.bool_)
+    for c in numba.prange(chunks):
+        for v in range(c * size, min(n, (c + 1) * size)):
+            if in_degree[v] > 0 and not _at_floor(floor_mode, values[v], floor[0]):
+                above[c] = True
+                break
+    return not above.any()
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
 def best_source_value(values, out_degree, floor_mode, out):
     """Whether a vertex has out-edges; if so, ``out[0]`` is the least
     (``FLOOR_MIN``) or the greatest (``FLOOR_MAX``) value of such a vertex."""
@@ -616,6 +633,17 @@ def _degree_prefix_blocks(vertices, offsets, blocks):
             running += offsets[v + 1] - offsets[v]
             prefix[i + 1] = running
     return prefix
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def frontier_degree_sum(vertices, offsets):
+    """The listed vertices' degrees summed (the last entry of
+    :func:`degree_prefix`, without writing the prefix)."""
+    total = 0
+    for i in numba.prange(vertices.shape[0]):
+        v = vertices[i]
+        total += offsets[v + 1] - offsets[v]
+    return total
 
 
 def frontier_degree_prefix(vertices: np.ndarray, offsets: np.ndarray,

@@ -409,7 +409,13 @@ class CpuEngine:
                 arrays.attrs, aggregates, arrays.num_vertices, 0, np.zeros(0, np.int64),
                 np.zeros(0, compiled.accum_dtype), state.values, state.next, state.active,
                 self.stats)
+            if self.floor_mode:
+                floor = np.zeros(1, state.values.dtype)
+                kernels.best_source_value(state.values[:0], arrays.attrs[0], self.floor_mode,
+                                          floor)
+                kernels.all_at_floor(state.values[:0], arrays.attrs[1], self.floor_mode, floor)
         kernels.active_vertex_ids(np.zeros(0, np.bool_), self.threads)
+        kernels.frontier_degree_sum(np.zeros(0, np.int64), arrays.out_offsets)
 
     def _warm_up_notify_pull(self) -> None:
         arrays, compiled, state = self.arrays, self.compiled, self.state
@@ -428,6 +434,7 @@ class CpuEngine:
                 arrays.num_vertices, 0, 1, self.stats, self.early_exit, self.settled,
                 state.claimed, self.unsettled_delta)
         kernels.degree_prefix(empty, arrays.out_offsets)
+        kernels.frontier_degree_sum(empty, arrays.out_offsets)
         # a run with early exit never takes the dense notify (decisions.dense_notify)
         for notify in (kernels.notify,) + (() if self.early_exit else (kernels.notify_dense,)):
             arguments = (empty, empty_prefix, arrays.out_offsets, arrays.out_targets,
@@ -499,10 +506,14 @@ class CpuEngine:
         return result
 
     def active_out_edges(self) -> tuple[int, np.ndarray | None]:
-        """Sum of the frontier's out-degrees (and the prefix notify needs)."""
+        """Sum of the frontier's out-degrees, and the prefix notify needs (None for
+        a frontier of at least half the vertices: such an iteration pulls, and a
+        notify makes the prefix itself)."""
         frontier = self.state.frontier
         if frontier.size == self.arrays.num_vertices:
             return self.arrays.num_edges, None
+        if 2 * frontier.size >= self.arrays.num_vertices and self.threads > 1:
+            return int(kernels.frontier_degree_sum(frontier, self.arrays.out_offsets)), None
         prefix = kernels.frontier_degree_prefix(frontier, self.arrays.out_offsets,
                                                 self.threads)
         return int(prefix[-1]), prefix
@@ -691,6 +702,13 @@ class CpuEngine:
 
     def _pull(self, record: IterationRecord, aggregates: np.ndarray) -> None:
         self.begin_pull(record)
+        if self._floor_now:
+            settled = bool(kernels.all_at_floor(self.state.values, self.arrays.attrs[1],
+                                                self._floor_now, self.floor))
+            record.decisions["cpu_floor_skip"]["all_at_floor"] = settled
+            if settled:
+                self._pull_at_floor(record)
+                return
         pending = []
         pages = self.arrays.pages
         cursor = self.page_cursor(range(len(pages)))
@@ -707,6 +725,18 @@ class CpuEngine:
         record.pages = len(self.arrays.pages)
         # with early exit, the in-edges of the vertices not settled: what it read at most
         record.edges_processed = unsettled if self.early_exit else self.arrays.num_edges
+
+    def _pull_at_floor(self, record: IterationRecord) -> None:
+        """A pull in which every vertex with in-edges is at the floor: each would
+        read none of them, and keep its value (``apply_keeps_best``), so none is
+        read, applied or activated; the frontier ends empty.  Recorded in
+        ``decisions["cpu_floor_skip"]`` as ``all_at_floor``."""
+        state = self.state
+        state.active[:] = False
+        state.frontier = np.zeros(0, np.int64)
+        record.updated_vertices = 0
+        record.pages = 0
+        record.edges_processed = 0
 
     def begin_pull(self, record: IterationRecord) -> None:
         """Start a pull: the source-side contributions, once per vertex, if they pay."""
