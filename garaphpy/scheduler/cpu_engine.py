@@ -507,8 +507,8 @@ class CpuEngine:
 
     def active_out_edges(self) -> tuple[int, np.ndarray | None]:
         """Sum of the frontier's out-degrees, and the prefix notify needs (None for
-        a frontier of at least half the vertices: such an iteration pulls, and a
-        notify makes the prefix itself)."""
+        a frontier of at least half the vertices, which mostly pulls: a
+        notify-pull then makes the prefix itself)."""
         frontier = self.state.frontier
         if frontier.size == self.arrays.num_vertices:
             return self.arrays.num_edges, None
