@@ -278,10 +278,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     harness.check_common_options(parser, args)
     subway = Path(args.subway) if args.subway else None
-    packings = {"on": [True], "off": [False], "both": [True, False]}[args.packed]
-    pulls = {"on": [True], "off": [False], "both": [True, False]}[args.pull_packed]
-    layouts = [(packed, pull) for packed in packings for pull in (pulls if packed else [True])]
     switches = {"on": [True], "off": [False], "both": [True, False]}
+    packings, pulls = switches[args.packed], switches[args.pull_packed]
+    layouts = [(packed, pull) for packed in packings for pull in (pulls if packed else [True])]
     variants = {option: switches[getattr(args, option)] for option in VARIANTS}
     if subway is not None and not (subway / "bfs-sync").exists():
         parser.error(f"--subway {subway}: no built 'bfs-sync' there (run make in the checkout)")

@@ -512,7 +512,7 @@ class CpuEngine:
         frontier = self.state.frontier
         if frontier.size == self.arrays.num_vertices:
             return self.arrays.num_edges, None
-        if 2 * frontier.size >= self.arrays.num_vertices and self.threads > 1:
+        if 2 * frontier.size >= self.arrays.num_vertices:
             return int(kernels.frontier_degree_sum(frontier, self.arrays.out_offsets)), None
         prefix = kernels.frontier_degree_prefix(frontier, self.arrays.out_offsets,
                                                 self.threads)
