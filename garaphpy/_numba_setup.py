@@ -28,7 +28,17 @@ Ctrl-C while numba compiles can land in one of llvmlite's ctypes callbacks
 ctypes reports the KeyboardInterrupt through ``sys.unraisablehook`` (a raw
 "Exception ignored" traceback) and drops it: the run went on and exited 0.
 :class:`KeptInterrupts` remembers every SIGINT, silences that report, and
-raises the KeyboardInterrupt again once the compiling code returns.
+raises the KeyboardInterrupt again once the compiling code returns; numba
+may instead fail on ("no compiled object yet"), and that error becomes the
+KeyboardInterrupt it follows.  The store build and the engines' set-up run
+inside it.
+
+A SIGINT can also land inside the constructor of one of llvmlite's wrapper
+objects, before it stores its pointer.  When the interrupt's traceback lets
+go of that half-built object, its destructor fails with an AttributeError,
+printed as another raw traceback after garaphpy's "interrupted" line.  After
+an interrupt, :func:`forgive_half_built_llvm_objects` drops exactly those
+reports; every other unraisable exception is still printed.
 """
 
 from __future__ import annotations
@@ -91,14 +101,40 @@ def parallel_section():
     return contextlib.nullcontext() if THREADSAFE else PARALLEL_LOCK
 
 
+def _is_half_built_llvm_object(unraisable) -> bool:
+    """Whether ``unraisable`` is the destructor of an llvmlite object whose
+    constructor an interrupt cut short (it never set ``_as_parameter_``)."""
+    destructor = unraisable.object
+    return (isinstance(unraisable.exc_value, AttributeError)
+            and "'_as_parameter_'" in str(unraisable.exc_value)
+            and getattr(destructor, "__module__", "").startswith("llvmlite.")
+            and getattr(destructor, "__name__", "") == "__del__")
+
+
+def forgive_half_built_llvm_objects() -> None:
+    """From now on, drop the destructor errors of llvmlite objects half built
+    when an interrupt came (see the module docstring); idempotent."""
+    previous_hook = sys.unraisablehook
+    if getattr(previous_hook, "forgives_half_built_llvm_objects", False):
+        return
+
+    def hook(unraisable) -> None:
+        if not _is_half_built_llvm_object(unraisable):
+            previous_hook(unraisable)
+
+    hook.forgives_half_built_llvm_objects = True
+    sys.unraisablehook = hook
+
+
 class KeptInterrupts:
     """While active, a SIGINT raises KeyboardInterrupt as usual *and* is
     remembered, so one that a ctypes callback swallowed is raised again by
     :meth:`check` (see the module docstring).
 
-    Usable as a context manager (checks on a normal exit) or with explicit
-    :meth:`check` and :meth:`restore`.  Does nothing outside the main thread
-    or where SIGINT has a handler other than Python's default.
+    Usable as a context manager (checks on a normal exit, and turns an error
+    raised after a swallowed SIGINT into the KeyboardInterrupt it follows) or
+    with explicit :meth:`check` and :meth:`restore`.  Does nothing outside the
+    main thread or where SIGINT has a handler other than Python's default.
     """
 
     def __init__(self):
@@ -126,6 +162,8 @@ class KeptInterrupts:
             self.active = False
             signal.signal(signal.SIGINT, signal.default_int_handler)
             sys.unraisablehook = self._unraisablehook
+            if self.pressed:
+                forgive_half_built_llvm_objects()
 
     def check(self) -> None:
         """Restore the default handler; raise KeyboardInterrupt if a SIGINT came."""
@@ -140,5 +178,9 @@ class KeptInterrupts:
     def __exit__(self, kind, error, traceback) -> None:
         if kind is None:
             self.check()
-        else:
-            self.restore()
+            return
+        self.restore()
+        if self.pressed and not issubclass(kind, KeyboardInterrupt):
+            self.pressed = False
+            # numba fails on after a swallowed Ctrl-C ("no compiled object yet")
+            raise KeyboardInterrupt from error

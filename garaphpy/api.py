@@ -417,6 +417,10 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
             _check_skipping_declarations(program, graph, cpu_engine, len(records))
         if checkpoints is not None and not keep_checkpoints:
             checkpoints.run_completed()
+    except Exception as error:
+        if compiling.pressed:   # numba fails on after a Ctrl-C its callback swallowed
+            raise KeyboardInterrupt from error
+        raise
     finally:
         compiling.restore()
         numba.set_num_threads(previous_threads)

@@ -322,12 +322,14 @@ def _execute(args: argparse.Namespace, load_settings, resume_hint) -> int:
         print(f"garaphpy: error: {error}", file=sys.stderr)
         return 1
     except RunInterrupted as interrupt:
+        _forgive_half_built_llvm_objects()
         print(f"garaphpy: interrupted{_by(interrupt.signal_number)} after "
               f"{interrupt.iteration} iterations; checkpoint written to "
               f"{interrupt.checkpoint}", file=sys.stderr)
         print(f"garaphpy: resume with: {resume_hint()}", file=sys.stderr)
         return 128 + interrupt.signal_number
     except KeyboardInterrupt as interrupt:
+        _forgive_half_built_llvm_objects()
         number = getattr(interrupt, "signal_number", signal.SIGINT)
         print(f"garaphpy: interrupted{_by(number)}", file=sys.stderr)
         return 128 + number
@@ -336,6 +338,15 @@ def _execute(args: argparse.Namespace, load_settings, resume_hint) -> int:
         return 1
     print(f"done in {time.perf_counter() - started:.2f} s")
     return code
+
+
+def _forgive_half_built_llvm_objects() -> None:
+    """Silence the destructor noise of llvmlite objects an interrupt left half
+    built (see :mod:`garaphpy._numba_setup`), without importing numba here:
+    where it was never loaded, no such object exists."""
+    numba_setup = sys.modules.get(f"{__package__}._numba_setup")
+    if numba_setup is not None:
+        numba_setup.forgive_half_built_llvm_objects()
 
 
 def _by(signal_number: int) -> str:

@@ -48,7 +48,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from .. import config
+from .. import _numba_setup, config
 from ..errors import ConfigError, GraphInputError, StoreError
 from ..options import BuildOptions
 from ..progress import PRINTED_BY_CLI, Progress, human_bytes
@@ -794,7 +794,8 @@ def build_store(source: EdgeSource, path, options: BuildOptions | None = None, *
     for directory in options.storage_dirs:
         filesafety.remove_stale_temporaries(Path(directory), rf"{name}-[0-9a-f]{{12}}")
     builder = _Builder(source, path, options, key, gpu_memory, progress)
-    builder.run()
+    with _numba_setup.KeptInterrupts():     # a Ctrl-C while numba compiles is not lost
+        builder.run()
     # just written and checksummed block by block: a quick check suffices
     return Store.open(path, verify="quick")
 
