@@ -375,6 +375,8 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
                 if push and not type(program).__module__.startswith("garaphpy.programs"):
                     _check_apply_keeps_best(program, compiled)
                 cpu_engine.enable_value_priority(larger_first=program.sum == "max", push=push)
+            if direction_policy.fused_pull(mode, config.CPU_FUSED_PULL):
+                cpu_engine.enable_fused_pull()
             # hybrid runs probe and time both directions: compile both first
             cpu_engine.warm_up(("pull", "notify-pull") if mode == "hybrid"
                                else None if direction == "auto" else (direction,))

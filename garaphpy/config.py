@@ -436,6 +436,13 @@ CPU_SPARSE_BATCH_STEPS = 256
 #: gathers along every edge, for comparison.
 CPU_SOURCE_PRECOMPUTE = True
 
+#: On the CPU alone, a synchronous pull with precomputed source-side gathers
+#: over one CSC in host memory also makes the next pull's gathers and the
+#: next iteration's aggregates from each new value it writes
+#: (:func:`garaphpy.scheduler.decisions.fused_pull`): two passes over every
+#: vertex fewer per iteration.  False keeps the passes, for comparison.
+CPU_FUSED_PULL = True
+
 #: The default thread count gives each thread at least this many edges, up to
 #: every core: a small graph runs on one thread (a parallel launch and its
 #: barrier cost more than its edges), a graph of 2^16 x cores edges or more

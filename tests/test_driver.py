@@ -24,9 +24,10 @@ import scipy.sparse as sp
 import scipy.sparse.csgraph as csgraph
 
 import garaphpy
-from garaphpy import api
+from garaphpy import api, config
 from garaphpy.errors import ConfigError
 from garaphpy.programs import SSSP, PageRank
+from garaphpy.scheduler import decisions
 from garaphpy.scheduler import driver as driver_module
 from garaphpy.scheduler.cpu_engine import CpuEngine, GraphArrays, RunState
 from garaphpy.scheduler.dispatcher import HybridPolicy
@@ -109,6 +110,8 @@ def bare_cpu_engine(graph, program, sources, direction="auto", threads=2):
     state.frontier = (np.arange(graph.num_vertices, dtype=np.int64)
                       if program.initially_active == "all" else source_vertices.copy())
     engine = CpuEngine(arrays, compiled, state, threads)
+    if decisions.fused_pull("cpu", config.CPU_FUSED_PULL):
+        engine.enable_fused_pull()
     engine.warm_up(None if direction == "auto" else (direction,))
     return engine
 

@@ -529,6 +529,91 @@ def apply_vertices(apply_call, activate_call, attrs, aggregates, num_vertices, i
         stats[0] += delta
 
 
+@numba.njit(nogil=True, cache=True)
+def balanced_vertex_starts(in_offsets, parts):
+    """Vertex boundaries of ``parts`` parts of about equal in-edges plus
+    vertices (``starts[t]..starts[t+1]-1`` is part t): a part's cost is its
+    edges' gathers and its vertices' applies.  Binary search, no O(|V|) pass."""
+    n = in_offsets.shape[0] - 1
+    total = in_offsets[n] + n
+    starts = np.empty(parts + 1, np.int64)
+    starts[0] = 0
+    starts[parts] = n
+    for t in range(1, parts):
+        target = (total * t) // parts
+        lo, hi = starts[t - 1], n      # the least v with in_offsets[v] + v >= target
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if in_offsets[mid] + mid >= target:
+                hi = mid
+            else:
+                lo = mid + 1
+        starts[t] = lo
+    return starts
+
+
+@numba.njit(nogil=True)
+def no_aggregates_call(values, attrs, num_vertices, iteration, v, out):
+    """``aggregate_call`` of a program without aggregates (:func:`pull_fused`)."""
+    return 0
+
+
+@numba.njit(nogil=True, parallel=True)
+def pull_fused(source_gather_call, aggregate_call, apply_call, activate_call, combine,
+               identity, in_offsets, sources, values_read, values_write, contributions,
+               next_contributions, attrs, aggregates, num_vertices, iteration, active,
+               part_starts, aggregate_identities, stats):
+    """A synchronous pull over the whole CSC that also prepares the next one.
+
+    Each vertex sums ``contributions`` (the source-side gathers of
+    :func:`source_contributions`) over its in-edges and is applied; then,
+    from its new value, its gather for the next pull goes to
+    ``next_contributions`` and its share of the next iteration's aggregates
+    to its part's row.  The next pull needs neither pass over every vertex:
+    GAPBS's PageRank loop, which computes the outgoing contribution where it
+    writes the score.  Parts are whole vertices
+    (:func:`balanced_vertex_starts`): no vertex is cut.
+
+    Returns
+    -------
+    float64 array (parts, aggregates)
+        Each part's aggregates of the new values, at ``iteration + 1``
+        (merged by the caller with each aggregate's monoid).
+    """
+    parts = part_starts.shape[0] - 1
+    count = aggregate_identities.shape[0]
+    # rows padded past a cache line: each part updates its own row per vertex
+    partial = np.empty((parts, count + 8), np.float64)
+    for t in range(parts):
+        for i in range(count):
+            partial[t, i] = aggregate_identities[i]
+    change = np.zeros(parts, np.float64)
+    activated = np.zeros(parts, np.int64)
+    out_degree = attrs[0]
+    for t in numba.prange(parts):
+        part_change = 0.0
+        part_activated = 0
+        row = partial[t]
+        for v in range(part_starts[t], part_starts[t + 1]):
+            accum = identity
+            for e in range(in_offsets[v], in_offsets[v + 1]):
+                accum = combine(accum, contributions[sources[e]])
+            flag, delta = _update_vertex(apply_call, activate_call, attrs, aggregates,
+                                         num_vertices, iteration, v, accum, values_read,
+                                         values_write)
+            active[v] = flag
+            part_activated += flag
+            part_change += delta
+            if out_degree[v] > 0:
+                next_contributions[v] = source_gather_call(values_write, attrs, v)
+            aggregate_call(values_write, attrs, num_vertices, iteration + 1, v, row)
+        change[t] = part_change
+        activated[t] = part_activated
+    stats[0] += change.sum()
+    stats[1] += activated.sum()
+    return partial[:, :count]
+
+
 @numba.njit(nogil=True, parallel=True, cache=True)
 def frontier_of(active, threads):
     """The vertices whose flag is set, in increasing order (parallel compaction)."""

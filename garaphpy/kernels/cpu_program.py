@@ -190,7 +190,8 @@ PROGRAM_ROLES = ("gather_call", "source_gather_call", "apply_call", "activate_ca
                  "init_call", "combine", "aggregate_call")
 
 #: The kernels generated per program: name -> (kernel of
-#: :mod:`garaphpy.kernels.cpu`, parameters bound to other names, role it needs).
+#: :mod:`garaphpy.kernels.cpu`, parameters bound to other names, the role or
+#: roles it needs).
 SPECIALIZED_KERNELS = {
     "init_values": ("init_values", {}, None),
     "compute_aggregates": ("compute_aggregates", {}, "aggregate_call"),
@@ -199,6 +200,9 @@ SPECIALIZED_KERNELS = {
     "pull_range_precomputed": ("pull_range", {"gather_call": "read_source_contribution"},
                                "source_gather_call"),
     "apply_vertices": ("apply_vertices", {}, None),
+    "pull_fused": ("pull_fused", {"aggregate_call": "no_aggregates_call"},
+                   "source_gather_call"),
+    "pull_fused_aggregates": ("pull_fused", {}, ("source_gather_call", "aggregate_call")),
     "pull_range_settling": ("pull_range_settling", {}, None),
     "pull_vertices": ("pull_vertices", {}, None),
     "push_settling": ("push_settling", {}, None),
@@ -346,7 +350,7 @@ def program_module_source(program: VertexProgram, parallel: bool = True) -> str:
                  + MONOIDS[cls.sum].combine_source(cast=True))
     kernels_read = set()
     for name, (kernel_name, bindings, needs) in SPECIALIZED_KERNELS.items():
-        if needs is None or needs in roles:
+        if needs is None or set((needs,) if isinstance(needs, str) else needs) <= roles:
             source, names = _specialized_kernel_source(name, getattr(cpu_kernels, kernel_name),
                                                        bindings, parallel)
             lines.append(source)

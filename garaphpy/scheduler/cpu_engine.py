@@ -13,7 +13,10 @@ at the end of the iteration (a swap after pull, a copy of the updated
 vertices after notify-pull); asynchronous runs write the values in place, so
 updates are visible at once.  A synchronous pull of a source-side gather
 first computes it once per vertex into :attr:`CpuEngine.contributions`
-(:func:`garaphpy.scheduler.decisions.precompute_source_gathers`).
+(:func:`garaphpy.scheduler.decisions.precompute_source_gathers`).  On the
+CPU alone, with the edges one CSC in host memory, such a pull also makes the
+next pull's contributions and the next iteration's aggregates as it writes
+each new value (:meth:`CpuEngine.enable_fused_pull`, GAPBS's PageRank loop).
 """
 
 from __future__ import annotations
@@ -187,6 +190,17 @@ class CpuEngine:
             config.CPU_SOURCE_PRECOMPUTE)
         self.contributions = (np.empty(arrays.num_vertices, compiled.accum_dtype)
                               if self.precompute_source_gathers else None)
+        #: pulls also make the next pull's contributions and the next iteration's
+        #: aggregates (:meth:`enable_fused_pull`): into ``next_contributions``,
+        #: in parts of whole vertices starting at ``part_starts``
+        self.fused_pull = False
+        self.next_contributions = None
+        self.part_starts = None
+        #: the iteration whose contributions (and ``carried_aggregates``) the last
+        #: fused pull made, -1 when none: a later one (a notify-pull changed the
+        #: values in between) or a restored checkpoint computes them again
+        self.carried_iteration = -1
+        self.carried_aggregates = None
         self.all_vertices = None
         #: called with (iteration, pages done) after each page of an asynchronous
         #: pull (checkpoints after pages, set by the checkpointer)
@@ -246,6 +260,20 @@ class CpuEngine:
             reads_weights=bool(self.arrays.reads_weights),
             enabled=bool(config.CPU_SETTLING_PUSH))
         self.warm_directions.discard("notify-pull")     # its kernels are others now
+
+    def enable_fused_pull(self) -> None:
+        """Pull with :func:`garaphpy.kernels.cpu.pull_fused` from now on, where it
+        applies: the pulls precompute the source-side gathers, the edges are one
+        CSC in host memory, and no step changes the values between two pulls
+        (no early exit, label shortcut or floor skip, enabled before this).
+        Recorded as ``decisions["cpu_fused_pull"]``."""
+        self.fused_pull = bool(self.precompute_source_gathers
+                               and not self.arrays.page_source.reads_storage
+                               and not (self.early_exit or self.shortcut or self.floor_mode))
+        if self.fused_pull:
+            self.next_contributions = np.empty_like(self.contributions)
+            self.part_starts = kernels.balanced_vertex_starts(self.arrays.in_offsets,
+                                                              self.threads)
 
     def enable_shortcut_labels(self) -> None:
         """End every iteration with pointer jumping over the labels (a program
@@ -409,6 +437,12 @@ class CpuEngine:
                 arrays.attrs, aggregates, arrays.num_vertices, 0, np.zeros(0, np.int64),
                 np.zeros(0, compiled.accum_dtype), state.values, state.next, state.active,
                 self.stats)
+            if self.fused_pull:
+                self._fused_kernel()(
+                    compiled.identity, arrays.in_offsets, arrays.sources, state.values,
+                    state.next, self.contributions, self.next_contributions, arrays.attrs,
+                    aggregates, arrays.num_vertices, 0, state.active, np.zeros(1, np.int64),
+                    self.aggregate_identities, self.stats)
             if self.floor_mode:
                 floor = np.zeros(1, state.values.dtype)
                 kernels.best_source_value(state.values[:0], arrays.attrs[0], self.floor_mode,
@@ -486,6 +520,7 @@ class CpuEngine:
         if state.synchronous:
             state.next[:] = values
         state.frontier = np.array(frontier, dtype=np.int64)
+        self.carried_iteration = -1
         if self.early_exit:
             self._find_settled(self._initially_active)
 
@@ -495,10 +530,17 @@ class CpuEngine:
         compiled = self.compiled
         if compiled.aggregate_call is None:
             return self.no_aggregates
+        if self.carried_iteration == iteration:     # made by the last (fused) pull
+            return self.carried_aggregates.copy()
         with parallel_section(), compiled.compiling():
             partial = compiled.kernels.compute_aggregates(
                 self.state.values, self.arrays.attrs, self.arrays.num_vertices, iteration,
                 self.aggregate_identities, self.threads)
+        return self._merged_aggregates(partial)
+
+    def _merged_aggregates(self, partial: np.ndarray) -> np.ndarray:
+        """Rows of partial aggregates merged, each column with its monoid."""
+        compiled = self.compiled
         result = self.aggregate_identities.copy()
         for i, monoid in enumerate(compiled.aggregate_monoids):
             column = partial[:, i]
@@ -702,6 +744,12 @@ class CpuEngine:
 
     def _pull(self, record: IterationRecord, aggregates: np.ndarray) -> None:
         self.begin_pull(record)
+        decisions.note(record, "cpu_fused_pull", self.fused_pull,
+                       precomputed=self.precompute_source_gathers,
+                       enabled=config.CPU_FUSED_PULL)
+        if self.fused_pull:
+            self._pull_fused(record, aggregates)
+            return
         if self._floor_now:
             settled = bool(kernels.all_at_floor(self.state.values, self.arrays.attrs[1],
                                                 self._floor_now, self.floor))
@@ -726,6 +774,30 @@ class CpuEngine:
         # with early exit, the in-edges of the vertices not settled: what it read at most
         record.edges_processed = unsettled if self.early_exit else self.arrays.num_edges
 
+    def _pull_fused(self, record: IterationRecord, aggregates: np.ndarray) -> None:
+        """A pull of the whole CSC that also makes the next pull's contributions and
+        the next iteration's aggregates (:func:`garaphpy.kernels.cpu.pull_fused`)."""
+        arrays, compiled, state = self.arrays, self.compiled, self.state
+        _, sources, _ = arrays.page_source.csc()
+        partial = self._fused_kernel()(
+            compiled.identity, arrays.in_offsets, sources, state.values, state.next,
+            self.contributions, self.next_contributions, arrays.attrs, aggregates,
+            arrays.num_vertices, record.iteration, state.active, self.part_starts,
+            self.aggregate_identities, self.stats)
+        self.contributions, self.next_contributions = self.next_contributions, \
+            self.contributions
+        if compiled.aggregate_call is not None:
+            self.carried_aggregates = self._merged_aggregates(partial)
+        self.carried_iteration = record.iteration + 1
+        self.finish_pull(record, [], aggregates)
+        record.pages = len(arrays.pages)
+        record.edges_processed = arrays.num_edges
+
+    def _fused_kernel(self):
+        kernels_of_program = self.compiled.kernels
+        return kernels_of_program.pull_fused if self.compiled.aggregate_call is None \
+            else kernels_of_program.pull_fused_aggregates
+
     def _pull_at_floor(self, record: IterationRecord) -> None:
         """A pull in which every vertex with in-edges is at the floor: each would
         read none of them, and keep its value (``apply_keeps_best``), so none is
@@ -742,8 +814,9 @@ class CpuEngine:
         """Start a pull: the source-side contributions, once per vertex, if they pay."""
         self.warm_up(("pull",))
         arrays, compiled, state = self.arrays, self.compiled, self.state
-        if self.precompute_source_gathers:
+        if self.precompute_source_gathers and self.carried_iteration != record.iteration:
             # contribution[u] = gather(u) from the committed values, once per vertex
+            # (unless the last pull, fused, made them from these values)
             compiled.kernels.source_contributions(state.values, arrays.attrs,
                                                   self.contributions)
         record.gather_precomputed = self.precompute_source_gathers

@@ -185,6 +185,18 @@ def floor_skip(declared: bool, mode: str, enabled: bool = True) -> bool:
     return bool(enabled and declared and mode == "cpu")
 
 
+def fused_pull(mode: str, enabled: bool = True) -> bool:
+    """Whether a run's CPU pulls may also make the next pull's source-side
+    gathers and the next iteration's aggregates as they write each new value
+    (:func:`garaphpy.kernels.cpu.pull_fused`, GAPBS's PageRank loop): on the
+    CPU alone (the values it carries to the next iteration are then the
+    only ones), with ``config.CPU_FUSED_PULL``.  The engine takes it only
+    where its pull precomputes the gathers (:func:`precompute_source_gathers`)
+    over one CSC in host memory, and no other step changes the values between
+    pulls (:meth:`garaphpy.scheduler.cpu_engine.CpuEngine.enable_fused_pull`)."""
+    return bool(enabled and mode == "cpu")
+
+
 def shortcut_labels(declared: bool, mode: str, enabled: bool = True) -> bool:
     """Whether a run's iterations end with pointer jumping over the labels
     (:func:`garaphpy.kernels.cpu.shortcut_labels` on the CPU,
