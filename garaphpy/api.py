@@ -375,6 +375,10 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
                 if push and not type(program).__module__.startswith("garaphpy.programs"):
                     _check_apply_keeps_best(program, compiled)
                 cpu_engine.enable_value_priority(larger_first=program.sum == "max", push=push)
+            if direction_policy.float32_contributions(
+                    program.float32_gather_tolerance, tolerance, mode,
+                    config.CPU_FLOAT32_CONTRIBUTIONS):
+                cpu_engine.hold_contributions_in_float32()
             if direction_policy.fused_pull(mode, config.CPU_FUSED_PULL):
                 cpu_engine.enable_fused_pull()
             # hybrid runs probe and time both directions: compile both first

@@ -443,6 +443,13 @@ CPU_SOURCE_PRECOMPUTE = True
 #: vertex fewer per iteration.  False keeps the passes, for comparison.
 CPU_FUSED_PULL = True
 
+#: On the CPU alone, a program's precomputed source-side gathers are held in
+#: float32 where its ``float32_gather_tolerance`` allows it for the run's
+#: tolerance (PageRank at 1e-6 and above): half the bytes read per edge
+#: (:func:`garaphpy.scheduler.decisions.float32_contributions`).  False
+#: keeps float64, for comparison.
+CPU_FLOAT32_CONTRIBUTIONS = True
+
 #: The default thread count gives each thread at least this many edges, up to
 #: every core: a small graph runs on one thread (a parallel launch and its
 #: barrier cost more than its edges), a graph of 2^16 x cores edges or more

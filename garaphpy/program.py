@@ -417,6 +417,17 @@ class VertexProgram:
         hold the least label).  A user program's declaration is checked at
         the end of such a run (one full pull must change nothing).  Default
         False.
+    float32_gather_tolerance : float or None
+        Declares the least run tolerance at which the CPU may hold the
+        gathers it computes once per source vertex (a source-side gather,
+        :func:`garaphpy.scheduler.decisions.precompute_source_gathers`) in
+        float32, half the bytes read per edge: rounding each gather to
+        float32 must move a converged run's result, as the program's
+        verifier measures it, by less than such a tolerance.  Only for an
+        ``add`` sum of floats; the CPU alone takes it where the run's
+        tolerance is at least this
+        (:func:`garaphpy.scheduler.decisions.float32_contributions`).
+        PageRank derives its bound from its damping.  Default None: never.
     max_iterations : int
         Default iteration limit.
     initially_active : {"all", "sources"}
@@ -463,6 +474,7 @@ class VertexProgram:
     value_priority = False
     apply_keeps_best = False
     gather_no_better_than_source = False
+    float32_gather_tolerance = None
     max_iterations = 100
     initially_active = "all"
     needs_weights = False
@@ -617,6 +629,15 @@ def _check_program_class(cls) -> dict:
     for name, dtype in (("value_dtype", value), ("accum_dtype", accum)):
         if dtype.kind not in "biuf" or dtype.itemsize > 8:
             raise ProgramError(f"{where}: {name} = {dtype}; expected a numeric dtype")
+    bound = cls.float32_gather_tolerance
+    if bound is not None and (isinstance(bound, bool) or not isinstance(bound, (int, float))
+                              or not 0 < bound < math.inf):
+        raise ProgramError(f"{where}: float32_gather_tolerance = {bound!r}; expected None or "
+                           "a positive number")
+    if bound is not None and (cls.sum != "add" or accum.kind != "f"):
+        raise ProgramError(f"{where}: float32_gather_tolerance needs an 'add' sum of floats "
+                           "(rounding a min or max, or integers, is not bounded by a "
+                           f"tolerance); got sum = {cls.sum!r}, accum_dtype = {accum.name}")
     if not isinstance(cls.max_iterations, int) or cls.max_iterations < 1:
         raise ProgramError(f"{where}: max_iterations must be a positive integer")
     for name, constant in cls.constants.items():

@@ -110,6 +110,9 @@ def bare_cpu_engine(graph, program, sources, direction="auto", threads=2):
     state.frontier = (np.arange(graph.num_vertices, dtype=np.int64)
                       if program.initially_active == "all" else source_vertices.copy())
     engine = CpuEngine(arrays, compiled, state, threads)
+    if decisions.float32_contributions(program.float32_gather_tolerance, program.tolerance,
+                                       "cpu", config.CPU_FLOAT32_CONTRIBUTIONS):
+        engine.hold_contributions_in_float32()
     if decisions.fused_pull("cpu", config.CPU_FUSED_PULL):
         engine.enable_fused_pull()
     engine.warm_up(None if direction == "auto" else (direction,))

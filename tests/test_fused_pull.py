@@ -178,3 +178,88 @@ def test_pages_read_from_storage_are_not_fused(tmp_path, monkeypatch):
     assert not any(r.decisions["cpu_fused_pull"]["choice"] for r in streamed.iterations)
     assert all(r.decisions["cpu_fused_pull"]["choice"] for r in in_memory.iterations)
     np.testing.assert_allclose(streamed.values, in_memory.values, rtol=1e-12, atol=0)
+
+
+# -- contributions held in float32 where the tolerance allows it -----------------------------
+def test_the_float32_rule():
+    bound = PageRank().float32_gather_tolerance
+    assert bound == pytest.approx(3 * 2.0 ** -24 * 0.85 / 0.15) and 9e-7 < bound < 1.1e-6
+    assert decisions.float32_contributions(bound, 1e-4, "cpu")
+    assert decisions.float32_contributions(bound, bound, "cpu")
+    assert not decisions.float32_contributions(bound, bound / 2, "cpu")
+    assert not decisions.float32_contributions(bound, 0.0, "cpu")     # run to a limit
+    assert not decisions.float32_contributions(bound, None, "cpu")
+    assert not decisions.float32_contributions(None, 1e-4, "cpu")
+    assert not decisions.float32_contributions(bound, 1e-4, "hybrid")
+    assert not decisions.float32_contributions(bound, 1e-4, "cpu", enabled=False)
+    # a damping closer to 1 amplifies the rounding: a larger bound
+    assert PageRank(damping=0.99).float32_gather_tolerance == pytest.approx(
+        3 * 2.0 ** -24 * 0.99 / 0.01)
+
+
+@pytest.mark.parametrize("name", ["dangling", "grid", "pages"])
+@pytest.mark.parametrize("fused", [True, False])
+def test_pagerank_in_float32_contributions_passes_its_verifier(graphs, name, fused,
+                                                               monkeypatch):
+    graph = graphs[name]
+    bound = PageRank().float32_gather_tolerance
+    for tolerance, dtype in ((1e-4, "float32"), (bound, "float32"), (bound / 2, "float64")):
+        result = _run(graph, PageRank(), fused, monkeypatch, tolerance=tolerance)
+        pulls = [r for r in result.iterations if r.direction == "pull"]
+        assert pulls and all(r.decisions["cpu_precompute"]["contribution_dtype"] == dtype
+                             for r in pulls)
+        assert result.converged and result.program.verify(graph, result).ok
+        exact = pagerank_power(graph)
+        assert np.abs(result.values - exact).sum() < 10 * tolerance
+
+
+def test_float32_contributions_stay_within_their_bound_of_float64(graphs, monkeypatch):
+    """The same 30 steps with contributions in float32 and in float64: the
+    rounding moves each step by at most d * 2^-24 in L1, and the difference
+    contracts by d per step, so it stays below d 2^-24 / (1 - d)."""
+    graph = graphs["dangling"]
+    steps = {}
+    for allowed in (True, False):
+        monkeypatch.setattr(config, "CPU_FLOAT32_CONTRIBUTIONS", allowed)
+        steps[allowed] = _run(graph, PageRank(), True, monkeypatch, tolerance=1e-4,
+                              max_iterations=30, raise_on_nonconvergence=False)
+    assert steps[True].iterations[1].decisions["cpu_precompute"]["contribution_dtype"] == \
+        "float32"
+    assert steps[False].iterations[1].decisions["cpu_precompute"]["contribution_dtype"] == \
+        "float64"
+    assert 0 < np.abs(steps[True].values - steps[False].values).sum() < \
+        0.85 * 2.0 ** -24 / 0.15
+
+
+def test_float32_gather_tolerance_is_checked():
+    with pytest.raises(garaphpy.program.ProgramError, match="float32_gather_tolerance = -1"):
+        class Negative(VertexProgram):
+            float32_gather_tolerance = -1
+
+            def init():
+                return 0.0
+
+            def gather(src):
+                return src
+
+            def apply(accum):
+                return accum
+
+            def activate(new, old):
+                return new != old
+    with pytest.raises(garaphpy.program.ProgramError, match="needs an 'add' sum of floats"):
+        class Minimum(VertexProgram):
+            sum = "min"
+            float32_gather_tolerance = 1e-3
+
+            def init():
+                return 0.0
+
+            def gather(src):
+                return src
+
+            def apply(accum):
+                return accum
+
+            def activate(new, old):
+                return new != old

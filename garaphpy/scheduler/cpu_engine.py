@@ -261,6 +261,14 @@ class CpuEngine:
             enabled=bool(config.CPU_SETTLING_PUSH))
         self.warm_directions.discard("notify-pull")     # its kernels are others now
 
+    def hold_contributions_in_float32(self) -> None:
+        """Hold the precomputed source-side gathers in float32 from now on (the
+        program allows it at the run's tolerance:
+        :func:`decisions.float32_contributions`); before :meth:`enable_fused_pull`.
+        Recorded in ``decisions["cpu_precompute"]`` as ``contribution_dtype``."""
+        if self.precompute_source_gathers:
+            self.contributions = np.empty(self.arrays.num_vertices, np.float32)
+
     def enable_fused_pull(self) -> None:
         """Pull with :func:`garaphpy.kernels.cpu.pull_fused` from now on, where it
         applies: the pulls precompute the source-side gathers, the edges are one
@@ -826,7 +834,9 @@ class CpuEngine:
         decisions.note(record, "cpu_precompute", self.precompute_source_gathers,
                        direction="pull", synchronous=state.synchronous,
                        gather_parameters=compiled.gather_parameters,
-                       enabled=config.CPU_SOURCE_PRECOMPUTE)
+                       enabled=config.CPU_SOURCE_PRECOMPUTE,
+                       contribution_dtype=(self.contributions.dtype.name
+                                           if self.precompute_source_gathers else None))
 
     def page_cursor(self, order):
         """The CPU's walk over the pages ``order`` (the page source's cursor)."""

@@ -197,6 +197,20 @@ def fused_pull(mode: str, enabled: bool = True) -> bool:
     return bool(enabled and mode == "cpu")
 
 
+def float32_contributions(declared_tolerance: float | None, run_tolerance: float | None,
+                          mode: str, enabled: bool = True) -> bool:
+    """Whether the CPU holds its precomputed source-side gathers in float32.
+
+    A program's ``float32_gather_tolerance`` is the least run tolerance at
+    which that rounding stays below what the verifier accepts; the run's
+    tolerance must be positive and at least that.  On the CPU alone (the
+    GPU keeps its own in float64), with ``config.CPU_FLOAT32_CONTRIBUTIONS``.
+    """
+    return bool(enabled and mode == "cpu" and declared_tolerance is not None
+                and run_tolerance is not None and run_tolerance > 0
+                and run_tolerance >= declared_tolerance)
+
+
 def shortcut_labels(declared: bool, mode: str, enabled: bool = True) -> bool:
     """Whether a run's iterations end with pointer jumping over the labels
     (:func:`garaphpy.kernels.cpu.shortcut_labels` on the CPU,
