@@ -283,6 +283,22 @@ def test_cpu_peers_script_on_tiny_graphs(tmp_path):
     assert cases["kron/pagerank"]["metrics"][0]["iterations"] == 20
 
 
+@pytest.mark.slow
+def test_cpu_peers_pagerank_to_a_tolerance(tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    completed = run_script("cpu_peers.py", "--graphs", "grid", "--grid", "12x10",
+                           "--programs", "pagerank", "--pr-tolerance", "1e-4",
+                           "--pr-iterations", "100", "--threads",
+                           "1", "--trials", "1", "--store-dir", str(tmp_path), "--json",
+                           str(rows), "--quiet")
+    assert completed.returncode == 0, completed.stderr
+    [case] = [row for row in rows_of(rows) if "verification" in row]
+    assert case["verification"]["status"] == "passed"
+    assert case["metrics"][0]["iterations"] < 100   # stopped at the tolerance
+    refused = run_script("cpu_peers.py", "--pr-tolerance", "-1")
+    assert refused.returncode == 2 and "--pr-tolerance -1.0" in refused.stderr
+
+
 def test_cpu_peers_reads_gapbs_average_time():
     sys.path.insert(0, str(REPOSITORY / "bench"))
     import cpu_peers
@@ -317,7 +333,7 @@ def test_cpu_peers_gives_gapbs_the_same_grid_and_source(tmp_path):
         script.chmod(0o755)
     graph = garaphpy.Graph.load("grid:4x3", store=tmp_path / "grid", progress=False)
     args = argparse.Namespace(scale=8, grid="4x3", delta=2, grid_delta=32, pr_iterations=20,
-                              gapbs_trials=3)
+                              pr_tolerance=0.0, gapbs_trials=3)
     peer = cpu_peers.run_gapbs(gapbs, "grid", "sssp", graph, 5, args, tmp_path, threads=2)
     assert peer["seconds"] == 0.25
     calls = log.read_text().splitlines()
@@ -333,6 +349,12 @@ def test_cpu_peers_gives_gapbs_the_same_grid_and_source(tmp_path):
     assert log.read_text().splitlines()[2:] == [
         f"converter -f {tmp_path / 'gapbs-grid4x3.el'} -b {tmp_path / 'gapbs-grid4x3.sg'}",
         f"cc -f {tmp_path / 'gapbs-grid4x3.sg'} -n 3"]
+    cpu_peers.run_gapbs(gapbs, "grid", "pagerank", graph, 5, args, tmp_path, threads=2)
+    args.pr_tolerance = 1e-4
+    cpu_peers.run_gapbs(gapbs, "grid", "pagerank", graph, 5, args, tmp_path, threads=2)
+    assert log.read_text().splitlines()[4:] == [
+        f"pr -f {tmp_path / 'gapbs-grid4x3.sg'} -n 5 -i 20 -t 1e-30",
+        f"pr -f {tmp_path / 'gapbs-grid4x3.sg'} -n 5 -i 20 -t 0.0001"]
 
 
 @pytest.mark.slow
