@@ -205,6 +205,7 @@ def run_from_config(settings: dict, graph, verify: bool, progress: bool,
             "on_iteration": show, "resume": resume, "keep_checkpoints": True,
             "stop_signals": STOP_SIGNALS})
         result = run(graph, program, **run_options.keywords())
+    _DroppedInterrupts.check()
     try:
         write_values(values_path, result.original_ids(), result.values)
         write_iterations(iterations_path, result.iterations)
@@ -254,6 +255,55 @@ def _stop_signals_as_interrupts():
             signal.signal(number, handler)
 
 
+class _DroppedInterrupts:
+    """Ctrl-Cs (and stop signals) that Python drops, kept for the CLI's phases.
+
+    One that lands in a destructor or a ctypes callback outside garaphpy's
+    compile guards (:class:`garaphpy._numba_setup.KeptInterrupts`) is reported
+    as "Exception ignored" and dropped (numba's compiler and llvmlite's
+    objects run both, at any time): the run went on and exited 0.  While
+    installed (the main thread only), such a report is taken silently and
+    remembered, and :meth:`check`, called between the CLI's phases (the graph
+    loaded; the program run, before its results are written), raises it
+    again.  Every other report goes to the previous hook, back on leaving.
+    """
+
+    #: the one installed, if any
+    installed = None
+
+    def __init__(self):
+        self.signal_number = None
+        self.previous = None
+
+    def hook(self, unraisable) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            if self.signal_number is None:
+                self.signal_number = getattr(unraisable.exc_value, "signal_number",
+                                             signal.SIGINT)
+            return
+        self.previous(unraisable)
+
+    def __enter__(self) -> "_DroppedInterrupts":
+        if threading.current_thread() is threading.main_thread():
+            self.previous, sys.unraisablehook = sys.unraisablehook, self.hook
+            _DroppedInterrupts.installed = self
+        return self
+
+    def __exit__(self, kind, error, traceback) -> None:
+        if self.previous is not None:
+            sys.unraisablehook = self.previous
+            _DroppedInterrupts.installed = None
+
+    @staticmethod
+    def check() -> None:
+        """Raise the interrupt a destructor or callback dropped, if one did."""
+        dropped = _DroppedInterrupts.installed
+        if dropped is None or dropped.signal_number is None:
+            return
+        number, dropped.signal_number = dropped.signal_number, None
+        raise KeyboardInterrupt if number == signal.SIGINT else SignalInterrupt(number)
+
+
 def _os_error_message(error: OSError) -> str:
     """One line for an OSError no specific check caught, naming its path."""
 
@@ -291,7 +341,7 @@ def execute(args: argparse.Namespace, load_settings, resume_hint) -> int:
     resume_hint : callable
         Returns the command line that resumes an interrupted run.
     """
-    with _stop_signals_as_interrupts():
+    with _stop_signals_as_interrupts(), _DroppedInterrupts():
         return _execute(args, load_settings, resume_hint)
 
 
@@ -306,6 +356,7 @@ def _execute(args: argparse.Namespace, load_settings, resume_hint) -> int:
             check_outputs(settings, args.resume)
         check_cache(settings)
         graph = graph_from_config(settings, progress=not args.quiet, rebuild=args.rebuild)
+        _DroppedInterrupts.check()
         print(graph.describe())     # the build logs it too, for library users
         print(f"store: {graph.store.path}")
         code = 0

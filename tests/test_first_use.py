@@ -253,6 +253,70 @@ def test_cli_interrupted_while_compiling_exits_130(tmp_path):
 
 
 
+class _DroppedInDestructor:
+    """Python drops an exception raised in ``__del__`` (an "Exception ignored"
+    report), as it did a Ctrl-C landing in an llvmlite object's destructor."""
+
+    def __init__(self, error):
+        self.error = error
+
+    def __del__(self):
+        raise self.error
+
+
+def test_cli_keeps_an_interrupt_dropped_in_a_destructor(monkeypatch):
+    import signal
+    import sys
+
+    from garaphpy import cli
+    from garaphpy.errors import SignalInterrupt
+
+    reported = []
+
+    def record(unraisable):
+        reported.append(unraisable.exc_value)
+
+    monkeypatch.setattr(sys, "unraisablehook", record)
+    cli._DroppedInterrupts.check()      # none installed: nothing to raise
+    for dropped, raised in ((KeyboardInterrupt(), KeyboardInterrupt),
+                            (SignalInterrupt(signal.SIGTERM), SignalInterrupt)):
+        with cli._DroppedInterrupts():
+            cli._DroppedInterrupts.check()      # nothing dropped yet
+            _DroppedInDestructor(dropped)
+            _DroppedInDestructor(KeyboardInterrupt())   # a second: the first is kept
+            with pytest.raises(raised) as caught:
+                cli._DroppedInterrupts.check()
+            assert getattr(caught.value, "signal_number", signal.SIGINT) == \
+                getattr(dropped, "signal_number", signal.SIGINT)
+            cli._DroppedInterrupts.check()      # raised once
+    assert reported == []       # taken silently
+    with cli._DroppedInterrupts():     # any other error is still reported
+        _DroppedInDestructor(RuntimeError("a real destructor error"))
+    assert [str(error) for error in reported] == ["a real destructor error"]
+    assert sys.unraisablehook is record and cli._DroppedInterrupts.installed is None
+
+
+def test_cli_run_with_an_interrupt_dropped_while_loading_exits_130(tmp_path, monkeypatch,
+                                                                   capsys):
+    from garaphpy import cli
+
+    real = cli.graph_from_config
+
+    def loaded_while_a_destructor_dropped_ctrl_c(*arguments, **options):
+        graph = real(*arguments, **options)
+        _DroppedInDestructor(KeyboardInterrupt())
+        return graph
+
+    monkeypatch.setattr(cli, "graph_from_config", loaded_while_a_destructor_dropped_ctrl_c)
+    config = tmp_path / "run.toml"
+    config.write_text('graph = "rmat:6"\n[store]\npath = "store"\n'
+                      '[run]\nprogram = "pagerank"\nmode = "cpu"\nthreads = 1\n')
+    assert cli.main([str(config), "--quiet"]) == 130
+    captured = capsys.readouterr()
+    assert "garaphpy: interrupted" in captured.err and "Exception ignored" not in captured.err
+    assert not (tmp_path / "results").exists()      # nothing written
+
+
 def test_an_error_after_a_swallowed_interrupt_is_the_interrupt():
     from garaphpy import _numba_setup
 
