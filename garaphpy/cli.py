@@ -291,8 +291,11 @@ class _DroppedInterrupts:
 
     def __exit__(self, kind, error, traceback) -> None:
         if self.previous is not None:
-            sys.unraisablehook = self.previous
             _DroppedInterrupts.installed = None
+            # a hook installed since wraps this one (the forgiving of half-built
+            # llvmlite objects after an interrupt): it stays, for the exit's collections
+            if sys.unraisablehook == self.hook:
+                sys.unraisablehook = self.previous
 
     @staticmethod
     def check() -> None:

@@ -294,6 +294,11 @@ def test_cli_keeps_an_interrupt_dropped_in_a_destructor(monkeypatch):
         _DroppedInDestructor(RuntimeError("a real destructor error"))
     assert [str(error) for error in reported] == ["a real destructor error"]
     assert sys.unraisablehook is record and cli._DroppedInterrupts.installed is None
+    from garaphpy import _numba_setup
+
+    with cli._DroppedInterrupts():      # wrapped after an interrupt: the wrapper stays
+        _numba_setup.forgive_half_built_llvm_objects()
+    assert getattr(sys.unraisablehook, "forgives_half_built_llvm_objects", False)
 
 
 def test_cli_run_with_an_interrupt_dropped_while_loading_exits_130(tmp_path, monkeypatch,
