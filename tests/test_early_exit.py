@@ -357,6 +357,54 @@ def test_the_push_walks_the_frontiers_out_edges_once_per_new_vertex():
     assert np.array_equal(values[expected_levels >= 0], expected_levels[expected_levels >= 0])
 
 
+def test_the_push_gives_back_the_claims_of_vertices_it_did_not_activate():
+    """A written vertex whose value does not change is not activated: its claim is
+    given back and it stays unsettled; the frontier holds only the activated."""
+    from garaphpy.kernels import cpu as kernels
+    from garaphpy.kernels.cpu_program import compile_program
+    from garaphpy.programs.bfs import UNREACHED
+
+    # 0 -> 1, 2, 3; vertex 2 already holds 0, so writing it changes nothing
+    out_offsets = np.array([0, 3, 3, 3, 3], np.int64)
+    out_targets = np.array([1, 2, 3], np.int64)
+    in_offsets = np.array([0, 0, 1, 2, 3], np.int64)
+    compiled = compile_program(BFS(), None, parallel=False)
+    n = 4
+    degree = np.diff(out_offsets)
+    is_source = np.array([True, False, False, False])
+    attrs = (degree, np.diff(in_offsets), np.zeros(n), np.arange(n), is_source)
+    values = np.array([0, UNREACHED, 0, UNREACHED], compiled.value_dtype)
+    settled = is_source.copy()
+    claimed = np.where(settled, kernels.SETTLED_CLAIM, 0).astype(np.uint8)
+    frontier = np.array([0], np.int64)
+    prefix = kernels.degree_prefix(frontier, out_offsets)
+    next_values = values.copy()
+    written, activated = compiled.kernels.push_settling(
+        compiled.identity, frontier, prefix, out_offsets, out_targets, np.zeros(1), values,
+        next_values, attrs, np.zeros(1), n, 1, 2, np.zeros(2), settled, claimed, in_offsets,
+        np.zeros(1, np.int64))
+    assert written.tolist() == [1, 2, 3] and activated.tolist() == [1, 3]
+    assert settled.tolist() == [True, True, False, True]
+    assert claimed.tolist() == [kernels.SETTLED_CLAIM, kernels.SETTLED_CLAIM, 0,
+                                kernels.SETTLED_CLAIM]
+
+
+@pytest.mark.parametrize("total", [0, 5, 1 << 14, (1 << 14) + 1, 50_000])
+def test_chunks_concatenate_on_one_thread_or_many(total):
+    from garaphpy.kernels import cpu as kernels
+
+    assert kernels.SERIAL_CONCATENATE_MAX == 1 << 14     # the totals bracket it
+    rng = np.random.default_rng(total)
+    chunks = 7
+    counts = np.zeros(chunks + 1, np.int64)
+    counts[1:] = rng.multinomial(total, np.full(chunks, 1 / chunks))
+    chunk_base = np.concatenate([[0], np.cumsum(counts[1:] + 3)[:-1]]).astype(np.int64)
+    buffer = rng.integers(0, 1 << 30, int(chunk_base[-1] + counts[-1] + 3)).astype(np.int64)
+    expected = np.concatenate([buffer[b:b + c] for b, c in zip(chunk_base, counts[1:])])
+    np.testing.assert_array_equal(kernels._concatenate_chunks(buffer, chunk_base, counts),
+                                  expected)
+
+
 class ParentDegreeLevels(OwnLevels):
     """Declares final_once_set falsely without reading an edge value: a vertex's
     value depends on which parent reaches it (its out-degree), so the first

@@ -664,6 +664,11 @@ def _balanced_chunks(prefix, chunks):
     return bounds
 
 
+#: :func:`_concatenate_chunks` copies at most this many items on its own
+#: thread: a parallel launch costs more than the copy (a sparse step's lists).
+SERIAL_CONCATENATE_MAX = 1 << 14
+
+
 @numba.njit(nogil=True, parallel=True, cache=True)
 def _concatenate_chunks(buffer, chunk_base, counts):
     """Concatenate buffer[chunk_base[c] : chunk_base[c] + counts[c + 1]] over chunks c."""
@@ -673,6 +678,11 @@ def _concatenate_chunks(buffer, chunk_base, counts):
     for c in range(chunks):
         starts[c + 1] = starts[c] + counts[c + 1]
     out = np.empty(starts[chunks], np.int64)
+    if starts[chunks] <= SERIAL_CONCATENATE_MAX:
+        for c in range(chunks):
+            for j in range(counts[c + 1]):
+                out[starts[c] + j] = buffer[chunk_base[c] + j]
+        return out
     for c in numba.prange(chunks):
         for j in range(counts[c + 1]):
             out[starts[c] + j] = buffer[chunk_base[c] + j]
@@ -930,11 +940,18 @@ def push_settling(gather_call, apply_call, activate_call, combine, identity, fro
         marked_edges[c] = chunk_marked
     chunk_base = prefix[bounds[:-1]]
     written_vertices = _concatenate_chunks(written, chunk_base, written_counts)
-    frontier_out = _concatenate_chunks(activated, chunk_base, activated_counts)
-    for i in numba.prange(written_vertices.shape[0]):
-        v = written_vertices[i]
-        if not settled[v]:
-            claimed[v] = 0
+    every_written_activated = True
+    for c in range(chunks):
+        if written_counts[c + 1] != activated_counts[c + 1]:
+            every_written_activated = False
+    if every_written_activated:     # BFS: the same list, and no claim to give back
+        frontier_out = written_vertices
+    else:
+        frontier_out = _concatenate_chunks(activated, chunk_base, activated_counts)
+        for i in numba.prange(written_vertices.shape[0]):
+            v = written_vertices[i]
+            if not settled[v]:
+                claimed[v] = 0
     settled_in_edges[0] += marked_edges.sum()
     stats[0] += change.sum()
     stats[1] += frontier_out.shape[0]
