@@ -180,7 +180,11 @@ class KeptInterrupts:
             self.check()
             return
         self.restore()
-        if self.pressed and not issubclass(kind, KeyboardInterrupt):
+        self.raise_interrupt_behind(error)
+
+    def raise_interrupt_behind(self, error: BaseException) -> None:
+        """Raise the swallowed SIGINT that ``error`` followed, if one came:
+        numba fails on after one ("no compiled object yet")."""
+        if self.pressed and not isinstance(error, KeyboardInterrupt):
             self.pressed = False
-            # numba fails on after a swallowed Ctrl-C ("no compiled object yet")
             raise KeyboardInterrupt from error

@@ -424,8 +424,7 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
         if checkpoints is not None and not keep_checkpoints:
             checkpoints.run_completed()
     except Exception as error:
-        if compiling.pressed:   # numba fails on after a Ctrl-C its callback swallowed
-            raise KeyboardInterrupt from error
+        compiling.raise_interrupt_behind(error)
         raise
     finally:
         compiling.restore()

@@ -18,13 +18,10 @@ import garaphpy
 from garaphpy import VertexProgram, api, config
 from garaphpy.kernels import cpu as kernels
 from garaphpy.programs import PageRank
+from garaphpy.programs.pagerank import dangling_mass
 from garaphpy.scheduler import decisions
 from garaphpy.storage.host_budget import run_fixed_bytes
 from references import out_of_core_rmat, pagerank_power, run_engine, run_naive
-
-
-def dangling_mass(value, out_degree):
-    return value if out_degree == 0 else 0.0
 
 
 class LazyRank(VertexProgram):
