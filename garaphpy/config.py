@@ -360,8 +360,16 @@ CPU_SPARSE_BATCH_AFTER = 8
 
 #: In such a call, an iteration's notify over at most this many out-edges,
 #: and its gather over at most this many in-edges, run on one thread (no
-#: parallel launch); larger ones run the parallel kernels.
-CPU_SERIAL_STEP_EDGES = 4096
+#: parallel launch); larger ones run the parallel kernels.  None: by the
+#: run's threads (:data:`CPU_SERIAL_EDGES_PER_THREAD`).
+CPU_SERIAL_STEP_EDGES = None
+
+#: Where ``CPU_SERIAL_STEP_EDGES`` is None, a part of such an iteration runs
+#: on one thread unless each of the run's threads (at least 4) would get
+#: more than this many edges: a parallel launch wakes every thread, and on
+#: 16 threads a grid's steps of 4K-16K edges took longer on them than on
+#: one (BENCHMARKS.md, issue 19, fifteenth session).
+CPU_SERIAL_EDGES_PER_THREAD = 1024
 
 #: A run on the CPU alone of a program final once set
 #: (``VertexProgram.final_once_set``, synchronous) skips settled vertices in its

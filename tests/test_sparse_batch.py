@@ -121,6 +121,24 @@ def test_rule_runs_small_steps_on_one_thread():
     assert not decisions.serial_step(4097, 4096)
 
 
+def test_one_thread_threshold_grows_with_threads(monkeypatch):
+    monkeypatch.setattr(config, "CPU_SERIAL_STEP_EDGES", None)
+    monkeypatch.setattr(config, "CPU_SERIAL_EDGES_PER_THREAD", 1024)
+    assert decisions.serial_step_edges(1) == decisions.serial_step_edges(4) == 4096
+    assert decisions.serial_step_edges(16) == 16384
+    monkeypatch.setattr(config, "CPU_SERIAL_STEP_EDGES", 0)    # set: the same on any count
+    assert decisions.serial_step_edges(1) == decisions.serial_step_edges(64) == 0
+
+
+def test_batch_records_the_threshold_it_ran_with(grid, monkeypatch):
+    monkeypatch.setattr(config, "CPU_SERIAL_STEP_EDGES", None)
+    result = garaphpy.run(grid, "bfs", sources=[41], mode="cpu", threads=2)
+    batched = [r for r in result.iterations if "serial_step" in r.decisions]
+    assert batched
+    assert {r.decisions["serial_step"]["serial_edges"] for r in batched} == {
+        decisions.serial_step_edges(2)}
+
+
 # -- batched iterations are the engine's own -----------------------------------------------
 @pytest.mark.parametrize("name, execution", [
     ("bfs", "sync"), pytest.param("bfs", "async", marks=slow),

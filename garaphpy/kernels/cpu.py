@@ -1135,26 +1135,35 @@ def _sparse_step(gather_call, apply_call, activate_call, combine, identity, curr
 
 
 @numba.njit(nogil=True)
-def _settle_step(gather_call, apply_call, activate_call, combine, identity, current, prefix,
-                 out_offsets, out_targets, weights, values_read, values_write, attrs,
-                 aggregates, num_vertices, iteration, settled, claimed, in_offsets,
+def _settle_step(gather_call, apply_call, activate_call, combine, identity, current, edges,
+                 out_offsets, out_targets, weights, values_read, values_write, synchronous,
+                 attrs, aggregates, num_vertices, iteration, settled, claimed, in_offsets,
                  unsettled_edges):
     """:func:`push_settling` on this thread, for a step of
     :func:`sparse_iterations` small enough (no claim needs an atomic; an
-    empty ``in_offsets``: the caller counts the settled vertices' in-edges).
+    empty ``in_offsets``: the caller counts the settled vertices' in-edges);
+    ``edges`` is the frontier's out-edges summed.
+
+    A synchronous step commits each written vertex as it writes it: the
+    step reads only settled vertices' values, and a vertex it writes was
+    not settled, so no read of the step sees the commit.  The activated
+    vertices' out-edges are summed as they are activated: the next step's
+    frontier needs no pass of its own for its size.
 
     Returns
     -------
-    (written, following, change)
-        The vertices written, those activated, and the step's summed change.
+    (written, following, change, following_out_edges)
+        The vertices written, those activated (views of this step's
+        buffers), the step's summed change, and the activated vertices'
+        out-edges summed.
     """
-    edges = prefix[current.shape[0]]
     written = np.empty(edges, np.int64)
     following = np.empty(edges, np.int64)
     wrote = 0
     activated = 0
     change = 0.0
     marked = 0
+    following_out_edges = 0
     counts_in_edges = in_offsets.shape[0] > 0
     for i in range(current.shape[0]):
         u = current[i]
@@ -1169,6 +1178,8 @@ def _settle_step(gather_call, apply_call, activate_call, combine, identity, curr
             flag, delta = _update_vertex(apply_call, activate_call, attrs, aggregates,
                                          num_vertices, iteration, v, accum, values_read,
                                          values_write)
+            if synchronous:
+                values_read[v] = values_write[v]
             change += delta
             written[wrote] = v
             wrote += 1
@@ -1177,14 +1188,16 @@ def _settle_step(gather_call, apply_call, activate_call, combine, identity, curr
                 activated += 1
                 settled[v] = True
                 claimed[v] = SETTLED_CLAIM
+                following_out_edges += out_offsets[v + 1] - out_offsets[v]
                 if counts_in_edges:
                     marked += in_offsets[v + 1] - in_offsets[v]
-    for i in range(wrote):
-        v = written[i]
-        if not settled[v]:
-            claimed[v] = 0
+    if wrote != activated:
+        for i in range(wrote):
+            v = written[i]
+            if not settled[v]:
+                claimed[v] = 0
     unsettled_edges[0] -= marked
-    return written[:wrote].copy(), following[:activated].copy(), change
+    return written[:wrote], following[:activated], change, following_out_edges
 
 
 @numba.njit(nogil=True)
@@ -1304,10 +1317,17 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
     by_prefix = early_exit and settling_push and degrees_match
     mark_offsets = in_offsets[:0] if by_prefix else in_offsets
     pending = False     # the settled vertices of ``current`` still count as unsettled
+    known_edges = -1    # ``current``'s out-edges, where the step that made it summed them
+    no_prefix = np.empty(0, np.int64)
     while steps < max_steps and current.shape[0] > 0:
         size = current.shape[0]
-        prefix = degree_prefix(current, out_offsets)
-        active_edges = prefix[size]
+        if known_edges >= 0:
+            prefix = no_prefix
+            active_edges = known_edges
+        else:
+            prefix = degree_prefix(current, out_offsets)
+            active_edges = prefix[size]
+        known_edges = -1
         if pending:
             unsettled_edges[0] -= active_edges
             pending = False
@@ -1324,12 +1344,14 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
         if early_exit and settling_push:
             serial = active_edges <= serial_edges
             if serial:
-                written, following, change = _settle_step(
-                    gather_call, apply_call, activate_call, combine, identity, current, prefix,
-                    out_offsets, out_targets, weights, values_read, values_write, attrs,
-                    aggregates, num_vertices, iteration, settled, claimed, mark_offsets,
-                    unsettled_edges)
+                written, following, change, known_edges = _settle_step(
+                    gather_call, apply_call, activate_call, combine, identity, current,
+                    active_edges, out_offsets, out_targets, weights, values_read,
+                    values_write, synchronous, attrs, aggregates, num_vertices, iteration,
+                    settled, claimed, mark_offsets, unsettled_edges)
             else:
+                if prefix.shape[0] != size + 1:
+                    prefix = degree_prefix(current, out_offsets)
                 stats[:] = 0.0
                 marked[0] = 0
                 written, following = push_settling(
@@ -1339,13 +1361,15 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
                     mark_offsets, marked)
                 unsettled_edges[0] -= marked[0]
                 change = stats[0]
+                if synchronous:
+                    for i in range(written.shape[0]):
+                        values_read[written[i]] = values_write[written[i]]
             pending = by_prefix
-            if synchronous:
-                for i in range(written.shape[0]):
-                    values_read[written[i]] = values_write[written[i]]
             count = written.shape[0]
             edges = active_edges
         else:
+            if prefix.shape[0] != size + 1:
+                prefix = degree_prefix(current, out_offsets)
             following, count, edges, serial, change = _sparse_step(
                 gather_call, apply_call, activate_call, combine, identity, current, prefix,
                 out_offsets, out_targets, in_offsets, sources, weights, values_read,
@@ -1366,7 +1390,8 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
         if change < tolerance:
             break
     if pending:
-        unsettled_edges[0] -= degree_prefix(current, out_offsets)[current.shape[0]]
+        unsettled_edges[0] -= (known_edges if known_edges >= 0 else
+                               degree_prefix(current, out_offsets)[current.shape[0]])
     return current, steps
 
 

@@ -653,7 +653,7 @@ class CpuEngine:
                                      changes)
         seconds = (time.perf_counter() - started) / max(taken, 1)
         state.frontier = frontier
-        serial_edges = config.CPU_SERIAL_STEP_EDGES
+        serial_edges = decisions.serial_step_edges(self.threads)
         records = []
         for step, (active, edges, updated, processed, activated, serial, unsettled) in enumerate(
                 counters[:taken].tolist()):
@@ -694,7 +694,7 @@ class CpuEngine:
             compiled.identity, frontier, arrays.out_offsets, arrays.out_targets,
             arrays.in_offsets, sources, arrays.edge_weights(weights), state.values,
             arrays.attrs, self.no_aggregates, arrays.num_vertices, arrays.num_edges,
-            first_iteration, steps, config.CPU_SERIAL_STEP_EDGES,
+            first_iteration, steps, decisions.serial_step_edges(self.threads),
             1.0 / (config.NOTIFY_PULL_COST_FACTOR * self.rho), config.NOTIFY_DENSE_FACTOR,
             -np.inf if tolerance is None else float(tolerance), state.claimed,
             self.threads * config.CPU_CHUNKS_PER_THREAD, self.threads, counters, changes,
@@ -710,7 +710,7 @@ class CpuEngine:
             arrays.in_offsets, sources, arrays.edge_weights(weights),
             state.values, state.next, state.synchronous, arrays.attrs, self.no_aggregates,
             arrays.num_vertices, arrays.num_edges, first_iteration, steps,
-            config.CPU_SERIAL_STEP_EDGES, 1.0 / (config.NOTIFY_PULL_COST_FACTOR * self.rho),
+            decisions.serial_step_edges(self.threads), 1.0 / (config.NOTIFY_PULL_COST_FACTOR * self.rho),
             config.NOTIFY_DENSE_FACTOR, -np.inf if tolerance is None else float(tolerance),
             state.claimed, self.threads * config.CPU_CHUNKS_PER_THREAD, self.threads, counters,
             changes, self.early_exit, self.settled, self.unsettled_edges,

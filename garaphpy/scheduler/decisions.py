@@ -322,11 +322,21 @@ def sparse_batch(active_out_edges: int, num_edges: int, num_vertices: int, rho: 
             and not dense_notify(active_out_edges, num_vertices))
 
 
+def serial_step_edges(threads: int) -> int:
+    """The most edges a part of a batched iteration runs on one thread
+    (:func:`serial_step`): ``config.CPU_SERIAL_STEP_EDGES`` where set, else
+    ``config.CPU_SERIAL_EDGES_PER_THREAD`` per thread of the run, counting
+    at least 4 threads."""
+    if config.CPU_SERIAL_STEP_EDGES is not None:
+        return int(config.CPU_SERIAL_STEP_EDGES)
+    return config.CPU_SERIAL_EDGES_PER_THREAD * max(4, int(threads))
+
+
 def serial_step(edges: int, serial_edges: int) -> bool:
     """Whether a part of a batched iteration runs on one thread: the notify when
     the frontier has at most ``serial_edges`` out-edges, the gather when the
     notified vertices have at most ``serial_edges`` in-edges
-    (``config.CPU_SERIAL_STEP_EDGES``), below which a parallel launch costs
+    (:func:`serial_step_edges`), below which a parallel launch costs
     more than it saves.  Applied inside the batch kernel; the gather's choice
     (the larger part on power-law graphs) is recorded per iteration."""
     return edges <= serial_edges
