@@ -363,6 +363,9 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
                 _check_shortcut_labels(program, compiled, arrays.attrs, arrays.weights,
                                        arrays.attrs[3], state.values)
                 cpu_engine.enable_shortcut_labels()
+                if direction_policy.union_find_start(True, not graph.directed, mode,
+                                                     config.CPU_UNION_FIND_START):
+                    cpu_engine.enable_union_find_start()
             if direction_policy.floor_skip(program.gather_no_better_than_source, mode,
                                            config.CPU_FLOOR_SKIP):
                 cpu_engine.enable_floor_skip(larger_first=program.sum == "max")

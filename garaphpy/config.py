@@ -389,6 +389,12 @@ CPU_SETTLING_PUSH = True
 #: (pointer jumping, issue 19); False: label propagation alone.
 CPU_SHORTCUT_LABELS = True
 
+#: Such a run on a symmetric graph starts its first iteration from the labels
+#: of a sampled union-find (Afforest, :mod:`garaphpy.kernels.union_find`):
+#: the fixed point, which the iteration's pull then confirms (issue 19);
+#: False: labels start from the vertices' own ids.
+CPU_UNION_FIND_START = True
+
 #: CPU pulls, run alone, skip the in-edges of a vertex already as good as the
 #: best value of any vertex with out-edges, for a program declaring
 #: ``gather_no_better_than_source`` (connected components: the largest

@@ -369,7 +369,9 @@ class VertexProgram:
         iteration: a vertex takes the label of the vertex its label names,
         as long as it drops (pointer jumping, Shiloach-Vishkin's shortcut;
         the same fixed point in far fewer iterations on high-diameter
-        graphs).  Checked: the declarations here when the class is
+        graphs); on a symmetric graph, its first iteration starts from the
+        labels of a sampled union-find (Afforest: the fixed point, which the
+        iteration confirms).  Checked: the declarations here when the class is
         defined; at the start of a run, the initial values against the
         user ids and ``gather`` and ``apply`` on probe values (a false
         declaration raises :class:`ProgramError`).  Default False.

@@ -43,6 +43,14 @@ LIMIT = 40                             #: iterations at most (HS, CS, NN: not co
 K = 8.0                                #: the read ratio the streaming runs are given
 
 
+@pytest.fixture(autouse=True)
+def labels_from_ids(monkeypatch):
+    """CC as a workload of many streamed pulls: its labels start from the ids
+    (the union-find start ends it after one pull that reads no page; it is
+    tested out of core in tests/test_union_find.py)."""
+    monkeypatch.setattr(config, "CPU_UNION_FIND_START", False)
+
+
 def programs(names=None):
     """pytest params of the built-in programs, the slow-to-compile ones marked."""
     return [pytest.param(name, marks=() if name in FAST else pytest.mark.slow)

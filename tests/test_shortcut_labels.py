@@ -24,6 +24,13 @@ from garaphpy.scheduler import decisions
 from references import MinLabels, components_scipy, run_engine
 
 
+@pytest.fixture(autouse=True)
+def labels_from_ids(monkeypatch):
+    """The shortcut itself is under test: labels start from the ids, not from
+    the union-find start (tests/test_union_find.py)."""
+    monkeypatch.setattr(config, "CPU_UNION_FIND_START", False)
+
+
 @pytest.fixture(scope="module")
 def graphs(tmp_path_factory, request):
     base = tmp_path_factory.mktemp("shortcut")

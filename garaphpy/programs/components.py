@@ -13,7 +13,11 @@ vertex whose label dropped is active.  It declares ``shortcut_labels``: a
 run on the CPU alone ends each iteration with pointer jumping (a vertex
 takes the label of the vertex its label names, Shiloach-Vishkin's
 shortcut), which reaches the same labels in far fewer iterations on
-high-diameter graphs (a 2000x2000 grid: 4 instead of 915).
+high-diameter graphs (a 2000x2000 grid: 4 instead of 915).  Such a run on a
+symmetric graph (CC's always is) starts its first iteration from the labels
+of a sampled union-find (Afforest, :mod:`garaphpy.kernels.union_find`),
+which are the fixed point: that iteration's pull confirms them, and the run
+ends after it.
 
 The verifier computes the components again by a different method: a
 vectorized union-find (Shiloach-Vishkin style hooking of roots onto smaller

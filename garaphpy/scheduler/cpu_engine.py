@@ -29,6 +29,7 @@ import numpy as np
 from .. import config
 from .._numba_setup import parallel_section
 from ..kernels import cpu as kernels
+from ..kernels import union_find
 from ..kernels.cpu_program import CpuProgram
 from ..kernels.subgraph import out_edge_values
 from ..monoids import MONOIDS, monoid_identity
@@ -232,6 +233,9 @@ class CpuEngine:
         #: iterations end with pointer jumping over the labels
         #: (:meth:`enable_shortcut_labels`)
         self.shortcut = False
+        #: the first iteration starts from a union-find's labels
+        #: (:meth:`enable_union_find_start`); False once done
+        self.union_find_pending = False
         #: sparse iterations run in buckets of this width of values
         #: (:meth:`enable_value_priority`); None: in frontier order
         self.bucket_width = None
@@ -292,6 +296,29 @@ class CpuEngine:
         with parallel_section():        # compiled now, outside the timed iterations
             kernels.shortcut_labels(empty, self.state.values, self.arrays.attrs[3],
                                     self.state.active, False)
+
+    def enable_union_find_start(self) -> None:
+        """Start iteration 0 from the labels of a sampled union-find over the
+        CSR (:func:`garaphpy.kernels.union_find.component_roots`; a program
+        declaring ``shortcut_labels`` on a symmetric graph, on the CPU alone:
+        :func:`decisions.union_find_start`).  Its time is iteration 0's;
+        recorded as ``decisions["cpu_union_find_start"]``."""
+        self.union_find_pending = True
+        arrays = self.arrays
+        one_vertex = np.zeros(2, arrays.out_offsets.dtype)
+        with parallel_section():        # compiled now, outside the timed iterations
+            parent, _ = union_find.component_roots(one_vertex, arrays.out_targets[:0])
+            union_find.write_labels(parent, arrays.attrs[3][:1], self.state.values[:1].copy())
+
+    def _union_find_start(self, record: IterationRecord) -> None:
+        started = time.perf_counter()
+        arrays, state = self.arrays, self.state
+        roots, skipped = union_find.component_roots(arrays.out_offsets, arrays.out_targets)
+        dropped = union_find.write_labels(roots, arrays.attrs[3], state.values)
+        if state.synchronous:
+            state.next[:] = state.values
+        decisions.note(record, "cpu_union_find_start", True, dropped=int(dropped),
+                       largest_root=skipped, seconds=time.perf_counter() - started)
 
     def enable_floor_skip(self, larger_first: bool) -> None:
         """Skip, in every pull from now on, the in-edges of the vertices whose value
@@ -735,6 +762,10 @@ class CpuEngine:
     def _iterate(self, record: IterationRecord, prefix, aggregates: np.ndarray) -> None:
         self.stats[:] = 0.0
         with parallel_section():
+            if self.union_find_pending:
+                self.union_find_pending = False
+                if record.iteration == 0:       # not a run resumed from a checkpoint
+                    self._union_find_start(record)
             if record.direction == "pull":
                 self._pull(record, aggregates)
             else:

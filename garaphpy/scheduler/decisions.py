@@ -16,7 +16,8 @@ the iteration record (:func:`decide`, :attr:`IterationRecord.decisions`).
   per iteration, the smallest of them on one thread;
 * **label shortcut** (issue 19): a CPU-alone run of a program declaring
   min-label propagation over vertex ids (CC) ends each iteration with
-  pointer jumping over the labels;
+  pointer jumping over the labels, and on a symmetric graph its first
+  iteration starts from a sampled union-find's labels (Afforest);
 * **source-gather precompute** (section 4.1's pull): a gather of the source
   alone that reads a per-source attribute is computed once per vertex
   before the edge loop, on the CPU and on the GPU alike;
@@ -219,6 +220,19 @@ def shortcut_labels(declared: bool, mode: str, enabled: bool = True) -> bool:
     processor's copy of the values would not see the jumps), with
     ``config.CPU_SHORTCUT_LABELS`` or ``config.GPU_SHORTCUT_LABELS``."""
     return bool(enabled and declared and mode in ("cpu", "gpu"))
+
+
+def union_find_start(declared: bool, symmetric: bool, mode: str, enabled: bool = True) -> bool:
+    """Whether a run's first iteration starts from the labels of a sampled
+    union-find (:func:`garaphpy.kernels.union_find.component_roots`,
+    Afforest): a program that declares ``shortcut_labels`` (min-label
+    propagation over user ids, whose fixed point on a symmetric graph is the
+    smallest user id of each component), on a ``symmetric`` graph (on a
+    directed one the fixed point is the smallest id that *reaches* a vertex,
+    which components do not give), on the CPU alone, with
+    ``config.CPU_UNION_FIND_START``.  The iteration's pull then confirms the
+    labels: none drops, and the run ends after it."""
+    return bool(enabled and declared and symmetric and mode == "cpu")
 
 
 def value_priority(declared: bool, mode: str, synchronous: bool, batches: bool,

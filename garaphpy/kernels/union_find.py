@@ -1,0 +1,171 @@
+"""Connected components by sampled union-find (Afforest), the start of min-label
+propagation on the CPU alone (issue 19; Sutton, Ben-Nun and Barak, "Optimizing
+Parallel Graph Connectivity Computation via Subgraph Sampling", IPDPS 2018,
+the algorithm of GAPBS's ``cc``).
+
+Label propagation (Garaph section 6's CC) moves a label one edge per
+iteration: its first pull alone reads every edge, and a high-diameter graph
+takes many more (a grid's labels travel its whole diagonal).  A union-find
+over the edges reaches the fixed point in near-linear work: each edge links
+the trees of its endpoints, the larger root hooked under the smaller (an
+atomic compare-and-swap), and path compression flattens the trees.  Afforest
+saves most of the edge reads:
+
+1. every vertex links along its first ``rounds`` out-edges only, and the
+   trees are compressed after each round;
+2. a sample of the vertices names the most frequent root, the largest
+   component in all likelihood;
+3. only the vertices outside that component link along their remaining
+   out-edges (on a symmetric graph each edge between two components is seen
+   from the side outside the largest one), then a last compression.
+
+Roots are the smallest internal ids of their trees, and internal ids
+increase with the user's, so the root's user id is the smallest of the
+component: the label min-label propagation over user ids converges to.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from .. import _numba_setup  # noqa: F401  (threading layer first)
+
+#: Vertices sampled to name the largest component (GAPBS's 1024).
+SAMPLE_SIZE = 1024
+
+
+@intrinsic
+def _compare_and_swap(typingctx, array, index, expected, value):
+    """Atomically set array[index] = value where it holds ``expected``; whether it did."""
+    if not (isinstance(array, types.Array) and array.dtype == types.int64):
+        return None
+
+    def codegen(context, builder, signature, arguments):
+        array_type = signature.args[0]
+        data = context.make_array(array_type)(context, builder, arguments[0])
+        pointer = cgutils.get_item_pointer(context, builder, array_type, data, [arguments[1]])
+        int64 = ir.IntType(64)
+        old_new = builder.cmpxchg(pointer, context.cast(builder, arguments[2], signature.args[2],
+                                                        types.int64),
+                                  context.cast(builder, arguments[3], signature.args[3],
+                                               types.int64), "seq_cst", "seq_cst")
+        assert old_new.type.elements[0] == int64
+        return builder.extract_value(old_new, 1)
+
+    return types.boolean(array, index, expected, value), codegen
+
+
+@numba.njit(nogil=True, cache=True)
+def link(u, v, parent):
+    """Unite the trees of ``u`` and ``v``: the larger root hooked under the smaller
+    (Afforest's ``Link``; safe while other threads link and compress)."""
+    p1 = parent[u]
+    p2 = parent[v]
+    while p1 != p2:
+        high = max(p1, p2)
+        low = min(p1, p2)
+        high_parent = parent[high]
+        if high_parent == low:
+            return
+        if high_parent == high and _compare_and_swap(parent, high, high, low):
+            return
+        p1 = parent[parent[high]]
+        p2 = parent[low]
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def compress(parent):
+    """Point every vertex at its tree's root (pointer jumping)."""
+    for v in numba.prange(parent.shape[0]):
+        while parent[v] != parent[parent[v]]:
+            parent[v] = parent[parent[v]]
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def link_rounds(out_offsets, out_targets, parent, first, rounds):
+    """Link every vertex along its out-edges ``first`` .. ``first + rounds - 1``
+    (those it has), compressing after each."""
+    n = parent.shape[0]
+    for r in range(first, first + rounds):
+        for u in numba.prange(n):
+            e = out_offsets[u] + r
+            if e < out_offsets[u + 1]:
+                link(u, out_targets[e], parent)
+        compress(parent)
+
+
+@numba.njit(nogil=True, cache=True)
+def most_frequent_root(parent, sample_size):
+    """The root held most often among ``sample_size`` evenly spaced vertices."""
+    n = parent.shape[0]
+    if n == 0:
+        return -1
+    step = max(1, n // sample_size)
+    sample = np.sort(parent[::step].copy())
+    best, best_count = sample[0], 0
+    run_start = 0
+    for i in range(1, sample.shape[0] + 1):
+        if i == sample.shape[0] or sample[i] != sample[run_start]:
+            if i - run_start > best_count:
+                best, best_count = sample[run_start], i - run_start
+            run_start = i
+    return best
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def link_outside(out_offsets, out_targets, parent, skip_root, first):
+    """Link the vertices outside ``skip_root``'s tree along their out-edges
+    from ``first`` on, then compress."""
+    for u in numba.prange(parent.shape[0]):
+        if parent[u] == skip_root:
+            continue
+        for e in range(out_offsets[u] + first, out_offsets[u + 1]):
+            link(u, out_targets[e], parent)
+    compress(parent)
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def write_labels(parent, ids, labels):
+    """labels[v] = the user id of v's root; how many labels dropped."""
+    dropped = 0
+    for v in numba.prange(parent.shape[0]):
+        label = ids[parent[v]]
+        if label < labels[v]:
+            dropped += 1
+        labels[v] = label
+    return dropped
+
+
+def component_roots(out_offsets: np.ndarray, out_targets: np.ndarray, rounds: int = 2,
+                    sample_size: int = SAMPLE_SIZE) -> tuple[np.ndarray, int]:
+    """Afforest over a symmetric graph's CSR.
+
+    Parameters
+    ----------
+    out_offsets, out_targets : numpy.ndarray
+        The CSR; every edge must have its reverse (a directed graph's
+        components would come out wrong).
+    rounds : int
+        Out-edges per vertex linked before the largest component is named.
+    sample_size : int
+        Vertices sampled to name it.
+
+    Returns
+    -------
+    (numpy.ndarray, int)
+        The root of every vertex (int64, the smallest internal id of its
+        component) and the root skipped in the last phase (-1: none).
+    """
+    n = out_offsets.shape[0] - 1
+    parent = np.arange(n, dtype=np.int64)
+    if n == 0:
+        return parent, -1
+    link_rounds(out_offsets, out_targets, parent, 0, rounds)
+    largest = most_frequent_root(parent, sample_size)
+    link_outside(out_offsets, out_targets, parent, largest, rounds)
+    return parent, int(largest)

@@ -1,0 +1,205 @@
+"""The union-find start of min-label propagation on the CPU alone (issue 19).
+
+A CPU-alone run of a program declaring ``shortcut_labels`` on a symmetric
+graph starts its first iteration from the labels of a sampled union-find
+(Afforest, :mod:`garaphpy.kernels.union_find`).  Checked here: the kernel's
+roots against SciPy's components (random graphs with isolated vertices and
+many components, a grid, every number of sampled rounds, samples that miss
+the largest component); CC runs against SciPy in every direction and
+execution, on one and two threads, with sparse user ids; the run ends after
+one iteration that reads no edge of a connected grid; the record; the
+decision; and the cases that must not use it (a directed graph, where the
+fixed point is not the components; hybrid; a run resumed from a checkpoint;
+the switch off).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
+
+import garaphpy
+from garaphpy import config
+from garaphpy.kernels import union_find
+from garaphpy.scheduler import decisions
+
+from references import MinLabels, components_scipy, run_engine
+from test_out_of_core import budget, plan_of
+
+
+def symmetric_csr(num_vertices, sources, targets):
+    """CSR (int64 offsets, int32 targets) of the edges and their reverses, as SciPy sees it."""
+    matrix = sp.coo_matrix((np.ones(len(sources)), (sources, targets)),
+                           shape=(num_vertices, num_vertices)).tocsr()
+    matrix = (matrix + matrix.T).tocsr()
+    matrix.sort_indices()
+    return matrix.indptr.astype(np.int64), matrix.indices.astype(np.int32), matrix
+
+
+def smallest_member_roots(matrix):
+    """Every vertex's smallest vertex of its component (SciPy's components)."""
+    count, label = connected_components(matrix, directed=False)
+    smallest = np.full(count, matrix.shape[0], np.int64)
+    np.minimum.at(smallest, label, np.arange(matrix.shape[0]))
+    return smallest[label]
+
+
+@pytest.mark.parametrize("num_vertices, num_edges", [(1, 0), (7, 0), (10, 3), (1000, 600),
+                                                     (5000, 20000), (50_000, 40_000)])
+@pytest.mark.parametrize("rounds", [0, 1, 2, 5])
+def test_roots_are_each_components_smallest_vertex(num_vertices, num_edges, rounds):
+    rng = np.random.default_rng(num_vertices + rounds)
+    offsets, targets, matrix = symmetric_csr(num_vertices, rng.integers(0, num_vertices, num_edges),
+                                             rng.integers(0, num_vertices, num_edges))
+    roots, skipped = union_find.component_roots(offsets, targets, rounds=rounds)
+    np.testing.assert_array_equal(roots, smallest_member_roots(matrix))
+    assert 0 <= skipped < num_vertices      # a root when sampled; maybe linked since
+
+
+def test_a_sample_that_names_a_small_component_changes_no_root():
+    """Two vertices sampled, both in the small component: the large one then
+    links along all its remaining edges, and the roots are the same."""
+    chain = np.arange(99)
+    sources = np.concatenate([[0], chain + 2])
+    targets = np.concatenate([[1], chain + 3])
+    offsets, edges, matrix = symmetric_csr(102, sources, targets)
+    assert union_find.most_frequent_root(np.array([0, 0, 2, 2, 2], np.int64), 5) == 2
+    roots, skipped = union_find.component_roots(offsets, edges, rounds=1, sample_size=1)
+    assert skipped == 0
+    np.testing.assert_array_equal(roots, smallest_member_roots(matrix))
+
+
+def test_grid_roots_on_several_threads():
+    graph = garaphpy.Graph.load("grid:200x150", progress=False)
+    offsets, targets = np.asarray(graph.store.out_offsets), np.asarray(graph.store.out_targets)
+    roots, skipped = union_find.component_roots(offsets, targets)
+    assert skipped == 0 and not roots.any()
+
+
+def test_labels_are_the_roots_user_ids_and_drops_are_counted():
+    parent = np.array([0, 0, 2, 2], np.int64)
+    labels = np.array([10, 11, 13, 12], np.int64)
+    ids = np.array([10, 11, 12, 13], np.int64)
+    assert union_find.write_labels(parent, ids, labels) == 2
+    np.testing.assert_array_equal(labels, [10, 10, 12, 12])
+
+
+@pytest.fixture(scope="module")
+def graphs(tmp_path_factory, request):
+    base = tmp_path_factory.mktemp("union-find")
+    rng = np.random.default_rng(3)
+    sparse_ids = rng.choice(10**12, 400, replace=False)
+    return {
+        "grid": garaphpy.Graph.load("grid:60x40", store=base / "grid", progress=False),
+        "rmat": garaphpy.Graph.load("rmat:12", store=base / "rmat", progress=False),
+        "sample": garaphpy.Graph.load(
+            request.config.rootpath / "examples" / "graphs" / "sample-web.txt.gz",
+            store=base / "sample", progress=False),
+        # user ids far from 0..n-1, many components and isolated vertices
+        "sparse-ids": garaphpy.Graph.from_arrays(
+            sparse_ids[rng.integers(0, 400, 150)], sparse_ids[rng.integers(0, 400, 150)],
+            store=base / "sparse-ids"),
+    }
+
+
+@pytest.mark.parametrize("name", ["grid", "rmat", "sample", "sparse-ids"])
+@pytest.mark.parametrize("execution", ["async", "sync"])
+@pytest.mark.parametrize("direction", ["auto", "pull", "notify-pull"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_cc_equals_scipy(graphs, name, execution, direction, threads):
+    graph = graphs[name]
+    result = run_engine(graph, "cc", mode="cpu", threads=threads, execution=execution,
+                        direction=direction)
+    np.testing.assert_array_equal(result.values, components_scipy(graph))
+    first = result.iterations[0].decisions["cpu_union_find_start"]
+    assert first["choice"] is True and first["seconds"] >= 0
+    assert result.converged and result.num_iterations == 1
+    assert result.iterations[0].activated == 0
+
+
+def test_a_connected_grid_reads_no_edge_and_ends_after_one_iteration(graphs):
+    graph = graphs["grid"]
+    result = run_engine(graph, "cc", mode="cpu", threads=2)
+    record = result.iterations[0]
+    assert result.num_iterations == 1 and record.edges_processed == 0
+    assert record.decisions["cpu_union_find_start"]["dropped"] == graph.num_vertices - 1
+    assert record.decisions["cpu_union_find_start"]["seconds"] <= record.seconds
+
+
+def test_switched_off_labels_start_from_the_ids(graphs, monkeypatch):
+    monkeypatch.setattr(config, "CPU_UNION_FIND_START", False)
+    graph = graphs["grid"]
+    result = run_engine(graph, "cc", mode="cpu", threads=2)
+    np.testing.assert_array_equal(result.values, components_scipy(graph))
+    assert result.num_iterations > 1
+    assert all("cpu_union_find_start" not in r.decisions for r in result.iterations)
+
+
+def test_decision():
+    assert decisions.union_find_start(True, True, "cpu")
+    assert not decisions.union_find_start(True, False, "cpu")     # directed
+    assert not decisions.union_find_start(False, True, "cpu")     # not min-label propagation
+    assert not decisions.union_find_start(True, True, "hybrid")
+    assert not decisions.union_find_start(True, True, "gpu")
+    assert not decisions.union_find_start(True, True, "cpu", enabled=False)
+
+
+class DirectedLabels(MinLabels):
+    """Min-label propagation along edge directions: a vertex ends with the
+    smallest id that reaches it, which components do not give."""
+
+    shortcut_labels = True
+
+
+def test_a_directed_graph_keeps_label_propagation(tmp_path):
+    # 0 -> 1 -> 2 and 3 -> 2: vertex 3 is reached by no smaller id
+    graph = garaphpy.Graph.from_arrays(np.array([0, 1, 3]), np.array([1, 2, 2]),
+                                       store=tmp_path / "s")
+    assert graph.directed
+    result = run_engine(graph, DirectedLabels(), mode="cpu", threads=2)
+    np.testing.assert_array_equal(result.values, [0, 0, 0, 3])
+    assert all("cpu_union_find_start" not in r.decisions for r in result.iterations)
+
+
+def test_a_users_declaration_on_a_symmetric_graph_uses_it(graphs):
+    graph = graphs["rmat"].as_undirected()
+    result = run_engine(graph, DirectedLabels(), mode="cpu", threads=2)
+    np.testing.assert_array_equal(result.values, components_scipy(graph))
+    assert result.iterations[0].decisions["cpu_union_find_start"]["choice"] is True
+
+
+def test_out_of_core_pages_give_the_same_labels(tmp_path):
+    graph = garaphpy.Graph.load("rmat:11", store=tmp_path / "s", progress=False,
+                                max_page_bytes=4000, max_shard_edges=300)
+    graph = graph.as_undirected()
+    assert len(graph.store.pages) > 6
+    options = budget(graph, "cc", 0.25)
+    assert plan_of(graph.store, **options) is not None       # pages streamed
+    result = run_engine(graph, "cc", mode="cpu", threads=2, **options)
+    np.testing.assert_array_equal(result.values, components_scipy(graph))
+    assert result.iterations[0].decisions["cpu_union_find_start"]["choice"] is True
+
+
+def test_a_resumed_run_does_not_start_again(tmp_path, monkeypatch):
+    """Label propagation alone until a crash after iteration 2, then resumed with
+    shortcuts and the start on: iteration 3 is not a first iteration, and label propagation
+    goes on from the checkpoint."""
+    graph = garaphpy.Graph.load("grid:40x30", store=tmp_path / "g", progress=False)
+    options = dict(mode="cpu", threads=2, execution="sync", checkpoint_dir=tmp_path / "ck",
+                   checkpoint_every=1)
+
+    def crash_after_two(record):
+        if record.iteration == 2:
+            raise RuntimeError("crash")
+
+    monkeypatch.setattr(config, "CPU_SHORTCUT_LABELS", False)      # many iterations
+    with pytest.raises(RuntimeError, match="crash"):
+        garaphpy.run(graph, "cc", on_iteration=crash_after_two, **options)
+    monkeypatch.setattr(config, "CPU_SHORTCUT_LABELS", True)
+    result = garaphpy.run(graph, "cc", resume=True, **options)
+    np.testing.assert_array_equal(result.values, components_scipy(graph))
+    # a fresh start would have ended after one iteration, with the start recorded
+    assert result.num_iterations > 3
+    assert all("cpu_union_find_start" not in r.decisions for r in result.iterations)
