@@ -47,6 +47,8 @@ from .progress import log_to_stderr
 
 #: Signals the command line handles as Ctrl-C (a checkpoint, then the exit 128 + signal).
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: The exit codes of a run those signals stopped (128 + the signal's number).
+INTERRUPT_EXIT_CODES = frozenset(128 + int(number) for number in STOP_SIGNALS)
 
 
 def _parser() -> argparse.ArgumentParser:

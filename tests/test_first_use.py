@@ -253,6 +253,33 @@ def test_cli_interrupted_while_compiling_exits_130(tmp_path):
 
 
 
+def test_cli_interrupt_that_left_an_exec_still_exits_130(tmp_path):
+    """Under ``-m``, a KeyboardInterrupt that once left an ``exec`` of a string
+    (numba compiles generated source so) made CPython kill the process with
+    SIGINT as it exited, after garaphpy had handled the interrupt: exit -2,
+    not 130.  Here the configuration's loader is such an exec."""
+    import os
+    import subprocess
+    import sys
+
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    tested = Path(garaphpy.__file__).resolve().parents[1]      # the garaphpy under test
+    (hook / "sitecustomize.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(tested)!r})\n"
+        "import garaphpy.cli as cli\n"
+        "def interrupted(*args, **kwargs):\n"
+        "    exec('raise KeyboardInterrupt')\n"
+        "cli.load_config = interrupted\n")
+    path = [str(hook)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    result = subprocess.run(
+        [sys.executable, "-m", "garaphpy.run", str(tmp_path / "run.toml")],
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(path)), capture_output=True,
+        text=True, timeout=300, cwd=tmp_path)
+    assert result.returncode == 130, result.stdout + result.stderr
+    assert "garaphpy: interrupted" in result.stderr and "Traceback" not in result.stderr
+
+
 class _DroppedInDestructor:
     """Python drops an exception raised in ``__del__`` (an "Exception ignored"
     report), as it did a Ctrl-C landing in an llvmlite object's destructor."""
