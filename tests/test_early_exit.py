@@ -21,6 +21,7 @@ import garaphpy
 from garaphpy import config
 from garaphpy.program import ProgramError, VertexProgram
 from garaphpy.programs import BFS
+from garaphpy.kernels import cpu as kernels
 from garaphpy.scheduler import decisions
 from garaphpy.storage.host_budget import run_fixed_bytes
 
@@ -438,3 +439,31 @@ def test_the_push_rule():
     assert not decisions.settling_push(early_exit=False, reads_weights=False)
     assert not decisions.settling_push(early_exit=True, reads_weights=True)
     assert not decisions.settling_push(early_exit=True, reads_weights=False, enabled=False)
+
+
+# -- the settled vertices as a bitmap ------------------------------------------------------
+@pytest.mark.parametrize("n", [0, 1, 63, 64, 65, 1000])
+def test_packed_flags_match_numpy(n):
+    flags = np.random.default_rng(n).random(n) < 0.3
+    bits = np.full((n + 63) // 64, np.uint64(0xFFFF), np.uint64)
+    kernels.pack_flags(flags, bits)
+    expected = np.zeros(bits.size * 8, np.uint8)
+    packed = np.packbits(flags, bitorder="little")
+    expected[:packed.size] = packed
+    np.testing.assert_array_equal(bits.view(np.uint8), expected)
+
+
+@pytest.mark.parametrize("name", ["grid", "rmat", "rmat-pages", "sample"])
+@pytest.mark.parametrize("direction", ["auto", "pull"])
+def test_bitmap_of_settled_vertices_changes_nothing(graphs, name, direction, monkeypatch):
+    graph = graphs[name]
+    runs = {}
+    for bitmap in (True, False):
+        monkeypatch.setattr(config, "CPU_SETTLED_BITMAP", bitmap)
+        runs[bitmap] = bfs(graph, direction=direction)
+    np.testing.assert_array_equal(runs[True].values, bfs_scipy(graph, [hub(graph)]))
+    np.testing.assert_array_equal(runs[True].values, runs[False].values)
+    steps = {bitmap: [(r.direction, r.activated, r.edges_processed) for r in run.iterations]
+             for bitmap, run in runs.items()}
+    assert steps[True] == steps[False]
+    assert direction == "auto" or all(r.direction == "pull" for r in runs[True].iterations)

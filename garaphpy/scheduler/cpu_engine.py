@@ -217,6 +217,8 @@ class CpuEngine:
         #: sparse iterations run alone push from the frontier (:meth:`enable_early_exit`)
         self.settling_push = None
         self.settled = np.zeros(1, np.bool_)
+        #: ``settled`` packed at each pull's start (``config.CPU_SETTLED_BITMAP``)
+        self.settled_bits = np.zeros(0, np.uint64)
         self.unsettled_edges = np.zeros(1, np.int64)
         self._degrees_match_cache = None
         #: pulls skip the vertices as good as the best source (:meth:`enable_floor_skip`):
@@ -264,6 +266,8 @@ class CpuEngine:
             reads_weights=bool(self.arrays.reads_weights),
             enabled=bool(config.CPU_SETTLING_PUSH))
         self.warm_directions.discard("notify-pull")     # its kernels are others now
+        if config.CPU_SETTLED_BITMAP:
+            self.settled_bits = np.zeros((self.arrays.num_vertices + 63) // 64, np.uint64)
 
     def hold_contributions_in_float32(self) -> None:
         """Hold the precomputed source-side gathers in float32 from now on (the
@@ -783,6 +787,8 @@ class CpuEngine:
 
     def _pull(self, record: IterationRecord, aggregates: np.ndarray) -> None:
         self.begin_pull(record)
+        if self.early_exit and self.settled_bits.size:
+            kernels.pack_flags(self.settled, self.settled_bits)
         decisions.note(record, "cpu_fused_pull", self.fused_pull,
                        precomputed=self.precompute_source_gathers,
                        enabled=config.CPU_FUSED_PULL)
@@ -983,7 +989,8 @@ class CpuEngine:
         precomputed contributions, or skipping settled vertices unless
         ``full``), the array its gather reads, and its further arguments."""
         if self.early_exit and not full:
-            return self.compiled.kernels.pull_range_settling, self.state.values, (self.settled,)
+            return (self.compiled.kernels.pull_range_settling, self.state.values,
+                    (self.settled, self.settled_bits))
         floor = (0 if full else self._floor_now, self.floor)
         if self.precompute_source_gathers:
             return self.compiled.kernels.pull_range_precomputed, self.contributions, floor
