@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
@@ -46,16 +45,13 @@ def _compare_and_swap(typingctx, array, index, expected, value):
         return None
 
     def codegen(context, builder, signature, arguments):
-        array_type = signature.args[0]
+        array_type, _, expected_type, value_type = signature.args
         data = context.make_array(array_type)(context, builder, arguments[0])
         pointer = cgutils.get_item_pointer(context, builder, array_type, data, [arguments[1]])
-        int64 = ir.IntType(64)
-        old_new = builder.cmpxchg(pointer, context.cast(builder, arguments[2], signature.args[2],
-                                                        types.int64),
-                                  context.cast(builder, arguments[3], signature.args[3],
-                                               types.int64), "seq_cst", "seq_cst")
-        assert old_new.type.elements[0] == int64
-        return builder.extract_value(old_new, 1)
+        held = context.cast(builder, arguments[2], expected_type, types.int64)
+        new = context.cast(builder, arguments[3], value_type, types.int64)
+        old_and_swapped = builder.cmpxchg(pointer, held, new, "seq_cst", "seq_cst")
+        return builder.extract_value(old_and_swapped, 1)
 
     return types.boolean(array, index, expected, value), codegen
 
