@@ -967,11 +967,8 @@ def push_settling(gather_call, apply_call, activate_call, combine, identity, fro
         marked_edges[c] = chunk_marked
     chunk_base = prefix[bounds[:-1]]
     written_vertices = _concatenate_chunks(written, chunk_base, written_counts)
-    every_written_activated = True
-    for c in range(chunks):
-        if written_counts[c + 1] != activated_counts[c + 1]:
-            every_written_activated = False
-    if every_written_activated:     # BFS: the same list, and no claim to give back
+    # a chunk activates only vertices it wrote: equal totals, equal lists
+    if activated_counts.sum() == written_vertices.shape[0]:  # BFS: no claim to give back
         frontier_out = written_vertices
     else:
         frontier_out = _concatenate_chunks(activated, chunk_base, activated_counts)
@@ -1394,9 +1391,7 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
             pending = by_prefix
             count = written.shape[0]
             edges = active_edges
-        else:
-            if prefix.shape[0] != size + 1:
-                prefix = degree_prefix(current, out_offsets)
+        else:       # only a settling step sums the next frontier's edges: prefix is made
             following, count, edges, serial, change = _sparse_step(
                 gather_call, apply_call, activate_call, combine, identity, current, prefix,
                 out_offsets, out_targets, in_offsets, sources, weights, values_read,

@@ -741,7 +741,8 @@ class CpuEngine:
             arrays.in_offsets, sources, arrays.edge_weights(weights),
             state.values, state.next, state.synchronous, arrays.attrs, self.no_aggregates,
             arrays.num_vertices, arrays.num_edges, first_iteration, steps,
-            decisions.serial_step_edges(self.threads), 1.0 / (config.NOTIFY_PULL_COST_FACTOR * self.rho),
+            decisions.serial_step_edges(self.threads),
+            1.0 / (config.NOTIFY_PULL_COST_FACTOR * self.rho),
             config.NOTIFY_DENSE_FACTOR, -np.inf if tolerance is None else float(tolerance),
             state.claimed, self.threads * config.CPU_CHUNKS_PER_THREAD, self.threads, counters,
             changes, self.early_exit, self.settled, self.unsettled_edges,
@@ -787,7 +788,7 @@ class CpuEngine:
 
     def _pull(self, record: IterationRecord, aggregates: np.ndarray) -> None:
         self.begin_pull(record)
-        if self.early_exit and self.settled_bits.size:
+        if self.settled_bits.size:      # made by enable_early_exit
             kernels.pack_flags(self.settled, self.settled_bits)
         decisions.note(record, "cpu_fused_pull", self.fused_pull,
                        precomputed=self.precompute_source_gathers,
