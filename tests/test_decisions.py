@@ -80,6 +80,14 @@ def test_fused_launch_needs_every_condition():
     assert decisions.fuse_gpu_launch(**{**fused, "synchronous": False})
 
 
+def test_only_streamed_runs_that_copy_every_page_prefetch_the_next_copies():
+    assert decisions.prefetch_next_copies(enabled=True, resident=False, selective=False)
+    for key in ("resident", "selective"):
+        assert not decisions.prefetch_next_copies(**{"enabled": True, "resident": False,
+                                                     "selective": False, key: True})
+    assert not decisions.prefetch_next_copies(enabled=False, resident=False, selective=False)
+
+
 # -- alpha and the mode ----------------------------------------------------------------------
 def test_paper_alpha_uses_the_configured_factor(monkeypatch):
     assert decisions.paper_alpha(0.1, 1.0, 3.0) == pytest.approx(0.2 * 3.0)

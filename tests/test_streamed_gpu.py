@@ -460,6 +460,78 @@ def test_kept_pages_pulled_on_streams_of_their_own_equal_the_cpu(tiered, name, e
     assert copied[0] == copied[3] == copied[8] and max(copied[0]) > 0
 
 
+@pytest.mark.parametrize("packed", [True, False])
+@pytest.mark.parametrize("execution", ["sync", "async"])
+@pytest.mark.parametrize("name", ["pagerank", "sssp"])
+def test_next_copies_queued_ahead_equal_the_cpu(tiered, name, execution, packed,
+                                               monkeypatch):
+    """Iterations that copy every streamed page queue the next iteration's
+    first copies (one per stream buffer) once their own are launched
+    (``config.GPU_PREFETCH_NEXT_COPIES``): the CPU's values, the same bytes
+    copied as without, and every iteration after the first uses copies the
+    one before queued."""
+    program = program_for(name)
+    sources = sources_for(program)
+    options = dict(execution=execution, max_iterations=1000)
+    cpu = ref.run_engine_like_gpu(tiered, program, sources, mode="cpu", **options)
+    budget = budget_for(tiered, program, 0.3, execution, buffers=False, selective=False)
+    runs = {}
+    for prefetch in (True, False):
+        monkeypatch.setattr(config, "GPU_PREFETCH_NEXT_COPIES", prefetch)
+        gpu = runs[prefetch] = run_gpu(tiered, program, sources, "copy", packed=packed,
+                                       gpu_memory=budget, **options)
+        ref.assert_run_matches(name, execution, gpu, cpu)
+    entries = [r.decisions["prefetch_next_copies"] for r in runs[True].iterations]
+    assert runs[True].num_iterations > 2 and all(entry["choice"] for entry in entries)
+    assert entries[0]["used"] == 0
+    assert all(0 < entry["used"] == before["queued"]
+               for before, entry in zip(entries, entries[1:]))
+    assert not any(r.decisions["prefetch_next_copies"]["choice"] or
+                   r.decisions["prefetch_next_copies"]["used"] for r in runs[False].iterations)
+    # every iteration copies the same pages (asynchronous runs on several streams may
+    # take different numbers of iterations)
+    copied = [{r.bytes_to_device for r in runs[prefetch].iterations} for prefetch in runs]
+    assert copied[0] == copied[1] and min(copied[0]) > 0
+
+
+def test_a_page_launched_into_a_buffer_queued_for_another_page_is_copied_again(tiered):
+    """A copy queued ahead for one page is not taken for another launched into
+    the same buffer: that page is copied again, and its pull's values are those
+    of an engine that queued nothing ahead."""
+    from garaphpy.scheduler.gpu_engine import GpuEngine
+    from garaphpy.scheduler.records import IterationRecord
+
+    program = program_for("pagerank")
+    budget = budget_for(tiered, program, 0.3, buffers=False, selective=False)
+    saved = config.GPU_TRANSFER
+    config.GPU_TRANSFER = "copy"
+    try:
+        engines = [GpuEngine(tiered, program, np.zeros(0, np.int64), synchronous=True,
+                             gpu_memory=budget) for _ in range(2)]
+    finally:
+        config.GPU_TRANSFER = saved
+    pulled = []
+    for queued_ahead, engine in zip((True, False), engines):
+        copied = [k for k in range(len(engine.pages)) if engine._copied(k)]
+        assert len(copied) >= 2 and engine.prefetch_entry["choice"]
+        aggregates = engine.aggregates(0)
+        engine.begin_iteration(0)
+        if queued_ahead:
+            engine._prefetch_next_copies(copied, [0] * len(copied))
+            assert list(engine._prefetched) == [0]
+            assert engine._prefetched[0].page == copied[0]
+        timing = engine.launch_page(copied[1], aggregates, 0, slot=0)
+        assert not timing.prefetched and timing.bytes_to_device > 0
+        assert not engine._prefetched
+        page = engine.pages[copied[1]]
+        engine.end_iteration(IterationRecord(0, "gpu", "pull", False, 0.0, 1.0, 1), [timing],
+                             aggregates)
+        pulled.append(engine.values_to_host()[page.first_vertex:page.end_vertex])
+        engine.close()
+    assert pulled[0].size > 0
+    np.testing.assert_array_equal(pulled[0], pulled[1])
+
+
 # -- the transfer rates measured at set-up ------------------------------------------------
 @pytest.mark.parametrize("packed", [True, False])
 def test_transfer_rates_measured_at_set_up(packed, monkeypatch):

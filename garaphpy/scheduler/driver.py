@@ -383,9 +383,12 @@ class Driver:
         self.vertex_state.written_by("both")
 
     def close(self) -> None:
-        """Stop the CPU worker thread of a run on both processors."""
+        """Stop the CPU worker thread of a run on both processors, and let the
+        GPU's queued copies finish."""
         if self.worker is not None:
             self.worker.shutdown(wait=True)
+        if self.gpu is not None:
+            self.gpu.close()
 
     # -- iterations on the CPU alone -----------------------------------------------------
     def _iterate_cpu(self, record: IterationRecord, prefix, aggregates=None) -> None:

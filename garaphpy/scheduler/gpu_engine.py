@@ -232,6 +232,9 @@ class PageTiming:
     done: object = None
     bytes_to_device: int = 0
     bytes_to_host: int = 0
+    #: the copy was queued by the iteration before (its window starts before this
+    #: iteration's origin)
+    prefetched: bool = False
 
 
 @dataclass
@@ -586,6 +589,13 @@ class GpuEngine:
                 decisions.selective_pushes, pinned_fits=self._pinned_out_edges_fit(),
                 pushes_values=self.reads_weights)
             self._selective_setup(largest)
+        self.prefetch_entry = decisions.fixed(
+            decisions.prefetch_next_copies, enabled=bool(config.GPU_PREFETCH_NEXT_COPIES),
+            resident=self.plan.resident, selective=self.selective)
+        #: stream slot -> the copy an iteration queued for the next one's page in that
+        #: slot's buffer (its PageTiming); launching any page that reads the buffer
+        #: takes the entry out
+        self._prefetched = {}
 
         # -- initial values -----------------------------------------------------------
         self._launch_vertices(self.kernels.init_values, (self.values,) + self.attrs
@@ -1067,12 +1077,18 @@ class GpuEngine:
         timings = []
         kept = self.kept_pages
         order = interleave(np.flatnonzero(~kept).tolist(), np.flatnonzero(kept).tolist())
-        for position, (k, slot) in enumerate(zip(order, stream_slots(order, kept,
-                                                                      len(self.streams)))):
+        slots = stream_slots(order, kept, len(self.streams))
+        for position, (k, slot) in enumerate(zip(order, slots)):
             timings.append(self.launch_page(k, aggregates, record.iteration, *targets,
                                             slot=slot))
             if self.page_done is not None and not self.synchronous:
                 self.page_done(record.iteration, position + 1)
+        if self.prefetch_entry["choice"]:
+            self._prefetch_next_copies(order, slots)
+        # the copies this iteration found queued by the one before, and those it queued
+        record.decisions["prefetch_next_copies"] = dict(
+            self.prefetch_entry, used=sum(timing.prefetched for timing in timings),
+            queued=len(self._prefetched))
         self.end_iteration(record, timings, aggregates)
 
     # -- selective transfers of streamed pages (issue 17) ---------------------------------
@@ -1569,27 +1585,15 @@ class GpuEngine:
         timing = PageTiming(k, slot)
         page_events = self._events["pages"][k]
         packed_free, raw_free = self._events["packed_free"][slot], self._events["raw_free"][slot]
-        copy = self.copy_stream
         if k in self.packed_host:
-            image = self.packed_host[k]
             packed_image = self.device_packed[slot]
-            copy.wait_event(packed_free)
-            timing.copy_start = copy.record(page_events[0])
-            cupy.cuda.runtime.memcpyAsync(
-                packed_image.data.ptr, image.ctypes.data, image.nbytes,
-                cupy.cuda.runtime.memcpyHostToDevice, copy.ptr)
-            timing.bytes_to_device = image.nbytes
-            timing.copy_end = copy.record(page_events[1])
-        elif not self.plan.resident and k not in self.resident_images and packed_image is None:
-            image, read = self._host_image(k)
-            copy.wait_event(raw_free)
-            timing.copy_start = copy.record(page_events[0])
-            wire = self.page_wire_bytes[k]
-            cupy.cuda.runtime.memcpyAsync(
-                self.device_pages[slot].data.ptr, image.ctypes.data,
-                wire, cupy.cuda.runtime.memcpyHostToDevice, copy.ptr)
-            timing.bytes_to_device = wire
-            timing.copy_end = copy.record(page_events[1])
+        prefetched = self._prefetched.pop(slot, None) if reads_buffers else None
+        if prefetched is not None and prefetched.page == k:
+            timing.copy_start, timing.copy_end = prefetched.copy_start, prefetched.copy_end
+            timing.bytes_to_device = prefetched.bytes_to_device
+            timing.prefetched = True
+        elif self._copied(k):
+            read = self._queue_copy(k, slot, timing, page_events[0], page_events[1])
             if read is not None:
                 self._copying.append((read, timing.copy_end))
         if timing.copy_end is not None:
@@ -1626,6 +1630,58 @@ class GpuEngine:
             timing.back_end = stream.record(page_events[4])
             timing.done = timing.back_end
         return timing
+
+    def _copied(self, k: int) -> bool:
+        """Whether page ``k`` reaches the device by a copy into a stream's buffer
+        (packed in pinned host memory, or streamed as stored)."""
+        return k in self.packed_host or not (self.plan.resident or k in self.resident_images
+                                             or k in self.packed_images)
+
+    def _queue_copy(self, k: int, slot: int, timing: PageTiming, start, end):
+        """Queue the copy of page ``k`` into stream ``slot``'s buffer on the copy
+        stream, once the buffer's last pull (or unpack) is done; its events
+        (``start``, ``end``) and bytes go into ``timing``.  Returns the page read
+        from storage for it (released once the copy is done), or None."""
+        cupy, copy = self.cupy, self.copy_stream
+        read = None
+        if k in self.packed_host:
+            image = self.packed_host[k]
+            target, free, nbytes = (self.device_packed[slot],
+                                    self._events["packed_free"][slot], image.nbytes)
+        else:
+            image, read = self._host_image(k)
+            target, free, nbytes = (self.device_pages[slot], self._events["raw_free"][slot],
+                                    self.page_wire_bytes[k])
+        copy.wait_event(free)
+        timing.copy_start = copy.record(start)
+        cupy.cuda.runtime.memcpyAsync(target.data.ptr, image.ctypes.data, nbytes,
+                                      cupy.cuda.runtime.memcpyHostToDevice, copy.ptr)
+        timing.bytes_to_device = nbytes
+        timing.copy_end = copy.record(end)
+        return read
+
+    def _prefetch_next_copies(self, order: list, slots: list) -> None:
+        """Queue now the copies the next iteration would begin with: the first
+        copied page of each stream buffer, in ``order`` (this iteration's, which
+        the next repeats), each once this iteration's last pull from its buffer
+        is done.  The copy engine then runs on while this iteration's last
+        pulls finish and the host ends it and begins the next, where it would
+        otherwise idle.  Only pages in pinned host memory (packed, or held by
+        the page source): a page read from storage waits for its read.  The
+        next iteration's :meth:`launch_page` of the same page in the same slot
+        uses the copy; any other page launched into that slot replaces it."""
+        event = self.cupy.cuda.Event
+        self._prefetched = {}
+        for k, slot in zip(order, slots):
+            if len(self._prefetched) == len(self.streams):
+                break
+            if not self._copied(k) or slot in self._prefetched:
+                continue
+            if k not in self.packed_host and not self.page_source.is_cached(k):
+                break
+            timing = PageTiming(k, slot)
+            self._queue_copy(k, slot, timing, event(), event())
+            self._prefetched[slot] = timing
 
     def _host_image(self, k: int):
         """Page ``k``'s image in pinned host memory, and the page read from
@@ -1845,6 +1901,13 @@ class GpuEngine:
         """The committed vertex values, copied to host memory."""
         self.main_stream.synchronize()
         return self.cupy.asnumpy(self.values)
+
+    def close(self) -> None:
+        """Wait for the copies queued ahead for an iteration that did not come
+        (:meth:`_prefetch_next_copies`), before the buffers they fill can go
+        back to the memory pool."""
+        self.copy_stream.synchronize()
+        self._prefetched = {}
 
     def describe(self) -> str:
         """One line: device, plan and kernels."""
