@@ -542,3 +542,66 @@ def test_a_deferred_plan_is_the_plan_with_the_arrays_room_once_released(budget_s
     # before: more kept, within the budget; after: the arrays beside the plan's pages
     assert plan.vertex_bytes + plan.page_bytes + extra_bytes <= budget
     assert plan.vertex_bytes + plan.page_bytes + plan.selective_bytes <= budget
+
+
+# -- the next iteration's copies queued ahead -------------------------------------------------
+class _Pages:
+    """A page source that holds the pages ``cached`` in pinned host memory."""
+
+    def __init__(self, cached):
+        self.cached = set(cached)
+
+    def is_cached(self, k):
+        return k in self.cached
+
+
+def _queueing_engine(kept, packed_host, cached, streams=3):
+    """A GpuEngine without a GPU, with what :meth:`GpuEngine._prefetch_next_copies`
+    reads; its copies are recorded, not made."""
+    from types import SimpleNamespace
+
+    from garaphpy.scheduler.gpu_engine import GpuEngine
+
+    engine = GpuEngine.__new__(GpuEngine)
+    engine.cupy = SimpleNamespace(cuda=SimpleNamespace(Event=object))
+    engine.streams = [object()] * streams
+    engine.plan = SimpleNamespace(resident=False)
+    engine.resident_images = {k: None for k in kept}
+    engine.packed_images = {}
+    engine.packed_host = {k: None for k in packed_host}
+    engine.page_source = _Pages(cached)
+    engine.queued = []
+    engine._queue_copy = lambda k, slot, timing, start, end: engine.queued.append((k, slot))
+    return engine
+
+
+def test_the_next_iterations_first_copy_of_each_buffer_is_queued_ahead():
+    from garaphpy.scheduler.gpu_engine import interleave, stream_slots
+
+    kept = [1, 4, 6]
+    copied = [k for k in range(10) if k not in kept]
+    engine = _queueing_engine(kept, packed_host=copied[::2], cached=range(10))
+    is_kept = np.isin(np.arange(10), kept)
+    order = interleave(copied, kept)
+    slots = stream_slots(order, is_kept, 3)
+    engine._prefetch_next_copies(order, slots)
+    # the copied pages in launch order take the buffers in turn: the first three
+    first = [(k, s) for k, s in zip(order, slots) if k in copied][:3]
+    assert engine.queued == first and [s for _, s in first] == [0, 1, 2]
+    assert {slot: timing.page for slot, timing in engine._prefetched.items()} == {
+        s: k for k, s in first}
+
+
+def test_queueing_ahead_stops_at_a_page_read_from_storage():
+    from garaphpy.scheduler.gpu_engine import stream_slots
+
+    order = [0, 1, 2, 3]
+    slots = stream_slots(order, np.zeros(4, bool), 4)
+    # page 1 streams as stored and is not held in host memory: its copy waits for a read
+    engine = _queueing_engine([], packed_host=[2], cached=[0, 3], streams=4)
+    engine._prefetch_next_copies(order, slots)
+    assert engine.queued == [(0, 0)]
+    # a packed page is in pinned host memory whatever the page source holds
+    engine = _queueing_engine([], packed_host=[0, 1, 2, 3], cached=[], streams=4)
+    engine._prefetch_next_copies(order, slots)
+    assert engine.queued == [(0, 0), (1, 1), (2, 2), (3, 3)]
