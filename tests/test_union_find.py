@@ -15,6 +15,7 @@ the switch off).
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -71,10 +72,16 @@ def test_a_sample_that_names_a_small_component_changes_no_root():
     np.testing.assert_array_equal(roots, smallest_member_roots(matrix))
 
 
-def test_grid_roots_on_several_threads():
+@pytest.mark.parametrize("threads", [1, 2, 4])
+def test_grid_roots_on_several_threads(threads):
     graph = garaphpy.Graph.load("grid:200x150", progress=False)
     offsets, targets = np.asarray(graph.store.out_offsets), np.asarray(graph.store.out_targets)
-    roots, skipped = union_find.component_roots(offsets, targets)
+    previous = numba.get_num_threads()
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    try:
+        roots, skipped = union_find.component_roots(offsets, targets)
+    finally:
+        numba.set_num_threads(previous)
     assert skipped == 0 and not roots.any()
 
 
