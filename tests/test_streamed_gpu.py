@@ -443,6 +443,25 @@ def test_packed_pulls_of_every_run_length_equal_the_cpu(tiered, name, edges_per_
     assert any(r.bytes_to_device > 0 for r in gpu.iterations)
 
 
+def forced_copy_runs(graph, name, execution, fraction, key, values, monkeypatch,
+                     packed=True) -> dict:
+    """GPU runs of program ``name`` that copy every streamed page, at a budget
+    holding ``fraction`` of the pages, one for each of ``values`` of config
+    ``key``, each checked against the CPU engine's run: value -> run."""
+    program = program_for(name)
+    sources = sources_for(program)
+    options = dict(execution=execution, max_iterations=1000)
+    cpu = ref.run_engine_like_gpu(graph, program, sources, mode="cpu", **options)
+    budget = budget_for(graph, program, fraction, execution, buffers=False, selective=False)
+    runs = {}
+    for value in values:
+        monkeypatch.setattr(config, key, value)
+        runs[value] = run_gpu(graph, program, sources, "copy", packed=packed,
+                              gpu_memory=budget, **options)
+        ref.assert_run_matches(name, execution, runs[value], cpu)
+    return runs
+
+
 @pytest.mark.parametrize("execution", ["sync", "async"])
 @pytest.mark.parametrize("name", ["pagerank", "sssp"])
 def test_kept_pages_pulled_on_streams_of_their_own_equal_the_cpu(tiered, name, execution,
@@ -450,18 +469,10 @@ def test_kept_pages_pulled_on_streams_of_their_own_equal_the_cpu(tiered, name, e
     """The pulls of the pages kept on the device taken in turn by streams of their
     own (``config.GPU_KEPT_PAGES_STREAMS``, 3 and 8), or by the copied pages'
     streams (0): the CPU's values, and the same pages copied."""
-    program = program_for(name)
-    sources = sources_for(program)
-    options = dict(execution=execution, max_iterations=1000)
-    cpu = ref.run_engine_like_gpu(tiered, program, sources, mode="cpu", **options)
-    budget = budget_for(tiered, program, 0.45, execution, buffers=False, selective=False)
-    copied = {}
-    for kept_streams in (0, 3, 8):
-        monkeypatch.setattr(config, "GPU_KEPT_PAGES_STREAMS", kept_streams)
-        gpu = run_gpu(tiered, program, sources, "copy", packed=True, gpu_memory=budget,
-                      **options)
-        ref.assert_run_matches(name, execution, gpu, cpu)
-        copied[kept_streams] = {r.bytes_to_device for r in gpu.iterations}
+    runs = forced_copy_runs(tiered, name, execution, 0.45, "GPU_KEPT_PAGES_STREAMS",
+                            (0, 3, 8), monkeypatch)
+    copied = {kept_streams: {r.bytes_to_device for r in gpu.iterations}
+              for kept_streams, gpu in runs.items()}
     assert copied[0] == copied[3] == copied[8] and max(copied[0]) > 0
 
 
@@ -475,17 +486,8 @@ def test_next_copies_queued_ahead_equal_the_cpu(tiered, name, execution, packed,
     (``config.GPU_PREFETCH_NEXT_COPIES``): the CPU's values, the same bytes
     copied as without, and every iteration after the first uses copies the
     one before queued."""
-    program = program_for(name)
-    sources = sources_for(program)
-    options = dict(execution=execution, max_iterations=1000)
-    cpu = ref.run_engine_like_gpu(tiered, program, sources, mode="cpu", **options)
-    budget = budget_for(tiered, program, 0.3, execution, buffers=False, selective=False)
-    runs = {}
-    for prefetch in (True, False):
-        monkeypatch.setattr(config, "GPU_PREFETCH_NEXT_COPIES", prefetch)
-        gpu = runs[prefetch] = run_gpu(tiered, program, sources, "copy", packed=packed,
-                                       gpu_memory=budget, **options)
-        ref.assert_run_matches(name, execution, gpu, cpu)
+    runs = forced_copy_runs(tiered, name, execution, 0.3, "GPU_PREFETCH_NEXT_COPIES",
+                            (True, False), monkeypatch, packed=packed)
     entries = [r.decisions["prefetch_next_copies"] for r in runs[True].iterations]
     assert runs[True].num_iterations > 2 and all(entry["choice"] for entry in entries)
     assert entries[0]["used"] == 0
