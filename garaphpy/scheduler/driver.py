@@ -153,11 +153,12 @@ class Driver:
         with parallel_section():
             kernels.out_neighbour_in_degrees(arrays.out_offsets, arrays.out_targets,
                                              arrays.in_offsets, self.neighbour_in_edges)
-        self.device_neighbour_in_edges = self.cupy.asarray(self.neighbour_in_edges)
+        with gpu.main_stream:       # the stream of the GPU's kernels that read them
+            self.device_neighbour_in_edges = self.cupy.asarray(self.neighbour_in_edges)
+            self.no_device_aggregates = self.cupy.zeros(1, np.float64)
         self._device_pull_fraction()        # compiles its kernels here, not in a run
         self.decide_keywords = _accepts_keywords(self.policy.decide, (
             "cpu_sync_seconds", "gpu_sync_seconds", "pull_fraction"))
-        self.no_device_aggregates = self.cupy.zeros(1, np.float64)
         if self.policy.ratio is None or self.policy.cpu_seconds_per_edge is None \
                 or self.policy.gpu_seconds_per_edge is None:
             self._calibrate()

@@ -598,6 +598,8 @@ class GpuEngine:
         self._prefetched = {}
 
         # -- initial values -----------------------------------------------------------
+        # the arrays above were filled on the legacy stream, which ours do not wait for
+        cupy.cuda.Device().synchronize()
         self._launch_vertices(self.kernels.init_values, (self.values,) + self.attrs
                               + (np.int64(n),))
         self.active_vertices = 0
@@ -611,7 +613,7 @@ class GpuEngine:
                         "packed_free": [event() for _ in self.streams],
                         "raw_free": [event() for _ in self.streams],
                         "pages": [[event() for _ in range(5)] for _ in pages]}
-        cupy.cuda.Device().synchronize()  # set-up ran on the legacy stream, ours do not wait
+        cupy.cuda.Device().synchronize()
 
     # -- helpers -------------------------------------------------------------------------
     def pinned_array(self, count: int, dtype) -> np.ndarray:
@@ -916,7 +918,9 @@ class GpuEngine:
         increasing."""
         ids = np.ascontiguousarray(ids, np.int64)
         dense = bool(ids.size and ids[-1] - ids[0] == ids.size - 1)
-        self.shortcut = (self.cupy.asarray(ids if ids.size else np.zeros(1, np.int64)), dense)
+        with self.main_stream:      # where the pulls that read it are ordered
+            self.shortcut = (self.cupy.asarray(ids if ids.size else np.zeros(1, np.int64)),
+                             dense)
 
     def _device_loop_entry(self, checkpoints_after_pages: bool | None = None) -> dict:
         """Whether this run may loop sparse iterations on the device
@@ -1819,8 +1823,9 @@ class GpuEngine:
         """
         cupy = self.cupy
         saved = self.next, self.active
-        self.next = cupy.empty_like(self.values)
-        self.active = cupy.zeros_like(saved[1])
+        with self.main_stream:      # before begin_iteration's launches on it
+            self.next = cupy.empty_like(self.values)
+            self.active = cupy.zeros_like(saved[1])
         best = np.inf
         try:
             for _ in range(repeats):
