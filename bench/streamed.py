@@ -27,10 +27,10 @@ highest out-degree.  For each program:
     ``FRACTION/auto/at-setup``.  It measures the transfer rates at set-up
     (``config.GPU_CALIBRATE_TRANSFER_RATES``); with ``--calibrate off`` or
     ``both``, runs that start from config's rates are named
-    ``FRACTION/auto/uncalibrated``.  With ``--prefetch on`` or ``both``, runs
-    that copy every streamed page queue the next iteration's first copies once
-    their pages are launched (``config.GPU_PREFETCH_NEXT_COPIES``, off by
-    default); they are named ``FRACTION/CHOICE/prefetch``.
+    ``FRACTION/auto/uncalibrated``.  A run that copies every streamed page
+    queues the next iteration's first copies once its pages are launched
+    (``config.GPU_PREFETCH_NEXT_COPIES``); with ``--prefetch off`` or ``both``,
+    runs that do not are named ``FRACTION/CHOICE/no-prefetch``.
 
 ``subway/PROGRAM``
     With ``--subway DIR`` (a directory holding Subway's built ``bfs-sync``,
@@ -127,7 +127,7 @@ def vertex_bytes(graph, program: str, sources) -> int:
 VARIANTS = {
     "defer_selective": ("GPU_DEFER_SELECTIVE_ARRAYS", "/at-setup", True),
     "calibrate": ("GPU_CALIBRATE_TRANSFER_RATES", "/uncalibrated", True),
-    "prefetch": ("GPU_PREFETCH_NEXT_COPIES", "/prefetch", False),
+    "prefetch": ("GPU_PREFETCH_NEXT_COPIES", "/no-prefetch", False),
 }
 DEFAULTS = {key: getattr(config, key) for key, _, _ in VARIANTS.values()}
 
@@ -275,10 +275,10 @@ def main(argv=None) -> int:
                         help="automatic runs measure the transfer rates at set-up "
                              "(config.GPU_CALIBRATE_TRANSFER_RATES), start from config's "
                              "(cases .../auto/uncalibrated), or both")
-    parser.add_argument("--prefetch", default="off", choices=("on", "off", "both"),
+    parser.add_argument("--prefetch", default="on", choices=("on", "off", "both"),
                         help="runs that copy every streamed page queue the next iteration's "
-                             "first copies ahead (config.GPU_PREFETCH_NEXT_COPIES; cases "
-                             ".../prefetch), do not, or both")
+                             "first copies ahead (config.GPU_PREFETCH_NEXT_COPIES), do not "
+                             "(cases .../no-prefetch), or both")
     parser.add_argument("--subway", default=None, metavar="DIR",
                         help="a directory holding Subway's built bfs-sync, sssp-sync, cc-sync")
     parser.add_argument("--subway-trials", type=int, default=3)

@@ -201,10 +201,9 @@ GPU_KEPT_PAGES_STREAMS = 4
 #: pages are launched, the copies of the next iteration's first pages (one per
 #: stream buffer, from pinned host memory), so that the bus does not idle while
 #: the host ends one iteration and begins the next
-#: (:func:`garaphpy.scheduler.decisions.prefetch_next_copies`).  Off by default
-#: until a wrong BFS depth seen twice in GPU test runs with it on (2026-11-27,
-#: BENCHMARKS.md) is explained; True: on, for study.
-GPU_PREFETCH_NEXT_COPIES = False
+#: (:func:`garaphpy.scheduler.decisions.prefetch_next_copies`).  False: each
+#: iteration queues its own copies (for study).
+GPU_PREFETCH_NEXT_COPIES = True
 
 #: A run whose pages stream makes the selective transfers' device arrays at its
 #: first sparse iteration, keeping on the device until then the pages they

@@ -510,13 +510,13 @@ def test_a_page_launched_into_a_buffer_queued_for_another_page_is_copied_again(t
 
     program = program_for("pagerank")
     budget = budget_for(tiered, program, 0.3, buffers=False, selective=False)
-    saved = config.GPU_TRANSFER, config.GPU_PREFETCH_NEXT_COPIES
-    config.GPU_TRANSFER, config.GPU_PREFETCH_NEXT_COPIES = "copy", True
+    saved = config.GPU_TRANSFER
+    config.GPU_TRANSFER = "copy"
     try:
         engines = [GpuEngine(tiered, program, np.zeros(0, np.int64), synchronous=True,
                              gpu_memory=budget) for _ in range(2)]
     finally:
-        config.GPU_TRANSFER, config.GPU_PREFETCH_NEXT_COPIES = saved
+        config.GPU_TRANSFER = saved
     pulled = []
     for queued_ahead, engine in zip((True, False), engines):
         copied = [k for k in range(len(engine.pages)) if engine._copied(k)]
