@@ -234,3 +234,22 @@ def test_the_model_finds_a_copy_that_does_not_wait_for_its_buffer():
         except AssertionError:
             caught += 1
     assert caught > 0
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_page_unpacked_where_a_dropped_queued_copy_lands_waits_for_it(seed):
+    """A kept packed page unpacked into the buffer that a queued copy of
+    another page is still filling (the copy dropped) waits for that copy: a
+    hybrid iteration's subset, or rounds over the kept pages, may launch it
+    there first."""
+    model = Model(np.random.default_rng(seed))
+    engine = modelled_engine(model, 2, kept=[1], packed_host=[], pull_packed=False,
+                             streams=1, kept_streams=0)
+    engine._ready = engine.main_stream.record(Event())
+    engine._prefetch_next_copies([0], [0])      # page 0's copy into stream 0's raw buffer
+    assert engine._prefetched[0].page == 0
+    engine.launch_page(1, None, 1, slot=0)
+    every = list(engine.all_streams.values())
+    model.run(every, until_empty=every)
+    assert model.checked_reads == 2      # the unpack's read of the packed image, and the pull
+    assert not engine._prefetched

@@ -1596,7 +1596,11 @@ class GpuEngine:
             timing.copy_start, timing.copy_end = prefetched.copy_start, prefetched.copy_end
             timing.bytes_to_device = prefetched.bytes_to_device
             timing.prefetched = True
-        elif self._copied(k):
+            prefetched = None
+        if prefetched is not None:
+            # dropped: its copy may still be filling a buffer this page unpacks into
+            stream.wait_event(prefetched.copy_end)
+        if not timing.prefetched and self._copied(k):
             read = self._queue_copy(k, slot, timing, page_events[0], page_events[1])
             if read is not None:
                 self._copying.append((read, timing.copy_end))
