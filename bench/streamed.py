@@ -30,7 +30,11 @@ highest out-degree.  For each program:
     ``FRACTION/auto/uncalibrated``.  A run that copies every streamed page
     queues the next iteration's first copies once its pages are launched
     (``config.GPU_PREFETCH_NEXT_COPIES``); with ``--prefetch off`` or ``both``,
-    runs that do not are named ``FRACTION/CHOICE/no-prefetch``.
+    runs that do not are named ``FRACTION/CHOICE/no-prefetch``.  With
+    ``--execution async``, every run is asynchronous; a streamed run of BFS,
+    SSSP or CC then pulls its kept pages again after each iteration until
+    they settle (``config.GPU_SETTLE_KEPT_PAGES``); with ``--settle off`` or
+    ``both``, runs that do not are named ``FRACTION/CHOICE/no-settle``.
 
 ``subway/PROGRAM``
     With ``--subway DIR`` (a directory holding Subway's built ``bfs-sync``,
@@ -128,6 +132,7 @@ VARIANTS = {
     "defer_selective": ("GPU_DEFER_SELECTIVE_ARRAYS", "/at-setup", True),
     "calibrate": ("GPU_CALIBRATE_TRANSFER_RATES", "/uncalibrated", True),
     "prefetch": ("GPU_PREFETCH_NEXT_COPIES", "/no-prefetch", False),
+    "settle": ("GPU_SETTLE_KEPT_PAGES", "/no-settle", False),
 }
 DEFAULTS = {key: getattr(config, key) for key, _, _ in VARIANTS.values()}
 
@@ -279,6 +284,14 @@ def main(argv=None) -> int:
                         help="runs that copy every streamed page queue the next iteration's "
                              "first copies ahead (config.GPU_PREFETCH_NEXT_COPIES), do not "
                              "(cases .../no-prefetch), or both")
+    parser.add_argument("--settle", default="on", choices=("on", "off", "both"),
+                        help="asynchronous streamed runs of min and max programs pull their "
+                             "kept pages again until they settle "
+                             "(config.GPU_SETTLE_KEPT_PAGES), do not (cases .../no-settle), "
+                             "or both")
+    parser.add_argument("--execution", default=None, choices=("sync", "async"),
+                        help="every run synchronous or asynchronous (default: each "
+                             "program's own)")
     parser.add_argument("--subway", default=None, metavar="DIR",
                         help="a directory holding Subway's built bfs-sync, sssp-sync, cc-sync")
     parser.add_argument("--subway-trials", type=int, default=3)
@@ -309,6 +322,8 @@ def main(argv=None) -> int:
     for program in args.programs.split(","):
         sources = [] if program in ("cc", "pagerank") else [source]
         options = {"mode": "gpu"}
+        if args.execution is not None:
+            options["execution"] = args.execution
         if sources:
             options["sources"] = sources
         if program == "pagerank":

@@ -205,6 +205,21 @@ GPU_KEPT_PAGES_STREAMS = 4
 #: iteration queues its own copies (for study).
 GPU_PREFETCH_NEXT_COPIES = True
 
+#: An asynchronous streamed run of a program whose apply keeps the best value
+#: (min or max: BFS, SSSP, CC, SSWP) on the GPU alone pulls the pages it keeps
+#: on the device again after each iteration, until a round activates nothing
+#: or :data:`GPU_SETTLE_MAX_ROUNDS` rounds have run, before the next iteration
+#: copies the streamed pages (Subway's asynchronous model, AsynGraph's repeated
+#: processing of the resident part: :func:`garaphpy.scheduler.decisions.settle_kept_pages`).
+#: Off by default: on rmat:24 and a 2000x2000 grid it saved at most one
+#: iteration in ten and cost up to twice the time (BENCHMARKS.md, 2026-11-27),
+#: since each round pulls every kept page and a frontier that spans the
+#: streamed pages too still needs an iteration per hop.  True: on.
+GPU_SETTLE_KEPT_PAGES = False
+
+#: The most rounds over the kept pages after one iteration (see above).
+GPU_SETTLE_MAX_ROUNDS = 16
+
 #: A run whose pages stream makes the selective transfers' device arrays at its
 #: first sparse iteration, keeping on the device until then the pages they
 #: would displace (:func:`garaphpy.scheduler.decisions.defer_selective_arrays`).

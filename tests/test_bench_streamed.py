@@ -137,7 +137,8 @@ def test_weights_that_are_not_integers_are_refused(tmp_path):
 
 
 def test_the_variants_vary_only_what_was_asked():
-    asked = {"defer_selective": [False], "calibrate": [True, False], "prefetch": [True]}
+    asked = {"defer_selective": [False], "calibrate": [True, False], "prefetch": [True],
+             "settle": [True]}
     auto = streamed.variant_settings(asked, "auto")
     assert [s["GPU_CALIBRATE_TRANSFER_RATES"] for s in auto] == [True, False]
     assert not any(s["GPU_DEFER_SELECTIVE_ARRAYS"] for s in auto)
@@ -146,4 +147,5 @@ def test_the_variants_vary_only_what_was_asked():
     asked["prefetch"] = [True, False]
     copy = streamed.variant_settings(asked, "copy")
     assert copy == [{"GPU_DEFER_SELECTIVE_ARRAYS": True, "GPU_CALIBRATE_TRANSFER_RATES": True,
-                     "GPU_PREFETCH_NEXT_COPIES": prefetch} for prefetch in (True, False)]
+                     "GPU_PREFETCH_NEXT_COPIES": prefetch, "GPU_SETTLE_KEPT_PAGES": True}
+                    for prefetch in (True, False)]

@@ -501,6 +501,40 @@ def test_next_copies_queued_ahead_equal_the_cpu(tiered, name, execution, packed,
     assert copied[0] == copied[1] and min(copied[0]) > 0
 
 
+@pytest.mark.parametrize("transfer, packed", [("auto", False), ("copy", False),
+                                               ("copy", True)])
+@pytest.mark.parametrize("name", KEEPS_BEST)
+def test_kept_pages_settled_after_each_iteration_equal_the_synchronous_cpu(
+        paged, name, transfer, packed, monkeypatch):
+    """Asynchronous streamed runs of min and max programs pull the kept pages
+    again after each iteration until they settle
+    (``config.GPU_SETTLE_KEPT_PAGES``): the synchronous CPU run's values, as
+    without the rounds, and the rounds recorded with what each activated."""
+    program = program_for(name)
+    sources = sources_for(program)
+    options = dict(execution="async", max_iterations=1000)
+    synchronous = ref.run_engine_like_gpu(paged, program, sources, mode="cpu",
+                                          execution="sync", max_iterations=1000)
+    monkeypatch.setattr(config, "GPU_PULL_PACKED", False)   # kept packed pages unpack
+    budget = budget_for(paged, program, 0.4, "async", buffers=not packed,
+                        selective=transfer != "copy")
+    runs = {}
+    for settle in (True, False):
+        monkeypatch.setattr(config, "GPU_SETTLE_KEPT_PAGES", settle)
+        runs[settle] = run_gpu(paged, program, sources, transfer, packed=packed,
+                               gpu_memory=budget, **options)
+        ref.assert_program_values(name, runs[settle].values, synchronous.values)
+        assert runs[settle].converged
+    entries = [r.decisions["settle_kept_pages"] for r in runs[True].iterations
+               if "settle_kept_pages" in r.decisions]
+    assert entries and all(entry["choice"] for entry in entries)
+    assert max(entry["activated"][0] for entry in entries) > 0     # the rounds did work
+    for entry in entries:
+        assert 1 <= entry["rounds"] == len(entry["activated"]) <= entry["max_rounds"]
+        assert entry["activated"][-1] == 0 or entry["rounds"] == entry["max_rounds"]
+    assert not any("settle_kept_pages" in r.decisions for r in runs[False].iterations)
+
+
 def test_a_page_launched_into_a_buffer_queued_for_another_page_is_copied_again(tiered):
     """A copy queued ahead for one page is not taken for another launched into
     the same buffer: that page is copied again, and its pull's values are those

@@ -430,6 +430,28 @@ def prefetch_next_copies(enabled: bool, resident: bool, selective: bool) -> bool
     return bool(enabled and not resident and not selective)
 
 
+def settle_kept_pages(enabled: bool, synchronous: bool, keeps_best: bool, resident: bool,
+                      kept_pages: int, streamed_pages: int, host_copies: bool,
+                      aggregates: bool) -> bool:
+    """Whether a streamed GPU run pulls the pages it keeps on the device again
+    after each iteration, until they settle, before the next iteration moves
+    the streamed pages (Subway's asynchronous model; AsynGraph's repeated
+    processing of the resident part).
+
+    Only when enabled (``config.GPU_SETTLE_KEPT_PAGES``); for asynchronous
+    runs (a synchronous iteration reads only the values of the one before);
+    of a program whose apply keeps the best value (min or max: pulling a page
+    again with newer values can only move its vertices toward the fixed point
+    the synchronous run reaches, so the values equal it); with some pages
+    kept and some streamed; on the GPU alone (a hybrid iteration's pages are
+    shared with the host, which holds its own copy of the values); and
+    without aggregates (they are the iteration's, computed before its pulls).
+    """
+    return bool(enabled and not synchronous and keeps_best and not resident
+                and kept_pages > 0 and streamed_pages > 0 and not host_copies
+                and not aggregates)
+
+
 def device_loop(enabled: bool, resident: bool, aggregates: bool, host_copies: bool,
                 checkpoints_after_pages: bool, extra_bytes: int, free_bytes: int) -> bool:
     """Whether a GPU-alone run may keep sparse iterations in a loop on the

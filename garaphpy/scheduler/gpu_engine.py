@@ -592,10 +592,19 @@ class GpuEngine:
         self.prefetch_entry = decisions.fixed(
             decisions.prefetch_next_copies, enabled=bool(config.GPU_PREFETCH_NEXT_COPIES),
             resident=self.plan.resident, selective=self.selective)
+        kept_count = int(self.kept_pages.sum())
+        self.settle_entry = decisions.fixed(
+            decisions.settle_kept_pages, enabled=bool(config.GPU_SETTLE_KEPT_PAGES),
+            synchronous=self.synchronous, keeps_best=bool(type(program).apply_keeps_best),
+            resident=self.plan.resident, kept_pages=kept_count,
+            streamed_pages=len(self.pages) - kept_count, host_copies=bool(self.host_copies),
+            aggregates=bool(self.program.aggregate_monoids))
         #: stream slot -> the copy an iteration queued for the next one's page in that
         #: slot's buffer (its PageTiming); launching any page that reads the buffer
         #: takes the entry out
         self._prefetched = {}
+        #: (order, slots) of the iteration whose next copies :meth:`iterate` queues
+        self._next_copies = None
 
         # -- initial values -----------------------------------------------------------
         # the arrays above were filled on the legacy stream, which ours do not wait for
@@ -1059,7 +1068,19 @@ class GpuEngine:
         return records
 
     def iterate(self, record: IterationRecord, prefix, aggregates) -> None:
-        """One synchronous or asynchronous pull over every page."""
+        """One synchronous or asynchronous pull over every page; then, where the
+        run settles its kept pages (:func:`decisions.settle_kept_pages`),
+        rounds over those pages (:meth:`_settle_kept_pages`)."""
+        self._next_copies = None
+        self._iterate_pages(record, aggregates)
+        if self.settle_entry["choice"]:
+            self._settle_kept_pages(record, aggregates)
+        if self._next_copies is not None:
+            # after the rounds, whose unpacks may use the buffers the copies fill
+            self._prefetch_next_copies(*self._next_copies)
+            record.decisions["prefetch_next_copies"]["queued"] = len(self._prefetched)
+
+    def _iterate_pages(self, record: IterationRecord, aggregates) -> None:
         if self._loop is not None:
             self._loop.frontier_current = False
         self.begin_iteration(record.iteration)
@@ -1088,12 +1109,57 @@ class GpuEngine:
             if self.page_done is not None and not self.synchronous:
                 self.page_done(record.iteration, position + 1)
         if self.prefetch_entry["choice"]:
-            self._prefetch_next_copies(order, slots)
-        # the copies this iteration found queued by the one before, and those it queued
+            self._next_copies = order, slots
+        # the copies this iteration found queued by the one before, and those it queues
+        # (:meth:`iterate`)
         record.decisions["prefetch_next_copies"] = dict(
-            self.prefetch_entry, used=sum(timing.prefetched for timing in timings),
-            queued=len(self._prefetched))
+            self.prefetch_entry, used=sum(timing.prefetched for timing in timings), queued=0)
         self.end_iteration(record, timings, aggregates)
+
+    def _settle_kept_pages(self, record: IterationRecord, aggregates) -> None:
+        """Pull the pages kept on the device again, all of them each round, in
+        place, until a round activates no vertex or ``config.GPU_SETTLE_MAX_ROUNDS``
+        rounds have run (issue 18, asynchronous inner iterations).
+
+        The vertices active after the iteration are those any of its pulls
+        changed, the rounds' included: the next iteration's frontier.  The
+        rounds are recorded as ``record.decisions["settle_kept_pages"]`` (the
+        run's entry, with the vertices each round activated) and their edges
+        in ``record.edges_processed``.
+        """
+        if self.active_vertices == 0:
+            return
+        cupy, main, n = self.cupy, self.main_stream, self.num_vertices
+        kept = np.flatnonzero(self.kept_pages).tolist()
+        slots = stream_slots(kept, self.kept_pages, len(self.streams))
+        kept_edges = int(sum(self.pages[k].num_edges for k in kept))
+        with main:
+            changed = self.active.copy()
+        activated = []
+        for _ in range(int(config.GPU_SETTLE_MAX_ROUNDS)):
+            self.begin_iteration(record.iteration, order=kept)
+            for k, slot in zip(kept, slots):
+                self.launch_page(k, aggregates, record.iteration, slot=slot)
+            statistics = self._wait_for_launches(record.iteration, aggregates, shortcut=False)
+            with main:
+                cupy.bitwise_or(changed, self.active, out=changed)
+            activated.append(int(statistics[0]))
+            if not statistics[0]:
+                break
+        with main:
+            self.active[...] = changed
+            frontier = changed[:n].view(np.bool_)
+            count = cupy.count_nonzero(frontier)
+            out_edges = cupy.where(frontier, self.attrs[0][:n], 0).sum(dtype=np.int64)
+            totals = cupy.stack([count.astype(np.int64), out_edges]).get(stream=main)
+        main.synchronize()
+        self.active_vertices, self.active_out_edges_count = int(totals[0]), int(totals[1])
+        record.activated = self.active_vertices
+        record.edges_processed += kept_edges * len(activated)
+        record.gpu_edges += kept_edges * len(activated)
+        record.decisions["settle_kept_pages"] = dict(
+            self.settle_entry, rounds=len(activated), activated=activated,
+            max_rounds=int(config.GPU_SETTLE_MAX_ROUNDS))
 
     # -- selective transfers of streamed pages (issue 17) ---------------------------------
     def _selective_setup(self, largest_page: int) -> None:
@@ -1713,6 +1779,37 @@ class GpuEngine:
         self._cursor.close()
         self._copying.clear()
 
+    def _wait_for_launches(self, iteration: int, aggregates, apply_split: bool = True,
+                           shortcut: bool = True) -> np.ndarray:
+        """Wait for the launched pages, then apply the split vertices (unless not
+        ``apply_split``) and shortcut the labels (where the run does, unless
+        not ``shortcut``); returns the iteration's statistics, read back."""
+        cupy = self.cupy
+        main = self.main_stream
+        n = np.int64(self.num_vertices)
+        out = self.next
+        for stream, done in zip(self.page_streams, self._events["streams"]):
+            main.wait_event(stream.record(done))
+        if apply_split and self.num_split:
+            self._launch_vertices(self.kernels.apply_split, (
+                self.split_vertices, np.int32(self.num_split), self.values, out, self.active,
+                self.split_accum) + self.attrs + (aggregates, n, np.int64(iteration),
+                                                  self.l1_total, self.counters),
+                shared_mem=gpu_kernels.TOTALS_SHARED_BYTES)
+            if self.host_copies:
+                main.synchronize()
+                split = cupy.asnumpy(self.split_vertices)
+                self.host_values[split] = cupy.asnumpy(out[self.split_vertices])
+                self.host_active[split] = cupy.asnumpy(self.active[self.split_vertices])
+        if shortcut and self.shortcut is not None:
+            self._launch_vertices(self.kernels.shortcut_labels, (
+                out, self.shortcut[0], np.int32(self.shortcut[1]), self.active, self.attrs[0],
+                self.counters, self.statistics[3:4], n), shared_mem=gpu_kernels.TOTALS_SHARED_BYTES)
+        statistics = self.statistics.get(stream=main)
+        main.synchronize()
+        self._end_page_reads()
+        return statistics
+
     def end_iteration(self, record: IterationRecord, timings: list, aggregates,
                       apply_split: bool = True) -> np.ndarray:
         """Wait for the launched pages, apply the split vertices, commit, record.
@@ -1731,31 +1828,7 @@ class GpuEngine:
         numpy.ndarray of uint64
             ``[activated, activated out-edges]`` counted on the GPU.
         """
-        cupy = self.cupy
-        main = self.main_stream
-        events = self._events
-        n = np.int64(self.num_vertices)
-        out = self.next
-        for stream, done in zip(self.page_streams, events["streams"]):
-            main.wait_event(stream.record(done))
-        if apply_split and self.num_split:
-            self._launch_vertices(self.kernels.apply_split, (
-                self.split_vertices, np.int32(self.num_split), self.values, out, self.active,
-                self.split_accum) + self.attrs + (aggregates, n, np.int64(record.iteration),
-                                                  self.l1_total, self.counters),
-                shared_mem=gpu_kernels.TOTALS_SHARED_BYTES)
-            if self.host_copies:
-                main.synchronize()
-                split = cupy.asnumpy(self.split_vertices)
-                self.host_values[split] = cupy.asnumpy(out[self.split_vertices])
-                self.host_active[split] = cupy.asnumpy(self.active[self.split_vertices])
-        if self.shortcut is not None:
-            self._launch_vertices(self.kernels.shortcut_labels, (
-                out, self.shortcut[0], np.int32(self.shortcut[1]), self.active, self.attrs[0],
-                self.counters, self.statistics[3:4], n), shared_mem=gpu_kernels.TOTALS_SHARED_BYTES)
-        statistics = self.statistics.get(stream=main)
-        main.synchronize()
-        self._end_page_reads()
+        statistics = self._wait_for_launches(record.iteration, aggregates, apply_split)
         if self.shortcut is not None:
             decisions.note(record, "shortcut_labels", "all", dropped=int(statistics[3]))
         counters = statistics[:2]
