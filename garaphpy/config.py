@@ -116,6 +116,14 @@ GPU_SPARSE_FACTOR = 10.0
 #: over every shard (:func:`garaphpy.scheduler.decisions.gpu_pull_edges`).
 GPU_SPARSE_PULL_FACTOR = 3.0
 
+#: ... and not before this iteration, unless forced: a run of few iterations (a
+#: low-diameter graph) keeps the host's pulls, whose round trips cost less than
+#: entering the loop; a run of thousands loses only these first ones
+#: (:func:`garaphpy.scheduler.decisions.gpu_sparse_pass`; BFS on
+#: soc-Slashdot0811 took 1.28 ms with the loop from the start, 1.02 without, on
+#: an H200, 2026-11-27).
+GPU_LOOP_AFTER_ITERATIONS = 8
+
 #: ... and when no vertex of the frontier or of the notified ones has more than
 #: GPU_SPARSE_SPAN_FACTOR times the pull's edges per thread, per lane of the group
 #: that takes it (:func:`garaphpy.scheduler.decisions.gpu_span_edges`).
@@ -157,6 +165,12 @@ GPU_LOOP_MAX_STEPS = 1024
 #: each pull over every shard with pointer jumping over every vertex's label
 #: (issue 18; the CPU's ``CPU_SHORTCUT_LABELS``).
 GPU_SHORTCUT_LABELS = True
+
+#: ... from this iteration on: a low-diameter graph's labels settle in a few
+#: pulls, which the pass over every vertex would only slow (rmat:22 CC took
+#: 7.0-7.2 ms with it from the first pull, 6.4-6.6 without, on an H200,
+#: 2026-11-27); a grid's take thousands of pulls without it.
+GPU_SHORTCUT_LABELS_AFTER = 8
 
 #: Pages that do not all fit the GPU budget (issue 17): which stay resident
 #: beside the stream buffers.  "edges": the pages with the most edges per byte

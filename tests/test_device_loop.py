@@ -38,7 +38,25 @@ EXACT = ref.EXACT_PROGRAMS
 FRONTIER_PROGRAMS = ["bfs", "sssp", "cc", "sswp"]
 
 
+@pytest.fixture(autouse=True)
+def loop_from_the_first_iteration(monkeypatch):
+    """The tests of the loop and the label shortcut let them take any
+    iteration; the waits of ``config.GPU_LOOP_AFTER_ITERATIONS`` and
+    ``config.GPU_SHORTCUT_LABELS_AFTER`` have tests of their own."""
+    monkeypatch.setattr(config, "GPU_LOOP_AFTER_ITERATIONS", 0)
+    monkeypatch.setattr(config, "GPU_SHORTCUT_LABELS_AFTER", 0)
+
+
 # -- the rules, without a GPU ------------------------------------------------------------
+def test_the_sparse_pass_waits_for_its_iteration_unless_forced():
+    edges = 1_000_000
+    assert not decisions.gpu_sparse_pass(0, edges, iteration=7, loop_after=8)
+    assert decisions.gpu_sparse_pass(0, edges, iteration=8, loop_after=8)
+    assert decisions.gpu_sparse_pass(edges, edges, forced="notify-pull", iteration=0,
+                                     loop_after=8)
+    assert not decisions.gpu_sparse_pass(edges, edges, iteration=9, loop_after=8)
+
+
 def test_sparse_pass_takes_small_frontiers_only():
     edges = 1_000_000
     limit = edges / config.GPU_SPARSE_FACTOR
@@ -238,6 +256,32 @@ def looped(result) -> int:
 
 def source_of(program, graph):
     return np.array([0], np.int64) if program.needs_sources else ()
+
+
+@pytest.mark.gpu
+def test_the_loop_takes_no_iteration_before_its_own_unless_forced(grid, rmat, monkeypatch):
+    """With ``config.GPU_LOOP_AFTER_ITERATIONS`` at 8: a run of fewer iterations
+    never loops, a longer one loops from iteration 8 on, and
+    ``direction="notify-pull"`` loops from the first; each equals the CPU."""
+    monkeypatch.setattr(config, "GPU_LOOP_AFTER_ITERATIONS", 8)
+    hub = np.array([int(np.argmax(rmat.store.out_degree))])
+    short = run_quietly(rmat, "bfs", hub, mode="gpu", execution="sync")
+    np.testing.assert_array_equal(
+        short.values, run_quietly(rmat, "bfs", hub, mode="cpu", execution="sync").values)
+    assert 2 < short.num_iterations < 8 and looped(short) == 0
+    source = np.array([0], np.int64)
+    cpu = run_quietly(grid, "bfs", source, mode="cpu", execution="sync")
+    waited = run_quietly(grid, "bfs", source, mode="gpu", execution="sync")
+    np.testing.assert_array_equal(waited.values, cpu.values)
+    looping = [r.iteration for r in waited.iterations if "device_loop" in r.decisions]
+    assert looping == list(range(8, waited.num_iterations))
+    for record in waited.iterations[:8]:
+        rule = record.decisions["gpu_sparse_pass"]
+        assert rule["choice"] is False and rule["iteration"] < rule["loop_after"] == 8
+    forced = run_quietly(grid, "bfs", source, mode="gpu", execution="sync",
+                         direction="notify-pull")
+    np.testing.assert_array_equal(forced.values, cpu.values)
+    assert looped(forced) == forced.num_iterations
 
 
 @pytest.mark.gpu
@@ -484,6 +528,24 @@ def test_the_gpu_shortcuts_labels_to_the_same_components(grid, rmat, tmp_path):
             assert pulled and pulled[0].decisions["shortcut_labels"]["dropped"] >= 0
     result = garaphpy.run(grid, "cc", mode="gpu")
     assert result.num_iterations <= 4      # 60 + 50 without
+
+
+@pytest.mark.gpu
+def test_the_gpu_shortcuts_labels_from_its_iteration_on(grid, rmat, monkeypatch):
+    """With ``config.GPU_SHORTCUT_LABELS_AFTER`` at 8: a run of fewer pulls
+    never shortcuts, a longer one shortcuts from its eighth on; each gives
+    SciPy's components."""
+    monkeypatch.setattr(config, "GPU_SHORTCUT_LABELS_AFTER", 8)
+    monkeypatch.setattr(config, "GPU_DEVICE_LOOP", False)       # every iteration a pull
+    short = garaphpy.run(rmat, "cc", mode="gpu", execution="sync")
+    np.testing.assert_array_equal(short.values, ref.components_scipy(rmat))
+    assert short.num_iterations < 8
+    assert not any("shortcut_labels" in r.decisions for r in short.iterations)
+    long = garaphpy.run(grid, "cc", mode="gpu", execution="sync")
+    np.testing.assert_array_equal(long.values, ref.components_scipy(grid))
+    shortcut = [r.iteration for r in long.iterations if "shortcut_labels" in r.decisions]
+    assert shortcut == list(range(8, long.num_iterations))
+    assert long.num_iterations <= 20       # 60 + 50 pulls without
 
 
 @pytest.mark.gpu

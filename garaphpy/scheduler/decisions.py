@@ -469,7 +469,8 @@ def device_loop(enabled: bool, resident: bool, aggregates: bool, host_copies: bo
 def gpu_sparse_pass(active_out_edges: int, num_edges: int, forced: str = "auto",
                     factor: float = config.GPU_SPARSE_FACTOR,
                     neighbour_in_degree: float = 1.0,
-                    pull_factor: float = config.GPU_SPARSE_PULL_FACTOR) -> bool:
+                    pull_factor: float = config.GPU_SPARSE_PULL_FACTOR,
+                    iteration: int = 0, loop_after: int = 0) -> bool:
     """Whether the GPU's next iteration is a sparse notify-pull over the
     frontier's out-edges rather than the pull over every shard.
 
@@ -483,11 +484,14 @@ def gpu_sparse_pass(active_out_edges: int, num_edges: int, forced: str = "auto",
     average (sum of in-degrees squared / |E|: 4 on a grid, thousands on a
     power-law graph, where a few frontier edges reach hubs).  The device
     loop applies the same bound (:func:`gpu_dense_edges`) after each of its
-    iterations and hands the run back to the pull when it fails.
+    iterations and hands the run back to the pull when it fails.  Not before
+    iteration ``loop_after`` (``config.GPU_LOOP_AFTER_ITERATIONS``): a run that
+    ends in a few iterations pays less for the host's round trips than for
+    entering the loop, and one of thousands loses only those first few.
     """
     if forced == "notify-pull":
         return True
-    if forced == "pull":
+    if forced == "pull" or iteration < loop_after:
         return False
     return active_out_edges <= gpu_dense_edges(num_edges, forced, factor,
                                                neighbour_in_degree, pull_factor)

@@ -917,11 +917,13 @@ class GpuEngine:
         if self._loop_entry is not None and self._loop_entry["choice"]:
             # refused by the rule, or called off by the loop (too many in-edges to pull)
             decisions.note(record, "gpu_sparse_pass", False, called_off=self._called_off,
-                           **self._sparse_inputs(self.active_out_edges_count, direction))
+                           **self._sparse_inputs(self.active_out_edges_count, direction,
+                                                 record.iteration))
             self._called_off = False
 
     def enable_shortcut_labels(self, ids: np.ndarray) -> None:
-        """End every pull over every shard with pointer jumping over the labels of
+        """End every pull over every shard, from iteration
+        ``config.GPU_SHORTCUT_LABELS_AFTER`` on, with pointer jumping over the labels of
         every vertex (a program declaring ``shortcut_labels`` on the GPU alone:
         :func:`decisions.shortcut_labels`); ``ids``: the vertices' user ids,
         increasing."""
@@ -965,15 +967,17 @@ class GpuEngine:
         return (np.dtype(self.program.accum_dtype).itemsize,
                 self.store.weight_dtype.itemsize if weights else 0)
 
-    def _sparse_inputs(self, active_out_edges: int, forced: str) -> dict:
-        """The inputs of :func:`decisions.gpu_sparse_pass` for this run."""
+    def _sparse_inputs(self, active_out_edges: int, forced: str, iteration: int = 0) -> dict:
+        """The inputs of :func:`decisions.gpu_sparse_pass` for this run's
+        ``iteration``."""
         if self._neighbour_in_degree is None:
             self._neighbour_in_degree = self.store.neighbour_in_degree
         push = self.push_entry["choice"]     # a push pulls nothing
         return dict(active_out_edges=int(active_out_edges), num_edges=self.num_edges,
                     forced=forced, factor=config.GPU_SPARSE_FACTOR,
                     neighbour_in_degree=1.0 if push else self._neighbour_in_degree,
-                    pull_factor=0.0 if push else config.GPU_SPARSE_PULL_FACTOR)
+                    pull_factor=0.0 if push else config.GPU_SPARSE_PULL_FACTOR,
+                    iteration=int(iteration), loop_after=int(config.GPU_LOOP_AFTER_ITERATIONS))
 
     def iterate_batch(self, first_iteration: int, max_steps: int, tolerance, active_out_edges: int,
                       direction: str = "auto") -> list:
@@ -1007,7 +1011,7 @@ class GpuEngine:
             raise ConfigError("direction='notify-pull' on the GPU runs in its device loop, "
                               f"which this run cannot use: {'; '.join(why)}")
         if max_steps < 1 or not entry["choice"] or not decisions.gpu_sparse_pass(
-                **self._sparse_inputs(active_out_edges, direction)):
+                **self._sparse_inputs(active_out_edges, direction, first_iteration)):
             return []
         if self._loop is None:
             self._loop = self._make_loop()
@@ -1051,7 +1055,7 @@ class GpuEngine:
             first_iteration, max_steps, tolerance,
             decisions.gpu_dense_edges(**{
                 key: value for key, value in self._sparse_inputs(0, direction).items()
-                if key != "active_out_edges"}),
+                if key not in ("active_out_edges", "iteration", "loop_after")}),
             decisions.gpu_pull_edges(self.num_edges, direction, config.GPU_SPARSE_PULL_FACTOR)
             if not loop.push else 2 ** 62,
             active_out_edges, on_rows=keep,
@@ -1779,6 +1783,12 @@ class GpuEngine:
         self._cursor.close()
         self._copying.clear()
 
+    def _shortcuts(self, iteration: int) -> bool:
+        """Whether the pull over every shard of ``iteration`` ends with pointer
+        jumping over the labels (:meth:`enable_shortcut_labels`; from
+        ``config.GPU_SHORTCUT_LABELS_AFTER`` on)."""
+        return self.shortcut is not None and iteration >= config.GPU_SHORTCUT_LABELS_AFTER
+
     def _wait_for_launches(self, iteration: int, aggregates, apply_split: bool = True,
                            shortcut: bool = True) -> np.ndarray:
         """Wait for the launched pages, then apply the split vertices (unless not
@@ -1801,7 +1811,7 @@ class GpuEngine:
                 split = cupy.asnumpy(self.split_vertices)
                 self.host_values[split] = cupy.asnumpy(out[self.split_vertices])
                 self.host_active[split] = cupy.asnumpy(self.active[self.split_vertices])
-        if shortcut and self.shortcut is not None:
+        if shortcut and self._shortcuts(iteration):
             self._launch_vertices(self.kernels.shortcut_labels, (
                 out, self.shortcut[0], np.int32(self.shortcut[1]), self.active, self.attrs[0],
                 self.counters, self.statistics[3:4], n), shared_mem=gpu_kernels.TOTALS_SHARED_BYTES)
@@ -1829,7 +1839,7 @@ class GpuEngine:
             ``[activated, activated out-edges]`` counted on the GPU.
         """
         statistics = self._wait_for_launches(record.iteration, aggregates, apply_split)
-        if self.shortcut is not None:
+        if self._shortcuts(record.iteration):
             decisions.note(record, "shortcut_labels", "all", dropped=int(statistics[3]))
         counters = statistics[:2]
         l1 = statistics[2:3].view(np.float64)
