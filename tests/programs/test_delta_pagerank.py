@@ -69,7 +69,7 @@ def power_step_l1(graph, scores, damping=0.85):
 @pytest.mark.parametrize("direction", ["auto", "pull", "notify-pull"])
 @pytest.mark.parametrize("execution", ["sync", "async"])
 def test_matches_power_iteration(graph, expected, execution, direction):
-    result = garaphpy.run(graph, DeltaPageRank(l1_bound=TIGHT), execution=execution,
+    result = garaphpy.run(graph, DeltaPageRank(l1_bound=TIGHT), mode="cpu", execution=execution,
                           direction=direction, threads=2)
     assert result.converged and result.stop_reason == "no active vertex"
     np.testing.assert_allclose(result.values, expected, rtol=1e-6)
@@ -83,7 +83,7 @@ def test_matches_power_iteration(graph, expected, execution, direction):
 def test_default_bound_holds_with_the_derived_margin(graph, execution):
     # the module docstring derives ||T(r) - r||_1 <= l1_bound / 2; the verifier checks < l1_bound
     program = DeltaPageRank()
-    result = garaphpy.run(graph, program, execution=execution, threads=2)
+    result = garaphpy.run(graph, program, mode="cpu", execution=execution, threads=2)
     assert result.converged and result.execution == execution
     assert power_step_l1(graph, result.values) <= program.constants["l1_bound"] / 2
     report = program.verify(graph, result)
@@ -93,7 +93,7 @@ def test_default_bound_holds_with_the_derived_margin(graph, execution):
 def test_late_iterations_are_sparse_and_notify_pull_takes_them():
     graph = garaphpy.Graph.load("rmat:12", progress=False)
     for execution in ("sync", "async"):
-        result = garaphpy.run(graph, DeltaPageRank(), execution=execution, threads=1)
+        result = garaphpy.run(graph, DeltaPageRank(), mode="cpu", execution=execution, threads=1)
         records = result.iterations
         assert records[0].direction == "pull"
         assert records[-1].direction == "notify-pull"
@@ -106,19 +106,19 @@ def test_async_gathers_no_more_edges_than_sync(graph):
     # one thread: async is Gauss-Seidel in vertex order, deterministic
     work = {}
     for execution in ("sync", "async"):
-        result = garaphpy.run(graph, DeltaPageRank(l1_bound=TIGHT), execution=execution,
-                              threads=1)
+        result = garaphpy.run(graph, DeltaPageRank(l1_bound=TIGHT), mode="cpu",
+                              execution=execution, threads=1)
         work[execution] = sum(r.edges_processed for r in result.iterations)
     assert work["async"] <= work["sync"]
 
 
 def test_sync_runs_are_deterministic_and_use_the_source_precompute(graph):
-    runs = [garaphpy.run(graph, DeltaPageRank(), execution="sync", threads=threads)
+    runs = [garaphpy.run(graph, DeltaPageRank(), mode="cpu", execution="sync", threads=threads)
             for threads in (1, 2)]
     np.testing.assert_array_equal(runs[0].values, runs[1].values)
     pulls = [r for r in runs[0].iterations if r.direction == "pull"]
     assert pulls and all(r.gather_precomputed for r in pulls)
-    asynchronous = garaphpy.run(graph, DeltaPageRank(), execution="async", threads=2)
+    asynchronous = garaphpy.run(graph, DeltaPageRank(), mode="cpu", execution="async", threads=2)
     assert not any(r.gather_precomputed for r in asynchronous.iterations)
 
 
@@ -127,7 +127,8 @@ def test_sync_runs_are_deterministic_and_use_the_source_precompute(graph):
 def test_graph_without_edges_scores_uniformly(execution, direction):
     graph = garaphpy.Graph.from_arrays(np.zeros(0, np.int64), np.zeros(0, np.int64),
                                        num_vertices=7)
-    result = garaphpy.run(graph, DeltaPageRank(), execution=execution, direction=direction)
+    result = garaphpy.run(graph, DeltaPageRank(), mode="cpu", execution=execution,
+                          direction=direction)
     assert result.converged
     np.testing.assert_allclose(result.values, np.full(7, 1 / 7), rtol=1e-15)
     assert result.program.verify(graph, result).ok
@@ -137,7 +138,7 @@ def test_graph_without_edges_scores_uniformly(execution, direction):
 def test_single_vertex(loop):
     graph = garaphpy.Graph.from_arrays([0] if loop else np.zeros(0, np.int64),
                                        [0] if loop else np.zeros(0, np.int64), num_vertices=1)
-    result = garaphpy.run(graph, DeltaPageRank(l1_bound=TIGHT))
+    result = garaphpy.run(graph, DeltaPageRank(l1_bound=TIGHT), mode="cpu")
     assert result.converged and list(result.values) == [1.0]
     assert result.program.verify(graph, result).ok
 
@@ -176,7 +177,8 @@ def test_verifier_fails_on_perturbed_results(graph, expected):
 
 def test_verifier_fails_a_run_stopped_early(graph):
     with pytest.warns(NotConvergedWarning):
-        capped = garaphpy.run(graph, DeltaPageRank(), execution="sync", max_iterations=3)
+        capped = garaphpy.run(graph, DeltaPageRank(), mode="cpu", execution="sync",
+                              max_iterations=3)
     assert not capped.converged
     report = capped.program.verify(graph, capped)
     assert not report.ok and "moved" in report.detail, str(report)
