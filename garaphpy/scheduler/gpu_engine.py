@@ -56,7 +56,11 @@ Beyond the paper (issue 18): a run on the GPU alone with resident pages runs
 its iterations with small frontiers as sparse passes in a loop kept on the
 device (:mod:`~garaphpy.scheduler.device_loop`, :meth:`GpuEngine.iterate_batch`),
 and a program declaring ``shortcut_labels`` (CC) ends each pull over every
-shard with pointer jumping over its labels (:meth:`GpuEngine.enable_shortcut_labels`).
+shard with pointer jumping over its labels (:meth:`GpuEngine.enable_shortcut_labels`),
+both from the eighth iteration on.  An asynchronous streamed run of a min or
+max program can pull its kept pages again until they settle before the
+streamed pages move again (Subway's asynchronous model:
+:meth:`GpuEngine._settle_kept_pages`, off by default).
 """
 
 from __future__ import annotations
