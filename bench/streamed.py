@@ -31,10 +31,12 @@ highest out-degree.  For each program:
     queues the next iteration's first copies once its pages are launched
     (``config.GPU_PREFETCH_NEXT_COPIES``); with ``--prefetch off`` or ``both``,
     runs that do not are named ``FRACTION/CHOICE/no-prefetch``.  With
-    ``--execution async``, every run is asynchronous; a streamed run of BFS,
-    SSSP or CC then pulls its kept pages again after each iteration until
-    they settle (``config.GPU_SETTLE_KEPT_PAGES``); with ``--settle off`` or
-    ``both``, runs that do not are named ``FRACTION/CHOICE/no-settle``.
+    ``--execution async``, every run is asynchronous; with ``--settle on`` or
+    ``both``, a streamed run of BFS, SSSP or CC then pulls its kept pages
+    again after each iteration until they settle
+    (``config.GPU_SETTLE_KEPT_PAGES``, off by default), named
+    ``FRACTION/CHOICE/settle``.  Each of these options defaults to config's
+    value; a case is named by the values that differ from it.
 
 ``subway/PROGRAM``
     With ``--subway DIR`` (a directory holding Subway's built ``bfs-sync``,
@@ -126,15 +128,23 @@ def vertex_bytes(graph, program: str, sources) -> int:
     return engine.plan.vertex_bytes
 
 
-#: The A/B options: option -> (config name, the case name's suffix when it is not
-#: config's default, whether only automatic runs vary it).
+#: The A/B options: option -> (config name, the case name's suffix when it is on,
+#: when it is off, whether only automatic runs vary it).  A case is named by the
+#: suffix of each value that is not config's default.
 VARIANTS = {
-    "defer_selective": ("GPU_DEFER_SELECTIVE_ARRAYS", "/at-setup", True),
-    "calibrate": ("GPU_CALIBRATE_TRANSFER_RATES", "/uncalibrated", True),
-    "prefetch": ("GPU_PREFETCH_NEXT_COPIES", "/no-prefetch", False),
-    "settle": ("GPU_SETTLE_KEPT_PAGES", "/no-settle", False),
+    "defer_selective": ("GPU_DEFER_SELECTIVE_ARRAYS", "/deferred", "/at-setup", True),
+    "calibrate": ("GPU_CALIBRATE_TRANSFER_RATES", "/calibrated", "/uncalibrated", True),
+    "prefetch": ("GPU_PREFETCH_NEXT_COPIES", "/prefetch", "/no-prefetch", False),
+    "settle": ("GPU_SETTLE_KEPT_PAGES", "/settle", "/no-settle", False),
 }
-DEFAULTS = {key: getattr(config, key) for key, _, _ in VARIANTS.values()}
+DEFAULTS = {key: getattr(config, key) for key, *_ in VARIANTS.values()}
+
+
+def variant_suffix(settings: dict) -> str:
+    """The case name's part for ``settings`` (config names and values): the
+    suffix of each :data:`VARIANTS` value that is not config's default."""
+    return "".join(on if settings[key] else off for key, on, off, _ in VARIANTS.values()
+                   if settings[key] != DEFAULTS[key])
 
 
 def run(graph, program: str, options: dict, choice: str, packed: bool = True,
@@ -178,7 +188,7 @@ def variant_settings(variants: dict, choice: str) -> list[dict]:
     the values to run), those only automatic runs vary at their default for
     a forced choice."""
     combinations = [{}]
-    for option, (key, _, auto_only) in VARIANTS.items():
+    for option, (key, _, _, auto_only) in VARIANTS.items():
         values = variants[option]
         if auto_only and choice != "auto":
             values = [DEFAULTS[key]]
@@ -272,22 +282,29 @@ def main(argv=None) -> int:
     parser.add_argument("--pull-packed", default="on", choices=("on", "off", "both"),
                         help="packed pages pulled where they lie (config.GPU_PULL_PACKED), "
                              "unpacked first (cases named .../unpack), or both")
-    parser.add_argument("--defer-selective", default="on", choices=("on", "off", "both"),
+    def config_default(key: str) -> str:
+        return "on" if DEFAULTS[key] else "off"
+
+    parser.add_argument("--defer-selective", choices=("on", "off", "both"),
+                        default=config_default("GPU_DEFER_SELECTIVE_ARRAYS"),
                         help="automatic runs make the selective arrays at the first sparse "
                              "iteration (config.GPU_DEFER_SELECTIVE_ARRAYS), at set-up "
                              "(cases .../auto/at-setup), or both")
-    parser.add_argument("--calibrate", default="on", choices=("on", "off", "both"),
+    parser.add_argument("--calibrate", choices=("on", "off", "both"),
+                        default=config_default("GPU_CALIBRATE_TRANSFER_RATES"),
                         help="automatic runs measure the transfer rates at set-up "
                              "(config.GPU_CALIBRATE_TRANSFER_RATES), start from config's "
                              "(cases .../auto/uncalibrated), or both")
-    parser.add_argument("--prefetch", default="on", choices=("on", "off", "both"),
+    parser.add_argument("--prefetch", choices=("on", "off", "both"),
+                        default=config_default("GPU_PREFETCH_NEXT_COPIES"),
                         help="runs that copy every streamed page queue the next iteration's "
                              "first copies ahead (config.GPU_PREFETCH_NEXT_COPIES), do not "
                              "(cases .../no-prefetch), or both")
-    parser.add_argument("--settle", default="on", choices=("on", "off", "both"),
+    parser.add_argument("--settle", choices=("on", "off", "both"),
+                        default=config_default("GPU_SETTLE_KEPT_PAGES"),
                         help="asynchronous streamed runs of min and max programs pull their "
                              "kept pages again until they settle "
-                             "(config.GPU_SETTLE_KEPT_PAGES), do not (cases .../no-settle), "
+                             "(config.GPU_SETTLE_KEPT_PAGES; cases .../settle), do not, "
                              "or both")
     parser.add_argument("--execution", default=None, choices=("sync", "async"),
                         help="every run synchronous or asynchronous (default: each "
@@ -347,8 +364,7 @@ def main(argv=None) -> int:
                     for settings in variant_settings(variants, choice):
                         name = (f"{program}/{fraction:g}/{choice}"
                                 + ("" if packed else "/stored") + ("" if pull else "/unpack")
-                                + "".join(suffix for key, suffix, _ in VARIANTS.values()
-                                          if settings[key] != DEFAULTS[key]))
+                                + variant_suffix(settings))
                         names.append(name)
                         cases.append(harness.Case(
                             name, lambda program=program, options=options, budget=budget,

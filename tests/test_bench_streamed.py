@@ -149,3 +149,19 @@ def test_the_variants_vary_only_what_was_asked():
     assert copy == [{"GPU_DEFER_SELECTIVE_ARRAYS": True, "GPU_CALIBRATE_TRANSFER_RATES": True,
                      "GPU_PREFETCH_NEXT_COPIES": prefetch, "GPU_SETTLE_KEPT_PAGES": True}
                     for prefetch in (True, False)]
+
+
+def test_a_case_is_named_by_the_values_that_differ_from_configs(monkeypatch):
+    defaults = dict(streamed.DEFAULTS)
+    assert streamed.variant_suffix(defaults) == ""
+    flipped = {key: not value for key, value in defaults.items()}
+    names = {key: (on if not defaults[key] else off)
+             for key, on, off, _ in streamed.VARIANTS.values()}
+    assert streamed.variant_suffix(flipped) == "".join(names.values())
+    # a default flipped in config flips the name: the run with the option on is "/settle"
+    monkeypatch.setitem(streamed.DEFAULTS, "GPU_SETTLE_KEPT_PAGES", False)
+    assert streamed.variant_suffix({**defaults, "GPU_SETTLE_KEPT_PAGES": True}
+                                   ).endswith("/settle")
+    monkeypatch.setitem(streamed.DEFAULTS, "GPU_SETTLE_KEPT_PAGES", True)
+    assert streamed.variant_suffix({**defaults, "GPU_SETTLE_KEPT_PAGES": False}
+                                   ).endswith("/no-settle")
