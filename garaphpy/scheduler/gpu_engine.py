@@ -933,9 +933,11 @@ class GpuEngine:
         increasing."""
         ids = np.ascontiguousarray(ids, np.int64)
         dense = bool(ids.size and ids[-1] - ids[0] == ids.size - 1)
+        # consecutive ids: the kernel reads the first alone
+        kept = ids[:1] if dense else ids if ids.size else np.zeros(1, np.int64)
         with self.main_stream:      # where the pulls that read it are ordered
-            self.shortcut = (self.cupy.asarray(ids if ids.size else np.zeros(1, np.int64)),
-                             dense)
+            self.shortcut = (self.cupy.asarray(kept), dense)
+        self.main_stream.synchronize()      # a set-up copy, not the first iteration's
 
     def _device_loop_entry(self, checkpoints_after_pages: bool | None = None) -> dict:
         """Whether this run may loop sparse iterations on the device
