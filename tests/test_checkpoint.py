@@ -51,7 +51,7 @@ PAGERANK = dict(graph="rmat:14", program="pagerank",
                 store="max_shard_edges = 2000\nmax_page_bytes = 60000\n")
 #: synchronous, as asked: SSSP runs asynchronously on the CPU alone by default, whose
 #: iterations vary with the threads' timing, and these tests compare iterations exactly
-SSSP = dict(graph="grid:60x50", program="sssp", run='sources = 0\nexecution = "sync"\n',
+SSSP = dict(graph="grid:100x80", program="sssp", run='sources = 0\nexecution = "sync"\n',
             store="")
 ASYNC_PAGERANK = dict(graph="rmat:14", program="pagerank",
                       run='execution = "async"\ntolerance = 1e-9\nmax_iterations = 200\n',
@@ -129,6 +129,7 @@ def kill_after(config: Path, directory: Path, checkpoints_ahead: int, *flags: st
     process.kill()
     process.communicate()
     assert process.returncode == -signal.SIGKILL
+    assert list_checkpoints(directory), "the run completed before the kill; make it longer"
     return reached
 
 
@@ -229,7 +230,8 @@ def rmat():
 def pagerank_reference(rmat):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", api.NotConvergedWarning)
-        return garaphpy.run(rmat, "pagerank", tolerance=0.0, max_iterations=25, threads=THREADS)
+        return garaphpy.run(rmat, "pagerank", tolerance=0.0, max_iterations=25, threads=THREADS,
+                           mode="cpu")
 
 
 class Crash(Exception):
@@ -248,7 +250,8 @@ def pagerank(rmat, directory, **options):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", api.NotConvergedWarning)
         return garaphpy.run(rmat, "pagerank", tolerance=0.0, max_iterations=25,
-                            threads=THREADS, checkpoint_dir=directory, **options)
+                            threads=THREADS, checkpoint_dir=directory,
+                            **{"mode": "cpu", **options})
 
 
 def test_resume_after_a_crash_continues_exactly(rmat, pagerank_reference, tmp_path):
@@ -317,7 +320,7 @@ def test_resuming_a_different_run_is_refused(rmat, tmp_path, change, needle):
     change = dict(change)
     program = PageRank(**change.pop("program_options", {}))
     options = dict(tolerance=0.0, max_iterations=25, threads=THREADS, checkpoint_dir=directory,
-                   resume=True)
+                   resume=True, mode="cpu")
     options.update(change)
     with pytest.raises(CheckpointError, match="different run") as caught:
         garaphpy.run(rmat, program, **options)
