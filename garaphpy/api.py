@@ -359,7 +359,7 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
             if early_exit:
                 cpu_engine.enable_early_exit(program.initially_active)
             if direction_policy.shortcut_labels(program.shortcut_labels, mode,
-                                                config.CPU_SHORTCUT_LABELS):
+                                                config.CPU_SHORTCUT_LABELS, processor="cpu"):
                 _check_shortcut_labels(program, compiled, arrays.attrs, arrays.weights,
                                        arrays.attrs[3], state.values)
                 cpu_engine.enable_shortcut_labels()
@@ -395,7 +395,7 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
                                    page_source=pages)
             gpu_engine.set_frontier(initially_active)
             if direction_policy.shortcut_labels(program.shortcut_labels, mode,
-                                                config.GPU_SHORTCUT_LABELS):
+                                                config.GPU_SHORTCUT_LABELS, processor="gpu"):
                 # built-in programs' functions are tested; a user's are probed on the CPU
                 user = not type(program).__module__.startswith("garaphpy.programs")
                 compiled = _compiled_program(program, parallel=False) if user else None

@@ -265,6 +265,11 @@ GPU_MEMORY_FRACTION = 0.8
 #: CPU and GPU pull rates and of T_pull / T_GPU (section 5.1).
 HYBRID_SMOOTHING = 0.5
 
+#: What the dispatcher expects an iteration of the GPU's device loop to cost, in
+#: seconds, until a hybrid run has measured one (grid:2000x2000 BFS on an H200
+#: ran 14.9 us an iteration, BENCHMARKS.md, issue 18).
+HYBRID_LOOP_ITERATION_SECONDS = 20e-6
+
 #: Pages the GPU worker keeps queued on its streams in a hybrid iteration
 #: (at least this many, and one per stream when pages stream).
 HYBRID_GPU_PAGES_IN_FLIGHT = 4

@@ -152,7 +152,8 @@ def test_every_decision_is_recorded_in_order_with_its_inputs():
             "iteration": iteration, "active_fraction": f, "rho": rho, "ratio": 4.0,
             "alpha": min(2 * f * rho, 1.0) * 4.0, "mode": decision.mode, "forced": False,
             "ratio_source": "given", "cpu_seconds": None, "gpu_seconds": None,
-            "cpu_sync_seconds": 0.0, "gpu_sync_seconds": 0.0, "pull_fraction": None}
+            "cpu_sync_seconds": 0.0, "gpu_sync_seconds": 0.0, "pull_fraction": None,
+            "gpu_loop": False, "batch_of": None}
     json.dumps([d.as_dict() for d in policy.decisions])      # JSON-able
 
     # the ratio in force at each decision is the one recorded
@@ -172,7 +173,7 @@ def test_every_decision_is_recorded_in_order_with_its_inputs():
         "iteration": 7, "active_fraction": 0.0625, "rho": 1.0, "ratio": 4.0, "alpha": 0.5,
         "mode": "cpu", "forced": False, "ratio_source": "probe", "cpu_seconds": 0.75,
         "gpu_seconds": 1.5, "cpu_sync_seconds": 0.25, "gpu_sync_seconds": 0.5,
-        "pull_fraction": None}
+        "pull_fraction": None, "gpu_loop": False, "batch_of": None}
     json.dumps(decision.as_dict())
 
     # the iteration record's entry: every field, the mode as the choice

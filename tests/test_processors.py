@@ -120,8 +120,8 @@ class RecordingGpuEngine:
         self.calls.append(("launch", k, iteration, host_values.dtype, host_active.dtype))
         return ("timing", k)
 
-    def end_iteration(self, record, timings, aggregates, apply_split=True):
-        self.calls.append(("end", list(timings), apply_split))
+    def end_iteration(self, record, timings, aggregates, apply_split=True, shortcut=True):
+        self.calls.append(("end", list(timings), apply_split, shortcut))
         record.gpu_edges, record.gpu_busy_seconds = 120, 0.5
         record.bytes_to_device, record.bytes_to_host = 1000, 200
         record.copy_seconds, record.kernel_seconds, record.l1_change = 0.2, 0.3, 1.5
@@ -150,6 +150,7 @@ def test_gpu_processor_wiring():
     result = processor.finish()
     assert engine.calls == [("begin", 4), ("launch", 2, 4, np.float64, np.uint8),
                             ("launch", 0, 4, np.float64, np.uint8),
-                            ("end", [("timing", 2), ("timing", 0)], False), ("split", [2, 0])]
+                            ("end", [("timing", 2), ("timing", 0)], False, False),
+                            ("split", [2, 0])]
     assert result == ProcessorResult("gpu", [2, 0], 120, 0.5, 1000, 200, 0.2, 0.3, 1.5, 17,
                                      {7: 0.25}, {"gpu_precompute": {"choice": False}})

@@ -130,9 +130,12 @@ def test_a_grid_takes_a_handful_of_iterations_instead_of_its_diameter(graphs, mo
     assert first["dropped"] >= first["sample_dropped"]
 
 
-def test_only_a_cpu_alone_run_shortcuts():
+def test_one_processor_alone_shortcuts_and_in_hybrid_runs_only_the_gpu():
     assert decisions.shortcut_labels(True, "cpu")
+    assert not decisions.shortcut_labels(True, "hybrid", processor="cpu")
+    assert decisions.shortcut_labels(True, "hybrid", processor="gpu")
     assert not decisions.shortcut_labels(True, "hybrid")
+    assert not decisions.shortcut_labels(True, "gpu", processor="cpu")
     assert decisions.shortcut_labels(True, "gpu")
     assert not decisions.shortcut_labels(False, "cpu")
     assert not decisions.shortcut_labels(True, "cpu", enabled=False)

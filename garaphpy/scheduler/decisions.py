@@ -212,14 +212,21 @@ def float32_contributions(declared_tolerance: float | None, run_tolerance: float
                 and run_tolerance >= declared_tolerance)
 
 
-def shortcut_labels(declared: bool, mode: str, enabled: bool = True) -> bool:
-    """Whether a run's iterations end with pointer jumping over the labels
+def shortcut_labels(declared: bool, mode: str, enabled: bool = True,
+                    processor: str | None = None) -> bool:
+    """Whether a run's iterations on ``processor`` (default: the mode's own)
+    end with pointer jumping over the labels
     (:func:`garaphpy.kernels.cpu.shortcut_labels` on the CPU,
     ``gp_shortcut_labels`` on the GPU): a program that declares
-    ``shortcut_labels``, on one processor alone (in hybrid runs the other
-    processor's copy of the values would not see the jumps), with
-    ``config.CPU_SHORTCUT_LABELS`` or ``config.GPU_SHORTCUT_LABELS``."""
-    return bool(enabled and declared and mode in ("cpu", "gpu"))
+    ``shortcut_labels``, with ``config.CPU_SHORTCUT_LABELS`` or
+    ``config.GPU_SHORTCUT_LABELS``; on one processor alone, and in hybrid
+    runs on the GPU, in the iterations it runs alone (the jumps land in its
+    copy of the values, which the host downloads whole before it runs an
+    iteration; iterations whose pages both processors pull do not jump, as
+    the host's copy would not see it).  The CPU of a hybrid run does not
+    jump: its jumps and the GPU's pages would meet in no one copy."""
+    return bool(enabled and declared and (mode, processor or mode) in (
+        ("cpu", "cpu"), ("gpu", "gpu"), ("hybrid", "gpu")))
 
 
 def union_find_start(declared: bool, symmetric: bool, mode: str, enabled: bool = True) -> bool:
@@ -696,6 +703,22 @@ def hybrid_mode(alpha: float | None, threshold: float = 1.0,
     if forced is not None:
         return forced
     return "hybrid" if alpha is not None and alpha >= threshold else "cpu"
+
+
+def hybrid_device_loop(mode: str, cpu_joins: bool, loop_takes: bool, batches: bool,
+                       forced: str = "auto") -> bool:
+    """Whether a hybrid run hands its next iterations to the GPU's device loop
+    (:meth:`~garaphpy.scheduler.gpu_engine.GpuEngine.iterate_batch`), as a run
+    on the GPU alone would: when the policy chose the GPU (``mode``
+    ``"hybrid"``) and the CPU would take no page (``cpu_joins`` False: the
+    tail rule, or a policy that leaves the CPU out), the loop takes the
+    iteration (``loop_takes``: resident pages, a sparse frontier, from
+    ``config.GPU_LOOP_AFTER_ITERATIONS`` on), the policy lets one decision
+    cover several iterations (``batches``) and the direction is not forced.
+    The loop then runs until its frontier grows too large, it converges or
+    the batch ends; the policy decides again after it."""
+    return bool(mode == "hybrid" and not cpu_joins and loop_takes and batches
+                and forced == "auto")
 
 
 # -- page assignment (section 5.1's queue, with the tail rule) ------------------------------

@@ -33,6 +33,10 @@ they become free.
 * ``s_cpu``, ``s_gpu``: bringing that processor's copy of the vertex data up
   to date first, when the other one ran the last iteration (bytes over the
   measured copy bandwidth; given by the engine).
+* ``T_loop``: where the GPU would run the iteration in its device loop (a
+  sparse frontier on resident pages, :func:`decisions.hybrid_device_loop`),
+  what one of the loop's iterations costs, measured on the run's loops
+  (``config.HYBRID_LOOP_ITERATION_SECONDS`` before), in place of ``T_GPU``.
 
 With c_0 = s = 0, p = f and T_notify = T_pull this is the paper's
 ``min(2 f rho, 1) T_pull / T_GPU``; :attr:`Decision.ratio` is T_pull / T_GPU.
@@ -97,6 +101,11 @@ class Decision:
     pull_fraction : float or None
         p, the share of |E| a notify-pull was estimated to gather (None: not
         needed, f decided it).
+    gpu_loop : bool
+        The GPU's cost is its device loop's (``T_loop``), not a pull's.
+    batch_of : int or None
+        For an iteration of a batch that one decision covered (the GPU's
+        device loop), the iteration that decided it; None otherwise.
     """
 
     iteration: int
@@ -112,6 +121,8 @@ class Decision:
     cpu_sync_seconds: float = 0.0
     gpu_sync_seconds: float = 0.0
     pull_fraction: float | None = None
+    gpu_loop: bool = False
+    batch_of: int | None = None
 
     def as_dict(self) -> dict:
         """JSON-able dict (shallow: every field is a scalar; ``dataclasses.asdict``
@@ -127,7 +138,8 @@ class Decision:
                 "cpu_seconds": self.cpu_seconds, "gpu_seconds": self.gpu_seconds,
                 "cpu_sync_seconds": self.cpu_sync_seconds,
                 "gpu_sync_seconds": self.gpu_sync_seconds,
-                "pull_fraction": self.pull_fraction, "choice": self.mode}
+                "pull_fraction": self.pull_fraction, "gpu_loop": self.gpu_loop,
+                "batch_of": self.batch_of, "choice": self.mode}
 
 
 @dataclass
@@ -148,7 +160,9 @@ class Observation:
     cpu_seconds, gpu_seconds : float
         Busy time of each processor on its pages.
     gpu_iteration_seconds : float
-        A GPU-alone iteration's whole time (launches and waits included).
+        A GPU-alone iteration's whole time (launches and waits included); with
+        direction ``"device-loop"``, an iteration of the GPU's device loop
+        (the batch's time over its iterations).
     pull_fraction : float
         The share of |E| a CPU notify-pull gathered (0: take f).
     """
@@ -184,6 +198,10 @@ class HybridPolicy:
     tail_rule : bool
         Apply the tail rule (:meth:`should_take`); False takes pages greedily
         as in the paper.
+    batches : bool
+        Let one decision cover a batch of iterations where the GPU alone would
+        run them in its device loop (:func:`decisions.hybrid_device_loop`);
+        False: every iteration is decided, and none runs in the loop.
 
     Attributes
     ----------
@@ -193,6 +211,8 @@ class HybridPolicy:
         The processors' measured pull rates (the tail rule's estimates).
     t_pull, t_notify, t_gpu : float or None
         T_pull, T_notify and T_GPU of the cost model, in seconds.
+    t_loop : float
+        T_loop: an iteration of the GPU's device loop, in seconds.
     cpu_overhead : float
         c_0 of the cost model, in seconds.
     ratio : float or None
@@ -204,6 +224,7 @@ class HybridPolicy:
     force: str | None = None
     smoothing: float = config.HYBRID_SMOOTHING
     tail_rule: bool = True
+    batches: bool = True
     decisions: list = field(default_factory=list)
     cpu_seconds_per_edge: float | None = None
     gpu_seconds_per_edge: float | None = None
@@ -212,6 +233,7 @@ class HybridPolicy:
     t_pull: float | None = None
     t_notify: float | None = None
     t_gpu: float | None = None
+    t_loop: float = config.HYBRID_LOOP_ITERATION_SECONDS
     cpu_overhead: float = 0.0
 
     def __post_init__(self):
@@ -230,7 +252,7 @@ class HybridPolicy:
     # -- the per-iteration decision ---------------------------------------------------
     def decide(self, iteration: int, active_fraction: float, rho: float,
                cpu_sync_seconds: float = 0.0, gpu_sync_seconds: float = 0.0,
-               pull_fraction=None) -> Decision:
+               pull_fraction=None, gpu_loop: bool = False) -> Decision:
         """CPU-only when alpha < threshold, else hybrid; recorded in :attr:`decisions`.
 
         Parameters
@@ -246,11 +268,15 @@ class HybridPolicy:
             (None: f, the paper's assumption, which gives its 2 f).  A
             callable is only called when the CPU could win with f, since
             a larger share only makes the CPU dearer.
+        gpu_loop : bool
+            The GPU would run the iteration in its device loop: its cost is
+            :attr:`t_loop` (at most T_GPU) rather than T_GPU.
         """
         cpu_cost = gpu_cost = pulled = None
         if self.t_pull is not None and self.t_gpu is not None:
             notify = self.t_pull if self.t_notify is None else self.t_notify
-            gpu_cost = self.t_gpu + gpu_sync_seconds
+            gpu_cost = (min(self.t_loop, self.t_gpu) if gpu_loop else self.t_gpu) \
+                + gpu_sync_seconds
 
             def cpu_seconds(pulled: float) -> float:
                 return decisions.cpu_iteration_seconds(active_fraction, pulled, rho, notify,
@@ -271,9 +297,18 @@ class HybridPolicy:
         forced = self.force is not None
         decision = Decision(iteration, active_fraction, rho, self.ratio, alpha, mode, forced,
                             self.ratio_source, cpu_cost, gpu_cost, cpu_sync_seconds,
-                            gpu_sync_seconds, pulled)
+                            gpu_sync_seconds, pulled, gpu_loop=gpu_loop)
         self.decisions.append(decision)
         return decision
+
+    def covered(self, decision: Decision, iteration: int) -> Decision:
+        """The decision of ``iteration``, which ``decision`` covered as part of
+        its batch (the GPU's device loop); recorded in :attr:`decisions`."""
+        covering = object.__new__(Decision)     # dataclasses.replace costs 5x more
+        covering.__dict__.update(decision.__dict__, iteration=iteration,
+                                 batch_of=decision.iteration)
+        self.decisions.append(covering)
+        return covering
 
     # -- measurements -------------------------------------------------------------------
     def calibrate(self, cpu_edges: int, cpu_seconds: float, gpu_edges: int,
@@ -304,6 +339,10 @@ class HybridPolicy:
     def observe(self, observation: Observation) -> None:
         """Update the rates and the cost model from an iteration's measurements."""
         o = observation
+        if o.direction == "device-loop":
+            if o.gpu_iteration_seconds > 0:
+                self.t_loop = self.smooth(self.t_loop, o.gpu_iteration_seconds)
+            return
         if o.cpu_edges > 0 and o.cpu_seconds > 0 and (o.mode == "hybrid"
                                                      or o.direction == "pull"):
             self.cpu_seconds_per_edge = self.smooth(self.cpu_seconds_per_edge,

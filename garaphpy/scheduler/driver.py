@@ -156,9 +156,18 @@ class Driver:
         with gpu.main_stream:       # the stream of the GPU's kernels that read them
             self.device_neighbour_in_edges = self.cupy.asarray(self.neighbour_in_edges)
             self.no_device_aggregates = self.cupy.zeros(1, np.float64)
+        # one pass, no temporary: the sum over the active vertices
+        self._active_sum = self.cupy.ReductionKernel(
+            "bool active, int64 edges", "int64 total", "active ? edges : 0", "a + b",
+            "total = a", "0", "garaphpy_active_sum")
         self._device_pull_fraction()        # compiles its kernels here, not in a run
         self.decide_keywords = _accepts_keywords(self.policy.decide, (
             "cpu_sync_seconds", "gpu_sync_seconds", "pull_fraction"))
+        self.decide_loop = _accepts_keywords(self.policy.decide, ("gpu_loop",))
+        #: (iteration, decision) made while offering the iteration to the device loop,
+        #: which :meth:`decide` takes instead of deciding again
+        self._decided = None
+        self._synced_to_device = 0     # bytes of a copy made for a loop that ran nothing
         if self.policy.ratio is None or self.policy.cpu_seconds_per_edge is None \
                 or self.policy.gpu_seconds_per_edge is None:
             self._calibrate()
@@ -270,12 +279,11 @@ class Driver:
             self.alone.decide(record, direction)
             return
         started = time.perf_counter()
-        cpu_sync, gpu_sync = self.vertex_state.sync_seconds()
-        # a user's policy written against the paper's inputs alone gets just those
-        keywords = dict(cpu_sync_seconds=cpu_sync, gpu_sync_seconds=gpu_sync,
-                        pull_fraction=self._pull_fraction) if self.decide_keywords else {}
-        decision = self.policy.decide(record.iteration, record.active_fraction, record.rho,
-                                      **keywords)
+        if self._decided is not None and self._decided[0] == record.iteration:
+            decision = self._decided[1]
+        else:
+            decision = self._decision(record.iteration, record.active_fraction, record.rho)
+        self._decided = None
         record.mode = decision.mode
         record.alpha = decision.alpha
         record.ratio = decision.ratio
@@ -285,6 +293,17 @@ class Driver:
                                             mode=decision.mode, f=record.active_fraction,
                                             rho=record.rho, forced=direction)
         self.dispatch_seconds = time.perf_counter() - started
+
+    def _decision(self, iteration: int, active_fraction: float, rho: float,
+                  gpu_loop: bool = False):
+        """The policy's decision for ``iteration`` (recorded in its decisions)."""
+        cpu_sync, gpu_sync = self.vertex_state.sync_seconds()
+        # a user's policy written against the paper's inputs alone gets just those
+        keywords = dict(cpu_sync_seconds=cpu_sync, gpu_sync_seconds=gpu_sync,
+                        pull_fraction=self._pull_fraction) if self.decide_keywords else {}
+        if gpu_loop:
+            keywords["gpu_loop"] = True
+        return self.policy.decide(iteration, active_fraction, rho, **keywords)
 
     def _pull_fraction(self) -> float:
         """p: the frontier's out-neighbours' in-edges over |E| (at most 1)."""
@@ -299,11 +318,10 @@ class Driver:
 
     def _device_pull_fraction(self) -> int:
         """The sum of ``neighbour_in_edges`` over the GPU's active vertices."""
-        cupy = self.cupy
         n = self.neighbour_in_edges.size
         with self.gpu.main_stream:
             active = self.gpu.active[:n].view(np.bool_)
-            return int(cupy.where(active, self.device_neighbour_in_edges, 0).sum())
+            return int(self._active_sum(active, self.device_neighbour_in_edges))
 
     def aggregates(self, iteration: int):
         """One processor: its engine's aggregates over the committed values.
@@ -340,12 +358,81 @@ class Driver:
         """Several iterations in one call where the processor can run them so: the
         CPU alone batches small notify-pulls (:meth:`CpuEngine.iterate_batch`),
         the GPU alone loops its sparse iterations on the device
-        (:meth:`GpuEngine.iterate_batch`); hybrid runs take their iterations
-        one by one (an empty list: nothing was done)."""
+        (:meth:`GpuEngine.iterate_batch`); hybrid runs hand iterations that
+        the GPU would run alone to its device loop (:meth:`_device_loop_batch`)
+        and take the rest one by one (an empty list: nothing was done)."""
         if self.alone is None:
-            return []
+            return self._device_loop_batch(first_iteration, max_steps, tolerance,
+                                           active_out_edges, direction)
         return self.alone.iterate_batch(first_iteration, max_steps, tolerance, active_out_edges,
                                         direction)
+
+    def _device_loop_batch(self, first_iteration: int, max_steps: int, tolerance,
+                           active_out_edges: int, direction: str) -> list[IterationRecord]:
+        """A hybrid run's iterations in the GPU's device loop, as a run on the GPU
+        alone would run them, where :func:`decisions.hybrid_device_loop` says
+        so: the policy, weighing the loop's cost (``gpu_loop``), chose the GPU,
+        and the CPU would take no page.  The decision covers the batch (one
+        :class:`~garaphpy.scheduler.dispatcher.Decision` per iteration, each
+        naming the iteration that decided); after it the policy decides
+        again.  An iteration offered and not looped keeps its decision for
+        :meth:`decide`."""
+        started = time.perf_counter()
+        if not (self.policy.batches and self.decide_loop and direction == "auto"
+                and self.page_done is None and max_steps >= 1
+                and self.gpu.loop_takes(first_iteration, active_out_edges)):
+            return []
+        if self._cpu_joins(self._order()):
+            return []
+        f = decisions.active_fraction(active_out_edges, self.num_edges)
+        decision = self._decision(first_iteration, f, self.rho, gpu_loop=True)
+        if not decisions.hybrid_device_loop(decision.mode, False, True, self.policy.batches,
+                                            direction):
+            self._decided = (first_iteration, decision)
+            return []
+        stale = not self.vertex_state.device_current
+        synced = self.vertex_state.make_device_current()
+        if stale:
+            # the loop starts from the GPU's activity, which CPU iterations left behind
+            self.gpu.set_frontier(self.cpu.state.frontier)
+            synced += self.gpu.num_vertices
+        dispatch_seconds = time.perf_counter() - started
+        looped = time.perf_counter()
+        records = self.gpu.iterate_batch(first_iteration, max_steps, tolerance,
+                                         active_out_edges, direction)
+        loop_seconds = time.perf_counter() - looped
+        if not records:
+            self._decided = (first_iteration, decision)
+            self._synced_to_device += synced
+            return []
+        self.vertex_state.written_by("gpu")
+        entry = decision.entry()
+        mode, alpha, ratio, forced = decision.mode, decision.alpha, decision.ratio, \
+            decision.forced
+        first = records[0]
+        first.decisions["mode"] = entry
+        for record in records:
+            record.mode, record.alpha, record.ratio = mode, alpha, ratio
+            record.forced = record.forced or forced
+            if record is not first:
+                covering = self.policy.covered(decision, record.iteration)
+                record.decisions["mode"] = {**entry, "iteration": covering.iteration,
+                                            "batch_of": covering.batch_of}
+        decisions.note(first, "hybrid_device_loop", True, mode=decision.mode, cpu_joins=False,
+                       loop_takes=True, batches=self.policy.batches, forced=direction,
+                       iterations=len(records))
+        first.bytes_to_device += synced + self._synced_to_device
+        self._synced_to_device = 0
+        first.dispatch_seconds = dispatch_seconds
+        self.policy.observe(Observation("hybrid", "device-loop", f, self.rho, self.num_edges,
+                                        gpu_iteration_seconds=loop_seconds / len(records)))
+        return records
+
+    def _cpu_joins(self, order: list[int]) -> bool:
+        """Whether the CPU would take a page of a hybrid iteration over ``order``
+        (the tail rule, or the policy's own :meth:`should_take`)."""
+        return bool(order) and self.policy.should_take(
+            "cpu", self.page_edges[order[-1]], 0.0, 0.0, self.total_page_edges)
 
     def values_to_host(self) -> np.ndarray:
         """A copy of the committed values."""
@@ -399,6 +486,8 @@ class Driver:
             self.cpu.iterate(record, prefix, aggregates)
             return
         started = time.perf_counter()
+        record.bytes_to_device += self._synced_to_device
+        self._synced_to_device = 0
         if not self.vertex_state.host_current:
             record.bytes_to_host += self.vertex_state.make_host_current()
             prefix = None   # the frontier was just rebuilt
@@ -427,11 +516,12 @@ class Driver:
     def _iterate_hybrid(self, record: IterationRecord) -> None:
         started = time.perf_counter()
         order = self._order()
-        cpu_joins = bool(order) and self.policy.should_take(
-            "cpu", self.page_edges[order[-1]], 0.0, 0.0, self.total_page_edges)
+        cpu_joins = self._cpu_joins(order)
         decisions.note(record, "cpu_joins", cpu_joins, pages=len(order),
                        tail_rule=self.policy.tail_rule)
-        record.bytes_to_device += self.vertex_state.make_device_current()
+        record.bytes_to_device += self.vertex_state.make_device_current() + \
+            self._synced_to_device
+        self._synced_to_device = 0
         if not cpu_joins:
             self.dispatch_seconds += time.perf_counter() - started
             device_aggregates = (self.gpu.aggregates(record.iteration) if self.has_aggregates

@@ -985,6 +985,14 @@ class GpuEngine:
                     pull_factor=0.0 if push else config.GPU_SPARSE_PULL_FACTOR,
                     iteration=int(iteration), loop_after=int(config.GPU_LOOP_AFTER_ITERATIONS))
 
+    def loop_takes(self, iteration: int, active_out_edges: int, direction: str = "auto") -> bool:
+        """Whether :meth:`iterate_batch` would run ``iteration`` in the device
+        loop: the run may loop (:func:`decisions.device_loop`) and the frontier,
+        of ``active_out_edges`` out-edges, is sparse
+        (:func:`decisions.gpu_sparse_pass`)."""
+        return bool(self._device_loop_entry()["choice"] and decisions.gpu_sparse_pass(
+            **self._sparse_inputs(active_out_edges, direction, iteration)))
+
     def iterate_batch(self, first_iteration: int, max_steps: int, tolerance, active_out_edges: int,
                       direction: str = "auto") -> list:
         """Up to ``max_steps`` sparse iterations from ``first_iteration`` in the
@@ -1016,8 +1024,7 @@ class GpuEngine:
                  entry["extra_bytes"] > entry["free_bytes"])) if bad]
             raise ConfigError("direction='notify-pull' on the GPU runs in its device loop, "
                               f"which this run cannot use: {'; '.join(why)}")
-        if max_steps < 1 or not entry["choice"] or not decisions.gpu_sparse_pass(
-                **self._sparse_inputs(active_out_edges, direction, first_iteration)):
+        if max_steps < 1 or not self.loop_takes(first_iteration, active_out_edges, direction):
             return []
         if self._loop is None:
             self._loop = self._make_loop()
@@ -1827,7 +1834,7 @@ class GpuEngine:
         return statistics
 
     def end_iteration(self, record: IterationRecord, timings: list, aggregates,
-                      apply_split: bool = True) -> np.ndarray:
+                      apply_split: bool = True, shortcut: bool = True) -> np.ndarray:
         """Wait for the launched pages, apply the split vertices, commit, record.
 
         Parameters
@@ -1838,14 +1845,17 @@ class GpuEngine:
             Apply the vertices split over several shards here (False: the
             caller combines ``split_accum`` with partial sums of its own, as
             hybrid iterations do, and resets it).
+        shortcut : bool
+            Shortcut the labels where the run does (False: an iteration whose
+            pages the host pulled too, whose copy would not see the jumps).
 
         Returns
         -------
         numpy.ndarray of uint64
             ``[activated, activated out-edges]`` counted on the GPU.
         """
-        statistics = self._wait_for_launches(record.iteration, aggregates, apply_split)
-        if self._shortcuts(record.iteration):
+        statistics = self._wait_for_launches(record.iteration, aggregates, apply_split, shortcut)
+        if shortcut and self._shortcuts(record.iteration):
             decisions.note(record, "shortcut_labels", "all", dropped=int(statistics[3]))
         counters = statistics[:2]
         l1 = statistics[2:3].view(np.float64)

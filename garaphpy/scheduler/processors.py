@@ -177,7 +177,7 @@ class GpuProcessor:
         engine = self.engine
         record = IterationRecord(self.iteration, "hybrid", "pull", False, 1.0, 1.0, 0)
         counters = engine.end_iteration(record, self.timings, self.aggregates,
-                                        apply_split=False)
+                                        apply_split=False, shortcut=False)
         partials = engine.split_partials(self.taken)
         return ProcessorResult("gpu", self.taken, record.gpu_edges, record.gpu_busy_seconds,
                                bytes_to_device=record.bytes_to_device,
