@@ -29,6 +29,7 @@ from garaphpy.scheduler.dispatcher import HybridPolicy, Observation
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import references as ref  # noqa: E402
+from test_driver import built_drivers  # noqa: E402,F401  (a fixture)
 
 FRONTIER_PROGRAMS = ["bfs", "sssp", "cc", "sswp"]
 
@@ -270,21 +271,12 @@ def test_labels_jump_in_the_gpus_own_iterations_only(grid, execution, monkeypatc
 
 
 @pytest.mark.gpu
-def test_the_frontiers_pull_edges_are_summed_on_the_device(grid, monkeypatch):
+def test_the_frontiers_pull_edges_are_summed_on_the_device(grid, built_drivers):
     """p's numerator, summed over the GPU's active vertices in one pass, equals
     NumPy's sum of the out-neighbours' in-degrees over the frontier."""
     import cupy
 
-    from garaphpy.scheduler import driver as driver_module
-
-    built = []
-
-    class Kept(driver_module.Driver):
-        def __init__(self, *arguments, **keywords):
-            super().__init__(*arguments, **keywords)
-            built.append(self)
-
-    monkeypatch.setattr(driver_module, "Driver", Kept)
+    built = built_drivers
     in_offsets, sources, _ = grid.store.csc()
     in_degree = np.diff(in_offsets)
     # per vertex, the in-degrees of its out-neighbours: each in-edge (u -> v) gives u in_degree[v]
