@@ -20,7 +20,11 @@ A :class:`Driver` is made with the engines of the processors a run uses:
   kernels release the GIL) running on one thread fewer than the run's,
   leaving a core to feed the GPU.  When the tail rule leaves the CPU
   nothing from the start, the iteration is the GPU engine's own (no
-  thread hand-off).
+  thread hand-off); where the GPU's device loop would also take it (a
+  sparse frontier on resident pages), the policy weighs the loop's cost,
+  and if it leaves the GPU alone the loop runs the iterations as a run on
+  the GPU alone would, one decision covering them
+  (:meth:`Driver.iterate_batch`).
 
 The rest of this page is about the two-processor case.
 
