@@ -33,7 +33,8 @@ GPU budgets
     free GPU memory), normally room for every page (resident).  ``below``:
     the engine's vertex data plus ``--budget-below`` (0.5) of the store's
     page bytes (at least its largest page), so pages are streamed every
-    iteration (GpuEngine.plan_pages).  The vertex data's size is read off a
+    iteration (GpuEngine.plan_pages); several fractions (``0.5,0.25``) give
+    one row each, named ``below50%``, ``below25%``.  The vertex data's size is read off a
     GPU engine made for the purpose (an estimate when that fails).  Only
     ``--below-programs`` (PageRank, NN, HS, CS) run below; the CPU does not
     use the budget, so its run is made once per program and graph and
@@ -77,7 +78,7 @@ Usage (from the repository root)::
 
     python bench/modes.py [--scale 22] [--grid 2000x2000] [--data DIR | --snap FILE ...]
         [--graphs rmat,grid,snap] [--programs pagerank,sssp,cc,bfs,nn,hs,cs]
-        [--modes cpu,gpu,hybrid] [--budgets above,below] [--budget-below 0.5]
+        [--modes cpu,gpu,hybrid] [--budgets above,below] [--budget-below 0.5[,0.25]]
         [--gpu-memory BYTES] [--trials 3] [--threads N] [--store-dir DIR]
         [--build-option NAME=INTEGER ...] [--json out.json] [--png out.png]
 
@@ -447,29 +448,30 @@ def bench_program(args, case: GraphCase, program: str, modes: list, threads: int
     options, source = program_options(args, program, graph, threads)
     run_graph = graph.as_undirected() if cls.needs_undirected else graph
     exact = cls.sum in ("min", "max")
-    budgets = [b for b in args.budgets if b == "above" or program in args.below_programs]
+    budgets = budget_rows(args.budgets, args.budget_below, program in args.below_programs)
     sizes = page_sizes(run_graph)
     reference, reference_mode = None, None
     shared = {}  # mode -> entry measured once for every budget (cpu)
-    for budget in budgets:
+    for budget, fraction in budgets:
         row = {"program": program, "graph": case.label, "graph_variant": case.name(weighted),
                "weighted": weighted, "source": source, "budget": budget,
+               "budget_fraction": fraction,
                "exact_check": exact, "num_vertices": run_graph.num_vertices,
                "num_edges": run_graph.num_edges, "num_pages": len(sizes),
                "page_bytes": int(sum(sizes)), "largest_page_bytes": int(max(sizes, default=0)),
                "options": {k: v for k, v in options.items() if k != "threads"}, "modes": {}}
         gpu_budget = args.gpu_memory
-        if budget == "below" and not any(m != "cpu" and m not in skipped for m in modes):
+        if fraction is not None and not any(m != "cpu" and m not in skipped for m in modes):
             row["skipped"] = "no GPU mode runs here"
             rows.append(row)
             continue
-        if budget == "below":
+        if fraction is not None:
             vertex, how = vertex_bytes(run_graph, instance, source, instance.execution,
                                        args.n_streams)
-            gpu_budget, why = below_budget(sizes, vertex, args.budget_below)
+            gpu_budget, why = below_budget(sizes, vertex, fraction)
             row.update(vertex_bytes=vertex, vertex_bytes_how=how)
             if gpu_budget is None:
-                log(f"  {program} on {case.name(weighted)}: no 'below' budget ({why})")
+                log(f"  {program} on {case.name(weighted)}: no '{budget}' budget ({why})")
                 row["skipped"] = why
                 rows.append(row)
                 continue
@@ -506,12 +508,42 @@ def bench_program(args, case: GraphCase, program: str, modes: list, threads: int
             if mode == "cpu":
                 shared["cpu"] = entry
         row.update(ratios(row["modes"]))
-        if budget == "below" and row["modes"].get("gpu", {}).get("status") == "ok" \
+        if fraction is not None and row["modes"].get("gpu", {}).get("status") == "ok" \
                 and not row["modes"]["gpu"]["streamed"]:
             log(f"  WARNING: {program} on {case.name(weighted)}: budget below the graph, "
                 "yet the GPU-only run kept its pages resident")
         rows.append(row)
     del reference
+
+
+def budget_rows(budgets: list, fractions: list, below: bool) -> list:
+    """``(name, fraction of the page bytes or None)`` per budget row of a
+    program: ``above``; ``below`` once per fraction where the program runs
+    below (``below`` alone for one fraction, ``below50%`` ... for several)."""
+    rows = []
+    for budget in budgets:
+        if budget == "above":
+            rows.append(("above", None))
+        elif below:
+            rows.extend((budget if len(fractions) == 1 else f"below{fraction:.0%}", fraction)
+                        for fraction in fractions)
+    return rows
+
+
+def below_fractions(text: str, parser) -> list:
+    """``--budget-below``'s fractions, each in (0, 1), in the order given, no repeats."""
+    fractions = []
+    for item in text.split(","):
+        try:
+            fraction = float(item)
+        except ValueError:
+            parser.error(f"--budget-below={text}: {item!r} is not a number")
+        if not 0 < fraction < 1:
+            parser.error(f"--budget-below={text}: {item} is not a fraction in (0, 1)")
+        if fraction in fractions:
+            parser.error(f"--budget-below={text}: {item} is given twice")
+        fractions.append(fraction)
+    return fractions
 
 
 def ratios(entries: dict) -> dict:
@@ -552,7 +584,7 @@ def print_table(rows: list, modes: list, repeat: int) -> None:
             elif entry["status"] == "mismatch":
                 cell = f"{entry['median_seconds']:.4f} MISMATCH"
             else:
-                mark = "*" if (mode != "cpu" and row["budget"] == "below"
+                mark = "*" if (mode != "cpu" and row.get("budget_fraction") is not None
                                and not entry["streamed"]) else ""
                 cell = f"{entry['median_seconds']:.4f} ({row['over_best'][mode]:.2f}){mark}"
             line += f" {cell:>19}"
@@ -600,7 +632,7 @@ def print_dispatch(rows: list) -> None:
     print("\n== hybrid dispatcher, median run: iterations CPU-only / hybrid, switches, the "
           "GPU's share of the edges, dispatch overhead per iteration (deciding + "
           "synchronizing)")
-    print(f"{'program':9} {'graph':22} {'budget':7} {'cpu-only':>8} {'hybrid':>7} "
+    print(f"{'program':9} {'graph':22} {'budget':8} {'cpu-only':>8} {'hybrid':>7} "
           f"{'switches':>8} {'gpu edges':>9} {'dispatch median':>16} {'max':>9} {'share':>7}"
           "  first switches")
     for row, entry in hybrid:
@@ -622,7 +654,7 @@ def print_dispatch(rows: list) -> None:
                     f"{entry['dispatch']['share_of_iterations']:>7.1%}")
         else:
             over = f"{'(not recorded)':>16} {'':>9} {'':>7}"
-        print(f"{row['program']:9} {row['graph_variant']:22} {row['budget']:7} "
+        print(f"{row['program']:9} {row['graph_variant']:22} {row['budget']:8} "
               f"{modes.count('cpu'):>8} {modes.count('hybrid'):>7} {len(switches):>8} "
               f"{share:>9} {over}  {first}")
     print("   switches: k^ the GPU joins at iteration k, kv it leaves; share: dispatch "
@@ -742,9 +774,10 @@ def main(argv=None) -> int:
     parser.add_argument("--below-programs", default=",".join(FIXED_ITERATION_PROGRAMS),
                         help="programs that also run with the 'below' budget "
                              f"(default {','.join(FIXED_ITERATION_PROGRAMS)})")
-    parser.add_argument("--budget-below", type=float, default=0.5, metavar="FRACTION",
+    parser.add_argument("--budget-below", default="0.5", metavar="FRACTION[,FRACTION...]",
                         help="the 'below' budget: the vertex data plus this fraction of the "
-                             "store's page bytes (at least the largest page; default 0.5)")
+                             "store's page bytes (at least the largest page; default 0.5); "
+                             "several give a row each")
     parser.add_argument("--gpu-memory", type=int, default=None, metavar="BYTES",
                         help="the 'above' budget in bytes (default: the library's, 80%% of "
                              "the free GPU memory)")
@@ -774,8 +807,7 @@ def main(argv=None) -> int:
     args.budgets = names(args.budgets, BUDGETS, "budgets", parser)
     programs = program_names(args.programs, "programs", parser)
     args.below_programs = program_names(args.below_programs, "below-programs", parser)
-    if not 0 < args.budget_below < 1:
-        parser.error(f"--budget-below={args.budget_below}: expected a fraction in (0, 1)")
+    args.budget_below = below_fractions(args.budget_below, parser)
     if args.fixed_iterations < 0:
         parser.error(f"--fixed-iterations={args.fixed_iterations}: expected >= 0")
     available = numba.config.NUMBA_NUM_THREADS

@@ -399,3 +399,38 @@ def test_disk_benches_cut_a_small_store_into_pages_the_builder_accepts(tmp_path)
     again = disk.build(8, tmp_path / "again", [], page_bytes)
     assert len(again.pages) > len(first.pages)
     assert disk.page_bytes_for(first, 1) >= disk.page_data_bytes(first) // 2
+
+
+def test_modes_budget_rows_one_per_fraction_below():
+    sys.path.insert(0, str(BENCH))
+    import modes
+
+    assert modes.budget_rows(["above", "below"], [0.5], True) == [("above", None),
+                                                                  ("below", 0.5)]
+    assert modes.budget_rows(["above", "below"], [0.5, 0.25], True) == [
+        ("above", None), ("below50%", 0.5), ("below25%", 0.25)]
+    assert modes.budget_rows(["above", "below"], [0.5, 0.25], False) == [("above", None)]
+    assert modes.budget_rows(["below"], [0.25], True) == [("below", 0.25)]
+
+
+@pytest.mark.parametrize("given,complaint", [("0.5,2", "not a fraction in (0, 1)"),
+                                             ("0.5,x", "is not a number"),
+                                             ("0.25,0.25", "given twice")])
+def test_modes_refuses_a_bad_below_fraction(given, complaint):
+    completed = run_script("modes.py", "--budget-below", given, "--modes", "cpu", timeout=300)
+    assert completed.returncode == 2
+    assert f"--budget-below={given}" in completed.stderr and complaint in completed.stderr
+
+
+@pytest.mark.slow
+def test_modes_script_names_each_below_fraction(tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    completed = run_script("modes.py", "--graphs", "grid", "--grid", "12x10", "--programs",
+                           "bfs", "--below-programs", "bfs", "--modes", "cpu", "--budgets",
+                           "above,below", "--budget-below", "0.5,0.25", "--trials", "1",
+                           "--threads", "1", "--json", str(rows))
+    assert completed.returncode == 0, completed.stderr
+    table = completed.stdout
+    assert "below50%" in table and "below25%" in table
+    measured = [row for row in harness.read_rows(rows) if "params" in row]
+    assert measured and all(row["params"]["budget"] == "above" for row in measured)
