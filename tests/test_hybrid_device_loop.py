@@ -29,7 +29,9 @@ from garaphpy.scheduler.dispatcher import HybridPolicy, Observation
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import references as ref  # noqa: E402
+from test_dispatcher import policy_with_costs  # noqa: E402
 from test_driver import built_drivers  # noqa: E402,F401  (a fixture)
+from test_engine_hybrid import GpuAlonePolicy, SplitPolicy  # noqa: E402
 
 FRONTIER_PROGRAMS = ["bfs", "sssp", "cc", "sswp"]
 
@@ -55,15 +57,8 @@ def test_the_loop_takes_only_what_the_gpu_alone_would_run(mode, cpu_joins, loop_
                                         forced) is expected
 
 
-def costed_policy(t_pull=4.0, t_gpu=2.0, **options) -> HybridPolicy:
-    """A policy whose probe over |E| = 1024 edges gave these T_pull and T_GPU."""
-    policy = HybridPolicy(**options)
-    policy.calibrate(1024, t_pull, 1024, t_gpu, num_edges=1024)
-    return policy
-
-
 def test_a_looped_iteration_costs_the_gpu_t_loop():
-    policy = costed_policy(t_pull=4.0, t_gpu=2.0)
+    policy = policy_with_costs(4.0, 2.0)
     policy.cpu_overhead = 0.5
     policy.t_loop = 0.25
     # CPU: c_0 0.5 + min(2 f, 1) T_pull = 0.5 + 2 * 0.0625 * 4 = 1.0 s
@@ -79,7 +74,7 @@ def test_a_looped_iteration_costs_the_gpu_t_loop():
 
 
 def test_measured_loops_update_t_loop_alone():
-    policy = costed_policy(t_pull=4.0, t_gpu=2.0, smoothing=0.5)
+    policy = policy_with_costs(4.0, 2.0, smoothing=0.5)
     assert policy.t_loop == config.HYBRID_LOOP_ITERATION_SECONDS
     before = (policy.t_pull, policy.t_gpu, policy.ratio, policy.cpu_seconds_per_edge,
               policy.gpu_seconds_per_edge, policy.cpu_overhead)
@@ -94,7 +89,7 @@ def test_measured_loops_update_t_loop_alone():
 
 
 def test_a_batch_has_one_decision_per_iteration_naming_the_first():
-    policy = costed_policy()
+    policy = policy_with_costs(4.0, 2.0)
     decision = policy.decide(5, 0.001, 1.0, gpu_loop=True)
     covered = [policy.covered(decision, iteration) for iteration in (6, 7)]
     assert policy.decisions == [decision] + covered
@@ -104,43 +99,21 @@ def test_a_batch_has_one_decision_per_iteration_naming_the_first():
 
 
 # -- runs, with a GPU ---------------------------------------------------------------------
-class GpuAlone(HybridPolicy):
+def gpu_alone(batches: bool = True) -> GpuAlonePolicy:
     """Every iteration hybrid, and the CPU takes no page: the GPU's own iterations."""
-
-    def __init__(self, **options):
-        super().__init__(force="hybrid", **options)
-
-    def should_take(self, processor, *arguments):
-        return processor == "gpu"
+    policy = GpuAlonePolicy()
+    policy.batches = batches
+    return policy
 
 
-class PaperInputsOnly(GpuAlone):
+class PaperInputsOnly(GpuAlonePolicy):
     """A policy whose ``decide`` takes the paper's inputs alone."""
 
     def decide(self, iteration, active_fraction, rho):
         return super().decide(iteration, active_fraction, rho)
 
 
-class Halves(HybridPolicy):
-    """Every iteration hybrid; the GPU takes half the pages, the CPU the rest."""
-
-    def __init__(self, num_pages: int):
-        super().__init__(force="hybrid")
-        self.num_pages = num_pages
-        self.gpu_taken = 0
-
-    def should_take(self, processor, *arguments):
-        if processor == "cpu":
-            return True
-        self.gpu_taken += 1
-        return self.gpu_taken <= max(1, self.num_pages // 2)
-
-    def decide(self, iteration, active_fraction, rho):
-        self.gpu_taken = 0
-        return super().decide(iteration, active_fraction, rho)
-
-
-class CpuFirst(GpuAlone):
+class CpuFirst(GpuAlonePolicy):
     """The CPU alone for the first ``cpu_iterations``, then the GPU alone."""
 
     def __init__(self, cpu_iterations: int):
@@ -184,7 +157,7 @@ def run(graph, name, **options):
 def test_the_gpus_own_iterations_loop_and_equal_the_cpu(grid, name, execution):
     cpu = ref.run_engine_like_gpu(grid, name, sources_of(name), mode="cpu",
                                   execution=execution)
-    policy = GpuAlone()
+    policy = gpu_alone()
     hybrid = ref.run_engine_like_gpu(grid, name, sources_of(name), mode="hybrid",
                                      execution=execution, policy=policy)
     ref.assert_program_values(name, hybrid.values, cpu.values)
@@ -209,7 +182,7 @@ def test_the_gpus_own_iterations_loop_and_equal_the_cpu(grid, name, execution):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("policy", [GpuAlone(batches=False), PaperInputsOnly()],
+@pytest.mark.parametrize("policy", [gpu_alone(batches=False), PaperInputsOnly()],
                          ids=["batches-off", "paper-inputs"])
 def test_a_policy_that_decides_every_iteration_loops_nothing(grid, policy):
     cpu = ref.run_engine_like_gpu(grid, "bfs", sources_of("bfs"), mode="cpu",
@@ -240,7 +213,7 @@ def test_the_default_policy_equals_the_cpu_and_covers_every_iteration(grid):
 def test_a_stop_inside_a_loop_stops_exactly_there(grid, limit):
     cpu = run(grid, "bfs", mode="cpu", execution="sync", max_iterations=limit)
     hybrid = run(grid, "bfs", mode="hybrid", execution="sync", max_iterations=limit,
-                 policy=GpuAlone())
+                 policy=gpu_alone())
     assert hybrid.num_iterations == min(limit, cpu.num_iterations)
     assert [r.iteration for r in hybrid.iterations] == list(range(hybrid.num_iterations))
     assert looped(hybrid)
@@ -254,15 +227,17 @@ def test_labels_jump_in_the_gpus_own_iterations_only(grid, execution, monkeypatc
     monkeypatch.setattr(config, "GPU_DEVICE_LOOP", False)
     symmetric = grid.as_undirected()
     cpu = ref.run_engine_like_gpu(symmetric, "cc", mode="cpu", execution=execution)
-    alone = run(symmetric, "cc", mode="hybrid", execution=execution, policy=GpuAlone())
+    alone = run(symmetric, "cc", mode="hybrid", execution=execution, policy=gpu_alone())
     np.testing.assert_array_equal(alone.values, cpu.values)
     jumped = [r for r in alone.iterations if "shortcut_labels" in r.decisions]
     assert jumped and jumped[0].iteration == 0
     if execution == "sync":     # in place, a sweep in vertex order carries labels far
         assert alone.num_iterations < cpu.num_iterations / 4
     # pages pulled by both processors: no jump (the host's copy would not see it)
+    halves = SplitPolicy(0.5)
+    halves.num_pages = len(symmetric.store.pages)
     both = run(symmetric, "cc", mode="hybrid", execution=execution,
-               policy=Halves(len(symmetric.store.pages)))
+               policy=halves)
     np.testing.assert_array_equal(both.values, cpu.values)
     assert any(r.cpu_pages and r.gpu_pages for r in both.iterations)
     assert not any("shortcut_labels" in r.decisions for r in both.iterations if r.cpu_pages)
@@ -291,7 +266,7 @@ def test_the_frontiers_pull_edges_are_summed_on_the_device(grid, built_drivers):
         assert driver._device_pull_fraction() == expected_per_vertex[active].sum()
         checked.append(int(active.sum()))
 
-    run(grid, "bfs", mode="hybrid", execution="sync", policy=GpuAlone(batches=False),
+    run(grid, "bfs", mode="hybrid", execution="sync", policy=gpu_alone(batches=False),
         on_iteration=check)
     assert len(checked) > 10 and max(checked) > 1
 
