@@ -153,7 +153,7 @@ def test_every_decision_is_recorded_in_order_with_its_inputs():
             "alpha": min(2 * f * rho, 1.0) * 4.0, "mode": decision.mode, "forced": False,
             "ratio_source": "given", "cpu_seconds": None, "gpu_seconds": None,
             "cpu_sync_seconds": 0.0, "gpu_sync_seconds": 0.0, "pull_fraction": None,
-            "gpu_loop": False, "batch_of": None}
+            "gpu_loop": False, "covers": 1}
     json.dumps([d.as_dict() for d in policy.decisions])      # JSON-able
 
     # the ratio in force at each decision is the one recorded
@@ -173,7 +173,7 @@ def test_every_decision_is_recorded_in_order_with_its_inputs():
         "iteration": 7, "active_fraction": 0.0625, "rho": 1.0, "ratio": 4.0, "alpha": 0.5,
         "mode": "cpu", "forced": False, "ratio_source": "probe", "cpu_seconds": 0.75,
         "gpu_seconds": 1.5, "cpu_sync_seconds": 0.25, "gpu_sync_seconds": 0.5,
-        "pull_fraction": None, "gpu_loop": False, "batch_of": None}
+        "pull_fraction": None, "gpu_loop": False, "covers": 1}
     json.dumps(decision.as_dict())
 
     # the iteration record's entry: every field, the mode as the choice
@@ -802,6 +802,110 @@ def test_two_threads_take_every_page_exactly_once():
     assert got["gpu"] == order[:len(got["gpu"])]
     assert got["cpu"] == order[::-1][:len(got["cpu"])]
     assert got["gpu"] and got["cpu"]
+
+
+# -- 4b. pages priced one by one, and whether the CPU joins (issue 20) ----------------------
+
+# eight pages: four kept on the GPU (1/16 s each), four streamed (their copy: 1/2 s each);
+# the CPU pulls any page in 1/4 s
+KEPT, STREAMED = [0, 1, 2, 3], [4, 5, 6, 7]
+PRICES = {"cpu": [0.25] * 8, "gpu": [1 / 16] * 4 + [0.5] * 4}
+
+
+def test_a_streamed_page_costs_the_gpu_at_least_its_copy():
+    policy = policy_with_rates(4 * GPU_RATE, GPU_RATE)
+    assert policy.page_seconds("gpu", PAGE) == 1 / 16
+    assert policy.page_seconds("gpu", PAGE, bus_bytes=1024, bus_bytes_per_second=2048) == 0.5
+    # a copy faster than the pull: the pull
+    assert policy.page_seconds("gpu", PAGE, bus_bytes=64, bus_bytes_per_second=2048) == 1 / 16
+    # the CPU reads host memory: no bus
+    assert policy.page_seconds("cpu", PAGE, bus_bytes=1024, bus_bytes_per_second=2048) == 0.25
+    assert HybridPolicy().page_seconds("gpu", PAGE, 1024, 2048) is None
+
+
+def simulate_priced(prices, order, policy, page_seconds=None, gpu_pages=()):
+    """Two processors take pages as in :func:`simulate`, each page taking the
+    time ``prices[processor][page]``; the queue is told ``page_seconds``."""
+    clock = FakeClock()
+    queue = PageQueue([PAGE] * len(order), order, policy, clock=clock,
+                      page_seconds=page_seconds, gpu_pages=gpu_pages)
+    free_at = {"cpu": 0.0, "gpu": 0.0}
+    done = {"cpu": False, "gpu": False}
+    while not all(done.values()):
+        processor = min((p for p in ("gpu", "cpu") if not done[p]), key=free_at.__getitem__)
+        clock.now = free_at[processor]
+        page = queue.take(processor)
+        if page is None:
+            queue.finished(processor)
+            done[processor] = True
+            continue
+        free_at[processor] += prices[processor][page]
+    return queue, max(free_at.values())
+
+
+def test_a_page_goes_where_it_finishes_first():
+    # the rates a blended estimate would use: 1/16 s a page on the GPU, 1/4 on the CPU
+    policy = policy_with_rates(4 * GPU_RATE, GPU_RATE)
+    order = KEPT + STREAMED
+    priced, makespan = simulate_priced(PRICES, order, policy, page_seconds=PRICES,
+                                       gpu_pages=KEPT)
+    # the GPU: its four kept pages by 1/4 s, then page 4 by 3/4 s; the CPU pages 7, 6, 5
+    assert priced.taken == {"gpu": [0, 1, 2, 3, 4], "cpu": [7, 6, 5]}
+    assert makespan == 0.75
+    blended, blended_makespan = simulate_priced(PRICES, order, policy, gpu_pages=KEPT)
+    # priced by edges alone the streamed pages look as cheap as the kept ones: the CPU
+    # stops after page 7, and the GPU copies 4, 5 and 6 one after another
+    assert blended.taken["cpu"] == [7]
+    assert blended_makespan == 1.75
+    assert makespan < blended_makespan
+
+
+def test_pages_kept_on_the_gpu_never_go_to_the_cpu():
+    fast_cpu = {"cpu": [1 / 64] * 8, "gpu": PRICES["gpu"]}
+    policy = policy_with_rates(GPU_RATE / 4, GPU_RATE)
+    queue, _ = simulate_priced(fast_cpu, KEPT + STREAMED, policy, page_seconds=fast_cpu,
+                               gpu_pages=KEPT)
+    assert queue.taken["cpu"] == [7, 6, 5, 4]
+    assert queue.taken["gpu"] == KEPT
+    assert queue.declined["cpu"]
+
+
+@pytest.mark.parametrize("gpu_prices, join, expected", [
+    # the split: the CPU takes 7, 6, 5 (3/4 s) while the GPU does the rest (3/4 s)
+    (PRICES["gpu"], 0.1, {"choice": True, "cpu_pages": 3, "split_seconds": 0.85}),
+    (PRICES["gpu"], 2.0, {"choice": False, "cpu_pages": 3, "split_seconds": 2.75}),
+    # every page kept: the CPU would take one page (1/4 s) beside 7/16 s of the GPU's
+    ([1 / 16] * 8, 0.0, {"choice": True, "cpu_pages": 1, "split_seconds": 7 / 16}),
+    ([1 / 16] * 8, 0.125, {"choice": False, "cpu_pages": 1, "split_seconds": 9 / 16}),
+])
+def test_the_cpu_joins_only_when_the_split_pays_for_joining(gpu_prices, join, expected):
+    policy = policy_with_rates(4 * GPU_RATE, GPU_RATE)
+    plan = policy.plan_join(PRICES["cpu"], gpu_prices, None, join)
+    alone = sum(gpu_prices)
+    assert plan == {**expected, "gpu_alone_seconds": alone, "join_seconds": join}
+    # a measured GPU-alone iteration replaces the sum of the pages
+    assert policy.plan_join(PRICES["cpu"], gpu_prices, 100.0, join)["choice"] is True
+    assert policy.plan_join(PRICES["cpu"], gpu_prices, 0.01, join)["choice"] is False
+
+
+def test_the_cpu_never_takes_every_page_of_a_joined_iteration():
+    plan = HybridPolicy().plan_join([0.001] * 3, [1.0] * 3, None, 0.0)
+    assert plan["cpu_pages"] == 2 and plan["choice"]
+    assert HybridPolicy().plan_join([0.001], [1.0], None, 0.0)["choice"] is False
+
+
+def test_joining_costs_are_learnt_from_iterations_both_ran():
+    policy = policy_with_costs(4.0, 2.0)
+    assert policy.join_seconds is None
+    policy.observe(Observation("hybrid", "pull", 1.0, 1.0, 1024, cpu_edges=64, gpu_edges=960,
+                               cpu_seconds=0.25, gpu_seconds=1.875, join_seconds=0.5))
+    assert policy.join_seconds == 0.5
+    policy.observe(Observation("hybrid", "pull", 1.0, 1.0, 1024, gpu_edges=1024,
+                               gpu_seconds=2.0, gpu_iteration_seconds=2.0))
+    assert policy.join_seconds == 0.5          # a GPU-alone iteration says nothing of it
+    policy.observe(Observation("hybrid", "pull", 1.0, 1.0, 1024, cpu_edges=64, gpu_edges=960,
+                               cpu_seconds=0.25, gpu_seconds=1.875, join_seconds=1.0))
+    assert policy.join_seconds == policy.smooth(0.5, 1.0)
 
 
 # -- 5. policies of one's own ----------------------------------------------------------------

@@ -220,9 +220,10 @@ def test_records_and_decisions_of_a_default_run(paged_rmat):
     policy = HybridPolicy()
     result = run_quietly(paged_rmat, program_for("sssp"), np.array([0], np.int64),
                          mode="hybrid", policy=policy)
-    assert len(policy.decisions) == result.num_iterations
+    decided = policy.per_iteration()
+    assert [iteration for iteration, _ in decided] == list(range(result.num_iterations))
     assert policy.decisions[0].ratio_source == "probe" and policy.decisions[0].ratio > 0
-    for record, decision in zip(result.iterations, policy.decisions):
+    for record, (_, decision) in zip(result.iterations, decided):
         assert record.mode == decision.mode and record.alpha == decision.alpha
         assert record.dispatch_seconds >= 0
         if record.mode == "cpu":

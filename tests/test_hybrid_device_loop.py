@@ -88,14 +88,17 @@ def test_measured_loops_update_t_loop_alone():
     assert policy.t_loop == 0.75        # no time measured: nothing learnt
 
 
-def test_a_batch_has_one_decision_per_iteration_naming_the_first():
+def test_one_decision_covers_a_batch_and_expands_per_iteration():
     policy = policy_with_costs(4.0, 2.0)
+    before = policy.decide(4, 0.5, 1.0)
     decision = policy.decide(5, 0.001, 1.0, gpu_loop=True)
-    covered = [policy.covered(decision, iteration) for iteration in (6, 7)]
-    assert policy.decisions == [decision] + covered
-    assert [d.iteration for d in policy.decisions] == [5, 6, 7]
-    assert [d.batch_of for d in policy.decisions] == [None, 5, 5]
-    assert all(d.mode == decision.mode and d.alpha == decision.alpha for d in covered)
+    policy.cover(decision, 3)
+    after = policy.decide(8, 0.5, 1.0)
+    assert policy.decisions == [before, decision, after]
+    assert [d.covers for d in policy.decisions] == [1, 3, 1]
+    assert decision.entry()["covers"] == 3
+    assert policy.per_iteration() == [(4, before), (5, decision), (6, decision),
+                                      (7, decision), (8, after)]
 
 
 # -- runs, with a GPU ---------------------------------------------------------------------
@@ -164,19 +167,25 @@ def test_the_gpus_own_iterations_loop_and_equal_the_cpu(grid, name, execution):
     loop = looped(hybrid)
     # connected components start with every vertex active: pulls, then the loop
     assert len(loop) > (0 if name == "cc" else 0.5 * hybrid.num_iterations)
-    assert len(policy.decisions) == hybrid.num_iterations
+    decided = policy.per_iteration()
+    assert [iteration for iteration, _ in decided] == list(range(hybrid.num_iterations))
     batch_starts = [r.iteration for r in hybrid.iterations if "hybrid_device_loop" in r.decisions]
     assert batch_starts and set(batch_starts) <= set(loop)
-    for record, decision in zip(hybrid.iterations, policy.decisions):
-        assert record.iteration == decision.iteration
+    assert sorted(d.iteration for d in policy.decisions if d.covers > 1) == \
+        [r.iteration for r in hybrid.iterations
+         if r.decisions.get("hybrid_device_loop", {}).get("iterations", 1) > 1]
+    for record, (iteration, decision) in zip(hybrid.iterations, decided):
+        assert record.iteration == iteration
         assert record.mode == decision.mode == "hybrid"
-        assert record.decisions["mode"]["batch_of"] == decision.batch_of
+        entry = record.decisions["mode"]
+        assert entry["iteration"] == decision.iteration and entry["covers"] == decision.covers
         if record.iteration in loop:
             assert decision.gpu_loop
-            assert decision.batch_of is None if record.iteration in batch_starts else \
-                decision.batch_of in batch_starts and decision.batch_of < record.iteration
+            assert decision.iteration in batch_starts
+            assert entry.get("batch_of") == (None if record.iteration in batch_starts
+                                             else decision.iteration)
         else:
-            assert decision.batch_of is None
+            assert "batch_of" not in entry and decision.covers == 1
     first = hybrid.iterations[batch_starts[0]].decisions["hybrid_device_loop"]
     assert first["choice"] is True and first["iterations"] >= 1
 
@@ -192,7 +201,7 @@ def test_a_policy_that_decides_every_iteration_loops_nothing(grid, policy):
     np.testing.assert_array_equal(hybrid.values, cpu.values)
     assert looped(hybrid) == []
     assert [d.iteration for d in policy.decisions] == list(range(hybrid.num_iterations))
-    assert all(d.batch_of is None for d in policy.decisions)
+    assert all(d.covers == 1 for d in policy.decisions)
 
 
 @pytest.mark.gpu
@@ -203,8 +212,9 @@ def test_the_default_policy_equals_the_cpu_and_covers_every_iteration(grid):
     hybrid = ref.run_engine_like_gpu(grid, "sssp", sources_of("sssp"), mode="hybrid",
                                      execution="sync", policy=policy)
     np.testing.assert_array_equal(hybrid.values, cpu.values)
-    assert [d.iteration for d in policy.decisions] == list(range(hybrid.num_iterations))
-    for record, decision in zip(hybrid.iterations, policy.decisions):
+    decided = policy.per_iteration()
+    assert [iteration for iteration, _ in decided] == list(range(hybrid.num_iterations))
+    for record, (_, decision) in zip(hybrid.iterations, decided):
         assert record.mode == decision.mode and record.alpha == decision.alpha
 
 

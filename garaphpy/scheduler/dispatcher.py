@@ -103,9 +103,9 @@ class Decision:
         needed, f decided it).
     gpu_loop : bool
         The GPU's cost is its device loop's (``T_loop``), not a pull's.
-    batch_of : int or None
-        For an iteration of a batch that one decision covered (the GPU's
-        device loop), the iteration that decided it; None otherwise.
+    covers : int
+        Iterations the decision covers: 1, or a batch that the GPU's device
+        loop ran from ``iteration`` on (:meth:`HybridPolicy.cover`).
     """
 
     iteration: int
@@ -122,7 +122,7 @@ class Decision:
     gpu_sync_seconds: float = 0.0
     pull_fraction: float | None = None
     gpu_loop: bool = False
-    batch_of: int | None = None
+    covers: int = 1
 
     def as_dict(self) -> dict:
         """JSON-able dict (shallow: every field is a scalar; ``dataclasses.asdict``
@@ -139,7 +139,7 @@ class Decision:
                 "cpu_sync_seconds": self.cpu_sync_seconds,
                 "gpu_sync_seconds": self.gpu_sync_seconds,
                 "pull_fraction": self.pull_fraction, "gpu_loop": self.gpu_loop,
-                "batch_of": self.batch_of, "choice": self.mode}
+                "covers": self.covers, "choice": self.mode}
 
 
 @dataclass
@@ -165,6 +165,10 @@ class Observation:
         (the batch's time over its iterations).
     pull_fraction : float
         The share of |E| a CPU notify-pull gathered (0: take f).
+    join_seconds : float
+        In an iteration both processors ran: the dispatcher's time to bring
+        the host's copy up to date before the pages and to combine the two
+        copies after them (0: not such an iteration).
     """
 
     mode: str
@@ -178,6 +182,7 @@ class Observation:
     gpu_seconds: float = 0.0
     gpu_iteration_seconds: float = 0.0
     pull_fraction: float = 0.0
+    join_seconds: float = 0.0
 
 
 @dataclass
@@ -196,8 +201,9 @@ class HybridPolicy:
     smoothing : float
         Weight of a new measurement in the running estimates (0 < s <= 1).
     tail_rule : bool
-        Apply the tail rule (:meth:`should_take`); False takes pages greedily
-        as in the paper.
+        Apply the tail rule (:meth:`should_take`), and let the CPU join a
+        hybrid iteration only when the split pays for its synchronization
+        (:meth:`plan_join`); False takes pages greedily as in the paper.
     batches : bool
         Let one decision cover a batch of iterations where the GPU alone would
         run them in its device loop (:func:`decisions.hybrid_device_loop`);
@@ -206,7 +212,9 @@ class HybridPolicy:
     Attributes
     ----------
     decisions : list of Decision
-        One per iteration of the run, in order.
+        Every decision of the run, in order: one per iteration, except that
+        one decision covers a batch of the device loop's iterations
+        (:attr:`Decision.covers`; :meth:`per_iteration` expands them).
     cpu_seconds_per_edge, gpu_seconds_per_edge : float or None
         The processors' measured pull rates (the tail rule's estimates).
     t_pull, t_notify, t_gpu : float or None
@@ -215,6 +223,10 @@ class HybridPolicy:
         T_loop: an iteration of the GPU's device loop, in seconds.
     cpu_overhead : float
         c_0 of the cost model, in seconds.
+    join_seconds : float or None
+        What the CPU's joining an iteration costs the dispatcher
+        (synchronizing and combining the two copies), measured in the
+        iterations both processors ran (None: none yet).
     ratio : float or None
         T_pull / T_GPU (or the given initial ratio until they are known).
     """
@@ -235,6 +247,7 @@ class HybridPolicy:
     t_gpu: float | None = None
     t_loop: float = config.HYBRID_LOOP_ITERATION_SECONDS
     cpu_overhead: float = 0.0
+    join_seconds: float | None = None
 
     def __post_init__(self):
         if self.force not in (None,) + MODES:
@@ -301,14 +314,16 @@ class HybridPolicy:
         self.decisions.append(decision)
         return decision
 
-    def covered(self, decision: Decision, iteration: int) -> Decision:
-        """The decision of ``iteration``, which ``decision`` covered as part of
-        its batch (the GPU's device loop); recorded in :attr:`decisions`."""
-        covering = object.__new__(Decision)     # dataclasses.replace costs 5x more
-        covering.__dict__.update(decision.__dict__, iteration=iteration,
-                                 batch_of=decision.iteration)
-        self.decisions.append(covering)
-        return covering
+    def cover(self, decision: Decision, iterations: int) -> None:
+        """``decision`` covers ``iterations`` iterations from its own: a batch the
+        GPU's device loop ran (no decision is recorded for the others)."""
+        decision.covers = iterations
+
+    def per_iteration(self) -> list[tuple[int, Decision]]:
+        """``(iteration, decision)`` for every iteration decided so far, a
+        decision that covers a batch repeated for each of its iterations."""
+        return [(decision.iteration + k, decision) for decision in self.decisions
+                for k in range(decision.covers)]
 
     # -- measurements -------------------------------------------------------------------
     def calibrate(self, cpu_edges: int, cpu_seconds: float, gpu_edges: int,
@@ -339,6 +354,8 @@ class HybridPolicy:
     def observe(self, observation: Observation) -> None:
         """Update the rates and the cost model from an iteration's measurements."""
         o = observation
+        if o.join_seconds > 0:
+            self.join_seconds = self.smooth(self.join_seconds, o.join_seconds)
         if o.direction == "device-loop":
             if o.gpu_iteration_seconds > 0:
                 self.t_loop = self.smooth(self.t_loop, o.gpu_iteration_seconds)
@@ -393,7 +410,8 @@ class HybridPolicy:
         return None if rate is None else rate * edges
 
     def should_take(self, processor: str, page_edges: int, own_backlog: float,
-                    other_backlog: float, queued_edges: int) -> bool:
+                    other_backlog: float, queued_edges: int, own_seconds: float | None = None,
+                    rest_seconds: float | None = None) -> bool:
         """Whether ``processor`` takes a page of ``page_edges`` edges now.
 
         Parameters
@@ -405,6 +423,11 @@ class HybridPolicy:
             Seconds until each processor finishes the pages it holds.
         queued_edges : int
             Edges of every page still queued, this one included.
+        own_seconds, rest_seconds : float, optional
+            The page's estimated time on ``processor``, and the other
+            processor's for every page queued (this one included), where the
+            queue prices each page on its own (:meth:`page_seconds`); by
+            default both follow from the edges and the pull rates.
 
         Returns
         -------
@@ -415,9 +438,64 @@ class HybridPolicy:
         if not self.tail_rule:
             return True
         other = "gpu" if processor == "cpu" else "cpu"
-        return decisions.take_page(self.estimate_seconds(processor, page_edges),
-                                   self.estimate_seconds(other, queued_edges), own_backlog,
-                                   other_backlog)
+        if own_seconds is None:
+            own_seconds = self.estimate_seconds(processor, page_edges)
+        if rest_seconds is None:
+            rest_seconds = self.estimate_seconds(other, queued_edges)
+        return decisions.take_page(own_seconds, rest_seconds, own_backlog, other_backlog)
+
+    def page_seconds(self, processor: str, edges: int, bus_bytes: int = 0,
+                     bus_bytes_per_second: float | None = None) -> float | None:
+        """A page's estimated time on ``processor``: its edges at the pull rate,
+        and on the GPU, for a page that crosses the bus (``bus_bytes`` > 0), at
+        least its copy (copies and pulls overlap on the GPU's streams).
+        None: no rate measured yet."""
+        seconds = self.estimate_seconds(processor, edges)
+        if seconds is None or processor == "cpu" or not bus_bytes or not bus_bytes_per_second:
+            return seconds
+        return max(seconds, bus_bytes / bus_bytes_per_second)
+
+    def plan_join(self, cpu_seconds, gpu_seconds, gpu_alone_seconds: float | None,
+                  join_seconds: float) -> dict:
+        """Whether the CPU joins a hybrid iteration, and why.
+
+        The split is the tail rule's at the start of the iteration: the CPU
+        takes pages from the back of the queue while it would finish them no
+        later than the GPU the pages left.  It runs when that split, plus
+        what joining costs, beats the GPU alone.
+
+        Parameters
+        ----------
+        cpu_seconds, gpu_seconds : sequence of float
+            Each page's estimated time on each processor, in queue order
+            (the GPU's end first).
+        gpu_alone_seconds : float or None
+            The GPU's iteration over every page alone (None: the sum of
+            ``gpu_seconds``).
+        join_seconds : float
+            What joining costs: the host's copy brought up to date and the
+            two copies combined.
+
+        Returns
+        -------
+        dict
+            ``choice`` (bool), ``cpu_pages`` (pages the split gives the
+            CPU), ``split_seconds`` (the split's time, joining included)
+            and ``gpu_alone_seconds``.
+        """
+        gpu_rest = float(sum(gpu_seconds))
+        alone = gpu_rest if gpu_alone_seconds is None else float(gpu_alone_seconds)
+        cpu_total, taken = 0.0, 0
+        for cpu_page, gpu_page in zip(reversed(cpu_seconds), reversed(gpu_seconds)):
+            if taken == len(cpu_seconds) - 1 or cpu_total + cpu_page > gpu_rest:
+                break
+            cpu_total += cpu_page
+            gpu_rest -= gpu_page
+            taken += 1
+        split = max(cpu_total, gpu_rest) + join_seconds
+        return {"choice": bool(taken and split < alone), "cpu_pages": taken,
+                "split_seconds": split, "gpu_alone_seconds": alone,
+                "join_seconds": join_seconds}
 
 
 class PageQueue:
@@ -433,12 +511,25 @@ class PageQueue:
         Gives the tail rule and the rate estimates.
     clock : callable
         Seconds (``time.perf_counter``; tests pass their own).
+    page_seconds : dict, optional
+        ``{"cpu": [...], "gpu": [...]}``: each page's estimated time on each
+        processor, by page index (:meth:`HybridPolicy.page_seconds`), which
+        the tail rule then weighs instead of edges at one rate.
+    gpu_pages : collection of int
+        Pages the CPU never takes (those kept on the GPU while others
+        stream): the CPU stops at the first it meets.
     """
 
-    def __init__(self, page_edges, order, policy: HybridPolicy, clock=time.perf_counter):
+    def __init__(self, page_edges, order, policy: HybridPolicy, clock=time.perf_counter,
+                 page_seconds: dict | None = None, gpu_pages=()):
         self.page_edges = list(page_edges)
         self.pending = list(order)
         self.queued_edges = sum(self.page_edges[p] for p in self.pending)
+        self.page_seconds = page_seconds
+        self.queued_seconds = None if page_seconds is None else {
+            name: sum(page_seconds[name][p] for p in self.pending) for name in PROCESSORS}
+        self.gpu_pages = frozenset(gpu_pages)
+        self.gpu_pages_pending = sum(p in self.gpu_pages for p in self.pending)
         self.policy = policy
         self.clock = clock
         self.lock = threading.Lock()
@@ -462,8 +553,17 @@ class PageQueue:
             now = self.clock()
             own_backlog = max(0.0, self.busy_until[processor] - now)
             other_backlog = max(0.0, self.busy_until[other] - now)
-            if self.declined[other]:
+            priced = self.page_seconds is not None
+            if processor == "cpu" and page in self.gpu_pages:
+                take = False
+            elif self.declined[other] or (processor == "gpu" and self.gpu_pages_pending):
+                # pages the CPU never takes are the GPU's whatever the estimates say
                 take = True
+            elif priced:
+                take = self.policy.should_take(
+                    processor, edges, own_backlog, other_backlog, self.queued_edges,
+                    own_seconds=self.page_seconds[processor][page],
+                    rest_seconds=self.queued_seconds[other])
             else:
                 take = self.policy.should_take(processor, edges, own_backlog, other_backlog,
                                                self.queued_edges)
@@ -475,7 +575,13 @@ class PageQueue:
             else:
                 self.pending.pop()
             self.queued_edges -= edges
-            estimate = self.policy.estimate_seconds(processor, edges) or 0.0
+            self.gpu_pages_pending -= page in self.gpu_pages
+            if priced:
+                for name in PROCESSORS:
+                    self.queued_seconds[name] -= self.page_seconds[name][page]
+                estimate = self.page_seconds[processor][page] or 0.0
+            else:
+                estimate = self.policy.estimate_seconds(processor, edges) or 0.0
             self.busy_until[processor] = now + own_backlog + estimate
             self.taken[processor].append(page)
             return page

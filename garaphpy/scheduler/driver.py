@@ -142,7 +142,14 @@ class Driver:
         self.pages = cpu.arrays.pages
         self.page_edges = [page.num_edges for page in self.pages]
         self.total_page_edges = sum(self.page_edges)
-        self.page_order = list(range(len(self.pages)))
+        # pages kept on the GPU while others stream go to the GPU's end of the queue,
+        # and the CPU takes none of them; a streamed page costs the GPU its copy
+        streaming = not gpu.plan.resident
+        self.gpu_kept = (frozenset(np.flatnonzero(gpu.kept_pages).tolist()) if streaming
+                         else frozenset())
+        self.page_order = sorted(range(len(self.pages)), key=lambda k: k not in self.gpu_kept)
+        self.page_bus_bytes = [int(gpu.page_bus_bytes[k]) if streaming and k not in self.gpu_kept
+                               else 0 for k in range(len(self.pages))]
         self.vertex_state = VertexState(cpu.state, gpu, self.threads, self.policy.smooth)
         self.cpu_processor = CpuProcessor(cpu, self.vertex_state, self.cpu_threads)
         self.gpu_processor = GpuProcessor(gpu, self.vertex_state)
@@ -160,18 +167,17 @@ class Driver:
         with gpu.main_stream:       # the stream of the GPU's kernels that read them
             self.device_neighbour_in_edges = self.cupy.asarray(self.neighbour_in_edges)
             self.no_device_aggregates = self.cupy.zeros(1, np.float64)
-        # one pass, no temporary: the sum over the active vertices
-        self._active_sum = self.cupy.ReductionKernel(
-            "bool active, int64 edges", "int64 total", "active ? edges : 0", "a + b",
-            "total = a", "0", "garaphpy_active_sum")
         self._device_pull_fraction()        # compiles its kernels here, not in a run
         self.decide_keywords = _accepts_keywords(self.policy.decide, (
             "cpu_sync_seconds", "gpu_sync_seconds", "pull_fraction"))
         self.decide_loop = _accepts_keywords(self.policy.decide, ("gpu_loop",))
+        # a policy's own should_take divides the pages by itself: no join plan, no prices
+        self.plans_joins = type(self.policy).should_take is HybridPolicy.should_take
         #: (iteration, decision) made while offering the iteration to the device loop,
         #: which :meth:`decide` takes instead of deciding again
         self._decided = None
         self._synced_to_device = 0     # bytes of a copy made for a loop that ran nothing
+        self._join_plan = None          # the last plan_join, for the iteration's record
         if self.policy.ratio is None or self.policy.cpu_seconds_per_edge is None \
                 or self.policy.gpu_seconds_per_edge is None:
             self._calibrate()
@@ -325,7 +331,9 @@ class Driver:
         n = self.neighbour_in_edges.size
         with self.gpu.main_stream:
             active = self.gpu.active[:n].view(np.bool_)
-            return int(self._active_sum(active, self.device_neighbour_in_edges))
+            # a temporary and cupy's sum (CUB, every block): a custom ReductionKernel
+            # reduces to one value in a single block, 2.6 ms against 0.07 on rmat:22
+            return int(self.cupy.where(active, self.device_neighbour_in_edges, 0).sum())
 
     def aggregates(self, iteration: int):
         """One processor: its engine's aggregates over the committed values.
@@ -376,10 +384,11 @@ class Driver:
         """A hybrid run's iterations in the GPU's device loop, as a run on the GPU
         alone would run them, where :func:`decisions.hybrid_device_loop` says
         so: the policy, weighing the loop's cost (``gpu_loop``), chose the GPU,
-        and the CPU would take no page.  The decision covers the batch (one
-        :class:`~garaphpy.scheduler.dispatcher.Decision` per iteration, each
-        naming the iteration that decided); after it the policy decides
-        again.  An iteration offered and not looped keeps its decision for
+        and the CPU would take no page.  One
+        :class:`~garaphpy.scheduler.dispatcher.Decision` covers the batch
+        (:meth:`HybridPolicy.cover`); the first record gets its entry, the
+        others the same entry with ``batch_of``, the iteration that decided.
+        After the batch the policy decides again.  An iteration offered and not looped keeps its decision for
         :meth:`decide`."""
         started = time.perf_counter()
         if not (self.policy.batches and self.decide_loop and direction == "auto"
@@ -410,18 +419,18 @@ class Driver:
             self._synced_to_device += synced
             return []
         self.vertex_state.written_by("gpu")
+        self.policy.cover(decision, len(records))
         entry = decision.entry()
+        # one dict for the batch's later iterations (thousands on a grid's BFS)
+        covered_entry = {**entry, "batch_of": first_iteration}
         mode, alpha, ratio, forced = decision.mode, decision.alpha, decision.ratio, \
             decision.forced
-        first = records[0]
-        first.decisions["mode"] = entry
         for record in records:
             record.mode, record.alpha, record.ratio = mode, alpha, ratio
             record.forced = record.forced or forced
-            if record is not first:
-                covering = self.policy.covered(decision, record.iteration)
-                record.decisions["mode"] = {**entry, "iteration": covering.iteration,
-                                            "batch_of": covering.batch_of}
+            record.decisions["mode"] = covered_entry
+        first = records[0]
+        first.decisions["mode"] = entry
         decisions.note(first, "hybrid_device_loop", True, mode=decision.mode, cpu_joins=False,
                        loop_takes=True, batches=self.policy.batches, forced=direction,
                        iterations=len(records))
@@ -433,10 +442,38 @@ class Driver:
         return records
 
     def _cpu_joins(self, order: list[int]) -> bool:
-        """Whether the CPU would take a page of a hybrid iteration over ``order``
-        (the tail rule, or the policy's own :meth:`should_take`)."""
-        return bool(order) and self.policy.should_take(
-            "cpu", self.page_edges[order[-1]], 0.0, 0.0, self.total_page_edges)
+        """Whether the CPU would take a page of a hybrid iteration over ``order``:
+        the policy's :meth:`~HybridPolicy.plan_join` on the pages' prices
+        (kept in :attr:`_join_plan` for the record), or, where those are not
+        known or the policy divides pages itself, the tail rule (its own
+        :meth:`should_take`) on the last page."""
+        self._join_plan = None
+        if not order or order[-1] in self.gpu_kept:
+            return False
+        prices = self._page_prices() if self.plans_joins and self.policy.tail_rule else None
+        if prices is None:
+            return self.policy.should_take("cpu", self.page_edges[order[-1]], 0.0, 0.0,
+                                           self.total_page_edges)
+        vertex_state = self.vertex_state
+        join_seconds = self.policy.join_seconds
+        if join_seconds is None:        # before any is measured: the copies it needs
+            join_seconds = vertex_state.sync_seconds()[0] + vertex_state.download_seconds
+        self._join_plan = self.policy.plan_join(
+            [prices["cpu"][k] for k in order], [prices["gpu"][k] for k in order],
+            self.policy.t_gpu, join_seconds)
+        return self._join_plan["choice"]
+
+    def _page_prices(self) -> dict | None:
+        """``{"cpu": [...], "gpu": [...]}``: each page's estimated time on each
+        processor (:meth:`HybridPolicy.page_seconds`, a streamed page's copy at
+        the GPU engine's measured bus rate); None before both rates are known."""
+        policy = self.policy
+        if policy.cpu_seconds_per_edge is None or policy.gpu_seconds_per_edge is None:
+            return None
+        bus = self.gpu.transfer_rates.bus
+        return {"cpu": [policy.page_seconds("cpu", edges) for edges in self.page_edges],
+                "gpu": [policy.page_seconds("gpu", edges, bus_bytes, bus)
+                        for edges, bus_bytes in zip(self.page_edges, self.page_bus_bytes)]}
 
     def values_to_host(self) -> np.ndarray:
         """A copy of the committed values."""
@@ -513,8 +550,8 @@ class Driver:
 
     # -- hybrid iterations ------------------------------------------------------------------
     def _order(self) -> list[int]:
-        """Pages from the GPU's end to the CPU's (all resident or all streamed: in
-        page order)."""
+        """Pages from the GPU's end to the CPU's: those kept on the GPU first,
+        then the streamed ones, each in page order."""
         return self.page_order
 
     def _iterate_hybrid(self, record: IterationRecord) -> None:
@@ -522,7 +559,7 @@ class Driver:
         order = self._order()
         cpu_joins = self._cpu_joins(order)
         decisions.note(record, "cpu_joins", cpu_joins, pages=len(order),
-                       tail_rule=self.policy.tail_rule)
+                       tail_rule=self.policy.tail_rule, plan=self._join_plan)
         record.bytes_to_device += self.vertex_state.make_device_current() + \
             self._synced_to_device
         self._synced_to_device = 0
@@ -532,11 +569,16 @@ class Driver:
                                  else self.no_device_aggregates)
             self._iterate_gpu_alone(record, device_aggregates)
             return
+        joining = time.perf_counter()
         record.bytes_to_host += self.vertex_state.make_host_current()
-        queue = PageQueue(self.page_edges, order, self.policy)
-        self.dispatch_seconds += time.perf_counter() - started
+        prices = self._page_prices() if self.plans_joins else None
+        queue = PageQueue(self.page_edges, order, self.policy, page_seconds=prices,
+                          gpu_pages=self.gpu_kept)
+        synced = time.perf_counter()
+        self.dispatch_seconds += synced - started
         aggregates = self._host_aggregates(record.iteration)
-        self._iterate_both(record, queue, aggregates, self._device_aggregates(aggregates))
+        self._iterate_both(record, queue, aggregates, self._device_aggregates(aggregates),
+                           synced - joining)
 
     def _iterate_gpu_alone(self, record: IterationRecord, device_aggregates) -> None:
         """The GPU engine's iteration: a hybrid iteration the CPU does not join,
@@ -555,7 +597,10 @@ class Driver:
                                         gpu_iteration_seconds=gpu_seconds))
 
     def _iterate_both(self, record: IterationRecord, queue: PageQueue, aggregates,
-                      device_aggregates) -> None:
+                      device_aggregates, sync_seconds: float = 0.0) -> None:
+        """Both processors pull the pages of ``queue``; ``sync_seconds``: what
+        bringing the host's copy up to date took (with the combining after
+        the pages, what joining cost, which the policy learns)."""
         cpu, gpu = self.cpu_processor, self.gpu_processor
         vertex_state = self.vertex_state
         iteration = record.iteration
@@ -604,11 +649,13 @@ class Driver:
                           max(gpu_done, cpu_done) - work_started)
         decisions.note(record, "pages", {"cpu": queue.taken["cpu"], "gpu": queue.taken["gpu"]},
                        declined=dict(queue.declined), tail_rule=self.policy.tail_rule)
-        self.dispatch_seconds += finished - max(gpu_done, cpu_done)
+        combining = finished - max(gpu_done, cpu_done)
+        self.dispatch_seconds += combining
         self.policy.observe(Observation(
             "hybrid", "pull", record.active_fraction, record.rho, self.num_edges,
             cpu_edges=record.cpu_edges, gpu_edges=record.gpu_edges,
-            cpu_seconds=cpu_result.busy_seconds, gpu_seconds=record.gpu_busy_seconds))
+            cpu_seconds=cpu_result.busy_seconds, gpu_seconds=record.gpu_busy_seconds,
+            join_seconds=sync_seconds + combining))
 
     def _record_both(self, record: IterationRecord, cpu: ProcessorResult,
                      gpu: ProcessorResult, split_bytes: int, span: float) -> None:
