@@ -622,16 +622,19 @@ class FakeClock:
         return self.now
 
 
-def simulate(page_edges, order, policy, rates, first="gpu"):
+def simulate(page_edges, order, policy, rates=None, first="gpu", prices=None,
+             **queue_options):
     """Two processors take pages from one queue, each asking when it is free.
 
-    A processor working at ``rates[p]`` seconds per edge asks for the next
-    page the moment it finishes the last one (the earlier free one first;
-    ties: ``first``), and stops at its first None.  Returns the queue, the
-    makespan and the pages in the order they were taken, as (processor, page).
+    A processor working at ``rates[p]`` seconds per edge (or taking
+    ``prices[p][page]`` seconds for a page) asks for the next page the
+    moment it finishes the last one (the earlier free one first; ties:
+    ``first``), and stops at its first None.  ``queue_options`` go to the
+    queue.  Returns the queue, the makespan and the pages in the order they
+    were taken, as (processor, page).
     """
     clock = FakeClock()
-    queue = PageQueue(page_edges, order, policy, clock=clock)
+    queue = PageQueue(page_edges, order, policy, clock=clock, **queue_options)
     preference = [first, "cpu" if first == "gpu" else "gpu"]
     free_at = {"cpu": 0.0, "gpu": 0.0}
     done = {"cpu": False, "gpu": False}
@@ -645,7 +648,8 @@ def simulate(page_edges, order, policy, rates, first="gpu"):
             done[processor] = True
             continue
         log.append((processor, page))
-        free_at[processor] += page_edges[page] * rates[processor]
+        free_at[processor] += (page_edges[page] * rates[processor] if prices is None
+                               else prices[processor][page])
     return queue, max(free_at.values()), log
 
 
@@ -823,24 +827,11 @@ def test_a_streamed_page_costs_the_gpu_at_least_its_copy():
     assert HybridPolicy().page_seconds("gpu", PAGE, 1024, 2048) is None
 
 
-def simulate_priced(prices, order, policy, page_seconds=None, gpu_pages=()):
-    """Two processors take pages as in :func:`simulate`, each page taking the
-    time ``prices[processor][page]``; the queue is told ``page_seconds``."""
-    clock = FakeClock()
-    queue = PageQueue([PAGE] * len(order), order, policy, clock=clock,
-                      page_seconds=page_seconds, gpu_pages=gpu_pages)
-    free_at = {"cpu": 0.0, "gpu": 0.0}
-    done = {"cpu": False, "gpu": False}
-    while not all(done.values()):
-        processor = min((p for p in ("gpu", "cpu") if not done[p]), key=free_at.__getitem__)
-        clock.now = free_at[processor]
-        page = queue.take(processor)
-        if page is None:
-            queue.finished(processor)
-            done[processor] = True
-            continue
-        free_at[processor] += prices[processor][page]
-    return queue, max(free_at.values())
+def simulate_priced(prices, order, policy, **queue_options):
+    """:func:`simulate` with each page taking ``prices[processor][page]`` seconds."""
+    queue, makespan, _ = simulate([PAGE] * len(order), order, policy, prices=prices,
+                                  **queue_options)
+    return queue, makespan
 
 
 def test_a_page_goes_where_it_finishes_first():
