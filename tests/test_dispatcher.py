@@ -47,7 +47,7 @@ import garaphpy.api
 import garaphpy.kernels.gpu
 from garaphpy.errors import ConfigError
 from garaphpy.output import write_iterations
-from garaphpy.scheduler import dispatcher
+from garaphpy.scheduler import decisions, dispatcher
 from garaphpy.scheduler.dispatcher import Decision, HybridPolicy, Observation, PageQueue
 from garaphpy.scheduler.records import IterationRecord
 
@@ -153,7 +153,8 @@ def test_every_decision_is_recorded_in_order_with_its_inputs():
             "alpha": min(2 * f * rho, 1.0) * 4.0, "mode": decision.mode, "forced": False,
             "ratio_source": "given", "cpu_seconds": None, "gpu_seconds": None,
             "cpu_sync_seconds": 0.0, "gpu_sync_seconds": 0.0, "pull_fraction": None,
-            "gpu_loop": False, "covers": 1}
+            "gpu_loop": False, "covers": 1, "switch_credit": 0.0,
+        "switched": False}
     json.dumps([d.as_dict() for d in policy.decisions])      # JSON-able
 
     # the ratio in force at each decision is the one recorded
@@ -173,7 +174,8 @@ def test_every_decision_is_recorded_in_order_with_its_inputs():
         "iteration": 7, "active_fraction": 0.0625, "rho": 1.0, "ratio": 4.0, "alpha": 0.5,
         "mode": "cpu", "forced": False, "ratio_source": "probe", "cpu_seconds": 0.75,
         "gpu_seconds": 1.5, "cpu_sync_seconds": 0.25, "gpu_sync_seconds": 0.5,
-        "pull_fraction": None, "gpu_loop": False, "covers": 1}
+        "pull_fraction": None, "gpu_loop": False, "covers": 1, "switch_credit": 0.0,
+        "switched": False}
     json.dumps(decision.as_dict())
 
     # the iteration record's entry: every field, the mode as the choice
@@ -256,8 +258,8 @@ def test_synchronization_pushes_the_decision_towards_the_current_copy():
     f = 3 / 32                                          # 2 f T_pull = 0.75 s
     assert policy.decide(0, f, 1.0).alpha == 0.75
     assert policy.decide(0, f, 1.0).mode == "cpu"
-    behind = policy.decide(0, f, 1.0, cpu_sync_seconds=0.25)
-    assert (behind.alpha, behind.mode, behind.cpu_seconds) == (1.0, "hybrid", 1.0)
+    behind = policy.decide(0, f, 1.0, cpu_sync_seconds=0.5)
+    assert (behind.alpha, behind.mode, behind.cpu_seconds) == (1.25, "hybrid", 1.25)
     # a sync the GPU would need is no reason to leave the CPU
     assert policy.decide(0, f, 1.0, gpu_sync_seconds=0.25).mode == "cpu"
     # the CPU ran the last iteration: the GPU's copy must be brought up to date
@@ -266,6 +268,43 @@ def test_synchronization_pushes_the_decision_towards_the_current_copy():
     stale = policy.decide(1, f, 1.0, gpu_sync_seconds=0.25)
     assert (stale.alpha, stale.mode, stale.gpu_seconds) == (0.8, "cpu", 1.25)
     assert policy.decide(1, f, 1.0, cpu_sync_seconds=0.25).mode == "hybrid"
+
+
+def test_a_switch_is_made_once_the_iterations_lost_pay_for_the_copy():
+    # T_pull 4 s, T_GPU 1 s; f = 3/32: the CPU 0.75 s an iteration, the GPU 1 s
+    policy = policy_with_costs(4.0, 1.0)
+    f = 3 / 32
+    first = policy.decide(0, f, 1.0, cpu_sync_seconds=0.5)      # alpha 1.25: stay
+    assert (first.mode, first.switched, first.switch_credit) == ("hybrid", False, 0.25)
+    second = policy.decide(1, f, 1.0, cpu_sync_seconds=0.5)     # 0.5 lost: the copy is paid
+    assert (second.alpha, second.mode, second.switched) == (1.25, "cpu", True)
+    assert second.switch_credit == 0.0 == policy.switch_credit
+    # an iteration the CPU would not win clears the credit
+    policy.decide(2, f, 1.0, cpu_sync_seconds=0.5)
+    assert policy.switch_credit == 0.25
+    policy.decide(3, 0.5, 1.0, cpu_sync_seconds=0.5)
+    assert policy.switch_credit == 0.0
+    assert policy.decide(4, f, 1.0, cpu_sync_seconds=0.5).mode == "hybrid"
+
+    # back to the GPU: f = 1/4, the CPU 2 s an iteration, the GPU 1 s and a 1.5 s copy
+    policy = policy_with_costs(4.0, 1.0)
+    modes = [policy.decide(k, 0.25, 1.0, gpu_sync_seconds=1.5) for k in range(2)]
+    assert [(d.alpha, d.mode, d.switched) for d in modes] == [(0.8, "cpu", False),
+                                                               (0.8, "hybrid", True)]
+    # both copies current, or a forced mode: no credit
+    assert policy.decide(2, f, 1.0).switch_credit == 0.0
+    forced = policy_with_costs(4.0, 1.0, force="hybrid")
+    assert not any(forced.decide(k, f, 1.0, cpu_sync_seconds=0.5).switched for k in range(4))
+
+
+@pytest.mark.parametrize("credit, staying, switched, copy, expected", [
+    (0.0, 1.0, 0.5, 2.0, (False, 0.5)),
+    (1.5, 1.0, 0.5, 2.0, (True, 0.0)),
+    (1.5, 1.0, 1.0, 2.0, (False, 0.0)),     # no loss this iteration: the credit clears
+    (0.0, 1.0, 2.0, 0.0, (False, 0.0)),
+])
+def test_switch_credit(credit, staying, switched, copy, expected):
+    assert decisions.switch_credit(credit, staying, switched, copy) == expected
 
 
 @pytest.mark.parametrize("options", [

@@ -705,6 +705,34 @@ def hybrid_mode(alpha: float | None, threshold: float = 1.0,
     return "hybrid" if alpha is not None and alpha >= threshold else "cpu"
 
 
+def switch_credit(credit: float, staying_seconds: float, switched_seconds: float,
+                  switch_seconds: float) -> tuple[bool, float]:
+    """Whether to switch processor now, by ski rental, and the credit after.
+
+    The processor whose copy of the vertex data is current costs
+    ``staying_seconds`` an iteration; the other would cost
+    ``switched_seconds`` an iteration once its copy is brought up to date,
+    which costs ``switch_seconds`` once.  Charging that copy to every
+    iteration, as alpha does, never switches however many iterations the
+    other processor would win; here each iteration it would win adds what
+    staying lost to ``credit``, and the switch is made once the credit pays
+    for the copy (so staying never costs more than twice the best choice in
+    hindsight).  An iteration the other processor would not win clears the
+    credit.
+
+    Returns
+    -------
+    tuple of (bool, float)
+        Switch now, and the credit to carry (0 after a switch).
+    """
+    if switched_seconds >= staying_seconds:
+        return False, 0.0
+    credit += staying_seconds - switched_seconds
+    if credit >= switch_seconds:
+        return True, 0.0
+    return False, credit
+
+
 def hybrid_device_loop(mode: str, cpu_joins: bool, loop_takes: bool, batches: bool,
                        forced: str = "auto") -> bool:
     """Whether a hybrid run hands its next iterations to the GPU's device loop

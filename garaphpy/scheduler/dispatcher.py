@@ -106,6 +106,13 @@ class Decision:
     covers : int
         Iterations the decision covers: 1, or a batch that the GPU's device
         loop ran from ``iteration`` on (:meth:`HybridPolicy.cover`).
+    switch_credit : float
+        Seconds the processor holding the current copy lost, over the
+        iterations so far, against the other one (:func:`decisions.switch_credit`);
+        ``switched`` says the credit paid for the copy and the mode is the
+        other processor's although alpha, which charges the copy to this
+        iteration, said otherwise.
+    switched : bool
     """
 
     iteration: int
@@ -123,6 +130,8 @@ class Decision:
     pull_fraction: float | None = None
     gpu_loop: bool = False
     covers: int = 1
+    switch_credit: float = 0.0
+    switched: bool = False
 
     def as_dict(self) -> dict:
         """JSON-able dict (shallow: every field is a scalar; ``dataclasses.asdict``
@@ -139,7 +148,8 @@ class Decision:
                 "cpu_sync_seconds": self.cpu_sync_seconds,
                 "gpu_sync_seconds": self.gpu_sync_seconds,
                 "pull_fraction": self.pull_fraction, "gpu_loop": self.gpu_loop,
-                "covers": self.covers, "choice": self.mode}
+                "covers": self.covers, "switch_credit": self.switch_credit,
+                "switched": self.switched, "choice": self.mode}
 
 
 @dataclass
@@ -227,6 +237,9 @@ class HybridPolicy:
         What the CPU's joining an iteration costs the dispatcher
         (synchronizing and combining the two copies), measured in the
         iterations both processors ran (None: none yet).
+    switch_credit : float
+        What staying on the processor with the current copy has lost so
+        far against switching (:func:`decisions.switch_credit`).
     ratio : float or None
         T_pull / T_GPU (or the given initial ratio until they are known).
     """
@@ -248,6 +261,7 @@ class HybridPolicy:
     t_loop: float = config.HYBRID_LOOP_ITERATION_SECONDS
     cpu_overhead: float = 0.0
     join_seconds: float | None = None
+    switch_credit: float = 0.0
 
     def __post_init__(self):
         if self.force not in (None,) + MODES:
@@ -308,11 +322,36 @@ class HybridPolicy:
             alpha = None
         mode = decisions.hybrid_mode(alpha, self.threshold, self.force)
         forced = self.force is not None
+        switched = False
+        if cpu_cost is not None and not forced:
+            mode, switched = self._switch_by_credit(mode, cpu_cost, gpu_cost, cpu_sync_seconds,
+                                                    gpu_sync_seconds)
         decision = Decision(iteration, active_fraction, rho, self.ratio, alpha, mode, forced,
                             self.ratio_source, cpu_cost, gpu_cost, cpu_sync_seconds,
-                            gpu_sync_seconds, pulled, gpu_loop=gpu_loop)
+                            gpu_sync_seconds, pulled, gpu_loop=gpu_loop,
+                            switch_credit=self.switch_credit, switched=switched)
         self.decisions.append(decision)
         return decision
+
+    def _switch_by_credit(self, mode: str, cpu_cost: float, gpu_cost: float,
+                          cpu_sync_seconds: float, gpu_sync_seconds: float) -> tuple[str, bool]:
+        """The mode after the switch rule (:func:`decisions.switch_credit`), where
+        exactly one processor's copy is stale and alpha kept the other: whether
+        the credit now pays for the copy.  Both costs include their copy; the
+        threshold scales the GPU's side as it does alpha's."""
+        threshold = self.threshold
+        if cpu_sync_seconds > 0 and not gpu_sync_seconds and mode == "hybrid":
+            switch, self.switch_credit = decisions.switch_credit(
+                self.switch_credit, threshold * gpu_cost, cpu_cost - cpu_sync_seconds,
+                cpu_sync_seconds)
+            return ("cpu", True) if switch else (mode, False)
+        if gpu_sync_seconds > 0 and not cpu_sync_seconds and mode == "cpu":
+            switch, self.switch_credit = decisions.switch_credit(
+                self.switch_credit, cpu_cost, threshold * (gpu_cost - gpu_sync_seconds),
+                threshold * gpu_sync_seconds)
+            return ("hybrid", True) if switch else (mode, False)
+        self.switch_credit = 0.0
+        return mode, False
 
     def cover(self, decision: Decision, iterations: int) -> None:
         """``decision`` covers ``iterations`` iterations from its own: a batch the
