@@ -108,11 +108,12 @@ class Decision:
         loop ran from ``iteration`` on (:meth:`HybridPolicy.cover`).
     switch_credit : float
         Seconds the processor holding the current copy lost, over the
-        iterations so far, against the other one (:func:`decisions.switch_credit`);
-        ``switched`` says the credit paid for the copy and the mode is the
-        other processor's although alpha, which charges the copy to this
-        iteration, said otherwise.
+        iterations so far, against the other one
+        (:func:`decisions.switch_credit`).
     switched : bool
+        The credit paid for the copy: the mode is the other processor's
+        although alpha, which charges the copy to this iteration, said
+        otherwise.
     """
 
     iteration: int
@@ -592,20 +593,18 @@ class PageQueue:
             now = self.clock()
             own_backlog = max(0.0, self.busy_until[processor] - now)
             other_backlog = max(0.0, self.busy_until[other] - now)
-            priced = self.page_seconds is not None
+            # without prices, asked as before (a policy's own should_take may not take them)
+            prices = {} if self.page_seconds is None else {
+                "own_seconds": self.page_seconds[processor][page],
+                "rest_seconds": self.queued_seconds[other]}
             if processor == "cpu" and page in self.gpu_pages:
                 take = False
             elif self.declined[other] or (processor == "gpu" and self.gpu_pages_pending):
                 # pages the CPU never takes are the GPU's whatever the estimates say
                 take = True
-            elif priced:
-                take = self.policy.should_take(
-                    processor, edges, own_backlog, other_backlog, self.queued_edges,
-                    own_seconds=self.page_seconds[processor][page],
-                    rest_seconds=self.queued_seconds[other])
             else:
                 take = self.policy.should_take(processor, edges, own_backlog, other_backlog,
-                                               self.queued_edges)
+                                               self.queued_edges, **prices)
             if not take:
                 self.declined[processor] = True
                 return None
@@ -615,13 +614,13 @@ class PageQueue:
                 self.pending.pop()
             self.queued_edges -= edges
             self.gpu_pages_pending -= page in self.gpu_pages
-            if priced:
+            if prices:
                 for name in PROCESSORS:
                     self.queued_seconds[name] -= self.page_seconds[name][page]
-                estimate = self.page_seconds[processor][page] or 0.0
+                estimate = prices["own_seconds"]
             else:
-                estimate = self.policy.estimate_seconds(processor, edges) or 0.0
-            self.busy_until[processor] = now + own_backlog + estimate
+                estimate = self.policy.estimate_seconds(processor, edges)
+            self.busy_until[processor] = now + own_backlog + (estimate or 0.0)
             self.taken[processor].append(page)
             return page
 

@@ -388,8 +388,8 @@ class Driver:
         :class:`~garaphpy.scheduler.dispatcher.Decision` covers the batch
         (:meth:`HybridPolicy.cover`); the first record gets its entry, the
         others the same entry with ``batch_of``, the iteration that decided.
-        After the batch the policy decides again.  An iteration offered and not looped keeps its decision for
-        :meth:`decide`."""
+        After the batch the policy decides again.  An iteration offered and
+        not looped keeps its decision for :meth:`decide`."""
         started = time.perf_counter()
         if not (self.policy.batches and self.decide_loop and direction == "auto"
                 and self.page_done is None and max_steps >= 1
