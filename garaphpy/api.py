@@ -369,15 +369,18 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
             if direction_policy.floor_skip(program.gather_no_better_than_source, mode,
                                            config.CPU_FLOOR_SKIP):
                 cpu_engine.enable_floor_skip(larger_first=program.sum == "max")
+            push = direction_policy.cpu_priority_push(program.apply_keeps_best,
+                                                      config.CPU_PRIORITY_PUSH)
+            push_rounds = direction_policy.cpu_push_rounds(
+                push, threads, _numba_setup.WAIT_POLICY == "PASSIVE", config.CPU_PUSH_ROUNDS)
             if program.value_priority and direction_policy.value_priority(
                     True, mode, execution == "sync", cpu_engine.batches,
                     direction_policy.in_degree_skew(arrays.attrs[1]),
-                    config.CPU_VALUE_PRIORITY):
-                push = direction_policy.cpu_priority_push(program.apply_keeps_best,
-                                                          config.CPU_PRIORITY_PUSH)
+                    config.CPU_VALUE_PRIORITY, push_rounds=push_rounds):
                 if push and not type(program).__module__.startswith("garaphpy.programs"):
                     _check_apply_keeps_best(program, compiled)
-                cpu_engine.enable_value_priority(larger_first=program.sum == "max", push=push)
+                cpu_engine.enable_value_priority(larger_first=program.sum == "max", push=push,
+                                                 rounds=push_rounds)
             if direction_policy.float32_contributions(
                     program.float32_gather_tolerance, tolerance, mode,
                     config.CPU_FLOAT32_CONTRIBUTIONS):

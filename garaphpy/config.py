@@ -470,6 +470,16 @@ CPU_BUCKET_WIDTH = None
 #: False: notify and pull.
 CPU_PRIORITY_PUSH = True
 
+#: ... and with two threads or more, on a machine not found loaded at import
+#: (``_numba_setup.WAIT_POLICY``), such a run pushes every bucket in rounds
+#: on threads kept for many rounds (``kernels.cpu.priority_push_rounds``:
+#: GAPBS's delta-stepping with bucket fusion), on any in-degree skew: no
+#: vertex reads its in-edges.  False: the steps above.
+CPU_PUSH_ROUNDS = True
+
+#: Rounds of one such call at most (its threads meet once per call).
+CPU_PUSH_ROUND_STEPS = 4096
+
 #: After a pull, the shortcut first goes over this many vertices spread evenly
 #: over the graph, and over every vertex only when at least
 #: ``CPU_SHORTCUT_MIN_DROP`` of them took a smaller label: a grid's labels

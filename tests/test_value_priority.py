@@ -51,7 +51,10 @@ def edges_read(result) -> int:
 
 
 def run_priority(graph, name, sources, on: bool, monkeypatch, quietly=False, **options):
+    """A run on the CPU alone, its buckets taken step by step (the rounds on kept
+    threads, ``config.CPU_PUSH_ROUNDS``, are test_push_rounds.py's)."""
     monkeypatch.setattr(config, "CPU_VALUE_PRIORITY", on)
+    monkeypatch.setattr(config, "CPU_PUSH_ROUNDS", False)
     options.setdefault("threads", 2)
     run = run_engine_quietly if quietly else run_engine
     return run(graph, name, sources, mode="cpu", **options)

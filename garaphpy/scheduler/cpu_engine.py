@@ -24,6 +24,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from .. import config
@@ -246,6 +247,8 @@ class CpuEngine:
         #: ... whose steps for one thread push (edge values in the out-edges' order)
         self.push = False
         self.push_weights = None
+        self.push_rounds = False
+        self.push_rounds_failed = False
 
     @property
     def page_source(self):
@@ -340,7 +343,8 @@ class CpuEngine:
         decisions.note(record, "cpu_floor_skip", found, floor=self.floor[0].item(), **inputs)
         return found
 
-    def enable_value_priority(self, larger_first: bool, push: bool = False) -> None:
+    def enable_value_priority(self, larger_first: bool, push: bool = False,
+                              rounds: bool = False) -> None:
         """Take sparse iterations in buckets of values from now on (a program
         declaring ``value_priority``, run asynchronously on the CPU alone:
         :func:`decisions.value_priority`), larger values first when
@@ -349,9 +353,13 @@ class CpuEngine:
         ``apply_keeps_best``: :func:`decisions.cpu_priority_push`), the
         steps small enough for one thread push over the frontier's out-edges
         (:func:`garaphpy.kernels.cpu.priority_iterations`); their edge
-        values are then placed in the out-edges' order, once."""
+        values are then placed in the out-edges' order, once.  With ``rounds``
+        too (:func:`decisions.cpu_push_rounds`) every bucket is pushed in
+        parallel rounds (:func:`garaphpy.kernels.cpu.priority_push_rounds`)
+        until their threads fail to meet once; then as above."""
         arrays = self.arrays
         self.push = bool(push)
+        self.push_rounds = bool(push and rounds)
         self.push_weights = arrays.edge_weights(None)
         if self.push and arrays.reads_weights and arrays.num_edges:
             _, sources, weights = arrays.page_source.csc()
@@ -446,8 +454,10 @@ class CpuEngine:
             directions = ("batch",) if batches_first else (decisions.choose_direction(
                 decisions.active_fraction(active_edges, arrays.num_edges), self.rho),)
         for direction in directions:
-            batch_kernel = self.compiled.kernels.priority_iterations \
-                if self.bucket_width is not None else self.compiled.kernels.sparse_iterations
+            kernels_of_program = self.compiled.kernels
+            batch_kernel = kernels_of_program.sparse_iterations if self.bucket_width is None \
+                else kernels_of_program.priority_push_rounds if self.push_rounds \
+                else kernels_of_program.priority_iterations
             if direction == "batch" and batch_kernel.signatures:
                 # compiled in this process already: a warm-up (and the compile
                 # announcement's timer thread) would cost a run more than the batch saves
@@ -675,16 +685,29 @@ class CpuEngine:
                 return []
             kernel = self._sparse_iterations
         self.warm_up(("batch",))
-        steps = min(max_steps, config.CPU_SPARSE_BATCH_STEPS)
+        steps = min(max_steps, config.CPU_PUSH_ROUND_STEPS if self.bucket_width is not None
+                    and self.push_rounds else config.CPU_SPARSE_BATCH_STEPS)
         counters = np.empty((steps, len(kernels.SPARSE_COUNTERS)), np.int64)
         changes = np.empty(steps, np.float64)
         started = time.perf_counter()
+        rounds = self.bucket_width is not None and self.push_rounds
         with parallel_section():
             frontier, taken = kernel(state.frontier, first_iteration, steps, tolerance, counters,
                                      changes)
+        rounds = rounds and self.push_rounds
         seconds = (time.perf_counter() - started) / max(taken, 1)
         state.frontier = frontier
         serial_edges = decisions.serial_step_edges(self.threads)
+        # the entries every step of the batch shares (read only)
+        shared = {"sparse_batch": {"steps": taken, "choice": True}}
+        if self.bucket_width is not None:
+            shared["value_priority"] = {
+                "bucket_width": self.bucket_width, "larger_first": self.larger_first,
+                "push": self.push, "rounds": rounds, "rounds_failed": self.push_rounds_failed,
+                "choice": True}
+        if rounds:      # no notify, no serial step: each round is pushed by the team
+            shared["dense_notify"] = {"choice": False, "push_rounds": True}
+            shared["serial_step"] = {"choice": False, "push_rounds": True}
         records = []
         for step, (active, edges, updated, processed, activated, serial, unsettled) in enumerate(
                 counters[:taken].tolist()):
@@ -694,6 +717,7 @@ class CpuEngine:
                                      edges_processed=processed, activated=activated,
                                      l1_change=float(changes[step]), cpu_edges=processed,
                                      cpu_busy_seconds=seconds, seconds=seconds)
+            record.decisions.update(shared)
             # the kernel made these choices by the rules of the decisions module
             if self.early_exit:     # Beamer's rule, with the inputs the kernel saw
                 decisions.note(record, "direction", "notify-pull", **{
@@ -703,23 +727,30 @@ class CpuEngine:
             else:
                 decisions.note(record, "direction", "notify-pull", f=f, rho=self.rho,
                                forced="auto")
-            if self.bucket_width is not None:
-                decisions.note(record, "value_priority", True, bucket_width=self.bucket_width,
-                               larger_first=self.larger_first, push=self.push)
-            # a bucket may notify over a bitmap; a plain batch stops before such a step
-            dense = self.bucket_width is not None and decisions.dense_notify(
-                edges, arrays.num_vertices)
-            decisions.note(record, "dense_notify", dense, active_out_edges=edges,
-                           num_vertices=arrays.num_vertices, early_exit=self.early_exit)
-            decisions.note(record, "sparse_batch", True, steps=taken)
-            decisions.note(record, "serial_step", bool(serial), edges_processed=processed,
-                           serial_edges=serial_edges)
+            if not rounds:
+                # a bucket may notify over a bitmap; a plain batch stops before such a step
+                dense = self.bucket_width is not None and decisions.dense_notify(
+                    edges, arrays.num_vertices)
+                decisions.note(record, "dense_notify", dense, active_out_edges=edges,
+                               num_vertices=arrays.num_vertices, early_exit=self.early_exit)
+                decisions.note(record, "serial_step", bool(serial), edges_processed=processed,
+                               serial_edges=serial_edges)
             records.append(record)
         return records
 
     def _priority_iterations(self, frontier, first_iteration, steps, tolerance, counters,
                              changes):
         arrays, compiled, state = self.arrays, self.compiled, self.state
+        if self.push_rounds:
+            left, taken = compiled.kernels.priority_push_rounds(
+                frontier, arrays.out_offsets, arrays.out_targets, self.push_weights,
+                state.values, arrays.attrs, self.no_aggregates, arrays.num_vertices,
+                first_iteration, steps, -np.inf if tolerance is None else float(tolerance),
+                counters, changes, float(self.bucket_width), self.larger_first, _team_size())
+            if taken >= 0:
+                return left, taken
+            self.push_rounds = False    # the threads did not meet: step by step from now on
+            self.push_rounds_failed = True
         _, sources, weights = arrays.page_source.csc()
         return compiled.kernels.priority_iterations(
             compiled.identity, frontier, arrays.out_offsets, arrays.out_targets,
@@ -1062,6 +1093,12 @@ class CpuEngine:
             kernels.commit_vertices(written, state.next, state.values)
         record.updated_vertices = int(written.size)
         record.edges_processed = int(prefix[-1])
+
+
+def _team_size() -> int:
+    """The threads of a kernel that keeps them for many rounds: numba's for
+    this thread now (one iteration of ``numba.prange(team)`` each)."""
+    return numba.get_num_threads()
 
 
 def _combine_partials(pending: list, compiled: CpuProgram, extra: dict | None = None):

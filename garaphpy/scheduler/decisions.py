@@ -244,7 +244,8 @@ def union_find_start(declared: bool, symmetric: bool, mode: str, enabled: bool =
 
 def value_priority(declared: bool, mode: str, synchronous: bool, batches: bool,
                    in_degree_skew: float, enabled: bool = True,
-                   max_skew: float = config.CPU_PRIORITY_MAX_SKEW) -> bool:
+                   max_skew: float = config.CPU_PRIORITY_MAX_SKEW,
+                   push_rounds: bool = False) -> bool:
     """Whether a run takes its sparse iterations in order of value, in buckets
     (:func:`garaphpy.kernels.cpu.priority_iterations`; delta-stepping): a
     program that declares ``value_priority``, run asynchronously on the CPU
@@ -260,9 +261,10 @@ def value_priority(declared: bool, mode: str, synchronous: bool, batches: bool,
     buckets notify the hubs of a skewed graph step after step (rmat:20,
     skew 75: 4.8x the edges and 5x the time of the whole-frontier
     iterations; a 4-neighbour grid, skew 1.0: 1/14 of the edges, 6x
-    faster; BENCHMARKS.md)."""
+    faster; BENCHMARKS.md).  Buckets pushed in rounds (``push_rounds``,
+    :func:`cpu_push_rounds`) read no in-edges, and take any skew."""
     return bool(enabled and declared and mode == "cpu" and not synchronous and batches
-                and in_degree_skew <= max_skew)
+                and (push_rounds or in_degree_skew <= max_skew))
 
 
 def cpu_priority_push(declared_keeps_best: bool, enabled: bool = True) -> bool:
@@ -273,6 +275,18 @@ def cpu_priority_push(declared_keeps_best: bool, enabled: bool = True) -> bool:
     ``config.CPU_PRIORITY_PUSH``.  A grid's step then reads the frontier's
     out-edges once, not the in-edges of every vertex they reach."""
     return bool(enabled and declared_keeps_best)
+
+
+def cpu_push_rounds(push: bool, threads: int, loaded: bool, enabled: bool = True) -> bool:
+    """Whether a run in buckets of values that pushes (:func:`cpu_priority_push`)
+    pushes every bucket in parallel rounds on threads kept across rounds
+    (:func:`garaphpy.kernels.cpu.priority_push_rounds`): with two threads or
+    more, on a machine not ``loaded`` (where a thread that loses its core
+    holds every other at each round's barrier), with
+    ``config.CPU_PUSH_ROUNDS``.  Such rounds read only the out-edges of the
+    vertices they push, so the in-degree skew limit of :func:`value_priority`
+    does not apply to them."""
+    return bool(enabled and push and threads >= 2 and not loaded)
 
 
 def in_degree_skew(in_degree) -> float:
