@@ -248,3 +248,34 @@ def test_threads_that_do_not_meet_leave_the_run_to_the_steps(grid, rounds_on, mo
     assert all(e["rounds_failed"] and not e["rounds"] for e in entries)
     np.testing.assert_allclose(result.values, sssp_scipy(grid, grid.internal_ids([61, 2900])),
                                rtol=1e-12)
+
+
+def test_no_thread_shares_its_bins(grid, capsys):
+    """numba moves an allocation of a size fixed in a parallel loop out of it
+    (allocation hoisting): each thread's bins would be one array shared by
+    all.  The kernel, compiled here for SSSP with its functions as arguments
+    (not from the cache), must hoist none."""
+    from garaphpy import api
+    from garaphpy.kernels import cpu as cpu_kernels
+    from garaphpy.programs.sssp import SSSP
+
+    program = api._compiled_program(SSSP(), parallel=True).kernels
+    kernel = numba.njit(parallel=True)(cpu_kernels.priority_push_rounds.py_func)
+    n = 4
+    offsets = np.array([0, 1, 2, 3, 3], np.int64)
+    targets = np.array([1, 2, 3], np.int32)
+    weights = np.ones(3, np.int32)
+    values = np.array([0.0, np.inf, np.inf, np.inf])
+    attrs = (np.ones(n, np.int32), np.ones(n, np.int32), np.ones(n), np.arange(n),
+             np.zeros(n, np.bool_))
+    left, rounds = kernel(program.gather_call, program.apply_call, program.activate_call,
+                          np.array([0], np.int64), offsets, targets, weights, values, attrs,
+                          np.zeros(1), n, 0, 100, -np.inf, np.zeros((100, 7), np.int64),
+                          np.zeros(100), 1.0, False, numba.get_num_threads())
+    np.testing.assert_array_equal(values, [0.0, 1.0, 2.0, 3.0])
+    assert rounds >= 1 and left.size == 0
+    capsys.readouterr()
+    kernel.parallel_diagnostics(level=4)
+    report = capsys.readouterr().out
+    assert "Allocation hoisting" in report
+    assert "is hoisted out" not in report.split("Loop invariant code motion")[-1]

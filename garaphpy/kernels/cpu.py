@@ -1680,6 +1680,21 @@ def _link_entry(vertex, value, bin_index, heads, counts, occupied, entry_vertex,
     return entry_vertex, entry_value, entry_next
 
 
+@numba.njit(nogil=True)
+def _thread_bins(bins, values):
+    """One thread's bins of :func:`priority_push_rounds`: heads, counts, a bit per
+    non-empty bin, the entry arrays (vertex, value, next) and the free list.
+
+    Made by a call, not in the parallel loop's body: numba moves a
+    ``np.empty`` or ``np.zeros`` of a size fixed in the loop out of it
+    (allocation hoisting), and every thread would then share one array."""
+    capacity = 1024
+    return (np.full(bins, -1, np.int64), np.zeros(bins, np.int64),
+            np.zeros(bins // 64, np.uint64), np.empty(capacity, np.int64),
+            np.empty(capacity, values.dtype), np.empty(capacity, np.int64),
+            np.array([-1, 0], np.int64))
+
+
 @numba.njit(nogil=True, inline="always")
 def _empty_bin(bin_index, heads, counts, occupied):
     heads[bin_index] = -1
@@ -1807,16 +1822,8 @@ def priority_push_rounds(gather_call, apply_call, activate_call, frontier, out_o
     for t in numba.prange(team):
         met[t] = team_rendezvous(sync, team)
         if met[t]:
-            heads = np.full(bins, -1, np.int64)
-            counts = np.zeros(bins, np.int64)
-            occupied = np.zeros(bins // 64, np.uint64)
-            capacity = 1024
-            entry_vertex = np.empty(capacity, np.int64)
-            entry_value = np.empty(capacity, values.dtype)
-            entry_next = np.empty(capacity, np.int64)
-            free = np.array([-1, 0], np.int64)
-            staged_vertex = np.empty(capacity, np.int64)
-            staged_value = np.empty(capacity, values.dtype)
+            heads, counts, occupied, entry_vertex, entry_value, entry_next, free = \
+                _thread_bins(bins, values)
             row = tally[t * 16:(t + 1) * 16]
             if t == 0:      # the frontier's later buckets start in this thread's bins
                 for i in range(frontier.shape[0]):
@@ -1903,29 +1910,28 @@ def priority_push_rounds(gather_call, apply_call, activate_call, frontier, out_o
                 live = 0
                 b = _lowest_occupied(occupied, first_bin)
                 while 0 <= b < end_bin:
-                    if live + counts[b] > staged_vertex.shape[0]:
-                        grown = max(2 * staged_vertex.shape[0], live + counts[b])
-                        grown_vertex = np.empty(grown, np.int64)
-                        grown_value = np.empty(grown, values.dtype)
-                        grown_vertex[:live] = staged_vertex[:live]
-                        grown_value[:live] = staged_value[:live]
-                        staged_vertex, staged_value = grown_vertex, grown_value
+                    entry = heads[b]
+                    while entry >= 0:
+                        if values[entry_vertex[entry]] == entry_value[entry]:
+                            live += 1
+                        entry = entry_next[entry]
+                    b = _lowest_occupied(occupied, b + 1)
+                at = atomic_add(sync, _slot(_TAIL + 1 - parity), live)
+                b = _lowest_occupied(occupied, first_bin)
+                while 0 <= b < end_bin:
                     entry = heads[b]
                     while entry >= 0:
                         following = entry_next[entry]
                         v = entry_vertex[entry]
                         if values[v] == entry_value[entry]:
-                            staged_vertex[live] = v
-                            staged_value[live] = entry_value[entry]
-                            live += 1
+                            shared_vertex[at] = v
+                            shared_value[at] = entry_value[entry]
+                            at += 1
                         entry_next[entry] = free[0]
                         free[0] = entry
                         entry = following
                     _empty_bin(b, heads, counts, occupied)
                     b = _lowest_occupied(occupied, b + 1)
-                at = atomic_add(sync, _slot(_TAIL + 1 - parity), live)
-                shared_vertex[at:at + live] = staged_vertex[:live]
-                shared_value[at:at + live] = staged_value[:live]
                 if done:
                     break
                 team_barrier(sync, team)
