@@ -44,7 +44,7 @@ RENDEZVOUS_SPINS = 1 << 24
 BARRIER_COUNT, BARRIER_GENERATION, ARRIVED = 0, 8, 16
 #: The first slot free for a kernel's own shared counters.
 FIRST_FREE_SLOT = 24
-#: ``sync`` slots a kernel asks for beyond its own: :func:`sync_slots`.
+# added to the arrival count by a thread that gives up: the rendezvous is closed
 _CLOSED = -(1 << 40)
 
 _MACHINE = platform.machine().lower()
