@@ -23,6 +23,7 @@ hint, and after :data:`SPINS_BEFORE_YIELD` spins gives its core away
 from __future__ import annotations
 
 import platform
+import sys
 
 import numba
 import numpy as np
@@ -48,6 +49,7 @@ FIRST_FREE_SLOT = 24
 _CLOSED = -(1 << 40)
 
 _MACHINE = platform.machine().lower()
+_POSIX = sys.platform != "win32"
 _X86 = _MACHINE in ("x86_64", "amd64", "i386", "i686")
 _ARM = _MACHINE in ("aarch64", "arm64")
 
@@ -71,35 +73,31 @@ def _integer_like(dtype):
     return ir.IntType(dtype.bitwidth if not isinstance(dtype, types.Boolean) else 8)
 
 
-@intrinsic
-def atomic_add(typingctx, array, index, value):
-    """``array[index] += value`` atomically (int64 array); returns the old value."""
-    if not (isinstance(array, types.Array) and array.dtype == types.int64):
-        return None
+def _int64_read_modify_write(operation: str):
+    """The typing of an intrinsic ``(array, index, value) -> old value`` that
+    applies LLVM's ``atomicrmw operation`` to an int64 array's element."""
 
-    def codegen(context, builder, signature, arguments):
-        pointer = _element_pointer(context, builder, signature.args[0], arguments[0],
-                                   arguments[1])
-        addend = context.cast(builder, arguments[2], signature.args[2], types.int64)
-        return builder.atomic_rmw("add", pointer, addend, "seq_cst")
+    def typer(typingctx, array, index, value):
+        if not (isinstance(array, types.Array) and array.dtype == types.int64):
+            return None
 
-    return types.int64(array, index, value), codegen
+        def codegen(context, builder, signature, arguments):
+            pointer = _element_pointer(context, builder, signature.args[0], arguments[0],
+                                       arguments[1])
+            operand = context.cast(builder, arguments[2], signature.args[2], types.int64)
+            return builder.atomic_rmw(operation, pointer, operand, "seq_cst")
+
+        return types.int64(array, index, value), codegen
+
+    typer.__name__ = typer.__qualname__ = f"atomic_{operation}"
+    return typer
 
 
-@intrinsic
-def atomic_min(typingctx, array, index, value):
-    """``array[index] = min(array[index], value)`` atomically (int64 array);
-    returns the old value."""
-    if not (isinstance(array, types.Array) and array.dtype == types.int64):
-        return None
-
-    def codegen(context, builder, signature, arguments):
-        pointer = _element_pointer(context, builder, signature.args[0], arguments[0],
-                                   arguments[1])
-        candidate = context.cast(builder, arguments[2], signature.args[2], types.int64)
-        return builder.atomic_rmw("min", pointer, candidate, "seq_cst")
-
-    return types.int64(array, index, value), codegen
+atomic_add = intrinsic(_int64_read_modify_write("add"))
+atomic_add.__doc__ = "``array[index] += value`` atomically (int64 array); returns the old value."
+atomic_min = intrinsic(_int64_read_modify_write("min"))
+atomic_min.__doc__ = ("``array[index] = min(array[index], value)`` atomically (int64 array); "
+                      "returns the old value.")
 
 
 @intrinsic
@@ -172,15 +170,19 @@ def compare_and_swap(typingctx, array, index, expected, new):
     return types.boolean(array, index, expected, new), codegen
 
 
+def _call_without_arguments(builder, name: str, return_type):
+    function = cgutils.get_or_insert_function(builder.module,
+                                              ir.FunctionType(return_type, []), name)
+    return builder.call(function, [])
+
+
 @intrinsic
 def spin_pause(typingctx):
     """The CPU's spin-wait hint (x86 ``pause``, arm ``yield``; nothing elsewhere)."""
 
     def codegen(context, builder, signature, arguments):
         if _X86:
-            hint = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse2.pause")
-            builder.call(hint, [])
+            _call_without_arguments(builder, "llvm.x86.sse2.pause", ir.VoidType())
         elif _ARM:
             hint = cgutils.get_or_insert_function(
                 builder.module, ir.FunctionType(ir.VoidType(), [ir.IntType(32)]),
@@ -193,12 +195,14 @@ def spin_pause(typingctx):
 
 @intrinsic
 def yield_core(typingctx):
-    """``sched_yield()``: let another runnable thread have this core."""
+    """``sched_yield()``: let another runnable thread have this core (POSIX; a
+    pause hint on Windows)."""
 
     def codegen(context, builder, signature, arguments):
-        function = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.IntType(32), []), "sched_yield")
-        builder.call(function, [])
+        if _POSIX:
+            _call_without_arguments(builder, "sched_yield", ir.IntType(32))
+        elif _X86:
+            _call_without_arguments(builder, "llvm.x86.sse2.pause", ir.VoidType())
         return context.get_dummy_value()
 
     return types.none(), codegen
@@ -209,9 +213,7 @@ def cycle_counter(typingctx):
     """The CPU's cycle counter (``llvm.readcyclecounter``; 0 where it has none)."""
 
     def codegen(context, builder, signature, arguments):
-        function = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.IntType(64), []), "llvm.readcyclecounter")
-        return builder.call(function, [])
+        return _call_without_arguments(builder, "llvm.readcyclecounter", ir.IntType(64))
 
     return types.int64(), codegen
 

@@ -1653,27 +1653,17 @@ def _slot(k):
 def _link_entry(vertex, value, bin_index, heads, counts, occupied, entry_vertex, entry_value,
                 entry_next, free):
     """Link ``(vertex, value)`` into bin ``bin_index`` of one thread's bins
-    (:func:`priority_push_rounds`; ``occupied``: a bit per non-empty bin);
-    ``free[0]`` heads the free entries, ``free[1]`` counts the entries used.
-    Returns the entry arrays (grown when full)."""
-    if free[0] >= 0:
-        entry = free[0]
-        free[0] = entry_next[entry]
-    else:
-        entry = free[1]
-        if entry == entry_vertex.shape[0]:
-            grown_vertex = np.empty(2 * entry, np.int64)
-            grown_value = np.empty(2 * entry, entry_value.dtype)
-            grown_next = np.empty(2 * entry, np.int64)
-            grown_vertex[:entry] = entry_vertex
-            grown_value[:entry] = entry_value
-            grown_next[:entry] = entry_next
-            entry_vertex, entry_value, entry_next = grown_vertex, grown_value, grown_next
-        free[1] = entry + 1
-    entry_vertex[entry] = vertex
+    (:func:`priority_push_rounds`; :func:`_bin_insert` with the entry's value
+    beside it, ``counts`` per bin and ``occupied``, a bit per non-empty
+    bin).  Returns the entry arrays (grown when full)."""
+    entry_vertex, entry_next = _bin_insert(vertex, bin_index, heads, entry_vertex, entry_next,
+                                           free)
+    entry = heads[bin_index]
+    if entry >= entry_value.shape[0]:
+        grown_value = np.empty(entry_vertex.shape[0], entry_value.dtype)
+        grown_value[:entry_value.shape[0]] = entry_value
+        entry_value = grown_value
     entry_value[entry] = value
-    entry_next[entry] = heads[bin_index]
-    heads[bin_index] = entry
     if counts[bin_index] == 0:
         occupied[bin_index >> 6] |= np.uint64(1) << np.uint64(bin_index & 63)
     counts[bin_index] += 1
