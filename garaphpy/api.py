@@ -689,7 +689,9 @@ def _iterate(engine, program, max_iterations, tolerance, direction, on_iteration
                 if on_iteration is not None:
                     on_iteration(record)
             iteration += len(batch)
-            if tolerance is not None and batch[-1].l1_change < tolerance:
+            # a step in buckets of values changes one bucket: not a convergence test
+            if tolerance is not None and batch[-1].l1_change < tolerance \
+                    and "value_priority" not in batch[-1].decisions:
                 return records, True, "tolerance"
             if checkpoints is not None and iteration < max_iterations and engine.num_active():
                 checkpoints.after_iteration(engine, records)

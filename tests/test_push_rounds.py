@@ -279,3 +279,19 @@ def test_no_thread_shares_its_bins(grid, capsys):
     report = capsys.readouterr().out
     assert "Allocation hoisting" in report
     assert "is hoisted out" not in report.split("Loop invariant code motion")[-1]
+
+
+@pytest.mark.parametrize("rounds", [True, False], ids=["rounds", "steps"])
+def test_a_tolerance_does_not_end_a_run_in_buckets_early(snap, grid, rounds, rounds_on,
+                                                         monkeypatch):
+    """A bucket's change measures that bucket: a round or step that improves
+    nothing while other buckets wait is no fixed point (the README's example,
+    SSSP with tolerance 1e-6 on web-NotreDame, stopped after 16 rounds)."""
+    monkeypatch.setattr(config, "CPU_PUSH_ROUNDS", rounds)
+    graph = snap if rounds else grid        # the steps take buckets on low skew only
+    result = run_rounds(graph, "sssp", [0], tolerance=1e-6)
+    assert any(r.decisions.get("value_priority", {}).get("rounds") is rounds
+               for r in result.iterations)
+    assert result.converged and result.stop_reason == "no active vertex"
+    np.testing.assert_allclose(result.values, sssp_scipy(graph, graph.internal_ids([0])),
+                               rtol=1e-12)

@@ -658,7 +658,9 @@ class CpuEngine:
         Each step is the iteration :meth:`iterate` would run, with the same
         values, frontier and counters; the batch ends before an iteration
         the rule refuses, and after one whose L1 change is below
-        ``tolerance``.  The steps share the batch's time evenly (the kernel
+        ``tolerance``, but for steps in buckets of values, whose change
+        measures one bucket: such a run goes on while any vertex is pending.
+        The steps share the batch's time evenly (the kernel
         does not time them one by one).
 
         Returns
@@ -692,8 +694,10 @@ class CpuEngine:
         started = time.perf_counter()
         rounds = self.bucket_width is not None and self.push_rounds
         with parallel_section():
-            frontier, taken = kernel(state.frontier, first_iteration, steps, tolerance, counters,
-                                     changes)
+            # a bucket's change measures that bucket alone: no test of the fixed point
+            frontier, taken = kernel(state.frontier, first_iteration, steps,
+                                     None if self.bucket_width is not None else tolerance,
+                                     counters, changes)
         rounds = rounds and self.push_rounds
         seconds = (time.perf_counter() - started) / max(taken, 1)
         state.frontier = frontier
