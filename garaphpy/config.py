@@ -480,6 +480,22 @@ CPU_PUSH_ROUNDS = True
 #: Rounds of one such call at most (its threads meet once per call).
 CPU_PUSH_ROUND_STEPS = 4096
 
+#: A run of a program final once set whose sparse steps push
+#: (``CPU_SETTLING_PUSH``), with two threads or more on a machine not found
+#: loaded, batches those steps on threads kept for the whole batch
+#: (``kernels.cpu.settle_push_rounds``: GAPBS's top-down BFS, a barrier per
+#: level instead of a parallel launch).  False: ``sparse_iterations``'s steps.
+CPU_SETTLE_ROUNDS = True
+
+#: In such a batch, a level whose frontier has at most this many out-edges is
+#: stepped by one thread while the others wait (two barriers cost more than
+#: the level's edges shared out); None: :data:`CPU_ROUND_SERIAL_EDGES_PER_THREAD`
+#: times the run's threads.
+CPU_ROUND_SERIAL_EDGES = None
+
+#: Where ``CPU_ROUND_SERIAL_EDGES`` is None: out-edges per thread of the run.
+CPU_ROUND_SERIAL_EDGES_PER_THREAD = 64
+
 #: After a pull, the shortcut first goes over this many vertices spread evenly
 #: over the graph, and over every vertex only when at least
 #: ``CPU_SHORTCUT_MIN_DROP`` of them took a smaller label: a grid's labels

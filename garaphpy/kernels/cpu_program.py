@@ -209,6 +209,7 @@ SPECIALIZED_KERNELS = {
     "sparse_iterations": ("sparse_iterations", {}, None),
     "priority_iterations": ("priority_iterations", {}, None),
     "priority_push_rounds": ("priority_push_rounds", {}, None),
+    "settle_push_rounds": ("settle_push_rounds", {}, None),
     # helpers: a kernel passing them a function would need it as a value
     # (inside a parallel loop, a pointer to a Python object numba cannot cache)
     "_update_vertex": ("_update_vertex", {}, None),
@@ -216,6 +217,7 @@ SPECIALIZED_KERNELS = {
     "_push_step": ("_push_step", {}, None),
     "_settle_step": ("_settle_step", {}, None),
     "_push_relax": ("_push_relax", {}, None),
+    "_settle_from": ("_settle_from", {}, None),
     "_gather_in_edges": ("_gather_in_edges", {}, None),
     "_finish_cut_vertex": ("_finish_cut_vertex", {}, None),
 }

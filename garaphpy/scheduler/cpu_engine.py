@@ -28,6 +28,7 @@ import numba
 import numpy as np
 
 from .. import config
+from .. import _numba_setup
 from .._numba_setup import parallel_section
 from ..kernels import cpu as kernels
 from ..kernels import union_find
@@ -217,6 +218,8 @@ class CpuEngine:
         self.early_exit = False
         #: sparse iterations run alone push from the frontier (:meth:`enable_early_exit`)
         self.settling_push = None
+        self.settle_rounds = None
+        self.settle_rounds_failed = False
         self.settled = np.zeros(1, np.bool_)
         #: ``settled`` packed at each pull's start (``config.CPU_SETTLED_BITMAP``)
         self.settled_bits = np.zeros(0, np.uint64)
@@ -268,6 +271,10 @@ class CpuEngine:
             decisions.settling_push, early_exit=True,
             reads_weights=bool(self.arrays.reads_weights),
             enabled=bool(config.CPU_SETTLING_PUSH))
+        self.settle_rounds = decisions.fixed(
+            decisions.cpu_settle_rounds, settling_push=self._pushes(), threads=self.threads,
+            loaded=_numba_setup.WAIT_POLICY == "PASSIVE",
+            enabled=bool(config.CPU_SETTLE_ROUNDS))
         self.warm_directions.discard("notify-pull")     # its kernels are others now
         if config.CPU_SETTLED_BITMAP:
             self.settled_bits = np.zeros((self.arrays.num_vertices + 63) // 64, np.uint64)
@@ -455,9 +462,10 @@ class CpuEngine:
                 decisions.active_fraction(active_edges, arrays.num_edges), self.rho),)
         for direction in directions:
             kernels_of_program = self.compiled.kernels
-            batch_kernel = kernels_of_program.sparse_iterations if self.bucket_width is None \
-                else kernels_of_program.priority_push_rounds if self.push_rounds \
-                else kernels_of_program.priority_iterations
+            batch_kernel = kernels_of_program.priority_push_rounds if self.push_rounds \
+                else kernels_of_program.priority_iterations if self.bucket_width is not None \
+                else kernels_of_program.settle_push_rounds if self._settles_in_rounds() \
+                else kernels_of_program.sparse_iterations
             if direction == "batch" and batch_kernel.signatures:
                 # compiled in this process already: a warm-up (and the compile
                 # announcement's timer thread) would cost a run more than the batch saves
@@ -687,8 +695,10 @@ class CpuEngine:
                 return []
             kernel = self._sparse_iterations
         self.warm_up(("batch",))
-        steps = min(max_steps, config.CPU_PUSH_ROUND_STEPS if self.bucket_width is not None
-                    and self.push_rounds else config.CPU_SPARSE_BATCH_STEPS)
+        settle_rounds = self.bucket_width is None and self._settles_in_rounds()
+        steps = min(max_steps, config.CPU_PUSH_ROUND_STEPS if (
+            self.bucket_width is not None and self.push_rounds) or settle_rounds
+            else config.CPU_SPARSE_BATCH_STEPS)
         counters = np.empty((steps, len(kernels.SPARSE_COUNTERS)), np.int64)
         changes = np.empty(steps, np.float64)
         started = time.perf_counter()
@@ -699,9 +709,11 @@ class CpuEngine:
                                      None if self.bucket_width is not None else tolerance,
                                      counters, changes)
         rounds = rounds and self.push_rounds
+        settle_rounds = settle_rounds and self._settles_in_rounds()
         seconds = (time.perf_counter() - started) / max(taken, 1)
         state.frontier = frontier
-        serial_edges = decisions.serial_step_edges(self.threads)
+        serial_edges = decisions.round_serial_edges(self.threads) if settle_rounds \
+            else decisions.serial_step_edges(self.threads)
         # the entries every step of the batch shares (read only)
         shared = {"sparse_batch": {"steps": taken, "choice": True}}
         if self.bucket_width is not None:
@@ -712,6 +724,9 @@ class CpuEngine:
         if rounds:      # no notify, no serial step: each round is pushed by the team
             shared["dense_notify"] = {"choice": False, "push_rounds": True}
             shared["serial_step"] = {"choice": False, "push_rounds": True}
+        if settle_rounds:
+            shared["settle_rounds"] = self.settle_rounds
+            shared["dense_notify"] = {"choice": False, "settle_rounds": True}
         records = []
         for step, (active, edges, updated, processed, activated, serial, unsettled) in enumerate(
                 counters[:taken].tolist()):
@@ -731,7 +746,10 @@ class CpuEngine:
             else:
                 decisions.note(record, "direction", "notify-pull", f=f, rho=self.rho,
                                forced="auto")
-            if not rounds:
+            if settle_rounds:   # the team's levels: one thread takes the small ones
+                decisions.note(record, "serial_step", bool(serial), edges_processed=processed,
+                               serial_edges=serial_edges, settle_rounds=True)
+            elif not rounds:
                 # a bucket may notify over a bitmap; a plain batch stops before such a step
                 dense = self.bucket_width is not None and decisions.dense_notify(
                     edges, arrays.num_vertices)
@@ -767,9 +785,28 @@ class CpuEngine:
             float(self.bucket_width), self.larger_first, self.pending, self.push,
             self.push_weights)
 
+    def _settles_in_rounds(self) -> bool:
+        """Whether this run's batches of settling steps run on kept threads
+        (:func:`decisions.cpu_settle_rounds`; off for good once their threads
+        failed to meet)."""
+        return (self.early_exit and self.settle_rounds is not None
+                and self.settle_rounds["choice"] and not self.settle_rounds_failed)
+
     def _sparse_iterations(self, frontier, first_iteration, steps, tolerance, counters,
                            changes):
         arrays, compiled, state = self.arrays, self.compiled, self.state
+        if self._settles_in_rounds():
+            left, taken = compiled.kernels.settle_push_rounds(
+                compiled.identity, frontier, arrays.out_offsets, arrays.out_targets,
+                arrays.in_offsets, arrays.weights, state.values, state.next,
+                state.synchronous, arrays.attrs, self.no_aggregates, arrays.num_vertices,
+                first_iteration, steps, -np.inf if tolerance is None else float(tolerance),
+                self.settled, state.claimed, self.unsettled_edges,
+                float(config.CPU_SETTLING_PULL_FACTOR * self.rho), self._degrees_match(),
+                decisions.round_serial_edges(self.threads), counters, changes, _team_size())
+            if taken >= 0:
+                return left, taken
+            self.settle_rounds_failed = True    # the threads did not meet: launches from now on
         _, sources, weights = arrays.page_source.csc()
         return compiled.kernels.sparse_iterations(
             compiled.identity, frontier, arrays.out_offsets, arrays.out_targets,

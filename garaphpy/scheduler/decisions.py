@@ -367,6 +367,29 @@ def serial_step_edges(threads: int) -> int:
     return config.CPU_SERIAL_EDGES_PER_THREAD * max(4, int(threads))
 
 
+def round_serial_edges(threads: int) -> int:
+    """The most out-edges of a level that threads kept across levels
+    (:func:`cpu_settle_rounds`) step on one thread while the others wait at
+    the barrier: ``config.CPU_ROUND_SERIAL_EDGES`` where set, else
+    ``config.CPU_ROUND_SERIAL_EDGES_PER_THREAD`` per thread of the run.  A
+    shared level pays two barriers and its chunks' atomics, a few
+    microseconds, where a parallel launch (:func:`serial_step_edges`) pays
+    tens."""
+    if config.CPU_ROUND_SERIAL_EDGES is not None:
+        return int(config.CPU_ROUND_SERIAL_EDGES)
+    return config.CPU_ROUND_SERIAL_EDGES_PER_THREAD * max(1, int(threads))
+
+
+def cpu_settle_rounds(settling_push: bool, threads: int, loaded: bool,
+                      enabled: bool = True) -> bool:
+    """Whether a run whose sparse steps push (:func:`settling_push`, a program
+    final once set) batches them on threads kept across the steps
+    (:func:`garaphpy.kernels.cpu.settle_push_rounds`, ``config.CPU_SETTLE_ROUNDS``)
+    rather than one parallel launch a step: :func:`cpu_push_rounds`'s rule
+    (two threads or more, on a machine not ``loaded``)."""
+    return cpu_push_rounds(settling_push, threads, loaded, enabled)
+
+
 def serial_step(edges: int, serial_edges: int) -> bool:
     """Whether a part of a batched iteration runs on one thread: the notify when
     the frontier has at most ``serial_edges`` out-edges, the gather when the
