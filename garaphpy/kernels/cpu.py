@@ -1748,8 +1748,8 @@ def _push_relax(gather_call, apply_call, activate_call, u, out_offsets, out_targ
 @numba.njit(nogil=True, parallel=True)
 def priority_push_rounds(gather_call, apply_call, activate_call, frontier, out_offsets,
                          out_targets, out_weights, values, attrs, aggregates, num_vertices,
-                         first_iteration, max_steps, tolerance, counters, changes,
-                         bucket_width, larger_first, team):
+                         first_iteration, max_steps, counters, changes, bucket_width,
+                         larger_first, team):
     """Up to ``max_steps`` rounds of parallel delta-stepping by push, on ``team``
     threads (``numba.get_num_threads()`` of the call: one iteration of
     ``numba.prange(team)`` per thread) kept for the whole call (GAPBS's ``sssp``;
@@ -1774,8 +1774,8 @@ def priority_push_rounds(gather_call, apply_call, activate_call, frontier, out_o
     A round is an iteration: ``counters`` row ``r`` gets its
     :data:`SPARSE_COUNTERS` (the vertices pushed, their out-edges, the
     improvements as vertices updated and activated) and ``changes[r]`` the
-    summed change.  The call returns after ``max_steps`` rounds, after a
-    round whose change is below ``tolerance``, when no entry is left, or
+    summed change (a bucket's: no test of the fixed point, so no tolerance).
+    The call returns after ``max_steps`` rounds, when no entry is left, or
     when only the last of :data:`PUSH_ROUND_BINS` bins holds any.  Where the
     threads do not all meet at the start (:func:`team_rendezvous`), nothing
     is done.
@@ -1869,18 +1869,17 @@ def priority_push_rounds(gather_call, apply_call, activate_call, frontier, out_o
                     atomic_min(sync, _slot(_BIN + 1 - parity), own_lowest)
                 team_barrier(sync, team)
                 lowest = atomic_load(sync, _slot(_BIN + 1 - parity))
-                pushed = 0.0
-                edges = 0.0
-                improved = 0.0
-                change = 0.0
-                for other in range(team):
-                    edges += atomic_load(tally, 16 * other)
-                    improved += atomic_load(tally, 16 * other + 1)
-                    change += atomic_load(tally, 16 * other + 2)
-                    pushed += atomic_load(tally, 16 * other + 3)
-                done = (lowest >= bins - 1 or round_ + 1 >= max_steps
-                        or change < tolerance)
-                if t == 0:
+                done = lowest >= bins - 1 or round_ + 1 >= max_steps
+                if t == 0:      # the round's counts: the other threads need none of them
+                    pushed = 0.0
+                    edges = 0.0
+                    improved = 0.0
+                    change = 0.0
+                    for other in range(team):
+                        edges += atomic_load(tally, 16 * other)
+                        improved += atomic_load(tally, 16 * other + 1)
+                        change += atomic_load(tally, 16 * other + 2)
+                        pushed += atomic_load(tally, 16 * other + 3)
                     counters[round_, 0] = np.int64(pushed)
                     counters[round_, 1] = np.int64(edges)
                     counters[round_, 2] = np.int64(improved)

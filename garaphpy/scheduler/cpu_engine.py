@@ -767,8 +767,8 @@ class CpuEngine:
             left, taken = compiled.kernels.priority_push_rounds(
                 frontier, arrays.out_offsets, arrays.out_targets, self.push_weights,
                 state.values, arrays.attrs, self.no_aggregates, arrays.num_vertices,
-                first_iteration, steps, -np.inf if tolerance is None else float(tolerance),
-                counters, changes, float(self.bucket_width), self.larger_first, _team_size())
+                first_iteration, steps, counters, changes, float(self.bucket_width),
+                self.larger_first, _team_size())
             if taken >= 0:
                 return left, taken
             self.push_rounds = False    # the threads did not meet: step by step from now on
