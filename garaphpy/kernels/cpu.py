@@ -1670,6 +1670,17 @@ def _link_entry(vertex, value, bin_index, heads, counts, occupied, entry_vertex,
     return entry_vertex, entry_value, entry_next
 
 
+@numba.njit(nogil=True, inline="always")
+def _team_totals(tally, team, totals):
+    """``totals[c]``: column ``c`` of every thread's row of ``tally`` summed (rows
+    16 apart; the rows are others' writes, hence the atomic loads)."""
+    for c in range(totals.shape[0]):
+        total = 0.0
+        for other in range(team):
+            total += atomic_load(tally, 16 * other + c)
+        totals[c] = total
+
+
 @numba.njit(nogil=True)
 def _thread_bins(bins, values):
     """One thread's bins of :func:`priority_push_rounds`: heads, counts, a bit per
@@ -1808,6 +1819,7 @@ def priority_push_rounds(gather_call, apply_call, activate_call, frontier, out_o
     sync[_slot(_BIN + 0)] = 0
     sync[_slot(_BIN + 1)] = bins
     tally = np.zeros(team * 16, np.float64)     # rows a cache line apart and more
+    totals = np.zeros(5, np.float64)            # the first thread's sums of the rows
     met = np.zeros(team, np.bool_)
     for t in numba.prange(team):
         met[t] = team_rendezvous(sync, team)
@@ -1871,15 +1883,8 @@ def priority_push_rounds(gather_call, apply_call, activate_call, frontier, out_o
                 lowest = atomic_load(sync, _slot(_BIN + 1 - parity))
                 done = lowest >= bins - 1 or round_ + 1 >= max_steps
                 if t == 0:      # the round's counts: the other threads need none of them
-                    pushed = 0.0
-                    edges = 0.0
-                    improved = 0.0
-                    change = 0.0
-                    for other in range(team):
-                        edges += atomic_load(tally, 16 * other)
-                        improved += atomic_load(tally, 16 * other + 1)
-                        change += atomic_load(tally, 16 * other + 2)
-                        pushed += atomic_load(tally, 16 * other + 3)
+                    _team_totals(tally, team, totals)
+                    edges, improved, change, pushed = totals[0], totals[1], totals[2], totals[3]
                     counters[round_, 0] = np.int64(pushed)
                     counters[round_, 1] = np.int64(edges)
                     counters[round_, 2] = np.int64(improved)
@@ -2071,6 +2076,7 @@ def settle_push_rounds(gather_call, apply_call, activate_call, combine, identity
     last = np.zeros(3, np.int64)        # the last state: head, end, steps
     unsettled = np.full(1, unsettled_edges[0], np.int64)
     tally = np.zeros(team * 16, np.float64)     # rows a cache line apart and more
+    totals = np.zeros(5, np.float64)            # the first thread's sums of the rows
     met = np.zeros(team, np.bool_)
     for t in numba.prange(team):
         met[t] = team_rendezvous(sync, team)
@@ -2155,17 +2161,9 @@ def settle_push_rounds(gather_call, apply_call, activate_call, combine, identity
                     claimed[returned[j]] = 0
                 given = 0
                 if t == 0:
-                    written = 0.0
-                    activated = 0.0
-                    next_edges = 0.0
-                    settled_in_edges = 0.0
-                    change = 0.0
-                    for other in range(team):
-                        written += atomic_load(tally, 16 * other)
-                        activated += atomic_load(tally, 16 * other + 1)
-                        next_edges += atomic_load(tally, 16 * other + 2)
-                        settled_in_edges += atomic_load(tally, 16 * other + 3)
-                        change += atomic_load(tally, 16 * other + 4)
+                    _team_totals(tally, team, totals)
+                    written, activated, next_edges, settled_in_edges, change = (
+                        totals[0], totals[1], totals[2], totals[3], totals[4])
                     unsettled_at_start = unsettled[0]
                     unsettled[0] -= np.int64(settled_in_edges)
                     _level_counters(counters, changes, step, size, edges, written, activated,
