@@ -109,6 +109,26 @@ def test_levels_equal_scipy_and_the_launched_steps(graphs, name, serial_edges, r
     assert steps_of(rounds) == steps_of(launched)
 
 
+@pytest.mark.parametrize("serial_edges", [0, 10**12], ids=["shared", "alone"])
+def test_levels_larger_than_a_threads_buffer(tmp_path, serial_edges, rounds_on, monkeypatch):
+    """A fan, 0 -> 1..3000 and each i -> i + 3000: levels of 3,000 vertices, which
+    a thread appends to the queue in several flushes of its buffer (among
+    isolated vertices: the levels stay sparse, in batches)."""
+    from garaphpy.kernels import cpu as cpu_kernels
+
+    assert cpu_kernels.SETTLE_ROUND_BUFFER < 1500
+    fan = np.arange(1, 3001, dtype=np.int64)
+    graph = garaphpy.Graph.from_arrays(np.concatenate([np.zeros(3000, np.int64), fan]),
+                                       np.concatenate([fan, fan + 3000]), np.ones(6000),
+                                       num_vertices=200_001, store=tmp_path / "fan")
+    monkeypatch.setattr(config, "CPU_SETTLING_PULL_FACTOR", 1e-9)     # top-down throughout
+    monkeypatch.setattr(config, "CPU_ROUND_SERIAL_EDGES", serial_edges)
+    result = bfs(graph, 0)
+    assert in_rounds(result) == 3
+    assert [r.activated for r in result.iterations] == [3000, 3000, 0]
+    np.testing.assert_array_equal(result.values, bfs_scipy(graph, [0]))
+
+
 def test_a_loaded_machine_launches_its_steps(graphs, rounds_on, monkeypatch):
     monkeypatch.setattr(_numba_setup, "WAIT_POLICY", "PASSIVE")
     graph = graphs["grid"]

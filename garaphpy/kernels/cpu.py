@@ -1937,47 +1937,51 @@ def priority_push_rounds(gather_call, apply_call, activate_call, frontier, out_o
 
 
 #: Entries of a thread's buffer of the next frontier in
-#: :func:`settle_push_rounds` to start with (it grows as needed).
-SETTLE_ROUND_BUFFER = 1024
+#: :func:`settle_push_rounds` (GAPBS's ``QueueBuffer``): flushed to the
+#: shared queue when full and at the end of each level.
+SETTLE_ROUND_BUFFER = 256
 
 # the sync array of settle_push_rounds: two copies of the state of a level, each
 # on one cache line (slots 0 and 1): pass k of the threads' loop reads copy
 # k % 2 and its first thread writes the other (a thread still reading copy k %
-# 2 never sees it change); the counter of taken vertices on a line of its own
+# 2 never sees it change); then the counter of taken vertices, the queue's
+# tail and the count of claims to give back, each on a line of its own
 _LEVEL_HEAD, _LEVEL_END, _LEVEL_EDGES, _LEVEL_STEPS, _LEVEL_DONE = range(5)
-_TAKEN = 2
+_TAKEN, _QUEUE_TAIL, _RETURNED = 2, 3, 4
 
 
 @numba.njit(nogil=True)
-def _settle_round_buffers(capacity):
-    """One thread's buffers of :func:`settle_push_rounds`: the next frontier's
-    vertices and those whose claim goes back.  Made by a call, not in the
-    parallel loop's body (numba would hoist a fixed-size allocation out of
-    it, and the threads would share it)."""
-    return np.empty(capacity, np.int64), np.empty(capacity, np.int64)
+def _settle_round_buffer(capacity):
+    """One thread's buffer of :func:`settle_push_rounds`.  Made by a call, not in
+    the parallel loop's body (numba would hoist a fixed-size allocation out of
+    it, and the threads would share it); never replaced by a larger one:
+    numba's parfor pass may go on reading an array variable reassigned in the
+    loop's body as first made."""
+    return np.empty(capacity, np.int64)
 
 
-@numba.njit(nogil=True)
-def _grown(array, size):
-    """``array`` with room for twice its entries, the first ``size`` kept."""
-    grown = np.empty(2 * array.shape[0], array.dtype)
-    grown[:size] = array[:size]
-    return grown
+@numba.njit(nogil=True, inline="always")
+def _flush_queue(buffer, filled, queue, sync):
+    """Append ``buffer[:filled]`` to the shared queue (its tail taken atomically)."""
+    at = atomic_add(sync, _slot(_QUEUE_TAIL), filled)
+    for j in range(filled):
+        queue[at + j] = buffer[j]
 
 
 @numba.njit(nogil=True, inline="always")
 def _settle_from(gather_call, apply_call, activate_call, combine, identity, u, out_offsets,
                  out_targets, weights, values_read, values_write, synchronous, attrs,
                  aggregates, num_vertices, iteration, settled, claimed, in_offsets,
-                 degrees_match, atomic, buffer, filled, returned, given, tally):
+                 degrees_match, atomic, buffer, filled, queue, returned, sync, tally):
     """Beamer's top-down step from one settled vertex ``u``
     (:func:`settle_push_rounds`; :func:`push_settling`'s rule): each out-edge to
     a vertex neither settled nor claimed claims it (atomically when
     ``atomic``) and gives it its value from ``u`` alone.  An activated vertex
-    is settled and appended to ``buffer``; one written but not activated to
-    ``returned`` (its claim goes back after the round).  ``tally`` gets the
-    vertices written, those activated, their out-edges, their in-edges and
-    the summed change.  Returns the buffers and their fill."""
+    is settled and goes to ``buffer`` (flushed to ``queue`` when full); one
+    written but not activated to ``returned`` (its claim goes back after the
+    level).  ``tally`` gets the vertices written, those activated, their
+    out-edges, their in-edges and the summed change.  Returns the buffer's
+    fill."""
     for e in range(out_offsets[u], out_offsets[u + 1]):
         v = out_targets[e]
         if claimed[v] != 0:
@@ -1991,7 +1995,7 @@ def _settle_from(gather_call, apply_call, activate_call, combine, identity, u, o
         flag, delta = _update_vertex(apply_call, activate_call, attrs, aggregates,
                                      num_vertices, iteration, v, accum, values_read,
                                      values_write)
-        if synchronous:     # v is this thread's alone, and no gather reads it this round
+        if synchronous:     # v is this thread's alone, and no gather reads it this level
             values_read[v] = values_write[v]
         tally[0] += 1.0
         tally[4] += delta
@@ -1999,7 +2003,8 @@ def _settle_from(gather_call, apply_call, activate_call, combine, identity, u, o
             settled[v] = True
             claimed[v] = SETTLED_CLAIM
             if filled == buffer.shape[0]:
-                buffer = _grown(buffer, filled)
+                _flush_queue(buffer, filled, queue, sync)
+                filled = 0
             buffer[filled] = v
             filled += 1
             out_degree = out_offsets[v + 1] - out_offsets[v]
@@ -2007,11 +2012,16 @@ def _settle_from(gather_call, apply_call, activate_call, combine, identity, u, o
             tally[2] += out_degree
             tally[3] += out_degree if degrees_match else in_offsets[v + 1] - in_offsets[v]
         else:
-            if given == returned.shape[0]:
-                returned = _grown(returned, given)
-            returned[given] = v
-            given += 1
-    return buffer, filled, returned, given
+            returned[atomic_add(sync, _slot(_RETURNED), 1)] = v
+    return filled
+
+
+@numba.njit(nogil=True)
+def _give_claims_back(returned, claimed, sync):
+    """Clear the claims of the vertices written but not activated in the level."""
+    for j in range(sync[_slot(_RETURNED)]):
+        claimed[returned[j]] = 0
+    sync[_slot(_RETURNED)] = 0
 
 
 @numba.njit(nogil=True, parallel=True)
@@ -2032,14 +2042,15 @@ def settle_push_rounds(gather_call, apply_call, activate_call, combine, identity
     ``serial_edges`` out-edges is stepped by the first thread alone, level
     after level while the frontiers stay that small, as the others wait at
     the barrier.  A larger one is shared: each thread takes a first part of
-    it, then :data:`PUSH_ROUND_CHUNK`-sized parts through an atomic counter;
-    it claims the vertices their out-edges reach (atomically) and keeps the
-    activated ones in a buffer of its own.  At a barrier the threads meet;
-    each then copies its buffer into the queue after those of the threads
-    before it and gives back the claims of the vertices it wrote but did not
-    activate, as the first thread sums the level's counts and decides; a
-    second barrier starts the next level.  The queue holds each frontier
-    after the last: every vertex is activated once (it is settled then).
+    it, then parts of up to :data:`PUSH_ROUND_CHUNK` vertices through an
+    atomic counter; it claims the vertices their out-edges reach
+    (atomically) and keeps the activated ones in a buffer of its own,
+    appended to the shared queue when full and at the level's end.  At a
+    barrier the threads meet; the first gives back the claims of the
+    vertices written but not activated, sums the level's counts and
+    decides; a second barrier starts the next level.  The queue holds each
+    frontier after the last: every vertex is activated once (it is settled
+    then).
 
     The call stops before a step whose frontier is empty or for which the
     engine's rule would pull (``a * settling_pull_factor >
@@ -2064,13 +2075,15 @@ def settle_push_rounds(gather_call, apply_call, activate_call, combine, identity
     if max_steps < 1 or size == 0:
         return frontier.copy(), 0
     queue = np.empty(size + num_vertices, np.int64)
+    returned = np.empty(max(num_vertices, 1), np.int64)
     edges = 0
     for i in range(size):
         queue[i] = frontier[i]
         edges += out_offsets[frontier[i] + 1] - out_offsets[frontier[i]]
-    sync = sync_slots(3)
+    sync = sync_slots(5)
     sync[_slot(0) + _LEVEL_END] = size
     sync[_slot(0) + _LEVEL_EDGES] = edges
+    sync[_slot(_QUEUE_TAIL)] = size
     if edges * settling_pull_factor > unsettled_edges[0] + num_vertices:
         sync[_slot(0) + _LEVEL_DONE] = 1
     last = np.zeros(3, np.int64)        # the last state: head, end, steps
@@ -2081,8 +2094,7 @@ def settle_push_rounds(gather_call, apply_call, activate_call, combine, identity
     for t in numba.prange(team):
         met[t] = team_rendezvous(sync, team)
         if met[t]:
-            buffer, returned = _settle_round_buffers(SETTLE_ROUND_BUFFER)
-            given = 0
+            buffer = _settle_round_buffer(SETTLE_ROUND_BUFFER)
             row = tally[t * 16:(t + 1) * 16]
             passes = 0
             while True:
@@ -2097,7 +2109,8 @@ def settle_push_rounds(gather_call, apply_call, activate_call, combine, identity
                     if t == 0:
                         last[0], last[1], last[2] = head, end, step
                     break
-                row[:5] = 0.0
+                for c in range(5):
+                    row[c] = 0.0
                 filled = 0
                 if edges <= serial_edges:
                     if t == 0:      # levels this small, one after another on this thread
@@ -2107,27 +2120,26 @@ def settle_push_rounds(gather_call, apply_call, activate_call, combine, identity
                             for i in range(head, end):
                                 u = queue[i]
                                 if settled[u]:
-                                    buffer, filled, returned, given = _settle_from(
+                                    filled = _settle_from(
                                         gather_call, apply_call, activate_call, combine,
                                         identity, u, out_offsets, out_targets, weights,
                                         values_read, values_write, synchronous, attrs,
                                         aggregates, num_vertices, first_iteration + step,
                                         settled, claimed, in_offsets, degrees_match, False,
-                                        buffer, filled, returned, given, row)
-                            queue[end:end + filled] = buffer[:filled]
-                            for j in range(given):
-                                claimed[returned[j]] = 0
+                                        buffer, filled, queue, returned, sync, row)
+                            _flush_queue(buffer, filled, queue, sync)
+                            filled = 0
+                            _give_claims_back(returned, claimed, sync)
                             unsettled[0] -= np.int64(row[3])
                             _level_counters(counters, changes, step, end - head, edges, row[0],
-                                            filled, 1, unsettled_at_start, row[4])
+                                            row[1], 1, unsettled_at_start, row[4])
                             step += 1
-                            head, end, edges = end, end + filled, np.int64(row[2])
+                            head, end, edges = end, sync[_slot(_QUEUE_TAIL)], np.int64(row[2])
                             done = (head == end or step >= max_steps or row[4] < tolerance
                                     or edges * settling_pull_factor
                                     > unsettled[0] + num_vertices)
-                            row[:5] = 0.0
-                            filled = 0
-                            given = 0
+                            for c in range(5):
+                                row[c] = 0.0
                             if edges > serial_edges:
                                 break
                         _write_level(sync, following, head, end, edges, step, done)
@@ -2142,33 +2154,29 @@ def settle_push_rounds(gather_call, apply_call, activate_call, combine, identity
                     for i in range(start, stop):
                         u = queue[i]
                         if settled[u]:
-                            buffer, filled, returned, given = _settle_from(
+                            filled = _settle_from(
                                 gather_call, apply_call, activate_call, combine, identity, u,
                                 out_offsets, out_targets, weights, values_read, values_write,
                                 synchronous, attrs, aggregates, num_vertices,
                                 first_iteration + step, settled, claimed, in_offsets,
-                                degrees_match, True, buffer, filled, returned, given, row)
+                                degrees_match, True, buffer, filled, queue, returned, sync,
+                                row)
                     start = dealt + atomic_add(sync, _slot(_TAKEN), chunk)
                     if start >= end:
                         break
                     stop = min(start + chunk, end)
+                _flush_queue(buffer, filled, queue, sync)
                 team_barrier(sync, team)
-                at = end
-                for other in range(t):
-                    at += np.int64(atomic_load(tally, 16 * other + 1))
-                queue[at:at + filled] = buffer[:filled]
-                for j in range(given):
-                    claimed[returned[j]] = 0
-                given = 0
                 if t == 0:
+                    _give_claims_back(returned, claimed, sync)
                     _team_totals(tally, team, totals)
-                    written, activated, next_edges, settled_in_edges, change = (
-                        totals[0], totals[1], totals[2], totals[3], totals[4])
+                    written, next_edges, settled_in_edges, change = (
+                        totals[0], totals[2], totals[3], totals[4])
                     unsettled_at_start = unsettled[0]
                     unsettled[0] -= np.int64(settled_in_edges)
-                    _level_counters(counters, changes, step, size, edges, written, activated,
+                    tail = atomic_load(sync, _slot(_QUEUE_TAIL))
+                    _level_counters(counters, changes, step, size, edges, written, tail - end,
                                     0, unsettled_at_start, change)
-                    tail = end + np.int64(activated)
                     sync[_slot(_TAKEN)] = 0
                     _write_level(sync, following, end, tail, np.int64(next_edges), step + 1,
                                  tail == end or step + 1 >= max_steps or change < tolerance
