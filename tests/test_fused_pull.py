@@ -44,6 +44,37 @@ class LazyRank(VertexProgram):
         return abs(new - old) > 1e-6 * old
 
 
+def highest_score(value, out_degree):
+    return value
+
+
+def lowest_source_score(value, out_degree):
+    return value if out_degree > 0 else 1.0
+
+
+class SpreadRank(VertexProgram):
+    """Three aggregates, one per monoid, that apply reads: the running tuple of
+    the fused pull must fold each with its own monoid, in declaration order."""
+
+    constants = {"damping": 0.85}
+    execution = "sync"
+    aggregates = {"dangling": ("add", dangling_mass), "peak": ("max", highest_score),
+                  "floor": ("min", lowest_source_score)}
+
+    def init(num_vertices):
+        return 1.0 / num_vertices
+
+    def gather(src, src_out_degree):
+        return src / src_out_degree
+
+    def apply(accum, num_vertices, dangling, peak, floor):
+        return (1.0 - damping) / num_vertices + damping * (accum + dangling / num_vertices) \
+            + 0.01 * (peak - 2.0 * floor)
+
+    def activate(new, old):
+        return True
+
+
 @pytest.fixture(scope="module")
 def graphs(tmp_path_factory):
     base = tmp_path_factory.mktemp("fused")
@@ -114,6 +145,27 @@ def test_a_user_program_with_an_aggregate_matches_the_reference(graphs, monkeypa
                           max_iterations=12, tolerance=None)
     assert result.iterations[-1].decisions["cpu_fused_pull"]["choice"]
     np.testing.assert_allclose(result.values, reference.values, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_aggregates_of_each_monoid_match_the_reference(graphs, threads, monkeypatch):
+    graph = graphs["dangling"]
+    result = _run(graph, SpreadRank(), True, monkeypatch, threads=threads, direction="pull",
+                  max_iterations=7, tolerance=0)
+    plain = _run(graph, SpreadRank(), False, monkeypatch, threads=threads, direction="pull",
+                 max_iterations=7, tolerance=0)
+    reference = run_naive(graph, SpreadRank(), direction="pull", execution="sync",
+                          max_iterations=7, tolerance=None)
+    assert all(r.decisions["cpu_fused_pull"]["choice"] for r in result.iterations)
+    np.testing.assert_allclose(result.values, reference.values, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(plain.values, reference.values, rtol=1e-12, atol=0)
+
+
+def test_vertex_ids_and_touch_match_numpy():
+    for n in (0, 1, 7, 100_003):
+        assert np.array_equal(kernels.vertex_ids(np.empty(n, np.int64)), np.arange(n))
+        for dtype in (np.float64, np.float32, np.int64):
+            assert not kernels.touch(np.full(n, 5, dtype)).any()
 
 
 def test_only_the_first_of_consecutive_pulls_makes_contributions(graphs, monkeypatch):

@@ -581,14 +581,26 @@ def balanced_vertex_starts(in_offsets, parts):
 
 
 @numba.njit(nogil=True)
-def no_aggregates_call(values, attrs, num_vertices, iteration, v, out):
-    """``aggregate_call`` of a program without aggregates (:func:`pull_fused`)."""
+def no_aggregates_tuple(array):
+    """``aggregate_tuple`` of a program without aggregates (:func:`pull_fused`)."""
+    return (0.0,)
+
+
+@numba.njit(nogil=True)
+def no_aggregates_fold(values, attrs, num_vertices, iteration, v, running):
+    """``aggregate_fold`` of a program without aggregates (:func:`pull_fused`)."""
+    return running
+
+
+@numba.njit(nogil=True)
+def no_aggregates_write(running, out, row):
+    """``aggregate_write`` of a program without aggregates (:func:`pull_fused`)."""
     return 0
 
 
 @numba.njit(nogil=True, parallel=True)
-def pull_fused(source_gather_call, aggregate_call, apply_call, activate_call, combine,
-               identity, in_offsets, sources, values_read, values_write, contributions,
+def pull_fused(source_gather_call, aggregate_tuple, aggregate_fold, aggregate_write,
+               apply_call, activate_call, combine, identity, in_offsets, sources, values_read, values_write, contributions,
                next_contributions, attrs, aggregates, num_vertices, iteration, active,
                part_starts, aggregate_identities, stats):
     """A synchronous pull over the whole CSC that also prepares the next one.
@@ -597,10 +609,25 @@ def pull_fused(source_gather_call, aggregate_call, apply_call, activate_call, co
     :func:`source_contributions`) over its in-edges and is applied; then,
     from its new value, its gather for the next pull goes to
     ``next_contributions`` and its share of the next iteration's aggregates
-    to its part's row.  The next pull needs neither pass over every vertex:
-    GAPBS's PageRank loop, which computes the outgoing contribution where it
-    writes the score.  Parts are whole vertices
-    (:func:`balanced_vertex_starts`): no vertex is cut.
+    to its part's running tuple (``aggregate_tuple(aggregate_identities)``,
+    then ``aggregate_fold(values, attrs, num_vertices, iteration, v,
+    running)``: held in registers, not stored per vertex; written to the
+    part's row by ``aggregate_write(running, out, row)``, whose indices are
+    constants: a tuple read at a variable index would live in memory, 15%
+    of PageRank's pull on a 4M-vertex grid at 16 threads).  The next pull
+    needs neither pass over every vertex: GAPBS's PageRank loop, which
+    computes the outgoing contribution where it writes the score.  Parts are
+    whole vertices (:func:`balanced_vertex_starts`): no vertex is cut.
+    apply reads this iteration's ``aggregates`` as a tuple
+    (``aggregate_tuple(aggregates)``): constants of the loop, so what apply
+    computes from them alone (PageRank's dangling share) is computed once,
+    not reloaded from an array the loop's stores might alias.
+
+    ``values_write`` may be ``values_read``: no vertex reads another's value
+    here (the gathers come from ``contributions``), so the pull stays
+    synchronous written in place, and moves a third fewer value bytes.
+    ``active[v]`` is written only where it changes: a run whose vertices all
+    stay active (PageRank) reads the flags instead of storing them.
 
     Returns
     -------
@@ -610,36 +637,54 @@ def pull_fused(source_gather_call, aggregate_call, apply_call, activate_call, co
     """
     parts = part_starts.shape[0] - 1
     count = aggregate_identities.shape[0]
-    # rows padded past a cache line: each part updates its own row per vertex
-    partial = np.empty((parts, count + 8), np.float64)
-    for t in range(parts):
-        for i in range(count):
-            partial[t, i] = aggregate_identities[i]
+    partial = np.empty((parts, count), np.float64)
     change = np.zeros(parts, np.float64)
     activated = np.zeros(parts, np.int64)
     out_degree = attrs[0]
+    current = aggregate_tuple(aggregates)
     for t in numba.prange(parts):
         part_change = 0.0
         part_activated = 0
-        row = partial[t]
+        running = aggregate_tuple(aggregate_identities)
         for v in range(part_starts[t], part_starts[t + 1]):
             accum = identity
             for e in range(in_offsets[v], in_offsets[v + 1]):
                 accum = combine(accum, contributions[sources[e]])
-            flag, delta = _update_vertex(apply_call, activate_call, attrs, aggregates,
+            flag, delta = _update_vertex(apply_call, activate_call, attrs, current,
                                          num_vertices, iteration, v, accum, values_read,
                                          values_write)
-            active[v] = flag
+            if active[v] != flag:
+                active[v] = flag
             part_activated += flag
             part_change += delta
             if out_degree[v] > 0:
                 next_contributions[v] = source_gather_call(values_write, attrs, v)
-            aggregate_call(values_write, attrs, num_vertices, iteration + 1, v, row)
+            running = aggregate_fold(values_write, attrs, num_vertices, iteration + 1, v,
+                                     running)
+        aggregate_write(running, partial, t)
         change[t] = part_change
         activated[t] = part_activated
     stats[0] += change.sum()
     stats[1] += activated.sum()
-    return partial[:, :count]
+    return partial
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def vertex_ids(out):
+    """out[v] = v for every v, written by all threads (the pages of a new array
+    are first touched in parallel, not by one thread as ``np.arange`` does)."""
+    for v in numba.prange(out.shape[0]):
+        out[v] = v
+    return out
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def touch(out):
+    """Zero ``out`` with all threads: a new buffer's pages are mapped in parallel
+    now, not by the first kernel that writes them."""
+    for i in numba.prange(out.shape[0]):
+        out[i] = 0
+    return out
 
 
 @numba.njit(nogil=True, parallel=True, cache=True)

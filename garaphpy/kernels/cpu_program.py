@@ -12,6 +12,13 @@ signature per role, binding the user's parameters by name:
 ``activate_call(new, old) -> bool``
 ``init_call(attrs, num_vertices, v) -> value``
 ``combine(a, b) -> accum``   (the sum monoid)
+``aggregate_call(values, attrs, num_vertices, iteration, v, out) -> 0``   (v's share
+of each aggregate folded into ``out``), and, for a kernel's loop to keep the
+running aggregates in registers, ``aggregate_tuple(array) -> tuple`` (the
+first entries of an array, one per aggregate) and
+``aggregate_fold(values, attrs, num_vertices, iteration, v, running) -> tuple``
+and ``aggregate_write(running, out, row) -> 0`` (``out[row, i] = running[i]``)
+(programs with aggregates only)
 
 ``attrs`` is the tuple of per-vertex arrays
 ``(out_degree, in_degree, weighted_in_degree, vertex, is_source)``.
@@ -187,7 +194,8 @@ class CpuProgram:
 #: program function; a generated kernel binds them to the program module's
 #: function of the same name instead.
 PROGRAM_ROLES = ("gather_call", "source_gather_call", "apply_call", "activate_call",
-                 "init_call", "combine", "aggregate_call")
+                 "init_call", "combine", "aggregate_call", "aggregate_tuple", "aggregate_fold",
+                 "aggregate_write")
 
 #: The kernels generated per program: name -> (kernel of
 #: :mod:`garaphpy.kernels.cpu`, parameters bound to other names, the role or
@@ -200,9 +208,11 @@ SPECIALIZED_KERNELS = {
     "pull_range_precomputed": ("pull_range", {"gather_call": "read_source_contribution"},
                                "source_gather_call"),
     "apply_vertices": ("apply_vertices", {}, None),
-    "pull_fused": ("pull_fused", {"aggregate_call": "no_aggregates_call"},
+    "pull_fused": ("pull_fused", {"aggregate_tuple": "no_aggregates_tuple",
+                                  "aggregate_fold": "no_aggregates_fold",
+                                  "aggregate_write": "no_aggregates_write"},
                    "source_gather_call"),
-    "pull_fused_aggregates": ("pull_fused", {}, ("source_gather_call", "aggregate_call")),
+    "pull_fused_aggregates": ("pull_fused", {}, ("source_gather_call", "aggregate_fold")),
     "pull_range_settling": ("pull_range_settling", {}, None),
     "pull_vertices": ("pull_vertices", {}, None),
     "push_settling": ("push_settling", {}, None),
@@ -350,6 +360,22 @@ def program_module_source(program: VertexProgram, parallel: bool = True) -> str:
                      f"out[{i}] = {combine}"]
         lines.append(wrapper("aggregate_call(values, attrs, num_vertices, iteration, v, out)",
                              *body, "return 0"))
+        # the same fold over a tuple that a kernel's loop keeps in registers
+        roles |= {"aggregate_tuple", "aggregate_fold", "aggregate_write"}
+        count = len(aggregate_names)
+        lines.append(wrapper("aggregate_tuple(array)",
+                             "return (" + "".join(f"array[{i}], " for i in range(count)) + ")"))
+        body = ["value = values[v]"]
+        for i, name in enumerate(aggregate_names):
+            fold = MONOIDS[cls.aggregates[name][0]].python_fold.format(a=f"running[{i}]",
+                                                                       b=f"x{i}")
+            body += [f"x{i} = np.float64({call('aggregate:' + name, vertex_args)})",
+                     f"y{i} = {fold}"]
+        lines.append(wrapper("aggregate_fold(values, attrs, num_vertices, iteration, v, running)",
+                             *body, "return (" + "".join(f"y{i}, " for i in range(count)) + ")"))
+        lines.append(wrapper("aggregate_write(running, out, row)",
+                             *(f"out[row, {i}] = running[{i}]" for i in range(count)),
+                             "return 0"))
     lines.append("@numba.njit(cache=CACHE, **JIT_OPTIONS)\n"
                  + MONOIDS[cls.sum].combine_source(cast=True))
     kernels_read = set()

@@ -297,7 +297,8 @@ class CpuEngine:
                                and not self.arrays.page_source.reads_storage
                                and not (self.early_exit or self.shortcut or self.floor_mode))
         if self.fused_pull:
-            self.next_contributions = np.empty_like(self.contributions)
+            # mapped now, by every thread, as the values were at setup
+            self.next_contributions = kernels.touch(np.empty_like(self.contributions))
             self.part_starts = kernels.balanced_vertex_starts(self.arrays.in_offsets,
                                                               self.threads)
 
@@ -506,6 +507,7 @@ class CpuEngine:
                                           floor)
                 kernels.all_at_floor(state.values[:0], arrays.attrs[1], self.floor_mode, floor)
         kernels.active_vertex_ids(np.zeros(0, np.bool_), self.threads)
+        kernels.vertex_ids(np.zeros(0, np.int64))
         kernels.frontier_degree_sum(np.zeros(0, np.int64), arrays.out_offsets)
 
     def _warm_up_notify_pull(self) -> None:
@@ -897,8 +899,9 @@ class CpuEngine:
         the next iteration's aggregates (:func:`garaphpy.kernels.cpu.pull_fused`)."""
         arrays, compiled, state = self.arrays, self.compiled, self.state
         _, sources, _ = arrays.page_source.csc()
+        # written in place: each vertex reads only its own old value
         partial = self._fused_kernel()(
-            compiled.identity, arrays.in_offsets, sources, state.values, state.next,
+            compiled.identity, arrays.in_offsets, sources, state.values, state.values,
             self.contributions, self.next_contributions, arrays.attrs, aggregates,
             arrays.num_vertices, record.iteration, state.active, self.part_starts,
             self.aggregate_identities, self.stats)
@@ -907,7 +910,7 @@ class CpuEngine:
         if compiled.aggregate_call is not None:
             self.carried_aggregates = self._merged_aggregates(partial)
         self.carried_iteration = record.iteration + 1
-        self.finish_pull(record, [], aggregates)
+        self.finish_pull(record, [], aggregates, in_place=True)
         record.pages = len(arrays.pages)
         record.edges_processed = arrays.num_edges
 
@@ -998,7 +1001,8 @@ class CpuEngine:
         return [(int(boundary_vertex[i]), boundary_accum[i]) for i in range(count)]
 
     def finish_pull(self, record: IterationRecord, pending: list, aggregates: np.ndarray,
-                    extra: dict | None = None, activated_elsewhere: int = 0) -> None:
+                    extra: dict | None = None, activated_elsewhere: int = 0,
+                    in_place: bool = False) -> None:
         """Apply the vertices cut between pages, commit, and find the frontier.
 
         Parameters
@@ -1011,6 +1015,8 @@ class CpuEngine:
         activated_elsewhere : int
             Vertices another processor activated in ``state.active`` this
             iteration (so that "all activated" is seen without a scan).
+        in_place : bool
+            The pull wrote its values into ``state.values`` (nothing to swap).
         """
         arrays, compiled, state = self.arrays, self.compiled, self.state
         if pending or extra:
@@ -1018,7 +1024,8 @@ class CpuEngine:
             compiled.kernels.apply_vertices(arrays.attrs, aggregates, arrays.num_vertices,
                                             record.iteration, vertices, accums, state.values,
                                             state.next, state.active, self.stats)
-        state.swap()
+        if not in_place:
+            state.swap()
         if int(self.stats[1]) + activated_elsewhere == arrays.num_vertices:
             # every vertex activated (PageRank): the frontier is all of them, no O(|V|) scan
             state.frontier = self._all_vertices()
@@ -1054,7 +1061,7 @@ class CpuEngine:
     def _all_vertices(self) -> np.ndarray:
         """0..|V|-1, made once per run (treated as read-only, like every frontier)."""
         if self.all_vertices is None:
-            self.all_vertices = np.arange(self.arrays.num_vertices, dtype=np.int64)
+            self.all_vertices = kernels.vertex_ids(np.empty(self.arrays.num_vertices, np.int64))
         return self.all_vertices
 
     def _pull_kernel(self, full: bool = False):
