@@ -191,7 +191,7 @@ def best_source_value(values, out_degree, floor_mode, out):
 
 
 @numba.njit(nogil=True, parallel=True)
-def pull_range(gather_call, apply_call, activate_call, combine, identity,
+def pull_range(gather_call, apply_call, activate_call, combine, aggregate_tuple, identity,
                in_offsets, sources, weights, edge_base, edge_begin, edge_end, first_vertex,
                end_vertex, values_read, values_write, gather_values, attrs, aggregates,
                num_vertices, iteration, active, parts, boundary_vertex, boundary_accum, stats,
@@ -230,6 +230,9 @@ def pull_range(gather_call, apply_call, activate_call, combine, identity,
         declaring ``gather_no_better_than_source``, ``floor`` the best value
         of a vertex with out-edges: :func:`best_source_value`); 0: none.
 
+    apply reads ``aggregates`` as a tuple (``aggregate_tuple(aggregates)``),
+    constants of the loop, as in :func:`pull_fused`.
+
     Returns
     -------
     int
@@ -248,6 +251,7 @@ def pull_range(gather_call, apply_call, activate_call, combine, identity,
     record_accum = np.full((parts, 2), identity)
     change = np.zeros(parts, np.float64)
     activated = np.zeros(parts, np.int64)
+    current = aggregate_tuple(aggregates)
     for t in numba.prange(parts):
         e0 = edge_begin + t * part
         e1 = edge_end if t == parts - 1 else min(edge_end, e0 + part)
@@ -269,7 +273,7 @@ def pull_range(gather_call, apply_call, activate_call, combine, identity,
                 record_accum[t, records] = accum
                 records += 1
             else:
-                flag, delta = _update_vertex(apply_call, activate_call, attrs, aggregates,
+                flag, delta = _update_vertex(apply_call, activate_call, attrs, current,
                                              num_vertices, iteration, v, accum, values_read,
                                              values_write)
                 active[v] = flag
@@ -578,12 +582,6 @@ def balanced_vertex_starts(in_offsets, parts):
                 lo = mid + 1
         starts[t] = lo
     return starts
-
-
-@numba.njit(nogil=True)
-def no_aggregates_tuple(array):
-    """``aggregate_tuple`` of a program without aggregates (:func:`pull_fused`)."""
-    return (0.0,)
 
 
 @numba.njit(nogil=True)

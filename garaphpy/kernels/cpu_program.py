@@ -12,13 +12,16 @@ signature per role, binding the user's parameters by name:
 ``activate_call(new, old) -> bool``
 ``init_call(attrs, num_vertices, v) -> value``
 ``combine(a, b) -> accum``   (the sum monoid)
+``aggregate_tuple(array) -> tuple``   (the first entries of ``array``, one per
+aggregate, which apply may read as constants of a loop; ``(0.0,)`` for a
+program without aggregates)
+
+and, for a program with aggregates,
 ``aggregate_call(values, attrs, num_vertices, iteration, v, out) -> 0``   (v's share
-of each aggregate folded into ``out``), and, for a kernel's loop to keep the
-running aggregates in registers, ``aggregate_tuple(array) -> tuple`` (the
-first entries of an array, one per aggregate) and
-``aggregate_fold(values, attrs, num_vertices, iteration, v, running) -> tuple``
-and ``aggregate_write(running, out, row) -> 0`` (``out[row, i] = running[i]``)
-(programs with aggregates only)
+of each aggregate folded into ``out``), and the same fold over a tuple that a
+kernel's loop keeps in registers,
+``aggregate_fold(values, attrs, num_vertices, iteration, v, running) -> tuple``,
+written out by ``aggregate_write(running, out, row) -> 0`` (``out[row, i] = running[i]``).
 
 ``attrs`` is the tuple of per-vertex arrays
 ``(out_degree, in_degree, weighted_in_degree, vertex, is_source)``.
@@ -208,8 +211,7 @@ SPECIALIZED_KERNELS = {
     "pull_range_precomputed": ("pull_range", {"gather_call": "read_source_contribution"},
                                "source_gather_call"),
     "apply_vertices": ("apply_vertices", {}, None),
-    "pull_fused": ("pull_fused", {"aggregate_tuple": "no_aggregates_tuple",
-                                  "aggregate_fold": "no_aggregates_fold",
+    "pull_fused": ("pull_fused", {"aggregate_fold": "no_aggregates_fold",
                                   "aggregate_write": "no_aggregates_write"},
                    "source_gather_call"),
     "pull_fused_aggregates": ("pull_fused", {}, ("source_gather_call", "aggregate_fold")),
@@ -361,10 +363,8 @@ def program_module_source(program: VertexProgram, parallel: bool = True) -> str:
         lines.append(wrapper("aggregate_call(values, attrs, num_vertices, iteration, v, out)",
                              *body, "return 0"))
         # the same fold over a tuple that a kernel's loop keeps in registers
-        roles |= {"aggregate_tuple", "aggregate_fold", "aggregate_write"}
+        roles |= {"aggregate_fold", "aggregate_write"}
         count = len(aggregate_names)
-        lines.append(wrapper("aggregate_tuple(array)",
-                             "return (" + "".join(f"array[{i}], " for i in range(count)) + ")"))
         body = ["value = values[v]"]
         for i, name in enumerate(aggregate_names):
             fold = MONOIDS[cls.aggregates[name][0]].python_fold.format(a=f"running[{i}]",
@@ -376,6 +376,11 @@ def program_module_source(program: VertexProgram, parallel: bool = True) -> str:
         lines.append(wrapper("aggregate_write(running, out, row)",
                              *(f"out[row, {i}] = running[{i}]" for i in range(count)),
                              "return 0"))
+    # a placeholder without aggregates: apply reads none
+    lines.append(wrapper("aggregate_tuple(array)", "return (" + "".join(
+        f"array[{i}], " for i in range(len(aggregate_names))) + ")" if aggregate_names
+        else "return (0.0,)"))
+    roles.add("aggregate_tuple")
     lines.append("@numba.njit(cache=CACHE, **JIT_OPTIONS)\n"
                  + MONOIDS[cls.sum].combine_source(cast=True))
     kernels_read = set()
