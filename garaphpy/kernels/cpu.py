@@ -1553,7 +1553,7 @@ def _bin_vertices(vertices, values, bucket_width, larger_first, heads, entry_ver
 def priority_iterations(gather_call, apply_call, activate_call, combine, identity, frontier,
                         out_offsets, out_targets, in_offsets, sources, weights, values,
                         attrs, aggregates, num_vertices, num_edges, first_iteration, max_steps,
-                        serial_edges, direction_threshold, dense_factor, tolerance, claimed,
+                        serial_edges, direction_threshold, dense_factor, claimed,
                         chunks, threads, counters, changes, bucket_width, larger_first,
                         pending, push, out_weights):
     """Up to ``max_steps`` asynchronous notify-pull iterations in order of value
@@ -1572,8 +1572,9 @@ def priority_iterations(gather_call, apply_call, activate_call, combine, identit
 
     Steps stop after ``max_steps``, when no vertex is pending, before a step
     whose out-edges are more than ``direction_threshold`` of the graph's
-    (a pull would pay: the engine pulls the whole frontier), and after a
-    step whose summed change is below ``tolerance``.  ``pending`` is a uint8
+    (a pull would pay: the engine pulls the whole frontier); not on a
+    step's summed change, which measures one bucket, not the fixed point.
+    ``pending`` is a uint8
     flag per vertex, 0 on entry and on return; ``claimed`` as in
     :func:`sparse_iterations` (no settled vertices).  With ``push`` (a
     program declaring ``apply_keeps_best``), a step whose frontier has at
@@ -1656,8 +1657,6 @@ def priority_iterations(gather_call, apply_call, activate_call, combine, identit
         counters[steps, 6] = 0
         changes[steps] = change
         steps += 1
-        if change < tolerance:
-            break
     left = np.empty(free[1], np.int64)     # every entry ever used bounds those left
     size = 0
     for b in range(current_bin, bins):

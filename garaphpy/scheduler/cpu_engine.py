@@ -697,19 +697,19 @@ class CpuEngine:
                 return []
             kernel = self._sparse_iterations
         self.warm_up(("batch",))
+        rounds = self.bucket_width is not None and self.push_rounds
         settle_rounds = self.bucket_width is None and self._settles_in_rounds()
-        steps = min(max_steps, config.CPU_PUSH_ROUND_STEPS if (
-            self.bucket_width is not None and self.push_rounds) or settle_rounds
-            else config.CPU_SPARSE_BATCH_STEPS)
+        steps = min(max_steps, config.CPU_PUSH_ROUND_STEPS if rounds or settle_rounds
+                    else config.CPU_SPARSE_BATCH_STEPS)
         counters = np.empty((steps, len(kernels.SPARSE_COUNTERS)), np.int64)
         changes = np.empty(steps, np.float64)
         started = time.perf_counter()
-        rounds = self.bucket_width is not None and self.push_rounds
         with parallel_section():
             # a bucket's change measures that bucket alone: no test of the fixed point
             frontier, taken = kernel(state.frontier, first_iteration, steps,
                                      None if self.bucket_width is not None else tolerance,
                                      counters, changes)
+        # where the threads did not meet, the kernel stepped instead and turned the rounds off
         rounds = rounds and self.push_rounds
         settle_rounds = settle_rounds and self._settles_in_rounds()
         seconds = (time.perf_counter() - started) / max(taken, 1)
@@ -782,10 +782,9 @@ class CpuEngine:
             arrays.attrs, self.no_aggregates, arrays.num_vertices, arrays.num_edges,
             first_iteration, steps, decisions.serial_step_edges(self.threads),
             1.0 / (config.NOTIFY_PULL_COST_FACTOR * self.rho), config.NOTIFY_DENSE_FACTOR,
-            -np.inf if tolerance is None else float(tolerance), state.claimed,
-            self.threads * config.CPU_CHUNKS_PER_THREAD, self.threads, counters, changes,
-            float(self.bucket_width), self.larger_first, self.pending, self.push,
-            self.push_weights)
+            state.claimed, self.threads * config.CPU_CHUNKS_PER_THREAD, self.threads,
+            counters, changes, float(self.bucket_width), self.larger_first, self.pending,
+            self.push, self.push_weights)
 
     def _settles_in_rounds(self) -> bool:
         """Whether this run's batches of settling steps run on kept threads
