@@ -73,7 +73,8 @@ def phase_cases(graph, threads: int) -> list:
 
     def pull(gather_call, gather_values, edge_begin, edge_end, first_vertex, end_vertex, parts):
         kernels.pull_range(gather_call, compiled.apply_call, compiled.activate_call,
-                           compiled.combine, compiled.identity, in_offsets, sources, no_weights,
+                           compiled.combine, compiled.kernels.aggregate_tuple,
+                           compiled.identity, in_offsets, sources, no_weights,
                            0, edge_begin, edge_end, first_vertex, end_vertex, rank, new_rank,
                            gather_values, attrs, aggregates, n, 1, active, parts,
                            boundary_vertex, boundary_accum, stats, 0, no_floor)
