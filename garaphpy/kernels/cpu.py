@@ -598,9 +598,9 @@ def no_aggregates_write(running, out, row):
 
 @numba.njit(nogil=True, parallel=True)
 def pull_fused(source_gather_call, aggregate_tuple, aggregate_fold, aggregate_write,
-               apply_call, activate_call, combine, identity, in_offsets, sources, values_read, values_write, contributions,
-               next_contributions, attrs, aggregates, num_vertices, iteration, active,
-               part_starts, aggregate_identities, stats):
+               apply_call, activate_call, combine, identity, in_offsets, sources, values_read,
+               values_write, contributions, next_contributions, attrs, aggregates,
+               num_vertices, iteration, active, part_starts, aggregate_identities, stats):
     """A synchronous pull over the whole CSC that also prepares the next one.
 
     Each vertex sums ``contributions`` (the source-side gathers of

@@ -376,10 +376,9 @@ def program_module_source(program: VertexProgram, parallel: bool = True) -> str:
         lines.append(wrapper("aggregate_write(running, out, row)",
                              *(f"out[row, {i}] = running[{i}]" for i in range(count)),
                              "return 0"))
-    # a placeholder without aggregates: apply reads none
-    lines.append(wrapper("aggregate_tuple(array)", "return (" + "".join(
-        f"array[{i}], " for i in range(len(aggregate_names))) + ")" if aggregate_names
-        else "return (0.0,)"))
+    # (0.0,) without aggregates: a placeholder apply never reads
+    entries = "".join(f"array[{i}], " for i in range(len(aggregate_names))) or "0.0,"
+    lines.append(wrapper("aggregate_tuple(array)", f"return ({entries})"))
     roles.add("aggregate_tuple")
     lines.append("@numba.njit(cache=CACHE, **JIT_OPTIONS)\n"
                  + MONOIDS[cls.sum].combine_source(cast=True))
