@@ -311,8 +311,10 @@ def test_the_push_gives_the_notify_pulls_levels(graphs, name, threads, monkeypat
             assert a.edges_processed == int(out_degree[pushed.values == a.iteration].sum())
 
 
-def test_the_push_walks_the_frontiers_out_edges_once_per_new_vertex():
-    """The kernel alone, two steps from a hub, against NumPy."""
+@pytest.mark.parametrize("chunks", [1, 3, 64, 5000])
+def test_the_push_walks_the_frontiers_out_edges_once_per_new_vertex(chunks):
+    """The kernel alone, two steps from a hub, against NumPy; the hub's edges
+    cut among the chunks (more chunks than edges: most get none)."""
     from garaphpy.kernels import cpu as kernels
     from garaphpy.kernels.cpu_program import compile_program
     from garaphpy.programs.bfs import UNREACHED
@@ -343,10 +345,15 @@ def test_the_push_walks_the_frontiers_out_edges_once_per_new_vertex():
         next_values = values.copy()
         written, activated = compiled.kernels.push_settling(
             compiled.identity, frontier, prefix, out_offsets, out_targets, np.zeros(1),
-            values, next_values, attrs, np.zeros(1), n, step, 3, stats, settled, claimed,
-            in_offsets, unsettled)
+            values, next_values, attrs, np.zeros(1), n, step, chunks, stats, settled,
+            claimed, in_offsets, unsettled)
         # each new vertex written once, activated, settled, holding its claim
         assert sorted(written.tolist()) == new.tolist()
+        if step == 1:       # in the order of the hub's edges
+            first_edges = np.unique(out_targets[out_offsets[root]:out_offsets[root + 1]],
+                                    return_index=True)[1]
+            order = out_targets[out_offsets[root] + np.sort(first_edges)]
+            assert written.tolist() == order[order != root].tolist()
         assert sorted(activated.tolist()) == new.tolist()
         assert np.all(next_values[new] == step)
         assert settled[new].all() and np.all(claimed[new] == kernels.SETTLED_CLAIM)

@@ -473,6 +473,39 @@ def test_frontier_degree_prefix_equals_numpy(count, threads):
     assert prefix.dtype == np.int64
 
 
+@pytest.mark.parametrize("chunks", [1, 2, 7, 300])
+def test_notify_lists_each_out_neighbour_once_with_a_hubs_edges_cut(chunks):
+    # a hub of 200 out-edges (repeats included) beside small and edgeless vertices:
+    # the chunks cut its edges (kernels._edge_chunk); more chunks than edges leave some empty
+    from garaphpy.kernels import cpu as kernels
+
+    rng = np.random.default_rng(chunks)
+    n = 500
+    targets = [rng.integers(0, n, 200), [], rng.integers(0, n, 3), [], rng.integers(0, n, 9)]
+    out_offsets = np.zeros(n + 1, np.int64)
+    out_offsets[1:len(targets) + 1] = np.cumsum([len(t) for t in targets])
+    out_offsets[len(targets) + 1:] = out_offsets[len(targets)]
+    out_targets = np.concatenate(targets).astype(np.int64)
+    claimed = np.zeros(n, np.uint8)
+    claimed[7] = kernels.SETTLED_CLAIM      # passed over
+    for frontier in ([0], [1, 3], [4, 0, 2, 1], [3, 0]):
+        frontier = np.array(frontier, np.int64)
+        prefix = kernels.degree_prefix(frontier, out_offsets)
+        listed = kernels.notify(frontier, prefix, out_offsets, out_targets, claimed, chunks)
+        reached = np.concatenate([out_targets[out_offsets[u]:out_offsets[u + 1]]
+                                  for u in frontier]).astype(np.int64)
+        np.testing.assert_array_equal(np.sort(listed), np.setdiff1d(reached, [7]))
+        assert claimed[listed].all()
+        kernels.reset_flags(listed, claimed)
+        assert np.count_nonzero(claimed) == 1
+        # the dense notify, for runs without settled vertices: sorted, its flags cleared
+        unclaimed = np.zeros(n, np.uint8)
+        dense = kernels.notify_dense(frontier, prefix, out_offsets, out_targets, unclaimed,
+                                     chunks, 2)
+        np.testing.assert_array_equal(dense, np.unique(reached))
+        assert not unclaimed.any()
+
+
 @pytest.mark.parametrize("pause", [True, False])
 def test_the_garbage_collector_pauses_while_a_run_iterates(monkeypatch, pause):
     import gc

@@ -735,6 +735,34 @@ def _balanced_chunks(prefix, chunks):
     return bounds
 
 
+@numba.njit(nogil=True, cache=True)
+def _edge_chunk(prefix, chunks, c):
+    """Chunk ``c`` of ``chunks`` equal cuts of the edges that ``prefix`` counts
+    (a vertex's edges may be cut between chunks: a hub's are shared by all).
+
+    Returns ``(lo, hi, first)``: the chunk's edge positions ``[lo, hi)`` in
+    the prefix's numbering, and the first item holding any of them (walk
+    items from ``first`` while ``prefix[item] < hi``, each over edges
+    ``max(lo, prefix[item])`` to ``min(hi, prefix[item + 1])``).
+    """
+    items = prefix.shape[0] - 1
+    total = prefix[items]
+    lo = total * c // chunks
+    hi = total * (c + 1) // chunks
+    first = np.searchsorted(prefix, lo, side="right") - 1
+    return lo, hi, max(first, 0)
+
+
+@numba.njit(nogil=True, cache=True)
+def _edge_chunk_starts(prefix, chunks):
+    """``lo`` of every :func:`_edge_chunk`: where each chunk's output starts."""
+    total = prefix[prefix.shape[0] - 1]
+    starts = np.empty(chunks, np.int64)
+    for c in range(chunks):
+        starts[c] = total * c // chunks
+    return starts
+
+
 #: :func:`_concatenate_chunks` copies at most this many items on its own
 #: thread: a parallel launch costs more than the copy (a sparse step's lists).
 SERIAL_CONCATENATE_MAX = 1 << 14
@@ -830,23 +858,26 @@ def notify(frontier, prefix, out_offsets, out_targets, claimed, chunks):
     ``claimed`` is a uint8 flag per vertex, 0 on entry for every vertex that
     may be listed (a settled vertex of a run with early exit holds
     :data:`SETTLED_CLAIM` and is passed over); the caller resets the flags
-    of the returned vertices afterwards.
+    of the returned vertices afterwards.  The frontier's out-edges are cut
+    in ``chunks`` equal runs (:func:`_edge_chunk`), so a hub's are shared.
     """
-    bounds = _balanced_chunks(prefix, chunks)
-    candidates = np.empty(prefix[frontier.shape[0]], np.int64)
+    items = frontier.shape[0]
+    candidates = np.empty(prefix[items], np.int64)
     counts = np.zeros(chunks + 1, np.int64)
     for c in numba.prange(chunks):
-        base = prefix[bounds[c]]
+        lo, hi, i = _edge_chunk(prefix, chunks, c)
         written = 0
-        for i in range(bounds[c], bounds[c + 1]):
+        while i < items and prefix[i] < hi:
             u = frontier[i]
-            for e in range(out_offsets[u], out_offsets[u + 1]):
+            skip = out_offsets[u] - prefix[i]
+            for e in range(max(lo, prefix[i]) + skip, min(hi, prefix[i + 1]) + skip):
                 w = out_targets[e]
                 if claimed[w] == 0 and _claim(claimed, w) == 0:
-                    candidates[base + written] = w
+                    candidates[lo + written] = w
                     written += 1
+            i += 1
         counts[c + 1] = written
-    return _concatenate_chunks(candidates, prefix[bounds[:-1]], counts)
+    return _concatenate_chunks(candidates, _edge_chunk_starts(prefix, chunks), counts)
 
 
 @numba.njit(nogil=True, parallel=True, cache=True)
@@ -857,14 +888,17 @@ def notify_dense(frontier, prefix, out_offsets, out_targets, claimed, chunks, th
     vertices sorted, so the pull that follows walks the CSC in order, and
     needs no candidate array of f |E| entries.  The flags are cleared.
     """
-    bounds = _balanced_chunks(prefix, chunks)
+    items = frontier.shape[0]
     for c in numba.prange(chunks):
-        for i in range(bounds[c], bounds[c + 1]):
+        lo, hi, i = _edge_chunk(prefix, chunks, c)
+        while i < items and prefix[i] < hi:
             u = frontier[i]
-            for e in range(out_offsets[u], out_offsets[u + 1]):
+            skip = out_offsets[u] - prefix[i]
+            for e in range(max(lo, prefix[i]) + skip, min(hi, prefix[i + 1]) + skip):
                 w = out_targets[e]
                 if claimed[w] == 0:
                     claimed[w] = 1
+            i += 1
     notified = frontier_of(claimed, threads)
     reset_flags(notified, claimed)
     return notified
@@ -962,7 +996,8 @@ def push_settling(gather_call, apply_call, activate_call, combine, identity, fro
     :data:`SETTLED_CLAIM`), its in-edges added to ``settled_in_edges[0]``
     (unless ``in_offsets`` is empty: the caller counts them); one written but
     not activated gives its claim back.  ``prefix`` is :func:`degree_prefix`
-    of the frontier over the CSR.
+    of the frontier over the CSR; its out-edges are cut in ``chunks`` equal
+    runs (:func:`_edge_chunk`): a hub's no longer fall to one thread.
 
     Returns
     -------
@@ -970,25 +1005,28 @@ def push_settling(gather_call, apply_call, activate_call, combine, identity, fro
         The vertices written (the synchronous run commits them) and those
         activated, each in the order of the frontier's edges.
     """
-    bounds = _balanced_chunks(prefix, chunks)
-    written = np.empty(prefix[frontier.shape[0]], np.int64)
-    activated = np.empty(prefix[frontier.shape[0]], np.int64)
+    items = frontier.shape[0]
+    written = np.empty(prefix[items], np.int64)
+    activated = np.empty(prefix[items], np.int64)
     written_counts = np.zeros(chunks + 1, np.int64)
     activated_counts = np.zeros(chunks + 1, np.int64)
     change = np.zeros(chunks, np.float64)
     marked_edges = np.zeros(chunks, np.int64)
     counts_in_edges = in_offsets.shape[0] > 0
     for c in numba.prange(chunks):
-        base = prefix[bounds[c]]
+        base, hi, first = _edge_chunk(prefix, chunks, c)
         wrote = 0
         activations = 0
         chunk_change = 0.0
         chunk_marked = 0
-        for i in range(bounds[c], bounds[c + 1]):
+        for i in range(first, items):
+            if prefix[i] >= hi:
+                break
             u = frontier[i]
             if not settled[u]:
                 continue
-            for e in range(out_offsets[u], out_offsets[u + 1]):
+            skip = out_offsets[u] - prefix[i]
+            for e in range(max(base, prefix[i]) + skip, min(hi, prefix[i + 1]) + skip):
                 v = out_targets[e]
                 if claimed[v] != 0 or _claim(claimed, v) != 0:
                     continue
@@ -1010,7 +1048,7 @@ def push_settling(gather_call, apply_call, activate_call, combine, identity, fro
         activated_counts[c + 1] = activations
         change[c] = chunk_change
         marked_edges[c] = chunk_marked
-    chunk_base = prefix[bounds[:-1]]
+    chunk_base = _edge_chunk_starts(prefix, chunks)
     written_vertices = _concatenate_chunks(written, chunk_base, written_counts)
     # a chunk activates only vertices it wrote: equal totals, equal lists
     if activated_counts.sum() == written_vertices.shape[0]:  # BFS: no claim to give back
