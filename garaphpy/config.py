@@ -432,6 +432,13 @@ CPU_SETTLING_PUSH = True
 #: False: the flags, a byte each.
 CPU_SETTLED_BITMAP = True
 
+#: Such a run's pulls, where its edges are one CSC in host memory and the
+#: bitmap is on, run in one launch over every vertex, dealt in blocks as
+#: threads finish, writing the values in place and listing the activated
+#: vertices as they settle them (:func:`garaphpy.kernels.cpu.pull_settling_whole`).
+#: False: a launch per page, as a run from storage pulls.
+CPU_WHOLE_SETTLING_PULL = True
+
 #: A run on the CPU alone of a program declaring ``shortcut_labels`` (min-label
 #: propagation over vertex ids, CC) shortcuts labels after each iteration
 #: (pointer jumping, issue 19); False: label propagation alone.

@@ -139,6 +139,91 @@ def test_pages_read_from_storage(tmp_path):
     assert any(r.bytes_read for r in streamed.iterations)
     np.testing.assert_array_equal(streamed.values, in_memory.values)
     np.testing.assert_array_equal(streamed.values, bfs_scipy(graph, [hub(graph)]))
+    # pages from storage pull page by page; in memory, over the whole CSC at once
+    pulls = [r for r in streamed.iterations if r.direction == "pull"]
+    assert pulls and not any(r.decisions["whole_settling_pull"]["choice"] for r in pulls)
+    assert all(r.decisions["whole_settling_pull"]["choice"]
+               for r in in_memory.iterations if r.direction == "pull")
+
+
+def test_the_whole_settling_pull_rule():
+    assert decisions.whole_settling_pull(True, bitmap=True, in_memory=True)
+    assert not decisions.whole_settling_pull(False, bitmap=True, in_memory=True)
+    assert not decisions.whole_settling_pull(True, bitmap=False, in_memory=True)
+    assert not decisions.whole_settling_pull(True, bitmap=True, in_memory=False)
+    assert not decisions.whole_settling_pull(True, True, True, enabled=False)
+
+
+@pytest.mark.parametrize("direction", ["auto", "pull"])
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("name", ["grid", "rmat", "rmat-pages", "sample"])
+def test_the_whole_settling_pull_equals_the_pull_by_pages(graphs, name, threads, direction,
+                                                          monkeypatch):
+    graph = graphs[name]
+    whole = bfs(graph, direction=direction, threads=threads)
+    pulls = [r for r in whole.iterations if r.direction == "pull"]
+    assert all(r.decisions["whole_settling_pull"]["choice"] for r in pulls)
+    assert pulls or (name == "grid" and direction == "auto")     # a grid's levels push
+    monkeypatch.setattr(config, "CPU_WHOLE_SETTLING_PULL", False)
+    paged = bfs(graph, direction=direction, threads=threads)
+    assert not any(r.decisions["whole_settling_pull"]["choice"]
+                   for r in paged.iterations if r.direction == "pull")
+    np.testing.assert_array_equal(whole.values, paged.values)
+    np.testing.assert_array_equal(whole.values, bfs_scipy(graph, [hub(graph)]))
+    # the same levels, settled in-edges and so the same choices of direction
+    for a, b in zip(whole.iterations, paged.iterations, strict=True):
+        assert (a.direction, a.activated, a.edges_processed) == \
+            (b.direction, b.activated, b.edges_processed)
+        assert a.decisions["direction"] == b.decisions["direction"]
+
+
+def test_the_whole_settling_pull_kernel_against_numpy():
+    """One bottom-up step over several blocks of vertices, against NumPy: the
+    vertices with a settled in-neighbour take the level, are listed in order,
+    settled and claimed; the others are untouched."""
+    from garaphpy.kernels.cpu_program import compile_program
+    from garaphpy.programs.bfs import UNREACHED
+
+    n, m = 3 * kernels.SETTLING_BLOCK + 17, 12_000
+    out_offsets, out_targets, in_offsets, in_sources = random_csr_csc(5, n, m)
+    compiled = compile_program(BFS(), None, parallel=True)
+    rng = np.random.default_rng(5)
+    settled = rng.random(n) < 0.05
+    is_source = np.zeros(n, np.bool_)
+    attrs = (np.diff(out_offsets), np.diff(in_offsets), np.zeros(n), np.arange(n), is_source)
+    values = np.where(settled, 2, UNREACHED).astype(compiled.value_dtype)
+    claimed = np.where(settled, kernels.SETTLED_CLAIM, 0).astype(np.uint8)
+    bits = np.zeros((n + 63) // 64, np.uint64)
+    kernels.pack_flags(settled, bits)
+    destination = np.repeat(np.arange(n), np.diff(in_offsets))
+    reached = np.zeros(n, np.bool_)
+    reached[destination[settled[in_sources]]] = True
+    expected = np.flatnonzero(reached & ~settled)
+    was_settled = settled.copy()
+    # the active ones: settled (the last frontier, and older ones a push left set)
+    was_active = was_settled & (rng.random(n) < 0.5)
+    active = was_active.copy()
+    stats, marked = np.zeros(2), np.zeros(1, np.int64)
+    for team in (1, 4):
+        if team == 4:       # again from the same state
+            settled[:] = was_settled
+            active[:] = was_active
+            values[:] = np.where(settled, 2, UNREACHED)
+            claimed[:] = np.where(settled, kernels.SETTLED_CLAIM, 0)
+            stats[:], marked[:] = 0, 0
+        frontier = compiled.kernels.pull_settling_whole(
+            compiled.identity, in_offsets, in_sources, np.zeros(1), values, attrs,
+            np.zeros(1), n, 3, active, settled, bits, claimed, np.empty(n, np.int64), stats,
+            marked, team)
+        np.testing.assert_array_equal(frontier, expected)
+        assert np.all(values[expected] == 3) and np.all(values[was_settled] == 2)
+        untouched = ~reached & ~was_settled
+        assert np.all(values[untouched] == UNREACHED)
+        np.testing.assert_array_equal(settled, was_settled | reached)
+        np.testing.assert_array_equal(active, reached & ~was_settled)
+        assert np.all(claimed[expected] == kernels.SETTLED_CLAIM) and not claimed[untouched].any()
+        assert marked[0] == int(np.diff(in_offsets)[expected].sum())
+        assert stats[1] == expected.size
 
 
 def test_checkpoint_resume_finds_the_settled_vertices_again(graphs, tmp_path):

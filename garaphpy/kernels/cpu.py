@@ -459,6 +459,104 @@ def pull_range_settling(gather_call, apply_call, activate_call, combine, identit
     return boundary
 
 
+#: Vertices a thread takes at a time in :func:`pull_settling_whole`: in one
+#: level of a power-law graph the vertices' reads differ by orders of
+#: magnitude, so they are dealt in small blocks as threads finish (GAPBS's
+#: dynamic schedule of 1,024 vertices in its bottom-up step).
+SETTLING_BLOCK = 1024
+
+
+@numba.njit(nogil=True, parallel=True)
+def pull_settling_whole(gather_call, apply_call, activate_call, combine, identity,
+                        in_offsets, sources, weights, values, attrs, aggregates, num_vertices,
+                        iteration, active, settled, settled_bits, claimed, found, stats,
+                        settled_in_edges, team):
+    """:func:`pull_range_settling` over the whole CSC in one launch, its vertices
+    dealt in blocks of :data:`SETTLING_BLOCK` as threads finish (``team``
+    threads, a shared counter), for a run whose edges are all in memory.
+
+    Beamer's bottom-up step without its copies: whether a vertex is settled
+    is read from ``settled_bits`` (:func:`pack_flags` of ``settled`` before
+    the call), for it and its in-neighbours; one not settled reads the
+    values of its settled in-neighbours until their sum activates it.  One
+    with no settled in-neighbour takes nothing (the declaration: an
+    in-neighbour not yet active contributes nothing), so its value is not
+    even read; a run of a user's program is checked at its end as any with
+    early exit.  The values are written in place: the only values read are
+    those of vertices settled before the call, which keep theirs, so the
+    synchronous run needs no second buffer and no copy of the settled
+    vertices' values.  An activated vertex is marked settled and claimed for
+    good at once (:func:`mark_settled`; the probes read the bitmap), its
+    in-edges added to ``settled_in_edges[0]``, and listed in ``found`` (a
+    scratch array of ``num_vertices`` entries) at its block's offset.
+    ``active``, the engine's flags, is cleared for the settled vertices and
+    set for the activated ones (a vertex not settled is never active).
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        The activated vertices in increasing order (the next frontier).
+    """
+    block = SETTLING_BLOCK
+    blocks = (num_vertices + block - 1) // block
+    counts = np.zeros(blocks + 1, np.int64)
+    sync = sync_slots(1)
+    # each thread's change and settled in-edges, a cache line apart
+    partial = np.zeros(team * 8, np.float64)
+    marked = np.zeros(team * 8, np.int64)
+    for t in numba.prange(team):
+        part_change = 0.0
+        part_marked = 0
+        while True:
+            b = atomic_add(sync, FIRST_FREE_SLOT, 1)
+            if b >= blocks:
+                break
+            listed = 0
+            first = b * block
+            for v in range(first, min(num_vertices, first + block)):
+                if _bit_set(settled_bits, v):   # settled before the call: keeps its value
+                    if active[v]:
+                        active[v] = False
+                    continue
+                # the first settled in-neighbour: with none, nothing is read or written
+                edge = in_offsets[v]
+                end = in_offsets[v + 1]
+                while edge < end and not _bit_set(settled_bits, sources[edge]):
+                    edge += 1
+                if edge == end:
+                    continue
+                old = values[v]
+                accum = identity
+                for e in range(edge, end):
+                    u = sources[e]
+                    if not _bit_set(settled_bits, u):
+                        continue
+                    accum = combine(accum, gather_call(values, weights, attrs, u, v, e))
+                    if activate_call(apply_call(attrs, aggregates, num_vertices, iteration,
+                                                v, old, accum), old):
+                        break
+                new = apply_call(attrs, aggregates, num_vertices, iteration, v, old, accum)
+                flag = activate_call(new, old)
+                if new != old:
+                    values[v] = new
+                part_change += abs(np.float64(new) - np.float64(old))
+                if flag:
+                    active[v] = True
+                    found[first + listed] = v
+                    listed += 1
+                    settled[v] = True
+                    claimed[v] = SETTLED_CLAIM
+                    part_marked += in_offsets[v + 1] - in_offsets[v]
+            counts[b + 1] = listed
+        partial[t * 8] = part_change
+        marked[t * 8] = part_marked
+    frontier = _concatenate_chunks(found, np.arange(blocks) * block, counts)
+    settled_in_edges[0] += marked.sum()
+    stats[0] += partial.sum()
+    stats[1] += frontier.shape[0]
+    return frontier
+
+
 @numba.njit(nogil=True, inline="always")
 def _bit_set(bits, v):
     return (bits[v >> 6] >> np.uint64(v & 63)) & np.uint64(1) != 0

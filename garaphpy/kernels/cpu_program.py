@@ -216,6 +216,7 @@ SPECIALIZED_KERNELS = {
                    "source_gather_call"),
     "pull_fused_aggregates": ("pull_fused", {}, ("source_gather_call", "aggregate_fold")),
     "pull_range_settling": ("pull_range_settling", {}, None),
+    "pull_settling_whole": ("pull_settling_whole", {}, None),
     "pull_vertices": ("pull_vertices", {}, None),
     "push_settling": ("push_settling", {}, None),
     "sparse_iterations": ("sparse_iterations", {}, None),

@@ -17,6 +17,9 @@ first computes it once per vertex into :attr:`CpuEngine.contributions`
 CPU alone, with the edges one CSC in host memory, such a pull also makes the
 next pull's contributions and the next iteration's aggregates as it writes
 each new value (:meth:`CpuEngine.enable_fused_pull`, GAPBS's PageRank loop).
+A program final once set pulls with early exit there in one launch over
+the whole CSC, in place (:meth:`CpuEngine.enable_early_exit`, Beamer's
+bottom-up step as GAPBS runs it).
 """
 
 from __future__ import annotations
@@ -220,6 +223,10 @@ class CpuEngine:
         self.settling_push = None
         self.settle_rounds = None
         self.settle_rounds_failed = False
+        #: pulls run over the whole CSC in one launch (:meth:`enable_early_exit`),
+        #: listing the activated vertices in ``settling_found``
+        self.whole_settling = None
+        self.settling_found = None
         self.settled = np.zeros(1, np.bool_)
         #: ``settled`` packed at each pull's start (``config.CPU_SETTLED_BITMAP``)
         self.settled_bits = np.zeros(0, np.uint64)
@@ -278,6 +285,13 @@ class CpuEngine:
         self.warm_directions.discard("notify-pull")     # its kernels are others now
         if config.CPU_SETTLED_BITMAP:
             self.settled_bits = np.zeros((self.arrays.num_vertices + 63) // 64, np.uint64)
+        self.whole_settling = decisions.fixed(
+            decisions.whole_settling_pull, early_exit=True,
+            bitmap=bool(self.settled_bits.size),
+            in_memory=not self.arrays.page_source.reads_storage,
+            enabled=bool(config.CPU_WHOLE_SETTLING_PULL))
+        if self.whole_settling["choice"]:
+            self.settling_found = np.empty(self.arrays.num_vertices, np.int64)
 
     def hold_contributions_in_float32(self) -> None:
         """Hold the precomputed source-side gathers in float32 from now on (the
@@ -501,6 +515,13 @@ class CpuEngine:
                     state.next, self.contributions, self.next_contributions, arrays.attrs,
                     aggregates, arrays.num_vertices, 0, state.active, np.zeros(1, np.int64),
                     self.aggregate_identities, self.stats)
+            if self._pulls_whole():     # over no vertex
+                _, sources, weights = arrays.page_source.csc()
+                compiled.kernels.pull_settling_whole(
+                    compiled.identity, arrays.in_offsets, sources, arrays.edge_weights(weights),
+                    state.values, arrays.attrs, aggregates, 0, 0, state.active, self.settled,
+                    self.settled_bits, state.claimed, self.settling_found, np.zeros(2),
+                    np.zeros(1, np.int64), 1)
             if self.floor_mode:
                 floor = np.zeros(1, state.values.dtype)
                 kernels.best_source_value(state.values[:0], arrays.attrs[0], self.floor_mode,
@@ -848,7 +869,7 @@ class CpuEngine:
                 self._pull(record, aggregates)
             else:
                 self._notify_pull(record, prefix, aggregates)
-            if self.early_exit and record.direction == "pull":
+            if self.early_exit and record.direction == "pull" and not self._pulls_whole():
                 self.unsettled_edges[0] -= kernels.mark_settled(
                     self.state.frontier, self.settled, self.state.claimed,
                     self.arrays.in_offsets)
@@ -863,6 +884,11 @@ class CpuEngine:
         self.begin_pull(record)
         if self.settled_bits.size:      # made by enable_early_exit
             kernels.pack_flags(self.settled, self.settled_bits)
+        if self.early_exit:
+            record.decisions["whole_settling_pull"] = self.whole_settling
+            if self._pulls_whole():
+                self._pull_settling_whole(record, aggregates)
+                return
         decisions.note(record, "cpu_fused_pull", self.fused_pull,
                        precomputed=self.precompute_source_gathers,
                        enabled=config.CPU_FUSED_PULL)
@@ -912,6 +938,29 @@ class CpuEngine:
         self.finish_pull(record, [], aggregates, in_place=True)
         record.pages = len(arrays.pages)
         record.edges_processed = arrays.num_edges
+
+    def _pulls_whole(self) -> bool:
+        """Whether this run's pulls are :meth:`_pull_settling_whole`'s."""
+        return self.whole_settling is not None and self.whole_settling["choice"]
+
+    def _pull_settling_whole(self, record: IterationRecord, aggregates: np.ndarray) -> None:
+        """Beamer's bottom-up step in one launch over the whole CSC, in place, the
+        vertices it activates settled and listed as the next frontier
+        (:func:`garaphpy.kernels.cpu.pull_settling_whole`)."""
+        arrays, compiled, state = self.arrays, self.compiled, self.state
+        _, sources, weights = arrays.page_source.csc()
+        unsettled = int(self.unsettled_edges[0])
+        self.unsettled_delta[0] = 0
+        state.frontier = compiled.kernels.pull_settling_whole(
+            compiled.identity, arrays.in_offsets, sources, arrays.edge_weights(weights),
+            state.values, arrays.attrs, aggregates, arrays.num_vertices, record.iteration,
+            state.active, self.settled, self.settled_bits, state.claimed, self.settling_found,
+            self.stats, self.unsettled_delta, _team_size())
+        self.unsettled_edges[0] -= self.unsettled_delta[0]
+        record.pages = len(arrays.pages)
+        record.updated_vertices = arrays.num_vertices
+        # the in-edges of the vertices not settled: what it read at most
+        record.edges_processed = unsettled
 
     def _fused_kernel(self):
         kernels_of_program = self.compiled.kernels

@@ -164,6 +164,17 @@ def early_exit(final_once_set: bool, synchronous: bool, mode: str,
     return bool(enabled and final_once_set and synchronous and mode == "cpu")
 
 
+def whole_settling_pull(early_exit: bool, bitmap: bool, in_memory: bool,
+                        enabled: bool = True) -> bool:
+    """Whether a run's pulls with early exit (:func:`early_exit`) run over the
+    whole CSC in one launch, in place, listing the vertices they settle
+    (:func:`garaphpy.kernels.cpu.pull_settling_whole`): the settled vertices
+    read from a bitmap (``config.CPU_SETTLED_BITMAP``: the probes then never
+    see a vertex settled during the pull), the edges one CSC in host memory,
+    and ``config.CPU_WHOLE_SETTLING_PULL``."""
+    return bool(enabled and early_exit and bitmap and in_memory)
+
+
 def settling_push(early_exit: bool, reads_weights: bool, enabled: bool = True) -> bool:
     """Whether a run's sparse CPU iterations run alone push from the frontier
     (:func:`garaphpy.kernels.cpu.push_settling`) rather than notify and pull:
