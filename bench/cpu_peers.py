@@ -21,7 +21,9 @@ GAPBS
     With ``--gapbs DIR`` (a directory holding GAPBS's built ``bfs``,
     ``sssp``, ``cc``, ``pr`` and ``converter``), each row also runs GAPBS,
     with ``OMP_NUM_THREADS`` = the run's threads: on kron its own ``-g
-    SCALE`` graph (random sources), on the grid the same grid, written once
+    SCALE`` graph (BFS and SSSP from its vertex of largest out-degree, as
+    garaphpy's, read from the serialized graph's offsets; ``--kron-gapbs-source
+    random``: GAPBS's own random sources), on the grid the same grid, written once
     as an edge list (``.el``, ``.wel`` with its weights) and serialized by
     the converter, from the same source (``-r``); BFS, CC (Afforest) and
     SSSP (``-d`` ``--delta``: 2 on kron, ``--grid-delta`` 32 on the grid)
@@ -169,6 +171,19 @@ def gapbs_average(output: str) -> float:
     return float(found.group(1))
 
 
+def gapbs_hub(serialized: Path) -> int:
+    """The vertex of largest out-degree of a GAPBS serialized graph (``.sg`` or
+    ``.wsg``: a bool, the edge and vertex counts as int64, then the int64
+    offsets of the out-edges)."""
+    with open(serialized, "rb") as file:
+        header = file.read(17)
+        num_vertices = int(np.frombuffer(header, np.int64, count=1, offset=9)[0])
+        offsets = np.fromfile(file, np.int64, count=num_vertices + 1)
+    if offsets.size != num_vertices + 1:
+        raise ValueError(f"{serialized}: cut short in its offsets")
+    return int(np.argmax(np.diff(offsets)))
+
+
 def write_edge_list(graph, path: Path, weighted: bool) -> None:
     """The graph's edges as GAPBS reads them: ``u v`` (``u v w`` when
     ``weighted``) per line, 0-based internal ids, written once."""
@@ -208,6 +223,8 @@ def run_gapbs(gapbs: Path, kind: str, program: str, graph, source: int, args,
                       tolerance=args.pr_tolerance or 1e-30) for a in extra]
     if kind == "grid" and program in ("bfs", "sssp"):
         extra += ["-r", str(int(graph.internal_ids([source])[0]))]
+    if kind == "kron" and program in ("bfs", "sssp") and args.kron_gapbs_source == "hub":
+        extra += ["-r", str(gapbs_hub(serialized))]
     trials = 5 if program == "pagerank" else args.gapbs_trials
     command = [str(gapbs / binary), "-f", str(serialized), "-n", str(trials)] + extra
     completed = subprocess.run(command, check=True, capture_output=True, text=True,
@@ -234,6 +251,9 @@ def main(argv=None) -> int:
     parser.add_argument("--grid-delta", type=int, default=32,
                         help="GAPBS SSSP delta on the grid (default 32)")
     parser.add_argument("--gapbs-trials", type=int, default=16)
+    parser.add_argument("--kron-gapbs-source", choices=("hub", "random"), default="hub",
+                        help="GAPBS's BFS and SSSP source on kron: its vertex of largest "
+                             "out-degree (default, as garaphpy's) or its random ones")
     harness.add_common_options(parser, trials=5)
     args = parser.parse_args(argv)
     harness.check_common_options(parser, args)

@@ -299,6 +299,25 @@ def test_cpu_peers_pagerank_to_a_tolerance(tmp_path):
     assert refused.returncode == 2 and "--pr-tolerance -1.0" in refused.stderr
 
 
+def test_cpu_peers_finds_the_hub_of_a_gapbs_serialized_graph(tmp_path):
+    sys.path.insert(0, str(REPOSITORY / "bench"))
+    import cpu_peers
+
+    # GAPBS's layout: directed flag, edges, vertices, offsets, then the neighbours
+    offsets = np.array([0, 2, 2, 7, 8], np.int64)
+    path = tmp_path / "g.sg"
+    with open(path, "wb") as file:
+        file.write(np.array([0], np.uint8).tobytes())
+        file.write(np.array([8, 4], np.int64).tobytes())
+        file.write(offsets.tobytes())
+        file.write(np.arange(8, dtype=np.int32).tobytes())
+    assert cpu_peers.gapbs_hub(path) == 2
+    short = tmp_path / "short.sg"
+    short.write_bytes(path.read_bytes()[:30])
+    with pytest.raises(ValueError, match="cut short"):
+        cpu_peers.gapbs_hub(short)
+
+
 def test_cpu_peers_reads_gapbs_average_time():
     sys.path.insert(0, str(REPOSITORY / "bench"))
     import cpu_peers
