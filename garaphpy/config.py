@@ -290,6 +290,12 @@ BLOCK_BYTES = 8 << 20
 #: Alignment of data blocks inside the block files.
 BLOCK_ALIGNMENT = 4096
 
+#: A graph keeps the CSC its first run in host memory read from the store, so
+#: that its later runs in memory read no page (``Graph.release_memory`` frees
+#: it; a run whose host budget streams pages frees it first).  False: each
+#: such run reads every page again and keeps nothing.
+KEEP_CSC_BETWEEN_RUNS = True
+
 #: Fraction of the available host memory preprocessing may use.
 HOST_MEMORY_FRACTION = 0.5
 

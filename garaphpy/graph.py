@@ -93,6 +93,10 @@ class Graph:
     :meth:`from_networkx`, :meth:`from_pandas` or :meth:`open`;
     :meth:`to_scipy` gives the adjacency matrix back.
 
+    The first run that holds every page in host memory keeps the edges there
+    for the graph's later runs, which then read no page
+    (``config.KEEP_CSC_BETWEEN_RUNS``); :meth:`release_memory` frees them.
+
     Attributes
     ----------
     store : garaphpy.storage.store.Store
@@ -367,6 +371,16 @@ class Graph:
         if self._ids_from is not None:
             return self._ids_from.internal_ids(original)
         return self.store.internal_ids(original)
+
+    def release_memory(self) -> bool:
+        """Free the edges a run in memory left in host memory for this graph's
+        later runs (``config.KEEP_CSC_BETWEEN_RUNS``), and its undirected
+        twin's (:meth:`as_undirected`); the next such run reads the store
+        again.  Returns whether anything was held."""
+        held = self.store.release_csc()
+        if self._undirected is not None and self._undirected is not self:
+            held = self._undirected.release_memory() or held
+        return held
 
     def as_undirected(self, progress: bool = False) -> "Graph":
         """This graph with every edge's reverse added (for programs that need it).

@@ -169,6 +169,47 @@ def test_a_budget_above_the_store_holds_the_graph_in_memory(disk_rmat, in_memory
     np.testing.assert_array_equal(result.values, in_memory("sssp").values)
 
 
+def test_later_runs_in_memory_read_no_page_until_released(disk_rmat, monkeypatch):
+    from garaphpy.storage.store import Store
+
+    reads = []
+    read_page = Store.read_page
+    monkeypatch.setattr(Store, "read_page",
+                        lambda self, index, *a, **k: reads.append(index) or
+                        read_page(self, index, *a, **k))
+    graph = garaphpy.Graph.open(disk_rmat.store.path)      # a store object of its own
+    first = run_quietly(graph, "sssp")
+    assert sorted(reads) == list(range(len(graph.store.pages)))
+    reads.clear()
+    second = run_quietly(graph, "sssp")
+    assert reads == [] and np.array_equal(first.values, second.values)
+    assert graph.release_memory() and not graph.release_memory()
+    third = run_quietly(graph, "sssp")
+    assert len(reads) == len(graph.store.pages)
+    np.testing.assert_array_equal(first.values, third.values)
+    # a run whose budget streams the pages gives the kept edges back first
+    assert graph.store._kept_csc is not None
+    streamed = run_quietly(graph, "sssp", **budget(graph, "sssp", 0.3), read_ratio=K)
+    assert graph.store._kept_csc is None
+    np.testing.assert_array_equal(first.values, streamed.values)
+    # kept nothing where asked not to
+    monkeypatch.setattr(config, "KEEP_CSC_BETWEEN_RUNS", False)
+    reads.clear()
+    run_quietly(graph, "sssp")
+    run_quietly(graph, "sssp")
+    assert len(reads) == 2 * len(graph.store.pages) and graph.store._kept_csc is None
+
+
+def test_release_memory_also_frees_the_undirected_twins_edges(disk_rmat):
+    graph = garaphpy.Graph.open(disk_rmat.store.path)
+    assert graph.directed
+    run_quietly(graph, "cc")        # runs on the symmetrized twin
+    twin = graph.as_undirected()
+    assert twin.store._kept_csc is not None and graph.store._kept_csc is None
+    assert graph.release_memory()
+    assert twin.store._kept_csc is None
+
+
 # ------------------------------------------------- every program, k = 1 --
 @pytest.mark.parametrize("execution", ["sync", "async"])
 @pytest.mark.parametrize("name", programs())

@@ -123,7 +123,9 @@ class InMemoryPages:
 
     The CPU's pages (any consumer without an allocator) are views of one CSC
     (``sources``, ``weights``; no ``image``, no ``idxoff``: the CPU kernels
-    read neither), built on first use.  A consumer that gave an allocator
+    read neither), built on first use and kept by the store for the graph's
+    later runs (:meth:`Store.keep_csc`, ``config.KEEP_CSC_BETWEEN_RUNS``;
+    :meth:`garaphpy.Graph.release_memory` frees it).  A consumer that gave an allocator
     (:meth:`use_allocator`) reads page images in buffers of its own: held
     for the run after :meth:`load` or :meth:`cached_page`, read afresh by
     :meth:`read_page` otherwise (a one-off pass of the set-up keeps nothing).
@@ -204,7 +206,9 @@ class InMemoryPages:
         if views is None:
             with self._lock:
                 if self._views is None:
-                    _, self._sources, self._weights = self.store.csc()
+                    _, self._sources, self._weights = (
+                        self.store.keep_csc() if config.KEEP_CSC_BETWEEN_RUNS
+                        else self.store.csc())
                     sources, weights = self._sources, self._weights
                     self._views = [
                         Page(info, None, sources[info.edge_begin:info.edge_begin + info.num_edges],
@@ -252,4 +256,5 @@ def open_page_source(store: Store, plan: HostCachePlan, read_ratio: Callable[[],
     ``read_ratio()`` (called only then: it may measure the storage)."""
     if plan.all_cached:
         return InMemoryPages(store, plan)
+    store.release_csc()     # the budget streams pages: the memory of a kept CSC goes back
     return HostPages(store, plan, read_ratio(), readahead_bytes=readahead_bytes)

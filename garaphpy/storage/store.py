@@ -207,6 +207,8 @@ class Store:
         self._arrays: dict[str, np.ndarray] = {}
         #: True when build_store found this store up to date instead of building it.
         self.reused = False
+        #: the whole CSC held in host memory (:meth:`keep_csc`); None: read per call
+        self._kept_csc = None
 
     # -- opening ----------------------------------------------------------
     @classmethod
@@ -347,7 +349,12 @@ class Store:
         return self.shards[info.first_shard:info.first_shard + info.num_shards]
 
     def csc(self):
-        """The whole CSC in memory: (in_offsets, sources, weights or None)."""
+        """The whole CSC in memory: (in_offsets, sources, weights or None): the one
+        :meth:`keep_csc` holds, or read from the pages (their blocks' CRC-32
+        checked)."""
+        kept = self._kept_csc
+        if kept is not None:
+            return kept
         sources = np.empty(self.num_edges, self.vertex_dtype)
         weights = np.empty(self.num_edges, self.weight_dtype) if self.weighted else None
         for info in self.pages:
@@ -356,6 +363,20 @@ class Store:
             if weights is not None:
                 weights[info.edge_begin:info.edge_begin + info.num_edges] = page.weights
         return self.in_offsets, sources, weights
+
+    def keep_csc(self):
+        """:meth:`csc`, held in host memory for later calls: a graph's later runs
+        in memory read no page (GAPBS reads its graph once for many trials).
+        Held until :meth:`release_csc` or the store is dropped."""
+        if self._kept_csc is None:
+            self._kept_csc = self.csc()
+        return self._kept_csc
+
+    def release_csc(self) -> bool:
+        """Drop the CSC :meth:`keep_csc` holds; returns whether one was held."""
+        held = self._kept_csc is not None
+        self._kept_csc = None
+        return held
 
     # -- ids ---------------------------------------------------------------
     def original_ids(self, internal: np.ndarray | None = None) -> np.ndarray:
