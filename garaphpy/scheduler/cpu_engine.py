@@ -291,7 +291,8 @@ class CpuEngine:
             in_memory=not self.arrays.page_source.reads_storage,
             enabled=bool(config.CPU_WHOLE_SETTLING_PULL))
         if self.whole_settling["choice"]:
-            self.settling_found = np.empty(self.arrays.num_vertices, np.int64)
+            # mapped now, by every thread, not by the first pull's writes
+            self.settling_found = kernels.touch(np.empty(self.arrays.num_vertices, np.int64))
 
     def hold_contributions_in_float32(self) -> None:
         """Hold the precomputed source-side gathers in float32 from now on (the
