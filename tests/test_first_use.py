@@ -187,14 +187,18 @@ def _interrupt_inside_a_ctypes_callback():
     """What llvmlite does while numba finalizes a function: C code calls back into
     Python; a SIGINT arriving there raises inside the callback, and ctypes drops it."""
     import ctypes
-    import os
     import signal
+    import threading
+    import time
 
     compare = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
 
     def callback(a, b):
-        os.kill(os.getpid(), signal.SIGINT)
-        for _ in range(1000):    # the handler runs here, inside the callback
+        # to this (the main) thread: a process-wide kill may land on a worker thread,
+        # whose C handler can run late on a loaded machine
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline:      # the handler raises here, in the callback
             pass
         return 0
 
