@@ -353,7 +353,7 @@ def test_cli_run_with_an_interrupt_dropped_while_loading_exits_130(tmp_path, mon
     assert not (tmp_path / "results").exists()      # nothing written
 
 
-def test_an_error_after_a_swallowed_interrupt_is_the_interrupt():
+def test_an_error_after_a_swallowed_interrupt_is_the_interrupt(default_sigint):
     from garaphpy import _numba_setup
 
     with pytest.raises(KeyboardInterrupt) as caught:
@@ -366,7 +366,7 @@ def test_an_error_after_a_swallowed_interrupt_is_the_interrupt():
             raise RuntimeError("a bug")
 
 
-def test_store_build_hit_by_ctrl_c_in_a_callback_stops(monkeypatch, tmp_path):
+def test_store_build_hit_by_ctrl_c_in_a_callback_stops(default_sigint, monkeypatch, tmp_path):
     from garaphpy.storage import builder
 
     real_run = builder._Builder.run
