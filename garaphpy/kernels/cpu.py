@@ -526,15 +526,10 @@ def pull_settling_whole(gather_call, apply_call, activate_call, combine, identit
                 if edge == end:
                     continue
                 old = values[v]
-                accum = identity
-                for e in range(edge, end):
-                    u = sources[e]
-                    if not _bit_set(settled_bits, u):
-                        continue
-                    accum = combine(accum, gather_call(values, weights, attrs, u, v, e))
-                    if activate_call(apply_call(attrs, aggregates, num_vertices, iteration,
-                                                v, old, accum), old):
-                        break
+                accum = _gather_in_edges(gather_call, apply_call, activate_call, combine,
+                                         identity, sources, weights, values, attrs,
+                                         aggregates, num_vertices, iteration, v, old, edge,
+                                         end, 0, True, settled, settled_bits)
                 new = apply_call(attrs, aggregates, num_vertices, iteration, v, old, accum)
                 flag = activate_call(new, old)
                 if new != old:
@@ -851,6 +846,14 @@ def _edge_chunk(prefix, chunks, c):
     return lo, hi, max(first, 0)
 
 
+@numba.njit(nogil=True, inline="always")
+def _item_edges(prefix, offsets, vertex, item, lo, hi):
+    """The edges ``[begin, end)`` of ``offsets`` that item ``item`` (vertex
+    ``vertex``) has in the chunk ``[lo, hi)`` of :func:`_edge_chunk`."""
+    skip = offsets[vertex] - prefix[item]
+    return max(lo, prefix[item]) + skip, min(hi, prefix[item + 1]) + skip
+
+
 @numba.njit(nogil=True, cache=True)
 def _edge_chunk_starts(prefix, chunks):
     """``lo`` of every :func:`_edge_chunk`: where each chunk's output starts."""
@@ -963,17 +966,18 @@ def notify(frontier, prefix, out_offsets, out_targets, claimed, chunks):
     candidates = np.empty(prefix[items], np.int64)
     counts = np.zeros(chunks + 1, np.int64)
     for c in numba.prange(chunks):
-        lo, hi, i = _edge_chunk(prefix, chunks, c)
+        lo, hi, first = _edge_chunk(prefix, chunks, c)
         written = 0
-        while i < items and prefix[i] < hi:
+        for i in range(first, items):
+            if prefix[i] >= hi:
+                break
             u = frontier[i]
-            skip = out_offsets[u] - prefix[i]
-            for e in range(max(lo, prefix[i]) + skip, min(hi, prefix[i + 1]) + skip):
+            begin, end = _item_edges(prefix, out_offsets, u, i, lo, hi)
+            for e in range(begin, end):
                 w = out_targets[e]
                 if claimed[w] == 0 and _claim(claimed, w) == 0:
                     candidates[lo + written] = w
                     written += 1
-            i += 1
         counts[c + 1] = written
     return _concatenate_chunks(candidates, _edge_chunk_starts(prefix, chunks), counts)
 
@@ -988,15 +992,16 @@ def notify_dense(frontier, prefix, out_offsets, out_targets, claimed, chunks, th
     """
     items = frontier.shape[0]
     for c in numba.prange(chunks):
-        lo, hi, i = _edge_chunk(prefix, chunks, c)
-        while i < items and prefix[i] < hi:
+        lo, hi, first = _edge_chunk(prefix, chunks, c)
+        for i in range(first, items):
+            if prefix[i] >= hi:
+                break
             u = frontier[i]
-            skip = out_offsets[u] - prefix[i]
-            for e in range(max(lo, prefix[i]) + skip, min(hi, prefix[i + 1]) + skip):
+            begin, end = _item_edges(prefix, out_offsets, u, i, lo, hi)
+            for e in range(begin, end):
                 w = out_targets[e]
                 if claimed[w] == 0:
                     claimed[w] = 1
-            i += 1
     notified = frontier_of(claimed, threads)
     reset_flags(notified, claimed)
     return notified
@@ -1123,8 +1128,8 @@ def push_settling(gather_call, apply_call, activate_call, combine, identity, fro
             u = frontier[i]
             if not settled[u]:
                 continue
-            skip = out_offsets[u] - prefix[i]
-            for e in range(max(base, prefix[i]) + skip, min(hi, prefix[i + 1]) + skip):
+            begin, end = _item_edges(prefix, out_offsets, u, i, base, hi)
+            for e in range(begin, end):
                 v = out_targets[e]
                 if claimed[v] != 0 or _claim(claimed, v) != 0:
                     continue

@@ -870,10 +870,6 @@ class CpuEngine:
                 self._pull(record, aggregates)
             else:
                 self._notify_pull(record, prefix, aggregates)
-            if self.early_exit and record.direction == "pull" and not self._pulls_whole():
-                self.unsettled_edges[0] -= kernels.mark_settled(
-                    self.state.frontier, self.settled, self.state.claimed,
-                    self.arrays.in_offsets)
             if self.shortcut:
                 self._shortcut_labels(record)
         self.pulled_last = record.direction == "pull"
@@ -916,6 +912,9 @@ class CpuEngine:
             cursor.close()
         unsettled = int(self.unsettled_edges[0])
         self.finish_pull(record, pending, aggregates)
+        if self.early_exit:     # the whole pull settles its vertices as it finds them
+            self.unsettled_edges[0] -= kernels.mark_settled(
+                self.state.frontier, self.settled, self.state.claimed, self.arrays.in_offsets)
         record.pages = len(self.arrays.pages)
         # with early exit, the in-edges of the vertices not settled: what it read at most
         record.edges_processed = unsettled if self.early_exit else self.arrays.num_edges
