@@ -208,6 +208,11 @@ def _interrupt_inside_a_ctypes_callback():
 
 @pytest.fixture
 def default_sigint():
+    """Python's default SIGINT handler for the test.  A suite started as a
+    shell's background job (``.ci/run &``, as the local CI runs were) inherits
+    SIGINT ignored, and garaphpy then rightly leaves SIGINT alone.  No test
+    run before these changes it (the handler checked after each of them,
+    fast and slow, 2026-11-28)."""
     import signal
 
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
