@@ -23,9 +23,12 @@ What runs
     graph (smaller pages); CC runs on its symmetrized store, which the
     library builds once.
 Graphs
-    rmat:SCALE (``--scale``, 22), grid:WxH (``--grid``, 2000x2000) and the
-    SNAP files of ``--data`` (or those given by ``--snap``); ``--graphs``
-    picks some (rmat, grid, snap, or a SNAP file's name).  Each is built
+    rmat:SCALE (``--scale``, 22), kron:SCALE (the same generator's edges
+    made symmetric, standing for GAPBS's ``-g SCALE`` kron graphs of issues
+    19 and 20: 520.8 M directed edges at scale 24), grid:WxH (``--grid``,
+    2000x2000) and the SNAP files of ``--data`` (or those given by
+    ``--snap``); ``--graphs`` picks some (rmat, kron, grid, snap, or a SNAP
+    file's name).  Each is built
     once per invocation into ``--store-dir`` (default: a temporary
     directory; with ``--store-dir`` later invocations reuse the stores).
 GPU budgets
@@ -77,7 +80,7 @@ dispatcher let the GPU join (^) or leave (v).
 Usage (from the repository root)::
 
     python bench/modes.py [--scale 22] [--grid 2000x2000] [--data DIR | --snap FILE ...]
-        [--graphs rmat,grid,snap] [--programs pagerank,sssp,cc,bfs,nn,hs,cs]
+        [--graphs rmat,kron,grid,snap] [--programs pagerank,sssp,cc,bfs,nn,hs,cs]
         [--modes cpu,gpu,hybrid] [--budgets above,below] [--budget-below 0.5[,0.25]]
         [--gpu-memory BYTES] [--trials 3] [--threads N] [--store-dir DIR]
         [--build-option NAME=INTEGER ...] [--json out.json] [--png out.png]
@@ -203,9 +206,10 @@ class GraphCase:
         stem = re.sub(r"[^A-Za-z0-9_.-]+", "", self.label) + \
             "".join(f"-{k}{v}" for k, v in sorted(self.options.items()))
         store = self.store_dir / (stem + ("-w" if weighted else ""))
-        if self.kind in ("rmat", "grid"):
-            return garaphpy.Graph.load(self.spec, store=store, progress=False,
-                                       generator_options={"weighted": weighted}, **self.options)
+        if self.kind in ("rmat", "grid", "kron"):
+            graph = garaphpy.Graph.load(self.spec, store=store, progress=False,
+                                        generator_options={"weighted": weighted}, **self.options)
+            return graph.as_undirected() if self.kind == "kron" else graph
         if not weighted:
             return garaphpy.Graph.load(self.spec, store=store, progress=False, **self.options)
         # the same edges, in the user's ids, with hashed integer weights
@@ -250,10 +254,10 @@ def snap_label(path: Path) -> str:
 
 
 def graph_cases(args, store_dir: Path) -> list:
-    """The GraphCases --graphs names, in the order rmat, grid, SNAP files."""
+    """The GraphCases --graphs names, in the order rmat, kron, grid, SNAP files."""
     wanted = [g.strip() for g in args.graphs.split(",") if g.strip()]
     snaps = {snap_label(f): f for f in snap_files(args)}
-    known = {"rmat", "grid", "snap"} | set(snaps)
+    known = {"rmat", "kron", "grid", "snap"} | set(snaps)
     unknown = [g for g in wanted if g not in known]
     if unknown:
         raise SystemExit(f"--graphs: unknown {', '.join(unknown)} (known: "
@@ -262,6 +266,9 @@ def graph_cases(args, store_dir: Path) -> list:
     cases = []
     if "rmat" in wanted:
         cases.append(GraphCase(f"rmat:{args.scale}", f"rmat:{args.scale}", "rmat", store_dir,
+                               options))
+    if "kron" in wanted:
+        cases.append(GraphCase(f"kron:{args.scale}", f"rmat:{args.scale}", "kron", store_dir,
                                options))
     if "grid" in wanted:
         cases.append(GraphCase(f"grid:{args.grid}", f"grid:{args.grid}", "grid", store_dir,
@@ -754,15 +761,17 @@ def build_option(text: str) -> tuple:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scale", type=int, default=22, help="RMAT scale (default 22)")
+    parser.add_argument("--scale", type=int, default=22,
+                        help="RMAT scale of rmat and kron (default 22)")
     parser.add_argument("--grid", default="2000x2000", help="grid WIDTHxHEIGHT (default 2000x2000)")
     parser.add_argument("--data", default=str(DEFAULT_DATA),
                         help=f"directory of SNAP files (default {DEFAULT_DATA})")
     parser.add_argument("--snap", nargs="+", default=None, metavar="FILE",
                         help="SNAP files to use instead of those in --data")
     parser.add_argument("--graphs", default="rmat,grid,snap",
-                        help="comma-separated: rmat, grid, snap (every SNAP file) or a SNAP "
-                             "file's name such as web-NotreDame (default rmat,grid,snap)")
+                        help="comma-separated: rmat, kron (rmat made symmetric), grid, snap "
+                             "(every SNAP file) or a SNAP file's name such as web-NotreDame "
+                             "(default rmat,grid,snap)")
     parser.add_argument("--programs", default=",".join(DEFAULT_PROGRAMS),
                         help=f"comma-separated built-in programs (default "
                              f"{','.join(DEFAULT_PROGRAMS)})")

@@ -453,3 +453,26 @@ def test_modes_script_names_each_below_fraction(tmp_path):
     assert "below50%" in table and "below25%" in table
     measured = [row for row in harness.read_rows(rows) if "params" in row]
     assert measured and all(row["params"]["budget"] == "above" for row in measured)
+
+
+def test_modes_kron_graph_is_the_rmat_graph_made_symmetric(tmp_path):
+    sys.path.insert(0, str(BENCH))
+    import modes
+
+    args = modes.argparse.Namespace(graphs="kron", scale=8, data=str(tmp_path), snap=None,
+                                    build_option=[])
+    (case,) = modes.graph_cases(args, tmp_path)
+    assert case.label == "kron:8" and case.kind == "kron"
+    directed = garaphpy.Graph.load("rmat:8", store=tmp_path / "directed", progress=False)
+    offsets, sources, _ = directed.store.csc()
+    targets = np.repeat(np.arange(directed.num_vertices), np.diff(np.asarray(offsets)))
+    src = directed.original_ids(np.asarray(sources, np.int64))
+    dst = directed.original_ids(targets)
+    both = {(int(a), int(b)) for a, b in zip(src, dst)}
+    both |= {(b, a) for a, b in both}
+    kron = case.graph(False)
+    k_offsets, k_sources, _ = kron.store.csc()
+    k_targets = np.repeat(np.arange(kron.num_vertices), np.diff(np.asarray(k_offsets)))
+    edges = {(int(a), int(b)) for a, b in zip(kron.original_ids(np.asarray(k_sources, np.int64)),
+                                              kron.original_ids(k_targets))}
+    assert edges == both
