@@ -270,6 +270,15 @@ HYBRID_SMOOTHING = 0.5
 #: ran 14.9 us an iteration, BENCHMARKS.md, issue 18).
 HYBRID_LOOP_ITERATION_SECONDS = 20e-6
 
+#: What a hybrid run expects the fixed part of a GPU iteration that runs a
+#: sparse pass (its frontier's out-edges, not every page) to cost, in
+#: seconds, until it has measured one; the part per out-edge comes from the
+#: GPU engine's transfer rates (``GpuEngine.sparse_edge_seconds``).  kron:24
+#: with a quarter of its pages on an H200 (pages streamed, selective
+#: transfers): 1.1-2.2 ms an iteration for frontiers of 20-12,000 out-edges
+#: (BENCHMARKS.md, issue 20, twenty-fifth session).
+HYBRID_GPU_SPARSE_OVERHEAD_SECONDS = 1e-3
+
 #: Pages the GPU worker keeps queued on its streams in a hybrid iteration
 #: (at least this many, and one per stream when pages stream).
 HYBRID_GPU_PAGES_IN_FLIGHT = 4

@@ -1120,3 +1120,58 @@ def test_the_notified_in_edges_make_a_notify_pull_dearer_and_are_only_asked_for_
     assert not asked and dense.pull_fraction is None and dense.mode == "hybrid"
     low = policy.decide(3, 0.0625, 1.0, pull_fraction=0.01)              # never below f
     assert low.pull_fraction == 0.0625 and low.alpha == pytest.approx(0.5)
+
+
+# -- the GPU's sparse passes (issue 20) ---------------------------------------------------
+
+def test_gpu_iteration_seconds_is_the_cheaper_of_a_dense_and_a_sparse_pass():
+    # 1024 edges, T_GPU 1 s; a sparse pass: 1/16 s and 2^-10 s per frontier out-edge
+    cost = decisions.gpu_iteration_seconds
+    assert cost(0.25, 1024, 1.0, 1 / 16, 2.0 ** -10) == 1 / 16 + 1 / 4
+    assert cost(1.0, 1024, 1.0, 1 / 16, 2.0 ** -10) == 1.0
+    assert cost(0.25, None, 1.0, 1 / 16, 2.0 ** -10) == 1.0       # |E| unknown
+
+
+def test_a_priced_sparse_pass_keeps_a_tail_iteration_on_the_gpu():
+    # T_pull 4 s, T_GPU 1 s, a CPU iteration's fixed cost 1/8 s; the host's copy is
+    # stale (a 1/2 s download): f = 1/1024 costs the CPU 1/8 + 2 f T_pull + 1/2 s
+    unpriced = policy_with_costs(4.0, 1.0)
+    unpriced.cpu_overhead = 1 / 8
+    f = 1 / 1024
+    tail = unpriced.decide(0, f, 1.0, cpu_sync_seconds=0.5)
+    assert (tail.mode, tail.gpu_seconds) == ("cpu", 1.0)            # priced as a dense pass
+    priced = policy_with_costs(4.0, 1.0)
+    priced.cpu_overhead = 1 / 8
+    priced.seed_sparse_pass(1 / 16, 2.0 ** -10)
+    tail = priced.decide(0, f, 1.0, cpu_sync_seconds=0.5)
+    assert (tail.mode, tail.gpu_seconds) == ("hybrid", 1 / 16 + 2.0 ** -10)
+    # a dense frontier is still priced at T_GPU
+    assert priced.decide(1, 1.0, 1.0).gpu_seconds == 1.0
+    # a seed does not replace what is set
+    priced.seed_sparse_pass(1.0, 1.0)
+    assert (priced.gpu_sparse_overhead, priced.gpu_sparse_seconds_per_edge) == (1 / 16,
+                                                                             2.0 ** -10)
+
+
+def test_sparse_and_dense_gpu_passes_are_learnt_apart():
+    policy = policy_with_costs(4.0, 1.0, smoothing=0.5)
+    # a dense pass (every edge): T_GPU; the sparse model stays unpriced
+    policy.observe(Observation("hybrid", "pull", 1.0, 1.0, 1024, gpu_edges=1024,
+                               gpu_iteration_seconds=2.0))
+    assert policy.t_gpu == 1.5 and policy.gpu_sparse_overhead is None
+    # the first sparse pass, 64 edges in 1/4 s of which 1/8 s made the selective
+    # arrays: its 1/8 s is the fixed cost, and 1/8 s over 64 edges the rate
+    policy.observe(Observation("hybrid", "pull", 1 / 16, 1.0, 1024, gpu_edges=64,
+                               gpu_iteration_seconds=0.25, gpu_setup_seconds=0.125))
+    assert policy.t_gpu == 1.5
+    assert (policy.gpu_sparse_overhead, policy.gpu_sparse_seconds_per_edge) == (1 / 8, 1 / 512)
+    # a cheaper one lowers the fixed cost; a dearer one teaches the rate
+    policy.observe(Observation("hybrid", "pull", 0.0, 1.0, 1024, gpu_edges=2,
+                               gpu_iteration_seconds=1 / 16))
+    assert policy.gpu_sparse_overhead == 1 / 16
+    policy.observe(Observation("hybrid", "pull", 0.25, 1.0, 1024, gpu_edges=256,
+                               gpu_iteration_seconds=1 / 16 + 1 / 4))
+    assert policy.gpu_sparse_seconds_per_edge == 0.5 * (1 / 512) + 0.5 * (1 / 1024)
+    assert policy.t_gpu == 1.5
+    assert policy.gpu_iteration_seconds(1 / 128) == pytest.approx(
+        1 / 16 + 8 * (0.5 / 512 + 0.5 / 1024))

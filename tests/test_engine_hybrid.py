@@ -229,6 +229,12 @@ def test_records_and_decisions_of_a_default_run(paged_rmat):
         if record.mode == "cpu":
             assert record.gpu_pages == 0
     assert "CPU-only" in result.summary()
+    # the GPU's sparse passes are priced (a prior from the GPU engine's transfer rates,
+    # then what its sparse iterations took), and a tail iteration on the GPU costs
+    # less than a dense pass
+    assert policy.gpu_sparse_overhead is not None and policy.gpu_sparse_overhead > 0
+    assert policy.gpu_sparse_seconds_per_edge is not None
+    assert policy.gpu_iteration_seconds(0.0) <= policy.t_gpu
 
 
 def test_hybrid_checkpoint_and_resume_give_the_uninterrupted_result(paged_rmat, tmp_path):

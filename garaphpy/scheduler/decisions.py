@@ -744,6 +744,20 @@ def cpu_iteration_seconds(f: float, pulled: float, rho: float, t_notify: float,
     return overhead + min((f + pulled) * rho * t_notify, t_pull) + sync_seconds
 
 
+def gpu_iteration_seconds(f: float, num_edges: int | None, t_gpu: float,
+                          sparse_overhead: float, sparse_seconds_per_edge: float) -> float:
+    """A GPU iteration's estimated cost: min(T_GPU, c_sparse + f |E| r_sparse),
+    a dense pass or a sparse one over the frontier's f |E| out-edges (T_GPU
+    alone while |E| is not known).  Charging T_GPU to every iteration, as the
+    paper's alpha does, prices a tail iteration of a few thousand edges like
+    a pass over every page, and the CPU, with the whole vertex data to copy
+    first, then looks cheaper when it is not (kron:24 at a quarter of its
+    pages, issue 20)."""
+    if not num_edges:
+        return t_gpu
+    return min(t_gpu, sparse_overhead + f * num_edges * sparse_seconds_per_edge)
+
+
 def hybrid_mode(alpha: float | None, threshold: float = 1.0,
                 forced: str | None = None) -> str:
     """``"hybrid"`` when alpha >= threshold, else ``"cpu"`` (no alpha yet: the

@@ -176,6 +176,10 @@ class Observation:
         (the batch's time over its iterations).
     pull_fraction : float
         The share of |E| a CPU notify-pull gathered (0: take f).
+    gpu_setup_seconds : float
+        Of ``gpu_iteration_seconds``, what the GPU spent once for the run (the
+        selective transfers' arrays made at the first sparse iteration), which
+        the next iterations will not spend again.
     join_seconds : float
         In an iteration both processors ran: the dispatcher's time to bring
         the host's copy up to date before the pages and to combine the two
@@ -193,6 +197,7 @@ class Observation:
     gpu_seconds: float = 0.0
     gpu_iteration_seconds: float = 0.0
     pull_fraction: float = 0.0
+    gpu_setup_seconds: float = 0.0
     join_seconds: float = 0.0
 
 
@@ -232,6 +237,15 @@ class HybridPolicy:
         T_pull, T_notify and T_GPU of the cost model, in seconds.
     t_loop : float
         T_loop: an iteration of the GPU's device loop, in seconds.
+    gpu_sparse_overhead, gpu_sparse_seconds_per_edge : float or None
+        A GPU iteration that runs a sparse pass (the frontier's out-edges, not
+        every page): its fixed cost, the cheapest such iteration seen, and its
+        time per out-edge of the frontier beyond that, in seconds; a prior
+        from :meth:`seed_sparse_pass` until measured (None: neither, and
+        T_GPU prices every GPU iteration).  T_GPU learns from the dense
+        passes only.
+    num_edges : int or None
+        |E| (from :meth:`calibrate` or the first observation).
     cpu_overhead : float
         c_0 of the cost model, in seconds.
     join_seconds : float or None
@@ -260,6 +274,9 @@ class HybridPolicy:
     t_notify: float | None = None
     t_gpu: float | None = None
     t_loop: float = config.HYBRID_LOOP_ITERATION_SECONDS
+    gpu_sparse_overhead: float | None = None
+    gpu_sparse_seconds_per_edge: float | None = None
+    num_edges: int | None = None
     cpu_overhead: float = 0.0
     join_seconds: float | None = None
     switch_credit: float = 0.0
@@ -298,13 +315,15 @@ class HybridPolicy:
             a larger share only makes the CPU dearer.
         gpu_loop : bool
             The GPU would run the iteration in its device loop: its cost is
-            :attr:`t_loop` (at most T_GPU) rather than T_GPU.
+            :attr:`t_loop` (at most T_GPU) rather than T_GPU.  Otherwise it
+            is the cheaper of T_GPU and a sparse pass over the frontier's
+            out-edges (:meth:`gpu_iteration_seconds`).
         """
         cpu_cost = gpu_cost = pulled = None
         if self.t_pull is not None and self.t_gpu is not None:
             notify = self.t_pull if self.t_notify is None else self.t_notify
-            gpu_cost = (min(self.t_loop, self.t_gpu) if gpu_loop else self.t_gpu) \
-                + gpu_sync_seconds
+            gpu_cost = (min(self.t_loop, self.t_gpu) if gpu_loop
+                        else self.gpu_iteration_seconds(active_fraction)) + gpu_sync_seconds
 
             def cpu_seconds(pulled: float) -> float:
                 return decisions.cpu_iteration_seconds(active_fraction, pulled, rho, notify,
@@ -333,6 +352,25 @@ class HybridPolicy:
                             switch_credit=self.switch_credit, switched=switched)
         self.decisions.append(decision)
         return decision
+
+    def gpu_iteration_seconds(self, active_fraction: float) -> float:
+        """A GPU iteration's estimated time (T_GPU known): the cheaper of a dense
+        pass, T_GPU, and a sparse pass over the frontier's out-edges, ``f``
+        |E| of them (:func:`decisions.gpu_iteration_seconds`), once a sparse
+        pass is priced (:attr:`gpu_sparse_overhead`)."""
+        if self.gpu_sparse_overhead is None:
+            return self.t_gpu
+        return decisions.gpu_iteration_seconds(active_fraction, self.num_edges, self.t_gpu,
+                                               self.gpu_sparse_overhead,
+                                               self.gpu_sparse_seconds_per_edge or 0.0)
+
+    def seed_sparse_pass(self, overhead: float, seconds_per_edge: float) -> None:
+        """A prior for the GPU's sparse passes (the driver's, from the GPU
+        engine's transfer rates), kept only where nothing is measured yet."""
+        if self.gpu_sparse_overhead is None and overhead > 0:
+            self.gpu_sparse_overhead = float(overhead)
+        if self.gpu_sparse_seconds_per_edge is None and seconds_per_edge > 0:
+            self.gpu_sparse_seconds_per_edge = float(seconds_per_edge)
 
     def _switch_by_credit(self, mode: str, cpu_cost: float, gpu_cost: float,
                           cpu_sync_seconds: float, gpu_sync_seconds: float) -> tuple[str, bool]:
@@ -384,6 +422,7 @@ class HybridPolicy:
         if not (self.cpu_seconds_per_edge and self.gpu_seconds_per_edge):
             return
         if num_edges:
+            self.num_edges = int(num_edges)
             self.t_gpu = self.gpu_seconds_per_edge * num_edges
             self.t_pull = (self.ratio * self.t_gpu if self.ratio_source == "given"
                            else self.cpu_seconds_per_edge * num_edges)
@@ -409,6 +448,7 @@ class HybridPolicy:
                                                      o.gpu_seconds / o.gpu_edges)
         if o.num_edges <= 0:
             return
+        self.num_edges = int(o.num_edges)
         before = (self.t_pull, self.t_gpu)
         if o.mode == "cpu" and o.cpu_seconds > 0:
             overhead_before = self.cpu_overhead
@@ -423,7 +463,10 @@ class HybridPolicy:
                             * o.rho, 1.0)
                 self.t_notify = self.smooth(self.t_notify or self.t_pull, work / share)
         elif o.mode == "hybrid":
-            if o.gpu_iteration_seconds > 0 and o.cpu_edges == 0:
+            if o.gpu_iteration_seconds > 0 and o.cpu_edges == 0 and o.gpu_edges < o.num_edges:
+                self._observe_sparse_pass(o.gpu_edges,
+                                          o.gpu_iteration_seconds - o.gpu_setup_seconds)
+            elif o.gpu_iteration_seconds > 0 and o.cpu_edges == 0:
                 self.t_gpu = self.smooth(self.t_gpu, o.gpu_iteration_seconds)
             elif o.gpu_edges > 0 and o.gpu_seconds > 0:
                 self.t_gpu = self.smooth(self.t_gpu,
@@ -435,6 +478,24 @@ class HybridPolicy:
                 and self.t_gpu is not None:
             self.ratio = self.t_pull / self.t_gpu
             self.ratio_source = "measured"
+
+    def _observe_sparse_pass(self, edges: int, seconds: float) -> None:
+        """A GPU-alone iteration that pulled ``edges`` edges, fewer than |E| (a
+        sparse pass), in ``seconds``: the cheapest such iteration is the fixed
+        cost, and what one costs beyond it, per edge, the rate."""
+        if seconds <= 0:
+            return
+        if self.gpu_sparse_overhead is None:
+            # the first measured: all of it fixed cost, and per edge as much again
+            # (at most twice its cost for as many edges, until a cheaper one splits them)
+            self.gpu_sparse_overhead = seconds
+            self.gpu_sparse_seconds_per_edge = self.smooth(self.gpu_sparse_seconds_per_edge,
+                                                           seconds / max(edges, 1))
+            return
+        self.gpu_sparse_overhead = min(self.gpu_sparse_overhead, seconds)
+        if edges > 0 and seconds > self.gpu_sparse_overhead:
+            self.gpu_sparse_seconds_per_edge = self.smooth(
+                self.gpu_sparse_seconds_per_edge, (seconds - self.gpu_sparse_overhead) / edges)
 
     def smooth(self, previous: float | None, measured: float) -> float:
         """``measured`` folded into the running estimate ``previous`` with weight

@@ -68,6 +68,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 
+from .. import config
 from .._numba_setup import parallel_section
 from ..errors import ConfigError
 from ..kernels import cpu as kernels
@@ -181,6 +182,9 @@ class Driver:
         if self.policy.ratio is None or self.policy.cpu_seconds_per_edge is None \
                 or self.policy.gpu_seconds_per_edge is None:
             self._calibrate()
+        seed = getattr(self.policy, "seed_sparse_pass", None)
+        if seed is not None:
+            seed(config.HYBRID_GPU_SPARSE_OVERHEAD_SECONDS, gpu.sparse_edge_seconds())
 
     def _start_worker_threads(self) -> None:
         """Runs in the CPU worker: its thread team of numba's parallel layer is
@@ -591,10 +595,12 @@ class Driver:
         gpu_seconds = time.perf_counter() - gpu_started
         self.vertex_state.written_by("gpu")
         record.gpu_idle_seconds = max(0.0, gpu_seconds - record.gpu_busy_seconds)
+        setup = record.decisions.get("selective_arrays", {}).get("seconds", 0.0)
         self.policy.observe(Observation("hybrid", "pull", record.active_fraction, record.rho,
                                         self.num_edges, gpu_edges=record.gpu_edges,
                                         gpu_seconds=record.gpu_busy_seconds,
-                                        gpu_iteration_seconds=gpu_seconds))
+                                        gpu_iteration_seconds=gpu_seconds,
+                                        gpu_setup_seconds=setup))
 
     def _iterate_both(self, record: IterationRecord, queue: PageQueue, aggregates,
                       device_aggregates, sync_seconds: float = 0.0) -> None:

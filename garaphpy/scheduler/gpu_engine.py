@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import time
 import weakref
 from dataclasses import dataclass, field
 
@@ -896,6 +897,18 @@ class GpuEngine:
         """Sum of the active vertices' out-degrees (counted by the last iteration)."""
         return self.active_out_edges_count, None
 
+    def sparse_edge_seconds(self) -> float:
+        """What a sparse pass is expected to spend per out-edge of its frontier,
+        from the transfer rates: with selective transfers, the host's count
+        and gather of the edge and its compacted bytes over the bus; on
+        resident pages, the pull of the edge."""
+        rates = self.transfer_rates
+        if not self.selective:
+            return 1.0 / rates.pull
+        weight_bytes = self.store.weight_dtype.itemsize if self.push_weights else 0
+        compact = transfer.edge_bytes(self.store.vertex_dtype.itemsize, weight_bytes)["compact"]
+        return 1.0 / rates.count + 1.0 / rates.gather + compact / rates.bus
+
     def aggregates(self, iteration: int) -> object:
         """The program's aggregates over the committed values, on the device."""
         monoids = self.program.aggregate_monoids
@@ -1239,8 +1252,6 @@ class GpuEngine:
         the compacted buffer).  Each replaces its default; the iterations go
         on learning from there.  Returns what was measured
         (``self.calibration``, in the run's decisions)."""
-        import time
-
         from ..kernels import subgraph
 
         cupy, n, rates = self.cupy, self.num_vertices, self.transfer_rates
@@ -1325,7 +1336,10 @@ class GpuEngine:
         """The deferred selective arrays made (:func:`decisions.make_selective_arrays`):
         the pages :meth:`_defer_selective_arrays` chose released from the device
         first (each streams packed from then on, from the packed image made at
-        set-up), recorded as ``record.decisions["selective_arrays"]``."""
+        set-up), recorded as ``record.decisions["selective_arrays"]`` with the
+        seconds this took (once in a run: the hybrid policy leaves them out of
+        what it expects the next sparse iterations to cost)."""
+        started = time.perf_counter()
         released = np.flatnonzero(self.release_pages).tolist()
         freed = 0
         for k in released:
@@ -1340,7 +1354,8 @@ class GpuEngine:
         self.release_pages = None
         decisions.note(record, "selective_arrays", "made", iteration=record.iteration,
                        active_vertices=self.active_vertices, released_pages=released,
-                       released_bytes=freed, selective_bytes=self.selective_bytes)
+                       released_bytes=freed, selective_bytes=self.selective_bytes,
+                       seconds=time.perf_counter() - started)
 
     def _host_pointer(self, array: np.ndarray) -> np.uint64:
         """A pinned host array's address, which kernels read through (unified
@@ -1376,8 +1391,6 @@ class GpuEngine:
         buffer or read from pinned host memory (zero-copy); then the vertices
         of every page not pulled are applied.  The choice and its inputs are
         recorded as ``record.decisions["page_transfer"]``."""
-        import time
-
         from ..kernels import subgraph
 
         cupy, main, n = self.cupy, self.main_stream, self.num_vertices
