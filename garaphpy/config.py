@@ -275,7 +275,7 @@ HYBRID_LOOP_ITERATION_SECONDS = 20e-6
 #: seconds, until it has measured one; the part per out-edge comes from the
 #: GPU engine's transfer rates (``GpuEngine.sparse_edge_seconds``).  kron:24
 #: with a quarter of its pages on an H200 (pages streamed, selective
-#: transfers): 1.1-2.2 ms an iteration for frontiers of 20-12,000 out-edges
+#: transfers): 1.1-2.9 ms an iteration for frontiers of 20-12,000 out-edges
 #: (BENCHMARKS.md, issue 20, twenty-fifth session).
 HYBRID_GPU_SPARSE_OVERHEAD_SECONDS = 1e-3
 
