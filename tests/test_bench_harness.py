@@ -158,7 +158,8 @@ def run_script(name: str, *arguments: str, timeout: int = 900) -> subprocess.Com
                                     "wait_policy.py", "cpu.py", "checkpoint.py",
                                     "preprocess.py", "parse_speed.py", "pull_phases.py",
                                     "modes_oracle.py", "sparse_batch.py", "cpu_peers.py",
-                                    "device_loop.py", "streamed.py", "packed_bytes.py"])
+                                    "device_loop.py", "streamed.py", "packed_bytes.py",
+                                    "omp_teams.py"])
 def test_every_script_parses_help_without_a_gpu(script):
     completed = run_script(script, "--help", timeout=300)
     assert completed.returncode == 0, completed.stderr
