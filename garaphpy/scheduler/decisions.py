@@ -745,17 +745,18 @@ def cpu_iteration_seconds(f: float, pulled: float, rho: float, t_notify: float,
 
 
 def gpu_iteration_seconds(f: float, num_edges: int | None, t_gpu: float,
-                          sparse_overhead: float, sparse_seconds_per_edge: float) -> float:
+                          sparse_overhead: float | None,
+                          sparse_seconds_per_edge: float | None) -> float:
     """A GPU iteration's estimated cost: min(T_GPU, c_sparse + f |E| r_sparse),
     a dense pass or a sparse one over the frontier's f |E| out-edges (T_GPU
-    alone while |E| is not known).  Charging T_GPU to every iteration, as the
+    alone while |E| or c_sparse is not known; no r_sparse counts as 0).  Charging T_GPU to every iteration, as the
     paper's alpha does, prices a tail iteration of a few thousand edges like
     a pass over every page, and the CPU, with the whole vertex data to copy
     first, then looks cheaper when it is not (kron:24 at a quarter of its
     pages, issue 20)."""
-    if not num_edges:
+    if not num_edges or sparse_overhead is None:
         return t_gpu
-    return min(t_gpu, sparse_overhead + f * num_edges * sparse_seconds_per_edge)
+    return min(t_gpu, sparse_overhead + f * num_edges * (sparse_seconds_per_edge or 0.0))
 
 
 def hybrid_mode(alpha: float | None, threshold: float = 1.0,

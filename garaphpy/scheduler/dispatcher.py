@@ -358,11 +358,9 @@ class HybridPolicy:
         pass, T_GPU, and a sparse pass over the frontier's out-edges, ``f``
         |E| of them (:func:`decisions.gpu_iteration_seconds`), once a sparse
         pass is priced (:attr:`gpu_sparse_overhead`)."""
-        if self.gpu_sparse_overhead is None:
-            return self.t_gpu
         return decisions.gpu_iteration_seconds(active_fraction, self.num_edges, self.t_gpu,
                                                self.gpu_sparse_overhead,
-                                               self.gpu_sparse_seconds_per_edge or 0.0)
+                                               self.gpu_sparse_seconds_per_edge)
 
     def seed_sparse_pass(self, overhead: float, seconds_per_edge: float) -> None:
         """A prior for the GPU's sparse passes (the driver's, from the GPU
@@ -463,11 +461,12 @@ class HybridPolicy:
                             * o.rho, 1.0)
                 self.t_notify = self.smooth(self.t_notify or self.t_pull, work / share)
         elif o.mode == "hybrid":
-            if o.gpu_iteration_seconds > 0 and o.cpu_edges == 0 and o.gpu_edges < o.num_edges:
-                self._observe_sparse_pass(o.gpu_edges,
-                                          o.gpu_iteration_seconds - o.gpu_setup_seconds)
-            elif o.gpu_iteration_seconds > 0 and o.cpu_edges == 0:
-                self.t_gpu = self.smooth(self.t_gpu, o.gpu_iteration_seconds)
+            if o.gpu_iteration_seconds > 0 and o.cpu_edges == 0:    # the GPU alone
+                if o.gpu_edges < o.num_edges:
+                    self._observe_sparse_pass(o.gpu_edges,
+                                              o.gpu_iteration_seconds - o.gpu_setup_seconds)
+                else:
+                    self.t_gpu = self.smooth(self.t_gpu, o.gpu_iteration_seconds)
             elif o.gpu_edges > 0 and o.gpu_seconds > 0:
                 self.t_gpu = self.smooth(self.t_gpu,
                                           o.gpu_seconds / o.gpu_edges * o.num_edges)

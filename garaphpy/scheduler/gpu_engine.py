@@ -905,9 +905,14 @@ class GpuEngine:
         rates = self.transfer_rates
         if not self.selective:
             return 1.0 / rates.pull
-        weight_bytes = self.store.weight_dtype.itemsize if self.push_weights else 0
-        compact = transfer.edge_bytes(self.store.vertex_dtype.itemsize, weight_bytes)["compact"]
+        compact = self._pushed_edge_bytes()["compact"]
         return 1.0 / rates.count + 1.0 / rates.gather + compact / rates.bus
+
+    def _pushed_edge_bytes(self) -> dict:
+        """:func:`transfer.edge_bytes` of this run's pushed edges (their weights
+        only where the pushes read them)."""
+        return transfer.edge_bytes(self.store.vertex_dtype.itemsize,
+                                   self.store.weight_dtype.itemsize if self.push_weights else 0)
 
     def aggregates(self, iteration: int) -> object:
         """The program's aggregates over the committed values, on the device."""
@@ -1282,9 +1287,7 @@ class GpuEngine:
             return np.arange(0, n, stride, dtype=np.int64)
 
         counted = sample(CALIBRATION_EDGES)
-        edge_bytes = transfer.edge_bytes(
-            self.store.vertex_dtype.itemsize,
-            self.store.weight_dtype.itemsize if self.push_weights else 0)["compact"]
+        edge_bytes = self._pushed_edge_bytes()["compact"]
         # the gather's within half the compacted buffer
         gathered = sample(min(CALIBRATION_EDGES,
                               self.compact_capacity_bytes // (2 * edge_bytes + 16)))
@@ -1424,9 +1427,7 @@ class GpuEngine:
                 frontier, self.out_offsets, self.out_targets, self.page_lookup,
                 self.gather_threads * 4, pieces, self.targets_sorted)
             count_seconds = time.perf_counter() - started
-        bytes_per_edge = transfer.edge_bytes(
-            self.store.vertex_dtype.itemsize,
-            self.store.weight_dtype.itemsize if self.push_weights else 0)
+        bytes_per_edge = self._pushed_edge_bytes()
         # a piece of at most subgraph.PIECE_EDGES edges adds its source and offset
         compact_capacity = self.compact_capacity_bytes // (bytes_per_edge["compact"] + 1)
         choices, predicted = transfer.choose_transfers(
