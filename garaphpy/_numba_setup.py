@@ -44,6 +44,7 @@ reports; every other unraisable exception is still printed.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib
 import os
 import signal
@@ -99,6 +100,54 @@ else:
 def parallel_section():
     """Context for a parallel launch: a no-op with a thread-safe layer."""
     return contextlib.nullcontext() if THREADSAFE else PARALLEL_LOCK
+
+
+#: [libgomp's ``omp_pause_resource_all`` or None], once the layer is known
+_LIBGOMP_PAUSE: list = []
+
+
+def _libgomp_pause():
+    """libgomp's ``omp_pause_resource_all``, from the copy numba's OpenMP layer
+    loaded (None where that layer is not in use, or libgomp predates it)."""
+    if _LIBGOMP_PAUSE:
+        return _LIBGOMP_PAUSE[0]
+    try:
+        layer = numba.threading_layer()
+    except ValueError:      # no parallel launch yet: no team to release
+        return None
+    pause = None
+    if layer == "omp":
+        try:
+            with open("/proc/self/maps") as maps:
+                paths = sorted({line.split()[-1] for line in maps if "libgomp" in line})
+        except OSError:     # not Linux
+            paths = []
+        for path in paths:
+            pause = getattr(ctypes.CDLL(path), "omp_pause_resource_all", None)
+            if pause is not None:
+                pause.argtypes, pause.restype = [ctypes.c_int], ctypes.c_int
+                break
+    _LIBGOMP_PAUSE.append(pause)
+    return pause
+
+
+def release_thread_team() -> bool:
+    """End the calling thread's OpenMP thread team, if numba's OpenMP layer made one.
+
+    A thread that launched a parallel loop keeps its team (libgomp's pool)
+    until it exits.  Beside another thread's team that leaves libgomp managing
+    more threads than there are CPUs, and then every team's threads spin 100
+    rounds instead of 300,000 before they sleep (``env.c``,
+    ``gomp_throttled_spin_count_var``): each parallel region of the other
+    team pays its threads' wake-ups (``bench/omp_teams.py``).  A hybrid run's
+    CPU worker calls this when the run goes on without it; its next parallel
+    loop makes the team again.  ``omp_pause_resource_all(omp_pause_soft)``
+    (OpenMP 5.0) frees only the calling thread's pool in libgomp.  Returns
+    whether a team was released; a no-op with TBB, workqueue or an OpenMP
+    runtime other than libgomp.
+    """
+    pause = _libgomp_pause()
+    return pause is not None and pause(1) == 0
 
 
 def _is_half_built_llvm_object(unraisable) -> bool:

@@ -7,7 +7,9 @@ sync against async, threads, the iteration records, and the failure paths.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import warnings
 
 import numpy as np
@@ -275,9 +277,50 @@ def test_a_program_outside_the_subset_is_rejected_with_its_line():
 
 
 def test_numba_thread_layer_is_threadsafe_when_available():
-    from garaphpy import _numba_setup
+    import numba
 
-    assert _numba_setup.THREADSAFE or _numba_setup.PARALLEL_LOCK is not None
+    from garaphpy import _numba_setup
+    from garaphpy.kernels import cpu as kernels
+
+    if "NUMBA_THREADING_LAYER" in os.environ or not _numba_setup._threadsafe_layer_available():
+        pytest.skip("the threading layer is the user's, or neither TBB nor OpenMP is installed")
+    kernels.frontier_of(np.ones(64, np.bool_), 2)
+    assert _numba_setup.THREADSAFE
+    assert numba.threading_layer() in ("tbb", "omp")
+    assert isinstance(_numba_setup.parallel_section(), contextlib.nullcontext)
+
+
+def test_a_released_thread_team_ends_and_is_made_again():
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numba
+
+    from garaphpy import _numba_setup
+    from garaphpy.kernels import cpu as kernels
+
+    if numba.config.NUMBA_NUM_THREADS < 2 or not os.path.isdir("/proc/self/task"):
+        pytest.skip("needs two numba threads and /proc")
+    kernels.frontier_of(np.ones(64, np.bool_), 2)       # the layer is chosen
+    if _numba_setup._libgomp_pause() is None:
+        assert not _numba_setup.release_thread_team()
+        pytest.skip(f"threading layer {numba.threading_layer()}: no libgomp team to end")
+
+    def os_threads() -> int:
+        return len(os.listdir("/proc/self/task"))
+
+    def make_team() -> int:
+        numba.set_num_threads(2)
+        kernels.frontier_of(np.ones(64, np.bool_), 2)
+        return os_threads()
+
+    with ThreadPoolExecutor(max_workers=1) as worker:
+        without_team = worker.submit(os_threads).result()
+        with_team = worker.submit(make_team).result()
+        assert with_team == without_team + 1
+        assert worker.submit(_numba_setup.release_thread_team).result()
+        assert worker.submit(os_threads).result() == without_team
+        assert worker.submit(make_team).result() == with_team
+        assert worker.submit(_numba_setup.release_thread_team).result()
 
 
 def test_parts_never_smaller_than_the_minimum(graph, monkeypatch):

@@ -138,9 +138,16 @@ def test_switching_between_cpu_alone_and_both_keeps_both_copies_current(paged_rm
     modes = [record.mode for record in hybrid.iterations]
     assert modes[:2] == ["cpu", "hybrid"]
     assert_matches(name, hybrid.values, cpu.values)
+    # the CPU worker's thread team ends whenever the run goes on without it
+    released = ["worker_team_released" in record.decisions for record in hybrid.iterations]
+    worker_used = [True] + [record.cpu_pages > 0 and record.mode == "hybrid"
+                            for record in hybrid.iterations[:-1]]
+    assert released == [mode == "cpu" and used for mode, used in zip(modes, worker_used)]
     alone = run_quietly(paged_rmat, program, sources, mode="hybrid", policy=GpuAlonePolicy(),
                         **options)
     assert all(r.cpu_pages == 0 and r.gpu_pages == r.pages for r in alone.iterations)
+    assert ["worker_team_released" in record.decisions for record in alone.iterations] == \
+        [True] + [False] * (alone.num_iterations - 1)
     assert_matches(name, alone.values, cpu.values)
 
 

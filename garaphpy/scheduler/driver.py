@@ -69,7 +69,7 @@ import numba
 import numpy as np
 
 from .. import config
-from .._numba_setup import parallel_section
+from .._numba_setup import parallel_section, release_thread_team
 from ..errors import ConfigError
 from ..kernels import cpu as kernels
 from . import decisions
@@ -157,6 +157,7 @@ class Driver:
         self.device_id = self.cupy.cuda.Device().id
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="garaphpy-cpu")
         self.worker.submit(self._start_worker_threads).result()
+        self._worker_team_live = True
         self.has_aggregates = bool(cpu.compiled.aggregate_monoids)
         # per vertex, the in-edges of its out-neighbours: summed over a frontier, what a
         # notify-pull would gather at most (the cost model's p)
@@ -192,6 +193,21 @@ class Driver:
         numba.set_num_threads(self.cpu_threads)
         with parallel_section():
             kernels.frontier_of(np.ones(self.cpu_threads * 2, np.bool_), self.cpu_threads)
+
+    def _release_worker_team(self, record: IterationRecord | None = None) -> bool:
+        """The run goes on without the CPU worker: its thread team ends (in the
+        worker, without waiting), so that the main thread's team is the only
+        one libgomp manages and keeps its spinning between parallel regions
+        (:func:`~garaphpy._numba_setup.release_thread_team`).  The worker's
+        next joined iteration makes the team again.  Returns whether it was
+        live; noted in ``record``'s decisions then."""
+        if not self._worker_team_live:
+            return False
+        self._worker_team_live = False
+        self.worker.submit(release_thread_team)
+        if record is not None:
+            decisions.note(record, "worker_team_released", True)
+        return True
 
     def _calibrate(self) -> None:
         """The start-up probe, into scratch buffers: the CPU pulls the largest
@@ -407,6 +423,7 @@ class Driver:
                                             direction):
             self._decided = (first_iteration, decision)
             return []
+        released = self._release_worker_team()
         stale = not self.vertex_state.device_current
         synced = self.vertex_state.make_device_current()
         if stale:
@@ -438,6 +455,8 @@ class Driver:
         decisions.note(first, "hybrid_device_loop", True, mode=decision.mode, cpu_joins=False,
                        loop_takes=True, batches=self.policy.batches, forced=direction,
                        iterations=len(records))
+        if released:
+            decisions.note(first, "worker_team_released", True)
         first.bytes_to_device += synced + self._synced_to_device
         self._synced_to_device = 0
         first.dispatch_seconds = dispatch_seconds
@@ -531,6 +550,7 @@ class Driver:
             self.cpu.iterate(record, prefix, aggregates)
             return
         started = time.perf_counter()
+        self._release_worker_team(record)
         record.bytes_to_device += self._synced_to_device
         self._synced_to_device = 0
         if not self.vertex_state.host_current:
@@ -568,6 +588,7 @@ class Driver:
             self._synced_to_device
         self._synced_to_device = 0
         if not cpu_joins:
+            self._release_worker_team(record)
             self.dispatch_seconds += time.perf_counter() - started
             device_aggregates = (self.gpu.aggregates(record.iteration) if self.has_aggregates
                                  else self.no_device_aggregates)
@@ -619,6 +640,7 @@ class Driver:
             def page_done() -> None:
                 self.page_done(iteration, next(pages_done))
         cpu_job = self.worker.submit(self._cpu_side, queue, page_done)
+        self._worker_team_live = True
 
         # the GPU's side, in this thread: keep a few pages queued on the streams
         in_flight = collections.deque()
