@@ -103,9 +103,6 @@ def main(argv=None) -> int:
         numba.set_num_threads(worker_threads)
         region(items)
 
-    def release_team():
-        return openmp_runtime_release()
-
     timed("the main team alone")
     ended = threading.Thread(target=make_team)
     ended.start()
@@ -114,7 +111,7 @@ def main(argv=None) -> int:
     worker = ThreadPoolExecutor(max_workers=1)
     worker.submit(make_team).result()
     timed("a live worker thread holds a team")
-    if worker.submit(release_team).result() is None:
+    if worker.submit(openmp_runtime_release).result() is None:
         print("  (this OpenMP runtime has no omp_pause_resource_all)")
     else:
         timed("the live worker released its team")
@@ -123,7 +120,7 @@ def main(argv=None) -> int:
             started = time.perf_counter()
             worker.submit(make_team).result()
             remade.append(time.perf_counter() - started)
-            worker.submit(release_team).result()
+            worker.submit(openmp_runtime_release).result()
         started = time.perf_counter()
         for _ in range(5):
             worker.submit(make_team).result()
