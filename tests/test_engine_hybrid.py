@@ -265,3 +265,58 @@ def test_hybrid_checkpoint_and_resume_give_the_uninterrupted_result(paged_rmat, 
     resumed = run_quietly(paged_rmat, program, sources, resume=True, policy=policy(),
                           **options)
     np.testing.assert_array_equal(resumed.values, whole.values)
+
+
+class PhasePolicy(GpuAlonePolicy):
+    """The CPU alone on the first ``cpu_iterations`` of every ``period``
+    iterations, the GPU alone (the CPU takes no page) on the others: each
+    copy brought up to date in turn, the GPU's sparse passes starting from
+    the activity the CPU's iterations left."""
+
+    def __init__(self, period: int = 6, cpu_iterations: int = 3):
+        super().__init__()
+        self.period, self.cpu_iterations = period, cpu_iterations
+
+    def decide(self, iteration, active_fraction, rho):
+        decision = super().decide(iteration, active_fraction, rho)
+        if iteration % self.period < self.cpu_iterations:
+            decision.mode = "cpu"
+        return decision
+
+
+@pytest.fixture(scope="module")
+def weighted_grid():
+    """A 60x60 grid, weighted: many sparse iterations."""
+    return garaphpy.Graph.load("grid:60x60", progress=False,
+                               generator_options={"weighted": True, "seed": 5})
+
+
+@pytest.mark.parametrize("name", ["sssp", "bfs", "cc"])
+@pytest.mark.parametrize("share", [None, 4])
+def test_gpu_alone_after_cpu_iterations_starts_from_the_cpus_frontier(weighted_grid,
+                                                                      paged_rmat, name, share):
+    """A GPU-alone iteration after CPU ones pulls from the CPU's frontier, not
+    from the activity its own last iteration left on the device: its sparse
+    pass (resident, and with pages streamed) picks pages and vertices by it."""
+    from garaphpy.scheduler.gpu_engine import GpuEngine
+
+    program = program_for(name)
+    for graph in (weighted_grid, paged_rmat):
+        sources = np.array([0], np.int64) if program.needs_sources else ()
+        budget = None
+        if share is not None:
+            sizing = GpuEngine(graph, program, np.zeros(0, np.int64), synchronous=True)
+            page_bytes = [page.nbytes for page in graph.store.pages]
+            budget = sizing.plan.vertex_bytes + max(sum(page_bytes) // share,
+                                                    2 * max(page_bytes))
+        cpu = run_quietly(graph, program, sources, mode="cpu")
+        hybrid = run_quietly(graph, program, sources, mode="hybrid", policy=PhasePolicy(),
+                             gpu_memory=budget)
+        assert_matches(name, hybrid.values, cpu.values)
+        modes = [record.mode for record in hybrid.iterations]
+        switches = [i for i in range(1, len(modes)) if modes[i - 1] == "cpu" != modes[i]]
+        assert switches, modes
+        values_bytes = hybrid.values.dtype.itemsize * graph.num_vertices
+        for i in switches:
+            # the values and the activity went up
+            assert hybrid.iterations[i].bytes_to_device >= values_bytes + graph.num_vertices

@@ -209,6 +209,17 @@ class Driver:
             decisions.note(record, "worker_team_released", True)
         return True
 
+    def _make_device_current(self) -> int:
+        """Bring the GPU's copy up to date where CPU iterations left it behind:
+        the values, and the activity, from the CPU's frontier (the GPU's own
+        is that of its last iteration, before them; a sparse pass and the
+        device loop start from it).  Returns the bytes copied."""
+        if self.vertex_state.device_current:
+            return 0
+        copied = self.vertex_state.make_device_current()
+        self.gpu.set_frontier(self.cpu.state.frontier)
+        return copied + self.gpu.num_vertices
+
     def _calibrate(self) -> None:
         """The start-up probe, into scratch buffers: the CPU pulls the largest
         page, the GPU every page as in an iteration (one page alone would
@@ -424,12 +435,7 @@ class Driver:
             self._decided = (first_iteration, decision)
             return []
         released = self._release_worker_team()
-        stale = not self.vertex_state.device_current
-        synced = self.vertex_state.make_device_current()
-        if stale:
-            # the loop starts from the GPU's activity, which CPU iterations left behind
-            self.gpu.set_frontier(self.cpu.state.frontier)
-            synced += self.gpu.num_vertices
+        synced = self._make_device_current()
         dispatch_seconds = time.perf_counter() - started
         looped = time.perf_counter()
         records = self.gpu.iterate_batch(first_iteration, max_steps, tolerance,
@@ -584,8 +590,7 @@ class Driver:
         cpu_joins = self._cpu_joins(order)
         decisions.note(record, "cpu_joins", cpu_joins, pages=len(order),
                        tail_rule=self.policy.tail_rule, plan=self._join_plan)
-        record.bytes_to_device += self.vertex_state.make_device_current() + \
-            self._synced_to_device
+        record.bytes_to_device += self._make_device_current() + self._synced_to_device
         self._synced_to_device = 0
         if not cpu_joins:
             self._release_worker_team(record)

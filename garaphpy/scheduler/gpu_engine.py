@@ -878,7 +878,8 @@ class GpuEngine:
 
     # -- the engine interface of the iteration driver --------------------------------------
     def set_frontier(self, vertices: np.ndarray) -> None:
-        """Mark the vertices active before the first iteration."""
+        """Mark the vertices active: before the first iteration, or after CPU
+        iterations (the host's frontier; a sparse pass starts from it)."""
         self.active_vertices = int(vertices.size)
         out_degree = self.store.out_degree
         self.active_out_edges_count = int(out_degree[vertices].sum()) if vertices.size else 0
