@@ -373,8 +373,11 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
                                                       config.CPU_PRIORITY_PUSH)
             push_rounds = direction_policy.cpu_push_rounds(
                 push, threads, _numba_setup.WAIT_POLICY == "PASSIVE", config.CPU_PUSH_ROUNDS)
+            # a hybrid run's CPU takes buckets only in the batches its policy allows
+            batches = cpu_engine.batches and (mode != "hybrid" or policy is None
+                                              or policy.batches)
             if program.value_priority and direction_policy.value_priority(
-                    True, mode, execution == "sync", cpu_engine.batches,
+                    True, mode, execution == "sync", batches,
                     direction_policy.in_degree_skew(arrays.attrs[1]),
                     config.CPU_VALUE_PRIORITY, push_rounds=push_rounds):
                 if push and not type(program).__module__.startswith("garaphpy.programs"):
@@ -388,7 +391,10 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
             if direction_policy.fused_pull(mode, config.CPU_FUSED_PULL):
                 cpu_engine.enable_fused_pull()
             # hybrid runs probe and time both directions: compile both first
-            cpu_engine.warm_up(("pull", "notify-pull") if mode == "hybrid"
+            # hybrid runs also hand the CPU's batches the iterations it runs alone
+            cpu_engine.warm_up(("pull", "notify-pull") + (("batch",) if cpu_engine.batches
+                                                         else ())
+                               if mode == "hybrid"
                                else None if direction == "auto" else (direction,))
         if mode != "cpu":
             from .scheduler.gpu_engine import GpuEngine

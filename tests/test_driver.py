@@ -243,3 +243,21 @@ def test_gpu_alone_checkpoint_and_resume_through_the_driver(graph, tmp_path):
     assert resumed.resumed_from is not None
     np.testing.assert_array_equal(resumed.values, whole.values)
     assert untimed(resumed.iterations) == untimed(whole.iterations)
+
+
+def test_cpu_engine_may_batch_follows_the_sparse_batch_rule_and_buckets(graph):
+    """What a hybrid run asks before handing the CPU a batch
+    (:meth:`CpuEngine.may_batch`): the sparse-batch rule on the frontier's
+    out-edges, every iteration once steps in buckets of values are on, and
+    nothing where the run does not batch (aggregates)."""
+    engine = bare_cpu_engine(graph, SSSP(), [0])
+    arrays = engine.arrays
+    assert engine.batches
+    for edges in (0, 10, arrays.num_edges // 50, arrays.num_edges):
+        assert engine.may_batch(edges) == decisions.sparse_batch(
+            edges, arrays.num_edges, arrays.num_vertices, engine.rho)
+    assert engine.may_batch(10) and not engine.may_batch(arrays.num_edges)
+    engine.enable_value_priority(larger_first=False)
+    assert engine.may_batch(arrays.num_edges)
+    pagerank = bare_cpu_engine(graph, PageRank(), ())
+    assert not pagerank.batches and not pagerank.may_batch(10)

@@ -271,11 +271,12 @@ class PhasePolicy(GpuAlonePolicy):
     """The CPU alone on the first ``cpu_iterations`` of every ``period``
     iterations, the GPU alone (the CPU takes no page) on the others: each
     copy brought up to date in turn, the GPU's sparse passes starting from
-    the activity the CPU's iterations left."""
+    the activity the CPU's iterations left.  Without ``batches``, one
+    iteration at a time: no CPU batch, no device loop."""
 
-    def __init__(self, period: int = 6, cpu_iterations: int = 3):
+    def __init__(self, period: int = 6, cpu_iterations: int = 3, batches: bool = True):
         super().__init__()
-        self.period, self.cpu_iterations = period, cpu_iterations
+        self.period, self.cpu_iterations, self.batches = period, cpu_iterations, batches
 
     def decide(self, iteration, active_fraction, rho):
         decision = super().decide(iteration, active_fraction, rho)
@@ -286,7 +287,8 @@ class PhasePolicy(GpuAlonePolicy):
 
 @pytest.fixture(scope="module")
 def weighted_grid():
-    """A 60x60 grid, weighted: many sparse iterations."""
+    """A 60x60 grid, weighted: SSSP in buckets of values on the CPU, and many
+    sparse iterations."""
     return garaphpy.Graph.load("grid:60x60", progress=False,
                                generator_options={"weighted": True, "seed": 5})
 
@@ -310,8 +312,8 @@ def test_gpu_alone_after_cpu_iterations_starts_from_the_cpus_frontier(weighted_g
             budget = sizing.plan.vertex_bytes + max(sum(page_bytes) // share,
                                                     2 * max(page_bytes))
         cpu = run_quietly(graph, program, sources, mode="cpu")
-        hybrid = run_quietly(graph, program, sources, mode="hybrid", policy=PhasePolicy(),
-                             gpu_memory=budget)
+        hybrid = run_quietly(graph, program, sources, mode="hybrid",
+                             policy=PhasePolicy(batches=False), gpu_memory=budget)
         assert_matches(name, hybrid.values, cpu.values)
         modes = [record.mode for record in hybrid.iterations]
         switches = [i for i in range(1, len(modes)) if modes[i - 1] == "cpu" != modes[i]]
@@ -320,3 +322,42 @@ def test_gpu_alone_after_cpu_iterations_starts_from_the_cpus_frontier(weighted_g
         for i in switches:
             # the values and the activity went up
             assert hybrid.iterations[i].bytes_to_device >= values_bytes + graph.num_vertices
+
+
+@pytest.mark.parametrize("name, execution", [("sssp", "sync"), ("sssp", "async"),
+                                             ("bfs", "sync")])
+@pytest.mark.parametrize("share", [None, 4])
+def test_cpu_batches_and_gpu_iterations_in_turn_equal_the_cpu(weighted_grid, paged_rmat,
+                                                               name, execution, share):
+    """Iterations the policy gives the CPU alone run in the CPU's own batches
+    (sparse batches; buckets of values for SSSP run asynchronously), one
+    decision covering each; the GPU alone runs the others, resident and
+    streamed."""
+    from garaphpy.scheduler.gpu_engine import GpuEngine
+
+    program = program_for(name)
+    for graph in (weighted_grid, paged_rmat):
+        sources = np.array([0], np.int64) if program.needs_sources else ()
+        budget = None
+        if share is not None:
+            sizing = GpuEngine(graph, program, np.zeros(0, np.int64), synchronous=True)
+            page_bytes = [page.nbytes for page in graph.store.pages]
+            budget = sizing.plan.vertex_bytes + max(sum(page_bytes) // share,
+                                                    2 * max(page_bytes))
+        cpu = run_quietly(graph, program, sources, mode="cpu", execution=execution)
+        policy = PhasePolicy()
+        hybrid = run_quietly(graph, program, sources, mode="hybrid", policy=policy,
+                             execution=execution, gpu_memory=budget)
+        assert_matches(name, hybrid.values, cpu.values)
+        batches = [record for record in hybrid.iterations
+                   if "hybrid_cpu_batch" in record.decisions]
+        for record in batches:
+            assert record.mode == "cpu"
+            assert record.decisions["mode"]["choice"] == "cpu"
+        # one decision per batch: the policy's decisions cover every iteration once
+        assert [i for i, _ in policy.per_iteration()] == list(range(hybrid.num_iterations))
+        if graph is weighted_grid:      # enough sparse iterations for a batch
+            assert batches, "no CPU batch"
+            assert "hybrid" in {record.mode for record in hybrid.iterations}
+            buckets = any("value_priority" in record.decisions for record in batches)
+            assert buckets == (execution == "async")

@@ -291,9 +291,11 @@ def test_the_loop_after_cpu_iterations_starts_from_the_cpus_frontier(grid, name,
     hybrid = ref.run_engine_like_gpu(grid, name, sources_of(name), mode="hybrid",
                                      execution=execution, policy=policy)
     ref.assert_program_values(name, hybrid.values, cpu.values)
-    assert [r.mode for r in hybrid.iterations[:5]] == ["cpu"] * 5
-    assert looped(hybrid)[0] == 5
-    assert hybrid.iterations[5].bytes_to_device > 0       # values and activity uploaded
+    # the CPU's iterations: 5, or more where its batch (buckets of values) covers them
+    first_gpu = next(r.iteration for r in hybrid.iterations if r.mode != "cpu")
+    assert first_gpu >= 5
+    assert looped(hybrid)[0] == first_gpu
+    assert hybrid.iterations[first_gpu].bytes_to_device > 0       # values and activity uploaded
 
 
 @pytest.mark.gpu

@@ -64,7 +64,8 @@ def run_priority(graph, name, sources, on: bool, monkeypatch, quietly=False, **o
 def test_rule_needs_declaration_cpu_async_batches_and_low_skew():
     assert decisions.value_priority(True, "cpu", False, True, 1.0)
     assert not decisions.value_priority(False, "cpu", False, True, 1.0)
-    assert not decisions.value_priority(True, "hybrid", False, True, 1.0)
+    assert decisions.value_priority(True, "hybrid", False, True, 1.0)    # the CPU's batches
+    assert not decisions.value_priority(True, "gpu", False, True, 1.0)
     assert not decisions.value_priority(True, "cpu", True, True, 1.0)     # synchronous
     assert not decisions.value_priority(True, "cpu", False, False, 1.0)   # pages streamed
     assert not decisions.value_priority(True, "cpu", False, True, 1.0, enabled=False)

@@ -679,6 +679,22 @@ class CpuEngine:
         return (self.compiled.aggregate_call is None and config.CPU_SPARSE_BATCH
                 and not self.arrays.page_source.reads_storage)
 
+    def _sparse_batch_takes(self, active_out_edges: int, direction: str) -> bool:
+        """:func:`decisions.sparse_batch` on the next iteration, in a run that batches."""
+        arrays = self.arrays
+        chosen = decisions.settling_direction(**self._settling_inputs(
+            active_out_edges, direction)) if self.early_exit else None
+        return self.batches and decisions.sparse_batch(
+            active_out_edges, arrays.num_edges, arrays.num_vertices, self.rho,
+            forced=direction, direction=chosen)
+
+    def may_batch(self, active_out_edges: int) -> bool:
+        """Whether :meth:`iterate_batch` may take the next iteration (direction
+        ``"auto"``): in buckets of values, or as a sparse batch (which may
+        still wait for ``config.CPU_SPARSE_BATCH_AFTER`` single iterations)."""
+        return self.bucket_width is not None or self._sparse_batch_takes(active_out_edges,
+                                                                          "auto")
+
     def iterate_batch(self, first_iteration: int, max_steps: int, tolerance: float | None,
                       active_out_edges: int, direction: str = "auto") -> list[IterationRecord]:
         """Up to ``max_steps`` iterations from ``first_iteration`` in one kernel call,
@@ -708,11 +724,7 @@ class CpuEngine:
                 return []
             kernel = self._priority_iterations
         else:
-            chosen = decisions.settling_direction(**self._settling_inputs(
-                active_out_edges, direction)) if self.early_exit else None
-            if max_steps < 1 or not self.batches or not decisions.sparse_batch(
-                    active_out_edges, arrays.num_edges, arrays.num_vertices, self.rho,
-                    forced=direction, direction=chosen):
+            if max_steps < 1 or not self._sparse_batch_takes(active_out_edges, direction):
                 return []
             if self.sparse_singles < config.CPU_SPARSE_BATCH_AFTER:
                 self.sparse_singles += 1

@@ -260,10 +260,13 @@ def value_priority(declared: bool, mode: str, synchronous: bool, batches: bool,
     """Whether a run takes its sparse iterations in order of value, in buckets
     (:func:`garaphpy.kernels.cpu.priority_iterations`; delta-stepping): a
     program that declares ``value_priority``, run asynchronously on the CPU
-    alone with batches (:attr:`CpuEngine.batches
+    with batches (:attr:`CpuEngine.batches
     <garaphpy.scheduler.cpu_engine.CpuEngine.batches>`), with
     ``config.CPU_VALUE_PRIORITY``, on a graph whose ``in_degree_skew``
-    (:func:`in_degree_skew`) is at most ``max_skew``.
+    (:func:`in_degree_skew`) is at most ``max_skew``: on the CPU alone, or
+    in a hybrid run, whose CPU takes in its batches the iterations the
+    policy gives the CPU alone (:meth:`Driver._cpu_batch
+    <garaphpy.scheduler.driver.Driver._cpu_batch>`); not on the GPU alone.
 
     Updates then wait for the smaller values that would overwrite them,
     instead of each vertex being set off again and again (SSSP on a grid:
@@ -274,8 +277,8 @@ def value_priority(declared: bool, mode: str, synchronous: bool, batches: bool,
     iterations; a 4-neighbour grid, skew 1.0: 1/14 of the edges, 6x
     faster; BENCHMARKS.md).  Buckets pushed in rounds (``push_rounds``,
     :func:`cpu_push_rounds`) read no in-edges, and take any skew."""
-    return bool(enabled and declared and mode == "cpu" and not synchronous and batches
-                and (push_rounds or in_degree_skew <= max_skew))
+    return bool(enabled and declared and mode in ("cpu", "hybrid") and not synchronous
+                and batches and (push_rounds or in_degree_skew <= max_skew))
 
 
 def cpu_priority_push(declared_keeps_best: bool, enabled: bool = True) -> bool:

@@ -158,6 +158,7 @@ class Driver:
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="garaphpy-cpu")
         self.worker.submit(self._start_worker_threads).result()
         self._worker_team_live = True
+        self._release_unnoted = False
         self.has_aggregates = bool(cpu.compiled.aggregate_monoids)
         # per vertex, the in-edges of its out-neighbours: summed over a frontier, what a
         # notify-pull would gather at most (the cost model's p)
@@ -179,6 +180,7 @@ class Driver:
         #: which :meth:`decide` takes instead of deciding again
         self._decided = None
         self._synced_to_device = 0     # bytes of a copy made for a loop that ran nothing
+        self._synced_to_host = 0       # ... for a CPU batch that ran nothing
         self._join_plan = None          # the last plan_join, for the iteration's record
         if self.policy.ratio is None or self.policy.cpu_seconds_per_edge is None \
                 or self.policy.gpu_seconds_per_edge is None:
@@ -194,20 +196,21 @@ class Driver:
         with parallel_section():
             kernels.frontier_of(np.ones(self.cpu_threads * 2, np.bool_), self.cpu_threads)
 
-    def _release_worker_team(self, record: IterationRecord | None = None) -> bool:
+    def _release_worker_team(self, record: IterationRecord | None = None) -> None:
         """The run goes on without the CPU worker: its thread team ends (in the
         worker, without waiting), so that the main thread's team is the only
         one libgomp manages and keeps its spinning between parallel regions
         (:func:`~garaphpy._numba_setup.release_thread_team`).  The worker's
-        next joined iteration makes the team again.  Returns whether it was
-        live; noted in ``record``'s decisions then."""
-        if not self._worker_team_live:
-            return False
-        self._worker_team_live = False
-        self.worker.submit(release_thread_team)
-        if record is not None:
+        next joined iteration makes the team again.  The release is noted in
+        the decisions of ``record``, or, without one, of the next record
+        this is called with."""
+        if self._worker_team_live:
+            self._worker_team_live = False
+            self.worker.submit(release_thread_team)
+            self._release_unnoted = True
+        if record is not None and self._release_unnoted:
+            self._release_unnoted = False
             decisions.note(record, "worker_team_released", True)
-        return True
 
     def _make_device_current(self) -> int:
         """Bring the GPU's copy up to date where CPU iterations left it behind:
@@ -405,8 +408,10 @@ class Driver:
         the GPU would run alone to its device loop (:meth:`_device_loop_batch`)
         and take the rest one by one (an empty list: nothing was done)."""
         if self.alone is None:
-            return self._device_loop_batch(first_iteration, max_steps, tolerance,
-                                           active_out_edges, direction)
+            return (self._device_loop_batch(first_iteration, max_steps, tolerance,
+                                            active_out_edges, direction)
+                    or self._cpu_batch(first_iteration, max_steps, tolerance, active_out_edges,
+                                       direction))
         return self.alone.iterate_batch(first_iteration, max_steps, tolerance, active_out_edges,
                                         direction)
 
@@ -434,7 +439,7 @@ class Driver:
                                             direction):
             self._decided = (first_iteration, decision)
             return []
-        released = self._release_worker_team()
+        self._release_worker_team()
         synced = self._make_device_current()
         dispatch_seconds = time.perf_counter() - started
         looped = time.perf_counter()
@@ -461,13 +466,63 @@ class Driver:
         decisions.note(first, "hybrid_device_loop", True, mode=decision.mode, cpu_joins=False,
                        loop_takes=True, batches=self.policy.batches, forced=direction,
                        iterations=len(records))
-        if released:
-            decisions.note(first, "worker_team_released", True)
+        self._release_worker_team(first)
         first.bytes_to_device += synced + self._synced_to_device
         self._synced_to_device = 0
         first.dispatch_seconds = dispatch_seconds
         self.policy.observe(Observation("hybrid", "device-loop", f, self.rho, self.num_edges,
                                         gpu_iteration_seconds=loop_seconds / len(records)))
+        return records
+
+    def _cpu_batch(self, first_iteration: int, max_steps: int, tolerance,
+                   active_out_edges: int, direction: str) -> list[IterationRecord]:
+        """A hybrid run's iterations in the CPU engine's own batch
+        (:meth:`CpuEngine.iterate_batch`: sparse notify-pulls many to a call,
+        or steps in buckets of values), as a run on the CPU alone would run
+        them, where the policy chose the CPU alone for the first of them.  One
+        :class:`~garaphpy.scheduler.dispatcher.Decision` covers the batch
+        (:meth:`HybridPolicy.cover`); the policy decides again after it, and
+        learns nothing from it (its steps are not the notify-pulls it
+        prices).  The host's copy is brought up to date first.  An iteration
+        the engine does not batch keeps its decision for :meth:`decide`."""
+        cpu = self.cpu
+        if not (self.policy.batches and direction == "auto" and self.page_done is None
+                and max_steps >= 1 and cpu.may_batch(active_out_edges)):
+            return []
+        started = time.perf_counter()
+        if self._decided is not None and self._decided[0] == first_iteration:
+            decision = self._decided[1]
+        else:
+            f = decisions.active_fraction(active_out_edges, self.num_edges)
+            decision = self._decision(first_iteration, f, self.rho)
+        self._decided = (first_iteration, decision)
+        if decision.mode != "cpu":
+            return []
+        self._release_worker_team()
+        self._synced_to_host += self.vertex_state.make_host_current()
+        dispatch_seconds = time.perf_counter() - started
+        records = cpu.iterate_batch(first_iteration, max_steps, tolerance, active_out_edges,
+                                    direction)
+        if not records:
+            return []
+        self._decided = None
+        self.vertex_state.written_by("cpu")
+        self.policy.cover(decision, len(records))
+        entry = decision.entry()
+        covered_entry = {**entry, "batch_of": first_iteration}
+        for record in records:
+            record.mode, record.alpha, record.ratio = "cpu", decision.alpha, decision.ratio
+            record.forced = record.forced or decision.forced
+            record.cpu_pages = record.pages
+            record.decisions["mode"] = covered_entry
+        first = records[0]
+        first.decisions["mode"] = entry
+        decisions.note(first, "hybrid_cpu_batch", True, mode=decision.mode,
+                       batches=self.policy.batches, iterations=len(records))
+        self._release_worker_team(first)
+        first.bytes_to_host += self._synced_to_host
+        self._synced_to_host = 0
+        first.dispatch_seconds = dispatch_seconds
         return records
 
     def _cpu_joins(self, order: list[int]) -> bool:
@@ -559,6 +614,10 @@ class Driver:
         self._release_worker_team(record)
         record.bytes_to_device += self._synced_to_device
         self._synced_to_device = 0
+        if self._synced_to_host:     # downloaded for a CPU batch that ran nothing
+            record.bytes_to_host += self._synced_to_host
+            self._synced_to_host = 0
+            prefix = None
         if not self.vertex_state.host_current:
             record.bytes_to_host += self.vertex_state.make_host_current()
             prefix = None   # the frontier was just rebuilt
