@@ -265,6 +265,14 @@ GPU_MEMORY_FRACTION = 0.8
 #: CPU and GPU pull rates and of T_pull / T_GPU (section 5.1).
 HYBRID_SMOOTHING = 0.5
 
+#: The most one CPU notify-pull may multiply the dispatcher's T_notify by
+#: (before smoothing).  A notify-pull of a few vertices spends almost all
+#: its time on fixed costs; the rest, divided by its tiny share of the
+#: edges, once priced every later CPU iteration of grid:2000x2000 SSSP as
+#: a whole pull (a 51 ms hiccup at a share of 1e-6), and the CPU, 2x
+#: cheaper than the GPU there, never got an iteration again (issue 20).
+HYBRID_NOTIFY_RISE = 4.0
+
 #: What the dispatcher expects an iteration of the GPU's device loop to cost, in
 #: seconds, until a hybrid run has measured one (grid:2000x2000 BFS on an H200
 #: ran 14.9 us an iteration, BENCHMARKS.md, issue 18).

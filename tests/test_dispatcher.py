@@ -1175,3 +1175,34 @@ def test_sparse_and_dense_gpu_passes_are_learnt_apart():
     assert policy.t_gpu == 1.5
     assert policy.gpu_iteration_seconds(1 / 128) == pytest.approx(
         1 / 16 + 8 * (0.5 / 512 + 0.5 / 1024))
+
+
+def test_a_notify_pull_of_a_few_vertices_raises_t_notify_at_most_by_the_rise():
+    """A hiccup in a notify-pull of a sliver of the edges must not price every
+    later CPU iteration as a whole pull: T_notify rises by at most
+    ``config.HYBRID_NOTIFY_RISE`` per observation, and falls freely."""
+    from garaphpy import config
+
+    policy = policy_with_costs(4.0, 1.0, smoothing=0.5)
+    policy.cpu_overhead = 0.01
+    f = 1e-6                                       # share 2e-6 of the edges
+    tiny = Observation("cpu", "notify-pull", f, 1.0, num_edges=1 << 24, cpu_edges=40,
+                       cpu_seconds=0.06)          # 50 ms of work: 25,000 s a whole notify
+    policy.observe(tiny)
+    rise = config.HYBRID_NOTIFY_RISE
+    assert policy.t_notify == pytest.approx(0.5 * 4.0 + 0.5 * rise * 4.0)
+    # the CPU's next tiny iteration is still priced near c_0, below a GPU
+    # iteration of 20 ms (the 50 ms taken at face value: 35 ms)
+    policy.t_gpu = 0.02
+    decision = policy.decide(1, f, 1.0)
+    assert decision.cpu_seconds < 0.011 and decision.mode == "cpu"
+    # observations that keep measuring more move it on, a rise at a time
+    before = policy.t_notify
+    policy.observe(tiny)
+    assert before < policy.t_notify <= 0.5 * before + 0.5 * rise * before
+    # and one far cheaper brings it down at once
+    cheap = Observation("cpu", "notify-pull", 0.1, 1.0, num_edges=1 << 24, cpu_edges=150,
+                        cpu_seconds=0.01 + 0.2 * 0.25)
+    policy.smoothing = 1.0
+    policy.observe(cheap)
+    assert policy.t_notify == pytest.approx(0.25)

@@ -459,7 +459,14 @@ class HybridPolicy:
             elif work > 0 and o.active_fraction > 0:
                 share = min((o.active_fraction + max(o.pull_fraction, o.active_fraction))
                             * o.rho, 1.0)
-                self.t_notify = self.smooth(self.t_notify or self.t_pull, work / share)
+                previous = self.t_notify or self.t_pull
+                measured = work / share
+                if previous:
+                    # a notify-pull over a sliver of the edges measures mostly noise,
+                    # magnified by 1 / share; an estimate too high is never corrected
+                    # (the CPU gets no more iterations), one too low is at the next
+                    measured = min(measured, config.HYBRID_NOTIFY_RISE * previous)
+                self.t_notify = self.smooth(previous, measured)
         elif o.mode == "hybrid":
             if o.gpu_iteration_seconds > 0 and o.cpu_edges == 0:    # the GPU alone
                 if o.gpu_edges < o.num_edges:
