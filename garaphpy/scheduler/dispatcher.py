@@ -222,8 +222,10 @@ class HybridPolicy:
         (:meth:`plan_join`); False takes pages greedily as in the paper.
     batches : bool
         Let one decision cover a batch of iterations where the GPU alone would
-        run them in its device loop (:func:`decisions.hybrid_device_loop`);
-        False: every iteration is decided, and none runs in the loop.
+        run them in its device loop (:func:`decisions.hybrid_device_loop`),
+        or the CPU alone in its own batch (sparse notify-pulls, or buckets of
+        values; ``Driver._cpu_batch``); False: every iteration is decided,
+        and none runs in a batch.
 
     Attributes
     ----------
@@ -392,7 +394,8 @@ class HybridPolicy:
 
     def cover(self, decision: Decision, iterations: int) -> None:
         """``decision`` covers ``iterations`` iterations from its own: a batch the
-        GPU's device loop ran (no decision is recorded for the others)."""
+        GPU's device loop or the CPU's batch ran (no decision is recorded for
+        the others)."""
         decision.covers = iterations
 
     def per_iteration(self) -> list[tuple[int, Decision]]:

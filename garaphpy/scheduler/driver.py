@@ -405,8 +405,9 @@ class Driver:
         CPU alone batches small notify-pulls (:meth:`CpuEngine.iterate_batch`),
         the GPU alone loops its sparse iterations on the device
         (:meth:`GpuEngine.iterate_batch`); hybrid runs hand iterations that
-        the GPU would run alone to its device loop (:meth:`_device_loop_batch`)
-        and take the rest one by one (an empty list: nothing was done)."""
+        the GPU would run alone to its device loop (:meth:`_device_loop_batch`),
+        those the CPU would run alone to its batch (:meth:`_cpu_batch`), and
+        take the rest one by one (an empty list: nothing was done)."""
         if self.alone is None:
             return (self._device_loop_batch(first_iteration, max_steps, tolerance,
                                             active_out_edges, direction)
