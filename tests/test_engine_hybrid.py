@@ -293,6 +293,16 @@ def weighted_grid():
                                generator_options={"weighted": True, "seed": 5})
 
 
+def streaming_budget(graph, program, share):
+    """A GPU budget of the vertex data and 1/``share`` of the pages' bytes (at
+    least two pages): the other pages stream."""
+    from garaphpy.scheduler.gpu_engine import GpuEngine
+
+    sizing = GpuEngine(graph, program, np.zeros(0, np.int64), synchronous=True)
+    page_bytes = [page.nbytes for page in graph.store.pages]
+    return sizing.plan.vertex_bytes + max(sum(page_bytes) // share, 2 * max(page_bytes))
+
+
 @pytest.mark.parametrize("name", ["sssp", "bfs", "cc"])
 @pytest.mark.parametrize("share", [None, 4])
 def test_gpu_alone_after_cpu_iterations_starts_from_the_cpus_frontier(weighted_grid,
@@ -300,17 +310,10 @@ def test_gpu_alone_after_cpu_iterations_starts_from_the_cpus_frontier(weighted_g
     """A GPU-alone iteration after CPU ones pulls from the CPU's frontier, not
     from the activity its own last iteration left on the device: its sparse
     pass (resident, and with pages streamed) picks pages and vertices by it."""
-    from garaphpy.scheduler.gpu_engine import GpuEngine
-
     program = program_for(name)
     for graph in (weighted_grid, paged_rmat):
         sources = np.array([0], np.int64) if program.needs_sources else ()
-        budget = None
-        if share is not None:
-            sizing = GpuEngine(graph, program, np.zeros(0, np.int64), synchronous=True)
-            page_bytes = [page.nbytes for page in graph.store.pages]
-            budget = sizing.plan.vertex_bytes + max(sum(page_bytes) // share,
-                                                    2 * max(page_bytes))
+        budget = None if share is None else streaming_budget(graph, program, share)
         cpu = run_quietly(graph, program, sources, mode="cpu")
         hybrid = run_quietly(graph, program, sources, mode="hybrid",
                              policy=PhasePolicy(batches=False), gpu_memory=budget)
@@ -333,17 +336,10 @@ def test_cpu_batches_and_gpu_iterations_in_turn_equal_the_cpu(weighted_grid, pag
     (sparse batches; buckets of values for SSSP run asynchronously), one
     decision covering each; the GPU alone runs the others, resident and
     streamed."""
-    from garaphpy.scheduler.gpu_engine import GpuEngine
-
     program = program_for(name)
     for graph in (weighted_grid, paged_rmat):
         sources = np.array([0], np.int64) if program.needs_sources else ()
-        budget = None
-        if share is not None:
-            sizing = GpuEngine(graph, program, np.zeros(0, np.int64), synchronous=True)
-            page_bytes = [page.nbytes for page in graph.store.pages]
-            budget = sizing.plan.vertex_bytes + max(sum(page_bytes) // share,
-                                                    2 * max(page_bytes))
+        budget = None if share is None else streaming_budget(graph, program, share)
         cpu = run_quietly(graph, program, sources, mode="cpu", execution=execution)
         policy = PhasePolicy()
         hybrid = run_quietly(graph, program, sources, mode="hybrid", policy=policy,
