@@ -212,17 +212,6 @@ class Driver:
             self._release_unnoted = False
             decisions.note(record, "worker_team_released", True)
 
-    def _make_device_current(self) -> int:
-        """Bring the GPU's copy up to date where CPU iterations left it behind:
-        the values, and the activity, from the CPU's frontier (the GPU's own
-        is that of its last iteration, before them; a sparse pass and the
-        device loop start from it).  Returns the bytes copied."""
-        if self.vertex_state.device_current:
-            return 0
-        copied = self.vertex_state.make_device_current()
-        self.gpu.set_frontier(self.cpu.state.frontier)
-        return copied + self.gpu.num_vertices
-
     def _calibrate(self) -> None:
         """The start-up probe, into scratch buffers: the CPU pulls the largest
         page, the GPU every page as in an iteration (one page alone would
@@ -323,10 +312,8 @@ class Driver:
             self.alone.decide(record, direction)
             return
         started = time.perf_counter()
-        if self._decided is not None and self._decided[0] == record.iteration:
-            decision = self._decided[1]
-        else:
-            decision = self._decision(record.iteration, record.active_fraction, record.rho)
+        decision = self._kept_or_new_decision(record.iteration, record.active_fraction,
+                                              record.rho)
         self._decided = None
         record.mode = decision.mode
         record.alpha = decision.alpha
@@ -441,7 +428,7 @@ class Driver:
             self._decided = (first_iteration, decision)
             return []
         self._release_worker_team()
-        synced = self._make_device_current()
+        synced = self.vertex_state.make_device_current()
         dispatch_seconds = time.perf_counter() - started
         looped = time.perf_counter()
         records = self.gpu.iterate_batch(first_iteration, max_steps, tolerance,
@@ -452,18 +439,7 @@ class Driver:
             self._synced_to_device += synced
             return []
         self.vertex_state.written_by("gpu")
-        self.policy.cover(decision, len(records))
-        entry = decision.entry()
-        # one dict for the batch's later iterations (thousands on a grid's BFS)
-        covered_entry = {**entry, "batch_of": first_iteration}
-        mode, alpha, ratio, forced = decision.mode, decision.alpha, decision.ratio, \
-            decision.forced
-        for record in records:
-            record.mode, record.alpha, record.ratio = mode, alpha, ratio
-            record.forced = record.forced or forced
-            record.decisions["mode"] = covered_entry
-        first = records[0]
-        first.decisions["mode"] = entry
+        first = self._cover_batch(decision, records, first_iteration)
         decisions.note(first, "hybrid_device_loop", True, mode=decision.mode, cpu_joins=False,
                        loop_takes=True, batches=self.policy.batches, forced=direction,
                        iterations=len(records))
@@ -491,11 +467,9 @@ class Driver:
                 and max_steps >= 1 and cpu.may_batch(active_out_edges)):
             return []
         started = time.perf_counter()
-        if self._decided is not None and self._decided[0] == first_iteration:
-            decision = self._decided[1]
-        else:
-            f = decisions.active_fraction(active_out_edges, self.num_edges)
-            decision = self._decision(first_iteration, f, self.rho)
+        decision = self._kept_or_new_decision(
+            first_iteration, decisions.active_fraction(active_out_edges, self.num_edges),
+            self.rho)
         self._decided = (first_iteration, decision)
         if decision.mode != "cpu":
             return []
@@ -508,16 +482,9 @@ class Driver:
             return []
         self._decided = None
         self.vertex_state.written_by("cpu")
-        self.policy.cover(decision, len(records))
-        entry = decision.entry()
-        covered_entry = {**entry, "batch_of": first_iteration}
+        first = self._cover_batch(decision, records, first_iteration)
         for record in records:
-            record.mode, record.alpha, record.ratio = "cpu", decision.alpha, decision.ratio
-            record.forced = record.forced or decision.forced
             record.cpu_pages = record.pages
-            record.decisions["mode"] = covered_entry
-        first = records[0]
-        first.decisions["mode"] = entry
         decisions.note(first, "hybrid_cpu_batch", True, mode=decision.mode,
                        batches=self.policy.batches, iterations=len(records))
         self._release_worker_team(first)
@@ -525,6 +492,33 @@ class Driver:
         self._synced_to_host = 0
         first.dispatch_seconds = dispatch_seconds
         return records
+
+    def _kept_or_new_decision(self, iteration: int, active_fraction: float, rho: float):
+        """The decision made for ``iteration`` while it was offered to a batch
+        that did not take it, else the policy's decision now."""
+        if self._decided is not None and self._decided[0] == iteration:
+            return self._decided[1]
+        return self._decision(iteration, active_fraction, rho)
+
+    def _cover_batch(self, decision, records: list[IterationRecord],
+                     first_iteration: int) -> IterationRecord:
+        """``decision`` covers the batch ``records`` (:meth:`HybridPolicy.cover`):
+        each record gets its mode, alpha and ratio; the first its entry, the
+        others the same entry with ``batch_of``, the iteration that decided.
+        Returns the first record."""
+        self.policy.cover(decision, len(records))
+        entry = decision.entry()
+        # one dict for the batch's later iterations (thousands on a grid's BFS)
+        covered_entry = {**entry, "batch_of": first_iteration}
+        mode, alpha, ratio, forced = decision.mode, decision.alpha, decision.ratio, \
+            decision.forced
+        for record in records:
+            record.mode, record.alpha, record.ratio = mode, alpha, ratio
+            record.forced = record.forced or forced
+            record.decisions["mode"] = covered_entry
+        first = records[0]
+        first.decisions["mode"] = entry
+        return first
 
     def _cpu_joins(self, order: list[int]) -> bool:
         """Whether the CPU would take a page of a hybrid iteration over ``order``:
@@ -650,7 +644,7 @@ class Driver:
         cpu_joins = self._cpu_joins(order)
         decisions.note(record, "cpu_joins", cpu_joins, pages=len(order),
                        tail_rule=self.policy.tail_rule, plan=self._join_plan)
-        record.bytes_to_device += self._make_device_current() + self._synced_to_device
+        record.bytes_to_device += self.vertex_state.make_device_current() + self._synced_to_device
         self._synced_to_device = 0
         if not cpu_joins:
             self._release_worker_team(record)

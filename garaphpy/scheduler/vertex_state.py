@@ -134,14 +134,18 @@ class VertexState:
         return copied
 
     def make_device_current(self) -> int:
-        """Upload when the GPU's copy is stale; returns the bytes copied."""
+        """Upload when the GPU's copy is stale: the values, and the activity from
+        the host's frontier (the GPU's own is that of its last iteration,
+        before the CPU's; a sparse pass and the device loop start from it).
+        Returns the bytes copied."""
         if self.device_current:
             return 0
         started = time.perf_counter()
         copied = self.upload_values()
         self.upload_seconds = self.smooth(self.upload_seconds, time.perf_counter() - started)
+        self.device.set_frontier(self.host.frontier)
         self.device_current = True
-        return copied
+        return copied + self.device.num_vertices
 
     def written_by(self, processors: str) -> None:
         """An iteration ran on ``"cpu"``, ``"gpu"`` or ``"both"`` (both copies
