@@ -273,6 +273,11 @@ HYBRID_SMOOTHING = 0.5
 #: cheaper than the GPU there, never got an iteration again (issue 20).
 HYBRID_NOTIFY_RISE = 4.0
 
+#: A CPU notify-pull whose predicted work is below c_0 still measures
+#: T_notify when it took more than this many times c_0 beyond c_0
+#: (:func:`garaphpy.scheduler.decisions.notify_measures_t_notify`).
+HYBRID_NOTIFY_EXCESS = 4.0
+
 #: What the dispatcher expects an iteration of the GPU's device loop to cost, in
 #: seconds, until a hybrid run has measured one (grid:2000x2000 BFS on an H200
 #: ran 14.9 us an iteration, BENCHMARKS.md, issue 18).

@@ -1206,3 +1206,33 @@ def test_a_notify_pull_of_a_few_vertices_raises_t_notify_at_most_by_the_rise():
     policy.smoothing = 1.0
     policy.observe(cheap)
     assert policy.t_notify == pytest.approx(0.25)
+
+
+@pytest.mark.parametrize("share, work, t_notify, overhead, measures", [
+    (2e-6, 1e-4, 6e-3, 1.2e-4, False),     # grid SSSP: a 0.1 ms excess at a share of 2e-6
+    (2e-6, 5e-4, 6e-3, 1.2e-4, True),      # more than 4 c_0 beyond c_0: measured
+    (0.05, 1e-4, 6e-3, 1.2e-4, True),      # predicts 0.3 ms of work: measured
+    (2e-6, 1e-4, 100.0, 1.2e-4, True),     # an estimate too high opens the gate
+    (2e-6, 1e-4, None, 1.2e-4, True),      # nothing to keep
+    (2e-6, 1e-4, 6e-3, 0.0, True),         # no c_0 yet
+])
+def test_which_notify_pulls_measure_t_notify(share, work, t_notify, overhead, measures):
+    from garaphpy.scheduler.decisions import notify_measures_t_notify
+    assert notify_measures_t_notify(share, work, t_notify, overhead) is measures
+
+
+def test_small_notify_pulls_leave_t_notify_and_the_cpu_keeps_the_iterations():
+    """Notify-pulls of a few vertices a little dearer than c_0 (fixed costs,
+    not edges) leave T_notify where it is, and the CPU stays the cheaper
+    processor; once the frontier's share predicts real work, they count."""
+    policy = policy_with_costs(4.0, 1.0, smoothing=0.5)
+    policy.cpu_overhead = 0.01
+    policy.t_gpu = 0.02
+    for iteration in range(50):
+        policy.observe(Observation("cpu", "notify-pull", 1e-6, 1.0, num_edges=1 << 24,
+                                   cpu_edges=40, cpu_seconds=0.018))
+    assert policy.t_notify is None                  # still T_pull's prior
+    assert policy.decide(50, 1e-6, 1.0).mode == "cpu"
+    policy.observe(Observation("cpu", "notify-pull", 0.05, 1.0, num_edges=1 << 24,
+                               cpu_edges=40, cpu_seconds=0.01 + 0.1 * 0.5))
+    assert policy.t_notify == pytest.approx(0.5 * 4.0 + 0.5 * 0.5)

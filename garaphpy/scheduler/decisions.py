@@ -740,6 +740,26 @@ def paper_alpha(f: float, rho: float, ratio: float) -> float:
     return min(config.NOTIFY_PULL_COST_FACTOR * f * rho, 1.0) * ratio
 
 
+def notify_measures_t_notify(share: float, work: float, t_notify: float | None,
+                             overhead: float) -> bool:
+    """Whether a CPU notify-pull over ``share`` of the edges, which took
+    ``work`` seconds beyond c_0 (``overhead``), measures T_notify.
+
+    Yes when there is no estimate or no c_0 yet; when the work the current
+    estimate predicts, ``share`` T_notify, is at least c_0; or when the
+    work is more than ``config.HYBRID_NOTIFY_EXCESS`` times c_0.  Otherwise
+    the iteration was almost all fixed cost, and its excess over the
+    cheapest one seen, divided by a share of 1e-6, would read as the price
+    of every later CPU iteration (grid:2000x2000 SSSP at half its pages:
+    0.1 ms excesses and a few slow iterations climbed T_notify to 60x
+    T_pull, and the CPU, cheaper than the GPU there, lost the iterations;
+    issue 20).  An estimate too high opens the gate to the iterations that
+    bring it down."""
+    if t_notify is None or overhead <= 0:
+        return True
+    return share * t_notify >= overhead or work > config.HYBRID_NOTIFY_EXCESS * overhead
+
+
 def cpu_iteration_seconds(f: float, pulled: float, rho: float, t_notify: float,
                           t_pull: float, overhead: float, sync_seconds: float) -> float:
     """A CPU-only iteration's estimated cost: c_0 + min((f + p) rho T_notify,

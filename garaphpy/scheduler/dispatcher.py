@@ -463,13 +463,14 @@ class HybridPolicy:
                 share = min((o.active_fraction + max(o.pull_fraction, o.active_fraction))
                             * o.rho, 1.0)
                 previous = self.t_notify or self.t_pull
-                measured = work / share
-                if previous:
-                    # a notify-pull over a sliver of the edges measures mostly noise,
-                    # magnified by 1 / share; an estimate too high is never corrected
-                    # (the CPU gets no more iterations), one too low is at the next
-                    measured = min(measured, config.HYBRID_NOTIFY_RISE * previous)
-                self.t_notify = self.smooth(previous, measured)
+                if decisions.notify_measures_t_notify(share, work, previous, overhead_before):
+                    measured = work / share
+                    if previous:
+                        # a hiccup, magnified by 1 / share: an estimate too high is
+                        # never corrected (the CPU gets no more iterations), one too
+                        # low is at the next
+                        measured = min(measured, config.HYBRID_NOTIFY_RISE * previous)
+                    self.t_notify = self.smooth(previous, measured)
         elif o.mode == "hybrid":
             if o.gpu_iteration_seconds > 0 and o.cpu_edges == 0:    # the GPU alone
                 if o.gpu_edges < o.num_edges:
