@@ -383,6 +383,7 @@ def measure(graph, program: str, mode: str, options: dict, args,
         result = one_run(graph, program, mode, options)
         last["values"] = result.values
         measured = {"seconds": result.seconds, "iterations": result.num_iterations,
+                    "execution": result.execution,
                     "setup_seconds": result.setup_seconds, "converged": result.converged,
                     "stop_reason": result.stop_reason}
         records = [r.as_dict() for r in result.iterations]
@@ -422,6 +423,7 @@ def measure(graph, program: str, mode: str, options: dict, args,
         "iterations": [r["iterations"] for r in runs],
         "setup_seconds": median(r["setup_seconds"] for r in runs),
         "converged": middle["converged"], "stop_reason": middle["stop_reason"],
+        "execution": middle["execution"],
         # pages copied to the device during the iterations: streamed, not resident
         "streamed": any(r.get("bytes_to_device", 0) > 0 for r in middle["records"]),
         "check": bad[0] if bad else (checks[0] if checks else {"ok": True, "reference": True}),
@@ -435,6 +437,8 @@ def program_options(args, program: str, graph, threads: int) -> tuple:
     """(run options without the budget, source or None)."""
     cls = program_class(program)
     options = {"threads": threads}
+    if args.execution:
+        options["execution"] = args.execution
     if args.n_streams:
         options["n_streams"] = args.n_streams
     if program in FIXED_ITERATION_PROGRAMS and args.fixed_iterations:
@@ -473,7 +477,8 @@ def bench_program(args, case: GraphCase, program: str, modes: list, threads: int
             rows.append(row)
             continue
         if fraction is not None:
-            vertex, how = vertex_bytes(run_graph, instance, source, instance.execution,
+            vertex, how = vertex_bytes(run_graph, instance, source,
+                                       args.execution or instance.execution,
                                        args.n_streams)
             gpu_budget, why = below_budget(sizes, vertex, fraction)
             row.update(vertex_bytes=vertex, vertex_bytes_how=how)
@@ -507,7 +512,7 @@ def bench_program(args, case: GraphCase, program: str, modes: list, threads: int
                 if reference is None:
                     reference, reference_mode = values, mode
                 log(f"  {where}: median {entry['median_seconds']:.4f} s, "
-                    f"{entry['iterations'][0]} iterations"
+                    f"{entry['iterations'][0]} iterations, {entry['execution']}"
                     + ("" if entry["status"] == "ok" else
                        f", VALUES DIFFER from {reference_mode}: {entry['check']}"))
             del values
@@ -795,6 +800,10 @@ def main(argv=None) -> int:
     parser.add_argument("--fixed-iterations", type=int, default=10,
                         help="iterations of PageRank, NN, HS and CS, tolerance 0 (Garaph's "
                              "10; 0: the programs' own stopping rules)")
+    parser.add_argument("--execution", choices=("sync", "async"), default=None,
+                        help="the execution of every mode (default: each mode's own: "
+                             "SSSP, CC and SSWP async on the CPU and in the hybrid, "
+                             "sync on the GPU alone)")
     parser.add_argument("--threads", type=int, default=None,
                         help="CPU threads (default: every core)")
     parser.add_argument("--store-dir", default=None,

@@ -456,6 +456,20 @@ def test_modes_script_names_each_below_fraction(tmp_path):
     assert measured and all(row["params"]["budget"] == "above" for row in measured)
 
 
+def test_modes_execution_option_reaches_every_run_and_its_row(tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    sync = ["--execution", "sync"]
+    for extra in ([], sync):
+        completed = run_script("modes.py", "--graphs", "grid", "--grid", "12x10",
+                               "--programs", "sssp", "--modes", "cpu", "--budgets", "above",
+                               "--trials", "1", "--threads", "1", "--json", str(rows), *extra)
+        assert completed.returncode == 0, completed.stderr
+    measured = [row for row in harness.read_rows(rows) if "params" in row]
+    executions = [{trial["execution"] for trial in row["metrics"]} for row in measured]
+    assert executions == [{"async"}, {"sync"}]       # SSSP's own on the CPU, then the asked
+    assert "iterations, sync" in completed.stderr
+
+
 def test_modes_kron_graph_is_the_rmat_graph_made_symmetric(tmp_path):
     sys.path.insert(0, str(BENCH))
     import modes
