@@ -167,10 +167,10 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
         over pages streamed to or resident on the GPU; needs cupy and a CUDA
         device).
     execution : {"sync", "async"}, optional
-        Default: the program's ``execution``; for a run on the CPU alone
-        (``mode="cpu"``, or ``hybrid`` without a usable GPU), its
-        ``cpu_execution`` where it declares one (the built-in SSSP, CC and
-        SSWP run asynchronously there: same values, fewer iterations).
+        Default: the program's ``execution``; for a run on the CPU alone or a
+        hybrid run, its ``cpu_execution`` where it declares one (the
+        built-in SSSP, CC and SSWP run asynchronously there: same values,
+        fewer iterations, and the hybrid's CPU turns in buckets of values).
     max_iterations : int, optional
         Default: the program's.
     tolerance : float, optional

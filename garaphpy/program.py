@@ -334,8 +334,8 @@ class VertexProgram:
         Default execution: synchronous (committed at the end of each
         iteration, deterministic) or asynchronous (visible at once).
     cpu_execution : {"sync", "async"} or None
-        Default execution of a run on the CPU alone, where it differs
-        (None: ``execution``).  Declare ``"async"`` only for a program
+        Default execution of a run on the CPU alone or a hybrid run, where
+        it differs (None: ``execution``).  Declare ``"async"`` only for a program
         whose values do not depend on the order of updates: a min or max
         sum whose apply keeps the better of the old value and the sum and
         whose gather is monotone (BFS, SSSP, CC, SSWP), which then reaches

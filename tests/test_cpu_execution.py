@@ -22,12 +22,14 @@ from references import (MinLabels, assert_program_values, bfs_scipy, components_
                         run_engine, sssp_scipy, sswp_heap)
 
 
-def test_rule_asked_then_cpu_execution_on_the_cpu_alone_then_execution():
+def test_rule_asked_then_cpu_execution_on_the_cpu_or_hybrid_then_execution():
     rule = decisions.run_execution
     assert rule(None, "cpu", "sync", "async") == "async"
     assert rule("sync", "cpu", "sync", "async") == "sync"           # the user's choice wins
+    assert rule("sync", "hybrid", "sync", "async") == "sync"
     assert rule(None, "gpu", "sync", "async") == "sync"
-    assert rule(None, "hybrid", "sync", "async") == "sync"
+    assert rule(None, "hybrid", "sync", "async") == "async"
+    assert rule(None, "hybrid", "sync", None) == "sync"
     assert rule(None, "cpu", "sync", None) == "sync"
     assert rule(None, "cpu", "async", None) == "async"
 

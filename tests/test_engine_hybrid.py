@@ -303,10 +303,14 @@ def streaming_budget(graph, program, share):
     return sizing.plan.vertex_bytes + max(sum(page_bytes) // share, 2 * max(page_bytes))
 
 
-@pytest.mark.parametrize("name", ["sssp", "bfs", "cc"])
+# not CC asynchronous: it converges in the CPU's first iterations (two on the grid), before
+# the GPU's turn
+@pytest.mark.parametrize("name, execution", [("sssp", "sync"), ("sssp", "async"),
+                                             ("bfs", "sync"), ("cc", "sync")])
 @pytest.mark.parametrize("share", [None, 4])
 def test_gpu_alone_after_cpu_iterations_starts_from_the_cpus_frontier(weighted_grid,
-                                                                      paged_rmat, name, share):
+                                                                      paged_rmat, name,
+                                                                      execution, share):
     """A GPU-alone iteration after CPU ones pulls from the CPU's frontier, not
     from the activity its own last iteration left on the device: its sparse
     pass (resident, and with pages streamed) picks pages and vertices by it."""
@@ -314,8 +318,8 @@ def test_gpu_alone_after_cpu_iterations_starts_from_the_cpus_frontier(weighted_g
     for graph in (weighted_grid, paged_rmat):
         sources = np.array([0], np.int64) if program.needs_sources else ()
         budget = None if share is None else streaming_budget(graph, program, share)
-        cpu = run_quietly(graph, program, sources, mode="cpu")
-        hybrid = run_quietly(graph, program, sources, mode="hybrid",
+        cpu = run_quietly(graph, program, sources, mode="cpu", execution=execution)
+        hybrid = run_quietly(graph, program, sources, mode="hybrid", execution=execution,
                              policy=PhasePolicy(batches=False), gpu_memory=budget)
         assert_matches(name, hybrid.values, cpu.values)
         modes = [record.mode for record in hybrid.iterations]

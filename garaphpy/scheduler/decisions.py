@@ -417,12 +417,20 @@ def serial_step(edges: int, serial_edges: int) -> bool:
 def run_execution(asked: str | None, mode: str, execution: str,
                   cpu_execution: str | None) -> str:
     """A run's execution: the one asked for, else the program's ``cpu_execution``
-    on the CPU alone where it declares one (issue 19: a min/max program
-    reaches its fixed point in fewer iterations asynchronously), else its
-    ``execution``."""
+    on the CPU alone or in a hybrid run where it declares one, else its
+    ``execution``.
+
+    A min/max program reaches its fixed point in fewer iterations
+    asynchronously (issue 19).  A hybrid run needs it too (issue 20): the
+    CPU's batches of such a program are buckets of values, which only an
+    asynchronous run takes, and a synchronous one leaves the CPU a
+    notify-pull per Python round (grid:2000x2000 SSSP at half its pages on
+    the H200: 4.8 s hybrid against 0.3 s on the CPU alone, and 0.27 s
+    hybrid once asynchronous; BENCHMARKS.md, twenty-eighth session).  A
+    run on the GPU alone keeps ``execution``."""
     if asked:
         return asked
-    return cpu_execution if mode == "cpu" and cpu_execution else execution
+    return cpu_execution if mode in ("cpu", "hybrid") and cpu_execution else execution
 
 
 # -- the source-gather precompute ---------------------------------------------------------
