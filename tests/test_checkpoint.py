@@ -324,7 +324,7 @@ def test_resuming_a_different_run_is_refused(rmat, tmp_path, change, needle):
     options.update(change)
     with pytest.raises(CheckpointError, match="different run") as caught:
         garaphpy.run(rmat, program, **options)
-    assert needle in str(caught.value)
+    assert needle in str(caught.value) and "resume it with the run's own" in str(caught.value)
     assert list_checkpoints(directory)      # nothing lost by the refusal
 
 

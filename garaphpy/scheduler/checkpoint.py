@@ -553,7 +553,9 @@ class Checkpointer:
         differences = identity_differences(checkpoint.identity, self.identity, self.graph)
         if differences:
             raise CheckpointError(f"{checkpoint.path}: written by a different run, refusing to "
-                                  f"resume: {'; '.join(differences)}")
+                                  f"resume: {'; '.join(differences)} (resume it with the run's "
+                                  "own graph, program and options, or start afresh in another "
+                                  "checkpoint_dir)")
         if checkpoint.values.dtype != np.dtype(self.identity["value_dtype"]) or \
                 checkpoint.values.size != self.identity["graph"]["num_vertices"]:
             raise CheckpointError(f"{checkpoint.path}: {checkpoint.values.size} values of "
