@@ -611,6 +611,16 @@ def print_table(rows: list, modes: list, repeat: int) -> None:
     print("   iters: iterations (one figure when every mode ran as many); budget: the GPU "
           "memory given to gpu and hybrid (above: default or --gpu-memory; below: vertex "
           "data + a fraction of the pages); * pages stayed resident despite the budget")
+    executions = {}  # mode -> program -> execution of its runs
+    for row in rows:
+        for mode, entry in row.get("modes", {}).items():
+            if entry.get("execution"):
+                executions.setdefault(mode, {})[row["program"]] = entry["execution"]
+    if executions:
+        print("   execution: " + "; ".join(
+            f"{mode} " + ", ".join(f"{program} {execution}"
+                                  for program, execution in by_program.items())
+            for mode, by_program in executions.items()))
     reasons = {}  # (mode, reason) -> rows, for the modes skipped in some rows only
     for row in rows:
         for mode, entry in row.get("modes", {}).items():

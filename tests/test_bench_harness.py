@@ -468,6 +468,7 @@ def test_modes_execution_option_reaches_every_run_and_its_row(tmp_path):
     executions = [{trial["execution"] for trial in row["metrics"]} for row in measured]
     assert executions == [{"async"}, {"sync"}]       # SSSP's own on the CPU, then the asked
     assert "iterations, sync" in completed.stderr
+    assert "execution: cpu sssp sync" in completed.stdout
 
 
 def test_modes_kron_graph_is_the_rmat_graph_made_symmetric(tmp_path):
