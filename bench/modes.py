@@ -38,7 +38,10 @@ GPU budgets
     page bytes (at least its largest page), so pages are streamed every
     iteration (GpuEngine.plan_pages); several fractions (``0.5,0.25``) give
     one row each, named ``below50%``, ``below25%``.  The vertex data's size is read off a
-    GPU engine made for the purpose (an estimate when that fails).  Only
+    GPU engine made for the purpose (an estimate when that fails), per mode
+    in the execution that mode runs (the hybrid's SSSP, CC and SSWP are
+    async, the GPU alone's sync: each streams the same share of the pages,
+    and the table shows both budgets where they differ).  Only
     ``--below-programs`` (PageRank, NN, HS, CS) run below; the CPU does not
     use the budget, so its run is made once per program and graph and
     shown in both rows.  Whether the GPU-only run did stream is checked
@@ -114,6 +117,7 @@ from garaphpy.api import NotConvergedWarning  # noqa: E402
 from garaphpy.errors import ConfigError  # noqa: E402
 from garaphpy.kernels.gpu import GpuUnavailableError  # noqa: E402
 from garaphpy.programs import BUILTIN_PROGRAMS, get_program, program_class  # noqa: E402
+from garaphpy.scheduler import decisions  # noqa: E402
 from garaphpy.scheduler.gpu_engine import GpuMemoryError  # noqa: E402
 from _host import (  # noqa: E402  (bench/ is the script's directory)
     free_gpu_memory, gpu_problem, host_info, log, median, milliseconds_log_axis)
@@ -329,6 +333,35 @@ def below_budget(sizes: list, vertex: int, fraction: float) -> tuple:
     return budget, None
 
 
+def mode_execution(args, program, mode: str) -> str:
+    """The execution a run of ``mode`` takes: ``--execution``, else the
+    library's default for that mode (:func:`decisions.run_execution`)."""
+    return decisions.run_execution(args.execution, mode, program.execution,
+                                   program.cpu_execution)
+
+
+def below_budgets(graph, program, sources, sizes: list, fraction: float, gpu_modes: list,
+                  args) -> tuple:
+    """(budget per mode, why not or None, sizing fields of the row): each GPU
+    mode gets its own vertex data (:func:`vertex_bytes` in the execution it
+    runs, :func:`mode_execution`) plus the same ``fraction`` of the pages, so
+    that modes of different executions stream the same pages' share."""
+    by_execution, budgets, sizing = {}, {}, {}
+    for mode in gpu_modes:
+        execution = mode_execution(args, program, mode)
+        if execution not in by_execution:
+            vertex, how = vertex_bytes(graph, program, sources, execution, args.n_streams)
+            by_execution[execution] = (vertex, how, *below_budget(sizes, vertex, fraction))
+        vertex, how, budgets[mode], why = by_execution[execution]
+        if why:
+            return {}, why, sizing
+        sizing.setdefault("vertex_bytes_by_mode", {})[mode] = vertex
+        sizing["vertex_bytes_how"] = how
+    vertex = sizing["vertex_bytes_by_mode"]
+    sizing["vertex_bytes"] = vertex.get("gpu", next(iter(vertex.values())))
+    return budgets, None, sizing
+
+
 # --------------------------------------------------------------------- runs --
 def compare(reference: np.ndarray, values: np.ndarray, exact: bool, graph) -> dict:
     """Whether ``values`` agree with ``reference``, and where not."""
@@ -471,24 +504,25 @@ def bench_program(args, case: GraphCase, program: str, modes: list, threads: int
                "num_edges": run_graph.num_edges, "num_pages": len(sizes),
                "page_bytes": int(sum(sizes)), "largest_page_bytes": int(max(sizes, default=0)),
                "options": {k: v for k, v in options.items() if k != "threads"}, "modes": {}}
-        gpu_budget = args.gpu_memory
-        if fraction is not None and not any(m != "cpu" and m not in skipped for m in modes):
+        gpu_modes = [m for m in modes if m != "cpu" and m not in skipped]
+        mode_budgets = {m: args.gpu_memory for m in gpu_modes}
+        if fraction is not None and not gpu_modes:
             row["skipped"] = "no GPU mode runs here"
             rows.append(row)
             continue
         if fraction is not None:
-            vertex, how = vertex_bytes(run_graph, instance, source,
-                                       args.execution or instance.execution,
-                                       args.n_streams)
-            gpu_budget, why = below_budget(sizes, vertex, fraction)
-            row.update(vertex_bytes=vertex, vertex_bytes_how=how)
-            if gpu_budget is None:
+            mode_budgets, why, sizing = below_budgets(run_graph, instance, source, sizes,
+                                                      fraction, gpu_modes, args)
+            row.update(sizing)
+            if why:
                 log(f"  {program} on {case.name(weighted)}: no '{budget}' budget ({why})")
                 row["skipped"] = why
                 rows.append(row)
                 continue
-        row["gpu_memory"] = gpu_budget
+        row["gpu_memory"] = mode_budgets.get("gpu", next(iter(mode_budgets.values()), None))
+        row["gpu_memory_by_mode"] = mode_budgets
         for mode in modes:
+            gpu_budget = mode_budgets.get(mode)
             where = f"{program} on {case.name(weighted)}, {mode}" + \
                 (f", budget {budget} ({mib(gpu_budget)})" if mode != "cpu" else "")
             if mode in skipped:
@@ -572,6 +606,14 @@ def ratios(entries: dict) -> dict:
 
 
 # ------------------------------------------------------------------- output --
+def budget_text(row: dict) -> str:
+    """The row's GPU budget in MiB, one per mode (gpu/hybrid) where they differ."""
+    budgets = [b for b in (row.get("gpu_memory_by_mode") or {}).values() if b is not None]
+    if len(set(budgets)) > 1:
+        return "/".join(str(round(b / 2**20)) for b in budgets) + " MiB"
+    return mib(row["gpu_memory"])
+
+
 def print_table(rows: list, modes: list, repeat: int) -> None:
     print(f"\n== CPU-only vs GPU-only vs hybrid (Garaph Table 2): median of {repeat} runs "
           f"after a warm-up, seconds of the iterations (ratio to the row's best mode)")
@@ -581,7 +623,7 @@ def print_table(rows: list, modes: list, repeat: int) -> None:
     print(head)
     for row in rows:
         budget = row["budget"] if row.get("gpu_memory") is None else \
-            f"{row['budget']} {mib(row['gpu_memory'])}"
+            f"{row['budget']} {budget_text(row)}"
         line = f"{row['program']:9} {row['graph_variant']:22} {budget:16}"
         if "skipped" in row:
             print(f"{line} {'':>6}  skipped: {row['skipped']}")
@@ -609,8 +651,9 @@ def print_table(rows: list, modes: list, repeat: int) -> None:
                         else "(one mode)")
         print(line)
     print("   iters: iterations (one figure when every mode ran as many); budget: the GPU "
-          "memory given to gpu and hybrid (above: default or --gpu-memory; below: vertex "
-          "data + a fraction of the pages); * pages stayed resident despite the budget")
+          "memory given to gpu and hybrid (above: default or --gpu-memory; below: each "
+          "mode's vertex data + a fraction of the pages, gpu/hybrid where they differ); * pages "
+          "stayed resident despite the budget")
     executions = {}  # mode -> program -> execution of its runs
     for row in rows:
         for mode, entry in row.get("modes", {}).items():

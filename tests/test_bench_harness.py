@@ -471,6 +471,36 @@ def test_modes_execution_option_reaches_every_run_and_its_row(tmp_path):
     assert "execution: cpu sssp sync" in completed.stdout
 
 
+def test_modes_below_budgets_give_each_mode_its_vertex_data_and_the_same_pages(monkeypatch):
+    sys.path.insert(0, str(BENCH))
+    import modes
+
+    asked = []
+
+    def vertex_bytes(graph, program, sources, execution, n_streams):
+        asked.append(execution)
+        return {"sync": 1000, "async": 600}[execution], "measured"
+
+    monkeypatch.setattr(modes, "vertex_bytes", vertex_bytes)
+    sizes = [400, 300, 300]
+    sssp = modes.get_program("sssp")          # async in the hybrid, sync on the GPU alone
+    args = modes.argparse.Namespace(execution=None, n_streams=None)
+    budgets, why, sizing = modes.below_budgets(None, sssp, None, sizes, 0.5,
+                                               ["gpu", "hybrid"], args)
+    assert why is None and budgets == {"gpu": 1000 + 500, "hybrid": 600 + 500}
+    assert sizing["vertex_bytes_by_mode"] == {"gpu": 1000, "hybrid": 600}
+    assert sizing["vertex_bytes"] == 1000 and asked == ["sync", "async"]
+    assert modes.budget_text({"gpu_memory": budgets["gpu"],
+                              "gpu_memory_by_mode": {"gpu": 3 << 20, "hybrid": 2 << 20}}) \
+        == "3/2 MiB"
+    asked.clear()
+    args.execution = "sync"                   # one execution: one probe, one budget
+    budgets, why, _ = modes.below_budgets(None, sssp, None, sizes, 0.5, ["gpu", "hybrid"], args)
+    assert budgets == {"gpu": 1500, "hybrid": 1500} and asked == ["sync"]
+    budgets, why, _ = modes.below_budgets(None, sssp, None, [400], 0.5, ["gpu"], args)
+    assert budgets == {} and "nothing to stream" in why
+
+
 def test_modes_kron_graph_is_the_rmat_graph_made_symmetric(tmp_path):
     sys.path.insert(0, str(BENCH))
     import modes
