@@ -459,6 +459,8 @@ def measure(graph, program: str, mode: str, options: dict, args,
         "execution": middle["execution"],
         # pages copied to the device during the iterations: streamed, not resident
         "streamed": any(r.get("bytes_to_device", 0) > 0 for r in middle["records"]),
+        # iterations in which the GPU pulled any page (a hybrid may leave all to the CPU)
+        "gpu_iterations": sum(1 for r in middle["records"] if gpu_pulled(r)),
         "check": bad[0] if bad else (checks[0] if checks else {"ok": True, "reference": True}),
         "runs_mismatched": len(bad),
         "records": middle["records"],
@@ -638,8 +640,9 @@ def print_table(rows: list, modes: list, repeat: int) -> None:
             elif entry["status"] == "mismatch":
                 cell = f"{entry['median_seconds']:.4f} MISMATCH"
             else:
-                mark = "*" if (mode != "cpu" and row.get("budget_fraction") is not None
-                               and not entry["streamed"]) else ""
+                below = mode != "cpu" and row.get("budget_fraction") is not None
+                mark = "" if not below or entry["streamed"] else \
+                    "c" if entry.get("gpu_iterations") == 0 else "*"
                 cell = f"{entry['median_seconds']:.4f} ({row['over_best'][mode]:.2f}){mark}"
             line += f" {cell:>19}"
         for key, width in (("hybrid_over_min_cpu_gpu", 12), ("hybrid_over_gpu", 8)):
@@ -653,7 +656,7 @@ def print_table(rows: list, modes: list, repeat: int) -> None:
     print("   iters: iterations (one figure when every mode ran as many); budget: the GPU "
           "memory given to gpu and hybrid (above: default or --gpu-memory; below: each "
           "mode's vertex data + a fraction of the pages, gpu/hybrid where they differ); * pages "
-          "stayed resident despite the budget")
+          "stayed resident despite the budget; c every iteration on the CPU")
     executions = {}  # mode -> program -> execution of its runs
     for row in rows:
         for mode, entry in row.get("modes", {}).items():
@@ -681,12 +684,15 @@ def hybrid_switches(records: list) -> list:
     def state(record):
         return record.get("mode"), (record.get("gpu_pages") or 0) > 0
 
-    def gpu_on(record):
-        pages = record.get("gpu_pages")
-        return pages > 0 if pages is not None else record.get("mode") in ("hybrid", "gpu")
-
-    return [(k, gpu_on(records[k])) for k in range(1, len(records))
+    return [(k, gpu_pulled(records[k])) for k in range(1, len(records))
             if state(records[k]) != state(records[k - 1])]
+
+
+def gpu_pulled(record: dict) -> bool:
+    """Whether the GPU pulled pages in this iteration's record (its ``gpu_pages``,
+    else its mode)."""
+    pages = record.get("gpu_pages")
+    return pages > 0 if pages is not None else record.get("mode") in ("hybrid", "gpu")
 
 
 def print_dispatch(rows: list) -> None:

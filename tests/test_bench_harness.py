@@ -501,6 +501,35 @@ def test_modes_below_budgets_give_each_mode_its_vertex_data_and_the_same_pages(m
     assert budgets == {} and "nothing to stream" in why
 
 
+def test_modes_table_marks_resident_pages_and_runs_left_to_the_cpu(capsys):
+    sys.path.insert(0, str(BENCH))
+    import modes
+
+    records = [{"mode": "cpu", "gpu_pages": 0}, {"mode": "hybrid", "gpu_pages": 3},
+               {"mode": "cpu", "gpu_pages": 0}]
+    assert [modes.gpu_pulled(r) for r in records] == [False, True, False]
+    assert modes.hybrid_switches(records) == [(1, True), (2, False)]
+
+    def entry(seconds, streamed, gpu_iterations, execution):
+        return {"status": "ok", "median_seconds": seconds, "iterations": [7],
+                "streamed": streamed, "gpu_iterations": gpu_iterations,
+                "execution": execution}
+
+    row = {"program": "sssp", "graph_variant": "grid:4x4 (w)", "budget": "below",
+           "budget_fraction": 0.5, "gpu_memory": 3 << 20,
+           "gpu_memory_by_mode": {"gpu": 3 << 20, "hybrid": 2 << 20},
+           "modes": {"cpu": entry(1.0, False, 0, "async"),
+                     "gpu": entry(2.0, False, 7, "sync"),
+                     "hybrid": entry(1.0, False, 0, "async")}}
+    row.update(modes.ratios(row["modes"]))
+    modes.print_table([row], ["cpu", "gpu", "hybrid"], 3)
+    line = next(text for text in capsys.readouterr().out.splitlines()
+                if text.startswith("sssp"))
+    assert "below 3/2 MiB" in line
+    assert "2.0000 (2.00)*" in line and "1.0000 (1.00)c" in line
+    assert "1.0000 (1.00) " in line         # the CPU alone: no budget, no mark
+
+
 def test_modes_kron_graph_is_the_rmat_graph_made_symmetric(tmp_path):
     sys.path.insert(0, str(BENCH))
     import modes
