@@ -247,7 +247,9 @@ def test_cli_interrupted_while_compiling_exits_130(tmp_path):
     config = tmp_path / "run.toml"
     config.write_text('graph = "rmat:8"\n[store]\npath = "store"\n'
                       '[run]\nprogram = "pagerank"\nmode = "cpu"\nthreads = 1\n')
-    environment = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba-cache"))
+    # a crash (seen once in CI: SIGSEGV after the "interrupted" line) prints its stack
+    environment = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba-cache"),
+                       PYTHONFAULTHANDLER="1")
     process = subprocess.Popen(
         [sys.executable, "-m", "garaphpy.run", str(config), "--quiet"], env=environment,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
