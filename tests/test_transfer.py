@@ -91,6 +91,33 @@ def test_out_edge_values_line_up_with_the_targets(paged):
         assert got == expected.get(u, [])
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_out_edge_values_on_several_threads_equal_a_stable_sort(monkeypatch, threads):
+    """Each thread places the values of one range of sources, reading every
+    edge: the result is the values stably sorted by source, page after page."""
+    import numba
+
+    monkeypatch.setattr(subgraph, "PARALLEL_PLACE_EDGES", 1)
+    rng = np.random.default_rng(11)
+    num_vertices = 500
+    sources = rng.integers(0, num_vertices, 20_000)
+    sources[:3_000] = 7                    # a hub: its range holds more edges
+    values = rng.random(sources.size)
+    out_offsets = np.concatenate(([0], np.cumsum(np.bincount(sources,
+                                                             minlength=num_vertices))))
+    pages = [(sources[a:b].astype(np.int32), values[a:b])
+             for a, b in ((0, 6_000), (6_000, 6_001), (6_001, 20_000))]
+    previous = numba.get_num_threads()
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    try:
+        placed = subgraph.out_edge_values(out_offsets, pages, np.float64)
+    finally:
+        numba.set_num_threads(previous)
+    np.testing.assert_array_equal(placed, values[np.argsort(sources, kind="stable")])
+    bounds = subgraph._source_bounds(out_offsets, 4)
+    assert bounds[0] == 0 and bounds[-1] == num_vertices and np.all(np.diff(bounds) >= 0)
+
+
 @pytest.mark.parametrize("piece_edges", [7, subgraph.PIECE_EDGES])
 def test_gather_active_edges_against_numpy(paged, piece_edges):
     """Short pieces are walked edge by edge, long ones (sorted) page by page."""

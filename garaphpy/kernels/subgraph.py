@@ -524,6 +524,34 @@ def _place_values(sources, values, cursor, out):
         cursor[u] += 1
 
 
+@numba.njit(nogil=True, parallel=True, cache=True)
+def _place_values_by_source_ranges(sources, values, cursor, out, bounds):
+    """:func:`_place_values` on several threads: thread ``c`` reads every
+    edge and places those whose source lies in ``[bounds[c], bounds[c + 1])``,
+    in the edges' order, so each source's slots fill as in the serial loop.
+    The reads are sequential and shared; the scattered writes are split."""
+    for c in numba.prange(bounds.size - 1):
+        lo, hi = bounds[c], bounds[c + 1]
+        for e in range(sources.size):
+            u = sources[e]
+            if u >= lo and u < hi:
+                out[cursor[u]] = values[e]
+                cursor[u] += 1
+
+
+#: Edges below which the out-edge values are placed on one thread.
+PARALLEL_PLACE_EDGES = 1 << 20
+
+
+def _source_bounds(out_offsets: np.ndarray, chunks: int) -> np.ndarray:
+    """Source-vertex bounds of ``chunks`` ranges holding about equal shares of
+    the out-edges (each range's values are written by one thread)."""
+    total = int(out_offsets[-1])
+    targets = (np.arange(1, chunks, dtype=np.int64) * total) // chunks
+    inner = np.searchsorted(out_offsets, targets, side="left").astype(np.int64)
+    return np.concatenate(([0], inner, [out_offsets.size - 1])).astype(np.int64)
+
+
 def out_edge_values(out_offsets: np.ndarray, pages, dtype, out: np.ndarray | None = None
                     ) -> np.ndarray:
     """The edge values in the order of the out-edge CSR.
@@ -545,8 +573,13 @@ def out_edge_values(out_offsets: np.ndarray, pages, dtype, out: np.ndarray | Non
     num_edges = int(out_offsets[-1])
     out = np.empty(num_edges, dtype) if out is None else out[:num_edges]
     cursor = np.array(out_offsets[:-1], np.int64)
+    threads = numba.get_num_threads()
+    bounds = _source_bounds(out_offsets, threads) if threads > 1 else None
     for sources, values in pages:
-        _place_values(sources, values, cursor, out)
+        if bounds is not None and sources.size >= PARALLEL_PLACE_EDGES:
+            _place_values_by_source_ranges(sources, values, cursor, out, bounds)
+        else:
+            _place_values(sources, values, cursor, out)
     return out
 
 
