@@ -31,6 +31,7 @@ import numba
 import numpy as np
 
 from .. import _numba_setup  # noqa: F401  (threading layer first)
+from .cpu import _balanced_chunks
 
 
 #: Out-edges one piece of the frontier's work holds at most: a hub's edges are
@@ -543,15 +544,6 @@ def _place_values_by_source_ranges(sources, values, cursor, out, bounds):
 PARALLEL_PLACE_EDGES = 1 << 20
 
 
-def _source_bounds(out_offsets: np.ndarray, chunks: int) -> np.ndarray:
-    """Source-vertex bounds of ``chunks`` ranges holding about equal shares of
-    the out-edges (each range's values are written by one thread)."""
-    total = int(out_offsets[-1])
-    targets = (np.arange(1, chunks, dtype=np.int64) * total) // chunks
-    inner = np.searchsorted(out_offsets, targets, side="left").astype(np.int64)
-    return np.concatenate(([0], inner, [out_offsets.size - 1])).astype(np.int64)
-
-
 def out_edge_values(out_offsets: np.ndarray, pages, dtype, out: np.ndarray | None = None
                     ) -> np.ndarray:
     """The edge values in the order of the out-edge CSR.
@@ -574,7 +566,8 @@ def out_edge_values(out_offsets: np.ndarray, pages, dtype, out: np.ndarray | Non
     out = np.empty(num_edges, dtype) if out is None else out[:num_edges]
     cursor = np.array(out_offsets[:-1], np.int64)
     threads = numba.get_num_threads()
-    bounds = _source_bounds(out_offsets, threads) if threads > 1 else None
+    # Ranges of sources holding about equal shares of the out-edges, one a thread.
+    bounds = _balanced_chunks(out_offsets, threads) if threads > 1 else None
     for sources, values in pages:
         if bounds is not None and sources.size >= PARALLEL_PLACE_EDGES:
             _place_values_by_source_ranges(sources, values, cursor, out, bounds)
