@@ -39,9 +39,8 @@ GPU budgets
     iteration (GpuEngine.plan_pages); several fractions (``0.5,0.25``) give
     one row each, named ``below50%``, ``below25%``.  The vertex data's size is read off a
     GPU engine made for the purpose (an estimate when that fails), per mode
-    in the execution that mode runs (the hybrid's SSSP, CC and SSWP are
-    async, the GPU alone's sync: each streams the same share of the pages,
-    and the table shows both budgets where they differ).  Only
+    in the execution the runs take (every mode the same: the program's
+    own, SSSP, CC and SSWP async, or ``--execution``).  Only
     ``--below-programs`` (PageRank, NN, HS, CS) run below; the CPU does not
     use the budget, so its run is made once per program and graph and
     shown in both rows.  Whether the GPU-only run did stream is checked
@@ -116,6 +115,7 @@ from garaphpy import config, generators  # noqa: E402
 from garaphpy.api import NotConvergedWarning  # noqa: E402
 from garaphpy.errors import ConfigError  # noqa: E402
 from garaphpy.kernels.gpu import GpuUnavailableError  # noqa: E402
+from garaphpy.program import default_execution  # noqa: E402
 from garaphpy.programs import BUILTIN_PROGRAMS, get_program, program_class  # noqa: E402
 from garaphpy.scheduler import decisions  # noqa: E402
 from garaphpy.scheduler.gpu_engine import GpuMemoryError  # noqa: E402
@@ -333,33 +333,21 @@ def below_budget(sizes: list, vertex: int, fraction: float) -> tuple:
     return budget, None
 
 
-def mode_execution(args, program, mode: str) -> str:
-    """The execution a run of ``mode`` takes: ``--execution``, else the
-    library's default for that mode (:func:`decisions.run_execution`)."""
-    return decisions.run_execution(args.execution, mode, program.execution,
-                                   program.cpu_execution)
+def run_execution(args, program) -> str:
+    """The execution every mode's run of ``program`` takes: ``--execution``,
+    else the library's default (:func:`decisions.run_execution`, the
+    program's own on every processor)."""
+    return decisions.run_execution(args.execution, default_execution(program))
 
 
-def below_budgets(graph, program, sources, sizes: list, fraction: float, gpu_modes: list,
-                  args) -> tuple:
-    """(budget per mode, why not or None, sizing fields of the row): each GPU
-    mode gets its own vertex data (:func:`vertex_bytes` in the execution it
-    runs, :func:`mode_execution`) plus the same ``fraction`` of the pages, so
-    that modes of different executions stream the same pages' share."""
-    by_execution, budgets, sizing = {}, {}, {}
-    for mode in gpu_modes:
-        execution = mode_execution(args, program, mode)
-        if execution not in by_execution:
-            vertex, how = vertex_bytes(graph, program, sources, execution, args.n_streams)
-            by_execution[execution] = (vertex, how, *below_budget(sizes, vertex, fraction))
-        vertex, how, budgets[mode], why = by_execution[execution]
-        if why:
-            return {}, why, sizing
-        sizing.setdefault("vertex_bytes_by_mode", {})[mode] = vertex
-        sizing["vertex_bytes_how"] = how
-    vertex = sizing["vertex_bytes_by_mode"]
-    sizing["vertex_bytes"] = vertex.get("gpu", next(iter(vertex.values())))
-    return budgets, None, sizing
+def below_budgets(graph, program, sources, sizes: list, fraction: float, args) -> tuple:
+    """(budget, why not or None, sizing fields of the row): the vertex data of
+    the runs' execution (:func:`vertex_bytes`, :func:`run_execution`) plus
+    ``fraction`` of the pages, the same for every GPU mode."""
+    vertex, how = vertex_bytes(graph, program, sources, run_execution(args, program),
+                               args.n_streams)
+    budget, why = below_budget(sizes, vertex, fraction)
+    return budget, why, {"vertex_bytes": vertex, "vertex_bytes_how": how}
 
 
 # --------------------------------------------------------------------- runs --
@@ -507,24 +495,22 @@ def bench_program(args, case: GraphCase, program: str, modes: list, threads: int
                "page_bytes": int(sum(sizes)), "largest_page_bytes": int(max(sizes, default=0)),
                "options": {k: v for k, v in options.items() if k != "threads"}, "modes": {}}
         gpu_modes = [m for m in modes if m != "cpu" and m not in skipped]
-        mode_budgets = {m: args.gpu_memory for m in gpu_modes}
+        gpu_budget = args.gpu_memory
         if fraction is not None and not gpu_modes:
             row["skipped"] = "no GPU mode runs here"
             rows.append(row)
             continue
         if fraction is not None:
-            mode_budgets, why, sizing = below_budgets(run_graph, instance, source, sizes,
-                                                      fraction, gpu_modes, args)
+            gpu_budget, why, sizing = below_budgets(run_graph, instance, source, sizes,
+                                                    fraction, args)
             row.update(sizing)
             if why:
                 log(f"  {program} on {case.name(weighted)}: no '{budget}' budget ({why})")
                 row["skipped"] = why
                 rows.append(row)
                 continue
-        row["gpu_memory"] = mode_budgets.get("gpu", next(iter(mode_budgets.values()), None))
-        row["gpu_memory_by_mode"] = mode_budgets
+        row["gpu_memory"] = gpu_budget
         for mode in modes:
-            gpu_budget = mode_budgets.get(mode)
             where = f"{program} on {case.name(weighted)}, {mode}" + \
                 (f", budget {budget} ({mib(gpu_budget)})" if mode != "cpu" else "")
             if mode in skipped:
@@ -608,14 +594,6 @@ def ratios(entries: dict) -> dict:
 
 
 # ------------------------------------------------------------------- output --
-def budget_text(row: dict) -> str:
-    """The row's GPU budget in MiB, one per mode (gpu/hybrid) where they differ."""
-    budgets = [b for b in (row.get("gpu_memory_by_mode") or {}).values() if b is not None]
-    if len(set(budgets)) > 1:
-        return "/".join(str(round(b / 2**20)) for b in budgets) + " MiB"
-    return mib(row["gpu_memory"])
-
-
 def print_table(rows: list, modes: list, repeat: int) -> None:
     print(f"\n== CPU-only vs GPU-only vs hybrid (Garaph Table 2): median of {repeat} runs "
           f"after a warm-up, seconds of the iterations (ratio to the row's best mode)")
@@ -625,7 +603,7 @@ def print_table(rows: list, modes: list, repeat: int) -> None:
     print(head)
     for row in rows:
         budget = row["budget"] if row.get("gpu_memory") is None else \
-            f"{row['budget']} {budget_text(row)}"
+            f"{row['budget']} {mib(row['gpu_memory'])}"
         line = f"{row['program']:9} {row['graph_variant']:22} {budget:16}"
         if "skipped" in row:
             print(f"{line} {'':>6}  skipped: {row['skipped']}")
@@ -654,8 +632,8 @@ def print_table(rows: list, modes: list, repeat: int) -> None:
                         else "(one mode)")
         print(line)
     print("   iters: iterations (one figure when every mode ran as many); budget: the GPU "
-          "memory given to gpu and hybrid (above: default or --gpu-memory; below: each "
-          "mode's vertex data + a fraction of the pages, gpu/hybrid where they differ); * pages "
+          "memory given to gpu and hybrid (above: default or --gpu-memory; below: the "
+          "run's vertex data + a fraction of the pages); * pages "
           "stayed resident despite the budget; c every iteration on the CPU")
     executions = {}  # mode -> program -> execution of its runs
     for row in rows:
@@ -860,9 +838,8 @@ def main(argv=None) -> int:
                         help="iterations of PageRank, NN, HS and CS, tolerance 0 (Garaph's "
                              "10; 0: the programs' own stopping rules)")
     parser.add_argument("--execution", choices=("sync", "async"), default=None,
-                        help="the execution of every mode (default: each mode's own: "
-                             "SSSP, CC and SSWP async on the CPU and in the hybrid, "
-                             "sync on the GPU alone)")
+                        help="the execution of every mode (default: the program's "
+                             "own: SSSP, CC and SSWP async, the others sync)")
     parser.add_argument("--threads", type=int, default=None,
                         help="CPU threads (default: every core)")
     parser.add_argument("--store-dir", default=None,

@@ -29,7 +29,7 @@ from . import _numba_setup, config
 from .errors import ConfigError, GaraphError
 from .options import DIRECTIONS, EXECUTIONS, MODES, RunOptions
 from .paths import cache_directory
-from .program import ProgramError, VertexProgram
+from .program import ProgramError, VertexProgram, default_execution
 from .scheduler import checkpoint
 from .scheduler import decisions as direction_policy
 from .scheduler.dispatcher import HybridPolicy
@@ -167,10 +167,9 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
         over pages streamed to or resident on the GPU; needs cupy and a CUDA
         device).
     execution : {"sync", "async"}, optional
-        Default: the program's ``execution``; for a run on the CPU alone or a
-        hybrid run, its ``cpu_execution`` where it declares one (the
-        built-in SSSP, CC and SSWP run asynchronously there: same values,
-        fewer iterations, and the hybrid's CPU turns in buckets of values).
+        Default: the program's ``execution``, on every processor (the
+        built-in SSSP, CC and SSWP run asynchronously: same values, fewer
+        iterations, and the hybrid's CPU turns in buckets of values).
     max_iterations : int, optional
         Default: the program's.
     tolerance : float, optional
@@ -300,8 +299,7 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
                           f"{policy!r}")
     if mode == "hybrid":
         mode = _hybrid_or_fallback()
-    execution = direction_policy.run_execution(execution, mode, program.execution,
-                                               program.cpu_execution)
+    execution = direction_policy.run_execution(execution, default_execution(program))
     if execution not in EXECUTIONS:
         raise ConfigError(f"execution={execution!r}: expected one of {EXECUTIONS}")
     if direction not in DIRECTIONS:

@@ -165,9 +165,7 @@ class RunOptions:
 
     mode: str = option("hybrid", "str", "processors: hybrid (the dispatcher's choice), cpu or "
                        "gpu", choices=MODES, config="run.mode")
-    execution: str | None = option(None, "str", "sync or async (default: the program's; on "
-                                   "the CPU alone or in a hybrid run, its cpu_execution where "
-                                   "it declares one)",
+    execution: str | None = option(None, "str", "sync or async (default: the program's)",
                                    choices=EXECUTIONS, config="run.execution", identity=True)
     max_iterations: int | None = option(None, "int", "iteration limit (default: the "
                                         "program's)", minimum=1, maximum=MAX_ITERATIONS,

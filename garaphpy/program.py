@@ -59,6 +59,7 @@ import ast
 import inspect
 import math
 import textwrap
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -331,16 +332,20 @@ class VertexProgram:
     sum : {"add", "min", "max"}
         The accumulator monoid.
     execution : {"sync", "async"}
-        Default execution: synchronous (committed at the end of each
-        iteration, deterministic) or asynchronous (visible at once).
+        Default execution, on every processor: synchronous (committed at
+        the end of each iteration, deterministic) or asynchronous (visible
+        at once).  Declare ``"async"`` only for a program whose values do
+        not depend on the order of updates: a min or max sum whose apply
+        keeps the better of the old value and the sum and whose gather is
+        monotone (SSSP, CC and SSWP declare it), which then reaches the
+        same fixed point in fewer iterations (updates made earlier in an
+        iteration are read later in it).
     cpu_execution : {"sync", "async"} or None
-        Default execution of a run on the CPU alone or a hybrid run, where
-        it differs (None: ``execution``).  Declare ``"async"`` only for a program
-        whose values do not depend on the order of updates: a min or max
-        sum whose apply keeps the better of the old value and the sum and
-        whose gather is monotone (BFS, SSSP, CC, SSWP), which then reaches
-        the same fixed point in fewer iterations (updates made earlier in
-        an iteration are read later in it).
+        Deprecated: declare ``execution``.  It named the default of runs on
+        the CPU alone and hybrid runs when the GPU alone ran synchronously;
+        the asynchronous run was faster on the GPU too (BENCHMARKS.md,
+        twenty-ninth session).  Where declared, it takes the place of
+        ``execution`` (with a DeprecationWarning).
     final_once_set : bool
         Declares that, in a synchronous run, a vertex once active (a source
         at the start, or activated by an update) never changes its value
@@ -389,10 +394,10 @@ class VertexProgram:
         the GPU alone pushes its device loop's frontier in buckets
         (near-far; ``config.GPU_VALUE_PRIORITY``,
         ``scheduler.decisions.gpu_value_priority``).  The order changes the work,
-        not the result, for a program whose ``cpu_execution = "async"``
+        not the result, for a program whose ``execution = "async"``
         already declares that its values do not depend on the order of
         updates; so it needs sum ``min`` or ``max``, numeric values and
-        ``cpu_execution = "async"``.  Default False.
+        ``execution = "async"``.  Default False.
     apply_keeps_best : bool
         Declares that ``apply`` returns the better of the old value and the
         sum (the sum's ``min`` or ``max`` of the two) and that ``gather``
@@ -513,7 +518,7 @@ class VertexProgram:
     def describe(cls) -> str:
         """One line: name, monoid, value type and defaults."""
         return (f"{cls.__name__}: sum={cls.sum}, value {np.dtype(cls.value_dtype).name}, "
-                f"{cls.execution}, at most {cls.max_iterations} iterations")
+                f"{default_execution(cls)}, at most {cls.max_iterations} iterations")
 
     def finalize(self, values: np.ndarray) -> np.ndarray:
         """Turn engine values into the values users see (e.g. unreachable -> -1).
@@ -580,6 +585,13 @@ def register_class_check(check) -> None:
         _CLASS_CHECKS.append(check)
 
 
+def default_execution(program) -> str:
+    """The execution a run of ``program`` (class or instance) takes when none
+    is asked for: its ``execution``, or the deprecated ``cpu_execution``
+    where it declares one."""
+    return program.cpu_execution or program.execution
+
+
 def _check_program_class(cls) -> dict:
     """Check a VertexProgram subclass's declarations and functions."""
     where = f"{cls.__module__}.{cls.__qualname__}"
@@ -608,11 +620,16 @@ def _check_program_class(cls) -> dict:
         raise ProgramError(f"{where}: final_once_set = True with initially_active = "
                            f"{cls.initially_active!r}: every vertex would be settled from the "
                            "start and none could change; expected 'sources'")
-    if cls.value_priority and (cls.sum not in ("min", "max") or cls.cpu_execution != "async"):
+    if cls.cpu_execution is not None:
+        warnings.warn(f"{where}: cpu_execution is deprecated; a program's execution now holds "
+                      f"on every processor: declare execution = {cls.cpu_execution!r}",
+                      DeprecationWarning, stacklevel=3)
+    if cls.value_priority and (cls.sum not in ("min", "max")
+                               or default_execution(cls) != "async"):
         raise ProgramError(f"{where}: value_priority = True needs sum 'min' or 'max' and "
-                           "cpu_execution = 'async' (an order of updates that changes no "
-                           f"value); got sum = {cls.sum!r}, cpu_execution = "
-                           f"{cls.cpu_execution!r}")
+                           "execution = 'async' (an order of updates that changes no "
+                           f"value); got sum = {cls.sum!r}, execution = "
+                           f"{default_execution(cls)!r}")
     if cls.value_priority and np.dtype(cls.value_dtype).kind not in "iuf":
         raise ProgramError(f"{where}: value_priority = True needs numeric values (buckets of "
                            f"values); got value_dtype = {np.dtype(cls.value_dtype).name}")

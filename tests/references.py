@@ -238,16 +238,26 @@ def run_engine_quietly(graph, program, sources=(), **options):
 
 
 def run_engine_like_gpu(graph, program, sources=(), **options):
-    """:func:`run_engine_quietly`, with a CPU run in the program's own
-    ``execution`` unless one is asked for (not its ``cpu_execution``) and
-    without label shortcuts (``config.CPU_SHORTCUT_LABELS`` and
-    ``config.GPU_SHORTCUT_LABELS``, one processor alone), so that the CPU
-    reference of a GPU or hybrid run does the same iterations."""
+    """:func:`run_engine_quietly` without label shortcuts
+    (``config.CPU_SHORTCUT_LABELS`` and ``config.GPU_SHORTCUT_LABELS``, one
+    processor alone), so that the CPU reference of a GPU or hybrid run does
+    the same iterations.
+
+    A min/max program whose default is asynchronous (SSSP, CC, SSWP) runs
+    synchronously on the CPU alone and on the GPU alone unless an execution
+    is asked for: the GPU tests that use this compare iteration counts and
+    size budgets for those runs, and were written when the GPU alone ran
+    them synchronously.  The asynchronous default on the GPU alone has its
+    own test (``test_engine_gpu.test_gpu_alone_takes_the_programs_default``);
+    a hybrid run keeps the default."""
     import garaphpy.api
     from garaphpy import config
+    from garaphpy.program import default_execution
 
-    if options.get("mode") == "cpu" and options.get("execution") is None:
-        options["execution"] = garaphpy.api._program_instance(program).execution
+    instance = garaphpy.api._program_instance(program)
+    if options.get("mode") in ("cpu", "gpu") and options.get("execution") is None \
+            and instance.sum in ("min", "max") and default_execution(instance) == "async":
+        options["execution"] = "sync"
     shortcuts = config.CPU_SHORTCUT_LABELS, config.GPU_SHORTCUT_LABELS
     config.CPU_SHORTCUT_LABELS = config.GPU_SHORTCUT_LABELS = False
     try:

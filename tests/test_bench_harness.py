@@ -471,7 +471,7 @@ def test_modes_execution_option_reaches_every_run_and_its_row(tmp_path):
     assert "execution: cpu sssp sync" in completed.stdout
 
 
-def test_modes_below_budgets_give_each_mode_its_vertex_data_and_the_same_pages(monkeypatch):
+def test_modes_below_budgets_size_the_vertex_data_of_the_runs_execution(monkeypatch):
     sys.path.insert(0, str(BENCH))
     import modes
 
@@ -483,22 +483,17 @@ def test_modes_below_budgets_give_each_mode_its_vertex_data_and_the_same_pages(m
 
     monkeypatch.setattr(modes, "vertex_bytes", vertex_bytes)
     sizes = [400, 300, 300]
-    sssp = modes.get_program("sssp")          # async in the hybrid, sync on the GPU alone
+    sssp = modes.get_program("sssp")          # async on every processor
     args = modes.argparse.Namespace(execution=None, n_streams=None)
-    budgets, why, sizing = modes.below_budgets(None, sssp, None, sizes, 0.5,
-                                               ["gpu", "hybrid"], args)
-    assert why is None and budgets == {"gpu": 1000 + 500, "hybrid": 600 + 500}
-    assert sizing["vertex_bytes_by_mode"] == {"gpu": 1000, "hybrid": 600}
-    assert sizing["vertex_bytes"] == 1000 and asked == ["sync", "async"]
-    assert modes.budget_text({"gpu_memory": budgets["gpu"],
-                              "gpu_memory_by_mode": {"gpu": 3 << 20, "hybrid": 2 << 20}}) \
-        == "3/2 MiB"
+    budget, why, sizing = modes.below_budgets(None, sssp, None, sizes, 0.5, args)
+    assert why is None and budget == 600 + 500 and asked == ["async"]
+    assert sizing == {"vertex_bytes": 600, "vertex_bytes_how": "measured"}
     asked.clear()
-    args.execution = "sync"                   # one execution: one probe, one budget
-    budgets, why, _ = modes.below_budgets(None, sssp, None, sizes, 0.5, ["gpu", "hybrid"], args)
-    assert budgets == {"gpu": 1500, "hybrid": 1500} and asked == ["sync"]
-    budgets, why, _ = modes.below_budgets(None, sssp, None, [400], 0.5, ["gpu"], args)
-    assert budgets == {} and "nothing to stream" in why
+    args.execution = "sync"                   # the asked execution's vertex data
+    budget, why, _ = modes.below_budgets(None, sssp, None, sizes, 0.5, args)
+    assert budget == 1000 + 500 and asked == ["sync"]
+    budget, why, _ = modes.below_budgets(None, sssp, None, [400], 0.5, args)
+    assert budget is None and "nothing to stream" in why
 
 
 def test_modes_table_marks_resident_pages_and_runs_left_to_the_cpu(capsys):
@@ -517,15 +512,14 @@ def test_modes_table_marks_resident_pages_and_runs_left_to_the_cpu(capsys):
 
     row = {"program": "sssp", "graph_variant": "grid:4x4 (w)", "budget": "below",
            "budget_fraction": 0.5, "gpu_memory": 3 << 20,
-           "gpu_memory_by_mode": {"gpu": 3 << 20, "hybrid": 2 << 20},
            "modes": {"cpu": entry(1.0, False, 0, "async"),
-                     "gpu": entry(2.0, False, 7, "sync"),
+                     "gpu": entry(2.0, False, 7, "async"),
                      "hybrid": entry(1.0, False, 0, "async")}}
     row.update(modes.ratios(row["modes"]))
     modes.print_table([row], ["cpu", "gpu", "hybrid"], 3)
     line = next(text for text in capsys.readouterr().out.splitlines()
                 if text.startswith("sssp"))
-    assert "below 3/2 MiB" in line
+    assert "below 3072 KiB" in line
     assert "2.0000 (2.00)*" in line and "1.0000 (1.00)c" in line
     assert "1.0000 (1.00) " in line         # the CPU alone: no budget, no mark
 

@@ -206,7 +206,7 @@ def test_gpu_run_is_the_driver_with_the_gpu_alone(graph, built_drivers):
 def test_gpu_alone_driver_equals_the_gpu_engine_iterated_directly(graph):
     from garaphpy.scheduler.gpu_engine import GpuEngine
 
-    result = garaphpy.run(graph, SSSP(), mode="gpu", sources=[0])
+    result = garaphpy.run(graph, SSSP(), mode="gpu", sources=[0], execution="sync")
     program = SSSP()
     source_vertices = api._source_vertices(graph, program, [0])
     pages = api.page_source(graph.store, "gpu")

@@ -611,3 +611,23 @@ def test_transfer_rates_measured_at_set_up(packed, monkeypatch):
                       gpu_memory=budget)
     assert plain.calibration is None
     assert plain.transfer_rates.as_dict() == transfer.TransferRates().as_dict()
+
+
+@pytest.mark.parametrize("name", ["sssp", "cc", "sswp"])
+def test_gpu_alone_takes_the_programs_default(paged, name):
+    """SSSP, CC and SSWP run asynchronously on the GPU alone when no execution
+    is asked for, resident and at a budget sized for the asynchronous run's
+    vertex data and half the pages (so pages stream), and reach the
+    independent reference's values."""
+    from test_engine_gpu import gpu_reference
+
+    program = program_for(name)
+    sources = sources_for(program)
+    expected = gpu_reference(name, paged, sources)
+    for budget in (None, budget_for(paged, program, 0.5, "async")):
+        options = {} if budget is None else {"gpu_memory": budget}
+        result = ref.run_engine_quietly(paged, program, sources, mode="gpu", **options)
+        assert result.execution == "async" and result.converged, result.stop_reason
+        ref.assert_program_values(name, result.values, expected)
+        streamed = sum(record.bytes_to_device for record in result.iterations)
+        assert (streamed > 0) == (budget is not None), streamed

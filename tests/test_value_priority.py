@@ -168,7 +168,7 @@ def test_chain_iteration_limit_and_checkpoints(chain, tmp_path, monkeypatch):
 class Hops(ShortestPaths):
     """A user's SSSP (test_engine_cpu's) that declares its values' order."""
 
-    cpu_execution = "async"
+    execution = "async"
     value_priority = True
     max_iterations = 10**9
 
@@ -182,7 +182,7 @@ def test_a_user_program_in_buckets_equals_dijkstra(grid, monkeypatch):
 
 @pytest.mark.parametrize("changes, message", [
     ({"sum": "add"}, "needs sum 'min' or 'max'"),
-    ({"cpu_execution": None}, "cpu_execution = 'async'"),
+    ({"execution": "sync"}, "execution = 'async'"),
     ({"value_dtype": np.bool_}, "numeric values"),
     ({"value_priority": 1}, "expected True or False"),
 ])

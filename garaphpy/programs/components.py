@@ -64,8 +64,7 @@ class ConnectedComponents(VertexProgram):
     value_dtype = np.int64
     value_name = "component"
     sum = "min"
-    execution = "sync"
-    cpu_execution = "async"     # same values, fewer iterations (see VertexProgram)
+    execution = "async"         # same values, fewer iterations (see VertexProgram)
     apply_keeps_best = True     # the GPU pushes its sparse iterations (see VertexProgram)
     max_iterations = 1_000_000_000
     initially_active = "all"

@@ -70,8 +70,7 @@ class SSWP(VertexProgram):
     value_dtype = np.float64
     value_name = "width"
     sum = "max"
-    execution = "sync"
-    cpu_execution = "async"     # same values, fewer iterations (see VertexProgram)
+    execution = "async"         # same values, fewer iterations (see VertexProgram)
     value_priority = True       # ... in buckets of values on the CPU (see VertexProgram)
     apply_keeps_best = True     # the GPU pushes its sparse iterations (see VertexProgram)
     max_iterations = 1_000_000_000

@@ -414,11 +414,10 @@ def serial_step(edges: int, serial_edges: int) -> bool:
     return edges <= serial_edges
 
 
-def run_execution(asked: str | None, mode: str, execution: str,
-                  cpu_execution: str | None) -> str:
-    """A run's execution: the one asked for, else the program's ``cpu_execution``
-    on the CPU alone or in a hybrid run where it declares one, else its
-    ``execution``.
+def run_execution(asked: str | None, program_execution: str) -> str:
+    """A run's execution: the one asked for, else the program's (its
+    ``execution``, :func:`garaphpy.program.default_execution`), on every
+    processor.
 
     A min/max program reaches its fixed point in fewer iterations
     asynchronously (issue 19).  A hybrid run needs it too (issue 20): the
@@ -426,11 +425,12 @@ def run_execution(asked: str | None, mode: str, execution: str,
     asynchronous run takes, and a synchronous one leaves the CPU a
     notify-pull per Python round (grid:2000x2000 SSSP at half its pages on
     the H200: 4.8 s hybrid against 0.3 s on the CPU alone, and 0.27 s
-    hybrid once asynchronous; BENCHMARKS.md, twenty-eighth session).  A
-    run on the GPU alone keeps ``execution``."""
-    if asked:
-        return asked
-    return cpu_execution if mode in ("cpu", "hybrid") and cpu_execution else execution
+    hybrid once asynchronous; BENCHMARKS.md, twenty-eighth session).  So
+    does the GPU alone: with the graph resident, asynchronous SSSP took
+    0.43-0.96x the synchronous run's time on rmat:22, kron:22 and
+    grid:2000x2000, CC 0.72-1.0x, SSWP 0.83-1.01x (H200; BENCHMARKS.md,
+    twenty-ninth session)."""
+    return asked or program_execution
 
 
 # -- the source-gather precompute ---------------------------------------------------------
