@@ -299,6 +299,7 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
                           f"{policy!r}")
     if mode == "hybrid":
         mode = _hybrid_or_fallback()
+    execution_asked = execution is not None
     execution = direction_policy.run_execution(execution, default_execution(program))
     if execution not in EXECUTIONS:
         raise ConfigError(f"execution={execution!r}: expected one of {EXECUTIONS}")
@@ -335,7 +336,10 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
         if "weight" in _uses(program) and not graph.weighted:
             raise ConfigError(f"{type(program).__name__}.gather reads the edge weight, and the "
                               "graph has none")
-        resumed = checkpoints.open(resume) if checkpoints is not None else None
+        resumed = checkpoints.open(resume, execution_asked) if checkpoints is not None \
+            else None
+        if resumed is not None:     # the checkpoint's own, where the run asked for none
+            execution = checkpoints.identity["execution"]
         initially_active = (np.arange(graph.num_vertices, dtype=np.int64)
                             if program.initially_active == "all" else source_vertices.copy())
         pages = page_source(graph.store, mode, host_memory, read_ratio, readahead_bytes)

@@ -328,6 +328,31 @@ def test_resuming_a_different_run_is_refused(rmat, tmp_path, change, needle):
     assert list_checkpoints(directory)      # nothing lost by the refusal
 
 
+def test_a_checkpoint_of_an_earlier_default_execution_resumes_in_its_own(tmp_path):
+    """SSSP's default execution was sync on the GPU alone before it became
+    async: a checkpoint written sync resumes sync when the run asks for no
+    execution (warned), and is refused when it asks for async or differs in
+    more than its execution."""
+    grid = garaphpy.Graph.load("grid:30x20", progress=False)
+    directory = tmp_path / "ck"
+    options = dict(sources=[0], mode="cpu", threads=THREADS, checkpoint_dir=directory,
+                   checkpoint_every=2)
+    whole = garaphpy.run(grid, "sssp", sources=[0], mode="cpu", threads=THREADS,
+                         execution="sync")
+    with pytest.raises(Crash):
+        garaphpy.run(grid, "sssp", execution="sync", on_iteration=crash_at(5), **options)
+    with pytest.raises(CheckpointError, match="execution 'sync', this run 'async'"):
+        garaphpy.run(grid, "sssp", execution="async", resume=True, **options)
+    with pytest.raises(CheckpointError, match="different run") as caught:
+        garaphpy.run(grid, "sssp", max_iterations=10_000, resume=True, **options)
+    assert "execution" in str(caught.value) and "max_iterations" in str(caught.value)
+    with pytest.warns(CheckpointWarning, match="written by a sync run; resuming it sync"):
+        resumed = garaphpy.run(grid, "sssp", resume=True, **options)
+    assert resumed.execution == "sync" and resumed.resumed_from is not None
+    assert resumed.num_iterations == whole.num_iterations
+    np.testing.assert_array_equal(resumed.values, whole.values)
+
+
 def test_resuming_onto_another_graph_or_program_or_sources_is_refused(tmp_path):
     grid = garaphpy.Graph.load("grid:12x10", progress=False)
     other = garaphpy.Graph.load("grid:10x12", progress=False)

@@ -504,7 +504,7 @@ class Checkpointer:
         self._lock_handle = None
 
     # -- start and end -------------------------------------------------------
-    def open(self, resume: bool) -> Checkpoint | None:
+    def open(self, resume: bool, execution_asked: bool = True) -> Checkpoint | None:
         """Lock the directory; read the checkpoint to resume from.
 
         Parameters
@@ -512,6 +512,13 @@ class Checkpointer:
         resume : bool
             Continue from the newest valid checkpoint; else start afresh,
             which the directory must allow (no checkpoint of an earlier run).
+        execution_asked : bool
+            Whether the run's execution was asked for.  When it was not, and
+            the checkpoint differs from the run in its execution alone, the
+            run resumes in the checkpoint's execution (a program's default
+            execution may have changed since it was written), with a
+            :class:`CheckpointWarning`; ``self.identity["execution"]`` then
+            names it.
 
         Returns
         -------
@@ -550,6 +557,7 @@ class Checkpointer:
         if not existing:
             raise CheckpointError(f"{self.directory}: no checkpoint to resume from")
         checkpoint = self._newest_valid(existing)
+        self._adopt_execution(checkpoint, execution_asked)
         differences = identity_differences(checkpoint.identity, self.identity, self.graph)
         if differences:
             raise CheckpointError(f"{checkpoint.path}: written by a different run, refusing to "
@@ -570,6 +578,23 @@ class Checkpointer:
                           CheckpointWarning, stacklevel=3)
         self.resumed = checkpoint
         return checkpoint
+
+    def _adopt_execution(self, checkpoint: Checkpoint, execution_asked: bool) -> None:
+        """Take the checkpoint's execution where the run asked for none and the
+        execution is all that differs (see :meth:`open`)."""
+        stored = checkpoint.identity.get("execution")
+        current = self.identity["execution"]
+        if execution_asked or stored == current or stored not in ("sync", "async") \
+                or (self.pages and stored != "async"):
+            return
+        adopted = dict(self.identity, execution=stored)
+        if identity_differences(checkpoint.identity, adopted, self.graph):
+            return
+        self.identity = adopted
+        warnings.warn(f"{checkpoint.path}: written by a {stored} run; resuming it {stored} "
+                      f"(this program's default execution is now {current!r}; pass "
+                      f"execution={stored!r} to say so, or start afresh for {current!r})",
+                      CheckpointWarning, stacklevel=4)
 
     def _newest_valid(self, existing: list[Path]) -> Checkpoint:
         problems = []
