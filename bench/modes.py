@@ -71,7 +71,9 @@ row's best mode, hybrid / min(cpu, gpu), hybrid / gpu), for hybrid runs a
 summary of the dispatcher's decisions (CPU-only and hybrid iterations,
 switches, the GPU's share of the edges) and, where the records carry
 ``dispatch_seconds``, its per-iteration overhead (median and max of the
-median run); ``--json``, JSON lines: a harness row per (program, graph,
+median run), and where the GPU alone's and the hybrid's time went (the
+iterations the CPU ran alone; of those with the GPU, its busy time, the
+dispatcher's and the rest on the host); ``--json``, JSON lines: a harness row per (program, graph,
 budget, mode), appended as soon as it is measured (an interrupted run keeps
 what it measured), then a ``summary`` row with host, date, command line,
 every median and the median runs' per-iteration records (what
@@ -710,6 +712,52 @@ def print_dispatch(rows: list) -> None:
           "time / iteration time")
 
 
+def time_split(records: list) -> dict:
+    """Where a run's iteration time went (seconds), from its records: the
+    iterations the CPU ran alone, those the GPU took part in, and within the
+    latter the GPU's busy time, the dispatcher's and the rest (the host's
+    own work around the GPU's: launches, waits, copies not overlapped,
+    Python).  Batched records share their batch's time and busy time."""
+    alone = [r for r in records if not gpu_pulled(r)]
+    with_gpu = [r for r in records if gpu_pulled(r)]
+    seconds = sum(r.get("seconds") or 0.0 for r in with_gpu)
+    gpu_busy = sum(r.get("gpu_busy_seconds") or 0.0 for r in with_gpu)
+    dispatch = sum(r.get("dispatch_seconds") or 0.0 for r in with_gpu)
+    return {"cpu_alone_iterations": len(alone),
+            "cpu_alone_seconds": sum(r.get("seconds") or 0.0 for r in alone),
+            "gpu_iterations": len(with_gpu), "gpu_seconds": seconds,
+            "gpu_busy_seconds": gpu_busy, "dispatch_seconds": dispatch,
+            "host_seconds": max(0.0, seconds - gpu_busy - dispatch)}
+
+
+def print_time_split(rows: list) -> None:
+    """Per row, the GPU alone's and the hybrid's median runs split by
+    :func:`time_split`, in ms: where the hybrid gains or loses against the
+    GPU alone."""
+    lines = []
+    for row in rows:
+        for mode in ("gpu", "hybrid"):
+            entry = row.get("modes", {}).get(mode, {})
+            if entry.get("status") not in ("ok", "mismatch") or not entry.get("records"):
+                continue
+            split = entry["time_split"] = time_split(entry["records"])
+            lines.append(
+                f"{row['program']:9} {row['graph_variant']:22} {row['budget']:8} {mode:6} "
+                f"{split['cpu_alone_iterations']:>6} {split['cpu_alone_seconds'] * 1e3:>9.2f} "
+                f"{split['gpu_iterations']:>6} {split['gpu_seconds'] * 1e3:>9.2f} "
+                f"{split['gpu_busy_seconds'] * 1e3:>9.2f} {split['dispatch_seconds'] * 1e3:>9.2f} "
+                f"{split['host_seconds'] * 1e3:>9.2f}")
+    if not lines:
+        return
+    print("\n== where the time goes, median run (ms): iterations the CPU ran alone, "
+          "iterations with the GPU, and within those the GPU's busy time, the dispatcher's, "
+          "the rest on the host")
+    print(f"{'program':9} {'graph':22} {'budget':8} {'mode':6} {'cpu n':>6} {'cpu ms':>9} "
+          f"{'gpu n':>6} {'gpu ms':>9} {'busy':>9} {'dispatch':>9} {'host':>9}")
+    for line in lines:
+        print(line)
+
+
 def plot_figure11(rows: list, modes: list, path: str, title: str) -> None:
     """Garaph Figure 11: ms per iteration of SSSP and CC in every mode, per graph."""
     try:
@@ -926,6 +974,7 @@ def main(argv=None) -> int:
 
     print_table(rows, modes, args.trials)
     print_dispatch(rows)
+    print_time_split(rows)
     if results["mismatches"]:
         print(f"\nMISMATCH: {len(results['mismatches'])} (program, graph, budget, mode) "
               "results differ from the reference mode's values; their times are not results:")

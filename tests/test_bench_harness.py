@@ -524,6 +524,36 @@ def test_modes_table_marks_resident_pages_and_runs_left_to_the_cpu(capsys):
     assert "1.0000 (1.00) " in line         # the CPU alone: no budget, no mark
 
 
+def test_modes_time_split_separates_cpu_alone_gpu_busy_dispatch_and_host(capsys):
+    sys.path.insert(0, str(BENCH))
+    import modes
+
+    records = [
+        {"mode": "cpu", "gpu_pages": 0, "seconds": 0.004},
+        {"mode": "hybrid", "gpu_pages": 2, "seconds": 0.010, "gpu_busy_seconds": 0.006,
+         "dispatch_seconds": 0.001, "cpu_busy_seconds": 0.008},
+        {"mode": "gpu", "gpu_pages": 3, "seconds": 0.002, "gpu_busy_seconds": 0.0015},
+        {"mode": "cpu", "gpu_pages": 0, "seconds": 0.001, "dispatch_seconds": 0.0005},
+    ]
+    split = modes.time_split(records)
+    assert split["cpu_alone_iterations"] == 2 and split["gpu_iterations"] == 2
+    assert split["cpu_alone_seconds"] == pytest.approx(0.005)
+    assert split["gpu_seconds"] == pytest.approx(0.012)
+    assert split["gpu_busy_seconds"] == pytest.approx(0.0075)
+    assert split["dispatch_seconds"] == pytest.approx(0.001)      # of the GPU's iterations
+    assert split["host_seconds"] == pytest.approx(0.012 - 0.0075 - 0.001)
+    row = {"program": "sssp", "graph_variant": "rmat:10 (w)", "budget": "below",
+           "modes": {"cpu": {"status": "ok", "records": records[:1]},
+                     "gpu": {"status": "ok", "records": records[2:3]},
+                     "hybrid": {"status": "ok", "records": records}}}
+    modes.print_time_split([row])
+    out = capsys.readouterr().out
+    assert "where the time goes" in out
+    hybrid_line = next(line for line in out.splitlines() if " hybrid " in line)
+    assert hybrid_line.split()[-7:] == ["2", "5.00", "2", "12.00", "7.50", "1.00", "3.50"]
+    assert "time_split" in row["modes"]["gpu"] and "time_split" not in row["modes"]["cpu"]
+
+
 def test_modes_kron_graph_is_the_rmat_graph_made_symmetric(tmp_path):
     sys.path.insert(0, str(BENCH))
     import modes
