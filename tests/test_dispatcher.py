@@ -153,7 +153,7 @@ def test_every_decision_is_recorded_in_order_with_its_inputs():
             "alpha": min(2 * f * rho, 1.0) * 4.0, "mode": decision.mode, "forced": False,
             "ratio_source": "given", "cpu_seconds": None, "gpu_seconds": None,
             "cpu_sync_seconds": 0.0, "gpu_sync_seconds": 0.0, "pull_fraction": None,
-            "gpu_loop": False, "covers": 1, "switch_credit": 0.0,
+            "gpu_loop": False, "gpu_dense": False, "covers": 1, "switch_credit": 0.0,
         "switched": False}
     json.dumps([d.as_dict() for d in policy.decisions])      # JSON-able
 
@@ -174,7 +174,7 @@ def test_every_decision_is_recorded_in_order_with_its_inputs():
         "iteration": 7, "active_fraction": 0.0625, "rho": 1.0, "ratio": 4.0, "alpha": 0.5,
         "mode": "cpu", "forced": False, "ratio_source": "probe", "cpu_seconds": 0.75,
         "gpu_seconds": 1.5, "cpu_sync_seconds": 0.25, "gpu_sync_seconds": 0.5,
-        "pull_fraction": None, "gpu_loop": False, "covers": 1, "switch_credit": 0.0,
+        "pull_fraction": None, "gpu_loop": False, "gpu_dense": False, "covers": 1, "switch_credit": 0.0,
         "switched": False}
     json.dumps(decision.as_dict())
 
@@ -1151,6 +1151,23 @@ def test_a_priced_sparse_pass_keeps_a_tail_iteration_on_the_gpu():
     priced.seed_sparse_pass(1.0, 1.0)
     assert (priced.gpu_sparse_overhead, priced.gpu_sparse_seconds_per_edge) == (1 / 16,
                                                                              2.0 ** -10)
+
+
+def test_a_gpu_that_pulls_every_page_is_priced_at_t_gpu_however_sparse():
+    # as above, the sparse pass priced: the tail stays on the GPU unless the GPU
+    # would pull every page anyway (pages streaming whole, outside the device loop)
+    policy = policy_with_costs(4.0, 1.0)
+    policy.cpu_overhead = 1 / 8
+    policy.seed_sparse_pass(1 / 16, 2.0 ** -10)
+    f = 1 / 1024
+    sparse = policy.decide(0, f, 1.0, cpu_sync_seconds=0.5)
+    assert (sparse.mode, sparse.gpu_dense) == ("hybrid", False)
+    dense = policy.decide(1, f, 1.0, cpu_sync_seconds=0.5, gpu_dense=True)
+    assert (dense.mode, dense.gpu_seconds, dense.gpu_dense) == ("cpu", 1.0, True)
+    assert dense.entry()["gpu_dense"] is True
+    # the device loop's price wins over the flag
+    looped = policy.decide(2, f, 1.0, cpu_sync_seconds=0.5, gpu_loop=True, gpu_dense=True)
+    assert (looped.gpu_seconds, looped.gpu_dense) == (policy.t_loop, False)
 
 
 def test_sparse_and_dense_gpu_passes_are_learnt_apart():

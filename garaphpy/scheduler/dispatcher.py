@@ -103,6 +103,9 @@ class Decision:
         needed, f decided it).
     gpu_loop : bool
         The GPU's cost is its device loop's (``T_loop``), not a pull's.
+    gpu_dense : bool
+        The GPU's cost is T_GPU: it would pull every page whatever the
+        frontier (no selective transfers, outside its device loop).
     covers : int
         Iterations the decision covers: 1, or a batch that the GPU's device
         loop ran from ``iteration`` on (:meth:`HybridPolicy.cover`).
@@ -130,6 +133,7 @@ class Decision:
     gpu_sync_seconds: float = 0.0
     pull_fraction: float | None = None
     gpu_loop: bool = False
+    gpu_dense: bool = False
     covers: int = 1
     switch_credit: float = 0.0
     switched: bool = False
@@ -149,7 +153,8 @@ class Decision:
                 "cpu_sync_seconds": self.cpu_sync_seconds,
                 "gpu_sync_seconds": self.gpu_sync_seconds,
                 "pull_fraction": self.pull_fraction, "gpu_loop": self.gpu_loop,
-                "covers": self.covers, "switch_credit": self.switch_credit,
+                "gpu_dense": self.gpu_dense, "covers": self.covers,
+                "switch_credit": self.switch_credit,
                 "switched": self.switched, "choice": self.mode}
 
 
@@ -299,7 +304,8 @@ class HybridPolicy:
     # -- the per-iteration decision ---------------------------------------------------
     def decide(self, iteration: int, active_fraction: float, rho: float,
                cpu_sync_seconds: float = 0.0, gpu_sync_seconds: float = 0.0,
-               pull_fraction=None, gpu_loop: bool = False) -> Decision:
+               pull_fraction=None, gpu_loop: bool = False,
+               gpu_dense: bool = False) -> Decision:
         """CPU-only when alpha < threshold, else hybrid; recorded in :attr:`decisions`.
 
         Parameters
@@ -320,12 +326,22 @@ class HybridPolicy:
             :attr:`t_loop` (at most T_GPU) rather than T_GPU.  Otherwise it
             is the cheaper of T_GPU and a sparse pass over the frontier's
             out-edges (:meth:`gpu_iteration_seconds`).
+        gpu_dense : bool
+            The GPU would pull every page whatever the frontier (its pages
+            stream without the selective transfers, and the device loop
+            does not take the iteration): its cost is T_GPU, however sparse
+            the frontier.
         """
         cpu_cost = gpu_cost = pulled = None
         if self.t_pull is not None and self.t_gpu is not None:
             notify = self.t_pull if self.t_notify is None else self.t_notify
-            gpu_cost = (min(self.t_loop, self.t_gpu) if gpu_loop
-                        else self.gpu_iteration_seconds(active_fraction)) + gpu_sync_seconds
+            if gpu_loop:
+                gpu_cost = min(self.t_loop, self.t_gpu)
+            elif gpu_dense:
+                gpu_cost = self.t_gpu
+            else:
+                gpu_cost = self.gpu_iteration_seconds(active_fraction)
+            gpu_cost += gpu_sync_seconds
 
             def cpu_seconds(pulled: float) -> float:
                 return decisions.cpu_iteration_seconds(active_fraction, pulled, rho, notify,
@@ -351,6 +367,7 @@ class HybridPolicy:
         decision = Decision(iteration, active_fraction, rho, self.ratio, alpha, mode, forced,
                             self.ratio_source, cpu_cost, gpu_cost, cpu_sync_seconds,
                             gpu_sync_seconds, pulled, gpu_loop=gpu_loop,
+                            gpu_dense=bool(gpu_dense and not gpu_loop),
                             switch_credit=self.switch_credit, switched=switched)
         self.decisions.append(decision)
         return decision

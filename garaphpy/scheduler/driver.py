@@ -174,6 +174,7 @@ class Driver:
         self.decide_keywords = _accepts_keywords(self.policy.decide, (
             "cpu_sync_seconds", "gpu_sync_seconds", "pull_fraction"))
         self.decide_loop = _accepts_keywords(self.policy.decide, ("gpu_loop",))
+        self.decide_dense = _accepts_keywords(self.policy.decide, ("gpu_dense",))
         # a policy's own should_take divides the pages by itself: no join plan, no prices
         self.plans_joins = type(self.policy).should_take is HybridPolicy.should_take
         #: (iteration, decision) made while offering the iteration to the device loop,
@@ -334,6 +335,9 @@ class Driver:
                         pull_fraction=self._pull_fraction) if self.decide_keywords else {}
         if gpu_loop:
             keywords["gpu_loop"] = True
+        elif self.decide_dense and not self.gpu.iterates_sparse(
+                iteration, round(active_fraction * self.num_edges)):
+            keywords["gpu_dense"] = True
         return self.policy.decide(iteration, active_fraction, rho, **keywords)
 
     def _pull_fraction(self) -> float:

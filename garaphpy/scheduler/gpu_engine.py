@@ -1012,6 +1012,16 @@ class GpuEngine:
         return bool(self._device_loop_entry()["choice"] and decisions.gpu_sparse_pass(
             **self._sparse_inputs(active_out_edges, direction, iteration)))
 
+    def iterates_sparse(self, iteration: int, active_out_edges: int) -> bool:
+        """Whether ``iteration``, with ``active_out_edges`` out-edges in its
+        frontier, may cost the GPU less than a pull over every page: the run
+        chooses per page (the selective transfers skip or push the pages the
+        frontier hardly reaches), or the device loop takes the iteration
+        (:meth:`loop_takes`).  Otherwise every page is pulled, and the
+        iteration costs T_GPU whatever the frontier (a hybrid run's policy
+        prices it so)."""
+        return bool(self.selective or self.loop_takes(iteration, active_out_edges))
+
     def iterate_batch(self, first_iteration: int, max_steps: int, tolerance, active_out_edges: int,
                       direction: str = "auto") -> list:
         """Up to ``max_steps`` sparse iterations from ``first_iteration`` in the
