@@ -434,6 +434,7 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
                                                        checkpoints)
         if cpu_engine is not None and converged \
                 and not type(program).__module__.startswith("garaphpy.programs"):
+            engine.bring_host_current()     # the GPU may have run the last iterations
             _check_skipping_declarations(program, graph, cpu_engine, len(records))
         if checkpoints is not None and not keep_checkpoints:
             checkpoints.run_completed()

@@ -112,14 +112,15 @@ def test_auto_pulls_the_middle_of_a_power_law_search(graphs):
             assert "dense_notify" not in record.decisions
 
 
-def test_async_and_hybrid_settings_keep_the_full_pull(graphs):
+def test_async_keeps_the_full_pull_and_a_hybrid_run_may_skip(graphs):
     graph = graphs["rmat"]
     result = bfs(graph, execution="async")
     np.testing.assert_array_equal(result.values, bfs_scipy(graph, [hub(graph)]))
     for record in result.iterations:
         assert "unsettled_in_edges" not in record.decisions["direction"]
     assert not decisions.early_exit(True, False, "cpu")
-    assert not decisions.early_exit(True, True, "hybrid")
+    assert decisions.early_exit(True, True, "hybrid")
+    assert not decisions.early_exit(True, False, "hybrid")
     assert not decisions.early_exit(True, True, "gpu")
     assert not decisions.early_exit(False, True, "cpu")
     assert not decisions.early_exit(True, True, "cpu", enabled=False)
@@ -243,6 +244,65 @@ def test_checkpoint_resume_finds_the_settled_vertices_again(graphs, tmp_path):
     np.testing.assert_array_equal(resumed.values, whole.values)
     assert [r.edges_processed for r in resumed.iterations] == \
         [r.edges_processed for r in whole.iterations]
+
+
+# -- a hybrid run's CPU, after the GPU's iterations ------------------------------------------
+def early_exit_engine(graph, sources):
+    """A CPU engine with early exit, made as ``garaphpy.run`` makes it."""
+    from garaphpy import api
+    from garaphpy.scheduler.cpu_engine import CpuEngine, GraphArrays, RunState
+
+    program = BFS()
+    source_vertices = api._source_vertices(graph, program, sources)
+    compiled = api._compiled_program(program, parallel=True)
+    arrays = GraphArrays.from_graph(graph, source_vertices, False,
+                                    api.page_source(graph.store, "cpu"))
+    state = RunState(arrays, compiled, synchronous=True)
+    state.frontier = source_vertices.copy()
+    engine = CpuEngine(arrays, compiled, state, threads=2)
+    engine.enable_early_exit(program.initially_active)
+    return program, engine
+
+
+@pytest.mark.parametrize("name", ["rmat", "grid", "rmat-pages"])
+@pytest.mark.parametrize("depth", [1, 3])
+def test_settled_vertices_found_again_after_the_gpus_writes(graphs, name, depth):
+    graph = graphs[name]
+    source = hub(graph)
+    levels = bfs_scipy(graph, [source])
+    program, engine = early_exit_engine(graph, [source])
+    state = engine.state
+    # the state the GPU leaves after `depth` iterations: depths up to it, its frontier
+    reached = (levels >= 0) & (levels <= depth)
+    values = np.where(reached, levels, state.values)
+    state.values[:] = values
+    state.next[:] = values
+    state.frontier = np.flatnonzero(levels == depth).astype(np.int64)
+    previous = int(np.count_nonzero(levels == depth - 1))
+    engine.refresh_settled(pulled_last=True, previous_active=previous)
+    # against NumPy: the reached vertices settled and claimed for good, the others'
+    # in-edges counted
+    in_degree = np.diff(engine.arrays.in_offsets)
+    np.testing.assert_array_equal(engine.settled, reached)
+    np.testing.assert_array_equal(state.claimed,
+                                  np.where(reached, kernels.SETTLED_CLAIM, 0))
+    assert int(engine.unsettled_edges[0]) == int(in_degree[~reached].sum())
+    assert (engine.pulled_last, engine.previous_active) == (True, previous)
+    # the CPU alone finishes the search from there, skipping the settled vertices
+    from garaphpy import api
+    records, converged, _ = api._iterate(engine, program, program.max_iterations,
+                                         program.tolerance, "auto", None)
+    assert converged
+    np.testing.assert_array_equal(program.finalize(engine.values_to_host()), levels)
+    assert all("unsettled_in_edges" in r.decisions["direction"] for r in records)
+
+
+def test_settled_vertices_found_again_count_every_vertex_of_an_all_active_start(graphs):
+    graph = graphs["grid"]
+    _, engine = early_exit_engine(graph, [hub(graph)])
+    engine._initially_active = "all"
+    engine.refresh_settled(pulled_last=False, previous_active=0)
+    assert engine.settled.all() and int(engine.unsettled_edges[0]) == 0
 
 
 # -- the direction rule ---------------------------------------------------------------------

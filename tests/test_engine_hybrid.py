@@ -361,3 +361,42 @@ def test_cpu_batches_and_gpu_iterations_in_turn_equal_the_cpu(weighted_grid, pag
             assert "hybrid" in {record.mode for record in hybrid.iterations}
             buckets = any("value_priority" in record.decisions for record in batches)
             assert buckets == (execution == "async")
+
+
+@pytest.mark.parametrize("share", [None, 4])
+def test_bfs_cpu_iterations_after_the_gpus_skip_the_vertices_it_settled(weighted_grid,
+                                                                         paged_rmat, share):
+    """A hybrid BFS (values final once set) runs its CPU-alone iterations with
+    early exit, as the CPU alone does: after the GPU's iterations the CPU
+    finds the settled vertices again from the values (Beamer's rule then
+    reads exactly the in-edges of the vertices not yet reached), and the
+    pages it pulls beside the GPU it pulls in full."""
+    program = program_for("bfs")
+    for graph in (weighted_grid, paged_rmat):
+        source = np.array([0], np.int64)
+        depth = ref.bfs_scipy(graph, source)
+        in_degree = np.diff(graph.store.csc()[0])
+        budget = None if share is None else streaming_budget(graph, program, share)
+        hybrid = run_quietly(graph, program, source, mode="hybrid", gpu_memory=budget,
+                             policy=PhasePolicy(period=4, cpu_iterations=2, batches=False))
+        np.testing.assert_array_equal(hybrid.values, depth)
+        after_gpu = [record for previous, record in zip(hybrid.iterations,
+                                                        hybrid.iterations[1:])
+                     if previous.mode != "cpu" and record.mode == "cpu"]
+        assert after_gpu, [r.mode for r in hybrid.iterations]
+        for record in hybrid.iterations:
+            if record.mode != "cpu":
+                continue
+            # settled: the depths up to the iteration's (a synchronous BFS sets depth i in
+            # iteration i - 1)
+            unsettled = (depth < 0) | (depth > record.iteration)
+            entry = record.decisions["direction"]
+            assert entry["unsettled_in_edges"] == int(in_degree[unsettled].sum()), \
+                record.iteration
+    # iterations of pages split between the processors, around the CPU's own
+    joint = with_pages(AlternatingPolicy(0.5), paged_rmat, program)
+    split = run_quietly(paged_rmat, program, source, mode="hybrid", policy=joint,
+                        gpu_memory=None if share is None
+                        else streaming_budget(paged_rmat, program, share))
+    np.testing.assert_array_equal(split.values, ref.bfs_scipy(paged_rmat, source))
+    assert any(r.mode == "hybrid" and r.cpu_pages > 0 for r in split.iterations)

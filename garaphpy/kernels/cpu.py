@@ -591,6 +591,24 @@ def mark_settled(vertices, settled, claimed, in_offsets):
     return total
 
 
+@numba.njit(nogil=True, parallel=True, cache=True)
+def settled_from_values(values, initial, is_source, everything, settled, claimed, in_offsets):
+    """settled = the vertices whose value left ``initial``, the sources, or all
+    of them (``everything``), each settled one claimed for good and the others'
+    claims cleared; returns the in-edges of the vertices not settled.  The
+    frontier is added after (:func:`mark_settled`)."""
+    unsettled = 0
+    for v in numba.prange(values.shape[0]):
+        done = everything or is_source[v] or values[v] != initial[v]
+        settled[v] = done
+        if done:
+            claimed[v] = SETTLED_CLAIM
+        else:
+            claimed[v] = 0
+            unsettled += in_offsets[v + 1] - in_offsets[v]
+    return unsettled
+
+
 @numba.njit(nogil=True, cache=True)
 def _vertex_of_label(label, ids, dense):
     """The internal vertex whose user id is ``label``: ``ids`` are the user ids

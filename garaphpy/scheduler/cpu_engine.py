@@ -228,6 +228,8 @@ class CpuEngine:
         self.whole_settling = None
         self.settling_found = None
         self.settled = np.zeros(1, np.bool_)
+        #: the program's initial values, made by the first :meth:`refresh_settled`
+        self._initial_values = None
         #: ``settled`` packed at each pull's start (``config.CPU_SETTLED_BITMAP``)
         self.settled_bits = np.zeros(0, np.uint64)
         self.unsettled_edges = np.zeros(1, np.int64)
@@ -449,6 +451,30 @@ class CpuEngine:
         in_degree = arrays.attrs[1]     # the store's, as the programs read it
         self.unsettled_edges[0] = int(in_degree[~settled].sum())
         self._initially_active = initially_active
+
+    def refresh_settled(self, pulled_last: bool, previous_active: int) -> None:
+        """The settled vertices found again from the values, after another
+        processor wrote them: a hybrid run's CPU about to run an iteration alone
+        after the GPU's (:meth:`_find_settled`'s rule, in parallel; the initial
+        values are made once).  ``pulled_last`` and ``previous_active``: whether
+        the last iteration pulled, and its frontier's size, which Beamer's rule
+        reads (:func:`decisions.settling_direction`)."""
+        arrays, state = self.arrays, self.state
+        if self._initial_values is None:
+            self._initial_values = np.empty_like(state.values)
+            with parallel_section(), self.compiled.compiling():
+                self.compiled.kernels.init_values(arrays.attrs, arrays.num_vertices,
+                                                  self._initial_values)
+        with parallel_section():
+            unsettled = kernels.settled_from_values(
+                state.values, self._initial_values, arrays.attrs[4],
+                self._initially_active == "all", self.settled, state.claimed,
+                arrays.in_offsets)
+            unsettled -= kernels.mark_settled(state.frontier, self.settled, state.claimed,
+                                              arrays.in_offsets)
+        self.unsettled_edges[0] = unsettled
+        self.pulled_last = bool(pulled_last)
+        self.previous_active = int(previous_active)
 
     def warm_up(self, directions=None) -> None:
         """Compile the kernels of ``directions`` for this program's types on empty work.
@@ -1180,6 +1206,12 @@ class CpuEngine:
             kernels.commit_vertices(notified, state.next, state.values)
         record.updated_vertices = int(notified.size)
         record.edges_processed = int(in_prefix[-1])
+
+    @property
+    def settles_by_push(self) -> bool:
+        """Whether this run's sparse iterations on the CPU alone push from the
+        frontier, reading its out-edges alone (:func:`decisions.settling_push`)."""
+        return self._pushes()
 
     def _pushes(self) -> bool:
         """Whether a sparse iteration run alone pushes (:func:`decisions.settling_push`)."""

@@ -160,8 +160,12 @@ def early_exit(final_once_set: bool, synchronous: bool, mode: str,
                enabled: bool = True) -> bool:
     """Whether a run's CPU pulls skip settled vertices and stop at the activating
     in-edge: a program that declares ``final_once_set``, run synchronously on
-    the CPU alone, with ``config.CPU_EARLY_EXIT``."""
-    return bool(enabled and final_once_set and synchronous and mode == "cpu")
+    the CPU alone or in a hybrid run, with ``config.CPU_EARLY_EXIT``.  A hybrid
+    run's CPU skips only in the iterations it runs alone, after finding the
+    settled vertices again where the GPU wrote
+    (:meth:`~garaphpy.scheduler.cpu_engine.CpuEngine.refresh_settled`); the
+    pages it pulls beside the GPU it pulls in full."""
+    return bool(enabled and final_once_set and synchronous and mode in ("cpu", "hybrid"))
 
 
 def whole_settling_pull(early_exit: bool, bitmap: bool, in_memory: bool,

@@ -183,6 +183,12 @@ class Driver:
         self._synced_to_device = 0     # bytes of a copy made for a loop that ran nothing
         self._synced_to_host = 0       # ... for a CPU batch that ran nothing
         self._join_plan = None          # the last plan_join, for the iteration's record
+        #: whether the CPU's settled vertices (a run with early exit) know every write
+        #: so far, and (pulled, frontier size) of the last iteration: Beamer's inputs
+        self._settled_current = True
+        self._last_iteration = (False, 0)
+        if cpu.early_exit:
+            cpu.refresh_settled(*self._last_iteration)     # compiled and its arrays made here
         if self.policy.ratio is None or self.policy.cpu_seconds_per_edge is None \
                 or self.policy.gpu_seconds_per_edge is None:
             self._calibrate()
@@ -240,7 +246,7 @@ class Driver:
                     started = time.perf_counter()
                     cpu.begin_pull(record)
                     cpu.pull_page(page, 0, aggregates, self.cpu_threads, scratch_stats,
-                                  scratch_values, scratch_active, data=data)
+                                  scratch_values, scratch_active, data=data, full=True)
                     best = min(best, time.perf_counter() - started)
         finally:
             numba.set_num_threads(previous)
@@ -321,18 +327,44 @@ class Driver:
         record.ratio = decision.ratio
         record.forced = record.forced or decision.forced
         record.decisions["mode"] = decision.entry()
-        record.direction = decisions.decide(record, "direction", decisions.iteration_direction,
-                                            mode=decision.mode, f=record.active_fraction,
-                                            rho=record.rho, forced=direction)
+        if decision.mode == "cpu" and self.cpu.early_exit:
+            # the CPU alone's own rule (Beamer's), over the settled vertices as they are
+            self._settle_host()
+            self.cpu.decide(record, direction)
+        else:
+            record.direction = decisions.decide(record, "direction",
+                                                decisions.iteration_direction,
+                                                mode=decision.mode, f=record.active_fraction,
+                                                rho=record.rho, forced=direction)
         self.dispatch_seconds = time.perf_counter() - started
+
+    def _settle_host(self) -> None:
+        """Before an iteration the CPU of a run with early exit runs alone
+        (:meth:`CpuEngine.enable_early_exit`): the host's copy brought up to
+        date, and the settled vertices found again where the GPU wrote since
+        (:meth:`CpuEngine.refresh_settled`).  The iterations both processors
+        run pull in full (:class:`~garaphpy.scheduler.processors.CpuProcessor`)."""
+        if not self.vertex_state.host_current:
+            self._synced_to_host += self.vertex_state.make_host_current()
+        if not self._settled_current:
+            self.cpu.refresh_settled(*self._last_iteration)
+            self._settled_current = True
+
+    def bring_host_current(self) -> None:
+        """The host's copy of the vertex data up to date (a run on both
+        processors; one processor holds its only copy)."""
+        if self.alone is None and not self.vertex_state.host_current:
+            self.vertex_state.make_host_current()
 
     def _decision(self, iteration: int, active_fraction: float, rho: float,
                   gpu_loop: bool = False):
         """The policy's decision for ``iteration`` (recorded in its decisions)."""
         cpu_sync, gpu_sync = self.vertex_state.sync_seconds()
         # a user's policy written against the paper's inputs alone gets just those
+        # a CPU that settles by pushing reads the frontier's out-edges alone: p is f
+        pull_fraction = None if self.cpu.settles_by_push else self._pull_fraction
         keywords = dict(cpu_sync_seconds=cpu_sync, gpu_sync_seconds=gpu_sync,
-                        pull_fraction=self._pull_fraction) if self.decide_keywords else {}
+                        pull_fraction=pull_fraction) if self.decide_keywords else {}
         if gpu_loop:
             keywords["gpu_loop"] = True
         elif self.decide_dense and not self.gpu.iterates_sparse(
@@ -388,6 +420,8 @@ class Driver:
             self._iterate_cpu(record, prefix)
         else:
             self._iterate_hybrid(record)
+            self._settled_current = False
+        self._last_iteration = (record.direction == "pull", record.active_vertices)
         record.dispatch_seconds = self.dispatch_seconds
 
     def iterate_batch(self, first_iteration: int, max_steps: int, tolerance, active_out_edges: int,
@@ -443,6 +477,8 @@ class Driver:
             self._synced_to_device += synced
             return []
         self.vertex_state.written_by("gpu")
+        self._settled_current = False
+        self._last_iteration = (False, records[-1].active_vertices)
         first = self._cover_batch(decision, records, first_iteration)
         decisions.note(first, "hybrid_device_loop", True, mode=decision.mode, cpu_joins=False,
                        loop_takes=True, batches=self.policy.batches, forced=direction,
@@ -479,6 +515,8 @@ class Driver:
             return []
         self._release_worker_team()
         self._synced_to_host += self.vertex_state.make_host_current()
+        if cpu.early_exit:
+            self._settle_host()
         dispatch_seconds = time.perf_counter() - started
         records = cpu.iterate_batch(first_iteration, max_steps, tolerance, active_out_edges,
                                     direction)
@@ -486,6 +524,7 @@ class Driver:
             return []
         self._decided = None
         self.vertex_state.written_by("cpu")
+        self._last_iteration = (records[-1].direction == "pull", records[-1].active_vertices)
         first = self._cover_batch(decision, records, first_iteration)
         for record in records:
             record.cpu_pages = record.pages
@@ -590,9 +629,10 @@ class Driver:
         if self.alone is not None:
             self.alone.restore_checkpoint(values, frontier)
             return
-        self.cpu.restore_checkpoint(values, frontier)
+        self.cpu.restore_checkpoint(values, frontier)     # its settled vertices found again
         self.gpu.restore_checkpoint(values, frontier)
         self.vertex_state.written_by("both")
+        self._settled_current = True
 
     def close(self) -> None:
         """Stop the CPU worker thread of a run on both processors, and let the
@@ -620,6 +660,8 @@ class Driver:
         if not self.vertex_state.host_current:
             record.bytes_to_host += self.vertex_state.make_host_current()
             prefix = None   # the frontier was just rebuilt
+        if self.cpu.early_exit:
+            self._settle_host()
         synced = time.perf_counter()
         aggregates = self._host_aggregates(record.iteration)
         self.cpu.iterate(record, prefix, aggregates)

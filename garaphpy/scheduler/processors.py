@@ -108,15 +108,19 @@ class CpuProcessor:
         self.cursor = self.engine.page_cursor(reversed(order))
 
     def process(self, index: int) -> None:
-        """Pull page ``index`` into the host's next values and send its range to the GPU."""
+        """Pull page ``index`` into the host's next values and send its range to the GPU
+        (in full: a run with early exit skips settled vertices only in the
+        iterations its CPU runs alone)."""
         engine, page = self.engine, self.pages[index]
         started = time.perf_counter()
         if not self.begun:
             # the precompute only once a page is the CPU's: the GPU may take them all
             engine.begin_pull(self.record)
             self.begun = True
+        # every in-edge: the settled vertices the CPU knows may lag the GPU's writes
         self.pending.extend(engine.pull_page(page, self.iteration, self.aggregates,
-                                             self.threads, data=self.cursor.get(index)))
+                                             self.threads, data=self.cursor.get(index),
+                                             full=True))
         self.busy += time.perf_counter() - started
         self.taken.append(index)
         self.sent += self.vertex_state.send_range(page.first_vertex, page.end_vertex)
