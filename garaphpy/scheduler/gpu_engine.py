@@ -413,6 +413,7 @@ class GpuEngine:
         self.values = cupy.empty(n, dtype=value_dtype)
         self.next = cupy.empty(n, dtype=value_dtype) if synchronous else self.values
         self.active = cupy.zeros(max(n, 1), dtype=np.uint8)
+        self._frontier_staging = None       # set_frontier's pinned activity, made once
         self.contributions = cupy.empty(n if self.precompute else 1, dtype=accum_dtype)
         self.aggregate_totals = cupy.zeros(max(len(self.program.aggregate_monoids), 1),
                                            np.float64)
@@ -883,7 +884,11 @@ class GpuEngine:
         self.active_vertices = int(vertices.size)
         out_degree = self.store.out_degree
         self.active_out_edges_count = int(out_degree[vertices].sum()) if vertices.size else 0
-        active = np.zeros(max(self.num_vertices, 1), np.uint8)
+        if self._frontier_staging is None:
+            # pinned, made once: a hybrid run uploads the host's frontier at every switch
+            self._frontier_staging = self.pinned_array(max(self.num_vertices, 1), np.uint8)
+        active = self._frontier_staging
+        active.fill(0)
         active[vertices] = 1
         self.active.set(active, stream=self.main_stream)
         if self._loop is not None:
