@@ -352,7 +352,8 @@ class VertexProgram:
         again, and that a vertex not yet active takes its final value from
         any in-neighbour that is (an in-neighbour not yet active
         contributes nothing: BFS, a vertex reached in level i has depth
-        i + 1 from any parent in level i).  A run on the CPU alone then
+        i + 1 from any parent in level i).  A run on the CPU alone (and a
+        hybrid run's CPU, in the iterations it runs alone) then
         skips settled vertices in its pulls, gathers from settled
         in-neighbours only, stops at the first that activates the vertex
         (Beamer's bottom-up step), writes a vertex from the first frontier
@@ -620,7 +621,7 @@ def _check_program_class(cls) -> dict:
         raise ProgramError(f"{where}: final_once_set = True with initially_active = "
                            f"{cls.initially_active!r}: every vertex would be settled from the "
                            "start and none could change; expected 'sources'")
-    if cls.cpu_execution is not None:
+    if cls.__dict__.get("cpu_execution") is not None:     # where declared, not inherited
         warnings.warn(f"{where}: cpu_execution is deprecated; a program's execution now holds "
                       f"on every processor: declare execution = {cls.cpu_execution!r}",
                       DeprecationWarning, stacklevel=3)

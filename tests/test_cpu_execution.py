@@ -13,6 +13,8 @@ the default CPU run's values equal the synchronous run's and SciPy's.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -52,6 +54,13 @@ def test_deprecated_cpu_execution_warns_and_takes_the_place_of_execution(grid):
             max_iterations = 10_000
 
     assert OldStyle.execution == "sync" and default_execution(OldStyle) == "async"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)    # warned once, where declared
+
+        class Inheriting(OldStyle):
+            max_iterations = 20_000
+
+    assert default_execution(Inheriting) == "async"
     result = garaphpy.run(grid, OldStyle(), mode="cpu", threads=2)
     assert result.execution == "async"
     np.testing.assert_array_equal(result.values, components_scipy(grid))
