@@ -546,12 +546,15 @@ def test_modes_time_split_separates_cpu_alone_gpu_busy_dispatch_and_host(capsys)
            "modes": {"cpu": {"status": "ok", "records": records[:1]},
                      "gpu": {"status": "ok", "records": records[2:3]},
                      "hybrid": {"status": "ok", "records": records}}}
+    modes.add_time_splits([row])
+    assert "time_split" in row["modes"]["gpu"] and "time_split" not in row["modes"]["cpu"]
+    kept = {mode: dict(entry) for mode, entry in row["modes"].items()}
     modes.print_time_split([row])
+    assert row["modes"] == kept       # printing changes nothing
     out = capsys.readouterr().out
     assert "where the time goes" in out
     hybrid_line = next(line for line in out.splitlines() if " hybrid " in line)
     assert hybrid_line.split()[-7:] == ["2", "5.00", "2", "12.00", "7.50", "1.00", "3.50"]
-    assert "time_split" in row["modes"]["gpu"] and "time_split" not in row["modes"]["cpu"]
 
 
 def test_modes_kron_graph_is_the_rmat_graph_made_symmetric(tmp_path):
