@@ -432,33 +432,30 @@ class CpuEngine:
             state.frontier = kernels.active_vertex_ids(state.active, self.threads)
 
     def _find_settled(self, initially_active: str) -> None:
-        """settled = the vertices whose value left its initial one, the sources,
-        and the frontier; and the in-edges of the others."""
-        arrays, state = self.arrays, self.state
-        initial = np.empty_like(state.values)
-        with parallel_section(), self.compiled.compiling():
-            self.compiled.kernels.init_values(arrays.attrs, arrays.num_vertices, initial)
-        settled = state.values != initial
-        if initially_active == "all":
-            settled[:] = True
-        else:
-            settled |= arrays.attrs[4]      # is_source
-        settled[state.frontier] = True
-        self.settled = settled
-        # settled vertices hold a claim for good: the sparse notify passes them over
-        state.claimed[:] = 0
-        state.claimed[settled] = kernels.SETTLED_CLAIM
-        in_degree = arrays.attrs[1]     # the store's, as the programs read it
-        self.unsettled_edges[0] = int(in_degree[~settled].sum())
+        """settled = the vertices whose value left its initial one, the sources
+        (every vertex where ``initially_active`` is ``"all"``), and the
+        frontier; each claimed for good (the sparse notify passes them over);
+        and the in-edges of the others counted (:meth:`_settle_from_values`)."""
         self._initially_active = initially_active
+        if self.settled.size != self.arrays.num_vertices:
+            self.settled = np.zeros(self.arrays.num_vertices, np.bool_)
+        self._settle_from_values()
 
     def refresh_settled(self, pulled_last: bool, previous_active: int) -> None:
         """The settled vertices found again from the values, after another
         processor wrote them: a hybrid run's CPU about to run an iteration alone
-        after the GPU's (:meth:`_find_settled`'s rule, in parallel; the initial
-        values are made once).  ``pulled_last`` and ``previous_active``: whether
-        the last iteration pulled, and its frontier's size, which Beamer's rule
-        reads (:func:`decisions.settling_direction`)."""
+        after the GPU's (:meth:`_find_settled`'s rule).  ``pulled_last`` and
+        ``previous_active``: whether the last iteration pulled, and its
+        frontier's size, which Beamer's rule reads
+        (:func:`decisions.settling_direction`)."""
+        self._settle_from_values()
+        self.pulled_last = bool(pulled_last)
+        self.previous_active = int(previous_active)
+
+    def _settle_from_values(self) -> None:
+        """:meth:`_find_settled`'s rule over the values as they stand, in parallel
+        (:func:`kernels.settled_from_values`, then the frontier); the initial
+        values are made once."""
         arrays, state = self.arrays, self.state
         if self._initial_values is None:
             self._initial_values = np.empty_like(state.values)
@@ -473,8 +470,6 @@ class CpuEngine:
             unsettled -= kernels.mark_settled(state.frontier, self.settled, state.claimed,
                                               arrays.in_offsets)
         self.unsettled_edges[0] = unsettled
-        self.pulled_last = bool(pulled_last)
-        self.previous_active = int(previous_active)
 
     def warm_up(self, directions=None) -> None:
         """Compile the kernels of ``directions`` for this program's types on empty work.
