@@ -281,7 +281,7 @@ class CpuEngine:
             reads_weights=bool(self.arrays.reads_weights),
             enabled=bool(config.CPU_SETTLING_PUSH))
         self.settle_rounds = decisions.fixed(
-            decisions.cpu_settle_rounds, settling_push=self._pushes(), threads=self.threads,
+            decisions.cpu_settle_rounds, settling_push=self.settles_by_push, threads=self.threads,
             loaded=_numba_setup.WAIT_POLICY == "PASSIVE",
             enabled=bool(config.CPU_SETTLE_ROUNDS))
         self.warm_directions.discard("notify-pull")     # its kernels are others now
@@ -558,7 +558,7 @@ class CpuEngine:
         empty = np.zeros(0, np.int64)
         empty_prefix = np.zeros(1, np.int64)
         with parallel_section():
-            if self._pushes():
+            if self.settles_by_push:
                 compiled.kernels.push_settling(
                     compiled.identity, empty, empty_prefix, arrays.out_offsets,
                     arrays.out_targets, arrays.weights, state.values, state.next,
@@ -874,7 +874,7 @@ class CpuEngine:
             config.NOTIFY_DENSE_FACTOR, -np.inf if tolerance is None else float(tolerance),
             state.claimed, self.threads * config.CPU_CHUNKS_PER_THREAD, self.threads, counters,
             changes, self.early_exit, self.settled, self.unsettled_edges,
-            float(config.CPU_SETTLING_PULL_FACTOR * self.rho), self._pushes(),
+            float(config.CPU_SETTLING_PULL_FACTOR * self.rho), self.settles_by_push,
             self._degrees_match())
 
     def _degrees_match(self) -> bool:
@@ -1164,7 +1164,7 @@ class CpuEngine:
         if prefix is None:
             prefix = kernels.frontier_degree_prefix(frontier, arrays.out_offsets,
                                                     self.threads)
-        if self._pushes():
+        if self.settles_by_push:
             record.decisions["settling_push"] = self.settling_push
             self._push_settling(record, prefix, aggregates)
             return
@@ -1206,10 +1206,6 @@ class CpuEngine:
     def settles_by_push(self) -> bool:
         """Whether this run's sparse iterations on the CPU alone push from the
         frontier, reading its out-edges alone (:func:`decisions.settling_push`)."""
-        return self._pushes()
-
-    def _pushes(self) -> bool:
-        """Whether a sparse iteration run alone pushes (:func:`decisions.settling_push`)."""
         return self.settling_push is not None and self.settling_push["choice"]
 
     def _push_settling(self, record: IterationRecord, prefix, aggregates: np.ndarray) -> None:

@@ -187,8 +187,6 @@ class Driver:
         #: so far, and (pulled, frontier size) of the last iteration: Beamer's inputs
         self._settled_current = True
         self._last_iteration = (False, 0)
-        if cpu.early_exit:
-            cpu.refresh_settled(*self._last_iteration)     # compiled and its arrays made here
         if self.policy.ratio is None or self.policy.cpu_seconds_per_edge is None \
                 or self.policy.gpu_seconds_per_edge is None:
             self._calibrate()
@@ -336,7 +334,7 @@ class Driver:
         record.decisions["mode"] = decision.entry()
         if decision.mode == "cpu" and self.cpu.early_exit:
             # the CPU alone's own rule (Beamer's), over the settled vertices as they are
-            self._settle_host()
+            self._synced_to_host += self._ready_cpu_alone()
             self.cpu.decide(record, direction)
         else:
             record.direction = decisions.decide(record, "direction",
@@ -345,18 +343,20 @@ class Driver:
                                                 rho=record.rho, forced=direction)
         self.dispatch_seconds = time.perf_counter() - started
 
-    def _settle_host(self) -> None:
-        """Before an iteration the CPU of a run with early exit runs alone
-        (:meth:`CpuEngine.enable_early_exit`): the host's copy brought up to
-        date, and the settled vertices found again where the GPU wrote since
-        (:meth:`CpuEngine.refresh_settled`).  The iterations both processors
-        run pull in full (:class:`~garaphpy.scheduler.processors.CpuProcessor`)."""
+    def _ready_cpu_alone(self) -> int:
+        """Before the CPU runs alone: the worker's thread team ended (waited for),
+        the host's copy brought up to date, and in a run with early exit
+        (:meth:`CpuEngine.enable_early_exit`) the settled vertices found again
+        where the GPU wrote since (:meth:`CpuEngine.refresh_settled`; the
+        iterations both processors run pull in full,
+        :class:`~garaphpy.scheduler.processors.CpuProcessor`).  Returns the
+        bytes downloaded."""
         self._release_worker_team(wait=True)
-        if not self.vertex_state.host_current:
-            self._synced_to_host += self.vertex_state.make_host_current()
-        if not self._settled_current:
+        copied = self.vertex_state.make_host_current()
+        if self.cpu.early_exit and not self._settled_current:
             self.cpu.refresh_settled(*self._last_iteration)
             self._settled_current = True
+        return copied
 
     def bring_host_current(self) -> None:
         """The host's copy of the vertex data up to date (a run on both
@@ -521,10 +521,7 @@ class Driver:
         self._decided = (first_iteration, decision)
         if decision.mode != "cpu":
             return []
-        self._release_worker_team(wait=True)
-        self._synced_to_host += self.vertex_state.make_host_current()
-        if cpu.early_exit:
-            self._settle_host()
+        self._synced_to_host += self._ready_cpu_alone()
         dispatch_seconds = time.perf_counter() - started
         records = cpu.iterate_batch(first_iteration, max_steps, tolerance, active_out_edges,
                                     direction)
@@ -665,11 +662,10 @@ class Driver:
             record.bytes_to_host += self._synced_to_host
             self._synced_to_host = 0
             prefix = None
-        if not self.vertex_state.host_current:
-            record.bytes_to_host += self.vertex_state.make_host_current()
+        copied = self._ready_cpu_alone()
+        if copied:
+            record.bytes_to_host += copied
             prefix = None   # the frontier was just rebuilt
-        if self.cpu.early_exit:
-            self._settle_host()
         synced = time.perf_counter()
         aggregates = self._host_aggregates(record.iteration)
         self.cpu.iterate(record, prefix, aggregates)
