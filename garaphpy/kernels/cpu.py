@@ -1026,6 +1026,16 @@ def notify_dense(frontier, prefix, out_offsets, out_targets, claimed, chunks, th
 
 
 @numba.njit(nogil=True, parallel=True, cache=True)
+def flags_of(vertices, flags):
+    """flags[v] = 1 for the listed vertices and 0 for every other: a frontier as
+    the GPU's activity (a hybrid run's switch to the GPU)."""
+    for v in numba.prange(flags.shape[0]):
+        flags[v] = 0
+    for i in numba.prange(vertices.shape[0]):
+        flags[vertices[i]] = 1
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
 def reset_flags(vertices, flags):
     """flags[v] = 0 for v in vertices."""
     for i in numba.prange(vertices.shape[0]):

@@ -879,18 +879,24 @@ class GpuEngine:
 
     # -- the engine interface of the iteration driver --------------------------------------
     def set_frontier(self, vertices: np.ndarray) -> None:
-        """Mark the vertices active: before the first iteration, or after CPU
-        iterations (the host's frontier; a sparse pass starts from it)."""
-        self.active_vertices = int(vertices.size)
-        out_degree = self.store.out_degree
-        self.active_out_edges_count = int(out_degree[vertices].sum()) if vertices.size else 0
+        """Mark the vertices active (the first iteration's frontier)."""
         if self._frontier_staging is None:
-            # pinned, made once: a hybrid run uploads the host's frontier at every switch
             self._frontier_staging = self.pinned_array(max(self.num_vertices, 1), np.uint8)
-        active = self._frontier_staging
-        active.fill(0)
-        active[vertices] = 1
-        self.active.set(active, stream=self.main_stream)
+        flags = self._frontier_staging
+        flags.fill(0)
+        flags[vertices] = 1
+        out_edges = int(self.store.out_degree[vertices].sum()) if vertices.size else 0
+        self.set_activity(flags, int(vertices.size), out_edges)
+
+    def set_activity(self, flags: np.ndarray, active_vertices: int,
+                     active_out_edges: int) -> None:
+        """Make the GPU's activity ``flags`` (uint8, one per vertex, in pinned
+        memory): after CPU iterations, the host's frontier, which a sparse pass
+        and the device loop start from.  ``active_vertices`` and
+        ``active_out_edges`` are the frontier's size and out-degree sum."""
+        self.active_vertices = int(active_vertices)
+        self.active_out_edges_count = int(active_out_edges)
+        self.active.set(flags, stream=self.main_stream)
         if self._loop is not None:
             self._loop.frontier_current = False
         self.main_stream.synchronize()
