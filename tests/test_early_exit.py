@@ -297,18 +297,6 @@ def test_settled_vertices_found_again_after_the_gpus_writes(graphs, name, depth)
     assert all("unsettled_in_edges" in r.decisions["direction"] for r in records)
 
 
-@pytest.mark.parametrize("listed", [0, 1, 300, 999])
-def test_frontier_flags_match_numpy(listed):
-    rng = np.random.default_rng(listed)
-    vertices = np.sort(rng.choice(1000, listed, replace=False)).astype(np.int64)
-    flags = rng.integers(0, 2, 1000).astype(np.uint8)      # a switch before left some set
-    kernels.flags_of(vertices, flags)
-    expected = np.zeros(1000, np.uint8)
-    expected[vertices] = 1
-    np.testing.assert_array_equal(flags, expected)
-    assert kernels.sum_over(vertices, np.arange(1000)) == vertices.sum()
-
-
 def test_settled_vertices_found_again_count_every_vertex_of_an_all_active_start(graphs):
     graph = graphs["grid"]
     _, engine = early_exit_engine(graph, [hub(graph)])

@@ -5,10 +5,15 @@ The CPU processor runs on the real CPU engine: pulling every page through it
 CPU engine's own pull iteration, and every page's vertex range must be sent
 to the device copy once.  The GPU processor is checked for its wiring
 against a recording stand-in of the GPU engine (the real one is exercised
-by the GPU tests of hybrid runs, tests/test_engine_hybrid.py).
+by the GPU tests of hybrid runs, tests/test_engine_hybrid.py).  At a switch
+to the GPU, :class:`VertexState` must hand it the host's frontier as flags
+over every vertex with its out-degree sum, against NumPy, on a recording
+stand-in of the GPU engine.
 """
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -19,6 +24,7 @@ from garaphpy.program import VertexProgram
 from garaphpy.scheduler.cpu_engine import CpuEngine, GraphArrays, RunState
 from garaphpy.scheduler.processors import CpuProcessor, GpuProcessor, ProcessorResult
 from garaphpy.scheduler.records import IterationRecord
+from garaphpy.scheduler.vertex_state import VertexState
 from garaphpy.storage.page_source import InMemoryPages
 
 
@@ -154,3 +160,46 @@ def test_gpu_processor_wiring():
                             ("split", [2, 0])]
     assert result == ProcessorResult("gpu", [2, 0], 120, 0.5, 1000, 200, 0.2, 0.3, 1.5, 17,
                                      {7: 0.25}, {"gpu_precompute": {"choice": False}})
+
+
+# -- the switch to the GPU: the host's frontier as the GPU's activity -----------------------
+class ActivityDevice:
+    """Stands for GpuEngine where VertexState uploads the host's frontier: the
+    activity it is given is recorded (a copy of the flags), not uploaded."""
+
+    def __init__(self, out_degree):
+        self.num_vertices = out_degree.size
+        self.store = SimpleNamespace(out_degree=out_degree)
+        self.pinned = []
+        self.activity = []
+
+    def pinned_array(self, size, dtype):
+        self.pinned.append(np.empty(size, dtype))
+        return self.pinned[-1]
+
+    def set_activity(self, flags, active_vertices, active_out_edges):
+        self.activity.append((flags.copy(), active_vertices, active_out_edges))
+
+
+def test_a_switch_to_the_gpu_gives_it_the_hosts_frontier():
+    rng = np.random.default_rng(5)
+    n = 5000
+    out_degree = rng.integers(0, 40, n).astype(np.int64)
+    device = ActivityDevice(out_degree)
+    vertex_state = VertexState.__new__(VertexState)     # the copies are not under test
+    vertex_state.host = SimpleNamespace(frontier=np.zeros(0, np.int64))
+    vertex_state.device = device
+    vertex_state._frontier_flags = None
+    # a large frontier, a smaller one (the first's flags must not stay), none
+    frontiers = [np.sort(rng.choice(n, 4000, replace=False)),
+                 np.sort(rng.choice(n, 37, replace=False)), np.zeros(0, np.int64)]
+    for frontier in frontiers:
+        vertex_state.host.frontier = frontier.astype(np.int64)
+        vertex_state._upload_frontier()
+    assert len(device.pinned) == 1                      # one pinned buffer, made once
+    for frontier, (flags, active_vertices, active_out_edges) in zip(frontiers, device.activity):
+        expected = np.zeros(n, np.uint8)
+        expected[frontier] = 1
+        np.testing.assert_array_equal(flags, expected)
+        assert active_vertices == frontier.size
+        assert active_out_edges == int(out_degree[frontier].sum())
