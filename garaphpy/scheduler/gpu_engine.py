@@ -879,7 +879,7 @@ class GpuEngine:
 
     # -- the engine interface of the iteration driver --------------------------------------
     def set_frontier(self, vertices: np.ndarray) -> None:
-        """Mark the vertices active (the first iteration's frontier)."""
+        """Mark the vertices active: the first iteration's frontier, or a checkpoint's."""
         if self._frontier_staging is None:
             self._frontier_staging = self.pinned_array(max(self.num_vertices, 1), np.uint8)
         flags = self._frontier_staging
