@@ -462,22 +462,27 @@ def pull_range_settling(gather_call, apply_call, activate_call, combine, identit
 #: Vertices a thread takes at a time in :func:`pull_settling_whole`: in one
 #: level of a power-law graph the vertices' reads differ by orders of
 #: magnitude, so they are dealt in small blocks as threads finish (GAPBS's
-#: dynamic schedule of 1,024 vertices in its bottom-up step).
+#: dynamic schedule of 1,024 vertices in its bottom-up step).  A multiple of
+#: 64: a block is whole words of the settled bitmap.
 SETTLING_BLOCK = 1024
 
 
 @numba.njit(nogil=True, parallel=True)
 def pull_settling_whole(gather_call, apply_call, activate_call, combine, identity,
                         in_offsets, sources, weights, values, attrs, aggregates, num_vertices,
-                        iteration, active, settled, settled_bits, claimed, found, stats,
-                        settled_in_edges, team):
+                        iteration, active, settled, settled_bits, in_edge_bits, claimed, found,
+                        stats, settled_in_edges, team):
     """:func:`pull_range_settling` over the whole CSC in one launch, its vertices
     dealt in blocks of :data:`SETTLING_BLOCK` as threads finish (``team``
     threads, a shared counter), for a run whose edges are all in memory.
 
     Beamer's bottom-up step without its copies: whether a vertex is settled
     is read from ``settled_bits`` (:func:`pack_flags` of ``settled`` before
-    the call), for it and its in-neighbours; one not settled reads the
+    the call), for it and its in-neighbours.  The vertices are taken 64 at a
+    time, a word of the bitmap: only those neither settled nor without
+    in-edges (``in_edge_bits``, :func:`pack_flags` of the in-degrees) are
+    visited, so a late step, where few vertices are left, costs a pass over
+    the words and not over the vertices.  One not settled reads the
     values of its settled in-neighbours until their sum activates it.  One
     with no settled in-neighbour takes nothing (the declaration: an
     in-neighbour not yet active contributes nothing), so its value is not
@@ -489,8 +494,8 @@ def pull_settling_whole(gather_call, apply_call, activate_call, combine, identit
     good at once (:func:`mark_settled`; the probes read the bitmap), its
     in-edges added to ``settled_in_edges[0]``, and listed in ``found`` (a
     scratch array of ``num_vertices`` entries) at its block's offset.
-    ``active``, the engine's flags, is cleared for the settled vertices and
-    set for the activated ones (a vertex not settled is never active).
+    ``active``, the engine's flags, is cleared (a vertex not settled is never
+    active, so only settled ones lose a flag) and set for the activated ones.
 
     Returns
     -------
@@ -513,35 +518,45 @@ def pull_settling_whole(gather_call, apply_call, activate_call, combine, identit
                 break
             listed = 0
             first = b * block
-            for v in range(first, min(num_vertices, first + block)):
-                if _bit_set(settled_bits, v):   # settled before the call: keeps its value
-                    if active[v]:
-                        active[v] = False
+            last = min(num_vertices, first + block)
+            # the activity of the last iteration ends (a vertex not settled is never
+            # active): one store per flag, not a test per vertex
+            for v in range(first, last):
+                active[v] = False
+            for w in range(first >> 6, (last + 63) >> 6):
+                base = w << 6
+                width = min(64, num_vertices - base)
+                candidates = ~settled_bits[w] & in_edge_bits[w]
+                if candidates == np.uint64(0):
                     continue
-                # the first settled in-neighbour: with none, nothing is read or written
-                edge = in_offsets[v]
-                end = in_offsets[v + 1]
-                while edge < end and not _bit_set(settled_bits, sources[edge]):
-                    edge += 1
-                if edge == end:
-                    continue
-                old = values[v]
-                accum = _gather_in_edges(gather_call, apply_call, activate_call, combine,
-                                         identity, sources, weights, values, attrs,
-                                         aggregates, num_vertices, iteration, v, old, edge,
-                                         end, 0, True, settled, settled_bits)
-                new = apply_call(attrs, aggregates, num_vertices, iteration, v, old, accum)
-                flag = activate_call(new, old)
-                if new != old:
-                    values[v] = new
-                part_change += abs(np.float64(new) - np.float64(old))
-                if flag:
-                    active[v] = True
-                    found[first + listed] = v
-                    listed += 1
-                    settled[v] = True
-                    claimed[v] = SETTLED_CLAIM
-                    part_marked += in_offsets[v + 1] - in_offsets[v]
+                for i in range(width):
+                    if (candidates >> np.uint64(i)) & np.uint64(1) == 0:
+                        continue
+                    v = base + i
+                    # the first settled in-neighbour: with none, nothing is read or written
+                    edge = in_offsets[v]
+                    end = in_offsets[v + 1]
+                    while edge < end and not _bit_set(settled_bits, sources[edge]):
+                        edge += 1
+                    if edge == end:
+                        continue
+                    old = values[v]
+                    accum = _gather_in_edges(gather_call, apply_call, activate_call, combine,
+                                             identity, sources, weights, values, attrs,
+                                             aggregates, num_vertices, iteration, v, old, edge,
+                                             end, 0, True, settled, settled_bits)
+                    new = apply_call(attrs, aggregates, num_vertices, iteration, v, old, accum)
+                    flag = activate_call(new, old)
+                    if new != old:
+                        values[v] = new
+                    part_change += abs(np.float64(new) - np.float64(old))
+                    if flag:
+                        active[v] = True
+                        found[first + listed] = v
+                        listed += 1
+                        settled[v] = True
+                        claimed[v] = SETTLED_CLAIM
+                        part_marked += in_offsets[v + 1] - in_offsets[v]
             counts[b + 1] = listed
         partial[t * 8] = part_change
         marked[t * 8] = part_marked

@@ -232,6 +232,9 @@ class CpuEngine:
         self._initial_values = None
         #: ``settled`` packed at each pull's start (``config.CPU_SETTLED_BITMAP``)
         self.settled_bits = np.zeros(0, np.uint64)
+        #: which vertices have in-edges, packed alike, for the whole-CSC pulls
+        #: (vertices without any are passed over)
+        self.in_edge_bits = np.zeros(0, np.uint64)
         self.unsettled_edges = np.zeros(1, np.int64)
         self._degrees_match_cache = None
         #: pulls skip the vertices as good as the best source (:meth:`enable_floor_skip`):
@@ -293,8 +296,13 @@ class CpuEngine:
             in_memory=not self.arrays.page_source.reads_storage,
             enabled=bool(config.CPU_WHOLE_SETTLING_PULL))
         if self.whole_settling["choice"]:
-            # mapped now, by every thread, not by the first pull's writes
-            self.settling_found = kernels.touch(np.empty(self.arrays.num_vertices, np.int64))
+            in_offsets = self.arrays.in_offsets
+            self.in_edge_bits = np.empty_like(self.settled_bits)
+            with parallel_section():
+                # mapped now, by every thread, not by the first pull's writes
+                self.settling_found = kernels.touch(np.empty(self.arrays.num_vertices,
+                                                             np.int64))
+                kernels.pack_flags(in_offsets[1:] != in_offsets[:-1], self.in_edge_bits)
 
     def hold_contributions_in_float32(self) -> None:
         """Hold the precomputed source-side gathers in float32 from now on (the
@@ -542,8 +550,8 @@ class CpuEngine:
                 compiled.kernels.pull_settling_whole(
                     compiled.identity, arrays.in_offsets, sources, arrays.edge_weights(weights),
                     state.values, arrays.attrs, aggregates, 0, 0, state.active, self.settled,
-                    self.settled_bits, state.claimed, self.settling_found, np.zeros(2),
-                    np.zeros(1, np.int64), 1)
+                    self.settled_bits, self.in_edge_bits, state.claimed, self.settling_found,
+                    np.zeros(2), np.zeros(1, np.int64), 1)
             if self.floor_mode:
                 floor = np.zeros(1, state.values.dtype)
                 kernels.best_source_value(state.values[:0], arrays.attrs[0], self.floor_mode,
@@ -987,8 +995,8 @@ class CpuEngine:
         state.frontier = compiled.kernels.pull_settling_whole(
             compiled.identity, arrays.in_offsets, sources, arrays.edge_weights(weights),
             state.values, arrays.attrs, aggregates, arrays.num_vertices, record.iteration,
-            state.active, self.settled, self.settled_bits, state.claimed, self.settling_found,
-            self.stats, self.unsettled_delta, _team_size())
+            state.active, self.settled, self.settled_bits, self.in_edge_bits, state.claimed,
+            self.settling_found, self.stats, self.unsettled_delta, _team_size())
         self.unsettled_edges[0] -= self.unsettled_delta[0]
         record.pages = len(arrays.pages)
         record.updated_vertices = arrays.num_vertices
