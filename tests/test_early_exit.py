@@ -208,7 +208,7 @@ def test_the_whole_settling_pull_kernel_against_numpy():
     # the active ones: settled (the last frontier, and older ones a push left set)
     was_active = was_settled & (rng.random(n) < 0.5)
     active = was_active.copy()
-    stats, marked = np.zeros(2), np.zeros(1, np.int64)
+    stats, marked, out_edges = np.zeros(2), np.zeros(1, np.int64), np.array([-1])
     for team in (1, 4):
         if team == 4:       # again from the same state
             settled[:] = was_settled
@@ -219,7 +219,7 @@ def test_the_whole_settling_pull_kernel_against_numpy():
         frontier = compiled.kernels.pull_settling_whole(
             compiled.identity, in_offsets, in_sources, np.zeros(1), values, attrs,
             np.zeros(1), n, 3, active, settled, bits, in_edge_bits, claimed,
-            np.empty(n, np.int64), stats, marked, team)
+            np.empty(n, np.int64), stats, marked, out_edges, team)
         np.testing.assert_array_equal(frontier, expected)
         assert np.all(values[expected] == 3) and np.all(values[was_settled] == 2)
         untouched = ~reached & ~was_settled
@@ -228,6 +228,7 @@ def test_the_whole_settling_pull_kernel_against_numpy():
         np.testing.assert_array_equal(active, reached & ~was_settled)
         assert np.all(claimed[expected] == kernels.SETTLED_CLAIM) and not claimed[untouched].any()
         assert marked[0] == int(np.diff(in_offsets)[expected].sum())
+        assert out_edges[0] == int(np.diff(out_offsets)[expected].sum())
         assert stats[1] == expected.size
 
 

@@ -471,7 +471,7 @@ SETTLING_BLOCK = 1024
 def pull_settling_whole(gather_call, apply_call, activate_call, combine, identity,
                         in_offsets, sources, weights, values, attrs, aggregates, num_vertices,
                         iteration, active, settled, settled_bits, in_edge_bits, claimed, found,
-                        stats, settled_in_edges, team):
+                        stats, settled_in_edges, found_out_edges, team):
     """:func:`pull_range_settling` over the whole CSC in one launch, its vertices
     dealt in blocks of :data:`SETTLING_BLOCK` as threads finish (``team``
     threads, a shared counter), for a run whose edges are all in memory.
@@ -492,8 +492,11 @@ def pull_settling_whole(gather_call, apply_call, activate_call, combine, identit
     synchronous run needs no second buffer and no copy of the settled
     vertices' values.  An activated vertex is marked settled and claimed for
     good at once (:func:`mark_settled`; the probes read the bitmap), its
-    in-edges added to ``settled_in_edges[0]``, and listed in ``found`` (a
-    scratch array of ``num_vertices`` entries) at its block's offset.
+    in-edges added to ``settled_in_edges[0]``, its out-degree to
+    ``found_out_edges[0]`` (the next frontier's out-edges, which the
+    direction rule reads: no pass over the frontier after), and listed in
+    ``found`` (a scratch array of ``num_vertices`` entries) at its block's
+    offset.
     ``active``, the engine's flags, is cleared (a vertex not settled is never
     active, so only settled ones lose a flag) and set for the activated ones.
 
@@ -509,9 +512,12 @@ def pull_settling_whole(gather_call, apply_call, activate_call, combine, identit
     # each thread's change and settled in-edges, a cache line apart
     partial = np.zeros(team * 8, np.float64)
     marked = np.zeros(team * 8, np.int64)
+    out_edges = np.zeros(team * 8, np.int64)
+    out_degree = attrs[0]
     for t in numba.prange(team):
         part_change = 0.0
         part_marked = 0
+        part_out = 0
         while True:
             b = atomic_add(sync, FIRST_FREE_SLOT, 1)
             if b >= blocks:
@@ -557,11 +563,14 @@ def pull_settling_whole(gather_call, apply_call, activate_call, combine, identit
                         settled[v] = True
                         claimed[v] = SETTLED_CLAIM
                         part_marked += in_offsets[v + 1] - in_offsets[v]
+                        part_out += out_degree[v]
             counts[b + 1] = listed
         partial[t * 8] = part_change
         marked[t * 8] = part_marked
+        out_edges[t * 8] = part_out
     frontier = _concatenate_chunks(found, np.arange(blocks) * block, counts)
     settled_in_edges[0] += marked.sum()
+    found_out_edges[0] = out_edges.sum()
     stats[0] += partial.sum()
     stats[1] += frontier.shape[0]
     return frontier

@@ -227,6 +227,9 @@ class CpuEngine:
         #: listing the activated vertices in ``settling_found``
         self.whole_settling = None
         self.settling_found = None
+        #: the frontier such a pull made last, and its out-degree sum
+        self._counted_frontier = None
+        self.found_out_edges = np.zeros(1, np.int64)
         self.settled = np.zeros(1, np.bool_)
         #: the program's initial values, made by the first :meth:`refresh_settled`
         self._initial_values = None
@@ -551,7 +554,7 @@ class CpuEngine:
                     compiled.identity, arrays.in_offsets, sources, arrays.edge_weights(weights),
                     state.values, arrays.attrs, aggregates, 0, 0, state.active, self.settled,
                     self.settled_bits, self.in_edge_bits, state.claimed, self.settling_found,
-                    np.zeros(2), np.zeros(1, np.int64), 1)
+                    np.zeros(2), np.zeros(1, np.int64), np.zeros(1, np.int64), 1)
             if self.floor_mode:
                 floor = np.zeros(1, state.values.dtype)
                 kernels.best_source_value(state.values[:0], arrays.attrs[0], self.floor_mode,
@@ -659,11 +662,14 @@ class CpuEngine:
 
     def active_out_edges(self) -> tuple[int, np.ndarray | None]:
         """Sum of the frontier's out-degrees, and the prefix notify needs (None for
-        a frontier of at least half the vertices, which mostly pulls: a
-        notify-pull then makes the prefix itself)."""
+        a frontier of at least half the vertices, which mostly pulls, and for
+        one a whole-CSC pull counted as it listed it: a notify-pull then
+        makes the prefix itself)."""
         frontier = self.state.frontier
         if frontier.size == self.arrays.num_vertices:
             return self.arrays.num_edges, None
+        if frontier is self._counted_frontier:      # counted as the pull listed it
+            return int(self.found_out_edges[0]), None
         if 2 * frontier.size >= self.arrays.num_vertices:
             return int(kernels.frontier_degree_sum(frontier, self.arrays.out_offsets)), None
         prefix = kernels.frontier_degree_prefix(frontier, self.arrays.out_offsets,
@@ -996,7 +1002,9 @@ class CpuEngine:
             compiled.identity, arrays.in_offsets, sources, arrays.edge_weights(weights),
             state.values, arrays.attrs, aggregates, arrays.num_vertices, record.iteration,
             state.active, self.settled, self.settled_bits, self.in_edge_bits, state.claimed,
-            self.settling_found, self.stats, self.unsettled_delta, _team_size())
+            self.settling_found, self.stats, self.unsettled_delta, self.found_out_edges,
+            _team_size())
+        self._counted_frontier = state.frontier
         self.unsettled_edges[0] -= self.unsettled_delta[0]
         record.pages = len(arrays.pages)
         record.updated_vertices = arrays.num_vertices
