@@ -6,9 +6,9 @@ CPU engine's own pull iteration, and every page's vertex range must be sent
 to the device copy once.  The GPU processor is checked for its wiring
 against a recording stand-in of the GPU engine (the real one is exercised
 by the GPU tests of hybrid runs, tests/test_engine_hybrid.py).  At a switch
-to the GPU, :class:`VertexState` must hand it the host's frontier as flags
-over every vertex with its out-degree sum, against NumPy, on a recording
-stand-in of the GPU engine.
+to the GPU, :class:`VertexState` must hand it the host's frontier, and
+:meth:`GpuEngine.set_frontier` must make it flags over every vertex with its
+out-degree sum, against NumPy, with the device's copy recorded.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import garaphpy
 from garaphpy import api
 from garaphpy.program import VertexProgram
 from garaphpy.scheduler.cpu_engine import CpuEngine, GraphArrays, RunState
+from garaphpy.scheduler.gpu_engine import GpuEngine
 from garaphpy.scheduler.processors import CpuProcessor, GpuProcessor, ProcessorResult
 from garaphpy.scheduler.records import IterationRecord
 from garaphpy.scheduler.vertex_state import VertexState
@@ -162,44 +163,59 @@ def test_gpu_processor_wiring():
                                      {7: 0.25}, {"gpu_precompute": {"choice": False}})
 
 
-# -- the switch to the GPU: the host's frontier as the GPU's activity -----------------------
-class ActivityDevice:
-    """Stands for GpuEngine where VertexState uploads the host's frontier: the
-    activity it is given is recorded (a copy of the flags), not uploaded."""
+# -- the GPU's frontier: the host's, a checkpoint's or the first ---------------------------
+class RecordedActivity:
+    """Stands for the GPU's activity array: what it is set to is recorded."""
 
-    def __init__(self, out_degree):
-        self.num_vertices = out_degree.size
-        self.store = SimpleNamespace(out_degree=out_degree)
-        self.pinned = []
-        self.activity = []
+    def __init__(self):
+        self.uploads = []
 
-    def pinned_array(self, size, dtype):
-        self.pinned.append(np.empty(size, dtype))
-        return self.pinned[-1]
-
-    def set_activity(self, flags, active_vertices, active_out_edges):
-        self.activity.append((flags.copy(), active_vertices, active_out_edges))
+    def set(self, flags, stream=None):
+        self.uploads.append(flags.copy())
 
 
-def test_a_switch_to_the_gpu_gives_it_the_hosts_frontier():
+def test_set_frontier_marks_exactly_the_frontier_in_one_pinned_buffer():
     rng = np.random.default_rng(5)
     n = 5000
     out_degree = rng.integers(0, 40, n).astype(np.int64)
-    device = ActivityDevice(out_degree)
-    vertex_state = VertexState.__new__(VertexState)     # the copies are not under test
-    vertex_state.host = SimpleNamespace(frontier=np.zeros(0, np.int64))
-    vertex_state.device = device
-    vertex_state._frontier_flags = None
+    engine = GpuEngine.__new__(GpuEngine)       # no device: the copies are recorded
+    pinned = []
+    engine.pinned_array = lambda size, dtype: pinned.append(np.empty(size, dtype)) or pinned[-1]
+    engine.num_vertices = n
+    engine.store = SimpleNamespace(out_degree=out_degree)
+    engine.active = RecordedActivity()
+    engine.main_stream = SimpleNamespace(synchronize=lambda: None)
+    engine._loop = SimpleNamespace(frontier_current=True)
+    engine._frontier_staging = None
     # a large frontier, a smaller one (the first's flags must not stay), none
     frontiers = [np.sort(rng.choice(n, 4000, replace=False)),
                  np.sort(rng.choice(n, 37, replace=False)), np.zeros(0, np.int64)]
-    for frontier in frontiers:
-        vertex_state.host.frontier = frontier.astype(np.int64)
-        vertex_state._upload_frontier()
-    assert len(device.pinned) == 1                      # one pinned buffer, made once
-    for frontier, (flags, active_vertices, active_out_edges) in zip(frontiers, device.activity):
+    for uploaded_before, frontier in enumerate(frontiers):
+        engine.set_frontier(frontier.astype(np.int64))
         expected = np.zeros(n, np.uint8)
         expected[frontier] = 1
-        np.testing.assert_array_equal(flags, expected)
-        assert active_vertices == frontier.size
-        assert active_out_edges == int(out_degree[frontier].sum())
+        assert len(engine.active.uploads) == uploaded_before + 1
+        np.testing.assert_array_equal(engine.active.uploads[-1], expected)
+        assert engine.num_active() == frontier.size
+        assert engine.active_out_edges() == (int(out_degree[frontier].sum()), None)
+        assert engine._loop.frontier_current is False       # the device loop re-reads it
+        engine._loop.frontier_current = True
+    assert len(pinned) == 1                                  # one pinned buffer, made once
+
+
+def test_a_switch_to_the_gpu_hands_it_the_hosts_values_and_frontier():
+    calls = []
+    vertex_state = VertexState.__new__(VertexState)     # the copies are not under test
+    vertex_state.host = SimpleNamespace(frontier=np.array([3, 9], np.int64))
+    vertex_state.device = SimpleNamespace(
+        num_vertices=12, set_frontier=lambda vertices: calls.append(("frontier", vertices)))
+    vertex_state.upload_values = lambda: calls.append(("values",)) or 96
+    vertex_state.smooth = lambda old, new: new
+    vertex_state.upload_seconds = 0.0
+    vertex_state.device_current = False
+    assert vertex_state.make_device_current() == 96 + 12
+    assert [call[0] for call in calls] == ["values", "frontier"]
+    assert calls[1][1] is vertex_state.host.frontier
+    assert vertex_state.device_current
+    assert vertex_state.make_device_current() == 0       # already current: nothing moves
+    assert len(calls) == 2

@@ -75,6 +75,8 @@ import numpy as np
 
 from .. import config
 from ..errors import ConfigError, GaraphError
+from .._numba_setup import parallel_section
+from ..kernels import cpu as cpu_kernels
 from ..kernels import gpu as gpu_kernels
 from ..kernels.packed import KEY_SHIFT
 from ..monoids import monoid_identity
@@ -879,23 +881,19 @@ class GpuEngine:
 
     # -- the engine interface of the iteration driver --------------------------------------
     def set_frontier(self, vertices: np.ndarray) -> None:
-        """Mark the vertices active: the first iteration's frontier, or a checkpoint's."""
+        """Mark the vertices active, and no other: the first iteration's frontier,
+        a checkpoint's, or after CPU iterations the host's (which a sparse pass
+        and the device loop start from).  The flags and the out-degree sum are
+        made by parallel kernels in a pinned buffer made at the first call (a
+        switch's frontier may hold most vertices)."""
         if self._frontier_staging is None:
             self._frontier_staging = self.pinned_array(max(self.num_vertices, 1), np.uint8)
         flags = self._frontier_staging
-        flags.fill(0)
-        flags[vertices] = 1
-        out_edges = int(self.store.out_degree[vertices].sum()) if vertices.size else 0
-        self.set_activity(flags, int(vertices.size), out_edges)
-
-    def set_activity(self, flags: np.ndarray, active_vertices: int,
-                     active_out_edges: int) -> None:
-        """Make the GPU's activity ``flags`` (uint8, one per vertex, in pinned
-        memory): after CPU iterations, the host's frontier, which a sparse pass
-        and the device loop start from.  ``active_vertices`` and
-        ``active_out_edges`` are the frontier's size and out-degree sum."""
-        self.active_vertices = int(active_vertices)
-        self.active_out_edges_count = int(active_out_edges)
+        with parallel_section():
+            cpu_kernels.flags_of(vertices, flags)
+            out_edges = int(cpu_kernels.sum_over(vertices, self.store.out_degree))
+        self.active_vertices = int(vertices.size)
+        self.active_out_edges_count = out_edges
         self.active.set(flags, stream=self.main_stream)
         if self._loop is not None:
             self._loop.frontier_current = False

@@ -29,7 +29,6 @@ import time
 
 import numpy as np
 
-from .._numba_setup import parallel_section
 from ..kernels import cpu as kernels
 
 
@@ -63,7 +62,6 @@ class VertexState:
         self.threads = threads
         self.smooth = smooth
         self._pin_host()
-        self._frontier_flags = None     # pinned, made at the first switch to the GPU
         self.upload_stream = self.cupy.cuda.Stream(non_blocking=True)
         # both copies start from the host's initial values; the copy's speed prices
         # the synchronization a switch of processor needs
@@ -145,20 +143,9 @@ class VertexState:
         started = time.perf_counter()
         copied = self.upload_values()
         self.upload_seconds = self.smooth(self.upload_seconds, time.perf_counter() - started)
-        self._upload_frontier()
+        self.device.set_frontier(self.host.frontier)
         self.device_current = True
         return copied + self.device.num_vertices
-
-    def _upload_frontier(self) -> None:
-        """The host's frontier as the GPU's activity, its flags and out-degree sum
-        made in parallel (a switch's frontier may hold most vertices)."""
-        frontier, device = self.host.frontier, self.device
-        if self._frontier_flags is None:
-            self._frontier_flags = device.pinned_array(max(device.num_vertices, 1), np.uint8)
-        with parallel_section():
-            kernels.flags_of(frontier, self._frontier_flags)
-            out_edges = kernels.sum_over(frontier, device.store.out_degree)
-        device.set_activity(self._frontier_flags, frontier.size, int(out_edges))
 
     def written_by(self, processors: str) -> None:
         """An iteration ran on ``"cpu"``, ``"gpu"`` or ``"both"`` (both copies
