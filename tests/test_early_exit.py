@@ -302,6 +302,59 @@ def test_settled_vertices_found_again_after_the_gpus_writes(graphs, name, depth)
     assert all("unsettled_in_edges" in r.decisions["direction"] for r in records)
 
 
+def test_settled_from_one_initial_value_equals_the_pass_over_both_arrays():
+    rng = np.random.default_rng(11)
+    n = 3001
+    in_offsets = np.concatenate([[0], np.cumsum(rng.integers(0, 9, n))]).astype(np.int64)
+    is_source = np.zeros(n, np.bool_)
+    is_source[rng.choice(n, 5, replace=False)] = True
+    initial = np.full(n, np.inf)
+    values = np.where(rng.random(n) < 0.4, rng.integers(0, 7, n).astype(np.float64), np.inf)
+    values[17] = np.nan                           # a NaN differs from its initial value
+    for everything in (False, True):
+        expected = everything | is_source | (values != initial)
+        results = []
+        for kernel, start in ((kernels.settled_from_values, initial),
+                              (kernels.settled_from_value, np.inf)):
+            settled = np.zeros(n, np.bool_)
+            claimed = np.full(n, 1, np.uint8)
+            unsettled = kernel(values, start, is_source, everything, settled, claimed,
+                               in_offsets)
+            np.testing.assert_array_equal(settled, expected)
+            np.testing.assert_array_equal(claimed, np.where(expected, kernels.SETTLED_CLAIM, 0))
+            assert unsettled == int(np.diff(in_offsets)[~expected].sum())
+            results.append(unsettled)
+        assert results[0] == results[1]
+
+
+def test_count_unequal_skips_and_counts_nans():
+    values = np.array([2.0, 2.0, np.nan, 3.0, 2.0, 5.0])
+    skip = np.array([False, False, False, False, True, True])
+    assert kernels.count_unequal(values, 2.0, skip) == 2
+    assert kernels.count_unequal(values, np.nan, np.zeros(6, np.bool_)) == 6
+    assert kernels.count_unequal(np.zeros(0), 1.0, np.zeros(0, np.bool_)) == 0
+
+
+def test_settled_found_from_one_value_or_from_each_vertexs_initial_value(graphs):
+    graph = graphs["rmat"]
+    source = hub(graph)
+    levels = bfs_scipy(graph, [source])
+    _, engine = early_exit_engine(graph, [source])
+    state = engine.state
+    assert engine._initial_value is not None      # BFS: every vertex but the source alike
+    # a start where each vertex has its own value: the pass reads the initial values
+    rng = np.random.default_rng(3)
+    own = rng.integers(0, 3, levels.size).astype(state.values.dtype)
+    engine._initial_values, engine._initial_value = own, None
+    state.values[:] = np.where(levels >= 0, levels, own)
+    state.frontier = np.zeros(0, np.int64)
+    engine.refresh_settled(pulled_last=False, previous_active=0)
+    expected = (state.values != own) | engine.arrays.attrs[4]
+    np.testing.assert_array_equal(engine.settled, expected)
+    in_degree = np.diff(engine.arrays.in_offsets)
+    assert int(engine.unsettled_edges[0]) == int(in_degree[~expected].sum())
+
+
 def test_settled_vertices_found_again_count_every_vertex_of_an_all_active_start(graphs):
     graph = graphs["grid"]
     _, engine = early_exit_engine(graph, [hub(graph)])

@@ -615,6 +615,18 @@ def mark_settled(vertices, settled, claimed, in_offsets):
     return total
 
 
+@numba.njit(nogil=True, inline="always")
+def _settle(done, v, settled, claimed, in_offsets):
+    """Vertex v settled (claimed for good) or not (its claim cleared); returns
+    its in-edges when it is not settled, else 0."""
+    settled[v] = done
+    if done:
+        claimed[v] = SETTLED_CLAIM
+        return 0
+    claimed[v] = 0
+    return in_offsets[v + 1] - in_offsets[v]
+
+
 @numba.njit(nogil=True, parallel=True, cache=True)
 def settled_from_values(values, initial, is_source, everything, settled, claimed, in_offsets):
     """settled = the vertices whose value left ``initial``, the sources, or all
@@ -624,13 +636,32 @@ def settled_from_values(values, initial, is_source, everything, settled, claimed
     unsettled = 0
     for v in numba.prange(values.shape[0]):
         done = everything or is_source[v] or values[v] != initial[v]
-        settled[v] = done
-        if done:
-            claimed[v] = SETTLED_CLAIM
-        else:
-            claimed[v] = 0
-            unsettled += in_offsets[v + 1] - in_offsets[v]
+        unsettled += _settle(done, v, settled, claimed, in_offsets)
     return unsettled
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def settled_from_value(values, initial_value, is_source, everything, settled, claimed,
+                       in_offsets):
+    """:func:`settled_from_values` where every vertex but the sources starts
+    from one value, ``initial_value`` (BFS, SSSP): the initial values are not
+    read, a third fewer bytes than the pass over both arrays."""
+    unsettled = 0
+    for v in numba.prange(values.shape[0]):
+        done = everything or is_source[v] or values[v] != initial_value
+        unsettled += _settle(done, v, settled, claimed, in_offsets)
+    return unsettled
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def count_unequal(values, value, skip):
+    """How many ``values[v]`` differ from ``value`` where ``skip[v]`` is False
+    (a NaN differs from everything)."""
+    count = 0
+    for v in numba.prange(values.shape[0]):
+        if not skip[v] and not values[v] == value:
+            count += 1
+    return count
 
 
 @numba.njit(nogil=True, cache=True)

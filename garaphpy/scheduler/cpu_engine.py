@@ -233,6 +233,7 @@ class CpuEngine:
         self.settled = np.zeros(1, np.bool_)
         #: the program's initial values, made by the first :meth:`refresh_settled`
         self._initial_values = None
+        self._initial_value = None      # the one initial value of every non-source
         #: ``settled`` packed at each pull's start (``config.CPU_SETTLED_BITMAP``)
         self.settled_bits = np.zeros(0, np.uint64)
         #: which vertices have in-edges, packed alike, for the whole-CSC pulls
@@ -466,18 +467,33 @@ class CpuEngine:
     def _settle_from_values(self) -> None:
         """:meth:`_find_settled`'s rule over the values as they stand, in parallel
         (:func:`kernels.settled_from_values`, then the frontier); the initial
-        values are made once."""
+        values are made once, and where every vertex but the sources starts
+        from one value, that value alone is compared
+        (:func:`kernels.settled_from_value`)."""
         arrays, state = self.arrays, self.state
+        is_source = arrays.attrs[4]
         if self._initial_values is None:
             self._initial_values = np.empty_like(state.values)
             with parallel_section(), self.compiled.compiling():
                 self.compiled.kernels.init_values(arrays.attrs, arrays.num_vertices,
                                                   self._initial_values)
+            self._initial_value = None
+            first_other = int(np.argmin(is_source)) if is_source.size else 0
+            if is_source.size and not is_source[first_other]:
+                value = self._initial_values[first_other]
+                with parallel_section():
+                    if kernels.count_unequal(self._initial_values, value, is_source) == 0:
+                        self._initial_value = value
+        everything = self._initially_active == "all"
         with parallel_section():
-            unsettled = kernels.settled_from_values(
-                state.values, self._initial_values, arrays.attrs[4],
-                self._initially_active == "all", self.settled, state.claimed,
-                arrays.in_offsets)
+            if self._initial_value is not None:
+                unsettled = kernels.settled_from_value(
+                    state.values, self._initial_value, is_source, everything, self.settled,
+                    state.claimed, arrays.in_offsets)
+            else:
+                unsettled = kernels.settled_from_values(
+                    state.values, self._initial_values, is_source, everything, self.settled,
+                    state.claimed, arrays.in_offsets)
             unsettled -= kernels.mark_settled(state.frontier, self.settled, state.claimed,
                                               arrays.in_offsets)
         self.unsettled_edges[0] = unsettled
