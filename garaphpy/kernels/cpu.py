@@ -644,7 +644,7 @@ def settled_from_values(values, initial, is_source, everything, settled, claimed
 def settled_from_value(values, initial_value, is_source, everything, settled, claimed,
                        in_offsets):
     """:func:`settled_from_values` where every vertex but the sources starts
-    from one value, ``initial_value`` (BFS, SSSP): the initial values are not
+    from one value, ``initial_value`` (BFS): the initial values are not
     read, a third fewer bytes than the pass over both arrays."""
     unsettled = 0
     for v in numba.prange(values.shape[0]):

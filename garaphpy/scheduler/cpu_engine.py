@@ -477,7 +477,6 @@ class CpuEngine:
             with parallel_section(), self.compiled.compiling():
                 self.compiled.kernels.init_values(arrays.attrs, arrays.num_vertices,
                                                   self._initial_values)
-            self._initial_value = None
             first_other = int(np.argmin(is_source)) if is_source.size else 0
             if is_source.size and not is_source[first_other]:
                 value = self._initial_values[first_other]
