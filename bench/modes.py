@@ -449,8 +449,8 @@ def measure(graph, program: str, mode: str, options: dict, args,
         "execution": middle["execution"],
         # pages copied to the device during the iterations: streamed, not resident
         "streamed": any(r.get("bytes_to_device", 0) > 0 for r in middle["records"]),
-        # iterations in which the GPU pulled any page (a hybrid may leave all to the CPU)
-        "gpu_iterations": sum(1 for r in middle["records"] if gpu_pulled(r)),
+        # iterations the GPU ran (a hybrid may leave all of them to the CPU)
+        "gpu_iterations": sum(1 for r in middle["records"] if gpu_took_part(r)),
         "check": bad[0] if bad else (checks[0] if checks else {"ok": True, "reference": True}),
         "runs_mismatched": len(bad),
         "records": middle["records"],
@@ -659,20 +659,21 @@ def print_table(rows: list, modes: list, repeat: int) -> None:
 
 
 def hybrid_switches(records: list) -> list:
-    """(iteration, gpu_on) where the hybrid dispatcher changed its choice:
-    the record's mode changes, or gpu_pages goes from 0 to > 0 or back."""
-    def state(record):
-        return record.get("mode"), (record.get("gpu_pages") or 0) > 0
-
-    return [(k, gpu_pulled(records[k])) for k in range(1, len(records))
-            if state(records[k]) != state(records[k - 1])]
+    """(iteration, gpu_on) where the GPU joined (True) or left (False) the run:
+    :func:`gpu_took_part` changes between one record and the next."""
+    return [(k, gpu_took_part(records[k])) for k in range(1, len(records))
+            if gpu_took_part(records[k]) != gpu_took_part(records[k - 1])]
 
 
-def gpu_pulled(record: dict) -> bool:
-    """Whether the GPU pulled pages in this iteration's record (its ``gpu_pages``,
-    else its mode)."""
-    pages = record.get("gpu_pages")
-    return pages > 0 if pages is not None else record.get("mode") in ("hybrid", "gpu")
+def gpu_took_part(record: dict) -> bool:
+    """Whether the GPU ran this iteration's record, alone or beside the CPU: its
+    mode is ``gpu`` or ``hybrid``, unless the CPU took every page
+    (``cpu_pages`` > 0 and ``gpu_pages`` 0).  A GPU iteration that copies no
+    page (one of the device loop's, or a pass over the frontier's edges or
+    the kept pages alone) records ``gpu_pages`` 0 and still counts."""
+    if record.get("mode") not in ("gpu", "hybrid"):
+        return False
+    return not ((record.get("cpu_pages") or 0) > 0 and not record.get("gpu_pages"))
 
 
 def print_dispatch(rows: list) -> None:
@@ -718,8 +719,8 @@ def time_split(records: list) -> dict:
     latter the GPU's busy time, the dispatcher's and the rest (the host's
     own work around the GPU's: launches, waits, copies not overlapped,
     Python).  Batched records share their batch's time and busy time."""
-    alone = [r for r in records if not gpu_pulled(r)]
-    with_gpu = [r for r in records if gpu_pulled(r)]
+    alone = [r for r in records if not gpu_took_part(r)]
+    with_gpu = [r for r in records if gpu_took_part(r)]
     seconds = sum(r.get("seconds") or 0.0 for r in with_gpu)
     gpu_busy = sum(r.get("gpu_busy_seconds") or 0.0 for r in with_gpu)
     dispatch = sum(r.get("dispatch_seconds") or 0.0 for r in with_gpu)

@@ -502,7 +502,7 @@ def test_modes_table_marks_resident_pages_and_runs_left_to_the_cpu(capsys):
 
     records = [{"mode": "cpu", "gpu_pages": 0}, {"mode": "hybrid", "gpu_pages": 3},
                {"mode": "cpu", "gpu_pages": 0}]
-    assert [modes.gpu_pulled(r) for r in records] == [False, True, False]
+    assert [modes.gpu_took_part(r) for r in records] == [False, True, False]
     assert modes.hybrid_switches(records) == [(1, True), (2, False)]
 
     def entry(seconds, streamed, gpu_iterations, execution):
@@ -522,6 +522,36 @@ def test_modes_table_marks_resident_pages_and_runs_left_to_the_cpu(capsys):
     assert "below 3072 KiB" in line
     assert "2.0000 (2.00)*" in line and "1.0000 (1.00)c" in line
     assert "1.0000 (1.00) " in line         # the CPU alone: no budget, no mark
+
+
+def test_modes_counts_gpu_iterations_that_copy_no_page_as_the_gpus():
+    """The device loop's iterations and the GPU's passes over the frontier's edges
+    or its kept pages copy no page (gpu_pages 0): they are the GPU's, not the
+    CPU's, in the switches, the time split and the count of GPU iterations."""
+    sys.path.insert(0, str(BENCH))
+    import modes
+
+    hybrid = [{"mode": "cpu", "gpu_pages": 0, "cpu_pages": 6, "seconds": 0.002},
+              {"mode": "hybrid", "gpu_pages": 3, "cpu_pages": 1, "seconds": 0.004,
+               "gpu_busy_seconds": 0.003},
+              {"mode": "hybrid", "gpu_pages": 0, "cpu_pages": 0, "seconds": 0.001,
+               "gpu_busy_seconds": 0.0},                 # a device-loop step
+              {"mode": "hybrid", "gpu_pages": 0, "cpu_pages": 6, "seconds": 0.003},
+              {"mode": "cpu", "gpu_pages": 0, "cpu_pages": 6, "seconds": 0.002}]
+    assert [modes.gpu_took_part(r) for r in hybrid] == [False, True, True, False, False]
+    # the GPU joins at 1 and leaves at 3 (the CPU took every page): one leave, not two
+    assert modes.hybrid_switches(hybrid) == [(1, True), (3, False)]
+    split = modes.time_split(hybrid)
+    assert split["gpu_iterations"] == 2 and split["cpu_alone_iterations"] == 3
+    assert split["cpu_alone_seconds"] == pytest.approx(0.007)
+
+    gpu_alone = [{"mode": "gpu", "gpu_pages": 12, "seconds": 0.004},
+                 {"mode": "gpu", "gpu_pages": 0, "seconds": 0.003}]   # a selective pass
+    split = modes.time_split(gpu_alone)
+    assert split["cpu_alone_iterations"] == 0 and split["gpu_iterations"] == 2
+    assert modes.hybrid_switches(gpu_alone) == []
+    # records of an older JSON, without page counts: the mode decides
+    assert modes.gpu_took_part({"mode": "hybrid"}) and not modes.gpu_took_part({"mode": "cpu"})
 
 
 def test_modes_time_split_separates_cpu_alone_gpu_busy_dispatch_and_host(capsys):
