@@ -267,53 +267,128 @@ def measure(case: Case, *, trials: int = 3, warmup: int = 1,
     crashes should say so with its traceback.  A wrong result is caught and
     recorded (status ``failed``), and the remaining trials still run.
     """
-    trials = case.trials if case.trials is not None else trials
-    warmup = case.warmup if case.warmup is not None else warmup
-    if trials < 1:
-        raise ValueError(f"case {case.name!r}: trials={trials}, expected >= 1")
-    if warmup < 0:
-        raise ValueError(f"case {case.name!r}: warmup={warmup}, expected >= 0")
-    started = time.time()
-    context = case.setup() if case.setup is not None else None
-    call = (lambda: case.run(context)) if case.setup is not None else case.run
-    warm = case.warm_up or case.run
-    warm_call = (lambda: warm(context)) if case.setup is not None else warm
-    seconds, wall, metrics, failures = [], [], [], []
+    return measure_in_turns([case], trials=trials, warmup=warmup, benchmark=benchmark,
+                            quiet=quiet)[0]
+
+
+def measure_in_turns(cases: Iterable[Case], *, trials: int = 3, warmup: int = 1,
+                     benchmark: str = "", quiet: bool = True, leave_on: tuple = ()) -> list:
+    """Run several cases whose times are compared, their trials in turns.
+
+    Every case's setup and warm-up come first, in order; then trial 1 of
+    every case, trial 2 of every case, and so on, so that a drift of the
+    machine over the minutes the cases take (clocks, the page cache, a
+    neighbour's load) falls on each case alike instead of on whichever ran
+    last.  One case alone is :func:`measure`.
+
+    Parameters
+    ----------
+    cases : iterable of Case
+    trials, warmup, benchmark, quiet
+        As :func:`measure` (a case's own ``trials``/``warmup`` override them).
+    leave_on : tuple of exception types
+        A case whose setup, warm-up or trial raises one of these leaves the
+        turns (torn down at once) and the others go on; its entry in the
+        returned list is the exception.  Any other exception propagates,
+        after every case's teardown.
+
+    Returns
+    -------
+    list
+        Per case, in order, its row (as :func:`measure` makes it) or the
+        exception that made it leave.
+    """
+    turns = [_Turns(case, trials, warmup) for case in cases]
+    leave_on = tuple(leave_on)
     try:
-        for _ in range(warmup):
-            warm_call()
-        for trial in range(trials):
-            began = time.perf_counter()
-            value = call()
-            elapsed = time.perf_counter() - began
-            if isinstance(value, Measurement):
-                measured, result, extra = value.seconds, value.result, value.metrics
-            else:
-                measured, result, extra = None, value, {}
-            wall.append(elapsed)
-            seconds.append(elapsed if measured is None else float(measured))
-            metrics.append(dict(extra))
-            if case.verify is not None:
-                problem = _check(case.verify, result)
-                if problem is not None:
-                    failures.append(f"trial {trial + 1}: {problem}")
-            if not quiet:
-                print(f"  {case.name}: trial {trial + 1}/{trials} {seconds[-1] * 1e3:.3f} ms",
-                      file=sys.stderr, flush=True)
+        for turn in turns:
+            turn.guarded(turn.start, leave_on)
+        for trial in range(max((turn.trials for turn in turns), default=0)):
+            for turn in turns:
+                if turn.left is None and trial < turn.trials:
+                    turn.guarded(lambda: turn.trial(trial, quiet), leave_on)
     finally:
-        if case.teardown is not None:
-            case.teardown(context)
-    status = UNVERIFIED if case.verify is None else (FAILED if failures else PASSED)
-    row = {"benchmark": benchmark, "case": case.name, "params": dict(case.params),
-           "warmup": warmup, "trials": trials, "trials_s": seconds,
-           "median_s": statistics.median(seconds), "min_s": min(seconds),
-           "wall_s": wall, "metrics": metrics if any(metrics) else [],
-           "verification": {"status": status, "failures": failures},
-           "date": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
-           "machine": machine_info()}
-    if case.summarize is not None:
-        row["figures"] = case.summarize(row)
-    return row
+        for turn in turns:
+            turn.tear_down()
+    return [turn.left if turn.left is not None else turn.row(benchmark) for turn in turns]
+
+
+class _Turns:
+    """One case's state while :func:`measure_in_turns` runs it."""
+
+    def __init__(self, case: Case, trials: int, warmup: int):
+        self.case = case
+        self.trials = case.trials if case.trials is not None else trials
+        self.warmup = case.warmup if case.warmup is not None else warmup
+        if self.trials < 1:
+            raise ValueError(f"case {case.name!r}: trials={self.trials}, expected >= 1")
+        if self.warmup < 0:
+            raise ValueError(f"case {case.name!r}: warmup={self.warmup}, expected >= 0")
+        self.left = None
+        self.set_up = False
+        self.seconds, self.wall, self.metrics, self.failures = [], [], [], []
+
+    def start(self) -> None:
+        """Setup (untimed, once), then the warm-up runs."""
+        case = self.case
+        self.started = time.time()
+        self.context = case.setup() if case.setup is not None else None
+        self.set_up = True
+        self.call = (lambda: case.run(self.context)) if case.setup is not None else case.run
+        warm = case.warm_up or case.run
+        warm_call = (lambda: warm(self.context)) if case.setup is not None else warm
+        for _ in range(self.warmup):
+            warm_call()
+
+    def trial(self, trial: int, quiet: bool) -> None:
+        """One timed trial, verified."""
+        case = self.case
+        began = time.perf_counter()
+        value = self.call()
+        elapsed = time.perf_counter() - began
+        if isinstance(value, Measurement):
+            measured, result, extra = value.seconds, value.result, value.metrics
+        else:
+            measured, result, extra = None, value, {}
+        self.wall.append(elapsed)
+        self.seconds.append(elapsed if measured is None else float(measured))
+        self.metrics.append(dict(extra))
+        if case.verify is not None:
+            problem = _check(case.verify, result)
+            if problem is not None:
+                self.failures.append(f"trial {trial + 1}: {problem}")
+        if not quiet:
+            print(f"  {case.name}: trial {trial + 1}/{self.trials} "
+                  f"{self.seconds[-1] * 1e3:.3f} ms", file=sys.stderr, flush=True)
+
+    def guarded(self, step, leave_on: tuple) -> None:
+        """``step()``; an exception of ``leave_on`` makes the case leave."""
+        try:
+            step()
+        except leave_on as error:
+            self.left = error
+            self.tear_down()
+
+    def tear_down(self) -> None:
+        """The case's teardown, once, where its setup ran."""
+        if self.set_up:
+            self.set_up = False
+            if self.case.teardown is not None:
+                self.case.teardown(self.context)
+
+    def row(self, benchmark: str) -> dict:
+        case, seconds = self.case, self.seconds
+        status = UNVERIFIED if case.verify is None else (FAILED if self.failures else PASSED)
+        row = {"benchmark": benchmark, "case": case.name, "params": dict(case.params),
+               "warmup": self.warmup, "trials": self.trials, "trials_s": seconds,
+               "median_s": statistics.median(seconds), "min_s": min(seconds),
+               "wall_s": self.wall, "metrics": self.metrics if any(self.metrics) else [],
+               "verification": {"status": status, "failures": self.failures},
+               "date": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(self.started)),
+               "machine": machine_info()}
+        if case.summarize is not None:
+            row["figures"] = case.summarize(row)
+        return row
 
 
 # --- the common command line -------------------------------------------------------

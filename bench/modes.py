@@ -51,6 +51,11 @@ Timing
     (3) runs; ``Result.seconds`` (the iterations' wall time, loading and
     compilation excluded); the median is reported, with the per-iteration
     records (``IterationRecord.as_dict()``) of the median run in the JSON.
+    The modes of a row run one after another; ``--interleave`` runs their
+    warm-ups first, then trial 1 of every mode, trial 2 of every mode, and so
+    on (``harness.measure_in_turns``), so that a drift of the machine over
+    the row's minutes weighs on each mode alike: the issue's targets are
+    ratios between the modes.
 Correctness
     Every timed run's values are compared with the CPU-only run's (or,
     without it, the first mode's): exactly for the min/max programs (BFS,
@@ -86,7 +91,7 @@ Usage (from the repository root)::
     python bench/modes.py [--scale 22] [--grid 2000x2000] [--data DIR | --snap FILE ...]
         [--graphs rmat,kron,grid,snap] [--programs pagerank,sssp,cc,bfs,nn,hs,cs]
         [--modes cpu,gpu,hybrid] [--budgets above,below] [--budget-below 0.5[,0.25]]
-        [--gpu-memory BYTES] [--trials 3] [--threads N] [--store-dir DIR]
+        [--gpu-memory BYTES] [--trials 3] [--interleave] [--threads N] [--store-dir DIR]
         [--build-option NAME=INTEGER ...] [--json out.json] [--png out.png]
 
 Exit status: 0, or 1 when some mode's values differ from the reference.
@@ -391,20 +396,26 @@ def one_run(graph, program: str, mode: str, options: dict):
         return garaphpy.run(graph, get_program(program), mode=mode, **options)
 
 
-def measure(graph, program: str, mode: str, options: dict, args,
-            reference: np.ndarray | None, exact: bool, params: dict):
-    """A harness case of one mode: a warm-up run, then ``--trials`` runs, each
-    checked against ``reference``: (entry, values of the last run).
+def mode_case(graph, program: str, mode: str, options: dict, reference: dict, exact: bool,
+              params: dict) -> tuple:
+    """The harness case of one mode, and ``collect(row)``, which makes its entry.
+
+    Each run's values are checked against ``reference`` (``{"values": ...,
+    "mode": ...}``, read at each check): the first run of any mode while
+    ``reference["values"]`` is None sets it (the first mode's warm-up, when
+    there is one), and that mode's own runs are not checked.
 
     The entry holds the median seconds, every run's seconds and iteration
     count, the median run's per-iteration records and the value checks; the
     harness row (appended to ``--json``) the trials without the records.
     """
-    runs, checks, last = [], [], {}
+    runs, checks = [], []
 
     def run() -> harness.Measurement:
         result = one_run(graph, program, mode, options)
-        last["values"] = result.values
+        if reference["values"] is None:
+            reference.update(values=result.values, mode=mode)
+        last_values = result.values if reference["mode"] != mode else None
         measured = {"seconds": result.seconds, "iterations": result.num_iterations,
                     "execution": result.execution,
                     "setup_seconds": result.setup_seconds, "converged": result.converged,
@@ -412,50 +423,66 @@ def measure(graph, program: str, mode: str, options: dict, args,
         records = [r.as_dict() for r in result.iterations]
         del result
         free_gpu_memory()
-        return harness.Measurement(result=(measured, records), seconds=measured["seconds"],
-                                   metrics=measured)
+        return harness.Measurement(result=(measured, records, last_values),
+                                   seconds=measured["seconds"], metrics=measured)
 
     def verify(outcome) -> str | None:
-        measured, records = outcome
+        measured, records, values = outcome
         runs.append({**measured, "records": records})
-        if reference is None:
+        if values is None:
             return None
-        checks.append(compare(reference, last["values"], exact, graph))
+        checks.append(compare(reference["values"], values, exact, graph))
         check = checks[-1]
         return None if check["ok"] else f"{check['mismatches']} vertices differ"
 
-    try:
-        row = harness.measure(harness.Case(f"{program}/{params['graph_variant']}/"
-                                           f"{params['budget']}/{mode}", run, params=params,
-                                           verify=verify),
-                              trials=args.trials, warmup=args.warmup, benchmark="modes",
-                              quiet=args.quiet)
-    except SKIPPING_ERRORS as error:   # the warm-up (or a trial) could not run this mode
-        free_gpu_memory()
-        return {"status": "skipped", "reason": f"{type(error).__name__}: {error}"}, None
-    row["args"] = dict(vars(args))
-    harness.write_rows(args.json, [row])
-    values = last.pop("values")
-    order = sorted(range(len(runs)), key=lambda k: runs[k]["seconds"])
-    middle = runs[order[(len(runs) - 1) // 2]]
-    bad = [c for c in checks if not c["ok"]]
-    entry = {
-        "status": "mismatch" if bad else "ok",
-        "median_seconds": median(r["seconds"] for r in runs),
-        "seconds": [r["seconds"] for r in runs],
-        "iterations": [r["iterations"] for r in runs],
-        "setup_seconds": median(r["setup_seconds"] for r in runs),
-        "converged": middle["converged"], "stop_reason": middle["stop_reason"],
-        "execution": middle["execution"],
-        # pages copied to the device during the iterations: streamed, not resident
-        "streamed": any(r.get("bytes_to_device", 0) > 0 for r in middle["records"]),
-        # iterations the GPU ran (a hybrid may leave all of them to the CPU)
-        "gpu_iterations": sum(1 for r in middle["records"] if gpu_took_part(r)),
-        "check": bad[0] if bad else (checks[0] if checks else {"ok": True, "reference": True}),
-        "runs_mismatched": len(bad),
-        "records": middle["records"],
-    }
-    return entry, values
+    def collect(row: dict) -> dict:
+        order = sorted(range(len(runs)), key=lambda k: runs[k]["seconds"])
+        middle = runs[order[(len(runs) - 1) // 2]]
+        bad = [c for c in checks if not c["ok"]]
+        check = bad[0] if bad else (checks[0] if checks else {"ok": True, "reference": True})
+        check["reference_mode"] = reference["mode"]
+        return {
+            "status": "mismatch" if bad else "ok",
+            "median_seconds": median(r["seconds"] for r in runs),
+            "seconds": [r["seconds"] for r in runs],
+            "iterations": [r["iterations"] for r in runs],
+            "setup_seconds": median(r["setup_seconds"] for r in runs),
+            "converged": middle["converged"], "stop_reason": middle["stop_reason"],
+            "execution": middle["execution"],
+            # pages copied to the device during the iterations: streamed, not resident
+            "streamed": any(r.get("bytes_to_device", 0) > 0 for r in middle["records"]),
+            # iterations the GPU ran (a hybrid may leave all of them to the CPU)
+            "gpu_iterations": sum(1 for r in middle["records"] if gpu_took_part(r)),
+            "check": check,
+            "runs_mismatched": len(bad),
+            "records": middle["records"],
+        }
+
+    case = harness.Case(f"{program}/{params['graph_variant']}/{params['budget']}/{mode}", run,
+                        params=params, verify=verify)
+    return case, collect
+
+
+def measure_modes(cases: list, args) -> list:
+    """The entries of ``cases`` (``(mode, case, collect)`` of :func:`mode_case`),
+    measured together: their trials in turns (:func:`harness.measure_in_turns`;
+    one case alone as :func:`harness.measure` measures it).  A mode that
+    cannot run here (:data:`SKIPPING_ERRORS`) gets a ``skipped`` entry; every
+    row measured is appended to ``--json`` with the arguments."""
+    outcomes = harness.measure_in_turns([case for _, case, _ in cases], trials=args.trials,
+                                        warmup=args.warmup, benchmark="modes",
+                                        quiet=args.quiet, leave_on=SKIPPING_ERRORS)
+    entries = []
+    for (mode, _, collect), outcome in zip(cases, outcomes):
+        if isinstance(outcome, BaseException):
+            free_gpu_memory()
+            entries.append({"status": "skipped",
+                            "reason": f"{type(outcome).__name__}: {outcome}"})
+            continue
+        outcome["args"] = dict(vars(args))
+        harness.write_rows(args.json, [outcome])
+        entries.append(collect(outcome))
+    return entries
 
 
 def program_options(args, program: str, graph, threads: int) -> tuple:
@@ -486,7 +513,8 @@ def bench_program(args, case: GraphCase, program: str, modes: list, threads: int
     exact = cls.sum in ("min", "max")
     budgets = budget_rows(args.budgets, args.budget_below, program in args.below_programs)
     sizes = page_sizes(run_graph)
-    reference, reference_mode = None, None
+    # the values every run is checked against: the first mode's first run's
+    reference = {"values": None, "mode": None}
     shared = {}  # mode -> entry measured once for every budget (cpu)
     for budget, fraction in budgets:
         row = {"program": program, "graph": case.label, "graph_variant": case.name(weighted),
@@ -512,37 +540,38 @@ def bench_program(args, case: GraphCase, program: str, modes: list, threads: int
                 rows.append(row)
                 continue
         row["gpu_memory"] = gpu_budget
+        params = {key: row[key] for key in ("program", "graph", "graph_variant", "budget",
+                                            "source")} | {"gpu_memory": gpu_budget}
+        cases = []
         for mode in modes:
-            where = f"{program} on {case.name(weighted)}, {mode}" + \
-                (f", budget {budget} ({mib(gpu_budget)})" if mode != "cpu" else "")
             if mode in skipped:
                 row["modes"][mode] = {"status": "skipped", "reason": skipped[mode]}
-                continue
-            if mode == "cpu" and "cpu" in shared:
+            elif mode == "cpu" and "cpu" in shared:
                 row["modes"][mode] = dict(shared["cpu"], shared_across_budgets=True)
-                continue
-            log(f"  {where}: warm-up + {args.trials} runs")
-            run_options = dict(options)
-            if mode != "cpu" and gpu_budget is not None:
-                run_options["gpu_memory"] = gpu_budget
-            entry, values = measure(graph, program, mode, run_options, args, reference, exact,
-                                    params={key: row[key] for key in (
-                                        "program", "graph", "graph_variant", "budget",
-                                        "source")} | {"gpu_memory": gpu_budget})
-            if entry["status"] == "skipped":
-                log(f"  {where}: SKIPPED ({entry['reason']})")
             else:
-                entry["check"]["reference_mode"] = reference_mode or mode
-                if reference is None:
-                    reference, reference_mode = values, mode
-                log(f"  {where}: median {entry['median_seconds']:.4f} s, "
-                    f"{entry['iterations'][0]} iterations, {entry['execution']}"
-                    + ("" if entry["status"] == "ok" else
-                       f", VALUES DIFFER from {reference_mode}: {entry['check']}"))
-            del values
-            row["modes"][mode] = entry
-            if mode == "cpu":
-                shared["cpu"] = entry
+                run_options = dict(options)
+                if mode != "cpu" and gpu_budget is not None:
+                    run_options["gpu_memory"] = gpu_budget
+                cases.append((mode, *mode_case(graph, program, mode, run_options, reference,
+                                               exact, params)))
+        where = {mode: f"{program} on {case.name(weighted)}, {mode}"
+                 + (f", budget {budget} ({mib(gpu_budget)})" if mode != "cpu" else "")
+                 for mode, _, _ in cases}
+        groups = [cases] if args.interleave and len(cases) > 1 else [[one] for one in cases]
+        for group in groups:
+            log(f"  {'; '.join(where[mode] for mode, _, _ in group)}: warm-up + "
+                f"{args.trials} runs" + (" each, in turns" if len(group) > 1 else ""))
+            for (mode, _, _), entry in zip(group, measure_modes(group, args)):
+                if entry["status"] == "skipped":
+                    log(f"  {where[mode]}: SKIPPED ({entry['reason']})")
+                else:
+                    log(f"  {where[mode]}: median {entry['median_seconds']:.4f} s, "
+                        f"{entry['iterations'][0]} iterations, {entry['execution']}"
+                        + ("" if entry["status"] == "ok" else
+                           f", VALUES DIFFER from {reference['mode']}: {entry['check']}"))
+                row["modes"][mode] = entry
+                if mode == "cpu":
+                    shared["cpu"] = entry
         row.update(ratios(row["modes"]))
         if fraction is not None and row["modes"].get("gpu", {}).get("status") == "ok" \
                 and not row["modes"]["gpu"]["streamed"]:
@@ -909,6 +938,10 @@ def main(argv=None) -> int:
                              "max_page_bytes=1048576 to cut small graphs into pages that "
                              "can stream; default: the defaults")
     parser.add_argument("--png", default=None, help="write the Figure 11 plot here")
+    parser.add_argument("--interleave", action="store_true",
+                        help="run the modes of a row in turns: every warm-up, then trial 1 "
+                             "of every mode, trial 2, ... (default: one mode's trials "
+                             "after another's)")
     harness.add_common_options(parser, trials=3, warmup=1, json_help=(
         "append a JSON row per (program, graph, budget, mode) and a summary row here "
         "(gzip-compressed if it ends in .gz)"))

@@ -11,6 +11,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -93,6 +94,53 @@ def test_verification_failure_marks_the_row_failed():
     assert harness.exit_status([passed]) == 0
     unverified = harness.measure(harness.Case("plain", lambda: 4), trials=1, warmup=0)
     assert unverified["verification"]["status"] == harness.UNVERIFIED
+
+
+def test_cases_in_turns_warm_up_first_then_alternate_their_trials():
+    calls = []
+
+    def case(name, trials=None):
+        return harness.Case(name, lambda: calls.append(name), trials=trials,
+                            setup=None, warm_up=lambda: calls.append(f"{name}-warm"),
+                            teardown=None)
+
+    rows = harness.measure_in_turns([case("a"), case("b"), case("c", trials=1)],
+                                    trials=3, warmup=1, benchmark="turns")
+    assert calls == ["a-warm", "b-warm", "c-warm", "a", "b", "c", "a", "b", "a", "b"]
+    assert [row["case"] for row in rows] == ["a", "b", "c"]
+    assert [len(row["trials_s"]) for row in rows] == [3, 3, 1]
+    assert all(row["benchmark"] == "turns" and row["warmup"] == 1 for row in rows)
+
+
+class _CannotRun(Exception):
+    pass
+
+
+def test_a_case_that_cannot_run_leaves_the_turns_and_the_others_go_on():
+    calls, torn_down = [], []
+
+    def failing_trial():
+        calls.append("b")
+        if calls.count("b") == 2:       # its warm-up ran, its first trial cannot
+            raise _CannotRun("out of memory")
+
+    cases = [harness.Case("a", lambda: calls.append("a")),
+             harness.Case("b", lambda context: failing_trial(), setup=lambda: "ctx",
+                          teardown=torn_down.append),
+             harness.Case("c", lambda: calls.append("c"),
+                          setup=lambda: (_ for _ in ()).throw(_CannotRun("no GPU")))]
+    rows = harness.measure_in_turns(cases, trials=2, warmup=1, leave_on=(_CannotRun,))
+    assert calls == ["a", "b", "a", "b", "a"]       # warm-ups a, b; then a, b (raises), a
+    assert isinstance(rows[1], _CannotRun) and "out of memory" in str(rows[1])
+    assert isinstance(rows[2], _CannotRun) and "no GPU" in str(rows[2])
+    assert torn_down == ["ctx"]                     # at once, and only once
+    assert len(rows[0]["trials_s"]) == 2 and rows[0]["verification"]["status"] == "unverified"
+    # any other exception propagates, after the teardown of every case set up
+    torn_down.clear()
+    with pytest.raises(ZeroDivisionError):
+        harness.measure_in_turns([harness.Case("x", lambda context: 1 / 0, setup=lambda: "x",
+                                               teardown=torn_down.append)], warmup=0)
+    assert torn_down == ["x"]
 
 
 def test_the_row_has_the_machine_fields(tmp_path):
@@ -469,6 +517,92 @@ def test_modes_execution_option_reaches_every_run_and_its_row(tmp_path):
     assert executions == [{"async"}, {"sync"}]       # SSSP's own on the CPU, then the asked
     assert "iterations, sync" in completed.stderr
     assert "execution: cpu sssp sync" in completed.stdout
+
+
+def _modes_with_three_cpu_modes(monkeypatch, wrong_mode=None):
+    """bench/modes.py in this process, its gpu and hybrid runs made by the CPU
+    (no GPU here): the order of the runs, by mode, is returned; ``wrong_mode``'s
+    values are off by one at one vertex."""
+    sys.path.insert(0, str(BENCH))
+    import modes
+
+    real = modes.one_run
+    order = []
+
+    def one_run(graph, program, mode, options):
+        order.append(mode)
+        result = real(graph, program, "cpu",
+                      {k: v for k, v in options.items() if k != "gpu_memory"})
+        values = np.array(result.values, copy=True)
+        if mode == wrong_mode:
+            values[0] += 1
+        return SimpleNamespace(values=values, seconds=result.seconds,
+                               num_iterations=result.num_iterations,
+                               execution=result.execution, setup_seconds=result.setup_seconds,
+                               converged=result.converged, stop_reason=result.stop_reason,
+                               iterations=result.iterations)
+
+    monkeypatch.setattr(modes, "one_run", one_run)
+    monkeypatch.setattr(modes, "gpu_problem", lambda: None)
+    monkeypatch.setattr(modes, "machine", modes.host_info)
+    return modes, order
+
+
+@pytest.mark.parametrize("interleave", [False, True])
+def test_modes_interleave_runs_the_modes_trials_in_turns(tmp_path, monkeypatch, capsys,
+                                                         interleave):
+    modes, order = _modes_with_three_cpu_modes(monkeypatch)
+    rows_file = tmp_path / "rows.jsonl"
+    argv = ["--graphs", "grid", "--grid", "12x10", "--programs", "bfs", "--budgets", "above",
+            "--trials", "2", "--threads", "1", "--store-dir", str(tmp_path / "st"),
+            "--json", str(rows_file)] + (["--interleave"] if interleave else [])
+    assert modes.main(argv) == 0
+    if interleave:
+        assert order == ["cpu", "gpu", "hybrid"] * 3
+    else:
+        assert order == ["cpu"] * 3 + ["gpu"] * 3 + ["hybrid"] * 3
+    measured = [row for row in harness.read_rows(rows_file) if "params" in row]
+    assert [row["case"].rsplit("/", 1)[1] for row in measured] == ["cpu", "gpu", "hybrid"]
+    assert all(len(row["trials_s"]) == 2 and row["verification"]["status"] == "passed"
+               for row in measured)
+    summary = harness.read_rows(rows_file)[-1]["record"]
+    entries = summary["rows"][0]["modes"]
+    assert entries["cpu"]["check"] == {"ok": True, "reference": True, "reference_mode": "cpu"}
+    assert entries["hybrid"]["check"]["ok"]
+    assert entries["hybrid"]["check"]["reference_mode"] == "cpu"
+    assert ("in turns" in capsys.readouterr().err) == interleave
+
+
+def test_modes_interleaved_still_catches_a_mode_with_wrong_values(tmp_path, monkeypatch):
+    modes, order = _modes_with_three_cpu_modes(monkeypatch, wrong_mode="hybrid")
+    argv = ["--graphs", "grid", "--grid", "12x10", "--programs", "bfs", "--budgets", "above",
+            "--trials", "2", "--threads", "1", "--store-dir", str(tmp_path / "st"),
+            "--interleave", "--quiet"]
+    assert modes.main(argv) == 1
+    assert order == ["cpu", "gpu", "hybrid"] * 3
+
+
+def test_modes_interleaved_skips_a_mode_that_cannot_run_and_measures_the_rest(tmp_path,
+                                                                              monkeypatch):
+    modes, order = _modes_with_three_cpu_modes(monkeypatch)
+    counting = modes.one_run
+
+    def one_run(graph, program, mode, options):
+        if mode == "gpu":
+            order.append(mode)
+            raise modes.GpuMemoryError("the budget holds no page")
+        return counting(graph, program, mode, options)
+
+    monkeypatch.setattr(modes, "one_run", one_run)
+    rows_file = tmp_path / "rows.jsonl"
+    argv = ["--graphs", "grid", "--grid", "12x10", "--programs", "bfs", "--budgets", "above",
+            "--trials", "2", "--threads", "1", "--store-dir", str(tmp_path / "st"),
+            "--interleave", "--quiet", "--json", str(rows_file)]
+    assert modes.main(argv) == 0
+    assert order == ["cpu", "gpu", "hybrid", "cpu", "hybrid", "cpu", "hybrid"]
+    entries = harness.read_rows(rows_file)[-1]["record"]["rows"][0]["modes"]
+    assert entries["gpu"]["status"] == "skipped" and "no page" in entries["gpu"]["reason"]
+    assert entries["hybrid"]["status"] == "ok"
 
 
 def test_modes_below_budgets_size_the_vertex_data_of_the_runs_execution(monkeypatch):
