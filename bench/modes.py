@@ -398,7 +398,8 @@ def one_run(graph, program: str, mode: str, options: dict):
 
 def mode_case(graph, program: str, mode: str, options: dict, reference: dict, exact: bool,
               params: dict) -> tuple:
-    """The harness case of one mode, and ``collect(row)``, which makes its entry.
+    """The harness case of one mode, and ``collect()``, which makes its entry
+    once the case is measured.
 
     Each run's values are checked against ``reference`` (``{"values": ...,
     "mode": ...}``, read at each check): the first run of any mode while
@@ -435,7 +436,7 @@ def mode_case(graph, program: str, mode: str, options: dict, reference: dict, ex
         check = checks[-1]
         return None if check["ok"] else f"{check['mismatches']} vertices differ"
 
-    def collect(row: dict) -> dict:
+    def collect() -> dict:
         order = sorted(range(len(runs)), key=lambda k: runs[k]["seconds"])
         middle = runs[order[(len(runs) - 1) // 2]]
         bad = [c for c in checks if not c["ok"]]
@@ -481,7 +482,7 @@ def measure_modes(cases: list, args) -> list:
             continue
         outcome["args"] = dict(vars(args))
         harness.write_rows(args.json, [outcome])
-        entries.append(collect(outcome))
+        entries.append(collect())
     return entries
 
 
@@ -690,8 +691,9 @@ def print_table(rows: list, modes: list, repeat: int) -> None:
 def hybrid_switches(records: list) -> list:
     """(iteration, gpu_on) where the GPU joined (True) or left (False) the run:
     :func:`gpu_took_part` changes between one record and the next."""
-    return [(k, gpu_took_part(records[k])) for k in range(1, len(records))
-            if gpu_took_part(records[k]) != gpu_took_part(records[k - 1])]
+    took_part = [gpu_took_part(record) for record in records]
+    return [(k, took_part[k]) for k in range(1, len(took_part))
+            if took_part[k] != took_part[k - 1]]
 
 
 def gpu_took_part(record: dict) -> bool:
@@ -748,8 +750,9 @@ def time_split(records: list) -> dict:
     latter the GPU's busy time, the dispatcher's and the rest (the host's
     own work around the GPU's: launches, waits, copies not overlapped,
     Python).  Batched records share their batch's time and busy time."""
-    alone = [r for r in records if not gpu_took_part(r)]
-    with_gpu = [r for r in records if gpu_took_part(r)]
+    alone, with_gpu = [], []
+    for record in records:
+        (with_gpu if gpu_took_part(record) else alone).append(record)
     seconds = sum(r.get("seconds") or 0.0 for r in with_gpu)
     gpu_busy = sum(r.get("gpu_busy_seconds") or 0.0 for r in with_gpu)
     dispatch = sum(r.get("dispatch_seconds") or 0.0 for r in with_gpu)
