@@ -234,11 +234,24 @@ GPU_SETTLE_KEPT_PAGES = False
 #: The most rounds over the kept pages after one iteration (see above).
 GPU_SETTLE_MAX_ROUNDS = 16
 
-#: A run whose pages stream makes the selective transfers' device arrays at its
-#: first sparse iteration, keeping on the device until then the pages they
-#: would displace (:func:`garaphpy.scheduler.decisions.defer_selective_arrays`).
+#: A run whose pages stream makes the selective transfers' device arrays at a
+#: sparse iteration (below: when that pays), keeping on the device until then
+#: the pages they would displace (:func:`garaphpy.scheduler.decisions.defer_selective_arrays`).
 #: False: made at set-up (for study).
 GPU_DEFER_SELECTIVE_ARRAYS = True
+
+#: A run that deferred the selective arrays makes them at a sparse iteration only
+#: once the selective passes' savings forgone so far cover what releasing the
+#: pages costs the dense iterations after (:func:`garaphpy.scheduler.decisions.
+#: selective_pays`): on rmat:22 SSSP at 368 MiB, made at the source's one-vertex
+#: iteration, they took 36.9 ms against 17.3 with every page copied (BENCHMARKS.md,
+#: issue 20, thirty-fourth session).  False: made at the first sparse iteration.
+GPU_SELECTIVE_WHEN_PAYS = True
+
+#: The dense iterations a run whose frontier has not yet shrunk (a traversal's
+#: first iterations) is expected still to have: releasing pages for its
+#: selective arrays costs each of them the released pages' copies.
+GPU_RELEASE_DENSE_ITERATIONS = 2
 
 #: The cost model's starting rates, before it has measured any (bytes/s over
 #: the host link, edges/s of the host threads' gather, bytes/s of the GPU's

@@ -286,13 +286,16 @@ def test_packed_pages_equal_the_cpu(paged, name, execution, fraction):
 
 @pytest.mark.parametrize("execution", ["sync", "async"])
 @pytest.mark.parametrize("name", ["cc", "bfs", "sssp"])
-def test_selective_arrays_made_at_the_first_sparse_iteration(paged, name, execution):
+def test_selective_arrays_made_at_the_first_sparse_iteration(paged, name, execution,
+                                                               monkeypatch):
     """Deferred, the selective arrays' room keeps pages on the device until the
-    frontier first holds at most 1/8 of the vertices; then those pages are
+    frontier first holds at most 1/8 of the vertices (made whether or not
+    they pay, ``config.GPU_SELECTIVE_WHEN_PAYS`` off); then those pages are
     released and stream packed.  A run that starts dense (CC) copies fewer
     bytes before; every run equals the CPU's and the run made at set-up."""
     from garaphpy.scheduler.gpu_engine import SELECTIVE_FRONTIER_SHARE
 
+    monkeypatch.setattr(config, "GPU_SELECTIVE_WHEN_PAYS", False)
     program = program_for(name)
     sources = sources_for(program)
     options = dict(execution=execution, **ITERATIONS)
@@ -330,6 +333,64 @@ def test_selective_arrays_made_at_the_first_sparse_iteration(paged, name, execut
             assert deferred.bytes_to_device < planned.bytes_to_device
     else:
         assert first == 0
+
+
+@pytest.mark.parametrize("execution", ["sync", "async"])
+@pytest.mark.parametrize("name", ["bfs", "sssp"])
+@pytest.mark.parametrize("pays", ["never", "at once", "by rent"])
+def test_selective_arrays_made_when_they_pay(paged, name, execution, pays, monkeypatch):
+    """With the rent-or-buy rule (``config.GPU_SELECTIVE_WHEN_PAYS``), every
+    sparse iteration before the arrays are made runs the pull over every page
+    with its verdict recorded (``selective_pays``: no), the one that makes
+    them says yes with the rent reaching the price, and none after decides
+    again; a selective pass priced above any dense one never makes them, and
+    the values equal the CPU's either way."""
+    from garaphpy.scheduler.gpu_engine import SELECTIVE_FRONTIER_SHARE
+
+    overhead, dense_iterations = {"never": (1e3, 2), "at once": (0.0, 0),
+                                  "by rent": (0.0, 1e6)}[pays]
+    monkeypatch.setattr(config, "GPU_SELECTIVE_WHEN_PAYS", True)
+    monkeypatch.setattr(config, "HYBRID_GPU_SPARSE_OVERHEAD_SECONDS", overhead)
+    monkeypatch.setattr(config, "GPU_RELEASE_DENSE_ITERATIONS", dense_iterations)
+    program = program_for(name)
+    sources = sources_for(program)
+    options = dict(execution=execution, **ITERATIONS)
+    cpu = ref.run_engine_like_gpu(paged, program, sources, mode="cpu", **options)
+    budget = budget_for(paged, program, 0.1, execution, buffers=False)
+    run = run_gpu(paged, program, sources, "auto", packed=True, gpu_memory=budget, **options)
+    ref.assert_run_matches(name, execution, run, cpu)
+    records = run.iterations
+    assert records[0].decisions["defer_selective_arrays"]["choice"]
+    most = paged.num_vertices // SELECTIVE_FRONTIER_SHARE
+    made = [r.iteration for r in records if "selective_arrays" in r.decisions]
+    assert len(made) <= 1
+    end = made[0] if made else len(records)
+    for record in records[:end]:
+        verdict = record.decisions.get("selective_pays")
+        assert (verdict is not None) == (record.active_vertices <= most)
+        assert "page_transfer" not in record.decisions
+        if verdict is not None:
+            assert not verdict["choice"] and verdict["enabled"]
+            assert verdict["tail"] == any(r.active_vertices > record.active_vertices
+                                          for r in records[:record.iteration])
+    if made:
+        verdict = records[end].decisions["selective_pays"]
+        assert verdict["choice"]
+        price = verdict["released_seconds"] * (0 if verdict["tail"] else dense_iterations)
+        assert verdict["rent"] >= price
+        assert verdict["dense_seconds"] > verdict["sparse_seconds"]
+        assert all("selective_pays" not in r.decisions for r in records[end + 1:])
+        assert all("page_transfer" in r.decisions for r in records[end:])
+    if pays == "never":
+        assert not made
+    elif pays == "at once":      # the first sparse iteration, the source's
+        assert made == [0]
+    else:       # the tail's first sparse iteration, or never when there is none
+        rising = [r for r in records[:end] if r.active_vertices <= most]
+        assert all(not r.decisions["selective_pays"]["tail"] for r in rising)
+        assert rising and rising[0].iteration == 0
+        if made:
+            assert records[end].decisions["selective_pays"]["tail"]
 
 
 # -- packed pages pulled where they lie (gp_pull_packed) ------------------------------------

@@ -522,6 +522,49 @@ def test_selective_arrays_deferred_only_when_they_would_displace_kept_pages():
     assert not decisions.make_selective_arrays(active_vertices=101, most_vertices=100)
 
 
+def test_selective_arrays_made_when_a_pass_would_not_save_never():
+    # a selective pass dearer than the dense one: no rent, never made
+    assert decisions.selective_pays(1e-3, 2e-3, 0.0, rent=0.0, tail=True) == (False, 0.0)
+    assert decisions.selective_pays(1e-3, 1e-3, 0.0, rent=5.0, tail=False) == (False, 5.0)
+
+
+def test_selective_arrays_made_at_once_in_the_tail():
+    """Once the frontier has been larger than it is, no dense iteration is
+    expected: any saving pays for the released pages."""
+    make, rent = decisions.selective_pays(2e-3, 1.5e-3, released_seconds=1.0, rent=0.0,
+                                          tail=True, dense_iterations=2)
+    assert make and rent == pytest.approx(0.5e-3)
+
+
+@pytest.mark.parametrize("saving, released, expected_day", [
+    (1.0, 3.0, 6),       # 2 dense iterations of 3 s: six savings of 1 s buy it
+    (0.8, 2.0, 5),       # 4 / 0.8
+    (10.0, 2.0, 1),      # a saving larger than the price: at once
+    (0.5, 0.0, 1),       # nothing released: at once
+])
+def test_selective_arrays_rent_until_the_savings_forgone_buy_them(saving, released,
+                                                                  expected_day):
+    """Before the tail: the arrays are made at the first sparse iteration at
+    which the savings forgone so far reach the released pages' copies in the
+    dense iterations expected, never later, and with what a slower rise
+    forgoes adding up; so the run pays at most about twice what the better
+    choice in hindsight costs."""
+    rent, day = 0.0, 0
+    made = False
+    while not made:
+        day += 1
+        made, rent = decisions.selective_pays(1.0 + saving, 1.0, released, rent, tail=False,
+                                              dense_iterations=2)
+        assert rent == pytest.approx(day * saving)
+        assert day <= 100
+    assert day == expected_day
+    price = 2 * released
+    forgone = (day - 1) * saving
+    assert forgone < price or price == 0
+    # what was paid (the savings forgone, then the price) against either choice alone
+    assert forgone + price <= 2 * max(price, saving) + saving
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_pages_kept_until_sparse_are_streamed_ones_in_the_room(seed):
     rng = np.random.default_rng(seed)

@@ -698,6 +698,37 @@ def make_selective_arrays(active_vertices: int, most_vertices: int) -> bool:
     return active_vertices <= most_vertices
 
 
+def selective_pays(dense_seconds: float, sparse_seconds: float, released_seconds: float,
+                   rent: float, tail: bool,
+                   dense_iterations: float = config.GPU_RELEASE_DENSE_ITERATIONS
+                   ) -> tuple[bool, float]:
+    """Whether a sparse iteration of a run that deferred the selective arrays
+    (:func:`make_selective_arrays` said it may) makes them now: a rent-or-buy
+    choice.
+
+    A selective pass would save this iteration ``dense_seconds -
+    sparse_seconds`` against the pull over every page; making the arrays
+    releases pages from the device, and every later dense iteration then
+    copies them, ``released_seconds`` more each.  While the frontier has
+    never been larger than it is now (not ``tail``: a traversal's first
+    iterations, which dense ones follow) ``dense_iterations`` of those are
+    expected; in the tail none.  The arrays are made once the savings
+    forgone so far (``rent``, with this iteration's) reach that price, so a
+    run pays at most about twice what the better of the two choices would
+    have cost it in hindsight.
+
+    Returns
+    -------
+    tuple of (bool, float)
+        Whether to make them now, and the rent after this iteration.
+    """
+    saving = dense_seconds - sparse_seconds
+    if saving <= 0:
+        return False, rent
+    rent += saving
+    return rent >= released_seconds * (0.0 if tail else dense_iterations), rent
+
+
 def resident_selective(loop_bytes: int, selective_bytes: int, free_bytes: int) -> bool:
     """Whether a run whose pages all fit the GPU budget chooses per page in
     its sparse iterations, as a run whose pages stream does (skip the pages

@@ -31,8 +31,11 @@ the program reads, and the shard table.  Pages reach it in one of two ways:
   or its active edges pushed from a compacted buffer or read from pinned
   host memory (:mod:`~garaphpy.scheduler.transfer`,
   :meth:`GpuEngine._iterate_selective`), with the device arrays these
-  choices need made at the first sparse iteration: until then their room
-  keeps more pages on the device (:meth:`GpuEngine._defer_selective_arrays`).
+  choices need made at the first sparse iteration where that pays (the
+  selective passes' savings forgone reach what the released pages cost the
+  dense iterations after, :meth:`GpuEngine._selective_verdict`): until then
+  their room keeps more pages on the device, and sparse iterations pull
+  every page (:meth:`GpuEngine._defer_selective_arrays`).
 
 Streamed pages come through the run's page source
 (:class:`~garaphpy.storage.page_source.PageSource`): the pages it keeps in
@@ -621,6 +624,12 @@ class GpuEngine:
                               + (np.int64(n),))
         self.active_vertices = 0
         self.active_out_edges_count = 0
+        #: the deferred selective arrays' rent-or-buy (:meth:`_selective_verdict`): the
+        #: savings forgone so far, the largest frontier so far, and the last dense
+        #: iteration's time (None: none yet)
+        self._selective_rent = 0.0
+        self._peak_active = 0
+        self._dense_seconds = None
         self.timings: list[IterationTiming] = []
         # CUDA events, made once and recorded again every iteration
         event = cupy.cuda.Event
@@ -673,9 +682,9 @@ class GpuEngine:
         return sources, idxoff, weights
 
     def _defer_selective_arrays(self, packed_sizes, page_edges) -> None:
-        """Keep the pages the selective arrays' room holds, packed, until the
-        first sparse iteration makes the arrays
-        (:func:`decisions.defer_selective_arrays`,
+        """Keep the pages the selective arrays' room holds, packed, until a
+        sparse iteration makes the arrays (:meth:`_selective_verdict`;
+        :func:`decisions.defer_selective_arrays`,
         :func:`transfer.pages_kept_until_sparse`); the plan then is the plan
         made with the arrays' room."""
         plan = self.plan
@@ -1025,11 +1034,48 @@ class GpuEngine:
         """Whether ``iteration``, with ``active_out_edges`` out-edges in its
         frontier, may cost the GPU less than a pull over every page: the run
         chooses per page (the selective transfers skip or push the pages the
-        frontier hardly reaches), or the device loop takes the iteration
-        (:meth:`loop_takes`).  Otherwise every page is pulled, and the
-        iteration costs T_GPU whatever the frontier (a hybrid run's policy
-        prices it so)."""
-        return bool(self.selective or self.loop_takes(iteration, active_out_edges))
+        frontier hardly reaches; where their arrays are deferred, once making
+        them pays, :meth:`_selective_verdict`), or the device loop takes the
+        iteration (:meth:`loop_takes`).  Otherwise every page is pulled, and
+        the iteration costs T_GPU whatever the frontier (a hybrid run's
+        policy prices it so)."""
+        if self.loop_takes(iteration, active_out_edges):
+            return True
+        if not self.selective:
+            return False
+        if self.release_pages is None:
+            return True
+        most_vertices = self.num_vertices // SELECTIVE_FRONTIER_SHARE
+        return bool(decisions.make_selective_arrays(self.active_vertices, most_vertices)
+                    and self._selective_verdict(active_out_edges)[0])
+
+    def _selective_verdict(self, active_out_edges: int) -> tuple[bool, float, dict]:
+        """Whether a sparse iteration of ``active_out_edges`` frontier out-edges
+        makes the deferred selective arrays now (:func:`decisions.selective_pays`,
+        unless ``config.GPU_SELECTIVE_WHEN_PAYS`` is off), the rent after it,
+        and the record's entry.  The dense pass costs what the last one took
+        (before any, the streamed pages' copies at the bus rate); the
+        selective pass, ``config.HYBRID_GPU_SPARSE_OVERHEAD_SECONDS`` and the
+        frontier's out-edges at :meth:`sparse_edge_seconds`; the released
+        pages, their copies in every later dense iteration.  Nothing is
+        changed here: the caller keeps the rent."""
+        rates = self.transfer_rates
+        dense = self._dense_seconds
+        if dense is None:
+            dense = float(self.page_bus_bytes[~self.kept_pages].sum()) / rates.bus
+        sparse = (config.HYBRID_GPU_SPARSE_OVERHEAD_SECONDS
+                  + active_out_edges * self.sparse_edge_seconds())
+        released = float(self.page_bus_bytes[self.release_pages].sum()) / rates.bus
+        tail = self.active_vertices < self._peak_active
+        if config.GPU_SELECTIVE_WHEN_PAYS:
+            make, rent = decisions.selective_pays(dense, sparse, released, self._selective_rent,
+                                                  tail, config.GPU_RELEASE_DENSE_ITERATIONS)
+        else:
+            make, rent = True, self._selective_rent
+        entry = {"choice": make, "dense_seconds": dense, "sparse_seconds": sparse,
+                 "released_seconds": released, "tail": tail, "rent": rent,
+                 "enabled": bool(config.GPU_SELECTIVE_WHEN_PAYS)}
+        return make, rent, entry
 
     def iterate_batch(self, first_iteration: int, max_steps: int, tolerance, active_out_edges: int,
                       direction: str = "auto") -> list:
@@ -1140,11 +1186,17 @@ class GpuEngine:
             self._loop.frontier_current = False
         self.begin_iteration(record.iteration)
         most_vertices = self.num_vertices // SELECTIVE_FRONTIER_SHARE
+        started = time.perf_counter()
         if self.selective and self.release_pages is not None:
             if decisions.make_selective_arrays(self.active_vertices, most_vertices):
-                self._release_for_selective(record)
-                self._iterate_selective(record, aggregates)
-                return
+                make, self._selective_rent, entry = self._selective_verdict(
+                    self.active_out_edges_count)
+                record.decisions["selective_pays"] = entry
+                if make:
+                    self._release_for_selective(record)
+                    self._iterate_selective(record, aggregates)
+                    return
+            self._peak_active = max(self._peak_active, self.active_vertices)
         elif self.selective and not (self.plan.resident and self.active_vertices
                                      > most_vertices):
             self._iterate_selective(record, aggregates)
@@ -1170,6 +1222,7 @@ class GpuEngine:
         record.decisions["prefetch_next_copies"] = dict(
             self.prefetch_entry, used=sum(timing.prefetched for timing in timings), queued=0)
         self.end_iteration(record, timings, aggregates)
+        self._dense_seconds = time.perf_counter() - started
 
     def _settle_kept_pages(self, record: IterationRecord, aggregates) -> None:
         """Pull the pages kept on the device again, all of them each round, in
