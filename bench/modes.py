@@ -55,7 +55,9 @@ Timing
     warm-ups first, then trial 1 of every mode, trial 2 of every mode, and so
     on (``harness.measure_in_turns``), so that a drift of the machine over
     the row's minutes weighs on each mode alike: the issue's targets are
-    ratios between the modes.
+    ratios between the modes.  In turns, the table adds the hybrid's trial
+    over the faster of the CPU's and the GPU's trials of the same turn:
+    the median, the range and the turns at most 1.0.
 Correctness
     Every timed run's values are compared with the CPU-only run's (or,
     without it, the first mode's): exactly for the min/max programs (BFS,
@@ -573,7 +575,7 @@ def bench_program(args, case: GraphCase, program: str, modes: list, threads: int
                 row["modes"][mode] = entry
                 if mode == "cpu":
                     shared["cpu"] = entry
-        row.update(ratios(row["modes"]))
+        row.update(ratios(row["modes"], in_turns=bool(args.interleave)))
         if fraction is not None and row["modes"].get("gpu", {}).get("status") == "ok" \
                 and not row["modes"]["gpu"]["streamed"]:
             log(f"  WARNING: {program} on {case.name(weighted)}: budget below the graph, "
@@ -612,8 +614,14 @@ def below_fractions(text: str, parser) -> list:
     return fractions
 
 
-def ratios(entries: dict) -> dict:
-    """Each mode's time over the row's best (correct) mode, and the hybrid ratios."""
+def ratios(entries: dict, in_turns: bool = False) -> dict:
+    """Each mode's time over the row's best (correct) mode, and the hybrid ratios.
+
+    ``in_turns`` (the trials ran in turns, ``--interleave``): also the hybrid's
+    trial over the faster of the CPU's and the GPU's trials of the same turn,
+    one ratio per turn (``hybrid_over_min_per_turn``), paired so that a drift
+    of the machine between turns does not enter them.
+    """
     times = {m: e["median_seconds"] for m, e in entries.items() if e.get("status") == "ok"}
     out = {"best_mode": min(times, key=times.get) if times else None,
            "over_best": {m: t / min(times.values()) for m, t in times.items()}}
@@ -622,6 +630,11 @@ def ratios(entries: dict) -> dict:
     out["hybrid_over_min_cpu_gpu"] = hybrid / min(others) if hybrid and others else None
     out["hybrid_over_gpu"] = hybrid / times["gpu"] if hybrid and "gpu" in times else None
     out["mismatch"] = sorted(m for m, e in entries.items() if e.get("status") == "mismatch")
+    out["hybrid_over_min_per_turn"] = None
+    if in_turns and hybrid and others:
+        trials = [entries[m]["seconds"] for m in ("cpu", "gpu") if m in times]
+        out["hybrid_over_min_per_turn"] = [
+            own / min(turn) for own, *turn in zip(entries["hybrid"]["seconds"], *trials)]
     return out
 
 
@@ -667,6 +680,15 @@ def print_table(rows: list, modes: list, repeat: int) -> None:
           "memory given to gpu and hybrid (above: default or --gpu-memory; below: the "
           "run's vertex data + a fraction of the pages); * pages "
           "stayed resident despite the budget; c every iteration on the CPU")
+    paired = [row for row in rows if row.get("hybrid_over_min_per_turn")]
+    if paired:
+        print("   hybrid / min(cpu, gpu) turn by turn (trials in turns): median, range, "
+              "turns at most 1.0")
+        for row in paired:
+            turns = row["hybrid_over_min_per_turn"]
+            print(f"   {row['program']:9} {row['graph_variant']:22} {row['budget']:16} "
+                  f"{median(turns):.2f}  {min(turns):.2f}-{max(turns):.2f}  "
+                  f"{sum(t <= 1.0 for t in turns)} of {len(turns)}")
     executions = {}  # mode -> program -> execution of its runs
     for row in rows:
         for mode, entry in row.get("modes", {}).items():

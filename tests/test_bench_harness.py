@@ -570,7 +570,39 @@ def test_modes_interleave_runs_the_modes_trials_in_turns(tmp_path, monkeypatch, 
     assert entries["cpu"]["check"] == {"ok": True, "reference": True, "reference_mode": "cpu"}
     assert entries["hybrid"]["check"]["ok"]
     assert entries["hybrid"]["check"]["reference_mode"] == "cpu"
-    assert ("in turns" in capsys.readouterr().err) == interleave
+    turns = summary["rows"][0]["hybrid_over_min_per_turn"]
+    if interleave:
+        expected = [h / min(c, g) for h, c, g in zip(*(entries[m]["seconds"]
+                                                      for m in ("hybrid", "cpu", "gpu")))]
+        assert turns == pytest.approx(expected) and len(turns) == 2
+    else:
+        assert turns is None
+    captured = capsys.readouterr()
+    assert ("in turns" in captured.err) == interleave
+    assert ("turn by turn" in captured.out) == interleave
+
+
+def test_modes_ratios_pair_the_hybrids_trials_with_the_faster_of_each_turn():
+    sys.path.insert(0, str(BENCH))
+    import modes
+
+    def entry(*seconds, status="ok"):
+        return {"status": status, "median_seconds": float(np.median(seconds)),
+                "seconds": list(seconds)}
+
+    entries = {"cpu": entry(3.0, 1.0, 3.0), "gpu": entry(2.0, 2.0, 1.0),
+               "hybrid": entry(1.0, 1.5, 2.0)}
+    out = modes.ratios(entries, in_turns=True)
+    assert out["hybrid_over_min_per_turn"] == pytest.approx([0.5, 1.5, 2.0])
+    # medians alone: hybrid 1.5 against the GPU's 2.0
+    assert out["hybrid_over_min_cpu_gpu"] == pytest.approx(0.75)
+    assert modes.ratios(entries)["hybrid_over_min_per_turn"] is None
+    # a mode that did not run leaves the turns to the other one
+    entries["gpu"] = {"status": "skipped", "reason": "no GPU"}
+    assert modes.ratios(entries, in_turns=True)["hybrid_over_min_per_turn"] == \
+        pytest.approx([1 / 3, 1.5, 2 / 3])
+    entries["hybrid"] = {"status": "skipped", "reason": "no GPU"}
+    assert modes.ratios(entries, in_turns=True)["hybrid_over_min_per_turn"] is None
 
 
 def test_modes_interleaved_still_catches_a_mode_with_wrong_values(tmp_path, monkeypatch):
