@@ -242,10 +242,11 @@ GPU_DEFER_SELECTIVE_ARRAYS = True
 
 #: A run that deferred the selective arrays makes them at a sparse iteration only
 #: once the selective passes' savings forgone so far cover what releasing the
-#: pages costs the dense iterations after (:func:`garaphpy.scheduler.decisions.
-#: selective_pays`): on rmat:22 SSSP at 368 MiB, made at the source's one-vertex
-#: iteration, they took 36.9 ms against 17.3 with every page copied (BENCHMARKS.md,
-#: issue 20, thirty-fourth session).  False: made at the first sparse iteration.
+#: pages costs the dense iterations after
+#: (:func:`garaphpy.scheduler.decisions.selective_pays`).  Made at the source's
+#: one-vertex iteration, rmat:22 SSSP at 368 MiB took 36.9 ms against 17.3 with
+#: every page copied (BENCHMARKS.md, thirty-fourth session).  False: made at the
+#: first sparse iteration.
 GPU_SELECTIVE_WHEN_PAYS = True
 
 #: The dense iterations a run whose frontier has not yet shrunk (a traversal's
