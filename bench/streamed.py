@@ -21,10 +21,14 @@ highest out-degree.  For each program:
     ``FRACTION/CHOICE/stored``.  The GPU pulls a packed page where it lies
     (``config.GPU_PULL_PACKED``); with ``--pull-packed off`` or ``both``, runs
     that unpack each page before its pull are named ``FRACTION/CHOICE/unpack``.
-    An automatic run makes the selective transfers' arrays at its first sparse
+    An automatic run makes the selective transfers' arrays at a sparse
     iteration (``config.GPU_DEFER_SELECTIVE_ARRAYS``); with ``--defer-selective
     off`` or ``both``, runs that make them at set-up are named
-    ``FRACTION/auto/at-setup``.  It measures the transfer rates at set-up
+    ``FRACTION/auto/at-setup``.  It makes them once that pays
+    (``config.GPU_SELECTIVE_WHEN_PAYS``); with ``--selective-when-pays off`` or
+    ``both``, runs that make them at the first sparse iteration are named
+    ``FRACTION/auto/first-sparse`` (the iteration they were made at is in each
+    trial's metrics, ``selective_arrays_at``).  It measures the transfer rates at set-up
     (``config.GPU_CALIBRATE_TRANSFER_RATES``); with ``--calibrate off`` or
     ``both``, runs that start from config's rates are named
     ``FRACTION/auto/uncalibrated``.  A run that copies every streamed page
@@ -133,6 +137,7 @@ def vertex_bytes(graph, program: str, sources) -> int:
 #: suffix of each value that is not config's default.
 VARIANTS = {
     "defer_selective": ("GPU_DEFER_SELECTIVE_ARRAYS", "/deferred", "/at-setup", True),
+    "selective_when_pays": ("GPU_SELECTIVE_WHEN_PAYS", "/when-pays", "/first-sparse", True),
     "calibrate": ("GPU_CALIBRATE_TRANSFER_RATES", "/calibrated", "/uncalibrated", True),
     "prefetch": ("GPU_PREFETCH_NEXT_COPIES", "/prefetch", "/no-prefetch", False),
     "settle": ("GPU_SETTLE_KEPT_PAGES", "/settle", "/no-settle", False),
@@ -174,8 +179,10 @@ def run(graph, program: str, options: dict, choice: str, packed: bool = True,
         "pages": (r.decisions.get("page_transfer") or {}).get("choice", ""),
         "count_ms": round((r.decisions.get("page_transfer") or {}).get("count_seconds", 0)
                           * 1e3, 3)} for r in records]
+    made = [r.iteration for r in records if "selective_arrays" in r.decisions]
     return harness.Measurement(result=result, seconds=result.seconds, metrics={
         "iterations": result.num_iterations, "per_iteration": per_iteration,
+        "selective_arrays_at": made[0] if made else None,
         "bytes_to_device": sum(r.bytes_to_device for r in records),
         "bytes_read": sum(r.bytes_read for r in records),
         "transfers": transfers,
@@ -290,6 +297,11 @@ def main(argv=None) -> int:
                         help="automatic runs make the selective arrays at the first sparse "
                              "iteration (config.GPU_DEFER_SELECTIVE_ARRAYS), at set-up "
                              "(cases .../auto/at-setup), or both")
+    parser.add_argument("--selective-when-pays", choices=("on", "off", "both"),
+                        default=config_default("GPU_SELECTIVE_WHEN_PAYS"),
+                        help="automatic runs that defer the selective arrays make them once "
+                             "that pays (config.GPU_SELECTIVE_WHEN_PAYS), at the first "
+                             "sparse iteration (cases .../auto/first-sparse), or both")
     parser.add_argument("--calibrate", choices=("on", "off", "both"),
                         default=config_default("GPU_CALIBRATE_TRANSFER_RATES"),
                         help="automatic runs measure the transfer rates at set-up "

@@ -137,16 +137,18 @@ def test_weights_that_are_not_integers_are_refused(tmp_path):
 
 
 def test_the_variants_vary_only_what_was_asked():
-    asked = {"defer_selective": [False], "calibrate": [True, False], "prefetch": [True],
-             "settle": [True]}
+    asked = {"defer_selective": [False], "selective_when_pays": [True, False],
+             "calibrate": [True, False], "prefetch": [True], "settle": [True]}
     auto = streamed.variant_settings(asked, "auto")
-    assert [s["GPU_CALIBRATE_TRANSFER_RATES"] for s in auto] == [True, False]
+    assert [(s["GPU_SELECTIVE_WHEN_PAYS"], s["GPU_CALIBRATE_TRANSFER_RATES"]) for s in auto] \
+        == [(True, True), (True, False), (False, True), (False, False)]
     assert not any(s["GPU_DEFER_SELECTIVE_ARRAYS"] for s in auto)
     # a forced choice runs the automatic runs' options at config's defaults, and varies
     # the others
     asked["prefetch"] = [True, False]
     copy = streamed.variant_settings(asked, "copy")
-    assert copy == [{"GPU_DEFER_SELECTIVE_ARRAYS": True, "GPU_CALIBRATE_TRANSFER_RATES": True,
+    assert copy == [{"GPU_DEFER_SELECTIVE_ARRAYS": True, "GPU_SELECTIVE_WHEN_PAYS": True,
+                     "GPU_CALIBRATE_TRANSFER_RATES": True,
                      "GPU_PREFETCH_NEXT_COPIES": prefetch, "GPU_SETTLE_KEPT_PAGES": True}
                     for prefetch in (True, False)]
 
