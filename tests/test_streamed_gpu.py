@@ -284,6 +284,18 @@ def test_packed_pages_equal_the_cpu(paged, name, execution, fraction):
         assert all(r.bytes_to_device < 0.5 * total for r in records)
 
 
+def deferred_arrays_case(paged, name, execution):
+    """A deferred-arrays test's program, sources, run options, the CPU's run and
+    a budget of a tenth of the pages (no raw buffers): the selective arrays
+    are deferred."""
+    program = program_for(name)
+    sources = sources_for(program)
+    options = dict(execution=execution, **ITERATIONS)
+    cpu = ref.run_engine_like_gpu(paged, program, sources, mode="cpu", **options)
+    budget = budget_for(paged, program, 0.1, execution, buffers=False)
+    return program, sources, options, cpu, budget
+
+
 @pytest.mark.parametrize("execution", ["sync", "async"])
 @pytest.mark.parametrize("name", ["cc", "bfs", "sssp"])
 def test_selective_arrays_made_at_the_first_sparse_iteration(paged, name, execution,
@@ -296,11 +308,7 @@ def test_selective_arrays_made_at_the_first_sparse_iteration(paged, name, execut
     from garaphpy.scheduler.gpu_engine import SELECTIVE_FRONTIER_SHARE
 
     monkeypatch.setattr(config, "GPU_SELECTIVE_WHEN_PAYS", False)
-    program = program_for(name)
-    sources = sources_for(program)
-    options = dict(execution=execution, **ITERATIONS)
-    cpu = ref.run_engine_like_gpu(paged, program, sources, mode="cpu", **options)
-    budget = budget_for(paged, program, 0.1, execution, buffers=False)
+    program, sources, options, cpu, budget = deferred_arrays_case(paged, name, execution)
     runs = {}
     saved = config.GPU_DEFER_SELECTIVE_ARRAYS
     try:
@@ -352,11 +360,7 @@ def test_selective_arrays_made_when_they_pay(paged, name, execution, pays, monke
     monkeypatch.setattr(config, "GPU_SELECTIVE_WHEN_PAYS", True)
     monkeypatch.setattr(config, "HYBRID_GPU_SPARSE_OVERHEAD_SECONDS", overhead)
     monkeypatch.setattr(config, "GPU_RELEASE_DENSE_ITERATIONS", dense_iterations)
-    program = program_for(name)
-    sources = sources_for(program)
-    options = dict(execution=execution, **ITERATIONS)
-    cpu = ref.run_engine_like_gpu(paged, program, sources, mode="cpu", **options)
-    budget = budget_for(paged, program, 0.1, execution, buffers=False)
+    program, sources, options, cpu, budget = deferred_arrays_case(paged, name, execution)
     run = run_gpu(paged, program, sources, "auto", packed=True, gpu_memory=budget, **options)
     ref.assert_run_matches(name, execution, run, cpu)
     records = run.iterations

@@ -699,8 +699,7 @@ def make_selective_arrays(active_vertices: int, most_vertices: int) -> bool:
 
 
 def selective_pays(dense_seconds: float, sparse_seconds: float, released_seconds: float,
-                   rent: float, tail: bool,
-                   dense_iterations: float = config.GPU_RELEASE_DENSE_ITERATIONS
+                   rent: float, tail: bool, dense_iterations: float | None = None
                    ) -> tuple[bool, float]:
     """Whether a sparse iteration of a run that deferred the selective arrays
     (:func:`make_selective_arrays` said it may) makes them now: a rent-or-buy
@@ -715,13 +714,16 @@ def selective_pays(dense_seconds: float, sparse_seconds: float, released_seconds
     expected; in the tail none.  The arrays are made once the savings
     forgone so far (``rent``, with this iteration's) reach that price, so a
     run pays at most about twice what the better of the two choices would
-    have cost it in hindsight.
+    have cost it in hindsight.  ``dense_iterations`` None:
+    ``config.GPU_RELEASE_DENSE_ITERATIONS``.
 
     Returns
     -------
     tuple of (bool, float)
         Whether to make them now, and the rent after this iteration.
     """
+    if dense_iterations is None:
+        dense_iterations = config.GPU_RELEASE_DENSE_ITERATIONS
     saving = dense_seconds - sparse_seconds
     if saving <= 0:
         return False, rent
