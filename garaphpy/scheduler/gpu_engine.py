@@ -1045,9 +1045,31 @@ class GpuEngine:
             return False
         if self.release_pages is None:
             return True
-        most_vertices = self.num_vertices // SELECTIVE_FRONTIER_SHARE
-        return bool(decisions.make_selective_arrays(self.active_vertices, most_vertices)
-                    and self._selective_verdict(active_out_edges)[0])
+        verdict = self._deferred_verdict(active_out_edges)
+        return bool(verdict is not None and verdict[0])
+
+    @property
+    def selective_most_vertices(self) -> int:
+        """The largest frontier, in vertices, that a selective iteration counts
+        per page (larger ones pull every page)."""
+        return self.num_vertices // SELECTIVE_FRONTIER_SHARE
+
+    @property
+    def streamed_bus_bytes(self) -> int:
+        """The bytes the pages not kept on the device move over the bus in a
+        pull over every page."""
+        return int(self.page_bus_bytes[~self.kept_pages].sum())
+
+    def _deferred_verdict(self, active_out_edges: int) -> tuple[bool, float, dict] | None:
+        """Where the selective arrays are deferred: :meth:`_selective_verdict`
+        for a frontier sparse enough to make them
+        (:func:`decisions.make_selective_arrays`), else None.  The one rule of
+        the policy's question (:meth:`iterates_sparse`) and the iteration's
+        own choice (:meth:`_iterate_pages`)."""
+        if not decisions.make_selective_arrays(self.active_vertices,
+                                               self.selective_most_vertices):
+            return None
+        return self._selective_verdict(active_out_edges)
 
     def _selective_verdict(self, active_out_edges: int) -> tuple[bool, float, dict]:
         """Whether a sparse iteration of ``active_out_edges`` frontier out-edges
@@ -1062,7 +1084,7 @@ class GpuEngine:
         rates = self.transfer_rates
         dense = self._dense_seconds
         if dense is None:
-            dense = float(self.page_bus_bytes[~self.kept_pages].sum()) / rates.bus
+            dense = self.streamed_bus_bytes / rates.bus
         sparse = (config.HYBRID_GPU_SPARSE_OVERHEAD_SECONDS
                   + active_out_edges * self.sparse_edge_seconds())
         released = float(self.page_bus_bytes[self.release_pages].sum()) / rates.bus
@@ -1185,20 +1207,18 @@ class GpuEngine:
         if self._loop is not None:
             self._loop.frontier_current = False
         self.begin_iteration(record.iteration)
-        most_vertices = self.num_vertices // SELECTIVE_FRONTIER_SHARE
         started = time.perf_counter()
         if self.selective and self.release_pages is not None:
-            if decisions.make_selective_arrays(self.active_vertices, most_vertices):
-                make, self._selective_rent, entry = self._selective_verdict(
-                    self.active_out_edges_count)
-                record.decisions["selective_pays"] = entry
+            verdict = self._deferred_verdict(self.active_out_edges_count)
+            if verdict is not None:
+                make, self._selective_rent, record.decisions["selective_pays"] = verdict
                 if make:
                     self._release_for_selective(record)
                     self._iterate_selective(record, aggregates)
                     return
             self._peak_active = max(self._peak_active, self.active_vertices)
         elif self.selective and not (self.plan.resident and self.active_vertices
-                                     > most_vertices):
+                                     > self.selective_most_vertices):
             self._iterate_selective(record, aggregates)
             return
         if self._fused(record):
@@ -1473,14 +1493,14 @@ class GpuEngine:
         rates, forced = self.transfer_rates, self.transfer_forced
         resident = self.kept_pages
         page_bytes = self.page_bus_bytes
-        streamed_bytes = int(page_bytes[~resident].sum())
+        streamed_bytes = self.streamed_bus_bytes
         pull_seconds = np.where(resident, self.page_edge_counts / np.where(
             self.packed_kept, rates.packed_pull, rates.pull), 0.0)
         frontier_edges = self.active_out_edges_count    # end_iteration counts the next ones
         started = time.perf_counter()
         active_edges = frontier = frontier_device = pieces = None
         count_work, count_seconds = frontier_edges, 0.0
-        most_vertices = n // SELECTIVE_FRONTIER_SHARE
+        most_vertices = self.selective_most_vertices
         if forced != "copy" and self.active_vertices <= most_vertices:
             with main:
                 frontier_device = cupy.flatnonzero(self.active[:n])
