@@ -37,22 +37,27 @@ PROGRAMS = list(BUILTIN_PROGRAMS)
 
 class SplitPolicy(HybridPolicy):
     """Every iteration hybrid; the GPU takes ``gpu_share`` of the pages from the
-    front, the CPU the rest from the back (no tail rule)."""
+    front, the CPU the rest from the back (no tail rule).  Each stops at its
+    share, whichever starts first: a split that the two threads' timing
+    decided (a CPU worker that took every page before the GPU's first take)
+    would leave a test's processor without pages."""
 
     def __init__(self, gpu_share: float = 0.5, **options):
         super().__init__(force="hybrid", **options)
         self.gpu_share = gpu_share
-        self.gpu_taken = 0
+        self.gpu_taken = self.cpu_taken = 0
         self.num_pages = None
 
     def should_take(self, processor, page_edges, own_backlog, other_backlog, queued_edges):
+        gpu_pages = max(1, round(self.gpu_share * self.num_pages))
         if processor == "cpu":
-            return True
+            self.cpu_taken += 1
+            return self.cpu_taken <= self.num_pages - gpu_pages
         self.gpu_taken += 1
-        return self.gpu_taken <= max(1, round(self.gpu_share * self.num_pages))
+        return self.gpu_taken <= gpu_pages
 
     def decide(self, iteration, active_fraction, rho):
-        self.gpu_taken = 0
+        self.gpu_taken = self.cpu_taken = 0
         return super().decide(iteration, active_fraction, rho)
 
 
