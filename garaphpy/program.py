@@ -525,7 +525,8 @@ class VertexProgram:
         """Turn engine values into the values users see (e.g. unreachable -> -1).
 
         Runs on the host with numpy after the last iteration; identity by
-        default.
+        default.  ``values`` is the run's own copy of the engine's values:
+        it may be changed in place and returned.
         """
         return values
 

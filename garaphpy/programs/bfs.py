@@ -89,9 +89,11 @@ class BFS(VertexProgram):
         return new < old
 
     def finalize(self, values):
-        """Unreached vertices (engine value >= UNREACHED) become -1."""
+        """Unreached vertices (engine value >= UNREACHED) become -1, in place
+        (the run's own copy of the values)."""
         values = np.asarray(values, dtype=np.int64)
-        return np.where(values >= UNREACHED, np.int64(-1), values)
+        np.putmask(values, values >= UNREACHED, np.int64(-1))
+        return values
 
     def verify(self, graph, result):
         checked = "BFS: sources at depth 0, depth(v) <= depth(u)+1, parents one level up"

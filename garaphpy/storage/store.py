@@ -382,8 +382,11 @@ class Store:
     def original_ids(self, internal: np.ndarray | None = None) -> np.ndarray:
         """The user's id of internal vertices (all of them by default)."""
         mapping = self.manifest["id_mapping"]
-        if internal is None:
-            internal = np.arange(self.num_vertices, dtype=np.int64)
+        if internal is None:    # one pass over a new array, not an index and a lookup
+            if mapping["kind"] == "table":
+                return self._arrays[mapping["array"]][:self.num_vertices].astype(np.int64)
+            base = int(mapping["base"])
+            return np.arange(base, base + self.num_vertices, dtype=np.int64)
         internal = np.asarray(internal, dtype=np.int64)
         if mapping["kind"] == "table":
             return self._arrays[mapping["array"]][internal]
