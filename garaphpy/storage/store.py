@@ -384,7 +384,7 @@ class Store:
         mapping = self.manifest["id_mapping"]
         if internal is None:    # one pass over a new array, not an index and a lookup
             if mapping["kind"] == "table":
-                return self._arrays[mapping["array"]][:self.num_vertices].astype(np.int64)
+                return self._arrays[mapping["array"]][:self.num_vertices].copy()
             base = int(mapping["base"])
             return np.arange(base, base + self.num_vertices, dtype=np.int64)
         internal = np.asarray(internal, dtype=np.int64)
