@@ -580,6 +580,13 @@ CPU_SOURCE_PRECOMPUTE = True
 #: vertex fewer per iteration.  False keeps the passes, for comparison.
 CPU_FUSED_PULL = True
 
+#: Parts per thread of that fused pull, each of about equal in-edges plus
+#: vertices, taken by whichever thread is free (dynamic scheduling).  One
+#: part per thread leaves the whole pull waiting for its slowest thread:
+#: 16 threads of the GPU host, PageRank's pull of a 4M-vertex grid 0.8x and
+#: of kron22 0.9x the time of one part per thread (BENCHMARKS.md, issue 19).
+CPU_FUSED_PULL_PARTS_PER_THREAD = 16
+
 #: On the CPU alone, a program's precomputed source-side gathers are held in
 #: float32 where its ``float32_gather_tolerance`` allows it for the run's
 #: tolerance (PageRank at 1e-6 and above): half the bytes read per edge

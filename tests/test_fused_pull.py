@@ -161,6 +161,25 @@ def test_aggregates_of_each_monoid_match_the_reference(graphs, threads, monkeypa
     np.testing.assert_allclose(plain.values, reference.values, rtol=1e-12, atol=0)
 
 
+@pytest.mark.parametrize("parts_per_thread", [1, 3, 16, 400])
+def test_parts_taken_by_free_threads_match_the_reference(graphs, parts_per_thread,
+                                                          monkeypatch):
+    """The fused pull's parts go to whichever thread is free: every part is
+    pulled once whatever their number (400 per thread: more parts than
+    vertices, most of them empty), aggregates of every monoid included."""
+    monkeypatch.setattr(config, "CPU_FUSED_PULL_PARTS_PER_THREAD", parts_per_thread)
+    graph = graphs["dangling"]
+    result = _run(graph, SpreadRank(), True, monkeypatch, threads=2, direction="pull",
+                  max_iterations=7, tolerance=0)
+    reference = run_naive(graph, SpreadRank(), direction="pull", execution="sync",
+                          max_iterations=7, tolerance=None)
+    assert all(r.decisions["cpu_fused_pull"]["choice"] for r in result.iterations)
+    np.testing.assert_allclose(result.values, reference.values, rtol=1e-12, atol=0)
+    ranks = _run(graphs["pages"], PageRank(), True, monkeypatch, threads=2, tolerance=1e-12)
+    np.testing.assert_allclose(ranks.values, pagerank_power(graphs["pages"]), rtol=1e-8,
+                               atol=1e-12)
+
+
 def test_vertex_ids_and_touch_match_numpy():
     for n in (0, 1, 7, 100_003):
         assert np.array_equal(kernels.vertex_ids(np.empty(n, np.int64)), np.arange(n))

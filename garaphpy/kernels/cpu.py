@@ -766,7 +766,8 @@ def no_aggregates_write(running, out, row):
 def pull_fused(source_gather_call, aggregate_tuple, aggregate_fold, aggregate_write,
                apply_call, activate_call, combine, identity, in_offsets, sources, values_read,
                values_write, contributions, next_contributions, attrs, aggregates,
-               num_vertices, iteration, active, part_starts, aggregate_identities, stats):
+               num_vertices, iteration, active, part_starts, aggregate_identities, stats,
+               team):
     """A synchronous pull over the whole CSC that also prepares the next one.
 
     Each vertex sums ``contributions`` (the source-side gathers of
@@ -782,6 +783,13 @@ def pull_fused(source_gather_call, aggregate_tuple, aggregate_fold, aggregate_wr
     needs neither pass over every vertex: GAPBS's PageRank loop, which
     computes the outgoing contribution where it writes the score.  Parts are
     whole vertices (:func:`balanced_vertex_starts`): no vertex is cut.
+    The parts are taken one at a time by the first thread free (an atomic
+    counter: OpenMP's ``schedule(dynamic)``, as GAPBS's loop), not handed out
+    as one block per thread: with several parts per thread, a thread slowed
+    by its share of the memory system or by the machine's other work no
+    longer holds up the whole pull.  ``team``: the threads that take them
+    (``numba.get_num_threads()`` of the caller; read inside the kernel, it
+    would keep numba from caching it).
     apply reads this iteration's ``aggregates`` as a tuple
     (``aggregate_tuple(aggregates)``): constants of the loop, so what apply
     computes from them alone (PageRank's dangling share) is computed once,
@@ -806,28 +814,32 @@ def pull_fused(source_gather_call, aggregate_tuple, aggregate_fold, aggregate_wr
     activated = np.zeros(parts, np.int64)
     out_degree = attrs[0]
     current = aggregate_tuple(aggregates)
-    for t in numba.prange(parts):
-        part_change = 0.0
-        part_activated = 0
-        running = aggregate_tuple(aggregate_identities)
-        for v in range(part_starts[t], part_starts[t + 1]):
-            accum = identity
-            for e in range(in_offsets[v], in_offsets[v + 1]):
-                accum = combine(accum, contributions[sources[e]])
-            flag, delta = _update_vertex(apply_call, activate_call, attrs, current,
-                                         num_vertices, iteration, v, accum, values_read,
-                                         values_write)
-            if active[v] != flag:
-                active[v] = flag
-            part_activated += flag
-            part_change += delta
-            if out_degree[v] > 0:
-                next_contributions[v] = source_gather_call(values_write, attrs, v)
-            running = aggregate_fold(values_write, attrs, num_vertices, iteration + 1, v,
-                                     running)
-        aggregate_write(running, partial, t)
-        change[t] = part_change
-        activated[t] = part_activated
+    next_part = np.zeros(1, np.int64)
+    for _member in numba.prange(min(team, parts)):
+        t = atomic_add(next_part, 0, 1)
+        while t < parts:
+            part_change = 0.0
+            part_activated = 0
+            running = aggregate_tuple(aggregate_identities)
+            for v in range(part_starts[t], part_starts[t + 1]):
+                accum = identity
+                for e in range(in_offsets[v], in_offsets[v + 1]):
+                    accum = combine(accum, contributions[sources[e]])
+                flag, delta = _update_vertex(apply_call, activate_call, attrs, current,
+                                             num_vertices, iteration, v, accum, values_read,
+                                             values_write)
+                if active[v] != flag:
+                    active[v] = flag
+                part_activated += flag
+                part_change += delta
+                if out_degree[v] > 0:
+                    next_contributions[v] = source_gather_call(values_write, attrs, v)
+                running = aggregate_fold(values_write, attrs, num_vertices, iteration + 1, v,
+                                         running)
+            aggregate_write(running, partial, t)
+            change[t] = part_change
+            activated[t] = part_activated
+            t = atomic_add(next_part, 0, 1)
     stats[0] += change.sum()
     stats[1] += activated.sum()
     return partial

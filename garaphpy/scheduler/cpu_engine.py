@@ -328,8 +328,9 @@ class CpuEngine:
         if self.fused_pull:
             # mapped now, by every thread, as the values were at setup
             self.next_contributions = kernels.touch(np.empty_like(self.contributions))
-            self.part_starts = kernels.balanced_vertex_starts(self.arrays.in_offsets,
-                                                              self.threads)
+            self.part_starts = kernels.balanced_vertex_starts(
+                self.arrays.in_offsets,
+                self.threads * max(1, int(config.CPU_FUSED_PULL_PARTS_PER_THREAD)))
 
     def enable_shortcut_labels(self) -> None:
         """End every iteration with pointer jumping over the labels (a program
@@ -562,7 +563,7 @@ class CpuEngine:
                     compiled.identity, arrays.in_offsets, arrays.sources, state.values,
                     state.next, self.contributions, self.next_contributions, arrays.attrs,
                     aggregates, arrays.num_vertices, 0, state.active, np.zeros(1, np.int64),
-                    self.aggregate_identities, self.stats)
+                    self.aggregate_identities, self.stats, 1)
             if self._pulls_whole():     # over no vertex
                 _, sources, weights = arrays.page_source.csc()
                 compiled.kernels.pull_settling_whole(
@@ -991,7 +992,7 @@ class CpuEngine:
             compiled.identity, arrays.in_offsets, sources, state.values, state.values,
             self.contributions, self.next_contributions, arrays.attrs, aggregates,
             arrays.num_vertices, record.iteration, state.active, self.part_starts,
-            self.aggregate_identities, self.stats)
+            self.aggregate_identities, self.stats, _team_size())
         self.contributions, self.next_contributions = self.next_contributions, \
             self.contributions
         if compiled.aggregate_call is not None:
