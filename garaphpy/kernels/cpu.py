@@ -75,19 +75,24 @@ def init_values(init_call, attrs, num_vertices, values):
 
 @numba.njit(nogil=True, parallel=True)
 def compute_aggregates(aggregate_call, values, attrs, num_vertices, iteration, identities,
-                       threads):
-    """Reduce every aggregate over all vertices; per-thread partials, then merged."""
+                       part_starts):
+    """Reduce every aggregate over all vertices: one row of partials per part
+    (vertices ``part_starts[t]..part_starts[t+1]-1``, folded in order), merged
+    by the caller.  Given the parts of :func:`pull_fused`, the rows are those
+    that pull folds as it writes the values, bit for bit: an iteration's
+    aggregates are the same whichever kernel made them (a resumed run's
+    first, or a pull's that follows a notify-pull)."""
     count = identities.shape[0]
+    parts = part_starts.shape[0] - 1
     # rows padded past a cache line: each thread updates its own row per vertex
-    partial = np.empty((threads, count + 8), np.float64)
-    for t in range(threads):
+    partial = np.empty((parts, count + 8), np.float64)
+    for t in range(parts):
         # element by element: a slice assignment compiles numba's shape-mismatch
         # error message, 1.8 s of a cold run
         for i in range(count):
             partial[t, i] = identities[i]
-    block = (num_vertices + threads - 1) // threads
-    for t in numba.prange(threads):
-        for v in range(t * block, min(num_vertices, (t + 1) * block)):
+    for t in numba.prange(parts):
+        for v in range(part_starts[t], part_starts[t + 1]):
             aggregate_call(values, attrs, num_vertices, iteration, v, partial[t])
     return partial[:, :count]
 

@@ -664,8 +664,18 @@ class CpuEngine:
         with parallel_section(), compiled.compiling():
             partial = compiled.kernels.compute_aggregates(
                 self.state.values, self.arrays.attrs, self.arrays.num_vertices, iteration,
-                self.aggregate_identities, self.threads)
+                self.aggregate_identities, self._aggregate_parts())
         return self._merged_aggregates(partial)
+
+    def _aggregate_parts(self) -> np.ndarray:
+        """The vertex parts of :meth:`aggregates`: the fused pull's where it has
+        them (the same sums, bit for bit, as the pull's own), else one block
+        of equal vertices per thread."""
+        if self.part_starts is not None:
+            return self.part_starts
+        n, threads = self.arrays.num_vertices, self.threads
+        block = (n + threads - 1) // threads
+        return np.minimum(np.arange(threads + 1, dtype=np.int64) * block, n)
 
     def _merged_aggregates(self, partial: np.ndarray) -> np.ndarray:
         """Rows of partial aggregates merged, each column with its monoid."""
