@@ -180,6 +180,34 @@ def test_parts_taken_by_free_threads_match_the_reference(graphs, parts_per_threa
                                atol=1e-12)
 
 
+def test_aggregates_made_apart_equal_the_pulls_bit_for_bit(graphs, monkeypatch):
+    """Each iteration's aggregates carried from the fused pull equal, bit for
+    bit, those :meth:`CpuEngine.aggregates` makes over the same values (as a
+    resumed run's first iteration does): both sum over the pull's parts."""
+    from garaphpy.scheduler.cpu_engine import CpuEngine
+
+    real = CpuEngine.aggregates
+    compared = []
+
+    def checked(self, iteration):
+        carried = real(self, iteration)
+        if self.carried_iteration == iteration:
+            self.carried_iteration = -1
+            try:
+                made = real(self, iteration)
+            finally:
+                self.carried_iteration = iteration
+            compared.append(bool(np.array_equal(carried, made)))
+        return carried
+
+    monkeypatch.setattr(CpuEngine, "aggregates", checked)
+    graph = graphs["dangling"]
+    for program in (PageRank(), SpreadRank()):
+        _run(graph, program, True, monkeypatch, threads=2, direction="pull", max_iterations=8,
+             tolerance=0)
+    assert len(compared) == 14 and all(compared)
+
+
 def test_vertex_ids_and_touch_match_numpy():
     for n in (0, 1, 7, 100_003):
         assert np.array_equal(kernels.vertex_ids(np.empty(n, np.int64)), np.arange(n))
