@@ -94,7 +94,8 @@ def phase_cases(graph, threads: int) -> list:
         harness.Case("bare sweep", lambda: bench.bare_pull(
             in_offsets, sources, out_degree, rank, new_rank, bench.DAMPING)),
         harness.Case("aggregates", lambda: kernels.compute_aggregates(
-            compiled.aggregate_call, rank, attrs, n, 0, np.zeros(1), threads)),
+            compiled.aggregate_call, rank, attrs, n, 0, np.zeros(1),
+            kernels.balanced_vertex_starts(in_offsets, threads))),
         harness.Case("source_contributions", lambda: kernels.source_contributions(
             compiled.source_gather_call, rank, attrs, contributions)),
         harness.Case("pull_range per page (precomputed)",
