@@ -84,7 +84,7 @@ def compute_aggregates(aggregate_call, values, attrs, num_vertices, iteration, i
     first, or a pull's that follows a notify-pull)."""
     count = identities.shape[0]
     parts = part_starts.shape[0] - 1
-    # rows padded past a cache line: each thread updates its own row per vertex
+    # rows padded past a cache line: the thread on a part updates its row per vertex
     partial = np.empty((parts, count + 8), np.float64)
     for t in range(parts):
         # element by element: a slice assignment compiles numba's shape-mismatch
