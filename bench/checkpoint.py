@@ -20,7 +20,7 @@ file system of ``--dir`` is printed: fsync on tmpfs costs nothing.
 
 Usage (from the repository root)::
 
-    python bench/checkpoint.py [--scale 22] [--threads N] [--iterations 10]
+    python -m bench checkpoint [--scale 22] [--threads N] [--iterations 10]
                                [--trials 3] [--warmup 1] [--dir DIR] [--json rows.jsonl]
 
 A configuration of bench/harness.py: the checkpointed run and the CRC-32 are
@@ -42,18 +42,18 @@ import warnings
 import zlib
 from pathlib import Path
 
+import numba
+import numpy as np
+
+import garaphpy
+from garaphpy import config
+from garaphpy.api import NotConvergedWarning
+from garaphpy.scheduler import checkpoint
+
+from bench._host import file_system, log
+from bench import harness
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-import numba  # noqa: E402
-import numpy as np  # noqa: E402
-
-import garaphpy  # noqa: E402
-from garaphpy import config  # noqa: E402
-from garaphpy.api import NotConvergedWarning  # noqa: E402
-from garaphpy.scheduler import checkpoint  # noqa: E402
-from _host import file_system, log  # noqa: E402  (bench/ is the script's directory)
-import harness  # noqa: E402
 
 
 def capture_checkpointers(found: list) -> None:

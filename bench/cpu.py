@@ -45,7 +45,7 @@ kernel is compiled by a short untimed run first; times are
 
 Usage (from the repository root)::
 
-    python bench/cpu.py [--scale 22] [--grid 2000x2000] [--threads N] [--trials 3]
+    python -m bench cpu [--scale 22] [--grid 2000x2000] [--threads N] [--trials 3]
                         [--json rows.jsonl] [--png out.png] [--only pull,dual,overhead]
 
 A configuration of bench/harness.py: every row of the three tables is a case
@@ -69,17 +69,18 @@ import time
 import warnings
 from pathlib import Path
 
+import numba
+import numpy as np
+
+import garaphpy  # sets numba's threading layer before any parallel launch
+from garaphpy import config
+from garaphpy.api import NotConvergedWarning
+
+from bench._host import host_info, log, median, milliseconds_log_axis
+from bench import harness
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
-import numba  # noqa: E402
-import numpy as np  # noqa: E402
-
-import garaphpy  # noqa: E402  (sets numba's threading layer before any parallel launch)
-from garaphpy import config  # noqa: E402
-from garaphpy.api import NotConvergedWarning  # noqa: E402
-from _host import host_info, log, median, milliseconds_log_axis  # noqa: E402  (bench/ is the script's directory)
-import harness  # noqa: E402
 
 SECTIONS = ("pull", "dual", "overhead")
 DIRECTIONS = ("pull", "notify-pull", "auto")

@@ -43,7 +43,7 @@ Timing and correctness
 
 Usage (from the repository root)::
 
-    python bench/cpu_peers.py [--graphs kron,grid] [--scale 22] [--grid 2000x2000]
+    python -m bench cpu-peers [--graphs kron,grid] [--scale 22] [--grid 2000x2000]
         [--programs pagerank,bfs,sssp,cc] [--pr-tolerance 0] [--threads N] [--store-dir DIR]
         [--gapbs DIR] [--delta 2] [--grid-delta 32] [--trials 5] [--json rows.jsonl]
 """
@@ -62,13 +62,12 @@ from pathlib import Path
 import numba
 import numpy as np
 
+import garaphpy
+
+from bench import harness
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
 
-import harness  # noqa: E402
-
-import garaphpy  # noqa: E402
 
 PROGRAMS = ("pagerank", "bfs", "sssp", "cc")
 #: GAPBS's binary and arguments per program (the graph and -n added by the script)

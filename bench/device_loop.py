@@ -46,7 +46,7 @@ Subway
 
 Usage (from the repository root)::
 
-    python bench/device_loop.py [--graphs grid:2000x2000,rmat:22] [--programs bfs,sssp,cc,pagerank]
+    python -m bench device-loop [--graphs grid:2000x2000,rmat:22] [--programs bfs,sssp,cc,pagerank]
         [--execution sync|async] [--store-dir DIR] [--trials 3] [--json rows.jsonl]
         [--subway DIR]
 """
@@ -59,20 +59,18 @@ import tempfile
 import warnings
 from pathlib import Path
 
+import numpy as np
+
+import garaphpy
+from garaphpy import config
+from garaphpy.programs import BUILTIN_PROGRAMS
+
+from bench import harness
+from bench.sparse_batch import load, source_of
+from bench.streamed import run_subway, subway_matches, write_subway_graph
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
 
-import harness  # noqa: E402
-from sparse_batch import load, source_of  # noqa: E402  (the same graphs and sources)
-from streamed import run_subway, subway_matches, write_subway_graph  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-import garaphpy  # noqa: E402
-from garaphpy import config  # noqa: E402
-from garaphpy.programs import BUILTIN_PROGRAMS  # noqa: E402
 
 #: Record counters a batched iteration shares with the same iteration run alone.
 COUNTERS = ("active_vertices", "activated")

@@ -60,7 +60,7 @@ SIGTERM, SIGHUP; ``--keep`` keeps it).
 
 Usage (from the repository root)::
 
-    python bench/disk.py [--dir DIR ...] [--scale 22] [--file-bytes 2G]
+    python -m bench disk [--dir DIR ...] [--scale 22] [--file-bytes 2G]
                          [--repeat 3] [--readahead-bytes 256M] [--check]
                          [--modes cpu[,gpu,hybrid]] [--iterations 10]
                          [--threads N] [--page-bytes auto] [--gpu-memory auto]
@@ -76,7 +76,7 @@ row holding the table.
 
 A quick run (a small store, two directories on whatever devices they are)::
 
-    python bench/disk.py --dir /tmp --dir /var/tmp --scale 16 --file-bytes 64M \\
+    python -m bench disk --dir /tmp --dir /var/tmp --scale 16 --file-bytes 64M \\
                          --repeat 1 --iterations 3
 """
 
@@ -95,24 +95,24 @@ import time
 import warnings
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-import garaphpy  # noqa: E402
-from _host import file_system, free_gpu_memory, gpu_problem, host_info, log  # noqa: E402
-import harness  # noqa: E402
-from garaphpy import config, generators  # noqa: E402
-from garaphpy.api import MODES, NotConvergedWarning  # noqa: E402
-from garaphpy.storage.builder import BuildOptions, build_store  # noqa: E402
-from garaphpy.storage.host_budget import plan_run_pages, run_fixed_bytes  # noqa: E402
-from garaphpy.storage.layout import align  # noqa: E402
-from garaphpy.storage.page_io import (  # noqa: E402
+import garaphpy
+from garaphpy import config, generators
+from garaphpy.api import MODES, NotConvergedWarning
+from garaphpy.storage.builder import BuildOptions, build_store
+from garaphpy.storage.host_budget import plan_run_pages, run_fixed_bytes
+from garaphpy.storage.layout import align
+from garaphpy.storage.page_io import (
     PageReader, aligned_empty, drop_from_page_cache, open_for_streaming, page_buffer_bytes)
-from garaphpy.storage.read_ratio import measure_read_speeds  # noqa: E402
-from garaphpy.storage.store import Store  # noqa: E402
+from garaphpy.storage.read_ratio import measure_read_speeds
+from garaphpy.storage.store import Store
+
+from bench._host import file_system, free_gpu_memory, gpu_problem, host_info, log
+from bench import harness
+
+REPO = Path(__file__).resolve().parents[1]
+
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 

@@ -101,7 +101,7 @@ builds or reuses the stores and prints their layout, without a GPU.
 
 Usage (from the repository root)::
 
-    PYTHONPATH=. python3 bench/gpu.py [--scale 22] [--iterations 20]
+    python -m bench gpu [--scale 22] [--iterations 20]
         [--store-dir DIR] [--notredame PATH] [--only SECTIONS] [--build-only]
         [--build-option NAME=INTEGER ...] [--merge-lanes N] [--hold-queue-ms MS]
 
@@ -120,19 +120,20 @@ import time
 import warnings
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+import numpy as np
 
-import numpy as np  # noqa: E402
+import garaphpy
+from garaphpy import config
+from garaphpy.kernels import gpu as gpu_kernels
+from garaphpy.storage import layout
+from garaphpy.scheduler.gpu_engine import busy_time
 
-import garaphpy  # noqa: E402
-from garaphpy import config  # noqa: E402
-from garaphpy.kernels import gpu as gpu_kernels  # noqa: E402
-from garaphpy.storage import layout  # noqa: E402
-from _host import (  # noqa: E402  (bench/ is the script's directory)
+from bench._host import (
     free_gpu_memory, gpu_problem, host_info, log, median)
-import harness  # noqa: E402
-from garaphpy.scheduler.gpu_engine import busy_time  # noqa: E402
+from bench import harness
+
+REPO = Path(__file__).resolve().parents[1]
+
 
 SECTIONS = ("bandwidth", "cusparse", "resident", "streamed", "replication")
 

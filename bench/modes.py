@@ -90,7 +90,7 @@ dispatcher let the GPU join (^) or leave (v).
 
 Usage (from the repository root)::
 
-    python bench/modes.py [--scale 22] [--grid 2000x2000] [--data DIR | --snap FILE ...]
+    python -m bench modes [--scale 22] [--grid 2000x2000] [--data DIR | --snap FILE ...]
         [--graphs rmat,kron,grid,snap] [--programs pagerank,sssp,cc,bfs,nn,hs,cs]
         [--modes cpu,gpu,hybrid] [--budgets above,below] [--budget-below 0.5[,0.25]]
         [--gpu-memory BYTES] [--trials 3] [--interleave] [--threads N] [--store-dir DIR]
@@ -113,24 +113,25 @@ import time
 import warnings
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+import numba
+import numpy as np
 
-import numba  # noqa: E402
-import numpy as np  # noqa: E402
+import garaphpy  # sets numba's threading layer before any parallel launch
+from garaphpy import config, generators
+from garaphpy.api import NotConvergedWarning
+from garaphpy.errors import ConfigError
+from garaphpy.kernels.gpu import GpuUnavailableError
+from garaphpy.program import default_execution
+from garaphpy.programs import BUILTIN_PROGRAMS, get_program, program_class
+from garaphpy.scheduler import decisions
+from garaphpy.scheduler.gpu_engine import GpuMemoryError
 
-import garaphpy  # noqa: E402  (sets numba's threading layer before any parallel launch)
-from garaphpy import config, generators  # noqa: E402
-from garaphpy.api import NotConvergedWarning  # noqa: E402
-from garaphpy.errors import ConfigError  # noqa: E402
-from garaphpy.kernels.gpu import GpuUnavailableError  # noqa: E402
-from garaphpy.program import default_execution  # noqa: E402
-from garaphpy.programs import BUILTIN_PROGRAMS, get_program, program_class  # noqa: E402
-from garaphpy.scheduler import decisions  # noqa: E402
-from garaphpy.scheduler.gpu_engine import GpuMemoryError  # noqa: E402
-from _host import (  # noqa: E402  (bench/ is the script's directory)
+from bench._host import (
     free_gpu_memory, gpu_problem, host_info, log, median, milliseconds_log_axis)
-import harness  # noqa: E402
+from bench import harness
+
+REPO = Path(__file__).resolve().parents[1]
+
 
 MODES = ("cpu", "gpu", "hybrid")
 BUDGETS = ("above", "below")

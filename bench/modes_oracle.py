@@ -13,7 +13,10 @@ iterations the CPU won and the measured hybrid run over the better mode.
 
 Usage::
 
-    python bench/modes_oracle.py bench/results/modes-....json[.gz] [...]
+    python -m bench modes-oracle bench/results/modes-....json[.gz] [...]
+
+No case is timed here: it reads the rows bench/harness.py wrote (its
+:func:`harness.read_rows`), or the JSON document written before the harness.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import argparse
 import gzip
 import json
 import sys
+
+from bench import harness
 
 
 def rows_of(path: str) -> list:
@@ -33,8 +38,7 @@ def rows_of(path: str) -> list:
     try:
         return json.loads(text)["rows"]
     except json.JSONDecodeError:
-        lines = [json.loads(line) for line in text.splitlines() if line.strip()]
-        return [row for line in lines if line.get("case") == "summary"
+        return [row for line in harness.read_rows(path) if line.get("case") == "summary"
                 for row in line["record"]["rows"]]
 
 

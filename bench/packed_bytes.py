@@ -6,8 +6,12 @@ them, and the bytes are summed over the pages.
 
 Usage::
 
-    python bench/packed_bytes.py rmat:20 --undirected
-    python bench/packed_bytes.py ../shared/data/web-NotreDame.txt.gz
+    python -m bench packed-bytes rmat:20 --undirected
+    python -m bench packed-bytes ../shared/data/web-NotreDame.txt.gz
+
+A configuration of bench/harness.py: each graph is a case of one trial and
+no warm-up (its time is the packing's), verified to pack smaller without
+the values than with them; the sizes are the row's figures.
 """
 
 from __future__ import annotations
@@ -16,10 +20,10 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import garaphpy
+from garaphpy.kernels import packed
 
-import garaphpy  # noqa: E402
-from garaphpy.kernels import packed  # noqa: E402
+from bench import harness
 
 
 def bytes_per_edge(store) -> dict:
@@ -45,19 +49,31 @@ def main(argv=None) -> int:
     parser.add_argument("--undirected", action="store_true", help="made symmetric first")
     parser.add_argument("--unweighted", action="store_true",
                         help="generated graphs without weights (default: weights 1..255)")
+    harness.add_common_options(parser, trials=1, warmup=0)
     args = parser.parse_args(argv)
-    for spec in args.graphs:
+    harness.check_common_options(parser, args)
+
+    def load(spec: str):
         options = {} if Path(spec).exists() else {
             "generator_options": {"weighted": not args.unweighted}}
         graph = garaphpy.Graph.load(spec, progress=False, **options)
-        if args.undirected:
-            graph = graph.as_undirected()
-        store = graph.store
+        return (graph.as_undirected() if args.undirected else graph).store
+
+    def measured(store) -> harness.Measurement:
         sizes = bytes_per_edge(store)
-        print(f"{spec}: {store.num_vertices:,} vertices, {store.num_edges:,} edges, "
-              f"{len(store.pages)} pages; bytes per edge: "
-              + ", ".join(f"{name} {value:.2f}" for name, value in sizes.items()))
-    return 0
+        return harness.Measurement(result=sizes, metrics=sizes)
+
+    cases = [harness.Case(
+        spec, measured, params={"graph": spec, "undirected": args.undirected},
+        setup=lambda spec=spec: load(spec),
+        verify=lambda sizes: sizes["packed, no values"] <= sizes["packed"]
+        or "packed without the values is larger than with them")
+        for spec in args.graphs]
+    rows = harness.run_cases("packed_bytes", cases, args)
+    for spec, row in zip(args.graphs, rows):
+        print(f"{spec}: bytes per edge: " + ", ".join(
+            f"{name} {value:.2f}" for name, value in row["metrics"][0].items()))
+    return harness.exit_status(rows)
 
 
 if __name__ == "__main__":

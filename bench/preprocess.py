@@ -13,7 +13,7 @@ small warm-up build runs first in each process so that numba's compilation
 
 Usage::
 
-    python bench/preprocess.py [--scale 22] [--threads N] [--trials 1] [--json rows.jsonl]
+    python -m bench preprocess [--scale 22] [--threads N] [--trials 1] [--json rows.jsonl]
 
 A configuration of bench/harness.py: each input is a case whose trials are
 fresh processes (so ``--warmup`` defaults to 0: the warm-up build runs inside
@@ -33,14 +33,12 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "bench"))
+from bench import harness
 
-import harness  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 CHILD = r"""
 import json, os, sys, threading, time
-sys.path.insert(0, {repo!r})
 import numpy as np, psutil
 from garaphpy import generators
 from garaphpy.storage.builder import BuildOptions, build_store
@@ -96,9 +94,10 @@ def run_case(case: str, scale: int, workdir: Path, threads: int | None
     """Build once in a fresh process; its time is the build's, its metrics the
     child's measurements, its result the number of edges read."""
     env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     if threads:
         env["NUMBA_NUM_THREADS"] = str(threads)
-    code = CHILD.format(repo=str(REPO), case=case, scale=scale, workdir=str(workdir))
+    code = CHILD.format(case=case, scale=scale, workdir=str(workdir))
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                             text=True)
     if result.returncode != 0:
@@ -125,7 +124,6 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     harness.check_common_options(parser, args)
 
-    sys.path.insert(0, str(REPO))
     import numba
 
     from garaphpy import generators

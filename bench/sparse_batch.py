@@ -32,7 +32,7 @@ Correctness
 
 Usage (from the repository root)::
 
-    python bench/sparse_batch.py [--graphs grid:1000x1000,rmat:18,FILE] [--programs bfs,sssp,cc]
+    python -m bench sparse-batch [--graphs grid:1000x1000,rmat:18,FILE] [--programs bfs,sssp,cc]
         [--switch CPU_SPARSE_BATCH|CPU_SETTLING_PUSH] [--undirected] [--threads N]
         [--execution sync|async] [--store-dir DIR] [--trials 3] [--json rows.jsonl]
 """
@@ -47,14 +47,13 @@ from pathlib import Path
 
 import numpy as np
 
+import garaphpy
+from garaphpy import config
+
+from bench import harness
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
 
-import harness  # noqa: E402
-
-import garaphpy  # noqa: E402
-from garaphpy import config  # noqa: E402
 
 #: Record counters an iteration shares with the same iteration with the switch off.
 COUNTERS = {"CPU_SPARSE_BATCH": ("direction", "active_vertices", "updated_vertices",

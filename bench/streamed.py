@@ -65,7 +65,7 @@ PageRank (the bytes it copies per iteration over that bandwidth).
 
 Usage::
 
-    python bench/streamed.py --scale 24 --json bench/results/streamed.json
+    python -m bench streamed --scale 24 --json bench/results/streamed.json
 
 Subway (never committed here) is built outside the repository's tracked
 files, for the card, e.g. for an H100 under CUDA 13::
@@ -73,7 +73,7 @@ files, for the card, e.g. for an H100 under CUDA 13::
     mkdir .subway && git --git-dir=PATH/TO/Subway/.git archive HEAD | tar -x -C .subway
     make -C .subway make1 make2 bfs-sync cc-sync sssp-sync \
         CFLAGS="-std=c++17 -O3" NFLAGS="-arch=sm_90"
-    python bench/streamed.py --scale 24 --subway .subway
+    python -m bench streamed --scale 24 --subway .subway
 """
 
 from __future__ import annotations
@@ -89,12 +89,11 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import harness  # noqa: E402
+import garaphpy
+from garaphpy import config
 
-import garaphpy  # noqa: E402
-from garaphpy import config  # noqa: E402
+from bench import harness
+
 
 CHOICES = ("auto", "copy", "skip", "compact", "zero-copy")
 

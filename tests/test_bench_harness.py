@@ -16,13 +16,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+import garaphpy
+from bench import harness
+
 REPOSITORY = Path(__file__).resolve().parents[1]
-BENCH = REPOSITORY / "bench"
-sys.path.insert(0, str(BENCH))
-
-import harness  # noqa: E402
-
-import garaphpy  # noqa: E402
 
 
 def test_warmup_runs_are_outside_the_trials():
@@ -169,8 +166,7 @@ def test_the_row_has_the_machine_fields(tmp_path):
 
 SCRIPT = textwrap.dedent("""
     import argparse, sys
-    sys.path.insert(0, {bench!r})
-    import harness
+    from bench import harness
 
     parser = harness.add_common_options(argparse.ArgumentParser(), trials=2, warmup=1)
     parser.add_argument("--answer", type=int, default=4)
@@ -184,34 +180,49 @@ SCRIPT = textwrap.dedent("""
 @pytest.mark.parametrize("answer, status", [(4, 0), (5, 1)])
 def test_a_script_exits_non_zero_on_a_failed_verification(tmp_path, answer, status):
     script = tmp_path / "demo.py"
-    script.write_text(SCRIPT.format(bench=str(BENCH)))
+    script.write_text(SCRIPT)
     rows = tmp_path / "rows.jsonl"
     completed = subprocess.run([sys.executable, str(script), "--answer", str(answer),
                                 "--repeat", "3", "--json", str(rows), "--quiet"],
-                               capture_output=True, text=True, timeout=120)
+                               capture_output=True, text=True, timeout=120,
+                               env={**os.environ, "PYTHONPATH": str(REPOSITORY)})
     assert completed.returncode == status, completed.stderr
     row = json.loads(rows.read_text())
     assert row["trials"] == 3 and len(row["trials_s"]) == 3
     assert row["verification"]["status"] == ("passed" if status == 0 else "failed")
 
 
-def run_script(name: str, *arguments: str, timeout: int = 900) -> subprocess.CompletedProcess:
+def run_script(subcommand: str, *arguments: str,
+               timeout: int = 900) -> subprocess.CompletedProcess:
+    """``python -m bench SUBCOMMAND ...`` from the repository root, as BENCHMARKS.md runs it."""
     environment = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
-    return subprocess.run([sys.executable, str(BENCH / name), *arguments],
+    return subprocess.run([sys.executable, "-m", "bench", subcommand, *arguments],
                           capture_output=True, text=True, timeout=timeout,
                           env=environment, cwd=REPOSITORY)
 
 
-@pytest.mark.parametrize("script", ["gpu.py", "pull_variants.py", "modes.py", "disk.py",
-                                    "wait_policy.py", "cpu.py", "checkpoint.py",
-                                    "preprocess.py", "parse_speed.py", "pull_phases.py",
-                                    "modes_oracle.py", "sparse_batch.py", "cpu_peers.py",
-                                    "device_loop.py", "streamed.py", "packed_bytes.py",
-                                    "omp_teams.py"])
-def test_every_script_parses_help_without_a_gpu(script):
-    completed = run_script(script, "--help", timeout=300)
+def test_the_entry_point_lists_every_script_of_bench():
+    from bench.__main__ import SUBCOMMANDS
+
+    completed = run_script("--help", timeout=120)
     assert completed.returncode == 0, completed.stderr
-    assert "usage" in completed.stdout
+    for name, (module, summary) in SUBCOMMANDS.items():
+        assert f"  {name}" in completed.stdout and summary in completed.stdout
+    scripts = {path.stem for path in (REPOSITORY / "bench").glob("*.py")
+               if not path.stem.startswith("_") and path.stem != "harness"}
+    assert scripts == {module for module, _ in SUBCOMMANDS.values()}
+    unknown = run_script("no-such-benchmark", timeout=120)
+    assert unknown.returncode == 2 and "no-such-benchmark" in unknown.stderr
+
+
+@pytest.mark.parametrize("subcommand", ["gpu", "modes", "modes-oracle", "disk", "cpu",
+                                        "checkpoint", "preprocess", "sparse-batch",
+                                        "cpu-peers", "device-loop", "streamed",
+                                        "packed-bytes"])
+def test_every_script_parses_help_without_a_gpu(subcommand):
+    completed = run_script(subcommand, "--help", timeout=300)
+    assert completed.returncode == 0, completed.stderr
+    assert f"usage: python -m bench {subcommand}" in completed.stdout
 
 
 def rows_of(path: Path) -> list[dict]:
@@ -225,7 +236,7 @@ def rows_of(path: Path) -> list[dict]:
 @pytest.mark.slow
 def test_checkpoint_script_on_a_tiny_graph(tmp_path):
     rows = tmp_path / "rows.jsonl"
-    completed = run_script("checkpoint.py", "--scale", "8", "--iterations", "3",
+    completed = run_script("checkpoint", "--scale", "8", "--iterations", "3",
                            "--trials", "1", "--threads", "1", "--dir", str(tmp_path),
                            "--json", str(rows), "--quiet")
     assert completed.returncode == 0, completed.stderr
@@ -237,7 +248,7 @@ def test_checkpoint_script_on_a_tiny_graph(tmp_path):
 @pytest.mark.slow
 def test_cpu_script_on_a_tiny_graph(tmp_path):
     rows = tmp_path / "rows.jsonl"
-    completed = run_script("cpu.py", "--scale", "8", "--grid", "8x8", "--only",
+    completed = run_script("cpu", "--scale", "8", "--grid", "8x8", "--only",
                            "pull,overhead", "--chain", "200", "--overhead-iterations", "20",
                            "--tiny-iterations", "5", "--threads", "1", "--trials", "1",
                            "--json", str(rows), "--quiet")
@@ -245,18 +256,6 @@ def test_cpu_script_on_a_tiny_graph(tmp_path):
     names = {row["case"] for row in rows_of(rows)}
     assert {"pull/engine", "pull/bare", "pull/bare-contrib"} <= names
     assert any(name.startswith("overhead/") for name in names)
-
-
-@pytest.mark.slow
-def test_pull_phases_script_calls_the_kernels_as_the_engine_does(tmp_path):
-    # it calls the CPU kernels directly: a change of their arguments breaks it
-    rows = tmp_path / "rows.jsonl"
-    completed = run_script("pull_phases.py", "rmat:8", "1", "--trials", "1",
-                           "--json", str(rows), "--quiet")
-    assert completed.returncode == 0, completed.stderr
-    names = {row["case"] for row in rows_of(rows)}
-    assert {"pull_range per page (precomputed)", "pull_range per page (direct)",
-            "engine iteration (precompute=True)"} <= names
 
 
 @pytest.mark.slow
@@ -268,7 +267,7 @@ def test_pull_phases_script_calls_the_kernels_as_the_engine_does(tmp_path):
     ("CPU_SETTLING_PUSH", 0)])
 def test_sparse_batch_script_on_a_tiny_grid(tmp_path, switch, most_switched):
     rows = tmp_path / "rows.jsonl"
-    completed = run_script("sparse_batch.py", "--graphs", "grid:200x10", "--programs", "bfs",
+    completed = run_script("sparse-batch", "--graphs", "grid:200x10", "--programs", "bfs",
                            "--switch", switch, "--threads", "1", "--trials", "1",
                            "--store-dir", str(tmp_path), "--json", str(rows), "--quiet")
     assert completed.returncode == 0, completed.stderr
@@ -282,7 +281,7 @@ def test_sparse_batch_script_on_a_tiny_grid(tmp_path, switch, most_switched):
 @pytest.mark.gpu
 def test_device_loop_script_on_a_tiny_grid(tmp_path):
     rows = tmp_path / "rows.jsonl"
-    completed = run_script("device_loop.py", "--graphs", "grid:200x10", "--programs",
+    completed = run_script("device-loop", "--graphs", "grid:200x10", "--programs",
                            "bfs,cc", "--trials", "1", "--store-dir", str(tmp_path),
                            "--json", str(rows), "--quiet")
     assert completed.returncode == 0, completed.stderr
@@ -298,7 +297,7 @@ def test_device_loop_script_on_a_tiny_grid(tmp_path):
 @pytest.mark.gpu
 def test_device_loop_script_compares_buckets_with_the_flat_loop(tmp_path):
     rows = tmp_path / "rows.jsonl"
-    completed = run_script("device_loop.py", "--graphs", "grid:60x50", "--programs",
+    completed = run_script("device-loop", "--graphs", "grid:60x50", "--programs",
                            "bfs,sssp", "--execution", "async", "--trials", "1",
                            "--store-dir", str(tmp_path), "--json", str(rows), "--quiet")
     assert completed.returncode == 0, completed.stderr
@@ -313,7 +312,7 @@ def test_device_loop_script_compares_buckets_with_the_flat_loop(tmp_path):
 
 
 def test_device_loop_script_wants_subways_binaries(tmp_path):
-    completed = run_script("device_loop.py", "--subway", str(tmp_path), timeout=300)
+    completed = run_script("device-loop", "--subway", str(tmp_path), timeout=300)
     assert completed.returncode == 2
     assert "bfs-async" in completed.stderr
 
@@ -321,7 +320,7 @@ def test_device_loop_script_wants_subways_binaries(tmp_path):
 @pytest.mark.slow
 def test_cpu_peers_script_on_tiny_graphs(tmp_path):
     rows = tmp_path / "rows.jsonl"
-    completed = run_script("cpu_peers.py", "--graphs", "kron,grid", "--scale", "8",
+    completed = run_script("cpu-peers", "--graphs", "kron,grid", "--scale", "8",
                            "--grid", "12x10", "--threads", "1", "--trials", "1",
                            "--store-dir", str(tmp_path), "--json", str(rows), "--quiet")
     assert completed.returncode == 0, completed.stderr
@@ -335,7 +334,7 @@ def test_cpu_peers_script_on_tiny_graphs(tmp_path):
 @pytest.mark.slow
 def test_cpu_peers_pagerank_to_a_tolerance(tmp_path):
     rows = tmp_path / "rows.jsonl"
-    completed = run_script("cpu_peers.py", "--graphs", "grid", "--grid", "12x10",
+    completed = run_script("cpu-peers", "--graphs", "grid", "--grid", "12x10",
                            "--programs", "pagerank", "--pr-tolerance", "1e-4",
                            "--pr-iterations", "100", "--threads",
                            "1", "--trials", "1", "--store-dir", str(tmp_path), "--json",
@@ -344,13 +343,12 @@ def test_cpu_peers_pagerank_to_a_tolerance(tmp_path):
     [case] = [row for row in rows_of(rows) if "verification" in row]
     assert case["verification"]["status"] == "passed"
     assert case["metrics"][0]["iterations"] < 100   # stopped at the tolerance
-    refused = run_script("cpu_peers.py", "--pr-tolerance", "-1")
+    refused = run_script("cpu-peers", "--pr-tolerance", "-1")
     assert refused.returncode == 2 and "--pr-tolerance -1.0" in refused.stderr
 
 
 def test_cpu_peers_finds_the_hub_of_a_gapbs_serialized_graph(tmp_path):
-    sys.path.insert(0, str(REPOSITORY / "bench"))
-    import cpu_peers
+    from bench import cpu_peers
 
     # GAPBS's layout: directed flag, edges, vertices, offsets, then the neighbours
     offsets = np.array([0, 2, 2, 7, 8], np.int64)
@@ -368,8 +366,7 @@ def test_cpu_peers_finds_the_hub_of_a_gapbs_serialized_graph(tmp_path):
 
 
 def test_cpu_peers_reads_gapbs_average_time():
-    sys.path.insert(0, str(REPOSITORY / "bench"))
-    import cpu_peers
+    from bench import cpu_peers
 
     output = "Read Time:           0.34472\nTrial Time:          0.01464\n" \
              "Average Time:        0.01422\n"
@@ -381,10 +378,9 @@ def test_cpu_peers_reads_gapbs_average_time():
 def test_cpu_peers_gives_gapbs_the_same_grid_and_source(tmp_path):
     # a stand-in GAPBS: each binary logs its arguments; the converter copies
     # its edge list to the serialized file, the kernels print an average time
-    sys.path.insert(0, str(REPOSITORY / "bench"))
     import argparse
 
-    import cpu_peers
+    from bench import cpu_peers
 
     gapbs = tmp_path / "gapbs"
     gapbs.mkdir()
@@ -425,15 +421,6 @@ def test_cpu_peers_gives_gapbs_the_same_grid_and_source(tmp_path):
         f"pr -f {tmp_path / 'gapbs-grid4x3.sg'} -n 5 -i 20 -t 0.0001"]
 
 
-@pytest.mark.slow
-def test_parse_speed_script_on_a_tiny_file(tmp_path):
-    rows = tmp_path / "rows.jsonl"
-    completed = run_script("parse_speed.py", "--edges", "2000", "--dir", str(tmp_path),
-                           "--trials", "1", "--json", str(rows), "--quiet")
-    assert completed.returncode == 0, completed.stderr
-    assert all(row["verification"]["status"] == "passed" for row in rows_of(rows))
-
-
 def test_same_as_first_compares_every_result_with_the_first():
     from types import SimpleNamespace
 
@@ -459,7 +446,7 @@ def test_same_as_first_compares_every_result_with_the_first():
 def test_disk_benches_cut_a_small_store_into_pages_the_builder_accepts(tmp_path):
     # the page limit for "at least MIN_PAGES pages" is never below the page of
     # the largest shard: a small graph's rebuild ended in a ConfigError before
-    import disk
+    from bench import disk
 
     first = disk.build(8, tmp_path / "first", [], None)
     page_bytes = disk.page_bytes_for(first, 1000)
@@ -470,8 +457,7 @@ def test_disk_benches_cut_a_small_store_into_pages_the_builder_accepts(tmp_path)
 
 
 def test_modes_budget_rows_one_per_fraction_below():
-    sys.path.insert(0, str(BENCH))
-    import modes
+    from bench import modes
 
     assert modes.budget_rows(["above", "below"], [0.5], True) == [("above", None),
                                                                   ("below", 0.5)]
@@ -485,7 +471,7 @@ def test_modes_budget_rows_one_per_fraction_below():
                                              ("0.5,x", "is not a number"),
                                              ("0.25,0.25", "given twice")])
 def test_modes_refuses_a_bad_below_fraction(given, complaint):
-    completed = run_script("modes.py", "--budget-below", given, "--modes", "cpu", timeout=300)
+    completed = run_script("modes", "--budget-below", given, "--modes", "cpu", timeout=300)
     assert completed.returncode == 2
     assert f"--budget-below={given}" in completed.stderr and complaint in completed.stderr
 
@@ -493,7 +479,7 @@ def test_modes_refuses_a_bad_below_fraction(given, complaint):
 @pytest.mark.slow
 def test_modes_script_names_each_below_fraction(tmp_path):
     rows = tmp_path / "rows.jsonl"
-    completed = run_script("modes.py", "--graphs", "grid", "--grid", "12x10", "--programs",
+    completed = run_script("modes", "--graphs", "grid", "--grid", "12x10", "--programs",
                            "bfs", "--below-programs", "bfs", "--modes", "cpu", "--budgets",
                            "above,below", "--budget-below", "0.5,0.25", "--trials", "1",
                            "--threads", "1", "--json", str(rows))
@@ -508,7 +494,7 @@ def test_modes_execution_option_reaches_every_run_and_its_row(tmp_path):
     rows = tmp_path / "rows.jsonl"
     sync = ["--execution", "sync"]
     for extra in ([], sync):
-        completed = run_script("modes.py", "--graphs", "grid", "--grid", "12x10",
+        completed = run_script("modes", "--graphs", "grid", "--grid", "12x10",
                                "--programs", "sssp", "--modes", "cpu", "--budgets", "above",
                                "--trials", "1", "--threads", "1", "--json", str(rows), *extra)
         assert completed.returncode == 0, completed.stderr
@@ -523,8 +509,7 @@ def _modes_with_three_cpu_modes(monkeypatch, wrong_mode=None):
     """bench/modes.py in this process, its gpu and hybrid runs made by the CPU
     (no GPU here): the order of the runs, by mode, is returned; ``wrong_mode``'s
     values are off by one at one vertex."""
-    sys.path.insert(0, str(BENCH))
-    import modes
+    from bench import modes
 
     real = modes.one_run
     order = []
@@ -583,8 +568,7 @@ def test_modes_interleave_runs_the_modes_trials_in_turns(tmp_path, monkeypatch, 
 
 
 def test_modes_ratios_pair_the_hybrids_trials_with_the_faster_of_each_turn():
-    sys.path.insert(0, str(BENCH))
-    import modes
+    from bench import modes
 
     def entry(*seconds, status="ok"):
         return {"status": status, "median_seconds": float(np.median(seconds)),
@@ -638,8 +622,7 @@ def test_modes_interleaved_skips_a_mode_that_cannot_run_and_measures_the_rest(tm
 
 
 def test_modes_below_budgets_size_the_vertex_data_of_the_runs_execution(monkeypatch):
-    sys.path.insert(0, str(BENCH))
-    import modes
+    from bench import modes
 
     asked = []
 
@@ -663,8 +646,7 @@ def test_modes_below_budgets_size_the_vertex_data_of_the_runs_execution(monkeypa
 
 
 def test_modes_table_marks_resident_pages_and_runs_left_to_the_cpu(capsys):
-    sys.path.insert(0, str(BENCH))
-    import modes
+    from bench import modes
 
     records = [{"mode": "cpu", "gpu_pages": 0}, {"mode": "hybrid", "gpu_pages": 3},
                {"mode": "cpu", "gpu_pages": 0}]
@@ -694,8 +676,7 @@ def test_modes_counts_gpu_iterations_that_copy_no_page_as_the_gpus():
     """The device loop's iterations and the GPU's passes over the frontier's edges
     or its kept pages copy no page (gpu_pages 0): they are the GPU's, not the
     CPU's, in the switches, the time split and the count of GPU iterations."""
-    sys.path.insert(0, str(BENCH))
-    import modes
+    from bench import modes
 
     hybrid = [{"mode": "cpu", "gpu_pages": 0, "cpu_pages": 6, "seconds": 0.002},
               {"mode": "hybrid", "gpu_pages": 3, "cpu_pages": 1, "seconds": 0.004,
@@ -721,8 +702,7 @@ def test_modes_counts_gpu_iterations_that_copy_no_page_as_the_gpus():
 
 
 def test_modes_time_split_separates_cpu_alone_gpu_busy_dispatch_and_host(capsys):
-    sys.path.insert(0, str(BENCH))
-    import modes
+    from bench import modes
 
     records = [
         {"mode": "cpu", "gpu_pages": 0, "seconds": 0.004},
@@ -754,8 +734,7 @@ def test_modes_time_split_separates_cpu_alone_gpu_busy_dispatch_and_host(capsys)
 
 
 def test_modes_kron_graph_is_the_rmat_graph_made_symmetric(tmp_path):
-    sys.path.insert(0, str(BENCH))
-    import modes
+    from bench import modes
 
     args = modes.argparse.Namespace(graphs="kron", scale=8, data=str(tmp_path), snap=None,
                                     build_option=[])

@@ -5,16 +5,13 @@ reads it), the run of a peer binary and the check of its values."""
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import garaphpy
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-import streamed  # noqa: E402
+from bench import streamed
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """What a user meets first (issue 21): wrong values refused, precision kept,
-the user's cache untouched, Ctrl-C honoured, the README's examples runnable,
+the user's cache untouched, Ctrl-C honoured (the README's examples: tests/test_docs.py),
 thread defaults, stores and outputs keyed on their input, sources only where
 used, weights for unweighted files."""
 
@@ -603,77 +603,3 @@ def test_weighted_and_unweighted_variants_get_their_own_outputs(tmp_path):
     weighted = tmp_path / "results" / "rmat-8-weighted.bfs.txt"
     assert plain.is_file() and weighted.is_file()
     assert read_values(plain)[0].size == read_values(weighted)[0].size
-
-
-# -- 5. every example in the README runs as written ----------------------------------
-
-REPO = Path(__file__).resolve().parents[1]
-#: A line just before a fence that keeps the block out of this test (for console
-#: one-liners such as ``pip install``, which need a network or a fresh machine).
-README_SKIP_MARKER = "<!-- readme-test: skip -->"
-#: What the README's examples name -> what this test gives them, so that they run in
-#: seconds: files are copies of the shipped example graph, made in a temporary
-#: directory under the README's own names; generator specs become smaller ones.
-README_FILES = {"web-NotreDame.txt.gz": SAMPLE_WEB,
-                "graphs/web-NotreDame.txt.gz": SAMPLE_WEB}
-README_TEXT_SUBSTITUTIONS = {'"rmat:20"': '"rmat:8"'}
-
-
-def readme_blocks(language: str) -> list[tuple[int, str]]:
-    """``(line, text)`` of each fenced block of ``language``, in order, less skipped ones."""
-    lines = (REPO / "README.md").read_text().splitlines()
-    blocks, index = [], 0
-    while index < len(lines):
-        if lines[index].strip() == f"```{language}":
-            end = next(j for j in range(index + 1, len(lines)) if lines[j].strip() == "```")
-            previous = next((lines[j].strip() for j in range(index - 1, -1, -1)
-                             if lines[j].strip()), "")
-            if previous != README_SKIP_MARKER:
-                text = "\n".join(lines[index + 1:end]) + "\n"
-                for old, new in README_TEXT_SUBSTITUTIONS.items():
-                    text = text.replace(old, new)
-                blocks.append((index + 2, text))
-            index = end
-        index += 1
-    return blocks
-
-
-@pytest.fixture
-def readme_directory(tmp_path, monkeypatch):
-    import shutil
-
-    for name, source in README_FILES.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(source, tmp_path / name)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
-def test_readme_has_the_examples_this_test_runs():
-    assert len(readme_blocks("toml")) >= 1 and len(readme_blocks("python")) >= 3
-
-
-def test_readme_toml_examples_run(readme_directory, capsys):
-    from garaphpy.cli import main
-
-    for line, text in readme_blocks("toml"):
-        config = readme_directory / f"readme-{line}.toml"
-        config.write_text(text)
-        code = main([str(config), "--quiet"])
-        captured = capsys.readouterr()
-        assert code == 0, f"README.md:{line}: exit {code}\n{captured.out}{captured.err}"
-        assert "error" not in captured.err
-
-
-def test_readme_python_examples_run(readme_directory):
-    import warnings
-
-    namespace = {"__name__": "__main__"}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", garaphpy.GpuFallbackWarning)
-        for line, text in readme_blocks("python"):
-            path = readme_directory / f"readme_{line}.py"
-            path.write_text(text)      # a file: inspect reads the programs' source
-            exec(compile(text, str(path), "exec"), namespace)
-    assert namespace["result"].converged
-    assert np.all(namespace["widest"].values >= 0)

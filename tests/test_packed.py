@@ -205,11 +205,7 @@ def test_interleave_spreads_the_kept_pages_among_the_copied():
 
 
 def test_the_bytes_per_edge_bench(int_weights):
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-    import packed_bytes
+    from bench import packed_bytes
 
     sizes = packed_bytes.bytes_per_edge(int_weights)
     raw, packed_total = roundtrip(int_weights)
