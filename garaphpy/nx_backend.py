@@ -96,12 +96,13 @@ class GaraphpyGraph:
             self._index = {node: position for position, node in enumerate(self.nodes)}
         return self._index
 
-    def vertex(self, node) -> int:
-        """The vertex id of ``node``; ``NodeNotFound`` as networkx says it."""
+    def vertex(self, node, missing: str = "Source {} is not in G") -> int:
+        """The vertex id of ``node``; ``NodeNotFound`` with networkx's ``missing``
+        message where it is not a node."""
         import networkx as nx
 
         if node not in self:
-            raise nx.NodeNotFound(f"Source {node} is not in G")
+            raise nx.NodeNotFound(missing.format(node))
         return self.index[node]
 
     @classmethod
@@ -357,7 +358,8 @@ class BackendInterface:
 
         G = _graph(G)
         if source not in G:
-            raise nx.NetworkXError(f"The node {source} is not in the graph.")
+            kind = "digraph" if G.is_directed() else "graph"
+            raise nx.NetworkXError(f"The node {source} is not in the {kind}.")
         _, depths = _run(G, "bfs", sources=[G.index[source]], mode=mode, threads=threads)
         nodes = G.nodes
         return {nodes[v] for v in np.flatnonzero(depths > 0).tolist()}
@@ -370,7 +372,7 @@ class BackendInterface:
         if callable(weight):
             raise NotImplementedError("a weight function is not implemented by garaphpy")
         G = _graph(G, weight)
-        start = G.vertex(source)
+        start = G.vertex(source, "Node {} not found in graph")
         if G.weight is None:        # every weight 1: hops
             _, depths = _run(G, "bfs", sources=[start], mode=mode, threads=threads)
             return _by_distance(G, depths, depths >= 0, cutoff, as_int=True)
@@ -412,7 +414,9 @@ class BackendInterface:
         """The set of nodes in the component of ``n`` (an undirected graph)."""
         _undirected_only(G, "node_connected_component")
         G = _graph(G)
-        vertex = G.vertex(n)
+        if n not in G:
+            raise KeyError(n)                        # networkx's own answer
+        vertex = G.index[n]
         labels = _component_labels(G, mode, threads)
         nodes = G.nodes
         return {nodes[v] for v in np.flatnonzero(labels == labels[vertex]).tolist()}

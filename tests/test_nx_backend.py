@@ -111,8 +111,11 @@ def test_unweighted_traversals_match_networkx(name):
         assert backend.single_source_shortest_path_length(converted, source, cutoff=1) == \
             nx.single_source_shortest_path_length(graph, source, cutoff=1)
         assert backend.descendants(converted, source) == nx.descendants(graph, source)
-    with pytest.raises(nx.NodeNotFound, match="not in G"):
-        backend.single_source_shortest_path_length(graph, "missing")
+    for function in (nx.single_source_shortest_path_length, nx.descendants):
+        with pytest.raises(Exception) as expected:
+            function(graph, "missing")
+        with pytest.raises(type(expected.value), match=str(expected.value)):
+            getattr(backend, function.__name__)(converted, "missing")
 
 
 @pytest.mark.parametrize("directed", [True, False], ids=["directed", "undirected"])
@@ -125,6 +128,8 @@ def test_dijkstra_lengths_match_networkx(directed):
         assert got == expected
         assert backend.single_source_dijkstra_path_length(converted, source, cutoff=2.0) == \
             nx.single_source_dijkstra_path_length(graph, source, cutoff=2.0)
+    with pytest.raises(nx.NodeNotFound, match="Node missing not found in graph"):
+        backend.single_source_dijkstra_path_length(converted, "missing")
     integers = nx.DiGraph([(0, 1, {"cost": 2}), (1, 2, {"cost": 3}), (0, 2, {"cost": 9})])
     got = backend.single_source_dijkstra_path_length(integers, 0, weight="cost")
     assert got == {0: 0, 1: 2, 2: 5} == nx.single_source_dijkstra_path_length(
@@ -139,9 +144,12 @@ def test_components_match_networkx_in_its_order():
         nx.number_connected_components(graph)
     assert backend.is_connected(graph) is False
     assert backend.is_connected(nx.path_graph(["p", "q", "r"])) is True
+    converted = backend.convert_from_nx(graph)
     for node in graph:
-        assert backend.node_connected_component(graph, node) == \
+        assert backend.node_connected_component(converted, node) == \
             nx.node_connected_component(graph, node)
+    with pytest.raises(KeyError):
+        backend.node_connected_component(converted, "missing")
     directed = small_graphs()["directed"]
     assert list(backend.weakly_connected_components(directed)) == \
         list(nx.weakly_connected_components(directed))
