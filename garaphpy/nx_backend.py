@@ -33,6 +33,11 @@ import numpy as np
 
 __all__ = ["BackendInterface", "GaraphpyGraph"]
 
+#: Automatic dispatch (``nx.config.backend_priority``) takes graphs from this many
+#: edges: below it, building a store costs more than networkx's own run.
+#: ``backend="garaphpy"`` always runs garaphpy.
+AUTOMATIC_MIN_EDGES = 50_000
+
 #: networkx functions whose answer ignores edge values.
 _UNWEIGHTED = frozenset({"single_source_shortest_path_length", "descendants",
                          "connected_components", "number_connected_components",
@@ -307,7 +312,14 @@ class BackendInterface:
 
     @staticmethod
     def should_run(name, args, kwargs):
-        """Whether converting to garaphpy pays (automatic dispatch): always, for now."""
+        """Whether converting to garaphpy pays (automatic dispatch only): True for a
+        GaraphpyGraph or a graph of :data:`AUTOMATIC_MIN_EDGES` edges or more."""
+        G = args[0] if args else kwargs.get("G")
+        if G is None or isinstance(G, GaraphpyGraph) or not hasattr(G, "number_of_edges"):
+            return True
+        if G.number_of_edges() < AUTOMATIC_MIN_EDGES:
+            return (f"{G.number_of_edges()} edges: below {AUTOMATIC_MIN_EDGES}, building a "
+                    "store costs more than networkx's own run")
         return True
 
     # ---- PageRank ----------------------------------------------------------------
@@ -333,6 +345,8 @@ class BackendInterface:
         count = len(G.nodes)
         if count == 0:
             return {}
+        if max_iter < 1 or not tol > 0:    # networkx's loop never meets err < N * tol
+            raise nx.PowerIterationFailedConvergence(max_iter)
         from .programs import PageRank
 
         result, scores = _run(G, PageRank(damping=alpha), tolerance=count * tol,

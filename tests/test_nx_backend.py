@@ -29,6 +29,7 @@ nx = pytest.importorskip("networkx")
 pytest.importorskip("scipy")     # networkx's pagerank is its scipy one
 
 from garaphpy.nx_backend import BackendInterface as backend  # noqa: E402
+from garaphpy import nx_backend  # noqa: E402
 from garaphpy.nx_backend import GaraphpyGraph  # noqa: E402
 
 from conftest import SHARED_DATA  # noqa: E402
@@ -70,6 +71,11 @@ def test_pagerank_failures_are_networkxs():
     graph = small_graphs()["directed"]
     with pytest.raises(nx.PowerIterationFailedConvergence):
         backend.pagerank(graph, max_iter=2, tol=1e-12, mode="cpu")
+    for hopeless in ({"max_iter": 0}, {"tol": 0}):       # as networkx: never converged
+        with pytest.raises(nx.PowerIterationFailedConvergence):
+            nx.pagerank(graph, **hopeless)
+        with pytest.raises(nx.PowerIterationFailedConvergence):
+            backend.pagerank(graph, **hopeless)
     assert backend.pagerank(nx.DiGraph()) == nx.pagerank(nx.DiGraph()) == {}
     assert backend.pagerank(nx.empty_graph(3)) == pytest.approx(nx.pagerank(nx.empty_graph(3)))
     with pytest.raises(NotImplementedError, match="personalization"):
@@ -97,6 +103,11 @@ def test_can_run_says_what_garaphpy_cannot_do():
                                          {})
     assert backend.can_run("connected_components", (graph,), {}) is True
     assert backend.can_run("betweenness_centrality", (graph,), {}) is False
+    # automatic dispatch leaves small graphs to networkx; backend="garaphpy" ignores this
+    assert "below" in backend.should_run("pagerank", (graph,), {})
+    assert backend.should_run("pagerank", (backend.convert_from_nx(graph),), {}) is True
+    large = nx.gnm_random_graph(1000, nx_backend.AUTOMATIC_MIN_EDGES, seed=1)
+    assert backend.should_run("connected_components", (), {"G": large}) is True
 
 
 @pytest.mark.parametrize("name", ["directed", "undirected", "multi"])
@@ -216,8 +227,6 @@ def registered(monkeypatch):
 
 
 def test_networkx_dispatches_to_garaphpy(registered, monkeypatch):
-    from garaphpy import nx_backend
-
     calls = []
     real_run = nx_backend._run
     monkeypatch.setattr(nx_backend, "_run",
