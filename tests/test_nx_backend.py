@@ -252,10 +252,10 @@ def test_networkx_dispatches_to_garaphpy(registered, monkeypatch):
         nx.pagerank(graph, tol=1e-12), abs=1e-10)
 
 
-def test_installed_entry_points_dispatch_pagerank(tmp_path):
-    """setup.cfg's entry points, as an installed garaphpy publishes them (a
-    .dist-info on the path), make nx.pagerank(G, backend="garaphpy") run garaphpy."""
-    dist_info = tmp_path / "site" / "garaphpy-0.0.0.dist-info"
+def installed_metadata(site: Path) -> str:
+    """A .dist-info under ``site`` with setup.cfg's entry points, as an installed
+    garaphpy publishes them; the PYTHONPATH that finds it and the repository."""
+    dist_info = site / "garaphpy-0.0.0.dist-info"
     dist_info.mkdir(parents=True)
     (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: garaphpy\n"
                                         "Version: 0.0.0\n")
@@ -264,6 +264,13 @@ def test_installed_entry_points_dispatch_pagerank(tmp_path):
         lines.append(f"[{group}]")
         lines += [f"{name} = {target}" for name, target in entries.items()]
     (dist_info / "entry_points.txt").write_text("\n".join(lines) + "\n")
+    return os.pathsep.join([str(site), str(REPOSITORY), os.environ.get("PYTHONPATH", "")])
+
+
+def test_installed_entry_points_dispatch_pagerank(tmp_path):
+    """setup.cfg's entry points, as an installed garaphpy publishes them (a
+    .dist-info on the path), make nx.pagerank(G, backend="garaphpy") run garaphpy."""
+    path = installed_metadata(tmp_path / "site")
     script = textwrap.dedent("""
         import sys
         import networkx as nx
@@ -276,12 +283,35 @@ def test_installed_entry_points_dispatch_pagerank(tmp_path):
         assert max(abs(got[n] - expected[n]) for n in G) < 1e-10, (got, expected)
         print(nx.utils.backends.backend_info["garaphpy"]["backend_name"], "ok")
     """)
-    path = os.pathsep.join([str(tmp_path / "site"), str(REPOSITORY),
-                            os.environ.get("PYTHONPATH", "")])
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": path}, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "garaphpy ok"
+
+
+#: networkx's own test modules of the functions the backend implements.
+NETWORKX_TEST_MODULES = [f"networkx.algorithms.{name}" for name in (
+    "components.tests.test_connected", "components.tests.test_weakly_connected",
+    "link_analysis.tests.test_pagerank", "shortest_paths.tests.test_unweighted",
+    "shortest_paths.tests.test_weighted", "tests.test_dag")]
+
+
+@pytest.mark.slow
+def test_networkx_own_tests_pass_on_the_backend(tmp_path):
+    """networkx's convention for backends: its own tests, every dispatchable call
+    sent to the backend (NETWORKX_TEST_BACKEND), networkx taking over where
+    can_run declines (NETWORKX_FALLBACK_TO_NX)."""
+    import importlib.util
+
+    if importlib.util.find_spec("networkx.algorithms.components.tests") is None:
+        pytest.skip("networkx's tests are not installed")
+    environment = {**os.environ, "PYTHONPATH": installed_metadata(tmp_path / "site"),
+                   "NETWORKX_TEST_BACKEND": "garaphpy", "NETWORKX_FALLBACK_TO_NX": "True"}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "-p", "no:warnings", "--pyargs", *NETWORKX_TEST_MODULES],
+                          cwd=tmp_path, env=environment, capture_output=True, text=True,
+                          timeout=1200)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
 
 
 # ---- the SNAP graphs ----------------------------------------------------------------
