@@ -180,14 +180,22 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 
 def run_from_config(settings: dict, graph, verify: bool, progress: bool,
-                    resume: bool = False) -> int:
-    """Run the configured program; write and print its results; the exit code."""
+                    resume: bool = False, trials: int = 1, random_source: bool = False) -> int:
+    """Run the configured program; write and print its results; the exit code.
+
+    With ``trials`` > 1 the program runs that many times on the one graph,
+    each trial's time printed and their summary after (GAPBS's ``-n``); the
+    last trial's values are written.  ``random_source`` draws each trial's
+    source among the vertices with an out-edge (GAPBS's default source,
+    :class:`garaphpy.trials.SourcePicker`).
+    """
     import warnings
 
     from .api import NotConvergedWarning, run
     from .output import write_iterations, write_values
     from .programs import get_program
     from .scheduler.checkpoint import discard, list_checkpoints
+    from .trials import SourcePicker, TrialReport
 
     options = settings["run"]
     program = get_program(options["program"], **options["constants"])
@@ -199,6 +207,13 @@ def run_from_config(settings: dict, graph, verify: bool, progress: bool,
                   f"f={record.active_fraction:.3g}, {record.seconds:.2f} s", file=sys.stderr)
 
     checkpoint_dir = checkpoint_directory(settings, values_path, resume)
+    if trials > 1 and checkpoint_dir is not None:
+        raise ConfigError("-n/--trials repeats the run and takes no checkpoints: drop "
+                          "--resume and run.checkpoint_every / checkpoint_dir, or -n")
+    picker = SourcePicker(graph) if random_source else None
+    report = TrialReport(trials) if trials > 1 or random_source else None
+    verify = verify or options["verify"]
+    failed_trials = 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NotConvergedWarning)
         warnings.showwarning = _show_warning
@@ -206,8 +221,20 @@ def run_from_config(settings: dict, graph, verify: bool, progress: bool,
             **config_values(RunOptions, settings), "checkpoint_dir": checkpoint_dir,
             "on_iteration": show, "resume": resume, "keep_checkpoints": True,
             "stop_signals": STOP_SIGNALS})
-        result = run(graph, program, **run_options.keywords())
-    _DroppedInterrupts.check()
+        keywords = run_options.keywords()
+        for trial in range(trials):
+            if picker is not None:
+                keywords["sources"] = [picker.pick()]
+            result = run(graph, program, **keywords)
+            _DroppedInterrupts.check()
+            if report is not None:
+                report.add(result, keywords["sources"] if picker is not None else None)
+            if verify and trial < trials - 1:      # the last one is verified below
+                trial_report = program.verify(result.graph, result)
+                print(trial_report)
+                failed_trials += not trial_report.ok
+    if report is not None and trials > 1:
+        print(report.summary())
     try:
         write_values(values_path, result.original_ids(), result.values)
         write_iterations(iterations_path, result.iterations)
@@ -226,10 +253,10 @@ def run_from_config(settings: dict, graph, verify: bool, progress: bool,
         print(f"garaphpy: warning: {type(program).__name__} did not converge within "
               f"{result.num_iterations} iterations", file=sys.stderr)
         code = 3
-    if verify or options["verify"]:
-        report = program.verify(result.graph, result)
-        print(report)
-        if not report.ok:
+    if verify:
+        last_report = program.verify(result.graph, result)
+        print(last_report)
+        if not last_report.ok or failed_trials:
             code = 4
     return code
 
@@ -367,7 +394,8 @@ def _execute(args: argparse.Namespace, load_settings, resume_hint) -> int:
         code = 0
         if settings["run"]["program"] is not None:
             code = run_from_config(settings, graph, args.verify, progress=not args.quiet,
-                                   resume=args.resume)
+                                   resume=args.resume, trials=getattr(args, "trials", 1),
+                                   random_source=getattr(args, "random_source", False))
         elif args.verify or args.resume:
             raise ConfigError(f"{'--verify' if args.verify else '--resume'} needs a program "
                               "to run ([run] program = ...)")

@@ -3,7 +3,8 @@
 ::
 
     garaphpy pagerank FILE                      # every built-in program is a subcommand
-    garaphpy sssp FILE --source 7 --mode gpu
+    garaphpy sssp FILE -r 7 --mode gpu          # -r/--source: GAPBS's -r
+    garaphpy bfs FILE -r random -n 8            # 8 trials, each from a random source
     garaphpy cc rmat:16 --undirected --output cc.txt
     garaphpy run CONFIG.toml [--set KEY=VALUE ...] # exactly python -m garaphpy.run
 
@@ -18,6 +19,15 @@ messages and exit codes are those of ``python -m garaphpy.run``: 0 success,
 1 bad input, 2 bad arguments (one line on standard error), 3 not converged,
 4 verification failed, 130 interrupted.  Relative paths are taken from the
 current directory; default outputs go to ``results/<graph>.<program>.txt``.
+
+The short flags follow GAPBS's where both have the option: ``-r`` the source
+(``-r random``: a source drawn per trial among the vertices with an
+out-edge, GAPBS's default), ``-n`` the trials (the program runs that many
+times after one build, each trial's time printed, then their average), ``-s``
+symmetrize (``--undirected``), ``-v`` verify.  ``-s`` was once the source;
+it now means GAPBS's symmetrize, so an old ``-s 7`` stops with a usage error
+(7 is no flag's value) instead of running.  A bad flag prints the error, then
+the sub-command's usage, and exits 2.
 """
 
 from __future__ import annotations
@@ -32,6 +42,7 @@ from . import __version__
 from .cli import execute
 from .cli import main as run_main
 from .configfile import SCHEMA, apply_overrides, validate_config
+from .errors import ConfigError
 from .progress import log_to_stderr
 
 #: The subcommands, one per built-in program (names as in ``[run] program``).
@@ -50,16 +61,43 @@ FLAG_KEYS = {
     "output": ("output", "values"),
     "iterations": ("output", "iterations"),
     "format": ("input", "format"),
+    "weights": ("input", "weights"),
+    "max_weight": ("input", "max_weight"),
     "directed": ("input", "directed"),
     "store": ("store", "path"),
 }
 
 
+#: The value of ``-r``/``--source`` that draws a source per trial.
+RANDOM_SOURCE = "random"
+
+
 class _Parser(argparse.ArgumentParser):
-    """An argument parser whose errors are one line and exit 2."""
+    """An argument parser whose errors are one line, then its usage, and exit 2."""
 
     def error(self, message: str):
-        self.exit(2, f"garaphpy: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"garaphpy: error: {message} (see {self.prog} --help)\n"
+                     + self.format_usage())
+
+
+def _source(text: str) -> int | str:
+    if text == RANDOM_SOURCE:
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a vertex id or "
+                                         f"{RANDOM_SOURCE!r}") from None
+
+
+def _positive(text: str) -> int:
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number >= 1")
+    return number
 
 
 def _constant(text: str) -> tuple[str, float | int]:
@@ -83,8 +121,13 @@ def _add_program_options(parser: argparse.ArgumentParser) -> None:
                         help="graph file (any supported format, optionally compressed) or a "
                              "generator such as rmat:16, grid:100x100")
     run = parser.add_argument_group("run")
-    run.add_argument("-s", "--source", dest="sources", type=int, action="append",
-                     metavar="ID", help="source vertex in the file's own ids (repeatable)")
+    run.add_argument("-r", "--source", dest="sources", type=_source, action="append",
+                     metavar="ID", help="source vertex in the file's own ids (repeatable), "
+                                        "or 'random': one drawn per trial among the "
+                                        "vertices with an out-edge (GAPBS's -r)")
+    run.add_argument("-n", "--trials", type=_positive, default=1, metavar="N",
+                     help="run the program N times after one build, printing each trial's "
+                          "time and their average (default 1; GAPBS's -n)")
     run.add_argument("--mode", choices=_choices("run", "mode"),
                      help="processors (default hybrid: the CPU alone where no GPU is usable)")
     run.add_argument("--execution", choices=_choices("run", "execution"),
@@ -100,7 +143,7 @@ def _add_program_options(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--constant", dest="constants", type=_constant, action="append",
                      metavar="NAME=VALUE", help="a program constant, e.g. damping=0.9 "
                                                 "(repeatable)")
-    run.add_argument("--verify", action="store_true",
+    run.add_argument("-v", "--verify", action="store_true",
                      help="check the result with the program's independent verifier")
     run.add_argument("--resume", action="store_true",
                      help="continue from the newest valid checkpoint")
@@ -110,8 +153,15 @@ def _add_program_options(parser: argparse.ArgumentParser) -> None:
     direction = inputs.add_mutually_exclusive_group()
     direction.add_argument("--directed", dest="directed", action="store_const", const=True,
                            help="read the edges as directed")
-    direction.add_argument("--undirected", dest="directed", action="store_const", const=False,
-                           help="read the edges as undirected (each in both directions)")
+    direction.add_argument("-s", "--undirected", dest="directed", action="store_const",
+                           const=False, help="read the edges as undirected (each in both "
+                                             "directions; GAPBS's -s, symmetrize)")
+    inputs.add_argument("--weights", choices=_choices("input", "weights"),
+                        help="edge weights: the file's own (default), unit (1 per edge), or "
+                             "hash (1..--max-weight hashed from the edge's ids, for weighted "
+                             "programs on unweighted files)")
+    inputs.add_argument("--max-weight", type=int, metavar="N",
+                        help="the largest hashed weight (--weights hash; default 255)")
     inputs.add_argument("--store", metavar="DIR",
                         help="store directory (default: a cache directory keyed on the input)")
     inputs.add_argument("--rebuild", action="store_true",
@@ -146,6 +196,7 @@ def parser() -> argparse.ArgumentParser:
                               "configuration (garaphpy run CONFIG.toml).")
     top.add_argument("--version", action="version", version=f"garaphpy {__version__}")
     commands = top.add_subparsers(dest="command", metavar="COMMAND")
+    top.set_defaults(subcommand_parsers={})
     commands.add_parser("run", help="run a TOML configuration: garaphpy run CONFIG.toml "
                                     "[--set KEY=VALUE ...] [--rebuild] [--quiet] [--verify] "
                                     "[--resume] (as python -m garaphpy.run)", add_help=False)
@@ -153,6 +204,7 @@ def parser() -> argparse.ArgumentParser:
         description = _program_help(command)
         sub = commands.add_parser(command, help=description, description=description)
         _add_program_options(sub)
+        top.get_default("subcommand_parsers")[command] = sub
     return top
 
 
@@ -169,6 +221,12 @@ def settings_from_arguments(args: argparse.Namespace, base_dir: Path | None = No
         Naming the flag or key.
     """
     raw: dict = {"graph": args.graph, "run": {"program": args.command}}
+    args.random_source = RANDOM_SOURCE in (args.sources or ())
+    if args.random_source:
+        if len(args.sources) > 1:
+            raise ConfigError(f"--source {RANDOM_SOURCE} draws the one source of each trial: "
+                              "give it alone, or vertex ids")
+        args.sources = None
     for name, (section, key) in FLAG_KEYS.items():
         value = getattr(args, name)
         if value is None:
@@ -196,7 +254,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "run":
         return run_main(argv[1:])
-    args = parser().parse_args(argv)
+    top = parser()
+    args, unrecognized = top.parse_known_args(argv)
+    if unrecognized:     # the sub-command's own usage, not the top parser's
+        top.get_default("subcommand_parsers").get(args.command, top).error(
+            f"unrecognized arguments: {' '.join(unrecognized)}")
     if args.command is None:
         print("garaphpy: error: expected a program (" + ", ".join(PROGRAM_COMMANDS)
               + ") or run CONFIG.toml (see garaphpy --help)", file=sys.stderr)

@@ -2,7 +2,8 @@
 
 One-line runs (``garaphpy pagerank FILE``) are checked against the TOML form
 (``python -m garaphpy.run``) and against NetworkX/SciPy; bad arguments exit 2
-with one line; library use prints nothing while the command line prints its
+with one line (an argparse error adds the sub-command's usage); GAPBS's
+short flags (-r, -n, -s, -v) and trials; library use prints nothing while the command line prints its
 progress to standard error; a built wheel carries the licence, ``py.typed``
 and the console script.
 """
@@ -13,6 +14,7 @@ import configparser
 import gzip
 import importlib
 import logging
+import re
 import shutil
 import subprocess
 import sys
@@ -86,7 +88,7 @@ def test_sssp_one_line_with_sources_matches_scipy(tmp_path, capsys, monkeypatch)
     (tmp_path / "g.wel").write_text("".join(f"{u} {v} {w}\n" for u, v, w in
                                             zip(src, dst, weights)))
     monkeypatch.chdir(tmp_path)
-    assert exit_code(["sssp", "g.wel", "--source", "3", "-s", "17", "--mode", "cpu",
+    assert exit_code(["sssp", "g.wel", "--source", "3", "-r", "17", "--mode", "cpu",
                       "--verify", "-q"]) == 0
     out = capsys.readouterr().out
     assert "verify: PASSED" in out
@@ -106,13 +108,15 @@ def test_sssp_one_line_with_sources_matches_scipy(tmp_path, capsys, monkeypatch)
 def test_one_line_settings_equal_the_toml_settings(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     args = console.parser().parse_args(
-        ["sssp", "g.wel", "-s", "7", "-s", "9", "--mode", "gpu", "--threads", "2",
-         "--max-iterations", "50", "--tolerance", "0.5", "--undirected", "--format", "wel",
+        ["sssp", "g.wel", "-r", "7", "-r", "9", "--mode", "gpu", "--threads", "2",
+         "--max-iterations", "50", "--tolerance", "0.5", "-s", "--format", "wel",
+         "--weights", "hash", "--max-weight", "9",
          "--store", "st", "-o", "out/d.npy", "--iterations", "out/it.jsonl",
          "--constant", "a=1", "--set", "input.self_loops=drop"])
     from_flags = console.settings_from_arguments(args)
     (tmp_path / "same.toml").write_text(
         'graph = "g.wel"\n[input]\nformat = "wel"\ndirected = false\nself_loops = "drop"\n'
+        'weights = "hash"\nmax_weight = 9\n'
         '[store]\npath = "st"\n[run]\nprogram = "sssp"\nsources = [7, 9]\nmode = "gpu"\n'
         'threads = 2\nmax_iterations = 50\ntolerance = 0.5\nconstants = { a = 1 }\n'
         '[output]\nvalues = "out/d.npy"\niterations = "out/it.jsonl"\n')
@@ -132,14 +136,20 @@ def test_one_line_settings_equal_the_toml_settings(tmp_path, monkeypatch):
     (["sssp", "g.el", "--directed", "--undirected"], "--undirected"),
     (["pagerank", "g.el", "--frobnicate"], "--frobnicate"),
     (["pagerank", "g.el", "--max-iterations", "0"], "--max-iterations"),
+    (["pagerank", "g.el", "-n", "0"], "-n/--trials"),
+    (["bfs", "g.el", "-r", "first"], "'random'"),
+    (["bfs", "g.el", "-r", "random", "-r", "1"], "alone"),
+    (["bfs", "g.el", "--weights", "heavy"], "--weights"),
 ])
 def test_bad_arguments_exit_2_with_one_line(tmp_path, capsys, monkeypatch, argv, needle):
     (tmp_path / "g.el").write_text("0 1\n1 2\n")
     monkeypatch.chdir(tmp_path)
     assert exit_code(argv) == 2
     captured = capsys.readouterr()
-    assert needle in captured.err
-    assert captured.err.startswith("garaphpy: error: ") and captured.err.count("\n") == 1
+    first, *usage = captured.err.splitlines()
+    assert first.startswith("garaphpy: error: ") and needle in first
+    # argparse's errors go on with the sub-command's own usage (not the top parser's)
+    assert not usage or usage[0].startswith(f"usage: garaphpy {argv[0]} [-h]")
     assert captured.out == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["g.el"]
 
@@ -148,13 +158,80 @@ def test_bad_arguments_from_a_new_process(tmp_path):
     ran = subprocess.run([sys.executable, "-m", "garaphpy", "bfs", "x.el", "--mode", "tpu"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert ran.returncode == 2
-    assert ran.stderr.count("\n") == 1 and "--mode" in ran.stderr
+    first, *usage = ran.stderr.splitlines()
+    assert "--mode" in first and usage[0].startswith("usage: garaphpy bfs [-h]")
 
 
 def test_missing_file_exits_1_like_the_toml_form(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert exit_code(["bfs", "missing.el", "-s", "0"]) == 1
+    assert exit_code(["bfs", "missing.el", "-r", "0"]) == 1
     assert "missing.el" in capsys.readouterr().err
+
+
+def test_old_dash_s_source_stops_and_dash_s_is_gapbs_symmetrize(tmp_path, capsys,
+                                                                monkeypatch):
+    (tmp_path / "g.el").write_text("0 1\n1 2\n")
+    monkeypatch.chdir(tmp_path)
+    assert exit_code(["bfs", "g.el", "-s", "1"]) == 2       # once the source: now refused
+    first, usage, *_ = capsys.readouterr().err.splitlines()
+    assert "unrecognized arguments: 1" in first and usage.startswith("usage: garaphpy bfs")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.el"]
+    args = console.parser().parse_args(["bfs", "g.el", "-s", "-r", "1"])
+    settings = console.settings_from_arguments(args)
+    assert settings["input"]["directed"] is False and settings["run"]["sources"] == [1]
+
+
+def random_graph_with_sinks(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """Edges among 0..29 whose vertices 20..29 have no out-edge; written as .el."""
+    rng = np.random.default_rng(11)
+    src, dst = rng.integers(0, 20, 90), rng.integers(0, 30, 90)
+    path.write_text("".join(f"{u} {v}\n" for u, v in zip(src, dst)))
+    return src, dst
+
+
+def test_trials_with_random_sources_gapbs_style(tmp_path, capsys, monkeypatch):
+    src, dst = random_graph_with_sinks(tmp_path / "g.el")
+    monkeypatch.chdir(tmp_path)
+    argv = ["bfs", "g.el", "-r", "random", "-n", "4", "--mode", "cpu", "-q", "-v"]
+    assert exit_code(argv) == 0
+    out = capsys.readouterr().out
+    trials = re.findall(r"^trial (\d)/4: [\d.]+ s \(\d+ iterations, set-up [\d.]+ s, "
+                        r"source (\d+)\)$", out, re.MULTILINE)
+    assert [int(number) for number, _ in trials] == [1, 2, 3, 4]
+    sources = [int(source) for _, source in trials]
+    assert set(sources) <= set(src.tolist())          # only vertices with an out-edge
+    assert re.search(r"^trials: 4, average [\d.]+ s, min [\d.]+ s, max [\d.]+ s$", out,
+                     re.MULTILINE)
+    assert out.count("verify: PASSED") == 4           # every trial verified, as GAPBS's -v
+    # the values written are the last trial's: BFS from its source
+    vertices, depths = read_values(tmp_path / "results" / "g.bfs.txt")
+    matrix = scipy.sparse.csr_array((np.ones(src.size), (src, dst)), shape=(30, 30))
+    reference = scipy.sparse.csgraph.shortest_path(matrix, unweighted=True,
+                                                   indices=sources[-1])[vertices]
+    assert np.array_equal(np.where(depths < 0, np.inf, depths), reference)
+    # the same seed, the same sources
+    assert exit_code(argv) == 0
+    again = re.findall(r"source (\d+)\)$", capsys.readouterr().out, re.MULTILINE)
+    assert [int(source) for source in again] == sources
+
+
+def test_trials_refuse_checkpoints(tmp_path, capsys, monkeypatch):
+    random_graph_with_sinks(tmp_path / "g.el")
+    monkeypatch.chdir(tmp_path)
+    assert exit_code(["bfs", "g.el", "-r", "0", "-n", "2", "--resume", "-q"]) == 2
+    assert "-n/--trials" in capsys.readouterr().err
+
+
+def test_weights_unit_runs_sssp_on_an_unweighted_file(tmp_path, capsys, monkeypatch):
+    src, dst = random_graph_with_sinks(tmp_path / "g.el")
+    monkeypatch.chdir(tmp_path)
+    assert exit_code(["sssp", "g.el", "--weights", "unit", "-r", "3", "--mode", "cpu",
+                      "-q"]) == 0
+    # the weights are part of the graph's name, as in the TOML form
+    vertices, distances = read_values(tmp_path / "results" / "g-weights-unit.sssp.txt")
+    matrix = scipy.sparse.csr_array((np.ones(src.size), (src, dst)), shape=(30, 30))
+    reference = scipy.sparse.csgraph.shortest_path(matrix, unweighted=True, indices=3)
+    assert np.array_equal(distances, reference[vertices])
 
 
 def test_run_subcommand_is_the_toml_form(tmp_path, capsys):
@@ -220,8 +297,9 @@ def test_wheel_has_license_py_typed_and_console_script(tmp_path):
     source.mkdir()
     for name in ("setup.cfg", "pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(REPO / name, source / name)
-    shutil.copytree(REPO / "garaphpy", source / "garaphpy",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    for package in ("garaphpy", "_garaphpy_nx"):
+        shutil.copytree(REPO / package, source / package,
+                        ignore=shutil.ignore_patterns("__pycache__"))
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
                             "--no-build-isolation", "-w", str(tmp_path / "dist"), str(source)],
                            capture_output=True, text=True, timeout=300)
@@ -237,7 +315,12 @@ def test_wheel_has_license_py_typed_and_console_script(tmp_path):
                            or "/licenses/LICENSE" in n]
         assert archive.read(license_name).decode().startswith("MIT License")
         (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
-        assert "garaphpy = garaphpy.console:main" in archive.read(entry_points).decode()
+        entry_points = archive.read(entry_points).decode()
+        assert "garaphpy = garaphpy.console:main" in entry_points
+        # the NetworkX backend, and its metadata apart from garaphpy's imports
+        assert "garaphpy = garaphpy.nx_backend:BackendInterface" in entry_points
+        assert "garaphpy = _garaphpy_nx:get_info" in entry_points
+        assert "_garaphpy_nx/__init__.py" in names
         (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
         text = archive.read(metadata).decode()
         assert "License: MIT" in text
