@@ -404,6 +404,9 @@ class TextSource(FileSource):
     """
 
     syntax: RecordSyntax
+    #: Decimal weights read from text are stored as float64 under
+    #: ``weight_dtype="auto"`` (float32 would round ``1.000000001`` to 1.0).
+    real_weight_dtype = np.dtype(np.float64)
     data_start: int = 0
     first_line: int = 1
     expected_records: int | None = None

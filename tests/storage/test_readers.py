@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse
+from scipy.sparse.csgraph import dijkstra
 
 from garaphpy import config
 from garaphpy.errors import ConfigError, GraphInputError
@@ -832,3 +833,50 @@ def test_snap_data_files(filename):
         pairs = np.unique(low * (1 << 32) + high)
         assert pairs.size == 118521
         assert 2 * (pairs.size - self_loops) + self_loops == edges
+
+
+# ============================================ decimal weights from text files ==
+DECIMAL_EDGES = [(0, 1, "1.000000001"), (1, 2, "0.300000007"), (0, 2, "1.300000009"),
+                 (2, 3, "2.0000000001"), (1, 3, "2.3000000004")]
+
+
+def _decimal_text_files(tmp_path):
+    """The same decimal-weighted graph as .wel, 3-column .el and .txt, and real .mtx."""
+    lines = "".join(f"{u} {v} {w}\n" for u, v, w in DECIMAL_EDGES)
+    mtx = ("%%MatrixMarket matrix coordinate real general\n4 4 5\n"
+           + "".join(f"{u + 1} {v + 1} {w}\n" for u, v, w in DECIMAL_EDGES))
+    return [write(tmp_path / "g.wel", lines), write(tmp_path / "g.el", lines),
+            write(tmp_path / "g.txt", "# decimal\n" + lines), write(tmp_path / "g.mtx", mtx)]
+
+
+def _dijkstra(weights_as):
+    matrix = scipy.sparse.coo_matrix(
+        ([weights_as(w) for *_, w in DECIMAL_EDGES],
+         ([u for u, *_ in DECIMAL_EDGES], [v for _, v, _ in DECIMAL_EDGES])), shape=(4, 4))
+    return dijkstra(matrix.tocsr(), indices=0)
+
+
+def test_decimal_text_weights_are_kept_in_float64(tmp_path):
+    import garaphpy
+
+    expected = _dijkstra(float)
+    for path in _decimal_text_files(tmp_path):
+        graph = garaphpy.Graph.load(path, store=tmp_path / f"{path.name}.store")
+        assert graph.store.weight_dtype == np.float64, path
+        first = 1 if path.suffix == ".mtx" else 0     # Matrix Market ids are 1-based
+        result = garaphpy.run(graph, "sssp", sources=[first], mode="cpu")
+        ids = graph.original_ids() - first
+        np.testing.assert_array_equal(result.values, expected[ids], err_msg=str(path))
+
+
+def test_float32_weights_from_text_when_asked_say_what_was_rounded(tmp_path):
+    import garaphpy
+    from garaphpy.storage.edges import WeightsRoundedWarning
+
+    path = _decimal_text_files(tmp_path)[0]
+    with pytest.warns(WeightsRoundedWarning, match=r"rounded 5 of 5 weights.*1\.000000001"):
+        graph = garaphpy.Graph.load(path, store=tmp_path / "narrow", weight_dtype="float32")
+    assert graph.store.weight_dtype == np.float32
+    result = garaphpy.run(graph, "sssp", sources=[0], mode="cpu")
+    np.testing.assert_allclose(result.values, _dijkstra(np.float32)[graph.original_ids()],
+                               rtol=1e-6)
