@@ -985,8 +985,11 @@ def from_scipy(matrix, name: str = "<scipy>") -> EdgeSource:
     matrix : scipy.sparse matrix or array, shape (n, n)
         Entry (i, j) is the edge i -> j (row = source, column = destination)
         with weight ``data``; every stored entry is an edge, explicit zeros
-        included (call ``matrix.eliminate_zeros()`` first to drop them).  A
-        boolean matrix is a pattern: its edges are unweighted.
+        included (call ``matrix.eliminate_zeros()`` first to drop them).
+        Duplicate entries of one (i, j) are one edge whose weight is their
+        sum, as SciPy reads them (``tocsr()``, ``toarray()``, ``A @ x``);
+        the caller's matrix is not modified.  A boolean matrix is a
+        pattern: its edges are unweighted.
     name : str, default "<scipy>"
         Name used in messages and in the manifest.
 
@@ -1012,7 +1015,15 @@ def from_scipy(matrix, name: str = "<scipy>") -> EdgeSource:
     num_vertices = int(matrix.shape[0])
     if num_vertices == 0:
         raise GraphInputError("empty graph: matrix is 0 x 0", name)
-    coo = matrix.tocoo()
+    if getattr(matrix, "has_canonical_format", False):
+        coo = matrix.tocoo()                # sorted, without duplicates
+    else:
+        # duplicates mean their sum in SciPy: merge them here, before any
+        # symmetrization could take a reverse edge for a duplicate
+        coo = matrix.tocoo(copy=True)
+        if coo.data.dtype.kind in "iu" and coo.data.dtype.itemsize < 8:
+            coo.data = coo.data.astype(np.int64)    # sums of small integers must not wrap
+        coo.sum_duplicates()
     data = np.asarray(coo.data)
     if data.dtype == np.bool_:
         weight = None

@@ -880,3 +880,42 @@ def test_float32_weights_from_text_when_asked_say_what_was_rounded(tmp_path):
     result = garaphpy.run(graph, "sssp", sources=[0], mode="cpu")
     np.testing.assert_allclose(result.values, _dijkstra(np.float32)[graph.original_ids()],
                                rtol=1e-6)
+
+
+# ===================================================== SciPy's duplicates ==
+def _with_duplicates(kind):
+    """(0, 1) stored as 5.0 and 1.0, (1, 2) as 2 and 3 (int8: 100 and 100), in ``kind``."""
+    row, col = np.array([0, 0, 1, 1, 2]), np.array([1, 1, 2, 2, 0])
+    if kind == "int8":
+        return scipy.sparse.coo_matrix((np.array([5, 1, 100, 100, 7], np.int8), (row, col)),
+                                       shape=(3, 3))
+    data = np.array([5.0, 1.0, 2.0, 3.0, 7.0])
+    if kind in ("csr_matrix", "csc_array"):   # non-canonical: duplicates inside a row
+        matrix = scipy.sparse.csr_matrix((data, col, np.array([0, 2, 4, 5])), shape=(3, 3))
+        return matrix if kind == "csr_matrix" else scipy.sparse.csc_array(
+            (data[[4, 0, 1, 2, 3]], row[[4, 0, 1, 2, 3]], np.array([0, 1, 3, 5])), shape=(3, 3))
+    return getattr(scipy.sparse, kind)((data, (row, col)), shape=(3, 3))
+
+
+@pytest.mark.parametrize("kind", ["coo_matrix", "coo_array", "csr_matrix", "csc_array", "int8"])
+def test_from_scipy_sums_duplicate_entries_as_scipy_does(kind):
+    matrix = _with_duplicates(kind)
+    before = matrix.copy()
+    src, dst, weight = read_all(from_scipy(matrix))
+    summed = scipy.sparse.coo_matrix(
+        (np.asarray(matrix.tocoo().data, np.int64 if kind == "int8" else np.float64),
+         (matrix.tocoo().row, matrix.tocoo().col)), shape=(3, 3)).toarray()   # SciPy sums
+    assert sorted(zip(src.tolist(), dst.tolist(), weight.tolist())) == \
+        [(int(u), int(v), summed[u, v]) for u, v in zip(*np.nonzero(summed))]
+    # the caller's matrix is left as it was
+    assert (matrix != before).nnz == 0 and matrix.nnz == before.nnz == 5
+
+
+def test_sssp_on_a_scipy_matrix_with_duplicates_follows_scipy():
+    import garaphpy
+
+    matrix = scipy.sparse.coo_matrix(([5.0, 1.0], ([0, 0], [1, 1])), shape=(2, 2))
+    graph = garaphpy.Graph.from_scipy(matrix)
+    result = garaphpy.run(graph, "sssp", sources=[0], mode="cpu")
+    np.testing.assert_array_equal(result.values, dijkstra(matrix.tocsr(), indices=0))
+    assert result.values[1] == 6.0
