@@ -29,7 +29,7 @@ from . import _numba_setup, config
 from .errors import ConfigError, GaraphError
 from .options import DIRECTIONS, EXECUTIONS, MODES, RunOptions
 from .paths import cache_directory
-from .program import ProgramError, VertexProgram, default_execution
+from .program import ProgramError, VertexProgram, default_execution, run_tolerance
 from .scheduler import checkpoint
 from .scheduler import decisions as direction_policy
 from .scheduler.dispatcher import HybridPolicy
@@ -309,9 +309,7 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
     if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) \
             or max_iterations < 1:
         raise ConfigError(f"max_iterations={max_iterations!r}: expected a positive integer")
-    tolerance = program.tolerance if tolerance is None else tolerance
-    if tolerance is not None and not (isinstance(tolerance, (int, float)) and tolerance >= 0):
-        raise ConfigError(f"tolerance={tolerance!r}: expected a non-negative number")
+    tolerance = run_tolerance(program, tolerance)
     threads_chosen = threads is not None
     threads = _threads(threads, graph.num_edges)
     if program.needs_weights and not graph.weighted:

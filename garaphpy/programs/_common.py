@@ -172,10 +172,24 @@ def reachable(n, src, dst, start):
     return reached
 
 
-def close(a, b, rtol=1e-9):
-    """Elementwise a == b up to a relative tolerance (equal infinities count as equal)."""
+#: Relative tolerance of the path verifiers (SSSP, SSWP): four ulps.  The
+#: engine and the verifier make the same float64 operations (``dist(u) + w``,
+#: ``min(width(u), w)``), so an honest result matches exactly; a relative
+#: bound without an absolute floor catches a wrong value of any size.
+PATH_RTOL = 4 * float(np.finfo(np.float64).eps)
+
+
+def close(a, b, rtol=PATH_RTOL):
+    """Elementwise a == b up to a relative tolerance (equal infinities count as
+    equal; no absolute floor: near 0 only 0 is close to 0)."""
     with np.errstate(invalid="ignore"):
-        return (a == b) | (np.abs(a - b) <= rtol * np.maximum(1.0, np.abs(b)))
+        return (a == b) | (np.abs(a - b) <= rtol * np.abs(b))
+
+
+def at_most(a, b, rtol=PATH_RTOL):
+    """Elementwise a <= b up to a relative tolerance (NaN is False)."""
+    with np.errstate(invalid="ignore"):
+        return a <= b + rtol * np.abs(b)
 
 
 # ------------------------------------------------------------------ reports --

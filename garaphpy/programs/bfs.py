@@ -66,6 +66,7 @@ class BFS(VertexProgram):
     value_dtype = np.int64
     value_name = "depth"
     sum = "min"
+    fixed_point = True          # stops only when no vertex is active (no tolerance)
     execution = "sync"
     # a vertex reached in level i gets depth i + 1 from any parent in level i: its
     # first reached in-neighbour ends its scan (Beamer's bottom-up step)

@@ -23,7 +23,7 @@ makes every positive width the bottleneck of a real path from a source, so
 width <= the truth.  Reachability along tight edges matters here: a
 tight-edge cycle of equal widths could otherwise claim a width no source
 gives it.  Widths are edge weights, so equality is exact up to a relative
-1e-9.
+four ulps (no absolute floor: a wrong width of any size is caught).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ import numpy as np
 from ..program import VertexProgram
 from . import _common
 
-#: Relative tolerance of the verifier's float comparisons.
-RTOL = 1e-9
+#: Relative tolerance of the verifier's float comparisons (four ulps).
+RTOL = _common.PATH_RTOL
 
 
 class SSWP(VertexProgram):
@@ -70,6 +70,7 @@ class SSWP(VertexProgram):
     value_dtype = np.float64
     value_name = "width"
     sum = "max"
+    fixed_point = True          # stops only when no vertex is active (no tolerance)
     execution = "async"         # same values, fewer iterations (see VertexProgram)
     value_priority = True       # ... in buckets of values on the CPU (see VertexProgram)
     apply_keeps_best = True     # the GPU pushes its sparse iterations (see VertexProgram)
@@ -102,9 +103,8 @@ class SSWP(VertexProgram):
         tight_src, tight_dst = [], []
         for src, dst, weight in _common.edge_chunks(graph):
             through = np.minimum(width[src], weight)      # min(width(u), w)
-            with np.errstate(invalid="ignore"):
-                # 2. width(v) >= min(width(u), w), up to the tolerance (NaN is a violation)
-                violation = ~(width[dst] >= through - RTOL * np.maximum(1.0, np.abs(through)))
+            # 2. width(v) >= min(width(u), w), up to the tolerance (NaN is a violation)
+            violation = ~_common.at_most(through, width[dst], RTOL)
             widens[dst[violation]] = True
             tight = (through > 0) & _common.close(width[dst], through, RTOL)
             tight_src.append(src[tight])
