@@ -86,6 +86,16 @@ def _build_options(options: dict) -> BuildOptions:
     return build
 
 
+def _both_directions(src, dst, weights):
+    """Each edge (u, v) and its reverse (v, u); a self-loop once."""
+    reverse = src != dst
+    both_src = np.concatenate([src, dst[reverse]])
+    both_dst = np.concatenate([dst, src[reverse]])
+    if weights is not None:
+        weights = np.concatenate([weights, weights[reverse]])
+    return both_src, both_dst, weights
+
+
 class Graph:
     """A preprocessed graph, ready to run vertex programs on.
 
@@ -220,7 +230,9 @@ class Graph:
             (the store maps integer ids only): relabel first with
             ``networkx.convert_node_labels_to_integers(G, label_attribute="name")``.
             A directed graph gives a directed Graph; an undirected one an
-            undirected Graph (every edge in both directions).  Isolated
+            undirected Graph (every edge in both directions), or with
+            ``directed=True`` a directed Graph holding both directions of
+            every edge.  Isolated
             nodes are kept when the ids are 0..n-1; with other ids a node
             without edges is refused (the store declares isolated vertices
             by a count only).
@@ -272,6 +284,9 @@ class Graph:
                     "isolated nodes are kept only with ids 0..n-1: relabel with "
                     "networkx.convert_node_labels_to_integers(G) or remove them", name)
         options.setdefault("directed", bool(graph.is_directed()))
+        if options["directed"] and not graph.is_directed():
+            # an undirected edge is both directions, whatever order networkx stores it in
+            src, dst, weights = _both_directions(src, dst, weights)
         source = from_arrays(src, dst, weights, num_vertices=num_vertices, name=name)
         return cls._from_source(source, store, progress, options)
 

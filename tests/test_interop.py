@@ -54,6 +54,22 @@ def test_from_networkx_keeps_the_users_ids_and_pagerank_matches_networkx():
     assert dict(zip(frame["vertex"].tolist(), frame["pagerank"].tolist())) == ranks
 
 
+@pytest.mark.parametrize("multi", [False, True])
+def test_from_networkx_undirected_as_directed_keeps_both_directions(multi):
+    graph_nx = (nx.MultiGraph if multi else nx.Graph)([(2, 1), (1, 0), (3, 3)])
+    nx.set_edge_attributes(graph_nx, 1.5, "weight")
+    graph = Graph.from_networkx(graph_nx, directed=True)
+    assert graph.directed
+    assert graph.num_edges == 2 * graph_nx.number_of_edges() - 1     # the self-loop once
+    for source in (0, 2):
+        depths = garaphpy.run(graph, "bfs", sources=[source], mode="cpu").to_dict()
+        expected = nx.single_source_shortest_path_length(graph_nx, source)
+        assert {v: d for v, d in depths.items() if d >= 0} == expected, source
+        distances = garaphpy.run(graph, "sssp", sources=[source], mode="cpu").to_dict()
+        assert {v: d for v, d in distances.items() if d < np.inf} == \
+            nx.single_source_dijkstra_path_length(graph_nx, source)
+
+
 def test_from_networkx_undirected_weighted_sssp_matches_dijkstra():
     graph_nx = nx.gnm_random_graph(50, 120, seed=11)
     rng = np.random.default_rng(11)
