@@ -919,3 +919,49 @@ def test_sssp_on_a_scipy_matrix_with_duplicates_follows_scipy():
     result = garaphpy.run(graph, "sssp", sources=[0], mode="cpu")
     np.testing.assert_array_equal(result.values, dijkstra(matrix.tocsr(), indices=0))
     assert result.values[1] == 6.0
+
+
+# ============================================== long mantissas, correctly rounded ==
+def _near_halfway(rng, digits: int, count: int) -> list[str]:
+    """Decimal strings of ``digits`` significant digits within a few units of the
+    last digit of a point halfway between two adjacent doubles."""
+    from decimal import Decimal, getcontext
+
+    getcontext().prec = 60
+    tokens = []
+    for _ in range(count):
+        x = float(rng.uniform(0.5, 2.0) * 10.0 ** int(rng.integers(-30, 30)))
+        halfway = (Decimal(x) + Decimal(np.nextafter(x, np.inf))) / 2
+        text = f"{halfway:.{digits - 1}e}"
+        mantissa, exponent = text.split("e")
+        last = int(mantissa[-1]) + int(rng.integers(-1, 2))
+        if 0 <= last <= 9:
+            mantissa = mantissa[:-1] + str(last)
+        sign = "-" if rng.random() < 0.25 else ""
+        tokens.append(f"{sign}{mantissa}e{exponent}")
+    return tokens
+
+
+@pytest.mark.parametrize("digits", [17, 18, 19, 20, 25, 40])
+def test_long_mantissas_are_correctly_rounded(tmp_path, digits):
+    rng = np.random.default_rng(digits)
+    tokens = _near_halfway(rng, digits, 400)
+    tokens += ["0." + "0" * 30 + "1" * digits, "1" * digits + ".5", "1.0" + "0" * digits]
+    lines = "".join(f"{i % 7} {i % 5} {t}\n" for i, t in enumerate(tokens))
+    path = write(tmp_path / "g.wel", "# comment\n\n" + lines.replace("\n", "\n% c\n", 3))
+    source = open_source(path)
+    assert source.weight_kind == "real"
+    for max_edges in (1 << 20, 33):
+        _, _, weight = read_all(source, max_edges)
+        np.testing.assert_array_equal(weight, np.array([float(t) for t in tokens]))
+
+
+def test_a_long_literal_that_overflows_names_its_line(tmp_path):
+    largest = "1.797693134862315708e308"         # rounds down to the largest double
+    beyond = "1.797693134862315808e308"          # past the halfway point: infinity
+    assert float(largest) == np.finfo(np.float64).max and float(beyond) == np.inf
+    path = write(tmp_path / "g.wel", f"0 1 1.5\n1 2 {largest}\n2 3 {beyond}\n")
+    with raises_at(path, line=3, match="out of range"):
+        consume(open_source(path))
+    path = write(tmp_path / "h.wel", f"0 1 1.5\n1 2 {largest}\n")
+    assert read_all(open_source(path))[2].tolist() == [1.5, float(largest)]
