@@ -51,9 +51,12 @@ The kind must be known before chunks stream, so it is decided from the first
 :data:`garaphpy.config.WEIGHT_PROBE_BYTES` of the (decompressed) file: ``"int"`` when every
 weight there is written as an integer (optional sign and digits), else
 ``"real"``.  Integer weights are kept exact in int64; in a ``"real"`` file they
-are converted to float64.  If a later weight of an ``"int"`` file is not an
-integer, reading stops with an error naming its line; pass
-``weight_kind="real"`` to :func:`open_source` to read such a file.
+are converted to float64.  If a later weight of a file probed ``"int"`` is
+not an integer, the reader widens on its own: the pass goes on reading
+every weight as a real, chunks yielded before it keep their int64 weights
+(exact in float64 up to 2**53), and ``weight_kind`` becomes ``"real"`` (a
+message at INFO names the line).  An explicit ``weight_kind="int"`` is
+kept: such a weight is then an error naming its line.
 
 Errors
 ------
@@ -69,6 +72,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import io
+import logging
 import lzma
 import os
 import zlib
@@ -82,6 +86,8 @@ from garaphpy.errors import ConfigError, GraphInputError
 from garaphpy.storage import binary, textparse
 from garaphpy.storage.edges import EdgeChunk, EdgeSource
 from garaphpy.storage.textparse import RecordScanner, RecordSyntax
+
+_log = logging.getLogger("garaphpy.storage")
 
 #: Every file format name :func:`open_source` accepts besides "auto".
 FILE_FORMATS = ("snap", "el", "wel", "mtx", "gr", "sg", "wsg", "bcsr", "bwcsr")
@@ -471,11 +477,13 @@ class EdgeListSource(TextSource):
             last = head.count(b"\n") + (0 if head.endswith(b"\n") or not head else 1)
             raise GraphInputError("empty graph: the file has no edges", self.name,
                                   line=max(1, last))
+        self._widens = False
         if format == "wel":
             if weight_kind is None:
                 probe = head[self.data_start:config.WEIGHT_PROBE_BYTES]
                 weight_kind = _probe_weight_kind(
                     probe, complete and len(head) <= config.WEIGHT_PROBE_BYTES)
+                self._widens = weight_kind == "int"
             elif weight_kind not in ("int", "real"):
                 raise ConfigError(
                     f"weight_kind must be 'int', 'real' or None, got {weight_kind!r}")
@@ -493,6 +501,27 @@ class EdgeListSource(TextSource):
         self.directed = None
         self.already_symmetric = False
         self.num_edges_hint = _estimate_lines(head, complete, file)
+
+        self._identity = file.identity(format, weight_kind=weight_kind)
+
+    def identity(self) -> dict:
+        """As :meth:`FileSource.identity`, with the weight kind decided before any
+        pass (widening during a pass does not change which input this is)."""
+        return dict(self._identity)
+
+    def _scanner(self) -> RecordScanner:
+        scanner = super()._scanner()
+        if self._widens and self.weight_kind == "int":
+            scanner.on_widen = self._widen
+        return scanner
+
+    def _widen(self, line: int) -> None:
+        """A weight after the probed head is not an integer: every weight is a real."""
+        _log.info("%s:%d: a weight is not an integer (the first %d MiB held integers "
+                  "only): reading every weight as a real (float64)", self.name, line,
+                  config.WEIGHT_PROBE_BYTES >> 20)
+        self.weight_kind = "real"
+        self.syntax = RecordSyntax(comment_chars="#%", weight_mode=textparse.WEIGHT_REAL)
 
     def _finished(self, scanner: RecordScanner) -> None:
         if scanner.records == 0:

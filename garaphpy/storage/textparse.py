@@ -63,7 +63,7 @@ import queue
 import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import BinaryIO, Iterator
 
 import numpy as np
@@ -759,6 +759,11 @@ class RecordScanner:
         Bytes read per block, and bytes parsed per task.
     non_integer_hint : str
         Appended to the message about a non-integer weight (what to do).
+    on_widen : callable, optional
+        Integer weights only: a non-integer weight then makes the scanner
+        read every later weight as a real (float64; chunks already yielded
+        keep their int64 weights, exact in float64 up to 2**53) and call
+        ``on_widen(line)`` once, instead of raising.
 
     Attributes
     ----------
@@ -771,9 +776,10 @@ class RecordScanner:
     def __init__(self, name: str, syntax: RecordSyntax, first_line: int = 1,
                  expected_records: int | None = None, workers: int | None = None,
                  block_bytes: int | None = None, piece_bytes: int | None = None,
-                 non_integer_hint: str = ""):
+                 non_integer_hint: str = "", on_widen=None):
         self.name = name
         self.non_integer_hint = non_integer_hint
+        self.on_widen = on_widen
         self.syntax = syntax
         self.first_line = int(first_line)
         self.expected_records = expected_records
@@ -799,15 +805,18 @@ class RecordScanner:
             start = cut
 
     def _parse_piece(self, buf: np.ndarray, start: int, stop: int,
-                     scratch: _Scratch, capacity: int | None = None) -> _PieceResult:
-        """Parse ``buf[start:stop]`` completely (or up to ``capacity`` records)."""
+                     scratch: _Scratch, capacity: int | None = None,
+                     syntax: RecordSyntax | None = None) -> _PieceResult:
+        """Parse ``buf[start:stop]`` completely (or up to ``capacity`` records),
+        with ``syntax`` (default: the scanner's; its weights match ``scratch``'s)."""
+        syntax = syntax or self.syntax
         bound = (stop - start) // 4 + 1  # a record takes at least 4 bytes ("0 0\n")
         scratch.ensure(bound)
         weight = scratch.weight
-        is_int = self._weight_dtype is np.int64
-        is_real = self._weight_dtype is np.float64
+        is_int = scratch.weight_dtype is np.int64
+        is_real = scratch.weight_dtype is np.float64
         (_, n_records, n_lines, error, error_pos, field, line_start, _) = parse_records(
-            buf, start, stop, *self.syntax.kernel_arguments(), scratch.src, scratch.dst,
+            buf, start, stop, *syntax.kernel_arguments(), scratch.src, scratch.dst,
             weight if is_int else _EMPTY_INT, weight if is_real else _EMPTY_REAL,
             bound if capacity is None else capacity)
         if is_real and n_records:
@@ -852,6 +861,15 @@ class RecordScanner:
                 return None
             record += 1
         return None
+
+    def _widen(self, buf: np.ndarray, piece: _PieceResult, line: int) -> _PieceResult:
+        """Read weights as reals from now on; ``piece`` parsed again so."""
+        self.syntax = replace(self.syntax, weight_mode=WEIGHT_REAL)
+        self._weight_dtype = np.float64
+        if self.on_widen is not None:
+            self.on_widen(line + piece.n_lines)
+            self.on_widen = None
+        return self._parse_piece(buf, piece.start, piece.stop, _Scratch(np.float64))
 
     def _raise_parse_error(self, buf: np.ndarray, piece: _PieceResult, line: int):
         token = _token_at(buf, piece.error_pos, piece.stop)
@@ -967,12 +985,21 @@ class RecordScanner:
                         next_piece += 1
                         if pool is None:
                             in_flight.append((slot, self._parse_piece(
-                                buf, start, cut, scratches[slot])))
+                                buf, start, cut, scratches[slot], None, self.syntax)))
                         else:
                             in_flight.append((slot, pool.submit(
-                                self._parse_piece, buf, start, cut, scratches[slot])))
+                                self._parse_piece, buf, start, cut, scratches[slot], None,
+                                self.syntax)))
                     slot, result = in_flight.popleft()
                     piece = result if pool is None else result.result()
+                    if piece.error == ERR_NON_INTEGER_WEIGHT and (
+                            self.on_widen is not None or self._weight_dtype is np.float64):
+                        # an integer-weighted input turns out to hold reals
+                        piece = self._widen(buf, piece, line)
+                        weight_dtype = np.float64
+                        scratches = [_Scratch(weight_dtype) for _ in range(n_slots)]
+                        if chunk_weight is not None:
+                            chunk_weight = chunk_weight.astype(np.float64)
                     if piece.error != OK:
                         self._raise_parse_error(buf, piece, line)
                     if expected is not None and self.records + piece.n_records > expected:

@@ -196,7 +196,7 @@ def test_wel_kind_is_decided_by_the_first_block(tmp_path, monkeypatch):
     monkeypatch.setattr(config, "WEIGHT_PROBE_BYTES", 16)
     lines = [f"{i} {i + 1} {i}" for i in range(10)] + ["10 11 2.5"]
     path = write(tmp_path / "g.wel", "\n".join(lines) + "\n")
-    source = open_source(path)
+    source = open_source(path, weight_kind="int")     # asked for: kept, and refused
     assert source.weight_kind == "int"
     with raises_at(path, line=11, match="not an integer.*weight_kind='real'"):
         consume(source)
@@ -965,3 +965,42 @@ def test_a_long_literal_that_overflows_names_its_line(tmp_path):
         consume(open_source(path))
     path = write(tmp_path / "h.wel", f"0 1 1.5\n1 2 {largest}\n")
     assert read_all(open_source(path))[2].tolist() == [1.5, float(largest)]
+
+
+@pytest.mark.parametrize("max_edges", [1 << 20, 3])
+@pytest.mark.parametrize("workers", [1, 3])
+def test_wel_probed_integer_widens_to_real_on_a_later_decimal(tmp_path, monkeypatch,
+                                                              max_edges, workers):
+    monkeypatch.setattr(config, "WEIGHT_PROBE_BYTES", 16)
+    monkeypatch.setattr(config, "PARSE_WORKERS", workers)
+    monkeypatch.setattr(config, "PIECE_BYTES", 24)           # many pieces in flight
+    weights = [str(i) for i in range(10)] + ["2.5", "7", "-0.125", "12"]
+    text = "".join(f"{i} {i + 1} {w}\n" for i, w in enumerate(weights))
+    path = write(tmp_path / "g.wel", text)
+    source = open_source(path)
+    key = source.identity()
+    assert source.weight_kind == "int"
+    for _ in range(2):                                       # the second pass reads reals
+        chunks = list(source.chunks(max_edges))
+        assert source.weight_kind == "real" and source.identity() == key
+        weight = np.concatenate([c.weight.astype(np.float64) for c in chunks])
+        assert weight.tolist() == [float(w) for w in weights]
+        assert np.concatenate([c.src for c in chunks]).tolist() == list(range(len(weights)))
+    assert all(c.weight.dtype == np.float64 for c in source.chunks(max_edges))
+
+
+def test_cli_reads_a_wel_whose_decimals_start_after_the_probe(tmp_path):
+    import subprocess
+    import sys
+
+    rows = config.WEIGHT_PROBE_BYTES // 10 + 10             # integer weights beyond the probe
+    lines = [f"{i} {i + 1} 1" for i in range(rows)] + [f"{rows} {rows + 1} 2.5"]
+    path = write(tmp_path / "g.wel", "\n".join(lines) + "\n")
+    out = tmp_path / "d.txt"
+    run = subprocess.run([sys.executable, "-m", "garaphpy", "sssp", str(path), "--source",
+                          str(rows - 1), "--mode", "cpu", "--store", str(tmp_path / "st"),
+                          "--output", str(out), "--quiet"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    distances = dict(line.split() for line in out.read_text().splitlines()
+                     if not line.startswith("#"))
+    assert float(distances[str(rows + 1)]) == 3.5 and float(distances[str(rows)]) == 1.0
