@@ -209,7 +209,7 @@ def run_from_config(settings: dict, graph, verify: bool, progress: bool,
         result = run(graph, program, **run_options.keywords())
     _DroppedInterrupts.check()
     try:
-        write_values(values_path, result.original_ids(), result.values)
+        write_values(values_path, result.original_ids(), result.values, result.value_name)
         write_iterations(iterations_path, result.iterations)
     except OutputError as error:
         if checkpoint_dir is not None and list_checkpoints(checkpoint_dir):

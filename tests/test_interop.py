@@ -197,3 +197,77 @@ def test_pandas_and_networkx_are_not_imported_with_garaphpy():
                          timeout=300)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.strip() == "[]"
+
+
+# -- results people can use --------------------------------------------------------
+def _weighted_digraph(seed=5, n=60, m=240):
+    rng = np.random.default_rng(seed)
+    graph_nx = nx.gnm_random_graph(n, m, seed=seed, directed=True)
+    for u, v in graph_nx.edges:
+        graph_nx.edges[u, v]["weight"] = float(rng.uniform(0.5, 3.0))   # unique paths
+    return nx.relabel_nodes(graph_nx, {v: 3 * v + 11 for v in graph_nx})
+
+
+def test_sssp_predecessors_and_paths_match_scipy():
+    graph_nx = _weighted_digraph()
+    graph = Graph.from_networkx(graph_nx)
+    source = 11
+    result = garaphpy.run(graph, "sssp", sources=[source], mode="cpu")
+    matrix = graph.to_scipy()
+    internal = int(graph.internal_ids([source])[0])
+    _, expected = scipy.sparse.csgraph.dijkstra(matrix, indices=internal,
+                                                return_predecessors=True)
+    ids = graph.original_ids()
+    want = np.where(expected >= 0, ids[np.maximum(expected, 0)], -1)
+    np.testing.assert_array_equal(result.predecessors(), want)
+    lengths, paths = nx.single_source_dijkstra(graph_nx, source)
+    for vertex in graph_nx.nodes:
+        assert result.path_to(vertex) == paths.get(vertex, []), vertex
+        assert result[vertex] == lengths.get(vertex, np.inf)
+
+
+def test_bfs_parents_are_one_level_up_with_the_least_id():
+    graph_nx = nx.gnm_random_graph(80, 200, seed=2, directed=True)
+    graph = Graph.from_networkx(graph_nx)
+    result = garaphpy.run(graph, "bfs", sources=[0], mode="cpu")
+    depth = nx.single_source_shortest_path_length(graph_nx, 0)
+    parents = dict(zip(result.original_ids().tolist(), result.parents().tolist()))
+    for v in graph_nx.nodes:
+        if v == 0 or v not in depth:
+            assert parents[v] == -1
+            continue
+        candidates = [u for u in graph_nx.predecessors(v) if depth.get(u) == depth[v] - 1]
+        assert parents[v] == min(candidates), v
+        assert len(result.path_to(v)) == depth[v] + 1
+    with pytest.raises(TypeError, match="PageRank has no paths"):
+        garaphpy.run(graph, "pagerank", mode="cpu").predecessors()
+
+
+def test_zero_weight_ties_give_a_tree():
+    # 0 -> 1 (1), 1 <-> 2 (0), 0 -> 2 (1): 1 and 2 tie both ways at distance 1
+    graph = Graph.from_arrays([0, 1, 2, 0], [1, 2, 1, 2], [1.0, 0.0, 0.0, 1.0],
+                              num_vertices=3, weight_dtype="float64")
+    result = garaphpy.run(graph, "sssp", sources=[0], mode="cpu")
+    assert result.predecessors().tolist() == [-1, 0, 0]
+    assert result.path_to(2) == [0, 2]
+
+
+def test_result_indexing_series_and_networkx():
+    graph_nx = _weighted_digraph(seed=8, n=30, m=90)
+    graph = Graph.from_networkx(graph_nx)
+    result = garaphpy.run(graph, "pagerank", mode="cpu")
+    expected = result.to_dict()
+    assert all(result[v] == expected[v] for v in graph_nx.nodes)
+    with pytest.raises(KeyError):
+        result[12345]
+    series = result.to_series()
+    assert series.name == "pagerank" and series.index.name == "vertex"
+    assert series.to_dict() == expected
+    annotated = result.to_networkx(graph_nx)
+    assert annotated is not graph_nx and "pagerank" not in graph_nx.nodes[11]
+    assert nx.get_node_attributes(annotated, "pagerank") == expected
+    same = result.to_networkx(graph_nx, copy=False)
+    assert same is graph_nx and graph_nx.nodes[11]["pagerank"] == expected[11]
+    built = result.to_networkx()
+    assert set(built.edges) == set(graph_nx.edges) and built.is_directed()
+    assert nx.get_node_attributes(built, "pagerank") == expected

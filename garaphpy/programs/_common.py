@@ -290,3 +290,59 @@ def weighted_average_step(graph, values, free, weighted_in):
 def rounding_slack(n: int) -> float:
     """Allowance for float64 rounding in an L1 sum of n values of magnitude <= 1."""
     return 1e-12 + 16 * np.finfo(np.float64).eps * n
+
+
+# ------------------------------------------------------------ path trees --
+def path_tree(graph, sources, is_tight) -> np.ndarray:
+    """Predecessors of a shortest-path (or widest-path, BFS) tree, from the values.
+
+    One pass over the in-edges keeps the *tight* ones (``is_tight(src, dst,
+    weight)``: the edge gives its destination exactly its value), then a
+    level-synchronous BFS from the sources over them sets each reached
+    vertex's predecessor to a tight in-neighbour one level closer to a
+    source.  Ties: the in-neighbour of least level, then of least internal
+    id (for integer ids, the least user id).  The levels make it a tree
+    even when zero-weight edges tie around a cycle.
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        Internal id of each vertex's predecessor; -1 for the sources and for
+        vertices no source reaches (SciPy's and cuGraph's convention).
+    """
+    n = graph.num_vertices
+    tight_src, tight_dst = [], []
+    for src, dst, weight in edge_chunks(graph):
+        tight = is_tight(src, dst, weight)
+        tight_src.append(src[tight])
+        tight_dst.append(dst[tight])
+    src = np.concatenate(tight_src) if tight_src else np.zeros(0, np.int64)
+    dst = np.concatenate(tight_dst) if tight_dst else np.zeros(0, np.int64)
+    parent = np.full(n, -1, dtype=np.int64)
+    reached = np.zeros(n, dtype=bool)
+    frontier = np.unique(np.asarray(sources, dtype=np.int64))
+    reached[frontier] = True
+    order = np.argsort(src, kind="stable")
+    targets = dst[order]
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=offsets[1:])
+    while frontier.size:
+        begin = offsets[frontier]
+        counts = offsets[frontier + 1] - begin
+        total = int(counts.sum())
+        if total == 0:
+            break
+        firsts = np.repeat(begin - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
+        heads = targets[firsts + np.arange(total, dtype=np.int64)]
+        tails = np.repeat(frontier, counts)
+        new = ~reached[heads]
+        heads, tails = heads[new], tails[new]
+        if heads.size == 0:
+            break
+        by_head = np.lexsort((tails, heads))        # per head, the least tail first
+        heads, tails = heads[by_head], tails[by_head]
+        first = np.concatenate(([True], heads[1:] != heads[:-1]))
+        parent[heads[first]] = tails[first]
+        reached[heads[first]] = True
+        frontier = heads[first]
+    return parent

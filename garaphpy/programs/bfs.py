@@ -96,6 +96,17 @@ class BFS(VertexProgram):
         np.putmask(values, values >= UNREACHED, np.int64(-1))
         return values
 
+    def predecessors(self, graph, result):
+        """BFS parents (internal ids; -1 for the sources and unreached vertices),
+        from the depths: an in-neighbour one level up, the least id on ties
+        (GAPBS's parent array, SciPy's ``breadth_first_order`` predecessors)."""
+        depth = np.asarray(result.values, dtype=np.int64)
+
+        def tight(src, dst, weight):
+            return (depth[src] >= 0) & (depth[dst] == depth[src] + 1)
+
+        return _common.path_tree(graph, result.sources, tight)
+
     def verify(self, graph, result):
         checked = "BFS: sources at depth 0, depth(v) <= depth(u)+1, parents one level up"
         depth, problem = _common.result_values(graph, result, np.int64)

@@ -98,6 +98,19 @@ class SSSP(VertexProgram):
     def activate(new, old):
         return new < old
 
+    def predecessors(self, graph, result):
+        """Each vertex's predecessor on a shortest path (internal ids; -1 for the
+        sources and unreached vertices), from the distances: a tight in-edge
+        dist(u) + w == dist(v), one BFS level of tight edges closer to a
+        source, the least id on ties (:func:`_common.path_tree`)."""
+        dist = np.asarray(result.values, dtype=np.float64)
+
+        def tight(src, dst, weight):
+            through = dist[src] + weight
+            return np.isfinite(through) & _common.close(dist[dst], through, RTOL)
+
+        return _common.path_tree(graph, result.sources, tight)
+
     def verify(self, graph, result):
         checked = "SSSP: sources at 0, no edge relaxes, finite distances on tight paths"
         dist, sources, is_source, failure = _common.checked_inputs(

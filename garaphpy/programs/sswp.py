@@ -92,6 +92,18 @@ class SSWP(VertexProgram):
     def activate(new, old):
         return new > old
 
+    def predecessors(self, graph, result):
+        """Each vertex's predecessor on a widest path (internal ids; -1 for the
+        sources and unreached vertices), from the widths: a tight in-edge
+        min(width(u), w) == width(v) > 0, ties as :func:`_common.path_tree`."""
+        width = np.asarray(result.values, dtype=np.float64)
+
+        def tight(src, dst, weight):
+            through = np.minimum(width[src], weight)
+            return (through > 0) & _common.close(width[dst], through, RTOL)
+
+        return _common.path_tree(graph, result.sources, tight)
+
     def verify(self, graph, result):
         checked = "SSWP: sources at +inf, no edge widens, positive widths on tight paths"
         width, sources, is_source, failure = _common.checked_inputs(
