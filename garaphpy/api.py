@@ -127,7 +127,7 @@ def _source_vertices(graph, program: VertexProgram, sources) -> np.ndarray:
                           f"ignoring sources={sources!r}", IgnoredSourcesWarning, stacklevel=3)
         return np.zeros(0, np.int64)
     original = np.atleast_1d(np.asarray(sources))
-    if original.size and not np.issubdtype(original.dtype, np.integer):
+    if original.size and not np.issubdtype(original.dtype, np.integer) and graph.labels is None:
         raise ConfigError(f"sources: expected vertex ids (integers), got {sources!r}")
     if program.needs_sources and original.size == 0:
         raise ConfigError(f"sources: {type(program).__name__} needs at least one source vertex")

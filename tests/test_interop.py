@@ -90,9 +90,10 @@ def test_from_networkx_undirected_weighted_sssp_matches_dijkstra():
 
 
 def test_from_networkx_weights_and_ids_it_cannot_keep_are_named():
-    labelled = nx.DiGraph([("a", "b")])
-    with pytest.raises(GraphInputError, match="node 'a' is not an integer.*convert_node_labels"):
-        Graph.from_networkx(labelled)
+    labelled = nx.DiGraph([("a", "b")])                  # labels: mapped, not refused
+    assert Graph.from_networkx(labelled).user_ids().tolist() == ["a", "b"]
+    with pytest.raises(GraphInputError, match="node -1 is out of range"):
+        Graph.from_networkx(nx.DiGraph([(-1, 0)]))
     partial = nx.DiGraph()
     partial.add_edge(0, 1, weight=2.0)
     partial.add_edge(1, 2)
@@ -271,3 +272,49 @@ def test_result_indexing_series_and_networkx():
     built = result.to_networkx()
     assert set(built.edges) == set(graph_nx.edges) and built.is_directed()
     assert nx.get_node_attributes(built, "pagerank") == expected
+
+
+# -- string vertex ids, pandas column names ------------------------------------------
+def test_string_ids_through_networkx_come_back_in_every_output():
+    graph_nx = nx.Graph()
+    graph_nx.add_weighted_edges_from([("paris", "lyon", 4.6), ("lyon", "nice", 4.5),
+                                      ("paris", "lille", 2.2), ("brest", "paris", 5.9)])
+    graph_nx.add_node("ajaccio")                       # isolated: kept
+    graph = Graph.from_networkx(graph_nx)
+    assert graph.num_vertices == 6 and set(graph.user_ids().tolist()) == set(graph_nx.nodes)
+    paths = garaphpy.run(graph, "sssp", sources=["paris"], mode="cpu")
+    expected = nx.single_source_dijkstra_path_length(graph_nx, "paris")
+    assert {v: d for v, d in paths.to_dict().items() if d < np.inf} == expected
+    assert paths["nice"] == expected["nice"] and paths["ajaccio"] == np.inf
+    assert paths.path_to("nice") == nx.dijkstra_path(graph_nx, "paris", "nice")
+    assert paths.predecessors().tolist().count(None) == 2   # the source and ajaccio
+    assert paths.to_pandas()["vertex"].tolist() == graph.user_ids().tolist()
+    assert paths.program.verify(graph, paths).ok
+    components = garaphpy.run(graph, "cc", mode="cpu").to_dict()
+    assert components["ajaccio"] == "ajaccio"
+    assert len({components[v] for v in ("paris", "lyon", "nice", "lille", "brest")}) == 1
+    assert components["paris"] in graph_nx.nodes
+    with pytest.raises(garaphpy.ConfigError, match="'rome' is not in the graph"):
+        garaphpy.run(graph, "sssp", sources=["rome"], mode="cpu")
+
+
+def test_from_pandas_takes_networkx_names_and_string_ids():
+    graph_nx = nx.DiGraph()
+    graph_nx.add_weighted_edges_from([("a", "b", 1.0), ("b", "c", 2.0), ("a", "c", 5.0)])
+    edges = nx.to_pandas_edgelist(graph_nx)                  # source, target, weight
+    graph = Graph.from_pandas(edges, weight="weight")
+    result = garaphpy.run(graph, "sssp", sources=["a"], mode="cpu")
+    assert result.to_dict() == nx.single_source_dijkstra_path_length(graph_nx, "a")
+    same = Graph.from_pandas(edges, target="target", weight="weight")
+    assert garaphpy.run(same, "sssp", sources=["a"], mode="cpu").to_dict() == result.to_dict()
+
+
+def test_from_pandas_errors_name_the_users_columns():
+    frame = pd.DataFrame({"from": [0, -1], "to": [1, 2], "km": [1.0, np.nan]})
+    with pytest.raises(GraphInputError, match="column 'from' contains a negative id"):
+        Graph.from_pandas(frame, source="from", destination="to")
+    frame["from"] = [0, 1]
+    with pytest.raises(GraphInputError, match="column 'km' contains a non-finite"):
+        Graph.from_pandas(frame, source="from", destination="to", weight="km")
+    with pytest.raises(GraphInputError, match=r"destination='target': no such column"):
+        Graph.from_pandas(frame, source="from", target="target")

@@ -78,10 +78,16 @@ def weight_problem(graph, *, positive: bool) -> str | None:
                 first = (src[i], dst[i], weight[i])
     if not bad:
         return None
-    u, v = graph.original_ids(np.array(first[:2], dtype=np.int64))
+    u, v = user_ids(graph, np.array(first[:2], dtype=np.int64)).tolist()
     need = "> 0" if positive else ">= 0"
-    return (f"{bad} edge weight(s) are not finite and {need}, e.g. ({int(u)}, {int(v)}) has "
+    return (f"{bad} edge weight(s) are not finite and {need}, e.g. ({u!r}, {v!r}) has "
             f"{float(first[2])!r}")
+
+
+def user_ids(graph, internal) -> np.ndarray:
+    """The user's ids (labels included) of internal ids, for reports."""
+    ids = getattr(graph, "user_ids", None)
+    return ids(internal) if ids is not None else graph.original_ids(internal)
 
 
 # ---------------------------------------------------------------- results --
@@ -217,8 +223,8 @@ def report(graph, values, checked: str, problems, extra: str = "") -> VerifyRepo
             continue
         bad |= mask
         where = np.flatnonzero(mask)[:DETAIL_VERTICES]
-        ids = graph.original_ids(where)
-        named = ", ".join(f"vertex {int(i)} = {_format_value(values[w])}"
+        ids = user_ids(graph, where).tolist()
+        named = ", ".join(f"vertex {i!r} = {_format_value(values[w])}"
                           for i, w in zip(ids, where))
         parts.append(f"{description}: {int(mask.sum())} ({named})")
     if extra:

@@ -232,17 +232,29 @@ class Result:
     resumed_from: str | None = None
 
     def original_ids(self) -> np.ndarray:
-        """The user's id of every vertex, aligned with :attr:`values`."""
-        return self.graph.original_ids()
+        """The user's id of every vertex, aligned with :attr:`values` (an object
+        array of labels for a graph made from non-integer ids)."""
+        user_ids = getattr(self.graph, "user_ids", None)
+        return user_ids() if user_ids is not None else self.graph.original_ids()
 
     def value_of(self, vertex) -> object:
         """Value of a vertex given by the user's id (KeyError for an unknown one)."""
         return self.values[int(self.graph.internal_ids([vertex])[0])]
 
+    def user_values(self) -> np.ndarray:
+        """:attr:`values` as outputs show them: a program whose values are vertex
+        ids (CC's labels, ``values_are_vertices``) on a graph made from
+        non-integer ids gives the user's labels; otherwise the values."""
+        labels = getattr(self.graph, "labels", None)
+        if labels is not None and getattr(self.program, "values_are_vertices", False):
+            return labels.of_codes(self.values)
+        return np.asarray(self.values)
+
     def __getitem__(self, vertex) -> object:
         """``result[vertex]``: the value of the vertex with the user's id ``vertex``,
         as a Python scalar (KeyError for an unknown id)."""
-        return np.asarray(self.values)[int(self.graph.internal_ids([vertex])[0])].item()
+        value = self.user_values()[int(self.graph.internal_ids([vertex])[0])]
+        return value.item() if isinstance(value, np.generic) else value
 
     def __len__(self) -> int:
         return int(np.asarray(self.values).shape[0])
@@ -293,7 +305,7 @@ class Result:
             path.append(int(internal[path[-1]]))
         if path[-1] not in sources:
             return []
-        return self.graph.original_ids(np.array(path[::-1], dtype=np.int64)).tolist()
+        return self.original_ids()[np.array(path[::-1], dtype=np.int64)].tolist()
 
     @property
     def value_name(self) -> str:
@@ -306,7 +318,7 @@ class Result:
         Ready for NetworkX: ``nx.set_node_attributes(G, result.to_dict(),
         result.value_name)``.
         """
-        return dict(zip(self.original_ids().tolist(), np.asarray(self.values).tolist()))
+        return dict(zip(self.original_ids().tolist(), self.user_values().tolist()))
 
     def to_pandas(self):
         """A pandas DataFrame with columns ``vertex`` (the user's ids) and the
@@ -314,13 +326,13 @@ class Result:
         ``distance``, ``depth``, ``component``...); needs the ``pandas`` extra."""
         pandas = _optional("pandas", "Result.to_pandas")
         return pandas.DataFrame({"vertex": self.original_ids(),
-                                 self.value_name: np.asarray(self.values)})
+                                 self.value_name: self.user_values()})
 
     def to_series(self):
         """A pandas Series of the values indexed by the user's ids (index name
         ``vertex``, series name :attr:`value_name`); needs the ``pandas`` extra."""
         pandas = _optional("pandas", "Result.to_series")
-        return pandas.Series(np.asarray(self.values), name=self.value_name,
+        return pandas.Series(self.user_values(), name=self.value_name,
                              index=pandas.Index(self.original_ids(), name="vertex"))
 
     def to_networkx(self, graph=None, *, copy: bool = True, name: str | None = None):

@@ -917,28 +917,29 @@ def _validated_ids(values, argument: str, name: str) -> np.ndarray:
     return array
 
 
-def _validated_weights(values, length: int, name: str) -> np.ndarray:
+def _validated_weights(values, length: int, name: str, argument: str = "weight",
+                       ids: str = "src") -> np.ndarray:
     array = np.asarray(values)
     if array.ndim != 1:
-        raise GraphInputError(f"weight must be one-dimensional, got shape {array.shape}",
+        raise GraphInputError(f"{argument} must be one-dimensional, got shape {array.shape}",
                               name)
     if array.shape[0] != length:
-        raise GraphInputError(f"weight has length {array.shape[0]} but src has {length}",
+        raise GraphInputError(f"{argument} has length {array.shape[0]} but {ids} has {length}",
                               name)
     if array.dtype == np.bool_ or not (np.issubdtype(array.dtype, np.integer)
                                        or np.issubdtype(array.dtype, np.floating)):
-        raise GraphInputError(f"weight must have an integer or floating dtype, got "
+        raise GraphInputError(f"{argument} must have an integer or floating dtype, got "
                               f"{array.dtype}", name)
     if np.issubdtype(array.dtype, np.floating) and array.size:
         bad = np.flatnonzero(~np.isfinite(array))
         if bad.size:
             k = int(bad[0])
-            raise GraphInputError(f"weight contains a non-finite value ({array[k]} at "
+            raise GraphInputError(f"{argument} contains a non-finite value ({array[k]} at "
                                   f"index {k}); NaN/inf weights are not allowed", name)
     if array.dtype == np.uint64 and array.size and array.max() > np.iinfo(np.int64).max:
         k = int(np.argmax(array > np.iinfo(np.int64).max))
-        raise GraphInputError(f"weight {int(array[k])} at index {k} does not fit in "
-                              "int64", name)
+        raise GraphInputError(f"{argument} holds {int(array[k])} at index {k}, which does "
+                              "not fit in int64", name)
     return array
 
 
@@ -964,7 +965,8 @@ def _validated_num_vertices(num_vertices, src, dst, name: str,
 
 
 def from_arrays(src, dst, weight=None, num_vertices: int | None = None,
-                name: str = "<arrays>") -> EdgeSource:
+                name: str = "<arrays>",
+                arguments: tuple[str, str, str] = ("src", "dst", "weight")) -> EdgeSource:
     """An edge source over in-memory arrays.
 
     Parameters
@@ -979,6 +981,9 @@ def from_arrays(src, dst, weight=None, num_vertices: int | None = None,
         are isolated).  None: the vertices are the ids that occur.
     name : str, default "<arrays>"
         Name used in messages and in the manifest.
+    arguments : (str, str, str)
+        What messages call src, dst and weight (``from_pandas`` names the
+        user's columns).
 
     Returns
     -------
@@ -992,14 +997,17 @@ def from_arrays(src, dst, weight=None, num_vertices: int | None = None,
         id dtype, negative ids, ids >= num_vertices, non-finite weights, or
         no edges and no declared vertices (empty graph).
     """
-    src_array = _validated_ids(src, "src", name)
-    dst_array = _validated_ids(dst, "dst", name)
+    src_name, dst_name, weight_name = arguments
+    src_array = _validated_ids(src, src_name, name)
+    dst_array = _validated_ids(dst, dst_name, name)
     if src_array.shape[0] != dst_array.shape[0]:
-        raise GraphInputError(f"src and dst have different lengths ({src_array.shape[0]}"
-                              f" and {dst_array.shape[0]})", name)
+        raise GraphInputError(f"{src_name} and {dst_name} have different lengths "
+                              f"({src_array.shape[0]} and {dst_array.shape[0]})", name)
     weight_array = (None if weight is None
-                    else _validated_weights(weight, src_array.shape[0], name))
-    num_vertices = _validated_num_vertices(num_vertices, src_array, dst_array, name)
+                    else _validated_weights(weight, src_array.shape[0], name, weight_name,
+                                            src_name))
+    num_vertices = _validated_num_vertices(num_vertices, src_array, dst_array, name,
+                                           (src_name, dst_name))
     if src_array.shape[0] == 0 and not num_vertices:
         raise GraphInputError("empty graph: no edges (src and dst are empty) and no "
                               "declared vertices (num_vertices)", name)
