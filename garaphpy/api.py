@@ -21,6 +21,7 @@ import math
 import signal
 import time
 import warnings
+from typing import TYPE_CHECKING, Any
 
 import numba
 import numpy as np
@@ -34,6 +35,9 @@ from .scheduler import checkpoint
 from .scheduler import decisions as direction_policy
 from .scheduler.dispatcher import HybridPolicy
 from .scheduler.records import IterationRecord, Result
+
+if TYPE_CHECKING:
+    from .graph import Graph
 
 
 class NotConvergedError(GaraphError):
@@ -138,8 +142,9 @@ def _source_vertices(graph, program: VertexProgram, sources) -> np.ndarray:
         raise ConfigError(f"sources: {error.args[0]}") from None
 
 
-def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
-        max_iterations: int | None = None, tolerance: float | None = None, sources=None,
+def run(graph: Graph, program: str | type[VertexProgram] | VertexProgram, *,
+        mode: str = "hybrid", execution: str | None = None,
+        max_iterations: int | None = None, tolerance: float | None = None, sources: Any = None,
         threads: int | None = None, direction: str = "auto", raise_on_nonconvergence=False,
         on_iteration=None, gpu_memory: int | None = None, n_streams: int | None = None,
         checkpoint_dir=None, checkpoint_every: int | None = None, resume: bool = False,

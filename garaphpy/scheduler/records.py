@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -215,8 +216,8 @@ class Result:
         records of the iterations before it are in :attr:`iterations` too.
     """
 
-    program: object
-    graph: object
+    program: Any
+    graph: Any
     values: np.ndarray
     sources: np.ndarray
     mode: str
