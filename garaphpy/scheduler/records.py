@@ -257,9 +257,6 @@ class Result:
         value = self.user_values()[int(self.graph.internal_ids([vertex])[0])]
         return value.item() if isinstance(value, np.generic) else value
 
-    def __len__(self) -> int:
-        return int(np.asarray(self.values).shape[0])
-
     def predecessors(self) -> np.ndarray:
         """Each vertex's predecessor on a path from a source, in the user's ids,
         aligned with :meth:`original_ids` (SSSP, BFS, SSWP).
