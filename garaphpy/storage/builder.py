@@ -1063,7 +1063,7 @@ class _Builder:
                 f"duplicates='{self.options.duplicates}' merges parallel edges into weights "
                 f"{low!r}..{high!r}, which do not fit weight_dtype='{dtype.name}' (use a "
                 "wider weight_dtype or 'auto')", path=self.source.name)
-        warn_if_weights_rounded(csc_weight, dtype, self.source.name)
+        warn_if_weights_rounded(csc_weight, self.options.weight_dtype, self.source.name)
         summary = self.summary
         summary.min_weight = low
         if low <= 0:

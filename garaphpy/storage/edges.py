@@ -156,16 +156,19 @@ class WeightsRoundedWarning(UserWarning):
     """Weights were stored in a narrower type than they were read in, and some changed."""
 
 
-def warn_if_weights_rounded(weights: np.ndarray, stored_dtype, name: str,
+def warn_if_weights_rounded(weights: np.ndarray, requested: str, name: str,
                             block: int = 1 << 22) -> int:
-    """Warn, with a :class:`WeightsRoundedWarning`, when storing ``weights`` as
-    ``stored_dtype`` changes any of them (float64 read, float32 asked for).
+    """Warn, with a :class:`WeightsRoundedWarning`, when storing ``weights`` in the
+    ``requested`` weight_dtype changes any of them (float64 read, ``"float32"``
+    asked for; ``"auto"`` keeps the input's precision and never warns).
 
     Returns the number of weights that change; the message gives it with the
     largest relative change and one example, so that a user who asked for
     ``weight_dtype="float32"`` knows what the narrowing cost.
     """
-    stored_dtype = np.dtype(stored_dtype)
+    if requested in ("auto", "none"):
+        return 0
+    stored_dtype = np.dtype(requested)
     if stored_dtype.kind != "f" or weights.dtype.kind != "f" \
             or stored_dtype.itemsize >= weights.dtype.itemsize:
         return 0
