@@ -11,6 +11,17 @@ Quick use::
 """
 
 import logging as _logging
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    # what type checkers see: the lazily imported names of __getattr__ below,
+    # and garaphpy.run the function (garaphpy/run.py is the command line module)
+    from .api import (GpuFallbackWarning, IgnoredSourcesWarning, NotConvergedError,
+                      NotConvergedWarning, ThreadsCappedWarning, run)
+    from .graph import Graph
+    from .program import ProgramError, ToleranceIgnoredWarning, VerifyReport, VertexProgram
+    from .scheduler.dispatcher import Decision, HybridPolicy
+    from .scheduler.records import Result
 
 from .errors import (CheckpointError, ConfigError, GaraphError, GraphInputError, RunInterrupted,
                      StoreCorruptError, StoreError)
@@ -25,7 +36,8 @@ from .kernels import cuda_program as _cuda_program  # noqa: F401  (isort: skip)
 _logging.getLogger("garaphpy").addHandler(_logging.NullHandler())
 from ._version import __version__
 
-__all__ = ["Graph", "run", "VertexProgram", "ProgramError", "VerifyReport", "NotConvergedError",
+__all__ = ["Graph", "run", "Result", "VertexProgram", "ProgramError", "VerifyReport",
+           "ToleranceIgnoredWarning", "NotConvergedError",
            "NotConvergedWarning", "GaraphError", "GraphInputError", "ConfigError", "StoreError",
            "StoreCorruptError", "CheckpointError", "RunInterrupted", "HybridPolicy",
            "Decision", "GpuFallbackWarning", "IgnoredSourcesWarning", "ThreadsCappedWarning", "__version__"]
@@ -51,7 +63,11 @@ def __getattr__(name):
         from . import api
 
         return getattr(api, name)
-    if name in ("VertexProgram", "ProgramError", "VerifyReport"):
+    if name == "Result":
+        from .scheduler.records import Result
+
+        return Result
+    if name in ("VertexProgram", "ProgramError", "VerifyReport", "ToleranceIgnoredWarning"):
         from . import program
 
         return getattr(program, name)

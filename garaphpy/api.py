@@ -21,6 +21,7 @@ import math
 import signal
 import time
 import warnings
+from typing import TYPE_CHECKING, Any
 
 import numba
 import numpy as np
@@ -29,11 +30,14 @@ from . import _numba_setup, config
 from .errors import ConfigError, GaraphError
 from .options import DIRECTIONS, EXECUTIONS, MODES, RunOptions
 from .paths import cache_directory
-from .program import ProgramError, VertexProgram, default_execution
+from .program import ProgramError, VertexProgram, default_execution, run_tolerance
 from .scheduler import checkpoint
 from .scheduler import decisions as direction_policy
 from .scheduler.dispatcher import HybridPolicy
 from .scheduler.records import IterationRecord, Result
+
+if TYPE_CHECKING:
+    from .graph import Graph
 
 
 class NotConvergedError(GaraphError):
@@ -127,7 +131,7 @@ def _source_vertices(graph, program: VertexProgram, sources) -> np.ndarray:
                           f"ignoring sources={sources!r}", IgnoredSourcesWarning, stacklevel=3)
         return np.zeros(0, np.int64)
     original = np.atleast_1d(np.asarray(sources))
-    if original.size and not np.issubdtype(original.dtype, np.integer):
+    if original.size and not np.issubdtype(original.dtype, np.integer) and graph.labels is None:
         raise ConfigError(f"sources: expected vertex ids (integers), got {sources!r}")
     if program.needs_sources and original.size == 0:
         raise ConfigError(f"sources: {type(program).__name__} needs at least one source vertex")
@@ -138,8 +142,9 @@ def _source_vertices(graph, program: VertexProgram, sources) -> np.ndarray:
         raise ConfigError(f"sources: {error.args[0]}") from None
 
 
-def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
-        max_iterations: int | None = None, tolerance: float | None = None, sources=None,
+def run(graph: Graph, program: str | type[VertexProgram] | VertexProgram, *,
+        mode: str = "hybrid", execution: str | None = None,
+        max_iterations: int | None = None, tolerance: float | None = None, sources: Any = None,
         threads: int | None = None, direction: str = "auto", raise_on_nonconvergence=False,
         on_iteration=None, gpu_memory: int | None = None, n_streams: int | None = None,
         checkpoint_dir=None, checkpoint_every: int | None = None, resume: bool = False,
@@ -309,9 +314,7 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
     if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) \
             or max_iterations < 1:
         raise ConfigError(f"max_iterations={max_iterations!r}: expected a positive integer")
-    tolerance = program.tolerance if tolerance is None else tolerance
-    if tolerance is not None and not (isinstance(tolerance, (int, float)) and tolerance >= 0):
-        raise ConfigError(f"tolerance={tolerance!r}: expected a non-negative number")
+    tolerance = run_tolerance(program, tolerance)
     threads_chosen = threads is not None
     threads = _threads(threads, graph.num_edges)
     if program.needs_weights and not graph.weighted:

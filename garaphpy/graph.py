@@ -23,6 +23,7 @@ import numpy as np
 
 from . import generators
 from .errors import ConfigError, GraphInputError
+from .labels import VertexLabels, are_labels
 from .paths import cache_directory  # re-exported: garaphpy.graph.cache_directory
 from .storage.builder import BuildOptions, build_store, store_key
 from .storage.edges import EdgeSource
@@ -86,6 +87,16 @@ def _build_options(options: dict) -> BuildOptions:
     return build
 
 
+def _both_directions(src, dst, weights):
+    """Each edge (u, v) and its reverse (v, u); a self-loop once."""
+    reverse = src != dst
+    both_src = np.concatenate([src, dst[reverse]])
+    both_dst = np.concatenate([dst, src[reverse]])
+    if weights is not None:
+        weights = np.concatenate([weights, weights[reverse]])
+    return both_src, both_dst, weights
+
+
 class Graph:
     """A preprocessed graph, ready to run vertex programs on.
 
@@ -104,10 +115,11 @@ class Graph:
     """
 
     def __init__(self, store: Store, temporary_dir: Path | None = None,
-                 ids_from: "Graph | None" = None):
+                 ids_from: "Graph | None" = None, labels: VertexLabels | None = None):
         self.store = store
         self._temporary_dir = temporary_dir
         self._ids_from = ids_from
+        self._labels = labels
         self._undirected: Graph | None = None
         if temporary_dir is not None:
             self._finalizer = weakref.finalize(self, shutil.rmtree, temporary_dir, True)
@@ -214,14 +226,16 @@ class Graph:
         Parameters
         ----------
         graph : networkx.Graph, DiGraph, MultiGraph or MultiDiGraph
-            Its nodes must be non-negative integers (Python or numpy ints):
-            they are the vertex ids, kept as they are, and results come back
-            in them (``result.to_dict()``).  Other node labels are refused
-            (the store maps integer ids only): relabel first with
-            ``networkx.convert_node_labels_to_integers(G, label_attribute="name")``.
-            A directed graph gives a directed Graph; an undirected one an
-            undirected Graph (every edge in both directions).  Isolated
-            nodes are kept when the ids are 0..n-1; with other ids a node
+            Non-negative integer nodes (Python or numpy ints) are the
+            vertex ids, kept as they are; any other nodes (strings, tuples,
+            a mix) are labels, mapped to codes in networkx's node order and
+            back in every output (:attr:`labels`, :meth:`user_ids`,
+            ``result.to_dict()``, ``result[node]``, paths), isolated nodes
+            included.  A directed graph gives a directed Graph; an
+            undirected one an undirected Graph (every edge in both
+            directions), or with ``directed=True`` a directed Graph holding
+            both directions of every edge.  With integer ids, isolated nodes
+            are kept when the ids are 0..n-1; with other integer ids a node
             without edges is refused (the store declares isolated vertices
             by a count only).
         weight : str or None, default "weight"
@@ -236,34 +250,36 @@ class Graph:
         Raises
         ------
         GraphInputError
-            A node that is not a non-negative integer, an edge without the
+            An integer node outside 0..2**63-1, an edge without the
             weight attribute, an isolated node with ids other than 0..n-1,
             or an empty graph.
         """
         name = "<networkx>"
         nodes = list(graph.nodes)
-        for node in nodes:
-            if isinstance(node, (bool, np.bool_)) or not isinstance(node, (int, np.integer)):
-                raise GraphInputError(
-                    f"node {node!r} is not an integer; garaphpy keeps integer vertex ids "
-                    "only: relabel with networkx.convert_node_labels_to_integers(G, "
-                    "label_attribute='name')", name)
+        labels = None
+        if any(isinstance(node, (bool, np.bool_)) or not isinstance(node, (int, np.integer))
+               for node in nodes):
+            labels = VertexLabels(nodes)      # codes 0..n-1 in networkx's node order
+        for node in nodes if labels is None else ():
             if not 0 <= node < 2**63:
                 raise GraphInputError(f"node {node} is out of range; vertex ids must be in "
-                                      "0..2**63-1", name)
+                                      "0..2**63-1 (or not integers at all: labels)", name)
         edges = list(graph.edges(data=weight if weight is not None else False))
-        src = np.fromiter((edge[0] for edge in edges), dtype=np.int64, count=len(edges))
-        dst = np.fromiter((edge[1] for edge in edges), dtype=np.int64, count=len(edges))
+        ends = [[edge[k] for edge in edges] for k in (0, 1)]
+        if labels is None:
+            src, dst = (np.fromiter(end, dtype=np.int64, count=len(edges)) for end in ends)
+        else:
+            src, dst = labels.codes(ends[0]), labels.codes(ends[1])
         weights = None
         if weight is not None:
             missing = [edge for edge in edges if edge[2] is None]
             if len(missing) < len(edges) and missing:
-                raise GraphInputError(f"edge ({missing[0][0]}, {missing[0][1]}) has no "
+                raise GraphInputError(f"edge ({missing[0][0]!r}, {missing[0][1]!r}) has no "
                                       f"{weight!r} attribute, and other edges have one", name)
             if edges and not missing:
                 weights = np.asarray([edge[2] for edge in edges])
         num_vertices = len(nodes)
-        if not (nodes and min(nodes) == 0 and max(nodes) == num_vertices - 1):
+        if labels is None and not (nodes and min(nodes) == 0 and max(nodes) == num_vertices - 1):
             num_vertices = None
             isolated = next((node for node in nodes if graph.degree(node) == 0), None)
             if isolated is not None:
@@ -272,14 +288,19 @@ class Graph:
                     "isolated nodes are kept only with ids 0..n-1: relabel with "
                     "networkx.convert_node_labels_to_integers(G) or remove them", name)
         options.setdefault("directed", bool(graph.is_directed()))
+        if options["directed"] and not graph.is_directed():
+            # an undirected edge is both directions, whatever order networkx stores it in
+            src, dst, weights = _both_directions(src, dst, weights)
         source = from_arrays(src, dst, weights, num_vertices=num_vertices, name=name)
-        return cls._from_source(source, store, progress, options)
+        built = cls._from_source(source, store, progress, options)
+        built._labels = labels
+        return built
 
     @classmethod
-    def from_pandas(cls, frame, source: str = "source", destination: str = "destination",
-                    weight: str | None = None, *, num_vertices: int | None = None,
-                    store: str | os.PathLike | None = None, progress: bool = False,
-                    **options) -> "Graph":
+    def from_pandas(cls, frame, source: str = "source", destination: str | None = None,
+                    weight: str | None = None, *, target: str | None = None,
+                    num_vertices: int | None = None, store: str | os.PathLike | None = None,
+                    progress: bool = False, **options) -> "Graph":
         """Preprocess an edge list held in a pandas DataFrame (cuGraph's convention).
 
         Parameters
@@ -287,8 +308,13 @@ class Graph:
         frame : pandas.DataFrame
             One row per edge.
         source, destination : str
-            The columns of the edges' endpoints (integer vertex ids, kept as
-            the user's ids, as in :meth:`from_arrays`).
+            The columns of the edges' endpoints.  ``destination`` defaults to
+            the column ``"destination"``, else ``"target"`` (networkx's
+            ``to_pandas_edgelist``); ``target=`` is accepted for it.  Integer
+            columns are the user's ids, kept as in :meth:`from_arrays`;
+            other ids (strings...) are labels, mapped to codes in order of
+            first appearance and back in every output (see
+            :meth:`from_networkx`).
         weight : str, optional
             The column of edge weights; None for an unweighted graph.
         num_vertices, store, **options
@@ -298,23 +324,38 @@ class Graph:
         Raises
         ------
         GraphInputError
-            A column that is missing (the message lists the frame's
-            columns), ids that are not integers, or an empty frame.
+            Naming the column: missing (the message lists the frame's
+            columns), negative or non-integer numeric ids, bad weights, or
+            an empty frame.
         """
         name = "<pandas>"
         columns = getattr(frame, "columns", None)
         if columns is None:
             raise GraphInputError(f"expected a pandas DataFrame, got {type(frame).__name__}",
                                   name)
+        if target is not None and destination is not None and target != destination:
+            raise ConfigError(f"destination={destination!r} and target={target!r}: give one")
+        destination = destination or target
+        if destination is None:
+            destination = "target" if "destination" not in columns and "target" in columns \
+                else "destination"
         for argument, column in (("source", source), ("destination", destination),
                                  ("weight", weight)):
             if column is not None and column not in columns:
                 raise GraphInputError(f"{argument}={column!r}: no such column (columns: "
                                       f"{', '.join(map(str, columns))})", name)
-        arrays = [frame[column].to_numpy() for column in (source, destination)]
+        ends = [frame[column].to_numpy() for column in (source, destination)]
+        labels = None
+        if any(are_labels(end) for end in ends):
+            labels, ends = VertexLabels.of_columns(*ends)
+            num_vertices = len(labels) if num_vertices is None else num_vertices
         weights = frame[weight].to_numpy() if weight is not None else None
-        edges = from_arrays(arrays[0], arrays[1], weights, num_vertices=num_vertices, name=name)
-        return cls._from_source(edges, store, progress, options)
+        edges = from_arrays(ends[0], ends[1], weights, num_vertices=num_vertices, name=name,
+                            arguments=(f"column {source!r}", f"column {destination!r}",
+                                       f"column {weight!r}"))
+        built = cls._from_source(edges, store, progress, options)
+        built._labels = labels
+        return built
 
     @classmethod
     def _from_source(cls, source: EdgeSource, store, progress: bool, options: dict) -> "Graph":
@@ -367,10 +408,24 @@ class Graph:
         return self.store.original_ids(internal)
 
     def internal_ids(self, original) -> np.ndarray:
-        """Internal ids of user vertex ids (KeyError for unknown ids)."""
+        """Internal ids of user vertex ids, labels included (KeyError for unknown ids)."""
         if self._ids_from is not None:
             return self._ids_from.internal_ids(original)
+        if self._labels is not None:
+            original = self._labels.codes(list(np.atleast_1d(np.asarray(original, dtype=object))))
         return self.store.internal_ids(original)
+
+    @property
+    def labels(self) -> VertexLabels | None:
+        """The user's non-integer vertex ids (from_networkx, from_pandas), or None."""
+        return self._ids_from.labels if self._ids_from is not None else self._labels
+
+    def user_ids(self, internal=None) -> np.ndarray:
+        """The user's ids of internal ids (all by default): :meth:`original_ids`,
+        or the labels for a graph made from non-integer ids (an object array)."""
+        ids = self.original_ids(internal)
+        labels = self.labels
+        return ids if labels is None else labels.of_codes(ids)
 
     def release_memory(self) -> bool:
         """Free the edges a run in memory left in host memory for this graph's

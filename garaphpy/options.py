@@ -278,9 +278,11 @@ class BuildOptions:
         one edge whose weight is the min, max or sum.  Default ``"drop"``.
     weight_dtype : {"auto", "int32", "int64", "float32", "float64", "none"}
         Stored edge-value type.  ``auto``: int32 for integer weights (int64
-        when they do not fit); for real weights, float32 from files (float64
-        when they do not fit) and the arrays' own precision from numpy arrays
-        and SciPy matrices (float64 stays float64).  ``none`` drops weights.
+        when they do not fit); for real weights, float64 from text files
+        and the arrays' own precision from numpy arrays and SciPy matrices
+        (float64 stays float64, float32 stays float32).  ``float32`` narrows
+        and warns (:class:`~garaphpy.storage.edges.WeightsRoundedWarning`)
+        with how many weights it rounded.  ``none`` drops weights.
         An explicit type that cannot hold a weight (3000000000 in int32, 2.5
         in an integer type, 1e300 in float32) is a GraphInputError naming the
         file and line (or byte offset) of the first such weight; nothing is

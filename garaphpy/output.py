@@ -116,10 +116,11 @@ def _write_atomically(path: Path, chunks: Iterable[bytes]) -> Path:
     return path
 
 
-def _npy_chunks(vertices: np.ndarray, values: np.ndarray) -> Iterator[bytes]:
-    table = np.empty(vertices.size, [("vertex", np.int64), ("value", values.dtype)])
+def _npy_chunks(vertices: np.ndarray, values: np.ndarray,
+                value_name: str = "value") -> Iterator[bytes]:
+    table = np.empty(vertices.size, [("vertex", np.int64), (value_name, values.dtype)])
     table["vertex"] = vertices
-    table["value"] = values
+    table[value_name] = values
     header = np.lib.format.header_data_from_array_1_0(table)
     sink = io.BytesIO()
     np.lib.format.write_array_header_1_0(sink, header)
@@ -141,8 +142,12 @@ def _text_chunks(vertices: np.ndarray, values: np.ndarray) -> Iterator[bytes]:
         yield ("\n".join(lines) + "\n").encode()
 
 
-def write_values(path, vertices: np.ndarray, values: np.ndarray) -> Path:
+def write_values(path, vertices: np.ndarray, values: np.ndarray,
+                 value_name: str = "value") -> Path:
     """Write ``vertices[i] values[i]`` pairs to ``path`` (.npy or text).
+
+    A ``.npy`` file holds a structured array with the fields ``vertex`` and
+    ``value_name`` (the program's: ``pagerank``, ``distance``, ``depth``...).
 
     Raises
     ------
@@ -152,7 +157,9 @@ def write_values(path, vertices: np.ndarray, values: np.ndarray) -> Path:
     """
     path = Path(path)
     if path.suffix == ".npy":
-        return _write_atomically(path, _npy_chunks(vertices, values))
+        if value_name == "vertex" or not value_name.isidentifier():
+            value_name = "value"
+        return _write_atomically(path, _npy_chunks(vertices, values, value_name))
     return _write_atomically(path, _text_chunks(vertices, values))
 
 
@@ -161,7 +168,7 @@ def read_values(path) -> tuple[np.ndarray, np.ndarray]:
     path = Path(path)
     if path.suffix == ".npy":
         table = np.load(path)
-        return table["vertex"], table["value"]
+        return table["vertex"], table[table.dtype.names[1]]
     data = np.loadtxt(path, dtype=str, ndmin=2)
     values = data[:, 1]
     try:

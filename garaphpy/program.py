@@ -46,7 +46,10 @@ the class is defined, and ``init``'s values are computed and checked on the
 host before every run (:func:`check_initial_values`); both errors name the
 file and line.  ``math.nan`` is outside the subset.  What is defined beyond
 that follows numpy and C: integer arithmetic inside ``apply`` or ``gather``
-wraps around on overflow (``int64`` max + 1 is ``int64`` min), a float
+wraps around on overflow (``int64`` max + 1 is ``int64`` min), so a marker
+that ``init`` or ``apply`` returns beyond half the range (beyond 2**62 for
+``int64``) is refused when ``gather`` does unguarded arithmetic on ``src``
+(``src + 1`` with no comparison), naming a marker that cannot wrap; a float
 converted to an integer truncates toward zero, and a float result that
 computes to inf, nan or a value out of the integer range in ``apply`` or
 ``gather`` is the program's responsibility (keep an integer program's
@@ -456,6 +459,13 @@ class VertexProgram:
     tolerance : float or None
         When set, the run also stops (converged) once the L1 change of the
         values in an iteration, sum |new - old|, falls below it.
+    fixed_point : bool
+        Declares that the answer is the exact fixed point the run reaches
+        when no vertex is active (SSSP, BFS, CC, SSWP): an L1 change below
+        any tolerance can still leave vertices to update, so such a run
+        stops only when nothing is active, and a tolerance given to it is
+        ignored with a :class:`ToleranceIgnoredWarning`
+        (:func:`run_tolerance`).  Needs ``tolerance = None``.  Default False.
     constants : dict
         Names (numbers) the functions may read, e.g. ``{"damping": 0.85}``;
         an instance may override them: ``PageRank(damping=0.9)``.
@@ -491,6 +501,7 @@ class VertexProgram:
     weight_domain = "any"
     run_until_limit = False
     tolerance = None
+    fixed_point = False
     constants: dict = {}
     aggregates: dict = {}
 
@@ -587,6 +598,43 @@ def register_class_check(check) -> None:
         _CLASS_CHECKS.append(check)
 
 
+class ToleranceIgnoredWarning(UserWarning):
+    """A tolerance was given to a program whose answer is an exact fixed point
+    (``fixed_point = True``: SSSP, BFS, CC, SSWP); the run ignores it."""
+
+
+def run_tolerance(program, tolerance):
+    """The L1 tolerance a run of ``program`` stops on, or None.
+
+    ``tolerance`` is the run's argument (None: the program's own).  A
+    ``fixed_point`` program stops only when no vertex is active: a small L1
+    change there means vertices still to update, not an answer close to the
+    right one (a synchronous SSSP under 1e-6 stopped with 28 of 31 distances
+    wrong), so a tolerance given to it is ignored with a
+    :class:`ToleranceIgnoredWarning`.
+
+    Raises
+    ------
+    ConfigError
+        ``tolerance`` is not a non-negative number.
+    """
+    from .errors import ConfigError
+
+    if tolerance is not None and (isinstance(tolerance, bool)
+                                  or not isinstance(tolerance, (int, float))
+                                  or not tolerance >= 0):
+        raise ConfigError(f"tolerance={tolerance!r}: expected a non-negative number")
+    if program.fixed_point:
+        if tolerance is not None:
+            import warnings
+
+            warnings.warn(f"tolerance={tolerance!r}: {type(program).__name__} computes an exact "
+                          "fixed point and stops only when no vertex is active; ignoring the "
+                          "tolerance", ToleranceIgnoredWarning, stacklevel=3)
+        return None
+    return program.tolerance if tolerance is None else tolerance
+
+
 def default_execution(program) -> str:
     """The execution a run of ``program`` (class or instance) takes when none
     is asked for: its ``execution``, or the deprecated ``cpu_execution``
@@ -661,6 +709,9 @@ def _check_program_class(cls) -> dict:
                            f"tolerance); got sum = {cls.sum!r}, accum_dtype = {accum.name}")
     if not isinstance(cls.max_iterations, int) or cls.max_iterations < 1:
         raise ProgramError(f"{where}: max_iterations must be a positive integer")
+    if cls.fixed_point and cls.tolerance is not None:
+        raise ProgramError(f"{where}: fixed_point = True stops only when no vertex is active; "
+                           f"tolerance = {cls.tolerance!r} contradicts it (set it to None)")
     for name, constant in cls.constants.items():
         if not name.isidentifier() or isinstance(constant, bool) or \
                 not isinstance(constant, (int, float)):
@@ -798,8 +849,48 @@ def _check_constant_results(cls, functions: dict, value_dtype: np.dtype,
                                       getattr(leaf, "lineno", node.lineno),
                                       f"{role} returns {ast.unparse(leaf)} = {number!r}, which "
                                       f"{dtype.name} values cannot hold (use a float "
-                                      f"value_dtype, or a value in range such as "
-                                      f"{np.iinfo(dtype).max})")
+                                      f"value_dtype, or a marker with room for gather's "
+                                      f"arithmetic such as {marker_with_headroom(dtype)}: "
+                                      f"{np.iinfo(dtype).max} + 1 wraps to "
+                                      f"{np.iinfo(dtype).min})")
+                if role != "gather" and number is not None \
+                        and not _has_headroom(number, dtype):
+                    _refuse_marker_that_wraps(function, leaf, node, number, dtype,
+                                              functions["gather"])
+
+
+def marker_with_headroom(dtype) -> int:
+    """The largest "unreached" marker an integer program can add to without wrapping
+    for any addend up to the same size: half the dtype's range (2**62 for int64)."""
+    return (int(np.iinfo(dtype).max) + 1) // 2
+
+
+def _has_headroom(number, dtype) -> bool:
+    bound = marker_with_headroom(dtype)
+    return -bound <= number <= bound
+
+
+def _refuse_marker_that_wraps(function, leaf, node, number, dtype, gather) -> None:
+    """Refuse a marker near the end of an integer range that gather's unguarded
+    arithmetic on ``src`` takes past it: ``src + 1`` on 2**63 - 1 gives -2**63 on
+    the CPU (numba) and the GPU (two's complement C++) alike, a wrong answer with
+    no error.  A gather that compares anything is taken to guard its arithmetic."""
+    tree = gather.tree
+    if any(isinstance(n, (ast.Compare, ast.If, ast.IfExp)) for n in ast.walk(tree)):
+        return
+    arithmetic = next((n for n in ast.walk(tree) if isinstance(n, ast.BinOp)
+                       and isinstance(n.op, (ast.Add, ast.Sub, ast.Mult, ast.LShift, ast.Pow))
+                       and any(isinstance(side, ast.Name) and side.id == "src"
+                               for side in (n.left, n.right))), None)
+    if arithmetic is None:
+        return
+    raise _line_error(function.name, function.filename, getattr(leaf, "lineno", node.lineno),
+                      f"{function.name} returns {ast.unparse(leaf)} = {number!r}, and gather "
+                      f"computes {ast.unparse(arithmetic)} on it, which wraps around in "
+                      f"{dtype.name} ({np.iinfo(dtype).max} + 1 is {np.iinfo(dtype).min}); use "
+                      f"a marker with headroom such as {marker_with_headroom(dtype)} "
+                      f"(2**{marker_with_headroom(dtype).bit_length() - 1}), or a float "
+                      "value_dtype")
 
 
 def fits_dtype(number, dtype) -> bool:

@@ -134,7 +134,8 @@ def kill_after(config: Path, directory: Path, checkpoints_ahead: int, *flags: st
 
 
 def values_of(config: Path) -> np.ndarray:
-    return np.load(config.parent / "values.npy")["value"]
+    table = np.load(config.parent / "values.npy")
+    return table[table.dtype.names[1]]          # named after the program's value
 
 
 def records_of(config: Path) -> list[dict]:

@@ -177,7 +177,8 @@ def test_sssp_on_a_grid_writes_npy_in_user_ids(tmp_path, capsys):
     matrix = sp.csr_matrix((weights.astype(float), (sources, destinations)),
                            shape=(graph.num_vertices,) * 2)
     expected = csgraph.dijkstra(matrix, indices=[7])[0]
-    np.testing.assert_array_equal(table["value"], expected)
+    assert table.dtype.names == ("vertex", "distance")      # named after the value
+    np.testing.assert_array_equal(table["distance"], expected)
     assert list(table["vertex"][:3]) == [0, 1, 2]
 
 

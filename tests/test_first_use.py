@@ -603,3 +603,50 @@ def test_weighted_and_unweighted_variants_get_their_own_outputs(tmp_path):
     weighted = tmp_path / "results" / "rmat-8-weighted.bfs.txt"
     assert plain.is_file() and weighted.is_file()
     assert read_values(plain)[0].size == read_values(weighted)[0].size
+
+
+@pytest.mark.parametrize("dtype, marker", [(np.int64, 2**63 - 1), (np.int32, 2**31 - 1),
+                                           (np.int64, -2**63)])
+def test_integer_marker_that_gather_would_wrap_is_refused_with_one_that_cannot(dtype, marker,
+                                                                              tmp_path):
+    namespace = {"VertexProgram": VertexProgram, "np": np, "math": math}
+    source = (f"class P(VertexProgram):\n    value_dtype = np.{np.dtype(dtype).name}\n"
+              f"    sum = 'min'\n"
+              f"    def init(is_source):\n        return 0 if is_source else {marker}\n"
+              f"    def gather(src):\n        return src + 1\n"
+              f"    def apply(value, accum):\n        return min(value, accum)\n"
+              f"    def activate(new, old):\n        return new < old\n")
+    headroom = (int(np.iinfo(dtype).max) + 1) // 2
+    # what the engine's arithmetic would do with it: wrap (numpy as numba and C)
+    with np.errstate(over="ignore"):
+        assert np.array([marker], dtype) + np.array([1], dtype) < 0 or marker < 0
+    wraps, fits = tmp_path / "wraps.py", tmp_path / "fits.py"
+    wraps.write_text(source)
+    with pytest.raises(ProgramError, match=rf"wraps.py:5: in init: .*src \+ 1.*wraps.*{headroom}"):
+        exec(compile(source, str(wraps), "exec"), namespace)
+    # the suggested marker is accepted
+    fits.write_text(source.replace(str(marker), str(headroom)))
+    exec(compile(fits.read_text(), str(fits), "exec"), namespace)
+
+
+def test_the_inf_message_suggests_a_marker_that_cannot_wrap():
+    with pytest.raises(ProgramError) as error:
+        class Inf(VertexProgram):           # noqa: F841
+            value_dtype = np.int64
+            sum = "min"
+
+            def init(is_source):
+                return 0 if is_source else math.inf
+
+            def gather(src):
+                return src + 1
+
+            def apply(value, accum):
+                return min(value, accum)
+
+            def activate(new, old):
+                return new < old
+    message = str(error.value)
+    suggested = int(re.search(r"such as (\d+)", message).group(1))
+    assert suggested + 1 > 0 and np.int64(suggested) + np.int64(1) > 0, message
+    assert suggested != 2**63 - 1

@@ -54,6 +54,22 @@ def test_from_networkx_keeps_the_users_ids_and_pagerank_matches_networkx():
     assert dict(zip(frame["vertex"].tolist(), frame["pagerank"].tolist())) == ranks
 
 
+@pytest.mark.parametrize("multi", [False, True])
+def test_from_networkx_undirected_as_directed_keeps_both_directions(multi):
+    graph_nx = (nx.MultiGraph if multi else nx.Graph)([(2, 1), (1, 0), (3, 3)])
+    nx.set_edge_attributes(graph_nx, 1.5, "weight")
+    graph = Graph.from_networkx(graph_nx, directed=True)
+    assert graph.directed
+    assert graph.num_edges == 2 * graph_nx.number_of_edges() - 1     # the self-loop once
+    for source in (0, 2):
+        depths = garaphpy.run(graph, "bfs", sources=[source], mode="cpu").to_dict()
+        expected = nx.single_source_shortest_path_length(graph_nx, source)
+        assert {v: d for v, d in depths.items() if d >= 0} == expected, source
+        distances = garaphpy.run(graph, "sssp", sources=[source], mode="cpu").to_dict()
+        assert {v: d for v, d in distances.items() if d < np.inf} == \
+            nx.single_source_dijkstra_path_length(graph_nx, source)
+
+
 def test_from_networkx_undirected_weighted_sssp_matches_dijkstra():
     graph_nx = nx.gnm_random_graph(50, 120, seed=11)
     rng = np.random.default_rng(11)
@@ -74,9 +90,10 @@ def test_from_networkx_undirected_weighted_sssp_matches_dijkstra():
 
 
 def test_from_networkx_weights_and_ids_it_cannot_keep_are_named():
-    labelled = nx.DiGraph([("a", "b")])
-    with pytest.raises(GraphInputError, match="node 'a' is not an integer.*convert_node_labels"):
-        Graph.from_networkx(labelled)
+    labelled = nx.DiGraph([("a", "b")])                  # labels: mapped, not refused
+    assert Graph.from_networkx(labelled).user_ids().tolist() == ["a", "b"]
+    with pytest.raises(GraphInputError, match="node -1 is out of range"):
+        Graph.from_networkx(nx.DiGraph([(-1, 0)]))
     partial = nx.DiGraph()
     partial.add_edge(0, 1, weight=2.0)
     partial.add_edge(1, 2)
@@ -181,3 +198,123 @@ def test_pandas_and_networkx_are_not_imported_with_garaphpy():
                          timeout=300)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.strip() == "[]"
+
+
+# -- results people can use --------------------------------------------------------
+def _weighted_digraph(seed=5, n=60, m=240):
+    rng = np.random.default_rng(seed)
+    graph_nx = nx.gnm_random_graph(n, m, seed=seed, directed=True)
+    for u, v in graph_nx.edges:
+        graph_nx.edges[u, v]["weight"] = float(rng.uniform(0.5, 3.0))   # unique paths
+    return nx.relabel_nodes(graph_nx, {v: 3 * v + 11 for v in graph_nx})
+
+
+def test_sssp_predecessors_and_paths_match_scipy():
+    graph_nx = _weighted_digraph()
+    graph = Graph.from_networkx(graph_nx)
+    source = 11
+    result = garaphpy.run(graph, "sssp", sources=[source], mode="cpu")
+    matrix = graph.to_scipy()
+    internal = int(graph.internal_ids([source])[0])
+    _, expected = scipy.sparse.csgraph.dijkstra(matrix, indices=internal,
+                                                return_predecessors=True)
+    ids = graph.original_ids()
+    want = np.where(expected >= 0, ids[np.maximum(expected, 0)], -1)
+    np.testing.assert_array_equal(result.predecessors(), want)
+    lengths, paths = nx.single_source_dijkstra(graph_nx, source)
+    for vertex in graph_nx.nodes:
+        assert result.path_to(vertex) == paths.get(vertex, []), vertex
+        assert result[vertex] == lengths.get(vertex, np.inf)
+
+
+def test_bfs_parents_are_one_level_up_with_the_least_id():
+    graph_nx = nx.gnm_random_graph(80, 200, seed=2, directed=True)
+    graph = Graph.from_networkx(graph_nx)
+    result = garaphpy.run(graph, "bfs", sources=[0], mode="cpu")
+    depth = nx.single_source_shortest_path_length(graph_nx, 0)
+    parents = dict(zip(result.original_ids().tolist(), result.parents().tolist()))
+    for v in graph_nx.nodes:
+        if v == 0 or v not in depth:
+            assert parents[v] == -1
+            continue
+        candidates = [u for u in graph_nx.predecessors(v) if depth.get(u) == depth[v] - 1]
+        assert parents[v] == min(candidates), v
+        assert len(result.path_to(v)) == depth[v] + 1
+    with pytest.raises(TypeError, match="PageRank has no paths"):
+        garaphpy.run(graph, "pagerank", mode="cpu").predecessors()
+
+
+def test_zero_weight_ties_give_a_tree():
+    # 0 -> 1 (1), 1 <-> 2 (0), 0 -> 2 (1): 1 and 2 tie both ways at distance 1
+    graph = Graph.from_arrays([0, 1, 2, 0], [1, 2, 1, 2], [1.0, 0.0, 0.0, 1.0],
+                              num_vertices=3, weight_dtype="float64")
+    result = garaphpy.run(graph, "sssp", sources=[0], mode="cpu")
+    assert result.predecessors().tolist() == [-1, 0, 0]
+    assert result.path_to(2) == [0, 2]
+
+
+def test_result_indexing_series_and_networkx():
+    graph_nx = _weighted_digraph(seed=8, n=30, m=90)
+    graph = Graph.from_networkx(graph_nx)
+    result = garaphpy.run(graph, "pagerank", mode="cpu")
+    expected = result.to_dict()
+    assert all(result[v] == expected[v] for v in graph_nx.nodes)
+    with pytest.raises(KeyError):
+        result[12345]
+    series = result.to_series()
+    assert series.name == "pagerank" and series.index.name == "vertex"
+    assert series.to_dict() == expected
+    annotated = result.to_networkx(graph_nx)
+    assert annotated is not graph_nx and "pagerank" not in graph_nx.nodes[11]
+    assert nx.get_node_attributes(annotated, "pagerank") == expected
+    same = result.to_networkx(graph_nx, copy=False)
+    assert same is graph_nx and graph_nx.nodes[11]["pagerank"] == expected[11]
+    built = result.to_networkx()
+    assert set(built.edges) == set(graph_nx.edges) and built.is_directed()
+    assert nx.get_node_attributes(built, "pagerank") == expected
+
+
+# -- string vertex ids, pandas column names ------------------------------------------
+def test_string_ids_through_networkx_come_back_in_every_output():
+    graph_nx = nx.Graph()
+    graph_nx.add_weighted_edges_from([("paris", "lyon", 4.6), ("lyon", "nice", 4.5),
+                                      ("paris", "lille", 2.2), ("brest", "paris", 5.9)])
+    graph_nx.add_node("ajaccio")                       # isolated: kept
+    graph = Graph.from_networkx(graph_nx)
+    assert graph.num_vertices == 6 and set(graph.user_ids().tolist()) == set(graph_nx.nodes)
+    paths = garaphpy.run(graph, "sssp", sources=["paris"], mode="cpu")
+    expected = nx.single_source_dijkstra_path_length(graph_nx, "paris")
+    assert {v: d for v, d in paths.to_dict().items() if d < np.inf} == expected
+    assert paths["nice"] == expected["nice"] and paths["ajaccio"] == np.inf
+    assert paths.path_to("nice") == nx.dijkstra_path(graph_nx, "paris", "nice")
+    assert paths.predecessors().tolist().count(None) == 2   # the source and ajaccio
+    assert paths.to_pandas()["vertex"].tolist() == graph.user_ids().tolist()
+    assert paths.program.verify(graph, paths).ok
+    components = garaphpy.run(graph, "cc", mode="cpu").to_dict()
+    assert components["ajaccio"] == "ajaccio"
+    assert len({components[v] for v in ("paris", "lyon", "nice", "lille", "brest")}) == 1
+    assert components["paris"] in graph_nx.nodes
+    with pytest.raises(garaphpy.ConfigError, match="'rome' is not in the graph"):
+        garaphpy.run(graph, "sssp", sources=["rome"], mode="cpu")
+
+
+def test_from_pandas_takes_networkx_names_and_string_ids():
+    graph_nx = nx.DiGraph()
+    graph_nx.add_weighted_edges_from([("a", "b", 1.0), ("b", "c", 2.0), ("a", "c", 5.0)])
+    edges = nx.to_pandas_edgelist(graph_nx)                  # source, target, weight
+    graph = Graph.from_pandas(edges, weight="weight")
+    result = garaphpy.run(graph, "sssp", sources=["a"], mode="cpu")
+    assert result.to_dict() == nx.single_source_dijkstra_path_length(graph_nx, "a")
+    same = Graph.from_pandas(edges, target="target", weight="weight")
+    assert garaphpy.run(same, "sssp", sources=["a"], mode="cpu").to_dict() == result.to_dict()
+
+
+def test_from_pandas_errors_name_the_users_columns():
+    frame = pd.DataFrame({"from": [0, -1], "to": [1, 2], "km": [1.0, np.nan]})
+    with pytest.raises(GraphInputError, match="column 'from' contains a negative id"):
+        Graph.from_pandas(frame, source="from", destination="to")
+    frame["from"] = [0, 1]
+    with pytest.raises(GraphInputError, match="column 'km' contains a non-finite"):
+        Graph.from_pandas(frame, source="from", destination="to", weight="km")
+    with pytest.raises(GraphInputError, match=r"destination='target': no such column"):
+        Graph.from_pandas(frame, source="from", target="target")

@@ -22,7 +22,8 @@ PACKAGE_DIRECTORY = Path(garaphpy.__file__).parent
 LAYERS = (
     # what everything reads: errors, tunables, the sum monoids, cache paths,
     # logging, numba's threading layer, the declared run and build options
-    ("errors", "config", "monoids", "paths", "progress", "_numba_setup", "options", "_version"),
+    ("errors", "config", "monoids", "paths", "progress", "_numba_setup", "options", "_version",
+     "labels"),
     # the vertex program model
     ("program",),
     # the store: edge sources, readers, the builder, pages on disk; generators

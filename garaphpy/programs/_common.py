@@ -78,10 +78,16 @@ def weight_problem(graph, *, positive: bool) -> str | None:
                 first = (src[i], dst[i], weight[i])
     if not bad:
         return None
-    u, v = graph.original_ids(np.array(first[:2], dtype=np.int64))
+    u, v = user_ids(graph, np.array(first[:2], dtype=np.int64)).tolist()
     need = "> 0" if positive else ">= 0"
-    return (f"{bad} edge weight(s) are not finite and {need}, e.g. ({int(u)}, {int(v)}) has "
+    return (f"{bad} edge weight(s) are not finite and {need}, e.g. ({u!r}, {v!r}) has "
             f"{float(first[2])!r}")
+
+
+def user_ids(graph, internal) -> np.ndarray:
+    """The user's ids (labels included) of internal ids, for reports."""
+    ids = getattr(graph, "user_ids", None)
+    return ids(internal) if ids is not None else graph.original_ids(internal)
 
 
 # ---------------------------------------------------------------- results --
@@ -172,10 +178,24 @@ def reachable(n, src, dst, start):
     return reached
 
 
-def close(a, b, rtol=1e-9):
-    """Elementwise a == b up to a relative tolerance (equal infinities count as equal)."""
+#: Relative tolerance of the path verifiers (SSSP, SSWP): four ulps.  The
+#: engine and the verifier make the same float64 operations (``dist(u) + w``,
+#: ``min(width(u), w)``), so an honest result matches exactly; a relative
+#: bound without an absolute floor catches a wrong value of any size.
+PATH_RTOL = 4 * float(np.finfo(np.float64).eps)
+
+
+def close(a, b, rtol=PATH_RTOL):
+    """Elementwise a == b up to a relative tolerance (equal infinities count as
+    equal; no absolute floor: near 0 only 0 is close to 0)."""
     with np.errstate(invalid="ignore"):
-        return (a == b) | (np.abs(a - b) <= rtol * np.maximum(1.0, np.abs(b)))
+        return (a == b) | (np.abs(a - b) <= rtol * np.abs(b))
+
+
+def at_most(a, b, rtol=PATH_RTOL):
+    """Elementwise a <= b up to a relative tolerance (NaN is False)."""
+    with np.errstate(invalid="ignore"):
+        return a <= b + rtol * np.abs(b)
 
 
 # ------------------------------------------------------------------ reports --
@@ -203,8 +223,8 @@ def report(graph, values, checked: str, problems, extra: str = "") -> VerifyRepo
             continue
         bad |= mask
         where = np.flatnonzero(mask)[:DETAIL_VERTICES]
-        ids = graph.original_ids(where)
-        named = ", ".join(f"vertex {int(i)} = {_format_value(values[w])}"
+        ids = user_ids(graph, where).tolist()
+        named = ", ".join(f"vertex {i!r} = {_format_value(values[w])}"
                           for i, w in zip(ids, where))
         parts.append(f"{description}: {int(mask.sum())} ({named})")
     if extra:
@@ -276,3 +296,59 @@ def weighted_average_step(graph, values, free, weighted_in):
 def rounding_slack(n: int) -> float:
     """Allowance for float64 rounding in an L1 sum of n values of magnitude <= 1."""
     return 1e-12 + 16 * np.finfo(np.float64).eps * n
+
+
+# ------------------------------------------------------------ path trees --
+def path_tree(graph, sources, is_tight) -> np.ndarray:
+    """Predecessors of a shortest-path (or widest-path, BFS) tree, from the values.
+
+    One pass over the in-edges keeps the *tight* ones (``is_tight(src, dst,
+    weight)``: the edge gives its destination exactly its value), then a
+    level-synchronous BFS from the sources over them sets each reached
+    vertex's predecessor to a tight in-neighbour one level closer to a
+    source.  Ties: the in-neighbour of least level, then of least internal
+    id (for integer ids, the least user id).  The levels make it a tree
+    even when zero-weight edges tie around a cycle.
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        Internal id of each vertex's predecessor; -1 for the sources and for
+        vertices no source reaches (SciPy's and cuGraph's convention).
+    """
+    n = graph.num_vertices
+    tight_src, tight_dst = [], []
+    for src, dst, weight in edge_chunks(graph):
+        tight = is_tight(src, dst, weight)
+        tight_src.append(src[tight])
+        tight_dst.append(dst[tight])
+    src = np.concatenate(tight_src) if tight_src else np.zeros(0, np.int64)
+    dst = np.concatenate(tight_dst) if tight_dst else np.zeros(0, np.int64)
+    parent = np.full(n, -1, dtype=np.int64)
+    reached = np.zeros(n, dtype=bool)
+    frontier = np.unique(np.asarray(sources, dtype=np.int64))
+    reached[frontier] = True
+    order = np.argsort(src, kind="stable")
+    targets = dst[order]
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=offsets[1:])
+    while frontier.size:
+        begin = offsets[frontier]
+        counts = offsets[frontier + 1] - begin
+        total = int(counts.sum())
+        if total == 0:
+            break
+        firsts = np.repeat(begin - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
+        heads = targets[firsts + np.arange(total, dtype=np.int64)]
+        tails = np.repeat(frontier, counts)
+        new = ~reached[heads]
+        heads, tails = heads[new], tails[new]
+        if heads.size == 0:
+            break
+        by_head = np.lexsort((tails, heads))        # per head, the least tail first
+        heads, tails = heads[by_head], tails[by_head]
+        first = np.concatenate(([True], heads[1:] != heads[:-1]))
+        parent[heads[first]] = tails[first]
+        reached[heads[first]] = True
+        frontier = heads[first]
+    return parent

@@ -66,6 +66,7 @@ class BFS(VertexProgram):
     value_dtype = np.int64
     value_name = "depth"
     sum = "min"
+    fixed_point = True          # stops only when no vertex is active (no tolerance)
     execution = "sync"
     # a vertex reached in level i gets depth i + 1 from any parent in level i: its
     # first reached in-neighbour ends its scan (Beamer's bottom-up step)
@@ -94,6 +95,17 @@ class BFS(VertexProgram):
         values = np.asarray(values, dtype=np.int64)
         np.putmask(values, values >= UNREACHED, np.int64(-1))
         return values
+
+    def predecessors(self, graph, result):
+        """BFS parents (internal ids; -1 for the sources and unreached vertices),
+        from the depths: an in-neighbour one level up, the least id on ties
+        (GAPBS's parent array, SciPy's ``breadth_first_order`` predecessors)."""
+        depth = np.asarray(result.values, dtype=np.int64)
+
+        def tight(src, dst, weight):
+            return (depth[src] >= 0) & (depth[dst] == depth[src] + 1)
+
+        return _common.path_tree(graph, result.sources, tight)
 
     def verify(self, graph, result):
         checked = "BFS: sources at depth 0, depth(v) <= depth(u)+1, parents one level up"

@@ -64,6 +64,8 @@ class ConnectedComponents(VertexProgram):
     value_dtype = np.int64
     value_name = "component"
     sum = "min"
+    fixed_point = True          # stops only when no vertex is active (no tolerance)
+    values_are_vertices = True  # a label is a vertex's id: outputs show the user's id
     execution = "async"         # same values, fewer iterations (see VertexProgram)
     apply_keeps_best = True     # the GPU pushes its sparse iterations (see VertexProgram)
     max_iterations = 1_000_000_000

@@ -24,9 +24,10 @@ habit), not a second shortest-path run:
    tight edges (instead of "has a tight in-edge") also rejects a cycle of
    zero-weight edges claiming a distance no source gives it.
 
-Equality is tested with a relative tolerance of 1e-9 (the engine adds
-float64 values to edge values widened to float64, the verifier does the
-same sums, so honest results match exactly).
+Equality is tested with a relative tolerance of four ulps and no absolute
+floor (the engine adds float64 values to edge values widened to float64,
+the verifier does the same sums, so honest results match exactly, and a
+wrong distance of any size, 1e-12 included, is caught).
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ import numpy as np
 from ..program import VertexProgram
 from . import _common
 
-#: Relative tolerance of the verifier's float comparisons.
-RTOL = 1e-9
+#: Relative tolerance of the verifier's float comparisons (four ulps).
+RTOL = _common.PATH_RTOL
 
 
 class SSSP(VertexProgram):
@@ -69,12 +70,13 @@ class SSSP(VertexProgram):
     --------
     Relaxation invariants in numpy: sources at 0; dist(v) <= dist(u) + w on
     every edge; every finite distance reached from a source along tight
-    edges dist(v) == dist(u) + w (relative tolerance 1e-9).
+    edges dist(v) == dist(u) + w (relative tolerance four ulps).
     """
 
     value_dtype = np.float64
     value_name = "distance"
     sum = "min"
+    fixed_point = True          # stops only when no vertex is active (no tolerance)
     execution = "async"         # same values, fewer iterations (see VertexProgram)
     value_priority = True       # ... in buckets of values on the CPU (see VertexProgram)
     apply_keeps_best = True     # the GPU pushes its sparse iterations (see VertexProgram)
@@ -96,6 +98,19 @@ class SSSP(VertexProgram):
     def activate(new, old):
         return new < old
 
+    def predecessors(self, graph, result):
+        """Each vertex's predecessor on a shortest path (internal ids; -1 for the
+        sources and unreached vertices), from the distances: a tight in-edge
+        dist(u) + w == dist(v), one BFS level of tight edges closer to a
+        source, the least id on ties (:func:`_common.path_tree`)."""
+        dist = np.asarray(result.values, dtype=np.float64)
+
+        def tight(src, dst, weight):
+            through = dist[src] + weight
+            return np.isfinite(through) & _common.close(dist[dst], through, RTOL)
+
+        return _common.path_tree(graph, result.sources, tight)
+
     def verify(self, graph, result):
         checked = "SSSP: sources at 0, no edge relaxes, finite distances on tight paths"
         dist, sources, is_source, failure = _common.checked_inputs(
@@ -107,9 +122,8 @@ class SSSP(VertexProgram):
         tight_src, tight_dst = [], []
         for src, dst, weight in _common.edge_chunks(graph):
             through = dist[src] + weight            # dist(u) + w
-            with np.errstate(invalid="ignore"):
-                # 2. dist(v) <= dist(u) + w, up to the tolerance (NaN counts as a violation)
-                violation = ~(dist[dst] <= through + RTOL * np.maximum(1.0, np.abs(through)))
+            # 2. dist(v) <= dist(u) + w, up to the tolerance (NaN counts as a violation)
+            violation = ~_common.at_most(dist[dst], through, RTOL)
             relaxes[dst[violation]] = True
             tight = np.isfinite(through) & _common.close(dist[dst], through, RTOL)
             tight_src.append(src[tight])

@@ -23,7 +23,7 @@ makes every positive width the bottleneck of a real path from a source, so
 width <= the truth.  Reachability along tight edges matters here: a
 tight-edge cycle of equal widths could otherwise claim a width no source
 gives it.  Widths are edge weights, so equality is exact up to a relative
-1e-9.
+four ulps (no absolute floor: a wrong width of any size is caught).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ import numpy as np
 from ..program import VertexProgram
 from . import _common
 
-#: Relative tolerance of the verifier's float comparisons.
-RTOL = 1e-9
+#: Relative tolerance of the verifier's float comparisons (four ulps).
+RTOL = _common.PATH_RTOL
 
 
 class SSWP(VertexProgram):
@@ -70,6 +70,7 @@ class SSWP(VertexProgram):
     value_dtype = np.float64
     value_name = "width"
     sum = "max"
+    fixed_point = True          # stops only when no vertex is active (no tolerance)
     execution = "async"         # same values, fewer iterations (see VertexProgram)
     value_priority = True       # ... in buckets of values on the CPU (see VertexProgram)
     apply_keeps_best = True     # the GPU pushes its sparse iterations (see VertexProgram)
@@ -91,6 +92,18 @@ class SSWP(VertexProgram):
     def activate(new, old):
         return new > old
 
+    def predecessors(self, graph, result):
+        """Each vertex's predecessor on a widest path (internal ids; -1 for the
+        sources and unreached vertices), from the widths: a tight in-edge
+        min(width(u), w) == width(v) > 0, ties as :func:`_common.path_tree`."""
+        width = np.asarray(result.values, dtype=np.float64)
+
+        def tight(src, dst, weight):
+            through = np.minimum(width[src], weight)
+            return (through > 0) & _common.close(width[dst], through, RTOL)
+
+        return _common.path_tree(graph, result.sources, tight)
+
     def verify(self, graph, result):
         checked = "SSWP: sources at +inf, no edge widens, positive widths on tight paths"
         width, sources, is_source, failure = _common.checked_inputs(
@@ -102,9 +115,8 @@ class SSWP(VertexProgram):
         tight_src, tight_dst = [], []
         for src, dst, weight in _common.edge_chunks(graph):
             through = np.minimum(width[src], weight)      # min(width(u), w)
-            with np.errstate(invalid="ignore"):
-                # 2. width(v) >= min(width(u), w), up to the tolerance (NaN is a violation)
-                violation = ~(width[dst] >= through - RTOL * np.maximum(1.0, np.abs(through)))
+            # 2. width(v) >= min(width(u), w), up to the tolerance (NaN is a violation)
+            violation = ~_common.at_most(through, width[dst], RTOL)
             widens[dst[violation]] = True
             tight = (through > 0) & _common.close(width[dst], through, RTOL)
             tight_src.append(src[tight])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -168,6 +169,17 @@ def _json_value(value):
     return value
 
 
+def _optional(module: str, user: str):
+    """Import an optional dependency, or say which extra gives it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError:
+        raise ModuleNotFoundError(f"{user} needs {module}: pip install "
+                                  f"\"garaphpy[{module}]\"", name=module) from None
+
+
 @dataclass
 class Result:
     """The outcome of :func:`garaphpy.run`.
@@ -204,8 +216,8 @@ class Result:
         records of the iterations before it are in :attr:`iterations` too.
     """
 
-    program: object
-    graph: object
+    program: Any
+    graph: Any
     values: np.ndarray
     sources: np.ndarray
     mode: str
@@ -221,12 +233,77 @@ class Result:
     resumed_from: str | None = None
 
     def original_ids(self) -> np.ndarray:
-        """The user's id of every vertex, aligned with :attr:`values`."""
-        return self.graph.original_ids()
+        """The user's id of every vertex, aligned with :attr:`values` (an object
+        array of labels for a graph made from non-integer ids)."""
+        user_ids = getattr(self.graph, "user_ids", None)
+        return user_ids() if user_ids is not None else self.graph.original_ids()
 
     def value_of(self, vertex) -> object:
-        """Value of a vertex given by the user's id."""
+        """Value of a vertex given by the user's id (KeyError for an unknown one)."""
         return self.values[int(self.graph.internal_ids([vertex])[0])]
+
+    def user_values(self) -> np.ndarray:
+        """:attr:`values` as outputs show them: a program whose values are vertex
+        ids (CC's labels, ``values_are_vertices``) on a graph made from
+        non-integer ids gives the user's labels; otherwise the values."""
+        labels = getattr(self.graph, "labels", None)
+        if labels is not None and getattr(self.program, "values_are_vertices", False):
+            return labels.of_codes(self.values)
+        return np.asarray(self.values)
+
+    def __getitem__(self, vertex) -> object:
+        """``result[vertex]``: the value of the vertex with the user's id ``vertex``,
+        as a Python scalar (KeyError for an unknown id)."""
+        value = self.user_values()[int(self.graph.internal_ids([vertex])[0])]
+        return value.item() if isinstance(value, np.generic) else value
+
+    def predecessors(self) -> np.ndarray:
+        """Each vertex's predecessor on a path from a source, in the user's ids,
+        aligned with :meth:`original_ids` (SSSP, BFS, SSWP).
+
+        Computed after the run from the values by one pass over the in-edges
+        (the program's ``predecessors``): a tight in-edge one level closer to
+        a source, the least id on ties.  -1 (None for non-integer ids) marks
+        the sources and the vertices no source reaches, as SciPy and cuGraph.
+
+        Raises
+        ------
+        TypeError
+            The program has no paths (PageRank, CC...).
+        """
+        internal = self._internal_predecessors()
+        ids = self.original_ids()
+        out = np.full(internal.shape[0], -1 if ids.dtype.kind in "iu" else None,
+                      dtype=ids.dtype if ids.dtype.kind in "iu" else object)
+        has = internal >= 0
+        out[has] = ids[internal[has]]
+        return out
+
+    #: BFS's name for them (GAPBS, Graph500).
+    parents = predecessors
+
+    def _internal_predecessors(self) -> np.ndarray:
+        finder = getattr(self.program, "predecessors", None)
+        if finder is None:
+            raise TypeError(f"{type(self.program).__name__} has no paths: predecessors and "
+                            "path_to are for path programs (SSSP, BFS, SSWP)")
+        cached = self.__dict__.get("_predecessors")
+        if cached is None:
+            cached = self.__dict__["_predecessors"] = finder(self.graph, self)
+        return cached
+
+    def path_to(self, vertex) -> list:
+        """The vertices (user's ids) of a path from a source to ``vertex``, source
+        first, along :meth:`predecessors`; ``[]`` when no source reaches it."""
+        internal = self._internal_predecessors()
+        v = int(self.graph.internal_ids([vertex])[0])
+        sources = set(np.asarray(self.sources).tolist())
+        path = [v]
+        while internal[path[-1]] >= 0:
+            path.append(int(internal[path[-1]]))
+        if path[-1] not in sources:
+            return []
+        return self.original_ids()[np.array(path[::-1], dtype=np.int64)].tolist()
 
     @property
     def value_name(self) -> str:
@@ -239,19 +316,57 @@ class Result:
         Ready for NetworkX: ``nx.set_node_attributes(G, result.to_dict(),
         result.value_name)``.
         """
-        return dict(zip(self.original_ids().tolist(), np.asarray(self.values).tolist()))
+        return dict(zip(self.original_ids().tolist(), self.user_values().tolist()))
 
     def to_pandas(self):
         """A pandas DataFrame with columns ``vertex`` (the user's ids) and the
         program's :attr:`value_name` (cuGraph's convention: ``pagerank``,
         ``distance``, ``depth``, ``component``...); needs the ``pandas`` extra."""
-        try:
-            import pandas
-        except ModuleNotFoundError:
-            raise ModuleNotFoundError("Result.to_pandas needs pandas: pip install "
-                                      "\"garaphpy[pandas]\"", name="pandas") from None
+        pandas = _optional("pandas", "Result.to_pandas")
         return pandas.DataFrame({"vertex": self.original_ids(),
-                                 self.value_name: np.asarray(self.values)})
+                                 self.value_name: self.user_values()})
+
+    def to_series(self):
+        """A pandas Series of the values indexed by the user's ids (index name
+        ``vertex``, series name :attr:`value_name`); needs the ``pandas`` extra."""
+        pandas = _optional("pandas", "Result.to_series")
+        return pandas.Series(self.user_values(), name=self.value_name,
+                             index=pandas.Index(self.original_ids(), name="vertex"))
+
+    def to_networkx(self, graph=None, *, copy: bool = True, name: str | None = None):
+        """A NetworkX graph whose nodes carry the values as attribute ``name``
+        (default :attr:`value_name`); needs the ``networkx`` extra.
+
+        Parameters
+        ----------
+        graph : networkx.Graph, optional
+            The user's graph (the one given to ``Graph.from_networkx``): its
+            nodes get the attribute, on a copy unless ``copy=False`` (then on
+            ``graph`` itself, which is returned).  None: a new DiGraph (Graph
+            if undirected) of this result's graph, with the edges' ``weight``.
+        """
+        networkx = _optional("networkx", "Result.to_networkx")
+        name = name or self.value_name
+        values = self.to_dict()
+        if graph is None:
+            matrix = self.graph.to_scipy().tocoo()
+            ids = self.original_ids()
+            graph = networkx.DiGraph() if self.graph.directed else networkx.Graph()
+            graph.add_nodes_from(ids.tolist())
+            if matrix.dtype == np.bool_:
+                graph.add_edges_from(zip(ids[matrix.row].tolist(), ids[matrix.col].tolist()))
+            else:
+                graph.add_weighted_edges_from(zip(ids[matrix.row].tolist(),
+                                                  ids[matrix.col].tolist(),
+                                                  matrix.data.tolist()))
+        elif copy:
+            graph = graph.copy()
+        missing = next((node for node in graph.nodes if node not in values), None)
+        if missing is not None:
+            raise KeyError(f"node {missing!r} of the networkx graph is not a vertex of the "
+                           "result's graph")
+        networkx.set_node_attributes(graph, values, name)
+        return graph
 
     def summary(self) -> str:
         """A few lines for people."""

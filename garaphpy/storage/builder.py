@@ -55,7 +55,7 @@ from ..progress import PRINTED_BY_CLI, Progress, human_bytes
 from ..progress import logger as progress_logger
 from . import _build_kernels as kernels
 from . import filesafety, layout
-from .edges import EdgeChunk, EdgeSource, location_error
+from .edges import EdgeChunk, EdgeSource, location_error, warn_if_weights_rounded
 from .layout import BLOCK_DTYPE
 
 # ------------------------------------------------------------------ summary --
@@ -1063,6 +1063,7 @@ class _Builder:
                 f"duplicates='{self.options.duplicates}' merges parallel edges into weights "
                 f"{low!r}..{high!r}, which do not fit weight_dtype='{dtype.name}' (use a "
                 "wider weight_dtype or 'auto')", path=self.source.name)
+        warn_if_weights_rounded(csc_weight, self.options.weight_dtype, self.source.name)
         summary = self.summary
         summary.min_weight = low
         if low <= 0:

@@ -150,3 +150,47 @@ def location_error(found: dict, message: str) -> GraphInputError:
         message = f"edge {found['edge']}: {message}"
     return GraphInputError(message, path=found["path"], line=found.get("line"),
                            offset=found.get("offset"))
+
+
+class WeightsRoundedWarning(UserWarning):
+    """Weights were stored in a narrower type than they were read in, and some changed."""
+
+
+def warn_if_weights_rounded(weights: np.ndarray, requested: str, name: str,
+                            block: int = 1 << 22) -> int:
+    """Warn, with a :class:`WeightsRoundedWarning`, when storing ``weights`` in the
+    ``requested`` weight_dtype changes any of them (float64 read, ``"float32"``
+    asked for; ``"auto"`` keeps the input's precision and never warns).
+
+    Returns the number of weights that change; the message gives it with the
+    largest relative change and one example, so that a user who asked for
+    ``weight_dtype="float32"`` knows what the narrowing cost.
+    """
+    if requested in ("auto", "none"):
+        return 0
+    stored_dtype = np.dtype(requested)
+    if stored_dtype.kind != "f" or weights.dtype.kind != "f" \
+            or stored_dtype.itemsize >= weights.dtype.itemsize:
+        return 0
+    changed, worst, example = 0, 0.0, None
+    for start in range(0, weights.shape[0], block):
+        part = np.asarray(weights[start:start + block])
+        narrowed = part.astype(stored_dtype).astype(part.dtype)
+        moved = np.flatnonzero(narrowed != part)
+        if moved.size:
+            changed += int(moved.size)
+            relative = np.abs(narrowed[moved] - part[moved]) / np.maximum(
+                np.abs(part[moved]), np.finfo(part.dtype).tiny)
+            worst = max(worst, float(relative.max()))
+            if example is None:
+                k = int(moved[0])
+                example = (part[k].item(), narrowed[k].item())
+    if changed:
+        import warnings
+
+        warnings.warn(
+            f"{name}: weight_dtype='{stored_dtype.name}' rounded {changed} of "
+            f"{weights.shape[0]} weights (largest relative change {worst:.3g}; e.g. "
+            f"{example[0]!r} became {example[1]!r}); use weight_dtype='auto' or "
+            "'float64' to keep them", WeightsRoundedWarning, stacklevel=2)
+    return changed

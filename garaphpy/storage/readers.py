@@ -51,9 +51,12 @@ The kind must be known before chunks stream, so it is decided from the first
 :data:`garaphpy.config.WEIGHT_PROBE_BYTES` of the (decompressed) file: ``"int"`` when every
 weight there is written as an integer (optional sign and digits), else
 ``"real"``.  Integer weights are kept exact in int64; in a ``"real"`` file they
-are converted to float64.  If a later weight of an ``"int"`` file is not an
-integer, reading stops with an error naming its line; pass
-``weight_kind="real"`` to :func:`open_source` to read such a file.
+are converted to float64.  If a later weight of a file probed ``"int"`` is
+not an integer, the reader widens on its own: the pass goes on reading
+every weight as a real, chunks yielded before it keep their int64 weights
+(exact in float64 up to 2**53), and ``weight_kind`` becomes ``"real"`` (a
+message at INFO names the line).  An explicit ``weight_kind="int"`` is
+kept: such a weight is then an error naming its line.
 
 Errors
 ------
@@ -69,6 +72,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import io
+import logging
 import lzma
 import os
 import zlib
@@ -82,6 +86,8 @@ from garaphpy.errors import ConfigError, GraphInputError
 from garaphpy.storage import binary, textparse
 from garaphpy.storage.edges import EdgeChunk, EdgeSource
 from garaphpy.storage.textparse import RecordScanner, RecordSyntax
+
+_log = logging.getLogger("garaphpy.storage")
 
 #: Every file format name :func:`open_source` accepts besides "auto".
 FILE_FORMATS = ("snap", "el", "wel", "mtx", "gr", "sg", "wsg", "bcsr", "bwcsr")
@@ -404,6 +410,9 @@ class TextSource(FileSource):
     """
 
     syntax: RecordSyntax
+    #: Decimal weights read from text are stored as float64 under
+    #: ``weight_dtype="auto"`` (float32 would round ``1.000000001`` to 1.0).
+    real_weight_dtype = np.dtype(np.float64)
     data_start: int = 0
     first_line: int = 1
     expected_records: int | None = None
@@ -468,11 +477,13 @@ class EdgeListSource(TextSource):
             last = head.count(b"\n") + (0 if head.endswith(b"\n") or not head else 1)
             raise GraphInputError("empty graph: the file has no edges", self.name,
                                   line=max(1, last))
+        self._widens = False
         if format == "wel":
             if weight_kind is None:
                 probe = head[self.data_start:config.WEIGHT_PROBE_BYTES]
                 weight_kind = _probe_weight_kind(
                     probe, complete and len(head) <= config.WEIGHT_PROBE_BYTES)
+                self._widens = weight_kind == "int"
             elif weight_kind not in ("int", "real"):
                 raise ConfigError(
                     f"weight_kind must be 'int', 'real' or None, got {weight_kind!r}")
@@ -490,6 +501,27 @@ class EdgeListSource(TextSource):
         self.directed = None
         self.already_symmetric = False
         self.num_edges_hint = _estimate_lines(head, complete, file)
+
+        self._identity = file.identity(format, weight_kind=weight_kind)
+
+    def identity(self) -> dict:
+        """As :meth:`FileSource.identity`, with the weight kind decided before any
+        pass (widening during a pass does not change which input this is)."""
+        return dict(self._identity)
+
+    def _scanner(self) -> RecordScanner:
+        scanner = super()._scanner()
+        if self._widens and self.weight_kind == "int":
+            scanner.on_widen = self._widen
+        return scanner
+
+    def _widen(self, line: int) -> None:
+        """A weight after the probed head is not an integer: every weight is a real."""
+        _log.info("%s:%d: a weight is not an integer (the first %d MiB held integers "
+                  "only): reading every weight as a real (float64)", self.name, line,
+                  config.WEIGHT_PROBE_BYTES >> 20)
+        self.weight_kind = "real"
+        self.syntax = RecordSyntax(comment_chars="#%", weight_mode=textparse.WEIGHT_REAL)
 
     def _finished(self, scanner: RecordScanner) -> None:
         if scanner.records == 0:
@@ -885,28 +917,29 @@ def _validated_ids(values, argument: str, name: str) -> np.ndarray:
     return array
 
 
-def _validated_weights(values, length: int, name: str) -> np.ndarray:
+def _validated_weights(values, length: int, name: str, argument: str = "weight",
+                       ids: str = "src") -> np.ndarray:
     array = np.asarray(values)
     if array.ndim != 1:
-        raise GraphInputError(f"weight must be one-dimensional, got shape {array.shape}",
+        raise GraphInputError(f"{argument} must be one-dimensional, got shape {array.shape}",
                               name)
     if array.shape[0] != length:
-        raise GraphInputError(f"weight has length {array.shape[0]} but src has {length}",
+        raise GraphInputError(f"{argument} has length {array.shape[0]} but {ids} has {length}",
                               name)
     if array.dtype == np.bool_ or not (np.issubdtype(array.dtype, np.integer)
                                        or np.issubdtype(array.dtype, np.floating)):
-        raise GraphInputError(f"weight must have an integer or floating dtype, got "
+        raise GraphInputError(f"{argument} must have an integer or floating dtype, got "
                               f"{array.dtype}", name)
     if np.issubdtype(array.dtype, np.floating) and array.size:
         bad = np.flatnonzero(~np.isfinite(array))
         if bad.size:
             k = int(bad[0])
-            raise GraphInputError(f"weight contains a non-finite value ({array[k]} at "
+            raise GraphInputError(f"{argument} contains a non-finite value ({array[k]} at "
                                   f"index {k}); NaN/inf weights are not allowed", name)
     if array.dtype == np.uint64 and array.size and array.max() > np.iinfo(np.int64).max:
         k = int(np.argmax(array > np.iinfo(np.int64).max))
-        raise GraphInputError(f"weight {int(array[k])} at index {k} does not fit in "
-                              "int64", name)
+        raise GraphInputError(f"{argument} holds {int(array[k])} at index {k}, which does "
+                              "not fit in int64", name)
     return array
 
 
@@ -932,7 +965,8 @@ def _validated_num_vertices(num_vertices, src, dst, name: str,
 
 
 def from_arrays(src, dst, weight=None, num_vertices: int | None = None,
-                name: str = "<arrays>") -> EdgeSource:
+                name: str = "<arrays>",
+                arguments: tuple[str, str, str] = ("src", "dst", "weight")) -> EdgeSource:
     """An edge source over in-memory arrays.
 
     Parameters
@@ -947,6 +981,9 @@ def from_arrays(src, dst, weight=None, num_vertices: int | None = None,
         are isolated).  None: the vertices are the ids that occur.
     name : str, default "<arrays>"
         Name used in messages and in the manifest.
+    arguments : (str, str, str)
+        What messages call src, dst and weight (``from_pandas`` names the
+        user's columns).
 
     Returns
     -------
@@ -960,14 +997,17 @@ def from_arrays(src, dst, weight=None, num_vertices: int | None = None,
         id dtype, negative ids, ids >= num_vertices, non-finite weights, or
         no edges and no declared vertices (empty graph).
     """
-    src_array = _validated_ids(src, "src", name)
-    dst_array = _validated_ids(dst, "dst", name)
+    src_name, dst_name, weight_name = arguments
+    src_array = _validated_ids(src, src_name, name)
+    dst_array = _validated_ids(dst, dst_name, name)
     if src_array.shape[0] != dst_array.shape[0]:
-        raise GraphInputError(f"src and dst have different lengths ({src_array.shape[0]}"
-                              f" and {dst_array.shape[0]})", name)
+        raise GraphInputError(f"{src_name} and {dst_name} have different lengths "
+                              f"({src_array.shape[0]} and {dst_array.shape[0]})", name)
     weight_array = (None if weight is None
-                    else _validated_weights(weight, src_array.shape[0], name))
-    num_vertices = _validated_num_vertices(num_vertices, src_array, dst_array, name)
+                    else _validated_weights(weight, src_array.shape[0], name, weight_name,
+                                            src_name))
+    num_vertices = _validated_num_vertices(num_vertices, src_array, dst_array, name,
+                                           (src_name, dst_name))
     if src_array.shape[0] == 0 and not num_vertices:
         raise GraphInputError("empty graph: no edges (src and dst are empty) and no "
                               "declared vertices (num_vertices)", name)
@@ -982,8 +1022,11 @@ def from_scipy(matrix, name: str = "<scipy>") -> EdgeSource:
     matrix : scipy.sparse matrix or array, shape (n, n)
         Entry (i, j) is the edge i -> j (row = source, column = destination)
         with weight ``data``; every stored entry is an edge, explicit zeros
-        included (call ``matrix.eliminate_zeros()`` first to drop them).  A
-        boolean matrix is a pattern: its edges are unweighted.
+        included (call ``matrix.eliminate_zeros()`` first to drop them).
+        Duplicate entries of one (i, j) are one edge whose weight is their
+        sum, as SciPy reads them (``tocsr()``, ``toarray()``, ``A @ x``);
+        the caller's matrix is not modified.  A boolean matrix is a
+        pattern: its edges are unweighted.
     name : str, default "<scipy>"
         Name used in messages and in the manifest.
 
@@ -1009,7 +1052,15 @@ def from_scipy(matrix, name: str = "<scipy>") -> EdgeSource:
     num_vertices = int(matrix.shape[0])
     if num_vertices == 0:
         raise GraphInputError("empty graph: matrix is 0 x 0", name)
-    coo = matrix.tocoo()
+    if getattr(matrix, "has_canonical_format", False):
+        coo = matrix.tocoo()                # sorted, without duplicates
+    else:
+        # duplicates mean their sum in SciPy: merge them here, before any
+        # symmetrization could take a reverse edge for a duplicate
+        coo = matrix.tocoo(copy=True)
+        if coo.data.dtype.kind in "iu" and coo.data.dtype.itemsize < 8:
+            coo.data = coo.data.astype(np.int64)    # sums of small integers must not wrap
+        coo.sum_duplicates()
     data = np.asarray(coo.data)
     if data.dtype == np.bool_:
         weight = None

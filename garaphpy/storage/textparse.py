@@ -41,8 +41,11 @@ Number syntax
 * Integer weights (``weight_mode == WEIGHT_INT``): optional sign and digits;
   a ``.`` or exponent is reported as :data:`ERR_NON_INTEGER_WEIGHT`.
 * Real weights (``weight_mode == WEIGHT_REAL``): optional sign, digits,
-  optional fraction, optional exponent (``-1.5e-3``, ``.5``, ``7.``).  The
-  first 18 significant digits are kept.  When they fit in 2**53 and the
+  optional fraction, optional exponent (``-1.5e-3``, ``.5``, ``7.``).  A
+  literal of 18 significant digits or more (trailing zeros aside) is
+  converted by Python's ``float`` (correctly rounded; the kernel marks it
+  with a NaN, which no literal parses to, and :class:`RecordScanner`
+  replaces the marks).  Shorter ones are converted in the kernel: when they fit in 2**53 and the
   decimal exponent is within +-22 the value is one exact IEEE operation
   (Clinger's fast path; this covers weights such as ``0.25`` or ``1234.5678``).
   Otherwise the significand is multiplied by a double-double power of ten
@@ -60,7 +63,7 @@ import queue
 import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import BinaryIO, Iterator
 
 import numpy as np
@@ -274,6 +277,7 @@ def _parse_real(buf, pos):
     significand = np.int64(0)
     exponent = np.int64(0)
     n_digits = 0
+    truncated = False   # a non-zero digit beyond those kept
     while True:  # integer part
         digit = np.int64(buf[pos]) - 48
         if digit < 0 or digit > 9:
@@ -282,6 +286,7 @@ def _parse_real(buf, pos):
             significand = significand * 10 + digit
         else:
             exponent += 1
+            truncated = truncated or digit != 0
         n_digits += 1
         pos += 1
     if buf[pos] == _DOT:  # fraction
@@ -293,6 +298,8 @@ def _parse_real(buf, pos):
             if significand < _SIGNIFICAND_LIMIT:
                 significand = significand * 10 + digit
                 exponent -= 1
+            else:
+                truncated = truncated or digit != 0
             n_digits += 1
             pos += 1
     if n_digits == 0:
@@ -320,6 +327,9 @@ def _parse_real(buf, pos):
         exponent += -written if exponent_negative else written
     if not _is_token_end(buf[pos]):
         return 0.0, start, ERR_BAD_WEIGHT
+    while significand >= _SIGNIFICAND_LIMIT and significand % 10 == 0:
+        significand //= 10      # trailing zeros are not significant
+        exponent += 1
     # value = significand * 10**exponent
     if significand == 0:
         value = 0.0
@@ -336,6 +346,10 @@ def _parse_real(buf, pos):
         value = _scale_by_power_of_ten(significand, exponent)
     if value == np.inf:
         return 0.0, start, ERR_WEIGHT_OVERFLOW
+    if truncated or significand >= _SIGNIFICAND_LIMIT:
+        # 18 significant digits or more: the product above may be one ulp
+        # off; NaN (never a parsed value) asks the caller for Python's float
+        return np.nan, pos, OK
     if negative:
         value = -value
     return value, pos, OK
@@ -745,6 +759,11 @@ class RecordScanner:
         Bytes read per block, and bytes parsed per task.
     non_integer_hint : str
         Appended to the message about a non-integer weight (what to do).
+    on_widen : callable, optional
+        Integer weights only: a non-integer weight then makes the scanner
+        read every later weight as a real (float64; chunks already yielded
+        keep their int64 weights, exact in float64 up to 2**53) and call
+        ``on_widen(line)`` once, instead of raising.
 
     Attributes
     ----------
@@ -757,9 +776,10 @@ class RecordScanner:
     def __init__(self, name: str, syntax: RecordSyntax, first_line: int = 1,
                  expected_records: int | None = None, workers: int | None = None,
                  block_bytes: int | None = None, piece_bytes: int | None = None,
-                 non_integer_hint: str = ""):
+                 non_integer_hint: str = "", on_widen=None):
         self.name = name
         self.non_integer_hint = non_integer_hint
+        self.on_widen = on_widen
         self.syntax = syntax
         self.first_line = int(first_line)
         self.expected_records = expected_records
@@ -785,19 +805,71 @@ class RecordScanner:
             start = cut
 
     def _parse_piece(self, buf: np.ndarray, start: int, stop: int,
-                     scratch: _Scratch, capacity: int | None = None) -> _PieceResult:
-        """Parse ``buf[start:stop]`` completely (or up to ``capacity`` records)."""
+                     scratch: _Scratch, capacity: int | None = None,
+                     syntax: RecordSyntax | None = None) -> _PieceResult:
+        """Parse ``buf[start:stop]`` completely (or up to ``capacity`` records),
+        with ``syntax`` (default: the scanner's; its weights match ``scratch``'s)."""
+        syntax = syntax or self.syntax
         bound = (stop - start) // 4 + 1  # a record takes at least 4 bytes ("0 0\n")
         scratch.ensure(bound)
         weight = scratch.weight
-        is_int = self._weight_dtype is np.int64
-        is_real = self._weight_dtype is np.float64
+        is_int = scratch.weight_dtype is np.int64
+        is_real = scratch.weight_dtype is np.float64
         (_, n_records, n_lines, error, error_pos, field, line_start, _) = parse_records(
-            buf, start, stop, *self.syntax.kernel_arguments(), scratch.src, scratch.dst,
+            buf, start, stop, *syntax.kernel_arguments(), scratch.src, scratch.dst,
             weight if is_int else _EMPTY_INT, weight if is_real else _EMPTY_REAL,
             bound if capacity is None else capacity)
+        if is_real and n_records:
+            long_literals = np.flatnonzero(np.isnan(weight[:n_records]))
+            if long_literals.size:
+                overflow = self._convert_long_literals(buf, start, stop, weight,
+                                                       long_literals)
+                if overflow is not None and (error == OK or overflow[0] < n_lines):
+                    n_lines, error_pos, line_start = overflow
+                    error, field = ERR_WEIGHT_OVERFLOW, 3
         return _PieceResult(start, stop, scratch.src, scratch.dst, weight, n_records,
                             n_lines, error, error_pos, field, line_start)
+
+    def _convert_long_literals(self, buf: np.ndarray, start: int, stop: int,
+                               weight: np.ndarray, records: np.ndarray):
+        """Convert the weights of ``records`` (indices in the piece) with Python's float.
+
+        The records are the piece's data lines in order (the kernel accepted
+        them, so each ends with its weight).  Returns None, or ``(line index
+        in the piece, byte position, line start)`` of the first literal that
+        overflows to infinity.
+        """
+        wanted = set(records.tolist())
+        last = int(records[-1])
+        comments = self.syntax.comment_chars.encode()
+        record = 0
+        offset = start
+        for text in bytes(buf[start:stop]).split(b"\n"):
+            line_start = offset
+            offset += len(text) + 1
+            stripped = text.lstrip(b" \t\r")
+            if not stripped or stripped[:1] in comments:     # blank or comment line
+                continue
+            if record in wanted:
+                token = stripped.split()[-1]
+                value = float(token)
+                if math.isinf(value):
+                    line = bytes(buf[start:line_start]).count(b"\n")
+                    return line, line_start + text.rindex(token), line_start
+                weight[record] = value
+            if record == last:
+                return None
+            record += 1
+        return None
+
+    def _widen(self, buf: np.ndarray, piece: _PieceResult, line: int) -> _PieceResult:
+        """Read weights as reals from now on; ``piece`` parsed again so."""
+        self.syntax = replace(self.syntax, weight_mode=WEIGHT_REAL)
+        self._weight_dtype = np.float64
+        if self.on_widen is not None:
+            self.on_widen(line + piece.n_lines)
+            self.on_widen = None
+        return self._parse_piece(buf, piece.start, piece.stop, _Scratch(np.float64))
 
     def _raise_parse_error(self, buf: np.ndarray, piece: _PieceResult, line: int):
         token = _token_at(buf, piece.error_pos, piece.stop)
@@ -913,12 +985,21 @@ class RecordScanner:
                         next_piece += 1
                         if pool is None:
                             in_flight.append((slot, self._parse_piece(
-                                buf, start, cut, scratches[slot])))
+                                buf, start, cut, scratches[slot], None, self.syntax)))
                         else:
                             in_flight.append((slot, pool.submit(
-                                self._parse_piece, buf, start, cut, scratches[slot])))
+                                self._parse_piece, buf, start, cut, scratches[slot], None,
+                                self.syntax)))
                     slot, result = in_flight.popleft()
                     piece = result if pool is None else result.result()
+                    if piece.error == ERR_NON_INTEGER_WEIGHT and (
+                            self.on_widen is not None or self._weight_dtype is np.float64):
+                        # an integer-weighted input turns out to hold reals
+                        piece = self._widen(buf, piece, line)
+                        weight_dtype = np.float64
+                        scratches = [_Scratch(weight_dtype) for _ in range(n_slots)]
+                        if chunk_weight is not None:
+                            chunk_weight = chunk_weight.astype(np.float64)
                     if piece.error != OK:
                         self._raise_parse_error(buf, piece, line)
                     if expected is not None and self.records + piece.n_records > expected:

@@ -65,7 +65,7 @@ def reference_values(config: Path) -> np.ndarray:
 
 def values_of(config: Path) -> np.ndarray:
     table = np.load(config.parent / "values.npy")
-    return table["value"][np.argsort(table["vertex"])]
+    return table[table.dtype.names[1]][np.argsort(table["vertex"])]   # named after the value
 
 
 def one_error_line(err: str, *names: str) -> None:

@@ -497,3 +497,72 @@ def test_engine_result_verifies_and_matches_the_reference(small, name):
     report = result.program.verify(getattr(result, "graph", graph), result)
     assert report.ok, str(report)
     assert_same(name, result.values, reference(name, graph, sources), atol=1e-9)
+
+
+# ------------------------------------------- fixed points: no tolerance stops them --
+def chain_with_shortcuts(n=31, step=0.01, detour=1e-8):
+    """0 -> 1 -> ... -> n-1 by ``step``, plus 0 -> i weighing i * step + ``detour``.
+
+    A synchronous SSSP takes every shortcut in its first iteration; the chain
+    then improves one vertex per iteration, each by ``detour``: an L1 change
+    under 1e-6 while 28 distances are still wrong."""
+    chain = [(i, i + 1, step) for i in range(n - 1)]
+    shortcuts = [(0, i, i * step + detour) for i in range(2, n)]
+    src, dst, weight = (np.array(c) for c in zip(*(chain + shortcuts)))
+    return garaphpy.Graph.from_arrays(src.astype(np.int64), dst.astype(np.int64), weight,
+                                      num_vertices=n, weight_dtype="float64")
+
+
+@pytest.mark.parametrize("execution", ["sync", "async"])
+def test_a_tolerance_does_not_stop_sssp_before_its_fixed_point(execution):
+    from garaphpy.program import ToleranceIgnoredWarning
+
+    graph = chain_with_shortcuts()
+    with pytest.warns(ToleranceIgnoredWarning, match="tolerance=1e-06.*SSSP"):
+        result = garaphpy.run(graph, "sssp", sources=[0], mode="cpu", execution=execution,
+                              tolerance=1e-6)
+    assert result.converged
+    np.testing.assert_array_equal(result.values, ref.sssp_scipy(graph, [0]))
+    assert SSSP().verify(graph, result).ok
+
+
+def test_fixed_point_programs_declare_it_and_refuse_a_class_tolerance():
+    assert all(cls.fixed_point for cls in (SSSP, BFS, ConnectedComponents, SSWP))
+    assert not PageRank.fixed_point and not HeatSimulation.fixed_point
+    with pytest.raises(garaphpy.ProgramError, match="fixed_point.*tolerance = 0.001"):
+        class Stopped(VertexProgram):       # noqa: F841
+            sum = "min"
+            fixed_point = True
+            tolerance = 1e-3
+
+            def init(is_source):
+                return 0.0 if is_source else math.inf
+
+            def gather(src, weight):
+                return src + weight
+
+            def apply(value, accum):
+                return min(value, accum)
+
+            def activate(new, old):
+                return new < old
+
+
+@pytest.mark.parametrize("scale", [1e-12, 1e-3, 1.0, 1e9])
+def test_path_verifiers_catch_a_wrong_value_of_any_size(scale):
+    graph = chain_with_shortcuts(step=0.01 * scale, detour=1e-8 * scale)
+    dist = ref.sssp_scipy(graph, [0])
+    assert SSSP().verify(graph, ref.fake_result(SSSP(), dist, [0])).ok
+    for wrong in (dist[5] * (1 + 1e-9), dist[5] * (1 - 1e-9)):
+        bad = dist.copy()
+        bad[5] = wrong
+        report = SSSP().verify(graph, ref.fake_result(SSSP(), bad, [0]))
+        assert not report.ok and "vertex 5" in report.detail, (scale, wrong, str(report))
+    # widest paths: the same graph's widths, one off by a relative 1e-9
+    width = ref.sswp_heap(graph, [0])
+    assert SSWP().verify(graph, ref.fake_result(SSWP(), width, [0])).ok
+    bad = width.copy()
+    bad[5] = width[5] * (1 + 1e-9)
+    report = SSWP().verify(graph, ref.fake_result(SSWP(), bad, [0]))
+    assert not report.ok and "vertex 5" in report.detail, (scale, str(report))
+

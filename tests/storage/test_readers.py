@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse
+from scipy.sparse.csgraph import dijkstra
 
 from garaphpy import config
 from garaphpy.errors import ConfigError, GraphInputError
@@ -195,7 +196,7 @@ def test_wel_kind_is_decided_by_the_first_block(tmp_path, monkeypatch):
     monkeypatch.setattr(config, "WEIGHT_PROBE_BYTES", 16)
     lines = [f"{i} {i + 1} {i}" for i in range(10)] + ["10 11 2.5"]
     path = write(tmp_path / "g.wel", "\n".join(lines) + "\n")
-    source = open_source(path)
+    source = open_source(path, weight_kind="int")     # asked for: kept, and refused
     assert source.weight_kind == "int"
     with raises_at(path, line=11, match="not an integer.*weight_kind='real'"):
         consume(source)
@@ -832,3 +833,174 @@ def test_snap_data_files(filename):
         pairs = np.unique(low * (1 << 32) + high)
         assert pairs.size == 118521
         assert 2 * (pairs.size - self_loops) + self_loops == edges
+
+
+# ============================================ decimal weights from text files ==
+DECIMAL_EDGES = [(0, 1, "1.000000001"), (1, 2, "0.300000007"), (0, 2, "1.300000009"),
+                 (2, 3, "2.0000000001"), (1, 3, "2.3000000004")]
+
+
+def _decimal_text_files(tmp_path):
+    """The same decimal-weighted graph as .wel, 3-column .el and .txt, and real .mtx."""
+    lines = "".join(f"{u} {v} {w}\n" for u, v, w in DECIMAL_EDGES)
+    mtx = ("%%MatrixMarket matrix coordinate real general\n4 4 5\n"
+           + "".join(f"{u + 1} {v + 1} {w}\n" for u, v, w in DECIMAL_EDGES))
+    return [write(tmp_path / "g.wel", lines), write(tmp_path / "g.el", lines),
+            write(tmp_path / "g.txt", "# decimal\n" + lines), write(tmp_path / "g.mtx", mtx)]
+
+
+def _dijkstra(weights_as):
+    matrix = scipy.sparse.coo_matrix(
+        ([weights_as(w) for *_, w in DECIMAL_EDGES],
+         ([u for u, *_ in DECIMAL_EDGES], [v for _, v, _ in DECIMAL_EDGES])), shape=(4, 4))
+    return dijkstra(matrix.tocsr(), indices=0)
+
+
+def test_decimal_text_weights_are_kept_in_float64(tmp_path):
+    import garaphpy
+
+    expected = _dijkstra(float)
+    for path in _decimal_text_files(tmp_path):
+        graph = garaphpy.Graph.load(path, store=tmp_path / f"{path.name}.store")
+        assert graph.store.weight_dtype == np.float64, path
+        first = 1 if path.suffix == ".mtx" else 0     # Matrix Market ids are 1-based
+        result = garaphpy.run(graph, "sssp", sources=[first], mode="cpu")
+        ids = graph.original_ids() - first
+        np.testing.assert_array_equal(result.values, expected[ids], err_msg=str(path))
+
+
+def test_float32_weights_from_text_when_asked_say_what_was_rounded(tmp_path):
+    import garaphpy
+    from garaphpy.storage.edges import WeightsRoundedWarning
+
+    path = _decimal_text_files(tmp_path)[0]
+    with pytest.warns(WeightsRoundedWarning, match=r"rounded 5 of 5 weights.*1\.000000001"):
+        graph = garaphpy.Graph.load(path, store=tmp_path / "narrow", weight_dtype="float32")
+    assert graph.store.weight_dtype == np.float32
+    result = garaphpy.run(graph, "sssp", sources=[0], mode="cpu")
+    np.testing.assert_allclose(result.values, _dijkstra(np.float32)[graph.original_ids()],
+                               rtol=1e-6)
+
+
+# ===================================================== SciPy's duplicates ==
+def _with_duplicates(kind):
+    """(0, 1) stored as 5.0 and 1.0, (1, 2) as 2 and 3 (int8: 100 and 100), in ``kind``."""
+    row, col = np.array([0, 0, 1, 1, 2]), np.array([1, 1, 2, 2, 0])
+    if kind == "int8":
+        return scipy.sparse.coo_matrix((np.array([5, 1, 100, 100, 7], np.int8), (row, col)),
+                                       shape=(3, 3))
+    data = np.array([5.0, 1.0, 2.0, 3.0, 7.0])
+    if kind in ("csr_matrix", "csc_array"):   # non-canonical: duplicates inside a row
+        matrix = scipy.sparse.csr_matrix((data, col, np.array([0, 2, 4, 5])), shape=(3, 3))
+        return matrix if kind == "csr_matrix" else scipy.sparse.csc_array(
+            (data[[4, 0, 1, 2, 3]], row[[4, 0, 1, 2, 3]], np.array([0, 1, 3, 5])), shape=(3, 3))
+    return getattr(scipy.sparse, kind)((data, (row, col)), shape=(3, 3))
+
+
+@pytest.mark.parametrize("kind", ["coo_matrix", "coo_array", "csr_matrix", "csc_array", "int8"])
+def test_from_scipy_sums_duplicate_entries_as_scipy_does(kind):
+    matrix = _with_duplicates(kind)
+    before = matrix.copy()
+    src, dst, weight = read_all(from_scipy(matrix))
+    summed = scipy.sparse.coo_matrix(
+        (np.asarray(matrix.tocoo().data, np.int64 if kind == "int8" else np.float64),
+         (matrix.tocoo().row, matrix.tocoo().col)), shape=(3, 3)).toarray()   # SciPy sums
+    assert sorted(zip(src.tolist(), dst.tolist(), weight.tolist())) == \
+        [(int(u), int(v), summed[u, v]) for u, v in zip(*np.nonzero(summed))]
+    # the caller's matrix is left as it was
+    assert (matrix != before).nnz == 0 and matrix.nnz == before.nnz == 5
+
+
+def test_sssp_on_a_scipy_matrix_with_duplicates_follows_scipy():
+    import garaphpy
+
+    matrix = scipy.sparse.coo_matrix(([5.0, 1.0], ([0, 0], [1, 1])), shape=(2, 2))
+    graph = garaphpy.Graph.from_scipy(matrix)
+    result = garaphpy.run(graph, "sssp", sources=[0], mode="cpu")
+    np.testing.assert_array_equal(result.values, dijkstra(matrix.tocsr(), indices=0))
+    assert result.values[1] == 6.0
+
+
+# ============================================== long mantissas, correctly rounded ==
+def _near_halfway(rng, digits: int, count: int) -> list[str]:
+    """Decimal strings of ``digits`` significant digits within a few units of the
+    last digit of a point halfway between two adjacent doubles."""
+    from decimal import Decimal, getcontext
+
+    getcontext().prec = 60
+    tokens = []
+    for _ in range(count):
+        x = float(rng.uniform(0.5, 2.0) * 10.0 ** int(rng.integers(-30, 30)))
+        halfway = (Decimal(x) + Decimal(np.nextafter(x, np.inf))) / 2
+        text = f"{halfway:.{digits - 1}e}"
+        mantissa, exponent = text.split("e")
+        last = int(mantissa[-1]) + int(rng.integers(-1, 2))
+        if 0 <= last <= 9:
+            mantissa = mantissa[:-1] + str(last)
+        sign = "-" if rng.random() < 0.25 else ""
+        tokens.append(f"{sign}{mantissa}e{exponent}")
+    return tokens
+
+
+@pytest.mark.parametrize("digits", [17, 18, 19, 20, 25, 40])
+def test_long_mantissas_are_correctly_rounded(tmp_path, digits):
+    rng = np.random.default_rng(digits)
+    tokens = _near_halfway(rng, digits, 400)
+    tokens += ["0." + "0" * 30 + "1" * digits, "1" * digits + ".5", "1.0" + "0" * digits]
+    lines = "".join(f"{i % 7} {i % 5} {t}\n" for i, t in enumerate(tokens))
+    path = write(tmp_path / "g.wel", "# comment\n\n" + lines.replace("\n", "\n% c\n", 3))
+    source = open_source(path)
+    assert source.weight_kind == "real"
+    for max_edges in (1 << 20, 33):
+        _, _, weight = read_all(source, max_edges)
+        np.testing.assert_array_equal(weight, np.array([float(t) for t in tokens]))
+
+
+def test_a_long_literal_that_overflows_names_its_line(tmp_path):
+    largest = "1.797693134862315708e308"         # rounds down to the largest double
+    beyond = "1.797693134862315808e308"          # past the halfway point: infinity
+    assert float(largest) == np.finfo(np.float64).max and float(beyond) == np.inf
+    path = write(tmp_path / "g.wel", f"0 1 1.5\n1 2 {largest}\n2 3 {beyond}\n")
+    with raises_at(path, line=3, match="out of range"):
+        consume(open_source(path))
+    path = write(tmp_path / "h.wel", f"0 1 1.5\n1 2 {largest}\n")
+    assert read_all(open_source(path))[2].tolist() == [1.5, float(largest)]
+
+
+@pytest.mark.parametrize("max_edges", [1 << 20, 3])
+@pytest.mark.parametrize("workers", [1, 3])
+def test_wel_probed_integer_widens_to_real_on_a_later_decimal(tmp_path, monkeypatch,
+                                                              max_edges, workers):
+    monkeypatch.setattr(config, "WEIGHT_PROBE_BYTES", 16)
+    monkeypatch.setattr(config, "PARSE_WORKERS", workers)
+    monkeypatch.setattr(config, "PIECE_BYTES", 24)           # many pieces in flight
+    weights = [str(i) for i in range(10)] + ["2.5", "7", "-0.125", "12"]
+    text = "".join(f"{i} {i + 1} {w}\n" for i, w in enumerate(weights))
+    path = write(tmp_path / "g.wel", text)
+    source = open_source(path)
+    key = source.identity()
+    assert source.weight_kind == "int"
+    for _ in range(2):                                       # the second pass reads reals
+        chunks = list(source.chunks(max_edges))
+        assert source.weight_kind == "real" and source.identity() == key
+        weight = np.concatenate([c.weight.astype(np.float64) for c in chunks])
+        assert weight.tolist() == [float(w) for w in weights]
+        assert np.concatenate([c.src for c in chunks]).tolist() == list(range(len(weights)))
+    assert all(c.weight.dtype == np.float64 for c in source.chunks(max_edges))
+
+
+def test_cli_reads_a_wel_whose_decimals_start_after_the_probe(tmp_path):
+    import subprocess
+    import sys
+
+    rows = config.WEIGHT_PROBE_BYTES // 10 + 10             # integer weights beyond the probe
+    lines = [f"{i} {i + 1} 1" for i in range(rows)] + [f"{rows} {rows + 1} 2.5"]
+    path = write(tmp_path / "g.wel", "\n".join(lines) + "\n")
+    out = tmp_path / "d.txt"
+    run = subprocess.run([sys.executable, "-m", "garaphpy", "sssp", str(path), "--source",
+                          str(rows - 1), "--mode", "cpu", "--store", str(tmp_path / "st"),
+                          "--output", str(out), "--quiet"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    distances = dict(line.split() for line in out.read_text().splitlines()
+                     if not line.startswith("#"))
+    assert float(distances[str(rows + 1)]) == 3.5 and float(distances[str(rows)]) == 1.0
