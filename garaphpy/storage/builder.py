@@ -769,26 +769,37 @@ def build_store(source: EdgeSource, path, options: BuildOptions | None = None, *
     path = Path(path)
     key = store_key(source.identity(), options)
     gpu_memory = _resolve_gpu_memory(options)
-    if path.exists() and not force:
-        try:
-            manifest = read_manifest(path)
-        except StoreError:
-            manifest = None
-        if manifest is not None and manifest.get("key") == key:
-            store = Store.open(path)
-            store.reused = True
-            if progress:
-                progress_logger("preprocess").info(f"preprocess: reusing up-to-date store {path}")
-            return store
-    # refuse before any work: only a store of ours is ever replaced
-    filesafety.check_replaceable(path)
-    for directory in options.storage_dirs:
-        filesafety.check_replaceable(Path(directory) / f"{path.name}-{key[:12]}", "storage_dirs")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise StoreError(f"{error.filename or path.parent}: cannot create the store's parent "
                          f"directory ({error.strerror or error})") from None
+    # one build or open of this path at a time: what is checked stays true until opened
+    with filesafety.StoreLock(path):
+        if path.exists() and not force:
+            try:
+                manifest = read_manifest(path)
+            except StoreError:
+                manifest = None
+            if manifest is not None and manifest.get("key") == key:
+                store = Store.open(path, key=key)
+                store.reused = True
+                if progress:
+                    progress_logger("preprocess").info(
+                        f"preprocess: reusing up-to-date store {path}")
+                return store
+        _build_locked(source, path, options, key, gpu_memory, progress)
+        # just written and checksummed block by block: a quick check suffices
+        return Store.open(path, verify="quick", key=key)
+
+
+def _build_locked(source: EdgeSource, path: Path, options: BuildOptions, key: str,
+                  gpu_memory: int, progress: bool) -> None:
+    """Build ``source`` into ``path``; the caller holds the path's StoreLock."""
+    # refuse before any work: only a store of ours is ever replaced
+    filesafety.check_replaceable(path)
+    for directory in options.storage_dirs:
+        filesafety.check_replaceable(Path(directory) / f"{path.name}-{key[:12]}", "storage_dirs")
     name = re.escape(path.name)
     filesafety.remove_stale_temporaries(path.parent, name)
     for directory in options.storage_dirs:
@@ -796,8 +807,6 @@ def build_store(source: EdgeSource, path, options: BuildOptions | None = None, *
     builder = _Builder(source, path, options, key, gpu_memory, progress)
     with _numba_setup.KeptInterrupts():     # a Ctrl-C while numba compiles is not lost
         builder.run()
-    # just written and checksummed block by block: a quick check suffices
-    return Store.open(path, verify="quick")
 
 
 #: Host memory the build takes per vertex, whatever the edges (offsets,

@@ -97,6 +97,53 @@ def check_replaceable(path: Path, what: str = "store.path") -> None:
                          f"not part of a store; refusing to replace it (move it away)")
 
 
+# ------------------------------------------------------------ store lock --
+
+class StoreLock:
+    """An exclusive flock that serializes the builds and opens of one store path.
+
+    Held from the check of what is at the path (a store of this input to
+    reuse, or one to replace) through the build, the install and the
+    opening of the result, so that a process only ever opens the store it
+    built or found built from its own input.  The lock file
+    ``.NAME.lock`` beside the store is removed on release; a process that
+    was waiting on a removed file takes the lock again on the new one.
+    """
+
+    def __init__(self, path: Path):
+        self.path = path.parent / f".{path.name}.lock"
+        self.fd = None
+
+    def __enter__(self) -> "StoreLock":
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                held = os.fstat(fd)
+                try:
+                    current = os.stat(self.path)
+                except FileNotFoundError:
+                    current = None
+            except BaseException:
+                os.close(fd)
+                raise
+            if current is not None and (current.st_dev, current.st_ino) == \
+                    (held.st_dev, held.st_ino):
+                self.fd = fd
+                return self
+            os.close(fd)    # the holder removed it as we waited: lock the new one
+
+    def __exit__(self, *exc) -> None:
+        if self.fd is None:
+            return
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass
+        os.close(self.fd)
+        self.fd = None
+
+
 # ------------------------------------------------------------ temporaries --
 
 class TemporaryLock:

@@ -556,3 +556,56 @@ def test_a_damaged_store_says_to_rebuild(tmp_path, capsys):
     assert run_cli(tmp_path, text) == 1
     assert "checksum mismatch" in (err := capsys.readouterr().err) and "--rebuild" in err
     assert run_cli(tmp_path, text, "--rebuild") == 0
+
+
+# ------------------------------- 9. concurrent builds into one store path --
+
+CONCURRENT_BUILDER = """
+import json, sys, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[4])
+import numpy as np
+from garaphpy.errors import StoreError
+from garaphpy.storage.builder import BuildOptions, build_store
+from garaphpy.storage.readers import from_arrays
+
+me, rounds, work = int(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
+rng = np.random.default_rng(me)
+n = 40 + 9 * me
+source = from_arrays(rng.integers(0, n, 300), rng.integers(0, n, 300), rng.integers(1, 99, 300))
+# the reference: the same input alone in a store of its own
+alone = build_store(source, work / f"alone-{me}", BuildOptions(), progress=False)
+expected = [alone.original_ids(), *alone.csc()]
+outcomes = []
+for round_ in range(rounds):
+    (work / f"ready-{round_}-{me}").touch()
+    while not all((work / f"ready-{round_}-{i}").exists() for i in range(3)):
+        time.sleep(0.0005)
+    try:
+        store = build_store(source, work / "shared", BuildOptions(), progress=False)
+        got = [store.original_ids(), *store.csc()]
+        right = all(np.array_equal(a, b) for a, b in zip(expected, got))
+        outcomes.append("right" if right else "wrong")
+    except StoreError:
+        outcomes.append("refused")
+print(json.dumps(outcomes))
+"""
+
+
+def test_concurrent_builds_of_three_inputs_into_one_path_never_give_another_answer(tmp_path):
+    """Three processes build three different graphs into one store.path, 30
+    rounds started together: each gets its own graph, or an error, never
+    another input's store."""
+    rounds = 30
+    processes = [subprocess.Popen([sys.executable, "-c", CONCURRENT_BUILDER, str(me),
+                                   str(rounds), str(tmp_path), str(REPO)],
+                                  stdout=subprocess.PIPE, text=True) for me in range(3)]
+    outcomes = []
+    for process in processes:
+        out, _ = process.communicate(timeout=600)
+        assert process.returncode == 0
+        outcomes += __import__("json").loads(out.strip().splitlines()[-1])
+    assert len(outcomes) == 3 * rounds
+    assert outcomes.count("wrong") == 0, outcomes
+    assert outcomes.count("right") >= rounds
+    assert leftovers(tmp_path) == [] and not list(tmp_path.glob(".*.lock"))
