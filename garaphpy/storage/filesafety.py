@@ -167,7 +167,8 @@ class TemporaryLock:
         self.fd = None
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (one of another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -183,7 +184,7 @@ def _is_stale(directory: Path, pid: int) -> bool:
         fd = os.open(lock, os.O_RDWR)
     except FileNotFoundError:
         # no lock: older garaphpy, or a build about to install it; trust the pid
-        return not _pid_alive(pid)
+        return not pid_alive(pid)
     except OSError:
         return False
     try:
