@@ -13,10 +13,13 @@ debris behind (issue 22):
   error naming the path, and nothing is touched.
 * **Stale temporaries.**  A build writes into ``.NAME.tmp-PID-*``
   directories that hold an exclusive ``flock`` on a lock file while the
-  build runs (:class:`TemporaryLock`).  The next build of the same store
-  removes the temporaries whose lock nobody holds (the kernel drops a dead
-  process's locks, ``kill -9`` included), and lock-less ones (older
-  garaphpy) only when their pid is dead: :func:`remove_stale_temporaries`.
+  build runs (:class:`TemporaryLock`).  Every build removes, beside its
+  store, in its storage directories and in the cache, the temporaries
+  whose lock nobody holds (the kernel drops a dead process's locks,
+  ``kill -9`` included), and lock-less ones (older garaphpy) only when
+  their pid is dead and they hold garaphpy's marker and nothing else:
+  :func:`remove_stale_temporaries`.  A folder of the user's that is merely
+  named like a temporary is never touched.
 * **Full writes.**  Every byte the build writes goes through
   :func:`write_fully`, which retries short writes and turns a full disk
   (or any other write error) into one :class:`~garaphpy.errors.StoreError`
@@ -181,10 +184,17 @@ def pid_alive(pid: int) -> bool:
 def _is_stale(directory: Path, pid: int) -> bool:
     lock = directory / LOCK_FILE
     try:
-        fd = os.open(lock, os.O_RDWR)
+        fd = os.open(lock, os.O_RDWR | os.O_NOFOLLOW)
     except FileNotFoundError:
-        # no lock: older garaphpy, or a build about to install it; trust the pid
-        return not pid_alive(pid)
+        # no lock: older garaphpy, or a build about to install it; a dead pid
+        # and garaphpy's marker, nothing else inside (a user's folder of that name stays)
+        if pid_alive(pid):
+            return False
+        try:
+            check_replaceable(directory)
+        except StoreError:
+            return False
+        return _owned_marker(directory)
     except OSError:
         return False
     try:
@@ -213,7 +223,7 @@ def remove_stale_temporaries(parent: Path, stem: str) -> list[Path]:
     list of pathlib.Path
         What was removed.
     """
-    pattern = re.compile(rf"\.(?:{stem})\.(?:tmp-(\d+)-.+|old-[0-9a-f]+)")
+    pattern = re.compile(rf"\.(?:{stem})\.(?:tmp-(\d+)-.+|old-[0-9a-f]+)", re.S)
     removed = []
     try:
         entries = list(parent.iterdir())
@@ -230,6 +240,8 @@ def remove_stale_temporaries(parent: Path, stem: str) -> list[Path]:
             try:
                 check_replaceable(entry)
             except StoreError:
+                continue
+            if not _owned_marker(entry):
                 continue
         shutil.rmtree(entry, ignore_errors=True)
         removed.append(entry)
