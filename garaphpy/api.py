@@ -27,7 +27,7 @@ import numpy as np
 
 from . import _numba_setup, config
 from .errors import ConfigError, GaraphError
-from .options import DIRECTIONS, EXECUTIONS, MODES, RunOptions
+from .options import DIRECTIONS, EXECUTIONS, MAX_ITERATIONS, MODES, RunOptions
 from .paths import cache_directory
 from .program import ProgramError, VertexProgram, default_execution
 from .scheduler import checkpoint
@@ -307,8 +307,9 @@ def run(graph, program, *, mode: str = "hybrid", execution: str | None = None,
         raise ConfigError(f"direction={direction!r}: expected one of {DIRECTIONS}")
     max_iterations = program.max_iterations if max_iterations is None else max_iterations
     if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) \
-            or max_iterations < 1:
-        raise ConfigError(f"max_iterations={max_iterations!r}: expected a positive integer")
+            or not 1 <= max_iterations <= MAX_ITERATIONS:
+        raise ConfigError(f"max_iterations={max_iterations!r}: expected an integer from 1 "
+                          f"to {MAX_ITERATIONS}")
     tolerance = program.tolerance if tolerance is None else tolerance
     if tolerance is not None and not (isinstance(tolerance, (int, float)) and tolerance >= 0):
         raise ConfigError(f"tolerance={tolerance!r}: expected a non-negative number")

@@ -377,6 +377,10 @@ def _execute(args: argparse.Namespace, load_settings, resume_hint) -> int:
 
             get_program(settings["run"]["program"], **settings["run"]["constants"])
             check_outputs(settings, args.resume)
+            if settings["run"]["mode"] == "gpu":     # refused before the build, not after
+                from .kernels.gpu import cupy_module
+
+                cupy_module()
         check_cache(settings)
         graph = graph_from_config(settings, progress=not args.quiet, rebuild=args.rebuild)
         _DroppedInterrupts.check()

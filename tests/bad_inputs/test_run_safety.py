@@ -538,3 +538,20 @@ def test_tilde_is_expanded_the_same_for_a_relative_and_an_absolute_config(
         settings = load_config(named, ['output.values="~/out.txt"', 'run.checkpoint_dir="~/ck"'])
         assert settings["output"]["values"] == str(home / "out.txt")
         assert settings["run"]["checkpoint_dir"] == str(home / "ck")
+
+
+def test_mode_gpu_without_a_gpu_is_refused_before_the_build(tmp_path, capsys):
+    from conftest import gpu_available
+
+    if gpu_available() is None:
+        pytest.skip("a GPU is usable here")
+    config = bfs_config(tmp_path)
+    assert main([str(config), "-q", "--set", "run.mode='gpu'"]) == 1
+    one_error_line(capsys.readouterr().err, "GPU")
+    assert not (tmp_path / "st").exists()
+
+
+def test_the_library_refuses_max_iterations_beyond_the_limit_like_the_cli():
+    graph = garaphpy.Graph.from_arrays([0, 1], [1, 2])
+    with pytest.raises(ConfigError, match="max_iterations"):
+        garaphpy.run(graph, "bfs", sources=0, mode="cpu", max_iterations=2**63)
