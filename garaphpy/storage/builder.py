@@ -13,14 +13,15 @@ once or twice).  The steps:
    duplicate policy.  CSR: a stable counting sort of the CSC by source.
 3. *Layout*: shards and pages from the in-degrees (layout.py).
 4. *Write*: page images cut into data blocks, each block placed in a storage
-   directory chosen by a hash of (page, block), checksummed; vertex arrays;
-   the manifest last.
+   directory chosen by a hash of (page, block), checksummed (page_writer.py);
+   vertex arrays; the manifest last.
 
 When the edges do not fit the host-memory budget, ingest reads the input
 twice (vertex ids, then edges) and spills edges into destination-range
-buckets on disk; each group of buckets that fits the budget is sorted on its
-own, and the CSR is built from source-range buckets the same way.  Both
-paths produce byte-identical stores.
+buckets on disk (scratch.py: every scratch file checksummed, duplicate
+bombs merged as they are spilled); each group of buckets that fits the
+budget is sorted on its own, and the CSR is built from source-range
+buckets the same way.  Both paths produce byte-identical stores.
 
 Everything is written into temporary directories that are renamed into
 place at the end, so an interrupted or failed build leaves no store behind.
@@ -39,8 +40,6 @@ import shutil
 import tempfile
 import time
 import uuid
-import zlib
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -55,10 +54,11 @@ from ..progress import PRINTED_BY_CLI, Progress, human_bytes
 from ..progress import logger as progress_logger
 from . import _build_kernels as kernels
 from . import filesafety, layout
+from .page_writer import BLOCK_FILE, StoreWriter, write_array, write_pages
+from .page_writer import block_directory  # noqa: F401  (re-exported: declared here before)
 from .scratch import AppendFile
 from .scratch import Buckets as _Buckets
 from .edges import EdgeChunk, EdgeSource, location_error
-from .layout import BLOCK_DTYPE
 
 # ------------------------------------------------------------------ summary --
 
@@ -521,31 +521,6 @@ def _unique_ids_streaming(ingest: _Ingest) -> np.ndarray:
 
 # ------------------------------------------------------------------- writing --
 
-def _splitmix64(value: int) -> int:
-    value = (value + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
-    value = ((value ^ (value >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
-    value = ((value ^ (value >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
-    return value ^ (value >> 31)
-
-
-def block_directory(page: int, block: int, num_dirs: int) -> int:
-    """Storage directory of data block ``block`` of page ``page`` (section 2.2)."""
-    return _splitmix64((page << 24) | block) % num_dirs
-
-
-BLOCK_FILE = "blocks.dat"
-
-
-def _write_array(directory: Path, name: str, array: np.ndarray, arrays: dict) -> None:
-    array = np.ascontiguousarray(array)
-    path = directory / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    filesafety.write_file(path, array)
-    arrays[name] = {"dtype": array.dtype.str if array.dtype.names is None else "structured",
-                    "shape": list(array.shape), "nbytes": int(array.nbytes),
-                    "crc32": zlib.crc32(memoryview(array).cast("B"))}
-
-
 def _resolve_gpu_memory(options: BuildOptions) -> int:
     if options.gpu_memory is not None:
         return options.gpu_memory
@@ -578,90 +553,6 @@ def store_key(identity: dict, options: BuildOptions) -> str:
     text = json.dumps({"input": identity, "options": options.content_options(),
                        "version": config.STORE_FORMAT_VERSION}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-class _StoreWriter:
-    """Writes page blocks across storage directories and records them."""
-
-    def __init__(self, directories: list[Path], block_bytes: int):
-        self.directories = directories
-        self.block_bytes = block_bytes
-        self.paths = [d / BLOCK_FILE for d in directories]
-        self.handles = [os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                        for p in self.paths]
-        self.positions = [0] * len(directories)
-        self.blocks = []
-        self.pool = ThreadPoolExecutor(max_workers=max(2, min(8, config.default_threads())))
-
-    def write_page(self, page: int, image: np.ndarray) -> tuple[int, int]:
-        """Write one page image as blocks; returns (first block, block count)."""
-        first = len(self.blocks)
-        view = memoryview(image).cast("B")
-        pieces = [view[lo:lo + self.block_bytes] for lo in range(0, len(view), self.block_bytes)]
-        checksums = list(self.pool.map(zlib.crc32, pieces))
-        for index, (piece, crc) in enumerate(zip(pieces, checksums)):
-            directory = block_directory(page, index, len(self.directories))
-            handle, path = self.handles[directory], self.paths[directory]
-            offset = self.positions[directory]
-            filesafety.write_fully(handle, piece, path)
-            padded = layout.align(len(piece), config.BLOCK_ALIGNMENT)
-            if padded > len(piece):
-                filesafety.write_fully(handle, b"\0" * (padded - len(piece)), path)
-            self.positions[directory] = offset + padded
-            self.blocks.append((page, index, directory, offset, len(piece), crc))
-        return first, len(pieces)
-
-    def close(self) -> np.ndarray:
-        self.pool.shutdown()
-        failure = None
-        for handle, path in zip(self.handles, self.paths):
-            try:
-                os.fsync(handle)
-            except OSError as error:
-                failure = failure or filesafety.write_error(path, error, 0)
-            finally:
-                os.close(handle)
-        if failure is not None:
-            raise failure
-        table = np.zeros(len(self.blocks), BLOCK_DTYPE)
-        for i, row in enumerate(self.blocks):
-            table[i] = row
-        return table
-
-
-def _write_pages(writer: _StoreWriter, shards, pages_count, in_offsets, csc_src, csc_weight,
-                 sizing: layout.PageSizing, source_dtype, weight_dtype, progress: Progress):
-    page_rows = []
-    shard_start = 0
-    for page, count in enumerate(pages_count.tolist()):
-        page_shards = shards[shard_start:shard_start + count]
-        edge_begin = int(page_shards["edge_begin"][0])
-        edge_end = int(page_shards["edge_end"][-1])
-        num_edges = edge_end - edge_begin
-        offsets = layout.page_array_offsets(num_edges, sizing)
-        image = np.zeros(offsets["nbytes"], np.uint8)
-        image[:num_edges * sizing.source_bytes].view(source_dtype)[:] = csc_src[edge_begin:edge_end]
-        idxoff = image[offsets["idxoff"]:offsets["idxoff"] + 2 * num_edges].view(np.uint16)
-        kernels.fill_idxoff(in_offsets, page_shards["first_vertex"], page_shards["num_vertices"],
-                            page_shards["edge_begin"], page_shards["edge_end"], edge_begin, idxoff)
-        if weight_dtype is not None:
-            start = offsets["weights"]
-            image[start:start + num_edges * sizing.weight_bytes].view(weight_dtype)[:] = \
-                csc_weight[edge_begin:edge_end]
-        first_block, num_blocks = writer.write_page(page, image)
-        last = page_shards[-1]
-        page_rows.append({
-            "first_shard": shard_start, "num_shards": count,
-            "first_vertex": int(page_shards["first_vertex"][0]),
-            "end_vertex": int(last["first_vertex"] + last["num_vertices"]),
-            "edge_begin": edge_begin, "num_edges": num_edges,
-            "nbytes": offsets["nbytes"], "idxoff_offset": offsets["idxoff"],
-            "weights_offset": offsets["weights"],
-            "first_block": first_block, "num_blocks": num_blocks,
-        })
-        shard_start += count
-        progress.update(edge_end, "writing pages")
-    return page_rows
 
 
 # ---------------------------------------------------------------- the build --
@@ -1086,24 +977,24 @@ class _Builder:
         pages_count = layout.group_pages(shards, sizing)
         self._mark("layout")
         directories = [primary] + list(extra_tmp)
-        writer = _StoreWriter(directories, options.block_bytes)
+        writer = StoreWriter(directories, options.block_bytes)
         try:
-            page_rows = _write_pages(writer, shards, pages_count, in_offsets, csc_src, csc_weight,
+            page_rows = write_pages(writer, shards, pages_count, in_offsets, csc_src, csc_weight,
                                      sizing, vid, weight_dtype, self.progress)
         finally:
             blocks = writer.close()
         self._mark("pages")
         arrays = {}
-        _write_array(primary, "vertices/in_offsets.bin", in_offsets, arrays)
-        _write_array(primary, "vertices/out_offsets.bin", out_offsets, arrays)
-        _write_array(primary, "vertices/out_targets.bin", np.asarray(out_targets, vid), arrays)
-        _write_array(primary, "vertices/in_degree.bin", in_degree.astype(degree_dtype), arrays)
-        _write_array(primary, "vertices/out_degree.bin",
+        write_array(primary, "vertices/in_offsets.bin", in_offsets, arrays)
+        write_array(primary, "vertices/out_offsets.bin", out_offsets, arrays)
+        write_array(primary, "vertices/out_targets.bin", np.asarray(out_targets, vid), arrays)
+        write_array(primary, "vertices/in_degree.bin", in_degree.astype(degree_dtype), arrays)
+        write_array(primary, "vertices/out_degree.bin",
                      np.diff(out_offsets).astype(degree_dtype), arrays)
         if original_ids is not None:
-            _write_array(primary, "vertices/original_ids.bin", original_ids, arrays)
-        _write_array(primary, "shards.bin", shards, arrays)
-        _write_array(primary, "blocks.bin", blocks, arrays)
+            write_array(primary, "vertices/original_ids.bin", original_ids, arrays)
+        write_array(primary, "shards.bin", shards, arrays)
+        write_array(primary, "blocks.bin", blocks, arrays)
         self._mark("vertex_arrays")
         for directory in directories:
             filesafety.write_file(directory / filesafety.STORE_ID, (self.key + "\n").encode())

@@ -193,6 +193,8 @@ class Store:
     """
 
     def __init__(self, path: Path, manifest: dict):
+        #: descriptors of the block files, opened with the store
+        self._block_fds: list[int] = []
         self.path = path
         self.manifest = manifest
         self.num_vertices = int(manifest["num_vertices"])
@@ -206,8 +208,6 @@ class Store:
         self._block_dirs = [path] + [
             Path(d) / f"{path.name}-{manifest['key'][:12]}" for d in manifest["storage_dirs"][1:]]
         self._arrays: dict[str, np.ndarray] = {}
-        #: descriptors of the block files, opened with the store
-        self._block_fds: list[int] = []
         #: True when build_store found this store up to date instead of building it.
         self.reused = False
         #: the whole CSC held in host memory (:meth:`keep_csc`); None: read per call
@@ -315,7 +315,10 @@ class Store:
             os.close(fd)
 
     def __del__(self):
-        self.close()
+        try:
+            self.close()
+        except OSError:     # already closed elsewhere (a forked child): nothing to release
+            pass
 
     def verify_blocks(self) -> None:
         """Check the CRC-32 of every data block; raise StoreCorruptError."""
