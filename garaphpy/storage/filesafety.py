@@ -102,6 +102,11 @@ def check_replaceable(path: Path, what: str = "store.path") -> None:
 
 # ------------------------------------------------------------ store lock --
 
+#: The content of a store's lock file (:class:`StoreLock`), by which a sweep
+#: knows one that a killed build left.
+STORE_LOCK_MARKER = b"garaphpy store lock\n"
+
+
 class StoreLock:
     """An exclusive flock that serializes the builds and opens of one store path.
 
@@ -133,6 +138,8 @@ class StoreLock:
             if current is not None and (current.st_dev, current.st_ino) == \
                     (held.st_dev, held.st_ino):
                 self.fd = fd
+                if held.st_size == 0:       # the marker a sweep knows it by
+                    write_fully(fd, STORE_LOCK_MARKER, self.path)
                 return self
             os.close(fd)    # the holder removed it as we waited: lock the new one
 
@@ -224,12 +231,17 @@ def remove_stale_temporaries(parent: Path, stem: str) -> list[Path]:
         What was removed.
     """
     pattern = re.compile(rf"\.(?:{stem})\.(?:tmp-(\d+)-.+|old-[0-9a-f]+)", re.S)
+    lock_pattern = re.compile(rf"\.(?:{stem})\.lock", re.S)
     removed = []
     try:
         entries = list(parent.iterdir())
     except OSError:
         return removed
     for entry in entries:
+        if lock_pattern.fullmatch(entry.name):
+            if _remove_unheld_store_lock(entry):
+                removed.append(entry)
+            continue
         match = pattern.fullmatch(entry.name)
         if not match or entry.is_symlink() or not entry.is_dir():
             continue
@@ -246,6 +258,24 @@ def remove_stale_temporaries(parent: Path, stem: str) -> list[Path]:
         shutil.rmtree(entry, ignore_errors=True)
         removed.append(entry)
     return removed
+
+
+def _remove_unheld_store_lock(path: Path) -> bool:
+    """Remove a store lock file a killed build left (its marker, nobody holding it)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        if os.pread(fd, len(STORE_LOCK_MARKER) + 1, 0) != STORE_LOCK_MARKER:
+            return False
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        path.unlink()       # held: a process that waits on it takes the lock anew
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 # ---------------------------------------------------------------- writing --

@@ -196,6 +196,22 @@ def test_every_build_sweeps_killed_builds_of_other_stores_and_the_cache(tmp_path
     assert not any(directory.exists() for directory in debris)
 
 
+def test_store_lock_files_of_killed_builds_are_swept_others_kept(tmp_path):
+    import fcntl
+
+    left = tmp_path / ".killed.lock"                  # a killed build's, nobody holds it
+    left.write_bytes(filesafety.STORE_LOCK_MARKER)
+    held = tmp_path / ".building.lock"               # a live build's
+    held.write_bytes(filesafety.STORE_LOCK_MARKER)
+    users = tmp_path / ".tool.lock"                  # another program's lock file
+    users.write_text("")
+    with open(held, "rb") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        build(tmp_path / "store", small_graph())
+        assert not left.exists() and held.exists() and users.exists()
+    assert not (tmp_path / ".store.lock").exists()
+
+
 @pytest.mark.parametrize("how", ["same", "dotdot", "link"])
 def test_a_storage_directory_listed_twice_is_refused_up_front(tmp_path, how):
     ssd = tmp_path / "ssd"
