@@ -53,6 +53,8 @@ import threading
 
 import numba
 
+from .errors import SignalInterrupt
+
 #: Held around parallel kernel launches when only workqueue is available.
 PARALLEL_LOCK = threading.Lock()
 
@@ -188,6 +190,8 @@ class KeptInterrupts:
 
     def __init__(self):
         self.pressed = False
+        #: the stop signal of an interrupt a callback dropped (None: Ctrl-C's)
+        self.signal_number = None
         self.active = threading.current_thread() is threading.main_thread() and \
             signal.getsignal(signal.SIGINT) is signal.default_int_handler
         if self.active:
@@ -198,12 +202,21 @@ class KeptInterrupts:
     def _silence_dropped_interrupt(self, unraisable) -> None:
         if isinstance(unraisable.exc_value, KeyboardInterrupt):
             self.pressed = True     # raised again by check()
+            # a stop signal (SIGTERM's SignalInterrupt) is raised again as itself
+            self.signal_number = getattr(unraisable.exc_value, "signal_number",
+                                         self.signal_number)
             return
         self._unraisablehook(unraisable)
 
     def _remember(self, signum, frame):
         self.pressed = True
         raise KeyboardInterrupt
+
+    def _interrupt(self) -> KeyboardInterrupt:
+        """The interrupt to raise again: Ctrl-C's, or the stop signal's."""
+        if self.signal_number in (None, signal.SIGINT):
+            return KeyboardInterrupt()
+        return SignalInterrupt(self.signal_number)
 
     def restore(self) -> None:
         """Put Python's default handler back (idempotent)."""
@@ -219,7 +232,7 @@ class KeptInterrupts:
         self.restore()
         if self.pressed:
             self.pressed = False
-            raise KeyboardInterrupt
+            raise self._interrupt()
 
     def __enter__(self) -> "KeptInterrupts":
         return self
@@ -236,4 +249,4 @@ class KeptInterrupts:
         numba fails on after one ("no compiled object yet")."""
         if self.pressed and not isinstance(error, KeyboardInterrupt):
             self.pressed = False
-            raise KeyboardInterrupt from error
+            raise self._interrupt() from error

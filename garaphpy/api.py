@@ -28,7 +28,7 @@ import numpy as np
 
 from . import _numba_setup, config
 from .errors import ConfigError, GaraphError
-from .options import DIRECTIONS, EXECUTIONS, MODES, RunOptions
+from .options import DIRECTIONS, EXECUTIONS, MAX_ITERATIONS, MODES, RunOptions
 from .paths import cache_directory
 from .program import ProgramError, VertexProgram, default_execution, run_tolerance
 from .scheduler import checkpoint
@@ -312,8 +312,9 @@ def run(graph: Graph, program: str | type[VertexProgram] | VertexProgram, *,
         raise ConfigError(f"direction={direction!r}: expected one of {DIRECTIONS}")
     max_iterations = program.max_iterations if max_iterations is None else max_iterations
     if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) \
-            or max_iterations < 1:
-        raise ConfigError(f"max_iterations={max_iterations!r}: expected a positive integer")
+            or not 1 <= max_iterations <= MAX_ITERATIONS:
+        raise ConfigError(f"max_iterations={max_iterations!r}: expected an integer from 1 "
+                          f"to {MAX_ITERATIONS}")
     tolerance = run_tolerance(program, tolerance)
     threads_chosen = threads is not None
     threads = _threads(threads, graph.num_edges)

@@ -39,7 +39,7 @@ import threading
 import time
 from pathlib import Path
 
-from .configfile import SCHEMA, load_config
+from .configfile import SCHEMA, load_config, user_path
 from .errors import ConfigError, GaraphError, OutputError, RunInterrupted, SignalInterrupt
 from .options import BuildOptions, RunOptions, config_values
 from .paths import cache_directory
@@ -89,9 +89,8 @@ def graph_from_config(settings: dict, progress: bool = True, rebuild: bool = Fal
         if generator_options:
             raise ConfigError(f"input.{next(iter(generator_options))} applies to generators "
                               f"only, and graph = {spec!r} is a file")
-        base = Path(settings.get("_base_dir", "."))
         # absolute, not resolved: messages name the user's path, not a link's target
-        spec = os.path.abspath(base / Path(spec).expanduser())
+        spec = user_path(spec, "graph", Path(settings.get("_base_dir", ".")))
     return Graph.load(
         spec, store=stored["path"], format=inputs["format"],
         generator_options=generator_options if is_generator else None,
@@ -158,6 +157,25 @@ def check_outputs(settings: dict, resume: bool = False) -> None:
     checkpoint_dir = checkpoint_directory(settings, values_path, resume)
     if checkpoint_dir is not None:
         check_writable(checkpoint_dir, "run.checkpoint_dir", directory=True)
+    _refuse_shared_paths([("output.values", values_path), ("output.iterations", iterations_path),
+                          ("run.checkpoint_dir", checkpoint_dir),
+                          ("store.path", settings["store"]["path"])])
+
+
+def _refuse_shared_paths(named: list) -> None:
+    """ConfigError naming both keys where two outputs are one file: the same
+    name in the same directory once the directories' links are resolved (a
+    link at the name itself is replaced, so it is a path of its own)."""
+    seen: dict[str, str] = {}
+    for key, path in named:
+        if path is None:
+            continue
+        path = Path(path)
+        where = os.path.join(os.path.realpath(path.parent), path.name)
+        if where in seen:
+            raise ConfigError(f"{key}: {path} is also {seen[where]}; give them different "
+                              "paths")
+        seen[where] = key
 
 
 def check_cache(settings: dict) -> None:
@@ -386,6 +404,10 @@ def _execute(args: argparse.Namespace, load_settings, resume_hint) -> int:
 
             get_program(settings["run"]["program"], **settings["run"]["constants"])
             check_outputs(settings, args.resume)
+            if settings["run"]["mode"] == "gpu":     # refused before the build, not after
+                from .kernels.gpu import cupy_module
+
+                cupy_module()
         check_cache(settings)
         graph = graph_from_config(settings, progress=not args.quiet, rebuild=args.rebuild)
         _DroppedInterrupts.check()

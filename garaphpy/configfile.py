@@ -26,6 +26,7 @@ naming it.
 from __future__ import annotations
 
 import math
+import os
 import re
 import tomllib
 from dataclasses import dataclass
@@ -191,6 +192,30 @@ _PATH_KEYS = {("store", "path"), ("store", "storage_dirs"), ("output", "values")
               ("output", "iterations"), ("run", "checkpoint_dir")}
 
 
+def user_path(value: str, key: str, base_dir: Path | None = None) -> str:
+    """The absolute path a path key names: ``~`` expanded first, then joined
+    to ``base_dir`` (the config's directory) when relative.
+
+    Symbolic links are kept, not resolved: a link at an output path is
+    replaced, never written through, and a link at ``store.path`` is refused.
+
+    Raises
+    ------
+    ConfigError
+        Naming ``key``: a NUL byte in the path, or ``~user`` of no such user.
+    """
+    if "\0" in value:
+        raise ConfigError(f"{key}: the path contains a NUL byte")
+    try:
+        path = Path(value).expanduser()
+    except RuntimeError:
+        raise ConfigError(f"{key}: {value!r}: cannot expand '~' (no such user or home "
+                          "directory)") from None
+    if base_dir is not None:
+        path = base_dir / path
+    return os.path.abspath(path)
+
+
 def _parse_override(text: str) -> tuple[str, Any]:
     if "=" not in text:
         raise ConfigError(f"--set {text!r}: expected KEY=VALUE, e.g. store.n_streams=8")
@@ -202,7 +227,23 @@ def _parse_override(text: str) -> tuple[str, Any]:
         value = tomllib.loads(f"value = {raw}")["value"]
     except tomllib.TOMLDecodeError:
         value = raw  # a bare word: a string
+    except (RecursionError, ValueError) as error:
+        raise ConfigError(f"--set {key}: {_beyond_toml(error)}") from None
     return key, value
+
+
+def _beyond_toml(error: Exception, text: str = "") -> str:
+    """What a TOML text the parser cannot hold has (nesting or an integer's
+    digits), with the line and key where they can be found."""
+    if isinstance(error, RecursionError):
+        what, pattern = "arrays or tables nested too deeply to read", r"[\[{]{64}"
+    else:
+        what, pattern = f"a number too long to read ({str(error).split(':')[0]})", r"\d{4300}"
+    for number, line in enumerate(text.splitlines(), 1):
+        if re.search(pattern, line):
+            key = re.match(r"\s*([A-Za-z0-9_.\"-]+)\s*=", line)
+            return f"line {number}{' (' + key.group(1) + ')' if key else ''}: {what}"
+    return what
 
 
 #: Leading bytes of compressed files (gzip, bzip2, xz, zstd).
@@ -259,6 +300,8 @@ def load_config(path, overrides: list[str] | tuple = ()) -> dict:
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: {_not_a_config(path, content)}invalid TOML: "
                           f"{error}") from None
+    except (RecursionError, ValueError) as error:
+        raise ConfigError(f"{path}: {_beyond_toml(error, text)}") from None
     apply_overrides(raw, overrides)
     return validate_config(raw, base_dir=path.parent, origin=str(path))
 
@@ -308,13 +351,15 @@ def validate_config(raw: dict, base_dir: Path | None = None, origin: str = "<con
     if result[""]["graph"] is None:
         raise ConfigError(f"{origin}: missing key 'graph' (a file or a generator such as "
                           "\"rmat:16\")")
+    if "\0" in result[""]["graph"]:
+        raise ConfigError(f"{origin}: graph: the path contains a NUL byte")
     if base_dir is not None:
         for section, key in _PATH_KEYS:
             value = result[section][key]
+            name = f"{origin}: {section + '.' if section else ''}{key}"
             if isinstance(value, str):
-                result[section][key] = str((base_dir / value).expanduser().resolve())
+                result[section][key] = user_path(value, name, base_dir)
             elif isinstance(value, list):
-                result[section][key] = [str((base_dir / v).expanduser().resolve())
-                                        for v in value]
+                result[section][key] = [user_path(v, name, base_dir) for v in value]
         result["_base_dir"] = str(base_dir)
     return result

@@ -18,6 +18,7 @@ import errno
 import io
 import json
 import os
+import re
 import secrets
 import shutil
 import stat
@@ -27,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import ConfigError, OutputError
-from .storage.filesafety import fsync_directory
+from .storage.filesafety import fsync_directory, pid_alive
 
 _LINES_PER_WRITE = 1 << 18
 _BYTES_PER_WRITE = 1 << 24
@@ -60,7 +61,7 @@ def check_writable(path, key: str, directory: bool = False) -> Path:
         directory cannot be written.
     """
     path = Path(path)
-    if not directory and path.is_dir():
+    if not directory and path.is_dir() and not path.is_symlink():
         raise ConfigError(f"{key}: {path} is a directory, expected a file name")
     existing = path if directory else path.parent
     while not existing.exists() and existing != existing.parent:
@@ -78,21 +79,39 @@ def check_writable(path, key: str, directory: bool = False) -> Path:
     return path
 
 
+def _remove_stale_temporaries(path: Path) -> None:
+    """Remove the temporaries beside ``path`` that killed processes left
+    (``.NAME.tmp-PID-XXXXXXXX`` of a pid no longer alive)."""
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.tmp-(\d+)-[0-9a-f]{{8}}")
+    try:
+        entries = list(path.parent.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        match = pattern.fullmatch(entry.name)
+        if match and not pid_alive(int(match.group(1))) and entry.is_file() \
+                and not entry.is_symlink():
+            entry.unlink(missing_ok=True)
+
+
 def _write_atomically(path: Path, chunks: Iterable[bytes]) -> Path:
     """Write the bytes of ``chunks`` to ``path`` whole or not at all."""
     chunks = iter(chunks)
-    if path.is_dir():
+    if path.is_dir() and not path.is_symlink():
         raise OutputError(f"{path}: is a directory, cannot write the result there")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise OutputError(f"{path}: cannot create its directory "
                           f"({error.strerror or error})") from None
+    _remove_stale_temporaries(path)
     temporary = _temporary_name(path, "tmp")
     handed = 0
     try:
         with open(temporary, "xb") as handle:
-            with_mode = path.stat().st_mode if path.exists() else None
+            # a link is replaced by a regular file, never written through
+            with_mode = path.stat().st_mode if path.exists() and not path.is_symlink() \
+                else None
             if with_mode is not None:      # a rewritten file keeps its mode, as with open()
                 os.chmod(temporary, stat.S_IMODE(with_mode))
             for chunk in chunks:

@@ -183,9 +183,10 @@ def test_module_scoped_fixtures_build_stores_outside_the_users_cache(module_scop
 
 # -- 4. Ctrl-C while numba compiles is never swallowed -------------------------------
 
-def _interrupt_inside_a_ctypes_callback():
+def _interrupt_inside_a_ctypes_callback(signal_number=None):
     """What llvmlite does while numba finalizes a function: C code calls back into
-    Python; a SIGINT arriving there raises inside the callback, and ctypes drops it."""
+    Python; a SIGINT (or ``signal_number``) arriving there raises inside the
+    callback, and ctypes drops it."""
     import ctypes
     import signal
     import threading
@@ -196,7 +197,7 @@ def _interrupt_inside_a_ctypes_callback():
     def callback(a, b):
         # to this (the main) thread: a process-wide kill may land on a worker thread,
         # whose C handler can run late on a loaded machine
-        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+        signal.pthread_kill(threading.main_thread().ident, signal_number or signal.SIGINT)
         deadline = time.monotonic() + 5.0
         while time.monotonic() < deadline:      # the handler raises here, in the callback
             pass
@@ -235,6 +236,27 @@ def test_interrupt_swallowed_by_a_compile_callback_stops_the_run(default_sigint,
     with pytest.raises(KeyboardInterrupt):
         garaphpy.run(graph, "pagerank", mode="cpu", threads=1)
     assert "Exception ignored" not in capsys.readouterr().err
+
+
+def test_a_sigterm_swallowed_while_compiling_is_raised_again_as_sigterm(default_sigint):
+    """The command line's SIGTERM (a SignalInterrupt) dropped by a compile
+    callback comes back as itself, so the run exits 143, not Ctrl-C's 130."""
+    import signal
+
+    from garaphpy._numba_setup import KeptInterrupts
+    from garaphpy.errors import SignalInterrupt
+
+    def stop(signum, frame):
+        raise SignalInterrupt(signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        with pytest.raises(SignalInterrupt) as caught:
+            with KeptInterrupts():
+                _interrupt_inside_a_ctypes_callback(signal.SIGTERM)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert caught.value.signal_number == signal.SIGTERM
 
 
 def test_cli_interrupted_while_compiling_exits_130(tmp_path):

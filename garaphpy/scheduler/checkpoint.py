@@ -529,7 +529,8 @@ class Checkpointer:
         ------
         CheckpointError
             The directory is unusable or locked by another run; resuming
-            with no valid checkpoint or onto a different run; starting
+            with no valid checkpoint (none at all starts the run, with a
+            :class:`CheckpointWarning`) or onto a different run; starting
             afresh over an earlier run's checkpoints.
         """
         try:
@@ -554,8 +555,11 @@ class Checkpointer:
                     f"{existing[-1].name}); resume it (--resume, or resume=True), or remove "
                     "them to start afresh")
             return None
-        if not existing:
-            raise CheckpointError(f"{self.directory}: no checkpoint to resume from")
+        if not existing:    # killed before its first checkpoint: nothing is lost
+            warnings.warn(f"{self.directory}: no checkpoint to resume from (the run stopped "
+                          "before its first); starting the run from the beginning",
+                          CheckpointWarning, stacklevel=3)
+            return None
         checkpoint = self._newest_valid(existing)
         self._adopt_execution(checkpoint, execution_asked)
         differences = identity_differences(checkpoint.identity, self.identity, self.graph)

@@ -13,14 +13,15 @@ once or twice).  The steps:
    duplicate policy.  CSR: a stable counting sort of the CSC by source.
 3. *Layout*: shards and pages from the in-degrees (layout.py).
 4. *Write*: page images cut into data blocks, each block placed in a storage
-   directory chosen by a hash of (page, block), checksummed; vertex arrays;
-   the manifest last.
+   directory chosen by a hash of (page, block), checksummed (page_writer.py);
+   vertex arrays; the manifest last.
 
 When the edges do not fit the host-memory budget, ingest reads the input
 twice (vertex ids, then edges) and spills edges into destination-range
-buckets on disk; each group of buckets that fits the budget is sorted on its
-own, and the CSR is built from source-range buckets the same way.  Both
-paths produce byte-identical stores.
+buckets on disk (scratch.py: every scratch file checksummed, duplicate
+bombs merged as they are spilled); each group of buckets that fits the
+budget is sorted on its own, and the CSR is built from source-range
+buckets the same way.  Both paths produce byte-identical stores.
 
 Everything is written into temporary directories that are renamed into
 place at the end, so an interrupted or failed build leaves no store behind.
@@ -35,13 +36,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import tempfile
 import time
 import uuid
-import zlib
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -51,12 +49,16 @@ import numpy as np
 from .. import _numba_setup, config
 from ..errors import ConfigError, GraphInputError, StoreError
 from ..options import BuildOptions
+from ..paths import cache_directory
 from ..progress import PRINTED_BY_CLI, Progress, human_bytes
 from ..progress import logger as progress_logger
 from . import _build_kernels as kernels
 from . import filesafety, layout
+from .page_writer import BLOCK_FILE, StoreWriter, write_array, write_pages
+from .page_writer import block_directory  # noqa: F401  (re-exported: declared here before)
+from .scratch import AppendFile
+from .scratch import Buckets as _Buckets
 from .edges import EdgeChunk, EdgeSource, location_error, warn_if_weights_rounded
-from .layout import BLOCK_DTYPE
 
 # ------------------------------------------------------------------ summary --
 
@@ -118,14 +120,18 @@ class _Ingest:
         self.symmetrize = not self.directed and not source.already_symmetric
         self.weight_range = [None, None]
         self.fractional_weights = False
+        #: the vertices of the self-loops the last cleaned chunk dropped, or None
+        self.dropped_loop_ids = None
 
     def clean(self, src, dst, weight):
         """Self-loops and reverse edges of one chunk (never modifies its input)."""
         loop_mask = src == dst
         loops = int(np.count_nonzero(loop_mask))
         self.summary.self_loops_found += loops
+        self.dropped_loop_ids = None
         if loops and self.options.self_loops == "drop":
             self.summary.self_loops_removed += loops
+            self.dropped_loop_ids = src[loop_mask]     # their vertices stay in the graph
             keep = ~loop_mask
             src, dst = src[keep], dst[keep]
             weight = weight[keep] if weight is not None else None
@@ -317,6 +323,8 @@ def _ingest_in_memory(ingest: _Ingest, budget_edges: int):
             if src.size and max(src.max(), dst.max()) < 2**31 and min(src.min(), dst.min()) >= 0:
                 src, dst = src.astype(np.int32), dst.astype(np.int32)
             vertex_ids.add(src, dst)
+            if ingest.dropped_loop_ids is not None:
+                vertex_ids.add(ingest.dropped_loop_ids, ingest.dropped_loop_ids)
         parts_src.append(src)
         parts_dst.append(dst)
         if weight is not None:
@@ -475,123 +483,30 @@ def _csr_of_group(sources: np.ndarray, destinations: np.ndarray, first_vertex: i
 
 # ------------------------------------------------------------ the out-of-core path --
 
-class _Buckets:
-    """Edges spilled to disk in buckets of consecutive key ranges."""
-
-    def __init__(self, directory: Path, prefix: str, num_keys: int, num_buckets: int,
-                 vid: np.dtype, wdtype: np.dtype | None):
-        self.directory = directory
-        self.prefix = prefix
-        self.width = max(1, -(-num_keys // num_buckets))
-        self.num_buckets = -(-num_keys // self.width) if num_keys else 0
-        self.counts = np.zeros(self.num_buckets, np.int64)
-        self.vid = vid
-        self.wdtype = wdtype
-
-    def _path(self, bucket: int, column: str) -> Path:
-        return self.directory / f"{self.prefix}-{bucket:05d}.{column}"
-
-    def add(self, key, src, dst, weight) -> None:
-        buckets = np.empty(key.size, np.int64)
-        kernels.bucket_of(key, self.width, buckets)
-        columns = [("src", src), ("dst", dst)] + ([("w", weight)] if weight is not None else [])
-        offsets, *sorted_columns = kernels.counting_sort(
-            buckets, 0, self.num_buckets, *[c for _, c in columns], include_keys=False)
-        for bucket in np.flatnonzero(np.diff(offsets)):
-            lo, hi = offsets[bucket], offsets[bucket + 1]
-            for (name, _), values in zip(columns, sorted_columns):
-                filesafety.write_file(self._path(bucket, name),
-                                      np.ascontiguousarray(values[lo:hi]), append=True)
-            self.counts[bucket] += hi - lo
-
-    def groups(self, budget_edges: int):
-        """Runs of consecutive buckets holding at most ``budget_edges`` edges
-        (a single larger bucket forms a group of its own)."""
-        start, held = 0, 0
-        for bucket in range(self.num_buckets):
-            if held and held + self.counts[bucket] > budget_edges:
-                yield start, bucket
-                start, held = bucket, 0
-            held += self.counts[bucket]
-        if start < self.num_buckets:
-            yield start, self.num_buckets
-
-    def load(self, first: int, end: int, with_weight: bool):
-        """Concatenate buckets first..end-1, deleting their files.
-
-        Every bucket file must hold exactly the edges recorded for it: a
-        missing, shorter or longer file is a StoreError naming it (never a
-        store with edges missing, nor a kernel reading past the data).
-        """
-        columns = {}
-        for name, dtype in (("src", self.vid), ("dst", self.vid), ("w", self.wdtype)):
-            if name == "w" and not with_weight:
-                continue
-            parts = []
-            for bucket in range(first, end):
-                count = int(self.counts[bucket])
-                if count == 0:
-                    continue
-                path = self._path(bucket, name)
-                parts.append(read_scratch(path, np.dtype(dtype), count))
-                path.unlink()
-            columns[name] = np.concatenate(parts) if parts else np.zeros(0, dtype)
-        return columns["src"], columns["dst"], columns.get("w")
-
-    def key_range(self, first: int, end: int, num_keys: int):
-        return first * self.width, min(end * self.width, num_keys)
-
-
-def _check_scratch(path: Path, dtype: np.dtype, count: int) -> None:
-    """StoreError unless the build's scratch file ``path`` holds ``count`` items."""
-    expected = count * dtype.itemsize
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        raise StoreError(f"{path}: scratch file of this build disappeared ({expected:,} bytes "
-                         "expected); nothing was stored") from None
-    if size != expected:
-        raise StoreError(f"{path}: scratch file of this build holds {size:,} bytes, "
-                         f"{expected:,} were written; nothing was stored")
-
-
-def read_scratch(path: Path, dtype: np.dtype, count: int) -> np.ndarray:
-    """The ``count`` items of a scratch file, its size checked first."""
-    _check_scratch(path, dtype, count)
-    try:
-        data = np.fromfile(path, dtype)
-    except OSError as error:
-        raise StoreError(f"{path}: cannot read this build's scratch file "
-                         f"({error.strerror or error})") from None
-    if data.size != count:
-        raise StoreError(f"{path}: scratch file of this build changed while read "
-                         f"({data.size:,} of {count:,} items); nothing was stored")
-    return data
-
-
-def _map_scratch(path: Path, dtype: np.dtype, count: int) -> np.ndarray:
-    """A read-only memmap of a scratch file's ``count`` items, its size checked."""
-    if count == 0:
-        return np.zeros(0, dtype)
-    _check_scratch(path, dtype, count)
-    return np.memmap(path, dtype, "r", shape=(count,))
-
-
-class _AppendFile:
-    """A scratch file the build appends arrays to, every write checked."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-
-    def append(self, array: np.ndarray) -> None:
-        filesafety.write_fully(self.fd, np.ascontiguousarray(array), self.path)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        os.close(self.fd)
+def _check_symmetric(source: EdgeSource, original_ids, in_offsets, csc_src, out_offsets,
+                     out_targets) -> None:
+    """GraphInputError unless every vertex's in-edges are its out-edges, for an
+    input that says it stores an undirected graph in both directions (both
+    lists come sorted, so they must be equal arrays)."""
+    vertex = None
+    differs = np.flatnonzero(in_offsets != out_offsets)
+    if differs.size:
+        vertex = int(differs[0]) - 1
+    else:
+        step = 1 << 24
+        for start in range(0, int(in_offsets[-1]), step):
+            unequal = np.flatnonzero(np.asarray(csc_src[start:start + step])
+                                     != np.asarray(out_targets[start:start + step]))
+            if unequal.size:
+                edge = start + int(unequal[0])
+                vertex = int(np.searchsorted(in_offsets, edge, side="right")) - 1
+                break
+    if vertex is None:
+        return
+    name = int(original_ids[vertex]) if original_ids is not None else vertex + source.id_base
+    raise GraphInputError(f"the file says the graph is undirected (each edge stored both "
+                          f"ways), but vertex {name}'s in-edges differ from its out-edges",
+                          path=source.name)
 
 
 def _unique_ids_streaming(ingest: _Ingest) -> np.ndarray:
@@ -599,35 +514,12 @@ def _unique_ids_streaming(ingest: _Ingest) -> np.ndarray:
     vertex_ids = _VertexIdSet()
     for src, dst, _ in ingest.chunks():
         vertex_ids.add(src, dst)
+        if ingest.dropped_loop_ids is not None:
+            vertex_ids.add(ingest.dropped_loop_ids, ingest.dropped_loop_ids)
     return vertex_ids.sorted_ids()
 
 
 # ------------------------------------------------------------------- writing --
-
-def _splitmix64(value: int) -> int:
-    value = (value + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
-    value = ((value ^ (value >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
-    value = ((value ^ (value >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
-    return value ^ (value >> 31)
-
-
-def block_directory(page: int, block: int, num_dirs: int) -> int:
-    """Storage directory of data block ``block`` of page ``page`` (section 2.2)."""
-    return _splitmix64((page << 24) | block) % num_dirs
-
-
-BLOCK_FILE = "blocks.dat"
-
-
-def _write_array(directory: Path, name: str, array: np.ndarray, arrays: dict) -> None:
-    array = np.ascontiguousarray(array)
-    path = directory / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    filesafety.write_file(path, array)
-    arrays[name] = {"dtype": array.dtype.str if array.dtype.names is None else "structured",
-                    "shape": list(array.shape), "nbytes": int(array.nbytes),
-                    "crc32": zlib.crc32(memoryview(array).cast("B"))}
-
 
 def _resolve_gpu_memory(options: BuildOptions) -> int:
     if options.gpu_memory is not None:
@@ -641,95 +533,26 @@ def _resolve_gpu_memory(options: BuildOptions) -> int:
         return config.DEFAULT_GPU_MEMORY_BYTES
 
 
+def _change_stamp(identity: dict) -> dict:
+    """For a file, what no edit leaves unchanged: its inode and status-change
+    time (ctime), which a write sets and which, unlike the modification time,
+    no user can set back (``touch -r`` and restoring copies change it too)."""
+    if identity.get("kind") != "file" or not identity.get("path"):
+        return {}
+    try:
+        status = os.stat(identity["path"])
+    except (OSError, ValueError):
+        return {}
+    return {"inode": status.st_ino, "ctime_ns": status.st_ctime_ns}
+
+
 def store_key(identity: dict, options: BuildOptions) -> str:
-    """Key of a store: a hash of the input's identity and the content options."""
+    """Key of a store: a hash of the input's identity (for a file, with its
+    change stamp: :func:`_change_stamp`) and the content options."""
+    identity = {**identity, **_change_stamp(identity)}
     text = json.dumps({"input": identity, "options": options.content_options(),
                        "version": config.STORE_FORMAT_VERSION}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-class _StoreWriter:
-    """Writes page blocks across storage directories and records them."""
-
-    def __init__(self, directories: list[Path], block_bytes: int):
-        self.directories = directories
-        self.block_bytes = block_bytes
-        self.paths = [d / BLOCK_FILE for d in directories]
-        self.handles = [os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                        for p in self.paths]
-        self.positions = [0] * len(directories)
-        self.blocks = []
-        self.pool = ThreadPoolExecutor(max_workers=max(2, min(8, config.default_threads())))
-
-    def write_page(self, page: int, image: np.ndarray) -> tuple[int, int]:
-        """Write one page image as blocks; returns (first block, block count)."""
-        first = len(self.blocks)
-        view = memoryview(image).cast("B")
-        pieces = [view[lo:lo + self.block_bytes] for lo in range(0, len(view), self.block_bytes)]
-        checksums = list(self.pool.map(zlib.crc32, pieces))
-        for index, (piece, crc) in enumerate(zip(pieces, checksums)):
-            directory = block_directory(page, index, len(self.directories))
-            handle, path = self.handles[directory], self.paths[directory]
-            offset = self.positions[directory]
-            filesafety.write_fully(handle, piece, path)
-            padded = layout.align(len(piece), config.BLOCK_ALIGNMENT)
-            if padded > len(piece):
-                filesafety.write_fully(handle, b"\0" * (padded - len(piece)), path)
-            self.positions[directory] = offset + padded
-            self.blocks.append((page, index, directory, offset, len(piece), crc))
-        return first, len(pieces)
-
-    def close(self) -> np.ndarray:
-        self.pool.shutdown()
-        failure = None
-        for handle, path in zip(self.handles, self.paths):
-            try:
-                os.fsync(handle)
-            except OSError as error:
-                failure = failure or filesafety.write_error(path, error, 0)
-            finally:
-                os.close(handle)
-        if failure is not None:
-            raise failure
-        table = np.zeros(len(self.blocks), BLOCK_DTYPE)
-        for i, row in enumerate(self.blocks):
-            table[i] = row
-        return table
-
-
-def _write_pages(writer: _StoreWriter, shards, pages_count, in_offsets, csc_src, csc_weight,
-                 sizing: layout.PageSizing, source_dtype, weight_dtype, progress: Progress):
-    page_rows = []
-    shard_start = 0
-    for page, count in enumerate(pages_count.tolist()):
-        page_shards = shards[shard_start:shard_start + count]
-        edge_begin = int(page_shards["edge_begin"][0])
-        edge_end = int(page_shards["edge_end"][-1])
-        num_edges = edge_end - edge_begin
-        offsets = layout.page_array_offsets(num_edges, sizing)
-        image = np.zeros(offsets["nbytes"], np.uint8)
-        image[:num_edges * sizing.source_bytes].view(source_dtype)[:] = csc_src[edge_begin:edge_end]
-        idxoff = image[offsets["idxoff"]:offsets["idxoff"] + 2 * num_edges].view(np.uint16)
-        kernels.fill_idxoff(in_offsets, page_shards["first_vertex"], page_shards["num_vertices"],
-                            page_shards["edge_begin"], page_shards["edge_end"], edge_begin, idxoff)
-        if weight_dtype is not None:
-            start = offsets["weights"]
-            image[start:start + num_edges * sizing.weight_bytes].view(weight_dtype)[:] = \
-                csc_weight[edge_begin:edge_end]
-        first_block, num_blocks = writer.write_page(page, image)
-        last = page_shards[-1]
-        page_rows.append({
-            "first_shard": shard_start, "num_shards": count,
-            "first_vertex": int(page_shards["first_vertex"][0]),
-            "end_vertex": int(last["first_vertex"] + last["num_vertices"]),
-            "edge_begin": edge_begin, "num_edges": num_edges,
-            "nbytes": offsets["nbytes"], "idxoff_offset": offsets["idxoff"],
-            "weights_offset": offsets["weights"],
-            "first_block": first_block, "num_blocks": num_blocks,
-        })
-        shard_start += count
-        progress.update(edge_end, "writing pages")
-    return page_rows
 
 
 # ---------------------------------------------------------------- the build --
@@ -769,35 +592,58 @@ def build_store(source: EdgeSource, path, options: BuildOptions | None = None, *
     path = Path(path)
     key = store_key(source.identity(), options)
     gpu_memory = _resolve_gpu_memory(options)
-    if path.exists() and not force:
-        try:
-            manifest = read_manifest(path)
-        except StoreError:
-            manifest = None
-        if manifest is not None and manifest.get("key") == key:
-            store = Store.open(path)
-            store.reused = True
-            if progress:
-                progress_logger("preprocess").info(f"preprocess: reusing up-to-date store {path}")
-            return store
-    # refuse before any work: only a store of ours is ever replaced
-    filesafety.check_replaceable(path)
-    for directory in options.storage_dirs:
-        filesafety.check_replaceable(Path(directory) / f"{path.name}-{key[:12]}", "storage_dirs")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise StoreError(f"{error.filename or path.parent}: cannot create the store's parent "
                          f"directory ({error.strerror or error})") from None
-    name = re.escape(path.name)
-    filesafety.remove_stale_temporaries(path.parent, name)
+    # one build or open of this path at a time: what is checked stays true until opened
+    with filesafety.StoreLock(path):
+        if path.exists() and not force:
+            try:
+                manifest = read_manifest(path)
+            except StoreError:
+                manifest = None
+            if manifest is not None and manifest.get("key") == key:
+                store = Store.open(path, key=key)
+                store.reused = True
+                if progress:
+                    progress_logger("preprocess").info(
+                        f"preprocess: reusing up-to-date store {path}")
+                return store
+        _build_locked(source, path, options, key, gpu_memory, progress)
+        # just written and checksummed block by block: a quick check suffices
+        return Store.open(path, verify="quick", key=key)
+
+
+def _refuse_repeated_storage_dirs(storage_dirs) -> None:
+    """ConfigError for a storage directory listed twice (after resolving links):
+    its blocks would overwrite each other's."""
+    seen: dict[str, str] = {}
+    for directory in storage_dirs:
+        real = os.path.realpath(directory)
+        if real in seen:
+            same = "" if seen[real] == str(directory) else f" (as {seen[real]})"
+            raise ConfigError(f"storage_dirs: {directory} is listed twice{same}; list each "
+                              "storage directory once")
+        seen[real] = str(directory)
+
+
+def _build_locked(source: EdgeSource, path: Path, options: BuildOptions, key: str,
+                  gpu_memory: int, progress: bool) -> None:
+    """Build ``source`` into ``path``; the caller holds the path's StoreLock."""
+    _refuse_repeated_storage_dirs(options.storage_dirs)
+    # refuse before any work: only a store of ours is ever replaced
+    filesafety.check_replaceable(path)
     for directory in options.storage_dirs:
-        filesafety.remove_stale_temporaries(Path(directory), rf"{name}-[0-9a-f]{{12}}")
+        filesafety.check_replaceable(Path(directory) / f"{path.name}-{key[:12]}", "storage_dirs")
+    # the debris of any killed build, of this store or another (by marker and pid)
+    for parent in dict.fromkeys([path.parent, *map(Path, options.storage_dirs),
+                                 cache_directory()]):
+        filesafety.remove_stale_temporaries(parent, ".+")
     builder = _Builder(source, path, options, key, gpu_memory, progress)
     with _numba_setup.KeptInterrupts():     # a Ctrl-C while numba compiles is not lost
         builder.run()
-    # just written and checksummed block by block: a quick check suffices
-    return Store.open(path, verify="quick")
 
 
 #: Host memory the build takes per vertex, whatever the edges (offsets,
@@ -951,12 +797,17 @@ class _Builder:
             np.cumsum(in_degree, out=in_offsets[1:])
             self._mark("out_of_core")
         num_edges = int(in_offsets[-1])
-        if num_vertices == 0:
+        only_loops = num_edges == 0 and source.num_vertices is None \
+            and self.summary.self_loops_removed
+        if num_vertices == 0 or only_loops:
             why = "no vertices and no edges"
             if self.summary.self_loops_removed:
                 why = (f"all {self.summary.self_loops_removed:,} edges read are self-loops, "
                        "which self_loops='drop' removed")
             raise GraphInputError(f"empty graph: {why}", path=source.name)
+        if not ingest.directed and source.already_symmetric:
+            _check_symmetric(source, original_ids, in_offsets, csc_src, out_offsets,
+                             out_targets)
         self._fill_summary(num_vertices, num_edges, in_degree, out_offsets)
         self._write(primary, extra_tmp, extra_dirs, ingest, num_vertices, original_ids,
                     csc_src, csc_weight, in_offsets, in_degree, out_offsets, out_targets,
@@ -976,7 +827,23 @@ class _Builder:
         wdtype = (np.dtype(np.int64) if source.weight_kind == "int" else np.dtype(np.float64)) \
             if keep_weights else None
         num_buckets = min(1024, max(2, num_vertices // 64))
-        by_dst = _Buckets(scratch, "dst", num_vertices, num_buckets, vid, wdtype)
+        duplicates = self.options.duplicates
+        # merging early regroups float sums, which would change their rounding
+        merge_early = duplicates != "keep" and not (duplicates == "sum" and wdtype is not None
+                                                    and wdtype.kind == "f")
+
+        def merge(src, dst, weight, lo, hi):
+            columns = {"src": src, "dst": dst, "weight": weight}
+            sources, weights, degree, removed = _csc_of_group(columns, lo, hi, num_vertices,
+                                                              duplicates)
+            offsets = np.zeros(hi - lo + 1, np.int64)
+            np.cumsum(degree, out=offsets[1:])
+            destinations = np.empty(sources.size, vid)
+            _expand_offsets(offsets, lo, destinations)
+            return sources, destinations, weights, removed
+
+        by_dst = _Buckets(scratch, "dst", num_vertices, num_buckets, vid, wdtype,
+                          merge=merge if merge_early else None, merge_edges=budget_edges)
         self.progress.note("pass 2: edges into destination buckets")
         for raw_src, raw_dst, weight in ingest.chunks():
             if original_ids is None:
@@ -987,12 +854,13 @@ class _Builder:
                 _map_ids(raw_dst, original_ids, table, base, dst)
             weight = weight.astype(wdtype) if weight is not None else None
             by_dst.add(dst, src, dst, weight)
+        self.summary.duplicates_removed = by_dst.merged
         # CSC per group of destination buckets; (src, dst) into source buckets
         in_degree = np.zeros(num_vertices, np.int64)
         by_src = _Buckets(scratch, "src", num_vertices, num_buckets, vid, None)
         csc_src_path, csc_w_path = scratch / "csc.src", scratch / "csc.w"
         edges_done = 0
-        with _AppendFile(csc_src_path) as src_file, _AppendFile(csc_w_path) as w_file:
+        with AppendFile(csc_src_path) as src_file, AppendFile(csc_w_path) as w_file:
             for first, end in by_dst.groups(budget_edges):
                 lo, hi = by_dst.key_range(first, end, num_vertices)
                 src, dst, weight = by_dst.load(first, end, keep_weights)
@@ -1012,13 +880,12 @@ class _Builder:
                 by_src.add(src, src, dst, None)
                 edges_done += src.size
                 self.progress.update(edges_done, "sorting")
-        num_edges = int(in_degree.sum())
-        csc_src = _map_scratch(csc_src_path, vid, num_edges)
-        csc_weight = _map_scratch(csc_w_path, wdtype, num_edges) if keep_weights else None
+        csc_src = src_file.map(vid)
+        csc_weight = w_file.map(wdtype) if keep_weights else None
         # CSR per group of source buckets
         out_degree = np.zeros(num_vertices, np.int64)
         targets_path = scratch / "csr.dst"
-        with _AppendFile(targets_path) as targets_file:
+        with AppendFile(targets_path) as targets_file:
             for first, end in by_src.groups(budget_edges):
                 lo, hi = by_src.key_range(first, end, num_vertices)
                 src, dst, _ = by_src.load(first, end, False)
@@ -1027,7 +894,7 @@ class _Builder:
                 targets_file.append(targets)
         out_offsets = np.zeros(num_vertices + 1, np.int64)
         np.cumsum(out_degree, out=out_offsets[1:])
-        out_targets = _map_scratch(targets_path, vid, num_edges)
+        out_targets = targets_file.map(vid)
         return (num_vertices, original_ids, csc_src, csc_weight, in_degree, out_offsets,
                 out_targets, wdtype)
 
@@ -1111,24 +978,24 @@ class _Builder:
         pages_count = layout.group_pages(shards, sizing)
         self._mark("layout")
         directories = [primary] + list(extra_tmp)
-        writer = _StoreWriter(directories, options.block_bytes)
+        writer = StoreWriter(directories, options.block_bytes)
         try:
-            page_rows = _write_pages(writer, shards, pages_count, in_offsets, csc_src, csc_weight,
+            page_rows = write_pages(writer, shards, pages_count, in_offsets, csc_src, csc_weight,
                                      sizing, vid, weight_dtype, self.progress)
         finally:
             blocks = writer.close()
         self._mark("pages")
         arrays = {}
-        _write_array(primary, "vertices/in_offsets.bin", in_offsets, arrays)
-        _write_array(primary, "vertices/out_offsets.bin", out_offsets, arrays)
-        _write_array(primary, "vertices/out_targets.bin", np.asarray(out_targets, vid), arrays)
-        _write_array(primary, "vertices/in_degree.bin", in_degree.astype(degree_dtype), arrays)
-        _write_array(primary, "vertices/out_degree.bin",
+        write_array(primary, "vertices/in_offsets.bin", in_offsets, arrays)
+        write_array(primary, "vertices/out_offsets.bin", out_offsets, arrays)
+        write_array(primary, "vertices/out_targets.bin", np.asarray(out_targets, vid), arrays)
+        write_array(primary, "vertices/in_degree.bin", in_degree.astype(degree_dtype), arrays)
+        write_array(primary, "vertices/out_degree.bin",
                      np.diff(out_offsets).astype(degree_dtype), arrays)
         if original_ids is not None:
-            _write_array(primary, "vertices/original_ids.bin", original_ids, arrays)
-        _write_array(primary, "shards.bin", shards, arrays)
-        _write_array(primary, "blocks.bin", blocks, arrays)
+            write_array(primary, "vertices/original_ids.bin", original_ids, arrays)
+        write_array(primary, "shards.bin", shards, arrays)
+        write_array(primary, "blocks.bin", blocks, arrays)
         self._mark("vertex_arrays")
         for directory in directories:
             filesafety.write_file(directory / filesafety.STORE_ID, (self.key + "\n").encode())

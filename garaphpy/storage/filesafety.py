@@ -13,10 +13,13 @@ debris behind (issue 22):
   error naming the path, and nothing is touched.
 * **Stale temporaries.**  A build writes into ``.NAME.tmp-PID-*``
   directories that hold an exclusive ``flock`` on a lock file while the
-  build runs (:class:`TemporaryLock`).  The next build of the same store
-  removes the temporaries whose lock nobody holds (the kernel drops a dead
-  process's locks, ``kill -9`` included), and lock-less ones (older
-  garaphpy) only when their pid is dead: :func:`remove_stale_temporaries`.
+  build runs (:class:`TemporaryLock`).  Every build removes, beside its
+  store, in its storage directories and in the cache, the temporaries
+  whose lock nobody holds (the kernel drops a dead process's locks,
+  ``kill -9`` included), and lock-less ones (older garaphpy) only when
+  their pid is dead and they hold garaphpy's marker and nothing else:
+  :func:`remove_stale_temporaries`.  A folder of the user's that is merely
+  named like a temporary is never touched.
 * **Full writes.**  Every byte the build writes goes through
   :func:`write_fully`, which retries short writes and turns a full disk
   (or any other write error) into one :class:`~garaphpy.errors.StoreError`
@@ -97,6 +100,60 @@ def check_replaceable(path: Path, what: str = "store.path") -> None:
                          f"not part of a store; refusing to replace it (move it away)")
 
 
+# ------------------------------------------------------------ store lock --
+
+#: The content of a store's lock file (:class:`StoreLock`), by which a sweep
+#: knows one that a killed build left.
+STORE_LOCK_MARKER = b"garaphpy store lock\n"
+
+
+class StoreLock:
+    """An exclusive flock that serializes the builds and opens of one store path.
+
+    Held from the check of what is at the path (a store of this input to
+    reuse, or one to replace) through the build, the install and the
+    opening of the result, so that a process only ever opens the store it
+    built or found built from its own input.  The lock file
+    ``.NAME.lock`` beside the store is removed on release; a process that
+    was waiting on a removed file takes the lock again on the new one.
+    """
+
+    def __init__(self, path: Path):
+        self.path = path.parent / f".{path.name}.lock"
+        self.fd = None
+
+    def __enter__(self) -> "StoreLock":
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                held = os.fstat(fd)
+                try:
+                    current = os.stat(self.path)
+                except FileNotFoundError:
+                    current = None
+            except BaseException:
+                os.close(fd)
+                raise
+            if current is not None and (current.st_dev, current.st_ino) == \
+                    (held.st_dev, held.st_ino):
+                self.fd = fd
+                if held.st_size == 0:       # the marker a sweep knows it by
+                    write_fully(fd, STORE_LOCK_MARKER, self.path)
+                return self
+            os.close(fd)    # the holder removed it as we waited: lock the new one
+
+    def __exit__(self, *exc) -> None:
+        if self.fd is None:
+            return
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass
+        os.close(self.fd)
+        self.fd = None
+
+
 # ------------------------------------------------------------ temporaries --
 
 class TemporaryLock:
@@ -120,7 +177,8 @@ class TemporaryLock:
         self.fd = None
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (one of another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -133,10 +191,17 @@ def _pid_alive(pid: int) -> bool:
 def _is_stale(directory: Path, pid: int) -> bool:
     lock = directory / LOCK_FILE
     try:
-        fd = os.open(lock, os.O_RDWR)
+        fd = os.open(lock, os.O_RDWR | os.O_NOFOLLOW)
     except FileNotFoundError:
-        # no lock: older garaphpy, or a build about to install it; trust the pid
-        return not _pid_alive(pid)
+        # no lock: older garaphpy, or a build about to install it; a dead pid
+        # and garaphpy's marker, nothing else inside (a user's folder of that name stays)
+        if pid_alive(pid):
+            return False
+        try:
+            check_replaceable(directory)
+        except StoreError:
+            return False
+        return _owned_marker(directory)
     except OSError:
         return False
     try:
@@ -165,13 +230,18 @@ def remove_stale_temporaries(parent: Path, stem: str) -> list[Path]:
     list of pathlib.Path
         What was removed.
     """
-    pattern = re.compile(rf"\.(?:{stem})\.(?:tmp-(\d+)-.+|old-[0-9a-f]+)")
+    pattern = re.compile(rf"\.(?:{stem})\.(?:tmp-(\d+)-.+|old-[0-9a-f]+)", re.S)
+    lock_pattern = re.compile(rf"\.(?:{stem})\.lock", re.S)
     removed = []
     try:
         entries = list(parent.iterdir())
     except OSError:
         return removed
     for entry in entries:
+        if lock_pattern.fullmatch(entry.name):
+            if _remove_unheld_store_lock(entry):
+                removed.append(entry)
+            continue
         match = pattern.fullmatch(entry.name)
         if not match or entry.is_symlink() or not entry.is_dir():
             continue
@@ -183,9 +253,29 @@ def remove_stale_temporaries(parent: Path, stem: str) -> list[Path]:
                 check_replaceable(entry)
             except StoreError:
                 continue
+            if not _owned_marker(entry):
+                continue
         shutil.rmtree(entry, ignore_errors=True)
         removed.append(entry)
     return removed
+
+
+def _remove_unheld_store_lock(path: Path) -> bool:
+    """Remove a store lock file a killed build left (its marker, nobody holding it)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        if os.pread(fd, len(STORE_LOCK_MARKER) + 1, 0) != STORE_LOCK_MARKER:
+            return False
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        path.unlink()       # held: a process that waits on it takes the lock anew
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 # ---------------------------------------------------------------- writing --

@@ -75,6 +75,7 @@ import io
 import logging
 import lzma
 import os
+import re
 import zlib
 from pathlib import Path
 from typing import BinaryIO, Iterator
@@ -585,6 +586,8 @@ def _header_lines(file: InputFile) -> Iterator[tuple[int, int, int, str]]:
 
 def _parse_count(token: str, what: str, name: str, line: int) -> int:
     try:
+        if not re.fullmatch(r"-?[0-9]+", token):     # int() takes 1_0, +3, other digits
+            raise ValueError(token)
         value = int(token)
     except ValueError:
         raise GraphInputError(f"{what} '{token}' is not an integer", name,

@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 
 import json
+import os
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,6 +193,8 @@ class Store:
     """
 
     def __init__(self, path: Path, manifest: dict):
+        #: descriptors of the block files, opened with the store
+        self._block_fds: list[int] = []
         self.path = path
         self.manifest = manifest
         self.num_vertices = int(manifest["num_vertices"])
@@ -212,7 +215,7 @@ class Store:
 
     # -- opening ----------------------------------------------------------
     @classmethod
-    def open(cls, path, verify: str = "full") -> "Store":
+    def open(cls, path, verify: str = "full", key: str | None = None) -> "Store":
         """Open the store at ``path``.
 
         Parameters
@@ -223,6 +226,13 @@ class Store:
             read of the store); ``quick`` checks the manifest, the array
             checksums and the block files' sizes, leaving data blocks to be
             checked as pages are read.
+        key : str, optional
+            The key the store must have been built under
+            (:func:`garaphpy.storage.builder.store_key`): a store of another
+            input or other options is a StoreError.
+
+        The block files are held open from here on: a store that another
+        process replaces at ``path`` later is not read.
 
         Raises
         ------
@@ -233,6 +243,9 @@ class Store:
         path = Path(path)
         try:
             manifest = read_manifest(path)
+            if key is not None and manifest.get("key") != key:
+                raise StoreError(f"{path}: holds the store of another input or other options "
+                                 "(its key changed while this process built or opened it)")
             store = cls(path, manifest)
             store._load_arrays()
             store._check_block_files()
@@ -282,23 +295,40 @@ class Store:
             if not path.is_file():
                 raise StoreCorruptError(f"{path}: block file of storage directory "
                                  f"{self.storage_dirs[directory]} is missing")
+            self._block_fds.append(os.open(path, os.O_RDONLY))
             mine = self.blocks[self.blocks["directory"] == directory]
             needed = int((mine["offset"] + mine["nbytes"]).max()) if mine.size else 0
-            if path.stat().st_size < needed:
-                raise StoreCorruptError(f"{path}: truncated ({path.stat().st_size} bytes, "
+            size = os.fstat(self._block_fds[-1]).st_size
+            if size < needed:
+                raise StoreCorruptError(f"{path}: truncated ({size} bytes, "
                                         f"blocks need {needed})")
+
+    def _read_block(self, block, target) -> int:
+        """Read one data block into ``target``; the bytes read."""
+        return os.preadv(self._block_fds[int(block["directory"])], [memoryview(target)],
+                         int(block["offset"]))
+
+    def close(self) -> None:
+        """Close the block files (also done when the store is dropped)."""
+        fds, self._block_fds = self._block_fds, []
+        for fd in fds:
+            os.close(fd)
+
+    def __del__(self):
+        try:
+            self.close()
+        except OSError:     # already closed elsewhere (a forked child): nothing to release
+            pass
 
     def verify_blocks(self) -> None:
         """Check the CRC-32 of every data block; raise StoreCorruptError."""
-        for directory in range(len(self._block_dirs)):
-            with open(self._block_file(directory), "rb") as handle:
-                for block in self.blocks[self.blocks["directory"] == directory]:
-                    handle.seek(int(block["offset"]))
-                    data = handle.read(int(block["nbytes"]))
-                    if zlib.crc32(data) != int(block["crc32"]):
-                        raise StoreCorruptError(
-                            f"{self._block_file(directory)}: checksum mismatch in block "
-                            f"{int(block['index'])} of page {int(block['page'])}")
+        for block in self.blocks:
+            data = bytearray(int(block["nbytes"]))
+            self._read_block(block, data)
+            if zlib.crc32(data) != int(block["crc32"]):
+                raise StoreCorruptError(
+                    f"{self._block_file(int(block['directory']))}: checksum mismatch in block "
+                    f"{int(block['index'])} of page {int(block['page'])}")
 
     # -- reading ------------------------------------------------------------
     def read_page(self, index: int, out: np.ndarray | None = None,
@@ -321,11 +351,9 @@ class Store:
             start = int(block["index"]) * block_bytes
             nbytes = int(block["nbytes"])
             target = image[start:start + nbytes]
-            with open(self._block_file(int(block["directory"])), "rb") as handle:
-                handle.seek(int(block["offset"]))
-                if handle.readinto(memoryview(target)) != nbytes:
-                    raise StoreCorruptError(f"{self._block_file(int(block['directory']))}: "
-                                            f"short read of page {index}")
+            if self._read_block(block, target) != nbytes:
+                raise StoreCorruptError(f"{self._block_file(int(block['directory']))}: "
+                                        f"short read of page {index}")
             if check and zlib.crc32(target) != int(block["crc32"]):
                 raise StoreCorruptError(f"{self._block_file(int(block['directory']))}: checksum "
                                         f"mismatch in block {int(block['index'])} of page {index}")

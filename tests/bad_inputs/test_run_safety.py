@@ -408,3 +408,153 @@ def test_sigterm_to_the_process_checkpoints_and_resumes(tmp_path):
     order = np.argsort(reference.original_ids())
     np.testing.assert_array_equal(values_of(config), reference.values[order])
     assert not checkpoints.exists()
+
+
+# --------------------- links, shared names, leftovers and odd paths (second pass) --
+BFS = ('graph = "g.el"\n[store]\npath = "st"\n[run]\nprogram = "bfs"\nmode = "cpu"\n'
+       'sources = 0\n{extra}')
+
+
+def bfs_config(directory: Path, extra: str = "") -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "g.el").write_text("0 1\n1 2\n2 3\n")
+    config = directory / "run.toml"
+    config.write_text(BFS.format(extra=extra))
+    return config
+
+
+def test_a_symlinked_output_is_replaced_never_written_through(tmp_path, capsys):
+    """``out.txt -> thesis.tex``: the link becomes a regular file of values,
+    thesis.tex is untouched, and the records are named after out.txt."""
+    home = tmp_path / "home"
+    home.mkdir()
+    thesis = home / "thesis.tex"
+    thesis.write_text("five years of work")
+    work = tmp_path / "work"
+    config = bfs_config(work, '[output]\nvalues = "out.txt"\n')
+    (work / "out.txt").symlink_to(thesis)
+    assert main([str(config), "-q"]) == 0, capsys.readouterr().err
+    assert thesis.read_text() == "five years of work"
+    assert not (work / "out.txt").is_symlink()
+    assert (work / "out.txt").read_text().splitlines()[0] == "0\t0"
+    assert (work / "out.iterations.jsonl").is_file()
+    assert sorted(p.name for p in home.iterdir()) == ["thesis.tex"]
+
+
+def test_a_symlinked_iterations_file_is_replaced(tmp_path, capsys):
+    target = tmp_path / "keep.txt"
+    target.write_text("mine")
+    work = tmp_path / "work"
+    config = bfs_config(work, '[output]\nvalues = "out.txt"\niterations = "it.jsonl"\n')
+    (work / "it.jsonl").symlink_to(target)
+    assert main([str(config), "-q"]) == 0, capsys.readouterr().err
+    assert target.read_text() == "mine" and not (work / "it.jsonl").is_symlink()
+    assert json.loads((work / "it.jsonl").read_text().splitlines()[0])["iteration"] >= 0
+
+
+def test_a_symlink_at_store_path_is_refused_even_through_the_config(tmp_path, capsys):
+    real = tmp_path / "real-store"
+    real.mkdir()
+    work = tmp_path / "work"
+    config = bfs_config(work)
+    (work / "st").symlink_to(real)
+    assert main([str(config), "-q"]) == 1
+    assert "symbolic link" in capsys.readouterr().err
+    assert list(real.iterdir()) == []
+
+
+@pytest.mark.parametrize("extra,keys", [
+    ('[output]\nvalues = "x.txt"\niterations = "x.txt"\n', ("output.iterations",)),
+    ('[output]\nvalues = "x.txt"\niterations = "./sub/../x.txt"\n', ("output.iterations",)),
+    ('[output]\nvalues = "x.txt"\n[run]\n', None),
+])
+def test_two_outputs_at_one_path_are_refused(tmp_path, capsys, extra, keys):
+    work = tmp_path / "work"
+    (work / "sub").mkdir(parents=True)
+    config = bfs_config(work, extra) if keys else None
+    if keys is None:     # the values file named like the store
+        config = bfs_config(work, '[output]\nvalues = "st"\n')
+        keys = ("store.path",)
+    assert main([str(config), "-q"]) == 2
+    one_error_line(capsys.readouterr().err, *keys)
+    assert not (work / "st").exists()
+
+
+def test_output_temporaries_of_killed_runs_are_removed_by_the_next_write(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    target = tmp_path / "out.txt"
+    stale = tmp_path / f".out.txt.tmp-{dead.pid}-0123abcd"
+    stale.write_text("half")
+    live = tmp_path / f".out.txt.tmp-{os.getpid()}-0123abcd"
+    live.write_text("being written")
+    users = tmp_path / f".out.txt.tmp-{dead.pid}-mine"
+    users.write_text("a user's")
+    output.write_values(target, np.arange(3), np.arange(3.0))
+    assert not stale.exists() and live.exists() and users.exists()
+
+
+@pytest.mark.parametrize("override,key", [
+    ('store.path="a\\u0000b"', "store.path"),
+    ('output.values="v\\u0000.txt"', "output.values"),
+    ('store.storage_dirs=["ok", "x\\u0000"]', "store.storage_dirs"),
+    ('run.checkpoint_dir="~nonexistentuser_garaphpy/ck"', "run.checkpoint_dir"),
+    ('output.iterations="~nonexistentuser_garaphpy/i.jsonl"', "output.iterations"),
+])
+def test_odd_path_values_are_one_line_naming_the_key(tmp_path, capsys, override, key):
+    config = bfs_config(tmp_path)
+    assert main([str(config), "-q", "--set", override]) == 2
+    one_error_line(capsys.readouterr().err, key)
+
+
+@pytest.mark.parametrize("graph", ['"g\\u0000.el"', '"~nonexistentuser_garaphpy/g.el"'])
+def test_an_odd_graph_path_is_one_line_naming_the_key(tmp_path, capsys, graph):
+    config = tmp_path / "run.toml"
+    config.write_text(f"graph = {graph}\n")
+    assert main([str(config), "-q"]) == 2
+    one_error_line(capsys.readouterr().err, "graph")
+
+
+@pytest.mark.parametrize("text", [
+    "graph = " + "[" * 5000 + "]" * 5000 + "\n",
+    "graph = \"rmat:4\"\n[store]\nn_streams = " + "7" * 5000 + "\n",
+    "graph = \"rmat:4\"\n[run]\nconstants = {d = " + "9" * 5000 + "}\n",
+], ids=["nested-arrays", "long-integer", "long-integer-in-a-table"])
+def test_deep_nesting_and_huge_integers_are_one_line(tmp_path, capsys, text):
+    config = tmp_path / "run.toml"
+    config.write_text(text)
+    assert main([str(config), "-q"]) == 2
+    err = capsys.readouterr().err
+    one_error_line(err)
+    assert str(config) in err
+
+
+def test_tilde_is_expanded_the_same_for_a_relative_and_an_absolute_config(
+        tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    work = tmp_path / "work"
+    config = bfs_config(work)
+    monkeypatch.chdir(work)
+    for named in (config, Path("run.toml")):
+        settings = load_config(named, ['output.values="~/out.txt"', 'run.checkpoint_dir="~/ck"'])
+        assert settings["output"]["values"] == str(home / "out.txt")
+        assert settings["run"]["checkpoint_dir"] == str(home / "ck")
+
+
+def test_mode_gpu_without_a_gpu_is_refused_before_the_build(tmp_path, capsys):
+    from conftest import gpu_available
+
+    if gpu_available() is None:
+        pytest.skip("a GPU is usable here")
+    config = bfs_config(tmp_path)
+    assert main([str(config), "-q", "--set", "run.mode='gpu'"]) == 1
+    one_error_line(capsys.readouterr().err, "GPU")
+    assert not (tmp_path / "st").exists()
+
+
+def test_the_library_refuses_max_iterations_beyond_the_limit_like_the_cli():
+    graph = garaphpy.Graph.from_arrays([0, 1], [1, 2])
+    with pytest.raises(ConfigError, match="max_iterations"):
+        garaphpy.run(graph, "bfs", sources=0, mode="cpu", max_iterations=2**63)

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from garaphpy.errors import GraphInputError, StoreError
+from garaphpy.errors import ConfigError, GraphInputError, StoreError
 from garaphpy.storage import builder as builder_module
 from garaphpy.storage import filesafety
 from garaphpy.storage.builder import BuildOptions, build_store
@@ -151,6 +151,7 @@ def test_stale_temporaries_of_dead_builds_are_removed_live_ones_kept(tmp_path):
     stale_old = storage / f".store-0123456789ab.tmp-{dead_pid()}-xyz"   # older garaphpy: no lock
     stale_old.mkdir()
     (stale_old / "blocks.dat").write_bytes(b"x" * 100)
+    (stale_old / filesafety.STORE_ID).write_text("0" * 64 + "\n")
     live = tmp_path / f".store.tmp-{dead_pid()}-live"               # pid reused, lock held
     live.mkdir()
     held = filesafety.TemporaryLock(live)
@@ -164,6 +165,64 @@ def test_stale_temporaries_of_dead_builds_are_removed_live_ones_kept(tmp_path):
         assert live.exists() and live_nolock.exists() and other.exists()
     finally:
         held.release()
+
+
+def test_a_users_folders_named_like_temporaries_are_never_removed(tmp_path):
+    """Only garaphpy's marker (a lock file nobody holds, a store id) makes a
+    temporary removable: a pid that is not alive is not enough."""
+    users = tmp_path / f".store.tmp-{dead_pid()}-abc"
+    users.mkdir()
+    (users / "thesis.tex").write_text("five years of work")
+    empty = tmp_path / ".store.old-abcdef12"
+    empty.mkdir()
+    build(tmp_path / "store", small_graph())
+    assert (users / "thesis.tex").read_text() == "five years of work" and empty.is_dir()
+
+
+def test_every_build_sweeps_killed_builds_of_other_stores_and_the_cache(tmp_path,
+                                                                        monkeypatch):
+    """After kill -9 the input changed (a new cache key) or another --store
+    was used: the next build of any store removes the debris, by marker and
+    pid, beside it and in the cache."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    monkeypatch.setenv("GARAPHPY_CACHE", str(cache))
+    debris = [tmp_path / f".old-input.tmp-{dead_pid()}-abc", cache / f".k.tmp-{dead_pid()}-x"]
+    for directory in debris:
+        directory.mkdir()
+        (directory / filesafety.LOCK_FILE).write_text("")   # its build is dead: nobody holds it
+        (directory / "blocks.dat").write_bytes(b"x" * 1000)
+    build(tmp_path / "store", small_graph())
+    assert not any(directory.exists() for directory in debris)
+
+
+def test_store_lock_files_of_killed_builds_are_swept_others_kept(tmp_path):
+    import fcntl
+
+    left = tmp_path / ".killed.lock"                  # a killed build's, nobody holds it
+    left.write_bytes(filesafety.STORE_LOCK_MARKER)
+    held = tmp_path / ".building.lock"               # a live build's
+    held.write_bytes(filesafety.STORE_LOCK_MARKER)
+    users = tmp_path / ".tool.lock"                  # another program's lock file
+    users.write_text("")
+    with open(held, "rb") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        build(tmp_path / "store", small_graph())
+        assert not left.exists() and held.exists() and users.exists()
+    assert not (tmp_path / ".store.lock").exists()
+
+
+@pytest.mark.parametrize("how", ["same", "dotdot", "link"])
+def test_a_storage_directory_listed_twice_is_refused_up_front(tmp_path, how):
+    ssd = tmp_path / "ssd"
+    ssd.mkdir()
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "alias").symlink_to(ssd)
+    second = {"same": ssd, "dotdot": tmp_path / "sub" / ".." / "ssd",
+              "link": tmp_path / "alias"}[how]
+    with pytest.raises(ConfigError, match="storage_dirs.*twice"):
+        build(tmp_path / "store", small_graph(), storage_dirs=[str(ssd), str(second)])
+    assert not (tmp_path / "store").exists() and list(ssd.iterdir()) == []
 
 
 def test_kill_during_a_build_leaves_temporaries_the_next_build_removes(tmp_path):
@@ -250,6 +309,78 @@ def test_out_of_core_build_unharmed_still_matches(tmp_path):
     assert [p.name for p in out_of_core.path.iterdir() if p.name.startswith(".")] == []
     for a, b in zip(in_memory.csc(), out_of_core.csc()):
         assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("name", ["csc.src", "csc.w", "csr.dst"])
+def test_a_scratch_file_truncated_while_the_build_appends_fails_it(tmp_path, monkeypatch,
+                                                                    name):
+    """The file is cut to nothing between two appends: the next write must not
+    land at the old offset (a hole of zeros, the right size); the build
+    fails naming the file."""
+    original = filesafety.write_fully
+    writes = []
+
+    def write_fully(fd, data, path):
+        if Path(path).name == name:
+            writes.append(path)
+            if len(writes) == 2:
+                os.truncate(path, 0)
+        return original(fd, data, path)
+
+    monkeypatch.setattr(filesafety, "write_fully", write_fully)
+    target = tmp_path / "store"
+    with pytest.raises(StoreError, match="scratch file") as error:
+        build(target, small_graph(m=20_000), **OUT_OF_CORE)
+    assert len(writes) >= 2 and name in str(error.value)
+    assert not target.exists() and leftovers(tmp_path) == []
+
+
+def test_a_bucket_rewritten_in_place_with_the_same_size_fails_the_build(tmp_path,
+                                                                        monkeypatch):
+    """Same size, other (valid) ids: only a checksum can tell."""
+    done = sabotage_buckets(monkeypatch, lambda p: p.write_bytes(p.read_bytes()[::-1]))
+    target = tmp_path / "store"
+    with pytest.raises(StoreError, match="scratch file") as error:
+        build(target, small_graph(m=20_000), **OUT_OF_CORE)
+    assert done and str(done[0]) in str(error.value)
+    assert not target.exists() and leftovers(tmp_path) == []
+
+
+def test_a_bucket_rewritten_with_ids_out_of_range_is_an_error_not_a_crash(tmp_path):
+    """Ids far outside the graph, same size: once a SIGSEGV in the sort."""
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(REPO)!r})
+        import numpy as np
+        from garaphpy.errors import StoreError
+        from garaphpy.storage import builder
+        from garaphpy.storage.builder import BuildOptions, build_store
+        from garaphpy.storage.readers import from_arrays
+
+        original = builder._Buckets.load
+        def load(self, first, end, with_weight):
+            for bucket in range(first, end):
+                for column in ("src", "dst"):
+                    path = self._path(bucket, column)
+                    if path.exists():
+                        size = path.stat().st_size
+                        path.write_bytes(np.full(size // 4, 2**30, np.int32).tobytes())
+            return original(self, first, end, with_weight)
+        builder._Buckets.load = load
+        rng = np.random.default_rng(0)
+        source = from_arrays(rng.integers(0, 200, 20_000), rng.integers(0, 200, 20_000),
+                             rng.integers(1, 100, 20_000))
+        try:
+            build_store(source, {str(tmp_path / "store")!r},
+                        BuildOptions(memory_budget=40_000), progress=False)
+        except StoreError as error:
+            print("refused:", error)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("refused:") and "scratch file" in done.stdout
+    assert not (tmp_path / "store").exists() and leftovers(tmp_path) == []
 
 
 # ------------------------------------------------------------ 4. full disk --
@@ -556,3 +687,148 @@ def test_a_damaged_store_says_to_rebuild(tmp_path, capsys):
     assert run_cli(tmp_path, text) == 1
     assert "checksum mismatch" in (err := capsys.readouterr().err) and "--rebuild" in err
     assert run_cli(tmp_path, text, "--rebuild") == 0
+
+
+# ------------------------------- 9. concurrent builds into one store path --
+
+CONCURRENT_BUILDER = """
+import json, sys, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[4])
+import numpy as np
+from garaphpy.errors import StoreError
+from garaphpy.storage.builder import BuildOptions, build_store
+from garaphpy.storage.readers import from_arrays
+
+me, rounds, work = int(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
+rng = np.random.default_rng(me)
+n = 40 + 9 * me
+source = from_arrays(rng.integers(0, n, 300), rng.integers(0, n, 300), rng.integers(1, 99, 300))
+# the reference: the same input alone in a store of its own
+alone = build_store(source, work / f"alone-{me}", BuildOptions(), progress=False)
+expected = [alone.original_ids(), *alone.csc()]
+outcomes = []
+for round_ in range(rounds):
+    (work / f"ready-{round_}-{me}").touch()
+    while not all((work / f"ready-{round_}-{i}").exists() for i in range(3)):
+        time.sleep(0.0005)
+    try:
+        store = build_store(source, work / "shared", BuildOptions(), progress=False)
+        got = [store.original_ids(), *store.csc()]
+        right = all(np.array_equal(a, b) for a, b in zip(expected, got))
+        outcomes.append("right" if right else "wrong")
+    except StoreError:
+        outcomes.append("refused")
+print(json.dumps(outcomes))
+"""
+
+
+def test_concurrent_builds_of_three_inputs_into_one_path_never_give_another_answer(tmp_path):
+    """Three processes build three different graphs into one store.path, 30
+    rounds started together: each gets its own graph, or an error, never
+    another input's store."""
+    rounds = 30
+    processes = [subprocess.Popen([sys.executable, "-c", CONCURRENT_BUILDER, str(me),
+                                   str(rounds), str(tmp_path), str(REPO)],
+                                  stdout=subprocess.PIPE, text=True) for me in range(3)]
+    outcomes = []
+    for process in processes:
+        out, _ = process.communicate(timeout=600)
+        assert process.returncode == 0
+        outcomes += __import__("json").loads(out.strip().splitlines()[-1])
+    assert len(outcomes) == 3 * rounds
+    assert outcomes.count("wrong") == 0, outcomes
+    assert outcomes.count("right") >= rounds
+    assert leftovers(tmp_path) == [] and not list(tmp_path.glob(".*.lock"))
+
+
+# --------------------------- 10. the memory budget under a duplicate bomb --
+
+DUPLICATE_BOMB = """
+import json, sys, threading, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from garaphpy import config
+# the reader's blocks and chunks (a fixed cost, whatever the budget) well inside it
+config.READ_CHUNK_EDGES, config.TEXT_BLOCK_BYTES, config.PIECE_BYTES = 1 << 16, 1 << 20, 1 << 18
+import psutil
+from garaphpy.storage.builder import BuildOptions, build_store
+from garaphpy.storage.readers import open_source
+
+work, budget = Path(sys.argv[2]), int(sys.argv[3])
+options = BuildOptions(memory_budget=budget)
+# the same code paths once, so that compiling them is not measured
+build_store(open_source(work / "warm.el"), work / "warm", options, progress=False)
+process = psutil.Process()
+base = peak = process.memory_info().rss
+done = False
+
+def sample():
+    global peak
+    while not done:
+        peak = max(peak, process.memory_info().rss)
+        time.sleep(0.002)
+
+sampler = threading.Thread(target=sample)
+sampler.start()
+store = build_store(open_source(work / "bomb.el"), work / "bomb", options, progress=False)
+done = True
+sampler.join()
+print(json.dumps({"above_base": peak - base, "edges": store.num_edges,
+                  "in_memory": store.manifest["built_in_memory"],
+                  "removed": store.summary["duplicates_removed"]}))
+"""
+
+
+def test_a_duplicate_bomb_stays_within_the_memory_budget(tmp_path):
+    """4M copies of one edge (and a few others) with a 32 MiB budget: the
+    build's peak above the interpreter stays within 1.5x the budget (measured
+    here: 33.0 MB, 0.98x; 79.4 MB, 2.4x, before duplicates were merged while
+    bucketing)."""
+    copies, budget = 4_000_000, 32 << 20
+    tail = "".join(f"{v} {v + 1}\n" for v in range(2, 500))
+    (tmp_path / "warm.el").write_text("0 1\n" * 200_000 + tail)
+    (tmp_path / "bomb.el").write_text("0 1\n" * copies + tail)
+    done = subprocess.run([sys.executable, "-c", DUPLICATE_BOMB, str(REPO), str(tmp_path),
+                           str(budget)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = __import__("json").loads(done.stdout.strip().splitlines()[-1])
+    assert not report["in_memory"]
+    assert report["edges"] == 1 + 498 and report["removed"] == copies - 1
+    assert report["above_base"] <= 1.5 * budget, report
+
+
+# ------------------------------------------ 11. headers and declared symmetry --
+
+@pytest.mark.parametrize("count", ["1_0", "\u0663", "\uff13", "+3", "3\u0663"])
+@pytest.mark.parametrize("fmt", ["mtx", "gr"])
+def test_header_counts_take_only_ascii_digits(tmp_path, fmt, count):
+    if fmt == "mtx":
+        text = f"%%MatrixMarket matrix coordinate pattern general\n{count} 3 2\n1 2\n2 3\n"
+    else:
+        text = f"p sp {count} 2\na 1 2 1\na 2 3 1\n"
+    path = tmp_path / f"g.{fmt}"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(GraphInputError, match="not an integer"):
+        build(tmp_path / "store", open_source(path))
+    assert not (tmp_path / "store").exists()
+
+
+def write_sg(path: Path, num_vertices: int, edges: list[tuple[int, int]]) -> Path:
+    """An undirected GAP .sg file (binary.py's layout): one out-CSR, as given."""
+    offsets = np.zeros(num_vertices + 1, "<i8")
+    for row, _ in edges:
+        offsets[row + 1] += 1
+    targets = np.array([col for _, col in sorted(edges)], "<i4")
+    header = b"\x00" + np.int64(len(edges)).tobytes() + np.int64(num_vertices).tobytes()
+    path.write_bytes(header + np.cumsum(offsets).astype("<i8").tobytes() + targets.tobytes())
+    return path
+
+
+def test_an_undirected_sg_whose_csr_is_not_symmetric_is_refused(tmp_path):
+    good = write_sg(tmp_path / "good.sg", 3, [(0, 1), (1, 0), (1, 2), (2, 1)])
+    assert build(tmp_path / "good", open_source(good)).num_edges == 4
+    bad = write_sg(tmp_path / "bad.sg", 3, [(0, 1), (1, 0), (1, 2), (2, 0)])
+    with pytest.raises(GraphInputError, match="undirected.*vertex 0"):
+        build(tmp_path / "bad", open_source(bad))
+    assert not (tmp_path / "bad").exists()

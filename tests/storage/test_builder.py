@@ -404,3 +404,41 @@ def test_numpy_and_numba_sorts_build_identical_stores(tmp_path, monkeypatch, wei
         assert (numpy_dir / name).read_bytes() == (numba_dir / name).read_bytes(), name
     assert store_edges(stores["numpy"]) == store_edges(stores["numba"])
     assert stores["numpy"].summary == stores["numba"].summary
+
+
+@pytest.mark.parametrize("budget", [None, 40_000])
+def test_dropped_self_loops_keep_their_vertices(tmp_path, budget):
+    """Edge lists keep the vertices that occur: one whose only edge is a
+    self-loop stays a vertex (isolated) when self_loops='drop' removes it,
+    in memory and out of core."""
+    rng = np.random.default_rng(3)
+    src = np.concatenate([rng.integers(0, 300, 4000) * 2, [1001, 777]])    # even ids, then
+    dst = np.concatenate([rng.integers(0, 300, 4000) * 2, [1001, 777]])    # two odd loops
+    store = build(tmp_path, from_arrays(src, dst), self_loops="drop", memory_budget=budget)
+    expected = naive.clean_edges(src, dst, self_loops="drop")
+    assert store.manifest["built_in_memory"] == (budget is None)
+    assert np.array_equal(store.original_ids(), expected["original_ids"])
+    assert store.num_vertices == expected["n"] and store_edges(store) == expected["edges"]
+    loop_vertices = store.internal_ids([777, 1001])
+    assert (store.in_degree[loop_vertices] == 0).all()
+    assert store.summary["isolated_vertices"] >= 2
+
+
+def test_an_input_edited_in_place_with_its_size_and_time_kept_is_rebuilt(tmp_path):
+    """Same size, modification time set back: the store of the old content
+    must not be reused."""
+    from garaphpy.storage.readers import open_source
+
+    graph = tmp_path / "g.wel"
+    graph.write_text("0 1 5\n1 2 5\n")
+    first = build(tmp_path, open_source(graph))
+    assert store_edges(first) == [(0, 1, 5), (1, 2, 5)]
+    stamp = graph.stat()
+    time.sleep(0.05)
+    graph.write_text("0 1 7\n1 2 5\n")
+    os.utime(graph, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    assert graph.stat().st_size == stamp.st_size
+    again = build(tmp_path, open_source(graph))
+    assert not again.reused
+    assert store_edges(again) == [(0, 1, 7), (1, 2, 5)]
+    assert build(tmp_path, open_source(graph)).reused
