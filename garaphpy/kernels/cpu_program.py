@@ -231,7 +231,10 @@ SPECIALIZED_KERNELS = {
     "_push_step": ("priority._push_step", {}, None),
     "_settle_step": ("batches._settle_step", {}, None),
     "_push_relax": ("push_rounds._push_relax", {}, None),
+    "_push_round": ("push_rounds._push_round", {}, None),
     "_settle_from": ("settle_rounds._settle_from", {}, None),
+    "_serial_level": ("settle_rounds._serial_level", {}, None),
+    "_shared_level": ("settle_rounds._shared_level", {}, None),
     "_gather_in_edges": ("pull._gather_in_edges", {}, None),
     "_finish_cut_vertex": ("pull._finish_cut_vertex", {}, None),
 }

@@ -132,6 +132,136 @@ def _push_relax(gather_call, apply_call, activate_call, u, out_offsets, out_targ
     return entry_vertex, entry_value, entry_next
 
 
+@numba.njit(nogil=True)
+def _first_bucket(frontier, values, bucket_width, larger_first, shared_vertex, shared_value):
+    """The lowest bucket of the frontier's values, its vertices and their values
+    listed in ``shared_vertex`` and ``shared_value`` (the first round's shared
+    frontier, :func:`priority_push_rounds`).  Returns the bucket and the count."""
+    base = np.int64(4_000_000_000_000_000_000)
+    for i in range(frontier.shape[0]):
+        base = min(base, _bucket_key(values[frontier[i]], bucket_width, larger_first))
+    size = 0
+    for i in range(frontier.shape[0]):
+        v = frontier[i]
+        if _bucket_key(values[v], bucket_width, larger_first) == base:
+            shared_vertex[size] = v
+            shared_value[size] = values[v]
+            size += 1
+    return base, size
+
+
+@numba.njit(nogil=True, inline="always")
+def _link_later_buckets(frontier, values, base, bucket_width, larger_first, heads, counts,
+                        occupied, entry_vertex, entry_value, entry_next, free):
+    """Link the frontier's vertices of buckets after ``base`` into one thread's
+    bins (:func:`priority_push_rounds`).  Returns the entry arrays."""
+    bins = heads.shape[0]
+    for i in range(frontier.shape[0]):
+        v = frontier[i]
+        relative = _bucket_key(values[v], bucket_width, larger_first) - base
+        if relative != 0:
+            entry_vertex, entry_value, entry_next = _link_entry(
+                v, values[v], min(relative, bins - 1), heads, counts, occupied, entry_vertex,
+                entry_value, entry_next, free)
+    return entry_vertex, entry_value, entry_next
+
+
+@numba.njit(nogil=True, inline="always")
+def _push_round(gather_call, apply_call, activate_call, shared_vertex, shared_value, size,
+                chunk, sync, parity, out_offsets, out_targets, out_weights, values, attrs,
+                aggregates, num_vertices, iteration, base, current, bucket_width, larger_first,
+                heads, counts, occupied, entry_vertex, entry_value, entry_next, free, row):
+    """One thread's pushes in a round of :func:`priority_push_rounds`: the live
+    entries of the shared frontier, ``chunk`` at a time through the round's
+    counter, then its own entries of the current bucket while it holds fewer
+    than :data:`PUSH_ROUND_FUSE` (bucket fusion).  Returns the entry arrays."""
+    while True:
+        start = atomic_add(sync, _slot(_WORK + parity), chunk)
+        if start >= size:
+            break
+        for i in range(start, min(start + chunk, size)):
+            u = shared_vertex[i]
+            if values[u] == shared_value[i]:
+                entry_vertex, entry_value, entry_next = _push_relax(
+                    gather_call, apply_call, activate_call, u, out_offsets, out_targets,
+                    out_weights, values, attrs, aggregates, num_vertices, iteration, base,
+                    current, bucket_width, larger_first, heads, counts, occupied,
+                    entry_vertex, entry_value, entry_next, free, row)
+    while counts[current] > 0 and counts[current] < PUSH_ROUND_FUSE:
+        entry = heads[current]
+        _empty_bin(current, heads, counts, occupied)
+        while entry >= 0:
+            following = entry_next[entry]
+            u = entry_vertex[entry]
+            held = entry_value[entry]
+            entry_next[entry] = free[0]
+            free[0] = entry
+            if values[u] == held:
+                entry_vertex, entry_value, entry_next = _push_relax(
+                    gather_call, apply_call, activate_call, u, out_offsets, out_targets,
+                    out_weights, values, attrs, aggregates, num_vertices, iteration, base,
+                    current, bucket_width, larger_first, heads, counts, occupied,
+                    entry_vertex, entry_value, entry_next, free, row)
+            entry = following
+    return entry_vertex, entry_value, entry_next
+
+
+@numba.njit(nogil=True, inline="always")
+def _close_round(tally, team, totals, counters, changes, round_, sync, parity, bins):
+    """The first thread's end of a round of :func:`priority_push_rounds`: the
+    round's :data:`SPARSE_COUNTERS` row and change, and the round's copy of the
+    shared counters reset for the round after next."""
+    _team_totals(tally, team, totals)
+    edges, improved, change, pushed = totals[0], totals[1], totals[2], totals[3]
+    counters[round_, 0] = np.int64(pushed)
+    counters[round_, 1] = np.int64(edges)
+    counters[round_, 2] = np.int64(improved)
+    counters[round_, 3] = np.int64(edges)
+    counters[round_, 4] = np.int64(improved)
+    counters[round_, 5] = 0
+    counters[round_, 6] = 0
+    changes[round_] = change
+    sync[_slot(_BIN + parity)] = bins
+    sync[_slot(_WORK + parity)] = 0
+    sync[_slot(_TAIL + parity)] = 0
+    sync[_slot(_LAST_PARITY)] = 1 - parity
+    sync[_slot(_ROUNDS)] = round_ + 1
+
+
+@numba.njit(nogil=True, inline="always")
+def _share_live_entries(first_bin, end_bin, values, heads, counts, occupied, entry_vertex,
+                        entry_value, entry_next, free, sync, parity, shared_vertex,
+                        shared_value):
+    """Append one thread's live entries of bins ``first_bin..end_bin-1`` to the
+    next round's shared frontier (:func:`priority_push_rounds`; its tail taken
+    atomically) and empty those bins."""
+    live = 0
+    b = _lowest_occupied(occupied, first_bin)
+    while 0 <= b < end_bin:
+        entry = heads[b]
+        while entry >= 0:
+            if values[entry_vertex[entry]] == entry_value[entry]:
+                live += 1
+            entry = entry_next[entry]
+        b = _lowest_occupied(occupied, b + 1)
+    at = atomic_add(sync, _slot(_TAIL + 1 - parity), live)
+    b = _lowest_occupied(occupied, first_bin)
+    while 0 <= b < end_bin:
+        entry = heads[b]
+        while entry >= 0:
+            following = entry_next[entry]
+            v = entry_vertex[entry]
+            if values[v] == entry_value[entry]:
+                shared_vertex[at] = v
+                shared_value[at] = entry_value[entry]
+                at += 1
+            entry_next[entry] = free[0]
+            free[0] = entry
+            entry = following
+        _empty_bin(b, heads, counts, occupied)
+        b = _lowest_occupied(occupied, b + 1)
+
+
 @numba.njit(nogil=True, parallel=True)
 def priority_push_rounds(gather_call, apply_call, activate_call, frontier, out_offsets,
                          out_targets, out_weights, values, attrs, aggregates, num_vertices,
@@ -178,18 +308,10 @@ def priority_push_rounds(gather_call, apply_call, activate_call, frontier, out_o
     bins = PUSH_ROUND_BINS
     if max_steps < 1 or frontier.shape[0] == 0:
         return frontier.copy(), 0
-    base = np.int64(4_000_000_000_000_000_000)
-    for i in range(frontier.shape[0]):
-        base = min(base, _bucket_key(values[frontier[i]], bucket_width, larger_first))
     shared_vertex = np.empty(max(num_vertices, 1), np.int64)
     shared_value = np.empty(max(num_vertices, 1), values.dtype)
-    size = 0
-    for i in range(frontier.shape[0]):
-        v = frontier[i]
-        if _bucket_key(values[v], bucket_width, larger_first) == base:
-            shared_vertex[size] = v
-            shared_value[size] = values[v]
-            size += 1
+    base, size = _first_bucket(frontier, values, bucket_width, larger_first, shared_vertex,
+                               shared_value)
     sync = sync_slots(8)
     sync[_slot(_TAIL + 0)] = size
     sync[_slot(_BIN + 0)] = 0
@@ -204,54 +326,25 @@ def priority_push_rounds(gather_call, apply_call, activate_call, frontier, out_o
                 _thread_bins(bins, values)
             row = tally[t * 16:(t + 1) * 16]
             if t == 0:      # the frontier's later buckets start in this thread's bins
-                for i in range(frontier.shape[0]):
-                    v = frontier[i]
-                    relative = _bucket_key(values[v], bucket_width, larger_first) - base
-                    if relative != 0:
-                        entry_vertex, entry_value, entry_next = _link_entry(
-                            v, values[v], min(relative, bins - 1), heads, counts, occupied,
-                            entry_vertex, entry_value, entry_next, free)
+                entry_vertex, entry_value, entry_next = _link_later_buckets(
+                    frontier, values, base, bucket_width, larger_first, heads, counts,
+                    occupied, entry_vertex, entry_value, entry_next, free)
             round_ = 0
             while True:
                 parity = round_ & 1
                 current = atomic_load(sync, _slot(_BIN + parity))
                 size = atomic_load(sync, _slot(_TAIL + parity))
-                iteration = first_iteration + round_
                 row[0] = 0.0
                 row[1] = 0.0
                 row[2] = 0.0
                 row[3] = 0.0
-                chunk = max(1, min(PUSH_ROUND_CHUNK, size // (4 * team)))
-                while True:
-                    start = atomic_add(sync, _slot(_WORK + parity), chunk)
-                    if start >= size:
-                        break
-                    for i in range(start, min(start + chunk, size)):
-                        u = shared_vertex[i]
-                        if values[u] == shared_value[i]:
-                            entry_vertex, entry_value, entry_next = _push_relax(
-                                gather_call, apply_call, activate_call, u, out_offsets,
-                                out_targets, out_weights, values, attrs, aggregates,
-                                num_vertices, iteration, base, current, bucket_width,
-                                larger_first, heads, counts, occupied, entry_vertex,
-                                entry_value, entry_next, free, row)
-                while counts[current] > 0 and counts[current] < PUSH_ROUND_FUSE:
-                    entry = heads[current]
-                    _empty_bin(current, heads, counts, occupied)
-                    while entry >= 0:
-                        following = entry_next[entry]
-                        u = entry_vertex[entry]
-                        held = entry_value[entry]
-                        entry_next[entry] = free[0]
-                        free[0] = entry
-                        if values[u] == held:
-                            entry_vertex, entry_value, entry_next = _push_relax(
-                                gather_call, apply_call, activate_call, u, out_offsets,
-                                out_targets, out_weights, values, attrs, aggregates,
-                                num_vertices, iteration, base, current, bucket_width,
-                                larger_first, heads, counts, occupied, entry_vertex,
-                                entry_value, entry_next, free, row)
-                        entry = following
+                entry_vertex, entry_value, entry_next = _push_round(
+                    gather_call, apply_call, activate_call, shared_vertex, shared_value, size,
+                    max(1, min(PUSH_ROUND_CHUNK, size // (4 * team))), sync, parity,
+                    out_offsets, out_targets, out_weights, values, attrs, aggregates,
+                    num_vertices, first_iteration + round_, base, current, bucket_width,
+                    larger_first, heads, counts, occupied, entry_vertex, entry_value,
+                    entry_next, free, row)
                 own_lowest = _lowest_occupied(occupied, current)
                 if own_lowest >= 0:
                     atomic_min(sync, _slot(_BIN + 1 - parity), own_lowest)
@@ -259,49 +352,14 @@ def priority_push_rounds(gather_call, apply_call, activate_call, frontier, out_o
                 lowest = atomic_load(sync, _slot(_BIN + 1 - parity))
                 done = lowest >= bins - 1 or round_ + 1 >= max_steps
                 if t == 0:      # the round's counts: the other threads need none of them
-                    _team_totals(tally, team, totals)
-                    edges, improved, change, pushed = totals[0], totals[1], totals[2], totals[3]
-                    counters[round_, 0] = np.int64(pushed)
-                    counters[round_, 1] = np.int64(edges)
-                    counters[round_, 2] = np.int64(improved)
-                    counters[round_, 3] = np.int64(edges)
-                    counters[round_, 4] = np.int64(improved)
-                    counters[round_, 5] = 0
-                    counters[round_, 6] = 0
-                    changes[round_] = change
-                    sync[_slot(_BIN + parity)] = bins
-                    sync[_slot(_WORK + parity)] = 0
-                    sync[_slot(_TAIL + parity)] = 0
-                    sync[_slot(_LAST_PARITY)] = 1 - parity
-                    sync[_slot(_ROUNDS)] = round_ + 1
+                    _close_round(tally, team, totals, counters, changes, round_, sync, parity,
+                                 bins)
                 # the next frontier: the live entries of the lowest bucket, or of every
                 # bucket when the call ends
                 first_bin, end_bin = (current, bins) if done else (lowest, lowest + 1)
-                live = 0
-                b = _lowest_occupied(occupied, first_bin)
-                while 0 <= b < end_bin:
-                    entry = heads[b]
-                    while entry >= 0:
-                        if values[entry_vertex[entry]] == entry_value[entry]:
-                            live += 1
-                        entry = entry_next[entry]
-                    b = _lowest_occupied(occupied, b + 1)
-                at = atomic_add(sync, _slot(_TAIL + 1 - parity), live)
-                b = _lowest_occupied(occupied, first_bin)
-                while 0 <= b < end_bin:
-                    entry = heads[b]
-                    while entry >= 0:
-                        following = entry_next[entry]
-                        v = entry_vertex[entry]
-                        if values[v] == entry_value[entry]:
-                            shared_vertex[at] = v
-                            shared_value[at] = entry_value[entry]
-                            at += 1
-                        entry_next[entry] = free[0]
-                        free[0] = entry
-                        entry = following
-                    _empty_bin(b, heads, counts, occupied)
-                    b = _lowest_occupied(occupied, b + 1)
+                _share_live_entries(first_bin, end_bin, values, heads, counts, occupied,
+                                    entry_vertex, entry_value, entry_next, free, sync, parity,
+                                    shared_vertex, shared_value)
                 if done:
                     break
                 team_barrier(sync, team)

@@ -105,6 +105,80 @@ def _give_claims_back(returned, claimed, sync):
     sync[_slot(_RETURNED)] = 0
 
 
+@numba.njit(nogil=True, inline="always")
+def _serial_level(gather_call, apply_call, activate_call, combine, identity, queue, head, end,
+                  out_offsets, out_targets, in_offsets, weights, values_read, values_write,
+                  synchronous, attrs, aggregates, num_vertices, iteration, settled, claimed,
+                  degrees_match, buffer, returned, sync, row):
+    """A level of :func:`settle_push_rounds` (``queue[head:end]``) on the first
+    thread alone: its activated vertices appended to the queue, the claims of
+    those written but not activated given back."""
+    filled = 0
+    for i in range(head, end):
+        u = queue[i]
+        if settled[u]:
+            filled = _settle_from(
+                gather_call, apply_call, activate_call, combine, identity, u, out_offsets,
+                out_targets, weights, values_read, values_write, synchronous, attrs,
+                aggregates, num_vertices, iteration, settled, claimed, in_offsets,
+                degrees_match, False, buffer, filled, queue, returned, sync, row)
+    _flush_queue(buffer, filled, queue, sync)
+    _give_claims_back(returned, claimed, sync)
+
+
+@numba.njit(nogil=True, inline="always")
+def _shared_level(gather_call, apply_call, activate_call, combine, identity, queue, head, end,
+                  t, team, out_offsets, out_targets, in_offsets, weights, values_read,
+                  values_write, synchronous, attrs, aggregates, num_vertices, iteration,
+                  settled, claimed, degrees_match, buffer, returned, sync, row):
+    """Thread ``t``'s share of a level of :func:`settle_push_rounds` shared by
+    the ``team``: a first part of ``queue[head:end]``, then parts of up to
+    :data:`PUSH_ROUND_CHUNK` vertices through the level's counter; the
+    vertices it activates are appended to the queue."""
+    size = end - head
+    chunk = max(1, min(PUSH_ROUND_CHUNK, size // (4 * team)))
+    first = min(size // (2 * team), 4 * PUSH_ROUND_CHUNK)
+    start, stop = head + t * first, head + (t + 1) * first
+    dealt = head + team * first
+    filled = 0
+    while True:
+        for i in range(start, stop):
+            u = queue[i]
+            if settled[u]:
+                filled = _settle_from(
+                    gather_call, apply_call, activate_call, combine, identity, u, out_offsets,
+                    out_targets, weights, values_read, values_write, synchronous, attrs,
+                    aggregates, num_vertices, iteration, settled, claimed, in_offsets,
+                    degrees_match, True, buffer, filled, queue, returned, sync, row)
+        start = dealt + atomic_add(sync, _slot(_TAKEN), chunk)
+        if start >= end:
+            break
+        stop = min(start + chunk, end)
+    _flush_queue(buffer, filled, queue, sync)
+
+
+@numba.njit(nogil=True, inline="always")
+def _close_level(tally, team, totals, returned, claimed, sync, unsettled, head, end, edges,
+                 step, max_steps, tolerance, settling_pull_factor, num_vertices, counters,
+                 changes, following):
+    """The first thread's end of a shared level of :func:`settle_push_rounds`
+    (``queue[head:end]``, ``edges`` out-edges): the claims given back, the
+    level's counters, and the next level's state, decided, in the copy at
+    ``following`` of the sync array."""
+    _give_claims_back(returned, claimed, sync)
+    _team_totals(tally, team, totals)
+    written, next_edges, settled_in_edges, change = totals[0], totals[2], totals[3], totals[4]
+    unsettled_at_start = unsettled[0]
+    unsettled[0] -= np.int64(settled_in_edges)
+    tail = atomic_load(sync, _slot(_QUEUE_TAIL))
+    _level_counters(counters, changes, step, end - head, edges, written, tail - end, 0,
+                    unsettled_at_start, change)
+    sync[_slot(_TAKEN)] = 0
+    _write_level(sync, following, end, tail, np.int64(next_edges), step + 1,
+                 tail == end or step + 1 >= max_steps or change < tolerance
+                 or np.int64(next_edges) * settling_pull_factor > unsettled[0] + num_vertices)
+
+
 @numba.njit(nogil=True, parallel=True)
 def settle_push_rounds(gather_call, apply_call, activate_call, combine, identity, frontier,
                        out_offsets, out_targets, in_offsets, weights, values_read,
@@ -192,25 +266,17 @@ def settle_push_rounds(gather_call, apply_call, activate_call, combine, identity
                     break
                 for c in range(5):
                     row[c] = 0.0
-                filled = 0
                 if edges <= serial_edges:
                     if t == 0:      # levels this small, one after another on this thread
                         done = False
                         while not done:
                             unsettled_at_start = unsettled[0]
-                            for i in range(head, end):
-                                u = queue[i]
-                                if settled[u]:
-                                    filled = _settle_from(
-                                        gather_call, apply_call, activate_call, combine,
-                                        identity, u, out_offsets, out_targets, weights,
-                                        values_read, values_write, synchronous, attrs,
-                                        aggregates, num_vertices, first_iteration + step,
-                                        settled, claimed, in_offsets, degrees_match, False,
-                                        buffer, filled, queue, returned, sync, row)
-                            _flush_queue(buffer, filled, queue, sync)
-                            filled = 0
-                            _give_claims_back(returned, claimed, sync)
+                            _serial_level(
+                                gather_call, apply_call, activate_call, combine, identity,
+                                queue, head, end, out_offsets, out_targets, in_offsets, weights,
+                                values_read, values_write, synchronous, attrs, aggregates,
+                                num_vertices, first_iteration + step, settled, claimed,
+                                degrees_match, buffer, returned, sync, row)
                             unsettled[0] -= np.int64(row[3])
                             _level_counters(counters, changes, step, end - head, edges, row[0],
                                             row[1], 1, unsettled_at_start, row[4])
@@ -226,43 +292,16 @@ def settle_push_rounds(gather_call, apply_call, activate_call, combine, identity
                         _write_level(sync, following, head, end, edges, step, done)
                     team_barrier(sync, team)
                     continue
-                size = end - head
-                chunk = max(1, min(PUSH_ROUND_CHUNK, size // (4 * team)))
-                first = min(size // (2 * team), 4 * PUSH_ROUND_CHUNK)
-                start, stop = head + t * first, head + (t + 1) * first
-                dealt = head + team * first
-                while True:
-                    for i in range(start, stop):
-                        u = queue[i]
-                        if settled[u]:
-                            filled = _settle_from(
-                                gather_call, apply_call, activate_call, combine, identity, u,
-                                out_offsets, out_targets, weights, values_read, values_write,
-                                synchronous, attrs, aggregates, num_vertices,
-                                first_iteration + step, settled, claimed, in_offsets,
-                                degrees_match, True, buffer, filled, queue, returned, sync,
-                                row)
-                    start = dealt + atomic_add(sync, _slot(_TAKEN), chunk)
-                    if start >= end:
-                        break
-                    stop = min(start + chunk, end)
-                _flush_queue(buffer, filled, queue, sync)
+                _shared_level(gather_call, apply_call, activate_call, combine, identity, queue,
+                              head, end, t, team, out_offsets, out_targets, in_offsets, weights,
+                              values_read, values_write, synchronous, attrs, aggregates,
+                              num_vertices, first_iteration + step, settled, claimed,
+                              degrees_match, buffer, returned, sync, row)
                 team_barrier(sync, team)
                 if t == 0:
-                    _give_claims_back(returned, claimed, sync)
-                    _team_totals(tally, team, totals)
-                    written, next_edges, settled_in_edges, change = (
-                        totals[0], totals[2], totals[3], totals[4])
-                    unsettled_at_start = unsettled[0]
-                    unsettled[0] -= np.int64(settled_in_edges)
-                    tail = atomic_load(sync, _slot(_QUEUE_TAIL))
-                    _level_counters(counters, changes, step, size, edges, written, tail - end,
-                                    0, unsettled_at_start, change)
-                    sync[_slot(_TAKEN)] = 0
-                    _write_level(sync, following, end, tail, np.int64(next_edges), step + 1,
-                                 tail == end or step + 1 >= max_steps or change < tolerance
-                                 or np.int64(next_edges) * settling_pull_factor
-                                 > unsettled[0] + num_vertices)
+                    _close_level(tally, team, totals, returned, claimed, sync, unsettled, head,
+                                 end, edges, step, max_steps, tolerance, settling_pull_factor,
+                                 num_vertices, counters, changes, following)
                 team_barrier(sync, team)
     if not met.all():
         return frontier, -1
