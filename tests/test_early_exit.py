@@ -603,6 +603,7 @@ def test_the_push_gives_back_the_claims_of_vertices_it_did_not_activate():
 @pytest.mark.parametrize("total", [0, 5, 1 << 14, (1 << 14) + 1, 50_000])
 def test_chunks_concatenate_on_one_thread_or_many(total):
     from garaphpy.kernels import cpu as kernels
+    from garaphpy.kernels.cpu.common import _concatenate_chunks
 
     assert kernels.SERIAL_CONCATENATE_MAX == 1 << 14     # the totals bracket it
     rng = np.random.default_rng(total)
@@ -612,7 +613,7 @@ def test_chunks_concatenate_on_one_thread_or_many(total):
     chunk_base = np.concatenate([[0], np.cumsum(counts[1:] + 3)[:-1]]).astype(np.int64)
     buffer = rng.integers(0, 1 << 30, int(chunk_base[-1] + counts[-1] + 3)).astype(np.int64)
     expected = np.concatenate([buffer[b:b + c] for b, c in zip(chunk_base, counts[1:])])
-    np.testing.assert_array_equal(kernels._concatenate_chunks(buffer, chunk_base, counts),
+    np.testing.assert_array_equal(_concatenate_chunks(buffer, chunk_base, counts),
                                   expected)
 
 

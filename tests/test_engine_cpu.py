@@ -519,7 +519,7 @@ def test_frontier_degree_prefix_equals_numpy(count, threads):
 @pytest.mark.parametrize("chunks", [1, 2, 7, 300])
 def test_notify_lists_each_out_neighbour_once_with_a_hubs_edges_cut(chunks):
     # a hub of 200 out-edges (repeats included) beside small and edgeless vertices:
-    # the chunks cut its edges (kernels._edge_chunk); more chunks than edges leave some empty
+    # the chunks cut its edges (kernels.common._edge_chunk); more chunks than edges leave some empty
     from garaphpy.kernels import cpu as kernels
 
     rng = np.random.default_rng(chunks)

@@ -201,43 +201,55 @@ PROGRAM_ROLES = ("gather_call", "source_gather_call", "apply_call", "activate_ca
                  "aggregate_write")
 
 #: The kernels generated per program: name -> (kernel of
-#: :mod:`garaphpy.kernels.cpu`, parameters bound to other names, the role or
-#: roles it needs).
+#: :mod:`garaphpy.kernels.cpu`, as ``family.name``, parameters bound to other
+#: names, the role or roles it needs).
 SPECIALIZED_KERNELS = {
-    "init_values": ("init_values", {}, None),
-    "compute_aggregates": ("compute_aggregates", {}, "aggregate_call"),
-    "source_contributions": ("source_contributions", {}, "source_gather_call"),
-    "pull_range": ("pull_range", {}, None),
-    "pull_range_precomputed": ("pull_range", {"gather_call": "read_source_contribution"},
+    "init_values": ("vertices.init_values", {}, None),
+    "compute_aggregates": ("vertices.compute_aggregates", {}, "aggregate_call"),
+    "source_contributions": ("vertices.source_contributions", {}, "source_gather_call"),
+    "pull_range": ("pull.pull_range", {}, None),
+    "pull_range_precomputed": ("pull.pull_range",
+                               {"gather_call": "read_source_contribution"},
                                "source_gather_call"),
-    "apply_vertices": ("apply_vertices", {}, None),
-    "pull_fused": ("pull_fused", {"aggregate_fold": "no_aggregates_fold",
-                                  "aggregate_write": "no_aggregates_write"},
+    "apply_vertices": ("pull.apply_vertices", {}, None),
+    "pull_fused": ("pull.pull_fused", {"aggregate_fold": "no_aggregates_fold",
+                                       "aggregate_write": "no_aggregates_write"},
                    "source_gather_call"),
-    "pull_fused_aggregates": ("pull_fused", {}, ("source_gather_call", "aggregate_fold")),
-    "pull_range_settling": ("pull_range_settling", {}, None),
-    "pull_settling_whole": ("pull_settling_whole", {}, None),
-    "pull_vertices": ("pull_vertices", {}, None),
-    "push_settling": ("push_settling", {}, None),
-    "sparse_iterations": ("sparse_iterations", {}, None),
-    "priority_iterations": ("priority_iterations", {}, None),
-    "priority_push_rounds": ("priority_push_rounds", {}, None),
-    "settle_push_rounds": ("settle_push_rounds", {}, None),
+    "pull_fused_aggregates": ("pull.pull_fused", {}, ("source_gather_call", "aggregate_fold")),
+    "pull_range_settling": ("pull.pull_range_settling", {}, None),
+    "pull_settling_whole": ("pull.pull_settling_whole", {}, None),
+    "pull_vertices": ("pull.pull_vertices", {}, None),
+    "push_settling": ("notify.push_settling", {}, None),
+    "sparse_iterations": ("batches.sparse_iterations", {}, None),
+    "priority_iterations": ("priority.priority_iterations", {}, None),
+    "priority_push_rounds": ("push_rounds.priority_push_rounds", {}, None),
+    "settle_push_rounds": ("settle_rounds.settle_push_rounds", {}, None),
     # helpers: a kernel passing them a function would need it as a value
     # (inside a parallel loop, a pointer to a Python object numba cannot cache)
-    "_update_vertex": ("_update_vertex", {}, None),
-    "_sparse_step": ("_sparse_step", {}, None),
-    "_push_step": ("_push_step", {}, None),
-    "_settle_step": ("_settle_step", {}, None),
-    "_push_relax": ("_push_relax", {}, None),
-    "_settle_from": ("_settle_from", {}, None),
-    "_gather_in_edges": ("_gather_in_edges", {}, None),
-    "_finish_cut_vertex": ("_finish_cut_vertex", {}, None),
+    "_update_vertex": ("common._update_vertex", {}, None),
+    "_sparse_step": ("batches._sparse_step", {}, None),
+    "_push_step": ("priority._push_step", {}, None),
+    "_settle_step": ("batches._settle_step", {}, None),
+    "_push_relax": ("push_rounds._push_relax", {}, None),
+    "_push_round": ("push_rounds._push_round", {}, None),
+    "_settle_from": ("settle_rounds._settle_from", {}, None),
+    "_serial_level": ("settle_rounds._serial_level", {}, None),
+    "_shared_level": ("settle_rounds._shared_level", {}, None),
+    "_gather_in_edges": ("pull._gather_in_edges", {}, None),
+    "_finish_cut_vertex": ("pull._finish_cut_vertex", {}, None),
 }
 
-#: Files whose text is part of a program module's key: the generated module
-#: calls their helpers, which numba's cache does not track.
-_KEYED_FILES = ("cpu.py", "cpu_program.py", "../_numba_setup.py", "../program.py")
+
+def _kernel(path: str):
+    """The dispatcher ``family.name`` of :mod:`garaphpy.kernels.cpu`."""
+    family, name = path.split(".")
+    return getattr(importlib.import_module(f"{cpu_kernels.__name__}.{family}"), name)
+
+
+#: Files whose text is part of a program module's key, besides those of the
+#: kernel package (``cpu/*.py``): the generated module calls their helpers,
+#: which numba's cache does not track.
+_KEYED_FILES = ("cpu_program.py", "../_numba_setup.py", "../program.py")
 
 
 def _constant_source(value) -> str:
@@ -273,7 +285,7 @@ class _BindRoles(ast.NodeTransformer):
     def visit_Call(self, node):
         self.generic_visit(node)
         if isinstance(node.func, ast.Name) and node.func.id in SPECIALIZED_KERNELS:
-            kernel = getattr(cpu_kernels, SPECIALIZED_KERNELS[node.func.id][0])
+            kernel = _kernel(SPECIALIZED_KERNELS[node.func.id][0])
             parameters = inspect.signature(kernel.py_func).parameters
             node.args = [argument for argument, parameter in zip(node.args, parameters)
                          if parameter not in PROGRAM_ROLES]
@@ -383,17 +395,22 @@ def program_module_source(program: VertexProgram, parallel: bool = True) -> str:
     roles.add("aggregate_tuple")
     lines.append("@numba.njit(cache=CACHE, **JIT_OPTIONS)\n"
                  + MONOIDS[cls.sum].combine_source(cast=True))
-    kernels_read = set()
-    for name, (kernel_name, bindings, needs) in SPECIALIZED_KERNELS.items():
+    helpers = {}        # name -> the family module the kernels read it from
+    for name, (kernel_path, bindings, needs) in SPECIALIZED_KERNELS.items():
         if needs is None or set((needs,) if isinstance(needs, str) else needs) <= roles:
-            source, names = _specialized_kernel_source(name, getattr(cpu_kernels, kernel_name),
-                                                       bindings, parallel)
+            kernel = _kernel(kernel_path)
+            source, names = _specialized_kernel_source(name, kernel, bindings, parallel)
             lines.append(source)
-            kernels_read |= names
-    helpers = sorted(n for n in kernels_read
-                     if n in vars(cpu_kernels) and n not in SPECIALIZED_KERNELS
-                     and n not in ("np", "numba"))
-    lines.insert(4, f"from {cpu_kernels.__name__} import {', '.join(helpers)}")
+            # a helper of the kernel's own family, or a function bound to a role
+            family = sys.modules[kernel.py_func.__module__]
+            for read in sorted(names - set(SPECIALIZED_KERNELS) - {"np", "numba"}):
+                for module in (family, cpu_kernels):
+                    if read in vars(module):
+                        helpers.setdefault(read, module.__name__)
+                        break
+    lines[4:4] = [f"from {family} import "
+                  + ", ".join(sorted(n for n in helpers if helpers[n] == family))
+                  for family in sorted(set(helpers.values()))]
     return "\n".join(lines) + "\n"
 
 
@@ -403,8 +420,8 @@ def program_key(source: str) -> str:
     compiled it."""
     digest = hashlib.sha256(source.encode())
     here = Path(__file__).parent
-    for name in _KEYED_FILES:
-        digest.update((here / name).read_bytes())
+    for path in [*sorted((here / "cpu").glob("*.py")), *(here / name for name in _KEYED_FILES)]:
+        digest.update(path.read_bytes())
     digest.update(f"{__version__} numba {numba.__version__} numpy {np.__version__} "
                   f"{sys.version}".encode())
     return digest.hexdigest()

@@ -31,7 +31,7 @@ import numba
 import numpy as np
 
 from .. import _numba_setup  # noqa: F401  (threading layer first)
-from .cpu import _balanced_chunks
+from .cpu.common import _balanced_chunks
 
 
 #: Out-edges one piece of the frontier's work holds at most: a hub's edges are

@@ -1,0 +1,59 @@
+"""CPU kernels (numba), by family (Garaph section 4).
+
+=================  ========================================================
+module             kernels
+=================  ========================================================
+``common``         the update tail, the atomic claim, floors, bitmaps, chunks
+``vertices``       initial values, aggregates, source-side gathers, sums
+``skipping``       floors and settled vertices: what a pull may skip
+``pull``           pulls over a page, the whole CSC or a vertex list
+``frontier``       frontier ids from flags and back, degree prefixes
+``notify``         notify (Garaph section 4.2) and the top-down step
+``batches``        sparse notify-pull iterations batched in one call
+``priority``       notify-pull in order of value (delta-stepping)
+``push_rounds``    parallel delta-stepping by push on threads kept
+``settle_rounds``  Beamer's top-down steps on threads kept
+=================  ========================================================
+
+The names below are the kernels' public ones; callers use them from here
+(``from garaphpy.kernels import cpu``).  The program's functions arrive as
+numba dispatchers with the fixed signatures of
+:mod:`garaphpy.kernels.cpu_program`, which also copies the kernels that take
+them into each program's generated module.
+"""
+
+from ... import _numba_setup  # noqa: F401  (threading layer first)
+from .batches import SPARSE_COUNTERS, sparse_iterations
+from .common import FLOOR_MAX, FLOOR_MIN, SERIAL_CONCATENATE_MAX, SETTLED_CLAIM
+from .frontier import (PARALLEL_PREFIX_MIN, active_vertex_ids, degree_prefix, flags_of,
+                       frontier_degree_prefix, frontier_degree_sum, frontier_of, reset_flags)
+from .notify import notify, notify_dense, push_settling
+from .priority import PRIORITY_BINS, priority_iterations
+from .pull import (SETTLING_BLOCK, apply_vertices, pull_fused, pull_range, pull_range_settling,
+                   pull_settling_whole, pull_vertices)
+from .push_rounds import PUSH_ROUND_BINS, PUSH_ROUND_CHUNK, PUSH_ROUND_FUSE, priority_push_rounds
+from .settle_rounds import SETTLE_ROUND_BUFFER, settle_push_rounds
+from .skipping import (above_floor, all_at_floor, best_source_value, mark_settled, pack_flags,
+                       settled_from_value, settled_from_values)
+from .vertices import (add_weighted_in_degrees, balanced_vertex_starts, commit_vertices,
+                       compute_aggregates, count_unequal, gather_vertex_edges, init_values,
+                       no_aggregates_fold, no_aggregates_write, out_neighbour_in_degrees,
+                       read_source_contribution, shortcut_labels, source_contributions, sum_over,
+                       total, touch, vertex_ids)
+
+__all__ = [
+    "FLOOR_MAX", "FLOOR_MIN", "PARALLEL_PREFIX_MIN", "PRIORITY_BINS", "PUSH_ROUND_BINS",
+    "PUSH_ROUND_CHUNK", "PUSH_ROUND_FUSE", "SERIAL_CONCATENATE_MAX", "SETTLED_CLAIM",
+    "SETTLE_ROUND_BUFFER", "SETTLING_BLOCK", "SPARSE_COUNTERS",
+    "above_floor", "active_vertex_ids", "add_weighted_in_degrees", "all_at_floor",
+    "apply_vertices", "balanced_vertex_starts", "best_source_value", "commit_vertices",
+    "compute_aggregates", "count_unequal", "degree_prefix", "flags_of",
+    "frontier_degree_prefix", "frontier_degree_sum", "frontier_of", "gather_vertex_edges",
+    "init_values", "mark_settled", "no_aggregates_fold", "no_aggregates_write", "notify",
+    "notify_dense", "out_neighbour_in_degrees", "pack_flags", "priority_iterations",
+    "priority_push_rounds", "pull_fused", "pull_range", "pull_range_settling",
+    "pull_settling_whole", "pull_vertices", "push_settling", "read_source_contribution",
+    "reset_flags", "settle_push_rounds", "settled_from_value", "settled_from_values",
+    "shortcut_labels", "source_contributions", "sparse_iterations", "sum_over", "total",
+    "touch", "vertex_ids",
+]

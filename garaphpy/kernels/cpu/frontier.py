@@ -1,0 +1,122 @@
+"""Frontiers as vertex lists (Garaph section 4.2): the compaction of flags
+into sorted ids, flags from ids, and the degree prefixes over a list that
+the notify and the gather of notified vertices cut their work by.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def frontier_of(active, threads):
+    """The vertices whose flag is set, in increasing order (parallel compaction)."""
+    n = active.shape[0]
+    block = (n + threads - 1) // threads
+    counts = np.zeros(threads + 1, np.int64)
+    for t in numba.prange(threads):
+        c = 0
+        for v in range(t * block, min(n, (t + 1) * block)):
+            if active[v]:       # a flag, whatever its nonzero value
+                c += 1
+        counts[t + 1] = c
+    for t in range(threads):
+        counts[t + 1] += counts[t]
+    out = np.empty(counts[threads], np.int64)
+    for t in numba.prange(threads):
+        position = counts[t]
+        for v in range(t * block, min(n, (t + 1) * block)):
+            if active[v]:
+                out[position] = v
+                position += 1
+    return out
+
+
+def active_vertex_ids(active: np.ndarray, threads: int) -> np.ndarray:
+    """The vertices whose flag is set, in increasing order: :func:`frontier_of`
+    on several threads, numpy's on one (nothing to compile for a run that
+    cannot use the parallel compaction)."""
+    if threads <= 1:
+        return np.flatnonzero(active).astype(np.int64, copy=False)
+    return frontier_of(active, threads)
+
+
+@numba.njit(nogil=True, cache=True)
+def degree_prefix(vertices, offsets):
+    """prefix[i] = sum of the degrees (by ``offsets``) of vertices[:i]."""
+    prefix = np.empty(vertices.shape[0] + 1, np.int64)
+    prefix[0] = 0
+    for i in range(vertices.shape[0]):
+        v = vertices[i]
+        prefix[i + 1] = prefix[i] + offsets[v + 1] - offsets[v]
+    return prefix
+
+
+#: Lists at least this long get :func:`frontier_degree_prefix`'s parallel scan.
+PARALLEL_PREFIX_MIN = 1 << 15
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def _degree_prefix_blocks(vertices, offsets, blocks):
+    """:func:`degree_prefix` in ``blocks`` runs: their sums in parallel, a scan
+    of the sums, then each run's prefix in parallel from its start."""
+    n = vertices.shape[0]
+    size = (n + blocks - 1) // blocks
+    starts = np.zeros(blocks + 1, np.int64)
+    for b in numba.prange(blocks):
+        total = 0
+        for i in range(b * size, min(n, (b + 1) * size)):
+            v = vertices[i]
+            total += offsets[v + 1] - offsets[v]
+        starts[b + 1] = total
+    for b in range(blocks):
+        starts[b + 1] += starts[b]
+    prefix = np.empty(n + 1, np.int64)
+    prefix[0] = 0
+    for b in numba.prange(blocks):
+        running = starts[b]
+        for i in range(b * size, min(n, (b + 1) * size)):
+            v = vertices[i]
+            running += offsets[v + 1] - offsets[v]
+            prefix[i + 1] = running
+    return prefix
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def frontier_degree_sum(vertices, offsets):
+    """The listed vertices' degrees summed (the last entry of
+    :func:`degree_prefix`, without writing the prefix)."""
+    total = 0
+    for i in numba.prange(vertices.shape[0]):
+        v = vertices[i]
+        total += offsets[v + 1] - offsets[v]
+    return total
+
+
+def frontier_degree_prefix(vertices: np.ndarray, offsets: np.ndarray,
+                           threads: int) -> np.ndarray:
+    """:func:`degree_prefix`, on ``threads`` threads for a list of at least
+    :data:`PARALLEL_PREFIX_MIN` vertices (a dense frontier's prefix is an
+    O(|V|) pass that one thread makes the iteration's longest part)."""
+    if threads > 1 and vertices.shape[0] >= PARALLEL_PREFIX_MIN:
+        return _degree_prefix_blocks(vertices, offsets, threads * 4)
+    return degree_prefix(vertices, offsets)
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def flags_of(vertices, flags):
+    """flags[v] = 1 for the listed vertices and 0 for every other: a frontier as
+    the GPU's activity (a hybrid run's switch to the GPU)."""
+    for v in numba.prange(flags.shape[0]):
+        flags[v] = 0
+    for i in numba.prange(vertices.shape[0]):
+        flags[vertices[i]] = 1
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def reset_flags(vertices, flags):
+    """flags[v] = 0 for v in vertices."""
+    for i in numba.prange(vertices.shape[0]):
+        flags[vertices[i]] = 0
