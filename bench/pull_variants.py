@@ -117,7 +117,7 @@ def main(argv=None) -> int:
         kernel_text = f"{kernel * 1e3:8.3f}" if kernel is not None else " " * 8
         print(f"{name:34} {seconds * 1e3:8.3f} {span_text} {kernel_text} "
               f"{seconds / reference:10.2f} {difference:15.2g}")
-    print("\nregisters of the compiled pull kernels (precomputed gather, warp combine):")
+    print("\nregisters of the compiled pull kernels (precomputed gather):")
     for (_, edges), kernels in sorted(gpu_kernels._MODULES.items(), key=lambda kv: kv[0][1]):
         for variant, function in kernels.pull.items():
             print(f"  edges/thread {edges:2d} {variant}: "

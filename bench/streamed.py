@@ -35,12 +35,9 @@ highest out-degree.  For each program:
     queues the next iteration's first copies once its pages are launched
     (``config.GPU_PREFETCH_NEXT_COPIES``); with ``--prefetch off`` or ``both``,
     runs that do not are named ``FRACTION/CHOICE/no-prefetch``.  With
-    ``--execution async``, every run is asynchronous; with ``--settle on`` or
-    ``both``, a streamed run of BFS, SSSP or CC then pulls its kept pages
-    again after each iteration until they settle
-    (``config.GPU_SETTLE_KEPT_PAGES``, off by default), named
-    ``FRACTION/CHOICE/settle``.  Each of these options defaults to config's
-    value; a case is named by the values that differ from it.
+    ``--execution async``, every run is asynchronous.  Each of these options
+    defaults to config's value; a case is named by the values that differ
+    from it.
 
 ``subway/PROGRAM``
     With ``--subway DIR`` (a directory holding Subway's built ``bfs-sync``,
@@ -140,7 +137,6 @@ VARIANTS = {
     "selective_when_pays": ("GPU_SELECTIVE_WHEN_PAYS", "/when-pays", "/first-sparse", True),
     "calibrate": ("GPU_CALIBRATE_TRANSFER_RATES", "/calibrated", "/uncalibrated", True),
     "prefetch": ("GPU_PREFETCH_NEXT_COPIES", "/prefetch", "/no-prefetch", False),
-    "settle": ("GPU_SETTLE_KEPT_PAGES", "/settle", "/no-settle", False),
 }
 DEFAULTS = {key: getattr(config, key) for key, *_ in VARIANTS.values()}
 
@@ -209,7 +205,7 @@ def write_subway_graph(store, path: Path, weighted: bool, chunk_edges: int = 1 <
     uint32 vertex and edge counts, uint32 offsets of the vertices' out-edges,
     then per edge its uint32 target (``.bcsr``) or target and weight
     (``.bwcsr``, the integer weights).  Vertex ids are the store's internal ids."""
-    from garaphpy.kernels.subgraph import store_out_edge_values
+    from garaphpy.kernels.gpu_subgraph import store_out_edge_values
 
     n, m = store.num_vertices, store.num_edges
     if m >= 2 ** 32:
@@ -312,12 +308,6 @@ def main(argv=None) -> int:
                         help="runs that copy every streamed page queue the next iteration's "
                              "first copies ahead (config.GPU_PREFETCH_NEXT_COPIES), do not "
                              "(cases .../no-prefetch), or both")
-    parser.add_argument("--settle", choices=("on", "off", "both"),
-                        default=config_default("GPU_SETTLE_KEPT_PAGES"),
-                        help="asynchronous streamed runs of min and max programs pull their "
-                             "kept pages again until they settle "
-                             "(config.GPU_SETTLE_KEPT_PAGES; cases .../settle), do not, "
-                             "or both")
     parser.add_argument("--execution", default=None, choices=("sync", "async"),
                         help="every run synchronous or asynchronous (default: each "
                              "program's own)")

@@ -66,13 +66,6 @@ N_STREAMS = 4
 #: accumulators a 48 KB-cut shard needs, two blocks of 512 fit an SM.
 GPU_THREADS_PER_BLOCK = 512
 
-#: Combine each warp's runs of same-destination edges (a segmented shuffle scan)
-#: before the shared-memory replica atomics of the pull kernel.  Replication
-#: spreads the atomics of different warps; this removes those within a warp.
-#: Off by default: the paper's kernel, with which Equation 2's R_i pays off
-#: (BENCHMARKS.md compares both).
-GPU_WARP_COMBINE = False
-
 #: Consecutive edges one thread of the pull kernel takes at a time: their
 #: sources and offsets are read as vectors, their gathers are in flight
 #: together, and the edges of one destination within them are combined in
@@ -178,7 +171,7 @@ GPU_SHORTCUT_LABELS_AFTER = 8
 GPU_RESIDENT_ORDER = "edges"
 
 #: How each streamed page reaches the GPU in an iteration of a program
-#: declaring ``apply_keeps_best`` (:mod:`garaphpy.scheduler.transfer`): "auto"
+#: declaring ``apply_keeps_best`` (:mod:`garaphpy.scheduler.gpu.transfer`): "auto"
 #: (the cost model's choice per page), or one choice forced for study: "copy"
 #: (every page whole, every iteration: Garaph's stream), "skip" (pages no
 #: active vertex reaches are skipped, the others copied whole), "compact" (the
@@ -219,21 +212,6 @@ GPU_KEPT_PAGES_STREAMS = 4
 #: iteration queues its own copies (for study).
 GPU_PREFETCH_NEXT_COPIES = True
 
-#: An asynchronous streamed run of a program whose apply keeps the best value
-#: (min or max: BFS, SSSP, CC, SSWP) on the GPU alone pulls the pages it keeps
-#: on the device again after each iteration, until a round activates nothing
-#: or :data:`GPU_SETTLE_MAX_ROUNDS` rounds have run, before the next iteration
-#: copies the streamed pages (Subway's asynchronous model, AsynGraph's repeated
-#: processing of the resident part: :func:`garaphpy.scheduler.decisions.settle_kept_pages`).
-#: Off by default: on rmat:24 and a 2000x2000 grid it saved at most one
-#: iteration in ten and cost up to twice the time (BENCHMARKS.md, 2026-11-27),
-#: since each round pulls every kept page and a frontier that spans the
-#: streamed pages too still needs an iteration per hop.  True: on.
-GPU_SETTLE_KEPT_PAGES = False
-
-#: The most rounds over the kept pages after one iteration (see above).
-GPU_SETTLE_MAX_ROUNDS = 16
-
 #: A run whose pages stream makes the selective transfers' device arrays at a
 #: sparse iteration (below: when that pays), keeping on the device until then
 #: the pages they would displace (:func:`garaphpy.scheduler.decisions.defer_selective_arrays`).
@@ -272,7 +250,8 @@ GPU_CALIBRATE_TRANSFER_RATES = True
 #: Weight of a new measurement in the transfer rates' running estimates.
 GPU_TRANSFER_SMOOTHING = 0.5
 
-#: Fraction of the free GPU memory a run may use when no budget is given.
+#: Fraction of the free GPU memory a build or a run may use when no budget is
+#: given (:func:`default_gpu_budget`).
 GPU_MEMORY_FRACTION = 0.8
 
 #: Weight of a new measurement in the dispatcher's running estimates of the
@@ -640,6 +619,20 @@ def available_host_memory() -> int:
 def default_host_budget() -> int:
     """Default host-memory budget for preprocessing, in bytes."""
     return int(available_host_memory() * HOST_MEMORY_FRACTION)
+
+
+def default_gpu_budget(held_bytes: int = 0) -> int:
+    """The GPU memory a build or a run may use when no budget is given, in
+    bytes: :data:`GPU_MEMORY_FRACTION` of the device's free memory and of
+    ``held_bytes``, what the caller holds on the device already (a run's
+    vertex data, made before its budget is resolved).
+
+    Raises whatever cupy raises without a device (a caller with a fallback
+    catches it)."""
+    import cupy
+
+    free = cupy.cuda.runtime.memGetInfo()[0]
+    return int(GPU_MEMORY_FRACTION * (free + held_bytes))
 
 
 def usable_cores() -> int:

@@ -89,7 +89,8 @@ def launches_behind_fills(monkeypatch):
     work that launch may read and would not wait for."""
     import cupy
 
-    from garaphpy.scheduler.gpu_engine import GpuEngine
+    from garaphpy.scheduler.gpu.launches import Launches
+    from garaphpy.scheduler.gpu.vertex_state import DeviceVertexState
 
     seen = []
 
@@ -99,8 +100,8 @@ def launches_behind_fills(monkeypatch):
             return method(self, *args, **kwargs)
         return launch
 
-    for name in ("_launch_vertices", "launch_page"):
-        monkeypatch.setattr(GpuEngine, name, watched(getattr(GpuEngine, name)))
+    for part, name in ((DeviceVertexState, "launch_vertices"), (Launches, "launch_page")):
+        monkeypatch.setattr(part, name, watched(getattr(part, name)))
     return seen
     cupy.cuda.Device().synchronize()
 

@@ -248,9 +248,9 @@ def test_the_gpu_unpacks_every_page_to_its_image(paged, name):
         engine.device_pages[0].fill(0xAB)
         # (set and fill ran on the current stream, which the engine's streams do not wait for)
         engine.cupy.cuda.Device().synchronize()
-        engine._unpack(k, device, 0, stream)
+        engine.launches.unpack(k, device, 0, stream)
         stream.synchronize()
-        sources, idxoff, weights = (array.get() for array in engine._views(k, 0))
+        sources, idxoff, weights = (array.get() for array in engine.page_store.views(k, 0))
         page = store.read_page(k)
         np.testing.assert_array_equal(sources, page.sources)
         np.testing.assert_array_equal(idxoff, page.idxoff)
@@ -566,40 +566,6 @@ def test_next_copies_queued_ahead_equal_the_cpu(tiered, name, execution, packed,
     assert copied[0] == copied[1] and min(copied[0]) > 0
 
 
-@pytest.mark.parametrize("transfer, packed", [("auto", False), ("copy", False),
-                                               ("copy", True)])
-@pytest.mark.parametrize("name", KEEPS_BEST)
-def test_kept_pages_settled_after_each_iteration_equal_the_synchronous_cpu(
-        paged, name, transfer, packed, monkeypatch):
-    """Asynchronous streamed runs of min and max programs pull the kept pages
-    again after each iteration until they settle
-    (``config.GPU_SETTLE_KEPT_PAGES``): the synchronous CPU run's values, as
-    without the rounds, and the rounds recorded with what each activated."""
-    program = program_for(name)
-    sources = sources_for(program)
-    options = dict(execution="async", max_iterations=1000)
-    synchronous = ref.run_engine_like_gpu(paged, program, sources, mode="cpu",
-                                          execution="sync", max_iterations=1000)
-    monkeypatch.setattr(config, "GPU_PULL_PACKED", False)   # kept packed pages unpack
-    budget = budget_for(paged, program, 0.4, "async", buffers=not packed,
-                        selective=transfer != "copy")
-    runs = {}
-    for settle in (True, False):
-        monkeypatch.setattr(config, "GPU_SETTLE_KEPT_PAGES", settle)
-        runs[settle] = run_gpu(paged, program, sources, transfer, packed=packed,
-                               gpu_memory=budget, **options)
-        ref.assert_program_values(name, runs[settle].values, synchronous.values)
-        assert runs[settle].converged
-    entries = [r.decisions["settle_kept_pages"] for r in runs[True].iterations
-               if "settle_kept_pages" in r.decisions]
-    assert entries and all(entry["choice"] for entry in entries)
-    assert max(entry["activated"][0] for entry in entries) > 0     # the rounds did work
-    for entry in entries:
-        assert 1 <= entry["rounds"] == len(entry["activated"]) <= entry["max_rounds"]
-        assert entry["activated"][-1] == 0 or entry["rounds"] == entry["max_rounds"]
-    assert not any("settle_kept_pages" in r.decisions for r in runs[False].iterations)
-
-
 def test_a_page_launched_into_a_buffer_queued_for_another_page_is_copied_again(tiered):
     """A copy queued ahead for one page is not taken for another launched into
     the same buffer: that page is copied again, and its pull's values are those
@@ -618,17 +584,17 @@ def test_a_page_launched_into_a_buffer_queued_for_another_page_is_copied_again(t
         config.GPU_TRANSFER = saved
     pulled = []
     for queued_ahead, engine in zip((True, False), engines):
-        copied = [k for k in range(len(engine.pages)) if engine._copied(k)]
+        copied = [k for k in range(len(engine.pages)) if engine.page_store.copied(k)]
         assert len(copied) >= 2 and engine.prefetch_entry["choice"]
         aggregates = engine.aggregates(0)
         engine.begin_iteration(0)
         if queued_ahead:
-            engine._prefetch_next_copies(copied, [0] * len(copied))
-            assert list(engine._prefetched) == [0]
-            assert engine._prefetched[0].page == copied[0]
+            engine.page_store.prefetch_next_copies(copied, [0] * len(copied))
+            assert list(engine.page_store.prefetched) == [0]
+            assert engine.page_store.prefetched[0].page == copied[0]
         timing = engine.launch_page(copied[1], aggregates, 0, slot=0)
         assert not timing.prefetched and timing.bytes_to_device > 0
-        assert not engine._prefetched
+        assert not engine.page_store.prefetched
         page = engine.pages[copied[1]]
         engine.end_iteration(IterationRecord(0, "gpu", "pull", False, 0.0, 1.0, 1), [timing],
                              aggregates)
@@ -645,7 +611,7 @@ def test_transfer_rates_measured_at_set_up(packed, monkeypatch):
     and the host threads' rates measured at its set-up: each measured rate
     replaces config's default and is recorded; without the calibration the
     defaults stand.  Either way the run equals the CPU's."""
-    from garaphpy.scheduler import transfer
+    from garaphpy.scheduler.gpu import transfer
     from garaphpy.scheduler.gpu_engine import GpuEngine
 
     graph = garaphpy.Graph.load("rmat:20", progress=False, max_page_bytes=16 << 20,
