@@ -31,11 +31,7 @@ highest out-degree.  For each program:
     trial's metrics, ``selective_arrays_at``).  It measures the transfer rates at set-up
     (``config.GPU_CALIBRATE_TRANSFER_RATES``); with ``--calibrate off`` or
     ``both``, runs that start from config's rates are named
-    ``FRACTION/auto/uncalibrated``.  A run that copies every streamed page
-    queues the next iteration's first copies once its pages are launched
-    (``config.GPU_PREFETCH_NEXT_COPIES``); with ``--prefetch off`` or ``both``,
-    runs that do not are named ``FRACTION/CHOICE/no-prefetch``.  With
-    ``--execution async``, every run is asynchronous.  Each of these options
+    ``FRACTION/auto/uncalibrated``.  With ``--execution async``, every run is asynchronous.  Each of these options
     defaults to config's value; a case is named by the values that differ
     from it.
 
@@ -136,7 +132,6 @@ VARIANTS = {
     "defer_selective": ("GPU_DEFER_SELECTIVE_ARRAYS", "/deferred", "/at-setup", True),
     "selective_when_pays": ("GPU_SELECTIVE_WHEN_PAYS", "/when-pays", "/first-sparse", True),
     "calibrate": ("GPU_CALIBRATE_TRANSFER_RATES", "/calibrated", "/uncalibrated", True),
-    "prefetch": ("GPU_PREFETCH_NEXT_COPIES", "/prefetch", "/no-prefetch", False),
 }
 DEFAULTS = {key: getattr(config, key) for key, *_ in VARIANTS.values()}
 
@@ -303,11 +298,6 @@ def main(argv=None) -> int:
                         help="automatic runs measure the transfer rates at set-up "
                              "(config.GPU_CALIBRATE_TRANSFER_RATES), start from config's "
                              "(cases .../auto/uncalibrated), or both")
-    parser.add_argument("--prefetch", choices=("on", "off", "both"),
-                        default=config_default("GPU_PREFETCH_NEXT_COPIES"),
-                        help="runs that copy every streamed page queue the next iteration's "
-                             "first copies ahead (config.GPU_PREFETCH_NEXT_COPIES), do not "
-                             "(cases .../no-prefetch), or both")
     parser.add_argument("--execution", default=None, choices=("sync", "async"),
                         help="every run synchronous or asynchronous (default: each "
                              "program's own)")

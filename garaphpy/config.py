@@ -204,14 +204,6 @@ GPU_PULL_PACKED = True
 #: stream buffer, taken in turn (0: they share the copied pages' streams).
 GPU_KEPT_PAGES_STREAMS = 4
 
-#: A streamed iteration that copies every page it does not keep queues, once its
-#: pages are launched, the copies of the next iteration's first pages (one per
-#: stream buffer, from pinned host memory), so that the bus does not idle while
-#: the host ends one iteration and begins the next
-#: (:func:`garaphpy.scheduler.decisions.prefetch_next_copies`).  False: each
-#: iteration queues its own copies (for study).
-GPU_PREFETCH_NEXT_COPIES = True
-
 #: A run whose pages stream makes the selective transfers' device arrays at a
 #: sparse iteration (below: when that pays), keeping on the device until then
 #: the pages they would displace (:func:`garaphpy.scheduler.decisions.defer_selective_arrays`).

@@ -138,19 +138,15 @@ def test_weights_that_are_not_integers_are_refused(tmp_path):
 
 def test_the_variants_vary_only_what_was_asked():
     asked = {"defer_selective": [False], "selective_when_pays": [True, False],
-             "calibrate": [True, False], "prefetch": [True]}
+             "calibrate": [True, False]}
     auto = streamed.variant_settings(asked, "auto")
     assert [(s["GPU_SELECTIVE_WHEN_PAYS"], s["GPU_CALIBRATE_TRANSFER_RATES"]) for s in auto] \
         == [(True, True), (True, False), (False, True), (False, False)]
     assert not any(s["GPU_DEFER_SELECTIVE_ARRAYS"] for s in auto)
-    # a forced choice runs the automatic runs' options at config's defaults, and varies
-    # the others
-    asked["prefetch"] = [True, False]
+    # a forced choice runs the automatic runs' options at config's defaults
     copy = streamed.variant_settings(asked, "copy")
     assert copy == [{"GPU_DEFER_SELECTIVE_ARRAYS": True, "GPU_SELECTIVE_WHEN_PAYS": True,
-                     "GPU_CALIBRATE_TRANSFER_RATES": True,
-                     "GPU_PREFETCH_NEXT_COPIES": prefetch}
-                    for prefetch in (True, False)]
+                     "GPU_CALIBRATE_TRANSFER_RATES": True}]
 
 
 def test_a_case_is_named_by_the_values_that_differ_from_configs(monkeypatch):
@@ -160,10 +156,11 @@ def test_a_case_is_named_by_the_values_that_differ_from_configs(monkeypatch):
     names = {key: (on if not defaults[key] else off)
              for key, on, off, _ in streamed.VARIANTS.values()}
     assert streamed.variant_suffix(flipped) == "".join(names.values())
-    # a default flipped in config flips the name: the run with the option on is "/prefetch"
-    monkeypatch.setitem(streamed.DEFAULTS, "GPU_PREFETCH_NEXT_COPIES", False)
-    assert streamed.variant_suffix({**defaults, "GPU_PREFETCH_NEXT_COPIES": True}
-                                   ).endswith("/prefetch")
-    monkeypatch.setitem(streamed.DEFAULTS, "GPU_PREFETCH_NEXT_COPIES", True)
-    assert streamed.variant_suffix({**defaults, "GPU_PREFETCH_NEXT_COPIES": False}
-                                   ).endswith("/no-prefetch")
+    # a default flipped in config flips the name: the run with the option on is
+    # "/calibrated"
+    monkeypatch.setitem(streamed.DEFAULTS, "GPU_CALIBRATE_TRANSFER_RATES", False)
+    assert streamed.variant_suffix({**defaults, "GPU_CALIBRATE_TRANSFER_RATES": True}
+                                   ).endswith("/calibrated")
+    monkeypatch.setitem(streamed.DEFAULTS, "GPU_CALIBRATE_TRANSFER_RATES", True)
+    assert streamed.variant_suffix({**defaults, "GPU_CALIBRATE_TRANSFER_RATES": False}
+                                   ).endswith("/uncalibrated")

@@ -81,11 +81,10 @@ def test_fused_launch_needs_every_condition():
 
 
 def test_only_streamed_runs_that_copy_every_page_prefetch_the_next_copies():
-    assert decisions.prefetch_next_copies(enabled=True, resident=False, selective=False)
+    assert decisions.prefetch_next_copies(resident=False, selective=False)
     for key in ("resident", "selective"):
-        assert not decisions.prefetch_next_copies(**{"enabled": True, "resident": False,
-                                                     "selective": False, key: True})
-    assert not decisions.prefetch_next_copies(enabled=False, resident=False, selective=False)
+        assert not decisions.prefetch_next_copies(**{"resident": False, "selective": False,
+                                                     key: True})
 
 
 

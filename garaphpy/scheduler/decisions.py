@@ -486,18 +486,18 @@ def fuse_gpu_launch(resident: bool, fuse_enabled: bool, host_copies: bool,
                 and (synchronous or not checkpoints_after_pages) and num_pages > 1)
 
 
-def prefetch_next_copies(enabled: bool, resident: bool, selective: bool) -> bool:
+def prefetch_next_copies(resident: bool, selective: bool) -> bool:
     """Whether a streamed run's iteration queues the next iteration's first
     page copies once its own pages are launched.
 
-    Only when enabled (``config.GPU_PREFETCH_NEXT_COPIES``), with pages that
-    stream (not all resident), and iterations that copy every streamed page
+    Only with pages that stream (not all resident), and iterations that copy
+    every streamed page
     (not ``selective``: a run that chooses per page may skip or compact the
     next iteration's pages, and copies made for nothing would hold the bus
     its compacted edges wait for).  The pages' images do not change between
     iterations, so a copy made early is the copy the next iteration needs.
     """
-    return bool(enabled and not resident and not selective)
+    return bool(not resident and not selective)
 
 
 def device_loop(enabled: bool, resident: bool, aggregates: bool, host_copies: bool,

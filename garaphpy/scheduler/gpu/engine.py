@@ -241,8 +241,8 @@ class GpuEngine:
                 decisions.selective_pushes, pinned_fits=transfers.pinned_out_edges_fit(),
                 pushes_values=self.reads_weights), largest_page)
         self.prefetch_entry = decisions.fixed(
-            decisions.prefetch_next_copies, enabled=bool(config.GPU_PREFETCH_NEXT_COPIES),
-            resident=plan.resident, selective=transfers.selective)
+            decisions.prefetch_next_copies, resident=plan.resident,
+            selective=transfers.selective)
 
     # -- the engine interface of the iteration driver --------------------------------------
     def set_frontier(self, vertices: np.ndarray) -> None:
