@@ -781,7 +781,6 @@ def bench_replication(args, stores: dict, failures: list) -> list:
         variants["concurrent"] = {"n_streams": args.n_streams, "fuse_resident": False,
                                   "hold_seconds": hold}
     # as the engine runs resident pages by default: one launch over every shard
-    # (config.GPU_FUSE_RESIDENT_PAGES)
     variants["one_launch"] = {"n_streams": args.replication_streams, "fuse_resident": True,
                               "hold_seconds": hold}
     cases = []
@@ -1129,7 +1128,6 @@ def main(argv=None) -> int:
     results = {"benchmark": "gpu",
                "edges_per_thread": config.GPU_EDGES_PER_THREAD,
                "merge_lanes": config.GPU_MERGE_LANES,
-               "fuse_resident_pages": config.GPU_FUSE_RESIDENT_PAGES,
                "date": time.strftime("%Y-%m-%d %H:%M:%S"), **machine(),
                "args": {k: v for k, v in vars(args).items()}}
     gpu = results.get("gpu", "no GPU")

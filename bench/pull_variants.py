@@ -4,7 +4,7 @@ PageRank on rmat:SCALE (the default store), resident, through
 ``garaphpy.run(mode="gpu")`` as :mod:`gpu` (bench/gpu.py) measures it, once
 for every edges-per-thread choice given (``config.GPU_EDGES_PER_THREAD``)
 with one launch per page and with one launch over every resident page
-(``config.GPU_FUSE_RESIDENT_PAGES``), ``--rounds`` times; the cuSPARSE
+(the engine's ``fuse_resident``), ``--rounds`` times; the cuSPARSE
 baseline of bench/gpu.py runs before the first round and after every round,
 and every ratio is to the median of those baseline runs.  Printed per run:
 ms per iteration (wall, driver included), the GPU span and the kernel busy
@@ -81,8 +81,8 @@ def main(argv=None) -> int:
     harness_rows = []
 
     def variant(edges: int, fuse: bool) -> harness.Measurement:
-        config.GPU_EDGES_PER_THREAD, config.GPU_FUSE_RESIDENT_PAGES = edges, fuse
-        run = bench.engine_run(graph, args.iterations)
+        config.GPU_EDGES_PER_THREAD = edges
+        run = bench.engine_run(graph, args.iterations, fuse_resident=fuse)
         summary = bench.run_summary(run)
         difference = bench.l1(run["values"], baselines[0]["_values"])
         return harness.Measurement(

@@ -89,17 +89,6 @@ GPU_MERGE_LANES = 8
 REPLICATION_RULE = "mean"
 REPLICATION_EDGES_PER_THREAD = 1
 
-#: When every page is resident, run an iteration the GPU does alone as one
-#: pull launch over every shard rather than one per page (False: per-page
-#: launches, for per-page kernel times).
-GPU_FUSE_RESIDENT_PAGES = True
-
-#: A run on the GPU alone with resident pages keeps its sparse iterations in a
-#: loop on the device (issue 18): the frontier, the counters and the stop test
-#: stay on the GPU, the host queues many iterations at once and reads their
-#: records back in batches (:mod:`garaphpy.scheduler.device_loop`).
-GPU_DEVICE_LOOP = True
-
 #: The GPU's iteration is a sparse notify-pull when the frontier's out-edges are
 #: at most |E| / GPU_SPARSE_FACTOR (:func:`garaphpy.scheduler.decisions.gpu_sparse_pass`).
 GPU_SPARSE_FACTOR = 10.0
@@ -121,16 +110,6 @@ GPU_LOOP_AFTER_ITERATIONS = 8
 #: GPU_SPARSE_SPAN_FACTOR times the pull's edges per thread, per lane of the group
 #: that takes it (:func:`garaphpy.scheduler.decisions.gpu_span_edges`).
 GPU_SPARSE_SPAN_FACTOR = 4.0
-
-#: The device loop's sparse iterations push over the frontier's out-edges for a
-#: program declaring ``apply_keeps_best`` (:func:`garaphpy.scheduler.decisions.gpu_push`).
-GPU_SPARSE_PUSH = True
-
-#: An asynchronous run on the GPU alone of a program declaring ``value_priority``
-#: (SSSP, SSWP) pushes its frontier in order of value, in buckets (near-far
-#: delta-stepping in the device loop, issue 18); False: the whole frontier
-#: each iteration.
-GPU_VALUE_PRIORITY = True
 
 #: The bucket width of those runs; None: ``GPU_BUCKET_FACTOR`` times the rule of
 #: ``scheduler.decisions.bucket_width`` (mean edge value / mean in-degree), for

@@ -149,10 +149,10 @@ def test_an_edges_per_thread_not_offered_is_refused():
 @pytest.mark.gpu
 def test_notify_pull_is_refused_where_the_gpu_cannot_loop(monkeypatch):
     graph = garaphpy.Graph.from_arrays([0, 1], [1, 2])
-    monkeypatch.setattr(config, "GPU_DEVICE_LOOP", False)
+    ref.gpu_engine_options(monkeypatch, device_loop=False)
     with pytest.raises(ConfigError, match="device loop is off"):
         garaphpy.run(graph, "bfs", mode="gpu", sources=[0], direction="notify-pull")
-    monkeypatch.setattr(config, "GPU_DEVICE_LOOP", True)
+    ref.gpu_engine_options(monkeypatch, device_loop=True)
     with pytest.raises(ConfigError, match="has aggregates"):
         garaphpy.run(graph, "pagerank", mode="gpu", direction="notify-pull")
 
@@ -313,7 +313,7 @@ def test_one_launch_over_resident_pages_equals_one_launch_per_page():
         runs = {}
         for fuse in (True, False):
             with pytest.MonkeyPatch.context() as patch:
-                patch.setattr(config, "GPU_FUSE_RESIDENT_PAGES", fuse)
+                ref.gpu_engine_options(patch, fuse_resident=fuse)
                 # every iteration a pull over every shard (no sparse pass in the device loop)
                 runs[fuse] = run_quietly(graph, program, sources, mode="gpu", max_iterations=30,
                                          direction="pull")

@@ -98,9 +98,20 @@ class GpuEngine:
     edges_per_thread : int, optional
         Consecutive edges one thread of the pull takes (default
         ``config.GPU_EDGES_PER_THREAD``).
-    fuse_resident : bool, optional
+    fuse_resident : bool
         An iteration the GPU runs alone over resident pages is one launch
-        (default ``config.GPU_FUSE_RESIDENT_PAGES``).
+        (False: a launch per page, for study).
+    device_loop : bool
+        Iterations with small frontiers may run in a loop kept on the device
+        (:func:`decisions.device_loop`; False: every iteration is a pull over
+        every page).
+    sparse_push : bool
+        The device loop pushes a program declaring ``apply_keeps_best``
+        (:func:`decisions.gpu_push`; False: it notifies and pulls).
+    value_priority : bool
+        The push takes the frontier in order of value where the program
+        declares it (:func:`decisions.gpu_value_priority`; False: the whole
+        frontier each iteration).
     """
 
     mode = "gpu"
@@ -109,7 +120,9 @@ class GpuEngine:
                  synchronous: bool, *, gpu_memory: int | None = None,
                  n_streams: int | None = None, host_copies: bool = False,
                  precompute: bool = True, page_source=None,
-                 edges_per_thread: int | None = None, fuse_resident: bool | None = None):
+                 edges_per_thread: int | None = None, fuse_resident: bool = True,
+                 device_loop: bool = True, sparse_push: bool = True,
+                 value_priority: bool = True):
         from ...kernels.cuda_program import translate_program
         from ...storage.page_source import InMemoryPages
         from ..cpu_engine import vertex_attributes, weighted_in_degree
@@ -183,9 +196,10 @@ class GpuEngine:
             reads_weights=self.reads_weights, forced=transfer_forced,
             selective_bytes=selective_bytes)
         self.transfers.selective = self.page_store.selective_room
-        if fuse_resident is None:
-            fuse_resident = config.GPU_FUSE_RESIDENT_PAGES
         self.fuse_resident = bool(fuse_resident)
+        #: the device loop's switches (for study: each True in every run)
+        self.loop_switches = {"device_loop": bool(device_loop), "sparse_push": bool(sparse_push),
+                              "value_priority": bool(value_priority)}
         #: called with (iteration, pages launched) after each page of an asynchronous
         #: iteration (checkpoints after pages, set by the checkpointer)
         self.page_done = None
@@ -214,14 +228,14 @@ class GpuEngine:
         plan = self.page_store.plan
         self.push_entry = decisions.fixed(
             decisions.gpu_push, declared=bool(type(program).apply_keeps_best),
-            enabled=bool(config.GPU_SPARSE_PUSH))
+            enabled=self.loop_switches["sparse_push"])
         self._larger_first = type(program).sum == "max"
         self.priority_entry = decisions.fixed(
             decisions.gpu_value_priority, declared=bool(type(program).value_priority),
             synchronous=self.synchronous, push=self.push_entry["choice"],
             larger_first=self._larger_first,
             width_configured=config.GPU_BUCKET_WIDTH is not None,
-            enabled=bool(config.GPU_VALUE_PRIORITY))
+            enabled=self.loop_switches["value_priority"])
         loop_entry = self._device_loop_entry(checkpoints_after_pages=False)
         if loop_entry["choice"]:
             self._loop = self._make_loop()
@@ -288,7 +302,7 @@ class GpuEngine:
             checkpoints_after_pages = self.page_done is not None
         if self._loop_entry is None:
             self._loop_entry = decisions.fixed(
-                decisions.device_loop, enabled=bool(config.GPU_DEVICE_LOOP),
+                decisions.device_loop, enabled=self.loop_switches["device_loop"],
                 resident=self.page_store.plan.resident,
                 aggregates=bool(self.program.aggregate_monoids),
                 host_copies=self.host_copies, checkpoints_after_pages=checkpoints_after_pages,
@@ -371,7 +385,7 @@ class GpuEngine:
         entry = self._device_loop_entry()
         if direction == "notify-pull" and not entry["choice"]:
             why = [name for name, bad in (
-                ("the device loop is off (config.GPU_DEVICE_LOOP)", not entry["enabled"]),
+                ("the device loop is off (the engine's device_loop)", not entry["enabled"]),
                 ("the pages do not all fit the GPU budget", not entry["resident"]),
                 ("the program has aggregates", entry["aggregates"]),
                 ("checkpoints are taken after pages", entry["checkpoints_after_pages"]),
