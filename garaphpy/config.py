@@ -165,38 +165,9 @@ GPU_TRANSFER = "auto"
 #: part of a short iteration it was 10 to 100 ms where the iteration took 2 ms.
 PAUSE_GC_IN_ITERATIONS = True
 
-#: Pages that do not all fit the GPU budget are packed (issue 17,
-#: :mod:`garaphpy.kernels.packed`): sources in the fewest whole bytes, column
-#: starts for IdxOff, small integer values in 8 or 16 bits
-#: (``GPU_PULL_PACKED``: how the GPU pulls them).  False: pages stay as
-#: stored (for study).
-GPU_PACKED_PAGES = True
-
-#: The GPU pulls a packed page where it lies (``gp_pull_packed``: the
-#: replicated pull, each run's destinations found from every 16th edge's kept
-#: IdxOff and the column starts) instead of unpacking it into a stream's
-#: buffer first, and the streams need no buffer for unpacked pages.  False:
-#: unpack, then the replicated pull (for study).
-GPU_PULL_PACKED = True
-
 #: Streams of their own for the pulls of pages kept on the device that read no
 #: stream buffer, taken in turn (0: they share the copied pages' streams).
 GPU_KEPT_PAGES_STREAMS = 4
-
-#: A run whose pages stream makes the selective transfers' device arrays at a
-#: sparse iteration (below: when that pays), keeping on the device until then
-#: the pages they would displace (:func:`garaphpy.scheduler.decisions.defer_selective_arrays`).
-#: False: made at set-up (for study).
-GPU_DEFER_SELECTIVE_ARRAYS = True
-
-#: A run that deferred the selective arrays makes them at a sparse iteration only
-#: once the selective passes' savings forgone so far cover what releasing the
-#: pages costs the dense iterations after
-#: (:func:`garaphpy.scheduler.decisions.selective_pays`).  Made at the source's
-#: one-vertex iteration, rmat:22 SSSP at 368 MiB took 36.9 ms against 17.3 with
-#: every page copied (BENCHMARKS.md, thirty-fourth session).  False: made at the
-#: first sparse iteration.
-GPU_SELECTIVE_WHEN_PAYS = True
 
 #: The dense iterations a run whose frontier has not yet shrunk (a traversal's
 #: first iterations) is expected still to have: releasing pages for its
@@ -213,10 +184,6 @@ GPU_ZERO_COPY_BYTES_PER_SECOND = 8e9
 #: and packed (the pull priced against pushing the page's active edges).
 GPU_PULL_EDGES_PER_SECOND = 40e9
 GPU_PACKED_PULL_EDGES_PER_SECOND = 25e9
-
-#: Measure those rates at a streamed run's set-up (pinned copies, the count
-#: and gather of sample frontiers) instead of starting from the defaults.
-GPU_CALIBRATE_TRANSFER_RATES = True
 
 #: Weight of a new measurement in the transfer rates' running estimates.
 GPU_TRANSFER_SMOOTHING = 0.5

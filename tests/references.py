@@ -221,11 +221,10 @@ def gpu_engine_options(monkeypatch, **options):
     """The GPU engines that the runs after this call build take ``options``
     (keyword arguments of :class:`~garaphpy.scheduler.gpu.engine.GpuEngine`
     that a run does not expose: its study switches, e.g. ``device_loop=False``);
-    undone with ``monkeypatch``."""
+    undone with ``monkeypatch``.  Calls nest: the innermost's options win."""
     from garaphpy.scheduler import gpu_engine
-    from garaphpy.scheduler.gpu.engine import GpuEngine
 
-    class ConfiguredGpuEngine(GpuEngine):
+    class ConfiguredGpuEngine(gpu_engine.GpuEngine):
         def __init__(self, *arguments, **given):
             super().__init__(*arguments, **{**options, **given})
 

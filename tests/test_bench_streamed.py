@@ -140,13 +140,13 @@ def test_the_variants_vary_only_what_was_asked():
     asked = {"defer_selective": [False], "selective_when_pays": [True, False],
              "calibrate": [True, False]}
     auto = streamed.variant_settings(asked, "auto")
-    assert [(s["GPU_SELECTIVE_WHEN_PAYS"], s["GPU_CALIBRATE_TRANSFER_RATES"]) for s in auto] \
+    assert [(s["selective_when_pays"], s["calibrate_transfer_rates"]) for s in auto] \
         == [(True, True), (True, False), (False, True), (False, False)]
-    assert not any(s["GPU_DEFER_SELECTIVE_ARRAYS"] for s in auto)
-    # a forced choice runs the automatic runs' options at config's defaults
+    assert not any(s["defer_selective_arrays"] for s in auto)
+    # a forced choice runs the automatic runs' options at the engine's defaults
     copy = streamed.variant_settings(asked, "copy")
-    assert copy == [{"GPU_DEFER_SELECTIVE_ARRAYS": True, "GPU_SELECTIVE_WHEN_PAYS": True,
-                     "GPU_CALIBRATE_TRANSFER_RATES": True}]
+    assert copy == [{"defer_selective_arrays": True, "selective_when_pays": True,
+                     "calibrate_transfer_rates": True}]
 
 
 def test_a_case_is_named_by_the_values_that_differ_from_configs(monkeypatch):
@@ -158,9 +158,9 @@ def test_a_case_is_named_by_the_values_that_differ_from_configs(monkeypatch):
     assert streamed.variant_suffix(flipped) == "".join(names.values())
     # a default flipped in config flips the name: the run with the option on is
     # "/calibrated"
-    monkeypatch.setitem(streamed.DEFAULTS, "GPU_CALIBRATE_TRANSFER_RATES", False)
-    assert streamed.variant_suffix({**defaults, "GPU_CALIBRATE_TRANSFER_RATES": True}
+    monkeypatch.setitem(streamed.DEFAULTS, "calibrate_transfer_rates", False)
+    assert streamed.variant_suffix({**defaults, "calibrate_transfer_rates": True}
                                    ).endswith("/calibrated")
-    monkeypatch.setitem(streamed.DEFAULTS, "GPU_CALIBRATE_TRANSFER_RATES", True)
-    assert streamed.variant_suffix({**defaults, "GPU_CALIBRATE_TRANSFER_RATES": False}
+    monkeypatch.setitem(streamed.DEFAULTS, "calibrate_transfer_rates", True)
+    assert streamed.variant_suffix({**defaults, "calibrate_transfer_rates": False}
                                    ).endswith("/uncalibrated")

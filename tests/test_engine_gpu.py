@@ -241,7 +241,7 @@ def test_shards_at_the_16_bit_offset_limit():
 @pytest.mark.gpu
 def test_pages_of_one_shard_and_streaming_give_the_resident_result(monkeypatch):
     monkeypatch.setattr(config, "GPU_TRANSFER", "copy")    # every other page, every iteration
-    monkeypatch.setattr(config, "GPU_PACKED_PAGES", False)  # pages as stored (see test_packed)
+    ref.gpu_engine_options(monkeypatch, packed_pages=False)  # pages as stored (test_packed)
     graph = garaphpy.Graph.load("rmat:12", progress=False,
                                 generator_options={"weighted": True, "seed": 5},
                                 max_shard_edges=512, max_page_bytes=8192)
@@ -258,7 +258,7 @@ def test_pages_of_one_shard_and_streaming_give_the_resident_result(monkeypatch):
         sizing = GpuEngine(graph_run, program, np.asarray(sources, np.int64), synchronous=True)
         budget = sizing.plan.vertex_bytes + page_bytes // 2
         engine = GpuEngine(graph_run, program, np.asarray(sources, np.int64),
-                           synchronous=True, gpu_memory=budget)
+                           synchronous=True, gpu_memory=budget, packed_pages=False)
         plan, wire = engine.plan, engine.page_wire_bytes     # values only where read
         kept = sum(size for size, kept in zip(wire, plan.resident_pages) if kept)
         assert not plan.resident and 0 < kept < sum(wire)   # partial residency

@@ -112,6 +112,13 @@ class GpuEngine:
         The push takes the frontier in order of value where the program
         declares it (:func:`decisions.gpu_value_priority`; False: the whole
         frontier each iteration).
+    packed_pages, pull_packed, defer_selective_arrays : bool
+        How streamed pages are kept (:class:`~garaphpy.scheduler.gpu.page_store.PageStore`).
+    selective_when_pays, calibrate_transfer_rates : bool
+        How the selective transfers decide
+        (:class:`~garaphpy.scheduler.gpu.selective.SelectiveTransfers`).
+
+    Every switch is on by default; off is for study and tests.
     """
 
     mode = "gpu"
@@ -122,7 +129,9 @@ class GpuEngine:
                  precompute: bool = True, page_source=None,
                  edges_per_thread: int | None = None, fuse_resident: bool = True,
                  device_loop: bool = True, sparse_push: bool = True,
-                 value_priority: bool = True):
+                 value_priority: bool = True, packed_pages: bool = True,
+                 pull_packed: bool = True, defer_selective_arrays: bool = True,
+                 selective_when_pays: bool = True, calibrate_transfer_rates: bool = True):
         from ...kernels.cuda_program import translate_program
         from ...storage.page_source import InMemoryPages
         from ..cpu_engine import vertex_attributes, weighted_in_degree
@@ -164,7 +173,8 @@ class GpuEngine:
             sum_name=type(program).sum, synchronous=synchronous, precompute=self.precompute,
             attributes=attributes, uses=uses)
         self.launches = Launches(cupy, self.kernels, self.device, store, self.state,
-                                 precompute=self.precompute, host_copies=host_copies)
+                                 precompute=self.precompute, host_copies=host_copies,
+                                 pull_packed=pull_packed)
         # what these arrays hold in the memory pool (not the pool's use before and after:
         # a collection of an earlier run's arrays in between would be counted off)
         vertex_bytes = pooled_bytes(*self.launches.device_arrays(),
@@ -189,12 +199,14 @@ class GpuEngine:
             cupy, store, page_source, reads_weights=self.reads_weights,
             vertex_bytes=vertex_bytes, budget=budget, n_streams=n_streams,
             selective_bytes=selective_bytes, transfer_forced=transfer_forced,
-            empty_weights=self.state.empty_weights)
+            empty_weights=self.state.empty_weights, packed_pages=packed_pages,
+            pull_packed=pull_packed, defer_selective_arrays=defer_selective_arrays)
         self.launches.attach(self.page_store)
         self.transfers = SelectiveTransfers(
             cupy, store, self.state, self.page_store, self.launches,
             reads_weights=self.reads_weights, forced=transfer_forced,
-            selective_bytes=selective_bytes)
+            selective_bytes=selective_bytes, when_pays=selective_when_pays,
+            calibrate=calibrate_transfer_rates)
         self.transfers.selective = self.page_store.selective_room
         self.fuse_resident = bool(fuse_resident)
         #: the device loop's switches (for study: each True in every run)

@@ -40,12 +40,15 @@ class Launches:
     host_copies : bool
         Copy each page's updated vertex range back to pinned host memory as
         the page completes (hybrid runs).
+    pull_packed : bool
+        Pull packed pages where they lie (False: unpack each into a stream's
+        buffer first).
 
     The page store is attached once the plan is made (:meth:`attach`).
     """
 
     def __init__(self, cupy, kernels, device, store, state, *, precompute: bool,
-                 host_copies: bool):
+                 host_copies: bool, pull_packed: bool = True):
         self.cupy, self.kernels, self.device, self.store = cupy, kernels, device, store
         self.state = state
         self.pages = store.pages
@@ -55,7 +58,7 @@ class Launches:
         self.host_copies = host_copies
         self.pull_kernel = kernels.pull[precompute]
         #: packed pages pulled where they lie (else unpacked first)
-        self.pull_packed = bool(config.GPU_PULL_PACKED)
+        self.pull_packed = bool(pull_packed)
         self._shard_table(state.split_slot_of_shard)
         #: (user ids on the device, consecutive) when the labels are shortcut
         self.shortcut = None

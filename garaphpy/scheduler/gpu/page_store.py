@@ -177,13 +177,22 @@ class PageStore:
         ``config.GPU_TRANSFER`` as read by the engine.
     empty_weights : cupy.ndarray
         The one-element edge values a kernel reads when the page has none.
+    packed_pages : bool
+        Pages may be packed (:func:`decisions.packed_pages`; False: as stored).
+    pull_packed : bool
+        Packed pages are pulled where they lie (a stream then needs no buffer
+        for an unpacked page when every page is packed).
+    defer_selective_arrays : bool
+        The selective arrays' room may keep pages until a sparse iteration
+        (:func:`decisions.defer_selective_arrays`).
     """
 
     pinned_array = staticmethod(pinned_array)
 
     def __init__(self, cupy, store, page_source, *, reads_weights: bool, vertex_bytes: int,
                  budget: int, n_streams: int, selective_bytes: int, transfer_forced: str,
-                 empty_weights):
+                 empty_weights, packed_pages: bool = True, pull_packed: bool = True,
+                 defer_selective_arrays: bool = True):
         from .. import decisions
 
         self.cupy, self.store, self.page_source = cupy, store, page_source
@@ -214,12 +223,12 @@ class PageStore:
                             if k in self.packed_layouts else wire_sizes[k]
                             for k in range(len(pages))]
             self.packed_entry = decisions.fixed(
-                decisions.packed_pages, enabled=bool(config.GPU_PACKED_PAGES),
+                decisions.packed_pages, enabled=bool(packed_pages),
                 wire_bytes=int(sum(wire_sizes)), packed_bytes=int(sum(packed_sizes)))
             if self.packed_entry["choice"]:
                 # a stream's buffer for an unpacked page: only to unpack into, or for a
                 # page that streams as stored (one the host does not hold)
-                self.raw_buffers = not (config.GPU_PULL_PACKED
+                self.raw_buffers = not (pull_packed
                                         and len(self.packed_layouts) == len(pages))
                 plan = plan_pages(wire_sizes, vertex_bytes + run_padding, budget,
                                   n_streams, packed_sizes=packed_sizes,
@@ -233,7 +242,7 @@ class PageStore:
         self.deferral_entry = None
         if self.selective_room and plan.packed_pages is not None:
             plan = self._defer_selective_arrays(plan, packed_sizes, page_edges,
-                                                transfer_forced)
+                                                transfer_forced, defer_selective_arrays)
         self.plan = plan
         #: device bytes of the kept pages released since set-up
         self.released_bytes = 0
@@ -333,7 +342,7 @@ class PageStore:
         return sources, idxoff, weights
 
     def _defer_selective_arrays(self, plan: PagePlan, packed_sizes, page_edges,
-                                transfer_forced: str) -> PagePlan:
+                                transfer_forced: str, enabled: bool) -> PagePlan:
         """Keep the pages the selective arrays' room holds, packed, until a
         sparse iteration makes the arrays (:meth:`release`;
         :func:`decisions.defer_selective_arrays`,
@@ -349,7 +358,7 @@ class PageStore:
         self.deferral_entry = decisions.fixed(
             decisions.defer_selective_arrays, forced=transfer_forced,
             packed_streams=bool(self.packed_entry["choice"] and not self.raw_buffers),
-            displaced_bytes=extra_bytes, enabled=bool(config.GPU_DEFER_SELECTIVE_ARRAYS))
+            displaced_bytes=extra_bytes, enabled=bool(enabled))
         if not self.deferral_entry["choice"]:
             return plan
         self.deferral_entry["kept_until_sparse"] = int(extra.sum())

@@ -82,18 +82,25 @@ class SelectiveTransfers:
         ``config.GPU_TRANSFER``: "auto", or one transfer for study.
     selective_bytes : int
         Device bytes of the arrays (0: the run has none).
+    when_pays : bool
+        Deferred arrays are made once that pays (:func:`decisions.selective_pays`;
+        False: at the first sparse iteration).
+    calibrate : bool
+        The transfer rates are measured at set-up (False: config's rates).
     """
 
     pinned_array = staticmethod(pinned_array)
 
     def __init__(self, cupy, store, state, page_store, launches, *, reads_weights: bool,
-                 forced: str, selective_bytes: int):
+                 forced: str, selective_bytes: int, when_pays: bool = True,
+                 calibrate: bool = True):
         self.cupy, self.store = cupy, store
         self.state, self.page_store, self.launches = state, page_store, launches
         self.pages = store.pages
         self.num_vertices, self.num_edges = store.num_vertices, store.num_edges
         self.reads_weights = reads_weights
         self.transfer_forced = forced
+        self.when_pays, self.calibrate = bool(when_pays), bool(calibrate)
         #: device bytes the selective transfers' arrays take when pages stream
         self.selective_bytes = selective_bytes
         #: whether sparse iterations choose per page (set by the engine once decided)
@@ -151,7 +158,7 @@ class SelectiveTransfers:
     def selective_verdict(self, active_out_edges: int) -> tuple[bool, float, dict]:
         """Whether a sparse iteration of ``active_out_edges`` frontier out-edges
         makes the deferred selective arrays now (:func:`decisions.selective_pays`,
-        unless ``config.GPU_SELECTIVE_WHEN_PAYS`` is off), the rent after it,
+        unless :attr:`when_pays` is off), the rent after it,
         and the record's entry.  The dense pass costs what the last one took
         (before any, the streamed pages' copies at the bus rate); the
         selective pass, ``config.HYBRID_GPU_SPARSE_OVERHEAD_SECONDS`` and the
@@ -168,14 +175,14 @@ class SelectiveTransfers:
                   + active_out_edges * self.sparse_edge_seconds())
         released = float(pages.page_bus_bytes[pages.release_pages].sum()) / rates.bus
         tail = self.state.active_vertices < self._peak_active
-        if config.GPU_SELECTIVE_WHEN_PAYS:
+        if self.when_pays:
             make, rent = decisions.selective_pays(dense, sparse, released, self._selective_rent,
                                                   tail, config.GPU_RELEASE_DENSE_ITERATIONS)
         else:
             make, rent = True, self._selective_rent
         entry = {"choice": make, "dense_seconds": dense, "sparse_seconds": sparse,
                  "released_seconds": released, "tail": tail, "rent": rent,
-                 "enabled": bool(config.GPU_SELECTIVE_WHEN_PAYS)}
+                 "enabled": self.when_pays}
         return make, rent, entry
 
     def iterates_sparse(self, active_out_edges: int) -> bool:
@@ -258,7 +265,7 @@ class SelectiveTransfers:
         # and cupy's kernels of the frontier's list (0.6 s on their first call)
         with self.state.main_stream:
             cupy.flatnonzero(self.state.active[:n]).get()
-        if config.GPU_CALIBRATE_TRANSFER_RATES:
+        if self.calibrate:
             self.calibration = {"choice": "measured", **self.calibrate_transfer_rates()}
 
     def calibrate_transfer_rates(self) -> dict:
