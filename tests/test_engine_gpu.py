@@ -331,23 +331,6 @@ def test_a_budget_too_small_for_one_page_is_a_clear_error(rmat):
         garaphpy.run(rmat, "pagerank", mode="gpu", gpu_memory=1 << 16)
 
 
-@pytest.mark.gpu
-def test_host_copies_of_updated_ranges_match_the_device(rmat):
-    from garaphpy.scheduler.records import IterationRecord
-
-    program = program_for("sssp")
-    engine = GpuEngine(rmat, program, np.array([0], np.int64), synchronous=True,
-                       host_copies=True)
-    engine.set_frontier(np.array([0], np.int64))
-    for iteration in range(3):
-        record = IterationRecord(iteration, "gpu", "pull", False, 0.0, 1.0, 1)
-        engine.iterate(record, None, engine.aggregates(iteration))
-        assert record.bytes_to_host > 0
-        np.testing.assert_array_equal(engine.host_values, engine.values_to_host())
-        active = engine.cupy.asnumpy(engine.active[:rmat.num_vertices])
-        np.testing.assert_array_equal(engine.host_active, active)
-
-
 def test_cli_gpu_mode(tmp_path, capsys):
     """``mode = "gpu"`` from the command line: runs and verifies on a GPU; without
     one, exits 1 naming what is missing."""

@@ -86,9 +86,6 @@ class GpuEngine:
         of the vertex data made first).
     n_streams : int, optional
         Default: ``config.N_STREAMS``.
-    host_copies : bool
-        Copy each page's updated vertex range (values and activity) back to
-        pinned host memory as the page completes (hybrid runs).
     precompute : bool
         Let synchronous runs whose gather reads only the source compute the
         contributions once per vertex (same results; set False to study).
@@ -125,7 +122,7 @@ class GpuEngine:
 
     def __init__(self, graph, program: VertexProgram, source_vertices: np.ndarray,
                  synchronous: bool, *, gpu_memory: int | None = None,
-                 n_streams: int | None = None, host_copies: bool = False,
+                 n_streams: int | None = None,
                  precompute: bool = True, page_source=None,
                  edges_per_thread: int | None = None, fuse_resident: bool = True,
                  device_loop: bool = True, sparse_push: bool = True,
@@ -144,7 +141,9 @@ class GpuEngine:
         self.num_vertices = n = store.num_vertices
         self.num_edges = store.num_edges
         self.synchronous = synchronous
-        self.host_copies = host_copies
+        #: the engine copies no vertex range back itself (a hybrid run's GPU processor
+        #: hands :meth:`launch_page` the host arrays): the rules' ``host_copies``
+        self.host_copies = False
         self.device = gpu_kernels.DeviceInfo.current()
         self.program = translate_program(
             program, weight_dtype=store.weight_dtype if store.weighted else np.float64,
@@ -173,8 +172,7 @@ class GpuEngine:
             sum_name=type(program).sum, synchronous=synchronous, precompute=self.precompute,
             attributes=attributes, uses=uses)
         self.launches = Launches(cupy, self.kernels, self.device, store, self.state,
-                                 precompute=self.precompute, host_copies=host_copies,
-                                 pull_packed=pull_packed)
+                                 precompute=self.precompute, pull_packed=pull_packed)
         # what these arrays hold in the memory pool (not the pool's use before and after:
         # a collection of an earlier run's arrays in between would be counted off)
         vertex_bytes = pooled_bytes(*self.launches.device_arrays(),
@@ -188,7 +186,7 @@ class GpuEngine:
         transfer_forced = config.GPU_TRANSFER
         self.selective_entry = decisions.fixed(
             decisions.selective_transfers, declared=bool(type(program).apply_keeps_best),
-            host_copies=host_copies, forced=transfer_forced)
+            host_copies=self.host_copies, forced=transfer_forced)
         wire_bytes = [p.nbytes if self.reads_weights else p.weights_offset for p in self.pages]
         largest = max(wire_bytes, default=0)
         selective_bytes = 0
@@ -489,15 +487,12 @@ class GpuEngine:
                 aggregates, record.iteration)], aggregates)
             return
         launches, pages = self.launches, self.page_store
-        targets = (launches.host_values, launches.host_active) if self.host_copies \
-            else (None, None)
         timings = []
         kept = pages.kept_pages
         order = interleave(np.flatnonzero(~kept).tolist(), np.flatnonzero(kept).tolist())
         slots = stream_slots(order, kept, len(pages.streams))
         for position, (k, slot) in enumerate(zip(order, slots)):
-            timings.append(launches.launch_page(k, aggregates, record.iteration, *targets,
-                                                slot=slot))
+            timings.append(launches.launch_page(k, aggregates, record.iteration, slot=slot))
             if self.page_done is not None and not self.synchronous:
                 self.page_done(record.iteration, position + 1)
         if self.prefetch_entry["choice"]:
@@ -627,7 +622,7 @@ FORWARDED = {
                    "resident_edges", "device_pages", "device_packed", "raw_buffers",
                    "release_pages", "streamed_bus_bytes"),
     "launches": ("begin_iteration", "launch_page", "launch_all_resident", "probe_pages",
-                 "timings", "host_values", "host_active", "shared_bytes", "oversize_shards",
+                 "timings", "shared_bytes", "oversize_shards",
                  "page_shared_bytes", "pull_packed", "shortcut"),
     "transfers": ("transfer_rates", "sparse_edge_seconds", "selective", "selective_bytes",
                   "calibration", "transfer_forced", "pushes_entry", "selective_most_vertices"),

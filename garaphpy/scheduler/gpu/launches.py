@@ -37,9 +37,6 @@ class Launches:
         The vertex data the kernels read and write.
     precompute : bool
         Contributions computed once per vertex before the pulls.
-    host_copies : bool
-        Copy each page's updated vertex range back to pinned host memory as
-        the page completes (hybrid runs).
     pull_packed : bool
         Pull packed pages where they lie (False: unpack each into a stream's
         buffer first).
@@ -48,14 +45,13 @@ class Launches:
     """
 
     def __init__(self, cupy, kernels, device, store, state, *, precompute: bool,
-                 host_copies: bool, pull_packed: bool = True):
+                 pull_packed: bool = True):
         self.cupy, self.kernels, self.device, self.store = cupy, kernels, device, store
         self.state = state
         self.pages = store.pages
         self.num_vertices = store.num_vertices
         self.synchronous = state.synchronous
         self.precompute = precompute
-        self.host_copies = host_copies
         self.pull_kernel = kernels.pull[precompute]
         #: packed pages pulled where they lie (else unpacked first)
         self.pull_packed = bool(pull_packed)
@@ -114,19 +110,14 @@ class Launches:
                 self.shard_split_slot, self.shard_scratch, self.scratch)
 
     def attach(self, page_store) -> None:
-        """The page store of the plan: the shards' edge ranges it indexes, the
-        events of its streams and pages, and the pinned host copies of the
-        vertex data when the run copies pages back."""
+        """The page store of the plan: the shards' edge ranges it indexes, and
+        the events of its streams and pages."""
         cupy = self.cupy
         self.page_store = page_store
         self.shard_edge_begin, self.shard_edge_end = \
             self._edge_ranges["global" if page_store.plan.resident else "page"]
         self._edge_ranges = None
         self._kept_turn = 0
-        if self.host_copies:
-            self.host_values = page_store.pinned_array(self.num_vertices,
-                                                       self.state.values.dtype)
-            self.host_active = page_store.pinned_array(self.num_vertices, np.uint8)
         # CUDA events, made once and recorded again every iteration
         event = cupy.cuda.Event
         self._events = {"origin": event(), "ready": event(),
@@ -315,7 +306,7 @@ class Launches:
         """Wait for the launched pages, then apply the split vertices (unless not
         ``apply_split``) and shortcut the labels (where the run does, unless
         not ``shortcut``); returns the iteration's statistics, read back."""
-        cupy, state = self.cupy, self.state
+        state = self.state
         main = state.main_stream
         n = np.int64(self.num_vertices)
         out = state.next
@@ -326,11 +317,6 @@ class Launches:
                 state.active, state.split_accum) + state.attrs + (
                     aggregates, n, np.int64(iteration), state.l1_total, state.counters),
                 shared_mem=gpu_kernels.TOTALS_SHARED_BYTES)
-            if self.host_copies:
-                main.synchronize()
-                split = cupy.asnumpy(state.split_vertices)
-                self.host_values[split] = cupy.asnumpy(out[state.split_vertices])
-                self.host_active[split] = cupy.asnumpy(state.active[state.split_vertices])
         if shortcut and self.shortcuts(iteration):
             state.launch_vertices(self.kernels.shortcut_labels, (
                 out, self.shortcut[0], np.int32(self.shortcut[1]), state.active,
