@@ -1,4 +1,4 @@
-// garaphpy's device-side loop of sparse iterations (issue 18): notify-pull over
+// garaphpy's device-side loop of sparse iterations: notify-pull over
 // the frontier, its state kept on the GPU so that the host queues many
 // iterations without waiting. Appended after pull.cu (same prelude and program
 // functions) by garaphpy/kernels/gpu.py; driven by

@@ -1,4 +1,4 @@
-"""Which pages stay on the GPU, and how each other page reaches it (issue 17).
+"""Which pages stay on the GPU, and how each other page reaches it (beyond Garaph section 5.2).
 
 Garaph (section 5.2) streams every page every iteration when the pages do
 not all fit the GPU.  Here:
