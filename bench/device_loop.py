@@ -3,14 +3,14 @@
 A run on the GPU alone with resident pages runs each iteration whose
 frontier is small as a sparse notify-pull, many iterations to one host round
 trip, in a loop kept on the device (:mod:`garaphpy.scheduler.device_loop`);
-off (``config.GPU_DEVICE_LOOP = False``) every iteration is the pull over
+off (the engine's ``device_loop=False``) every iteration is the pull over
 every shard, launched and read back by the host; and CC's pulls end with
 pointer jumping over the labels on (``config.GPU_SHORTCUT_LABELS``), not off.
 Off is the path before issue 18.
 This script times whole runs both ways, everything else equal; and, for an
 asynchronous run of a program declaring ``value_priority`` (SSSP, SSWP), a
 third way, ``flat``: the loop on without its buckets of values
-(``config.GPU_VALUE_PRIORITY = False``), every vertex activated pushed in the
+(the engine's ``value_priority=False``), every vertex activated pushed in the
 next iteration.
 
 What runs
@@ -63,6 +63,8 @@ import numpy as np
 
 import garaphpy
 from garaphpy import config
+from garaphpy.scheduler import gpu_engine
+from garaphpy.scheduler.gpu.engine import GpuEngine
 from garaphpy.programs import BUILTIN_PROGRAMS
 
 from bench import harness
@@ -78,11 +80,21 @@ COUNTERS = ("active_vertices", "activated")
 
 def run(graph, program: str, options: dict, looped: bool,
         priority: bool = True) -> harness.Measurement:
-    config.GPU_DEVICE_LOOP = config.GPU_SHORTCUT_LABELS = looped
-    config.GPU_VALUE_PRIORITY = priority
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", garaphpy.NotConvergedWarning)
-        result = garaphpy.run(graph, program, **options)
+    config.GPU_SHORTCUT_LABELS = looped
+    original = gpu_engine.GpuEngine
+
+    class SwitchedEngine(GpuEngine):
+        def __init__(self, *arguments, **given):
+            super().__init__(*arguments, device_loop=looped, value_priority=priority, **given)
+
+    # the run's set-up imports the class when it runs: it builds this one
+    gpu_engine.GpuEngine = SwitchedEngine
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", garaphpy.NotConvergedWarning)
+            result = garaphpy.run(graph, program, **options)
+    finally:
+        gpu_engine.GpuEngine = original
     entries = [r.decisions["device_loop"] for r in result.iterations
                if "device_loop" in r.decisions]
     return harness.Measurement(result=result, seconds=result.seconds, metrics={

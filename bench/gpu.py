@@ -483,6 +483,15 @@ def engine_run(graph, iterations: int, *, gpu_memory: int | None = None,
             self.bench_queue_start = 0.0
             self.bench_queue_seconds = []
             kept.append(self)
+            measure = self.launches.measure
+
+            def timed(timings):
+                if self.bench_origin is not None:
+                    self.bench_timelines.append(timeline_of(self.cupy, self.bench_origin,
+                                                            timings))
+                return measure(timings)
+
+            self.launches.measure = timed
 
         def iterate(self, record, prefix, aggregates):
             self.bench_queue_start = time.perf_counter()
@@ -494,11 +503,6 @@ def engine_run(graph, iterations: int, *, gpu_memory: int | None = None,
         def end_iteration(self, record, timings, aggregates, apply_split=True):
             self.bench_queue_seconds.append(time.perf_counter() - self.bench_queue_start)
             return super().end_iteration(record, timings, aggregates, apply_split)
-
-        def _measure(self, timings):
-            if self.bench_origin is not None:
-                self.bench_timelines.append(timeline_of(self.cupy, self.bench_origin, timings))
-            return super()._measure(timings)
 
     original = gpu_engine.GpuEngine
     gpu_engine.GpuEngine = KeptEngine
@@ -778,7 +782,6 @@ def bench_replication(args, stores: dict, failures: list) -> list:
         variants["concurrent"] = {"n_streams": args.n_streams, "fuse_resident": False,
                                   "hold_seconds": hold}
     # as the engine runs resident pages by default: one launch over every shard
-    # (config.GPU_FUSE_RESIDENT_PAGES)
     variants["one_launch"] = {"n_streams": args.replication_streams, "fuse_resident": True,
                               "hold_seconds": hold}
     cases = []
@@ -1044,10 +1047,6 @@ def parse_args(argv=None):
                         metavar="NAME=VALUE",
                         help="a layout option of every store, for study (repeatable), e.g. "
                              "slot_bytes=8 or max_shard_edges=16384; default: the defaults")
-    parser.add_argument("--warp-combine", choices=("on", "off", "default"), default="default",
-                        help="the pull kernel's warp-level combining of same-destination "
-                             "edges before the replica atomics (config.GPU_WARP_COMBINE); "
-                             "default: the library's default")
     parser.add_argument("--edges-per-thread", type=int,
                         choices=gpu_kernels.EDGES_PER_THREAD_CHOICES,
                         default=None,
@@ -1119,8 +1118,6 @@ def main(argv=None) -> int:
         print(f"bench/gpu.py: no usable GPU: {problem}.\nRun it where cupy sees a CUDA "
               "device, or pass --build-only to prepare the stores here.", file=sys.stderr)
         return 2
-    if args.warp_combine != "default":
-        config.GPU_WARP_COMBINE = args.warp_combine == "on"
     if args.edges_per_thread is not None:
         config.GPU_EDGES_PER_THREAD = args.edges_per_thread
     if args.merge_lanes is not None:
@@ -1129,10 +1126,9 @@ def main(argv=None) -> int:
     json_path = Path(args.json) if args.json else \
         REPO / "bench" / "results" / f"gpu-{slug(machine().get('gpu', 'no GPU'))}-{date}.jsonl"
     args.json = str(json_path)
-    results = {"benchmark": "gpu", "warp_combine": config.GPU_WARP_COMBINE,
+    results = {"benchmark": "gpu",
                "edges_per_thread": config.GPU_EDGES_PER_THREAD,
                "merge_lanes": config.GPU_MERGE_LANES,
-               "fuse_resident_pages": config.GPU_FUSE_RESIDENT_PAGES,
                "date": time.strftime("%Y-%m-%d %H:%M:%S"), **machine(),
                "args": {k: v for k, v in vars(args).items()}}
     gpu = results.get("gpu", "no GPU")

@@ -16,31 +16,24 @@ highest out-degree.  For each program:
     iteration), ``copy`` (every page not resident, every iteration:
     Garaph's stream), ``skip``, ``compact`` (Subway's SubCSR), ``zero-copy``
     (EMOGI).  PageRank copies every streamed page whatever the choice.
-    Pages are packed (``config.GPU_PACKED_PAGES``, :mod:`garaphpy.kernels.packed`);
+    Pages are packed (the engine's ``packed_pages``, :mod:`garaphpy.kernels.packed`);
     with ``--packed off`` or ``both``, runs of the pages as stored are named
     ``FRACTION/CHOICE/stored``.  The GPU pulls a packed page where it lies
-    (``config.GPU_PULL_PACKED``); with ``--pull-packed off`` or ``both``, runs
+    (``pull_packed``); with ``--pull-packed off`` or ``both``, runs
     that unpack each page before its pull are named ``FRACTION/CHOICE/unpack``.
     An automatic run makes the selective transfers' arrays at a sparse
-    iteration (``config.GPU_DEFER_SELECTIVE_ARRAYS``); with ``--defer-selective
+    iteration (``defer_selective_arrays``); with ``--defer-selective
     off`` or ``both``, runs that make them at set-up are named
     ``FRACTION/auto/at-setup``.  It makes them once that pays
-    (``config.GPU_SELECTIVE_WHEN_PAYS``); with ``--selective-when-pays off`` or
+    (``selective_when_pays``); with ``--selective-when-pays off`` or
     ``both``, runs that make them at the first sparse iteration are named
     ``FRACTION/auto/first-sparse`` (the iteration they were made at is in each
     trial's metrics, ``selective_arrays_at``).  It measures the transfer rates at set-up
-    (``config.GPU_CALIBRATE_TRANSFER_RATES``); with ``--calibrate off`` or
+    (``calibrate_transfer_rates``); with ``--calibrate off`` or
     ``both``, runs that start from config's rates are named
-    ``FRACTION/auto/uncalibrated``.  A run that copies every streamed page
-    queues the next iteration's first copies once its pages are launched
-    (``config.GPU_PREFETCH_NEXT_COPIES``); with ``--prefetch off`` or ``both``,
-    runs that do not are named ``FRACTION/CHOICE/no-prefetch``.  With
-    ``--execution async``, every run is asynchronous; with ``--settle on`` or
-    ``both``, a streamed run of BFS, SSSP or CC then pulls its kept pages
-    again after each iteration until they settle
-    (``config.GPU_SETTLE_KEPT_PAGES``, off by default), named
-    ``FRACTION/CHOICE/settle``.  Each of these options defaults to config's
-    value; a case is named by the values that differ from it.
+    ``FRACTION/auto/uncalibrated``.  With ``--execution async``, every run is asynchronous.  Each of these options
+    defaults to config's value; a case is named by the values that differ
+    from it.
 
 ``subway/PROGRAM``
     With ``--subway DIR`` (a directory holding Subway's built ``bfs-sync``,
@@ -80,6 +73,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import inspect
 import re
 import subprocess
 import sys
@@ -91,6 +85,8 @@ import numpy as np
 
 import garaphpy
 from garaphpy import config
+from garaphpy.scheduler import gpu_engine
+from garaphpy.scheduler.gpu.engine import GpuEngine
 
 from bench import harness
 
@@ -131,40 +127,46 @@ def vertex_bytes(graph, program: str, sources) -> int:
     return engine.plan.vertex_bytes
 
 
-#: The A/B options: option -> (config name, the case name's suffix when it is on,
-#: when it is off, whether only automatic runs vary it).  A case is named by the
-#: suffix of each value that is not config's default.
+#: The A/B options: option -> (the GPU engine's keyword, the case name's suffix when
+#: it is on, when it is off, whether only automatic runs vary it).  A case is named
+#: by the suffix of each value that is not the engine's default.
 VARIANTS = {
-    "defer_selective": ("GPU_DEFER_SELECTIVE_ARRAYS", "/deferred", "/at-setup", True),
-    "selective_when_pays": ("GPU_SELECTIVE_WHEN_PAYS", "/when-pays", "/first-sparse", True),
-    "calibrate": ("GPU_CALIBRATE_TRANSFER_RATES", "/calibrated", "/uncalibrated", True),
-    "prefetch": ("GPU_PREFETCH_NEXT_COPIES", "/prefetch", "/no-prefetch", False),
-    "settle": ("GPU_SETTLE_KEPT_PAGES", "/settle", "/no-settle", False),
+    "defer_selective": ("defer_selective_arrays", "/deferred", "/at-setup", True),
+    "selective_when_pays": ("selective_when_pays", "/when-pays", "/first-sparse", True),
+    "calibrate": ("calibrate_transfer_rates", "/calibrated", "/uncalibrated", True),
 }
-DEFAULTS = {key: getattr(config, key) for key, *_ in VARIANTS.values()}
+DEFAULTS = {key: inspect.signature(GpuEngine).parameters[key].default
+            for key, *_ in VARIANTS.values()}
 
 
 def variant_suffix(settings: dict) -> str:
-    """The case name's part for ``settings`` (config names and values): the
-    suffix of each :data:`VARIANTS` value that is not config's default."""
+    """The case name's part for ``settings`` (engine keywords and values): the
+    suffix of each :data:`VARIANTS` value that is not the engine's default."""
     return "".join(on if settings[key] else off for key, on, off, _ in VARIANTS.values()
                    if settings[key] != DEFAULTS[key])
 
 
 def run(graph, program: str, options: dict, choice: str, packed: bool = True,
         pull_packed: bool = True, settings: dict | None = None) -> harness.Measurement:
-    """One run with the transfer choice ``choice`` and ``settings`` (config
-    names and values) set."""
+    """One run with the transfer choice ``choice`` and ``settings`` (GPU engine
+    keywords and values) set."""
     # the last run's engine and its pinned buffers go now, not inside this run's iterations
     gc.collect()
     config.GPU_TRANSFER = choice
-    config.GPU_PACKED_PAGES = packed
-    config.GPU_PULL_PACKED = pull_packed
-    for name, value in (settings or {}).items():
-        setattr(config, name, value)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", garaphpy.NotConvergedWarning)
-        result = garaphpy.run(graph, program, **options)
+    switches = dict(settings or {}, packed_pages=packed, pull_packed=pull_packed)
+
+    class SwitchedEngine(GpuEngine):
+        def __init__(self, *arguments, **given):
+            super().__init__(*arguments, **switches, **given)
+
+    # the run's set-up imports the class when it runs: it builds this one
+    gpu_engine.GpuEngine = SwitchedEngine
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", garaphpy.NotConvergedWarning)
+            result = garaphpy.run(graph, program, **options)
+    finally:
+        gpu_engine.GpuEngine = GpuEngine
     records = result.iterations
     transfers = {}
     for record in records:
@@ -208,7 +210,7 @@ def write_subway_graph(store, path: Path, weighted: bool, chunk_edges: int = 1 <
     uint32 vertex and edge counts, uint32 offsets of the vertices' out-edges,
     then per edge its uint32 target (``.bcsr``) or target and weight
     (``.bwcsr``, the integer weights).  Vertex ids are the store's internal ids."""
-    from garaphpy.kernels.subgraph import store_out_edge_values
+    from garaphpy.kernels.gpu_subgraph import store_out_edge_values
 
     n, m = store.num_vertices, store.num_edges
     if m >= 2 ** 32:
@@ -283,40 +285,29 @@ def main(argv=None) -> int:
     parser.add_argument("--bandwidth-mib", type=int, default=1024)
     parser.add_argument("--store-dir", default=None)
     parser.add_argument("--packed", default="on", choices=("on", "off", "both"),
-                        help="pages packed (config.GPU_PACKED_PAGES), as stored (cases "
+                        help="pages packed (packed_pages), as stored (cases "
                              "named .../stored), or both")
     parser.add_argument("--pull-packed", default="on", choices=("on", "off", "both"),
-                        help="packed pages pulled where they lie (config.GPU_PULL_PACKED), "
+                        help="packed pages pulled where they lie (pull_packed), "
                              "unpacked first (cases named .../unpack), or both")
     def config_default(key: str) -> str:
         return "on" if DEFAULTS[key] else "off"
 
     parser.add_argument("--defer-selective", choices=("on", "off", "both"),
-                        default=config_default("GPU_DEFER_SELECTIVE_ARRAYS"),
+                        default=config_default("defer_selective_arrays"),
                         help="automatic runs make the selective arrays at the first sparse "
-                             "iteration (config.GPU_DEFER_SELECTIVE_ARRAYS), at set-up "
+                             "iteration (defer_selective_arrays), at set-up "
                              "(cases .../auto/at-setup), or both")
     parser.add_argument("--selective-when-pays", choices=("on", "off", "both"),
-                        default=config_default("GPU_SELECTIVE_WHEN_PAYS"),
+                        default=config_default("selective_when_pays"),
                         help="automatic runs that defer the selective arrays make them once "
-                             "that pays (config.GPU_SELECTIVE_WHEN_PAYS), at the first "
+                             "that pays (selective_when_pays), at the first "
                              "sparse iteration (cases .../auto/first-sparse), or both")
     parser.add_argument("--calibrate", choices=("on", "off", "both"),
-                        default=config_default("GPU_CALIBRATE_TRANSFER_RATES"),
+                        default=config_default("calibrate_transfer_rates"),
                         help="automatic runs measure the transfer rates at set-up "
-                             "(config.GPU_CALIBRATE_TRANSFER_RATES), start from config's "
+                             "(calibrate_transfer_rates), start from config's "
                              "(cases .../auto/uncalibrated), or both")
-    parser.add_argument("--prefetch", choices=("on", "off", "both"),
-                        default=config_default("GPU_PREFETCH_NEXT_COPIES"),
-                        help="runs that copy every streamed page queue the next iteration's "
-                             "first copies ahead (config.GPU_PREFETCH_NEXT_COPIES), do not "
-                             "(cases .../no-prefetch), or both")
-    parser.add_argument("--settle", choices=("on", "off", "both"),
-                        default=config_default("GPU_SETTLE_KEPT_PAGES"),
-                        help="asynchronous streamed runs of min and max programs pull their "
-                             "kept pages again until they settle "
-                             "(config.GPU_SETTLE_KEPT_PAGES; cases .../settle), do not, "
-                             "or both")
     parser.add_argument("--execution", default=None, choices=("sync", "async"),
                         help="every run synchronous or asynchronous (default: each "
                              "program's own)")

@@ -66,13 +66,6 @@ N_STREAMS = 4
 #: accumulators a 48 KB-cut shard needs, two blocks of 512 fit an SM.
 GPU_THREADS_PER_BLOCK = 512
 
-#: Combine each warp's runs of same-destination edges (a segmented shuffle scan)
-#: before the shared-memory replica atomics of the pull kernel.  Replication
-#: spreads the atomics of different warps; this removes those within a warp.
-#: Off by default: the paper's kernel, with which Equation 2's R_i pays off
-#: (BENCHMARKS.md compares both).
-GPU_WARP_COMBINE = False
-
 #: Consecutive edges one thread of the pull kernel takes at a time: their
 #: sources and offsets are read as vectors, their gathers are in flight
 #: together, and the edges of one destination within them are combined in
@@ -96,17 +89,6 @@ GPU_MERGE_LANES = 8
 REPLICATION_RULE = "mean"
 REPLICATION_EDGES_PER_THREAD = 1
 
-#: When every page is resident, run an iteration the GPU does alone as one
-#: pull launch over every shard rather than one per page (False: per-page
-#: launches, for per-page kernel times).
-GPU_FUSE_RESIDENT_PAGES = True
-
-#: A run on the GPU alone with resident pages keeps its sparse iterations in a
-#: loop on the device (issue 18): the frontier, the counters and the stop test
-#: stay on the GPU, the host queues many iterations at once and reads their
-#: records back in batches (:mod:`garaphpy.scheduler.device_loop`).
-GPU_DEVICE_LOOP = True
-
 #: The GPU's iteration is a sparse notify-pull when the frontier's out-edges are
 #: at most |E| / GPU_SPARSE_FACTOR (:func:`garaphpy.scheduler.decisions.gpu_sparse_pass`).
 GPU_SPARSE_FACTOR = 10.0
@@ -128,16 +110,6 @@ GPU_LOOP_AFTER_ITERATIONS = 8
 #: GPU_SPARSE_SPAN_FACTOR times the pull's edges per thread, per lane of the group
 #: that takes it (:func:`garaphpy.scheduler.decisions.gpu_span_edges`).
 GPU_SPARSE_SPAN_FACTOR = 4.0
-
-#: The device loop's sparse iterations push over the frontier's out-edges for a
-#: program declaring ``apply_keeps_best`` (:func:`garaphpy.scheduler.decisions.gpu_push`).
-GPU_SPARSE_PUSH = True
-
-#: An asynchronous run on the GPU alone of a program declaring ``value_priority``
-#: (SSSP, SSWP) pushes its frontier in order of value, in buckets (near-far
-#: delta-stepping in the device loop, issue 18); False: the whole frontier
-#: each iteration.
-GPU_VALUE_PRIORITY = True
 
 #: The bucket width of those runs; None: ``GPU_BUCKET_FACTOR`` times the rule of
 #: ``scheduler.decisions.bucket_width`` (mean edge value / mean in-degree), for
@@ -178,7 +150,7 @@ GPU_SHORTCUT_LABELS_AFTER = 8
 GPU_RESIDENT_ORDER = "edges"
 
 #: How each streamed page reaches the GPU in an iteration of a program
-#: declaring ``apply_keeps_best`` (:mod:`garaphpy.scheduler.transfer`): "auto"
+#: declaring ``apply_keeps_best`` (:mod:`garaphpy.scheduler.gpu.transfer`): "auto"
 #: (the cost model's choice per page), or one choice forced for study: "copy"
 #: (every page whole, every iteration: Garaph's stream), "skip" (pages no
 #: active vertex reaches are skipped, the others copied whole), "compact" (the
@@ -193,61 +165,9 @@ GPU_TRANSFER = "auto"
 #: part of a short iteration it was 10 to 100 ms where the iteration took 2 ms.
 PAUSE_GC_IN_ITERATIONS = True
 
-#: Pages that do not all fit the GPU budget are packed (issue 17,
-#: :mod:`garaphpy.kernels.packed`): sources in the fewest whole bytes, column
-#: starts for IdxOff, small integer values in 8 or 16 bits
-#: (``GPU_PULL_PACKED``: how the GPU pulls them).  False: pages stay as
-#: stored (for study).
-GPU_PACKED_PAGES = True
-
-#: The GPU pulls a packed page where it lies (``gp_pull_packed``: the
-#: replicated pull, each run's destinations found from every 16th edge's kept
-#: IdxOff and the column starts) instead of unpacking it into a stream's
-#: buffer first, and the streams need no buffer for unpacked pages.  False:
-#: unpack, then the replicated pull (for study).
-GPU_PULL_PACKED = True
-
 #: Streams of their own for the pulls of pages kept on the device that read no
 #: stream buffer, taken in turn (0: they share the copied pages' streams).
 GPU_KEPT_PAGES_STREAMS = 4
-
-#: A streamed iteration that copies every page it does not keep queues, once its
-#: pages are launched, the copies of the next iteration's first pages (one per
-#: stream buffer, from pinned host memory), so that the bus does not idle while
-#: the host ends one iteration and begins the next
-#: (:func:`garaphpy.scheduler.decisions.prefetch_next_copies`).  False: each
-#: iteration queues its own copies (for study).
-GPU_PREFETCH_NEXT_COPIES = True
-
-#: An asynchronous streamed run of a program whose apply keeps the best value
-#: (min or max: BFS, SSSP, CC, SSWP) on the GPU alone pulls the pages it keeps
-#: on the device again after each iteration, until a round activates nothing
-#: or :data:`GPU_SETTLE_MAX_ROUNDS` rounds have run, before the next iteration
-#: copies the streamed pages (Subway's asynchronous model, AsynGraph's repeated
-#: processing of the resident part: :func:`garaphpy.scheduler.decisions.settle_kept_pages`).
-#: Off by default: on rmat:24 and a 2000x2000 grid it saved at most one
-#: iteration in ten and cost up to twice the time (BENCHMARKS.md, 2026-11-27),
-#: since each round pulls every kept page and a frontier that spans the
-#: streamed pages too still needs an iteration per hop.  True: on.
-GPU_SETTLE_KEPT_PAGES = False
-
-#: The most rounds over the kept pages after one iteration (see above).
-GPU_SETTLE_MAX_ROUNDS = 16
-
-#: A run whose pages stream makes the selective transfers' device arrays at a
-#: sparse iteration (below: when that pays), keeping on the device until then
-#: the pages they would displace (:func:`garaphpy.scheduler.decisions.defer_selective_arrays`).
-#: False: made at set-up (for study).
-GPU_DEFER_SELECTIVE_ARRAYS = True
-
-#: A run that deferred the selective arrays makes them at a sparse iteration only
-#: once the selective passes' savings forgone so far cover what releasing the
-#: pages costs the dense iterations after
-#: (:func:`garaphpy.scheduler.decisions.selective_pays`).  Made at the source's
-#: one-vertex iteration, rmat:22 SSSP at 368 MiB took 36.9 ms against 17.3 with
-#: every page copied (BENCHMARKS.md, thirty-fourth session).  False: made at the
-#: first sparse iteration.
-GPU_SELECTIVE_WHEN_PAYS = True
 
 #: The dense iterations a run whose frontier has not yet shrunk (a traversal's
 #: first iterations) is expected still to have: releasing pages for its
@@ -265,14 +185,11 @@ GPU_ZERO_COPY_BYTES_PER_SECOND = 8e9
 GPU_PULL_EDGES_PER_SECOND = 40e9
 GPU_PACKED_PULL_EDGES_PER_SECOND = 25e9
 
-#: Measure those rates at a streamed run's set-up (pinned copies, the count
-#: and gather of sample frontiers) instead of starting from the defaults.
-GPU_CALIBRATE_TRANSFER_RATES = True
-
 #: Weight of a new measurement in the transfer rates' running estimates.
 GPU_TRANSFER_SMOOTHING = 0.5
 
-#: Fraction of the free GPU memory a run may use when no budget is given.
+#: Fraction of the free GPU memory a build or a run may use when no budget is
+#: given (:func:`default_gpu_budget`).
 GPU_MEMORY_FRACTION = 0.8
 
 #: Weight of a new measurement in the dispatcher's running estimates of the
@@ -640,6 +557,20 @@ def available_host_memory() -> int:
 def default_host_budget() -> int:
     """Default host-memory budget for preprocessing, in bytes."""
     return int(available_host_memory() * HOST_MEMORY_FRACTION)
+
+
+def default_gpu_budget(held_bytes: int = 0) -> int:
+    """The GPU memory a build or a run may use when no budget is given, in
+    bytes: :data:`GPU_MEMORY_FRACTION` of the device's free memory and of
+    ``held_bytes``, what the caller holds on the device already (a run's
+    vertex data, made before its budget is resolved).
+
+    Raises whatever cupy raises without a device (a caller with a fallback
+    catches it)."""
+    import cupy
+
+    free = cupy.cuda.runtime.memGetInfo()[0]
+    return int(GPU_MEMORY_FRACTION * (free + held_bytes))
 
 
 def usable_cores() -> int:

@@ -396,7 +396,7 @@ class VertexProgram:
         ``config.CPU_BUCKET_WIDTH`` or the rule of
         ``scheduler.decisions.bucket_width``), and an asynchronous run on
         the GPU alone pushes its device loop's frontier in buckets
-        (near-far; ``config.GPU_VALUE_PRIORITY``,
+        (near-far; the GPU engine's ``value_priority``,
         ``scheduler.decisions.gpu_value_priority``).  The order changes the work,
         not the result, for a program whose ``execution = "async"``
         already declares that its values do not depend on the order of

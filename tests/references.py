@@ -217,6 +217,20 @@ def run_naive(graph, program, sources=(), *, direction="pull", execution=None,
 
 
 # ------------------------------------------------------------------ engine --
+def gpu_engine_options(monkeypatch, **options):
+    """The GPU engines that the runs after this call build take ``options``
+    (keyword arguments of :class:`~garaphpy.scheduler.gpu.engine.GpuEngine`
+    that a run does not expose: its study switches, e.g. ``device_loop=False``);
+    undone with ``monkeypatch``.  Calls nest: the innermost's options win."""
+    from garaphpy.scheduler import gpu_engine
+
+    class ConfiguredGpuEngine(gpu_engine.GpuEngine):
+        def __init__(self, *arguments, **given):
+            super().__init__(*arguments, **{**options, **given})
+
+    monkeypatch.setattr(gpu_engine, "GpuEngine", ConfiguredGpuEngine)
+
+
 def run_engine(graph, program, sources=(), **options):
     """Run on the real engine (``garaphpy.run``); ``sources`` are internal ids here."""
     import garaphpy

@@ -135,19 +135,15 @@ def test_weights_that_are_not_integers_are_refused(tmp_path):
 
 def test_the_variants_vary_only_what_was_asked():
     asked = {"defer_selective": [False], "selective_when_pays": [True, False],
-             "calibrate": [True, False], "prefetch": [True], "settle": [True]}
+             "calibrate": [True, False]}
     auto = streamed.variant_settings(asked, "auto")
-    assert [(s["GPU_SELECTIVE_WHEN_PAYS"], s["GPU_CALIBRATE_TRANSFER_RATES"]) for s in auto] \
+    assert [(s["selective_when_pays"], s["calibrate_transfer_rates"]) for s in auto] \
         == [(True, True), (True, False), (False, True), (False, False)]
-    assert not any(s["GPU_DEFER_SELECTIVE_ARRAYS"] for s in auto)
-    # a forced choice runs the automatic runs' options at config's defaults, and varies
-    # the others
-    asked["prefetch"] = [True, False]
+    assert not any(s["defer_selective_arrays"] for s in auto)
+    # a forced choice runs the automatic runs' options at the engine's defaults
     copy = streamed.variant_settings(asked, "copy")
-    assert copy == [{"GPU_DEFER_SELECTIVE_ARRAYS": True, "GPU_SELECTIVE_WHEN_PAYS": True,
-                     "GPU_CALIBRATE_TRANSFER_RATES": True,
-                     "GPU_PREFETCH_NEXT_COPIES": prefetch, "GPU_SETTLE_KEPT_PAGES": True}
-                    for prefetch in (True, False)]
+    assert copy == [{"defer_selective_arrays": True, "selective_when_pays": True,
+                     "calibrate_transfer_rates": True}]
 
 
 def test_a_case_is_named_by_the_values_that_differ_from_configs(monkeypatch):
@@ -157,10 +153,11 @@ def test_a_case_is_named_by_the_values_that_differ_from_configs(monkeypatch):
     names = {key: (on if not defaults[key] else off)
              for key, on, off, _ in streamed.VARIANTS.values()}
     assert streamed.variant_suffix(flipped) == "".join(names.values())
-    # a default flipped in config flips the name: the run with the option on is "/settle"
-    monkeypatch.setitem(streamed.DEFAULTS, "GPU_SETTLE_KEPT_PAGES", False)
-    assert streamed.variant_suffix({**defaults, "GPU_SETTLE_KEPT_PAGES": True}
-                                   ).endswith("/settle")
-    monkeypatch.setitem(streamed.DEFAULTS, "GPU_SETTLE_KEPT_PAGES", True)
-    assert streamed.variant_suffix({**defaults, "GPU_SETTLE_KEPT_PAGES": False}
-                                   ).endswith("/no-settle")
+    # a default flipped in config flips the name: the run with the option on is
+    # "/calibrated"
+    monkeypatch.setitem(streamed.DEFAULTS, "calibrate_transfer_rates", False)
+    assert streamed.variant_suffix({**defaults, "calibrate_transfer_rates": True}
+                                   ).endswith("/calibrated")
+    monkeypatch.setitem(streamed.DEFAULTS, "calibrate_transfer_rates", True)
+    assert streamed.variant_suffix({**defaults, "calibrate_transfer_rates": False}
+                                   ).endswith("/uncalibrated")

@@ -1,6 +1,6 @@
 """The order of a streamed iteration's copies and pulls, without a GPU (issue 17).
 
-:meth:`GpuEngine.launch_page` and :meth:`GpuEngine._prefetch_next_copies`
+:meth:`Launches.launch_page` and :meth:`PageStore.prefetch_next_copies`
 queue copies, unpacks and pulls on CUDA streams and order them with events.
 Here they queue on model streams instead: each a FIFO of operations, an
 event wait holding its stream until the record it was queued after has run
@@ -18,7 +18,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from garaphpy.scheduler.gpu_engine import GpuEngine, interleave, stream_slots
+from garaphpy.scheduler.gpu.launches import Launches
+from garaphpy.scheduler.gpu.page_store import PageStore, interleave, stream_slots
 
 
 class Event:
@@ -96,9 +97,9 @@ def operation(stream, reads=(), writes=()):
 
 
 def modelled_engine(model, num_pages, kept, packed_host, pull_packed, streams, kept_streams):
-    """A GpuEngine whose streams, events, copies and kernels are the model's."""
-    engine = GpuEngine.__new__(GpuEngine)
-    engine.cupy = SimpleNamespace(cuda=SimpleNamespace(
+    """The launches over a page store whose streams, events, copies and kernels
+    are the model's."""
+    cupy = SimpleNamespace(cuda=SimpleNamespace(
         Event=Event, runtime=SimpleNamespace(memcpyHostToDevice=1, memcpyAsync=None)))
     all_streams = {}
 
@@ -109,42 +110,48 @@ def modelled_engine(model, num_pages, kept, packed_host, pull_packed, streams, k
     def memcpy(target, source, nbytes, kind, stream_name):
         operation(all_streams[stream_name], writes=[(target, source)])
 
-    engine.cupy.cuda.runtime.memcpyAsync = memcpy
+    cupy.cuda.runtime.memcpyAsync = memcpy
+    pages = PageStore.__new__(PageStore)
+    pages.cupy = cupy
+    pages.streams = [make(f"stream{s}") for s in range(streams)]
+    pages.kept_streams = [make(f"kept{s}") for s in range(kept_streams)]
+    pages.page_streams = pages.streams + pages.kept_streams
+    pages.copy_stream = make("copy")
+    pages.plan = SimpleNamespace(resident=False)
+    pages.raw_buffers = True
+    pages.page_wire_bytes = [100] * num_pages
+    # kept pages: every other one packed on the device, the others raw
+    pages.packed_images = {k: SimpleNamespace(data=SimpleNamespace(ptr=("own", k)))
+                           for k in kept[::2]}
+    pages.resident_images = {k: None for k in kept[1::2]}
+    pages.packed_host = {k: SimpleNamespace(ctypes=SimpleNamespace(data=k), nbytes=100)
+                         for k in packed_host}
+    pages.device_packed = [SimpleNamespace(data=SimpleNamespace(ptr=("packed", s)))
+                           for s in range(streams)]
+    pages.device_pages = [SimpleNamespace(data=SimpleNamespace(ptr=("raw", s)))
+                          for s in range(streams)]
+    pages.page_source = SimpleNamespace(is_cached=lambda k: True)
+    pages.host_image = lambda k: (SimpleNamespace(ctypes=SimpleNamespace(data=k)), None)
+    pages.copying = []
+    pages.prefetched = {}
+    pages.buffer_events = {"packed_free": [Event() for _ in range(streams)],
+                           "raw_free": [Event() for _ in range(streams)]}
+
+    def views(k, slot):
+        return ("own", k) if k in pages.resident_images else ("raw", slot)
+
+    pages.views = views
+    engine = Launches.__new__(Launches)
+    engine.cupy = cupy
+    engine.page_store = pages
     engine.all_streams = all_streams
-    engine.streams = [make(f"stream{s}") for s in range(streams)]
-    engine.kept_streams = [make(f"kept{s}") for s in range(kept_streams)]
-    engine.page_streams = engine.streams + engine.kept_streams
-    engine.copy_stream = make("copy")
-    engine.main_stream = make("main")
-    engine.plan = SimpleNamespace(resident=False)
+    engine.state = SimpleNamespace(next=None, main_stream=make("main"))
     engine.pull_packed = pull_packed
-    engine.raw_buffers = True
     engine.pages = [SimpleNamespace(num_shards=1, first_shard=k, first_vertex=k,
                                     end_vertex=k + 1) for k in range(num_pages)]
     engine.page_shared_bytes = [0] * num_pages
-    engine.page_wire_bytes = [100] * num_pages
-    # kept pages: every other one packed on the device, the others raw
-    engine.packed_images = {k: SimpleNamespace(data=SimpleNamespace(ptr=("own", k)))
-                            for k in kept[::2]}
-    engine.resident_images = {k: None for k in kept[1::2]}
-    engine.packed_host = {k: SimpleNamespace(ctypes=SimpleNamespace(data=k), nbytes=100)
-                          for k in packed_host}
-    engine.device_packed = [SimpleNamespace(data=SimpleNamespace(ptr=("packed", s)))
-                            for s in range(streams)]
-    engine.device_pages = [SimpleNamespace(data=SimpleNamespace(ptr=("raw", s)))
-                           for s in range(streams)]
-    engine.page_source = SimpleNamespace(is_cached=lambda k: True)
-    engine._host_image = lambda k: (SimpleNamespace(ctypes=SimpleNamespace(data=k)), None)
-    engine._copying = []
     engine._kept_turn = 0
-    engine._prefetched = {}
-    engine.next = None
-    engine._events = {"packed_free": [Event() for _ in range(streams)],
-                      "raw_free": [Event() for _ in range(streams)],
-                      "pages": [[Event() for _ in range(5)] for _ in range(num_pages)]}
-
-    def views(k, slot):
-        return ("own", k) if k in engine.resident_images else ("raw", slot)
+    engine._events = {"pages": [[Event() for _ in range(5)] for _ in range(num_pages)]}
 
     def pull(stream, first_shard, num_shards, edges, *rest):
         operation(stream, reads=[(edges, first_shard)])
@@ -155,13 +162,12 @@ def modelled_engine(model, num_pages, kept, packed_host, pull_packed, streams, k
     def unpack(k, image, slot, stream):
         operation(stream, reads=[(image.data.ptr, k)], writes=[(("raw", slot), k)])
 
-    engine._views = views
-    engine._launch_pull = pull
-    engine._launch_packed_pull = packed_pull
-    engine._unpack = unpack
-    for k in engine.packed_images:     # the kept images hold their pages from set-up
+    engine.launch_pull = pull
+    engine.launch_packed_pull = packed_pull
+    engine.unpack = unpack
+    for k in pages.packed_images:     # the kept images hold their pages from set-up
         model.buffers[("own", k)] = k
-    for k in engine.resident_images:
+    for k in pages.resident_images:
         model.buffers[("own", k)] = k
     return engine
 
@@ -171,13 +177,14 @@ def run_iterations(model, engine, iterations, prefetch, hybrid_every=0):
     ``hybrid_every``-th as a hybrid iteration launches a subset, each page in
     buffer ``k % streams``); each ends once the page streams are done."""
     n = len(engine.pages)
+    pages, main = engine.page_store, engine.state.main_stream
     kept = np.zeros(n, bool)
-    kept[list(engine.resident_images) + list(engine.packed_images)] = True
+    kept[list(pages.resident_images) + list(pages.packed_images)] = True
     order = interleave(np.flatnonzero(~kept).tolist(), np.flatnonzero(kept).tolist())
-    slots = stream_slots(order, kept, len(engine.streams))
+    slots = stream_slots(order, kept, len(pages.streams))
     every = list(engine.all_streams.values())
     for iteration in range(iterations):
-        engine._ready = engine.main_stream.record(Event())
+        engine.ready = main.record(Event())
         if hybrid_every and iteration % hybrid_every == hybrid_every - 1:
             subset = [k for k in order if model.rng.random() < 0.6]
             for k in subset:
@@ -186,8 +193,8 @@ def run_iterations(model, engine, iterations, prefetch, hybrid_every=0):
             for k, slot in zip(order, slots):
                 engine.launch_page(k, None, iteration, slot=slot)
             if prefetch:
-                engine._prefetch_next_copies(order, slots)
-        model.run(every, until_empty=engine.page_streams + [engine.main_stream])
+                pages.prefetch_next_copies(order, slots)
+        model.run(every, until_empty=pages.page_streams + [main])
     model.run(every, until_empty=every)
 
 
@@ -225,7 +232,7 @@ def test_the_model_finds_a_copy_that_does_not_wait_for_its_buffer():
         model.readers.clear()
         for s in engine.all_streams.values():
             s.ops.clear()
-        engine._ready = engine.main_stream.record(Event())
+        engine.ready = engine.state.main_stream.record(Event())
         engine.launch_page(0, None, 0, slot=0)
         operation(stream, writes=[(("packed", 0), 5)])     # a copy into page 0's buffer
         try:
@@ -245,11 +252,12 @@ def test_a_page_unpacked_where_a_dropped_queued_copy_lands_waits_for_it(seed):
     model = Model(np.random.default_rng(seed))
     engine = modelled_engine(model, 2, kept=[1], packed_host=[], pull_packed=False,
                              streams=1, kept_streams=0)
-    engine._ready = engine.main_stream.record(Event())
-    engine._prefetch_next_copies([0], [0])      # page 0's copy into stream 0's raw buffer
-    assert engine._prefetched[0].page == 0
+    engine.ready = engine.state.main_stream.record(Event())
+    pages = engine.page_store
+    pages.prefetch_next_copies([0], [0])      # page 0's copy into stream 0's raw buffer
+    assert pages.prefetched[0].page == 0
     engine.launch_page(1, None, 1, slot=0)
     every = list(engine.all_streams.values())
     model.run(every, until_empty=every)
     assert model.checked_reads == 2      # the unpack's read of the packed image, and the pull
-    assert not engine._prefetched
+    assert not pages.prefetched

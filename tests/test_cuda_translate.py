@@ -992,16 +992,15 @@ def test_every_pull_kernel_variant_compiles_with_nvcc(tmp_path, monkeypatch):
 
     for case in (c for c in CASES if c.id in chosen):
         instances = "".join(
-            f"void* gp_instance_{precomputed}_{combine}_{edges} = "
-            f"(void*)gp_pull<{precomputed}, {combine}, {edges}>;\n"
-            for precomputed in ("true", "false") for combine in ("true", "false")
-            for edges in EDGES_PER_THREAD_CHOICES)
+            f"void* gp_instance_{precomputed}_{edges} = "
+            f"(void*)gp_pull<{precomputed}, {edges}>;\n"
+            for precomputed in ("true", "false") for edges in EDGES_PER_THREAD_CHOICES)
         start_nvcc(case.id, kernel_source(case.translated, chosen[case.id]) + "\n" + instances)
     pagerank = next(c for c in CASES if c.id == "builtin-pagerank")
     for lanes in (1, 2, 32):  # the replica merge's lane groups (8 above, the default)
         monkeypatch.setattr(config, "GPU_MERGE_LANES", lanes)
         start_nvcc(f"merge-lanes-{lanes}", kernel_source(pagerank.translated, np.int32)
-                   + "\nvoid* gp_instance = (void*)gp_pull<true, false, 8>;\n")
+                   + "\nvoid* gp_instance = (void*)gp_pull<true, 8>;\n")
     assert len(compilations) == len(chosen) + 3
     for case_id, process in compilations:
         _, stderr = process.communicate()

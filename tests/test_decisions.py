@@ -81,21 +81,13 @@ def test_fused_launch_needs_every_condition():
 
 
 def test_only_streamed_runs_that_copy_every_page_prefetch_the_next_copies():
-    assert decisions.prefetch_next_copies(enabled=True, resident=False, selective=False)
+    assert decisions.prefetch_next_copies(resident=False, selective=False)
     for key in ("resident", "selective"):
-        assert not decisions.prefetch_next_copies(**{"enabled": True, "resident": False,
-                                                     "selective": False, key: True})
-    assert not decisions.prefetch_next_copies(enabled=False, resident=False, selective=False)
+        assert not decisions.prefetch_next_copies(**{"resident": False, "selective": False,
+                                                     key: True})
 
 
-def test_only_asynchronous_streamed_min_max_runs_on_the_gpu_alone_settle_kept_pages():
-    settling = dict(enabled=True, synchronous=False, keeps_best=True, resident=False,
-                    kept_pages=3, streamed_pages=5, host_copies=False, aggregates=False)
-    assert decisions.settle_kept_pages(**settling)
-    for key, value in (("enabled", False), ("synchronous", True), ("keeps_best", False),
-                       ("resident", True), ("kept_pages", 0), ("streamed_pages", 0),
-                       ("host_copies", True), ("aggregates", True)):
-        assert not decisions.settle_kept_pages(**{**settling, key: value}), key
+
 
 
 # -- alpha and the mode ----------------------------------------------------------------------

@@ -228,7 +228,7 @@ def run_quietly(graph, program, sources=(), **options):
 
 @pytest.fixture
 def loop_off(monkeypatch):
-    monkeypatch.setattr(config, "GPU_DEVICE_LOOP", False)
+    ref.gpu_engine_options(monkeypatch, device_loop=False)
 
 
 @pytest.fixture(scope="module")
@@ -312,9 +312,9 @@ def test_records_equal_the_host_driven_loop(grid, rmat, name, monkeypatch):
     for graph in (grid, rmat):
         used = source_of(program, graph)
         looping = run_quietly(graph, program, used, mode="gpu", execution="sync")
-        monkeypatch.setattr(config, "GPU_DEVICE_LOOP", False)
+        ref.gpu_engine_options(monkeypatch, device_loop=False)
         host = run_quietly(graph, program, used, mode="gpu", execution="sync")
-        monkeypatch.setattr(config, "GPU_DEVICE_LOOP", True)
+        ref.gpu_engine_options(monkeypatch, device_loop=True)
         assert looped(host) == 0
         np.testing.assert_array_equal(looping.values, host.values)
         assert [(r.iteration, r.active_vertices, r.activated) for r in looping.iterations] \
@@ -330,7 +330,7 @@ def test_records_equal_the_host_driven_loop(grid, rmat, name, monkeypatch):
 @pytest.mark.gpu
 @pytest.mark.parametrize("push", [False, True])
 def test_notified_vertices_are_the_out_neighbours_of_each_level(grid, rmat, push, monkeypatch):
-    monkeypatch.setattr(config, "GPU_SPARSE_PUSH", push)
+    ref.gpu_engine_options(monkeypatch, sparse_push=push)
     for graph in (grid, rmat):
         source = int(np.argmax(graph.store.out_degree))
         result = run_quietly(graph, "bfs", [source], mode="gpu", execution="sync",
@@ -446,7 +446,7 @@ def test_a_hub_is_left_to_the_pull(rmat, monkeypatch):
     assert gpu.iterations[0].decisions["gpu_sparse_pass"]["choice"] is True
     monkeypatch.setattr(config, "GPU_SPARSE_SPAN_FACTOR", 4.0)
     # a notify-pull: the host's rule expects the hub's neighbours to pull too many in-edges
-    monkeypatch.setattr(config, "GPU_SPARSE_PUSH", False)
+    ref.gpu_engine_options(monkeypatch, sparse_push=False)
     gpu = run_quietly(rmat, "bfs", hub, mode="gpu", execution="sync")
     np.testing.assert_array_equal(gpu.values, cpu.values)
     first = gpu.iterations[0].decisions["gpu_sparse_pass"]
@@ -488,7 +488,7 @@ def test_push_and_pull_give_the_same_iterations(grid, rmat, execution, monkeypat
             used = source_of(program, graph)
             runs = {}
             for push in (True, False):
-                monkeypatch.setattr(config, "GPU_SPARSE_PUSH", push)
+                ref.gpu_engine_options(monkeypatch, sparse_push=push)
                 runs[push] = run_quietly(graph, program, used, mode="gpu", execution=execution)
             np.testing.assert_array_equal(runs[True].values, runs[False].values)
             if execution == "sync":
@@ -536,7 +536,7 @@ def test_the_gpu_shortcuts_labels_from_its_iteration_on(grid, rmat, monkeypatch)
     never shortcuts, a longer one shortcuts from its eighth on; each gives
     SciPy's components."""
     monkeypatch.setattr(config, "GPU_SHORTCUT_LABELS_AFTER", 8)
-    monkeypatch.setattr(config, "GPU_DEVICE_LOOP", False)       # every iteration a pull
+    ref.gpu_engine_options(monkeypatch, device_loop=False)      # every iteration a pull
     short = garaphpy.run(rmat, "cc", mode="gpu", execution="sync")
     np.testing.assert_array_equal(short.values, ref.components_scipy(rmat))
     assert short.num_iterations < 8
@@ -594,7 +594,7 @@ def test_buckets_wait_for_the_smaller_distances(grid, monkeypatch):
     source = np.array([61], np.int64)
     runs = {}
     for priority in (False, True):
-        monkeypatch.setattr(config, "GPU_VALUE_PRIORITY", priority)
+        ref.gpu_engine_options(monkeypatch, value_priority=priority)
         runs[priority] = run_quietly(grid, "sssp", source, mode="gpu", execution="async")
     np.testing.assert_array_equal(runs[True].values, runs[False].values)
     assert not loop_entries(runs[False])[-1]["value_priority"]["choice"]

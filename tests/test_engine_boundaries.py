@@ -44,6 +44,6 @@ def test_the_check_finds_a_private_access():
 
 def test_no_scheduler_module_reads_another_objects_private_attribute():
     found = []
-    for path in sorted(SCHEDULER.glob("*.py")):
+    for path in sorted(SCHEDULER.rglob("*.py")):
         found += private_accesses(path.read_text(), path.name)
     assert not found, "private attributes read across objects:\n" + "\n".join(found)

@@ -149,10 +149,10 @@ def test_an_edges_per_thread_not_offered_is_refused():
 @pytest.mark.gpu
 def test_notify_pull_is_refused_where_the_gpu_cannot_loop(monkeypatch):
     graph = garaphpy.Graph.from_arrays([0, 1], [1, 2])
-    monkeypatch.setattr(config, "GPU_DEVICE_LOOP", False)
+    ref.gpu_engine_options(monkeypatch, device_loop=False)
     with pytest.raises(ConfigError, match="device loop is off"):
         garaphpy.run(graph, "bfs", mode="gpu", sources=[0], direction="notify-pull")
-    monkeypatch.setattr(config, "GPU_DEVICE_LOOP", True)
+    ref.gpu_engine_options(monkeypatch, device_loop=True)
     with pytest.raises(ConfigError, match="has aggregates"):
         garaphpy.run(graph, "pagerank", mode="gpu", direction="notify-pull")
 
@@ -203,10 +203,6 @@ def test_gpu_equals_cpu_on_rmat(rmat, name):
     gpu = run_quietly(rmat, program, sources, mode="gpu", **options)
     assert gpu.num_iterations == cpu.num_iterations or name not in EXACT
     assert_matches(name, gpu.values, cpu.values)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(config, "GPU_WARP_COMBINE", not config.GPU_WARP_COMBINE)
-        other_kernel = run_quietly(rmat, program, sources, mode="gpu", **options)
-    assert_matches(name, other_kernel.values, cpu.values)
     assert gpu.iterations[0].gather_precomputed == (
         name in ("pagerank", "delta_pagerank") and gpu.execution == "sync")
 
@@ -245,7 +241,7 @@ def test_shards_at_the_16_bit_offset_limit():
 @pytest.mark.gpu
 def test_pages_of_one_shard_and_streaming_give_the_resident_result(monkeypatch):
     monkeypatch.setattr(config, "GPU_TRANSFER", "copy")    # every other page, every iteration
-    monkeypatch.setattr(config, "GPU_PACKED_PAGES", False)  # pages as stored (see test_packed)
+    ref.gpu_engine_options(monkeypatch, packed_pages=False)  # pages as stored (test_packed)
     graph = garaphpy.Graph.load("rmat:12", progress=False,
                                 generator_options={"weighted": True, "seed": 5},
                                 max_shard_edges=512, max_page_bytes=8192)
@@ -262,7 +258,7 @@ def test_pages_of_one_shard_and_streaming_give_the_resident_result(monkeypatch):
         sizing = GpuEngine(graph_run, program, np.asarray(sources, np.int64), synchronous=True)
         budget = sizing.plan.vertex_bytes + page_bytes // 2
         engine = GpuEngine(graph_run, program, np.asarray(sources, np.int64),
-                           synchronous=True, gpu_memory=budget)
+                           synchronous=True, gpu_memory=budget, packed_pages=False)
         plan, wire = engine.plan, engine.page_wire_bytes     # values only where read
         kept = sum(size for size, kept in zip(wire, plan.resident_pages) if kept)
         assert not plan.resident and 0 < kept < sum(wire)   # partial residency
@@ -317,7 +313,7 @@ def test_one_launch_over_resident_pages_equals_one_launch_per_page():
         runs = {}
         for fuse in (True, False):
             with pytest.MonkeyPatch.context() as patch:
-                patch.setattr(config, "GPU_FUSE_RESIDENT_PAGES", fuse)
+                ref.gpu_engine_options(patch, fuse_resident=fuse)
                 # every iteration a pull over every shard (no sparse pass in the device loop)
                 runs[fuse] = run_quietly(graph, program, sources, mode="gpu", max_iterations=30,
                                          direction="pull")
@@ -333,23 +329,6 @@ def test_one_launch_over_resident_pages_equals_one_launch_per_page():
 def test_a_budget_too_small_for_one_page_is_a_clear_error(rmat):
     with pytest.raises(GpuMemoryError, match="raise the budget"):
         garaphpy.run(rmat, "pagerank", mode="gpu", gpu_memory=1 << 16)
-
-
-@pytest.mark.gpu
-def test_host_copies_of_updated_ranges_match_the_device(rmat):
-    from garaphpy.scheduler.records import IterationRecord
-
-    program = program_for("sssp")
-    engine = GpuEngine(rmat, program, np.array([0], np.int64), synchronous=True,
-                       host_copies=True)
-    engine.set_frontier(np.array([0], np.int64))
-    for iteration in range(3):
-        record = IterationRecord(iteration, "gpu", "pull", False, 0.0, 1.0, 1)
-        engine.iterate(record, None, engine.aggregates(iteration))
-        assert record.bytes_to_host > 0
-        np.testing.assert_array_equal(engine.host_values, engine.values_to_host())
-        active = engine.cupy.asnumpy(engine.active[:rmat.num_vertices])
-        np.testing.assert_array_equal(engine.host_active, active)
 
 
 def test_cli_gpu_mode(tmp_path, capsys):

@@ -234,7 +234,7 @@ def test_a_stop_inside_a_loop_stops_exactly_there(grid, limit):
 @pytest.mark.parametrize("execution", ["sync", "async"])
 def test_labels_jump_in_the_gpus_own_iterations_only(grid, execution, monkeypatch):
     # the pull, not the loop: the shortcut ends pulls over every shard
-    monkeypatch.setattr(config, "GPU_DEVICE_LOOP", False)
+    ref.gpu_engine_options(monkeypatch, device_loop=False)
     symmetric = grid.as_undirected()
     cpu = ref.run_engine_like_gpu(symmetric, "cc", mode="cpu", execution=execution)
     alone = run(symmetric, "cc", mode="hybrid", execution=execution, policy=gpu_alone())

@@ -89,7 +89,8 @@ def launches_behind_fills(monkeypatch):
     work that launch may read and would not wait for."""
     import cupy
 
-    from garaphpy.scheduler.gpu_engine import GpuEngine
+    from garaphpy.scheduler.gpu.launches import Launches
+    from garaphpy.scheduler.gpu.vertex_state import DeviceVertexState
 
     seen = []
 
@@ -99,8 +100,8 @@ def launches_behind_fills(monkeypatch):
             return method(self, *args, **kwargs)
         return launch
 
-    for name in ("_launch_vertices", "launch_page"):
-        monkeypatch.setattr(GpuEngine, name, watched(getattr(GpuEngine, name)))
+    for part, name in ((DeviceVertexState, "launch_vertices"), (Launches, "launch_page")):
+        monkeypatch.setattr(part, name, watched(getattr(part, name)))
     return seen
     cupy.cuda.Device().synchronize()
 
@@ -140,9 +141,9 @@ def test_a_run_set_up_behind_a_slow_legacy_stream_is_right(name, placement, requ
     program = gpu_program(name)
     sources = np.array([0, 7], np.int64) if program.needs_sources else ()
     options = dict(mode=mode, max_iterations=1000)
-    saved = config.GPU_TRANSFER, config.GPU_PACKED_PAGES
-    try:
-        config.GPU_TRANSFER, config.GPU_PACKED_PAGES = transfer, packed
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(config, "GPU_TRANSFER", transfer)
+        ref.gpu_engine_options(patch, packed_pages=packed)
         if budget is not None:
             fraction, buffers = budget
             options["gpu_memory"] = budget_for(graph, program, fraction, buffers=buffers,
@@ -153,8 +154,6 @@ def test_a_run_set_up_behind_a_slow_legacy_stream_is_right(name, placement, requ
         spins = request.getfixturevalue("slow_legacy_stream")
         launches = request.getfixturevalue("launches_behind_fills")
         result = ref.run_engine_like_gpu(graph, program, sources, **options)
-    finally:
-        config.GPU_TRANSFER, config.GPU_PACKED_PAGES = saved
     assert len(spins) > 10, spins      # the set-up's fills were slowed
     assert launches and not [launch for launch in launches if launch[1]]
     ref.assert_program_values(name, result.values, expected)

@@ -15,7 +15,8 @@ import pytest
 
 import garaphpy
 from garaphpy.kernels import packed
-from garaphpy.scheduler import decisions, transfer
+from garaphpy.scheduler import decisions
+from garaphpy.scheduler.gpu import transfer
 from garaphpy.scheduler.gpu_engine import plan_pages
 
 

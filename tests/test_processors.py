@@ -22,6 +22,7 @@ import garaphpy
 from garaphpy import api
 from garaphpy.program import VertexProgram
 from garaphpy.scheduler.cpu_engine import CpuEngine, GraphArrays, RunState
+from garaphpy.scheduler.gpu.vertex_state import DeviceVertexState
 from garaphpy.scheduler.gpu_engine import GpuEngine
 from garaphpy.scheduler.processors import CpuProcessor, GpuProcessor, ProcessorResult
 from garaphpy.scheduler.records import IterationRecord
@@ -179,14 +180,15 @@ def test_set_frontier_marks_exactly_the_frontier_in_one_pinned_buffer():
     n = 5000
     out_degree = rng.integers(0, 40, n).astype(np.int64)
     engine = GpuEngine.__new__(GpuEngine)       # no device: the copies are recorded
+    state = engine.state = DeviceVertexState.__new__(DeviceVertexState)
     pinned = []
-    engine.pinned_array = lambda size, dtype: pinned.append(np.empty(size, dtype)) or pinned[-1]
-    engine.num_vertices = n
-    engine.store = SimpleNamespace(out_degree=out_degree)
-    engine.active = RecordedActivity()
-    engine.main_stream = SimpleNamespace(synchronize=lambda: None)
+    state.pinned_array = lambda size, dtype: pinned.append(np.empty(size, dtype)) or pinned[-1]
+    state.num_vertices = n
+    state.out_degree = out_degree
+    state.active = RecordedActivity()
+    state.main_stream = SimpleNamespace(synchronize=lambda: None)
+    state._frontier_staging = None
     engine._loop = SimpleNamespace(frontier_current=True)
-    engine._frontier_staging = None
     # a large frontier, a smaller one (the first's flags must not stay), none
     frontiers = [np.sort(rng.choice(n, 4000, replace=False)),
                  np.sort(rng.choice(n, 37, replace=False)), np.zeros(0, np.int64)]

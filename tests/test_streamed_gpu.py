@@ -67,12 +67,10 @@ def budget_for(graph, program, fraction: float, execution: str = "sync",
 def run_gpu(graph, program, sources, forced, packed: bool = False, **options):
     """A GPU run with the transfer choice ``forced``; pages packed or as stored
     (the transfer tests keep the stored pages: packed, all of them fit)."""
-    saved = config.GPU_TRANSFER, config.GPU_PACKED_PAGES
-    config.GPU_TRANSFER, config.GPU_PACKED_PAGES = forced, packed
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(config, "GPU_TRANSFER", forced)
+        ref.gpu_engine_options(patch, packed_pages=packed)
         return ref.run_engine_like_gpu(graph, program, sources, mode="gpu", **options)
-    finally:
-        config.GPU_TRANSFER, config.GPU_PACKED_PAGES = saved
 
 
 def sources_for(program):
@@ -125,7 +123,7 @@ def test_resident_pages_without_room_for_the_device_loop_choose_per_page(paged, 
 
     # config's rates: measured on a graph this small, counting a frontier costs its
     # fixed costs and may be judged not worth it (the runs would then never skip)
-    monkeypatch.setattr(config, "GPU_CALIBRATE_TRANSFER_RATES", False)
+    ref.gpu_engine_options(monkeypatch, calibrate_transfer_rates=False)
 
     program = program_for(name)
     sources = sources_for(program)
@@ -220,14 +218,13 @@ def packed_engine(graph, name, fraction, pull_packed: bool = False, transfer: st
     program = program_for(name)
     graph_run = graph.as_undirected() if program.needs_undirected else graph
     budget = budget_for(graph, program, fraction, selective=transfer != "copy")
-    saved = config.GPU_PACKED_PAGES, config.GPU_PULL_PACKED, config.GPU_TRANSFER
-    config.GPU_PACKED_PAGES, config.GPU_PULL_PACKED = True, pull_packed
+    saved = config.GPU_TRANSFER
     config.GPU_TRANSFER = transfer
     try:
         return GpuEngine(graph_run, program, np.array([0], np.int64), synchronous=True,
-                         gpu_memory=budget)
+                         gpu_memory=budget, packed_pages=True, pull_packed=pull_packed)
     finally:
-        config.GPU_PACKED_PAGES, config.GPU_PULL_PACKED, config.GPU_TRANSFER = saved
+        config.GPU_TRANSFER = saved
 
 
 @pytest.mark.parametrize("name", ["bfs", "sssp"])
@@ -248,9 +245,9 @@ def test_the_gpu_unpacks_every_page_to_its_image(paged, name):
         engine.device_pages[0].fill(0xAB)
         # (set and fill ran on the current stream, which the engine's streams do not wait for)
         engine.cupy.cuda.Device().synchronize()
-        engine._unpack(k, device, 0, stream)
+        engine.launches.unpack(k, device, 0, stream)
         stream.synchronize()
-        sources, idxoff, weights = (array.get() for array in engine._views(k, 0))
+        sources, idxoff, weights = (array.get() for array in engine.page_store.views(k, 0))
         page = store.read_page(k)
         np.testing.assert_array_equal(sources, page.sources)
         np.testing.assert_array_equal(idxoff, page.idxoff)
@@ -302,23 +299,20 @@ def test_selective_arrays_made_at_the_first_sparse_iteration(paged, name, execut
                                                                monkeypatch):
     """Deferred, the selective arrays' room keeps pages on the device until the
     frontier first holds at most 1/8 of the vertices (made whether or not
-    they pay, ``config.GPU_SELECTIVE_WHEN_PAYS`` off); then those pages are
+    they pay, the engine's ``selective_when_pays`` off); then those pages are
     released and stream packed.  A run that starts dense (CC) copies fewer
     bytes before; every run equals the CPU's and the run made at set-up."""
     from garaphpy.scheduler.gpu_engine import SELECTIVE_FRONTIER_SHARE
 
-    monkeypatch.setattr(config, "GPU_SELECTIVE_WHEN_PAYS", False)
+    ref.gpu_engine_options(monkeypatch, selective_when_pays=False)
     program, sources, options, cpu, budget = deferred_arrays_case(paged, name, execution)
     runs = {}
-    saved = config.GPU_DEFER_SELECTIVE_ARRAYS
-    try:
-        for deferred in (True, False):
-            config.GPU_DEFER_SELECTIVE_ARRAYS = deferred
+    for deferred in (True, False):
+        with pytest.MonkeyPatch.context() as patch:
+            ref.gpu_engine_options(patch, defer_selective_arrays=deferred)
             runs[deferred] = run_gpu(paged, program, sources, "auto", packed=True,
                                      gpu_memory=budget, **options)
-            ref.assert_run_matches(name, execution, runs[deferred], cpu)
-    finally:
-        config.GPU_DEFER_SELECTIVE_ARRAYS = saved
+        ref.assert_run_matches(name, execution, runs[deferred], cpu)
     now, before = runs[False].iterations, runs[True].iterations
     assert not now[0].decisions["defer_selective_arrays"]["choice"]
     entry = before[0].decisions["defer_selective_arrays"]
@@ -347,7 +341,7 @@ def test_selective_arrays_made_at_the_first_sparse_iteration(paged, name, execut
 @pytest.mark.parametrize("name", ["bfs", "sssp"])
 @pytest.mark.parametrize("pays", ["never", "at once", "by rent"])
 def test_selective_arrays_made_when_they_pay(paged, name, execution, pays, monkeypatch):
-    """With the rent-or-buy rule (``config.GPU_SELECTIVE_WHEN_PAYS``), every
+    """With the rent-or-buy rule (the engine's ``selective_when_pays``), every
     sparse iteration before the arrays are made runs the pull over every page
     with its verdict recorded (``selective_pays``: no), the one that makes
     them says yes with the rent reaching the price, and none after decides
@@ -357,7 +351,7 @@ def test_selective_arrays_made_when_they_pay(paged, name, execution, pays, monke
 
     overhead, dense_iterations = {"never": (1e3, 2), "at once": (0.0, 0),
                                   "by rent": (0.0, 1e6)}[pays]
-    monkeypatch.setattr(config, "GPU_SELECTIVE_WHEN_PAYS", True)
+    ref.gpu_engine_options(monkeypatch, selective_when_pays=True)
     monkeypatch.setattr(config, "HYBRID_GPU_SPARSE_OVERHEAD_SECONDS", overhead)
     monkeypatch.setattr(config, "GPU_RELEASE_DENSE_ITERATIONS", dense_iterations)
     program, sources, options, cpu, budget = deferred_arrays_case(paged, name, execution)
@@ -465,19 +459,16 @@ def test_packed_pages_pulled_where_they_lie_equal_the_cpu(tiered, name, executio
     # the packed pages' buffers and some of the packed pages (4 to 10 bytes an edge
     # stored, 3.3 to 4.3 packed); a forced copy has no selective arrays
     budget = budget_for(tiered, program, 0.45, execution, buffers=False, selective=False)
-    saved = config.GPU_PULL_PACKED
-    try:
-        for pull_packed in (True, False):
-            config.GPU_PULL_PACKED = pull_packed
+    for pull_packed in (True, False):
+        with pytest.MonkeyPatch.context() as patch:
+            ref.gpu_engine_options(patch, pull_packed=pull_packed)
             gpu = run_gpu(tiered, program, sources, "copy", packed=True, gpu_memory=budget,
                           **options)
-            try:
-                ref.assert_run_matches(name, execution, gpu, cpu)
-            except AssertionError as error:
-                raise AssertionError(f"pull_packed={pull_packed}: {error}") from error
-            assert any(r.bytes_to_device > 0 for r in gpu.iterations)
-    finally:
-        config.GPU_PULL_PACKED = saved
+        try:
+            ref.assert_run_matches(name, execution, gpu, cpu)
+        except AssertionError as error:
+            raise AssertionError(f"pull_packed={pull_packed}: {error}") from error
+        assert any(r.bytes_to_device > 0 for r in gpu.iterations)
 
 
 def test_a_packed_pull_needs_no_buffer_for_unpacked_pages(paged):
@@ -547,57 +538,18 @@ def test_kept_pages_pulled_on_streams_of_their_own_equal_the_cpu(tiered, name, e
 def test_next_copies_queued_ahead_equal_the_cpu(tiered, name, execution, packed,
                                                monkeypatch):
     """Iterations that copy every streamed page queue the next iteration's
-    first copies (one per stream buffer) once their own are launched
-    (``config.GPU_PREFETCH_NEXT_COPIES``): the CPU's values, the same bytes
-    copied as without, and every iteration after the first uses copies the
-    one before queued."""
-    runs = forced_copy_runs(tiered, name, execution, 0.3, "GPU_PREFETCH_NEXT_COPIES",
-                            (True, False), monkeypatch, packed=packed)
-    entries = [r.decisions["prefetch_next_copies"] for r in runs[True].iterations]
-    assert runs[True].num_iterations > 2 and all(entry["choice"] for entry in entries)
+    first copies (one per stream buffer) once their own are launched: the
+    CPU's values, pages copied every iteration, and every iteration after
+    the first uses copies the one before queued."""
+    streams = config.GPU_KEPT_PAGES_STREAMS
+    run = forced_copy_runs(tiered, name, execution, 0.3, "GPU_KEPT_PAGES_STREAMS",
+                           (streams,), monkeypatch, packed=packed)[streams]
+    entries = [r.decisions["prefetch_next_copies"] for r in run.iterations]
+    assert run.num_iterations > 2 and all(entry["choice"] for entry in entries)
     assert entries[0]["used"] == 0
     assert all(0 < entry["used"] == before["queued"]
                for before, entry in zip(entries, entries[1:]))
-    assert not any(r.decisions["prefetch_next_copies"]["choice"] or
-                   r.decisions["prefetch_next_copies"]["used"] for r in runs[False].iterations)
-    # every iteration copies the same pages (asynchronous runs on several streams may
-    # take different numbers of iterations)
-    copied = [{r.bytes_to_device for r in runs[prefetch].iterations} for prefetch in runs]
-    assert copied[0] == copied[1] and min(copied[0]) > 0
-
-
-@pytest.mark.parametrize("transfer, packed", [("auto", False), ("copy", False),
-                                               ("copy", True)])
-@pytest.mark.parametrize("name", KEEPS_BEST)
-def test_kept_pages_settled_after_each_iteration_equal_the_synchronous_cpu(
-        paged, name, transfer, packed, monkeypatch):
-    """Asynchronous streamed runs of min and max programs pull the kept pages
-    again after each iteration until they settle
-    (``config.GPU_SETTLE_KEPT_PAGES``): the synchronous CPU run's values, as
-    without the rounds, and the rounds recorded with what each activated."""
-    program = program_for(name)
-    sources = sources_for(program)
-    options = dict(execution="async", max_iterations=1000)
-    synchronous = ref.run_engine_like_gpu(paged, program, sources, mode="cpu",
-                                          execution="sync", max_iterations=1000)
-    monkeypatch.setattr(config, "GPU_PULL_PACKED", False)   # kept packed pages unpack
-    budget = budget_for(paged, program, 0.4, "async", buffers=not packed,
-                        selective=transfer != "copy")
-    runs = {}
-    for settle in (True, False):
-        monkeypatch.setattr(config, "GPU_SETTLE_KEPT_PAGES", settle)
-        runs[settle] = run_gpu(paged, program, sources, transfer, packed=packed,
-                               gpu_memory=budget, **options)
-        ref.assert_program_values(name, runs[settle].values, synchronous.values)
-        assert runs[settle].converged
-    entries = [r.decisions["settle_kept_pages"] for r in runs[True].iterations
-               if "settle_kept_pages" in r.decisions]
-    assert entries and all(entry["choice"] for entry in entries)
-    assert max(entry["activated"][0] for entry in entries) > 0     # the rounds did work
-    for entry in entries:
-        assert 1 <= entry["rounds"] == len(entry["activated"]) <= entry["max_rounds"]
-        assert entry["activated"][-1] == 0 or entry["rounds"] == entry["max_rounds"]
-    assert not any("settle_kept_pages" in r.decisions for r in runs[False].iterations)
+    assert min(r.bytes_to_device for r in run.iterations) > 0
 
 
 def test_a_page_launched_into_a_buffer_queued_for_another_page_is_copied_again(tiered):
@@ -618,17 +570,17 @@ def test_a_page_launched_into_a_buffer_queued_for_another_page_is_copied_again(t
         config.GPU_TRANSFER = saved
     pulled = []
     for queued_ahead, engine in zip((True, False), engines):
-        copied = [k for k in range(len(engine.pages)) if engine._copied(k)]
+        copied = [k for k in range(len(engine.pages)) if engine.page_store.copied(k)]
         assert len(copied) >= 2 and engine.prefetch_entry["choice"]
         aggregates = engine.aggregates(0)
         engine.begin_iteration(0)
         if queued_ahead:
-            engine._prefetch_next_copies(copied, [0] * len(copied))
-            assert list(engine._prefetched) == [0]
-            assert engine._prefetched[0].page == copied[0]
+            engine.page_store.prefetch_next_copies(copied, [0] * len(copied))
+            assert list(engine.page_store.prefetched) == [0]
+            assert engine.page_store.prefetched[0].page == copied[0]
         timing = engine.launch_page(copied[1], aggregates, 0, slot=0)
         assert not timing.prefetched and timing.bytes_to_device > 0
-        assert not engine._prefetched
+        assert not engine.page_store.prefetched
         page = engine.pages[copied[1]]
         engine.end_iteration(IterationRecord(0, "gpu", "pull", False, 0.0, 1.0, 1), [timing],
                              aggregates)
@@ -645,16 +597,15 @@ def test_transfer_rates_measured_at_set_up(packed, monkeypatch):
     and the host threads' rates measured at its set-up: each measured rate
     replaces config's default and is recorded; without the calibration the
     defaults stand.  Either way the run equals the CPU's."""
-    from garaphpy.scheduler import transfer
+    from garaphpy.scheduler.gpu import transfer
     from garaphpy.scheduler.gpu_engine import GpuEngine
 
     graph = garaphpy.Graph.load("rmat:20", progress=False, max_page_bytes=16 << 20,
                                 generator_options={"weighted": True, "seed": 5})
     program = program_for("bfs")
     budget = budget_for(graph, program, 0.25)
-    monkeypatch.setattr(config, "GPU_PACKED_PAGES", packed)
     engine = GpuEngine(graph, program, np.array([0], np.int64), synchronous=True,
-                       gpu_memory=budget)
+                       gpu_memory=budget, packed_pages=packed)
     assert not engine.plan.resident and engine.selective
     measured = engine.calibration
     assert measured["choice"] == "measured"
@@ -671,9 +622,8 @@ def test_transfer_rates_measured_at_set_up(packed, monkeypatch):
                   **ITERATIONS)
     ref.assert_run_matches("bfs", "sync", gpu, cpu)
     assert gpu.iterations[0].decisions["transfer_calibration"]["choice"] == "measured"
-    monkeypatch.setattr(config, "GPU_CALIBRATE_TRANSFER_RATES", False)
     plain = GpuEngine(graph, program, np.array([0], np.int64), synchronous=True,
-                      gpu_memory=budget)
+                      gpu_memory=budget, packed_pages=packed, calibrate_transfer_rates=False)
     assert plain.calibration is None
     assert plain.transfer_rates.as_dict() == transfer.TransferRates().as_dict()
 

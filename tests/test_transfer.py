@@ -17,10 +17,11 @@ import pytest
 import garaphpy
 from garaphpy import config
 from garaphpy.errors import ConfigError
-from garaphpy.kernels import subgraph
-from garaphpy.scheduler import decisions, transfer
+from garaphpy.kernels import gpu_subgraph as subgraph
+from garaphpy.scheduler import decisions
+from garaphpy.scheduler.gpu import transfer
 from garaphpy.scheduler.gpu_engine import GpuMemoryError, plan_pages
-from garaphpy.scheduler.transfer import COMPACT, COPY, RESIDENT, SKIP, ZERO_COPY
+from garaphpy.scheduler.gpu.transfer import COMPACT, COPY, RESIDENT, SKIP, ZERO_COPY
 
 
 @pytest.fixture(scope="module")
@@ -624,23 +625,23 @@ class _Pages:
 
 
 def _queueing_engine(kept, packed_host, cached, streams=3):
-    """A GpuEngine without a GPU, with what :meth:`GpuEngine._prefetch_next_copies`
+    """A page store without a GPU, with what :meth:`PageStore.prefetch_next_copies`
     reads; its copies are recorded, not made."""
     from types import SimpleNamespace
 
-    from garaphpy.scheduler.gpu_engine import GpuEngine
+    from garaphpy.scheduler.gpu.page_store import PageStore
 
-    engine = GpuEngine.__new__(GpuEngine)
-    engine.cupy = SimpleNamespace(cuda=SimpleNamespace(Event=object))
-    engine.streams = [object()] * streams
-    engine.plan = SimpleNamespace(resident=False)
-    engine.resident_images = {k: None for k in kept}
-    engine.packed_images = {}
-    engine.packed_host = {k: None for k in packed_host}
-    engine.page_source = _Pages(cached)
-    engine.queued = []
-    engine._queue_copy = lambda k, slot, timing, start, end: engine.queued.append((k, slot))
-    return engine
+    pages = PageStore.__new__(PageStore)
+    pages.cupy = SimpleNamespace(cuda=SimpleNamespace(Event=object))
+    pages.streams = [object()] * streams
+    pages.plan = SimpleNamespace(resident=False)
+    pages.resident_images = {k: None for k in kept}
+    pages.packed_images = {}
+    pages.packed_host = {k: None for k in packed_host}
+    pages.page_source = _Pages(cached)
+    pages.queued = []
+    pages.queue_copy = lambda k, slot, timing, start, end: pages.queued.append((k, slot))
+    return pages
 
 
 def test_the_next_iterations_first_copy_of_each_buffer_is_queued_ahead():
@@ -652,11 +653,11 @@ def test_the_next_iterations_first_copy_of_each_buffer_is_queued_ahead():
     is_kept = np.isin(np.arange(10), kept)
     order = interleave(copied, kept)
     slots = stream_slots(order, is_kept, 3)
-    engine._prefetch_next_copies(order, slots)
+    engine.prefetch_next_copies(order, slots)
     # the copied pages in launch order take the buffers in turn: the first three
     first = [(k, s) for k, s in zip(order, slots) if k in copied][:3]
     assert engine.queued == first and [s for _, s in first] == [0, 1, 2]
-    assert {slot: timing.page for slot, timing in engine._prefetched.items()} == {
+    assert {slot: timing.page for slot, timing in engine.prefetched.items()} == {
         s: k for k, s in first}
 
 
@@ -667,9 +668,9 @@ def test_queueing_ahead_stops_at_a_page_read_from_storage():
     slots = stream_slots(order, np.zeros(4, bool), 4)
     # page 1 streams as stored and is not held in host memory: its copy waits for a read
     engine = _queueing_engine([], packed_host=[2], cached=[0, 3], streams=4)
-    engine._prefetch_next_copies(order, slots)
+    engine.prefetch_next_copies(order, slots)
     assert engine.queued == [(0, 0)]
     # a packed page is in pinned host memory whatever the page source holds
     engine = _queueing_engine([], packed_host=[0, 1, 2, 3], cached=[], streams=4)
-    engine._prefetch_next_copies(order, slots)
+    engine.prefetch_next_copies(order, slots)
     assert engine.queued == [(0, 0), (1, 1), (2, 2), (3, 3)]

@@ -38,9 +38,7 @@ or ``src_in_degree``) a synchronous run computes each vertex's contribution
 once per iteration (``gp_contributions``), and the pull reads one array per
 edge instead of two: the same arithmetic, fewer random reads.  A shard whose
 accumulators exceed the card's shared memory keeps them in global memory
-(slower, same results).  ``config.GPU_WARP_COMBINE`` selects a variant that
-combines each warp's runs of same-destination edges before the replica
-atomics.
+(slower, same results).
 """
 
 from __future__ import annotations
@@ -195,9 +193,8 @@ def _kernels_text() -> str:
 class GpuKernels:
     """The compiled kernels of one program (cupy RawKernel objects).
 
-    ``pull[(precomputed, warp_combine)]`` is the pull kernel reading
-    precomputed contributions or gathering per edge, with or without the
-    warp-level combining of same-destination runs before the replica atomics.
+    ``pull[precomputed]`` is the pull kernel reading precomputed
+    contributions or gathering per edge.
     ``pull_packed[precomputed]`` pulls a packed page where it lies
     (``gp_pull_packed``, kernels/cuda/stream.cu).
     """
@@ -270,10 +267,8 @@ def compile_kernels(program: CudaProgram, vertex_dtype,
     with _MODULES_LOCK:
         if key in _MODULES:
             return _MODULES[key]
-        variants = [(precomputed, combine) for precomputed in (False, True)
-                    for combine in (False, True)]
-        names = {variant: f"gp_pull<{str(variant[0]).lower()}, {str(variant[1]).lower()}, "
-                          f"{edges_per_thread}>" for variant in variants}
+        names = {precomputed: f"gp_pull<{str(precomputed).lower()}, {edges_per_thread}>"
+                 for precomputed in (False, True)}
         packed_names = {precomputed: f"gp_pull_packed<{str(precomputed).lower()}, "
                                      f"{edges_per_thread}>" for precomputed in (False, True)}
         module = cupy.RawModule(code=source, options=("-std=c++17",),

@@ -36,7 +36,7 @@ from .._numba_setup import parallel_section
 from ..kernels import cpu as kernels
 from ..kernels import union_find
 from ..kernels.cpu_program import CpuProgram
-from ..kernels.subgraph import out_edge_values
+from ..kernels.gpu_subgraph import out_edge_values
 from ..monoids import MONOIDS, monoid_identity
 from . import decisions
 from .records import IterationRecord

@@ -486,40 +486,18 @@ def fuse_gpu_launch(resident: bool, fuse_enabled: bool, host_copies: bool,
                 and (synchronous or not checkpoints_after_pages) and num_pages > 1)
 
 
-def prefetch_next_copies(enabled: bool, resident: bool, selective: bool) -> bool:
+def prefetch_next_copies(resident: bool, selective: bool) -> bool:
     """Whether a streamed run's iteration queues the next iteration's first
     page copies once its own pages are launched.
 
-    Only when enabled (``config.GPU_PREFETCH_NEXT_COPIES``), with pages that
-    stream (not all resident), and iterations that copy every streamed page
+    Only with pages that stream (not all resident), and iterations that copy
+    every streamed page
     (not ``selective``: a run that chooses per page may skip or compact the
     next iteration's pages, and copies made for nothing would hold the bus
     its compacted edges wait for).  The pages' images do not change between
     iterations, so a copy made early is the copy the next iteration needs.
     """
-    return bool(enabled and not resident and not selective)
-
-
-def settle_kept_pages(enabled: bool, synchronous: bool, keeps_best: bool, resident: bool,
-                      kept_pages: int, streamed_pages: int, host_copies: bool,
-                      aggregates: bool) -> bool:
-    """Whether a streamed GPU run pulls the pages it keeps on the device again
-    after each iteration, until they settle, before the next iteration moves
-    the streamed pages (Subway's asynchronous model; AsynGraph's repeated
-    processing of the resident part).
-
-    Only when enabled (``config.GPU_SETTLE_KEPT_PAGES``); for asynchronous
-    runs (a synchronous iteration reads only the values of the one before);
-    of a program whose apply keeps the best value (min or max: pulling a page
-    again with newer values can only move its vertices toward the fixed point
-    the synchronous run reaches, so the values equal it); with some pages
-    kept and some streamed; on the GPU alone (a hybrid iteration's pages are
-    shared with the host, which holds its own copy of the values); and
-    without aggregates (they are the iteration's, computed before its pulls).
-    """
-    return bool(enabled and not synchronous and keeps_best and not resident
-                and kept_pages > 0 and streamed_pages > 0 and not host_copies
-                and not aggregates)
+    return bool(not resident and not selective)
 
 
 def device_loop(enabled: bool, resident: bool, aggregates: bool, host_copies: bool,
@@ -665,7 +643,7 @@ def gpu_span_edges(num_edges: int, lanes: int, threads: int,
 def selective_transfers(declared: bool, host_copies: bool, forced: str = "auto") -> bool:
     """Whether a run whose pages stream chooses per page and iteration how each
     reaches the GPU (skip, copy, compact or zero-copy:
-    :func:`garaphpy.scheduler.transfer.choose_transfers`) rather than copying
+    :func:`garaphpy.scheduler.gpu.transfer.choose_transfers`) rather than copying
     every streamed page: for a program declaring ``apply_keeps_best`` (a page
     no active vertex reaches then changes nothing, and pushing the active
     edges gives the pull's values), on the GPU alone (a hybrid iteration's
@@ -679,7 +657,7 @@ def defer_selective_arrays(forced: str, packed_streams: bool, displaced_bytes: i
     """Whether a run whose pages stream makes the selective transfers' device
     arrays (accumulators, frontier, compacted buffer) at its first sparse
     iteration rather than at set-up, keeping more pages on the device until
-    then (:func:`~garaphpy.scheduler.transfer.pages_kept_until_sparse`): with
+    then (:func:`~garaphpy.scheduler.gpu.transfer.pages_kept_until_sparse`): with
     the automatic choice (``forced``), when every page that may stream is
     packed and pulled where it lies (``packed_streams``: a page released then
     streams from its packed host image, as the others do), and when the

@@ -525,10 +525,7 @@ def _resolve_gpu_memory(options: BuildOptions) -> int:
     if options.gpu_memory is not None:
         return options.gpu_memory
     try:  # pragma: no cover - depends on the machine
-        import cupy
-
-        free, _total = cupy.cuda.runtime.memGetInfo()
-        return int(free * 0.8)
+        return config.default_gpu_budget()
     except Exception:
         return config.DEFAULT_GPU_MEMORY_BYTES
 

@@ -176,7 +176,7 @@ __device__ __forceinline__ void gp_pull_finish(
     gp_block_totals(l1, activated, activated_out_edges, l1_total, counters, shared);
 }
 
-template <bool PRECOMPUTED, bool WARP_COMBINE, int EDGES_PER_THREAD>
+template <bool PRECOMPUTED, int EDGES_PER_THREAD>
 __global__ void __launch_bounds__(GP_THREADS_PER_BLOCK)
 gp_pull(const vid_t* __restrict__ sources, const unsigned short* __restrict__ idxoff,
         const weight_t* __restrict__ weights,
@@ -209,33 +209,7 @@ gp_pull(const vid_t* __restrict__ sources, const unsigned short* __restrict__ id
     // R_i and the merge strides are powers of two: shifts and masks, no integer division
     const int replication_shift = __ffs(replication) - 1;
     const int replica = threadIdx.x & (replication - 1);
-    if (WARP_COMBINE) {
-        // edges are sorted by destination, so a warp's 32 edges form runs of one
-        // destination: a segmented scan combines each run, and only its last lane
-        // takes the replica's atomic
-        const int lane = threadIdx.x & 31;
-        for (long long base = edge_begin + (threadIdx.x - lane); base < edge_end;
-             base += blockDim.x) {
-            const long long e = base + lane;
-            const bool valid = e < edge_end;
-            int key = -1 - lane;
-            accum_t x = identity;
-            if (valid) {
-                const long long u = (long long)sources[e];
-                key = idxoff[e];
-                if (PRECOMPUTED) x = contributions[u];
-                else x = gp_gather(values, weights, attrs, u, first_vertex + key, e);
-            }
-            for (int delta = 1; delta < 32; delta <<= 1) {
-                const accum_t before = gp_shuffle<true>(x, delta);
-                const int before_key = __shfl_up_sync(0xffffffffu, key, delta);
-                if (lane >= delta && before_key == key) x = gp_combine(x, before);
-            }
-            const int next_key = __shfl_down_sync(0xffffffffu, key, 1);
-            if (valid && (lane == 31 || next_key != key))
-                gp_atomic_combine(&local[(key << replication_shift) + replica], x);
-        }
-    } else if (EDGES_PER_THREAD > 1) {
+    if (EDGES_PER_THREAD > 1) {
         // each thread takes a run of consecutive edges (runs aligned to their length in
         // the arrays, loaded as vectors, their gathers in flight at once), combines each
         // destination's edges of the run in registers and takes one replica atomic per

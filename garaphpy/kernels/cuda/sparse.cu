@@ -1,4 +1,4 @@
-// garaphpy's device-side loop of sparse iterations (issue 18): notify-pull over
+// garaphpy's device-side loop of sparse iterations: notify-pull over
 // the frontier, its state kept on the GPU so that the host queues many
 // iterations without waiting. Appended after pull.cu (same prelude and program
 // functions) by garaphpy/kernels/gpu.py; driven by
@@ -295,6 +295,30 @@ __device__ void gp_sparse_finish(long long* loop, long long* records) {
     state[GP_LOOP_STOP] = stop;
 }
 
+// The end of a looped kernel's block: its totals added to the iteration's, then
+// the last block to finish ends the iteration (last_block: the kernel's shared flag).
+__device__ __forceinline__ void gp_sparse_block_done(long long* loop, long long* records,
+                                                     double l1, unsigned long long activated,
+                                                     unsigned long long activated_out_edges,
+                                                     unsigned char* shared, int* last_block) {
+    gp_block_totals(l1, activated, activated_out_edges,
+                    reinterpret_cast<double*>(loop + GP_LOOP_L1),
+                    reinterpret_cast<unsigned long long*>(loop + GP_LOOP_ACTIVATED), shared);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        const unsigned long long done = atomicAdd(
+            reinterpret_cast<unsigned long long*>(loop + GP_LOOP_BLOCKS_DONE), 1ull);
+        *last_block = done == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (*last_block && threadIdx.x == 0) {
+        __threadfence();
+        loop[GP_LOOP_BLOCKS_DONE] = 0;
+        gp_sparse_finish(loop, records);
+    }
+}
+
 extern "C" __global__ void gp_sparse_pull(long long* loop, long long* records,
                                           const long long* __restrict__ in_offsets,
                                           const vid_t* __restrict__ sources,
@@ -366,24 +390,8 @@ extern "C" __global__ void gp_sparse_pull(long long* loop, long long* records,
         }
     }
     gp_warp_max_into(widest, loop + GP_LOOP_FRONTIER_MAX_DEGREE + (parity ^ 1));
-    gp_block_totals(l1, activated, activated_out_edges,
-                    reinterpret_cast<double*>(loop + GP_LOOP_L1),
-                    reinterpret_cast<unsigned long long*>(loop + GP_LOOP_ACTIVATED),
-                    gp_sparse_shared);
-    // the last block to finish ends the iteration
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        const unsigned long long done = atomicAdd(
-            reinterpret_cast<unsigned long long*>(loop + GP_LOOP_BLOCKS_DONE), 1ull);
-        gp_last_block = done == gridDim.x - 1;
-    }
-    __syncthreads();
-    if (gp_last_block && threadIdx.x == 0) {
-        __threadfence();
-        loop[GP_LOOP_BLOCKS_DONE] = 0;
-        gp_sparse_finish(loop, records);
-    }
+    gp_sparse_block_done(loop, records, l1, activated, activated_out_edges, gp_sparse_shared,
+                         &gp_last_block);
 }
 
 // Pointer jumping for min-label propagation (Shiloach-Vishkin's shortcut; the
@@ -658,23 +666,8 @@ extern "C" __global__ void gp_sparse_apply(long long* loop, long long* records,
     }
     gp_warp_max_into(widest, loop + GP_LOOP_FRONTIER_MAX_DEGREE + (parity ^ 1));
     if (priority) gp_warp_min_into(lowest, loop + GP_LOOP_FAR_MIN);
-    gp_block_totals(l1, activated, activated_out_edges,
-                    reinterpret_cast<double*>(loop + GP_LOOP_L1),
-                    reinterpret_cast<unsigned long long*>(loop + GP_LOOP_ACTIVATED),
-                    gp_apply_shared);
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        const unsigned long long done = atomicAdd(
-            reinterpret_cast<unsigned long long*>(loop + GP_LOOP_BLOCKS_DONE), 1ull);
-        gp_last_block = done == gridDim.x - 1;
-    }
-    __syncthreads();
-    if (gp_last_block && threadIdx.x == 0) {
-        __threadfence();
-        loop[GP_LOOP_BLOCKS_DONE] = 0;
-        gp_sparse_finish(loop, records);
-    }
+    gp_sparse_block_done(loop, records, l1, activated, activated_out_edges, gp_apply_shared,
+                         &gp_last_block);
 }
 
 // ---- the push in order of value: the far queue's hand-overs

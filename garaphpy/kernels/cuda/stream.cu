@@ -1,4 +1,4 @@
-// garaphpy's kernels for pages that are not resident (issue 17), appended after
+// garaphpy's kernels for pages that are not resident, appended after
 // pull.cu and sparse.cu (same prelude and program functions) by
 // garaphpy/kernels/gpu.py; driven by GpuEngine's selective iterations
 // (garaphpy/scheduler/gpu_engine.py, garaphpy/scheduler/transfer.py).

@@ -1,4 +1,4 @@
-"""Which pages stay on the GPU, and how each other page reaches it (issue 17).
+"""Which pages stay on the GPU, and how each other page reaches it (beyond Garaph section 5.2).
 
 Garaph (section 5.2) streams every page every iteration when the pages do
 not all fit the GPU.  Here:
@@ -31,12 +31,12 @@ Programs of other kinds (PageRank's sums) copy every streamed page.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import config
-from ..errors import ConfigError
+from ... import config
+from ...errors import ConfigError
 
 RESIDENT, SKIP, COPY, COMPACT, ZERO_COPY = range(5)
 #: What each code means, in the iteration records.
@@ -167,28 +167,31 @@ class TransferRates:
     count : float
         Edges per second the host counts per page (the frontier's out-edges;
         of a vertex whose targets are sorted, at most
-        :data:`~garaphpy.kernels.subgraph.SORTED_RUN_EDGES` count).
+        :data:`~garaphpy.kernels.gpu_subgraph.SORTED_RUN_EDGES` count).
     pull, packed_pull : float
         Edges per second the GPU pulls a page kept on the device: as it is,
         and packed.
     """
 
-    bus: float = config.GPU_BUS_BYTES_PER_SECOND
-    gather: float = config.GPU_GATHER_EDGES_PER_SECOND
-    zero_copy: float = config.GPU_ZERO_COPY_BYTES_PER_SECOND
-    count: float = config.GPU_GATHER_EDGES_PER_SECOND
-    pull: float = config.GPU_PULL_EDGES_PER_SECOND
-    packed_pull: float = config.GPU_PACKED_PULL_EDGES_PER_SECOND
+    bus: float = field(default_factory=lambda: config.GPU_BUS_BYTES_PER_SECOND)
+    gather: float = field(default_factory=lambda: config.GPU_GATHER_EDGES_PER_SECOND)
+    zero_copy: float = field(default_factory=lambda: config.GPU_ZERO_COPY_BYTES_PER_SECOND)
+    count: float = field(default_factory=lambda: config.GPU_GATHER_EDGES_PER_SECOND)
+    pull: float = field(default_factory=lambda: config.GPU_PULL_EDGES_PER_SECOND)
+    packed_pull: float = field(default_factory=lambda: config.GPU_PACKED_PULL_EDGES_PER_SECOND)
 
     #: Shortest measurement learnt from (shorter ones are mostly launch time).
     MIN_SECONDS = 200e-6
 
     def learn(self, name: str, amount: float, seconds: float,
-              smoothing: float = config.GPU_TRANSFER_SMOOTHING) -> bool:
-        """Fold one measurement (``amount`` units in ``seconds``) into rate ``name``.
+              smoothing: float | None = None) -> bool:
+        """Fold one measurement (``amount`` units in ``seconds``) into rate ``name``
+        (``smoothing``: default ``config.GPU_TRANSFER_SMOOTHING``).
 
         Returns whether it was used (too short a measurement is not).
         """
+        if smoothing is None:
+            smoothing = config.GPU_TRANSFER_SMOOTHING
         if seconds < self.MIN_SECONDS or amount <= 0:
             return False
         measured = amount / seconds

@@ -1,5 +1,5 @@
 """Host kernels of selective page transfers: the frontier's edges per page and
-its active subgraph (issue 17; Subway's SubCSR, Sabet et al. EuroSys'20
+its active subgraph (Subway's SubCSR, Sabet et al. EuroSys'20
 section 3; HyTGraph's filtered transfers, section 4).
 
 A graph whose pages do not all fit the GPU streams some of them every
@@ -40,8 +40,8 @@ PIECE_EDGES = 4096
 
 #: Frontier vertices, or pieces, up to which the counts run on the calling
 #: thread alone: a parallel launch for 13 vertices waited 12-67 ms for the
-#: other host threads in some runs, against microseconds of work (issue 17,
-#: BENCHMARKS.md); 256 pieces are at most 1M edges, a millisecond or two.
+#: other host threads in some runs, against microseconds of work
+#: (BENCHMARKS.md); 256 pieces are at most 1M edges, a millisecond or two.
 SERIAL_PIECES = 256
 
 

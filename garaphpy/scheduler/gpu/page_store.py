@@ -1,0 +1,669 @@
+"""The GPU's pages: the plan, the images kept on the device, the stream buffers (Garaph section 5.2).
+
+The plan (:class:`PagePlan`, made once by :func:`plan_pages`) says whether
+every page stays on the device (resident) or pages stream through ``n_streams``
+device buffers, and which pages the budget keeps on the device beside the
+buffers, as they are or packed (:mod:`garaphpy.kernels.packed`).
+:class:`PageStore` holds what the plan asks for: the whole-graph edge arrays
+of a resident run, the images of the pages kept on the device, the packed
+images in pinned host memory, a buffer per stream, the copies into them (on
+one copy stream, each once the buffer's last pull is done), the copies queued
+ahead for the next iteration, and the kept pages released when the selective
+transfers' arrays are made (:meth:`PageStore.release`).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+
+from ... import config
+from ...errors import ConfigError, GaraphError
+from ...kernels import gpu as gpu_kernels
+from . import transfer
+from .timing import PageTiming
+
+#: Edges the resident arrays carry past the last one: the longest run of
+#: consecutive edges one pull-kernel thread loads as vectors.
+RESIDENT_PADDING_EDGES = max(gpu_kernels.EDGES_PER_THREAD_CHOICES)
+
+#: Bytes a page's device buffer holds past its last array (the pull's vector loads of
+#: a run may read a little past the IdxOff array when the values are not copied).
+PAGE_SLACK_BYTES = 256
+
+
+class GpuMemoryError(GaraphError, MemoryError):
+    """The GPU memory budget cannot hold the vertex data and one page."""
+
+
+@dataclass(frozen=True)
+class PagePlan:
+    """How the pages meet the GPU in this run (made once, never changed).
+
+    Attributes
+    ----------
+    resident : bool
+        All pages stay on the device between iterations.
+    n_streams : int
+        Streams (and, when streaming, device page buffers).
+    budget : int
+        GPU memory the run may use, in bytes.
+    vertex_bytes : int
+        Device memory taken by vertex data, shard table and attributes (and
+        the resident edge arrays' padding).
+    page_bytes : int
+        Device memory taken by page images (all pages, or the buffers and
+        the pages kept resident) at set-up; pages released later are counted
+        by :attr:`PageStore.released_bytes`.
+    resident_pages : numpy.ndarray of bool
+        Per page, whether it stays on the device (all of them when
+        ``resident``; when streaming, those the budget holds beside the
+        buffers: :func:`~garaphpy.scheduler.gpu.transfer.resident_pages`).
+    selective_bytes : int
+        Device memory of the selective transfers' arrays made at set-up (0:
+        none, or made later in the room of released pages).
+    packed_pages : numpy.ndarray of bool
+        Per page, whether it stays on the device packed at set-up
+        (:mod:`garaphpy.kernels.packed`; unpacked into a stream's buffer
+        before its pull, or pulled where it lies).  None when pages are not
+        packed.
+    """
+
+    resident: bool
+    n_streams: int
+    budget: int
+    vertex_bytes: int
+    page_bytes: int
+    resident_pages: np.ndarray = None
+    selective_bytes: int = 0
+    packed_pages: np.ndarray = None
+
+    @property
+    def streamed_pages(self) -> int:
+        """Pages that cross the bus every iteration (at most)."""
+        kept = self.resident_pages if self.packed_pages is None else \
+            self.resident_pages | self.packed_pages
+        return int((~kept).sum())
+
+
+def plan_pages(page_sizes: list[int], vertex_bytes: int, budget: int,
+               n_streams: int, *, page_edges: list[int] | None = None,
+               selective_bytes: int = 0, order: str = "edges",
+               packed_sizes: list[int] | None = None, raw_buffers: bool = True) -> PagePlan:
+    """Resident pages when they all fit beside the vertex data, else streaming,
+    with as many pages kept resident as the budget holds beside the stream
+    buffers (and the selective transfers' arrays, ``selective_bytes``, when
+    they fit too: else the plan has none).
+
+    Streaming needs one device buffer per stream; with less memory, fewer
+    streams are used (down to one, which loses the copy/kernel overlap).
+    With ``packed_sizes`` (each page's packed bytes), each stream also has a
+    buffer for a packed page, and pages are kept packed before any is kept as
+    it is (:func:`~garaphpy.scheduler.gpu.transfer.resident_tiers`).  Without
+    ``raw_buffers`` (every page that may stream is packed and pulled where it
+    lies), a stream has only the packed page's buffer.
+
+    Raises
+    ------
+    GpuMemoryError
+        When the budget holds not even the vertex data and one page.
+    """
+    if n_streams < 1:
+        raise ConfigError(f"n_streams={n_streams}: expected at least 1")
+    total = int(sum(page_sizes))
+    largest = int(max(page_sizes, default=0))
+    count = len(page_sizes)
+    if vertex_bytes + total <= budget:
+        return PagePlan(True, n_streams, budget, vertex_bytes, total, np.ones(count, bool))
+    # packed pages: a packed page's buffer per stream beside the page's
+    if packed_sizes is None:
+        per_stream = largest
+    else:
+        per_stream = (largest if raw_buffers else 0) + int(max(packed_sizes, default=0))
+    streams = n_streams
+    while streams > 1 and vertex_bytes + streams * per_stream > budget:
+        streams -= 1
+    if vertex_bytes + streams * per_stream > budget:
+        raise GpuMemoryError(
+            f"the GPU memory budget of {budget:,} bytes cannot hold the vertex data "
+            f"({vertex_bytes:,} bytes) and one page ({per_stream:,} bytes); raise the budget "
+            "(gpu_memory) or rebuild the store with a smaller max_page_bytes")
+    buffers = streams * per_stream
+    if vertex_bytes + buffers + selective_bytes > budget:
+        selective_bytes = 0
+    room = budget - vertex_bytes - buffers - selective_bytes
+    edges = page_edges if page_edges is not None else page_sizes
+    # unpacked, every page's packed size is its size: the tiers keep none packed
+    sizes_packed = packed_sizes if packed_sizes is not None else page_sizes
+    kept, packed = transfer.resident_tiers(page_sizes, sizes_packed, edges, room, order)
+    kept_bytes = int(np.asarray(page_sizes, np.int64)[kept].sum()
+                     + np.asarray(sizes_packed, np.int64)[packed].sum())
+    return PagePlan(False, streams, budget, vertex_bytes, buffers + kept_bytes, kept,
+                    selective_bytes, packed if packed_sizes is not None else None)
+
+
+def pinned_array(count: int, dtype) -> np.ndarray:
+    """An array of ``count`` elements of ``dtype`` in pinned host memory (the
+    copies to and from the device are asynchronous)."""
+    dtype = np.dtype(dtype)
+    return gpu_kernels.pinned_empty(count * dtype.itemsize).view(dtype)
+
+
+class PageStore:
+    """The pages of one GPU run: the plan and every page image the plan keeps
+    or streams.
+
+    Parameters
+    ----------
+    cupy : module
+    store : garaphpy.storage.Store
+    page_source : garaphpy.storage.page_source.PageSource
+        Where the streamed pages not packed come from.
+    reads_weights : bool
+        The program reads edge values: a page crosses the bus without them if not.
+    vertex_bytes : int
+        Device bytes of the vertex data (the resident arrays' padding is added).
+    budget : int
+        Device bytes the run may use.
+    n_streams : int
+    selective_bytes : int
+        Device bytes of the selective transfers' arrays, when the run may use
+        them (0 otherwise).
+    transfer_forced : str
+        ``config.GPU_TRANSFER`` as read by the engine.
+    empty_weights : cupy.ndarray
+        The one-element edge values a kernel reads when the page has none.
+    packed_pages : bool
+        Pages may be packed (:func:`decisions.packed_pages`; False: as stored).
+    pull_packed : bool
+        Packed pages are pulled where they lie (a stream then needs no buffer
+        for an unpacked page when every page is packed).
+    defer_selective_arrays : bool
+        The selective arrays' room may keep pages until a sparse iteration
+        (:func:`decisions.defer_selective_arrays`).
+    """
+
+    pinned_array = staticmethod(pinned_array)
+
+    def __init__(self, cupy, store, page_source, *, reads_weights: bool, vertex_bytes: int,
+                 budget: int, n_streams: int, selective_bytes: int, transfer_forced: str,
+                 empty_weights, packed_pages: bool = True, pull_packed: bool = True,
+                 defer_selective_arrays: bool = True):
+        from .. import decisions
+
+        self.cupy, self.store, self.page_source = cupy, store, page_source
+        self.pages = pages = store.pages
+        self.num_vertices, self.num_edges = store.num_vertices, store.num_edges
+        self.reads_weights = reads_weights
+        self.empty_weights = empty_weights
+        # a page on the wire: its sources and IdxOff, and its values where they are read
+        self.page_wire_bytes = [p.nbytes if reads_weights else p.weights_offset for p in pages]
+        # the resident arrays' padding: one run of the pull kernel past the last edge
+        run_padding = RESIDENT_PADDING_EDGES * (
+            store.vertex_dtype.itemsize + 2 + (store.weight_dtype.itemsize if store.weighted
+                                               else 0))
+        page_edges = [p.num_edges for p in pages]
+        plan_arguments = dict(page_edges=page_edges, selective_bytes=selective_bytes,
+                              order=config.GPU_RESIDENT_ORDER)
+        wire_sizes = [size + PAGE_SLACK_BYTES for size in self.page_wire_bytes]
+        plan = plan_pages(wire_sizes, vertex_bytes + run_padding, budget, n_streams,
+                          **plan_arguments)
+        #: per page, its packed layout when it is packed (:mod:`garaphpy.kernels.packed`)
+        self.packed_layouts = {}
+        self.packed_entry = None
+        self.raw_buffers = True
+        packed_sizes = None
+        if not plan.resident:
+            self.packed_layouts = self._packed_layouts()
+            packed_sizes = [self.packed_layouts[k].nbytes + PAGE_SLACK_BYTES
+                            if k in self.packed_layouts else wire_sizes[k]
+                            for k in range(len(pages))]
+            self.packed_entry = decisions.fixed(
+                decisions.packed_pages, enabled=bool(packed_pages),
+                wire_bytes=int(sum(wire_sizes)), packed_bytes=int(sum(packed_sizes)))
+            if self.packed_entry["choice"]:
+                # a stream's buffer for an unpacked page: only to unpack into, or for a
+                # page that streams as stored (one the host does not hold)
+                self.raw_buffers = not (pull_packed
+                                        and len(self.packed_layouts) == len(pages))
+                plan = plan_pages(wire_sizes, vertex_bytes + run_padding, budget,
+                                  n_streams, packed_sizes=packed_sizes,
+                                  raw_buffers=self.raw_buffers, **plan_arguments)
+            else:
+                self.packed_layouts = {}
+        #: whether pages stream and the selective transfers' arrays have room
+        self.selective_room = bool(not plan.resident and plan.selective_bytes)
+        #: the kept pages released when the selective arrays are made (deferred), else None
+        self.release_pages = None
+        self.deferral_entry = None
+        if self.selective_room and plan.packed_pages is not None:
+            plan = self._defer_selective_arrays(plan, packed_sizes, page_edges,
+                                                transfer_forced, defer_selective_arrays)
+        self.plan = plan
+        #: device bytes of the kept pages released since set-up
+        self.released_bytes = 0
+        self._setup_images()
+
+    # -- set-up ---------------------------------------------------------------------------
+    def _setup_images(self) -> None:
+        """The per-page tables, the streams, and the images the plan keeps."""
+        cupy, plan, pages = self.cupy, self.plan, self.pages
+        #: per page, whether it stays on the device (as it is or packed)
+        self.kept_pages = plan.resident_pages.copy()
+        if plan.packed_pages is not None:
+            self.kept_pages |= plan.packed_pages
+        #: per page, whether it stays on the device packed
+        self.packed_kept = (plan.packed_pages.copy() if plan.packed_pages is not None
+                            else np.zeros(len(pages), bool))
+        self.page_edge_counts = np.array([p.num_edges for p in pages], np.float64)
+        #: per page, the bytes one copy of it moves to the device
+        self.page_bus_bytes = np.array(
+            [self.packed_layouts[k].nbytes if k in self.packed_layouts else wire
+             for k, wire in enumerate(self.page_wire_bytes)], np.int64)
+        self.streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(plan.n_streams)]
+        # the pulls of pages kept on the device that read no stream buffer (raw, or packed
+        # and pulled where they lie) in turn on streams of their own, when
+        # config.GPU_KEPT_PAGES_STREAMS asks for some (0: on the copied pages' streams)
+        kept_streams = config.GPU_KEPT_PAGES_STREAMS \
+            if not plan.resident and self.kept_pages.any() else 0
+        self.kept_streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(kept_streams)]
+        #: every stream a page's kernels run on (joined at the end of an iteration)
+        self.page_streams = self.streams + self.kept_streams
+        #: the copies of streamed pages, one after another into the streams' buffers
+        #: (their kernels wait on them in the streams): the bus never waits on a kernel
+        self.copy_stream = cupy.cuda.Stream(non_blocking=True)
+        # per stream: its packed buffer unpacked, its page buffer pulled
+        self.buffer_events = {"packed_free": [cupy.cuda.Event() for _ in self.streams],
+                              "raw_free": [cupy.cuda.Event() for _ in self.streams]}
+        self.device_pages, self.device_packed = [], []
+        self.resident_images = {}       # page -> its image on the device (partial residency)
+        self.packed_images, self.packed_host, self.release_host = {}, {}, {}
+        self.resident_edges = None
+        if plan.resident:
+            self.resident_edges = self._resident_edge_arrays()
+        else:
+            self.resident_images = self._resident_page_images()
+            self._pack_pages()
+            if any(k not in self.resident_images and k not in self.packed_layouts
+                   for k in range(len(pages))):
+                # the pages it holds in memory, now, into pinned buffers
+                self.page_source.load("gpu")
+            # a stream's buffer: a page copied, or a page kept packed unpacked
+            if self.raw_buffers:
+                unpacked = max((self.page_wire_bytes[k] for k in range(len(pages))
+                                if k not in self.resident_images), default=0)
+                self.device_pages = [cupy.empty(unpacked + PAGE_SLACK_BYTES, np.uint8)
+                                     for _ in self.streams]
+        # the GPU's walk over the pages of an iteration (opened by open_iteration), and the
+        # pages read from storage for it, each until its copy to the device is done
+        self.cursor = self.page_source.cursor((), "gpu", release="manual")
+        self.copying = collections.deque()
+        self.page_views = {}            # (page, stream slot) -> the kernel's typed views
+        #: stream slot -> the copy an iteration queued for the next one's page in that
+        #: slot's buffer (its PageTiming); launching any page that reads the buffer
+        #: takes the entry out
+        self.prefetched = {}
+
+    def _resident_edge_arrays(self) -> tuple:
+        """Every page's sources, IdxOff and weights copied into whole-graph device
+        arrays at the pages' global edge offsets, padded by
+        ``RESIDENT_PADDING_EDGES`` (a run of the pull kernel's vector loads may
+        read past the last edge).
+
+        They take no more than the page images (whose arrays are padded to 64
+        bytes each) plus that padding, which the plan counts.
+        """
+        cupy, store = self.cupy, self.store
+        vertex_dtype = store.vertex_dtype
+        weight_dtype = store.weight_dtype if store.weighted else None
+        padded = self.num_edges + RESIDENT_PADDING_EDGES
+        sources = cupy.zeros(padded, vertex_dtype)
+        idxoff = cupy.zeros(padded, np.uint16)
+        weights = cupy.zeros(padded, weight_dtype) if weight_dtype is not None else \
+            self.empty_weights
+        largest = max((p.nbytes for p in self.pages), default=0)
+        staging = self.pinned_array(largest, np.uint8) if largest else None
+        for info in self.pages:
+            image = store.read_page(info.index, out=staging).image
+            begin, n = info.edge_begin, info.num_edges
+            sources[begin:begin + n].set(image[:n * vertex_dtype.itemsize].view(vertex_dtype))
+            idxoff[begin:begin + n].set(
+                image[info.idxoff_offset:info.idxoff_offset + 2 * n].view(np.uint16))
+            if weight_dtype is not None:
+                size = weight_dtype.itemsize
+                weights[begin:begin + n].set(image[info.weights_offset:
+                                                   info.weights_offset + size * n]
+                                             .view(weight_dtype))
+            cupy.cuda.get_current_stream().synchronize()  # before staging is reused
+        return sources, idxoff, weights
+
+    def _defer_selective_arrays(self, plan: PagePlan, packed_sizes, page_edges,
+                                transfer_forced: str, enabled: bool) -> PagePlan:
+        """Keep the pages the selective arrays' room holds, packed, until a
+        sparse iteration makes the arrays (:meth:`release`;
+        :func:`decisions.defer_selective_arrays`,
+        :func:`transfer.pages_kept_until_sparse`); returns the plan made with
+        the arrays' room (``plan`` itself when they are not deferred)."""
+        from .. import decisions
+
+        kept = plan.resident_pages | plan.packed_pages
+        room = plan.budget - plan.vertex_bytes - plan.page_bytes
+        extra = transfer.pages_kept_until_sparse(kept, packed_sizes, page_edges, room,
+                                                 config.GPU_RESIDENT_ORDER)
+        extra_bytes = int(np.asarray(packed_sizes, np.int64)[extra].sum())
+        self.deferral_entry = decisions.fixed(
+            decisions.defer_selective_arrays, forced=transfer_forced,
+            packed_streams=bool(self.packed_entry["choice"] and not self.raw_buffers),
+            displaced_bytes=extra_bytes, enabled=bool(enabled))
+        if not self.deferral_entry["choice"]:
+            return plan
+        self.deferral_entry["kept_until_sparse"] = int(extra.sum())
+        self.release_pages = extra
+        # the arrays' room holds pages until the arrays are made
+        return dataclasses.replace(plan, packed_pages=plan.packed_pages | extra,
+                                   page_bytes=plan.page_bytes + extra_bytes,
+                                   selective_bytes=0)
+
+    def _resident_page_images(self) -> dict:
+        """The plan's resident pages copied to the device, each as its image
+        (a streaming run keeps them between iterations: partial residency)."""
+        cupy, store = self.cupy, self.store
+        kept = np.flatnonzero(self.plan.resident_pages).tolist()
+        if not kept:
+            return {}
+        staging = self.pinned_array(max(self.pages[k].nbytes for k in kept), np.uint8)
+        images = {}
+        for k in kept:
+            info = self.pages[k]
+            wire = self.page_wire_bytes[k]
+            image = store.read_page(info.index, out=staging).image
+            images[k] = cupy.empty(wire + PAGE_SLACK_BYTES, np.uint8)
+            images[k][:wire].set(image[:wire])
+            cupy.cuda.get_current_stream().synchronize()    # before staging is reused
+        return images
+
+    def _packed_layouts(self) -> dict:
+        """Per page the plan may pack (one the page source holds in host memory:
+        packing it once costs a read), its packed layout."""
+        from ...kernels import packed
+
+        store = self.store
+        width = packed.source_width(self.num_vertices, store.vertex_dtype)
+        codes = page_weight_codes(store) if self.reads_weights else None
+        weight_size = store.weight_dtype.itemsize if self.reads_weights else 0
+        vertices = store.shards["num_vertices"].astype(np.int64)
+        layouts = {}
+        for info in self.pages:
+            if not self.page_source.is_cached(info.index):
+                continue
+            columns = int(vertices[info.first_shard:info.first_shard + info.num_shards].sum())
+            layouts[info.index] = packed.packed_layout(
+                info.num_edges, columns, width,
+                packed.WEIGHT_NONE if codes is None else int(codes[info.index]), weight_size)
+        return layouts
+
+    def _pack_pages(self) -> None:
+        """The packed pages: those the plan keeps packed, on the device; those
+        that stream, in pinned host memory (one block); and a packed page's
+        buffer per stream."""
+        from ...kernels import packed
+
+        cupy, store = self.cupy, self.store
+        self.packed_images = {}         # page -> its packed image on the device
+        self.packed_host = {}           # page -> its packed image in pinned host memory
+        self.release_host = {}          # the same, of a kept page until it is released
+        self.device_packed = []
+        if not self.packed_layouts:
+            return
+        vertices = store.shards["num_vertices"].astype(np.int64)
+        self.shard_column_begin = cupy.asarray(np.cumsum(vertices) - vertices)
+        kept = self.plan.packed_pages
+        released = (self.release_pages if self.release_pages is not None
+                    else np.zeros(len(self.pages), bool))
+        streamed = [k for k in self.packed_layouts
+                    if (not kept[k] and k not in self.resident_images) or released[k]]
+        offsets, at = {}, 0
+        for k in streamed:
+            offsets[k] = at
+            at += -(-self.packed_layouts[k].nbytes // 4096) * 4096
+        host_block = gpu_kernels.pinned_empty(at) if streamed else None
+        largest_kept = max((self.packed_layouts[k].nbytes for k in self.packed_layouts
+                            if kept[k]), default=0)
+        staging = self.pinned_array(largest_kept, np.uint8) if largest_kept else None
+        read_buffer = np.empty(max(self.pages[k].nbytes for k in self.packed_layouts), np.uint8)
+        for k, layout in self.packed_layouts.items():
+            if k in self.resident_images and not released[k]:
+                continue
+            page = store.read_page(k, out=read_buffer)
+            out = host_block[offsets[k]:] if k in offsets else staging
+            packed.pack_page(page.sources, page.idxoff,
+                             page.weights if self.reads_weights else None,
+                             store.page_shards(k), self.num_vertices,
+                             code=layout.weight_code, out=out)
+            if k in offsets:
+                host = host_block[offsets[k]:offsets[k] + layout.nbytes]
+                (self.release_host if released[k] else self.packed_host)[k] = host
+            if kept[k]:
+                image = self.packed_images[k] = cupy.empty(layout.nbytes + PAGE_SLACK_BYTES,
+                                                           np.uint8)
+                image[:layout.nbytes].set(out[:layout.nbytes])
+                cupy.cuda.get_current_stream().synchronize()    # before staging is reused
+        if streamed:
+            largest = max(self.packed_layouts[k].nbytes for k in streamed)
+            self.device_packed = [cupy.empty(largest + PAGE_SLACK_BYTES, np.uint8)
+                                  for _ in self.streams]
+
+    # -- what the plan says now -------------------------------------------------------------
+    @property
+    def page_bytes(self) -> int:
+        """Device bytes the page images take now (the plan's, less those released)."""
+        return self.plan.page_bytes - self.released_bytes
+
+    @property
+    def free_bytes(self) -> int:
+        """Device bytes of the budget that neither the vertex data nor the pages take."""
+        return self.plan.budget - self.plan.vertex_bytes - self.page_bytes
+
+    @property
+    def streamed_bus_bytes(self) -> int:
+        """The bytes the pages not kept on the device move over the bus in a
+        pull over every page."""
+        return int(self.page_bus_bytes[~self.kept_pages].sum())
+
+    def release(self) -> tuple[list, int]:
+        """The pages :meth:`_defer_selective_arrays` chose released from the
+        device (each streams packed from then on, from the packed image made at
+        set-up); returns them and the device bytes freed."""
+        released = np.flatnonzero(self.release_pages).tolist()
+        freed = 0
+        for k in released:
+            freed += self.packed_images.pop(k).nbytes
+            self.packed_host[k] = self.release_host.pop(k)
+        self.kept_pages[released] = False
+        self.packed_kept[released] = False
+        self.released_bytes += freed
+        self.release_pages = None
+        return released, freed
+
+    # -- pages reaching the device ----------------------------------------------------------
+    def views(self, index: int, slot: int | None = None) -> tuple:
+        """Typed device views (sources, idxoff, weights) the kernel of page ``index``
+        reads: the whole-graph arrays when resident (shards index them globally),
+        its own image when the page alone is resident, else the page's image in
+        the buffer of stream ``slot`` (default ``index % streams``)."""
+        if self.plan.resident:
+            return self.resident_edges
+        if slot is None:
+            slot = index % len(self.streams)
+        key = (index, slot if index not in self.resident_images else -1)
+        views = self.page_views.get(key)
+        if views is not None:
+            return views
+        info = self.pages[index]
+        buffer = self.resident_images.get(index)
+        if buffer is None:
+            buffer = self.device_pages[slot]
+        n = info.num_edges
+        vertex_dtype = self.store.vertex_dtype
+        sources = buffer[:n * vertex_dtype.itemsize].view(vertex_dtype)
+        idxoff = buffer[info.idxoff_offset:info.idxoff_offset + 2 * n].view(np.uint16)
+        if self.reads_weights:
+            size = self.store.weight_dtype.itemsize
+            weights = buffer[info.weights_offset:info.weights_offset + size * n].view(
+                self.store.weight_dtype)
+        else:
+            weights = self.empty_weights
+        self.page_views[key] = views = (sources, idxoff, weights)
+        return views
+
+    def open_iteration(self, order) -> None:
+        """The page source's walk over the pages of an iteration's ``order``
+        whose images it gives (those neither kept nor packed)."""
+        order = [k for k in order if k not in self.resident_images
+                 and k not in self.packed_layouts]
+        self.cursor = self.page_source.cursor(order, "gpu", release="manual")
+
+    def copied(self, k: int) -> bool:
+        """Whether page ``k`` reaches the device by a copy into a stream's buffer
+        (packed in pinned host memory, or streamed as stored)."""
+        return k in self.packed_host or not (self.plan.resident or k in self.resident_images
+                                             or k in self.packed_images)
+
+    def queue_copy(self, k: int, slot: int, timing, start, end):
+        """Queue the copy of page ``k`` into stream ``slot``'s buffer on the copy
+        stream, once the buffer's last pull (or unpack) is done; its events
+        (``start``, ``end``) and bytes go into ``timing``.  Returns the page read
+        from storage for it (released once the copy is done), or None."""
+        cupy, copy = self.cupy, self.copy_stream
+        read = None
+        if k in self.packed_host:
+            image = self.packed_host[k]
+            target, free, nbytes = (self.device_packed[slot],
+                                    self.buffer_events["packed_free"][slot], image.nbytes)
+        else:
+            image, read = self.host_image(k)
+            target, free, nbytes = (self.device_pages[slot],
+                                    self.buffer_events["raw_free"][slot],
+                                    self.page_wire_bytes[k])
+        copy.wait_event(free)
+        timing.copy_start = copy.record(start)
+        cupy.cuda.runtime.memcpyAsync(target.data.ptr, image.ctypes.data, nbytes,
+                                      cupy.cuda.runtime.memcpyHostToDevice, copy.ptr)
+        timing.bytes_to_device = nbytes
+        timing.copy_end = copy.record(end)
+        return read
+
+    def prefetch_next_copies(self, order: list, slots: list) -> None:
+        """Queue now the copies the next iteration would begin with: the first
+        copied page of each stream buffer, in ``order`` (this iteration's, which
+        the next repeats), each once this iteration's last pull from its buffer
+        is done.  The copy engine then runs on while this iteration's last
+        pulls finish and the host ends it and begins the next, where it would
+        otherwise idle.  Only pages in pinned host memory (packed, or held by
+        the page source): a page read from storage waits for its read.  The
+        next iteration's launch of the same page in the same slot uses the
+        copy; any other page launched into that slot replaces it."""
+        event = self.cupy.cuda.Event
+        self.prefetched = {}
+        for k, slot in zip(order, slots):
+            if len(self.prefetched) == len(self.streams):
+                break
+            if not self.copied(k) or slot in self.prefetched:
+                continue
+            if k not in self.packed_host and not self.page_source.is_cached(k):
+                break
+            timing = PageTiming(k, slot)
+            self.queue_copy(k, slot, timing, event(), event())
+            self.prefetched[slot] = timing
+
+    def host_image(self, k: int):
+        """Page ``k``'s image in pinned host memory, and the page read from
+        storage for it (to be released once its copy is done) or None."""
+        source = self.page_source
+        if source.is_cached(k):
+            return source.cached_page(k, "gpu").image, None
+        cursor, copying = self.cursor, self.copying
+        # buffers whose copy has finished go back to the reader; all held: wait for one
+        while copying and (copying[0][1].done or cursor.held >= cursor.max_held):
+            read, copied = copying.popleft()
+            copied.synchronize()
+            cursor.release(read)
+        read = cursor.get(k)
+        return read.image, read
+
+    def end_page_reads(self) -> None:
+        """After the iteration's copies: the reader's buffers back (a walk over
+        every page goes on reading for the next iteration, see
+        :meth:`~garaphpy.storage.host_pages.PageCursor.close`)."""
+        self.cursor.close()
+        self.copying.clear()
+
+    def close(self) -> None:
+        """Wait for the copies queued ahead for an iteration that did not come
+        (:meth:`prefetch_next_copies`), before the buffers they fill can go
+        back to the memory pool."""
+        self.copy_stream.synchronize()
+        self.prefetched = {}
+
+    def describe(self) -> str:
+        """How the pages meet the device, in words."""
+        plan = self.plan
+        if plan.resident:
+            return "resident"
+        return (f"streamed over {plan.n_streams} streams, {len(self.resident_images)} kept "
+                "resident"
+                + (f", {len(self.packed_images)} kept packed, {len(self.packed_host)} streamed "
+                   "packed" if self.packed_layouts else ""))
+
+
+#: store -> each page's values' code in a packed page, found once per store
+_PAGE_WEIGHT_CODES = weakref.WeakKeyDictionary()
+
+
+def page_weight_codes(store) -> np.ndarray:
+    """Per page of a weighted store, the narrowest exact code of its values in
+    a packed page (:func:`garaphpy.kernels.packed.weight_code`); each page is
+    read once per store."""
+    from ...kernels import packed
+
+    codes = _PAGE_WEIGHT_CODES.get(store)
+    if codes is None:
+        codes = np.empty(len(store.pages), np.int8)
+        buffer = np.empty(max((p.nbytes for p in store.pages), default=0), np.uint8)
+        for info in store.pages:
+            codes[info.index] = packed.weight_code(store.read_page(info.index,
+                                                                   out=buffer).weights)
+        _PAGE_WEIGHT_CODES[store] = codes
+    return codes
+
+
+def interleave(copied: list, kept: list) -> list:
+    """The pages of an iteration in launch order: the pages kept on the device
+    spread evenly among the copied ones (round the streams, each kept page's
+    pull then runs while other streams' copies hold the bus), in their orders."""
+    if not copied or not kept:
+        return list(copied) + list(kept)
+    order, taken = [], 0
+    for position, page in enumerate(copied, 1):
+        order.append(page)
+        due = position * len(kept) // len(copied)
+        order.extend(kept[taken:due])
+        taken = due
+    return order
+
+
+def stream_slots(order: list, kept: np.ndarray, streams: int) -> list:
+    """The stream (and buffer) of each page in ``order``: the copied pages take
+    the streams in turn, and so do the kept ones (``kept[k]``), so that every
+    buffer holds copies while a kept page's pull runs beside them."""
+    turns = [0, 0]
+    slots = []
+    for k in order:
+        kind = int(bool(kept[k]))
+        slots.append(turns[kind] % streams)
+        turns[kind] += 1
+    return slots
