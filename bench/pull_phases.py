@@ -38,7 +38,7 @@ import numpy as np  # noqa: E402
 import cpu as bench  # noqa: E402
 import harness  # noqa: E402
 import garaphpy  # noqa: E402
-from garaphpy import config  # noqa: E402
+from garaphpy import api, config  # noqa: E402
 from garaphpy.api import _compiled_program  # noqa: E402
 from garaphpy.kernels import cpu as kernels  # noqa: E402
 from garaphpy.programs import PageRank  # noqa: E402
@@ -46,13 +46,9 @@ from garaphpy.programs import PageRank  # noqa: E402
 
 def engine_iteration(graph, threads: int, precompute: bool) -> harness.Measurement:
     """A 10-iteration PageRank pull; its time is the median iteration after the first."""
-    previous = config.CPU_SOURCE_PRECOMPUTE
-    config.CPU_SOURCE_PRECOMPUTE = precompute
-    try:
-        result = garaphpy.run(graph, PageRank, direction="pull", max_iterations=10,
-                              tolerance=0.0, threads=threads)
-    finally:
-        config.CPU_SOURCE_PRECOMPUTE = previous
+    result = api.execute(graph, PageRank, direction="pull", max_iterations=10,
+                         tolerance=0.0, threads=threads,
+                         turned_off=() if precompute else {"source_precompute"})
     return harness.Measurement(result=result,
                                seconds=float(np.median([r.seconds
                                                         for r in result.iterations[1:]])))

@@ -202,6 +202,10 @@ class Result:
     resumed_from : str or None
         The checkpoint the run resumed from (None: it started afresh); the
         records of the iterations before it are in :attr:`iterations` too.
+    plan : garaphpy.scheduler.plan.RunPlan or None
+        The run's constant choices, made once before its first iteration
+        (``plan.describe()``, ``plan.as_dict()``); the records hold each
+        iteration's own.
     """
 
     program: object
@@ -219,19 +223,16 @@ class Result:
     tolerance: float | None = None
     max_iterations: int = 0
     resumed_from: str | None = None
+    plan: object = None
 
     def original_ids(self) -> np.ndarray:
         """The user's id of every vertex, aligned with :attr:`values`."""
         return self.graph.original_ids()
 
-    def value_of(self, vertex) -> object:
-        """Value of a vertex given by the user's id."""
-        return self.values[int(self.graph.internal_ids([vertex])[0])]
-
     @property
     def value_name(self) -> str:
         """What a value is: the program's ``value_name`` (``"value"`` for user programs)."""
-        return getattr(self.program, "value_name", "value")
+        return self.program.value_name
 
     def to_dict(self) -> dict:
         """``{user id: value}`` of every vertex, as Python scalars.
