@@ -10,7 +10,7 @@ kernel is compiled by a short untimed run first; times are
     over the iterations after the first of a run, then the median over
     ``--repeat`` runs.  Two engine rows: ``engine`` as it runs by default,
     computing rank[u] / out_degree[u] once per vertex before the edge loop
-    (the source-side precompute, ``config.CPU_SOURCE_PRECOMPUTE``), and
+    (the source-side precompute, the run plan's ``source_precompute``), and
     ``engine-direct`` with the precompute switched off, gathering along
     every edge.  Against two bare ``numba.prange`` pulls over the same CSC
     (``graph.store.csc()``), written in this file and timed the same way
@@ -167,11 +167,15 @@ def top_source(graph) -> int:
     return int(graph.original_ids([int(np.argmax(graph.store.out_degree))])[0])
 
 
-def engine_run(graph, program, threads: int, **options):
-    """garaphpy.run with the non-convergence warning silenced (capped runs are intended)."""
+def engine_run(graph, program, threads: int, turned_off=(), **options):
+    """garaphpy.run with the non-convergence warning silenced (capped runs are intended),
+    the run plan's choices ``turned_off`` off (``garaphpy.api.execute``)."""
+    from garaphpy import api
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NotConvergedWarning)
-        return garaphpy.run(graph, program, mode="cpu", threads=threads, **options)
+        return api.execute(graph, program, mode="cpu", threads=threads,
+                           turned_off=turned_off, **options)
 
 
 def machine() -> dict:
@@ -217,13 +221,9 @@ def engine_pull(graph, threads: int, sweeps: int, precompute: bool) -> harness.M
     its time is the median iteration after the first, its result the run."""
     from garaphpy.programs import PageRank
 
-    previous = config.CPU_SOURCE_PRECOMPUTE
-    config.CPU_SOURCE_PRECOMPUTE = precompute
-    try:
-        result = engine_run(graph, PageRank, threads, direction="pull",
-                            max_iterations=sweeps, tolerance=0.0)
-    finally:
-        config.CPU_SOURCE_PRECOMPUTE = previous
+    result = engine_run(graph, PageRank, threads, direction="pull", max_iterations=sweeps,
+                        tolerance=0.0,
+                        turned_off=() if precompute else {"source_precompute"})
     return harness.Measurement(result=result,
                                seconds=median(r.seconds for r in result.iterations[1:]))
 

@@ -6,8 +6,9 @@ the engine's own iteration, without the Python round and the launches of a
 call per iteration.  A run of a program final once set (BFS) pushes from
 the frontier in the sparse iterations it runs alone (Beamer's top-down
 step, ``kernels.cpu.push_settling``) instead of notifying and pulling.
-This script times whole runs with one of these on and off (``--switch``:
-``config.CPU_SPARSE_BATCH``, the default, or ``config.CPU_SETTLING_PUSH``),
+This script times whole runs with one of these on and off (``--switch``: the
+run plan's ``sparse_batches``, the default, or ``settling_push``, turned off
+through ``garaphpy.api.execute``),
 everything else equal (batches are compared with notify-pulls run alone: no
 push then).
 
@@ -33,7 +34,7 @@ Correctness
 Usage (from the repository root)::
 
     python -m bench sparse-batch [--graphs grid:1000x1000,rmat:18,FILE] [--programs bfs,sssp,cc]
-        [--switch CPU_SPARSE_BATCH|CPU_SETTLING_PUSH] [--undirected] [--threads N]
+        [--switch sparse_batches|settling_push] [--undirected] [--threads N]
         [--execution sync|async] [--store-dir DIR] [--trials 3] [--json rows.jsonl]
 """
 
@@ -48,21 +49,21 @@ from pathlib import Path
 import numpy as np
 
 import garaphpy
-from garaphpy import config
 
 from bench import harness
 
 REPO = Path(__file__).resolve().parents[1]
 
+from garaphpy import api
 
 #: Record counters an iteration shares with the same iteration with the switch off.
-COUNTERS = {"CPU_SPARSE_BATCH": ("direction", "active_vertices", "updated_vertices",
-                                 "edges_processed", "activated"),
-            "CPU_SETTLING_PUSH": ("direction", "active_vertices", "updated_vertices",
-                                  "activated")}
+COUNTERS = {"sparse_batches": ("direction", "active_vertices", "updated_vertices",
+                               "edges_processed", "activated"),
+            "settling_push": ("direction", "active_vertices", "updated_vertices",
+                              "activated")}
 
 #: The decision an iteration records when the switch changed it.
-SWITCHED = {"CPU_SPARSE_BATCH": "sparse_batch", "CPU_SETTLING_PUSH": "settling_push"}
+SWITCHED = {"sparse_batches": "sparse_batch", "settling_push": "settling_push"}
 
 
 def load(spec: str, store_dir: Path) -> garaphpy.Graph:
@@ -85,11 +86,12 @@ def source_of(spec: str, graph: garaphpy.Graph) -> int:
 
 def run(graph, program: str, options: dict, switch: str, on: bool) -> harness.Measurement:
     # batches are compared with notify-pulls run alone, which a push would replace
-    config.CPU_SETTLING_PUSH = switch != "CPU_SPARSE_BATCH"
-    setattr(config, switch, on)
+    turned_off = {"settling_push"} if switch == "sparse_batches" else set()
+    if not on:
+        turned_off.add(switch)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", garaphpy.NotConvergedWarning)
-        result = garaphpy.run(graph, program, **options)
+        result = api.execute(graph, program, turned_off=turned_off, **options)
     decision = SWITCHED[switch]
     return harness.Measurement(result=result, seconds=result.seconds, metrics={
         "iterations": result.num_iterations,
@@ -104,8 +106,8 @@ def main(argv=None) -> int:
     parser.add_argument("--programs", default="bfs,sssp,cc")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--execution", choices=("sync", "async"), default="sync")
-    parser.add_argument("--switch", choices=tuple(COUNTERS), default="CPU_SPARSE_BATCH",
-                        help="the config switch turned on and off")
+    parser.add_argument("--switch", choices=tuple(COUNTERS), default="sparse_batches",
+                        help="the run plan's choice turned on and off")
     parser.add_argument("--undirected", action="store_true",
                         help="make each graph symmetric (Graph.as_undirected)")
     parser.add_argument("--store-dir", default=None)

@@ -55,9 +55,9 @@ def __getattr__(name):
 
         return run
     if name in ("HybridPolicy", "Decision"):
-        from .scheduler import dispatcher
+        from .scheduler import policy
 
-        return getattr(dispatcher, name)
+        return getattr(policy, name)
     if name in ("NotConvergedError", "NotConvergedWarning", "GpuFallbackWarning",
                 "IgnoredSourcesWarning", "ThreadsCappedWarning"):
         from . import api

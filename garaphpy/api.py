@@ -1,12 +1,14 @@
 """``garaphpy.run``: run a vertex program on a graph (Garaph sections 2.2-2.3, 4, 5).
 
-This is the run's loop (Gunrock's "enactor"): it validates the run,
-compiles the program, makes the engines of the mode (the CPU's, the GPU's,
-or both) behind one :class:`~garaphpy.scheduler.driver.Driver`, and loops
-— aggregates, active fraction f, the decisions (direction, and in hybrid
-runs the mode by alpha), one iteration, the record — until no vertex is
-active, the L1 change falls below the tolerance, or the iteration limit
-is reached.
+This is the run's loop (Gunrock's "enactor"), in four steps
+(:func:`execute`): it validates the options (:func:`_validated`), makes the
+run's plan, every choice that holds for the whole run
+(:mod:`garaphpy.scheduler.plan`), builds the engines of the plan (the
+CPU's, the GPU's, or both) behind one
+:class:`~garaphpy.scheduler.driver.Driver`, and drives it — aggregates,
+active fraction f, the decisions (direction, and in hybrid runs the mode by
+alpha), one iteration, the record — until no vertex is active, the L1
+change falls below the tolerance, or the iteration limit is reached.
 Non-convergence is reported (``Result.converged`` is False and a
 :class:`NotConvergedWarning` is issued, or :class:`NotConvergedError` is
 raised on request), never silent.
@@ -32,8 +34,9 @@ from .options import DIRECTIONS, EXECUTIONS, MAX_ITERATIONS, MODES, RunOptions
 from .paths import cache_directory
 from .program import ProgramError, VertexProgram, default_execution, run_tolerance
 from .scheduler import checkpoint
-from .scheduler import decisions as direction_policy
-from .scheduler.dispatcher import HybridPolicy
+from .scheduler import decisions
+from .scheduler.policy import HybridPolicy
+from .scheduler.plan import RunPlan, check_turned_off, plan_cpu
 from .scheduler.records import IterationRecord, Result
 
 if TYPE_CHECKING:
@@ -128,7 +131,7 @@ def _source_vertices(graph, program: VertexProgram, sources) -> np.ndarray:
     if not uses_sources(program):
         if np.atleast_1d(np.asarray(sources)).size:
             warnings.warn(f"sources: {type(program).__name__} does not use source vertices; "
-                          f"ignoring sources={sources!r}", IgnoredSourcesWarning, stacklevel=3)
+                          f"ignoring sources={sources!r}", IgnoredSourcesWarning, stacklevel=5)
         return np.zeros(0, np.int64)
     original = np.atleast_1d(np.asarray(sources))
     if original.size and not np.issubdtype(original.dtype, np.integer) and graph.labels is None:
@@ -212,7 +215,7 @@ def run(graph: Graph, program: str | type[VertexProgram] | VertexProgram, *,
         to ``config.GPU_LOOP_MAX_STEPS``): their records come after the
         batch, each with an even share of its time, and the run's values
         are then those of the batch's end (a Ctrl-C, too, acts there).
-    policy : garaphpy.scheduler.dispatcher.HybridPolicy, optional
+    policy : garaphpy.scheduler.policy.HybridPolicy, optional
         The hybrid dispatcher's policy (``hybrid`` mode): configure it
         (threshold, a forced mode, the initial ratio T_pull / T_GPU), read its
         ``decisions`` after the run, or pass a subclass with your own
@@ -291,156 +294,56 @@ def run(graph: Graph, program: str | type[VertexProgram] | VertexProgram, *,
         Ctrl-C with checkpoints on: raised after the checkpoint is written
         (a KeyboardInterrupt naming the checkpoint).
     """
-    options = RunOptions.from_arguments(locals())   # the keywords, before any is rebound
-    from .scheduler.cpu_engine import CpuEngine, GraphArrays, RunState
-    from .scheduler.driver import Driver
+    return execute(graph, program, RunOptions.from_arguments(locals()))
 
+
+def execute(graph, program, options: RunOptions | None = None, *, turned_off=(),
+            **keywords) -> Result:
+    """:func:`run` with its keywords as ``options`` (or as ``keywords``): validate,
+    plan, build, drive.
+
+    The internal entry of tests and benches that compare the two paths of a
+    plan choice: ``turned_off`` names choices of
+    :class:`~garaphpy.scheduler.plan.CpuPlan` (:data:`~garaphpy.scheduler.plan.CPU_CHOICES`)
+    made off, and the choices that depend on them are made as they would be
+    without them.  Not a user setting: a user's run turns nothing off.
+    """
+    options = options if options is not None else RunOptions(**keywords)
     setup_started = time.perf_counter()
-    program = _program_instance(program)
-    if mode not in MODES:
-        raise ConfigError(f"mode={mode!r}: expected one of {MODES}")
-    if policy is not None and not isinstance(policy, HybridPolicy):
-        raise ConfigError(f"policy: expected a garaphpy.HybridPolicy (or subclass), got "
-                          f"{policy!r}")
-    if mode == "hybrid":
-        mode = _hybrid_or_fallback()
-    execution_asked = execution is not None
-    execution = direction_policy.run_execution(execution, default_execution(program))
-    if execution not in EXECUTIONS:
-        raise ConfigError(f"execution={execution!r}: expected one of {EXECUTIONS}")
-    if direction not in DIRECTIONS:
-        raise ConfigError(f"direction={direction!r}: expected one of {DIRECTIONS}")
-    max_iterations = program.max_iterations if max_iterations is None else max_iterations
-    if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) \
-            or not 1 <= max_iterations <= MAX_ITERATIONS:
-        raise ConfigError(f"max_iterations={max_iterations!r}: expected an integer from 1 "
-                          f"to {MAX_ITERATIONS}")
-    tolerance = run_tolerance(program, tolerance)
-    threads_chosen = threads is not None
-    threads = _threads(threads, graph.num_edges)
-    if program.needs_weights and not graph.weighted:
-        raise ConfigError(f"{type(program).__name__} needs edge weights, and the graph has none")
-    outside = graph.store.weight_domain_error(program.weight_domain, type(program).__name__)
-    if outside is not None:
-        raise outside
-    if program.needs_undirected and graph.directed:
-        graph = graph.as_undirected()
-    source_vertices = _source_vertices(graph, program, sources)
-    with _numba_setup.KeptInterrupts():
-        _check_initial_values(graph, program, source_vertices)
-    # the checkpoint identity is that of the options as resolved for this run
-    resolved = dataclasses.replace(options, execution=execution, max_iterations=max_iterations,
-                                   tolerance=tolerance, sources=source_vertices)
-    checkpoints = checkpoint.for_run(resolved, graph=graph, program=program, threads=threads)
-
+    run_ = _validated(graph, program, options)
+    graph, program = run_.graph, run_.program
+    checkpoints = checkpoint.for_run(run_.resolved, graph=graph, program=program,
+                                     threads=run_.threads)
     previous_threads = numba.get_num_threads()
-    numba.set_num_threads(threads)
+    numba.set_num_threads(run_.threads)
     compiling = _numba_setup.KeptInterrupts()   # until the engines are compiled
+    engine = pages = resumed = None
     try:
         if "weight" in _uses(program) and not graph.weighted:
             raise ConfigError(f"{type(program).__name__}.gather reads the edge weight, and the "
                               "graph has none")
-        resumed = checkpoints.open(resume, execution_asked) if checkpoints is not None \
-            else None
+        if checkpoints is not None:
+            resumed = checkpoints.open(options.resume, options.execution is not None)
         if resumed is not None:     # the checkpoint's own, where the run asked for none
-            execution = checkpoints.identity["execution"]
-        initially_active = (np.arange(graph.num_vertices, dtype=np.int64)
-                            if program.initially_active == "all" else source_vertices.copy())
-        pages = page_source(graph.store, mode, host_memory, read_ratio, readahead_bytes)
-        if pages.reads_storage and not threads_chosen:
-            threads = _threads_beside_readers(threads, len(graph.store.storage_dirs))
-            numba.set_num_threads(threads)
-        cpu_engine = gpu_engine = None
-        if mode != "gpu":
-            compiled = _compiled_program(program, parallel=threads > 1)
-            arrays = GraphArrays.from_graph(graph, source_vertices,
-                                            "weighted_in_degree" in _uses(program), pages,
-                                            reads_weights="weight" in _uses(program))
-            state = RunState(arrays, compiled, execution == "sync")
-            state.frontier = initially_active
-            cpu_engine = CpuEngine(arrays, compiled, state, threads)
-            early_exit = direction_policy.early_exit(program.final_once_set,
-                                                     execution == "sync", mode,
-                                                     config.CPU_EARLY_EXIT)
-            if early_exit:
-                cpu_engine.enable_early_exit(program.initially_active)
-            if direction_policy.shortcut_labels(program.shortcut_labels, mode,
-                                                config.CPU_SHORTCUT_LABELS, processor="cpu"):
-                _check_shortcut_labels(program, compiled, arrays.attrs, arrays.weights,
-                                       arrays.attrs[3], state.values)
-                cpu_engine.enable_shortcut_labels()
-                if direction_policy.union_find_start(True, not graph.directed, mode,
-                                                     config.CPU_UNION_FIND_START):
-                    cpu_engine.enable_union_find_start()
-            if direction_policy.floor_skip(program.gather_no_better_than_source, mode,
-                                           config.CPU_FLOOR_SKIP):
-                cpu_engine.enable_floor_skip(larger_first=program.sum == "max")
-            push = direction_policy.cpu_priority_push(program.apply_keeps_best,
-                                                      config.CPU_PRIORITY_PUSH)
-            push_rounds = direction_policy.cpu_push_rounds(
-                push, threads, _numba_setup.WAIT_POLICY == "PASSIVE", config.CPU_PUSH_ROUNDS)
-            # a hybrid run's CPU takes buckets only in the batches its policy allows
-            batches = cpu_engine.batches and (mode != "hybrid" or policy is None
-                                              or policy.batches)
-            if program.value_priority and direction_policy.value_priority(
-                    True, mode, execution == "sync", batches,
-                    direction_policy.in_degree_skew(arrays.attrs[1]),
-                    config.CPU_VALUE_PRIORITY, push_rounds=push_rounds):
-                if push and not type(program).__module__.startswith("garaphpy.programs"):
-                    _check_apply_keeps_best(program, compiled)
-                cpu_engine.enable_value_priority(larger_first=program.sum == "max", push=push,
-                                                 rounds=push_rounds)
-            if direction_policy.float32_contributions(
-                    program.float32_gather_tolerance, tolerance, mode,
-                    config.CPU_FLOAT32_CONTRIBUTIONS):
-                cpu_engine.hold_contributions_in_float32()
-            if direction_policy.fused_pull(mode, config.CPU_FUSED_PULL):
-                cpu_engine.enable_fused_pull()
-            # hybrid runs probe and time both directions: compile both first
-            # hybrid runs also hand the CPU's batches the iterations it runs alone
-            cpu_engine.warm_up(("pull", "notify-pull") + (("batch",) if cpu_engine.batches
-                                                         else ())
-                               if mode == "hybrid"
-                               else None if direction == "auto" else (direction,))
-        if mode != "cpu":
-            from .scheduler.gpu_engine import GpuEngine
-
-            gpu_engine = GpuEngine(graph, program, source_vertices, execution == "sync",
-                                   gpu_memory=gpu_memory, n_streams=n_streams,
-                                   page_source=pages)
-            gpu_engine.set_frontier(initially_active)
-            if direction_policy.shortcut_labels(program.shortcut_labels, mode,
-                                                config.GPU_SHORTCUT_LABELS, processor="gpu"):
-                # built-in programs' functions are tested; a user's are probed on the CPU
-                user = not type(program).__module__.startswith("garaphpy.programs")
-                compiled = _compiled_program(program, parallel=False) if user else None
-                ids = graph.original_ids(np.arange(graph.num_vertices)).astype(np.int64)
-                degree = graph.store.out_degree.dtype
-                attr_types = (degree, degree, np.float64, np.int64, np.bool_)
-                _check_shortcut_labels(
-                    program, compiled, tuple(np.zeros(1, t) for t in attr_types),
-                    np.zeros(1), ids, gpu_engine.values_to_host())
-                gpu_engine.enable_shortcut_labels(ids)
-            if mode == "gpu" and gpu_engine.push_entry["choice"] and \
-                    not type(program).__module__.startswith("garaphpy.programs"):
-                _check_apply_keeps_best(program, _compiled_program(program, parallel=False))
-        # every mode is one driver: the CPU alone, the GPU alone, or both
-        engine = Driver(cpu_engine, gpu_engine, policy if mode == "hybrid" else None)
+            run_.execution = checkpoints.identity["execution"]
+        pages = page_source(graph.store, run_.mode, options.host_memory, options.read_ratio,
+                            options.readahead_bytes)
+        if pages.reads_storage and options.threads is None:
+            run_.threads = _threads_beside_readers(run_.threads,
+                                                   len(graph.store.storage_dirs))
+            numba.set_num_threads(run_.threads)
+        plan, cpu_parts = _plan(run_, pages, options.policy, turned_off)
+        engine = _build(plan, run_, pages, cpu_parts, options)
         compiling.check()
         if checkpoints is not None:
             checkpoints.attach(engine)      # restores the resumed state, if any
         setup_seconds = time.perf_counter() - setup_started
-        with (checkpoint.interrupts_at_iteration_end(checkpoints, stop_signals)
-              if checkpoints is not None else _numba_setup.KeptInterrupts()), \
-                _collections_paused(config.PAUSE_GC_IN_ITERATIONS):
-            records, converged, stop_reason = _iterate(engine, program, max_iterations,
-                                                       tolerance, direction, on_iteration,
-                                                       checkpoints)
-        if cpu_engine is not None and converged \
+        records, converged, stop_reason = _drive(engine, program, plan, checkpoints, options)
+        if engine.cpu is not None and converged \
                 and not type(program).__module__.startswith("garaphpy.programs"):
             engine.bring_host_current()     # the GPU may have run the last iterations
-            _check_skipping_declarations(program, graph, cpu_engine, len(records))
-        if checkpoints is not None and not keep_checkpoints:
+            _check_skipping_declarations(program, graph, engine.cpu, len(records))
+        if checkpoints is not None and not options.keep_checkpoints:
             checkpoints.run_completed()
     except Exception as error:
         compiling.raise_interrupt_behind(error)
@@ -450,25 +353,190 @@ def run(graph: Graph, program: str | type[VertexProgram] | VertexProgram, *,
         numba.set_num_threads(previous_threads)
         if checkpoints is not None:
             checkpoints.close()
-        if "engine" in locals():
+        if engine is not None:
             engine.close()
-        if "pages" in locals():
+        if pages is not None:
             pages.close()
-    seconds = sum(r.seconds for r in records)
-    values = program.finalize(engine.values_to_host())
-    result = Result(program=program, graph=graph, values=values, sources=source_vertices,
-                    mode=mode, execution=execution, converged=converged,
-                    stop_reason=stop_reason, num_iterations=len(records), iterations=records,
-                    seconds=seconds, setup_seconds=setup_seconds, tolerance=tolerance,
-                    max_iterations=max_iterations,
-                    resumed_from=None if resumed is None else str(resumed.path))
+    result = Result(program=program, graph=graph, values=program.finalize(
+                        engine.values_to_host()), sources=run_.sources, mode=plan.mode,
+                    execution=plan.execution, converged=converged, stop_reason=stop_reason,
+                    num_iterations=len(records), iterations=records,
+                    seconds=sum(r.seconds for r in records), setup_seconds=setup_seconds,
+                    tolerance=plan.tolerance, max_iterations=plan.max_iterations,
+                    resumed_from=None if resumed is None else str(resumed.path), plan=plan)
     if not converged:
-        message = (f"{type(program).__name__} did not converge in {max_iterations} iterations "
-                   f"({records[-1].activated if records else 0} vertices still active)")
-        if raise_on_nonconvergence:
+        message = (f"{type(program).__name__} did not converge in {plan.max_iterations} "
+                   f"iterations ({records[-1].activated if records else 0} vertices still "
+                   "active)")
+        if options.raise_on_nonconvergence:
             raise NotConvergedError(message)
-        warnings.warn(message, NotConvergedWarning, stacklevel=2)
+        warnings.warn(message, NotConvergedWarning, stacklevel=3)
     return result
+
+
+@dataclasses.dataclass
+class _ValidatedRun:
+    """A run's options checked and resolved against the graph and the program."""
+
+    graph: object
+    program: VertexProgram
+    resolved: RunOptions    # the checkpoint identity's: the program's defaults filled in
+    mode: str
+    execution: str
+    direction: str
+    max_iterations: int
+    tolerance: float | None
+    threads: int
+    sources: np.ndarray     # internal ids
+
+
+def _validated(graph, program, options: RunOptions) -> _ValidatedRun:
+    """Check every option (one-line :class:`ConfigError` naming it) and the
+    program's initial values; resolve the defaults from the program."""
+    program = _program_instance(program)
+    mode, policy = options.mode, options.policy
+    if mode not in MODES:
+        raise ConfigError(f"mode={mode!r}: expected one of {MODES}")
+    if policy is not None and not isinstance(policy, HybridPolicy):
+        raise ConfigError(f"policy: expected a garaphpy.HybridPolicy (or subclass), got "
+                          f"{policy!r}")
+    if mode == "hybrid":
+        mode = _hybrid_or_fallback()
+    execution = decisions.run_execution(options.execution, default_execution(program))
+    if execution not in EXECUTIONS:
+        raise ConfigError(f"execution={execution!r}: expected one of {EXECUTIONS}")
+    if options.direction not in DIRECTIONS:
+        raise ConfigError(f"direction={options.direction!r}: expected one of {DIRECTIONS}")
+    max_iterations = options.max_iterations
+    max_iterations = program.max_iterations if max_iterations is None else max_iterations
+    if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) \
+            or not 1 <= max_iterations <= MAX_ITERATIONS:
+        raise ConfigError(f"max_iterations={max_iterations!r}: expected an integer from 1 "
+                          f"to {MAX_ITERATIONS}")
+    tolerance = run_tolerance(program, options.tolerance)
+    threads = _threads(options.threads, graph.num_edges)
+    if program.needs_weights and not graph.weighted:
+        raise ConfigError(f"{type(program).__name__} needs edge weights, and the graph has none")
+    outside = graph.store.weight_domain_error(program.weight_domain, type(program).__name__)
+    if outside is not None:
+        raise outside
+    if program.needs_undirected and graph.directed:
+        graph = graph.as_undirected()
+    source_vertices = _source_vertices(graph, program, options.sources)
+    with _numba_setup.KeptInterrupts():
+        _check_initial_values(graph, program, source_vertices)
+    resolved = dataclasses.replace(options, execution=execution, max_iterations=max_iterations,
+                                   tolerance=tolerance, sources=source_vertices)
+    return _ValidatedRun(graph, program, resolved, mode, execution, options.direction,
+                         max_iterations, tolerance, threads, source_vertices)
+
+
+def _plan(run_: _ValidatedRun, pages, policy, turned_off) -> tuple[RunPlan, tuple | None]:
+    """The run's plan (:mod:`garaphpy.scheduler.plan`), and what the CPU's part
+    was made from (its compiled program and graph arrays; None on the GPU alone)."""
+    from .scheduler.cpu_engine import GraphArrays
+
+    graph, program = run_.graph, run_.program
+    cpu_plan = cpu_parts = None
+    if run_.mode != "gpu":
+        compiled = _compiled_program(program, parallel=run_.threads > 1)
+        arrays = GraphArrays.from_graph(graph, run_.sources,
+                                        "weighted_in_degree" in _uses(program), pages,
+                                        reads_weights="weight" in _uses(program))
+        cpu_plan = plan_cpu(program, compiled, arrays, mode=run_.mode,
+                            synchronous=run_.execution == "sync", threads=run_.threads,
+                            tolerance=run_.tolerance, symmetric=not graph.directed,
+                            policy_batches=policy is None or policy.batches,
+                            turned_off=turned_off)
+        cpu_parts = (compiled, arrays)
+    plan = RunPlan(mode=run_.mode, execution=run_.execution, direction=run_.direction,
+                   max_iterations=run_.max_iterations, tolerance=run_.tolerance,
+                   threads=run_.threads,
+                   pages="from storage" if pages.reads_storage else "in memory",
+                   cpu=cpu_plan, turned_off=check_turned_off(turned_off))
+    return plan, cpu_parts
+
+
+def _build(plan: RunPlan, run_: _ValidatedRun, pages, cpu_parts, options: RunOptions):
+    """The engines of ``plan`` behind one :class:`~garaphpy.scheduler.driver.Driver`:
+    the CPU alone, the GPU alone, or both."""
+    from .scheduler.driver import Driver
+
+    program = run_.program
+    initially_active = (np.arange(run_.graph.num_vertices, dtype=np.int64)
+                        if program.initially_active == "all" else run_.sources.copy())
+    cpu_engine = gpu_engine = None
+    if plan.cpu is not None:
+        cpu_engine = build_cpu_engine(plan, program, *cpu_parts, initially_active)
+    if plan.mode != "cpu":
+        gpu_engine = _build_gpu_engine(plan, run_, pages, options, initially_active)
+    policy = options.policy
+    return Driver(cpu_engine, gpu_engine, policy if plan.mode == "hybrid" else None)
+
+
+def build_cpu_engine(plan: RunPlan, program: VertexProgram, compiled, arrays,
+                     initially_active: np.ndarray):
+    """The CPU engine of ``plan`` over ``arrays``, its frontier ``initially_active``,
+    its kernels compiled for the first iterations; a user's declarations that
+    the plan relies on probed first."""
+    from .scheduler.cpu_engine import CpuEngine, RunState
+
+    state = RunState(arrays, compiled, plan.synchronous)
+    state.frontier = initially_active
+    if plan.cpu.shortcut_labels:
+        _check_shortcut_labels(program, compiled, arrays.attrs, arrays.weights,
+                               arrays.attrs[3], state.values)
+    if plan.cpu.value_priority and plan.cpu.priority_push \
+            and not type(program).__module__.startswith("garaphpy.programs"):
+        _check_apply_keeps_best(program, compiled)
+    engine = CpuEngine(arrays, compiled, state, plan.cpu)
+    # hybrid runs probe and time both directions, and hand the CPU's batches the
+    # iterations it runs alone: compile those first
+    if plan.mode == "hybrid":
+        engine.warm_up(("pull", "notify-pull") + (("batch",) if engine.batches else ()))
+    else:
+        engine.warm_up(None if plan.direction == "auto" else (plan.direction,))
+    return engine
+
+
+def _build_gpu_engine(plan: RunPlan, run_: _ValidatedRun, pages, options: RunOptions,
+                      initially_active: np.ndarray):
+    """The GPU engine of ``plan`` (it makes its own choices at set-up), its
+    frontier ``initially_active``; a user's declarations probed first."""
+    from .scheduler.gpu_engine import GpuEngine
+
+    graph, program, mode = run_.graph, run_.program, plan.mode
+    gpu_engine = GpuEngine(graph, program, run_.sources, plan.synchronous,
+                           gpu_memory=options.gpu_memory, n_streams=options.n_streams,
+                           page_source=pages)
+    gpu_engine.set_frontier(initially_active)
+    if decisions.shortcut_labels(program.shortcut_labels, mode, config.GPU_SHORTCUT_LABELS,
+                                 processor="gpu"):
+        # built-in programs' functions are tested; a user's are probed on the CPU
+        user = not type(program).__module__.startswith("garaphpy.programs")
+        compiled = _compiled_program(program, parallel=False) if user else None
+        ids = graph.original_ids(np.arange(graph.num_vertices)).astype(np.int64)
+        degree = graph.store.out_degree.dtype
+        attr_types = (degree, degree, np.float64, np.int64, np.bool_)
+        _check_shortcut_labels(
+            program, compiled, tuple(np.zeros(1, t) for t in attr_types),
+            np.zeros(1), ids, gpu_engine.values_to_host())
+        gpu_engine.enable_shortcut_labels(ids)
+    if mode == "gpu" and gpu_engine.push_entry["choice"] and \
+            not type(program).__module__.startswith("garaphpy.programs"):
+        _check_apply_keeps_best(program, _compiled_program(program, parallel=False))
+    return gpu_engine
+
+
+def _drive(engine, program: VertexProgram, plan: RunPlan, checkpoints, options: RunOptions):
+    """The iterations, until the run stops (:func:`_iterate`); Ctrl-C (and
+    ``stop_signals``) end the iteration and write a checkpoint where they are on;
+    Python's cyclic garbage collector waits meanwhile."""
+    with (checkpoint.interrupts_at_iteration_end(checkpoints, options.stop_signals)
+          if checkpoints is not None else _numba_setup.KeptInterrupts()), \
+            _collections_paused():
+        return _iterate(engine, program, plan.max_iterations, plan.tolerance,
+                        plan.direction, options.on_iteration, checkpoints)
 
 
 #: The declarations that let a run's CPU pulls skip in-edges, and what a false one did.
@@ -597,7 +665,7 @@ def _hybrid_or_fallback() -> str:
         if not _FALLBACK_WARNED:
             _FALLBACK_WARNED = True
             warnings.warn(f"mode='hybrid' runs on the CPU only: {error}", GpuFallbackWarning,
-                          stacklevel=3)
+                          stacklevel=5)
         return "cpu"
     return "hybrid"
 
@@ -653,22 +721,22 @@ def _threads(threads, num_edges: int | None = None) -> int:
     if threads > available:
         warnings.warn(f"threads={threads}: this machine gives the process {available} "
                       f"core(s); using {available} (more threads than cores only wait on "
-                      "each other)", ThreadsCappedWarning, stacklevel=3)
+                      "each other)", ThreadsCappedWarning, stacklevel=5)
         return available
     return threads
 
 
 @contextlib.contextmanager
-def _collections_paused(pause: bool):
-    """Python's cyclic garbage collector off inside (``config.PAUSE_GC_IN_ITERATIONS``),
-    as it was after."""
+def _collections_paused():
+    """Python's cyclic garbage collector off inside (a pass over every object
+    in the middle of an iteration would be its time), as it was after."""
     was_enabled = gc.isenabled()
-    if pause and was_enabled:
+    if was_enabled:
         gc.disable()
     try:
         yield
     finally:
-        if pause and was_enabled:
+        if was_enabled:
             gc.enable()
 
 
@@ -678,7 +746,7 @@ def _iterate(engine, program, max_iterations, tolerance, direction, on_iteration
     records = checkpoints.records() if checkpoints is not None else []
     if checkpoints is not None:
         checkpoints.track(records)
-    rho = getattr(engine, "rho", config.RHO_IN_MEMORY)
+    rho = engine.rho
     pages = engine.page_source
     num_edges = engine.num_edges
     every = checkpoints.every if checkpoints is not None else 0
@@ -709,7 +777,7 @@ def _iterate(engine, program, max_iterations, tolerance, direction, on_iteration
             if checkpoints is not None and iteration < max_iterations and engine.num_active():
                 checkpoints.after_iteration(engine, records)
             continue
-        f = direction_policy.active_fraction(active_edges, num_edges)
+        f = decisions.active_fraction(active_edges, num_edges)
         record = IterationRecord(iteration=iteration, mode=engine.mode, direction="pull",
                                  forced=direction != "auto", active_fraction=f, rho=rho,
                                  active_vertices=active_vertices)

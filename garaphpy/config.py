@@ -159,11 +159,6 @@ GPU_RESIDENT_ORDER = "edges"
 #: memory: EMOGI).
 GPU_TRANSFER = "auto"
 
-#: Pause Python's collector of cyclic garbage while a run iterates (it is on
-#: again after).  With many objects alive, one collection takes tens of
-#: milliseconds, and it falls wherever the iterations allocate: on the host's
-#: part of a short iteration it was 10 to 100 ms where the iteration took 2 ms.
-PAUSE_GC_IN_ITERATIONS = True
 
 #: Streams of their own for the pulls of pages kept on the device that read no
 #: stream buffer, taken in turn (0: they share the copied pages' streams).
@@ -349,14 +344,11 @@ NOTIFY_DENSE_FACTOR = 16
 #: thread, balanced by degree.
 CPU_CHUNKS_PER_THREAD = 4
 
-#: A run on the CPU alone executes its notify-pull iterations with the sparse
-#: notify many to one kernel call, without a Python round per iteration
-#: (issue 19); False: one call per iteration.
-CPU_SPARSE_BATCH = True
-
-#: ... once a run has taken this many of them one by one: a run with fewer
-#: (a power-law graph's handful) gains nothing from batches and never compiles
-#: their kernel (about 2 s on a machine's first run of a program).
+#: A run on the CPU alone executes its sparse notify-pull iterations many to
+#: one kernel call (the run plan's ``sparse_batches``) once it has taken this
+#: many of them one by one: a run with fewer (a power-law graph's handful)
+#: gains nothing from batches and never compiles their kernel (about 2 s on a
+#: machine's first run of a program).
 CPU_SPARSE_BATCH_AFTER = 8
 
 #: In such a call, an iteration's notify over at most this many out-edges,
@@ -372,58 +364,12 @@ CPU_SERIAL_STEP_EDGES = None
 #: one (BENCHMARKS.md, issue 19, fifteenth session).
 CPU_SERIAL_EDGES_PER_THREAD = 1024
 
-#: A run on the CPU alone of a program final once set
-#: (``VertexProgram.final_once_set``, synchronous) skips settled vertices in its
-#: pulls and stops a vertex's gather at its activating in-edge (issue 19);
-#: False: every pull reads every in-edge.
-CPU_EARLY_EXIT = True
-
-#: In such a run, a sparse iteration run alone (not in a batch) pushes from the
-#: frontier (Beamer's top-down step: each new vertex written once, from the
-#: first frontier edge that claims it) instead of notifying the new vertices and
-#: pulling their in-edges, when the program's gather reads no edge value.
-#: False: notify and pull.
-CPU_SETTLING_PUSH = True
-
-#: Such a run's pulls read whether an in-neighbour is settled from a bitmap,
-#: packed from the settled flags at each pull's start (GAPBS's bottom-up
-#: step reads its frontier so): a probe at a random vertex reads 8x less.
-#: False: the flags, a byte each.
-CPU_SETTLED_BITMAP = True
-
-#: Such a run's pulls, where its edges are one CSC in host memory and the
-#: bitmap is on, run in one launch over every vertex, dealt in blocks as
-#: threads finish, writing the values in place and listing the activated
-#: vertices as they settle them (:func:`garaphpy.kernels.cpu.pull_settling_whole`).
-#: False: a launch per page, as a run from storage pulls.
-CPU_WHOLE_SETTLING_PULL = True
-
-#: A run on the CPU alone of a program declaring ``shortcut_labels`` (min-label
-#: propagation over vertex ids, CC) shortcuts labels after each iteration
-#: (pointer jumping, issue 19); False: label propagation alone.
-CPU_SHORTCUT_LABELS = True
-
-#: Such a run on a symmetric graph starts its first iteration from the labels
-#: of a sampled union-find (Afforest, :mod:`garaphpy.kernels.union_find`):
-#: the fixed point, which the iteration's pull then confirms (issue 19);
-#: False: labels start from the vertices' own ids.
-CPU_UNION_FIND_START = True
-
-#: CPU pulls, run alone, skip the in-edges of a vertex already as good as the
-#: best value of any vertex with out-edges, for a program declaring
-#: ``gather_no_better_than_source`` (connected components: the largest
-#: component's vertices, once they hold the least label; Afforest's skip).
-CPU_FLOOR_SKIP = True
-
-#: An asynchronous run on the CPU alone of a program declaring
-#: ``value_priority`` (SSSP, SSWP) takes its sparse iterations in order of
-#: value, in buckets (delta-stepping, issue 19); False: the whole frontier
-#: each iteration.
-CPU_VALUE_PRIORITY = True
-
-#: ... on a graph whose in-degree skew (``scheduler.decisions.in_degree_skew``:
-#: the mean in-degree of a notified vertex over the mean in-degree) is at most
-#: this: on a power-law graph each bucket's notify-pull reads the hubs'
+#: An asynchronous run on the CPU of a program declaring ``value_priority``
+#: takes its sparse iterations in buckets of values (the run plan's
+#: ``value_priority``) on a graph whose in-degree skew
+#: (``scheduler.decisions.in_degree_skew``: the mean in-degree of a notified
+#: vertex over the mean in-degree) is at most this, unless it pushes them in
+#: rounds: on a power-law graph each bucket's notify-pull reads the hubs'
 #: in-edges again.
 CPU_PRIORITY_MAX_SKEW = 4.0
 
@@ -431,29 +377,12 @@ CPU_PRIORITY_MAX_SKEW = 4.0
 #: ``scheduler.decisions.bucket_width`` (mean edge value / mean in-degree).
 CPU_BUCKET_WIDTH = None
 
-#: ... their steps that one thread takes push over the frontier's out-edges for
-#: a program declaring ``apply_keeps_best`` (``scheduler.decisions.cpu_priority_push``);
-#: False: notify and pull.
-CPU_PRIORITY_PUSH = True
-
-#: ... and with two threads or more, on a machine not found loaded at import
-#: (``_numba_setup.WAIT_POLICY``), such a run pushes every bucket in rounds
-#: on threads kept for many rounds (``kernels.cpu.priority_push_rounds``:
-#: GAPBS's delta-stepping with bucket fusion), on any in-degree skew: no
-#: vertex reads its in-edges.  False: the steps above.
-CPU_PUSH_ROUNDS = True
-
-#: Rounds of one such call at most (its threads meet once per call).
+#: Rounds of one call of buckets pushed in rounds, or of settling steps on
+#: kept threads, at most (its threads meet once per call).
 CPU_PUSH_ROUND_STEPS = 4096
 
-#: A run of a program final once set whose sparse steps push
-#: (``CPU_SETTLING_PUSH``), with two threads or more on a machine not found
-#: loaded, batches those steps on threads kept for the whole batch
-#: (``kernels.cpu.settle_push_rounds``: GAPBS's top-down BFS, a barrier per
-#: level instead of a parallel launch).  False: ``sparse_iterations``'s steps.
-CPU_SETTLE_ROUNDS = True
-
-#: In such a batch, a level whose frontier has at most this many out-edges is
+#: In a batch of settling steps on kept threads (the run plan's
+#: ``settle_rounds``), a level whose frontier has at most this many out-edges is
 #: stepped by one thread while the others wait (two barriers cost more than
 #: the level's edges shared out); None: :data:`CPU_ROUND_SERIAL_EDGES_PER_THREAD`
 #: times the run's threads.
@@ -471,45 +400,26 @@ CPU_ROUND_SERIAL_EDGES_PER_THREAD = 64
 CPU_SHORTCUT_SAMPLE = 4096
 CPU_SHORTCUT_MIN_DROP = 0.25
 
-#: Such a run pulls once the frontier's out-edges times this exceed the
-#: in-edges of the vertices not yet settled (Beamer's alpha) ...
+#: A run with early exit (the run plan's ``early_exit``: a program final once
+#: set) pulls once the frontier's out-edges times this exceed the in-edges of
+#: the vertices not yet settled (Beamer's alpha) ...
 CPU_SETTLING_PULL_FACTOR = 15
 
 #: ... and goes back to notify-pull once its frontier shrinks below |V| / this
 #: (Beamer's beta).
 CPU_SETTLING_NOTIFY_FACTOR = 18
 
-#: At most this many iterations per such call: records, ``on_iteration``,
-#: checkpoints and Ctrl-C act between calls.
+#: At most this many iterations per call of a sparse batch: records,
+#: ``on_iteration``, checkpoints and Ctrl-C act between calls.
 CPU_SPARSE_BATCH_STEPS = 256
 
-#: A synchronous pull computes a source-side gather (one that reads only the
-#: source's value and degrees, like PageRank's rank/outdeg) once per vertex
-#: first, so that each edge reads one array instead of two or three
-#: (:func:`garaphpy.scheduler.decisions.precompute_source_gathers`).  False
-#: gathers along every edge, for comparison.
-CPU_SOURCE_PRECOMPUTE = True
-
-#: On the CPU alone, a synchronous pull with precomputed source-side gathers
-#: over one CSC in host memory also makes the next pull's gathers and the
-#: next iteration's aggregates from each new value it writes
-#: (:func:`garaphpy.scheduler.decisions.fused_pull`): two passes over every
-#: vertex fewer per iteration.  False keeps the passes, for comparison.
-CPU_FUSED_PULL = True
-
-#: Parts per thread of that fused pull, each of about equal in-edges plus
+#: Parts per thread of the fused pull (the run plan's ``fused_pull``: a pull
+#: that also makes the next pull's gathers and aggregates), each of about equal in-edges plus
 #: vertices, taken by whichever thread is free (dynamic scheduling).  One
 #: part per thread leaves the whole pull waiting for its slowest thread:
 #: 16 threads of the GPU host, PageRank's pull of a 4M-vertex grid 0.8x and
 #: of kron22 0.9x the time of one part per thread (BENCHMARKS.md, issue 19).
 CPU_FUSED_PULL_PARTS_PER_THREAD = 16
-
-#: On the CPU alone, a program's precomputed source-side gathers are held in
-#: float32 where its ``float32_gather_tolerance`` allows it for the run's
-#: tolerance (PageRank at 1e-6 and above): half the bytes read per edge
-#: (:func:`garaphpy.scheduler.decisions.float32_contributions`).  False
-#: keeps float64, for comparison.
-CPU_FLOAT32_CONTRIBUTIONS = True
 
 #: The default thread count gives each thread at least this many edges, up to
 #: every core: a small graph runs on one thread (a parallel launch and its

@@ -416,10 +416,10 @@ class GridSource(_GeneratedSource):
 
 
 # -------------------------------------------------------------- factories --
-def rmat(scale: int, edge_factor: int = config.RMAT_EDGE_FACTOR,
-         seed: int = config.GENERATOR_SEED, weighted: bool = False,
-         max_weight: int = config.GENERATOR_MAX_WEIGHT,
-         a: float = config.RMAT_A, b: float = config.RMAT_B, c: float = config.RMAT_C,
+def rmat(scale: int, edge_factor: int | None = None,
+         seed: int | None = None, weighted: bool = False,
+         max_weight: int | None = None,
+         a: float | None = None, b: float | None = None, c: float | None = None,
          scramble: bool = True) -> RmatSource:
     """A seeded RMAT (Kronecker) graph with Graph500 parameters.
 
@@ -457,6 +457,18 @@ def rmat(scale: int, edge_factor: int = config.RMAT_EDGE_FACTOR,
     garaphpy.errors.ConfigError
         Naming the argument that is out of range.
     """
+    if edge_factor is None:
+        edge_factor = config.RMAT_EDGE_FACTOR
+    if seed is None:
+        seed = config.GENERATOR_SEED
+    if max_weight is None:
+        max_weight = config.GENERATOR_MAX_WEIGHT
+    if a is None:
+        a = config.RMAT_A
+    if b is None:
+        b = config.RMAT_B
+    if c is None:
+        c = config.RMAT_C
     where = f"rmat:{scale}"
     scale = _check_int("scale", scale, 1, MAX_VERTICES_LOG2, where)
     edge_factor = _check_int("edge_factor", edge_factor, 1,
@@ -477,8 +489,8 @@ def rmat(scale: int, edge_factor: int = config.RMAT_EDGE_FACTOR,
     return RmatSource(scale, edge_factor, seed, weighted, max_weight, *probs, scramble)
 
 
-def grid(width: int, height: int, seed: int = config.GENERATOR_SEED,
-         max_weight: int = config.GENERATOR_MAX_WEIGHT, weighted: bool = True) -> GridSource:
+def grid(width: int, height: int, seed: int | None = None,
+         max_weight: int | None = None, weighted: bool = True) -> GridSource:
     """A ``width`` x ``height`` 4-neighbour grid, a road-like high-diameter graph.
 
     Vertex ``(x, y)``, ``0 <= x < width``, ``0 <= y < height``, has id
@@ -508,6 +520,10 @@ def grid(width: int, height: int, seed: int = config.GENERATOR_SEED,
     garaphpy.errors.ConfigError
         Naming the argument that is out of range.
     """
+    if seed is None:
+        seed = config.GENERATOR_SEED
+    if max_weight is None:
+        max_weight = config.GENERATOR_MAX_WEIGHT
     where = f"grid:{width}x{height}"
     width = _check_int("width", width, 1, 1 << MAX_VERTICES_LOG2, where)
     height = _check_int("height", height, 1, 1 << MAX_VERTICES_LOG2, where)
@@ -610,13 +626,15 @@ def _strip_where(exc: ConfigError) -> str:
 EDGE_WEIGHT_RULES = ("file", "unit", "hash")
 
 
-def hashed_edge_weights(src, dst, max_weight: int = config.GENERATOR_MAX_WEIGHT) -> np.ndarray:
+def hashed_edge_weights(src, dst, max_weight: int | None = None) -> np.ndarray:
     """``1 + splitmix64(src * 2^32 XOR dst) % max_weight`` per edge, int64.
 
     A weight from the edge's endpoints' user ids only, so the same edge
     gets the same weight whatever the numbering or the order of the input
     (the rule ``bench/modes.py`` weights SNAP graphs with).
     """
+    if max_weight is None:
+        max_weight = config.GENERATOR_MAX_WEIGHT
     z = (np.asarray(src).astype(np.uint64) << np.uint64(32)) ^ \
         np.asarray(dst).astype(np.uint64)
     z = z + np.uint64(0x9E3779B97F4A7C15)

@@ -231,12 +231,17 @@ def gpu_engine_options(monkeypatch, **options):
     monkeypatch.setattr(gpu_engine, "GpuEngine", ConfiguredGpuEngine)
 
 
-def run_engine(graph, program, sources=(), **options):
-    """Run on the real engine (``garaphpy.run``); ``sources`` are internal ids here."""
+def run_engine(graph, program, sources=(), turned_off=(), **options):
+    """Run on the real engine (``garaphpy.run``); ``sources`` are internal ids here;
+    ``turned_off``: the run plan's choices made off (``garaphpy.api.execute``)."""
     import garaphpy
+    from garaphpy import api
 
     sources = np.asarray(sources, dtype=np.int64)
     user_sources = graph.original_ids(sources).tolist() if sources.size else None
+    if turned_off:
+        return api.execute(graph, program, sources=user_sources, turned_off=turned_off,
+                           **options)
     return garaphpy.run(graph, program, sources=user_sources, **options)
 
 
@@ -253,7 +258,7 @@ def run_engine_quietly(graph, program, sources=(), **options):
 
 def run_engine_like_gpu(graph, program, sources=(), **options):
     """:func:`run_engine_quietly` without label shortcuts
-    (``config.CPU_SHORTCUT_LABELS`` and ``config.GPU_SHORTCUT_LABELS``, one
+    (the plan's ``shortcut_labels`` and ``config.GPU_SHORTCUT_LABELS``, one
     processor alone), so that the CPU reference of a GPU or hybrid run does
     the same iterations.
 
@@ -272,12 +277,13 @@ def run_engine_like_gpu(graph, program, sources=(), **options):
     if options.get("mode") in ("cpu", "gpu") and options.get("execution") is None \
             and instance.sum in ("min", "max") and default_execution(instance) == "async":
         options["execution"] = "sync"
-    shortcuts = config.CPU_SHORTCUT_LABELS, config.GPU_SHORTCUT_LABELS
-    config.CPU_SHORTCUT_LABELS = config.GPU_SHORTCUT_LABELS = False
+    shortcuts = config.GPU_SHORTCUT_LABELS
+    config.GPU_SHORTCUT_LABELS = False
     try:
-        return run_engine_quietly(graph, program, sources, **options)
+        return run_engine_quietly(graph, program, sources, turned_off={"shortcut_labels"},
+                                  **options)
     finally:
-        config.CPU_SHORTCUT_LABELS, config.GPU_SHORTCUT_LABELS = shortcuts
+        config.GPU_SHORTCUT_LABELS = shortcuts
 
 
 #: Built-in programs whose results are exact (integers, min, max): compared bitwise.

@@ -262,9 +262,9 @@ def test_cpu_script_on_a_tiny_graph(tmp_path):
 @pytest.mark.parametrize("switch, most_switched", [
     # a long thin grid: frontiers stay sparse for its 200 iterations, which batch
     # after the first config.CPU_SPARSE_BATCH_AFTER
-    ("CPU_SPARSE_BATCH", 100),
+    ("sparse_batches", 100),
     # those first ones, run alone, push
-    ("CPU_SETTLING_PUSH", 0)])
+    ("settling_push", 0)])
 def test_sparse_batch_script_on_a_tiny_grid(tmp_path, switch, most_switched):
     rows = tmp_path / "rows.jsonl"
     completed = run_script("sparse-batch", "--graphs", "grid:200x10", "--programs", "bfs",

@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 
 import garaphpy
-from garaphpy import api, config
+from garaphpy import api
 from garaphpy.configfile import load_config
 from garaphpy.errors import CheckpointError, ConfigError, RunInterrupted
 from garaphpy.cli import graph_from_config, main
@@ -421,7 +421,7 @@ def test_async_resume_is_verified(tmp_path):
 def test_async_checkpoints_after_pages_resume_to_a_verified_result(tmp_path, name,
                                                                    monkeypatch):
     # CC's labels from its ids: the union-find start would end the run before the crash
-    monkeypatch.setattr(config, "CPU_UNION_FIND_START", False)
+    labels_from_ids = {"union_find_start"}
     graph = garaphpy.Graph.load("rmat:10", progress=False, max_page_bytes=4000,
                                 max_shard_edges=300, generator_options={"weighted": True})
     pages = len((graph.as_undirected() if name == "cc" else graph).store.pages)
@@ -431,10 +431,11 @@ def test_async_checkpoints_after_pages_resume_to_a_verified_result(tmp_path, nam
         if name == "sssp" else None
     options = dict(execution="async", threads=THREADS, sources=sources, direction="pull",
                    checkpoint_dir=directory, checkpoint_every=0, checkpoint_pages=3)
-    whole = garaphpy.run(graph, name, execution="async", threads=THREADS, sources=sources,
-                         direction="pull")
+    whole = api.execute(graph, name, execution="async", threads=THREADS, sources=sources,
+                        direction="pull", turned_off=labels_from_ids)
     with pytest.raises(Crash):
-        garaphpy.run(graph, name, on_iteration=crash_at(1), **options)
+        api.execute(graph, name, on_iteration=crash_at(1), turned_off=labels_from_ids,
+                    **options)
     written = list_checkpoints(directory)
     assert written and all(".p" in path.name for path in written)
     newest = read_checkpoint(written[-1])
@@ -445,7 +446,7 @@ def test_async_checkpoints_after_pages_resume_to_a_verified_result(tmp_path, nam
                                                         (0, newest.pages + pages))
     assert newest.frontier.size == graph.num_vertices or name == "cc"
     assert len(newest.records) == 1
-    result = garaphpy.run(graph, name, resume=True, **options)
+    result = api.execute(graph, name, resume=True, turned_off=labels_from_ids, **options)
     assert result.converged and [r.iteration for r in result.iterations] == \
         list(range(result.num_iterations))
     assert result.program.verify(result.graph, result).ok

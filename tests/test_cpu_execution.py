@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import garaphpy
-from garaphpy import config
+from garaphpy import api
 from garaphpy.program import ProgramError, VertexProgram
 from garaphpy.scheduler import decisions
 
@@ -120,9 +120,10 @@ def test_builtin_min_max_programs_run_async_on_the_cpu_with_the_same_values(
 
 def test_label_propagation_on_a_grid_takes_a_few_sweeps_instead_of_its_diameter(
         grid, monkeypatch):
-    monkeypatch.setattr(config, "CPU_SHORTCUT_LABELS", False)   # propagation alone
-    default = garaphpy.run(grid, "cc", mode="cpu", threads=1)
-    synchronous = garaphpy.run(grid, "cc", mode="cpu", threads=1, execution="sync")
+    alone = {"shortcut_labels"}     # propagation alone
+    default = api.execute(grid, "cc", mode="cpu", threads=1, turned_off=alone)
+    synchronous = api.execute(grid, "cc", mode="cpu", threads=1, execution="sync",
+                              turned_off=alone)
     # vertex ids run along the rows: one in-place sweep carries the smallest label far
     assert synchronous.num_iterations >= 60 + 40 - 1
     assert default.num_iterations <= 4

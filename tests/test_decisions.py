@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import garaphpy
-from garaphpy import config
+from garaphpy import api, config
 from garaphpy.program import VertexProgram
 from garaphpy.scheduler import decisions
-from garaphpy.scheduler.dispatcher import HybridPolicy
+from garaphpy.scheduler.policy import HybridPolicy
 from garaphpy.scheduler.records import IterationRecord
 
 
@@ -170,9 +170,9 @@ def graph():
 
 @pytest.mark.parametrize("priority", [False, True], ids=["frontier", "buckets"])
 def test_records_carry_every_cpu_decision(graph, priority, monkeypatch):
-    monkeypatch.setattr(config, "CPU_VALUE_PRIORITY", priority)
     source = int(graph.original_ids([0])[0])
-    result = garaphpy.run(graph, "sssp", sources=[source], mode="cpu")
+    result = api.execute(graph, "sssp", sources=[source], mode="cpu",
+                         turned_off=() if priority else {"value_priority"})
     if priority:    # every iteration a bucket's notify-pull
         for record in result.iterations:
             assert record.decisions["direction"]["choice"] == record.direction == "notify-pull"

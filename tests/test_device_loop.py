@@ -25,6 +25,7 @@ import garaphpy
 from garaphpy import config
 from garaphpy.programs import BUILTIN_PROGRAMS
 from garaphpy.scheduler import decisions, device_loop
+from garaphpy.storage.store import neighbour_in_degree
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "programs"))
@@ -76,9 +77,9 @@ def test_sparse_pass_takes_small_frontiers_only():
 
 
 def test_the_neighbour_in_degree_weighs_vertices_by_their_in_edges():
-    assert decisions.neighbour_in_degree([4, 4, 4, 4]) == 4
-    assert decisions.neighbour_in_degree([1, 1, 1, 97]) == (3 + 97 * 97) / 100
-    assert decisions.neighbour_in_degree([0, 0]) == 1.0
+    assert neighbour_in_degree([4, 4, 4, 4]) == 4
+    assert neighbour_in_degree([1, 1, 1, 97]) == (3 + 97 * 97) / 100
+    assert neighbour_in_degree([0, 0]) == 1.0
 
 
 @pytest.mark.parametrize("num_edges", [0, 1, 19, 20, 21, 999, 10**6 + 7])

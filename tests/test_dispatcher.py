@@ -47,8 +47,9 @@ import garaphpy.api
 import garaphpy.kernels.gpu
 from garaphpy.errors import ConfigError
 from garaphpy.output import write_iterations
-from garaphpy.scheduler import decisions, dispatcher
-from garaphpy.scheduler.dispatcher import Decision, HybridPolicy, Observation, PageQueue
+from garaphpy.scheduler import decisions
+from garaphpy.scheduler import policy as cost_policy
+from garaphpy.scheduler.policy import Decision, HybridPolicy, Observation, PageQueue
 from garaphpy.scheduler.records import IterationRecord
 
 # Rates and page sizes are powers of two (times small integers), so that the
@@ -1095,8 +1096,8 @@ def test_cpu_run_fills_the_cpu_fields_and_writes_them(small_graph, tmp_path):
 
 
 def test_dispatcher_module_constants():
-    assert dispatcher.PROCESSORS == ("cpu", "gpu")
-    assert dispatcher.MODES == ("cpu", "hybrid")
+    assert cost_policy.PROCESSORS == ("cpu", "gpu")
+    assert cost_policy.MODES == ("cpu", "hybrid")
 
 
 def test_the_notified_in_edges_make_a_notify_pull_dearer_and_are_only_asked_for_when_needed():

@@ -24,13 +24,14 @@ import scipy.sparse as sp
 import scipy.sparse.csgraph as csgraph
 
 import garaphpy
-from garaphpy import api, config
+from garaphpy import api
 from garaphpy.errors import ConfigError
 from garaphpy.programs import SSSP, PageRank
 from garaphpy.scheduler import decisions
 from garaphpy.scheduler import driver as driver_module
 from garaphpy.scheduler.cpu_engine import CpuEngine, GraphArrays, RunState
-from garaphpy.scheduler.dispatcher import HybridPolicy
+from garaphpy.scheduler.plan import CPU_CHOICES, plan_cpu
+from garaphpy.scheduler.policy import HybridPolicy
 from garaphpy.scheduler.records import IterationRecord
 
 #: Record fields that are measured times, different on every run.
@@ -99,22 +100,25 @@ def iterate_engine(engine, program, direction="auto"):
     return program.finalize(engine.values_to_host()), records, converged
 
 
-def bare_cpu_engine(graph, program, sources, direction="auto", threads=2):
-    """A CPU engine made as ``garaphpy.run`` makes it, without the driver."""
+#: The plan choices a bare engine keeps: the pull's own.
+BARE_CHOICES = {"source_precompute", "float32_contributions", "fused_pull", "sparse_batches"}
+
+
+def bare_cpu_engine(graph, program, sources, direction="auto", threads=2, **plan_changes):
+    """A CPU engine made as ``garaphpy.run`` makes it, without the driver, with
+    the plan choices of a pull alone (:data:`BARE_CHOICES`) and ``plan_changes``."""
     source_vertices = api._source_vertices(graph, program, sources)
     compiled = api._compiled_program(program, parallel=threads > 1)
     pages = api.page_source(graph.store, "cpu")
     arrays = GraphArrays.from_graph(graph, source_vertices,
                                     "weighted_in_degree" in api._uses(program), pages)
+    plan = plan_cpu(program, compiled, arrays, mode="cpu", synchronous=True, threads=threads,
+                    tolerance=program.tolerance, symmetric=not graph.directed,
+                    turned_off=set(CPU_CHOICES) - BARE_CHOICES)
     state = RunState(arrays, compiled, synchronous=True)
     state.frontier = (np.arange(graph.num_vertices, dtype=np.int64)
                       if program.initially_active == "all" else source_vertices.copy())
-    engine = CpuEngine(arrays, compiled, state, threads)
-    if decisions.float32_contributions(program.float32_gather_tolerance, program.tolerance,
-                                       "cpu", config.CPU_FLOAT32_CONTRIBUTIONS):
-        engine.hold_contributions_in_float32()
-    if decisions.fused_pull("cpu", config.CPU_FUSED_PULL):
-        engine.enable_fused_pull()
+    engine = CpuEngine(arrays, compiled, state, dataclasses.replace(plan, **plan_changes))
     engine.warm_up(None if direction == "auto" else (direction,))
     return engine
 
@@ -257,7 +261,7 @@ def test_cpu_engine_may_batch_follows_the_sparse_batch_rule_and_buckets(graph):
         assert engine.may_batch(edges) == decisions.sparse_batch(
             edges, arrays.num_edges, arrays.num_vertices, engine.rho)
     assert engine.may_batch(10) and not engine.may_batch(arrays.num_edges)
-    engine.enable_value_priority(larger_first=False)
-    assert engine.may_batch(arrays.num_edges)
+    in_buckets = bare_cpu_engine(graph, SSSP(), [0], value_priority=True)
+    assert in_buckets.may_batch(arrays.num_edges)
     pagerank = bare_cpu_engine(graph, PageRank(), ())
     assert not pagerank.batches and not pagerank.may_batch(10)

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import garaphpy
-from garaphpy import config
+from garaphpy import api, config
 from garaphpy.program import ProgramError, VertexProgram
 from garaphpy.programs import BFS
 from garaphpy.kernels import cpu as kernels
@@ -66,8 +66,7 @@ def test_bfs_with_early_exit_equals_scipy_and_the_run_without(graphs, name, dire
     result = bfs(graph, direction=direction, threads=threads)
     np.testing.assert_array_equal(result.values, bfs_scipy(graph, [hub(graph)]))
     assert result.converged
-    monkeypatch.setattr(config, "CPU_EARLY_EXIT", False)
-    without = bfs(graph, direction=direction, threads=threads)
+    without = bfs(graph, direction=direction, threads=threads, turned_off={"early_exit"})
     np.testing.assert_array_equal(result.values, without.values)
     if direction != "auto":     # the same levels, one iteration each
         assert result.num_iterations == without.num_iterations
@@ -79,8 +78,7 @@ def test_bfs_with_early_exit_equals_scipy_and_the_run_without(graphs, name, dire
 def test_batches_off_give_the_same_depths(graphs, name, monkeypatch):
     graph = graphs[name]
     batched = bfs(graph)
-    monkeypatch.setattr(config, "CPU_SPARSE_BATCH", False)
-    single = bfs(graph)
+    single = bfs(graph, turned_off={"sparse_batches"})
     np.testing.assert_array_equal(batched.values, single.values)
     assert [r.direction for r in batched.iterations] == [r.direction for r in single.iterations]
 
@@ -92,8 +90,7 @@ def test_pulls_read_only_the_unsettled_vertices_in_edges(graphs, monkeypatch):
     # the first pull may read every in-edge; after it, only those of unsettled vertices
     assert edges[0] <= graph.num_edges and all(a >= b for a, b in zip(edges, edges[1:]))
     assert edges[-1] < graph.num_edges // 2
-    monkeypatch.setattr(config, "CPU_EARLY_EXIT", False)
-    without = bfs(graph, direction="pull")
+    without = bfs(graph, direction="pull", turned_off={"early_exit"})
     assert all(r.edges_processed == graph.num_edges for r in without.iterations)
 
 
@@ -123,7 +120,6 @@ def test_async_keeps_the_full_pull_and_a_hybrid_run_may_skip(graphs):
     assert not decisions.early_exit(True, False, "hybrid")
     assert not decisions.early_exit(True, True, "gpu")
     assert not decisions.early_exit(False, True, "cpu")
-    assert not decisions.early_exit(True, True, "cpu", enabled=False)
     assert decisions.early_exit(True, True, "cpu")
 
 
@@ -148,11 +144,9 @@ def test_pages_read_from_storage(tmp_path):
 
 
 def test_the_whole_settling_pull_rule():
-    assert decisions.whole_settling_pull(True, bitmap=True, in_memory=True)
-    assert not decisions.whole_settling_pull(False, bitmap=True, in_memory=True)
-    assert not decisions.whole_settling_pull(True, bitmap=False, in_memory=True)
-    assert not decisions.whole_settling_pull(True, bitmap=True, in_memory=False)
-    assert not decisions.whole_settling_pull(True, True, True, enabled=False)
+    assert decisions.whole_settling_pull(True, in_memory=True)
+    assert not decisions.whole_settling_pull(False, in_memory=True)
+    assert not decisions.whole_settling_pull(True, in_memory=False)
 
 
 @pytest.mark.parametrize("direction", ["auto", "pull"])
@@ -165,8 +159,8 @@ def test_the_whole_settling_pull_equals_the_pull_by_pages(graphs, name, threads,
     pulls = [r for r in whole.iterations if r.direction == "pull"]
     assert all(r.decisions["whole_settling_pull"]["choice"] for r in pulls)
     assert pulls or (name == "grid" and direction == "auto")     # a grid's levels push
-    monkeypatch.setattr(config, "CPU_WHOLE_SETTLING_PULL", False)
-    paged = bfs(graph, direction=direction, threads=threads)
+    paged = bfs(graph, direction=direction, threads=threads,
+                turned_off={"whole_settling_pull"})
     assert not any(r.decisions["whole_settling_pull"]["choice"]
                    for r in paged.iterations if r.direction == "pull")
     np.testing.assert_array_equal(whole.values, paged.values)
@@ -256,17 +250,19 @@ def early_exit_engine(graph, sources):
     """A CPU engine with early exit, made as ``garaphpy.run`` makes it."""
     from garaphpy import api
     from garaphpy.scheduler.cpu_engine import CpuEngine, GraphArrays, RunState
+    from garaphpy.scheduler.plan import plan_cpu
 
     program = BFS()
     source_vertices = api._source_vertices(graph, program, sources)
     compiled = api._compiled_program(program, parallel=True)
     arrays = GraphArrays.from_graph(graph, source_vertices, False,
                                     api.page_source(graph.store, "cpu"))
+    plan = plan_cpu(program, compiled, arrays, mode="cpu", synchronous=True, threads=2,
+                    tolerance=None, symmetric=not graph.directed)
+    assert plan.early_exit
     state = RunState(arrays, compiled, synchronous=True)
     state.frontier = source_vertices.copy()
-    engine = CpuEngine(arrays, compiled, state, threads=2)
-    engine.enable_early_exit(program.initially_active)
-    return program, engine
+    return program, CpuEngine(arrays, compiled, state, plan)
 
 
 @pytest.mark.parametrize("name", ["rmat", "grid", "rmat-pages"])
@@ -495,11 +491,9 @@ def test_a_users_false_declaration_raises_instead_of_answering(tmp_path):
 @pytest.mark.parametrize("name", ["grid", "rmat", "rmat-pages", "sample"])
 def test_the_push_gives_the_notify_pulls_levels(graphs, name, threads, monkeypatch):
     graph = graphs[name]
-    monkeypatch.setattr(config, "CPU_SPARSE_BATCH", False)     # every sparse one alone
-    pushed = bfs(graph, threads=threads)
+    pushed = bfs(graph, threads=threads, turned_off={"sparse_batches"})  # each sparse alone
     np.testing.assert_array_equal(pushed.values, bfs_scipy(graph, [hub(graph)]))
-    monkeypatch.setattr(config, "CPU_SETTLING_PUSH", False)
-    pulled = bfs(graph, threads=threads)
+    pulled = bfs(graph, threads=threads, turned_off={"sparse_batches", "settling_push"})
     np.testing.assert_array_equal(pushed.values, pulled.values)
     assert [r.direction for r in pushed.iterations] == [r.direction for r in pulled.iterations]
     assert [r.activated for r in pushed.iterations] == [r.activated for r in pulled.iterations]
@@ -630,14 +624,13 @@ class ParentDegreeLevels(OwnLevels):
 def test_a_false_declaration_raises_with_the_push_too(monkeypatch, push):
     # 0 reaches 1 and 2 (value 2 each); vertex 3 gets 5 from 1 (out-degree 3), which
     # claims it first (one thread, the frontier in order), where 2 would give 3
-    monkeypatch.setattr(config, "CPU_SETTLING_PUSH", push)
     graph = garaphpy.Graph.from_arrays(np.array([0, 0, 1, 1, 1, 2]),
                                        np.array([1, 2, 3, 4, 5, 3]), num_vertices=6)
     seen = []
     with pytest.raises(ProgramError, match="declares final_once_set = True.*vertex 3"):
-        garaphpy.run(graph, ParentDegreeLevels(), mode="cpu", threads=1, sources=[0],
-                     direction="notify-pull",
-                     on_iteration=lambda record: seen.append(record.decisions))
+        api.execute(graph, ParentDegreeLevels(), mode="cpu", threads=1, sources=[0],
+                    direction="notify-pull", turned_off=() if push else {"settling_push"},
+                    on_iteration=lambda record: seen.append(record.decisions))
     assert all(("settling_push" in entry) == push for entry in seen)
     # without early exit the same program is right
     result = garaphpy.run(graph, ParentDegreeLevels(), mode="cpu", threads=1, sources=[0],
@@ -649,7 +642,6 @@ def test_the_push_rule():
     assert decisions.settling_push(early_exit=True, reads_weights=False)
     assert not decisions.settling_push(early_exit=False, reads_weights=False)
     assert not decisions.settling_push(early_exit=True, reads_weights=True)
-    assert not decisions.settling_push(early_exit=True, reads_weights=False, enabled=False)
 
 
 # -- the settled vertices as a bitmap ------------------------------------------------------
@@ -663,18 +655,3 @@ def test_packed_flags_match_numpy(n):
     expected[:packed.size] = packed
     np.testing.assert_array_equal(bits.view(np.uint8), expected)
 
-
-@pytest.mark.parametrize("name", ["grid", "rmat", "rmat-pages", "sample"])
-@pytest.mark.parametrize("direction", ["auto", "pull"])
-def test_bitmap_of_settled_vertices_changes_nothing(graphs, name, direction, monkeypatch):
-    graph = graphs[name]
-    runs = {}
-    for bitmap in (True, False):
-        monkeypatch.setattr(config, "CPU_SETTLED_BITMAP", bitmap)
-        runs[bitmap] = bfs(graph, direction=direction)
-    np.testing.assert_array_equal(runs[True].values, bfs_scipy(graph, [hub(graph)]))
-    np.testing.assert_array_equal(runs[True].values, runs[False].values)
-    steps = {bitmap: [(r.direction, r.activated, r.edges_processed) for r in run.iterations]
-             for bitmap, run in runs.items()}
-    assert steps[True] == steps[False]
-    assert direction == "auto" or all(r.direction == "pull" for r in runs[True].iterations)

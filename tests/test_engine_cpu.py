@@ -18,7 +18,7 @@ import scipy.sparse as sp
 import scipy.sparse.csgraph as csgraph
 
 import garaphpy
-from garaphpy import config
+from garaphpy import api, config
 from garaphpy.api import NotConvergedError, NotConvergedWarning
 from garaphpy.errors import ConfigError
 from garaphpy.program import ProgramError, VertexProgram
@@ -413,8 +413,8 @@ class DecayingMaxLabel(VertexProgram):
 def runs_with_and_without_precompute(monkeypatch, graph, program, **options):
     results = {}
     for enabled in (True, False):
-        monkeypatch.setattr(config, "CPU_SOURCE_PRECOMPUTE", enabled)
-        results[enabled] = garaphpy.run(graph, program, **options)
+        results[enabled] = api.execute(graph, program, **options, turned_off=(
+            () if enabled else {"source_precompute"}))
         pulls = [r for r in results[enabled].iterations if r.direction == "pull"]
         assert pulls, "the comparison needs pull iterations"
         assert all(r.gather_precomputed == enabled for r in pulls)
@@ -549,11 +549,10 @@ def test_notify_lists_each_out_neighbour_once_with_a_hubs_edges_cut(chunks):
         assert not unclaimed.any()
 
 
-@pytest.mark.parametrize("pause", [True, False])
-def test_the_garbage_collector_pauses_while_a_run_iterates(monkeypatch, pause):
+def test_the_garbage_collector_pauses_while_a_run_iterates():
     import gc
 
-    monkeypatch.setattr(config, "PAUSE_GC_IN_ITERATIONS", pause)
+    pause = True
     graph = garaphpy.Graph.load("rmat:8", progress=False)
     seen = []
     result = garaphpy.run(graph, "bfs", sources=[0], mode="cpu",
@@ -573,7 +572,6 @@ def test_the_garbage_collector_pauses_while_a_run_iterates(monkeypatch, pause):
 def test_the_garbage_collector_is_on_again_after_a_failing_run(monkeypatch):
     import gc
 
-    monkeypatch.setattr(config, "PAUSE_GC_IN_ITERATIONS", True)
     graph = garaphpy.Graph.load("rmat:8", progress=False)
 
     def fail(record):

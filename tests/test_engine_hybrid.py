@@ -20,7 +20,7 @@ import pytest
 
 import garaphpy
 from garaphpy.programs import BUILTIN_PROGRAMS
-from garaphpy.scheduler.dispatcher import HybridPolicy
+from garaphpy.scheduler.policy import HybridPolicy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "programs"))

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import garaphpy
-from garaphpy import config
+from garaphpy import api
 from garaphpy.kernels import cpu as kernels
 from garaphpy.program import ProgramError, VertexProgram
 from garaphpy.programs import ConnectedComponents
@@ -39,7 +39,6 @@ def test_the_rule():
     assert not decisions.floor_skip(True, "hybrid")
     assert not decisions.floor_skip(True, "gpu")
     assert not decisions.floor_skip(False, "cpu")
-    assert not decisions.floor_skip(True, "cpu", enabled=False)
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -123,8 +122,7 @@ def test_components_with_the_skip_equal_scipy_and_read_fewer_edges(graphs, name,
     graph = graphs[name]
     skipped = run_engine(graph, "cc", mode="cpu", threads=threads)
     np.testing.assert_array_equal(skipped.values, components_scipy(graph))
-    monkeypatch.setattr(config, "CPU_FLOOR_SKIP", False)
-    full = run_engine(graph, "cc", mode="cpu", threads=threads)
+    full = run_engine(graph, "cc", mode="cpu", threads=threads, turned_off={"floor_skip"})
     np.testing.assert_array_equal(skipped.values, full.values)
     floors = [r.decisions["cpu_floor_skip"] for r in skipped.iterations
               if "cpu_floor_skip" in r.decisions]
@@ -186,12 +184,8 @@ def test_a_users_false_declaration_raises_instead_of_answering():
     graph = garaphpy.Graph.from_arrays(np.array([0, 1]), np.array([1, 0]), num_vertices=2)
     with pytest.raises(ProgramError, match="declares gather_no_better_than_source = True"):
         garaphpy.run(graph, SteppingDown(), mode="cpu", threads=1)
-    config_value = config.CPU_FLOOR_SKIP
-    try:
-        config.CPU_FLOOR_SKIP = False
-        result = garaphpy.run(graph, SteppingDown(), mode="cpu", threads=1)
-    finally:
-        config.CPU_FLOOR_SKIP = config_value
+    result = api.execute(graph, SteppingDown(), mode="cpu", threads=1,
+                         turned_off={"floor_skip"})
     assert result.values.tolist() == [0, 0]
 
 

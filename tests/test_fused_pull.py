@@ -91,9 +91,10 @@ def graphs(tmp_path_factory):
     }
 
 
-def _run(graph, program, fused: bool, monkeypatch, **options):
-    monkeypatch.setattr(config, "CPU_FUSED_PULL", fused)
-    options = {"mode": "cpu", "threads": 2, **options}
+def _run(graph, program, fused: bool, monkeypatch, turned_off=(), **options):
+    options = {"mode": "cpu", "threads": 2,
+               "turned_off": set(turned_off) | (set() if fused else {"fused_pull"}),
+               **options}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", garaphpy.NotConvergedWarning)
         return run_engine(graph, program, **options)
@@ -101,7 +102,6 @@ def _run(graph, program, fused: bool, monkeypatch, **options):
 
 def test_the_rule():
     assert decisions.fused_pull("cpu")
-    assert not decisions.fused_pull("cpu", enabled=False)
     assert not decisions.fused_pull("hybrid")
     assert not decisions.fused_pull("gpu")
 
@@ -287,7 +287,6 @@ def test_the_float32_rule():
     assert not decisions.float32_contributions(bound, None, "cpu")
     assert not decisions.float32_contributions(None, 1e-4, "cpu")
     assert not decisions.float32_contributions(bound, 1e-4, "hybrid")
-    assert not decisions.float32_contributions(bound, 1e-4, "cpu", enabled=False)
     # a damping closer to 1 amplifies the rounding: a larger bound
     assert PageRank(damping=0.99).float32_gather_tolerance == pytest.approx(
         3 * 2.0 ** -24 * 0.99 / 0.01)
@@ -316,9 +315,9 @@ def test_float32_contributions_stay_within_their_bound_of_float64(graphs, monkey
     graph = graphs["dangling"]
     steps = {}
     for allowed in (True, False):
-        monkeypatch.setattr(config, "CPU_FLOAT32_CONTRIBUTIONS", allowed)
         steps[allowed] = _run(graph, PageRank(), True, monkeypatch, tolerance=1e-4,
-                              max_iterations=30, raise_on_nonconvergence=False)
+                              max_iterations=30, raise_on_nonconvergence=False,
+                              turned_off=() if allowed else {"float32_contributions"})
     assert steps[True].iterations[1].decisions["cpu_precompute"]["contribution_dtype"] == \
         "float32"
     assert steps[False].iterations[1].decisions["cpu_precompute"]["contribution_dtype"] == \

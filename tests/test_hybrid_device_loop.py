@@ -25,7 +25,7 @@ import pytest
 import garaphpy
 from garaphpy import config
 from garaphpy.scheduler import decisions
-from garaphpy.scheduler.dispatcher import HybridPolicy, Observation
+from garaphpy.scheduler.policy import HybridPolicy, Observation
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import references as ref  # noqa: E402

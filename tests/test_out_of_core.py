@@ -43,12 +43,10 @@ LIMIT = 40                             #: iterations at most (HS, CS, NN: not co
 K = 8.0                                #: the read ratio the streaming runs are given
 
 
-@pytest.fixture(autouse=True)
-def labels_from_ids(monkeypatch):
-    """CC as a workload of many streamed pulls: its labels start from the ids
-    (the union-find start ends it after one pull that reads no page; it is
-    tested out of core in tests/test_union_find.py)."""
-    monkeypatch.setattr(config, "CPU_UNION_FIND_START", False)
+#: CC as a workload of many streamed pulls: its labels start from the ids
+#: (the union-find start ends it after one pull that reads no page; it is
+#: tested out of core in tests/test_union_find.py).
+LABELS_FROM_IDS = frozenset({"union_find_start"})
 
 
 def programs(names=None):
@@ -65,7 +63,8 @@ def run_quietly(graph, name, **options):
     """A CPU run; synchronous unless asked (the built-in min/max programs run
     asynchronously on the CPU by default, whose iterations vary from run to run)."""
     options = {"mode": "cpu", "threads": THREADS, "max_iterations": LIMIT,
-               "execution": "sync", **options}
+               "execution": "sync", **options,
+               "turned_off": LABELS_FROM_IDS | set(options.get("turned_off", ()))}
     return ref.run_engine_quietly(graph, get_program(name), sources_of(name), **options)
 
 
@@ -325,13 +324,13 @@ def test_pagerank_reads_the_streamed_pages_every_iteration(disk_rmat, in_memory)
 def test_forced_notify_pull_from_pages(disk_rmat, in_memory, name, cached_fraction,
                                       monkeypatch):
     # BFS would push from the frontier, reading no page (test_bfs_pushes_without_pages)
-    monkeypatch.setattr(config, "CPU_SETTLING_PUSH", False)
-    expected = in_memory(name, direction="notify-pull")
+    expected = in_memory(name, direction="notify-pull", turned_off=frozenset({"settling_push"}))
     options = budget(disk_rmat, name, cached_fraction, pages_ahead=1)
     store = store_of(disk_rmat, name)
     plan = plan_of(store, **options)
     assert plan is not None and bool(plan.cached) == (cached_fraction > 0)
-    result = run_quietly(disk_rmat, name, direction="notify-pull", read_ratio=K, **options)
+    result = run_quietly(disk_rmat, name, direction="notify-pull", read_ratio=K,
+                         turned_off={"settling_push"}, **options)
     np.testing.assert_array_equal(result.values, expected.values)
     np.testing.assert_array_equal(result.values, in_memory(name).values)
     assert result.num_iterations == expected.num_iterations

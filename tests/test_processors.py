@@ -22,7 +22,9 @@ import garaphpy
 from garaphpy import api
 from garaphpy.program import VertexProgram
 from garaphpy.scheduler.cpu_engine import CpuEngine, GraphArrays, RunState
+from garaphpy.scheduler import decisions
 from garaphpy.scheduler.gpu.vertex_state import DeviceVertexState
+from garaphpy.scheduler.plan import CpuPlan
 from garaphpy.scheduler.gpu_engine import GpuEngine
 from garaphpy.scheduler.processors import CpuProcessor, GpuProcessor, ProcessorResult
 from garaphpy.scheduler.records import IterationRecord
@@ -63,7 +65,9 @@ def cpu_engine(graph):
     arrays = GraphArrays.from_graph(graph, np.zeros(0, np.int64), False, source)
     state = RunState(arrays, compiled, synchronous=True)
     state.frontier = np.arange(graph.num_vertices, dtype=np.int64)
-    return CpuEngine(arrays, compiled, state, threads=2)
+    precompute = decisions.precompute_source_gathers("pull", True, compiled.gather_parameters)
+    return CpuEngine(arrays, compiled, state,
+                     CpuPlan(threads=2, synchronous=True, source_precompute=precompute))
 
 
 class RecordingVertexState:

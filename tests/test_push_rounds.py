@@ -41,8 +41,6 @@ def chain(tmp_path_factory):
 @pytest.fixture
 def rounds_on(monkeypatch):
     """Rounds allowed, on a machine taken as not loaded."""
-    monkeypatch.setattr(config, "CPU_VALUE_PRIORITY", True)
-    monkeypatch.setattr(config, "CPU_PUSH_ROUNDS", True)
     monkeypatch.setattr(_numba_setup, "WAIT_POLICY", "default (spin, then sleep)")
 
 
@@ -143,7 +141,6 @@ def test_rule_needs_push_two_threads_an_unloaded_machine_and_the_switch():
     assert not decisions.cpu_push_rounds(False, 16, loaded=False)
     assert not decisions.cpu_push_rounds(True, 1, loaded=False)
     assert not decisions.cpu_push_rounds(True, 16, loaded=True)
-    assert not decisions.cpu_push_rounds(True, 16, loaded=False, enabled=False)
     # rounds read no in-edges: the skew limit of the steps does not apply to them
     assert decisions.value_priority(True, "cpu", False, True, 75.0, max_skew=4.0,
                                     push_rounds=True)
@@ -173,8 +170,7 @@ def test_grid_sssp_equals_dijkstra(grid, width, steps, rounds_on, monkeypatch):
 
 def test_rounds_read_fewer_edges_than_whole_frontiers(grid, rounds_on, monkeypatch):
     rounds = run_rounds(grid, "sssp", [61])
-    monkeypatch.setattr(config, "CPU_VALUE_PRIORITY", False)
-    whole = run_rounds(grid, "sssp", [61])
+    whole = run_rounds(grid, "sssp", [61], turned_off={"value_priority"})
     np.testing.assert_array_equal(rounds.values, whole.values)
     read = [sum(r.edges_processed for r in run.iterations) for run in (rounds, whole)]
     assert read[0] < read[1]
@@ -287,9 +283,9 @@ def test_a_tolerance_does_not_end_a_run_in_buckets_early(snap, grid, rounds, rou
     """A bucket's change measures that bucket: a round or step that improves
     nothing while other buckets wait is no fixed point (the README's example,
     SSSP with tolerance 1e-6 on web-NotreDame, stopped after 16 rounds)."""
-    monkeypatch.setattr(config, "CPU_PUSH_ROUNDS", rounds)
     graph = snap if rounds else grid        # the steps take buckets on low skew only
-    result = run_rounds(graph, "sssp", [0], tolerance=1e-6)
+    result = run_rounds(graph, "sssp", [0], tolerance=1e-6,
+                        turned_off=() if rounds else {"push_rounds"})
     assert any(r.decisions.get("value_priority", {}).get("rounds") is rounds
                for r in result.iterations)
     assert result.converged and result.stop_reason == "no active vertex"

@@ -47,7 +47,6 @@ def graphs(tmp_path_factory, request):
 @pytest.fixture
 def rounds_on(monkeypatch):
     """Rounds allowed, on a machine taken as not loaded, batches from the start."""
-    monkeypatch.setattr(config, "CPU_SETTLE_ROUNDS", True)
     monkeypatch.setattr(config, "CPU_SPARSE_BATCH_AFTER", 0)
     monkeypatch.setattr(_numba_setup, "WAIT_POLICY", "default (spin, then sleep)")
 
@@ -79,7 +78,6 @@ def test_rule_needs_the_push_two_threads_an_unloaded_machine_and_the_switch(monk
     assert not decisions.cpu_settle_rounds(False, 16, loaded=False)
     assert not decisions.cpu_settle_rounds(True, 1, loaded=False)
     assert not decisions.cpu_settle_rounds(True, 16, loaded=True)
-    assert not decisions.cpu_settle_rounds(True, 16, loaded=False, enabled=False)
     assert decisions.round_serial_edges(16) == 16 * config.CPU_ROUND_SERIAL_EDGES_PER_THREAD
     monkeypatch.setattr(config, "CPU_ROUND_SERIAL_EDGES", 5)
     assert decisions.round_serial_edges(16) == 5
@@ -102,8 +100,7 @@ def test_levels_equal_scipy_and_the_launched_steps(graphs, name, serial_edges, r
         assert not any(choice for choice, edges in alone if edges > 0)
     elif serial_edges == 10**12:
         assert all(choice for choice, _ in alone)
-    monkeypatch.setattr(config, "CPU_SETTLE_ROUNDS", False)
-    launched = bfs(graph, source)
+    launched = bfs(graph, source, turned_off={"settle_rounds"})
     assert in_rounds(launched) == 0
     np.testing.assert_array_equal(rounds.values, launched.values)
     assert steps_of(rounds) == steps_of(launched)

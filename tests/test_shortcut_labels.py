@@ -21,14 +21,18 @@ from garaphpy.kernels import cpu as kernels
 from garaphpy.program import ProgramError
 from garaphpy.scheduler import decisions
 
-from references import MinLabels, components_scipy, run_engine
+import references
+from references import MinLabels, components_scipy
 
 
-@pytest.fixture(autouse=True)
-def labels_from_ids(monkeypatch):
-    """The shortcut itself is under test: labels start from the ids, not from
-    the union-find start (tests/test_union_find.py)."""
-    monkeypatch.setattr(config, "CPU_UNION_FIND_START", False)
+#: The shortcut itself is under test: labels start from the ids, not from
+#: the union-find start (tests/test_union_find.py).
+LABELS_FROM_IDS = frozenset({"union_find_start"})
+
+
+def run_engine(graph, program, sources=(), turned_off=(), **options):
+    return references.run_engine(graph, program, sources,
+                                 turned_off=LABELS_FROM_IDS | set(turned_off), **options)
 
 
 @pytest.fixture(scope="module")
@@ -109,8 +113,8 @@ def test_cc_with_shortcuts_equals_scipy_and_the_run_without(graphs, name, direct
     np.testing.assert_array_equal(result.values, components_scipy(graph))
     assert result.converged
     assert all(r.decisions["shortcut_labels"]["choice"] for r in result.iterations)
-    monkeypatch.setattr(config, "CPU_SHORTCUT_LABELS", False)
-    without = cc(graph, direction=direction, execution=execution, threads=threads)
+    without = cc(graph, direction=direction, execution=execution, threads=threads,
+                 turned_off={"shortcut_labels"})
     np.testing.assert_array_equal(result.values, without.values)
     if execution == "sync":     # async counts depend on the threads' interleaving
         assert result.num_iterations <= without.num_iterations
@@ -120,8 +124,7 @@ def test_cc_with_shortcuts_equals_scipy_and_the_run_without(graphs, name, direct
 def test_a_grid_takes_a_handful_of_iterations_instead_of_its_diameter(graphs, monkeypatch):
     graph = graphs["grid"]      # 60x40: label propagation needs about 100 iterations
     result = cc(graph, execution="sync")
-    monkeypatch.setattr(config, "CPU_SHORTCUT_LABELS", False)
-    without = cc(graph, execution="sync")
+    without = cc(graph, execution="sync", turned_off={"shortcut_labels"})
     assert without.num_iterations >= 99
     assert result.num_iterations <= 5
     first = result.iterations[0].decisions["shortcut_labels"]
@@ -138,7 +141,7 @@ def test_one_processor_alone_shortcuts_and_in_hybrid_runs_only_the_gpu():
     assert not decisions.shortcut_labels(True, "gpu", processor="cpu")
     assert decisions.shortcut_labels(True, "gpu")
     assert not decisions.shortcut_labels(False, "cpu")
-    assert not decisions.shortcut_labels(True, "cpu", enabled=False)
+    assert not decisions.shortcut_labels(True, "gpu", enabled=False)
 
 
 def test_every_vertex_is_shortcut_only_where_the_sample_says_labels_travel():

@@ -5,7 +5,7 @@ notify many at a time in one kernel call
 (:func:`garaphpy.kernels.cpu.sparse_iterations`), the smallest on one
 thread.  Each batched iteration must be the one the engine would have run
 on its own: the same values, frontier and counters.  Checked here against
-the same run with batching off (``config.CPU_SPARSE_BATCH = False``) and
+the same run with batching off (the plan's ``sparse_batches`` turned off) and
 against SciPy, on grids (long, thin frontiers), a chain (one vertex a step)
 and a SNAP graph.
 """
@@ -21,8 +21,9 @@ from garaphpy.kernels.cpu import SETTLED_CLAIM, SPARSE_COUNTERS
 from garaphpy.programs import SSSP
 from garaphpy.scheduler import decisions
 
+import references
 from references import (assert_program_values, bfs_scipy, components_scipy, random_csr_csc,
-                        run_engine, run_engine_quietly, sssp_scipy, weighted_chain)
+                        sssp_scipy, weighted_chain)
 
 #: Left out of the fast subset (``-m "not slow"``): the other programs and
 #: executions of a case whose first one stays in it.
@@ -45,23 +46,40 @@ def chain(tmp_path_factory):
     return weighted_chain(tmp_path_factory.mktemp("chain") / "s", 3000, 7)
 
 
+#: The plan's choices the runs of this module turn off: CC propagates labels
+#: without shortcuts (which leave it no sparse iterations to batch), BFS
+#: notifies and pulls in iterations run alone (no push: the batches are
+#: compared with notify-pulls run alone), SSSP takes its frontiers whole (its
+#: buckets of values are batches of their own, tests/test_value_priority.py).
+BASE_OFF = frozenset({"shortcut_labels", "settling_push", "value_priority"})
+
+#: What the runs turn off now: nothing, or (``batching`` sets it) BASE_OFF, and
+#: ``sparse_batches`` where batching is off.
+TURNED_OFF = {"now": frozenset()}
+
+
+def run_engine(graph, program, sources=(), **options):
+    return references.run_engine(graph, program, sources, turned_off=TURNED_OFF["now"],
+                                 **options)
+
+
+def run_engine_quietly(graph, program, sources=(), **options):
+    return references.run_engine_quietly(graph, program, sources,
+                                         turned_off=TURNED_OFF["now"], **options)
+
+
 @pytest.fixture
 def batching(monkeypatch):
-    """Sets ``config.CPU_SPARSE_BATCH`` (and ``CPU_SERIAL_STEP_EDGES``) for one test,
-    and batches from a run's first sparse iteration (``CPU_SPARSE_BATCH_AFTER`` = 0);
-    CC propagates labels without shortcuts (which leave it no sparse iterations
-    to batch), BFS notifies and pulls in iterations run alone (no push), SSSP
-    takes its frontiers whole (no buckets of values)."""
+    """Batching on or off (the plan's ``sparse_batches``), and
+    ``config.CPU_SERIAL_STEP_EDGES``, for one test, batching from a run's
+    first sparse iteration (``CPU_SPARSE_BATCH_AFTER`` = 0); the runs turn
+    :data:`BASE_OFF` off."""
     monkeypatch.setattr(config, "CPU_SPARSE_BATCH_AFTER", 0)
-    monkeypatch.setattr(config, "CPU_SHORTCUT_LABELS", False)
-    # a BFS iteration run alone would push (config.CPU_SETTLING_PUSH): the batches are
-    # compared with notify-pulls run alone
-    monkeypatch.setattr(config, "CPU_SETTLING_PUSH", False)
-    # SSSP's buckets of values are batches of their own (tests/test_value_priority.py)
-    monkeypatch.setattr(config, "CPU_VALUE_PRIORITY", False)
+    monkeypatch.setitem(TURNED_OFF, "now", BASE_OFF)
 
-    def set_batching(on, serial_edges=config.CPU_SERIAL_STEP_EDGES):
-        monkeypatch.setattr(config, "CPU_SPARSE_BATCH", on)
+    def set_batching(on, serial_edges=None):
+        monkeypatch.setitem(TURNED_OFF, "now",
+                            BASE_OFF if on else BASE_OFF | {"sparse_batches"})
         monkeypatch.setattr(config, "CPU_SERIAL_STEP_EDGES", serial_edges)
     return set_batching
 
@@ -78,8 +96,7 @@ def batched(result):
     return sum("sparse_batch" in record.decisions for record in result.iterations)
 
 
-def run_both(graph, name, sources, batching, serial_edges=config.CPU_SERIAL_STEP_EDGES,
-             **options):
+def run_both(graph, name, sources, batching, serial_edges=None, **options):
     """The run with batching on and off."""
     batching(True, serial_edges)
     on = run_engine(graph, name, sources, mode="cpu", **options)
@@ -103,7 +120,6 @@ def test_rule_batches_sparse_notify_pulls_only():
     rule = decisions.sparse_batch
     assert rule(100, 10_000, 5_000, 1.0)
     assert not rule(100, 10_000, 5_000, 1.0, forced="notify-pull")
-    assert not rule(100, 10_000, 5_000, 1.0, enabled=False)
     assert rule(10**6, 10**9, 10**9, 1.0)
     # the engine would pull: f > 1 / (2 rho)
     assert rule(500, 1000, 10**9, 1.0)

@@ -22,7 +22,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 import garaphpy
-from garaphpy import config
+from garaphpy import api
 from garaphpy.kernels import union_find
 from garaphpy.scheduler import decisions
 
@@ -136,9 +136,8 @@ def test_a_connected_grid_reads_no_edge_and_ends_after_one_iteration(graphs):
 
 
 def test_switched_off_labels_start_from_the_ids(graphs, monkeypatch):
-    monkeypatch.setattr(config, "CPU_UNION_FIND_START", False)
     graph = graphs["grid"]
-    result = run_engine(graph, "cc", mode="cpu", threads=2)
+    result = run_engine(graph, "cc", mode="cpu", threads=2, turned_off={"union_find_start"})
     np.testing.assert_array_equal(result.values, components_scipy(graph))
     assert result.num_iterations > 1
     assert all("cpu_union_find_start" not in r.decisions for r in result.iterations)
@@ -150,7 +149,6 @@ def test_decision():
     assert not decisions.union_find_start(False, True, "cpu")     # not min-label propagation
     assert not decisions.union_find_start(True, True, "hybrid")
     assert not decisions.union_find_start(True, True, "gpu")
-    assert not decisions.union_find_start(True, True, "cpu", enabled=False)
 
 
 class DirectedLabels(MinLabels):
@@ -201,10 +199,9 @@ def test_a_resumed_run_does_not_start_again(tmp_path, monkeypatch):
         if record.iteration == 2:
             raise RuntimeError("crash")
 
-    monkeypatch.setattr(config, "CPU_SHORTCUT_LABELS", False)      # many iterations
-    with pytest.raises(RuntimeError, match="crash"):
-        garaphpy.run(graph, "cc", on_iteration=crash_after_two, **options)
-    monkeypatch.setattr(config, "CPU_SHORTCUT_LABELS", True)
+    with pytest.raises(RuntimeError, match="crash"):      # many iterations without shortcuts
+        api.execute(graph, "cc", on_iteration=crash_after_two, turned_off={"shortcut_labels"},
+                    **options)
     result = garaphpy.run(graph, "cc", resume=True, **options)
     np.testing.assert_array_equal(result.values, components_scipy(graph))
     # a fresh start would have ended after one iteration, with the start recorded

@@ -50,14 +50,16 @@ def edges_read(result) -> int:
     return sum(record.edges_processed for record in result.iterations)
 
 
-def run_priority(graph, name, sources, on: bool, monkeypatch, quietly=False, **options):
+def run_priority(graph, name, sources, on: bool, monkeypatch, quietly=False, push=True,
+                 **options):
     """A run on the CPU alone, its buckets taken step by step (the rounds on kept
-    threads, ``config.CPU_PUSH_ROUNDS``, are test_push_rounds.py's)."""
-    monkeypatch.setattr(config, "CPU_VALUE_PRIORITY", on)
-    monkeypatch.setattr(config, "CPU_PUSH_ROUNDS", False)
+    threads, the plan's ``push_rounds``, are test_push_rounds.py's), in buckets
+    where ``on``, their small steps pushed where ``push``."""
     options.setdefault("threads", 2)
+    turned_off = {"push_rounds"} | (set() if on else {"value_priority"}) \
+        | (set() if push else {"priority_push"})
     run = run_engine_quietly if quietly else run_engine
-    return run(graph, name, sources, mode="cpu", **options)
+    return run(graph, name, sources, mode="cpu", turned_off=turned_off, **options)
 
 
 # -- the rules -----------------------------------------------------------------------------
@@ -68,7 +70,6 @@ def test_rule_needs_declaration_cpu_async_batches_and_low_skew():
     assert not decisions.value_priority(True, "gpu", False, True, 1.0)
     assert not decisions.value_priority(True, "cpu", True, True, 1.0)     # synchronous
     assert not decisions.value_priority(True, "cpu", False, False, 1.0)   # pages streamed
-    assert not decisions.value_priority(True, "cpu", False, True, 1.0, enabled=False)
     assert not decisions.value_priority(True, "cpu", False, True, 75.0, max_skew=4.0)
 
 
@@ -195,7 +196,6 @@ def test_false_declarations_are_refused_at_definition(changes, message):
 def test_the_push_rule_needs_the_declaration():
     assert decisions.cpu_priority_push(True)
     assert not decisions.cpu_priority_push(False)
-    assert not decisions.cpu_priority_push(True, enabled=False)
 
 
 @pytest.mark.parametrize("name", ["sssp", "sswp"])
@@ -205,8 +205,7 @@ def test_pushed_steps_equal_notify_pulled_ones_with_fewer_edges(grid, name, widt
     monkeypatch.setattr(config, "CPU_BUCKET_WIDTH", width)
     runs = {}
     for push in (True, False):
-        monkeypatch.setattr(config, "CPU_PRIORITY_PUSH", push)
-        runs[push] = run_priority(grid, name, [61, 2900], True, monkeypatch)
+        runs[push] = run_priority(grid, name, [61, 2900], True, monkeypatch, push=push)
         assert runs[push].iterations[0].decisions["value_priority"]["push"] is push
     np.testing.assert_array_equal(runs[True].values, runs[False].values)
     if name == "sssp":
@@ -221,8 +220,7 @@ def test_steps_for_many_threads_still_notify_and_pull(grid, monkeypatch):
     monkeypatch.setattr(config, "CPU_SERIAL_STEP_EDGES", 0)
     runs = {}
     for push in (True, False):
-        monkeypatch.setattr(config, "CPU_PRIORITY_PUSH", push)
-        runs[push] = run_priority(grid, "sssp", [61], True, monkeypatch, threads=1)
+        runs[push] = run_priority(grid, "sssp", [61], True, monkeypatch, threads=1, push=push)
     np.testing.assert_array_equal(runs[True].values, runs[False].values)
     assert [r.edges_processed for r in runs[True].iterations] == \
         [r.edges_processed for r in runs[False].iterations]

@@ -75,7 +75,7 @@ import numpy as np
 from .._version import __version__
 from .. import _numba_setup  # noqa: F401  (threading layer first)
 from ..monoids import MONOIDS, monoid_identity
-from ..program import ProgramError, VertexProgram
+from ..program import VertexProgram
 from . import cpu as cpu_kernels
 
 logger = logging.getLogger(__name__)
@@ -586,12 +586,3 @@ def compile_init_check(program: VertexProgram):
     ])
     exec(source + "\n", namespace)
     return numba.njit(**JIT_OPTIONS)(namespace["first_out_of_range"])
-
-
-def typing_error(program: VertexProgram, error: Exception) -> ProgramError:
-    """A numba typing failure as a ProgramError that names the program."""
-    first = str(error).strip().splitlines()
-    detail = next((line for line in first if "user_" in line or "Cannot" in line
-                   or "Invalid" in line), first[0] if first else "")
-    return ProgramError(f"{type(program).__name__}: numba could not compile the program "
-                        f"({detail.strip()})")

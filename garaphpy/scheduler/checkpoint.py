@@ -484,7 +484,9 @@ class Checkpointer:
     """
 
     def __init__(self, directory, every: int, identity: dict, threads: int | None = None,
-                 keep: int = config.CHECKPOINT_KEEP, graph=None, pages: int = 0):
+                 keep: int | None = None, graph=None, pages: int = 0):
+        if keep is None:
+            keep = config.CHECKPOINT_KEEP
         self.directory = Path(directory)
         self.every = every
         self.pages = pages

@@ -16,9 +16,9 @@ first computes it once per vertex into :attr:`CpuEngine.contributions`
 (:func:`garaphpy.scheduler.decisions.precompute_source_gathers`).  On the
 CPU alone, with the edges one CSC in host memory, such a pull also makes the
 next pull's contributions and the next iteration's aggregates as it writes
-each new value (:meth:`CpuEngine.enable_fused_pull`, GAPBS's PageRank loop).
+each new value (``CpuPlan.fused_pull``, GAPBS's PageRank loop).
 A program final once set pulls with early exit there in one launch over
-the whole CSC, in place (:meth:`CpuEngine.enable_early_exit`, Beamer's
+the whole CSC, in place (``CpuPlan.whole_settling_pull``, Beamer's
 bottom-up step as GAPBS runs it).
 """
 
@@ -31,7 +31,6 @@ import numba
 import numpy as np
 
 from .. import config
-from .. import _numba_setup
 from .._numba_setup import parallel_section
 from ..kernels import cpu as kernels
 from ..kernels import union_find
@@ -39,6 +38,7 @@ from ..kernels.cpu_program import CpuProgram
 from ..kernels.gpu_subgraph import out_edge_values
 from ..monoids import MONOIDS, monoid_identity
 from . import decisions
+from .plan import CpuPlan
 from .records import IterationRecord
 
 
@@ -173,16 +173,19 @@ class RunState:
 
 
 class CpuEngine:
-    """Runs iterations of one compiled program on the CPU."""
+    """Runs iterations of one compiled program on the CPU, as its
+    :class:`~garaphpy.scheduler.plan.CpuPlan` says."""
 
     mode = "cpu"
 
     def __init__(self, arrays: GraphArrays, compiled: CpuProgram, state: RunState,
-                 threads: int):
+                 plan: CpuPlan):
         self.arrays = arrays
         self.compiled = compiled
         self.state = state
-        self.threads = threads
+        #: the run's choices for this engine, made once
+        self.plan = plan
+        self.threads = plan.threads
         self.aggregate_identities = np.array(
             [monoid_identity(m, np.float64) for m in compiled.aggregate_monoids], np.float64)
         self.no_aggregates = np.zeros(1, np.float64)
@@ -190,16 +193,17 @@ class CpuEngine:
         self.boundary_accum = np.empty(2, compiled.accum_dtype)
         self.stats = np.zeros(2, np.float64)
         #: whether pulls compute the gather once per source vertex first, into
-        #: ``contributions`` (decided once: it depends on the run, not the iteration)
-        self.precompute_source_gathers = decisions.precompute_source_gathers(
-            "pull", state.synchronous, compiled.gather_parameters,
-            config.CPU_SOURCE_PRECOMPUTE)
-        self.contributions = (np.empty(arrays.num_vertices, compiled.accum_dtype)
-                              if self.precompute_source_gathers else None)
+        #: ``contributions`` (float32 where the plan says)
+        self.precompute_source_gathers = plan.source_precompute
+        self.contributions = None
+        if plan.source_precompute:
+            self.contributions = np.empty(arrays.num_vertices, np.float32
+                                          if plan.float32_contributions
+                                          else compiled.accum_dtype)
         #: pulls also make the next pull's contributions and the next iteration's
-        #: aggregates (:meth:`enable_fused_pull`): into ``next_contributions``,
+        #: aggregates (``plan.fused_pull``): into ``next_contributions``,
         #: in parts of whole vertices starting at ``part_starts``
-        self.fused_pull = False
+        self.fused_pull = plan.fused_pull
         self.next_contributions = None
         self.part_starts = None
         #: the iteration whose contributions (and ``carried_aggregates``) the last
@@ -216,16 +220,11 @@ class CpuEngine:
         #: the directions whose kernels :meth:`warm_up` has compiled
         self.warm_directions = set()
         #: pulls skip settled vertices and stop at the activating in-edge
-        #: (:meth:`enable_early_exit`); ``settled`` marks the vertices once active,
+        #: (``plan.early_exit``); ``settled`` marks the vertices once active,
         #: ``unsettled_edges[0]`` counts the in-edges of the others
-        self.early_exit = False
-        #: sparse iterations run alone push from the frontier (:meth:`enable_early_exit`)
-        self.settling_push = None
-        self.settle_rounds = None
+        self.early_exit = plan.early_exit
         self.settle_rounds_failed = False
-        #: pulls run over the whole CSC in one launch (:meth:`enable_early_exit`),
-        #: listing the activated vertices in ``settling_found``
-        self.whole_settling = None
+        #: the vertices a whole-CSC pull (``plan.whole_settling_pull``) activates
         self.settling_found = None
         #: the frontier such a pull made last, and its out-degree sum
         self._counted_frontier = None
@@ -234,16 +233,18 @@ class CpuEngine:
         #: the program's initial values, made by the first :meth:`refresh_settled`
         self._initial_values = None
         self._initial_value = None      # the one initial value of every non-source
-        #: ``settled`` packed at each pull's start (``config.CPU_SETTLED_BITMAP``)
+        #: ``settled`` packed at each pull's start, with early exit
         self.settled_bits = np.zeros(0, np.uint64)
         #: which vertices have in-edges, packed alike, for the whole-CSC pulls
         #: (vertices without any are passed over)
         self.in_edge_bits = np.zeros(0, np.uint64)
         self.unsettled_edges = np.zeros(1, np.int64)
         self._degrees_match_cache = None
-        #: pulls skip the vertices as good as the best source (:meth:`enable_floor_skip`):
+        #: pulls skip the vertices as good as the best source (``plan.floor_skip``):
         #: kernels.FLOOR_MIN or FLOOR_MAX, 0 when not; ``floor[0]``, this pull's floor
         self.floor_mode = 0
+        if plan.floor_skip:
+            self.floor_mode = kernels.FLOOR_MAX if plan.larger_first else kernels.FLOOR_MIN
         self.floor = np.zeros(1, state.values.dtype)
         self._floor_now = 0
         self.unsettled_delta = np.zeros(1, np.int64)     # what a notify-pull settled
@@ -252,54 +253,73 @@ class CpuEngine:
         #: sparse notify-pulls run one by one so far (batches start after
         #: ``config.CPU_SPARSE_BATCH_AFTER`` of them)
         self.sparse_singles = 0
-        #: iterations end with pointer jumping over the labels
-        #: (:meth:`enable_shortcut_labels`)
-        self.shortcut = False
+        #: iterations end with pointer jumping over the labels (``plan.shortcut_labels``)
+        self.shortcut = plan.shortcut_labels
         #: the first iteration starts from a union-find's labels
-        #: (:meth:`enable_union_find_start`); False once done
-        self.union_find_pending = False
+        #: (``plan.union_find_start``); False once done
+        self.union_find_pending = plan.union_find_start
         #: sparse iterations run in buckets of this width of values
-        #: (:meth:`enable_value_priority`); None: in frontier order
+        #: (``plan.value_priority``); None: in frontier order
         self.bucket_width = None
-        self.larger_first = False
+        self.larger_first = plan.larger_first
         self.pending = np.zeros(1, np.uint8)
         #: ... whose steps for one thread push (edge values in the out-edges' order)
         self.push = False
         self.push_weights = None
         self.push_rounds = False
         self.push_rounds_failed = False
+        self._set_up()
+
+    def _set_up(self) -> None:
+        """The arrays and the compiled kernels of the plan's paths."""
+        plan = self.plan
+        if plan.early_exit:
+            self._set_up_early_exit()
+        if plan.fused_pull:
+            # mapped now, by every thread, as the values were at setup
+            self.next_contributions = kernels.touch(np.empty_like(self.contributions))
+            self.part_starts = kernels.balanced_vertex_starts(
+                self.arrays.in_offsets,
+                self.threads * max(1, int(config.CPU_FUSED_PULL_PARTS_PER_THREAD)))
+        if plan.shortcut_labels:
+            empty = np.zeros(0, np.int64)
+            with parallel_section():        # compiled now, outside the timed iterations
+                kernels.shortcut_labels(empty, self.state.values, self.arrays.attrs[3],
+                                        self.state.active, False)
+        if plan.union_find_start:
+            arrays = self.arrays
+            one_vertex = np.zeros(2, arrays.out_offsets.dtype)
+            with parallel_section():        # compiled now, outside the timed iterations
+                parent, _ = union_find.component_roots(one_vertex, arrays.out_targets[:0])
+                union_find.write_labels(parent, arrays.attrs[3][:1],
+                                        self.state.values[:1].copy())
+        if plan.value_priority:
+            self._set_up_value_priority()
 
     @property
     def page_source(self):
         """The run's :class:`~garaphpy.storage.page_source.PageSource`."""
         return self.arrays.page_source
 
-    def enable_early_exit(self, initially_active: str) -> None:
-        """Pull with early exit from now on (a program final once set, run
-        synchronously: :func:`decisions.early_exit`); ``initially_active`` is
-        the program's.  The settled vertices are found from the state as it
-        stands (a run's start, or a restored checkpoint)."""
-        self.early_exit = True
-        self.precompute_source_gathers = False
-        self.contributions = None
-        self._find_settled(initially_active)
-        self.settling_push = decisions.fixed(
-            decisions.settling_push, early_exit=True,
-            reads_weights=bool(self.arrays.reads_weights),
-            enabled=bool(config.CPU_SETTLING_PUSH))
-        self.settle_rounds = decisions.fixed(
-            decisions.cpu_settle_rounds, settling_push=self.settles_by_push, threads=self.threads,
-            loaded=_numba_setup.WAIT_POLICY == "PASSIVE",
-            enabled=bool(config.CPU_SETTLE_ROUNDS))
-        self.warm_directions.discard("notify-pull")     # its kernels are others now
-        if config.CPU_SETTLED_BITMAP:
-            self.settled_bits = np.zeros((self.arrays.num_vertices + 63) // 64, np.uint64)
-        self.whole_settling = decisions.fixed(
-            decisions.whole_settling_pull, early_exit=True,
-            bitmap=bool(self.settled_bits.size),
-            in_memory=not self.arrays.page_source.reads_storage,
-            enabled=bool(config.CPU_WHOLE_SETTLING_PULL))
-        if self.whole_settling["choice"]:
+    @property
+    def batches(self) -> bool:
+        """Whether this run may batch sparse iterations (:meth:`iterate_batch`;
+        ``plan.sparse_batches``)."""
+        return self.plan.sparse_batches
+
+    @property
+    def settles_by_push(self) -> bool:
+        """Whether this run's sparse iterations on the CPU alone push from the
+        frontier, reading its out-edges alone (``plan.settling_push``)."""
+        return self.plan.settling_push
+
+    def _set_up_early_exit(self) -> None:
+        """Pull with early exit (a program final once set, run synchronously:
+        ``plan.early_exit``).  The settled vertices are found from the state
+        as it stands (a run's start; a restored checkpoint finds them again)."""
+        self._find_settled(self.plan.initially_active)
+        self.settled_bits = np.zeros((self.arrays.num_vertices + 63) // 64, np.uint64)
+        if self.plan.whole_settling_pull:
             in_offsets = self.arrays.in_offsets
             self.in_edge_bits = np.empty_like(self.settled_bits)
             with parallel_section():
@@ -307,53 +327,6 @@ class CpuEngine:
                 self.settling_found = kernels.touch(np.empty(self.arrays.num_vertices,
                                                              np.int64))
                 kernels.pack_flags(in_offsets[1:] != in_offsets[:-1], self.in_edge_bits)
-
-    def hold_contributions_in_float32(self) -> None:
-        """Hold the precomputed source-side gathers in float32 from now on (the
-        program allows it at the run's tolerance:
-        :func:`decisions.float32_contributions`); before :meth:`enable_fused_pull`.
-        Recorded in ``decisions["cpu_precompute"]`` as ``contribution_dtype``."""
-        if self.precompute_source_gathers:
-            self.contributions = np.empty(self.arrays.num_vertices, np.float32)
-
-    def enable_fused_pull(self) -> None:
-        """Pull with :func:`garaphpy.kernels.cpu.pull_fused` from now on, where it
-        applies: the pulls precompute the source-side gathers, the edges are one
-        CSC in host memory, and no step changes the values between two pulls
-        (no early exit, label shortcut or floor skip, enabled before this).
-        Recorded as ``decisions["cpu_fused_pull"]``."""
-        self.fused_pull = bool(self.precompute_source_gathers
-                               and not self.arrays.page_source.reads_storage
-                               and not (self.early_exit or self.shortcut or self.floor_mode))
-        if self.fused_pull:
-            # mapped now, by every thread, as the values were at setup
-            self.next_contributions = kernels.touch(np.empty_like(self.contributions))
-            self.part_starts = kernels.balanced_vertex_starts(
-                self.arrays.in_offsets,
-                self.threads * max(1, int(config.CPU_FUSED_PULL_PARTS_PER_THREAD)))
-
-    def enable_shortcut_labels(self) -> None:
-        """End every iteration with pointer jumping over the labels (a program
-        declaring ``shortcut_labels`` on the CPU alone:
-        :func:`decisions.shortcut_labels`)."""
-        self.shortcut = True
-        empty = np.zeros(0, np.int64)
-        with parallel_section():        # compiled now, outside the timed iterations
-            kernels.shortcut_labels(empty, self.state.values, self.arrays.attrs[3],
-                                    self.state.active, False)
-
-    def enable_union_find_start(self) -> None:
-        """Start iteration 0 from the labels of a sampled union-find over the
-        CSR (:func:`garaphpy.kernels.union_find.component_roots`; a program
-        declaring ``shortcut_labels`` on a symmetric graph, on the CPU alone:
-        :func:`decisions.union_find_start`).  Its time is iteration 0's;
-        recorded as ``decisions["cpu_union_find_start"]``."""
-        self.union_find_pending = True
-        arrays = self.arrays
-        one_vertex = np.zeros(2, arrays.out_offsets.dtype)
-        with parallel_section():        # compiled now, outside the timed iterations
-            parent, _ = union_find.component_roots(one_vertex, arrays.out_targets[:0])
-            union_find.write_labels(parent, arrays.attrs[3][:1], self.state.values[:1].copy())
 
     def _union_find_start(self, record: IterationRecord) -> None:
         started = time.perf_counter()
@@ -365,13 +338,6 @@ class CpuEngine:
         decisions.note(record, "cpu_union_find_start", True, dropped=int(dropped),
                        largest_root=skipped, seconds=time.perf_counter() - started)
 
-    def enable_floor_skip(self, larger_first: bool) -> None:
-        """Skip, in every pull from now on, the in-edges of the vertices whose value
-        is already as good as the best of any vertex with out-edges (a program
-        declaring ``gather_no_better_than_source``, run on the CPU alone:
-        :func:`decisions.floor_skip`); ``larger_first`` for a ``max`` sum."""
-        self.floor_mode = kernels.FLOOR_MAX if larger_first else kernels.FLOOR_MIN
-
     def _take_floor(self, record: IterationRecord, **inputs) -> bool:
         """``floor[0]``: the best committed value of a vertex with out-edges (a pull
         improves values only from sources at least as bad as it), noted in the
@@ -381,23 +347,21 @@ class CpuEngine:
         decisions.note(record, "cpu_floor_skip", found, floor=self.floor[0].item(), **inputs)
         return found
 
-    def enable_value_priority(self, larger_first: bool, push: bool = False,
-                              rounds: bool = False) -> None:
-        """Take sparse iterations in buckets of values from now on (a program
-        declaring ``value_priority``, run asynchronously on the CPU alone:
-        :func:`decisions.value_priority`), larger values first when
-        ``larger_first`` (a max sum).  The width is
-        :func:`decisions.bucket_width`'s.  With ``push`` (a program declaring
-        ``apply_keeps_best``: :func:`decisions.cpu_priority_push`), the
-        steps small enough for one thread push over the frontier's out-edges
-        (:func:`garaphpy.kernels.cpu.priority_iterations`); their edge
-        values are then placed in the out-edges' order, once.  With ``rounds``
-        too (:func:`decisions.cpu_push_rounds`) every bucket is pushed in
-        parallel rounds (:func:`garaphpy.kernels.cpu.priority_push_rounds`)
-        until their threads fail to meet once; then as above."""
-        arrays = self.arrays
-        self.push = bool(push)
-        self.push_rounds = bool(push and rounds)
+    def _set_up_value_priority(self) -> None:
+        """Take sparse iterations in buckets of values (a program declaring
+        ``value_priority``, run asynchronously: ``plan.value_priority``),
+        larger values first for a max sum.  The width is
+        :func:`decisions.bucket_width`'s.  With ``plan.priority_push`` (a
+        program declaring ``apply_keeps_best``), the steps small enough for
+        one thread push over the frontier's out-edges
+        (:func:`garaphpy.kernels.cpu.priority_iterations`); their edge values
+        are then placed in the out-edges' order, once.  With
+        ``plan.push_rounds`` too every bucket is pushed in parallel rounds
+        (:func:`garaphpy.kernels.cpu.priority_push_rounds`) until their
+        threads fail to meet once; then as above."""
+        arrays, plan = self.arrays, self.plan
+        self.push = plan.priority_push
+        self.push_rounds = plan.priority_push and plan.push_rounds
         self.push_weights = arrays.edge_weights(None)
         if self.push and arrays.reads_weights and arrays.num_edges:
             _, sources, weights = arrays.page_source.csc()
@@ -410,7 +374,6 @@ class CpuEngine:
         self.bucket_width = decisions.bucket_width(
             config.CPU_BUCKET_WIDTH, mean_edge_value,
             arrays.num_edges / max(arrays.num_vertices, 1))
-        self.larger_first = larger_first
         self.pending = np.zeros(arrays.num_vertices, np.uint8)
 
     def _shortcut_labels(self, record: IterationRecord) -> None:
@@ -564,7 +527,7 @@ class CpuEngine:
                     state.next, self.contributions, self.next_contributions, arrays.attrs,
                     aggregates, arrays.num_vertices, 0, state.active, np.zeros(1, np.int64),
                     self.aggregate_identities, self.stats, 1)
-            if self._pulls_whole():     # over no vertex
+            if self.plan.whole_settling_pull:     # over no vertex
                 _, sources, weights = arrays.page_source.csc()
                 compiled.kernels.pull_settling_whole(
                     compiled.identity, arrays.in_offsets, sources, arrays.edge_weights(weights),
@@ -732,14 +695,6 @@ class CpuEngine:
         record.cpu_edges = record.edges_processed
 
     # -- batches of sparse iterations (issue 19) --------------------------------
-    @property
-    def batches(self) -> bool:
-        """Whether this run may batch sparse iterations (:meth:`iterate_batch`): a
-        program without aggregates (they would change between the steps), its
-        edges in one CSC in host memory, and ``config.CPU_SPARSE_BATCH``."""
-        return (self.compiled.aggregate_call is None and config.CPU_SPARSE_BATCH
-                and not self.arrays.page_source.reads_storage)
-
     def _sparse_batch_takes(self, active_out_edges: int, direction: str) -> bool:
         """:func:`decisions.sparse_batch` on the next iteration, in a run that batches."""
         arrays = self.arrays
@@ -760,7 +715,7 @@ class CpuEngine:
                       active_out_edges: int, direction: str = "auto") -> list[IterationRecord]:
         """Up to ``max_steps`` iterations from ``first_iteration`` in one kernel call,
         when the next one is a sparse notify-pull (:func:`decisions.sparse_batch`),
-        or in buckets of values (:meth:`enable_value_priority`,
+        or in buckets of values (``plan.value_priority``,
         :func:`garaphpy.kernels.cpu.priority_iterations`: every iteration the
         kernel admits, none when the direction is forced).
 
@@ -822,7 +777,7 @@ class CpuEngine:
             shared["dense_notify"] = {"choice": False, "push_rounds": True}
             shared["serial_step"] = {"choice": False, "push_rounds": True}
         if settle_rounds:
-            shared["settle_rounds"] = self.settle_rounds
+            shared["settle_rounds"] = self.plan.entry("settle_rounds")
             shared["dense_notify"] = {"choice": False, "settle_rounds": True}
         records = []
         for step, (active, edges, updated, processed, activated, serial, unsettled) in enumerate(
@@ -833,7 +788,8 @@ class CpuEngine:
                                      edges_processed=processed, activated=activated,
                                      l1_change=float(changes[step]), cpu_edges=processed,
                                      cpu_busy_seconds=seconds, seconds=seconds)
-            record.decisions.update(shared)
+            for name, entry in shared.items():
+                decisions.share(record, name, entry)
             # the kernel made these choices by the rules of the decisions module
             if self.early_exit:     # Beamer's rule, with the inputs the kernel saw
                 decisions.note(record, "direction", "notify-pull", **{
@@ -885,8 +841,7 @@ class CpuEngine:
         """Whether this run's batches of settling steps run on kept threads
         (:func:`decisions.cpu_settle_rounds`; off for good once their threads
         failed to meet)."""
-        return (self.early_exit and self.settle_rounds is not None
-                and self.settle_rounds["choice"] and not self.settle_rounds_failed)
+        return self.plan.settle_rounds and not self.settle_rounds_failed
 
     def _sparse_iterations(self, frontier, first_iteration, steps, tolerance, counters,
                            changes):
@@ -952,16 +907,14 @@ class CpuEngine:
 
     def _pull(self, record: IterationRecord, aggregates: np.ndarray) -> None:
         self.begin_pull(record)
-        if self.settled_bits.size:      # made by enable_early_exit
-            kernels.pack_flags(self.settled, self.settled_bits)
         if self.early_exit:
-            record.decisions["whole_settling_pull"] = self.whole_settling
-            if self._pulls_whole():
+            kernels.pack_flags(self.settled, self.settled_bits)
+            decisions.share(record, "whole_settling_pull",
+                            self.plan.entry("whole_settling_pull"))
+            if self.plan.whole_settling_pull:
                 self._pull_settling_whole(record, aggregates)
                 return
-        decisions.note(record, "cpu_fused_pull", self.fused_pull,
-                       precomputed=self.precompute_source_gathers,
-                       enabled=config.CPU_FUSED_PULL)
+        decisions.share(record, "cpu_fused_pull", self.plan.entry("fused_pull"))
         if self.fused_pull:
             self._pull_fused(record, aggregates)
             return
@@ -1011,10 +964,6 @@ class CpuEngine:
         self.finish_pull(record, [], aggregates, in_place=True)
         record.pages = len(arrays.pages)
         record.edges_processed = arrays.num_edges
-
-    def _pulls_whole(self) -> bool:
-        """Whether this run's pulls are :meth:`_pull_settling_whole`'s."""
-        return self.whole_settling is not None and self.whole_settling["choice"]
 
     def _pull_settling_whole(self, record: IterationRecord, aggregates: np.ndarray) -> None:
         """Beamer's bottom-up step in one launch over the whole CSC, in place, the
@@ -1070,7 +1019,6 @@ class CpuEngine:
         decisions.note(record, "cpu_precompute", self.precompute_source_gathers,
                        direction="pull", synchronous=state.synchronous,
                        gather_parameters=compiled.gather_parameters,
-                       enabled=config.CPU_SOURCE_PRECOMPUTE,
                        contribution_dtype=(self.contributions.dtype.name
                                            if self.precompute_source_gathers else None))
 
@@ -1207,7 +1155,7 @@ class CpuEngine:
             prefix = kernels.frontier_degree_prefix(frontier, arrays.out_offsets,
                                                     self.threads)
         if self.settles_by_push:
-            record.decisions["settling_push"] = self.settling_push
+            decisions.share(record, "settling_push", self.plan.entry("settling_push"))
             self._push_settling(record, prefix, aggregates)
             return
         if decisions.decide(record, "dense_notify", decisions.dense_notify,
@@ -1243,12 +1191,6 @@ class CpuEngine:
             kernels.commit_vertices(notified, state.next, state.values)
         record.updated_vertices = int(notified.size)
         record.edges_processed = int(in_prefix[-1])
-
-    @property
-    def settles_by_push(self) -> bool:
-        """Whether this run's sparse iterations on the CPU alone push from the
-        frontier, reading its out-edges alone (:func:`decisions.settling_push`)."""
-        return self.settling_push is not None and self.settling_push["choice"]
 
     def _push_settling(self, record: IterationRecord, prefix, aggregates: np.ndarray) -> None:
         """Beamer's top-down step (:func:`garaphpy.kernels.cpu.push_settling`): the

@@ -42,8 +42,6 @@ import numpy as np
 from .. import config
 from ..errors import ConfigError
 from ..kernels.cpu_program import SOURCE_SIDE_GATHER_PARAMETERS
-from ..options import DIRECTIONS
-from ..storage.store import neighbour_in_degree  # noqa: F401  (an input of gpu_sparse_pass)
 
 
 #: Gather parameters that make a gather a function of its source vertex alone.
@@ -55,8 +53,23 @@ SOURCE_ATTRIBUTES = SOURCE_SIDE_PARAMETERS - {"src"}
 
 
 # -- recording --------------------------------------------------------------------------
+# Every choice is recorded in one shape, an entry: its inputs, by keyword, and
+# ``"choice"``.  An iteration's choices are entries of ``record.decisions`` by
+# name; a run's constant choices are entries made once (:func:`fixed`, the
+# run's :class:`~garaphpy.scheduler.plan.RunPlan`), which every record that
+# used them shares (:func:`share`; read only).
+
+def note(record, name: str, choice, **inputs) -> dict:
+    """Record a choice made elsewhere with its inputs as ``record.decisions[name]``
+    (kept as given: :meth:`IterationRecord.as_dict` makes them JSON-able, so
+    that recording costs an iteration no more than a dict); the entry."""
+    inputs["choice"] = choice
+    record.decisions[name] = inputs
+    return inputs
+
+
 def decide(record, name: str, function, **inputs):
-    """``function(**inputs)``, recorded as ``record.decisions[name]``.
+    """``function(**inputs)``, recorded as ``record.decisions[name]`` (:func:`note`).
 
     Parameters
     ----------
@@ -74,26 +87,20 @@ def decide(record, name: str, function, **inputs):
     object
         The choice.
     """
-    choice = function(**inputs)
-    inputs["choice"] = choice
-    record.decisions[name] = inputs
-    return choice
+    return note(record, name, function(**inputs), **inputs)["choice"]
 
 
 def fixed(function, **inputs) -> dict:
     """A decision whose inputs hold for the whole run, made once: its entry
-    (inputs and ``"choice"``), which every iteration's record then shares
-    (``record.decisions[name] = entry``; read only)."""
+    (inputs and ``"choice"``), which the records then share (:func:`share`)."""
     inputs["choice"] = function(**inputs)
     return inputs
 
 
-def note(record, name: str, choice, **inputs) -> None:
-    """Record a choice made elsewhere (or once per run) with its inputs (kept
-    as given: :meth:`IterationRecord.as_dict` makes them JSON-able, so that
-    recording costs an iteration no more than a dict)."""
-    inputs["choice"] = choice
-    record.decisions[name] = inputs
+def share(record, name: str, entry: dict) -> None:
+    """Record a run-constant choice's entry (:func:`fixed`) as
+    ``record.decisions[name]``, shared, not copied (read only)."""
+    record.decisions[name] = entry
 
 
 # -- the CPU's direction (section 4.2) -------------------------------------------------
@@ -102,7 +109,7 @@ def active_fraction(active_out_edges: int, num_edges: int) -> float:
     return active_out_edges / num_edges if num_edges else 0.0
 
 
-def choose_direction(f: float, rho: float = config.RHO_IN_MEMORY,
+def choose_direction(f: float, rho: float | None = None,
                      forced: str = "auto") -> str:
     """``"notify-pull"`` when f <= 1 / (NOTIFY_PULL_COST_FACTOR * rho), else ``"pull"``.
 
@@ -116,6 +123,8 @@ def choose_direction(f: float, rho: float = config.RHO_IN_MEMORY,
     forced : {"auto", "pull", "notify-pull"}
         A forced direction (for study) wins over the threshold.
     """
+    if rho is None:
+        rho = config.RHO_IN_MEMORY
     if forced != "auto":
         return forced
     return "notify-pull" if f <= 1.0 / (config.NOTIFY_PULL_COST_FACTOR * rho) else "pull"
@@ -129,7 +138,7 @@ def iteration_direction(mode: str, f: float, rho: float, forced: str = "auto") -
 
 def settling_direction(active_out_edges: int, active_vertices: int, unsettled_in_edges: int,
                        num_vertices: int, pulled_last: bool, previous_active: int,
-                       rho: float = config.RHO_IN_MEMORY, forced: str = "auto") -> str:
+                       rho: float | None = None, forced: str = "auto") -> str:
     """The CPU's direction for a program whose values are final once set
     (``VertexProgram.final_once_set``: its pulls skip settled vertices and
     stop at the activating in-edge, so a pull costs about the in-edges of the
@@ -143,6 +152,8 @@ def settling_direction(active_out_edges: int, active_vertices: int, unsettled_in
     ``config.CPU_SETTLING_NOTIFY_FACTOR`` (beta, 18) vertices.  A forced
     direction wins.
     """
+    if rho is None:
+        rho = config.RHO_IN_MEMORY
     if forced != "auto":
         return forced
     if pulled_last:
@@ -156,73 +167,70 @@ def settling_direction(active_out_edges: int, active_vertices: int, unsettled_in
     return "notify-pull"
 
 
-def early_exit(final_once_set: bool, synchronous: bool, mode: str,
-               enabled: bool = True) -> bool:
+def early_exit(final_once_set: bool, synchronous: bool, mode: str) -> bool:
     """Whether a run's CPU pulls skip settled vertices and stop at the activating
     in-edge: a program that declares ``final_once_set``, run synchronously on
-    the CPU alone or in a hybrid run, with ``config.CPU_EARLY_EXIT``.  A hybrid
+    the CPU alone or in a hybrid run.  A hybrid
     run's CPU skips only in the iterations it runs alone, after finding the
     settled vertices again where the GPU wrote
     (:meth:`~garaphpy.scheduler.cpu_engine.CpuEngine.refresh_settled`); the
     pages it pulls beside the GPU it pulls in full."""
-    return bool(enabled and final_once_set and synchronous and mode in ("cpu", "hybrid"))
+    return bool(final_once_set and synchronous and mode in ("cpu", "hybrid"))
 
 
-def whole_settling_pull(early_exit: bool, bitmap: bool, in_memory: bool,
-                        enabled: bool = True) -> bool:
+def whole_settling_pull(early_exit: bool, in_memory: bool) -> bool:
     """Whether a run's pulls with early exit (:func:`early_exit`) run over the
     whole CSC in one launch, in place, listing the vertices they settle
-    (:func:`garaphpy.kernels.cpu.pull_settling_whole`): the settled vertices
-    read from a bitmap (``config.CPU_SETTLED_BITMAP``: the probes then never
-    see a vertex settled during the pull), the edges one CSC in host memory,
-    and ``config.CPU_WHOLE_SETTLING_PULL``."""
-    return bool(enabled and early_exit and bitmap and in_memory)
+    (:func:`garaphpy.kernels.cpu.pull_settling_whole`): the edges one CSC in
+    host memory.  The settled vertices are read from a bitmap packed at each
+    pull's start (the probes then never see a vertex settled during the
+    pull)."""
+    return bool(early_exit and in_memory)
 
 
-def settling_push(early_exit: bool, reads_weights: bool, enabled: bool = True) -> bool:
+def settling_push(early_exit: bool, reads_weights: bool) -> bool:
     """Whether a run's sparse CPU iterations run alone push from the frontier
     (:func:`garaphpy.kernels.cpu.push_settling`) rather than notify and pull:
     with early exit (:func:`early_exit`: the first settled in-neighbour gives
     a vertex its final value, so any frontier edge to it may), a gather that
     reads no edge value (the push walks the out-edges, whose values are in
-    CSC order only), and ``config.CPU_SETTLING_PUSH``.  The push reads the
+    CSC order only).  The push reads the
     frontier's out-edges; the pull it replaces also reads the new vertices'
     in-edges up to a settled one (all of them, for the neighbours of a hub
     whose id comes late)."""
-    return bool(enabled and early_exit and not reads_weights)
+    return bool(early_exit and not reads_weights)
 
 
-def floor_skip(declared: bool, mode: str, enabled: bool = True) -> bool:
+def floor_skip(declared: bool, mode: str) -> bool:
     """Whether a run's CPU pulls skip the in-edges of the vertices already as
     good as any source (:func:`garaphpy.kernels.cpu.pull_range`'s floor): a
     program that declares ``gather_no_better_than_source``, on the CPU alone
-    (the floor is taken over the CPU's own values), with
-    ``config.CPU_FLOOR_SKIP``."""
-    return bool(enabled and declared and mode == "cpu")
+    (the floor is taken over the CPU's own values)."""
+    return bool(declared and mode == "cpu")
 
 
-def fused_pull(mode: str, enabled: bool = True) -> bool:
+def fused_pull(mode: str) -> bool:
     """Whether a run's CPU pulls may also make the next pull's source-side
     gathers and the next iteration's aggregates as they write each new value
     (:func:`garaphpy.kernels.cpu.pull_fused`, GAPBS's PageRank loop): on the
     CPU alone (the values it carries to the next iteration are then the
-    only ones), with ``config.CPU_FUSED_PULL``.  The engine takes it only
-    where its pull precomputes the gathers (:func:`precompute_source_gathers`)
-    over one CSC in host memory, and no other step changes the values between
-    pulls (:meth:`garaphpy.scheduler.cpu_engine.CpuEngine.enable_fused_pull`)."""
-    return bool(enabled and mode == "cpu")
+    only ones).  The run's plan takes it only where its pull precomputes the
+    gathers (:func:`precompute_source_gathers`) over one CSC in host memory,
+    and no other step changes the values between pulls (no early exit, label
+    shortcut or floor skip: :func:`garaphpy.scheduler.plan.plan_cpu`)."""
+    return bool(mode == "cpu")
 
 
 def float32_contributions(declared_tolerance: float | None, run_tolerance: float | None,
-                          mode: str, enabled: bool = True) -> bool:
+                          mode: str) -> bool:
     """Whether the CPU holds its precomputed source-side gathers in float32.
 
     A program's ``float32_gather_tolerance`` is the least run tolerance at
     which that rounding stays below what the verifier accepts; the run's
     tolerance must be positive and at least that.  On the CPU alone (the
-    GPU keeps its own in float64), with ``config.CPU_FLOAT32_CONTRIBUTIONS``.
+    GPU keeps its own in float64).
     """
-    return bool(enabled and mode == "cpu" and declared_tolerance is not None
+    return bool(mode == "cpu" and declared_tolerance is not None
                 and run_tolerance is not None and run_tolerance > 0
                 and run_tolerance >= declared_tolerance)
 
@@ -233,8 +241,8 @@ def shortcut_labels(declared: bool, mode: str, enabled: bool = True,
     end with pointer jumping over the labels
     (:func:`garaphpy.kernels.cpu.shortcut_labels` on the CPU,
     ``gp_shortcut_labels`` on the GPU): a program that declares
-    ``shortcut_labels``, with ``config.CPU_SHORTCUT_LABELS`` or
-    ``config.GPU_SHORTCUT_LABELS``; on one processor alone, and in hybrid
+    ``shortcut_labels`` (on the GPU, with ``enabled``:
+    ``config.GPU_SHORTCUT_LABELS``); on one processor alone, and in hybrid
     runs on the GPU, in the iterations it runs alone (the jumps land in its
     copy of the values, which the host downloads whole before it runs an
     iteration; iterations whose pages both processors pull do not jump, as
@@ -244,30 +252,28 @@ def shortcut_labels(declared: bool, mode: str, enabled: bool = True,
         ("cpu", "cpu"), ("gpu", "gpu"), ("hybrid", "gpu")))
 
 
-def union_find_start(declared: bool, symmetric: bool, mode: str, enabled: bool = True) -> bool:
+def union_find_start(declared: bool, symmetric: bool, mode: str) -> bool:
     """Whether a run's first iteration starts from the labels of a sampled
     union-find (:func:`garaphpy.kernels.union_find.component_roots`,
     Afforest): a program that declares ``shortcut_labels`` (min-label
     propagation over user ids, whose fixed point on a symmetric graph is the
     smallest user id of each component), on a ``symmetric`` graph (on a
     directed one the fixed point is the smallest id that *reaches* a vertex,
-    which components do not give), on the CPU alone, with
-    ``config.CPU_UNION_FIND_START``.  The iteration's pull then confirms the
-    labels: none drops, and the run ends after it."""
-    return bool(enabled and declared and symmetric and mode == "cpu")
+    which components do not give), on the CPU alone.  The iteration's pull
+    then confirms the labels: none drops, and the run ends after it."""
+    return bool(declared and symmetric and mode == "cpu")
 
 
 def value_priority(declared: bool, mode: str, synchronous: bool, batches: bool,
-                   in_degree_skew: float, enabled: bool = True,
-                   max_skew: float = config.CPU_PRIORITY_MAX_SKEW,
+                   in_degree_skew: float, max_skew: float | None = None,
                    push_rounds: bool = False) -> bool:
     """Whether a run takes its sparse iterations in order of value, in buckets
     (:func:`garaphpy.kernels.cpu.priority_iterations`; delta-stepping): a
     program that declares ``value_priority``, run asynchronously on the CPU
     with batches (:attr:`CpuEngine.batches
-    <garaphpy.scheduler.cpu_engine.CpuEngine.batches>`), with
-    ``config.CPU_VALUE_PRIORITY``, on a graph whose ``in_degree_skew``
-    (:func:`in_degree_skew`) is at most ``max_skew``: on the CPU alone, or
+    <garaphpy.scheduler.cpu_engine.CpuEngine.batches>`), on a graph whose
+    ``in_degree_skew`` (:func:`in_degree_skew`) is at most ``max_skew``
+    (None: ``config.CPU_PRIORITY_MAX_SKEW``): on the CPU alone, or
     in a hybrid run, whose CPU takes in its batches the iterations the
     policy gives the CPU alone (:meth:`Driver._cpu_batch
     <garaphpy.scheduler.driver.Driver._cpu_batch>`); not on the GPU alone.
@@ -281,30 +287,31 @@ def value_priority(declared: bool, mode: str, synchronous: bool, batches: bool,
     iterations; a 4-neighbour grid, skew 1.0: 1/14 of the edges, 6x
     faster; BENCHMARKS.md).  Buckets pushed in rounds (``push_rounds``,
     :func:`cpu_push_rounds`) read no in-edges, and take any skew."""
-    return bool(enabled and declared and mode in ("cpu", "hybrid") and not synchronous
+    if max_skew is None:
+        max_skew = config.CPU_PRIORITY_MAX_SKEW
+    return bool(declared and mode in ("cpu", "hybrid") and not synchronous
                 and batches and (push_rounds or in_degree_skew <= max_skew))
 
 
-def cpu_priority_push(declared_keeps_best: bool, enabled: bool = True) -> bool:
+def cpu_priority_push(declared_keeps_best: bool) -> bool:
     """Whether the CPU's steps in buckets of values (:func:`value_priority`)
     push over the frontier's out-edges when one thread takes them, rather
     than notify and pull: a program declaring ``apply_keeps_best`` (its value
-    follows from the in-neighbours that changed alone), with
-    ``config.CPU_PRIORITY_PUSH``.  A grid's step then reads the frontier's
-    out-edges once, not the in-edges of every vertex they reach."""
-    return bool(enabled and declared_keeps_best)
+    follows from the in-neighbours that changed alone).  A grid's step then
+    reads the frontier's out-edges once, not the in-edges of every vertex
+    they reach."""
+    return bool(declared_keeps_best)
 
 
-def cpu_push_rounds(push: bool, threads: int, loaded: bool, enabled: bool = True) -> bool:
+def cpu_push_rounds(push: bool, threads: int, loaded: bool) -> bool:
     """Whether a run in buckets of values that pushes (:func:`cpu_priority_push`)
     pushes every bucket in parallel rounds on threads kept across rounds
     (:func:`garaphpy.kernels.cpu.priority_push_rounds`): with two threads or
     more, on a machine not ``loaded`` (where a thread that loses its core
-    holds every other at each round's barrier), with
-    ``config.CPU_PUSH_ROUNDS``.  Such rounds read only the out-edges of the
-    vertices they push, so the in-degree skew limit of :func:`value_priority`
-    does not apply to them."""
-    return bool(enabled and push and threads >= 2 and not loaded)
+    holds every other at each round's barrier).  Such rounds read only the
+    out-edges of the vertices they push, so the in-degree skew limit of
+    :func:`value_priority` does not apply to them."""
+    return bool(push and threads >= 2 and not loaded)
 
 
 def in_degree_skew(in_degree) -> float:
@@ -336,11 +343,13 @@ def bucket_width(configured: float | None, mean_edge_value: float | None,
 
 
 def shortcut_every_vertex(sample_dropped: int, sample_size: int,
-                          min_fraction: float = config.CPU_SHORTCUT_MIN_DROP) -> bool:
+                          min_fraction: float | None = None) -> bool:
     """After a pull, whether the label shortcut goes over every vertex (an
     O(|V|) pass of random reads) rather than only an even sample of them: when
     at least ``min_fraction`` of the sample's labels dropped (labels that
     travel far, a high-diameter graph)."""
+    if min_fraction is None:
+        min_fraction = config.CPU_SHORTCUT_MIN_DROP
     return sample_size > 0 and sample_dropped >= min_fraction * sample_size
 
 
@@ -354,14 +363,20 @@ def dense_notify(active_out_edges: int, num_vertices: int, early_exit: bool = Fa
     return not early_exit and active_out_edges * config.NOTIFY_DENSE_FACTOR > num_vertices
 
 
+def sparse_batches(aggregates: bool, reads_storage: bool) -> bool:
+    """Whether a run may batch its sparse CPU iterations (:func:`sparse_batch`):
+    a program without aggregates (they would change between the steps), its
+    edges one CSC in host memory."""
+    return not aggregates and not reads_storage
+
+
 def sparse_batch(active_out_edges: int, num_edges: int, num_vertices: int, rho: float,
-                 enabled: bool = True, forced: str = "auto",
-                 direction: str | None = None) -> bool:
+                 forced: str = "auto", direction: str | None = None) -> bool:
     """Whether a CPU-alone iteration runs in a batch of iterations
     (:func:`garaphpy.kernels.cpu.sparse_iterations`) rather than on its own.
 
-    True when batches are ``enabled`` (``config.CPU_SPARSE_BATCH``), the
-    direction is not forced, and the iteration would be a notify-pull
+    True (in a run that batches, :func:`sparse_batches`) when the direction
+    is not forced, and the iteration would be a notify-pull
     (:func:`choose_direction`) with the sparse notify (not
     :func:`dense_notify`): the same work, without a Python round per
     iteration.  The batch kernel applies the same test before each of its
@@ -371,7 +386,7 @@ def sparse_batch(active_out_edges: int, num_edges: int, num_vertices: int, rho: 
     """
     if direction is None:
         direction = choose_direction(active_fraction(active_out_edges, num_edges), rho)
-    return (enabled and forced == "auto" and direction == "notify-pull"
+    return (forced == "auto" and direction == "notify-pull"
             and not dense_notify(active_out_edges, num_vertices))
 
 
@@ -398,14 +413,13 @@ def round_serial_edges(threads: int) -> int:
     return config.CPU_ROUND_SERIAL_EDGES_PER_THREAD * max(1, int(threads))
 
 
-def cpu_settle_rounds(settling_push: bool, threads: int, loaded: bool,
-                      enabled: bool = True) -> bool:
+def cpu_settle_rounds(settling_push: bool, threads: int, loaded: bool) -> bool:
     """Whether a run whose sparse steps push (:func:`settling_push`, a program
     final once set) batches them on threads kept across the steps
-    (:func:`garaphpy.kernels.cpu.settle_push_rounds`, ``config.CPU_SETTLE_ROUNDS``)
+    (:func:`garaphpy.kernels.cpu.settle_push_rounds`)
     rather than one parallel launch a step: :func:`cpu_push_rounds`'s rule
     (two threads or more, on a machine not ``loaded``)."""
-    return cpu_push_rounds(settling_push, threads, loaded, enabled)
+    return cpu_push_rounds(settling_push, threads, loaded)
 
 
 def serial_step(edges: int, serial_edges: int) -> bool:
@@ -444,8 +458,8 @@ def precompute_source_gathers(direction: str, synchronous: bool,
 
     The one rule of both processors.  True when all of these hold:
 
-    * ``enabled`` (``config.CPU_SOURCE_PRECOMPUTE`` on the CPU, the GPU
-      engine's ``precompute`` option);
+    * ``enabled`` (the GPU engine's ``precompute`` option; the CPU's plan
+      turns it off only for comparison);
     * the gather is source-side (its parameters within
       :data:`SOURCE_SIDE_PARAMETERS`) and reads a per-source attribute
       besides ``src`` (:data:`SOURCE_ATTRIBUTES`): that read is a random
@@ -515,9 +529,9 @@ def device_loop(enabled: bool, resident: bool, aggregates: bool, host_copies: bo
 
 
 def gpu_sparse_pass(active_out_edges: int, num_edges: int, forced: str = "auto",
-                    factor: float = config.GPU_SPARSE_FACTOR,
+                    factor: float | None = None,
                     neighbour_in_degree: float = 1.0,
-                    pull_factor: float = config.GPU_SPARSE_PULL_FACTOR,
+                    pull_factor: float | None = None,
                     iteration: int = 0, loop_after: int = 0) -> bool:
     """Whether the GPU's next iteration is a sparse notify-pull over the
     frontier's out-edges rather than the pull over every shard.
@@ -537,6 +551,10 @@ def gpu_sparse_pass(active_out_edges: int, num_edges: int, forced: str = "auto",
     ends in a few iterations pays less for the host's round trips than for
     entering the loop, and one of thousands loses only those first few.
     """
+    if factor is None:
+        factor = config.GPU_SPARSE_FACTOR
+    if pull_factor is None:
+        pull_factor = config.GPU_SPARSE_PULL_FACTOR
     if forced == "notify-pull":
         return True
     if forced == "pull" or iteration < loop_after:
@@ -546,11 +564,15 @@ def gpu_sparse_pass(active_out_edges: int, num_edges: int, forced: str = "auto",
 
 
 def gpu_dense_edges(num_edges: int, forced: str = "auto",
-                    factor: float = config.GPU_SPARSE_FACTOR,
+                    factor: float | None = None,
                     neighbour_in_degree: float = 1.0,
-                    pull_factor: float = config.GPU_SPARSE_PULL_FACTOR) -> int:
+                    pull_factor: float | None = None) -> int:
     """The largest frontier out-edge count :func:`gpu_sparse_pass` admits
     (the device loop's test, as a bound)."""
+    if factor is None:
+        factor = config.GPU_SPARSE_FACTOR
+    if pull_factor is None:
+        pull_factor = config.GPU_SPARSE_PULL_FACTOR
     if forced == "notify-pull":
         return 2 ** 62
     if forced == "pull":
@@ -594,11 +616,13 @@ def gpu_value_priority(declared: bool, synchronous: bool, push: bool,
 
 
 def gpu_bucket_width(configured: float | None, mean_edge_value: float | None,
-                     mean_in_degree: float, factor: float = config.GPU_BUCKET_FACTOR) -> float:
+                     mean_in_degree: float, factor: float | None = None) -> float:
     """The width of a bucket of :func:`gpu_value_priority`: ``configured``
     (``config.GPU_BUCKET_WIDTH``) when set, else ``factor`` times
     :func:`bucket_width`'s rule.  A width or factor that is not a positive
     finite number raises :class:`~garaphpy.errors.ConfigError`."""
+    if factor is None:
+        factor = config.GPU_BUCKET_FACTOR
     if configured is not None:
         return _positive("config.GPU_BUCKET_WIDTH", configured)
     return _positive("config.GPU_BUCKET_FACTOR", factor) * bucket_width(
@@ -615,19 +639,21 @@ def _positive(name: str, number, expected: str = "a positive number") -> float:
 
 
 def gpu_pull_edges(num_edges: int, forced: str = "auto",
-                   factor: float = config.GPU_SPARSE_PULL_FACTOR) -> int:
+                   factor: float | None = None) -> int:
     """The most in-edges a sparse iteration's notified vertices may have: the
     device loop counts them as it notifies, and calls the iteration off above
     this (on power-law graphs a few frontier edges can notify hubs whose
     in-edges are a large part of the graph; the pull over every shard reads
     them in order, in balanced blocks).  Forced notify-pull: no bound."""
+    if factor is None:
+        factor = config.GPU_SPARSE_PULL_FACTOR
     if forced == "notify-pull" or factor <= 0:
         return 2 ** 62
     return int(num_edges // factor)
 
 
 def gpu_span_edges(num_edges: int, lanes: int, threads: int,
-                   factor: float = config.GPU_SPARSE_SPAN_FACTOR) -> int:
+                   factor: float | None = None) -> int:
     """The most edges of one vertex a sparse pass gives one group of ``lanes``
     lanes: a vertex of the frontier (its out-edges) or a notified one (its
     in-edges) with more calls the iteration off.  One group takes such a
@@ -635,6 +661,8 @@ def gpu_span_edges(num_edges: int, lanes: int, threads: int,
     spreads all |E| edges over the grid's ``threads``; so the bound is
     ``factor`` times the pull's edges per thread (at least a warp's worth of
     rounds), per lane."""
+    if factor is None:
+        factor = config.GPU_SPARSE_SPAN_FACTOR
     per_thread = max(num_edges / max(threads, 1), 32.0)
     return int(factor * per_thread * lanes)
 

@@ -11,10 +11,10 @@ A :class:`Driver` is made with the engines of the processors a run uses:
   a loop kept on the device (many iterations to one call,
   :meth:`Driver.iterate_batch`); no policy, no host copy to keep current;
 * **both** (mode ``hybrid``): each iteration the policy
-  (:class:`~garaphpy.scheduler.dispatcher.HybridPolicy`) decides by alpha
+  (:class:`~garaphpy.scheduler.policy.HybridPolicy`) decides by alpha
   (section 5.1) whether the CPU runs alone (with its own notify-pull or
   pull choice) or both processors pull pages from one
-  :class:`~garaphpy.scheduler.dispatcher.PageQueue`: the GPU from the
+  :class:`~garaphpy.scheduler.policy.PageQueue`: the GPU from the
   front, driven by the calling thread, which keeps a few pages queued on
   its CUDA streams; the CPU from the back, in a worker thread (the numba
   kernels release the GIL) running on one thread fewer than the run's,
@@ -73,7 +73,7 @@ from .._numba_setup import parallel_section, release_thread_team
 from ..errors import ConfigError
 from ..kernels import cpu as kernels
 from . import decisions
-from .dispatcher import HybridPolicy, Observation, PageQueue
+from .policy import HybridPolicy, Observation, PageQueue
 from .processors import CpuProcessor, GpuProcessor, ProcessorResult
 from .records import IterationRecord
 from .vertex_state import VertexState
@@ -190,9 +190,8 @@ class Driver:
         if self.policy.ratio is None or self.policy.cpu_seconds_per_edge is None \
                 or self.policy.gpu_seconds_per_edge is None:
             self._calibrate()
-        seed = getattr(self.policy, "seed_sparse_pass", None)
-        if seed is not None:
-            seed(config.HYBRID_GPU_SPARSE_OVERHEAD_SECONDS, gpu.sparse_edge_seconds())
+        self.policy.seed_sparse_pass(config.HYBRID_GPU_SPARSE_OVERHEAD_SECONDS,
+                                     gpu.sparse_edge_seconds())
 
     def _start_worker_threads(self) -> None:
         """Runs in the CPU worker: its thread team of numba's parallel layer is
@@ -331,7 +330,7 @@ class Driver:
         record.alpha = decision.alpha
         record.ratio = decision.ratio
         record.forced = record.forced or decision.forced
-        record.decisions["mode"] = decision.entry()
+        decisions.share(record, "mode", decision.entry())
         if decision.mode == "cpu" and self.cpu.early_exit:
             # the CPU alone's own rule (Beamer's), over the settled vertices as they are
             self._synced_to_host += self._ready_cpu_alone()
@@ -455,7 +454,7 @@ class Driver:
         alone would run them, where :func:`decisions.hybrid_device_loop` says
         so: the policy, weighing the loop's cost (``gpu_loop``), chose the GPU,
         and the CPU would take no page.  One
-        :class:`~garaphpy.scheduler.dispatcher.Decision` covers the batch
+        :class:`~garaphpy.scheduler.policy.Decision` covers the batch
         (:meth:`HybridPolicy.cover`); the first record gets its entry, the
         others the same entry with ``batch_of``, the iteration that decided.
         After the batch the policy decides again.  An iteration offered and
@@ -505,7 +504,7 @@ class Driver:
         (:meth:`CpuEngine.iterate_batch`: sparse notify-pulls many to a call,
         or steps in buckets of values), as a run on the CPU alone would run
         them, where the policy chose the CPU alone for the first of them.  One
-        :class:`~garaphpy.scheduler.dispatcher.Decision` covers the batch
+        :class:`~garaphpy.scheduler.policy.Decision` covers the batch
         (:meth:`HybridPolicy.cover`); the policy decides again after it, and
         learns nothing from it (its steps are not the notify-pulls it
         prices).  The host's copy is brought up to date first.  An iteration
@@ -563,9 +562,9 @@ class Driver:
         for record in records:
             record.mode, record.alpha, record.ratio = mode, alpha, ratio
             record.forced = record.forced or forced
-            record.decisions["mode"] = covered_entry
+            decisions.share(record, "mode", covered_entry)
         first = records[0]
-        first.decisions["mode"] = entry
+        decisions.share(first, "mode", entry)
         return first
 
     def _cpu_joins(self, order: list[int]) -> bool:
@@ -802,8 +801,8 @@ class Driver:
         record.pages = len(self.pages)
         record.edges_processed = self.num_edges
         record.gather_precomputed = self.cpu.precompute_source_gathers or self.gpu.precompute
-        record.decisions.update(cpu.decisions)
-        record.decisions.update(gpu.decisions)
+        for name, entry in {**cpu.decisions, **gpu.decisions}.items():
+            decisions.share(record, name, entry)
         record.cpu_pages, record.cpu_edges = len(cpu.pages), cpu.edges
         record.gpu_pages, record.gpu_edges = len(gpu.pages), gpu.edges
         record.bytes_to_device += gpu.bytes_to_device + cpu.bytes_to_device + split_bytes

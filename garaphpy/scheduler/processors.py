@@ -1,7 +1,7 @@
 """CPU and GPU processors of pages behind one narrow interface (Garaph sections 3, 4.1, 5.1).
 
 A hybrid iteration hands pages to two processors as they become free
-(:class:`~garaphpy.scheduler.dispatcher.PageQueue`).  Each processor has
+(:class:`~garaphpy.scheduler.policy.PageQueue`).  Each processor has
 the same three steps:
 
 * ``begin(iteration, aggregates)``: set up the iteration;

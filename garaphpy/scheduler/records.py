@@ -214,6 +214,10 @@ class Result:
     resumed_from : str or None
         The checkpoint the run resumed from (None: it started afresh); the
         records of the iterations before it are in :attr:`iterations` too.
+    plan : garaphpy.scheduler.plan.RunPlan or None
+        The run's constant choices, made once before its first iteration
+        (``plan.describe()``, ``plan.as_dict()``); the records hold each
+        iteration's own.
     """
 
     program: Any
@@ -231,16 +235,13 @@ class Result:
     tolerance: float | None = None
     max_iterations: int = 0
     resumed_from: str | None = None
+    plan: object = None
 
     def original_ids(self) -> np.ndarray:
         """The user's id of every vertex, aligned with :attr:`values` (an object
         array of labels for a graph made from non-integer ids)."""
         user_ids = getattr(self.graph, "user_ids", None)
         return user_ids() if user_ids is not None else self.graph.original_ids()
-
-    def value_of(self, vertex) -> object:
-        """Value of a vertex given by the user's id (KeyError for an unknown one)."""
-        return self.values[int(self.graph.internal_ids([vertex])[0])]
 
     def user_values(self) -> np.ndarray:
         """:attr:`values` as outputs show them: a program whose values are vertex
@@ -308,7 +309,7 @@ class Result:
     @property
     def value_name(self) -> str:
         """What a value is: the program's ``value_name`` (``"value"`` for user programs)."""
-        return getattr(self.program, "value_name", "value")
+        return self.program.value_name
 
     def to_dict(self) -> dict:
         """``{user id: value}`` of every vertex, as Python scalars.

@@ -64,7 +64,7 @@ REPLICATION_RULES = options.REPLICATION_RULES
 
 
 def replication_factor(num_edges: int, num_vertices: int,
-                       max_replication: int = config.MAX_REPLICATION) -> int:
+                       max_replication: int | None = None) -> int:
     """Replication factor R_i of a shard (Garaph Equation 2).
 
     Parameters
@@ -80,6 +80,8 @@ def replication_factor(num_edges: int, num_vertices: int,
         ``2 ** min(ceil(log2(|E_i|/|V_i|) - 0.5), log2(max_replication))``,
         at least 1 (a shard with fewer edges than vertices needs no replica).
     """
+    if max_replication is None:
+        max_replication = config.MAX_REPLICATION
     return int(_replication_factor(num_edges, num_vertices, 1, 0,
                                    int(math.log2(max_replication))))
 
@@ -232,11 +234,11 @@ def shard_edge_limit(num_edges: int, max_edges: int, min_shards: int) -> int:
 
 
 def cut_shards(in_offsets: np.ndarray, *,
-               shared_memory_bytes: int = config.SHARD_SHARED_MEMORY_BYTES,
-               slot_bytes: int = config.SHARD_SLOT_BYTES,
-               max_vertices: int = config.MAX_SHARD_VERTICES,
-               max_edges: int = config.MAX_SHARD_EDGES,
-               max_replication: int = config.MAX_REPLICATION,
+               shared_memory_bytes: int | None = None,
+               slot_bytes: int | None = None,
+               max_vertices: int | None = None,
+               max_edges: int | None = None,
+               max_replication: int | None = None,
                fixed_replication: int | None = None,
                replication_rule: str = "mean",
                edges_per_thread: int = 1) -> np.ndarray:
@@ -285,6 +287,16 @@ def cut_shards(in_offsets: np.ndarray, *,
         in exactly one shard, or in consecutive ``split`` shards, and every
         edge in exactly one shard.
     """
+    if shared_memory_bytes is None:
+        shared_memory_bytes = config.SHARD_SHARED_MEMORY_BYTES
+    if slot_bytes is None:
+        slot_bytes = config.SHARD_SLOT_BYTES
+    if max_vertices is None:
+        max_vertices = config.MAX_SHARD_VERTICES
+    if max_edges is None:
+        max_edges = config.MAX_SHARD_EDGES
+    if max_replication is None:
+        max_replication = config.MAX_REPLICATION
     slots = shared_memory_bytes // slot_bytes
     if slots < max_replication:
         raise StoreError(
@@ -352,7 +364,7 @@ class PageSizing:
 
 
 def page_budget(gpu_memory_bytes: int, n_streams: int, vertex_bytes: int,
-                max_page_bytes: int = config.MAX_PAGE_BYTES) -> int:
+                max_page_bytes: int | None = None) -> int:
     """Largest page so that ``n_streams`` pages and the vertex data fit the GPU.
 
     Parameters
@@ -366,6 +378,8 @@ def page_budget(gpu_memory_bytes: int, n_streams: int, vertex_bytes: int,
     max_page_bytes : int
         Upper bound, so that hybrid runs get several pages to share.
     """
+    if max_page_bytes is None:
+        max_page_bytes = config.MAX_PAGE_BYTES
     if n_streams < 1:
         raise StoreError(f"n_streams={n_streams} must be at least 1")
     free_for_pages = gpu_memory_bytes - vertex_bytes

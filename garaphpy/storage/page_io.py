@@ -67,12 +67,14 @@ _POLL_SECONDS = 0.1
 _O_DIRECT = getattr(os, "O_DIRECT", 0)
 
 
-def aligned_empty(nbytes: int, alignment: int = config.BLOCK_ALIGNMENT) -> np.ndarray:
+def aligned_empty(nbytes: int, alignment: int | None = None) -> np.ndarray:
     """An uninitialised uint8 array of ``nbytes`` starting at a multiple of ``alignment``.
 
     The default allocator of :class:`PageReader` (``O_DIRECT`` needs aligned
     memory).
     """
+    if alignment is None:
+        alignment = config.BLOCK_ALIGNMENT
     raw = np.empty(nbytes + alignment, np.uint8)
     start = (-raw.ctypes.data) % alignment
     return raw[start:start + nbytes]

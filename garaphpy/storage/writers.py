@@ -250,7 +250,7 @@ def _wants_weights(source: EdgeSource, path: str, weighted: bool | None) -> bool
 
 
 def write_edge_list(source: EdgeSource, path, weighted: bool | None = None, *,
-                    chunk_edges: int = config.READ_CHUNK_EDGES) -> int:
+                    chunk_edges: int | None = None) -> int:
     """Write the edges of ``source`` as a GAPBS edge-list text file.
 
     Parameters
@@ -285,6 +285,8 @@ def write_edge_list(source: EdgeSource, path, weighted: bool | None = None, *,
     OSError
         When the target directory is missing or the write fails.
     """
+    if chunk_edges is None:
+        chunk_edges = config.READ_CHUNK_EDGES
     path = os.fspath(path)
     lowered = path.lower()
     if lowered.endswith(_UNSUPPORTED_COMPRESSION):
