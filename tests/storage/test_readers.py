@@ -1004,3 +1004,28 @@ def test_cli_reads_a_wel_whose_decimals_start_after_the_probe(tmp_path):
     distances = dict(line.split() for line in out.read_text().splitlines()
                      if not line.startswith("#"))
     assert float(distances[str(rows + 1)]) == 3.5 and float(distances[str(rows)]) == 1.0
+
+
+def test_a_widened_wel_builds_the_same_store_in_memory_and_out_of_core(tmp_path, monkeypatch):
+    from garaphpy.storage.builder import BuildOptions, build_store
+
+    monkeypatch.setattr(config, "WEIGHT_PROBE_BYTES", 64)
+    monkeypatch.setattr(config, "READ_CHUNK_EDGES", 500)
+    rng = np.random.default_rng(4)
+    src, dst = rng.integers(0, 700, 6000), rng.integers(0, 700, 6000)
+    weights = [str(int(w)) for w in rng.integers(1, 9, 6000)]
+    weights[3000] = "2.5"
+    path = write(tmp_path / "g.wel", "".join(f"{u} {v} {w}\n" for u, v, w in
+                                             zip(src, dst, weights)))
+    stores = [build_store(open_source(path), tmp_path / name,
+                          BuildOptions(duplicates="keep", **budget), progress=False)
+              for name, budget in (("m", {}), ("o", {"memory_budget": 60_000}))]
+    assert [s.manifest["built_in_memory"] for s in stores] == [True, False]
+    expected = sorted(zip(src.tolist(), dst.tolist(), map(float, weights)))
+    for store in stores:
+        assert store.weight_dtype == np.float64
+        in_offsets, sources, stored = store.csc()
+        ids = store.original_ids()
+        heads = np.repeat(np.arange(store.num_vertices), np.diff(in_offsets))
+        assert sorted(zip(ids[sources].tolist(), ids[heads].tolist(),
+                          stored.tolist())) == expected
