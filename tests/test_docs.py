@@ -5,7 +5,8 @@ block through ``python -m garaphpy.run``, in a temporary working directory
 holding a copy of the repository's ``examples/`` (what a reader who runs
 them from the repository root has): a block that needs an import, a file or
 a name from another block fails here.  A block whose first line is
-``# gpu`` runs only where a GPU is usable.  The documents' links to each
+``# gpu`` runs only where a GPU is usable, one whose first line is
+``# installed`` only where garaphpy is installed (its entry points).  The documents' links to each
 other are checked too.
 """
 
@@ -24,6 +25,16 @@ REPOSITORY = Path(__file__).resolve().parents[1]
 DOCUMENTS = [REPOSITORY / "README.md", *sorted((REPOSITORY / "docs").glob("*.md"))]
 #: The first line that marks a block as needing a GPU.
 GPU_MARKER = "# gpu"
+#: The first line that marks a block as needing the installed package (its entry
+#: points: the NetworkX backend), which a PYTHONPATH run of the tests does not have.
+INSTALLED_MARKER = "# installed"
+
+
+def backend_registered() -> bool:
+    """Whether an installed garaphpy registered its NetworkX backend entry point."""
+    from importlib.metadata import entry_points
+
+    return any(point.name == "garaphpy" for point in entry_points(group="networkx.backends"))
 
 
 def fenced_blocks(path: Path, language: str) -> list[tuple[int, str]]:
@@ -92,6 +103,9 @@ def test_the_documents_have_examples():
 def test_python_example_runs_on_its_own(path, line, text, reader_directory, program_cache):
     if text.splitlines()[0].strip() == GPU_MARKER and not gpu_usable():
         pytest.skip(f"{path.name}:{line} is marked '{GPU_MARKER}' and no GPU is usable here")
+    if text.splitlines()[0].strip() == INSTALLED_MARKER and not backend_registered():
+        pytest.skip(f"{path.name}:{line} needs the installed package (its NetworkX backend "
+                    "entry point); this run has garaphpy on PYTHONPATH only")
     script = reader_directory / f"example_{line}.py"
     script.write_text(text)
     completed = run_in(reader_directory, program_cache, str(script))
