@@ -372,11 +372,6 @@ class SelectiveTransfers:
                        seconds=time.perf_counter() - started)
 
     # -- buffers ---------------------------------------------------------------------------------
-    def host_pointer(self, array: np.ndarray) -> np.uint64:
-        """A pinned host array's address, which kernels read through (unified
-        virtual addressing: pinned memory is mapped at the same address)."""
-        return np.uint64(array.ctypes.data)
-
     def compact_views(self, sizes: dict) -> dict:
         """Arrays of the given element counts in the pinned compacted buffer:
         sources and offsets (int64), targets (vertex type), weights; raises
@@ -572,8 +567,8 @@ class SelectiveTransfers:
             with push:
                 vertex, begin, end = (cupy.asarray(array) for array in pieces)
             pushed["zero_copy_started"] = push.record(events[2])
-            self.launch_push(push, vertex, begin, end, self.host_pointer(self.out_targets),
-                             self.host_pointer(self.out_weights) if self.push_weights
+            self.launch_push(push, vertex, begin, end, host_pointer(self.out_targets),
+                             host_pointer(self.out_weights) if self.push_weights
                              else state.empty_weights.data.ptr, ranges, kernel_arguments)
             zero_copy_edges = int(active_edges[zero_copy_pages].sum())
             vertex_size = self.store.vertex_dtype.itemsize
@@ -668,6 +663,12 @@ class SelectiveTransfers:
                 vertex, np.int64(count), begin, end, np.uint64(targets_pointer),
                 np.uint64(weights_pointer), ranges[0], ranges[1],
                 np.int32(num_ranges)) + kernel_arguments)
+
+
+def host_pointer(array: np.ndarray) -> np.uint64:
+    """A pinned host array's address, which kernels read through (unified
+    virtual addressing: pinned memory is mapped at the same address)."""
+    return np.uint64(array.ctypes.data)
 
 
 #: store -> its out-edge CSR in pinned host memory (offsets, targets, values or None),
