@@ -227,6 +227,7 @@ SPECIALIZED_KERNELS = {
     # helpers: a kernel passing them a function would need it as a value
     # (inside a parallel loop, a pointer to a Python object numba cannot cache)
     "_update_vertex": ("common._update_vertex", {}, None),
+    "_update_and_flag": ("common._update_and_flag", {}, None),
     "_sparse_step": ("batches._sparse_step", {}, None),
     "_push_step": ("priority._push_step", {}, None),
     "_settle_step": ("batches._settle_step", {}, None),

@@ -60,6 +60,22 @@ def _update_vertex(apply_call, activate_call, attrs, aggregates, num_vertices, i
     return activate_call(new, old), abs(np.float64(new) - np.float64(old))
 
 
+# inlined in numba's IR, as the tail of each pull's loop over its vertices
+@numba.njit(nogil=True, inline="always")
+def _update_and_flag(apply_call, activate_call, attrs, aggregates, num_vertices, iteration, v,
+                     accum, values_read, values_write, active, changed_only, activated, change):
+    """The update tail of the pulls that flag every vertex they apply:
+    :func:`_update_vertex`, then ``active[v]`` = its activation (stored only
+    where it changes with ``changed_only``: a run whose vertices all stay
+    active reads the flags instead of storing them).  Returns ``activated``
+    and ``change`` with v's activation and change added."""
+    flag, delta = _update_vertex(apply_call, activate_call, attrs, aggregates, num_vertices,
+                                 iteration, v, accum, values_read, values_write)
+    if not changed_only or active[v] != flag:
+        active[v] = flag
+    return activated + flag, change + delta
+
+
 #: ``floor_mode`` of :func:`pull_range`: values at or below (min) or at or above
 #: (max) the floor read no in-edge.
 FLOOR_MIN, FLOOR_MAX = 1, 2

@@ -17,7 +17,8 @@ program final once set (:func:`pull_range_settling`,
 :func:`pull_settling_whole`), fused with the next iteration's source-side
 gathers and aggregates (:func:`pull_fused`), and over a list of notified
 vertices (:func:`pull_vertices`).  Every one ends a vertex with the update
-tail of :func:`~garaphpy.kernels.cpu.common._update_vertex`.
+tail of :mod:`~garaphpy.kernels.cpu.common` (``_update_and_flag``, or
+``_update_vertex`` where the activated vertices are listed, not flagged).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import numpy as np
 
 from ..atomics import FIRST_FREE_SLOT, atomic_add, sync_slots
 from .common import (SETTLED_CLAIM, _at_floor, _balanced_chunks, _bit_set, _concatenate_chunks,
-                     _update_vertex, _vertex_of_edge)
+                     _update_and_flag, _update_vertex, _vertex_of_edge)
 
 
 @numba.njit(nogil=True, parallel=True)
@@ -113,12 +114,9 @@ def pull_range(gather_call, apply_call, activate_call, combine, aggregate_tuple,
                 record_accum[t, records] = accum
                 records += 1
             else:
-                flag, delta = _update_vertex(apply_call, activate_call, attrs, current,
-                                             num_vertices, iteration, v, accum, values_read,
-                                             values_write)
-                active[v] = flag
-                part_activated += flag
-                part_change += delta
+                part_activated, part_change = _update_and_flag(
+                    apply_call, activate_call, attrs, current, num_vertices, iteration, v, accum,
+                    values_read, values_write, active, False, part_activated, part_change)
         # one write per part: per-vertex writes to neighbouring slots false-share
         change[t] = part_change
         activated[t] = part_activated
@@ -173,12 +171,9 @@ def _finish_cut_vertex(apply_call, activate_call, attrs, aggregates, num_vertice
                        active, boundary_vertex, boundary_accum, boundary, change, activated):
     """Apply a vertex whose replicas are merged, or hand it back if it leaves the page."""
     if in_offsets[v] >= edge_begin and in_offsets[v + 1] <= edge_end:
-        flag, delta = _update_vertex(apply_call, activate_call, attrs, aggregates,
-                                     num_vertices, iteration, v, accum, values_read,
-                                     values_write)
-        active[v] = flag
-        activated[0] += flag
-        change[0] += delta
+        activated[0], change[0] = _update_and_flag(
+            apply_call, activate_call, attrs, aggregates, num_vertices, iteration, v, accum,
+            values_read, values_write, active, False, activated[0], change[0])
         return boundary
     boundary_vertex[boundary] = v
     boundary_accum[boundary] = accum
@@ -286,12 +281,9 @@ def pull_range_settling(gather_call, apply_call, activate_call, combine, identit
                                      aggregates, num_vertices, iteration, v, old,
                                      in_offsets[v], in_offsets[v + 1], edge_base, True,
                                      settled, settled_bits)
-            flag, delta = _update_vertex(apply_call, activate_call, attrs, aggregates,
-                                         num_vertices, iteration, v, accum, values_read,
-                                         values_write)
-            active[v] = flag
-            part_activated += flag
-            part_change += delta
+            part_activated, part_change = _update_and_flag(
+                apply_call, activate_call, attrs, aggregates, num_vertices, iteration, v, accum,
+                values_read, values_write, active, False, part_activated, part_change)
         change[t] = part_change
         activated[t] = part_activated
     stats[0] += change.sum()
@@ -422,12 +414,9 @@ def apply_vertices(apply_call, activate_call, attrs, aggregates, num_vertices, i
     """Apply the combined partial sums of vertices split across pages."""
     for i in range(vertices.shape[0]):
         v = vertices[i]
-        flag, delta = _update_vertex(apply_call, activate_call, attrs, aggregates,
-                                     num_vertices, iteration, v, accums[i], values_read,
-                                     values_write)
-        active[v] = flag
-        stats[1] += flag
-        stats[0] += delta
+        stats[1], stats[0] = _update_and_flag(
+            apply_call, activate_call, attrs, aggregates, num_vertices, iteration, v, accums[i],
+            values_read, values_write, active, False, stats[1], stats[0])
 
 
 @numba.njit(nogil=True, parallel=True)
@@ -493,13 +482,9 @@ def pull_fused(source_gather_call, aggregate_tuple, aggregate_fold, aggregate_wr
                 accum = identity
                 for e in range(in_offsets[v], in_offsets[v + 1]):
                     accum = combine(accum, contributions[sources[e]])
-                flag, delta = _update_vertex(apply_call, activate_call, attrs, current,
-                                             num_vertices, iteration, v, accum, values_read,
-                                             values_write)
-                if active[v] != flag:
-                    active[v] = flag
-                part_activated += flag
-                part_change += delta
+                part_activated, part_change = _update_and_flag(
+                    apply_call, activate_call, attrs, current, num_vertices, iteration, v, accum,
+                    values_read, values_write, active, True, part_activated, part_change)
                 if out_degree[v] > 0:
                     next_contributions[v] = source_gather_call(values_write, attrs, v)
                 running = aggregate_fold(values_write, attrs, num_vertices, iteration + 1, v,
