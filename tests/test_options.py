@@ -79,7 +79,7 @@ def test_run_keywords_are_the_run_options():
 def test_run_checks_choices_from_the_declarations():
     assert api.MODES == RunOptions.__dataclass_fields__["mode"].metadata["option"].choices
     assert api.EXECUTIONS == declared_options(RunOptions)["execution"][1].choices
-    assert decisions.DIRECTIONS == declared_options(RunOptions)["direction"][1].choices
+    assert api.DIRECTIONS == declared_options(RunOptions)["direction"][1].choices
 
 
 def test_graph_constructors_take_the_build_options():
