@@ -18,7 +18,7 @@ from garaphpy.errors import ConfigError
 from garaphpy.options import (CONFIG_KINDS, BuildOptions, RunOptions, config_values,
                               declared_options, identity_options)
 from garaphpy.programs import PageRank
-from garaphpy.scheduler import checkpoint, decisions
+from garaphpy.scheduler import checkpoint
 from garaphpy.storage import _build_kernels, layout
 
 OPTION_CLASSES = [RunOptions, BuildOptions]
