@@ -17,7 +17,6 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from pathlib import Path
 
 import networkx as nx
 import numpy as np
@@ -29,8 +28,8 @@ from garaphpy import cli, console
 from garaphpy.configfile import load_config
 from garaphpy.graph import Graph
 from garaphpy.output import read_values
+from helpers import REPOSITORY as REPO
 
-REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "examples" / "graphs" / "sample-web.txt.gz"
 
 

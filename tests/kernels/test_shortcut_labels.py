@@ -21,7 +21,8 @@ from garaphpy.kernels import cpu as kernels
 from garaphpy.program import ProgramError
 from garaphpy.scheduler import decisions
 
-from references import MinLabels, components_scipy, run_engine
+from references import components_scipy, run_engine
+from helpers import DoublingGather, OffByOneInit, OwnLabels, TakesTheSum
 
 
 @pytest.fixture(autouse=True)
@@ -157,14 +158,6 @@ def test_a_low_diameter_graph_shortcuts_a_sample_after_its_pulls(graphs, monkeyp
     np.testing.assert_array_equal(result.values, components_scipy(graphs["rmat"]))
 
 
-class OwnLabels(MinLabels):
-    """A user's min-label propagation over vertex ids (CC without the library)."""
-
-    initially_active = "all"
-    needs_undirected = True
-    shortcut_labels = True
-
-
 def test_a_users_honest_declaration_is_used(graphs, monkeypatch):
     graph = graphs["grid"]
     result = run_engine(graph, OwnLabels(), mode="cpu", threads=2, execution="sync")
@@ -194,21 +187,6 @@ def test_a_false_declaration_is_refused_when_the_class_is_defined():
     with pytest.raises(ProgramError, match="shortcut_labels = 1; expected True or False"):
         class NotABool(OwnLabels):
             shortcut_labels = 1
-
-
-class OffByOneInit(OwnLabels):
-    def init(vertex):
-        return vertex + 1
-
-
-class DoublingGather(OwnLabels):
-    def gather(src):
-        return src * 2
-
-
-class TakesTheSum(OwnLabels):
-    def apply(value, accum):
-        return accum
 
 
 @pytest.mark.parametrize("program, message", [
