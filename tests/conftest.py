@@ -16,10 +16,13 @@ import pytest
 import garaphpy
 import helpers
 from garaphpy.scheduler import driver as driver_module
-from helpers import gpu_available
+from helpers import gpu_available, is_fast
 
 
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if is_fast(item.nodeid) and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.fast)
     reason = gpu_available()
     if reason is None:
         return

@@ -1,5 +1,5 @@
 """What more than one test file uses: graphs, programs, references by name,
-budgets, policies and the session's paths.
+budgets, policies, the session's paths and the fast loop's list.
 
 Test files import from here (``tests/`` is on ``sys.path`` through the
 ``pythonpath`` option in setup.cfg), never from one another
@@ -56,6 +56,19 @@ def gpu_available() -> str | None:
     except Exception as error:
         return f"no usable CUDA device ({error.__class__.__name__})"
     return None
+
+
+#: The fast loop's tests, one file or ``file::function`` a line (tests/fast.txt).
+FAST_TESTS = frozenset(
+    line.strip() for line in (Path(__file__).parent / "fast.txt").read_text().splitlines()
+    if line.strip() and not line.lstrip().startswith("#"))
+
+
+def is_fast(nodeid: str) -> bool:
+    """Whether the test ``nodeid`` (its parameters aside) or its file is in
+    FAST_TESTS (tests/conftest.py marks those, unless they are marked ``slow``)."""
+    function = nodeid.split("[", 1)[0]
+    return function in FAST_TESTS or function.split("::", 1)[0] in FAST_TESTS
 
 
 # -- the built-in programs on small graphs, against their references --------------------

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import FAST_TESTS
+
 TESTS = Path(__file__).resolve().parent
 PYTHON_FILES = sorted(TESTS.rglob("*.py"))
 
@@ -70,3 +72,20 @@ def test_test_file_names_are_unique():
 
 def test_no_test_folder_is_a_package():
     assert list(TESTS.rglob("__init__.py")) == []
+
+
+def test_every_fast_entry_names_a_test_file_or_function():
+    """tests/fast.txt names what exists: a renamed or deleted test drops out
+    of the fast loop with an error here, not silently."""
+    wrong = []
+    for entry in sorted(FAST_TESTS):
+        file, _, function = entry.partition("::")
+        path = TESTS.parent / file
+        if not (path.is_file() and path.name.startswith("test_")):
+            wrong.append(entry)
+        elif function:
+            tree = ast.parse(path.read_text(), filename=str(path))
+            defined = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+            if function not in defined:
+                wrong.append(entry)
+    assert wrong == []

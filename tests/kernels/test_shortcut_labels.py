@@ -28,7 +28,7 @@ from helpers import DoublingGather, OffByOneInit, OwnLabels, TakesTheSum
 @pytest.fixture(autouse=True)
 def labels_from_ids(monkeypatch):
     """The shortcut itself is under test: labels start from the ids, not from
-    the union-find start (tests/test_union_find.py)."""
+    the union-find start (tests/kernels/test_union_find.py)."""
     monkeypatch.setattr(config, "CPU_UNION_FIND_START", False)
 
 

@@ -57,7 +57,7 @@ def batching(monkeypatch):
     # a BFS iteration run alone would push (config.CPU_SETTLING_PUSH): the batches are
     # compared with notify-pulls run alone
     monkeypatch.setattr(config, "CPU_SETTLING_PUSH", False)
-    # SSSP's buckets of values are batches of their own (tests/test_value_priority.py)
+    # SSSP's buckets of values are batches of their own (tests/kernels/test_value_priority.py)
     monkeypatch.setattr(config, "CPU_VALUE_PRIORITY", False)
 
     def set_batching(on, serial_edges=config.CPU_SERIAL_STEP_EDGES):

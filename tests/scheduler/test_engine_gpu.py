@@ -3,7 +3,7 @@
 Tests marked ``gpu`` run where cupy sees a CUDA device (``pytest -m gpu`` on
 the GPU machine) and are skipped elsewhere.  Without a GPU, the page plan,
 the error paths and the mode checks are still tested here; the translated
-CUDA code itself is tested in ``tests/test_cuda_translate.py``.
+CUDA code itself is tested in ``tests/kernels/test_cuda_translate.py``.
 
 The stress graphs follow the GPU issue: one vertex with 10^6 in-edges (split
 over 16 shards whose partial sums meet in a global atomic), shards at the

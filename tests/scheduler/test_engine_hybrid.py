@@ -7,7 +7,7 @@ them, vertices cut between a CPU page and a GPU page), iterations alternating
 between the CPU alone and both processors (each copy of the vertex data
 brought up to date in turn), and GPU-only hybrid iterations.  The policy
 decisions on synthetic measurements are tested without a GPU in
-``tests/test_dispatcher.py``.
+``tests/scheduler/test_dispatcher.py``.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ notified vertices' in-edges out of the pages holding them.  Every built-in
 program must give the in-memory run's values (exact for BFS, SSSP, CC,
 SSWP; 1e-4 for float sums), and rho = k must move the notify-pull / pull
 switch (section 4.2) without changing a synchronous result.  The GPU and
-hybrid out-of-core runs are in ``tests/test_out_of_core_gpu.py``.
+hybrid out-of-core runs are in ``tests/scheduler/test_out_of_core_gpu.py``.
 
 Each program's first run compiles it (about ten seconds): the programs
 beyond PageRank, SSSP and CC are marked ``slow``.
@@ -44,7 +44,7 @@ LIMIT = 40                             #: iterations at most (HS, CS, NN: not co
 def labels_from_ids(monkeypatch):
     """CC as a workload of many streamed pulls: its labels start from the ids
     (the union-find start ends it after one pull that reads no page; it is
-    tested out of core in tests/test_union_find.py)."""
+    tested out of core in tests/kernels/test_union_find.py)."""
     monkeypatch.setattr(config, "CPU_UNION_FIND_START", False)
 
 

@@ -6,7 +6,7 @@ iteration, and in hybrid iterations the CPU reads its pages from the back
 of the queue while the GPU reads from the front.  Results must equal the
 in-memory CPU run (exact for BFS, SSSP, CC, SSWP; 1e-4 for float sums).
 The CPU-only out-of-core runs are tested without a GPU in
-``tests/test_out_of_core.py``.
+``tests/scheduler/test_out_of_core.py``.
 """
 
 from __future__ import annotations
