@@ -1,38 +1,28 @@
-"""Shared test setup: the `gpu` marker skips cleanly where no GPU is usable, and
-every store a test builds goes to a temporary cache, never the user's."""
+"""Shared test setup: the `gpu` marker skips cleanly where no GPU is usable,
+every store a test builds goes to a temporary cache, never the user's, and the
+fixtures more than one test file uses (their other shared code is in
+tests/helpers.py)."""
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-#: ../shared/data beside the repository: the real SNAP graphs (or the folder
-#: named by GARAPHPY_TEST_DATA, where the tests run on another machine).
-SHARED_DATA = Path(os.environ.get("GARAPHPY_TEST_DATA")
-                   or Path(__file__).resolve().parents[1].parent / "shared" / "data")
-
-
-@functools.cache
-def gpu_available() -> str | None:
-    """None when a CUDA device is usable through cupy, else the reason why not."""
-    try:
-        import cupy
-    except Exception as error:  # ImportError, or a broken CUDA install
-        return f"cupy is not importable ({error.__class__.__name__})"
-    try:
-        if cupy.cuda.runtime.getDeviceCount() < 1:
-            return "no CUDA device"
-    except Exception as error:
-        return f"no usable CUDA device ({error.__class__.__name__})"
-    return None
+import garaphpy
+import helpers
+from garaphpy.scheduler import driver as driver_module
+from helpers import gpu_available, is_fast
 
 
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if is_fast(item.nodeid) and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.fast)
     reason = gpu_available()
     if reason is None:
         return
@@ -46,24 +36,21 @@ def pytest_collection_modifyitems(config, items):
 _CACHE_VARIABLES = ("GARAPHPY_CACHE", "XDG_CACHE_HOME")
 #: The user's values of those variables, put back when the session ends.
 _USER_CACHE_ENVIRONMENT: dict = {}
-#: The session's temporary cache root (set in pytest_configure).
-TEST_CACHE_ROOT: Path | None = None
-#: Where the user's own cache is: no test may write under it.
-USER_CACHE_DIRECTORY: Path | None = None
 
 
 def pytest_configure(config):
     """Point the default cache at a temporary directory before any fixture of
     any scope runs (a module-scoped fixture would run before a function-scoped
-    autouse one and reach the user's ~/.cache/garaphpy)."""
-    global TEST_CACHE_ROOT, USER_CACHE_DIRECTORY
+    autouse one and reach the user's ~/.cache/garaphpy); both folders are kept
+    in :mod:`helpers` for the tests that check them."""
     from garaphpy.paths import cache_directory
 
-    USER_CACHE_DIRECTORY = cache_directory().resolve()
+    helpers.USER_CACHE_DIRECTORY = cache_directory().resolve()
     _USER_CACHE_ENVIRONMENT.update({name: os.environ.get(name) for name in _CACHE_VARIABLES})
-    TEST_CACHE_ROOT = Path(tempfile.mkdtemp(prefix="garaphpy-tests-")).resolve()
-    os.environ["GARAPHPY_CACHE"] = str(TEST_CACHE_ROOT / "cache")
-    os.environ["XDG_CACHE_HOME"] = str(TEST_CACHE_ROOT / "xdg")
+    root = Path(tempfile.mkdtemp(prefix="garaphpy-tests-")).resolve()
+    helpers.TEST_CACHE_ROOT = root
+    os.environ["GARAPHPY_CACHE"] = str(root / "cache")
+    os.environ["XDG_CACHE_HOME"] = str(root / "xdg")
 
 
 def pytest_unconfigure(config):
@@ -72,8 +59,8 @@ def pytest_unconfigure(config):
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
-    if TEST_CACHE_ROOT is not None:
-        shutil.rmtree(TEST_CACHE_ROOT, ignore_errors=True)
+    if helpers.TEST_CACHE_ROOT is not None:
+        shutil.rmtree(helpers.TEST_CACHE_ROOT, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -99,3 +86,37 @@ def _persistent_program_cache(request, monkeypatch):
     if cache is not None:
         directory = cache.mkdir("garaphpy-programs")
         monkeypatch.setattr(api, "_program_cache_directory", lambda: directory)
+
+
+@pytest.fixture
+def built_drivers(monkeypatch):
+    """The drivers ``garaphpy.run`` builds, in order."""
+    built = []
+
+    class RecordedDriver(driver_module.Driver):
+        def __init__(self, *arguments, **keywords):
+            super().__init__(*arguments, **keywords)
+            built.append(self)
+
+    monkeypatch.setattr(driver_module, "Driver", RecordedDriver)
+    return built
+
+
+@pytest.fixture(scope="module")
+def tiered():
+    """A weighted graph of hubs, split vertices and runs of vertices without
+    in-edges, in shards of many sizes (what the packed pull's walk over the
+    column starts must get right)."""
+    rng = np.random.default_rng(5)
+    n = 12000
+    destinations = np.concatenate([
+        np.repeat(np.arange(0, 6140, 9), 17),           # 8 vertices without in-edges between
+        np.full(3000, 6200),                            # a hub
+        np.repeat(np.arange(6300, n), 3),
+        np.repeat(np.arange(7000, 8000, 100), 300),
+        np.full(20000, 11000)])                 # split over shards (duplicates go)
+    sources = rng.integers(0, n, destinations.size)
+    weights = rng.integers(1, 256, destinations.size)
+    return garaphpy.Graph.from_arrays(sources, destinations, weights, num_vertices=n,
+                                      progress=False, max_shard_edges=8192, min_shards=1,
+                                      max_page_bytes=90000)

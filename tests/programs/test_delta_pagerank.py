@@ -10,7 +10,6 @@ switch.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,8 +20,7 @@ from garaphpy.api import NotConvergedWarning
 from garaphpy.errors import ConfigError
 from garaphpy.programs import DeltaPageRank, get_program
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import references as ref  # noqa: E402
+import references as ref
 
 REPO = Path(__file__).resolve().parents[2]
 

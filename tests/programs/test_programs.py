@@ -31,43 +31,14 @@ from garaphpy.programs import (ALIASES, BFS, BUILTIN_PROGRAMS, SSSP, SSWP, Circu
 from garaphpy.programs import bfs as bfs_module
 from garaphpy.programs.components import union_find_roots
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import references as ref  # noqa: E402
+import references as ref
+from helpers import (CIRCUIT, ITERATIVE, SMALL_GRAPHS, TIGHT_CONSTANTS, program_for,
+                     reference, sources_of)
 
 HEPPH = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "ca-HepPh.txt.gz"
 
 
 # --------------------------------------------------------------- graphs --
-def tiny_graph():
-    """Directed, weighted, user ids 10..90: a dangling vertex (90), a vertex with no
-    in-edge (80), a self-loop, a 2-cycle, and a part no source at 10 reaches (70, 80)."""
-    edges = [(10, 20, 2.0), (10, 30, 5.0), (20, 30, 1.0), (30, 40, 2.0), (40, 20, 1.0),
-             (20, 50, 7.0), (50, 50, 3.0), (50, 60, 1.0), (40, 60, 8.0), (60, 90, 2.0),
-             (80, 70, 1.0), (70, 60, 4.0), (30, 90, 9.0)]
-    src, dst, w = zip(*edges)
-    return garaphpy.Graph.from_arrays(list(src), list(dst), list(w), weight_dtype="float64")
-
-
-def random_graph(seed=3, n=40, m=160):
-    """Random directed multigraph-free graph, integer weights 1..9, user ids 3*i + 7."""
-    rng = np.random.default_rng(seed)
-    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
-    weight = rng.integers(1, 10, m).astype(np.float64)
-    return garaphpy.Graph.from_arrays(src * 3 + 7, dst * 3 + 7, weight, weight_dtype="float64")
-
-
-def undirected_graph():
-    """Undirected, weighted, 12 vertices: components {0..4}, {5, 6, 7}, {8, 9}, {10}, {11}."""
-    edges = [(0, 1, 1.0), (1, 2, 2.0), (2, 0, 4.0), (2, 3, 1.5), (3, 4, 0.5), (5, 6, 3.0),
-             (6, 7, 1.0), (8, 9, 2.5), (4, 4, 1.0)]
-    src, dst, w = zip(*edges)
-    return garaphpy.Graph.from_arrays(list(src), list(dst), list(w), num_vertices=12,
-                                      directed=False, weight_dtype="float64")
-
-
-SMALL_GRAPHS = {"tiny": tiny_graph, "random": random_graph, "undirected": undirected_graph}
-
-
 @pytest.fixture(scope="module")
 def small():
     return {name: build() for name, build in SMALL_GRAPHS.items()}
@@ -89,52 +60,7 @@ def hepph(tmp_path_factory):
     return {"plain": graph, "weighted": weighted}
 
 
-SOURCES = {"tiny": [0], "random": [0, 10, 20, 30], "undirected": [0], "hepph": [0, 5000]}
-
-
-def sources_of(graph, name):
-    """Internal ids of the sources a test uses on graph ``name``.
-
-    Several on the random graph: HS converges at the rate of a random walk
-    absorbed at the sources, thousands of iterations with one source there.
-    """
-    return np.array(SOURCES[name], dtype=np.int64)
-
-
 # ------------------------------------------------------------ references --
-CIRCUIT = {"ground_every": 4}  # small graphs have few ids; ground a quarter of them
-#: Programs that stop on a bound of their own, not a tolerance: their constants for a run
-#: to (nearly) the exact fixed point.
-TIGHT_CONSTANTS = {"delta_pagerank": {"l1_bound": 1e-12}}
-
-
-def program_for(name, tight=False):
-    if name == "cs":
-        return CircuitSimulation(**CIRCUIT)
-    return BUILTIN_PROGRAMS[name](**(TIGHT_CONSTANTS.get(name, {}) if tight else {}))
-
-
-def reference(name, graph, sources, *, big=False):
-    """An independent correct result of program ``name`` (values users see)."""
-    if name in ("pagerank", "delta_pagerank"):
-        return ref.pagerank_power(graph) if big else ref.pagerank_networkx(graph)
-    if name == "sssp":
-        return ref.sssp_scipy(graph, sources) if big else ref.sssp_networkx(graph, sources)
-    if name == "bfs":
-        return ref.bfs_scipy(graph, sources)
-    if name == "cc":
-        return ref.components_scipy(graph)
-    if name == "sswp":
-        return ref.sswp_heap(graph, sources)
-    if name == "nn":
-        return ref.nn_scipy(graph, NeuralNetwork.max_iterations)
-    if name == "hs":
-        return ref.heat_exact(graph, sources)
-    if name == "cs":
-        return ref.circuit_exact(graph, sources, CIRCUIT["ground_every"])
-    raise KeyError(name)
-
-
 def reference_result(name, graph, sources, big=False):
     program = program_for(name)
     values = reference(name, graph, sources, big=big)
@@ -292,9 +218,6 @@ NAIVE_MODES = {
     "hs": [("sync", "pull"), ("async", "pull")],
     "cs": [("sync", "pull"), ("async", "pull")],
 }
-ITERATIVE = {"pagerank", "hs", "cs"}
-
-
 @pytest.mark.parametrize("graph_name", list(SMALL_GRAPHS))
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_naive_run_of_the_functions_matches_the_reference(small, name, graph_name):

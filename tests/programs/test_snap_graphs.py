@@ -8,8 +8,6 @@ says so.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,9 +16,8 @@ import garaphpy
 from garaphpy.programs import (BFS, SSSP, SSWP, ConnectedComponents, DeltaPageRank,
                                NeuralNetwork, PageRank)
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import references as ref  # noqa: E402
-from conftest import SHARED_DATA  # noqa: E402
+import references as ref
+from helpers import SHARED_DATA
 
 FILES = ["ca-HepPh.txt.gz", "soc-Slashdot0811.txt.gz", "web-NotreDame.txt.gz"]
 

@@ -21,8 +21,7 @@ from garaphpy.storage.edges import EdgeChunk, EdgeSource
 from garaphpy.storage.readers import from_arrays
 from garaphpy.storage.store import Store
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import naive  # noqa: E402
+import naive
 
 REPO = Path(__file__).resolve().parents[2]
 

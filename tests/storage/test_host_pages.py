@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,46 +20,13 @@ import pytest
 from garaphpy import config
 from garaphpy.errors import StoreError
 from garaphpy.progress import human_bytes
-from garaphpy.storage.builder import BuildOptions, build_store
 from garaphpy.storage.host_budget import plan_host_cache
-from garaphpy.storage.host_pages import HostPages, PageCursor
+from garaphpy.storage.host_pages import PageCursor
 from garaphpy.storage.page_io import aligned_empty
-from garaphpy.storage.readers import from_arrays
 from garaphpy.storage.store import Store
-
-K = 6.0            #: the read ratio k the tests give
-CACHED_PAGES = 3   #: pages the standard plan keeps in host memory
-PAGES_AHEAD = 2    #: page buffers of the standard reader
-
-
-def build(directory: Path) -> Store:
-    """A weighted store of many multi-block pages over three storage directories."""
-    rng = np.random.default_rng(5)
-    n, m = 2000, 20000
-    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
-    ssds = [directory / "ssd1", directory / "ssd2"]
-    for ssd in ssds:
-        ssd.mkdir(parents=True)
-    return build_store(from_arrays(src, dst, rng.integers(1, 100, m)), directory / "store",
-                       BuildOptions(block_bytes=4096, max_page_bytes=20000,
-                                    storage_dirs=[str(d) for d in ssds]), progress=False)
-
-
-def buffer_bytes(store: Store) -> int:
-    largest = max(info.nbytes for info in store.pages)
-    return -(-largest // config.BLOCK_ALIGNMENT) * config.BLOCK_ALIGNMENT
-
-
-def make_pages(store: Store, cached: int = CACHED_PAGES, pages_ahead: int = PAGES_AHEAD,
-               fixed: int = 1000) -> HostPages:
-    """HostPages caching the first ``cached`` pages, ``pages_ahead`` read-ahead buffers."""
-    sizes = [info.nbytes for info in store.pages]
-    readahead = pages_ahead * buffer_bytes(store)
-    budget = fixed + readahead + sum(sizes[:cached])
-    plan = plan_host_cache(sizes, fixed, readahead, budget)
-    assert plan.cached == tuple(range(cached))
-    return HostPages(store, plan, K, readahead_bytes=readahead)
-
+from helpers import CACHED_PAGES, PAGES_AHEAD, make_pages
+from helpers import HOST_PAGES_READ_RATIO as K
+from helpers import build_striped_store as build
 
 def assert_same_page(store: Store, index: int, page) -> None:
     expected = store.read_page(index)

@@ -9,8 +9,6 @@ of a set of vertices for a notify-pull.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,9 +18,9 @@ from garaphpy.kernels import cpu as kernels
 from garaphpy.storage.host_budget import plan_host_cache
 from garaphpy.storage.host_pages import HostPages
 from garaphpy.storage.page_source import InMemoryPages, open_page_source
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_host_pages import K, build, make_pages  # noqa: E402
+from helpers import HOST_PAGES_READ_RATIO as K
+from helpers import build_striped_store as build
+from helpers import make_pages
 
 
 @pytest.fixture(scope="module")

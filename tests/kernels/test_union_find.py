@@ -27,7 +27,7 @@ from garaphpy.kernels import union_find
 from garaphpy.scheduler import decisions
 
 from references import MinLabels, components_scipy, run_engine
-from test_out_of_core import budget, plan_of
+from helpers import budget, plan_of
 
 
 def symmetric_csr(num_vertices, sources, targets):

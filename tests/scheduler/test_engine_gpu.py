@@ -3,7 +3,7 @@
 Tests marked ``gpu`` run where cupy sees a CUDA device (``pytest -m gpu`` on
 the GPU machine) and are skipped elsewhere.  Without a GPU, the page plan,
 the error paths and the mode checks are still tested here; the translated
-CUDA code itself is tested in ``tests/test_cuda_translate.py``.
+CUDA code itself is tested in ``tests/kernels/test_cuda_translate.py``.
 
 The stress graphs follow the GPU issue: one vertex with 10^6 in-edges (split
 over 16 shards whose partial sums meet in a global atomic), shards at the
@@ -14,8 +14,6 @@ that forces streaming.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,11 +24,9 @@ from garaphpy.errors import ConfigError
 from garaphpy.programs import BUILTIN_PROGRAMS
 from garaphpy.scheduler.gpu_engine import GpuEngine, GpuMemoryError, plan_pages
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent / "programs"))
-import references as ref  # noqa: E402
-from test_programs import (ITERATIVE, SMALL_GRAPHS, program_for, reference,  # noqa: E402
-                           sources_of)
+import references as ref
+from helpers import (ITERATIVE, SMALL_GRAPHS, Crash, gpu_program, gpu_reference, program_for,
+                     sources_of)
 
 #: Programs whose results are exact (integer arithmetic, min/max of sums of
 #: integer weights); the others sum floats in a different order on the GPU.
@@ -47,18 +43,6 @@ def cupy_missing() -> bool:
 
 
 run_quietly = ref.run_engine_like_gpu
-
-
-def gpu_program(name):
-    """The program of ``name``; delta-PageRank bounded tightly enough to meet the
-    PageRank reference."""
-    if name == "delta_pagerank":
-        return BUILTIN_PROGRAMS[name](l1_bound=1e-11)
-    return program_for(name)
-
-
-def gpu_reference(name, graph, sources):
-    return reference("pagerank" if name == "delta_pagerank" else name, graph, sources)
 
 
 def iterative_options(name):
@@ -345,16 +329,12 @@ def test_cli_gpu_mode(tmp_path, capsys):
         assert code == 1
         assert "pip install garaphpy[gpu]" in captured.err
     else:
-        from conftest import gpu_available
+        from helpers import gpu_available
 
         if gpu_available() is not None:
             pytest.skip(gpu_available())
         assert code == 0, captured.err
         assert "(gpu, sync)" in captured.out and "verify: PASSED" in captured.out
-
-
-class Crash(Exception):
-    """Stands for the process dying between two iterations."""
 
 
 @pytest.mark.gpu

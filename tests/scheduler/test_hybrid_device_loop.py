@@ -15,9 +15,7 @@ pull.
 
 from __future__ import annotations
 
-import sys
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,11 +25,8 @@ from garaphpy import config
 from garaphpy.scheduler import decisions
 from garaphpy.scheduler.policy import HybridPolicy, Observation
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import references as ref  # noqa: E402
-from test_dispatcher import policy_with_costs  # noqa: E402
-from test_driver import built_drivers  # noqa: E402,F401  (a fixture)
-from test_engine_hybrid import GpuAlonePolicy, SplitPolicy  # noqa: E402
+import references as ref
+from helpers import GpuAlonePolicy, SplitPolicy, policy_with_costs
 
 FRONTIER_PROGRAMS = ["bfs", "sssp", "cc", "sswp"]
 

@@ -51,6 +51,7 @@ from garaphpy.scheduler import decisions
 from garaphpy.scheduler import policy as cost_policy
 from garaphpy.scheduler.policy import Decision, HybridPolicy, Observation, PageQueue
 from garaphpy.scheduler.records import IterationRecord
+from helpers import policy_with_costs
 
 # Rates and page sizes are powers of two (times small integers), so that the
 # simulated times below are exact in floating point and the comparisons in
@@ -63,17 +64,6 @@ def policy_with_rates(cpu_rate, gpu_rate, **options) -> HybridPolicy:
     """A policy whose start-up probe measured these seconds per edge."""
     policy = HybridPolicy(**options)
     policy.calibrate(1024, cpu_rate * 1024, 1024, gpu_rate * 1024)
-    return policy
-
-
-def policy_with_costs(t_pull, t_gpu, **options) -> HybridPolicy:
-    """A policy whose start-up probe over |E| = 1024 edges gave these T_pull and T_GPU.
-
-    With powers of two (times small integers) the rates t / 1024 and the
-    times rate * 1024 are exact in floating point.
-    """
-    policy = HybridPolicy(**options)
-    policy.calibrate(1024, t_pull, 1024, t_gpu, num_edges=1024)
     return policy
 
 

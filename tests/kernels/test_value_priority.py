@@ -20,7 +20,7 @@ from garaphpy.program import ProgramError
 from garaphpy.scheduler import decisions
 
 from references import run_engine, run_engine_quietly, sssp_scipy, sswp_heap, weighted_chain
-from test_engine_cpu import ShortestPaths
+from helpers import Hops
 
 
 @pytest.fixture(scope="module")
@@ -166,14 +166,6 @@ def test_chain_iteration_limit_and_checkpoints(chain, tmp_path, monkeypatch):
 
 
 # -- a user's program ----------------------------------------------------------------------
-class Hops(ShortestPaths):
-    """A user's SSSP (test_engine_cpu's) that declares its values' order."""
-
-    execution = "async"
-    value_priority = True
-    max_iterations = 10**9
-
-
 def test_a_user_program_in_buckets_equals_dijkstra(grid, monkeypatch):
     result = run_priority(grid, Hops(), [61], True, monkeypatch)
     assert bucketed(result) == len(result.iterations)

@@ -5,7 +5,7 @@ The CPU processor runs on the real CPU engine: pulling every page through it
 CPU engine's own pull iteration, and every page's vertex range must be sent
 to the device copy once.  The GPU processor is checked for its wiring
 against a recording stand-in of the GPU engine (the real one is exercised
-by the GPU tests of hybrid runs, tests/test_engine_hybrid.py).  At a switch
+by the GPU tests of hybrid runs, tests/scheduler/test_engine_hybrid.py).  At a switch
 to the GPU, :class:`VertexState` must hand it the host's frontier, and
 :meth:`GpuEngine.set_frontier` must make it flags over every vertex with its
 out-degree sum, against NumPy, with the device's copy recorded.

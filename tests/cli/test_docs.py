@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import REPOSITORY
 
-REPOSITORY = Path(__file__).resolve().parents[1]
 DOCUMENTS = [REPOSITORY / "README.md", *sorted((REPOSITORY / "docs").glob("*.md"))]
 #: The first line that marks a block as needing a GPU.
 GPU_MARKER = "# gpu"

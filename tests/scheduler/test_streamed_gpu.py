@@ -11,8 +11,6 @@ GPU unpacks to exactly the stored pages.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,11 +19,9 @@ import garaphpy
 from garaphpy import config
 from garaphpy.programs import BUILTIN_PROGRAMS
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import references as ref  # noqa: E402
-from test_engine_gpu import Crash  # noqa: E402
-from test_engine_gpu import gpu_program as program_for  # noqa: E402
-from test_out_of_core_gpu import host_budget  # noqa: E402
+import references as ref
+from helpers import Crash, budget_for, gpu_reference, host_budget
+from helpers import gpu_program as program_for
 
 pytestmark = pytest.mark.gpu
 
@@ -47,21 +43,6 @@ def paged():
 @pytest.fixture(scope="module")
 def disk_rmat(tmp_path_factory):
     return ref.out_of_core_rmat(tmp_path_factory.mktemp("streamed"))
-
-
-def budget_for(graph, program, fraction: float, execution: str = "sync",
-               buffers: bool = True, selective: bool = True) -> int:
-    """A GPU budget holding the vertex data, the stream buffers (unless not
-    ``buffers``), the selective arrays (unless not ``selective``: a forced copy
-    has none) and ``fraction`` of the pages' bytes."""
-    from garaphpy.scheduler.gpu_engine import GpuEngine
-
-    graph_run = graph.as_undirected() if program.needs_undirected else graph
-    sources = np.array([0], np.int64) if program.needs_sources else np.zeros(0, np.int64)
-    sizing = GpuEngine(graph_run, program, sources, synchronous=execution == "sync")
-    wire = sizing.page_wire_bytes       # the pages' bytes on the device
-    return (sizing.plan.vertex_bytes + buffers * config.N_STREAMS * max(wire)
-            + selective * sizing.selective_bytes + int(fraction * sum(wire)))
 
 
 def run_gpu(graph, program, sources, forced, packed: bool = False, **options):
@@ -392,26 +373,6 @@ def test_selective_arrays_made_when_they_pay(paged, name, execution, pays, monke
 
 
 # -- packed pages pulled where they lie (gp_pull_packed) ------------------------------------
-@pytest.fixture(scope="module")
-def tiered():
-    """A weighted graph of hubs, split vertices and runs of vertices without
-    in-edges, in shards of many sizes (what the packed pull's walk over the
-    column starts must get right)."""
-    rng = np.random.default_rng(5)
-    n = 12000
-    destinations = np.concatenate([
-        np.repeat(np.arange(0, 6140, 9), 17),           # 8 vertices without in-edges between
-        np.full(3000, 6200),                            # a hub
-        np.repeat(np.arange(6300, n), 3),
-        np.repeat(np.arange(7000, 8000, 100), 300),
-        np.full(20000, 11000)])                 # split over shards (duplicates go)
-    sources = rng.integers(0, n, destinations.size)
-    weights = rng.integers(1, 256, destinations.size)
-    return garaphpy.Graph.from_arrays(sources, destinations, weights, num_vertices=n,
-                                      progress=False, max_shard_edges=8192, min_shards=1,
-                                      max_page_bytes=90000)
-
-
 def packed_pull_cases(store) -> set:
     """What the packed pull meets in the store's shards."""
     from garaphpy.kernels.packed import KEY_SHIFT
@@ -634,7 +595,6 @@ def test_gpu_alone_takes_the_programs_default(paged, name):
     is asked for, resident and at a budget sized for the asynchronous run's
     vertex data and half the pages (so pages stream), and reach the
     independent reference's values."""
-    from test_engine_gpu import gpu_reference
 
     program = program_for(name)
     sources = sources_for(program)

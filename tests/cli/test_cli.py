@@ -12,8 +12,7 @@ import pytest
 from garaphpy.configfile import load_config, parse_size
 from garaphpy.errors import ConfigError
 from garaphpy.cli import main
-
-REPO = Path(__file__).resolve().parents[1]
+from helpers import REPOSITORY as REPO
 
 
 def write_config(tmp_path, text: str) -> Path:

@@ -23,25 +23,7 @@ from garaphpy.api import NotConvergedError, NotConvergedWarning
 from garaphpy.errors import ConfigError
 from garaphpy.program import ProgramError, VertexProgram
 from garaphpy.scheduler import decisions
-
-
-class ShortestPaths(VertexProgram):
-    sum = "min"
-    initially_active = "sources"
-    needs_weights = True
-    needs_sources = True
-
-    def init(is_source):
-        return 0.0 if is_source else math.inf
-
-    def gather(src, weight):
-        return src + weight
-
-    def apply(value, accum):
-        return min(value, accum)
-
-    def activate(new, old):
-        return new < old
+from helpers import ShortestPaths
 
 
 def dangling_mass(value, out_degree):

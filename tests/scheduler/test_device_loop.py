@@ -13,7 +13,6 @@ and resumption go through the loop.
 from __future__ import annotations
 
 import re
-import sys
 import warnings
 from pathlib import Path
 
@@ -27,11 +26,8 @@ from garaphpy.programs import BUILTIN_PROGRAMS
 from garaphpy.scheduler import decisions, device_loop
 from garaphpy.storage.store import neighbour_in_degree
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent / "programs"))
-import references as ref  # noqa: E402
-from conftest import SHARED_DATA  # noqa: E402
-from test_programs import program_for  # noqa: E402
+import references as ref
+from helpers import SHARED_DATA, program_for
 
 SPARSE_CU = Path(garaphpy.__file__).parent / "kernels" / "cuda" / "sparse.cu"
 EXACT = ref.EXACT_PROGRAMS
@@ -554,10 +550,10 @@ def test_the_gpu_shortcuts_labels_from_its_iteration_on(grid, rmat, monkeypatch)
                                            ("DoublingGather", "pass labels on unchanged"),
                                            ("TakesTheSum", "keep the smaller")])
 def test_a_false_declaration_is_refused_on_the_gpu(grid, name, message):
-    import test_shortcut_labels
+    import helpers
 
     with pytest.raises(garaphpy.ProgramError, match=message):
-        garaphpy.run(grid, getattr(test_shortcut_labels, name)(), mode="gpu")
+        garaphpy.run(grid, getattr(helpers, name)(), mode="gpu")
 
 
 # -- in order of value (value_priority, asynchronous runs) -------------------------------

@@ -23,6 +23,7 @@ from garaphpy.scheduler import decisions
 
 import references
 from references import MinLabels, components_scipy
+from helpers import DoublingGather, OffByOneInit, OwnLabels, TakesTheSum
 
 
 #: The shortcut itself is under test: labels start from the ids, not from
@@ -160,14 +161,6 @@ def test_a_low_diameter_graph_shortcuts_a_sample_after_its_pulls(graphs, monkeyp
     np.testing.assert_array_equal(result.values, components_scipy(graphs["rmat"]))
 
 
-class OwnLabels(MinLabels):
-    """A user's min-label propagation over vertex ids (CC without the library)."""
-
-    initially_active = "all"
-    needs_undirected = True
-    shortcut_labels = True
-
-
 def test_a_users_honest_declaration_is_used(graphs, monkeypatch):
     graph = graphs["grid"]
     result = run_engine(graph, OwnLabels(), mode="cpu", threads=2, execution="sync")
@@ -197,21 +190,6 @@ def test_a_false_declaration_is_refused_when_the_class_is_defined():
     with pytest.raises(ProgramError, match="shortcut_labels = 1; expected True or False"):
         class NotABool(OwnLabels):
             shortcut_labels = 1
-
-
-class OffByOneInit(OwnLabels):
-    def init(vertex):
-        return vertex + 1
-
-
-class DoublingGather(OwnLabels):
-    def gather(src):
-        return src * 2
-
-
-class TakesTheSum(OwnLabels):
-    def apply(value, accum):
-        return accum
 
 
 @pytest.mark.parametrize("program, message", [

@@ -26,8 +26,8 @@ from garaphpy import api
 from garaphpy.kernels import cpu_program
 from garaphpy.program import VertexProgram
 from garaphpy.programs import PageRank
+from helpers import REPOSITORY
 
-REPOSITORY = Path(__file__).resolve().parents[1]
 
 #: A 6-vertex graph: edges (src, dst) with weights.
 SOURCES = np.array([0, 0, 1, 2, 3, 3, 4, 5, 5])

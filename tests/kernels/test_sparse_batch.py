@@ -292,7 +292,7 @@ def test_forced_direction_is_not_batched(chain, batching):
 
 def test_pages_read_from_storage_are_not_batched(tmp_path, batching):
     from references import out_of_core_rmat
-    from test_out_of_core import budget
+    from helpers import budget
 
     graph = out_of_core_rmat(tmp_path)
     source = int(np.argmax(np.diff(graph.store.out_offsets)))

@@ -38,8 +38,8 @@ from garaphpy.scheduler import checkpoint
 from garaphpy.scheduler.checkpoint import (CheckpointWarning, DamagedCheckpointError,
                                            list_checkpoints, read_checkpoint, write_checkpoint)
 from garaphpy.scheduler.records import IterationRecord
+from helpers import REPOSITORY as REPO
 
-REPO = Path(__file__).resolve().parents[1]
 #: threads of every run here, in-process and in subprocesses: float sums are
 #: bitwise reproducible for one thread count
 THREADS = min(2, numba.config.NUMBA_NUM_THREADS)

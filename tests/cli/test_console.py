@@ -19,7 +19,6 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from pathlib import Path
 
 import networkx as nx
 import numpy as np
@@ -31,8 +30,8 @@ from garaphpy import cli, console
 from garaphpy.configfile import load_config
 from garaphpy.graph import Graph
 from garaphpy.output import read_values
+from helpers import REPOSITORY as REPO
 
-REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "examples" / "graphs" / "sample-web.txt.gz"
 
 

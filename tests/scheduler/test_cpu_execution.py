@@ -109,7 +109,7 @@ def test_builtin_min_max_programs_run_async_on_the_cpu_with_the_same_values(
     assert_program_values(name, default.values, synchronous.values)
     assert_program_values(name, default.values, REFERENCES[name](graph, sources))
     if any("value_priority" in r.decisions for r in default.iterations):
-        # buckets of values: more iterations, each smaller (tests/test_value_priority.py)
+        # buckets of values: more iterations, each smaller (tests/kernels/test_value_priority.py)
         assert sum(r.edges_processed for r in default.iterations) <= \
             sum(r.edges_processed for r in synchronous.iterations)
     else:

@@ -24,7 +24,7 @@ from garaphpy.kernels import atomics
 from garaphpy.scheduler import cpu_engine, decisions
 
 from references import run_engine, run_engine_quietly, sssp_scipy, sswp_heap, weighted_chain
-from test_value_priority import Hops
+from helpers import Hops
 
 
 @pytest.fixture(scope="module")

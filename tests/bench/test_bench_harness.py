@@ -18,8 +18,7 @@ import pytest
 
 import garaphpy
 from bench import harness
-
-REPOSITORY = Path(__file__).resolve().parents[1]
+from helpers import REPOSITORY
 
 
 def test_warmup_runs_are_outside_the_trials():

@@ -7,13 +7,11 @@ them, vertices cut between a CPU page and a GPU page), iterations alternating
 between the CPU alone and both processors (each copy of the vertex data
 brought up to date in turn), and GPU-only hybrid iterations.  The policy
 decisions on synthetic measurements are tested without a GPU in
-``tests/test_dispatcher.py``.
+``tests/scheduler/test_dispatcher.py``.
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,43 +20,15 @@ import garaphpy
 from garaphpy.programs import BUILTIN_PROGRAMS
 from garaphpy.scheduler.policy import HybridPolicy
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent / "programs"))
-import references as ref  # noqa: E402
-from conftest import SHARED_DATA  # noqa: E402
-from test_engine_gpu import gpu_program as program_for  # noqa: E402
-from test_programs import ITERATIVE, SMALL_GRAPHS, sources_of  # noqa: E402
+import references as ref
+from helpers import (ITERATIVE, SHARED_DATA, SMALL_GRAPHS, GpuAlonePolicy, SplitPolicy,
+                     sources_of, with_pages)
+from helpers import gpu_program as program_for
 
 pytestmark = pytest.mark.gpu
 
 EXACT = ref.EXACT_PROGRAMS
 PROGRAMS = list(BUILTIN_PROGRAMS)
-
-
-class SplitPolicy(HybridPolicy):
-    """Every iteration hybrid; the GPU takes ``gpu_share`` of the pages from the
-    front, the CPU the rest from the back (no tail rule).  Each stops at its
-    share, whichever starts first: a split that the two threads' timing
-    decided (a CPU worker that took every page before the GPU's first take)
-    would leave a test's processor without pages."""
-
-    def __init__(self, gpu_share: float = 0.5, **options):
-        super().__init__(force="hybrid", **options)
-        self.gpu_share = gpu_share
-        self.gpu_taken = self.cpu_taken = 0
-        self.num_pages = None
-
-    def should_take(self, processor, page_edges, own_backlog, other_backlog, queued_edges):
-        gpu_pages = max(1, round(self.gpu_share * self.num_pages))
-        if processor == "cpu":
-            self.cpu_taken += 1
-            return self.cpu_taken <= self.num_pages - gpu_pages
-        self.gpu_taken += 1
-        return self.gpu_taken <= gpu_pages
-
-    def decide(self, iteration, active_fraction, rho):
-        self.gpu_taken = self.cpu_taken = 0
-        return super().decide(iteration, active_fraction, rho)
 
 
 class AlternatingPolicy(SplitPolicy):
@@ -71,24 +41,8 @@ class AlternatingPolicy(SplitPolicy):
         return decision
 
 
-class GpuAlonePolicy(HybridPolicy):
-    """Every iteration hybrid, and the CPU takes nothing: the GPU-alone path."""
-
-    def __init__(self):
-        super().__init__(force="hybrid")
-
-    def should_take(self, processor, *arguments):
-        return processor == "gpu"
-
-
 run_quietly = ref.run_engine_like_gpu
 assert_matches = ref.assert_program_values
-
-
-def with_pages(policy, graph, program):
-    graph_run = graph.as_undirected() if program.needs_undirected else graph
-    policy.num_pages = len(graph_run.store.pages)
-    return policy
 
 
 @pytest.fixture(scope="module")

@@ -6,25 +6,21 @@ iteration, and in hybrid iterations the CPU reads its pages from the back
 of the queue while the GPU reads from the front.  Results must equal the
 in-memory CPU run (exact for BFS, SSSP, CC, SSWP; 1e-4 for float sums).
 The CPU-only out-of-core runs are tested without a GPU in
-``tests/test_out_of_core.py``.
+``tests/scheduler/test_out_of_core.py``.
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from garaphpy import config
 from garaphpy.programs import BUILTIN_PROGRAMS
-from garaphpy.storage.host_budget import run_fixed_bytes
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import references as ref  # noqa: E402
-from test_engine_gpu import gpu_program as program_for  # noqa: E402
-from test_engine_hybrid import SplitPolicy, with_pages  # noqa: E402
+import references as ref
+from helpers import SplitPolicy, host_budget, with_pages
+from helpers import gpu_program as program_for
 
 pytestmark = pytest.mark.gpu
 
@@ -42,17 +38,6 @@ def disk_rmat(tmp_path_factory):
     graph = ref.out_of_core_rmat(tmp_path_factory.mktemp("out-of-core"))
     assert len(graph.store.pages) > 8
     return graph
-
-
-def host_budget(graph, program, readers: int, cached_fraction: float) -> dict:
-    """Options giving a host budget that holds ``cached_fraction`` of the pages
-    of the store the program runs on, beside two pages of read-ahead per reader."""
-    store = (graph.as_undirected() if program.needs_undirected else graph).store
-    largest = max(page.nbytes for page in store.pages)
-    readahead = 2 * (-(-largest // config.BLOCK_ALIGNMENT) * config.BLOCK_ALIGNMENT)
-    total = sum(page.nbytes for page in store.pages)
-    budget = run_fixed_bytes(store) + readers * readahead + int(cached_fraction * total)
-    return {"host_memory": budget, "readahead_bytes": readahead}
 
 
 def streaming_gpu_memory(graph, program) -> int:

@@ -7,7 +7,7 @@ notified vertices' in-edges out of the pages holding them.  Every built-in
 program must give the in-memory run's values (exact for BFS, SSSP, CC,
 SSWP; 1e-4 for float sums), and rho = k must move the notify-pull / pull
 switch (section 4.2) without changing a synchronous result.  The GPU and
-hybrid out-of-core runs are in ``tests/test_out_of_core_gpu.py``.
+hybrid out-of-core runs are in ``tests/scheduler/test_out_of_core_gpu.py``.
 
 Each program's first run compiles it (about ten seconds): the programs
 beyond PageRank, SSSP and CC are marked ``slow``.
@@ -16,7 +16,6 @@ beyond PageRank, SSSP and CC are marked ``slow``.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numba
@@ -32,17 +31,15 @@ from garaphpy.scheduler import decisions
 from garaphpy.cli import graph_from_config, main
 from garaphpy.storage.host_budget import run_fixed_bytes
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import references as ref  # noqa: E402
+import references as ref
+from helpers import STREAMED_READ_RATIO as K
+from helpers import budget, buffer_bytes, page_bytes, plan_of, store_of
 
 THREADS = min(2, numba.config.NUMBA_NUM_THREADS)
 EXACT = ref.EXACT_PROGRAMS
 FAST = {"pagerank", "sssp", "cc"}
 SOURCES = [0, 7]                       #: internal ids of the source vertices
 LIMIT = 40                             #: iterations at most (HS, CS, NN: not converged)
-K = 8.0                                #: the read ratio the streaming runs are given
-
-
 #: CC as a workload of many streamed pulls: its labels start from the ids
 #: (the union-find start ends it after one pull that reads no page; it is
 #: tested out of core in tests/test_union_find.py).
@@ -88,37 +85,6 @@ def in_memory(disk_rmat):
         return done[key]
 
     return run
-
-
-def store_of(graph, name):
-    """The store a program runs on (the symmetrized one for CC)."""
-    program = BUILTIN_PROGRAMS[name]
-    return (graph.as_undirected() if program.needs_undirected else graph).store
-
-
-def page_bytes(store):
-    return [info.nbytes for info in store.pages]
-
-
-def buffer_bytes(store):
-    return -(-max(page_bytes(store)) // config.BLOCK_ALIGNMENT) * config.BLOCK_ALIGNMENT
-
-
-def budget(graph, name, cached_fraction, pages_ahead=2) -> dict:
-    """Options of a host budget below the store: the vertex data, ``pages_ahead``
-    page buffers of read-ahead and ``cached_fraction`` of the page bytes."""
-    store = store_of(graph, name)
-    readahead = pages_ahead * buffer_bytes(store)
-    host_memory = (run_fixed_bytes(store) + readahead
-                   + int(cached_fraction * sum(page_bytes(store))))
-    return {"host_memory": host_memory, "readahead_bytes": readahead}
-
-
-def plan_of(store, host_memory, readahead_bytes=None):
-    """The page plan of a CPU run under ``host_memory`` (None: all in memory)."""
-    pages = api.page_source(store, "cpu", host_memory, K, readahead_bytes)
-    pages.close()
-    return None if pages.plan.all_cached else pages.plan
 
 
 # ------------------------------------------------------------- the set-up --

@@ -12,8 +12,6 @@ launches finds fills still queued, only where the engine waits for them.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,11 +19,8 @@ import pytest
 import garaphpy
 from garaphpy import config
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import references as ref  # noqa: E402
-from test_engine_gpu import gpu_program  # noqa: E402
-from test_programs import reference  # noqa: E402
-from test_streamed_gpu import budget_for, tiered  # noqa: E402,F401 (a fixture)
+import references as ref
+from helpers import budget_for, gpu_program, reference
 
 SPIN_SOURCE = r"""
 extern "C" __global__ void spin(long long nanoseconds) {

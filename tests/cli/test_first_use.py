@@ -1,5 +1,5 @@
 """What a user meets first (issue 21): wrong values refused, precision kept,
-the user's cache untouched, Ctrl-C honoured (the README's examples: tests/test_docs.py),
+the user's cache untouched, Ctrl-C honoured (the README's examples: tests/cli/test_docs.py),
 thread defaults, stores and outputs keyed on their input, sources only where
 used, weights for unweighted files."""
 
@@ -17,6 +17,7 @@ import garaphpy
 from garaphpy import VertexProgram
 from garaphpy.program import ProgramError
 
+from helpers import REPOSITORY
 from references import bfs_scipy
 
 CHAIN = (np.arange(4), np.arange(1, 5))      # 0 -> 1 -> 2 -> 3 -> 4
@@ -171,14 +172,14 @@ def module_scoped_store():
 
 
 def test_module_scoped_fixtures_build_stores_outside_the_users_cache(module_scoped_store):
-    import conftest
+    import helpers
 
     cache, graph = module_scoped_store
     store = graph.store.path.resolve()
-    assert cache.is_relative_to(conftest.TEST_CACHE_ROOT)
-    assert store.is_relative_to(conftest.TEST_CACHE_ROOT)
-    assert not store.is_relative_to(conftest.USER_CACHE_DIRECTORY)
-    assert not conftest.TEST_CACHE_ROOT.is_relative_to(conftest.USER_CACHE_DIRECTORY)
+    assert cache.is_relative_to(helpers.TEST_CACHE_ROOT)
+    assert store.is_relative_to(helpers.TEST_CACHE_ROOT)
+    assert not store.is_relative_to(helpers.USER_CACHE_DIRECTORY)
+    assert not helpers.TEST_CACHE_ROOT.is_relative_to(helpers.USER_CACHE_DIRECTORY)
 
 
 # -- 4. Ctrl-C while numba compiles is never swallowed -------------------------------
@@ -282,8 +283,6 @@ def test_cli_interrupted_while_compiling_exits_130(tmp_path):
     assert process.returncode == 130, out + err
     assert "garaphpy: interrupted" in err and "Traceback" not in err
     assert "done in" not in out
-
-
 
 
 def test_cli_interrupt_that_left_an_exec_still_exits_130(tmp_path):
@@ -475,7 +474,7 @@ def test_programs_that_use_sources_still_check_them():
 
 # -- 9. weighted programs on unweighted files -----------------------------------------
 
-SAMPLE_WEB = Path(__file__).resolve().parents[1] / "examples" / "graphs" / "sample-web.txt.gz"
+SAMPLE_WEB = REPOSITORY / "examples" / "graphs" / "sample-web.txt.gz"
 
 
 def _splitmix_weight(u: int, v: int, max_weight: int = 255) -> int:
@@ -574,7 +573,7 @@ def test_passive_wait_policy_only_on_a_busy_machine(monkeypatch, busy, expected)
 def _quickstart_copy(tmp_path):
     import shutil
 
-    examples = Path(__file__).resolve().parents[1] / "examples"
+    examples = REPOSITORY / "examples"
     shutil.copytree(examples / "graphs", tmp_path / "graphs")
     shutil.copy(examples / "quickstart.toml", tmp_path / "quickstart.toml")
     return tmp_path / "quickstart.toml"

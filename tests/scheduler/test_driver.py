@@ -51,20 +51,6 @@ def graph():
                                       max_page_bytes=30_000)
 
 
-@pytest.fixture
-def built_drivers(monkeypatch):
-    """The drivers ``garaphpy.run`` builds, in order."""
-    built = []
-
-    class RecordedDriver(driver_module.Driver):
-        def __init__(self, *arguments, **keywords):
-            super().__init__(*arguments, **keywords)
-            built.append(self)
-
-    monkeypatch.setattr(driver_module, "Driver", RecordedDriver)
-    return built
-
-
 def dijkstra(graph, source: int) -> np.ndarray:
     in_offsets, sources, weights = graph.store.csc()
     destinations = np.repeat(np.arange(graph.num_vertices), np.diff(in_offsets))
