@@ -20,7 +20,7 @@ if TYPE_CHECKING:
                       NotConvergedWarning, ThreadsCappedWarning, run)
     from .graph import Graph
     from .program import ProgramError, ToleranceIgnoredWarning, VerifyReport, VertexProgram
-    from .scheduler.dispatcher import Decision, HybridPolicy
+    from .scheduler.policy import Decision, HybridPolicy
     from .scheduler.records import Result
 
 from .errors import (CheckpointError, ConfigError, GaraphError, GraphInputError, RunInterrupted,

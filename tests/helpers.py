@@ -21,7 +21,7 @@ import references as ref
 from garaphpy import api, config
 from garaphpy.program import VertexProgram
 from garaphpy.programs import BUILTIN_PROGRAMS, CircuitSimulation, NeuralNetwork
-from garaphpy.scheduler.dispatcher import HybridPolicy
+from garaphpy.scheduler.policy import HybridPolicy
 from garaphpy.storage.builder import BuildOptions, build_store
 from garaphpy.storage.host_budget import plan_host_cache, run_fixed_bytes
 from garaphpy.storage.host_pages import HostPages

@@ -36,7 +36,8 @@ LAYERS = (
     # the built-in programs: data to the layers below, which never import them
     ("programs",),
     # what users call: the package root, graphs, runs, output, command line
-    ("", "graph", "api", "output", "configfile", "cli", "console", "run", "__main__"),
+    ("", "graph", "api", "output", "configfile", "trials", "cli", "console", "run", "__main__",
+     "nx_backend"),
 )
 
 #: (importer, imported) edges allowed against the layers, each with its reason.

@@ -32,7 +32,7 @@ from garaphpy.nx_backend import BackendInterface as backend  # noqa: E402
 from garaphpy import nx_backend  # noqa: E402
 from garaphpy.nx_backend import GaraphpyGraph  # noqa: E402
 
-from conftest import SHARED_DATA  # noqa: E402
+from helpers import SHARED_DATA  # noqa: E402
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 

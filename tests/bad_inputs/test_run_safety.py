@@ -544,7 +544,7 @@ def test_tilde_is_expanded_the_same_for_a_relative_and_an_absolute_config(
 
 
 def test_mode_gpu_without_a_gpu_is_refused_before_the_build(tmp_path, capsys):
-    from conftest import gpu_available
+    from helpers import gpu_available
 
     if gpu_available() is None:
         pytest.skip("a GPU is usable here")
