@@ -1,6 +1,6 @@
-"""The CPU alone against GAPBS: PageRank, BFS, SSSP and CC (issue 19's table).
+"""The CPU alone against GAPBS: PageRank, BFS, SSSP and CC.
 
-Issue 19 compares a run on the CPU alone (``garaphpy.run(..., mode="cpu")``)
+It compares a run on the CPU alone (``garaphpy.run(..., mode="cpu")``)
 with the GAP Benchmark Suite (sbeamer/gapbs), the CPU reference of the
 field, on the same machine with the same threads.
 

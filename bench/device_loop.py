@@ -1,4 +1,4 @@
-"""The GPU's device loop of sparse iterations on and off (issue 18).
+"""The GPU's device loop of sparse iterations on and off.
 
 A run on the GPU alone with resident pages runs each iteration whose
 frontier is small as a sparse notify-pull, many iterations to one host round
@@ -6,7 +6,7 @@ trip, in a loop kept on the device (:mod:`garaphpy.scheduler.device_loop`);
 off (the engine's ``device_loop=False``) every iteration is the pull over
 every shard, launched and read back by the host; and CC's pulls end with
 pointer jumping over the labels on (``config.GPU_SHORTCUT_LABELS``), not off.
-Off is the path before issue 18.
+Off is the path before the device loop existed.
 This script times whole runs both ways, everything else equal; and, for an
 asynchronous run of a program declaring ``value_priority`` (SSSP, SSWP), a
 third way, ``flat``: the loop on without its buckets of values

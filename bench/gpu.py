@@ -1,6 +1,6 @@
 """GPU benchmarks: cuSPARSE baseline, resident and streamed pages, replication (Garaph 3, 5.2).
 
-Five measurements of garaphpy's GPU engine (issue 4, "Performance"), all in
+Five measurements of garaphpy's GPU engine ("Performance"), all in
 one process on one GPU, so that every ratio compares figures of the same run.
 Graphs are generated and preprocessed before any timing (stores are kept in
 ``--store-dir`` and reused by later runs); the first iteration of every run is

@@ -6,7 +6,7 @@ dispatcher (Garaph-H); Figure 11 plots the time of every iteration of SSSP
 and CC in the three modes, where the hybrid run uses the CPU alone while
 few vertices are active and lets the GPU join once most are.  This script
 measures the same with ``garaphpy.run(graph, program, mode=m)`` for m in
-cpu, gpu and hybrid (issue 5).
+cpu, gpu and hybrid.
 
 What runs
     Programs PageRank, SSSP, CC, BFS, NN, HS, CS (``--programs``).  As in
@@ -136,7 +136,7 @@ REPO = Path(__file__).resolve().parents[1]
 MODES = ("cpu", "gpu", "hybrid")
 BUDGETS = ("above", "below")
 DEFAULT_PROGRAMS = ("pagerank", "sssp", "cc", "bfs", "nn", "hs", "cs")
-#: Garaph runs these for 10 iterations (section 6) and with both budgets (issue 5).
+#: Garaph runs these for 10 iterations (section 6) and with both budgets.
 FIXED_ITERATION_PROGRAMS = ("pagerank", "nn", "hs", "cs")
 #: Figure 11's programs.
 FIGURE_PROGRAMS = ("sssp", "cc")

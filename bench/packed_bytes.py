@@ -1,4 +1,4 @@
-"""Bytes per edge of pages as stored and packed (issue 17, garaphpy/kernels/packed.py).
+"""Bytes per edge of pages as stored and packed (garaphpy/kernels/packed.py).
 
 A size, not a time: every page of each graph is packed on the host
 (:func:`garaphpy.kernels.packed.pack_page`) with its values and without

@@ -1,4 +1,4 @@
-"""Sparse CPU iterations, one switch on and off (issue 19; Garaph section 4.1's notify-pull).
+"""Sparse CPU iterations, one switch on and off (Garaph section 4.1's notify-pull).
 
 A run on the CPU alone executes its notify-pull iterations with the sparse
 notify many to one kernel call (``kernels.cpu.sparse_iterations``); each is

@@ -1,4 +1,4 @@
-"""Graphs larger than the GPU budget: partial residency and per-page transfers (issue 17).
+"""Graphs larger than the GPU budget: partial residency and per-page transfers.
 
 One process, one GPU.  The graph is ``rmat:SCALE`` (Graph500 RMAT, edge
 factor 16, integer weights 1..255) made symmetric, the Kronecker graph of

@@ -118,7 +118,7 @@ GPU_SPARSE_SPAN_FACTOR = 4.0
 GPU_BUCKET_WIDTH = None
 
 #: ... the factor (a GPU iteration costs its launches whatever the frontier: wider
-#: buckets than the CPU's, fewer of them; BENCHMARKS.md, issue 18).
+#: buckets than the CPU's, fewer of them; BENCHMARKS.md).
 GPU_BUCKET_FACTOR = 64.0
 
 #: Iterations the device loop captures in one CUDA graph; the host launches the
@@ -135,7 +135,7 @@ GPU_LOOP_MAX_STEPS = 1024
 
 #: A run on the GPU alone of a program declaring ``shortcut_labels`` (CC) ends
 #: each pull over every shard with pointer jumping over every vertex's label
-#: (issue 18; the CPU's ``CPU_SHORTCUT_LABELS``).
+#: (the CPU's ``CPU_SHORTCUT_LABELS``).
 GPU_SHORTCUT_LABELS = True
 
 #: ... from this iteration on: a low-diameter graph's labels settle in a few
@@ -144,7 +144,7 @@ GPU_SHORTCUT_LABELS = True
 #: 2026-11-27); a grid's take thousands of pulls without it.
 GPU_SHORTCUT_LABELS_AFTER = 8
 
-#: Pages that do not all fit the GPU budget (issue 17): which stay resident
+#: Pages that do not all fit the GPU budget: which stay resident
 #: beside the stream buffers.  "edges": the pages with the most edges per byte
 #: first (a tie: the store's order); "order": the store's order.
 GPU_RESIDENT_ORDER = "edges"
@@ -196,7 +196,7 @@ HYBRID_SMOOTHING = 0.5
 #: its time on fixed costs; the rest, divided by its tiny share of the
 #: edges, once priced every later CPU iteration of grid:2000x2000 SSSP as
 #: a whole pull (a 51 ms hiccup at a share of 1e-6), and the CPU, 2x
-#: cheaper than the GPU there, never got an iteration again (issue 20).
+#: cheaper than the GPU there, never got an iteration again.
 HYBRID_NOTIFY_RISE = 4.0
 
 #: A CPU notify-pull whose predicted work is below c_0 still measures
@@ -206,7 +206,7 @@ HYBRID_NOTIFY_EXCESS = 4.0
 
 #: What the dispatcher expects an iteration of the GPU's device loop to cost, in
 #: seconds, until a hybrid run has measured one (grid:2000x2000 BFS on an H200
-#: ran 14.9 us an iteration, BENCHMARKS.md, issue 18).
+#: ran 14.9 us an iteration, BENCHMARKS.md).
 HYBRID_LOOP_ITERATION_SECONDS = 20e-6
 
 #: What a hybrid run expects the fixed part of a GPU iteration that runs a
@@ -215,7 +215,7 @@ HYBRID_LOOP_ITERATION_SECONDS = 20e-6
 #: GPU engine's transfer rates (``GpuEngine.sparse_edge_seconds``).  kron:24
 #: with a quarter of its pages on an H200 (pages streamed, selective
 #: transfers): 1.1-2.9 ms an iteration for frontiers of 20-12,000 out-edges
-#: (BENCHMARKS.md, issue 20, twenty-fifth session).
+#: (BENCHMARKS.md).
 HYBRID_GPU_SPARSE_OVERHEAD_SECONDS = 1e-3
 
 #: Pages the GPU worker keeps queued on its streams in a hybrid iteration
@@ -361,7 +361,7 @@ CPU_SERIAL_STEP_EDGES = None
 #: on one thread unless each of the run's threads (at least 4) would get
 #: more than this many edges: a parallel launch wakes every thread, and on
 #: 16 threads a grid's steps of 4K-16K edges took longer on them than on
-#: one (BENCHMARKS.md, issue 19, fifteenth session).
+#: one (BENCHMARKS.md).
 CPU_SERIAL_EDGES_PER_THREAD = 1024
 
 #: An asynchronous run on the CPU of a program declaring ``value_priority``
@@ -418,7 +418,7 @@ CPU_SPARSE_BATCH_STEPS = 256
 #: vertices, taken by whichever thread is free (dynamic scheduling).  One
 #: part per thread leaves the whole pull waiting for its slowest thread:
 #: 16 threads of the GPU host, PageRank's pull of a 4M-vertex grid 0.8x and
-#: of kron22 0.9x the time of one part per thread (BENCHMARKS.md, issue 19).
+#: of kron22 0.9x the time of one part per thread (BENCHMARKS.md).
 CPU_FUSED_PULL_PARTS_PER_THREAD = 16
 
 #: The default thread count gives each thread at least this many edges, up to

@@ -1,4 +1,4 @@
-"""The engines meet through public interfaces only (issue 16: no engine reads
+"""The engines meet through public interfaces only (no engine reads
 another's private attribute).
 
 Every module of garaphpy/scheduler/ is read with :mod:`ast`; an attribute

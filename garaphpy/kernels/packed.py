@@ -1,4 +1,4 @@
-"""Packed pages: fewer bytes per edge on the bus and in GPU memory (issue 17).
+"""Packed pages: fewer bytes per edge on the bus and in GPU memory.
 
 A page image (Garaph section 2.1) holds, per edge, its source (4 bytes for
 fewer than 2^31 vertices), its destination's offset in its shard (IdxOff, 2

@@ -1,5 +1,5 @@
 """Connected components by sampled union-find (Afforest), the start of min-label
-propagation on the CPU alone (issue 19; Sutton, Ben-Nun and Barak, "Optimizing
+propagation on the CPU alone (Sutton, Ben-Nun and Barak, "Optimizing
 Parallel Graph Connectivity Computation via Subgraph Sampling", IPDPS 2018,
 the algorithm of GAPBS's ``cc``).
 

@@ -11,10 +11,10 @@ the iteration record (:func:`decide`, :attr:`IterationRecord.decisions`).
   notify-pulls when f <= 1 / (NOTIFY_PULL_COST_FACTOR * rho);
 * **dense or sparse notify**: a notify that marks many vertices scans a
   bitmap of |V| flags (dense), one that marks few collects them in a list;
-* **sparse batch** (issue 19): a CPU-alone run executes its sparse
+* **sparse batch**: a CPU-alone run executes its sparse
   notify-pull iterations many to one kernel call, without a Python round
   per iteration, the smallest of them on one thread;
-* **label shortcut** (issue 19): a CPU-alone run of a program declaring
+* **label shortcut**: a CPU-alone run of a program declaring
   min-label propagation over vertex ids (CC) ends each iteration with
   pointer jumping over the labels, and on a symmetric graph its first
   iteration starts from a sampled union-find's labels (Afforest);
@@ -23,9 +23,9 @@ the iteration record (:func:`decide`, :attr:`IterationRecord.decisions`).
   before the edge loop, on the CPU and on the GPU alike;
 * **fused GPU launch** (section 3): an iteration the GPU runs alone over
   resident pages is one launch over every shard;
-* **GPU device loop** (issue 18): a run on the GPU alone with resident pages
+* **GPU device loop**: a run on the GPU alone with resident pages
   and no aggregates may run its iterations in a loop kept on the device;
-* **GPU sparse pass** (issue 18): an iteration whose frontier has few
+* **GPU sparse pass**: an iteration whose frontier has few
   out-edges is a notify-pull over them rather than the pull over every
   shard, many to one round trip in the device loop;
 * **alpha** (section 5.1, Equation 3): CPU only, or CPU and GPU together;
@@ -438,7 +438,7 @@ def run_execution(asked: str | None, program_execution: str) -> str:
     processor.
 
     A min/max program reaches its fixed point in fewer iterations
-    asynchronously (issue 19).  A hybrid run needs it too (issue 20): the
+    asynchronously.  A hybrid run needs it too: the
     CPU's batches of such a program are buckets of values, which only an
     asynchronous run takes, and a synchronous one leaves the CPU a
     notify-pull per Python round (grid:2000x2000 SSSP at half its pages on
@@ -667,7 +667,7 @@ def gpu_span_edges(num_edges: int, lanes: int, threads: int,
     return int(factor * per_thread * lanes)
 
 
-# -- streamed pages (issue 17) -------------------------------------------------------------
+# -- streamed pages -------------------------------------------------------------
 def selective_transfers(declared: bool, host_copies: bool, forced: str = "auto") -> bool:
     """Whether a run whose pages stream chooses per page and iteration how each
     reaches the GPU (skip, copy, compact or zero-copy:
@@ -803,8 +803,7 @@ def notify_measures_t_notify(share: float, work: float, t_notify: float | None,
     cheapest one seen, divided by a share of 1e-6, would read as the price
     of every later CPU iteration (grid:2000x2000 SSSP at half its pages:
     0.1 ms excesses and a few slow iterations climbed T_notify to 60x
-    T_pull, and the CPU, cheaper than the GPU there, lost the iterations;
-    issue 20).  An estimate too high opens the gate to the iterations that
+    T_pull, and the CPU, cheaper than the GPU there, lost the iterations).  An estimate too high opens the gate to the iterations that
     bring it down."""
     if t_notify is None or overhead <= 0:
         return True
@@ -827,7 +826,7 @@ def gpu_iteration_seconds(f: float, num_edges: int | None, t_gpu: float,
     paper's alpha does, prices a tail iteration of a few thousand edges like
     a pass over every page, and the CPU, with the whole vertex data to copy
     first, then looks cheaper when it is not (kron:24 at a quarter of its
-    pages, issue 20)."""
+    pages)."""
     if not num_edges or sparse_overhead is None:
         return t_gpu
     return min(t_gpu, sparse_overhead + f * num_edges * (sparse_seconds_per_edge or 0.0))

@@ -1,4 +1,4 @@
-"""The GPU's sparse iterations in a loop kept on the device (issue 18).
+"""The GPU's sparse iterations in a loop kept on the device.
 
 Garaph's GPU engine (section 3) pulls over every shard each iteration, and
 the host reads the iteration's statistics back before it decides the next

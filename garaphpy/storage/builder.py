@@ -28,7 +28,7 @@ place at the end, so an interrupted or failed build leaves no store behind.
 Only a store of ours is ever replaced, temporaries of dead builds are
 removed by the next build, every write and every scratch read is checked,
 and a build that cannot fit the memory budget or the disk is refused up
-front (issue 22; :mod:`garaphpy.storage.filesafety`).
+front (:mod:`garaphpy.storage.filesafety`).
 """
 
 from __future__ import annotations

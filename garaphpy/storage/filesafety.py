@@ -1,7 +1,7 @@
 """What the store builder may touch on disk, and how it writes.
 
 Three rules keep preprocessing from destroying a user's files or leaving
-debris behind (issue 22):
+debris behind:
 
 * **Ownership.**  The builder replaces or deletes a directory only when it
   can prove the directory is a garaphpy store (or a storage directory's part
@@ -48,7 +48,7 @@ STORE_NAMES = frozenset({"manifest.json", "shards.bin", "blocks.bin", "blocks.da
                          STORE_ID})
 
 _KEY = re.compile(r"[0-9a-f]{64}")
-#: Out-of-core scratch directories, which stores built before issue 22 kept.
+#: Out-of-core scratch directories, which stores of earlier versions kept.
 _SCRATCH = re.compile(r"\.scratch\.tmp-\d+-.+")
 
 

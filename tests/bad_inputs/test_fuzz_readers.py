@@ -1,4 +1,4 @@
-"""Fuzzing the input readers: damaged files are an error with a message, never worse (issue 22).
+"""Fuzzing the input readers: damaged files are an error with a message, never worse.
 
 Small valid files of every format (SNAP, .el, .wel, .mtx, .gr, .sg, .wsg,
 .bcsr, .bwcsr) are mutated with a fixed seed: bytes flipped, the file cut

@@ -1,4 +1,4 @@
-"""The run and the command line never lose a result nor answer with a traceback (issue 22).
+"""The run and the command line never lose a result nor answer with a traceback.
 
 Bad-input suite, run side: integer keys beyond what the engine holds, configs
 that are not UTF-8 or are graph files, output paths that cannot be written

@@ -1,4 +1,4 @@
-"""Bad inputs and hostile conditions for preprocessing (issue 22, store side).
+"""Bad inputs and hostile conditions for preprocessing (store side).
 
 The bad-input suite: each case here once destroyed a user's file, stored a
 wrong graph in silence, crashed the interpreter or left debris behind.  Every

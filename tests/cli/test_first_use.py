@@ -1,4 +1,4 @@
-"""What a user meets first (issue 21): wrong values refused, precision kept,
+"""What a user meets first: wrong values refused, precision kept,
 the user's cache untouched, Ctrl-C honoured (the README's examples: tests/cli/test_docs.py),
 thread defaults, stores and outputs keyed on their input, sources only where
 used, weights for unweighted files."""

@@ -1,4 +1,4 @@
-"""Early exit in CPU pulls for programs whose values are final once set (issue 19, part 2).
+"""Early exit in CPU pulls for programs whose values are final once set.
 
 A program declaring ``final_once_set`` (the built-in BFS) runs on the CPU
 alone with its settled vertices skipped and each gather stopped at the

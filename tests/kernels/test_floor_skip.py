@@ -1,4 +1,4 @@
-"""Pulls that skip the vertices already as good as any source (issue 19):
+"""Pulls that skip the vertices already as good as any source:
 a program declaring ``gather_no_better_than_source`` (connected components)
 reads no in-edge of a vertex whose value equals the best value of a vertex
 with out-edges, the exactness of Afforest's skip of the largest component

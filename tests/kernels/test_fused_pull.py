@@ -1,4 +1,4 @@
-"""Pulls that also prepare the next one (issue 19, part 4): on the CPU alone, a
+"""Pulls that also prepare the next one: on the CPU alone, a
 synchronous pull with precomputed source-side gathers writes each vertex's
 gather for the next pull and its share of the next iteration's aggregates as
 it writes the vertex's new value (GAPBS's PageRank loop), so the next pull

@@ -1,4 +1,4 @@
-"""Packed pages (issue 17, part 3), without a GPU.
+"""Packed pages, without a GPU.
 
 Every page of real stores (int and float values, with and without values,
 split vertices) packs and unpacks back to its image (the NumPy reference

@@ -1,4 +1,4 @@
-"""Buckets pushed in rounds on threads kept across rounds (issue 19, delta-stepping).
+"""Buckets pushed in rounds on threads kept across rounds (delta-stepping).
 
 A program declaring ``value_priority`` and ``apply_keeps_best`` (SSSP, SSWP),
 run asynchronously on the CPU alone with two threads or more, pushes every

@@ -1,4 +1,4 @@
-"""Beamer's top-down steps on threads kept across levels (issue 19, BFS).
+"""Beamer's top-down steps on threads kept across levels (BFS).
 
 A program final once set (the built-in BFS) run on the CPU alone with two
 threads or more takes its batches of sparse steps in

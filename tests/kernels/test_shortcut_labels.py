@@ -1,4 +1,4 @@
-"""Label shortcuts for min-label propagation on the CPU (issue 19, part 3).
+"""Label shortcuts for min-label propagation on the CPU.
 
 A program declaring ``shortcut_labels`` (the built-in CC) runs on the CPU
 alone with pointer jumping after each iteration.  Checked here: the kernel

@@ -1,4 +1,4 @@
-"""Batches of sparse notify-pull iterations on the CPU (issue 19).
+"""Batches of sparse notify-pull iterations on the CPU.
 
 A run on the CPU alone executes its notify-pull iterations with the sparse
 notify many at a time in one kernel call

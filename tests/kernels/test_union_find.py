@@ -1,4 +1,4 @@
-"""The union-find start of min-label propagation on the CPU alone (issue 19).
+"""The union-find start of min-label propagation on the CPU alone.
 
 A CPU-alone run of a program declaring ``shortcut_labels`` on a symmetric
 graph starts its first iteration from the labels of a sampled union-find

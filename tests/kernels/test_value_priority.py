@@ -1,4 +1,4 @@
-"""Sparse iterations in buckets of values on the CPU (issue 19, delta-stepping).
+"""Sparse iterations in buckets of values on the CPU (delta-stepping).
 
 A program that declares ``value_priority`` (SSSP, SSWP), run asynchronously
 on the CPU alone, takes its frontier bucket by bucket

@@ -1,4 +1,4 @@
-"""Checkpoints and resume (Garaph section 2.2, "Fault Tolerance"; issue 6 part 4).
+"""Checkpoints and resume (Garaph section 2.2, "Fault Tolerance").
 
 Crashes are real where it matters: ``python -m garaphpy.run`` in a
 subprocess is killed with SIGKILL at random points after some checkpoints

@@ -1,4 +1,4 @@
-"""The order of a streamed iteration's copies and pulls, without a GPU (issue 17).
+"""The order of a streamed iteration's copies and pulls, without a GPU.
 
 :meth:`Launches.launch_page` and :meth:`PageStore.prefetch_next_copies`
 queue copies, unpacks and pulls on CUDA streams and order them with events.

@@ -1,4 +1,4 @@
-"""A program's default execution (issue 19: fewer iterations; issue 20: on
+"""A program's default execution (fewer iterations; on
 every processor).
 
 A program's ``execution`` is the execution a run takes when the user asks

@@ -1,4 +1,4 @@
-"""The GPU's device loop of sparse iterations (issue 18).
+"""The GPU's device loop of sparse iterations.
 
 Without a GPU: the decision rules on synthetic inputs, and the loop state's
 layout, which the Python driver and the CUDA kernels must agree on.  With one

@@ -838,7 +838,7 @@ def test_two_threads_take_every_page_exactly_once():
     assert got["gpu"] and got["cpu"]
 
 
-# -- 4b. pages priced one by one, and whether the CPU joins (issue 20) ----------------------
+# -- 4b. pages priced one by one, and whether the CPU joins ----------------------
 
 # eight pages: four kept on the GPU (1/16 s each), four streamed (their copy: 1/2 s each);
 # the CPU pulls any page in 1/4 s
@@ -1113,7 +1113,7 @@ def test_the_notified_in_edges_make_a_notify_pull_dearer_and_are_only_asked_for_
     assert low.pull_fraction == 0.0625 and low.alpha == pytest.approx(0.5)
 
 
-# -- the GPU's sparse passes (issue 20) ---------------------------------------------------
+# -- the GPU's sparse passes ---------------------------------------------------
 
 def test_gpu_iteration_seconds_is_the_cheaper_of_a_dense_and_a_sparse_pass():
     # 1024 edges, T_GPU 1 s; a sparse pass: 1/16 s and 2^-10 s per frontier out-edge

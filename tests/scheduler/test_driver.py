@@ -1,4 +1,4 @@
-"""The iteration driver with one processor or two (issue 16: CPU-only and
+"""The iteration driver with one processor or two (CPU-only and
 GPU-only runs are the same driver with one processor).
 
 A run of each mode must be driven by :class:`~garaphpy.scheduler.driver.Driver`;

@@ -1,4 +1,4 @@
-"""Hybrid runs hand the iterations the GPU runs alone to its device loop (issue 20).
+"""Hybrid runs hand the iterations the GPU runs alone to its device loop.
 
 Without a GPU: the rule (:func:`decisions.hybrid_device_loop`), the policy's
 cost of a looped iteration (``T_loop`` in place of ``T_GPU``), its update

@@ -1,4 +1,4 @@
-"""Graphs larger than the GPU budget (issue 17): partial residency and the
+"""Graphs larger than the GPU budget: partial residency and the
 per-page transfer choice, against the CPU engine.
 
 Every built-in program, synchronous and asynchronous, with each forced

@@ -1,4 +1,4 @@
-"""Streamed pages' plans and per-page transfer choices (issue 17), without a GPU.
+"""Streamed pages' plans and per-page transfer choices, without a GPU.
 
 The host kernels (the frontier's edges per page, the compacted active
 subgraph, edge values in out-edge order) are checked against slow NumPy

@@ -213,7 +213,7 @@ def pull_range_settling(gather_call, apply_call, activate_call, combine, identit
                         first_vertex, end_vertex, values_read, values_write, gather_values, attrs,
                         aggregates, num_vertices, iteration, active, parts, boundary_vertex,
                         boundary_accum, stats, settled, settled_bits):
-    """:func:`pull_range` for a program whose values are final once set (issue 19).
+    """:func:`pull_range` for a program whose values are final once set.
 
     Such a program (``VertexProgram.final_once_set``, synchronous runs)
     declares that a vertex once active never changes its value again, and
