@@ -75,7 +75,7 @@ def _check_initial_values(graph, program: VertexProgram, source_vertices: np.nda
     gives a vertex a value its dtype cannot hold (before CPU or GPU set up)."""
     from .kernels.cpu_program import compile_init_check
     from .program import check_initial_values
-    from .scheduler.cpu_engine import vertex_attributes, weighted_in_degree
+    from .scheduler.cpu_state import vertex_attributes, weighted_in_degree
 
     if np.dtype(type(program).value_dtype).kind not in "iu":
         return
@@ -309,6 +309,7 @@ def execute(graph, program, options: RunOptions | None = None, *, turned_off=(),
     without them.  Not a user setting: a user's run turns nothing off.
     """
     options = options if options is not None else RunOptions(**keywords)
+    turned_off = check_turned_off(turned_off)
     setup_started = time.perf_counter()
     run_ = _validated(graph, program, options)
     graph, program = run_.graph, run_.program
@@ -434,7 +435,7 @@ def _validated(graph, program, options: RunOptions) -> _ValidatedRun:
 def _plan(run_: _ValidatedRun, pages, policy, turned_off) -> tuple[RunPlan, tuple | None]:
     """The run's plan (:mod:`garaphpy.scheduler.plan`), and what the CPU's part
     was made from (its compiled program and graph arrays; None on the GPU alone)."""
-    from .scheduler.cpu_engine import GraphArrays
+    from .scheduler.cpu_state import GraphArrays
 
     graph, program = run_.graph, run_.program
     cpu_plan = cpu_parts = None
@@ -479,7 +480,8 @@ def build_cpu_engine(plan: RunPlan, program: VertexProgram, compiled, arrays,
     """The CPU engine of ``plan`` over ``arrays``, its frontier ``initially_active``,
     its kernels compiled for the first iterations; a user's declarations that
     the plan relies on probed first."""
-    from .scheduler.cpu_engine import CpuEngine, RunState
+    from .scheduler.cpu_engine import CpuEngine
+    from .scheduler.cpu_state import RunState
 
     state = RunState(arrays, compiled, plan.synchronous)
     state.frontier = initially_active

@@ -29,7 +29,8 @@ from garaphpy.errors import ConfigError
 from garaphpy.programs import SSSP, PageRank
 from garaphpy.scheduler import decisions
 from garaphpy.scheduler import driver as driver_module
-from garaphpy.scheduler.cpu_engine import CpuEngine, GraphArrays, RunState
+from garaphpy.scheduler.cpu_engine import CpuEngine
+from garaphpy.scheduler.cpu_state import GraphArrays, RunState
 from garaphpy.scheduler.plan import CPU_CHOICES, plan_cpu
 from garaphpy.scheduler.policy import HybridPolicy
 from garaphpy.scheduler.records import IterationRecord

@@ -249,7 +249,8 @@ def test_checkpoint_resume_finds_the_settled_vertices_again(graphs, tmp_path):
 def early_exit_engine(graph, sources):
     """A CPU engine with early exit, made as ``garaphpy.run`` makes it."""
     from garaphpy import api
-    from garaphpy.scheduler.cpu_engine import CpuEngine, GraphArrays, RunState
+    from garaphpy.scheduler.cpu_engine import CpuEngine
+    from garaphpy.scheduler.cpu_state import GraphArrays, RunState
     from garaphpy.scheduler.plan import plan_cpu
 
     program = BFS()

@@ -21,7 +21,8 @@ import pytest
 import garaphpy
 from garaphpy import api
 from garaphpy.program import VertexProgram
-from garaphpy.scheduler.cpu_engine import CpuEngine, GraphArrays, RunState
+from garaphpy.scheduler.cpu_engine import CpuEngine
+from garaphpy.scheduler.cpu_state import GraphArrays, RunState
 from garaphpy.scheduler import decisions
 from garaphpy.scheduler.gpu.vertex_state import DeviceVertexState
 from garaphpy.scheduler.plan import CpuPlan

@@ -1,9 +1,7 @@
 """The CPU engine: state of a run and one iteration on the CPU (Garaph section 4).
 
-:class:`GraphArrays` holds what the kernels read (the CSC index, the page
-source the edges come from, the CSR, the per-vertex attributes);
-:class:`RunState` the vertex values, the next-iteration buffer of
-synchronous runs (section 2.2, GlobalVertices and its temporary copy) and
+:class:`~garaphpy.scheduler.cpu_state.GraphArrays` holds what the kernels
+read, :class:`~garaphpy.scheduler.cpu_state.RunState` the vertex values and
 the frontier.  :meth:`CpuEngine.iterate` runs one iteration in the direction
 :mod:`~garaphpy.scheduler.decisions` chose: pull page by page with
 edge-balanced parts, or notify-pull over the notified vertices.
@@ -25,7 +23,6 @@ bottom-up step as GAPBS runs it).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import numba
 import numpy as np
@@ -38,138 +35,11 @@ from ..kernels.cpu_program import CpuProgram
 from ..kernels.gpu_subgraph import out_edge_values
 from ..monoids import MONOIDS, monoid_identity
 from . import decisions
+# vertex_attributes and weighted_in_degree: the GPU engine still imports them from here
+from .cpu_state import (GraphArrays, RunState, vertex_attributes,  # noqa: F401
+                        weighted_in_degree)
 from .plan import CpuPlan
 from .records import IterationRecord
-
-
-@dataclass
-class GraphArrays:
-    """The graph the CPU kernels read.
-
-    Attributes
-    ----------
-    num_vertices, num_edges : int
-    in_offsets : int64 array
-        CSC index.
-    sources : array
-        An empty array of the CSC sources' type (what the kernels are
-        compiled for; the edges come from ``page_source``).
-    weights : array
-        An empty array of the edge values' type where the program reads them,
-        else a 1-element float64 dummy: what stands for every page's weights
-        then, so that a program's kernels are compiled once whatever the
-        store's weight type (:meth:`edge_weights`).
-    out_offsets, out_targets : arrays
-        CSR without values (notify).
-    attrs : tuple
-        ``(out_degree, in_degree, weighted_in_degree, vertex, is_source)``.
-    pages : list
-        The store's page table (edge and vertex ranges).
-    page_source : garaphpy.storage.page_source.PageSource
-        Where the pages' edges come from: views of one CSC in memory, or
-        pages cached and streamed under the run's host budget (section 2.2).
-    """
-
-    num_vertices: int
-    num_edges: int
-    in_offsets: np.ndarray
-    sources: np.ndarray
-    weights: np.ndarray
-    out_offsets: np.ndarray
-    out_targets: np.ndarray
-    attrs: tuple
-    pages: list
-    page_source: object
-
-    @property
-    def reads_weights(self) -> bool:
-        """Whether the kernels get the pages' edge values (else the dummy)."""
-        return self.weights.shape[0] == 0
-
-    def edge_weights(self, page_weights: np.ndarray | None) -> np.ndarray:
-        """What the kernels get for a page's (or the CSC's) edge values:
-        ``page_weights`` where the program reads them, else the dummy."""
-        return page_weights if page_weights is not None and self.reads_weights \
-            else self.weights
-
-    @classmethod
-    def from_graph(cls, graph, source_vertices: np.ndarray, need_weighted_in_degree: bool,
-                   page_source, reads_weights: bool = True):
-        """The graph's store for the CPU kernels, its pages read through
-        ``page_source`` (a :class:`~garaphpy.storage.page_source.PageSource`);
-        ``reads_weights``: whether the program's gather reads the edge value."""
-        store = graph.store
-        page_source.load("cpu")     # what the source holds in memory, now: not in an iteration
-        sources = np.zeros(0, store.vertex_dtype)
-        weights = np.zeros(0, store.weight_dtype) if store.weighted and reads_weights \
-            else np.zeros(1, np.float64)
-        weighted_in = weighted_in_degree(page_source) if need_weighted_in_degree else None
-        attrs = vertex_attributes(graph, source_vertices, weighted_in)
-        return cls(store.num_vertices, store.num_edges, store.in_offsets, sources, weights,
-                   store.out_offsets, store.out_targets, attrs, store.pages, page_source)
-
-
-def weighted_in_degree(page_source, consumer: str = "cpu") -> np.ndarray:
-    """Per vertex, the sum of its in-edges' values, read page by page from
-    ``page_source`` by ``consumer``."""
-    store = page_source.store
-    out = np.zeros(store.num_vertices, np.float64)
-    cursor = page_source.cursor(range(len(store.pages)), consumer)
-    try:
-        for info in store.pages:
-            page = cursor.get(info.index)
-            kernels.add_weighted_in_degrees(store.in_offsets, page.weights, info.edge_begin,
-                                            info.edge_begin, info.edge_begin + info.num_edges,
-                                            info.first_vertex, info.end_vertex, out)
-    finally:
-        cursor.close()
-    return out
-
-
-def vertex_attributes(graph, source_vertices: np.ndarray,
-                      weighted_in: np.ndarray | None) -> tuple:
-    """The per-vertex attributes programs may read, shared by both engines.
-
-    Parameters
-    ----------
-    weighted_in : numpy.ndarray or None
-        Per vertex, the sum of its in-edges' values (:func:`weighted_in_degree`),
-        when the program reads it.
-
-    Returns
-    -------
-    tuple
-        ``(out_degree, in_degree, weighted_in_degree, vertex, is_source)``;
-        ``weighted_in_degree`` is a 1-element placeholder unless given.
-    """
-    store = graph.store
-    n = store.num_vertices
-    if weighted_in is None:
-        weighted_in = np.zeros(1, np.float64)
-    is_source = np.zeros(n, np.bool_)
-    is_source[source_vertices] = True
-    return (store.out_degree, store.in_degree, weighted_in,
-            np.ascontiguousarray(graph.original_ids(), dtype=np.int64), is_source)
-
-
-class RunState:
-    """Vertex values, the synchronous next buffer, the frontier."""
-
-    def __init__(self, arrays: GraphArrays, compiled: CpuProgram, synchronous: bool):
-        n = arrays.num_vertices
-        self.values = np.empty(n, compiled.value_dtype)
-        with parallel_section(), compiled.compiling():
-            compiled.kernels.init_values(arrays.attrs, n, self.values)
-        self.next = self.values.copy() if synchronous else self.values
-        self.synchronous = synchronous
-        self.active = np.zeros(n, np.bool_)
-        self.claimed = np.zeros(n, np.uint8)
-        self.frontier = np.zeros(0, np.int64)
-
-    def swap(self) -> None:
-        """Commit a synchronous pull: the next buffer becomes the values."""
-        if self.synchronous:
-            self.values, self.next = self.next, self.values
 
 
 class CpuEngine:

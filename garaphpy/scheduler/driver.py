@@ -345,7 +345,7 @@ class Driver:
     def _ready_cpu_alone(self) -> int:
         """Before the CPU runs alone: the worker's thread team ended (waited for),
         the host's copy brought up to date, and in a run with early exit
-        (:meth:`CpuEngine.enable_early_exit`) the settled vertices found again
+        (``CpuPlan.early_exit``) the settled vertices found again
         where the GPU wrote since (:meth:`CpuEngine.refresh_settled`; the
         iterations both processors run pull in full,
         :class:`~garaphpy.scheduler.processors.CpuProcessor`).  Returns the

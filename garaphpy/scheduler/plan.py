@@ -8,8 +8,9 @@ the notify's form, the hybrid's mode and pages) stay with the engines and
 the driver, which record them in each :class:`IterationRecord`.
 
 The CPU's part is :class:`CpuPlan` (section 4's pull and notify-pull, with
-the early exits, label shortcuts, buckets of values and fused pulls that
-the issue tracker's CPU work added): each field a choice, each with the
+the early exits, label shortcuts, buckets of values and fused pulls the
+CPU engine adds to it, after Beamer, Afforest, delta-stepping and GAPBS):
+each field a choice, each with the
 entry (inputs and ``"choice"``) that :mod:`decisions` made it by in
 :attr:`CpuPlan.entries`.  The GPU engine makes its own choices at set-up
 (:class:`~garaphpy.scheduler.gpu_engine.GpuEngine`); :attr:`RunPlan.gpu` is
@@ -29,6 +30,7 @@ from typing import Any, Mapping
 
 from .. import _numba_setup
 from . import decisions
+from .records import json_value
 
 #: The choices of :class:`CpuPlan` a test or bench may turn off (``turned_off``).
 CPU_CHOICES = ("early_exit", "settling_push", "settle_rounds", "whole_settling_pull",
@@ -102,9 +104,10 @@ class CpuPlan:
         return self.entries.get(name, {"choice": getattr(self, name)})
 
     def as_dict(self) -> dict:
-        """Each choice's entry, by name, and the run's threads and execution."""
+        """Each choice's entry, by name, and the run's threads and execution, as
+        JSON takes them."""
         return {"threads": self.threads, "synchronous": self.synchronous,
-                **{name: dict(self.entry(name)) for name in CPU_CHOICES}}
+                **{name: json_value(dict(self.entry(name))) for name in CPU_CHOICES}}
 
     def describe(self) -> str:
         """One line: the choices taken."""
@@ -175,7 +178,8 @@ class RunPlan:
         if self.cpu is not None:
             lines.append(self.cpu.describe())
         if self.gpu is not None:
-            lines.append(f"GPU: {self.gpu.describe() if hasattr(self.gpu, 'describe') else self.gpu}")
+            gpu = self.gpu.describe() if hasattr(self.gpu, "describe") else self.gpu
+            lines.append(f"GPU: {gpu}")
         if self.turned_off:
             lines.append("turned off: " + ", ".join(sorted(self.turned_off)))
         return "\n".join(lines)

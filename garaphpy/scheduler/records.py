@@ -124,7 +124,7 @@ class IterationRecord:
         """JSON-able dict (the decisions' sets as sorted lists, numpy scalars as
         Python's)."""
         row = asdict(self)
-        row["decisions"] = {name: {key: _json_value(value) for key, value in entry.items()}
+        row["decisions"] = {name: {key: json_value(value) for key, value in entry.items()}
                             for name, entry in row["decisions"].items()}
         return row
 
@@ -156,16 +156,16 @@ def batch_records(common: dict, names: tuple, rows) -> list:
     return records
 
 
-def _json_value(value):
+def json_value(value):
     """``value`` as JSON takes it, one level into lists and dicts."""
     if isinstance(value, (set, frozenset)):
         return sorted(value)
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, dict):
-        return {key: _json_value(item) for key, item in value.items()}
+        return {key: json_value(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_json_value(item) for item in value]
+        return [json_value(item) for item in value]
     return value
 
 
