@@ -222,7 +222,7 @@ def test_a_switch_to_the_gpu_hands_it_the_hosts_values_and_frontier():
     vertex_state.device_current = False
     assert vertex_state.make_device_current() == 96 + 12
     assert [call[0] for call in calls] == ["values", "frontier"]
-    assert calls[1][1] is vertex_state.host.frontier
+    assert calls[1][1].ids is vertex_state.host.frontier
     assert vertex_state.device_current
     assert vertex_state.make_device_current() == 0       # already current: nothing moves
     assert len(calls) == 2
