@@ -380,7 +380,7 @@ class GpuEngine:
         device loop (:class:`~garaphpy.scheduler.device_loop.DeviceLoop`), when the
         run allows it and the frontier is small enough
         (:func:`~garaphpy.scheduler.decisions.gpu_sparse_pass`); the engine
-        interface of :meth:`garaphpy.scheduler.driver.Driver.iterate_batch`.
+        interface of :meth:`garaphpy.scheduler.driver.SingleDriver.iterate_batch`.
 
         Each iteration is a notify-pull with the values, activity and counters
         the pull over every shard would give; the loop ends after an
