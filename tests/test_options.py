@@ -18,7 +18,7 @@ from garaphpy.errors import ConfigError
 from garaphpy.options import (CONFIG_KINDS, BuildOptions, RunOptions, config_values,
                               declared_options, identity_options)
 from garaphpy.programs import PageRank
-from garaphpy.scheduler import checkpoint, decisions
+from garaphpy.scheduler import checkpoint
 from garaphpy.storage import _build_kernels, layout
 
 OPTION_CLASSES = [RunOptions, BuildOptions]
@@ -79,7 +79,7 @@ def test_run_keywords_are_the_run_options():
 def test_run_checks_choices_from_the_declarations():
     assert api.MODES == RunOptions.__dataclass_fields__["mode"].metadata["option"].choices
     assert api.EXECUTIONS == declared_options(RunOptions)["execution"][1].choices
-    assert decisions.DIRECTIONS == declared_options(RunOptions)["direction"][1].choices
+    assert api.DIRECTIONS == declared_options(RunOptions)["direction"][1].choices
 
 
 def test_graph_constructors_take_the_build_options():
