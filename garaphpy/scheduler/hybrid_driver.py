@@ -56,6 +56,7 @@ import numpy as np
 from .. import config
 from .._numba_setup import parallel_section, release_thread_team
 from . import decisions
+from .frontier import Frontier
 from .hybrid_batches import HybridBatches
 from .policy import HybridPolicy, Observation, PageQueue
 from .processors import ProcessorResult
@@ -284,7 +285,8 @@ class HybridDriver(HybridBatches):
 
     def restore_checkpoint(self, values: np.ndarray, frontier: np.ndarray) -> None:
         """Continue from a checkpoint's committed values and frontier (every copy)."""
-        self.cpu.restore_checkpoint(values, frontier)     # its settled vertices found again
+        frontier = Frontier.of_ids(frontier, values.size)
+        self.cpu.restore_checkpoint(values, frontier.ids)     # its settled vertices found again
         self.gpu.restore_checkpoint(values, frontier)
         self.vertex_state.written_by("both")
         self._settled_current = True

@@ -570,10 +570,11 @@ class GpuEngine:
             stream.synchronize()
         return self.state.values_to_host()
 
-    def restore_checkpoint(self, values: np.ndarray, frontier: np.ndarray) -> None:
-        """Continue from a checkpoint's committed values and frontier."""
+    def restore_checkpoint(self, values: np.ndarray, frontier) -> None:
+        """Continue from a checkpoint's committed values and frontier (a
+        :class:`~garaphpy.scheduler.frontier.Frontier` or vertex ids)."""
         self.state.restore_values(values)
-        self.set_frontier(Frontier.of_ids(frontier, self.state.num_vertices))
+        self.set_frontier(Frontier.of(frontier, self.state.num_vertices))
 
     def close(self) -> None:
         """Wait for the copies queued ahead for an iteration that did not come,
