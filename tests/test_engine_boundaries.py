@@ -1,10 +1,16 @@
-"""The engines meet through public interfaces only (issue 16: no engine reads
-another's private attribute).
+"""The engines meet through public interfaces only.
 
 Every module of garaphpy/scheduler/ is read with :mod:`ast`; an attribute
 whose name starts with one underscore may be read only on ``self`` or
 ``cls`` (the object's own insides).  ``engine._pinned``, ``policy._smooth``
 or ``module._helper`` anywhere else fails the test with its file and line.
+
+The drivers (driver.py, hybrid_driver.py, hybrid_batches.py) are held
+further, to an allow-list: every name they use on a processor (``self.cpu``,
+``self.gpu``, ``self.alone`` or a local bound to one) must be a name of the
+:class:`~garaphpy.scheduler.processors.Processor` protocol, written out here
+and checked equal to the protocol's, which both processors implement.
+``self.gpu.engine.plan`` or ``cpu.state.frontier`` in a driver fails.
 """
 
 from __future__ import annotations

@@ -416,6 +416,7 @@ class CpuProcessor(_EngineProcessor):
         return self.engine.may_batch(active_out_edges)
 
     def iterates_sparse(self, iteration: int, active_out_edges: int) -> bool:
+        """Whether the iteration would be a sparse one (the CPU: one its batch takes)."""
         return self.engine.may_batch(active_out_edges)
 
     def refresh_settled(self, pulled_last: bool, previous_active: int) -> None:
@@ -617,6 +618,7 @@ class GpuProcessor(_EngineProcessor):
         return self.engine.loop_takes(first_iteration, active_out_edges)
 
     def iterates_sparse(self, iteration: int, active_out_edges: int) -> bool:
+        """Whether the GPU would run the iteration as a sparse pass."""
         return self.engine.iterates_sparse(iteration, active_out_edges)
 
     def refresh_settled(self, pulled_last: bool, previous_active: int) -> None:
