@@ -343,7 +343,7 @@ def execute(graph, program, options: RunOptions | None = None, *, turned_off=(),
         if engine.cpu is not None and converged \
                 and not type(program).__module__.startswith("garaphpy.programs"):
             engine.bring_host_current()     # the GPU may have run the last iterations
-            _check_skipping_declarations(program, graph, engine.cpu, len(records))
+            _check_skipping_declarations(program, graph, engine.cpu.engine, len(records))
         if checkpoints is not None and not options.keep_checkpoints:
             checkpoints.run_completed()
     except Exception as error:

@@ -92,13 +92,13 @@ def _persistent_program_cache(request, monkeypatch):
 def built_drivers(monkeypatch):
     """The drivers ``garaphpy.run`` builds, in order."""
     built = []
+    make = driver_module.Driver
 
-    class RecordedDriver(driver_module.Driver):
-        def __init__(self, *arguments, **keywords):
-            super().__init__(*arguments, **keywords)
-            built.append(self)
+    def recorded_driver(*arguments, **keywords):
+        built.append(make(*arguments, **keywords))
+        return built[-1]
 
-    monkeypatch.setattr(driver_module, "Driver", RecordedDriver)
+    monkeypatch.setattr(driver_module, "Driver", recorded_driver)
     return built
 
 

@@ -36,6 +36,7 @@ from ..kernels.gpu_subgraph import out_edge_values
 from ..monoids import MONOIDS, monoid_identity
 from . import decisions
 # vertex_attributes and weighted_in_degree: the GPU engine still imports them from here
+from .frontier import Frontier
 from .cpu_state import (GraphArrays, RunState, vertex_attributes,  # noqa: F401
                         weighted_in_degree)
 from .plan import CpuPlan
@@ -275,7 +276,7 @@ class CpuEngine:
                        min_fraction=config.CPU_SHORTCUT_MIN_DROP,
                        vertices=n if every else int(sample.size), dropped=int(dropped))
         if every and dropped > sample_dropped:
-            state.frontier = kernels.active_vertex_ids(state.active, self.threads)
+            state.frontier = Frontier.of_flags(state.active, self.threads).ids
 
     def _find_settled(self, initially_active: str) -> None:
         """settled = the vertices whose value left its initial one, the sources
@@ -475,13 +476,19 @@ class CpuEngine:
         """The values of an asynchronous pull between two pages (no copy)."""
         return self.state.values
 
+    def set_frontier(self, frontier) -> None:
+        """The active vertices: a :class:`~garaphpy.scheduler.frontier.Frontier`
+        or sorted vertex ids (the engine keeps a copy of the ids)."""
+        self.state.frontier = np.array(Frontier.of(frontier, self.arrays.num_vertices).ids,
+                                       dtype=np.int64)
+
     def restore_checkpoint(self, values: np.ndarray, frontier: np.ndarray) -> None:
         """Continue from a checkpoint's committed values and frontier."""
         state = self.state
         state.values[:] = values
         if state.synchronous:
             state.next[:] = values
-        state.frontier = np.array(frontier, dtype=np.int64)
+        self.set_frontier(frontier)
         self.carried_iteration = -1
         if self.early_exit:
             self._find_settled(self._initially_active)
@@ -971,7 +978,7 @@ class CpuEngine:
             # every vertex activated (PageRank): the frontier is all of them, no O(|V|) scan
             state.frontier = self._all_vertices()
         else:
-            state.frontier = kernels.active_vertex_ids(state.active, self.threads)
+            state.frontier = Frontier.of_flags(state.active, self.threads).ids
         record.updated_vertices = arrays.num_vertices
 
     def full_pull_changes(self, iteration: int, aggregates: np.ndarray) -> np.ndarray:

@@ -229,7 +229,7 @@ class HybridPolicy:
         Let one decision cover a batch of iterations where the GPU alone would
         run them in its device loop (:func:`decisions.hybrid_device_loop`),
         or the CPU alone in its own batch (sparse notify-pulls, or buckets of
-        values; ``Driver._cpu_batch``); False: every iteration is decided,
+        values; ``HybridDriver._cpu_batch``); False: every iteration is decided,
         and none runs in a batch.
 
     Attributes

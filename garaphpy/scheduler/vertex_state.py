@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from ..kernels import cpu as kernels
+from .frontier import Frontier
 
 
 class VertexState:
@@ -114,7 +114,7 @@ class VertexState:
         device.main_stream.synchronize()
         # a synchronous CPU iteration writes every vertex of the next buffer it reads
         # back (pull), or only the notified ones and commits just those (notify-pull)
-        state.frontier = kernels.active_vertex_ids(state.active, self.threads)
+        state.frontier = Frontier.of_flags(state.active, self.threads).ids
         return state.values.nbytes + n
 
     def sync_seconds(self) -> tuple[float, float]:
@@ -143,7 +143,7 @@ class VertexState:
         started = time.perf_counter()
         copied = self.upload_values()
         self.upload_seconds = self.smooth(self.upload_seconds, time.perf_counter() - started)
-        self.device.set_frontier(self.host.frontier)
+        self.device.set_frontier(Frontier.of_ids(self.host.frontier, self.device.num_vertices))
         self.device_current = True
         return copied + self.device.num_vertices
 

@@ -33,6 +33,7 @@ from garaphpy.scheduler.cpu_engine import CpuEngine
 from garaphpy.scheduler.cpu_state import GraphArrays, RunState
 from garaphpy.scheduler.plan import CPU_CHOICES, plan_cpu
 from garaphpy.scheduler.policy import HybridPolicy
+from garaphpy.scheduler.processors import CpuProcessor, GpuProcessor
 from garaphpy.scheduler.records import IterationRecord
 
 #: Record fields that are measured times, different on every run.
@@ -114,8 +115,9 @@ def bare_cpu_engine(graph, program, sources, direction="auto", threads=2, **plan
 def test_cpu_run_is_the_driver_with_the_cpu_alone(graph, built_drivers):
     garaphpy.run(graph, SSSP(), mode="cpu", sources=[0], threads=2)
     [driver] = built_drivers
-    assert driver.mode == "cpu"
-    assert isinstance(driver.alone, CpuEngine) and driver.cpu is driver.alone
+    assert driver.mode == "cpu" and isinstance(driver, driver_module.SingleDriver)
+    assert isinstance(driver.alone, CpuProcessor) and driver.cpu is driver.alone
+    assert isinstance(driver.alone.engine, CpuEngine)
     assert driver.gpu is None
     # nothing of the two-processor machinery: no policy, copies, thread or calibration
     assert driver.policy is None and driver.vertex_state is None and driver.worker is None
@@ -187,8 +189,9 @@ def test_gpu_run_is_the_driver_with_the_gpu_alone(graph, built_drivers):
 
     garaphpy.run(graph, SSSP(), mode="gpu", sources=[0])
     [driver] = built_drivers
-    assert driver.mode == "gpu"
-    assert isinstance(driver.alone, GpuEngine) and driver.gpu is driver.alone
+    assert driver.mode == "gpu" and isinstance(driver, driver_module.SingleDriver)
+    assert isinstance(driver.alone, GpuProcessor) and driver.gpu is driver.alone
+    assert isinstance(driver.alone.engine, GpuEngine)
     assert driver.cpu is None
     assert driver.policy is None and driver.vertex_state is None and driver.worker is None
 

@@ -266,9 +266,9 @@ def test_the_frontiers_pull_edges_are_summed_on_the_device(grid, built_drivers):
 
     def check(record):
         driver = built[0]
-        np.testing.assert_array_equal(driver.neighbour_in_edges, expected_per_vertex)
-        active = cupy.asnumpy(driver.gpu.active[:grid.num_vertices]).astype(bool)
-        assert driver._device_pull_fraction() == expected_per_vertex[active].sum()
+        np.testing.assert_array_equal(driver.cpu.neighbour_in_edges, expected_per_vertex)
+        active = cupy.asnumpy(driver.gpu.engine.active[:grid.num_vertices]).astype(bool)
+        assert driver.gpu.frontier_in_edges() == expected_per_vertex[active].sum()
         checked.append(int(active.sum()))
 
     run(grid, "bfs", mode="hybrid", execution="sync", policy=gpu_alone(batches=False),

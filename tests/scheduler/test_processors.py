@@ -118,6 +118,32 @@ def test_cpu_processor_pages_equal_the_cpu_pull(graph):
     assert engine.l1_change == 0.0
 
 
+def test_cpu_processor_probe_and_pull_fraction_against_numpy(graph):
+    """The calibration and the cost model's p, now the processor's: the probe
+    pulls the largest page into scratch buffers (the run's values and
+    frontier as they were), and p is the frontier's out-neighbours'
+    in-edges over |E|, against NumPy."""
+    engine = cpu_engine(graph)
+    processor = CpuProcessor(engine, RecordingVertexState(engine.state), threads=1)
+    values, frontier = engine.state.values.copy(), engine.state.frontier.copy()
+    probe = processor.probe(list(range(len(graph.store.pages))), engine.aggregates(0))
+    assert probe.edges == max(page.num_edges for page in graph.store.pages)
+    assert probe.seconds > 0 and probe.empty_iteration_seconds > 0
+    np.testing.assert_array_equal(engine.state.values, values)
+    np.testing.assert_array_equal(engine.state.frontier, frontier)
+
+    in_offsets, sources, _ = graph.store.csc()
+    in_degree = np.diff(in_offsets)
+    per_vertex = np.bincount(sources, weights=np.repeat(in_degree, in_degree),
+                             minlength=graph.num_vertices)
+    np.testing.assert_array_equal(processor.count_neighbour_in_edges(), per_vertex)
+    engine.state.frontier = np.array([3, 7, 100, 2500], np.int64)
+    assert processor.pull_fraction() == pytest.approx(
+        min(per_vertex[[3, 7, 100, 2500]].sum() / graph.num_edges, 1.0))
+    engine.state.frontier = np.arange(graph.num_vertices, dtype=np.int64)
+    assert processor.pull_fraction() == 1.0
+
+
 class RecordingGpuEngine:
     """Stands for GpuEngine: records the calls the GPU processor makes."""
 
@@ -222,7 +248,7 @@ def test_a_switch_to_the_gpu_hands_it_the_hosts_values_and_frontier():
     vertex_state.device_current = False
     assert vertex_state.make_device_current() == 96 + 12
     assert [call[0] for call in calls] == ["values", "frontier"]
-    assert calls[1][1] is vertex_state.host.frontier
+    assert calls[1][1].ids is vertex_state.host.frontier
     assert vertex_state.device_current
     assert vertex_state.make_device_current() == 0       # already current: nothing moves
     assert len(calls) == 2

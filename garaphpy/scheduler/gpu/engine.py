@@ -49,6 +49,7 @@ from ...errors import ConfigError
 from ...kernels import gpu as gpu_kernels
 from ...program import VertexProgram
 from .. import decisions, device_loop
+from ..frontier import Frontier
 from ..records import IterationRecord, batch_records
 from .launches import Launches
 from .page_store import PageStore, interleave, pinned_array, stream_slots
@@ -269,13 +270,14 @@ class GpuEngine:
             selective=transfers.selective)
 
     # -- the engine interface of the iteration driver --------------------------------------
-    def set_frontier(self, vertices: np.ndarray) -> None:
-        """Mark the vertices active, and no other: the first iteration's frontier,
-        a checkpoint's, or after CPU iterations the host's (which a sparse pass
-        and the device loop start from)."""
+    def set_frontier(self, frontier) -> None:
+        """Mark the vertices of ``frontier`` (a :class:`~garaphpy.scheduler.frontier.Frontier`,
+        or sorted vertex ids) active, and no other: the first iteration's
+        frontier, a checkpoint's, or after CPU iterations the host's (which a
+        sparse pass and the device loop start from)."""
         if self._loop is not None:
             self._loop.frontier_current = False
-        self.state.set_frontier(vertices)
+        self.state.set_frontier(Frontier.of(frontier, self.state.num_vertices))
 
     def decide(self, record: IterationRecord, direction: str) -> None:
         """The pull over every shard (the sparse iterations run in
@@ -378,7 +380,7 @@ class GpuEngine:
         device loop (:class:`~garaphpy.scheduler.device_loop.DeviceLoop`), when the
         run allows it and the frontier is small enough
         (:func:`~garaphpy.scheduler.decisions.gpu_sparse_pass`); the engine
-        interface of :meth:`garaphpy.scheduler.driver.Driver.iterate_batch`.
+        interface of :meth:`garaphpy.scheduler.driver.SingleDriver.iterate_batch`.
 
         Each iteration is a notify-pull with the values, activity and counters
         the pull over every shard would give; the loop ends after an
@@ -568,10 +570,11 @@ class GpuEngine:
             stream.synchronize()
         return self.state.values_to_host()
 
-    def restore_checkpoint(self, values: np.ndarray, frontier: np.ndarray) -> None:
-        """Continue from a checkpoint's committed values and frontier."""
+    def restore_checkpoint(self, values: np.ndarray, frontier) -> None:
+        """Continue from a checkpoint's committed values and frontier (a
+        :class:`~garaphpy.scheduler.frontier.Frontier` or vertex ids)."""
         self.state.restore_values(values)
-        self.set_frontier(np.asarray(frontier, dtype=np.int64))
+        self.set_frontier(Frontier.of(frontier, self.state.num_vertices))
 
     def close(self) -> None:
         """Wait for the copies queued ahead for an iteration that did not come,

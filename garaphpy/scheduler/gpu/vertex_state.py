@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..._numba_setup import parallel_section
-from ...kernels import cpu as cpu_kernels
+from ..frontier import Frontier
 from ...monoids import monoid_identity
 from .page_store import pinned_array
 
@@ -126,18 +125,16 @@ class DeviceVertexState:
         with stream or self.main_stream:
             kernel((blocks,), (threads,), arguments, shared_mem=shared_mem)
 
-    def set_frontier(self, vertices: np.ndarray) -> None:
-        """Mark the vertices active, and no other.  The flags and the out-degree
-        sum are made by parallel kernels in a pinned buffer made at the first
-        call (a switch's frontier may hold most vertices)."""
+    def set_frontier(self, frontier: Frontier) -> None:
+        """Mark the vertices of ``frontier`` active, and no other.  Its device
+        flags and out-degree sum are made by parallel kernels, the flags in a
+        pinned buffer made at the first call (a switch's frontier may hold
+        most vertices)."""
         if self._frontier_staging is None:
             self._frontier_staging = self.pinned_array(max(self.num_vertices, 1), np.uint8)
-        flags = self._frontier_staging
-        with parallel_section():
-            cpu_kernels.flags_of(vertices, flags)
-            out_edges = int(cpu_kernels.sum_over(vertices, self.out_degree))
-        self.active_vertices = int(vertices.size)
-        self.active_out_edges_count = out_edges
+        flags = frontier.device_flags(self._frontier_staging)
+        self.active_out_edges_count = frontier.out_edges(self.out_degree)
+        self.active_vertices = frontier.size
         self.active.set(flags, stream=self.main_stream)
         self.main_stream.synchronize()
 
