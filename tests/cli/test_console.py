@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import networkx as nx
 import numpy as np
