@@ -211,6 +211,7 @@ def run_from_config(settings: dict, graph, verify: bool, progress: bool,
 
     from .api import NotConvergedWarning, run
     from .output import write_iterations, write_values
+    from .progress import iteration_bar
     from .programs import get_program
     from .scheduler.checkpoint import discard, list_checkpoints
     from .trials import SourcePicker, TrialReport
@@ -219,8 +220,12 @@ def run_from_config(settings: dict, graph, verify: bool, progress: bool,
     program = get_program(options["program"], **options["constants"])
     values_path, iterations_path = _output_paths(settings, options["program"])
 
+    bar = iteration_bar(options.get("max_iterations") or program.max_iterations, progress)
+
     def show(record):
-        if progress and record.seconds > 1.0:
+        if bar is not None:
+            bar.update(record.iteration + 1, record.direction)
+        elif progress and record.seconds > 1.0:
             print(f"iteration {record.iteration}: {record.mode}, {record.direction}, "
                   f"f={record.active_fraction:.3g}, {record.seconds:.2f} s", file=sys.stderr)
 
@@ -243,7 +248,11 @@ def run_from_config(settings: dict, graph, verify: bool, progress: bool,
         for trial in range(trials):
             if picker is not None:
                 keywords["sources"] = [picker.pick()]
-            result = run(graph, program, **keywords)
+            try:
+                result = run(graph, program, **keywords)
+            finally:
+                if bar is not None:
+                    bar.close()
             _DroppedInterrupts.check()
             if report is not None:
                 report.add(result, keywords["sources"] if picker is not None else None)

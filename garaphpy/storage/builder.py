@@ -639,7 +639,8 @@ def _build_locked(source: EdgeSource, path: Path, options: BuildOptions, key: st
                                  cache_directory()]):
         filesafety.remove_stale_temporaries(parent, ".+")
     builder = _Builder(source, path, options, key, gpu_memory, progress)
-    with _numba_setup.KeptInterrupts():     # a Ctrl-C while numba compiles is not lost
+    # a Ctrl-C while numba compiles is not lost; the compiling is left out of the rate
+    with _numba_setup.KeptInterrupts(), builder.progress:
         builder.run()
 
 
