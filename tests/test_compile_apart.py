@@ -78,3 +78,20 @@ def test_first_run_iterations_exclude_compilation(tmp_path, monkeypatch, caplog)
     assert "compiling" in cold.summary()
     messages = [r.getMessage() for r in caplog.records if r.name == "garaphpy.compile"]
     assert messages and messages[0].startswith("compiling FreshBFS for the CPU: ")
+
+
+@pytest.mark.slow      # compiles a fresh BFS module: 30 s on 2 idle cores
+def test_cli_names_the_compile_step(tmp_path, monkeypatch, capsys):
+    from garaphpy.cli import main
+
+    monkeypatch.setattr(api, "_program_cache_directory", lambda: tmp_path / "programs")
+    monkeypatch.setattr(api, "_COMPILED", {})
+    config = tmp_path / "run.toml"
+    config.write_text('graph = "grid:30x20"\n[store]\npath = "s"\n'
+                      '[run]\nprogram = "bfs"\nsources = 0\nthreads = 1\n'
+                      '[output]\nvalues = "d.txt"\n')
+    assert main([str(config)]) == 0
+    captured = capsys.readouterr()
+    assert "compiling BFS for the CPU: " in captured.err
+    summary = next(line for line in captured.out.splitlines() if line.startswith("BFS ("))
+    assert "compiling" in summary
