@@ -62,6 +62,10 @@ def _parser() -> argparse.ArgumentParser:
                              "or --set graph=rmat:16 (repeatable)")
     parser.add_argument("--rebuild", action="store_true",
                         help="preprocess again even if an up-to-date store exists")
+    parser.add_argument("--store-verify", metavar="LEVEL",
+                        choices=("auto", "full", "quick", "sizes", "none"),
+                        help="how a reused store is checked (store.verify): auto, full, "
+                             "quick, sizes, none")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     parser.add_argument("--verify", action="store_true",
                         help="check the result with the program's independent verifier")
@@ -95,7 +99,7 @@ def graph_from_config(settings: dict, progress: bool = True, rebuild: bool = Fal
         spec, store=stored["path"], format=inputs["format"],
         generator_options=generator_options if is_generator else None,
         rebuild=rebuild or stored["rebuild"], progress=progress,
-        weights=inputs["weights"], max_weight=hash_max_weight,
+        weights=inputs["weights"], max_weight=hash_max_weight, store_verify=stored["verify"],
         **config_values(BuildOptions, settings))
 
 
@@ -379,6 +383,8 @@ def _os_error_message(error: OSError) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
     args = _parser().parse_args(argv)
+    if args.store_verify is not None:
+        args.overrides = [*args.overrides, f"store.verify={args.store_verify!r}"]
     with log_to_stderr(quiet=args.quiet):
         return execute(args, lambda: load_config(args.config, args.overrides),
                        lambda: resume_command(args))
