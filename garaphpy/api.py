@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 import numba
 import numpy as np
 
-from . import _numba_setup, config
+from . import _numba_setup, config, progress
+from .compile_clock import CompileClock
 from .errors import ConfigError, GaraphError
 from .options import DIRECTIONS, EXECUTIONS, MAX_ITERATIONS, MODES, RunOptions
 from .paths import cache_directory
@@ -310,6 +311,12 @@ def execute(graph, program, options: RunOptions | None = None, *, turned_off=(),
     """
     options = options if options is not None else RunOptions(**keywords)
     turned_off = check_turned_off(turned_off)
+    with CompileClock() as clock:
+        return _execute(graph, program, options, turned_off, clock)
+
+
+def _execute(graph, program, options: RunOptions, turned_off, clock: CompileClock) -> Result:
+    """:func:`execute` with numba's compilation timed apart by ``clock``."""
     setup_started = time.perf_counter()
     run_ = _validated(graph, program, options)
     graph, program = run_.graph, run_.program
@@ -338,8 +345,11 @@ def execute(graph, program, options: RunOptions | None = None, *, turned_off=(),
         compiling.check()
         if checkpoints is not None:
             checkpoints.attach(engine)      # restores the resumed state, if any
-        setup_seconds = time.perf_counter() - setup_started
-        records, converged, stop_reason = _drive(engine, program, plan, checkpoints, options)
+        setup_compile_seconds = clock.seconds
+        setup_seconds = time.perf_counter() - setup_started - setup_compile_seconds
+        _announce_compilation(clock, program, plan.mode)
+        records, converged, stop_reason = _drive(engine, program, plan, checkpoints, options,
+                                                 clock)
         if engine.cpu is not None and converged \
                 and not type(program).__module__.startswith("garaphpy.programs"):
             engine.bring_host_current()     # the GPU may have run the last iterations
@@ -363,6 +373,8 @@ def execute(graph, program, options: RunOptions | None = None, *, turned_off=(),
                     execution=plan.execution, converged=converged, stop_reason=stop_reason,
                     num_iterations=len(records), iterations=records,
                     seconds=sum(r.seconds for r in records), setup_seconds=setup_seconds,
+                    compile_seconds=setup_compile_seconds
+                    + sum(r.compile_seconds for r in records),
                     tolerance=plan.tolerance, max_iterations=plan.max_iterations,
                     resumed_from=None if resumed is None else str(resumed.path), plan=plan)
     if not converged:
@@ -530,7 +542,16 @@ def _build_gpu_engine(plan: RunPlan, run_: _ValidatedRun, pages, options: RunOpt
     return gpu_engine
 
 
-def _drive(engine, program: VertexProgram, plan: RunPlan, checkpoints, options: RunOptions):
+def _announce_compilation(clock: CompileClock, program: VertexProgram, mode: str) -> None:
+    """Log the set-up's compilation as a step of its own (INFO), when it took time."""
+    if clock.seconds >= config.COMPILE_SHOWN_AFTER_SECONDS:
+        processor = {"cpu": "the CPU", "gpu": "the GPU"}.get(mode, "the CPU and the GPU")
+        progress.logger("compile").info(clock.describe(f"{type(program).__name__} for "
+                                                       f"{processor}"))
+
+
+def _drive(engine, program: VertexProgram, plan: RunPlan, checkpoints, options: RunOptions,
+           clock: CompileClock | None = None):
     """The iterations, until the run stops (:func:`_iterate`); Ctrl-C (and
     ``stop_signals``) end the iteration and write a checkpoint where they are on;
     Python's cyclic garbage collector waits meanwhile."""
@@ -538,7 +559,7 @@ def _drive(engine, program: VertexProgram, plan: RunPlan, checkpoints, options: 
           if checkpoints is not None else _numba_setup.KeptInterrupts()), \
             _collections_paused():
         return _iterate(engine, program, plan.max_iterations, plan.tolerance,
-                        plan.direction, options.on_iteration, checkpoints)
+                        plan.direction, options.on_iteration, checkpoints, clock)
 
 
 #: The declarations that let a run's CPU pulls skip in-edges, and what a false one did.
@@ -743,7 +764,9 @@ def _collections_paused():
 
 
 def _iterate(engine, program, max_iterations, tolerance, direction, on_iteration,
-             checkpoints=None):
+             checkpoints=None, clock: CompileClock | None = None):
+    """The iterations; each record's ``seconds`` leave out the compilation
+    ``clock`` measured during it (its ``compile_seconds``)."""
     # a resumed run continues the numbering after the checkpoint's iterations
     records = checkpoints.records() if checkpoints is not None else []
     if checkpoints is not None:
@@ -755,6 +778,7 @@ def _iterate(engine, program, max_iterations, tolerance, direction, on_iteration
     iteration = len(records)
     while iteration < max_iterations:
         started = time.perf_counter()
+        compiled_before = clock.seconds if clock is not None else 0.0
         active_vertices = engine.num_active()
         if active_vertices == 0:
             return records, True, "no active vertex"
@@ -765,7 +789,9 @@ def _iterate(engine, program, max_iterations, tolerance, direction, on_iteration
             steps = min(steps, every - iteration % every)
         batch = engine.iterate_batch(iteration, steps, tolerance, active_edges, direction)
         if batch:
-            seconds = (time.perf_counter() - started) / len(batch)
+            compiling = (clock.seconds if clock is not None else 0.0) - compiled_before
+            seconds = (time.perf_counter() - started - compiling) / len(batch)
+            batch[0].compile_seconds = compiling
             for record in batch:
                 record.seconds = seconds
                 records.append(record)
@@ -788,7 +814,8 @@ def _iterate(engine, program, max_iterations, tolerance, direction, on_iteration
         read_before = pages.bytes_read
         engine.iterate(record, prefix, aggregates)
         record.bytes_read = pages.bytes_read - read_before
-        record.seconds = time.perf_counter() - started
+        record.compile_seconds = (clock.seconds if clock is not None else 0.0) - compiled_before
+        record.seconds = time.perf_counter() - started - record.compile_seconds
         records.append(record)
         if on_iteration is not None:
             on_iteration(record)

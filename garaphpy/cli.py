@@ -62,6 +62,10 @@ def _parser() -> argparse.ArgumentParser:
                              "or --set graph=rmat:16 (repeatable)")
     parser.add_argument("--rebuild", action="store_true",
                         help="preprocess again even if an up-to-date store exists")
+    parser.add_argument("--store-verify", metavar="LEVEL",
+                        choices=("auto", "full", "quick", "sizes", "none"),
+                        help="how a reused store is checked (store.verify): auto, full, "
+                             "quick, sizes, none")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     parser.add_argument("--verify", action="store_true",
                         help="check the result with the program's independent verifier")
@@ -95,7 +99,7 @@ def graph_from_config(settings: dict, progress: bool = True, rebuild: bool = Fal
         spec, store=stored["path"], format=inputs["format"],
         generator_options=generator_options if is_generator else None,
         rebuild=rebuild or stored["rebuild"], progress=progress,
-        weights=inputs["weights"], max_weight=hash_max_weight,
+        weights=inputs["weights"], max_weight=hash_max_weight, store_verify=stored["verify"],
         **config_values(BuildOptions, settings))
 
 
@@ -211,6 +215,7 @@ def run_from_config(settings: dict, graph, verify: bool, progress: bool,
 
     from .api import NotConvergedWarning, run
     from .output import write_iterations, write_values
+    from .progress import iteration_bar
     from .programs import get_program
     from .scheduler.checkpoint import discard, list_checkpoints
     from .trials import SourcePicker, TrialReport
@@ -219,8 +224,12 @@ def run_from_config(settings: dict, graph, verify: bool, progress: bool,
     program = get_program(options["program"], **options["constants"])
     values_path, iterations_path = _output_paths(settings, options["program"])
 
+    bar = iteration_bar(options.get("max_iterations") or program.max_iterations, progress)
+
     def show(record):
-        if progress and record.seconds > 1.0:
+        if bar is not None:
+            bar.update(record.iteration + 1, record.direction)
+        elif progress and record.seconds > 1.0:
             print(f"iteration {record.iteration}: {record.mode}, {record.direction}, "
                   f"f={record.active_fraction:.3g}, {record.seconds:.2f} s", file=sys.stderr)
 
@@ -243,7 +252,11 @@ def run_from_config(settings: dict, graph, verify: bool, progress: bool,
         for trial in range(trials):
             if picker is not None:
                 keywords["sources"] = [picker.pick()]
-            result = run(graph, program, **keywords)
+            try:
+                result = run(graph, program, **keywords)
+            finally:
+                if bar is not None:
+                    bar.close()
             _DroppedInterrupts.check()
             if report is not None:
                 report.add(result, keywords["sources"] if picker is not None else None)
@@ -370,6 +383,8 @@ def _os_error_message(error: OSError) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
     args = _parser().parse_args(argv)
+    if args.store_verify is not None:
+        args.overrides = [*args.overrides, f"store.verify={args.store_verify!r}"]
     with log_to_stderr(quiet=args.quiet):
         return execute(args, lambda: load_config(args.config, args.overrides),
                        lambda: resume_command(args))

@@ -323,6 +323,15 @@ MAX_PARSE_WORKERS = 8
 #: Seconds between two progress lines of long work.
 PROGRESS_INTERVAL_S = 2.0
 
+#: How long a store's full check (every CRC-32) stands: ``Store.open(verify="auto")``
+#: checks only the files' sizes within it, when their sizes and modification
+#: times are those the full check recorded (one week).
+STORE_FULL_CHECK_VALID_S = 7 * 24 * 3600.0
+
+#: A run's set-up compilation (or loading from numba's cache) that takes at
+#: least this many seconds is logged as a step of its own, with its time.
+COMPILE_SHOWN_AFTER_SECONDS = 0.1
+
 # ------------------------------------------------------------- CPU engine --
 #: Garaph section 4.2: notify-pull costs about 2 f rho of a pull, so the CPU
 #: notify-pulls when f <= 1 / (NOTIFY_PULL_COST_FACTOR * rho).

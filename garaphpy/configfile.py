@@ -171,6 +171,10 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "path": Key("str", None),
         **option_keys("store", BuildOptions),
         "rebuild": Key("bool", False),
+        "verify": Key("str", "auto", choices=("auto", "full", "quick", "sizes", "none"),
+                      help="how a reused store is checked: auto (every checksum the first "
+                           "time, the files' sizes while unchanged since), full, quick, "
+                           "sizes, none"),
     },
     "run": {
         "program": Key("str", None, help="a built-in program: pagerank, sssp, bfs, cc, ..."),

@@ -65,6 +65,7 @@ FLAG_KEYS = {
     "max_weight": ("input", "max_weight"),
     "directed": ("input", "directed"),
     "store": ("store", "path"),
+    "store_verify": ("store", "verify"),
 }
 
 
@@ -166,6 +167,11 @@ def _add_program_options(parser: argparse.ArgumentParser) -> None:
                         help="store directory (default: a cache directory keyed on the input)")
     inputs.add_argument("--rebuild", action="store_true",
                         help="preprocess again even if an up-to-date store exists")
+    inputs.add_argument("--store-verify", metavar="LEVEL",
+                        choices=("auto", "full", "quick", "sizes", "none"),
+                        help="how a reused store is checked: auto (default: every checksum "
+                             "the first time, the files' sizes while unchanged since), full, "
+                             "quick, sizes or none")
     outputs = parser.add_argument_group("output")
     outputs.add_argument("-o", "--output", metavar="PATH",
                          help="values file, .txt or .npy (default "

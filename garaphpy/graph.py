@@ -129,7 +129,8 @@ class Graph:
     def load(cls, graph: str | os.PathLike, *, store: str | os.PathLike | None = None,
              format: str = "auto", generator_options: dict | None = None,
              rebuild: bool = False, progress: bool = True, weights: str = "file",
-             max_weight: int | None = None, **options) -> "Graph":
+             max_weight: int | None = None, store_verify: str = "auto",
+             **options) -> "Graph":
         """Load a graph file or generate a graph, preprocessing it if needed.
 
         Parameters
@@ -160,6 +161,10 @@ class Graph:
             so weighted programs (SSSP, SSWP, NN, ...) run on unweighted files.
         max_weight : int, optional
             ``weights="hash"`` only (default 255).
+        store_verify : {"auto", "full", "quick", "sizes", "none"}
+            How an up-to-date store is checked when it is reused: ``auto``
+            checks every CRC-32 the first time and only the files' sizes
+            while they are unchanged since (:mod:`garaphpy.storage.verify_levels`).
         **options
             Cleaning and layout options of
             :class:`garaphpy.storage.builder.BuildOptions` (``directed``,
@@ -178,7 +183,8 @@ class Graph:
         if store is not None and not rebuild:
             refuse_store_of_another_input(Path(store), source)
         path = Path(store) if store is not None else default_store_path(source, build)
-        return cls(build_store(source, path, build, progress=progress, force=rebuild))
+        return cls(build_store(source, path, build, progress=progress, force=rebuild,
+                               verify=store_verify))
 
     @classmethod
     def from_arrays(cls, src, dst, weights=None, *, num_vertices: int | None = None,
@@ -371,8 +377,10 @@ class Graph:
         return cls(built, temporary_dir=temporary)
 
     @classmethod
-    def open(cls, path: str | os.PathLike, verify: str = "full") -> "Graph":
-        """Open an existing store directory."""
+    def open(cls, path: str | os.PathLike, verify: str = "auto") -> "Graph":
+        """Open an existing store directory, checked as ``verify`` says
+        (``"auto"``, ``"full"``, ``"quick"``, ``"sizes"``, ``"none"``:
+        :mod:`garaphpy.storage.verify_levels`)."""
         return cls(Store.open(path, verify=verify))
 
     # -- properties ----------------------------------------------------------

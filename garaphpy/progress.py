@@ -9,6 +9,14 @@ servers route them like any other log; the package installs only a
 ``NullHandler``, so a library user sees nothing until they configure
 logging (``logging.basicConfig(level=logging.INFO)``).  The command line
 prints them to standard error with :func:`log_to_stderr`.
+
+Where that handler is on, standard error is a terminal and tqdm is installed
+(the ``progress`` extra: ``pip install "garaphpy[progress]"``), a
+:class:`Progress` draws a tqdm bar with its rate and ETA instead of the
+lines; without tqdm, or when standard error goes to a file or a pipe, the
+lines stay.  Inside ``with progress:`` numba's compilation is timed
+(:class:`~garaphpy.compile_clock.CompileClock`) and left out of the rate, so
+that a first build's compiling does not show as a slow rate.
 """
 
 from __future__ import annotations
@@ -27,6 +35,28 @@ LOGGER_NAME = "garaphpy"
 #: output), so that its stderr handler leaves it out: ``logger.info(text,
 #: extra=PRINTED_BY_CLI)``.
 PRINTED_BY_CLI = {"garaphpy_printed_by_cli": True}
+
+
+#: Whether :func:`log_to_stderr` prints progress now (bars may be drawn then).
+_PRINTING_TO_STDERR = [False]
+
+
+def _tqdm():
+    """tqdm's class, or None where it is not installed."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm
+
+
+def bars_available(stream=None) -> bool:
+    """Whether progress shows as tqdm bars: tqdm installed, the command line
+    printing progress, and standard error (or ``stream``) a terminal."""
+    stream = sys.stderr if stream is None else stream
+    isatty = getattr(stream, "isatty", None)
+    return bool(_PRINTING_TO_STDERR[0] and isatty is not None and isatty()
+                and _tqdm() is not None)
 
 
 def logger(name: str = "") -> logging.Logger:
@@ -60,11 +90,14 @@ def log_to_stderr(quiet: bool = False):
     handler = _StderrHandler(logging.WARNING if quiet else logging.INFO)
     handler.setFormatter(logging.Formatter("%(message)s"))
     previous_level = package.level
+    previous_printing = _PRINTING_TO_STDERR[0]
     package.addHandler(handler)
     package.setLevel(handler.level)
+    _PRINTING_TO_STDERR[0] = not quiet
     try:
         yield handler
     finally:
+        _PRINTING_TO_STDERR[0] = previous_printing
         package.removeHandler(handler)
         package.setLevel(previous_level)
 
@@ -86,7 +119,11 @@ def human_bytes(value: float) -> str:
 
 
 class Progress:
-    """Rate-limited progress reporting of one task.
+    """Rate-limited progress reporting of one task: a tqdm bar where
+    :func:`bars_available`, else lines through :mod:`logging`.
+
+    Used as a context manager, it times numba's compilation inside and
+    leaves it out of the rate (``compile_seconds``), and closes its bar.
 
     Parameters
     ----------
@@ -115,23 +152,59 @@ class Progress:
         self.started = time.perf_counter()
         self.last_print = self.started
         self.done = 0.0
+        self._clock = None
+        self._bar = None
+        if enabled and stream is None and bars_available():
+            self._bar = _tqdm()(total=total, desc=task, unit=f" {unit}", unit_scale=True,
+                                file=sys.stderr, dynamic_ncols=True,
+                                delay=config.PROGRESS_INTERVAL_S / 2)
+
+    @property
+    def compile_seconds(self) -> float:
+        """numba's compilation so far inside ``with`` (0.0 outside one)."""
+        return self._clock.seconds if self._clock is not None else 0.0
+
+    def __enter__(self) -> "Progress":
+        from .compile_clock import CompileClock
+
+        self._clock = CompileClock().__enter__()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._clock.__exit__(*exc_info)
+        self.close()
+
+    def close(self) -> None:
+        """End the bar, if one is drawn."""
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
 
     def update(self, done: float, stage: str = "") -> None:
         """Record that ``done`` units are finished; print if it is time."""
+        if self._bar is not None:
+            self._bar.update(done - self.done)
+            if stage:
+                self._bar.set_postfix_str(stage, refresh=False)
         self.done = done
         now = time.perf_counter()
-        if not self.enabled or now - self.last_print < config.PROGRESS_INTERVAL_S:
+        if not self.enabled or self._bar is not None \
+                or now - self.last_print < config.PROGRESS_INTERVAL_S:
             return
         self.last_print = now
         self._print(stage, now)
 
     def _print(self, stage: str, now: float) -> None:
         elapsed = now - self.started
-        rate = self.done / elapsed if elapsed > 0 else 0.0
+        compiling = self.compile_seconds
+        working = elapsed - compiling
+        rate = self.done / working if working > 0 else 0.0
         text = f"{self.task}: {stage + ' ' if stage else ''}{human_count(self.done)} {self.unit}"
         if self.total:
             text += f" ({100.0 * self.done / self.total:.0f}%)"
         text += f", {human_count(rate)} {self.unit}/s, {elapsed:.1f} s"
+        if compiling >= config.COMPILE_SHOWN_AFTER_SECONDS:
+            text += f" (compiling {compiling:.1f} s of it)"
         self._emit(text)
 
     def note(self, message: str) -> None:
@@ -141,7 +214,17 @@ class Progress:
             self._emit(f"{self.task}: {message} ({elapsed:.1f} s)")
 
     def _emit(self, text: str) -> None:
-        if self.stream is not None:
+        if self._bar is not None:
+            self._bar.write(text, file=sys.stderr)
+        elif self.stream is not None:
             print(text, file=self.stream, flush=True)
         else:
             self.log.info(text)
+
+
+def iteration_bar(max_iterations: int, enabled: bool = True) -> Progress | None:
+    """A bar over a run's iterations (rate, and ETA against ``max_iterations``)
+    where :func:`bars_available`; None otherwise (the caller prints its lines)."""
+    if not enabled or not bars_available():
+        return None
+    return Progress("run", total=max_iterations, unit="iterations")

@@ -80,7 +80,11 @@ class IterationRecord:
         The dispatcher's own time: deciding, bringing a copy of the vertex
         data up to date, combining the two processors' results (no page work).
     seconds : float
-        Wall time of the iteration.
+        Wall time of the iteration, numba's compilation excluded.
+    compile_seconds : float
+        numba compiling (or loading from its cache) kernels of a path the
+        run took first in this iteration, left out of ``seconds``
+        (:mod:`garaphpy.compile_clock`).
     decisions : dict
         Every choice made for the iteration, by name (``"direction"``,
         ``"notify"``, ``"precompute"``, ``"fused_launch"``, ``"mode"``,
@@ -118,6 +122,7 @@ class IterationRecord:
     gpu_idle_seconds: float = 0.0
     dispatch_seconds: float = 0.0
     seconds: float = 0.0
+    compile_seconds: float = 0.0
     decisions: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
@@ -206,7 +211,13 @@ class Result:
     seconds : float
         Wall time of the iterations (compilation and loading excluded).
     setup_seconds : float
-        Loading the graph into memory and compiling the program.
+        Checking the options, loading the graph into memory and making the
+        engines, compilation excluded.
+    compile_seconds : float
+        numba compiling the run's kernels, or loading them from its disk
+        cache: before the first iteration, and for a path first taken later
+        (those iterations' ``compile_seconds``); in neither ``seconds`` nor
+        ``setup_seconds``.
     tolerance : float or None
         The L1 tolerance the run stopped on (verifiers bound their checks by it).
     max_iterations : int
@@ -232,6 +243,7 @@ class Result:
     iterations: list = field(default_factory=list)
     seconds: float = 0.0
     setup_seconds: float = 0.0
+    compile_seconds: float = 0.0
     tolerance: float | None = None
     max_iterations: int = 0
     resumed_from: str | None = None
@@ -386,5 +398,7 @@ class Result:
         return (f"{name} ({self.mode}, {self.execution}): {verdict} after "
                 f"{self.num_iterations} iterations ({self.stop_reason}); "
                 f"{self.seconds:.3f} s, {per_iteration:.2f} ms/iteration"
+                + (f" (compiling {self.compile_seconds:.2f} s apart)"
+                   if self.compile_seconds >= 0.005 else "")
                 + (f"; {split}" if split else "")
                 + (f"; resumed from {self.resumed_from}" if self.resumed_from else ""))

@@ -555,7 +555,7 @@ def store_key(identity: dict, options: BuildOptions) -> str:
 # ---------------------------------------------------------------- the build --
 
 def build_store(source: EdgeSource, path, options: BuildOptions | None = None, *,
-                progress: bool = True, force: bool = False):
+                progress: bool = True, force: bool = False, verify: str = "auto"):
     """Preprocess ``source`` into a store at ``path`` (or reuse an up-to-date one).
 
     Parameters
@@ -576,6 +576,9 @@ def build_store(source: EdgeSource, path, options: BuildOptions | None = None, *
         INFO; see :mod:`garaphpy.progress`).
     force : bool
         Rebuild even if an up-to-date store exists.
+    verify : {"auto", "full", "quick", "sizes", "none"}
+        How an up-to-date store is checked when it is reused
+        (:mod:`garaphpy.storage.verify_levels`).
 
     Returns
     -------
@@ -583,9 +586,11 @@ def build_store(source: EdgeSource, path, options: BuildOptions | None = None, *
         The opened store.
     """
     from .store import Store, read_manifest
+    from .verify_levels import check_level, record_full_check
 
     options = options or BuildOptions()
     options.validate()
+    check_level(verify, "store.verify")
     path = Path(path)
     key = store_key(source.identity(), options)
     gpu_memory = _resolve_gpu_memory(options)
@@ -602,15 +607,18 @@ def build_store(source: EdgeSource, path, options: BuildOptions | None = None, *
             except StoreError:
                 manifest = None
             if manifest is not None and manifest.get("key") == key:
-                store = Store.open(path, key=key)
+                store = Store.open(path, verify=verify, key=key)
                 store.reused = True
                 if progress:
                     progress_logger("preprocess").info(
                         f"preprocess: reusing up-to-date store {path}")
                 return store
         _build_locked(source, path, options, key, gpu_memory, progress)
-        # just written and checksummed block by block: a quick check suffices
-        return Store.open(path, verify="quick", key=key)
+        # just written and checksummed block by block: a quick check suffices,
+        # and counts as a full one for the next opening
+        store = Store.open(path, verify="quick", key=key)
+        record_full_check(store)
+        return store
 
 
 def _refuse_repeated_storage_dirs(storage_dirs) -> None:
@@ -639,7 +647,8 @@ def _build_locked(source: EdgeSource, path: Path, options: BuildOptions, key: st
                                  cache_directory()]):
         filesafety.remove_stale_temporaries(parent, ".+")
     builder = _Builder(source, path, options, key, gpu_memory, progress)
-    with _numba_setup.KeptInterrupts():     # a Ctrl-C while numba compiles is not lost
+    # a Ctrl-C while numba compiles is not lost; the compiling is left out of the rate
+    with _numba_setup.KeptInterrupts(), builder.progress:
         builder.run()
 
 

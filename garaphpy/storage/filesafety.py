@@ -38,6 +38,7 @@ import shutil
 from pathlib import Path
 
 from ..errors import StoreError
+from .verify_levels import STAMP
 
 #: The file naming a directory's store; the ownership marker.
 STORE_ID = "store-id"
@@ -45,7 +46,7 @@ STORE_ID = "store-id"
 LOCK_FILE = ".build.lock"
 #: Every name a store directory holds (a storage directory holds a subset).
 STORE_NAMES = frozenset({"manifest.json", "shards.bin", "blocks.bin", "blocks.dat", "vertices",
-                         STORE_ID})
+                         STORE_ID, STAMP})
 
 _KEY = re.compile(r"[0-9a-f]{64}")
 #: Out-of-core scratch directories, which stores of earlier versions kept.

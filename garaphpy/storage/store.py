@@ -40,6 +40,7 @@ from .. import config
 from ..errors import StoreCorruptError, StoreError
 from ..progress import human_bytes, human_count
 from .edges import location_error
+from . import verify_levels
 from .filesafety import write_file
 from .layout import BLOCK_DTYPE, SHARD_DTYPE
 
@@ -215,17 +216,20 @@ class Store:
 
     # -- opening ----------------------------------------------------------
     @classmethod
-    def open(cls, path, verify: str = "full", key: str | None = None) -> "Store":
+    def open(cls, path, verify: str = "auto", key: str | None = None) -> "Store":
         """Open the store at ``path``.
 
         Parameters
         ----------
         path : str or os.PathLike
-        verify : {"full", "quick"}
+        verify : {"auto", "full", "quick", "sizes", "none"}
             ``full`` checks the CRC-32 of every array and data block (one
             read of the store); ``quick`` checks the manifest, the array
             checksums and the block files' sizes, leaving data blocks to be
-            checked as pages are read.
+            checked as pages are read; ``sizes`` the files' sizes only;
+            ``none`` the manifest only.  ``auto``: ``sizes`` where a full
+            check of these very files passed recently, ``full`` otherwise
+            (:mod:`garaphpy.storage.verify_levels`).
         key : str, optional
             The key the store must have been built under
             (:func:`garaphpy.storage.builder.store_key`): a store of another
@@ -238,8 +242,7 @@ class Store:
         ------
         StoreError, StoreCorruptError
         """
-        if verify not in ("full", "quick"):
-            raise ValueError(f"verify={verify!r}: expected 'full' or 'quick'")
+        verify_levels.check_level(verify)
         path = Path(path)
         try:
             manifest = read_manifest(path)
@@ -247,10 +250,12 @@ class Store:
                 raise StoreError(f"{path}: holds the store of another input or other options "
                                  "(its key changed while this process built or opened it)")
             store = cls(path, manifest)
-            store._load_arrays()
-            store._check_block_files()
-            if verify == "full":
+            level = verify_levels.resolve(verify, store)
+            store._load_arrays(check_sums=level in ("full", "quick"))
+            store._check_block_files(check_sizes=level != "none")
+            if level == "full":
                 store.verify_blocks()
+                verify_levels.record_full_check(store)
         except StoreCorruptError as error:
             raise StoreCorruptError(f"{error}; the store is damaged: rebuild it (--rebuild, "
                                     "store.rebuild = true, or rebuild=True)") from None
@@ -259,7 +264,7 @@ class Store:
     def _array_path(self, name: str) -> Path:
         return self.path / name
 
-    def _load_arrays(self) -> None:
+    def _load_arrays(self, check_sums: bool = True) -> None:
         dtypes = {"shards.bin": SHARD_DTYPE, "blocks.bin": BLOCK_DTYPE}
         for name, meta in self.manifest["arrays"].items():
             path = self._array_path(name)
@@ -270,7 +275,8 @@ class Store:
                 raise StoreCorruptError(f"{path}: {path.stat().st_size} bytes, the manifest "
                                         f"records {meta['nbytes']}")
             array = np.fromfile(path, dtype).reshape(meta["shape"])
-            if zlib.crc32(memoryview(np.ascontiguousarray(array)).cast("B")) != meta["crc32"]:
+            if check_sums and zlib.crc32(memoryview(np.ascontiguousarray(array)).cast("B")) \
+                    != meta["crc32"]:
                 raise StoreCorruptError(f"{path}: checksum mismatch")
             self._arrays[name] = array
         self.shards = self._arrays["shards.bin"]
@@ -289,13 +295,15 @@ class Store:
         """The block file of each storage directory, in directory order."""
         return [self._block_file(d) for d in range(len(self._block_dirs))]
 
-    def _check_block_files(self) -> None:
+    def _check_block_files(self, check_sizes: bool = True) -> None:
         for directory in range(len(self._block_dirs)):
             path = self._block_file(directory)
             if not path.is_file():
                 raise StoreCorruptError(f"{path}: block file of storage directory "
                                  f"{self.storage_dirs[directory]} is missing")
             self._block_fds.append(os.open(path, os.O_RDONLY))
+            if not check_sizes:
+                continue
             mine = self.blocks[self.blocks["directory"] == directory]
             needed = int((mine["offset"] + mine["nbytes"]).max()) if mine.size else 0
             size = os.fstat(self._block_fds[-1]).st_size
