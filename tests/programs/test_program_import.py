@@ -16,7 +16,7 @@ from garaphpy import program
 from garaphpy.kernels.cuda_program import check_translatable
 from garaphpy.programs import BUILTIN_PROGRAMS
 
-REPOSITORY = Path(__file__).resolve().parents[1]
+from helpers import REPOSITORY
 
 
 @pytest.mark.parametrize("name", sorted(BUILTIN_PROGRAMS))
