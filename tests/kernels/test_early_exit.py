@@ -338,11 +338,11 @@ def test_settled_found_from_one_value_or_from_each_vertexs_initial_value(graphs)
     levels = bfs_scipy(graph, [source])
     _, engine = early_exit_engine(graph, [source])
     state = engine.state
-    assert engine._initial_value is not None      # BFS: every vertex but the source alike
+    assert engine.settling._initial_value is not None      # BFS: every vertex but the source alike
     # a start where each vertex has its own value: the pass reads the initial values
     rng = np.random.default_rng(3)
     own = rng.integers(0, 3, levels.size).astype(state.values.dtype)
-    engine._initial_values, engine._initial_value = own, None
+    engine.settling._initial_values, engine.settling._initial_value = own, None
     state.values[:] = np.where(levels >= 0, levels, own)
     state.frontier = np.zeros(0, np.int64)
     engine.refresh_settled(pulled_last=False, previous_active=0)
@@ -355,7 +355,7 @@ def test_settled_found_from_one_value_or_from_each_vertexs_initial_value(graphs)
 def test_settled_vertices_found_again_count_every_vertex_of_an_all_active_start(graphs):
     graph = graphs["grid"]
     _, engine = early_exit_engine(graph, [hub(graph)])
-    engine._initially_active = "all"
+    engine.settling._initially_active = "all"
     engine.refresh_settled(pulled_last=False, previous_active=0)
     assert engine.settled.all() and int(engine.unsettled_edges[0]) == 0
 

@@ -21,7 +21,8 @@ import pytest
 import garaphpy
 from garaphpy import _numba_setup, config
 from garaphpy.kernels import atomics
-from garaphpy.scheduler import cpu_engine, decisions
+from garaphpy.scheduler import decisions
+from garaphpy.scheduler.cpu import team
 
 from references import run_engine, run_engine_quietly, sssp_scipy, sswp_heap, weighted_chain
 from helpers import Hops
@@ -238,7 +239,7 @@ def test_a_program_without_keeps_best_is_not_pushed(grid, rounds_on):
 def test_threads_that_do_not_meet_leave_the_run_to_the_steps(grid, rounds_on, monkeypatch):
     """One team member more than the threads run: the rendezvous fails before any
     work, and the run goes on step by step, to the same values."""
-    monkeypatch.setattr(cpu_engine, "_team_size", lambda: numba.get_num_threads() + 1)
+    monkeypatch.setattr(team, "team_size", lambda: numba.get_num_threads() + 1)
     result = run_rounds(grid, "sssp", [61, 2900])
     entries = [r.decisions["value_priority"] for r in result.iterations]
     assert all(e["rounds_failed"] and not e["rounds"] for e in entries)

@@ -21,7 +21,8 @@ import pytest
 import garaphpy
 from garaphpy import _numba_setup, config
 from garaphpy.program import ProgramError, VertexProgram
-from garaphpy.scheduler import cpu_engine, decisions
+from garaphpy.scheduler import decisions
+from garaphpy.scheduler.cpu import team
 
 from references import bfs_scipy, run_engine, run_engine_quietly
 
@@ -143,7 +144,7 @@ def test_threads_that_do_not_meet_leave_the_run_to_the_launched_steps(graphs, ro
                                                                       monkeypatch):
     """One team member more than the threads run: the rendezvous fails before any
     work, and the run goes on with launched steps, to the same depths."""
-    monkeypatch.setattr(cpu_engine, "_team_size", lambda: numba.get_num_threads() + 1)
+    monkeypatch.setattr(team, "team_size", lambda: numba.get_num_threads() + 1)
     graph = graphs["grid"]
     result = bfs(graph, 61)
     assert in_rounds(result) == 0

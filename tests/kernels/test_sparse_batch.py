@@ -389,12 +389,12 @@ def test_matching_degrees_count_the_settled_in_edges_from_the_frontier(grid, mon
     """A grid's vertices have as many in-edges as out-edges: batched top-down
     steps count the settled in-edges from the next frontier's out-degrees,
     and every record equals the one counted from the in-edge offsets."""
-    from garaphpy.scheduler.cpu_engine import CpuEngine
+    from garaphpy.scheduler.cpu.batches import SparseBatches
 
     assert np.array_equal(grid.store.out_degree, grid.store.in_degree)
     monkeypatch.setattr(config, "CPU_SPARSE_BATCH_AFTER", 0)
     matched = run_engine(grid, "bfs", [0], mode="cpu", threads=2)
-    monkeypatch.setattr(CpuEngine, "_degrees_match", lambda self: False)
+    monkeypatch.setattr(SparseBatches, "degrees_match", lambda self: False)
     counted = run_engine(grid, "bfs", [0], mode="cpu", threads=2)
     assert batched(matched) > 10
     np.testing.assert_array_equal(matched.values, counted.values)

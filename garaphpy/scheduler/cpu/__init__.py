@@ -1,0 +1,1 @@
+"""The CPU engine's parts (Garaph section 4): :mod:`.engine` puts them together."""

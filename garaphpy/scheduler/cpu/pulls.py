@@ -1,0 +1,466 @@
+"""The CPU engine's pulls (Garaph section 4.1) and notify-pulls (section 4.2).
+
+:class:`Pulls` owns the pulls of an iteration: page by page with
+edge-balanced parts (:meth:`Pulls.pull_page`, the cut vertices applied by
+:meth:`Pulls.finish_pull`), fused with the next pull's contributions and
+aggregates (``CpuPlan.fused_pull``), or skipped where every vertex is at the
+floor; the notify-pull over the vertices the frontier notifies; the
+source-side contributions computed once per vertex
+(``CpuPlan.source_precompute``); the program's aggregates; and the warm-up
+of their kernels.  :class:`~garaphpy.scheduler.cpu.engine.CpuEngine`
+forwards its read-only names.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ... import config
+from ..._numba_setup import parallel_section
+from ...kernels import cpu as kernels
+from ...kernels.cpu_program import CpuProgram
+from ...monoids import MONOIDS
+from .. import decisions
+from ..frontier import Frontier
+from ..cpu_state import GraphArrays, RunState
+from ..plan import CpuPlan
+from ..records import IterationRecord
+from . import team
+from .settling import Settling
+
+
+class Pulls:
+    """The pulls and notify-pulls of one compiled program on the CPU.
+
+    Parameters
+    ----------
+    arrays, compiled, state, plan :
+        The engine's.
+    settling : Settling
+        The run's settled vertices and floor.
+    stats, aggregate_identities, no_aggregates, boundary_vertex, boundary_accum :
+        The engine's arrays (statistics, written in place; the aggregates'
+        identities; the aggregates of a program without any; the warm-up's
+        cut vertex scratch).
+    warm_up : callable
+        The engine's :meth:`~garaphpy.scheduler.cpu.engine.CpuEngine.warm_up`.
+    all_vertices : callable
+        0..|V|-1, made once per run.
+    """
+
+    def __init__(self, arrays: GraphArrays, compiled: CpuProgram, state: RunState,
+                 plan: CpuPlan, settling: Settling, *, stats: np.ndarray,
+                 aggregate_identities: np.ndarray, no_aggregates: np.ndarray,
+                 boundary_vertex: np.ndarray, boundary_accum: np.ndarray, warm_up,
+                 all_vertices):
+        self.arrays = arrays
+        self.compiled = compiled
+        self.state = state
+        self.plan = plan
+        self.settling = settling
+        self.stats = stats
+        self.aggregate_identities = aggregate_identities
+        self.no_aggregates = no_aggregates
+        self.boundary_vertex = boundary_vertex
+        self.boundary_accum = boundary_accum
+        self.warm_up = warm_up
+        self.all_vertices = all_vertices
+        self.threads = plan.threads
+        self.early_exit = plan.early_exit
+        #: whether sparse iterations push from the frontier (``plan.settling_push``)
+        self.settles_by_push = plan.settling_push
+        #: whether pulls compute the gather once per source vertex first, into
+        #: ``contributions`` (float32 where the plan says)
+        self.precompute_source_gathers = plan.source_precompute
+        self.contributions = None
+        if plan.source_precompute:
+            self.contributions = np.empty(arrays.num_vertices, np.float32
+                                          if plan.float32_contributions
+                                          else compiled.accum_dtype)
+        #: pulls also make the next pull's contributions and the next iteration's
+        #: aggregates (``plan.fused_pull``): into ``next_contributions``,
+        #: in parts of whole vertices starting at ``part_starts``
+        self.fused_pull = plan.fused_pull
+        self.next_contributions = None
+        self.part_starts = None
+        #: the iteration whose contributions (and ``carried_aggregates``) the last
+        #: fused pull made, -1 when none: a later one (a notify-pull changed the
+        #: values in between) or a restored checkpoint computes them again
+        self.carried_iteration = -1
+        self.carried_aggregates = None
+        #: called with (iteration, pages done) after each page of an asynchronous
+        #: pull (checkpoints after pages, set by the checkpointer)
+        self.page_done = None
+        if plan.fused_pull:
+            # mapped now, by every thread, as the values were at setup
+            self.next_contributions = kernels.touch(np.empty_like(self.contributions))
+            self.part_starts = kernels.balanced_vertex_starts(
+                self.arrays.in_offsets,
+                self.threads * max(1, int(config.CPU_FUSED_PULL_PARTS_PER_THREAD)))
+
+    def warm_up_pull(self) -> None:
+        arrays, compiled, state = self.arrays, self.compiled, self.state
+        aggregates = self.aggregates(0)
+        with parallel_section():
+            if self.precompute_source_gathers:
+                compiled.kernels.source_contributions(state.values[:0], arrays.attrs,
+                                                      self.contributions)
+            pull_kernel, gather_values, extra = self._pull_kernel()
+            pull_kernel(
+                compiled.identity, arrays.in_offsets, arrays.sources, arrays.weights, 0, 0, 0,
+                0, 0, state.values, state.next, gather_values, arrays.attrs, aggregates,
+                arrays.num_vertices, 0, state.active, 1, self.boundary_vertex,
+                self.boundary_accum, self.stats, *extra)
+            compiled.kernels.apply_vertices(
+                arrays.attrs, aggregates, arrays.num_vertices, 0, np.zeros(0, np.int64),
+                np.zeros(0, compiled.accum_dtype), state.values, state.next, state.active,
+                self.stats)
+            if self.fused_pull:
+                self._fused_kernel()(
+                    compiled.identity, arrays.in_offsets, arrays.sources, state.values,
+                    state.next, self.contributions, self.next_contributions, arrays.attrs,
+                    aggregates, arrays.num_vertices, 0, state.active, np.zeros(1, np.int64),
+                    self.aggregate_identities, self.stats, 1)
+            if self.plan.whole_settling_pull:     # over no vertex
+                _, sources, weights = arrays.page_source.csc()
+                compiled.kernels.pull_settling_whole(
+                    compiled.identity, arrays.in_offsets, sources, arrays.edge_weights(weights),
+                    state.values, arrays.attrs, aggregates, 0, 0, state.active, self.settling.settled,
+                    self.settling.settled_bits, self.settling.in_edge_bits, state.claimed, self.settling.settling_found,
+                    np.zeros(2), np.zeros(1, np.int64), np.zeros(1, np.int64), 1)
+            if self.settling.floor_mode:
+                floor = np.zeros(1, state.values.dtype)
+                kernels.best_source_value(state.values[:0], arrays.attrs[0], self.settling.floor_mode,
+                                          floor)
+                kernels.all_at_floor(state.values[:0], arrays.attrs[1], self.settling.floor_mode, floor)
+        kernels.active_vertex_ids(np.zeros(0, np.bool_), self.threads)
+        kernels.vertex_ids(np.zeros(0, np.int64))
+        kernels.frontier_degree_sum(np.zeros(0, np.int64), arrays.out_offsets)
+
+    def warm_up_notify_pull(self) -> None:
+        arrays, compiled, state = self.arrays, self.compiled, self.state
+        empty = np.zeros(0, np.int64)
+        empty_prefix = np.zeros(1, np.int64)
+        with parallel_section():
+            if self.settles_by_push:
+                compiled.kernels.push_settling(
+                    compiled.identity, empty, empty_prefix, arrays.out_offsets,
+                    arrays.out_targets, arrays.weights, state.values, state.next,
+                    arrays.attrs, self.aggregates(0), arrays.num_vertices, 0, 1, self.stats,
+                    self.settling.settled, state.claimed, arrays.in_offsets, self.settling.unsettled_delta)
+            compiled.kernels.pull_vertices(
+                compiled.identity, empty, empty_prefix, empty, arrays.sources, arrays.weights,
+                state.values, state.next, arrays.attrs, self.aggregates(0),
+                arrays.num_vertices, 0, 1, self.stats, self.early_exit, self.settling.settled,
+                state.claimed, self.settling.unsettled_delta)
+        kernels.degree_prefix(empty, arrays.out_offsets)
+        kernels.frontier_degree_sum(empty, arrays.out_offsets)
+        # a run with early exit never takes the dense notify (decisions.dense_notify)
+        for notify in (kernels.notify,) + (() if self.early_exit else (kernels.notify_dense,)):
+            arguments = (empty, empty_prefix, arrays.out_offsets, arrays.out_targets,
+                         state.claimed, 1) + ((self.threads,) if notify is kernels.notify_dense
+                                              else ())
+            notify(*arguments)
+        kernels.reset_flags(empty, state.claimed)
+        kernels.commit_vertices(empty, state.next, state.values)
+
+    def aggregates(self, iteration: int) -> np.ndarray:
+        """The program's aggregates over the committed values."""
+        compiled = self.compiled
+        if compiled.aggregate_call is None:
+            return self.no_aggregates
+        if self.carried_iteration == iteration:     # made by the last (fused) pull
+            return self.carried_aggregates.copy()
+        with parallel_section(), compiled.compiling():
+            partial = compiled.kernels.compute_aggregates(
+                self.state.values, self.arrays.attrs, self.arrays.num_vertices, iteration,
+                self.aggregate_identities, self._aggregate_parts())
+        return self._merged_aggregates(partial)
+
+    def _aggregate_parts(self) -> np.ndarray:
+        """The vertex parts of :meth:`aggregates`: the fused pull's where it has
+        them (the same sums, bit for bit, as the pull's own), else one block
+        of equal vertices per thread."""
+        if self.part_starts is not None:
+            return self.part_starts
+        n, threads = self.arrays.num_vertices, self.threads
+        block = (n + threads - 1) // threads
+        return np.minimum(np.arange(threads + 1, dtype=np.int64) * block, n)
+
+    def _merged_aggregates(self, partial: np.ndarray) -> np.ndarray:
+        """Rows of partial aggregates merged, each column with its monoid."""
+        compiled = self.compiled
+        result = self.aggregate_identities.copy()
+        for i, monoid in enumerate(compiled.aggregate_monoids):
+            column = partial[:, i]
+            result[i] = getattr(column, MONOIDS[monoid].numpy_reduce)()
+        return result
+
+    def pull(self, record: IterationRecord, aggregates: np.ndarray) -> None:
+        self.begin_pull(record)
+        if self.early_exit:
+            self.settling.pack_settled()
+            decisions.share(record, "whole_settling_pull",
+                            self.plan.entry("whole_settling_pull"))
+            if self.plan.whole_settling_pull:
+                self.settling.pull_settling_whole(record, aggregates)
+                return
+        decisions.share(record, "cpu_fused_pull", self.plan.entry("fused_pull"))
+        if self.fused_pull:
+            self._pull_fused(record, aggregates)
+            return
+        if self.settling.floor_now:
+            settled = bool(kernels.all_at_floor(self.state.values, self.arrays.attrs[1],
+                                                self.settling.floor_now, self.settling.floor))
+            record.decisions["cpu_floor_skip"]["all_at_floor"] = settled
+            if settled:
+                self._pull_at_floor(record)
+                return
+        pending = []
+        pages = self.arrays.pages
+        cursor = self.page_cursor(range(len(pages)))
+        try:
+            for done, page in enumerate(pages, 1):
+                pending.extend(self.pull_page(page, record.iteration, aggregates, self.threads,
+                                              data=cursor.get(page.index)))
+                if self.page_done is not None and not self.state.synchronous:
+                    self.page_done(record.iteration, done)
+        finally:
+            cursor.close()
+        unsettled = int(self.settling.unsettled_edges[0])
+        self.finish_pull(record, pending, aggregates)
+        if self.early_exit:     # the whole pull settles its vertices as it finds them
+            self.settling.settle_frontier()
+        record.pages = len(self.arrays.pages)
+        # with early exit, the in-edges of the vertices not settled: what it read at most
+        record.edges_processed = unsettled if self.early_exit else self.arrays.num_edges
+
+    def _pull_fused(self, record: IterationRecord, aggregates: np.ndarray) -> None:
+        """A pull of the whole CSC that also makes the next pull's contributions and
+        the next iteration's aggregates (:func:`garaphpy.kernels.cpu.pull_fused`)."""
+        arrays, compiled, state = self.arrays, self.compiled, self.state
+        _, sources, _ = arrays.page_source.csc()
+        # written in place: each vertex reads only its own old value
+        partial = self._fused_kernel()(
+            compiled.identity, arrays.in_offsets, sources, state.values, state.values,
+            self.contributions, self.next_contributions, arrays.attrs, aggregates,
+            arrays.num_vertices, record.iteration, state.active, self.part_starts,
+            self.aggregate_identities, self.stats, team.team_size())
+        self.contributions, self.next_contributions = self.next_contributions, \
+            self.contributions
+        if compiled.aggregate_call is not None:
+            self.carried_aggregates = self._merged_aggregates(partial)
+        self.carried_iteration = record.iteration + 1
+        self.finish_pull(record, [], aggregates, in_place=True)
+        record.pages = len(arrays.pages)
+        record.edges_processed = arrays.num_edges
+
+    def _fused_kernel(self):
+        kernels_of_program = self.compiled.kernels
+        return kernels_of_program.pull_fused if self.compiled.aggregate_call is None \
+            else kernels_of_program.pull_fused_aggregates
+
+    def _pull_at_floor(self, record: IterationRecord) -> None:
+        """A pull in which every vertex with in-edges is at the floor: each would
+        read none of them, and keep its value (``apply_keeps_best``), so none is
+        read, applied or activated; the frontier ends empty.  Recorded in
+        ``decisions["cpu_floor_skip"]`` as ``all_at_floor``."""
+        state = self.state
+        state.active[:] = False
+        state.frontier = np.zeros(0, np.int64)
+        record.updated_vertices = 0
+        record.pages = 0
+        record.edges_processed = 0
+
+    def begin_pull(self, record: IterationRecord) -> None:
+        """Start a pull: the source-side contributions, once per vertex, if they pay."""
+        self.warm_up(("pull",))
+        arrays, compiled, state = self.arrays, self.compiled, self.state
+        if self.precompute_source_gathers and self.carried_iteration != record.iteration:
+            # contribution[u] = gather(u) from the committed values, once per vertex
+            # (unless the last pull, fused, made them from these values)
+            compiled.kernels.source_contributions(state.values, arrays.attrs,
+                                                  self.contributions)
+        record.gather_precomputed = self.precompute_source_gathers
+        self.settling.begin_floor(record)
+        decisions.note(record, "cpu_precompute", self.precompute_source_gathers,
+                       direction="pull", synchronous=state.synchronous,
+                       gather_parameters=compiled.gather_parameters,
+                       contribution_dtype=(self.contributions.dtype.name
+                                           if self.precompute_source_gathers else None))
+
+    def page_cursor(self, order):
+        """The CPU's walk over the pages ``order`` (the page source's cursor)."""
+        return self.arrays.page_source.cursor(order, "cpu")
+
+    def pull_page(self, page, iteration: int, aggregates: np.ndarray, threads: int,
+                  stats: np.ndarray | None = None, values_write: np.ndarray | None = None,
+                  active: np.ndarray | None = None, *, data,
+                  full: bool = False) -> list[tuple[int, object]]:
+        """Pull one page after :meth:`begin_pull` (its vertices applied, their
+        activity in ``state.active``).
+
+        Parameters
+        ----------
+        stats, values_write, active : arrays, optional
+            Where the statistics, the new values and the activity go instead
+            of the engine's (a start-up probe writes into scratch arrays).
+        data : garaphpy.storage.store.Page
+            The page's edges, read through :meth:`page_cursor` (or the page
+            source's ``read_page``).
+        full : bool
+            Every in-edge of every vertex, whatever the run's early exit
+            (:meth:`full_pull_changes`).
+
+        Returns
+        -------
+        list of (vertex, partial sum)
+            The vertices whose in-edges continue outside the page, with the
+            partial sum gathered here; :meth:`finish_pull` applies them.
+        """
+        arrays, compiled, state = self.arrays, self.compiled, self.state
+        pull_kernel, gather_values, extra = self._pull_kernel(full)
+        parts = max(1, min(threads, page.num_edges // config.CPU_MIN_PART_EDGES))
+        if self.early_exit and not full:    # parts of equal vertex counts: many, for balance
+            parts = max(1, min(threads * config.CPU_CHUNKS_PER_THREAD,
+                               page.end_vertex - page.first_vertex))
+        boundary_vertex, boundary_accum = np.empty(2, np.int64), \
+            np.empty(2, compiled.accum_dtype)
+        weights = arrays.edge_weights(data.weights)
+        count = pull_kernel(
+            compiled.identity, arrays.in_offsets, data.sources,
+            weights, page.edge_begin, page.edge_begin, page.edge_begin + page.num_edges,
+            page.first_vertex, page.end_vertex, state.values,
+            state.next if values_write is None else values_write, gather_values,
+            arrays.attrs, aggregates, arrays.num_vertices, iteration,
+            state.active if active is None else active,
+            parts, boundary_vertex, boundary_accum, self.stats if stats is None else stats,
+            *extra)
+        return [(int(boundary_vertex[i]), boundary_accum[i]) for i in range(count)]
+
+    def finish_pull(self, record: IterationRecord, pending: list, aggregates: np.ndarray,
+                    extra: dict | None = None, activated_elsewhere: int = 0,
+                    in_place: bool = False) -> None:
+        """Apply the vertices cut between pages, commit, and find the frontier.
+
+        Parameters
+        ----------
+        pending : list of (vertex, partial sum)
+            What :meth:`pull_page` returned, in page order.
+        extra : dict, optional
+            vertex -> partial sum gathered elsewhere (the GPU's share of a
+            vertex cut between a CPU and a GPU page); combined in.
+        activated_elsewhere : int
+            Vertices another processor activated in ``state.active`` this
+            iteration (so that "all activated" is seen without a scan).
+        in_place : bool
+            The pull wrote its values into ``state.values`` (nothing to swap).
+        """
+        arrays, compiled, state = self.arrays, self.compiled, self.state
+        if pending or extra:
+            vertices, accums = _combine_partials(pending, compiled, extra)
+            compiled.kernels.apply_vertices(arrays.attrs, aggregates, arrays.num_vertices,
+                                            record.iteration, vertices, accums, state.values,
+                                            state.next, state.active, self.stats)
+        if not in_place:
+            state.swap()
+        if int(self.stats[1]) + activated_elsewhere == arrays.num_vertices:
+            # every vertex activated (PageRank): the frontier is all of them, no O(|V|) scan
+            state.frontier = self.all_vertices()
+        else:
+            state.frontier = Frontier.of_flags(state.active, self.threads).ids
+        record.updated_vertices = arrays.num_vertices
+
+    def full_pull_changes(self, iteration: int, aggregates: np.ndarray) -> np.ndarray:
+        """The vertices one full pull (every in-edge of every vertex, no early
+        exit) would change or activate now, computed into scratch arrays: none
+        at a fixed point.  The check of a user's ``final_once_set``."""
+        arrays, compiled, state = self.arrays, self.compiled, self.state
+        scratch_values = state.values.copy()
+        scratch_active = np.zeros(arrays.num_vertices, np.bool_)
+        stats = np.zeros(2, np.float64)
+        pending = []
+        cursor = self.page_cursor(range(len(arrays.pages)))
+        try:
+            with parallel_section():
+                for page in arrays.pages:
+                    pending.extend(self.pull_page(page, iteration, aggregates, self.threads,
+                                                  stats, scratch_values, scratch_active,
+                                                  data=cursor.get(page.index), full=True))
+                if pending:
+                    vertices, accums = _combine_partials(pending, compiled)
+                    compiled.kernels.apply_vertices(
+                        arrays.attrs, aggregates, arrays.num_vertices, iteration, vertices,
+                        accums, state.values, scratch_values, scratch_active, stats)
+        finally:
+            cursor.close()
+        return np.flatnonzero(scratch_active | (scratch_values != state.values))
+
+    def _pull_kernel(self, full: bool = False):
+        """The program's pull kernel (gathering over the values, reading the
+        precomputed contributions, or skipping settled vertices unless
+        ``full``), the array its gather reads, and its further arguments."""
+        if self.early_exit and not full:
+            return (self.compiled.kernels.pull_range_settling, self.state.values,
+                    (self.settling.settled, self.settling.settled_bits))
+        floor = (0 if full else self.settling.floor_now, self.settling.floor)
+        if self.precompute_source_gathers:
+            return self.compiled.kernels.pull_range_precomputed, self.contributions, floor
+        return self.compiled.kernels.pull_range, self.state.values, floor
+
+    def notify_pull(self, record: IterationRecord, prefix, aggregates: np.ndarray) -> None:
+        arrays, compiled, state = self.arrays, self.compiled, self.state
+        chunks = self.threads * config.CPU_CHUNKS_PER_THREAD
+        frontier = state.frontier
+        if prefix is None:
+            prefix = kernels.frontier_degree_prefix(frontier, arrays.out_offsets,
+                                                    self.threads)
+        if self.settles_by_push:
+            decisions.share(record, "settling_push", self.plan.entry("settling_push"))
+            self.settling.push_settling(record, prefix, aggregates)
+            return
+        if decisions.decide(record, "dense_notify", decisions.dense_notify,
+                            active_out_edges=int(prefix[-1]),
+                            num_vertices=arrays.num_vertices, early_exit=self.early_exit):
+            notified = kernels.notify_dense(frontier, prefix, arrays.out_offsets,
+                                            arrays.out_targets, state.claimed, chunks,
+                                            self.threads)
+        else:
+            notified = kernels.notify(frontier, prefix, arrays.out_offsets, arrays.out_targets,
+                                      state.claimed, chunks)
+            kernels.reset_flags(notified, state.claimed)
+        notified = arrays.page_source.arrange_vertices(notified)
+        in_prefix = kernels.frontier_degree_prefix(notified, arrays.in_offsets,
+                                                   self.threads)
+        # the floor's pass over every vertex costs less than the gather it may save
+        if self.settling.floor_mode and int(in_prefix[-1]) >= arrays.num_vertices \
+                and self.settling.take_floor(record, notified=int(notified.size)):
+            notified = kernels.above_floor(notified, state.values, self.settling.floor_mode, self.settling.floor)
+            in_prefix = kernels.frontier_degree_prefix(notified, arrays.in_offsets,
+                                                       self.threads)
+        sources, weights, edge_starts, record.pages = arrays.page_source.vertex_in_edges(
+            notified, in_prefix, arrays.in_offsets, kernels.gather_vertex_edges, arrays.weights,
+            arrays.reads_weights)
+        self.settling.unsettled_delta[0] = 0
+        state.frontier = compiled.kernels.pull_vertices(
+            compiled.identity, notified, in_prefix, edge_starts, sources,
+            weights, state.values, state.next, arrays.attrs, aggregates,
+            arrays.num_vertices, record.iteration, chunks, self.stats, self.early_exit,
+            self.settling.settled, state.claimed, self.settling.unsettled_delta)
+        self.settling.unsettled_edges[0] -= self.settling.unsettled_delta[0]
+        if state.synchronous:
+            kernels.commit_vertices(notified, state.next, state.values)
+        record.updated_vertices = int(notified.size)
+        record.edges_processed = int(in_prefix[-1])
+
+
+def _combine_partials(pending: list, compiled: CpuProgram, extra: dict | None = None):
+    """Combine the partial sums of each vertex (pending pages are in vertex order;
+    ``extra`` maps further vertices to partial sums)."""
+    merged = {} if extra is None else dict(extra)
+    combine = compiled.combine
+    for vertex, accum in pending:
+        merged[vertex] = combine(merged[vertex], accum) if vertex in merged else accum
+    vertices = np.array(sorted(merged), np.int64)
+    return vertices, np.array([merged[v] for v in vertices.tolist()],
+                              dtype=compiled.accum_dtype)
