@@ -215,7 +215,298 @@ def _cxx_identifier(name: str) -> str:
     return name
 
 
-class FunctionTranslator:
+class _ExpressionTranslation:
+    """The expressions of :class:`FunctionTranslator`: names, operators, calls
+    (numba's typing rules; each returns a :class:`_Value`).  A mixin: it reads
+    the translator's ``fail``, ``convert``, ``types`` and ``helpers``."""
+
+    # -- expressions -----------------------------------------------------------
+    def expression(self, node, environment) -> _Value:
+        if isinstance(node, ast.Constant):
+            return self.constant_value(node, node.value)
+        if isinstance(node, ast.Name):
+            return self.name(node, environment)
+        if isinstance(node, ast.Attribute):
+            return self.attribute(node)
+        if isinstance(node, ast.BinOp):
+            left = self.expression(node.left, environment)
+            right = self.expression(node.right, environment)
+            return self.binary(node, node.op, left, right)
+        if isinstance(node, ast.UnaryOp):
+            return self.unary(node, self.expression(node.operand, environment))
+        if isinstance(node, ast.Compare):
+            return self.compare(node, environment)
+        if isinstance(node, ast.BoolOp):
+            return self.boolean(node, environment)
+        if isinstance(node, ast.IfExp):
+            return self.conditional(node, environment)
+        if isinstance(node, ast.Call):
+            return self.call(node, environment)
+        self.fail(node, f"{type(node).__name__} expressions cannot be translated")
+
+    def name(self, node, environment) -> _Value:
+        name = node.id
+        binding = environment.get(name)
+        if isinstance(binding, _Binding):
+            constant = self.constant_locals.get(name, _NOT_CONSTANT)
+            return _Value(binding.cvar, binding.type, constant=constant)
+        if isinstance(binding, _Partial):
+            self.fail(node, f"{name!r} is assigned on only some of the paths joining at line "
+                            f"{binding.line}; assign it on every path (numba cannot type it)")
+        if name in self.assigned:
+            self.fail(node, f"{name!r} is used before it is assigned")
+        if name in self.constants:
+            constant = self.constants[name]
+            if name not in self.constants_used:
+                self.constants_used[name] = self.unused_name(name)
+            numba_type = self.typing.literal(constant)
+            self.check_scalar(node, numba_type)
+            return _Value(self.constants_used[name], numba_type, constant=constant)
+        if name in ALLOWED_CALLS:
+            self.fail(node, f"{name} is a function; call it")
+        self.fail(node, f"unknown name {name!r}")
+
+    def attribute(self, node) -> _Value:
+        if not (isinstance(node.value, ast.Name) and node.value.id == "math"):
+            self.fail(node, "only math.NAME attributes can be translated")
+        if node.attr not in _MATH_CONSTANTS:
+            self.fail(node, f"math.{node.attr} is a function; call it")
+        value = _MATH_CONSTANTS[node.attr]
+        # math.pi is a global's attribute to numba: a float64, not a constant it prunes on
+        return _Value(float_text(value, "double", self.helpers), self.types.float64)
+
+    def binary(self, node, op, left: _Value, right: _Value, inplace: bool = False) -> _Value:
+        plain, in_place, symbol = _BINARY_OPERATORS[type(op)]
+        function = in_place if inplace else plain
+        signature = self.resolve(node, function, (left.type, right.type), f"'{symbol}'")
+        result_type = self.unliteral(signature.return_type)
+        self.check_scalar(node, result_type)
+        condition = _NOT_CONSTANT
+        if left.constant is not _NOT_CONSTANT and right.constant is not _NOT_CONSTANT:
+            try:
+                condition = plain(left.constant, right.constant)
+            except Exception:
+                pass
+        a = self.convert(left, signature.args[0])
+        b = self.convert(right, signature.args[1])
+        if isinstance(op, ast.Pow):
+            value = self.power(signature, a, b)
+            return _Value(value.text, value.type, value.precedence, condition=condition)
+        result_kind = self.kind(result_type)
+        # numba's implementations convert both operands to the result type
+        a, b = self.convert(a, result_type), self.convert(b, result_type)
+        if isinstance(op, (ast.FloorDiv, ast.Mod)):
+            name = "floordiv" if isinstance(op, ast.FloorDiv) else "mod"
+            self.helpers.floor_division(self.kind(result_type), self.c_type(result_type))
+            text, precedence = f"gp_py_{name}({a.text}, {b.text})", _PRIMARY
+        elif isinstance(op, ast.Mult) and result_kind in "fi":
+            if result_kind == "i":
+                self.helpers.wrapping("mul")
+            else:
+                self.helpers.float_multiply(self.c_type(result_type))
+            text, precedence = f"gp_py_mul({a.text}, {b.text})", _PRIMARY
+        elif isinstance(op, (ast.Add, ast.Sub)) and result_kind == "i":
+            name = "add" if isinstance(op, ast.Add) else "sub"
+            self.helpers.wrapping(name)
+            text, precedence = f"gp_py_{name}({a.text}, {b.text})", _PRIMARY
+        else:
+            precedence = _ADDITIVE if symbol in "+-" else _MULTIPLICATIVE
+            text = f"{a.operand(precedence)} {symbol} {b.operand(precedence - 1)}"
+        return _Value(text, result_type, precedence, condition=condition)
+
+    def power(self, signature, base: _Value, exponent: _Value) -> _Value:
+        """``base ** exponent`` with numba's signature (operands already converted)."""
+        result_type = self.unliteral(signature.return_type)
+        exponent_type = self.unliteral(signature.args[1])
+        c_type = self.c_type(result_type)
+        if isinstance(exponent_type, self.types.Integer):
+            base = self.convert(base, result_type)
+            exponent = self.convert(exponent, self.types.int64 if exponent_type.signed
+                                    else self.types.uint64)
+            self.helpers.power(c_type, self.kind(result_type), exponent_type.signed)
+            return _Value(f"gp_py_pow({base.text}, {exponent.text})", result_type)
+        base, exponent = self.convert(base, result_type), self.convert(exponent, result_type)
+        function = "powf" if c_type == "float" else "pow"
+        return _Value(f"{function}({base.text}, {exponent.text})", result_type)
+
+    def unary(self, node, operand: _Value) -> _Value:
+        op = node.op
+        if isinstance(op, ast.Not):
+            self.resolve(node, operator.not_, (operand.type,), "'not'")
+            truth = self.truth(node, operand)
+            known = operand.static_truth()
+            condition = (not known) if known is not None else _NOT_CONSTANT
+            return _Value(f"!{truth.operand(_UNARY)}", self.types.boolean, _UNARY,
+                          condition=condition)
+        function, symbol = (operator.neg, "-") if isinstance(op, ast.USub) else (operator.pos, "+")
+        signature = self.resolve(node, function, (operand.type,), f"unary '{symbol}'")
+        result_type = self.unliteral(signature.return_type)
+        value = self.convert(self.convert(operand, signature.args[0]), result_type)
+        if isinstance(op, ast.UAdd):
+            return value
+        kind = self.kind(result_type)
+        if kind == "i":
+            self.helpers.negate()
+            return _Value(f"gp_py_neg({value.text})", result_type)
+        text = value.operand(_UNARY)
+        return _Value(f"-({text})" if text.startswith(("-", "+")) else f"-{text}", result_type,
+                      _UNARY)
+
+    def compare(self, node, environment) -> _Value:
+        operands = [self.expression(node.left, environment)]
+        operands += [self.expression(c, environment) for c in node.comparators]
+        parts = []
+        condition = _NOT_CONSTANT
+        for op, left, right in zip(node.ops, operands, operands[1:]):
+            function, symbol = _COMPARISONS[type(op)]
+            signature = self.resolve(node, function, (left.type, right.type), f"'{symbol}'")
+            a = self.convert(left, signature.args[0])
+            b = self.convert(right, signature.args[1])
+            parts.append(_Value(f"{a.operand(_ADDITIVE)} {symbol} {b.operand(_ADDITIVE)}",
+                                self.types.boolean, _COMPARISON_PRECEDENCE[symbol]))
+            if len(node.ops) == 1 and left.constant is not _NOT_CONSTANT \
+                    and right.constant is not _NOT_CONSTANT:
+                condition = function(left.constant, right.constant)
+        if len(parts) == 1:
+            return _Value(parts[0].text, self.types.boolean, parts[0].precedence,
+                          condition=condition)
+        return _Value(" && ".join(p.operand(_EQUALITY) for p in parts), self.types.boolean, _AND)
+
+    def boolean(self, node, environment) -> _Value:
+        """``and``/``or``: Python returns an operand; numba unifies their types."""
+        is_and = isinstance(node.op, ast.And)
+        kept = []
+        for position, operand_node in enumerate(node.values):
+            operand = self.expression(operand_node, environment)
+            static = operand.static_truth()
+            if static is not None and position < len(node.values) - 1:
+                # numba prunes the branch on a constant operand
+                if static == is_and:
+                    continue  # control always passes to the next operand
+                kept.append((operand_node, operand))
+                break  # this operand is the result whenever it is reached
+            kept.append((operand_node, operand))
+        if len(kept) == 1:
+            return kept[0][1]
+        operands = [operand for _, operand in kept]
+        unified = self.unliteral(self.unify(node, *(o.type for o in operands)))
+        if self.kind(unified) == "b" and all(self.kind(o.type) == "b" for o in operands):
+            joiner = " && " if is_and else " || "
+            return _Value(joiner.join(o.operand(_EQUALITY) for o in operands), unified,
+                          _AND if is_and else _OR)
+        result = self.convert(operands[-1], unified)
+        for (operand_node, operand) in reversed(kept[:-1]):
+            truth = self.truth(operand_node, operand)
+            mine = self.convert(operand, unified)
+            chosen = (result, mine) if is_and else (mine, result)
+            text = f"{truth.operand(_OR)} ? {chosen[0].operand(_OR)} : {chosen[1].operand(_OR)}"
+            result = _Value(text, unified, _CONDITIONAL)
+        return result
+
+    def conditional(self, node, environment) -> _Value:
+        test = self.expression(node.test, environment)
+        static = test.static_truth()
+        if static is not None:
+            return self.expression(node.body if static else node.orelse, environment)
+        truth = self.truth(node.test, test)
+        body = self.expression(node.body, environment)
+        orelse = self.expression(node.orelse, environment)
+        unified = self.unliteral(self.unify(node, body.type, orelse.type))
+        body, orelse = self.convert(body, unified), self.convert(orelse, unified)
+        return _Value(f"{truth.operand(_OR)} ? {body.operand(_OR)} : {orelse.operand(_OR)}",
+                      unified, _CONDITIONAL)
+
+    def call(self, node, environment) -> _Value:
+        function = node.func
+        arguments = [self.expression(a, environment) for a in node.args]
+        types = tuple(a.type for a in arguments)
+        if isinstance(function, ast.Name):
+            if function.id in self.assigned:
+                self.fail(node, f"{function.id!r} is a local name, not a function")
+            return self.builtin_call(node, function.id, arguments, types)
+        if isinstance(function, ast.Attribute) and isinstance(function.value, ast.Name) \
+                and function.value.id == "math":
+            return self.math_call(node, function.attr, arguments, types)
+        self.fail(node, "only min, max, abs, int, float, bool and math functions can be called")
+
+    def builtin_call(self, node, name, arguments, types) -> _Value:
+        if name in ("min", "max"):
+            if len(arguments) < 2:
+                self.fail(node, f"{name}() needs two or more arguments (one would be an "
+                                "iterable)")
+            signature = self.resolve(node, min if name == "min" else max, types, f"{name}()")
+            self.helpers.minmax(name, "<" if name == "min" else ">")
+            accumulated = arguments[0]
+            for argument in arguments[1:]:
+                # numba's do_minmax: unify pairwise, keep the earlier argument unless the
+                # later one is strictly smaller (larger)
+                pair_type = self.unliteral(self.unify(node, accumulated.type, argument.type))
+                a = self.convert(accumulated, pair_type)
+                b = self.convert(argument, pair_type)
+                accumulated = _Value(f"gp_py_{name}({a.text}, {b.text})", pair_type)
+            return self.convert(accumulated, signature.return_type)
+        if len(arguments) != 1:
+            self.fail(node, f"{name}() takes exactly one argument here")
+        argument = arguments[0]
+        python_function = {"abs": abs, "int": int, "float": float, "bool": bool}[name]
+        signature = self.resolve(node, python_function, types, f"{name}()")
+        result_type = self.unliteral(signature.return_type)
+        self.check_scalar(node, result_type)
+        if name == "bool":
+            return self.truth(node, argument)
+        value = self.convert(argument, signature.args[0])
+        if name != "abs":
+            return self.convert(value, result_type)
+        value = self.convert(value, result_type)
+        kind = self.kind(result_type)
+        if kind == "i":
+            self.helpers.absolute()
+            return _Value(f"gp_py_abs({value.text})", result_type)
+        if kind == "f":
+            suffix = "f" if self.c_type(result_type) == "float" else ""
+            return _Value(f"fabs{suffix}({value.text})", result_type)
+        return value
+
+    def math_call(self, node, name, arguments, types) -> _Value:
+        if name in _MATH_CONSTANTS:
+            self.fail(node, f"math.{name} is a constant, not a function")
+        python_function = getattr(math, name)
+        signature = self.resolve(node, python_function, types, f"math.{name}()")
+        result_type = self.unliteral(signature.return_type)
+        self.check_scalar(node, result_type)
+        converted = [self.convert(a, t) for a, t in zip(arguments, signature.args)]
+        argument_kinds = [self.kind(t) for t in signature.args]
+        float64 = self.types.float64
+        if name == "pow":
+            return self.power(signature, *converted)
+        if name in ("isinf", "isnan"):
+            if argument_kinds[0] != "f":
+                return _Value("false", self.types.boolean)  # numba: false_bit, not a constant
+            return _Value(f"{name}({converted[0].text})", self.types.boolean)
+        if name in _FLOAT_MATH or name in ("floor", "ceil"):
+            (value,) = converted
+            if argument_kinds[0] != "f":
+                # numba: an integer argument goes through the float64 implementation
+                value = self.convert(value, float64)
+            suffix = "f" if self.c_type(value.type) == "float" else ""
+            call = _Value(f"{name}{suffix}({value.text})", self.unliteral(value.type))
+            return self.convert(call, result_type)
+        if name == "copysign":
+            suffix = "f" if self.c_type(result_type) == "float" else ""
+            return _Value(f"copysign{suffix}({converted[0].text}, {converted[1].text})",
+                          result_type)
+        if name == "hypot":
+            if argument_kinds[0] in "iu":
+                # numba converts both integer kinds with sitofp (as signed)
+                converted = [self.convert_via(a, self.types.int64, float64) for a in converted]
+            suffix = "f" if self.c_type(converted[0].type) == "float" else ""
+            call = _Value(f"hypot{suffix}({converted[0].text}, {converted[1].text})",
+                          self.unliteral(converted[0].type))
+            return self.convert(call, result_type)
+        self.fail(node, f"math.{name} cannot be translated")
+
+
+class FunctionTranslator(_ExpressionTranslation):
     """Translates one checked function (numba semantics; see the module docstring).
 
     Parameters
@@ -613,292 +904,6 @@ class FunctionTranslator:
                     items.append(f"{target} = {value.text};")
             merged[name] = _Binding(target, unified)
         return merged
-
-    # -- expressions -----------------------------------------------------------
-    def expression(self, node, environment) -> _Value:
-        if isinstance(node, ast.Constant):
-            return self.constant_value(node, node.value)
-        if isinstance(node, ast.Name):
-            return self.name(node, environment)
-        if isinstance(node, ast.Attribute):
-            return self.attribute(node)
-        if isinstance(node, ast.BinOp):
-            left = self.expression(node.left, environment)
-            right = self.expression(node.right, environment)
-            return self.binary(node, node.op, left, right)
-        if isinstance(node, ast.UnaryOp):
-            return self.unary(node, self.expression(node.operand, environment))
-        if isinstance(node, ast.Compare):
-            return self.compare(node, environment)
-        if isinstance(node, ast.BoolOp):
-            return self.boolean(node, environment)
-        if isinstance(node, ast.IfExp):
-            return self.conditional(node, environment)
-        if isinstance(node, ast.Call):
-            return self.call(node, environment)
-        self.fail(node, f"{type(node).__name__} expressions cannot be translated")
-
-    def name(self, node, environment) -> _Value:
-        name = node.id
-        binding = environment.get(name)
-        if isinstance(binding, _Binding):
-            constant = self.constant_locals.get(name, _NOT_CONSTANT)
-            return _Value(binding.cvar, binding.type, constant=constant)
-        if isinstance(binding, _Partial):
-            self.fail(node, f"{name!r} is assigned on only some of the paths joining at line "
-                            f"{binding.line}; assign it on every path (numba cannot type it)")
-        if name in self.assigned:
-            self.fail(node, f"{name!r} is used before it is assigned")
-        if name in self.constants:
-            constant = self.constants[name]
-            if name not in self.constants_used:
-                self.constants_used[name] = self.unused_name(name)
-            numba_type = self.typing.literal(constant)
-            self.check_scalar(node, numba_type)
-            return _Value(self.constants_used[name], numba_type, constant=constant)
-        if name in ALLOWED_CALLS:
-            self.fail(node, f"{name} is a function; call it")
-        self.fail(node, f"unknown name {name!r}")
-
-    def attribute(self, node) -> _Value:
-        if not (isinstance(node.value, ast.Name) and node.value.id == "math"):
-            self.fail(node, "only math.NAME attributes can be translated")
-        if node.attr not in _MATH_CONSTANTS:
-            self.fail(node, f"math.{node.attr} is a function; call it")
-        value = _MATH_CONSTANTS[node.attr]
-        # math.pi is a global's attribute to numba: a float64, not a constant it prunes on
-        return _Value(float_text(value, "double", self.helpers), self.types.float64)
-
-    def binary(self, node, op, left: _Value, right: _Value, inplace: bool = False) -> _Value:
-        plain, in_place, symbol = _BINARY_OPERATORS[type(op)]
-        function = in_place if inplace else plain
-        signature = self.resolve(node, function, (left.type, right.type), f"'{symbol}'")
-        result_type = self.unliteral(signature.return_type)
-        self.check_scalar(node, result_type)
-        condition = _NOT_CONSTANT
-        if left.constant is not _NOT_CONSTANT and right.constant is not _NOT_CONSTANT:
-            try:
-                condition = plain(left.constant, right.constant)
-            except Exception:
-                pass
-        a = self.convert(left, signature.args[0])
-        b = self.convert(right, signature.args[1])
-        if isinstance(op, ast.Pow):
-            value = self.power(signature, a, b)
-            return _Value(value.text, value.type, value.precedence, condition=condition)
-        result_kind = self.kind(result_type)
-        # numba's implementations convert both operands to the result type
-        a, b = self.convert(a, result_type), self.convert(b, result_type)
-        if isinstance(op, (ast.FloorDiv, ast.Mod)):
-            name = "floordiv" if isinstance(op, ast.FloorDiv) else "mod"
-            self.helpers.floor_division(self.kind(result_type), self.c_type(result_type))
-            text, precedence = f"gp_py_{name}({a.text}, {b.text})", _PRIMARY
-        elif isinstance(op, ast.Mult) and result_kind in "fi":
-            if result_kind == "i":
-                self.helpers.wrapping("mul")
-            else:
-                self.helpers.float_multiply(self.c_type(result_type))
-            text, precedence = f"gp_py_mul({a.text}, {b.text})", _PRIMARY
-        elif isinstance(op, (ast.Add, ast.Sub)) and result_kind == "i":
-            name = "add" if isinstance(op, ast.Add) else "sub"
-            self.helpers.wrapping(name)
-            text, precedence = f"gp_py_{name}({a.text}, {b.text})", _PRIMARY
-        else:
-            precedence = _ADDITIVE if symbol in "+-" else _MULTIPLICATIVE
-            text = f"{a.operand(precedence)} {symbol} {b.operand(precedence - 1)}"
-        return _Value(text, result_type, precedence, condition=condition)
-
-    def power(self, signature, base: _Value, exponent: _Value) -> _Value:
-        """``base ** exponent`` with numba's signature (operands already converted)."""
-        result_type = self.unliteral(signature.return_type)
-        exponent_type = self.unliteral(signature.args[1])
-        c_type = self.c_type(result_type)
-        if isinstance(exponent_type, self.types.Integer):
-            base = self.convert(base, result_type)
-            exponent = self.convert(exponent, self.types.int64 if exponent_type.signed
-                                    else self.types.uint64)
-            self.helpers.power(c_type, self.kind(result_type), exponent_type.signed)
-            return _Value(f"gp_py_pow({base.text}, {exponent.text})", result_type)
-        base, exponent = self.convert(base, result_type), self.convert(exponent, result_type)
-        function = "powf" if c_type == "float" else "pow"
-        return _Value(f"{function}({base.text}, {exponent.text})", result_type)
-
-    def unary(self, node, operand: _Value) -> _Value:
-        op = node.op
-        if isinstance(op, ast.Not):
-            self.resolve(node, operator.not_, (operand.type,), "'not'")
-            truth = self.truth(node, operand)
-            known = operand.static_truth()
-            condition = (not known) if known is not None else _NOT_CONSTANT
-            return _Value(f"!{truth.operand(_UNARY)}", self.types.boolean, _UNARY,
-                          condition=condition)
-        function, symbol = (operator.neg, "-") if isinstance(op, ast.USub) else (operator.pos, "+")
-        signature = self.resolve(node, function, (operand.type,), f"unary '{symbol}'")
-        result_type = self.unliteral(signature.return_type)
-        value = self.convert(self.convert(operand, signature.args[0]), result_type)
-        if isinstance(op, ast.UAdd):
-            return value
-        kind = self.kind(result_type)
-        if kind == "i":
-            self.helpers.negate()
-            return _Value(f"gp_py_neg({value.text})", result_type)
-        text = value.operand(_UNARY)
-        return _Value(f"-({text})" if text.startswith(("-", "+")) else f"-{text}", result_type,
-                      _UNARY)
-
-    def compare(self, node, environment) -> _Value:
-        operands = [self.expression(node.left, environment)]
-        operands += [self.expression(c, environment) for c in node.comparators]
-        parts = []
-        condition = _NOT_CONSTANT
-        for op, left, right in zip(node.ops, operands, operands[1:]):
-            function, symbol = _COMPARISONS[type(op)]
-            signature = self.resolve(node, function, (left.type, right.type), f"'{symbol}'")
-            a = self.convert(left, signature.args[0])
-            b = self.convert(right, signature.args[1])
-            parts.append(_Value(f"{a.operand(_ADDITIVE)} {symbol} {b.operand(_ADDITIVE)}",
-                                self.types.boolean, _COMPARISON_PRECEDENCE[symbol]))
-            if len(node.ops) == 1 and left.constant is not _NOT_CONSTANT \
-                    and right.constant is not _NOT_CONSTANT:
-                condition = function(left.constant, right.constant)
-        if len(parts) == 1:
-            return _Value(parts[0].text, self.types.boolean, parts[0].precedence,
-                          condition=condition)
-        return _Value(" && ".join(p.operand(_EQUALITY) for p in parts), self.types.boolean, _AND)
-
-    def boolean(self, node, environment) -> _Value:
-        """``and``/``or``: Python returns an operand; numba unifies their types."""
-        is_and = isinstance(node.op, ast.And)
-        kept = []
-        for position, operand_node in enumerate(node.values):
-            operand = self.expression(operand_node, environment)
-            static = operand.static_truth()
-            if static is not None and position < len(node.values) - 1:
-                # numba prunes the branch on a constant operand
-                if static == is_and:
-                    continue  # control always passes to the next operand
-                kept.append((operand_node, operand))
-                break  # this operand is the result whenever it is reached
-            kept.append((operand_node, operand))
-        if len(kept) == 1:
-            return kept[0][1]
-        operands = [operand for _, operand in kept]
-        unified = self.unliteral(self.unify(node, *(o.type for o in operands)))
-        if self.kind(unified) == "b" and all(self.kind(o.type) == "b" for o in operands):
-            joiner = " && " if is_and else " || "
-            return _Value(joiner.join(o.operand(_EQUALITY) for o in operands), unified,
-                          _AND if is_and else _OR)
-        result = self.convert(operands[-1], unified)
-        for (operand_node, operand) in reversed(kept[:-1]):
-            truth = self.truth(operand_node, operand)
-            mine = self.convert(operand, unified)
-            chosen = (result, mine) if is_and else (mine, result)
-            text = f"{truth.operand(_OR)} ? {chosen[0].operand(_OR)} : {chosen[1].operand(_OR)}"
-            result = _Value(text, unified, _CONDITIONAL)
-        return result
-
-    def conditional(self, node, environment) -> _Value:
-        test = self.expression(node.test, environment)
-        static = test.static_truth()
-        if static is not None:
-            return self.expression(node.body if static else node.orelse, environment)
-        truth = self.truth(node.test, test)
-        body = self.expression(node.body, environment)
-        orelse = self.expression(node.orelse, environment)
-        unified = self.unliteral(self.unify(node, body.type, orelse.type))
-        body, orelse = self.convert(body, unified), self.convert(orelse, unified)
-        return _Value(f"{truth.operand(_OR)} ? {body.operand(_OR)} : {orelse.operand(_OR)}",
-                      unified, _CONDITIONAL)
-
-    def call(self, node, environment) -> _Value:
-        function = node.func
-        arguments = [self.expression(a, environment) for a in node.args]
-        types = tuple(a.type for a in arguments)
-        if isinstance(function, ast.Name):
-            if function.id in self.assigned:
-                self.fail(node, f"{function.id!r} is a local name, not a function")
-            return self.builtin_call(node, function.id, arguments, types)
-        if isinstance(function, ast.Attribute) and isinstance(function.value, ast.Name) \
-                and function.value.id == "math":
-            return self.math_call(node, function.attr, arguments, types)
-        self.fail(node, "only min, max, abs, int, float, bool and math functions can be called")
-
-    def builtin_call(self, node, name, arguments, types) -> _Value:
-        if name in ("min", "max"):
-            if len(arguments) < 2:
-                self.fail(node, f"{name}() needs two or more arguments (one would be an "
-                                "iterable)")
-            signature = self.resolve(node, min if name == "min" else max, types, f"{name}()")
-            self.helpers.minmax(name, "<" if name == "min" else ">")
-            accumulated = arguments[0]
-            for argument in arguments[1:]:
-                # numba's do_minmax: unify pairwise, keep the earlier argument unless the
-                # later one is strictly smaller (larger)
-                pair_type = self.unliteral(self.unify(node, accumulated.type, argument.type))
-                a = self.convert(accumulated, pair_type)
-                b = self.convert(argument, pair_type)
-                accumulated = _Value(f"gp_py_{name}({a.text}, {b.text})", pair_type)
-            return self.convert(accumulated, signature.return_type)
-        if len(arguments) != 1:
-            self.fail(node, f"{name}() takes exactly one argument here")
-        argument = arguments[0]
-        python_function = {"abs": abs, "int": int, "float": float, "bool": bool}[name]
-        signature = self.resolve(node, python_function, types, f"{name}()")
-        result_type = self.unliteral(signature.return_type)
-        self.check_scalar(node, result_type)
-        if name == "bool":
-            return self.truth(node, argument)
-        value = self.convert(argument, signature.args[0])
-        if name != "abs":
-            return self.convert(value, result_type)
-        value = self.convert(value, result_type)
-        kind = self.kind(result_type)
-        if kind == "i":
-            self.helpers.absolute()
-            return _Value(f"gp_py_abs({value.text})", result_type)
-        if kind == "f":
-            suffix = "f" if self.c_type(result_type) == "float" else ""
-            return _Value(f"fabs{suffix}({value.text})", result_type)
-        return value
-
-    def math_call(self, node, name, arguments, types) -> _Value:
-        if name in _MATH_CONSTANTS:
-            self.fail(node, f"math.{name} is a constant, not a function")
-        python_function = getattr(math, name)
-        signature = self.resolve(node, python_function, types, f"math.{name}()")
-        result_type = self.unliteral(signature.return_type)
-        self.check_scalar(node, result_type)
-        converted = [self.convert(a, t) for a, t in zip(arguments, signature.args)]
-        argument_kinds = [self.kind(t) for t in signature.args]
-        float64 = self.types.float64
-        if name == "pow":
-            return self.power(signature, *converted)
-        if name in ("isinf", "isnan"):
-            if argument_kinds[0] != "f":
-                return _Value("false", self.types.boolean)  # numba: false_bit, not a constant
-            return _Value(f"{name}({converted[0].text})", self.types.boolean)
-        if name in _FLOAT_MATH or name in ("floor", "ceil"):
-            (value,) = converted
-            if argument_kinds[0] != "f":
-                # numba: an integer argument goes through the float64 implementation
-                value = self.convert(value, float64)
-            suffix = "f" if self.c_type(value.type) == "float" else ""
-            call = _Value(f"{name}{suffix}({value.text})", self.unliteral(value.type))
-            return self.convert(call, result_type)
-        if name == "copysign":
-            suffix = "f" if self.c_type(result_type) == "float" else ""
-            return _Value(f"copysign{suffix}({converted[0].text}, {converted[1].text})",
-                          result_type)
-        if name == "hypot":
-            if argument_kinds[0] in "iu":
-                # numba converts both integer kinds with sitofp (as signed)
-                converted = [self.convert_via(a, self.types.int64, float64) for a in converted]
-            suffix = "f" if self.c_type(converted[0].type) == "float" else ""
-            call = _Value(f"hypot{suffix}({converted[0].text}, {converted[1].text})",
-                          self.unliteral(converted[0].type))
-            return self.convert(call, result_type)
-        self.fail(node, f"math.{name} cannot be translated")
-
 
 class _Untranslatable(Exception):
     pass
