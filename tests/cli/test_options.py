@@ -28,7 +28,8 @@ OPTION_CLASSES = [RunOptions, BuildOptions]
 CONFIG_ONLY_KEYS = {
     ("input", "format"), ("input", "weights"), ("input", "seed"), ("input", "weighted"),
     ("input", "edge_factor"), ("input", "max_weight"), ("store", "path"),
-    ("store", "rebuild"), ("run", "program"), ("run", "verify"), ("run", "constants"),
+    ("store", "rebuild"), ("store", "verify"), ("run", "program"), ("run", "verify"),
+    ("run", "constants"),
 }
 
 
