@@ -30,7 +30,7 @@ import numpy as np
 
 from . import _numba_setup, config, progress
 from .compile_clock import CompileClock
-from .errors import ConfigError, GaraphError
+from .errors import ConfigError, GaraphError, caller_stacklevel
 from .options import DIRECTIONS, EXECUTIONS, MAX_ITERATIONS, MODES, RunOptions
 from .paths import cache_directory
 from .program import ProgramError, VertexProgram, default_execution, run_tolerance
@@ -132,7 +132,8 @@ def _source_vertices(graph, program: VertexProgram, sources) -> np.ndarray:
     if not uses_sources(program):
         if np.atleast_1d(np.asarray(sources)).size:
             warnings.warn(f"sources: {type(program).__name__} does not use source vertices; "
-                          f"ignoring sources={sources!r}", IgnoredSourcesWarning, stacklevel=5)
+                          f"ignoring sources={sources!r}", IgnoredSourcesWarning,
+                          stacklevel=caller_stacklevel())
         return np.zeros(0, np.int64)
     original = np.atleast_1d(np.asarray(sources))
     if original.size and not np.issubdtype(original.dtype, np.integer) and graph.labels is None:
@@ -383,7 +384,7 @@ def _execute(graph, program, options: RunOptions, turned_off, clock: CompileCloc
                    "active)")
         if options.raise_on_nonconvergence:
             raise NotConvergedError(message)
-        warnings.warn(message, NotConvergedWarning, stacklevel=3)
+        warnings.warn(message, NotConvergedWarning, stacklevel=caller_stacklevel())
     return result
 
 
@@ -688,7 +689,7 @@ def _hybrid_or_fallback() -> str:
         if not _FALLBACK_WARNED:
             _FALLBACK_WARNED = True
             warnings.warn(f"mode='hybrid' runs on the CPU only: {error}", GpuFallbackWarning,
-                          stacklevel=5)
+                          stacklevel=caller_stacklevel())
         return "cpu"
     return "hybrid"
 
@@ -744,7 +745,8 @@ def _threads(threads, num_edges: int | None = None) -> int:
     if threads > available:
         warnings.warn(f"threads={threads}: this machine gives the process {available} "
                       f"core(s); using {available} (more threads than cores only wait on "
-                      "each other)", ThreadsCappedWarning, stacklevel=5)
+                      "each other)", ThreadsCappedWarning,
+                      stacklevel=caller_stacklevel())
         return available
     return threads
 

@@ -113,3 +113,18 @@ class OutputError(GaraphError):
     The message names the file, what is wrong and, for a full disk, the
     bytes needed.
     """
+
+
+def caller_stacklevel() -> int:
+    """The ``stacklevel`` for :func:`warnings.warn`, called in the function that
+    warns, that names the first frame outside garaphpy: the user's line that
+    called ``garaphpy.run`` (or the command line's), however deep inside the
+    package the warning is raised."""
+    import os
+    import sys
+
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level

@@ -67,7 +67,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import GaraphError
+from .errors import GaraphError, caller_stacklevel
 from .monoids import NAMES as MONOIDS
 from .monoids import monoid_identity  # noqa: F401  (re-exported: engines and tests use it)
 
@@ -632,7 +632,8 @@ def run_tolerance(program, tolerance):
 
             warnings.warn(f"tolerance={tolerance!r}: {type(program).__name__} computes an exact "
                           "fixed point and stops only when no vertex is active; ignoring the "
-                          "tolerance", ToleranceIgnoredWarning, stacklevel=3)
+                          "tolerance", ToleranceIgnoredWarning,
+                          stacklevel=caller_stacklevel())
         return None
     return program.tolerance if tolerance is None else tolerance
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import types
 
 import networkx as nx
 import numpy as np
@@ -181,7 +182,8 @@ def test_every_builtin_program_names_its_value_and_user_programs_say_value():
 
 def test_to_pandas_without_pandas_says_what_to_install(monkeypatch):
     graph = Graph.from_arrays(np.array([5, 6]), np.array([6, 5]))
-    result = Result(program=object(), graph=graph, values=np.array([0.25, 0.75]),
+    program = types.SimpleNamespace(value_name="value")     # what a user program names it
+    result = Result(program=program, graph=graph, values=np.array([0.25, 0.75]),
                     sources=np.zeros(0, np.int64), mode="cpu", execution="sync",
                     converged=True, stop_reason="no active vertex", num_iterations=1)
     assert result.to_dict() == {5: 0.25, 6: 0.75}

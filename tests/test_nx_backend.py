@@ -215,8 +215,8 @@ def registered(monkeypatch):
                                    "networkx.backends"))
     monkeypatch.setitem(registry.backend_info, "garaphpy", info)
     monkeypatch.setattr(nx.config, "backends",
-                        nx.utils.Config(garaphpy=nx.utils.Config(**info["default_config"]),
-                                        **nx.config.backends))
+                        nx.utils.Config(**{**nx.config.backends,   # installed: already there
+                                           "garaphpy": nx.utils.Config(**info["default_config"])}))
     monkeypatch.setattr(registry._dispatchable, "__call__",
                         registry._dispatchable._call_if_any_backends_installed)
     monkeypatch.delitem(registry._loaded_backends, "garaphpy", raising=False)
