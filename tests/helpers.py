@@ -357,3 +357,22 @@ def budget_for(graph, program, fraction: float, execution: str = "sync",
     wire = sizing.page_wire_bytes       # the pages' bytes on the device
     return (sizing.plan.vertex_bytes + buffers * config.N_STREAMS * max(wire)
             + selective * sizing.selective_bytes + int(fraction * sum(wire)))
+
+
+class OutDegreeRank(VertexProgram):
+    """A synchronous pull whose gather reads a source attribute (precomputed)."""
+
+    max_iterations = 3
+    run_until_limit = True
+
+    def init(num_vertices):
+        return 1.0 / num_vertices
+
+    def gather(src, src_out_degree):
+        return src / src_out_degree
+
+    def apply(value, accum):
+        return 0.15 + 0.85 * accum
+
+    def activate(new, old):
+        return True

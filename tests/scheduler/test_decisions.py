@@ -19,6 +19,8 @@ from garaphpy.scheduler import decisions
 from garaphpy.scheduler.policy import HybridPolicy
 from garaphpy.scheduler.records import IterationRecord
 
+from helpers import OutDegreeRank
+
 
 # -- direction -----------------------------------------------------------------------------
 @pytest.mark.parametrize("factor", [2.0, 4.0])
@@ -138,25 +140,6 @@ def test_decide_records_the_choice_and_its_inputs_as_json():
         "gather_parameters": ["src", "src_out_degree"], "choice": True}
     assert row["decisions"]["pages"] == {"declined": [False], "choice": {"cpu": [3], "gpu": []}}
     assert row["decisions"]["direction"]["rho"] == 1.0
-
-
-class OutDegreeRank(VertexProgram):
-    """A synchronous pull whose gather reads a source attribute (precomputed)."""
-
-    max_iterations = 3
-    run_until_limit = True
-
-    def init(num_vertices):
-        return 1.0 / num_vertices
-
-    def gather(src, src_out_degree):
-        return src / src_out_degree
-
-    def apply(value, accum):
-        return 0.15 + 0.85 * accum
-
-    def activate(new, old):
-        return True
 
 
 @pytest.fixture(scope="module")

@@ -32,22 +32,7 @@ from garaphpy.scheduler.records import IterationRecord
 from garaphpy.scheduler.vertex_state import VertexState
 from garaphpy.storage.page_source import InMemoryPages
 
-
-class Rank(VertexProgram):
-    max_iterations = 3
-    run_until_limit = True
-
-    def init(num_vertices):
-        return 1.0 / num_vertices
-
-    def gather(src, src_out_degree):
-        return src / src_out_degree
-
-    def apply(value, accum):
-        return 0.15 + 0.85 * accum
-
-    def activate(new, old):
-        return True
+from helpers import OutDegreeRank as Rank
 
 
 @pytest.fixture(scope="module")
