@@ -14,7 +14,6 @@ import pytest
 
 import garaphpy
 from garaphpy import api, config
-from garaphpy.program import VertexProgram
 from garaphpy.scheduler import decisions
 from garaphpy.scheduler.policy import HybridPolicy
 from garaphpy.scheduler.records import IterationRecord

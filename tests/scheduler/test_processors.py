@@ -20,7 +20,6 @@ import pytest
 
 import garaphpy
 from garaphpy import api
-from garaphpy.program import VertexProgram
 from garaphpy.scheduler.cpu_engine import CpuEngine
 from garaphpy.scheduler.cpu_state import GraphArrays, RunState
 from garaphpy.scheduler import decisions
