@@ -267,7 +267,7 @@ def run_engine_like_gpu(graph, program, sources=(), **options):
     is asked for: the GPU tests that use this compare iteration counts and
     size budgets for those runs, and were written when the GPU alone ran
     them synchronously.  The asynchronous default on the GPU alone has its
-    own test (``test_engine_gpu.test_gpu_alone_takes_the_programs_default``);
+    own test (``test_streamed_gpu.test_gpu_alone_takes_the_programs_default``);
     a hybrid run keeps the default."""
     import garaphpy.api
     from garaphpy import config
