@@ -20,8 +20,9 @@ When the edges do not fit the host-memory budget, ingest reads the input
 twice (vertex ids, then edges) and spills edges into destination-range
 buckets on disk (scratch.py: every scratch file checksummed, duplicate
 bombs merged as they are spilled); each group of buckets that fits the
-budget is sorted on its own, and the CSR is built from source-range
-buckets the same way.  Both paths produce byte-identical stores.
+budget is sorted on its own, a bucket larger than the budget in pieces
+split by a finer key (bucket_split.py), and the CSR is built from
+source-range buckets the same way.  Both paths produce byte-identical stores.
 
 Everything is written into temporary directories that are renamed into
 place at the end, so an interrupted or failed build leaves no store behind.
@@ -56,6 +57,7 @@ from . import _build_kernels as kernels
 from . import filesafety, layout
 from .page_writer import BLOCK_FILE, StoreWriter, write_array, write_pages
 from .page_writer import block_directory  # noqa: F401  (re-exported: declared here before)
+from .bucket_split import bucket_pieces
 from .scratch import AppendFile
 from .scratch import Buckets as _Buckets
 from .edges import EdgeChunk, EdgeSource, location_error, warn_if_weights_rounded
@@ -838,15 +840,19 @@ class _Builder:
         merge_early = duplicates != "keep" and not (duplicates == "sum" and wdtype is not None
                                                     and wdtype.kind == "f")
 
-        def merge(src, dst, weight, lo, hi):
-            columns = {"src": src, "dst": dst, "weight": weight}
-            sources, weights, degree, removed = _csc_of_group(columns, lo, hi, num_vertices,
-                                                              duplicates)
-            offsets = np.zeros(hi - lo + 1, np.int64)
-            np.cumsum(degree, out=offsets[1:])
-            destinations = np.empty(sources.size, vid)
-            _expand_offsets(offsets, lo, destinations)
-            return sources, destinations, weights, removed
+        def merge(buckets, bucket, with_weight):
+            for piece in bucket_pieces(buckets, bucket, bucket + 1, with_weight, budget_edges,
+                                       duplicates):
+                columns = {"src": piece.src, "dst": piece.dst, "weight": piece.weight}
+                del piece.src, piece.dst, piece.weight
+                lo, hi = piece.first_key, piece.end_key
+                sources, weights, degree, removed = _csc_of_group(columns, lo, hi, num_vertices,
+                                                                  duplicates)
+                offsets = np.zeros(hi - lo + 1, np.int64)
+                np.cumsum(degree, out=offsets[1:])
+                destinations = np.empty(sources.size, vid)
+                _expand_offsets(offsets, lo, destinations)
+                yield sources, destinations, weights, removed + piece.removed
 
         by_dst = _Buckets(scratch, "dst", num_vertices, num_buckets, vid, wdtype,
                           merge=merge if merge_early else None, merge_edges=budget_edges)
@@ -867,15 +873,16 @@ class _Builder:
         csc_src_path, csc_w_path = scratch / "csc.src", scratch / "csc.w"
         edges_done = 0
         with AppendFile(csc_src_path) as src_file, AppendFile(csc_w_path) as w_file:
-            for first, end in by_dst.groups(budget_edges):
-                lo, hi = by_dst.key_range(first, end, num_vertices)
-                src, dst, weight = by_dst.load(first, end, keep_weights)
-                columns = {"src": src, "dst": dst, "weight": weight}
-                del src, dst, weight
+            for piece in (piece for first, end in by_dst.groups(budget_edges)
+                          for piece in bucket_pieces(by_dst, first, end, keep_weights,
+                                                     budget_edges, duplicates)):
+                lo, hi = piece.first_key, piece.end_key
+                columns = {"src": piece.src, "dst": piece.dst, "weight": piece.weight}
+                del piece.src, piece.dst, piece.weight
                 src, weight, degree, removed = _csc_of_group(columns, lo, hi, num_vertices,
-                                                             self.options.duplicates)
-                self.summary.duplicates_removed += removed
-                in_degree[lo:hi] = degree
+                                                             duplicates)
+                self.summary.duplicates_removed += removed + piece.removed
+                in_degree[lo:hi] += degree
                 src_file.append(src)
                 if weight is not None:
                     w_file.append(weight)
@@ -893,11 +900,12 @@ class _Builder:
         targets_path = scratch / "csr.dst"
         with AppendFile(targets_path) as targets_file:
             for first, end in by_src.groups(budget_edges):
-                lo, hi = by_src.key_range(first, end, num_vertices)
-                src, dst, _ = by_src.load(first, end, False)
-                offsets, targets = _csr_of_group(src, dst, lo, hi - lo)
-                out_degree[lo:hi] = np.diff(offsets)
-                targets_file.append(targets)
+                for piece in bucket_pieces(by_src, first, end, False, budget_edges):
+                    lo, hi = piece.first_key, piece.end_key
+                    offsets, targets = _csr_of_group(piece.src, piece.dst, lo, hi - lo)
+                    del piece.src, piece.dst
+                    out_degree[lo:hi] += np.diff(offsets)
+                    targets_file.append(targets)
         out_offsets = np.zeros(num_vertices + 1, np.int64)
         np.cumsum(out_degree, out=out_offsets[1:])
         out_targets = targets_file.map(vid)
