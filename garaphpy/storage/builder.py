@@ -485,11 +485,11 @@ def _csr_of_group(sources: np.ndarray, destinations: np.ndarray, first_vertex: i
 
 # ------------------------------------------------------------ the out-of-core path --
 
-def _check_symmetric(source: EdgeSource, original_ids, in_offsets, csc_src, out_offsets,
-                     out_targets) -> None:
-    """GraphInputError unless every vertex's in-edges are its out-edges, for an
-    input that says it stores an undirected graph in both directions (both
-    lists come sorted, so they must be equal arrays)."""
+def _check_symmetric(source: EdgeSource, original_ids, in_offsets, csc_src, csc_weight,
+                     out_offsets, out_targets) -> None:
+    """GraphInputError unless every vertex's in-edges are its out-edges, with
+    the same weights, for an input that says it stores an undirected graph in
+    both directions (both lists come sorted, so they must be equal arrays)."""
     vertex = None
     differs = np.flatnonzero(in_offsets != out_offsets)
     if differs.size:
@@ -503,12 +503,29 @@ def _check_symmetric(source: EdgeSource, original_ids, in_offsets, csc_src, out_
                 edge = start + int(unequal[0])
                 vertex = int(np.searchsorted(in_offsets, edge, side="right")) - 1
                 break
-    if vertex is None:
+
+    def name(vertex):
+        return int(original_ids[vertex]) if original_ids is not None else vertex + source.id_base
+
+    if vertex is not None:
+        raise GraphInputError(f"the file says the graph is undirected (each edge stored both "
+                              f"ways), but vertex {name(vertex)}'s in-edges differ from its "
+                              "out-edges", path=source.name)
+    if csc_weight is None:
         return
-    name = int(original_ids[vertex]) if original_ids is not None else vertex + source.id_base
-    raise GraphInputError(f"the file says the graph is undirected (each edge stored both "
-                          f"ways), but vertex {name}'s in-edges differ from its out-edges",
-                          path=source.name)
+    check = _kernel_for(kernels.first_asymmetric_weight, csc_src.size)
+    edge = int(check(in_offsets, csc_src, csc_weight))
+    if edge >= 0:
+        head = int(np.searchsorted(in_offsets, edge, side="right")) - 1
+        tail = int(csc_src[edge])
+        copy = edge - in_offsets[head] - int(np.searchsorted(
+            csc_src[in_offsets[head]:in_offsets[head + 1]], tail))
+        reverse = in_offsets[tail] + copy + int(np.searchsorted(
+            csc_src[in_offsets[tail]:in_offsets[tail + 1]], head))
+        raise GraphInputError(f"the file says the graph is undirected (each edge stored both "
+                              f"ways), but edge {name(tail)} -> {name(head)} weighs "
+                              f"{csc_weight[edge].item()!r} and edge {name(head)} -> "
+                              f"{name(tail)} {csc_weight[reverse].item()!r}", path=source.name)
 
 
 def _unique_ids_streaming(ingest: _Ingest) -> np.ndarray:
@@ -814,8 +831,8 @@ class _Builder:
                        "which self_loops='drop' removed")
             raise GraphInputError(f"empty graph: {why}", path=source.name)
         if not ingest.directed and source.already_symmetric:
-            _check_symmetric(source, original_ids, in_offsets, csc_src, out_offsets,
-                             out_targets)
+            _check_symmetric(source, original_ids, in_offsets, csc_src, csc_weight,
+                             out_offsets, out_targets)
         self._fill_summary(num_vertices, num_edges, in_degree, out_offsets)
         self._write(primary, extra_tmp, extra_dirs, ingest, num_vertices, original_ids,
                     csc_src, csc_weight, in_offsets, in_degree, out_offsets, out_targets,

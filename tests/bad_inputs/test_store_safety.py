@@ -820,12 +820,13 @@ def test_header_counts_take_only_ascii_digits(tmp_path, fmt, count):
     assert not (tmp_path / "store").exists()
 
 
-def write_sg(path: Path, num_vertices: int, edges: list[tuple[int, int]]) -> Path:
-    """An undirected GAP .sg file (binary.py's layout): one out-CSR, as given."""
+def write_sg(path: Path, num_vertices: int, edges: list[tuple]) -> Path:
+    """An undirected GAP .sg file (binary.py's layout): one out-CSR, as given;
+    a .wsg when the edges are (u, v, weight) triples."""
     offsets = np.zeros(num_vertices + 1, "<i8")
-    for row, _ in edges:
+    for row, *_ in edges:
         offsets[row + 1] += 1
-    targets = np.array([col for _, col in sorted(edges)], "<i4")
+    targets = np.array([entry[1:] for entry in sorted(edges)], "<i4")   # v or {v, w}
     header = b"\x00" + np.int64(len(edges)).tobytes() + np.int64(num_vertices).tobytes()
     path.write_bytes(header + np.cumsum(offsets).astype("<i8").tobytes() + targets.tobytes())
     return path
@@ -837,4 +838,28 @@ def test_an_undirected_sg_whose_csr_is_not_symmetric_is_refused(tmp_path):
     bad = write_sg(tmp_path / "bad.sg", 3, [(0, 1), (1, 0), (1, 2), (2, 0)])
     with pytest.raises(GraphInputError, match="undirected.*vertex 0"):
         build(tmp_path / "bad", open_source(bad))
+    assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.parametrize("memory_budget", [None, 10_000])
+def test_an_undirected_wsg_whose_weights_are_not_symmetric_is_refused(tmp_path,
+                                                                       memory_budget):
+    """Every edge stored both ways, but (1, 2) weighs 7 and (2, 1) weighs 8;
+    a duplicate (0, 1) pair, kept, with its copies' weights in the same order
+    both ways, is symmetric."""
+    edges = [(0, 1, 5), (0, 1, 6), (1, 0, 5), (1, 0, 6), (1, 2, 7), (0, 3, 2), (3, 0, 2)]
+    # enough edges for an out-of-core build (10,000 bytes: groups of 1,024 edges)
+    edges += [(u, v, 1) for u in range(4, 44) for v in range(4, 44) if u != v]
+    good = write_sg(tmp_path / "good.wsg", 44, edges + [(2, 1, 7)])
+    store = build(tmp_path / "good", open_source(good), duplicates="keep",
+                  memory_budget=memory_budget)
+    assert store.num_edges == len(edges) + 1 and store.weighted
+    assert store.manifest["built_in_memory"] == (memory_budget is None)
+    bad = write_sg(tmp_path / "bad.wsg", 44, edges + [(2, 1, 8)])
+    with pytest.raises(GraphInputError) as error:
+        build(tmp_path / "bad", open_source(bad), duplicates="keep",
+              memory_budget=memory_budget)
+    message = str(error.value)
+    assert "\n" not in message and "bad.wsg" in message and "undirected" in message
+    assert re.search(r"edge 2 -> 1 weighs 8 and edge 1 -> 2 7", message), message
     assert not (tmp_path / "bad").exists()
