@@ -58,7 +58,7 @@ from . import filesafety, layout
 from .page_writer import BLOCK_FILE, StoreWriter, write_array, write_pages
 from .page_writer import block_directory  # noqa: F401  (re-exported: declared here before)
 from .bucket_split import bucket_pieces
-from .scratch import AppendFile
+from .scratch import AppendFile, scan_blocks, weight_statistics
 from .scratch import Buckets as _Buckets
 from .edges import EdgeChunk, EdgeSource, location_error, warn_if_weights_rounded
 
@@ -495,12 +495,12 @@ def _check_symmetric(source: EdgeSource, original_ids, in_offsets, csc_src, csc_
     if differs.size:
         vertex = int(differs[0]) - 1
     else:
-        step = 1 << 24
-        for start in range(0, int(in_offsets[-1]), step):
-            unequal = np.flatnonzero(np.asarray(csc_src[start:start + step])
-                                     != np.asarray(out_targets[start:start + step]))
+        step = 1 << 20
+        for block, (sources, targets) in enumerate(zip(scan_blocks(csc_src, step),
+                                                       scan_blocks(out_targets, step))):
+            unequal = np.flatnonzero(sources != targets)
             if unequal.size:
-                edge = start + int(unequal[0])
+                edge = block * step + int(unequal[0])
                 vertex = int(np.searchsorted(in_offsets, edge, side="right")) - 1
                 break
 
@@ -949,7 +949,7 @@ class _Builder:
             return ingest.weight_dtype()
         if csc_weight.size == 0:
             return ingest.weight_dtype()
-        low, high = csc_weight.min().item(), csc_weight.max().item()
+        low, high, negatives, nonpositives = weight_statistics(csc_weight)
         dtype = ingest.weight_dtype((low, high))
         if dtype.kind == "i":
             info = np.iinfo(dtype)
@@ -965,8 +965,7 @@ class _Builder:
         summary = self.summary
         summary.min_weight = low
         if low <= 0:
-            summary.negative_weights = int(np.count_nonzero(csc_weight < 0))
-            summary.nonpositive_weights = int(np.count_nonzero(csc_weight <= 0))
+            summary.negative_weights, summary.nonpositive_weights = negatives, nonpositives
             if summary.negative_weights:
                 summary.first_negative_weight = self.source.locate_weight(lambda w: w < 0)
             summary.first_nonpositive_weight = self.source.locate_weight(lambda w: w <= 0)

@@ -139,6 +139,27 @@ def release_pages(array: np.ndarray, start: int = 0, end: int | None = None) -> 
     release(mapped, offset + start, offset + (array.nbytes if end is None else end))
 
 
+def scan_blocks(array: np.ndarray, step: int = 1 << 20):
+    """``array`` in consecutive parts of ``step`` items, each part's pages
+    dropped once the caller is done with it (:func:`release_pages`): a pass
+    over a mapped scratch array costs one part of memory."""
+    for start in range(0, array.shape[0], step):
+        part = array[start:start + step]
+        yield part
+        release_pages(part)
+
+
+def weight_statistics(weights: np.ndarray) -> tuple:
+    """(smallest, largest, number < 0, number <= 0) of a non-empty weight
+    array, as Python numbers, read part by part (:func:`scan_blocks`)."""
+    rows = np.array([(part.min(), part.max(), np.count_nonzero(part < 0),
+                      np.count_nonzero(part <= 0)) for part in scan_blocks(weights)],
+                    dtype=[("low", weights.dtype), ("high", weights.dtype),
+                           ("negative", np.int64), ("nonpositive", np.int64)])
+    return (rows["low"].min().item(), rows["high"].max().item(),
+            int(rows["negative"].sum()), int(rows["nonpositive"].sum()))
+
+
 class AppendFile:
     """A scratch file the build appends arrays to, every write checked and
     checksummed; :meth:`map` maps it back, checked."""
