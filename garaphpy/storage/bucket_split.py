@@ -116,8 +116,8 @@ def bucket_pieces(buckets: Buckets, first: int, end: int, with_weight: bool,
         Most edges a piece may hold (at least 1).
     duplicate_policy : str or None
         Merge the copies of one edge that outnumber the budget by this
-        policy (a name of :data:`kernels.DUPLICATE_POLICIES` other than
-        "keep"); None passes them on as they are.
+        policy (a name of :data:`kernels.DUPLICATE_POLICIES`); None or
+        "keep" passes them on as they are.
     """
     held = int(buckets.counts[first:end].sum())
     if held <= budget_edges:

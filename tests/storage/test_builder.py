@@ -218,6 +218,27 @@ def test_a_bucket_larger_than_the_budget_is_built_in_pieces_identically(
     assert in_memory.summary == out_of_core.summary
 
 
+@pytest.mark.parametrize("weight_dtype", ["float32", "auto", "none"])
+def test_pages_written_in_windows_of_one_block_are_the_whole_images(tmp_path, monkeypatch,
+                                                                    weight_dtype):
+    """Page images built window by window (here one 4 KiB block at a time,
+    cutting sources, IdxOff and weights anywhere) are the images built whole."""
+    from garaphpy.storage import page_writer
+
+    src, dst, weight = random_edges(12, n=3000, m=60000, real=True)
+    options = dict(block_bytes=4096, max_page_bytes=150_000, max_shard_edges=2000,
+                   weight_dtype=weight_dtype)
+    whole = build(tmp_path, from_arrays(src, dst, weight), "whole", **options)
+    assert max(page.nbytes for page in whole.pages) <= page_writer.PAGE_WINDOW_BYTES
+    monkeypatch.setattr(page_writer, "PAGE_WINDOW_BYTES", 4096)
+    windows = build(tmp_path, from_arrays(src, dst, weight), "windows", **options)
+    assert len(whole.pages) >= 3 and max(page.num_blocks for page in whole.pages) > 10
+    assert store_files(whole) == store_files(windows)
+    if weight_dtype != "float32":
+        kept = None if weight_dtype == "none" else weight
+        assert store_edges(windows) == naive.clean_edges(src, dst, kept)["edges"]
+
+
 def test_int64_vertex_ids_layout(tmp_path, monkeypatch):
     monkeypatch.setattr(config, "INT32_VERTEX_LIMIT", 100)
     src, dst, weight = random_edges(2, n=500, m=4000)
