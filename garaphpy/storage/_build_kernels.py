@@ -263,3 +263,36 @@ def compact_segments(offsets, kept, new_offsets, values, out):
         target = new_offsets[k]
         for j in range(kept[k]):
             out[target + j] = values[source + j]
+
+
+@numba.njit(cache=True, nogil=True)
+def first_asymmetric_weight(offsets, sources, weights):
+    """The first edge, in CSC order, whose weight differs from its reverse's, or -1.
+
+    For a CSC whose every vertex's in-neighbours are its out-neighbours
+    (sorted sources): the k-th copy of v among u's sources (edge v -> u) is
+    paired with the k-th copy of u among v's sources (edge u -> v), found by
+    a binary search.
+    """
+    for u in range(offsets.shape[0] - 1):
+        e = offsets[u]
+        end = offsets[u + 1]
+        while e < end:
+            v = sources[e]
+            run_end = e + 1
+            while run_end < end and sources[run_end] == v:
+                run_end += 1
+            lo = offsets[v]
+            hi = offsets[v + 1]
+            while lo < hi:
+                middle = (lo + hi) // 2
+                if sources[middle] < u:
+                    lo = middle + 1
+                else:
+                    hi = middle
+            for k in range(run_end - e):
+                if lo + k >= offsets[v + 1] or sources[lo + k] != u \
+                        or weights[lo + k] != weights[e + k]:
+                    return e + k
+            e = run_end
+    return -1

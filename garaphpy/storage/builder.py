@@ -20,8 +20,9 @@ When the edges do not fit the host-memory budget, ingest reads the input
 twice (vertex ids, then edges) and spills edges into destination-range
 buckets on disk (scratch.py: every scratch file checksummed, duplicate
 bombs merged as they are spilled); each group of buckets that fits the
-budget is sorted on its own, and the CSR is built from source-range
-buckets the same way.  Both paths produce byte-identical stores.
+budget is sorted on its own, a bucket larger than the budget in pieces
+split by a finer key (bucket_split.py), and the CSR is built from
+source-range buckets the same way.  Both paths produce byte-identical stores.
 
 Everything is written into temporary directories that are renamed into
 place at the end, so an interrupted or failed build leaves no store behind.
@@ -56,7 +57,8 @@ from . import _build_kernels as kernels
 from . import filesafety, layout
 from .page_writer import BLOCK_FILE, StoreWriter, write_array, write_pages
 from .page_writer import block_directory  # noqa: F401  (re-exported: declared here before)
-from .scratch import AppendFile
+from .bucket_split import bucket_pieces
+from .scratch import AppendFile, scan_blocks, weight_statistics
 from .scratch import Buckets as _Buckets
 from .edges import EdgeChunk, EdgeSource, location_error, warn_if_weights_rounded
 
@@ -483,30 +485,47 @@ def _csr_of_group(sources: np.ndarray, destinations: np.ndarray, first_vertex: i
 
 # ------------------------------------------------------------ the out-of-core path --
 
-def _check_symmetric(source: EdgeSource, original_ids, in_offsets, csc_src, out_offsets,
-                     out_targets) -> None:
-    """GraphInputError unless every vertex's in-edges are its out-edges, for an
-    input that says it stores an undirected graph in both directions (both
-    lists come sorted, so they must be equal arrays)."""
+def _check_symmetric(source: EdgeSource, original_ids, in_offsets, csc_src, csc_weight,
+                     out_offsets, out_targets) -> None:
+    """GraphInputError unless every vertex's in-edges are its out-edges, with
+    the same weights, for an input that says it stores an undirected graph in
+    both directions (both lists come sorted, so they must be equal arrays)."""
     vertex = None
     differs = np.flatnonzero(in_offsets != out_offsets)
     if differs.size:
         vertex = int(differs[0]) - 1
     else:
-        step = 1 << 24
-        for start in range(0, int(in_offsets[-1]), step):
-            unequal = np.flatnonzero(np.asarray(csc_src[start:start + step])
-                                     != np.asarray(out_targets[start:start + step]))
+        step = 1 << 20
+        for block, (sources, targets) in enumerate(zip(scan_blocks(csc_src, step),
+                                                       scan_blocks(out_targets, step))):
+            unequal = np.flatnonzero(sources != targets)
             if unequal.size:
-                edge = start + int(unequal[0])
+                edge = block * step + int(unequal[0])
                 vertex = int(np.searchsorted(in_offsets, edge, side="right")) - 1
                 break
-    if vertex is None:
+
+    def name(vertex):
+        return int(original_ids[vertex]) if original_ids is not None else vertex + source.id_base
+
+    if vertex is not None:
+        raise GraphInputError(f"the file says the graph is undirected (each edge stored both "
+                              f"ways), but vertex {name(vertex)}'s in-edges differ from its "
+                              "out-edges", path=source.name)
+    if csc_weight is None:
         return
-    name = int(original_ids[vertex]) if original_ids is not None else vertex + source.id_base
-    raise GraphInputError(f"the file says the graph is undirected (each edge stored both "
-                          f"ways), but vertex {name}'s in-edges differ from its out-edges",
-                          path=source.name)
+    check = _kernel_for(kernels.first_asymmetric_weight, csc_src.size)
+    edge = int(check(in_offsets, csc_src, csc_weight))
+    if edge >= 0:
+        head = int(np.searchsorted(in_offsets, edge, side="right")) - 1
+        tail = int(csc_src[edge])
+        copy = edge - in_offsets[head] - int(np.searchsorted(
+            csc_src[in_offsets[head]:in_offsets[head + 1]], tail))
+        reverse = in_offsets[tail] + copy + int(np.searchsorted(
+            csc_src[in_offsets[tail]:in_offsets[tail + 1]], head))
+        raise GraphInputError(f"the file says the graph is undirected (each edge stored both "
+                              f"ways), but edge {name(tail)} -> {name(head)} weighs "
+                              f"{csc_weight[edge].item()!r} and edge {name(head)} -> "
+                              f"{name(tail)} {csc_weight[reverse].item()!r}", path=source.name)
 
 
 def _unique_ids_streaming(ingest: _Ingest) -> np.ndarray:
@@ -812,8 +831,8 @@ class _Builder:
                        "which self_loops='drop' removed")
             raise GraphInputError(f"empty graph: {why}", path=source.name)
         if not ingest.directed and source.already_symmetric:
-            _check_symmetric(source, original_ids, in_offsets, csc_src, out_offsets,
-                             out_targets)
+            _check_symmetric(source, original_ids, in_offsets, csc_src, csc_weight,
+                             out_offsets, out_targets)
         self._fill_summary(num_vertices, num_edges, in_degree, out_offsets)
         self._write(primary, extra_tmp, extra_dirs, ingest, num_vertices, original_ids,
                     csc_src, csc_weight, in_offsets, in_degree, out_offsets, out_targets,
@@ -838,15 +857,19 @@ class _Builder:
         merge_early = duplicates != "keep" and not (duplicates == "sum" and wdtype is not None
                                                     and wdtype.kind == "f")
 
-        def merge(src, dst, weight, lo, hi):
-            columns = {"src": src, "dst": dst, "weight": weight}
-            sources, weights, degree, removed = _csc_of_group(columns, lo, hi, num_vertices,
-                                                              duplicates)
-            offsets = np.zeros(hi - lo + 1, np.int64)
-            np.cumsum(degree, out=offsets[1:])
-            destinations = np.empty(sources.size, vid)
-            _expand_offsets(offsets, lo, destinations)
-            return sources, destinations, weights, removed
+        def merge(buckets, bucket, with_weight):
+            for piece in bucket_pieces(buckets, bucket, bucket + 1, with_weight, budget_edges,
+                                       duplicates):
+                columns = {"src": piece.src, "dst": piece.dst, "weight": piece.weight}
+                del piece.src, piece.dst, piece.weight
+                lo, hi = piece.first_key, piece.end_key
+                sources, weights, degree, removed = _csc_of_group(columns, lo, hi, num_vertices,
+                                                                  duplicates)
+                offsets = np.zeros(hi - lo + 1, np.int64)
+                np.cumsum(degree, out=offsets[1:])
+                destinations = np.empty(sources.size, vid)
+                _expand_offsets(offsets, lo, destinations)
+                yield sources, destinations, weights, removed + piece.removed
 
         by_dst = _Buckets(scratch, "dst", num_vertices, num_buckets, vid, wdtype,
                           merge=merge if merge_early else None, merge_edges=budget_edges)
@@ -867,15 +890,16 @@ class _Builder:
         csc_src_path, csc_w_path = scratch / "csc.src", scratch / "csc.w"
         edges_done = 0
         with AppendFile(csc_src_path) as src_file, AppendFile(csc_w_path) as w_file:
-            for first, end in by_dst.groups(budget_edges):
-                lo, hi = by_dst.key_range(first, end, num_vertices)
-                src, dst, weight = by_dst.load(first, end, keep_weights)
-                columns = {"src": src, "dst": dst, "weight": weight}
-                del src, dst, weight
+            for piece in (piece for first, end in by_dst.groups(budget_edges)
+                          for piece in bucket_pieces(by_dst, first, end, keep_weights,
+                                                     budget_edges, duplicates)):
+                lo, hi = piece.first_key, piece.end_key
+                columns = {"src": piece.src, "dst": piece.dst, "weight": piece.weight}
+                del piece.src, piece.dst, piece.weight
                 src, weight, degree, removed = _csc_of_group(columns, lo, hi, num_vertices,
-                                                             self.options.duplicates)
-                self.summary.duplicates_removed += removed
-                in_degree[lo:hi] = degree
+                                                             duplicates)
+                self.summary.duplicates_removed += removed + piece.removed
+                in_degree[lo:hi] += degree
                 src_file.append(src)
                 if weight is not None:
                     w_file.append(weight)
@@ -893,11 +917,12 @@ class _Builder:
         targets_path = scratch / "csr.dst"
         with AppendFile(targets_path) as targets_file:
             for first, end in by_src.groups(budget_edges):
-                lo, hi = by_src.key_range(first, end, num_vertices)
-                src, dst, _ = by_src.load(first, end, False)
-                offsets, targets = _csr_of_group(src, dst, lo, hi - lo)
-                out_degree[lo:hi] = np.diff(offsets)
-                targets_file.append(targets)
+                for piece in bucket_pieces(by_src, first, end, False, budget_edges):
+                    lo, hi = piece.first_key, piece.end_key
+                    offsets, targets = _csr_of_group(piece.src, piece.dst, lo, hi - lo)
+                    del piece.src, piece.dst
+                    out_degree[lo:hi] += np.diff(offsets)
+                    targets_file.append(targets)
         out_offsets = np.zeros(num_vertices + 1, np.int64)
         np.cumsum(out_degree, out=out_offsets[1:])
         out_targets = targets_file.map(vid)
@@ -924,7 +949,7 @@ class _Builder:
             return ingest.weight_dtype()
         if csc_weight.size == 0:
             return ingest.weight_dtype()
-        low, high = csc_weight.min().item(), csc_weight.max().item()
+        low, high, negatives, nonpositives = weight_statistics(csc_weight)
         dtype = ingest.weight_dtype((low, high))
         if dtype.kind == "i":
             info = np.iinfo(dtype)
@@ -940,8 +965,7 @@ class _Builder:
         summary = self.summary
         summary.min_weight = low
         if low <= 0:
-            summary.negative_weights = int(np.count_nonzero(csc_weight < 0))
-            summary.nonpositive_weights = int(np.count_nonzero(csc_weight <= 0))
+            summary.negative_weights, summary.nonpositive_weights = negatives, nonpositives
             if summary.negative_weights:
                 summary.first_negative_weight = self.source.locate_weight(lambda w: w < 0)
             summary.first_nonpositive_weight = self.source.locate_weight(lambda w: w <= 0)

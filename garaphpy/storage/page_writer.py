@@ -21,6 +21,7 @@ from ..progress import Progress
 from . import _build_kernels as kernels
 from . import filesafety, layout
 from .layout import BLOCK_DTYPE
+from .scratch import release_pages
 
 
 def _splitmix64(value: int) -> int:
@@ -38,14 +39,24 @@ def block_directory(page: int, block: int, num_dirs: int) -> int:
 BLOCK_FILE = "blocks.dat"
 
 
-def write_array(directory: Path, name: str, array: np.ndarray, arrays: dict) -> None:
+def write_array(directory: Path, name: str, array: np.ndarray, arrays: dict,
+                step: int = 1 << 22) -> None:
+    """Write ``array`` to ``directory / name`` and record it in ``arrays``;
+    written ``step`` bytes at a time, a scratch file's mapped pages dropped
+    once written (:func:`garaphpy.storage.scratch.release_pages`)."""
     array = np.ascontiguousarray(array)
     path = directory / name
     path.parent.mkdir(parents=True, exist_ok=True)
-    filesafety.write_file(path, array)
+    view = memoryview(array).cast("B")
+    crc = 0
+    filesafety.write_file(path, b"")
+    for start in range(0, len(view), step):
+        part = view[start:start + step]
+        filesafety.write_file(path, part, append=True)
+        crc = zlib.crc32(part, crc)
+        release_pages(array, start, start + len(part))
     arrays[name] = {"dtype": array.dtype.str if array.dtype.names is None else "structured",
-                    "shape": list(array.shape), "nbytes": int(array.nbytes),
-                    "crc32": zlib.crc32(memoryview(array).cast("B"))}
+                    "shape": list(array.shape), "nbytes": int(array.nbytes), "crc32": crc}
 
 
 class StoreWriter:
@@ -61,23 +72,32 @@ class StoreWriter:
         self.blocks = []
         self.pool = ThreadPoolExecutor(max_workers=max(2, min(8, config.default_threads())))
 
-    def write_page(self, page: int, image: np.ndarray) -> tuple[int, int]:
-        """Write one page image as blocks; returns (first block, block count)."""
+    def write_page(self, page: int, windows) -> tuple[int, int]:
+        """Write one page image as blocks; returns (first block, block count).
+
+        ``windows`` yields the image in consecutive parts, each a whole
+        number of blocks but the last (:func:`page_windows`).
+        """
         first = len(self.blocks)
-        view = memoryview(image).cast("B")
-        pieces = [view[lo:lo + self.block_bytes] for lo in range(0, len(view), self.block_bytes)]
-        checksums = list(self.pool.map(zlib.crc32, pieces))
-        for index, (piece, crc) in enumerate(zip(pieces, checksums)):
-            directory = block_directory(page, index, len(self.directories))
-            handle, path = self.handles[directory], self.paths[directory]
-            offset = self.positions[directory]
-            filesafety.write_fully(handle, piece, path)
-            padded = layout.align(len(piece), config.BLOCK_ALIGNMENT)
-            if padded > len(piece):
-                filesafety.write_fully(handle, b"\0" * (padded - len(piece)), path)
-            self.positions[directory] = offset + padded
-            self.blocks.append((page, index, directory, offset, len(piece), crc))
-        return first, len(pieces)
+        index = 0
+        for window in windows:
+            view = memoryview(window).cast("B")
+            pieces = [view[lo:lo + self.block_bytes]
+                      for lo in range(0, len(view), self.block_bytes)]
+            checksums = list(self.pool.map(zlib.crc32, pieces))
+            for piece, crc in zip(pieces, checksums):
+                directory = block_directory(page, index, len(self.directories))
+                handle, path = self.handles[directory], self.paths[directory]
+                offset = self.positions[directory]
+                filesafety.write_fully(handle, piece, path)
+                padded = layout.align(len(piece), config.BLOCK_ALIGNMENT)
+                if padded > len(piece):
+                    filesafety.write_fully(handle, b"\0" * (padded - len(piece)), path)
+                self.positions[directory] = offset + padded
+                self.blocks.append((page, index, directory, offset, len(piece), crc))
+                index += 1
+            del view, pieces
+        return first, index
 
     def close(self) -> np.ndarray:
         self.pool.shutdown()
@@ -97,26 +117,83 @@ class StoreWriter:
         return table
 
 
+#: Bytes of a page image held at once (rounded to whole blocks): pages are
+#: built and written part by part, so writing a store takes this much
+#: memory whatever the page size or the memory budget.
+PAGE_WINDOW_BYTES = 8 << 20
+
+
+def _copy_bytes(window: np.ndarray, window_start: int, region_start: int, values,
+                dtype: np.dtype) -> None:
+    """Copy the bytes of ``values`` (as ``dtype``), an array placed at byte
+    ``region_start`` of the image, that fall in ``window`` (image bytes
+    ``window_start`` onwards)."""
+    itemsize = dtype.itemsize
+    lo = max(window_start, region_start)
+    hi = min(window_start + window.size, region_start + len(values) * itemsize)
+    if lo >= hi:
+        return
+    first_item = (lo - region_start) // itemsize
+    end_item = -(-(hi - region_start) // itemsize)
+    data = np.ascontiguousarray(values[first_item:end_item], dtype).view(np.uint8)
+    skip = lo - region_start - first_item * itemsize
+    window[lo - window_start:hi - window_start] = data[skip:skip + hi - lo]
+    release_pages(values[first_item:end_item])
+
+
+def _idxoff(in_offsets, page_shards, edge_begin: int, edge_end: int) -> np.ndarray:
+    """IdxOff of edges edge_begin..edge_end-1 of a page (shards clipped to them)."""
+    overlap = page_shards[(page_shards["edge_end"] > edge_begin)
+                          & (page_shards["edge_begin"] < edge_end)]
+    idxoff = np.zeros(edge_end - edge_begin, np.uint16)
+    kernels.fill_idxoff(in_offsets, np.ascontiguousarray(overlap["first_vertex"], np.int64),
+                        np.ascontiguousarray(overlap["num_vertices"], np.int64),
+                        np.maximum(overlap["edge_begin"], edge_begin).astype(np.int64),
+                        np.minimum(overlap["edge_end"], edge_end).astype(np.int64),
+                        edge_begin, idxoff)
+    return idxoff
+
+
+def page_windows(page_shards, in_offsets, csc_src, csc_weight, sizing: layout.PageSizing,
+                 source_dtype, weight_dtype, window_bytes: int):
+    """The image of the page of ``page_shards`` (``sources | idxoff | weights``,
+    Garaph section 2.1), in consecutive parts of ``window_bytes``."""
+    edge_begin = int(page_shards["edge_begin"][0])
+    edge_end = int(page_shards["edge_end"][-1])
+    num_edges = edge_end - edge_begin
+    offsets = layout.page_array_offsets(num_edges, sizing)
+    source_dtype = np.dtype(source_dtype)
+    for start in range(0, offsets["nbytes"], window_bytes):
+        window = np.zeros(min(window_bytes, offsets["nbytes"] - start), np.uint8)
+        _copy_bytes(window, start, 0, csc_src[edge_begin:edge_end], source_dtype)
+        first = max(0, (start - offsets["idxoff"]) // 2)
+        end = min(num_edges, -(-(start + window.size - offsets["idxoff"]) // 2))
+        if first < end:
+            idxoff = _idxoff(in_offsets, page_shards, edge_begin + first, edge_begin + end)
+            _copy_bytes(window, start, offsets["idxoff"] + 2 * first, idxoff,
+                        np.dtype(np.uint16))
+            del idxoff
+        if weight_dtype is not None:
+            _copy_bytes(window, start, offsets["weights"], csc_weight[edge_begin:edge_end],
+                        np.dtype(weight_dtype))
+        yield window
+        del window
+
+
 def write_pages(writer: StoreWriter, shards, pages_count, in_offsets, csc_src, csc_weight,
                  sizing: layout.PageSizing, source_dtype, weight_dtype, progress: Progress):
     page_rows = []
     shard_start = 0
+    window_bytes = writer.block_bytes * max(1, PAGE_WINDOW_BYTES // writer.block_bytes)
     for page, count in enumerate(pages_count.tolist()):
         page_shards = shards[shard_start:shard_start + count]
         edge_begin = int(page_shards["edge_begin"][0])
         edge_end = int(page_shards["edge_end"][-1])
         num_edges = edge_end - edge_begin
         offsets = layout.page_array_offsets(num_edges, sizing)
-        image = np.zeros(offsets["nbytes"], np.uint8)
-        image[:num_edges * sizing.source_bytes].view(source_dtype)[:] = csc_src[edge_begin:edge_end]
-        idxoff = image[offsets["idxoff"]:offsets["idxoff"] + 2 * num_edges].view(np.uint16)
-        kernels.fill_idxoff(in_offsets, page_shards["first_vertex"], page_shards["num_vertices"],
-                            page_shards["edge_begin"], page_shards["edge_end"], edge_begin, idxoff)
-        if weight_dtype is not None:
-            start = offsets["weights"]
-            image[start:start + num_edges * sizing.weight_bytes].view(weight_dtype)[:] = \
-                csc_weight[edge_begin:edge_end]
-        first_block, num_blocks = writer.write_page(page, image)
+        first_block, num_blocks = writer.write_page(
+            page, page_windows(page_shards, in_offsets, csc_src, csc_weight, sizing,
+                               source_dtype, weight_dtype, window_bytes))
         last = page_shards[-1]
         page_rows.append({
             "first_shard": shard_start, "num_shards": count,

@@ -21,6 +21,7 @@ nothing is stored.
 
 from __future__ import annotations
 
+import mmap
 import os
 import zlib
 from pathlib import Path
@@ -89,13 +90,74 @@ def read_scratch(path: Path, dtype: np.dtype, record: _Record) -> np.ndarray:
 
 
 def map_scratch(path: Path, dtype: np.dtype, record: _Record) -> np.ndarray:
-    """A read-only memmap of a scratch file, its size and CRC-32 checked."""
+    """A read-only memory map of a scratch file, its size and CRC-32 checked.
+
+    The pages read for the check are dropped from the process again (they
+    stay in the page cache): mapping a file of any size costs no memory
+    until its items are used.
+    """
     if record.nbytes == 0:
         return np.zeros(0, dtype)
     _check_size(path, record, _stat_size(path, record))
-    mapped = np.memmap(path, dtype, "r", shape=(record.nbytes // np.dtype(dtype).itemsize,))
-    _check_crc(path, record, mapped)
-    return mapped
+    with open(path, "rb") as handle:
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    if len(mapped) != record.nbytes:
+        mapped.close()
+        raise StoreError(f"{path}: scratch file of this build changed while read "
+                         f"({len(mapped):,} of {record.nbytes:,} bytes); nothing was stored")
+    crc, step = 0, 1 << 22
+    with memoryview(mapped) as view:
+        for start in range(0, len(view), step):
+            crc = zlib.crc32(view[start:start + step], crc)
+            release(mapped, start, start + step)
+    if crc != record.crc:
+        mapped.close()
+        raise StoreError(f"{path}: scratch file of this build was changed (CRC-32 mismatch); "
+                         "nothing was stored")
+    return np.frombuffer(mapped, dtype)
+
+
+def release(mapped: mmap.mmap, start: int, end: int) -> None:
+    """Drop pages start..end-1 of a read-only file mapping from the process
+    (they are read again from the page cache when used)."""
+    start -= start % mmap.PAGESIZE
+    end = min(end, len(mapped))
+    if end > start and hasattr(mapped, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+        mapped.madvise(mmap.MADV_DONTNEED, start, end - start)
+
+
+def release_pages(array: np.ndarray, start: int = 0, end: int | None = None) -> None:
+    """:func:`release` bytes start..end-1 of ``array`` where it is (a view of)
+    an array of :func:`map_scratch`; nothing otherwise."""
+    root = array
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    mapped = root.base.obj if isinstance(root.base, memoryview) else None
+    if not isinstance(mapped, mmap.mmap) or mapped.closed:
+        return
+    offset = array.ctypes.data - root.ctypes.data
+    release(mapped, offset + start, offset + (array.nbytes if end is None else end))
+
+
+def scan_blocks(array: np.ndarray, step: int = 1 << 20):
+    """``array`` in consecutive parts of ``step`` items, each part's pages
+    dropped once the caller is done with it (:func:`release_pages`): a pass
+    over a mapped scratch array costs one part of memory."""
+    for start in range(0, array.shape[0], step):
+        part = array[start:start + step]
+        yield part
+        release_pages(part)
+
+
+def weight_statistics(weights: np.ndarray) -> tuple:
+    """(smallest, largest, number < 0, number <= 0) of a non-empty weight
+    array, as Python numbers, read part by part (:func:`scan_blocks`)."""
+    rows = np.array([(part.min(), part.max(), np.count_nonzero(part < 0),
+                      np.count_nonzero(part <= 0)) for part in scan_blocks(weights)],
+                    dtype=[("low", weights.dtype), ("high", weights.dtype),
+                           ("negative", np.int64), ("nonpositive", np.int64)])
+    return (rows["low"].min().item(), rows["high"].max().item(),
+            int(rows["negative"].sum()), int(rows["nonpositive"].sum()))
 
 
 class AppendFile:
@@ -124,19 +186,26 @@ class Buckets:
     """Edges spilled to disk in buckets of consecutive key ranges.
 
     With ``merge`` given, a bucket that grows past ``merge_edges`` edges is
-    read back and its duplicate edges merged (``merge(src, dst, weight, lo,
-    hi)`` returns the merged columns and the number of edges removed), so
+    read back and its duplicate edges merged (``merge(buckets, bucket,
+    with_weight)`` reads the bucket, deleting its files, and yields its
+    merged edges as ``(src, dst, weight, removed)`` pieces in order), so
     that a destination of very many copies of one edge (a duplicate bomb)
     never grows a bucket past the memory budget.  A bucket that stays large
     after merging has its threshold doubled: merging costs at most twice
     the bucket's reads.
+
+    The ``src`` and ``dst`` columns hold vertex ids below ``vertex_bound``
+    (``num_keys`` unless given: the keys of a bucket split by a finer key
+    are not vertex ids).
     """
 
     def __init__(self, directory: Path, prefix: str, num_keys: int, num_buckets: int,
-                 vid: np.dtype, wdtype: np.dtype | None, merge=None, merge_edges: int = 0):
+                 vid: np.dtype, wdtype: np.dtype | None, merge=None, merge_edges: int = 0,
+                 vertex_bound: int | None = None):
         self.directory = directory
         self.prefix = prefix
         self.num_keys = num_keys
+        self.vertex_bound = num_keys if vertex_bound is None else vertex_bound
         self.width = max(1, -(-num_keys // num_buckets))
         self.num_buckets = -(-num_keys // self.width) if num_keys else 0
         self.counts = np.zeros(self.num_buckets, np.int64)
@@ -172,23 +241,27 @@ class Buckets:
                 self._merge_bucket(int(bucket), weight is not None)
 
     def _merge_bucket(self, bucket: int, with_weight: bool) -> None:
-        src, dst, weight = self.load(bucket, bucket + 1, with_weight)
-        lo, hi = self.key_range(bucket, bucket + 1, self.num_keys)
-        src, dst, weight, removed = self.merge(src, dst, weight, lo, hi)
-        self.merged += removed
-        self.counts[bucket] = 0
-        for name, values in (("src", src), ("dst", dst), ("w", weight)):
-            if values is None:
-                continue
-            path = self._path(bucket, name)
-            record = self.records[(bucket, name)] = _Record()
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
-            try:
-                _append(path, fd, values, record)
-            finally:
-                os.close(fd)
-        self.counts[bucket] = src.size
-        if src.size > self.merge_limits[bucket] // 2:
+        names = ("src", "dst", "w") if with_weight else ("src", "dst")
+        paths = {name: self._path(bucket, name).with_suffix(f".{name}-merged")
+                 for name in names}
+        records = {name: _Record() for name in names}
+        handles = {name: os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND,
+                                 0o644) for name, path in paths.items()}
+        count = 0
+        try:
+            for src, dst, weight, removed in self.merge(self, bucket, with_weight):
+                self.merged += removed
+                count += src.size
+                for name, values in zip(names, (src, dst, weight)):
+                    _append(paths[name], handles[name], values, records[name])
+        finally:
+            for handle in handles.values():
+                os.close(handle)
+        for name in names:
+            os.replace(paths[name], self._path(bucket, name))
+            self.records[(bucket, name)] = records[name]
+        self.counts[bucket] = count
+        if count > self.merge_limits[bucket] // 2:
             self.merge_limits[bucket] *= 2
 
     def groups(self, budget_edges: int):
@@ -230,8 +303,56 @@ class Buckets:
             columns[name] = np.concatenate(parts) if parts else np.zeros(0, dtype)
         return columns["src"], columns["dst"], columns.get("w")
 
+    def chunks(self, bucket: int, with_weight: bool, chunk_edges: int):
+        """Bucket ``bucket`` in pieces of at most ``chunk_edges`` edges, in the
+        order written, deleting its files once read.
+
+        The checks of :meth:`load`, made as the pieces are read: each piece's
+        ids are checked before it is yielded, and the files' sizes before
+        the first piece and their CRC-32s after the last (a consumer stores
+        nothing before the generator ends).
+        """
+        columns = [("src", self.vid), ("dst", self.vid)]
+        if with_weight:
+            columns.append(("w", self.wdtype))
+        count = int(self.counts[bucket])
+        paths = [self._path(bucket, name) for name, _ in columns]
+        records = [self.records[(bucket, name)] for name, _ in columns]
+        for path, record in zip(paths, records):
+            _check_size(path, record, _stat_size(path, record))
+        handles = []
+        try:
+            for path in paths:
+                handles.append(open(path, "rb"))
+            crcs = [0] * len(columns)
+            for start in range(0, count, chunk_edges):
+                size = min(chunk_edges, count - start)
+                parts = []
+                for i, ((name, dtype), path, handle) in enumerate(zip(columns, paths, handles)):
+                    part = np.fromfile(handle, np.dtype(dtype), size)
+                    if part.size != size:
+                        raise StoreError(f"{path}: scratch file of this build changed while "
+                                         "read; nothing was stored")
+                    crcs[i] = zlib.crc32(memoryview(part).cast("B"), crcs[i])
+                    if name != "w":
+                        self._check_ids(path, part, bucket, name)
+                    parts.append(part)
+                yield parts[0], parts[1], parts[2] if with_weight else None
+                del parts
+        except OSError as error:
+            raise StoreError(f"{error.filename or paths[0]}: cannot read this build's scratch "
+                             f"file ({error.strerror or error})") from None
+        finally:
+            for handle in handles:
+                handle.close()
+        for path, record, crc in zip(paths, records, crcs):
+            if crc != record.crc:
+                raise StoreError(f"{path}: scratch file of this build was changed (CRC-32 "
+                                 "mismatch); nothing was stored")
+            path.unlink()
+
     def _check_ids(self, path: Path, ids: np.ndarray, bucket: int, column: str) -> None:
-        low, high = 0, self.num_keys
+        low, high = 0, self.vertex_bound
         if column == self.prefix:       # the bucket's own key column
             low, high = self.key_range(bucket, bucket + 1, self.num_keys)
         if ids.size and (int(ids.min()) < low or int(ids.max()) >= high):

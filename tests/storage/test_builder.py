@@ -160,6 +160,85 @@ def test_out_of_core_build_is_identical(tmp_path, monkeypatch):
         assert in_memory.summary == out_of_core.summary
 
 
+def oversized_bucket_shapes():
+    """Inputs with one destination bucket (or source bucket) far larger than
+    a group of 1,024 edges: (name, src, dst, weight)."""
+    rng = np.random.default_rng(11)
+    star = np.arange(1, 3001)
+    hubs_src, hubs_dst = rng.integers(4, 2000, 9000), rng.integers(0, 4, 9000)
+    copies = 5000
+    # weights of many magnitudes: a sum regrouped in any other order rounds otherwise
+    magnitudes = 10.0 ** rng.integers(-4, 16, copies)
+    return [
+        ("in-star", star, np.zeros_like(star), None),
+        ("out-star", np.zeros_like(star), star, rng.integers(1, 50, star.size)),
+        ("hubs", hubs_src, hubs_dst, rng.random(9000) * 10.0 ** rng.integers(-4, 16, 9000)),
+        ("copies", np.r_[np.zeros(copies, np.int64), np.arange(2, 40)],
+         np.r_[np.ones(copies, np.int64), np.arange(3, 41)],
+         np.r_[rng.random(copies) * magnitudes, np.ones(38)]),
+        ("mixed", np.r_[star, np.zeros(copies, np.int64), rng.integers(0, 3000, 6000)],
+         np.r_[np.zeros_like(star), np.ones(copies, np.int64), rng.integers(0, 3000, 6000)],
+         rng.integers(1, 1000, star.size + copies + 6000)),
+    ]
+
+
+def store_files(store: Store) -> dict:
+    """Every array and block file of a store, with its bytes."""
+    return {str(path.relative_to(store.path)): path.read_bytes()
+            for path in sorted(store.path.rglob("*")) if path.suffix in (".bin", ".dat")}
+
+
+@pytest.mark.parametrize("duplicates", ["keep", "drop", "sum", "min"])
+@pytest.mark.parametrize("shape", oversized_bucket_shapes(), ids=lambda shape: shape[0])
+def test_a_bucket_larger_than_the_budget_is_built_in_pieces_identically(
+        tmp_path, monkeypatch, shape, duplicates):
+    """A 1-byte budget (groups of 1,024 edges): a star's, hubs' or one edge's
+    copies' bucket is split by (destination, source), recursively, and the
+    copies of one edge passed on or merged piece by piece; the store is the
+    in-memory build's, byte for byte, and so is the load summary."""
+    from garaphpy.storage import bucket_split
+
+    _, src, dst, weight = shape
+    splits = []
+    original = bucket_split._pieces_of
+
+    def pieces_of(split, chunks, count, first_pair, end_pair):
+        splits.append(count)
+        yield from original(split, chunks, count, first_pair, end_pair)
+
+    monkeypatch.setattr(bucket_split, "_pieces_of", pieces_of)
+    options = dict(duplicates=duplicates, max_shard_edges=700)
+    in_memory = build(tmp_path, from_arrays(src, dst, weight), "m", **options)
+    assert in_memory.manifest["built_in_memory"] and not splits
+    out_of_core = build(tmp_path, from_arrays(src, dst, weight), "o", memory_budget=1,
+                        **options)
+    assert not out_of_core.manifest["built_in_memory"]
+    assert splits and max(splits) > 1024
+    assert store_files(in_memory) == store_files(out_of_core)
+    assert in_memory.summary == out_of_core.summary
+
+
+@pytest.mark.parametrize("weight_dtype", ["float32", "auto", "none"])
+def test_pages_written_in_windows_of_one_block_are_the_whole_images(tmp_path, monkeypatch,
+                                                                    weight_dtype):
+    """Page images built window by window (here one 4 KiB block at a time,
+    cutting sources, IdxOff and weights anywhere) are the images built whole."""
+    from garaphpy.storage import page_writer
+
+    src, dst, weight = random_edges(12, n=3000, m=60000, real=True)
+    options = dict(block_bytes=4096, max_page_bytes=150_000, max_shard_edges=2000,
+                   weight_dtype=weight_dtype)
+    whole = build(tmp_path, from_arrays(src, dst, weight), "whole", **options)
+    assert max(page.nbytes for page in whole.pages) <= page_writer.PAGE_WINDOW_BYTES
+    monkeypatch.setattr(page_writer, "PAGE_WINDOW_BYTES", 4096)
+    windows = build(tmp_path, from_arrays(src, dst, weight), "windows", **options)
+    assert len(whole.pages) >= 3 and max(page.num_blocks for page in whole.pages) > 10
+    assert store_files(whole) == store_files(windows)
+    if weight_dtype != "float32":
+        kept = None if weight_dtype == "none" else weight
+        assert store_edges(windows) == naive.clean_edges(src, dst, kept)["edges"]
+
+
 def test_int64_vertex_ids_layout(tmp_path, monkeypatch):
     monkeypatch.setattr(config, "INT32_VERTEX_LIMIT", 100)
     src, dst, weight = random_edges(2, n=500, m=4000)
