@@ -40,6 +40,8 @@ CONNECT_TIMEOUT_SECONDS = 10
 MAX_RECOVERIES = 8
 #: Seconds a lost worker's peers are given to answer whether they live.
 PING_TIMEOUT_SECONDS = 10
+#: Seconds a worker waits for a peer to take its pairs before it counts it as lost.
+EXCHANGE_TIMEOUT_SECONDS = 60.0
 
 
 class DistributedRunError(GaraphError):
@@ -136,6 +138,7 @@ class PartitionedRun:
                           for p in range(len(self.partitions))]
         self._check_memory()
         self.actors: list = [None] * len(self.partitions)
+        self.futures: list = [None] * len(self.partitions)
         self.addresses: list = [None] * len(self.partitions)
         self.epoch = 0
         self.recoveries: list[dict] = []
@@ -171,7 +174,8 @@ class PartitionedRun:
         threads = self.threads or int(self.workers.get(address, {}).get("nthreads", 1))
         return WorkerSetup(str(self.store.path), self.program, self.partitions, index,
                            self.sources, max(1, threads), self.reads_weights, self.weighted_in,
-                           self.program_cache, self.ids_store_path)
+                           self.program_cache, self.ids_store_path,
+                           EXCHANGE_TIMEOUT_SECONDS)
 
     def _make_actor(self, index: int):
         address = self.placement[index]
@@ -187,6 +191,7 @@ class PartitionedRun:
                                       f"set up: {_one_line(error)}") from None
         self.actors[index] = actor
         self.addresses[index] = address
+        self.futures[index] = future        # the actor lives while its future is held
 
     def start(self) -> np.ndarray:
         """Make every partition's worker and wire them; the aggregates of iteration 0."""
@@ -211,10 +216,17 @@ class PartitionedRun:
         LostWorkers
             When a call failed and some actors' workers no longer answer.
         """
-        futures = [call(actor) for actor in self.actors]
+        futures = []
+        for actor in self.actors:
+            try:
+                futures.append(call(actor))
+            except Exception as error:      # noqa: BLE001 - an actor known lost already
+                futures.append(error)
         results, failures = [], []
         for index, future in enumerate(futures):
             try:
+                if isinstance(future, Exception):
+                    raise future
                 results.append(future.result())
             except Exception as error:      # noqa: BLE001 - sorted out below
                 results.append(None)
@@ -375,6 +387,7 @@ class PartitionedRun:
     def close(self, keep_checkpoints: bool) -> None:
         """Let the actors go; remove the checkpoints unless kept."""
         self.actors = []
+        self.futures = []
         if not keep_checkpoints:
             shutil.rmtree(self.checkpoint_dir, ignore_errors=True)
 
@@ -400,7 +413,8 @@ def _takes_n_workers(client) -> bool:
 
 
 def _mib(nbytes: int) -> str:
-    return f"{nbytes / 2**20:.1f} MiB"
+    """``nbytes`` in MiB (in KiB below one MiB)."""
+    return f"{nbytes / 2**20:.1f} MiB" if nbytes >= 2**20 else f"{nbytes / 2**10:.1f} KiB"
 
 
 def _one_line(error: BaseException) -> str:

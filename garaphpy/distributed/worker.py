@@ -67,6 +67,9 @@ class WorkerSetup:
     ids_store_path : str or None
         The store whose id table gives the vertices' user ids, where it is not
         ``store_path``'s (the undirected copy of a directed graph).
+    exchange_timeout : float
+        Seconds a peer may take to accept pairs before it counts as lost (a
+        call to an actor whose worker died waits for it to come back).
     """
 
     store_path: str
@@ -79,6 +82,7 @@ class WorkerSetup:
     weighted_in: bool
     program_cache: str | None = None
     ids_store_path: str | None = None
+    exchange_timeout: float = 60.0
 
     @property
     def partition(self) -> Partition:
@@ -218,10 +222,8 @@ class PartitionWorker:
         self.epoch = epoch
         self.inbox.reset(epoch)
         reads = read_by([s for _, s, _ in self.pieces], list(self.setup.partitions))
-        futures = [self._call(q, "set_reader", self.index, reads[q])
-                   for q in range(len(self.peers)) if q != self.index]
-        for future in futures:
-            future.result()
+        self._wait({q: self._call(q, "set_reader", self.index, reads[q])
+                    for q in range(len(self.peers)) if q != self.index})
         return int(sum(reads[q].size for q in range(len(reads)) if q != self.index))
 
     # a peer in another worker is called on that worker's event loop (async), so
@@ -345,16 +347,28 @@ class PartitionWorker:
         ``iteration``, to the partitions that read them, and wait until each
         has them; bytes sent."""
         index_dtype = self.store.vertex_dtype
-        futures, sent = [], 0
+        futures, sent = {}, 0
         for partition, vertices in self.mirrors.pairs_for(changed).items():
             indices = vertices.astype(index_dtype)
             values = array[vertices]
             sent += pair_bytes(indices, values)
-            futures.append(self._call(partition, "receive", self.epoch, iteration, kind,
-                                      indices, values))
-        for future in futures:
-            future.result()
+            futures[partition] = self._call(partition, "receive", self.epoch, iteration, kind,
+                                            indices, values)
+        self._wait(futures)
         return sent
+
+    def _wait(self, futures: dict) -> None:
+        """Wait for the calls to each partition's actor, at most the exchange
+        timeout each; a peer that does not answer fails the step, naming it."""
+        timeout = self.setup.exchange_timeout
+        for partition, future in futures.items():
+            try:
+                future.result(timeout=timeout)
+            except Exception as error:      # noqa: BLE001 - the peer is gone, however
+                raise WorkerError(
+                    f"worker {self.address}: partition {partition} in worker "
+                    f"{self.peer_addresses[partition]} did not answer within {timeout:g} s "
+                    f"({type(error).__name__})") from None
 
     def _call(self, partition: int, method: str, *arguments):
         """Call ``method`` of partition ``partition``'s actor: a future."""

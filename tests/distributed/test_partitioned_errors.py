@@ -55,12 +55,12 @@ def test_a_store_missing_on_the_workers_is_one_line_naming_the_worker(dask_clien
 
 def test_a_worker_too_small_for_its_partition_is_one_line_naming_it(small):
     distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=1, processes=False, memory_limit="64KiB",
+    with distributed.LocalCluster(n_workers=1, processes=False, memory_limit="16KiB",
                                   dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:
         with pytest.raises(partitioned.DistributedRunError,
                            match=r"^worker (tcp|inproc)://\S+: partition 0 needs about "
-                                 r"[\d.]+ MiB of host memory, its memory limit is 0.1 MiB") \
+                                 r"[\d.]+ KiB of host memory, its memory limit is 16.0 KiB") \
                 as caught:
             garaphpy.run(small, "pagerank", client=client)
     assert "\n" not in str(caught.value)

@@ -11,8 +11,15 @@ import pytest
 
 import garaphpy
 from garaphpy.api import execute
+from garaphpy.distributed import run as partitioned
 
 pytest.importorskip("distributed")
+
+
+@pytest.fixture(autouse=True)
+def _quick_loss(monkeypatch):
+    """A peer that does not take its pairs for 5 s counts as lost (60 s by default)."""
+    monkeypatch.setattr(partitioned, "EXCHANGE_TIMEOUT_SECONDS", 5.0)
 
 
 def _killer(client, after_iteration: int):

@@ -107,3 +107,31 @@ def test_partitions_default_to_the_workers_and_may_be_more(dask_client, graphs):
     np.testing.assert_array_equal(spread.values, alone.values)
     placed = [p["worker"] for p in spread.plan.distributed["partitions"]]
     assert len(placed) == workers + 1 and len(set(placed)) == workers
+
+
+def test_command_line_runs_over_the_scheduler_it_names(dask_client, tmp_path, capsys,
+                                                       monkeypatch):
+    import json
+
+    from garaphpy.cli import main
+    from garaphpy.distributed import run as partitioned
+
+    monkeypatch.setattr(partitioned, "CONNECT_TIMEOUT_SECONDS", 2)
+    config = tmp_path / "run.toml"
+    config.write_text('graph = "grid:9x7"\n[store]\npath = "s"\n[run]\nprogram = "sssp"\n'
+                      'sources = [4]\n[output]\nvalues = "alone.txt"\n')
+    assert main([str(config), "-q"]) == 0
+    address = dask_client.scheduler.address
+    assert main([str(config), "-q", "--scheduler", address, "--set", "output.values='spread.txt'",
+                 "--set", "output.iterations='spread.jsonl'"]) == 0
+    assert (tmp_path / "spread.txt").read_text() == (tmp_path / "alone.txt").read_text()
+    records = [json.loads(line) for line in (tmp_path / "spread.jsonl").read_text().splitlines()]
+    workers = len(dask_client.scheduler_info()["workers"])
+    assert records and all(len(r["workers"]) == workers for r in records)
+    assert sum(r["exchanged_bytes"] for r in records) > 0
+    capsys.readouterr()
+    bad = main([str(config), "-q", "--set", "run.scheduler='tcp://127.0.0.1:9'",
+                "--set", "run.partitions=2"])
+    assert bad == 1
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and "scheduler='tcp://127.0.0.1:9'" in error
