@@ -11,6 +11,7 @@ exchange (:mod:`garaphpy.distributed.exchange`).
 An iteration (:meth:`PartitionWorker.step`) is a synchronous pull of the
 partition's vertices with the CPU engine's pull kernels, specialized for the
 program (the same :func:`~garaphpy.kernels.cpu.pull_range` over each piece,
+over gathers computed once per source vertex where the engine's rule says,
 vertices cut between pages combined and applied by
 :func:`~garaphpy.kernels.cpu.apply_vertices`); then the worker sends its
 changed vertices' pairs straight to the workers that read them, actor to
@@ -34,6 +35,7 @@ from .. import config
 from .._numba_setup import parallel_section
 from ..errors import GaraphError
 from ..paths import cache_directory
+from ..scheduler import decisions
 from .exchange import Inbox, Mirrors, pair_bytes
 from .partition import Partition, partition_pieces, read_by
 
@@ -179,6 +181,11 @@ class PartitionWorker:
         self.next = self.values.copy()
         self.active = np.zeros(n, np.bool_)
         self.floor = np.zeros(1, compiled.value_dtype)
+        # the engine's rule: a source-side gather reading an attribute is computed
+        # once per vertex before the pulls (Garaph's pull, GAPBS's contributions)
+        self.precompute = decisions.precompute_source_gathers(
+            "pull", True, compiled.gather_parameters)
+        self.contributions = np.empty(n if self.precompute else 0, compiled.accum_dtype)
         self.aggregate_identities = np.array(
             [_identity(m) for m in compiled.aggregate_monoids], np.float64)
         self.no_aggregates = np.zeros(1, np.float64)
@@ -201,6 +208,10 @@ class PartitionWorker:
         this a load after the first run)."""
         compiled = self.compiled
         with compiled.compiling():
+            if self.precompute:
+                with parallel_section():
+                    compiled.kernels.source_contributions(self.values[:0], self.attrs,
+                                                          self.contributions)
             self._pull_piece(None, 0, self.no_aggregates if compiled.aggregate_call is None
                              else self.aggregate_identities.copy(), np.zeros(2))
             self._partial_aggregates(0, self.first, self.first)
@@ -278,6 +289,10 @@ class PartitionWorker:
         self.active[first:end] = False
         stats = np.zeros(2, np.float64)
         pending = []
+        if self.precompute:
+            with parallel_section():
+                self.compiled.kernels.source_contributions(self.values, self.attrs,
+                                                           self.contributions)
         for piece, sources, weights in self.pieces:
             pending.extend(self._pull_piece((piece, sources, weights), iteration, aggregates,
                                             stats))
@@ -392,10 +407,12 @@ class PartitionWorker:
         parts = max(1, min(self.threads, (edge_end - edge_begin) // config.CPU_MIN_PART_EDGES))
         boundary_vertex = np.empty(2, np.int64)
         boundary_accum = np.empty(2, compiled.accum_dtype)
+        pull, gather_values = (compiled.kernels.pull_range_precomputed, self.contributions) \
+            if self.precompute else (compiled.kernels.pull_range, self.values)
         with parallel_section():
-            count = compiled.kernels.pull_range(
+            count = pull(
                 compiled.identity, self.in_offsets, sources, weights, edge_begin, edge_begin,
-                edge_end, first_vertex, end_vertex, self.values, self.next, self.values,
+                edge_end, first_vertex, end_vertex, self.values, self.next, gather_values,
                 self.attrs, aggregates, self.num_vertices, iteration, self.active, parts,
                 boundary_vertex, boundary_accum, stats, 0, self.floor)
         return [(int(boundary_vertex[i]), boundary_accum[i]) for i in range(count)]
