@@ -139,6 +139,7 @@ class IterationRecord:
         """JSON-able dict (the decisions' sets as sorted lists, numpy scalars as
         Python's)."""
         row = asdict(self)
+        row["workers"] = list(row["workers"])     # as JSON gives it back
         row["decisions"] = {name: {key: json_value(value) for key, value in entry.items()}
                             for name, entry in row["decisions"].items()}
         return row
