@@ -25,6 +25,7 @@ SUBCOMMANDS = {
     "checkpoint": ("checkpoint", "one checkpoint's write time against an iteration's"),
     "preprocess": ("preprocess", "store build throughput and peak memory, text and arrays"),
     "packed-bytes": ("packed_bytes", "bytes per edge of pages as stored and packed"),
+    "dask": ("dask_workers", "one process against 2 and 4 Dask LocalCluster workers"),
 }
 
 

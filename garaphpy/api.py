@@ -156,7 +156,8 @@ def run(graph: Graph, program: str | type[VertexProgram] | VertexProgram, *,
         policy: HybridPolicy | None = None, host_memory: int | None = None,
         read_ratio: float | None = None, readahead_bytes: int | None = None,
         checkpoint_pages: int | None = None, keep_checkpoints: bool = False,
-        stop_signals=(signal.SIGINT,)) -> Result:
+        stop_signals=(signal.SIGINT,), client=None, scheduler: str | None = None,
+        partitions: int | None = None) -> Result:
     """Run a vertex program on a graph.
 
     The keywords are the fields of :class:`garaphpy.options.RunOptions`,
@@ -270,6 +271,25 @@ def run(graph: Graph, program: str | type[VertexProgram] | VertexProgram, *,
         handlers are restored when the run ends.
         :class:`~garaphpy.errors.RunInterrupted` names the signal
         (``signal_number``).
+    client : dask.distributed.Client, optional
+        Run partitioned over the workers of this Dask cluster
+        (:mod:`garaphpy.distributed`; ``pip install garaphpy[dask]``): the
+        graph's pages are cut into ``partitions`` by destination vertex
+        range, balanced by edges; each worker opens the store by its path (a
+        shared file system), pulls its own vertices with the CPU kernels
+        and sends its changed values only to the workers that read them.
+        Such a run is synchronous, pulls every iteration, writes a
+        checkpoint per partition every ``checkpoint_every`` iterations
+        (default :data:`garaphpy.config.CHECKPOINT_EVERY`; into
+        ``checkpoint_dir``, default a directory beside the store) and, when
+        a worker is lost, makes its partitions again on live workers from
+        the last checkpoint.  Each record names its ``workers`` and
+        ``exchanged_bytes``.
+    scheduler : str, optional
+        A Dask scheduler's address (``tcp://host:8786``): as ``client``,
+        with a client connected there for the run.
+    partitions : int, optional
+        Partitioned runs: the number of partitions (default: one per worker).
     keep_checkpoints : bool
         Leave the checkpoints in ``checkpoint_dir`` when the run completes,
         for a caller that removes them (:func:`garaphpy.scheduler.checkpoint.discard`)
@@ -318,6 +338,8 @@ def execute(graph, program, options: RunOptions | None = None, *, turned_off=(),
 
 def _execute(graph, program, options: RunOptions, turned_off, clock: CompileClock) -> Result:
     """:func:`execute` with numba's compilation timed apart by ``clock``."""
+    if options.client is not None or options.scheduler is not None:
+        return _execute_partitioned(graph, program, options, clock)
     setup_started = time.perf_counter()
     run_ = _validated(graph, program, options)
     graph, program = run_.graph, run_.program
@@ -378,6 +400,13 @@ def _execute(graph, program, options: RunOptions, turned_off, clock: CompileCloc
                     + sum(r.compile_seconds for r in records),
                     tolerance=plan.tolerance, max_iterations=plan.max_iterations,
                     resumed_from=None if resumed is None else str(resumed.path), plan=plan)
+    return _reported(result, options)
+
+
+def _reported(result: Result, options: RunOptions) -> Result:
+    """``result``, its non-convergence warned about (or raised, on request)."""
+    program, plan, records, converged = result.program, result.plan, result.iterations, \
+        result.converged
     if not converged:
         message = (f"{type(program).__name__} did not converge in {plan.max_iterations} "
                    f"iterations ({records[-1].activated if records else 0} vertices still "
@@ -386,6 +415,59 @@ def _execute(graph, program, options: RunOptions, turned_off, clock: CompileCloc
             raise NotConvergedError(message)
         warnings.warn(message, NotConvergedWarning, stacklevel=caller_stacklevel())
     return result
+
+
+#: Options a partitioned run over a Dask cluster does not take, and why.
+_NOT_PARTITIONED = {
+    "resume": "it restarts lost partitions from its own checkpoints",
+    "checkpoint_pages": "it checkpoints between iterations",
+    "policy": "its workers run on the CPU",
+}
+
+
+def _execute_partitioned(graph, program, options: RunOptions, clock: CompileClock) -> Result:
+    """A run partitioned over the workers of a Dask cluster (:mod:`garaphpy.distributed`):
+    validated as any run, then planned, built and driven by the cluster."""
+    from .distributed.run import run_partitioned
+
+    for name, reason in _NOT_PARTITIONED.items():
+        if getattr(options, name) not in (None, False):
+            raise ConfigError(f"{name}: not taken by a run over a Dask cluster ({reason})")
+    if options.mode == "gpu":
+        raise ConfigError("mode='gpu': a run over a Dask cluster has CPU workers in this "
+                          "version; use mode='cpu' or 'hybrid'")
+    if options.execution == "async" or options.direction == "notify-pull":
+        name, value = ("execution", "async") if options.execution == "async" \
+            else ("direction", "notify-pull")
+        raise ConfigError(f"{name}={value!r}: a run over a Dask cluster is synchronous and "
+                          "pulls every iteration")
+    started = time.perf_counter()
+    run_ = _validated(graph, program, dataclasses.replace(options, mode="cpu"))
+    graph, program = run_.graph, run_.program
+    if "weight" in _uses(program) and not graph.weighted:
+        raise ConfigError(f"{type(program).__name__}.gather reads the edge weight, and the "
+                          "graph has none")
+    outcome = run_partitioned(
+        graph, program, run_.sources, client=options.client, scheduler=options.scheduler,
+        partitions=options.partitions, threads=options.threads,
+        max_iterations=run_.max_iterations, tolerance=run_.tolerance,
+        checkpoint_every=options.checkpoint_every, checkpoint_dir=options.checkpoint_dir,
+        keep_checkpoints=options.keep_checkpoints, on_iteration=options.on_iteration,
+        program_cache=str(_program_cache_directory()))
+    records = outcome.records
+    plan = RunPlan(mode="cpu", execution="sync", direction="pull",
+                   max_iterations=run_.max_iterations, tolerance=run_.tolerance,
+                   threads=run_.threads, distributed=outcome.description)
+    result = Result(program=program, graph=graph, values=program.finalize(outcome.values),
+                    sources=run_.sources, mode="cpu", execution="sync",
+                    converged=outcome.converged, stop_reason=outcome.stop_reason,
+                    num_iterations=len(records), iterations=records,
+                    seconds=sum(r.seconds for r in records),
+                    setup_seconds=max(0.0, time.perf_counter() - started - clock.seconds
+                                      - sum(r.seconds for r in records)),
+                    compile_seconds=clock.seconds,
+                    tolerance=run_.tolerance, max_iterations=run_.max_iterations, plan=plan)
+    return _reported(result, options)
 
 
 @dataclasses.dataclass

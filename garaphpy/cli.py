@@ -69,6 +69,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     parser.add_argument("--verify", action="store_true",
                         help="check the result with the program's independent verifier")
+    parser.add_argument("--scheduler", metavar="ADDRESS",
+                        help="run partitioned over the workers of the Dask scheduler at "
+                             "ADDRESS, e.g. tcp://host:8786 ([run] scheduler; needs "
+                             "pip install garaphpy[dask])")
     parser.add_argument("--resume", action="store_true",
                         help="continue the run from its newest valid checkpoint "
                              "([run] checkpoint_dir, by default beside the values)")
@@ -246,7 +250,9 @@ def run_from_config(settings: dict, graph, verify: bool, progress: bool,
         warnings.showwarning = _show_warning
         run_options = RunOptions(**{
             **config_values(RunOptions, settings), "checkpoint_dir": checkpoint_dir,
-            "on_iteration": show, "resume": resume, "keep_checkpoints": True,
+            # a partitioned run's checkpoints are its workers' own, removed as it ends
+            "on_iteration": show, "resume": resume,
+            "keep_checkpoints": settings["run"].get("scheduler") is None,
             "stop_signals": STOP_SIGNALS})
         keywords = run_options.keywords()
         for trial in range(trials):
@@ -385,6 +391,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.store_verify is not None:
         args.overrides = [*args.overrides, f"store.verify={args.store_verify!r}"]
+    if args.scheduler is not None:
+        args.overrides = [*args.overrides, f"run.scheduler={args.scheduler!r}"]
     with log_to_stderr(quiet=args.quiet):
         return execute(args, lambda: load_config(args.config, args.overrides),
                        lambda: resume_command(args))

@@ -415,6 +415,12 @@ class Graph:
             return self._ids_from.original_ids(internal)
         return self.store.original_ids(internal)
 
+    @property
+    def ids_store(self) -> Store:
+        """The store whose id table gives :meth:`original_ids` (this graph's own,
+        or, for the undirected copy of a directed graph, the original's)."""
+        return self._ids_from.ids_store if self._ids_from is not None else self.store
+
     def internal_ids(self, original) -> np.ndarray:
         """Internal ids of user vertex ids, labels included (KeyError for unknown ids)."""
         if self._ids_from is not None:

@@ -224,6 +224,14 @@ class RunOptions:
                                            "IterationRecord as it completes")
     policy: Any = option(None, "object", "the hybrid dispatcher's HybridPolicy (default: a "
                          "new one)")
+    client: Any = option(None, "object", "a dask.distributed.Client: run partitioned over "
+                         "its cluster's workers")
+    scheduler: str | None = option(None, "str", "the address of a Dask scheduler "
+                                   "(tcp://host:8786): run partitioned over its workers",
+                                   config="run.scheduler")
+    partitions: int | None = option(None, "int", "partitioned runs: partitions of the "
+                                    "graph (default: one per worker)", minimum=1,
+                                    maximum=2**31 - 1, config="run.partitions")
 
     @classmethod
     def from_arguments(cls, arguments: dict) -> "RunOptions":

@@ -120,3 +120,16 @@ def tiered():
     return garaphpy.Graph.from_arrays(sources, destinations, weights, num_vertices=n,
                                       progress=False, max_shard_edges=8192, min_shards=1,
                                       max_page_bytes=90000)
+
+
+@pytest.fixture(scope="module", params=[2, 4], ids=lambda workers: f"{workers}-workers")
+def dask_client(request):
+    """A Dask LocalCluster of 2 or 4 worker processes, one thread each, and its
+    client, for a module's partitioned runs; skipped where dask is missing."""
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=request.param, threads_per_worker=1,
+                                       processes=True, dashboard_address=None)
+    client = distributed.Client(cluster)
+    yield client
+    client.close()
+    cluster.close()

@@ -34,6 +34,8 @@ LAYERS = (
     ("kernels",),
     # the engines and their policies
     ("scheduler",),
+    # partitioned runs over a Dask cluster's workers, each running the engines' kernels
+    ("distributed",),
     # the built-in programs: data to the layers below, which never import them
     ("programs",),
     # what users call: the package root, graphs, runs, output, command line

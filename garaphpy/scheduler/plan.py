@@ -138,6 +138,10 @@ class RunPlan:
         The GPU engine's choices, where it runs (made by the engine at set-up).
     turned_off : frozenset of str
         The choices a test or bench turned off (empty in a user's run).
+    distributed : dict or None
+        A run partitioned over a Dask cluster (:mod:`garaphpy.distributed`):
+        its scheduler, its partitions (vertex range, edges, worker), its
+        checkpoint interval and its recoveries from lost workers.
     """
 
     mode: str
@@ -150,6 +154,7 @@ class RunPlan:
     cpu: CpuPlan | None = None
     gpu: Any = None
     turned_off: frozenset = frozenset()
+    distributed: Any = None
 
     @property
     def synchronous(self) -> bool:
@@ -168,7 +173,8 @@ class RunPlan:
                 "max_iterations": self.max_iterations, "tolerance": self.tolerance,
                 "threads": self.threads, "pages": self.pages,
                 "cpu": None if self.cpu is None else self.cpu.as_dict(), "gpu": gpu,
-                "turned_off": sorted(self.turned_off)}
+                "turned_off": sorted(self.turned_off),
+                "distributed": json_value(self.distributed) if self.distributed else None}
 
     def describe(self) -> str:
         """A few lines for people."""
@@ -182,6 +188,11 @@ class RunPlan:
             lines.append(f"GPU: {gpu}")
         if self.turned_off:
             lines.append("turned off: " + ", ".join(sorted(self.turned_off)))
+        if self.distributed:
+            parts = self.distributed["partitions"]
+            workers = sorted({part["worker"] for part in parts})
+            lines.append(f"partitioned: {len(parts)} partition(s) over {len(workers)} Dask "
+                         f"worker(s) of {self.distributed['scheduler']}")
         return "\n".join(lines)
 
 

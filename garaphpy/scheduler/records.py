@@ -85,6 +85,14 @@ class IterationRecord:
         numba compiling (or loading from its cache) kernels of a path the
         run took first in this iteration, left out of ``seconds``
         (:mod:`garaphpy.compile_clock`).
+    workers : tuple of str
+        Partitioned runs over a Dask cluster (:mod:`garaphpy.distributed`):
+        the address of the worker of each partition, in partition order
+        (empty in a run on one machine).
+    exchanged_bytes : int
+        Partitioned runs: the bytes of the (index, value) pairs the workers
+        sent one another after the iteration (each changed vertex to every
+        worker whose pages read it).
     decisions : dict
         Every choice made for the iteration, by name (``"direction"``,
         ``"notify"``, ``"precompute"``, ``"fused_launch"``, ``"mode"``,
@@ -123,12 +131,15 @@ class IterationRecord:
     dispatch_seconds: float = 0.0
     seconds: float = 0.0
     compile_seconds: float = 0.0
+    workers: tuple = ()
+    exchanged_bytes: int = 0
     decisions: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         """JSON-able dict (the decisions' sets as sorted lists, numpy scalars as
         Python's)."""
         row = asdict(self)
+        row["workers"] = list(row["workers"])     # as JSON gives it back
         row["decisions"] = {name: {key: json_value(value) for key, value in entry.items()}
                             for name, entry in row["decisions"].items()}
         return row

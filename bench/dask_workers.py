@@ -1,0 +1,180 @@
+"""Partitioned runs over Dask LocalCluster workers against one process (beyond one machine).
+
+On rmat:SCALE, each program (``--programs``: PageRank, BFS, CC by default)
+runs in one process with ``--threads`` threads and over LocalClusters of each
+of ``--workers`` worker processes (one partition per worker) with
+``--worker-threads`` threads each, on the same host.  A trial's time is the
+run's iteration time (``Result.seconds``: the workers' pulls, the exchange
+and the client's round trip; not the set-up, where each worker opens the
+store and reads its pages).  Per case, from the records of the trial whose time is the median:
+
+* ``ms_per_iteration``: its iteration time / iterations;
+* ``pull_ms``: per iteration, the slowest worker's pull (the median);
+* ``exchange_ms``: per iteration, the slowest worker's sends (the median);
+* ``exchanged_mb``: bytes of (index, value) pairs sent per iteration (mean);
+* ``worker_edges_per_s``: edges a worker pulls per second of its pull time,
+  the per-worker rate a scaling model starts from.
+
+Every partitioned run is verified against the one-process run of the same
+program: exact for BFS and CC, 1e-9 relative for PageRank (against a
+one-process run with float64 contributions, as the workers hold them).
+
+Usage (from the repository root)::
+
+    python -m bench dask [--scale 16] [--programs pagerank,bfs,cc] [--workers 2,4]
+                         [--threads 2] [--worker-threads 1] [--trials 3] [--warmup 1]
+                         [--json rows.jsonl]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+import warnings
+
+import numpy as np
+
+import garaphpy
+from garaphpy.api import NotConvergedWarning, execute
+
+from bench import harness
+from bench._host import log
+
+SOURCED = {"bfs", "sssp", "sswp"}
+
+
+def _run(graph, program: str, source, **keywords):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NotConvergedWarning)
+        sources = [source] if program in SOURCED else None
+        return garaphpy.run(graph, program, sources=sources, **keywords)
+
+
+def measured(result) -> harness.Measurement:
+    """The run's iteration time, with its per-iteration figures."""
+    records = result.iterations
+    rows = [r.decisions.get("partitions") for r in records]
+    partitioned = all(rows) and bool(rows)
+    metrics = {"iterations": len(records), "seconds": result.seconds,
+               "setup_s": result.setup_seconds,
+               "ms_per_iteration": 1e3 * result.seconds / max(1, len(records)),
+               "edges_per_iteration": int(np.mean([r.edges_processed for r in records]))}
+    if partitioned:
+        metrics.update(
+            pull_ms=1e3 * float(np.median([max(row["pull_seconds"]) for row in rows])),
+            exchange_ms=1e3 * float(np.median([max(row["exchange_seconds"]) for row in rows])),
+            exchanged_mb=float(np.mean([r.exchanged_bytes for r in records])) / 1e6,
+            changed_per_iteration=float(np.mean([sum(row["changed"]) for row in rows])),
+            workers=len(records[0].workers))
+        per_worker = metrics["edges_per_iteration"] / metrics["workers"]
+        metrics["worker_edges_per_s"] = per_worker / (metrics["pull_ms"] / 1e3) \
+            if metrics["pull_ms"] else None
+    return harness.Measurement(result=result, seconds=result.seconds, metrics=metrics)
+
+
+def verifier(reference: dict, program: str):
+    def verify(result) -> str | None:
+        expected = reference[program]
+        if program == "pagerank":
+            if result.num_iterations != expected.num_iterations:
+                return f"{result.num_iterations} iterations, the one process {expected.num_iterations}"
+            same = np.allclose(result.values, expected.values, rtol=1e-9, atol=0)
+        else:
+            same = np.array_equal(result.values, expected.values)
+        return None if same else "values differ from the one-process run's"
+    return verify
+
+
+def figures(row: dict) -> dict:
+    """The per-iteration figures of the trial whose time is the median."""
+    times = row["trials_s"]
+    median = sorted(range(len(times)), key=times.__getitem__)[(len(times) - 1) // 2]
+    return dict(row["metrics"][median])
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scale", type=int, default=16, help="RMAT scale (default 16)")
+    parser.add_argument("--programs", default="pagerank,bfs,cc")
+    parser.add_argument("--workers", default="2,4", help="worker counts (default 2,4)")
+    parser.add_argument("--threads", type=int, default=2,
+                        help="threads of the one-process run (default 2)")
+    parser.add_argument("--worker-threads", type=int, default=1,
+                        help="threads of each worker (default 1)")
+    harness.add_common_options(parser, trials=3, warmup=1)
+    args = parser.parse_args(argv)
+    harness.check_common_options(parser, args)
+    try:
+        import distributed
+    except ImportError:
+        parser.error("needs Dask's distributed scheduler: pip install garaphpy[dask]")
+    programs = [p for p in args.programs.split(",") if p]
+    worker_counts = [int(w) for w in args.workers.split(",") if w]
+
+    spec = f"rmat:{args.scale}"
+    graph = garaphpy.Graph.load(spec, progress=False)
+    source = int(graph.original_ids(np.array([np.argmax(graph.store.out_degree)]))[0])
+    log(f"{spec}: {graph.num_vertices:,} vertices, {graph.num_edges:,} edges")
+    reference = {}
+    for program in programs:
+        turned_off = {"float32_contributions"} if program == "pagerank" else set()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", NotConvergedWarning)
+            reference[program] = execute(
+                graph, program, mode="cpu", threads=args.threads, turned_off=turned_off,
+                sources=[source] if program in SOURCED else None)
+    common = {"graph": spec, "num_vertices": graph.num_vertices,
+              "num_edges": graph.num_edges, "load_before": os.getloadavg()}
+    cases = [harness.Case(f"one-process/{program}",
+                          lambda program=program: measured(_run(graph, program, source,
+                                                                mode="cpu",
+                                                                threads=args.threads)),
+                          params={"program": program, "threads": args.threads},
+                          verify=verifier(reference, program) if program != "pagerank"
+                          else None, summarize=figures)
+             for program in programs]
+    rows = harness.run_cases("dask", cases, args, extra=common)
+    for count in worker_counts:
+        with distributed.LocalCluster(n_workers=count, threads_per_worker=args.worker_threads,
+                                      processes=True, dashboard_address=None) as cluster, \
+                distributed.Client(cluster) as client:
+            cases = [harness.Case(
+                f"dask-{count}x{args.worker_threads}/{program}",
+                lambda program=program: measured(_run(graph, program, source, client=client,
+                                                      checkpoint_every=0)),
+                params={"program": program, "workers": count,
+                        "worker_threads": args.worker_threads},
+                verify=verifier(reference, program), summarize=figures)
+                for program in programs]
+            rows += harness.run_cases("dask", cases, args, extra=common)
+    load_after = os.getloadavg()
+    print(f"garaphpy over Dask workers: rmat:{args.scale} ({graph.num_vertices:,} vertices, "
+          f"{graph.num_edges:,} edges), {time.strftime('%Y-%m-%d %H:%M:%S')}, "
+          f"{platform.node()}, {os.cpu_count()} cores; load average before "
+          f"{common['load_before'][0]:.1f}, after {load_after[0]:.1f}")
+    print("| case | iterations | median s | ms/iteration | pull ms | exchange ms | "
+          "exchanged MB/iteration | worker M edges/s | vs one process |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        program = row["params"]["program"]
+        alone = harness.row_of(rows, f"one-process/{program}")["median_s"]
+        m = row["figures"]
+
+        def shown(name, scale=1.0, digits=1):
+            value = m.get(name)
+            return "" if value is None else f"{value * scale:.{digits}f}"
+        print(f"| {row['case']} | {m['iterations']} | {row['median_s']:.3f} | "
+              f"{m['ms_per_iteration']:.1f} | {shown('pull_ms')} | {shown('exchange_ms')} | "
+              f"{shown('exchanged_mb', digits=3)} | {shown('worker_edges_per_s', 1e-6)} | "
+              f"{alone / row['median_s']:.2f}x |")
+    harness.write_record(args.json, "dask", "summary",
+                         {**common, "load_after": load_after,
+                          "rows": {row["case"]: row["figures"] for row in rows}}, args)
+    return harness.exit_status(rows)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

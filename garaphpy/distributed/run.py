@@ -1,0 +1,458 @@
+"""A partitioned run over the workers of a Dask cluster (Garaph sections 2.2, 4.1, 5; Pregel's supersteps).
+
+The client plans the run from the store's CSC index and page table alone
+(:func:`~garaphpy.distributed.partition.cut_partitions`), places one
+:class:`~garaphpy.distributed.worker.PartitionWorker` actor per partition on
+the workers (round robin), and drives synchronous iterations with small
+messages: each round it sends every worker the iteration's aggregates and
+gets back a few numbers (L1 change, activations, bytes sent, its share of
+the next aggregates), which it reduces.  The values move worker to worker
+(:mod:`garaphpy.distributed.exchange`); the client reads no edge and sees
+the values once, at the end.
+
+Faults: every ``checkpoint_every`` iterations each worker writes its owned
+values (the same iteration for all); when a worker is lost, the run makes its
+partitions again on live workers, every partition rolls back to the last
+complete checkpoint (or to the initial values), and the run goes on from
+there, so it ends with the values of an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .. import config
+from ..errors import ConfigError, GaraphError
+from ..monoids import MONOIDS
+from ..scheduler.records import IterationRecord
+from .partition import cut_partitions, partition_bytes
+from .worker import WorkerError, WorkerSetup
+
+#: Seconds a client made from a scheduler address waits for the scheduler.
+CONNECT_TIMEOUT_SECONDS = 10
+#: Recoveries from lost workers a run makes before it gives up.
+MAX_RECOVERIES = 8
+#: Seconds a lost worker's peers are given to answer whether they live.
+PING_TIMEOUT_SECONDS = 10
+#: Seconds a worker waits for a peer to take its pairs before it counts it as lost.
+EXCHANGE_TIMEOUT_SECONDS = 60.0
+
+
+class DistributedRunError(GaraphError):
+    """A partitioned run cannot go on (its message names the worker or the address)."""
+
+
+def import_distributed():
+    """The ``distributed`` module, or a one-line error saying how to install it."""
+    try:
+        import distributed
+    except ImportError:
+        raise ConfigError("client=/scheduler=: partitioned runs need Dask's distributed "
+                          "scheduler: pip install garaphpy[dask]") from None
+    return distributed
+
+
+def connect(client=None, scheduler: str | None = None):
+    """``(client, made_here)``: the ``dask.distributed.Client`` given, or one
+    connected to ``scheduler`` (an address such as ``tcp://host:8786``)."""
+    distributed = import_distributed()
+    if isinstance(client, str):
+        client, scheduler = None, client
+    if client is not None:
+        if not isinstance(client, distributed.Client):
+            raise ConfigError(f"client={client!r}: expected a dask.distributed.Client or a "
+                              "scheduler address")
+        return client, False
+    if not isinstance(scheduler, str) or not scheduler:
+        raise ConfigError(f"scheduler={scheduler!r}: expected an address such as "
+                          "'tcp://host:8786'")
+    try:
+        return distributed.Client(scheduler, timeout=CONNECT_TIMEOUT_SECONDS,
+                                  set_as_default=False), True
+    except (OSError, TimeoutError, ValueError) as error:
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise DistributedRunError(f"scheduler={scheduler!r}: no Dask scheduler answered "
+                                  f"there within {CONNECT_TIMEOUT_SECONDS} s ({reason})") from None
+
+
+@dataclass
+class PartitionedOutcome:
+    """What a partitioned run gives :func:`garaphpy.api.execute` to make its Result."""
+
+    values: np.ndarray
+    records: list
+    converged: bool
+    stop_reason: str
+    setup_seconds: float
+    description: dict = field(default_factory=dict)
+
+
+class PartitionedRun:
+    """One run over a Dask cluster's workers (see the module).
+
+    Parameters
+    ----------
+    client : dask.distributed.Client
+    store : garaphpy.storage.store.Store
+        The graph's store, opened on the client (its page table and CSC index
+        are read; its pages are not).
+    program : VertexProgram
+    sources : int64 array
+    partitions : int or None
+        P (default: one per worker).
+    threads : int or None
+        Kernel threads per worker (default: the worker's own).
+    checkpoint_every : int
+        Iterations between checkpoints (0: none; a lost worker then rolls the
+        run back to its start).
+    checkpoint_dir : path
+        Where the partitions' checkpoints go (shared by the workers).
+    program_cache : str, optional
+        Where the workers keep the compiled program (default: their own cache).
+    """
+
+    def __init__(self, client, store, program, sources, *, partitions, threads,
+                 checkpoint_every: int, checkpoint_dir: Path, program_cache: str | None = None):
+        self.client = client
+        self.store = store
+        self.program = program
+        self.sources = np.asarray(sources, np.int64)
+        self.checkpoint_every = checkpoint_every
+        self.checkpoint_dir = Path(checkpoint_dir)
+        self.program_cache = program_cache
+        self.ids_store_path = None
+        self.workers = self._workers()
+        count = len(self.workers) if partitions is None else partitions
+        self.partitions = tuple(cut_partitions(store.in_offsets, count))
+        self.threads = threads
+        uses = {p for f in type(program).functions.values() for p in f.parameters}
+        self.reads_weights = "weight" in uses
+        self.weighted_in = "weighted_in_degree" in uses
+        self.placement = [sorted(self.workers)[p % len(self.workers)]
+                          for p in range(len(self.partitions))]
+        self._check_memory()
+        self.actors: list = [None] * len(self.partitions)
+        self.futures: list = [None] * len(self.partitions)
+        self.addresses: list = [None] * len(self.partitions)
+        self.epoch = 0
+        self.recoveries: list[dict] = []
+        self.checkpoints: list[int] = []
+
+    # -- set-up ----------------------------------------------------------------------------
+    def _workers(self) -> dict:
+        info = self.client.scheduler_info(n_workers=-1)["workers"] \
+            if _takes_n_workers(self.client) else self.client.scheduler_info()["workers"]
+        if not info:
+            raise DistributedRunError(f"the Dask cluster at {self.client.scheduler.address} "
+                                      "has no worker")
+        return dict(info)
+
+    def _check_memory(self) -> None:
+        itemsize = np.dtype(type(self.program).value_dtype).itemsize
+        need: dict[str, list] = {}
+        for partition, address in zip(self.partitions, self.placement):
+            need.setdefault(address, []).append(
+                (partition.index, partition_bytes(self.store, partition, itemsize)))
+        for address, parts in need.items():
+            limit = int(self.workers[address].get("memory_limit") or 0)
+            total = sum(size for _, size in parts)
+            if limit and total > limit:
+                indices = ", ".join(str(index) for index, _ in parts)
+                raise DistributedRunError(
+                    f"worker {address}: partition {indices} needs about {_mib(total)} of host "
+                    f"memory, its memory limit is {_mib(limit)}; use more workers or "
+                    "partitions, or workers with more memory")
+
+    def _setup(self, index: int) -> WorkerSetup:
+        address = self.placement[index]
+        threads = self.threads or int(self.workers.get(address, {}).get("nthreads", 1))
+        return WorkerSetup(str(self.store.path), self.program, self.partitions, index,
+                           self.sources, max(1, threads), self.reads_weights, self.weighted_in,
+                           self.program_cache, self.ids_store_path,
+                           EXCHANGE_TIMEOUT_SECONDS)
+
+    def _make_actor(self, index: int):
+        address = self.placement[index]
+        future = self.client.submit(_new_worker, self._setup(index), actor=True,
+                                    workers=[address], allow_other_workers=False, pure=False,
+                                    key=f"garaphpy-partition-{index}-{uuid.uuid4().hex[:8]}")
+        try:
+            actor = future.result()
+        except WorkerError:
+            raise
+        except Exception as error:      # the worker's own failure, by its address
+            raise DistributedRunError(f"worker {address}: partition {index} could not be "
+                                      f"set up: {_one_line(error)}") from None
+        self.actors[index] = actor
+        self.addresses[index] = address
+        self.futures[index] = future        # the actor lives while its future is held
+
+    def start(self) -> np.ndarray:
+        """Make every partition's worker and wire them; the aggregates of iteration 0."""
+        for index in range(len(self.partitions)):
+            self._make_actor(index)
+        self._wire()
+        return self._aggregates(0)
+
+    def _wire(self) -> None:
+        self._all(lambda actor: actor.wire(self.actors, self.addresses, self.epoch))
+
+    def _share_weighted_in(self) -> None:
+        if self.weighted_in:
+            self._all(lambda actor: actor.share_weighted_in_degrees())
+            self._all(lambda actor: actor.take_weighted_in_degrees())
+
+    def _all(self, call) -> list:
+        """``call(actor)`` on every partition's actor; the results in partition order.
+
+        Raises
+        ------
+        LostWorkers
+            When a call failed and some actors' workers no longer answer.
+        """
+        futures = []
+        for actor in self.actors:
+            try:
+                futures.append(call(actor))
+            except Exception as error:      # noqa: BLE001 - an actor known lost already
+                futures.append(error)
+        results, failures = [], []
+        for index, future in enumerate(futures):
+            try:
+                if isinstance(future, Exception):
+                    raise future
+                results.append(future.result())
+            except Exception as error:      # noqa: BLE001 - sorted out below
+                results.append(None)
+                failures.append((index, error))
+        if failures:
+            lost = self._lost()
+            if lost:
+                raise LostWorkers(lost)
+            index, error = failures[0]
+            if isinstance(error, GaraphError):
+                raise error
+            raise DistributedRunError(f"worker {self.addresses[index]}: partition {index} "
+                                      f"failed: {_one_line(error)}") from error
+        return results
+
+    def _lost(self) -> list[int]:
+        """The partitions whose actors do not answer."""
+        lost = []
+        for index, actor in enumerate(self.actors):
+            try:
+                actor.ping().result(timeout=PING_TIMEOUT_SECONDS)
+            except Exception:       # noqa: BLE001 - lost, whatever the comm says
+                lost.append(index)
+        return lost
+
+    def _aggregates(self, iteration: int) -> np.ndarray:
+        rows = self._all(lambda actor: actor.partial_aggregates(iteration))
+        return self._reduce([row for row in rows])
+
+    def _reduce(self, rows: list) -> np.ndarray:
+        declared = type(self.program).aggregates
+        monoids = [declared[name][0] for name in declared]
+        if not monoids:
+            return np.zeros(1, np.float64)
+        stacked = np.vstack(rows)
+        return np.array([getattr(stacked[:, i], MONOIDS[m].numpy_reduce)()
+                         for i, m in enumerate(monoids)], np.float64)
+
+    # -- iterations ----------------------------------------------------------------------
+    def iterate(self, max_iterations: int, tolerance, on_iteration=None):
+        """The iterations until no vertex is active, the L1 change falls below
+        ``tolerance`` or ``max_iterations``; ``(records, stopped, reason)``
+        (``stopped`` False at the limit with vertices active)."""
+        aggregates = self.start()
+        self._share_weighted_in()
+        records: list[IterationRecord] = []
+        n = self.store.num_vertices
+        active = n if self.program.initially_active == "all" else int(self.sources.size)
+        iteration = 0
+        while iteration < max_iterations:
+            if active == 0:
+                return records, True, "no active vertex"
+            started = time.perf_counter()
+            try:
+                rows = self._all(lambda actor: actor.step(iteration, aggregates))
+            except LostWorkers as lost:
+                iteration, aggregates, active = self._recover(lost.partitions, records)
+                continue
+            record = self._record(iteration, rows, active, time.perf_counter() - started)
+            aggregates = self._reduce([row["aggregates"] for row in rows])
+            active = record.activated
+            records.append(record)
+            if on_iteration is not None:
+                on_iteration(record)
+            if tolerance is not None and record.l1_change < tolerance:
+                return records, True, "tolerance"
+            iteration += 1
+            if self.checkpoint_every and iteration % self.checkpoint_every == 0 \
+                    and iteration < max_iterations and active:
+                self._checkpoint(iteration, records)
+        if active == 0:
+            return records, True, "no active vertex"
+        return records, False, "iteration limit"
+
+    def _record(self, iteration: int, rows: list, active: int, seconds: float):
+        record = IterationRecord(iteration=iteration, mode="cpu", direction="pull",
+                                 forced=False, active_fraction=1.0, rho=1.0,
+                                 active_vertices=active)
+        record.l1_change = float(sum(row["l1_change"] for row in rows))
+        record.activated = int(sum(row["activated"] for row in rows))
+        record.updated_vertices = self.store.num_vertices
+        record.edges_processed = record.cpu_edges = int(sum(row["edges"] for row in rows))
+        record.exchanged_bytes = int(sum(row["sent_bytes"] for row in rows))
+        record.workers = tuple(row["address"] for row in rows)
+        record.seconds = seconds
+        record.cpu_busy_seconds = max(row["pull_seconds"] for row in rows)
+        record.decisions["partitions"] = {
+            "changed": [row["changed"] for row in rows],
+            "sent_bytes": [row["sent_bytes"] for row in rows],
+            "pull_seconds": [round(row["pull_seconds"], 6) for row in rows],
+            "exchange_seconds": [round(row["exchange_seconds"], 6) for row in rows],
+            "choice": len(rows)}
+        return record
+
+    # -- checkpoints and faults ----------------------------------------------------------
+    def _checkpoint(self, iteration: int, records: list) -> None:
+        directory = str(self.checkpoint_dir)
+        self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._all(lambda actor: actor.checkpoint(iteration, directory))
+        except LostWorkers:
+            return      # the step that follows finds the lost worker and recovers
+        for earlier in self.checkpoints:
+            self._all(lambda actor, earlier=earlier: actor.discard_checkpoint(earlier,
+                                                                              directory))
+        self.checkpoints = [iteration]
+        if records:
+            records[-1].decisions["partition_checkpoint"] = {"iteration": iteration,
+                                                             "choice": True}
+
+    def _recover(self, lost: list[int], records: list):
+        """Make the lost partitions again on live workers and roll every partition
+        back to the last complete checkpoint; ``(iteration, aggregates, active)``
+        to go on from."""
+        if len(self.recoveries) >= MAX_RECOVERIES:
+            raise DistributedRunError(f"workers {', '.join(self.addresses[i] for i in lost)}: "
+                                      f"lost after {MAX_RECOVERIES} recoveries; giving up")
+        gone = {self.addresses[index] for index in lost}
+        self.workers = {a: w for a, w in self._workers().items() if a not in gone}
+        if not self.workers:
+            raise DistributedRunError(f"workers {', '.join(sorted(gone))}: lost, and no live "
+                                      "worker is left to take their partitions")
+        load = {address: 0 for address in self.workers}
+        for index, address in enumerate(self.addresses):
+            if index not in lost and address in load:
+                load[address] += 1
+        for index in lost:
+            address = min(sorted(load), key=load.get)
+            load[address] += 1
+            self.placement[index] = address
+            self._make_actor(index)
+        self.epoch += 1
+        back_to = self.checkpoints[-1] if self.checkpoints else 0
+        self._wire()
+        directory = str(self.checkpoint_dir)
+        self._all(lambda actor: actor.restore(back_to, directory, self.epoch))
+        self._share_weighted_in()
+        self.recoveries.append({"lost": [(i, a) for i, a in zip(lost, sorted(gone))],
+                                "after_iteration": len(records), "back_to": back_to})
+        del records[back_to:]
+        active = records[-1].activated if records else (
+            self.store.num_vertices if self.program.initially_active == "all"
+            else int(self.sources.size))
+        return back_to, self._aggregates(back_to), active
+
+    def values(self) -> np.ndarray:
+        """Every vertex's committed value, gathered from the partitions."""
+        return np.concatenate(self._all(lambda actor: actor.owned_values()))
+
+    def describe(self) -> dict:
+        """The partitions, where they ran, the recoveries."""
+        return {"scheduler": self.client.scheduler.address,
+                "partitions": [{"first_vertex": p.first_vertex, "end_vertex": p.end_vertex,
+                                "edges": p.num_edges, "worker": a}
+                               for p, a in zip(self.partitions, self.addresses)],
+                "checkpoint_every": self.checkpoint_every, "recoveries": self.recoveries}
+
+    def close(self, keep_checkpoints: bool) -> None:
+        """Let the actors go; remove the checkpoints unless kept."""
+        self.actors = []
+        self.futures = []
+        if not keep_checkpoints:
+            shutil.rmtree(self.checkpoint_dir, ignore_errors=True)
+
+
+class LostWorkers(Exception):
+    """Some partitions' workers were lost (:attr:`partitions`)."""
+
+    def __init__(self, partitions: list[int]):
+        super().__init__(f"partitions {partitions} lost their workers")
+        self.partitions = partitions
+
+
+def _new_worker(setup: WorkerSetup):
+    from .worker import PartitionWorker
+
+    return PartitionWorker(setup)
+
+
+def _takes_n_workers(client) -> bool:
+    import inspect
+
+    return "n_workers" in inspect.signature(client.scheduler_info).parameters
+
+
+def _mib(nbytes: int) -> str:
+    """``nbytes`` in MiB (in KiB below one MiB)."""
+    return f"{nbytes / 2**20:.1f} MiB" if nbytes >= 2**20 else f"{nbytes / 2**10:.1f} KiB"
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+
+
+def run_partitioned(graph, program, sources, *, client, scheduler, partitions, threads,
+                    max_iterations: int, tolerance, checkpoint_every, checkpoint_dir,
+                    keep_checkpoints: bool, on_iteration=None,
+                    program_cache: str | None = None) -> PartitionedOutcome:
+    """A synchronous run of ``program`` on ``graph`` over a Dask cluster's workers
+    (see the module); the run's options validated by :func:`garaphpy.api.execute`."""
+    setup_started = time.perf_counter()
+    client, made_here = connect(client, scheduler)
+    store = graph.store
+    every = config.CHECKPOINT_EVERY if checkpoint_every is None else checkpoint_every
+    own_directory = checkpoint_dir is None
+    directory = Path(checkpoint_dir) if checkpoint_dir is not None else \
+        store.path.parent / f"{store.path.name}.partitioned" / uuid.uuid4().hex[:12]
+    run = None
+    try:
+        run = PartitionedRun(client, store, program, sources, partitions=partitions,
+                             threads=threads, checkpoint_every=every,
+                             checkpoint_dir=directory, program_cache=program_cache)
+        if graph.ids_store is not store:
+            run.ids_store_path = str(graph.ids_store.path)
+        setup_seconds = time.perf_counter() - setup_started
+        records, stopped, reason = run.iterate(max_iterations, tolerance, on_iteration)
+        values = run.values()
+        description = run.describe()
+    finally:
+        if run is not None:
+            run.close(keep_checkpoints)
+        if own_directory:
+            shutil.rmtree(directory.parent, ignore_errors=True) \
+                if directory.parent.is_dir() and not any(directory.parent.iterdir()) else None
+        if made_here:
+            client.close()
+    converged = stopped or bool(program.run_until_limit)
+    return PartitionedOutcome(values, records, converged, reason, setup_seconds, description)

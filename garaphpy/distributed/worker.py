@@ -1,0 +1,449 @@
+"""One partition's worker: its pulls, its share of the exchange, its checkpoints (Garaph sections 2.2, 4.1).
+
+:class:`PartitionWorker` is a Dask actor (``client.submit(PartitionWorker,
+setup, actor=True)``): it lives in one worker process, which opens the store
+by its path (a shared file system; on a LocalCluster the same disk) and reads
+the pieces of the pages its partition pulls, once.  It holds a full-length
+value array: its own vertices' values, which it writes, and the values of
+the other partitions' vertices its pieces read, kept current by the
+exchange (:mod:`garaphpy.distributed.exchange`).
+
+An iteration (:meth:`PartitionWorker.step`) is a synchronous pull of the
+partition's vertices with the CPU engine's pull kernels, specialized for the
+program (the same :func:`~garaphpy.kernels.cpu.pull_range` over each piece,
+over gathers computed once per source vertex where the engine's rule says,
+vertices cut between pages combined and applied by
+:func:`~garaphpy.kernels.cpu.apply_vertices`); then the worker sends its
+changed vertices' pairs straight to the workers that read them, actor to
+actor (never through the scheduler or the client), and returns a few
+numbers: its L1 change, the vertices it activated, the bytes it sent and its
+share of the next iteration's aggregates.  The worker's processors are the
+CPU's here; the protocol (steps, pairs, checkpoints) does not depend on it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numba
+import numpy as np
+
+from .. import config
+from .._numba_setup import parallel_section
+from ..errors import GaraphError
+from ..paths import cache_directory
+from ..scheduler import decisions
+from .exchange import Inbox, Mirrors, pair_bytes
+from .partition import Partition, partition_pieces, read_by
+
+
+class WorkerError(GaraphError):
+    """A partition's worker cannot do its part (its message names the worker)."""
+
+
+@dataclass(frozen=True)
+class WorkerSetup:
+    """What a partition's worker is made from (sent to it once, no graph data).
+
+    Attributes
+    ----------
+    store_path : str
+        The store, opened by the worker by this path.
+    program : VertexProgram
+    partitions : tuple of Partition
+        Every partition of the run (the worker's is ``partitions[index]``).
+    index : int
+    sources : int64 array
+        The run's source vertices (internal ids).
+    threads : int
+        Kernel threads of the worker.
+    reads_weights, weighted_in : bool
+        The program's gather reads the edge values; a function reads
+        ``weighted_in_degree``.
+    program_cache : str or None
+        Where the program's compiled module is kept (None: the worker's own
+        cache directory).
+    ids_store_path : str or None
+        The store whose id table gives the vertices' user ids, where it is not
+        ``store_path``'s (the undirected copy of a directed graph).
+    exchange_timeout : float
+        Seconds a peer may take to accept pairs before it counts as lost (a
+        call to an actor whose worker died waits for it to come back).
+    """
+
+    store_path: str
+    program: object
+    partitions: tuple
+    index: int
+    sources: np.ndarray
+    threads: int
+    reads_weights: bool
+    weighted_in: bool
+    program_cache: str | None = None
+    ids_store_path: str | None = None
+    exchange_timeout: float = 60.0
+
+    @property
+    def partition(self) -> Partition:
+        return self.partitions[self.index]
+
+
+_COMPILED: dict = {}
+
+
+def _compiled(program, parallel: bool, directory: str | None):
+    """The program compiled once per worker process (numba's disk cache shared)."""
+    from ..kernels.cpu_program import compile_program
+
+    key = (type(program), tuple(sorted(program.constants.items())), parallel)
+    if key not in _COMPILED:
+        _COMPILED[key] = compile_program(
+            program, Path(directory) if directory else cache_directory() / "programs", parallel)
+    return _COMPILED[key]
+
+
+def _worker_address() -> str:
+    from distributed import get_worker
+
+    try:
+        return get_worker().address
+    except ValueError:      # outside a worker (a test calling the class directly)
+        return "local"
+
+
+class PartitionWorker:
+    """A partition of a run, in one Dask worker (an actor; see the module)."""
+
+    def __init__(self, setup: WorkerSetup):
+        self.address = _worker_address()
+        self.setup = setup
+        self.index = setup.index
+        partition = setup.partition
+        self.first, self.end = partition.first_vertex, partition.end_vertex
+        self.threads = setup.threads
+        numba.set_num_threads(min(self.threads, numba.config.NUMBA_NUM_THREADS))
+        try:
+            self._open(setup)
+        except MemoryError:
+            raise WorkerError(f"worker {self.address}: not enough memory for partition "
+                              f"{self.index} ({partition.num_vertices} vertices, "
+                              f"{partition.num_edges} edges)") from None
+        self.mirrors = Mirrors(self.first, self.end)
+        self.inbox = Inbox()
+        self.peers = ()
+        self.peer_addresses = ()
+        self.epoch = 0
+        self._warm_up()
+
+    def _open(self, setup: WorkerSetup) -> None:
+        from ..errors import StoreError
+        from ..storage.store import Store
+
+        path = Path(setup.store_path)
+        if not path.is_dir():
+            raise WorkerError(f"worker {self.address}: the store {path} is not there "
+                              "(the workers open it by its path: a shared file system)")
+        try:
+            store = Store.open(path, verify="quick")
+        except (StoreError, OSError) as error:
+            raise WorkerError(f"worker {self.address}: cannot open the store {path}: "
+                              f"{error}") from None
+        self.store = store
+        self.num_vertices = store.num_vertices
+        self.in_offsets = store.in_offsets
+        self.compiled = compiled = _compiled(setup.program, self.threads > 1,
+                                               setup.program_cache)
+        self.dummy_weights = np.zeros(1, np.float64)
+        self.pieces = []
+        for piece in partition_pieces(store.pages, store.in_offsets, setup.partition):
+            page = store.read_page(piece.page)
+            begin = piece.edge_begin - page.info.edge_begin
+            end = piece.edge_end - page.info.edge_begin
+            sources = page.sources[begin:end].copy()
+            weights = page.weights[begin:end].copy() \
+                if store.weighted and setup.reads_weights else self.dummy_weights
+            self.pieces.append((piece, sources, weights))
+        n = self.num_vertices
+        is_source = np.zeros(n, np.bool_)
+        is_source[setup.sources] = True
+        weighted_in = np.zeros(n if setup.weighted_in else 1, np.float64)
+        ids_store = store if setup.ids_store_path is None else \
+            Store.open(setup.ids_store_path, verify="quick")
+        self.attrs = (store.out_degree, store.in_degree, weighted_in,
+                      np.ascontiguousarray(ids_store.original_ids(), dtype=np.int64), is_source)
+        if setup.weighted_in:
+            self._owned_weighted_in_degrees(weighted_in)
+        self.values = np.empty(n, compiled.value_dtype)
+        self._initial_values()
+        self.next = self.values.copy()
+        self.active = np.zeros(n, np.bool_)
+        self.floor = np.zeros(1, compiled.value_dtype)
+        # the engine's rule: a source-side gather reading an attribute is computed
+        # once per vertex before the pulls (Garaph's pull, GAPBS's contributions)
+        self.precompute = decisions.precompute_source_gathers(
+            "pull", True, compiled.gather_parameters)
+        self.contributions = np.empty(n if self.precompute else 0, compiled.accum_dtype)
+        self.aggregate_identities = np.array(
+            [_identity(m) for m in compiled.aggregate_monoids], np.float64)
+        self.no_aggregates = np.zeros(1, np.float64)
+
+    def _owned_weighted_in_degrees(self, out: np.ndarray) -> None:
+        from ..kernels import cpu as kernels
+
+        for piece, page_index in ((p, p.page) for p, _, _ in self.pieces):
+            page = self.store.read_page(page_index)
+            kernels.add_weighted_in_degrees(
+                self.in_offsets, page.weights, page.info.edge_begin, piece.edge_begin,
+                piece.edge_end, piece.first_vertex, piece.end_vertex, out)
+
+    def _initial_values(self) -> None:
+        with parallel_section():
+            self.compiled.kernels.init_values(self.attrs, self.num_vertices, self.values)
+
+    def _warm_up(self) -> None:
+        """Compile the kernels of a step on empty work (numba's disk cache makes
+        this a load after the first run)."""
+        compiled = self.compiled
+        with compiled.compiling():
+            if self.precompute:
+                with parallel_section():
+                    compiled.kernels.source_contributions(self.values[:0], self.attrs,
+                                                          self.contributions)
+            self._pull_piece(None, 0, self.no_aggregates if compiled.aggregate_call is None
+                             else self.aggregate_identities.copy(), np.zeros(2))
+            self._partial_aggregates(0, self.first, self.first)
+
+    # -- what the client and the peers call --------------------------------------------
+    def describe(self) -> dict:
+        """Where this partition runs and what it holds."""
+        return {"address": self.address, "index": self.index, "pid": os.getpid(),
+                "pieces": len(self.pieces),
+                "edges": int(sum(p.edge_end - p.edge_begin for p, _, _ in self.pieces))}
+
+    def wire(self, peers, addresses, epoch: int) -> int:
+        """Take the run's workers (``peers[q]`` the actor of partition q, in the
+        worker at ``addresses[q]``) and tell each which of its vertices this
+        partition reads (its mirror list, sent to it directly); returns the
+        vertices read from others."""
+        self.peers = tuple(peers)
+        self.peer_addresses = tuple(addresses)
+        self.epoch = epoch
+        self.inbox.reset(epoch)
+        reads = read_by([s for _, s, _ in self.pieces], list(self.setup.partitions))
+        self._wait({q: self._call(q, "set_reader", self.index, reads[q])
+                    for q in range(len(self.peers)) if q != self.index})
+        return int(sum(reads[q].size for q in range(len(reads)) if q != self.index))
+
+    # a peer in another worker is called on that worker's event loop (async), so
+    # that its iteration thread, busy with its own pull, never holds the call up;
+    # a peer in this worker is called in place (Dask gives a coroutine otherwise)
+    async def set_reader(self, partition: int, vertices: np.ndarray) -> None:
+        """Partition ``partition`` reads ``vertices`` of this one."""
+        self.mirrors.set_reader(partition, vertices)
+
+    def set_reader_here(self, partition: int, vertices: np.ndarray) -> None:
+        """:meth:`set_reader`, called by a partition in the same worker."""
+        self.mirrors.set_reader(partition, vertices)
+
+    async def receive(self, epoch: int, iteration: int, kind: str, indices: np.ndarray,
+                      values: np.ndarray) -> bool:
+        """Pairs another partition's ``iteration`` made, for the next one."""
+        return self.inbox.put(epoch, iteration, kind, indices, values)
+
+    def receive_here(self, epoch: int, iteration: int, kind: str, indices: np.ndarray,
+                     values: np.ndarray) -> bool:
+        """:meth:`receive`, called by a partition in the same worker."""
+        return self.inbox.put(epoch, iteration, kind, indices, values)
+
+    def share_weighted_in_degrees(self) -> int:
+        """Send the owned vertices' weighted in-degrees to their readers; bytes sent."""
+        owned = np.arange(self.first, self.end, dtype=np.int64)
+        return self._send("weighted_in", -1, owned, self.attrs[2])
+
+    def take_weighted_in_degrees(self) -> None:
+        """Write the weighted in-degrees received (after every worker shared)."""
+        self.inbox.apply("weighted_in", self.attrs[2], 0)
+
+    def partial_aggregates(self, iteration: int) -> np.ndarray:
+        """This partition's share of ``iteration``'s aggregates (one row)."""
+        return self._partial_aggregates(iteration, self.first, self.end)
+
+    def step(self, iteration: int, aggregates: np.ndarray) -> dict:
+        """One synchronous iteration of this partition, then its exchange.
+
+        Returns
+        -------
+        dict
+            ``l1_change``, ``activated``, ``changed`` (owned vertices whose value
+            changed), ``sent_bytes``, ``edges``, ``pull_seconds``,
+            ``exchange_seconds``, ``aggregates`` (the next iteration's share)
+            and ``address``.
+        """
+        numba.set_num_threads(min(self.threads, numba.config.NUMBA_NUM_THREADS))
+        started = time.perf_counter()
+        self.inbox.apply("values", self.values, iteration)
+        first, end = self.first, self.end
+        self.active[first:end] = False
+        stats = np.zeros(2, np.float64)
+        pending = []
+        if self.precompute:
+            with parallel_section():
+                self.compiled.kernels.source_contributions(self.values, self.attrs,
+                                                           self.contributions)
+        for piece, sources, weights in self.pieces:
+            pending.extend(self._pull_piece((piece, sources, weights), iteration, aggregates,
+                                            stats))
+        if pending:
+            vertices, accums = self._combined(pending)
+            with parallel_section():
+                self.compiled.kernels.apply_vertices(
+                    self.attrs, aggregates, self.num_vertices, iteration, vertices, accums,
+                    self.values, self.next, self.active, stats)
+        changed = first + np.flatnonzero(self.next[first:end] != self.values[first:end])
+        self.values[first:end] = self.next[first:end]
+        pulled = time.perf_counter()
+        sent = self._send("values", iteration, changed, self.values)
+        exchanged = time.perf_counter()
+        return {"l1_change": float(stats[0]), "activated": int(stats[1]),
+                "changed": int(changed.size), "sent_bytes": sent,
+                "edges": int(sum(p.edge_end - p.edge_begin for p, _, _ in self.pieces)),
+                "pull_seconds": pulled - started, "exchange_seconds": exchanged - pulled,
+                "aggregates": self._partial_aggregates(iteration + 1, first, end),
+                "address": self.address}
+
+    def checkpoint(self, iteration: int, directory: str) -> str:
+        """Write the owned values after ``iteration`` iterations (atomically)."""
+        path = checkpoint_path(directory, self.index, len(self.setup.partitions), iteration)
+        temporary = path.with_name(path.name + f".{os.getpid()}.tmp")
+        with open(temporary, "wb") as file:
+            np.save(file, self.values[self.first:self.end])
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+        return str(path)
+
+    def discard_checkpoint(self, iteration: int, directory: str) -> None:
+        """Remove this partition's checkpoint of ``iteration`` (a later one is complete)."""
+        checkpoint_path(directory, self.index, len(self.setup.partitions),
+                        iteration).unlink(missing_ok=True)
+
+    def restore(self, iteration: int, directory: str | None, epoch: int) -> int:
+        """Roll back to the values after ``iteration`` iterations (0: the initial
+        ones; else the checkpoint in ``directory``) and send every owned value
+        others read to them (for the next step); returns the bytes sent.
+        Called on every worker once a worker was lost, after every worker's
+        :meth:`wire` of the new ``epoch`` (which dropped the pairs held)."""
+        if epoch != self.epoch:
+            raise WorkerError(f"worker {self.address}: partition {self.index} restored at "
+                              f"epoch {epoch}, wired at {self.epoch}")
+        if iteration == 0:
+            self._initial_values()
+        else:
+            path = checkpoint_path(directory, self.index, len(self.setup.partitions),
+                                   iteration)
+            self.values[self.first:self.end] = np.load(path)
+        self.next[:] = self.values
+        owned = np.arange(self.first, self.end, dtype=np.int64)
+        return self._send("values", iteration - 1, owned, self.values)
+
+    def owned_values(self) -> np.ndarray:
+        """The committed values of the owned vertices."""
+        return self.values[self.first:self.end].copy()
+
+    def ping(self) -> str:
+        return self.address
+
+    # -- inside --------------------------------------------------------------------------
+    def _send(self, kind: str, iteration: int, changed: np.ndarray, array: np.ndarray) -> int:
+        """Send the pairs of ``changed`` (owned vertices) of ``array``, made by
+        ``iteration``, to the partitions that read them, and wait until each
+        has them; bytes sent."""
+        index_dtype = self.store.vertex_dtype
+        futures, sent = {}, 0
+        for partition, vertices in self.mirrors.pairs_for(changed).items():
+            indices = vertices.astype(index_dtype)
+            values = array[vertices]
+            sent += pair_bytes(indices, values)
+            futures[partition] = self._call(partition, "receive", self.epoch, iteration, kind,
+                                            indices, values)
+        self._wait(futures)
+        return sent
+
+    def _wait(self, futures: dict) -> None:
+        """Wait for the calls to each partition's actor, at most the exchange
+        timeout each; a peer that does not answer fails the step, naming it."""
+        timeout = self.setup.exchange_timeout
+        for partition, future in futures.items():
+            try:
+                future.result(timeout=timeout)
+            except Exception as error:      # noqa: BLE001 - the peer is gone, however
+                raise WorkerError(
+                    f"worker {self.address}: partition {partition} in worker "
+                    f"{self.peer_addresses[partition]} did not answer within {timeout:g} s "
+                    f"({type(error).__name__})") from None
+
+    def _call(self, partition: int, method: str, *arguments):
+        """Call ``method`` of partition ``partition``'s actor: a future."""
+        if self.peer_addresses[partition] == self.address:
+            return getattr(self.peers[partition], method + "_here")(*arguments)
+        return getattr(self.peers[partition], method)(*arguments)
+
+    def _pull_piece(self, item, iteration: int, aggregates: np.ndarray,
+                    stats: np.ndarray) -> list:
+        """Pull one piece into ``next`` (None: an empty one, the warm-up); the
+        (vertex, partial sum) of its vertices cut at the piece's ends."""
+        compiled = self.compiled
+        if item is None:
+            piece_range, sources, weights = (0, 0, 0, 0), np.zeros(0, self.store.vertex_dtype), \
+                self.dummy_weights
+        else:
+            piece, sources, weights = item
+            piece_range = (piece.edge_begin, piece.edge_end, piece.first_vertex,
+                           piece.end_vertex)
+        edge_begin, edge_end, first_vertex, end_vertex = piece_range
+        parts = max(1, min(self.threads, (edge_end - edge_begin) // config.CPU_MIN_PART_EDGES))
+        boundary_vertex = np.empty(2, np.int64)
+        boundary_accum = np.empty(2, compiled.accum_dtype)
+        pull, gather_values = (compiled.kernels.pull_range_precomputed, self.contributions) \
+            if self.precompute else (compiled.kernels.pull_range, self.values)
+        with parallel_section():
+            count = pull(
+                compiled.identity, self.in_offsets, sources, weights, edge_begin, edge_begin,
+                edge_end, first_vertex, end_vertex, self.values, self.next, gather_values,
+                self.attrs, aggregates, self.num_vertices, iteration, self.active, parts,
+                boundary_vertex, boundary_accum, stats, 0, self.floor)
+        return [(int(boundary_vertex[i]), boundary_accum[i]) for i in range(count)]
+
+    def _combined(self, pending: list):
+        """The partial sums of each cut vertex combined, in vertex order."""
+        combine = self.compiled.combine
+        merged: dict = {}
+        for vertex, accum in pending:
+            merged[vertex] = combine(merged[vertex], accum) if vertex in merged else accum
+        vertices = np.array(sorted(merged), np.int64)
+        return vertices, np.array([merged[v] for v in vertices.tolist()],
+                                  dtype=self.compiled.accum_dtype)
+
+    def _partial_aggregates(self, iteration: int, first: int, end: int) -> np.ndarray:
+        compiled = self.compiled
+        if compiled.aggregate_call is None:
+            return np.zeros(0, np.float64)
+        with parallel_section():
+            partial = compiled.kernels.compute_aggregates(
+                self.values, self.attrs, self.num_vertices, iteration,
+                self.aggregate_identities, np.array([first, end], np.int64))
+        return np.array(partial[0], np.float64)
+
+
+def _identity(monoid: str) -> float:
+    from ..monoids import monoid_identity
+
+    return monoid_identity(monoid, np.float64)
+
+
+def checkpoint_path(directory, index: int, partitions: int, iteration: int) -> Path:
+    """The file of partition ``index``'s values after ``iteration`` iterations."""
+    return Path(directory) / f"partition-{index:04d}-of-{partitions:04d}.iteration-{iteration}.npy"

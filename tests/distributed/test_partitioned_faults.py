@@ -1,0 +1,83 @@
+"""A worker killed in the middle of a partitioned run: the run makes its
+partition again on a live worker from the last checkpoint, every partition
+rolls back to it, and the run ends with the values of an uninterrupted one."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import garaphpy
+from garaphpy.api import execute
+from garaphpy.distributed import run as partitioned
+
+pytest.importorskip("distributed")
+
+
+@pytest.fixture(autouse=True)
+def _quick_loss(monkeypatch):
+    """A peer that does not take its pairs for 5 s counts as lost (60 s by default)."""
+    monkeypatch.setattr(partitioned, "EXCHANGE_TIMEOUT_SECONDS", 5.0)
+
+
+def _killer(client, after_iteration: int):
+    """An ``on_iteration`` that kills the last partition's worker process once,
+    after ``after_iteration``; the addresses it killed."""
+    killed = []
+
+    def kill(record):
+        if record.iteration == after_iteration and not killed:
+            killed.append(record.workers[-1])
+            client.run(os._exit, 1, workers=[killed[0]], on_error="ignore")
+    return kill, killed
+
+
+def test_bfs_with_a_worker_killed_ends_with_the_uninterrupted_values(dask_client, tmp_path):
+    workers = len(dask_client.scheduler_info()["workers"])
+    graph = garaphpy.Graph.load("grid:30x20", store=tmp_path / "grid", progress=False)
+    alone = garaphpy.run(graph, "bfs", mode="cpu", sources=[0])
+    kill, killed = _killer(dask_client, after_iteration=7)
+    checkpoints = tmp_path / "checkpoints"
+    spread = garaphpy.run(graph, "bfs", sources=[0], client=dask_client, checkpoint_every=3,
+                          checkpoint_dir=checkpoints, on_iteration=kill)
+    assert killed
+    np.testing.assert_array_equal(spread.values, alone.values)
+    recoveries = spread.plan.distributed["recoveries"]
+    assert len(recoveries) == 1
+    assert recoveries[0]["back_to"] == 6 and recoveries[0]["after_iteration"] == 8
+    assert [r.iteration for r in spread.iterations] == list(range(spread.num_iterations))
+    assert killed[0] not in spread.iterations[-1].workers
+    assert not checkpoints.exists() or not any(checkpoints.iterdir())
+    dask_client.wait_for_workers(workers, timeout=60)
+
+
+def test_pagerank_with_a_worker_killed_matches_at_the_same_iteration_count(dask_client,
+                                                                          tmp_path):
+    workers = len(dask_client.scheduler_info()["workers"])
+    dask_client.wait_for_workers(workers, timeout=60)
+    graph = garaphpy.Graph.load("rmat:10", store=tmp_path / "rmat", progress=False)
+    alone = execute(graph, "pagerank", mode="cpu", turned_off={"float32_contributions"})
+    kill, killed = _killer(dask_client, after_iteration=4)
+    spread = garaphpy.run(graph, "pagerank", client=dask_client, checkpoint_every=2,
+                          on_iteration=kill)
+    assert killed
+    assert spread.num_iterations == alone.num_iterations
+    np.testing.assert_allclose(spread.values, alone.values, rtol=1e-9, atol=0)
+    assert spread.plan.distributed["recoveries"][0]["back_to"] == 4
+    dask_client.wait_for_workers(workers, timeout=60)
+
+
+def test_without_checkpoints_a_lost_worker_restarts_the_run(dask_client, tmp_path):
+    workers = len(dask_client.scheduler_info()["workers"])
+    dask_client.wait_for_workers(workers, timeout=60)
+    graph = garaphpy.Graph.load("grid:16x12", store=tmp_path / "grid", progress=False)
+    alone = garaphpy.run(graph, "sssp", mode="cpu", sources=[3])
+    kill, killed = _killer(dask_client, after_iteration=2)
+    spread = garaphpy.run(graph, "sssp", sources=[3], client=dask_client, checkpoint_every=0,
+                          on_iteration=kill)
+    assert killed
+    np.testing.assert_array_equal(spread.values, alone.values)
+    assert spread.plan.distributed["recoveries"][0]["back_to"] == 0
+    dask_client.wait_for_workers(workers, timeout=60)

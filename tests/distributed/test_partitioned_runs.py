@@ -1,0 +1,137 @@
+"""Partitioned runs over a Dask LocalCluster against the one-process run.
+
+BFS, SSSP, CC and SSWP give exactly the values of the one-process run;
+PageRank the same number of iterations and values within 1e-9 relative (the
+one-process reference keeps its contributions in float64, as the workers
+do).  On a generated RMAT graph cut into many small pages (vertices split
+between pages, partitions cutting pages), a grid and a SNAP file.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import garaphpy
+from garaphpy.api import execute
+
+from helpers import SHARED_DATA
+
+pytest.importorskip("distributed")
+
+EXACT = [("bfs", True), ("sssp", True), ("cc", False), ("sswp", True)]
+
+
+@pytest.fixture(scope="module")
+def graphs(tmp_path_factory):
+    """rmat in many pages of a few shards (vertices split between pages), a
+    weighted grid, and ca-HepPh with hashed weights where it is here."""
+    root = tmp_path_factory.mktemp("partitioned")
+    found = {
+        "rmat": garaphpy.Graph.load("rmat:10", weights="hash", store=root / "rmat",
+                                    max_page_bytes=2048, max_shard_edges=128,
+                                    progress=False),
+        "grid": garaphpy.Graph.load("grid:24x20", store=root / "grid", progress=False),
+    }
+    hepph = SHARED_DATA / "ca-HepPh.txt.gz"
+    if hepph.exists():
+        found["ca-HepPh"] = garaphpy.Graph.load(hepph, weights="hash", store=root / "hepph",
+                                                progress=False)
+    return found
+
+
+def _source(graph) -> int:
+    """A vertex (user id) with many out-edges, which reaches much of the graph."""
+    return int(graph.original_ids(np.array([np.argmax(graph.store.out_degree)]))[0])
+
+
+@pytest.mark.parametrize("name", ["rmat", "grid", "ca-HepPh"])
+@pytest.mark.parametrize("program, sourced", EXACT)
+def test_exact_programs_equal_the_one_process_run(dask_client, graphs, name, program,
+                                                  sourced):
+    if name not in graphs:
+        pytest.skip(f"{name} is not in {SHARED_DATA}")
+    graph = graphs[name]
+    sources = [_source(graph)] if sourced else None
+    alone = garaphpy.run(graph, program, mode="cpu", sources=sources)
+    spread = garaphpy.run(graph, program, sources=sources, client=dask_client)
+    assert spread.converged and alone.converged
+    np.testing.assert_array_equal(spread.values, alone.values)
+    workers = len(dask_client.scheduler_info()["workers"])
+    assert len(spread.plan.distributed["partitions"]) == workers
+    for record in spread.iterations:
+        assert len(record.workers) == workers
+    assert sum(r.exchanged_bytes for r in spread.iterations) > 0
+
+
+@pytest.mark.parametrize("name", ["rmat", "grid", "ca-HepPh"])
+def test_pagerank_within_1e_9_at_the_same_iteration_count(dask_client, graphs, name):
+    if name not in graphs:
+        pytest.skip(f"{name} is not in {SHARED_DATA}")
+    graph = graphs[name]
+    alone = execute(graph, "pagerank", mode="cpu", turned_off={"float32_contributions"})
+    spread = garaphpy.run(graph, "pagerank", client=dask_client)
+    assert spread.num_iterations == alone.num_iterations
+    np.testing.assert_allclose(spread.values, alone.values, rtol=1e-9, atol=0)
+    for mine, theirs in zip(spread.iterations, alone.iterations):
+        assert mine.l1_change == pytest.approx(theirs.l1_change, rel=1e-9)
+
+
+def test_exchange_sends_each_changed_vertex_only_to_its_readers(dask_client, graphs):
+    """An iteration's bytes are those of the changed vertices' pairs, each sent
+    to the partitions whose pieces read it: at most (P - 1) copies of every
+    changed vertex, and no pair at all for a vertex no other partition reads."""
+    graph = graphs["rmat"]
+    spread = garaphpy.run(graph, "pagerank", client=dask_client, partitions=3)
+    in_offsets, sources, _ = graph.store.csc()
+    cuts = [p["first_vertex"] for p in spread.plan.distributed["partitions"]] + \
+        [graph.num_vertices]
+    owner = np.searchsorted(cuts, np.arange(graph.num_vertices), side="right") - 1
+    destinations = np.repeat(np.arange(graph.num_vertices), np.diff(in_offsets))
+    # every vertex changes in each PageRank iteration: the bytes are the readers' pairs
+    readers = {(int(u), int(owner[v])) for u, v in zip(sources, destinations)
+               if owner[u] != owner[v]}
+    pair = graph.store.vertex_dtype.itemsize + 8
+    for record in spread.iterations:
+        changed = sum(record.decisions["partitions"]["changed"])
+        assert changed == graph.num_vertices
+        assert record.exchanged_bytes == len(readers) * pair
+
+
+def test_partitions_default_to_the_workers_and_may_be_more(dask_client, graphs):
+    graph = graphs["grid"]
+    alone = garaphpy.run(graph, "sssp", mode="cpu", sources=[0])
+    workers = len(dask_client.scheduler_info()["workers"])
+    spread = garaphpy.run(graph, "sssp", sources=[0], client=dask_client,
+                          partitions=workers + 1)
+    np.testing.assert_array_equal(spread.values, alone.values)
+    placed = [p["worker"] for p in spread.plan.distributed["partitions"]]
+    assert len(placed) == workers + 1 and len(set(placed)) == workers
+
+
+def test_command_line_runs_over_the_scheduler_it_names(dask_client, tmp_path, capsys,
+                                                       monkeypatch):
+    import json
+
+    from garaphpy.cli import main
+    from garaphpy.distributed import run as partitioned
+
+    monkeypatch.setattr(partitioned, "CONNECT_TIMEOUT_SECONDS", 2)
+    config = tmp_path / "run.toml"
+    config.write_text('graph = "grid:9x7"\n[store]\npath = "s"\n[run]\nprogram = "sssp"\n'
+                      'sources = [4]\n[output]\nvalues = "alone.txt"\n')
+    assert main([str(config), "-q"]) == 0
+    address = dask_client.scheduler.address
+    assert main([str(config), "-q", "--scheduler", address, "--set", "output.values='spread.txt'",
+                 "--set", "output.iterations='spread.jsonl'"]) == 0
+    assert (tmp_path / "spread.txt").read_text() == (tmp_path / "alone.txt").read_text()
+    records = [json.loads(line) for line in (tmp_path / "spread.jsonl").read_text().splitlines()]
+    workers = len(dask_client.scheduler_info()["workers"])
+    assert records and all(len(r["workers"]) == workers for r in records)
+    assert sum(r["exchanged_bytes"] for r in records) > 0
+    capsys.readouterr()
+    bad = main([str(config), "-q", "--set", "run.scheduler='tcp://127.0.0.1:9'",
+                "--set", "run.partitions=2"])
+    assert bad == 1
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and "scheduler='tcp://127.0.0.1:9'" in error
