@@ -21,7 +21,9 @@ and, for a program with aggregates,
 of each aggregate folded into ``out``), and the same fold over a tuple that a
 kernel's loop keeps in registers,
 ``aggregate_fold(values, attrs, num_vertices, iteration, v, running) -> tuple``,
-written out by ``aggregate_write(running, out, row) -> 0`` (``out[row, i] = running[i]``).
+written out by ``aggregate_write(running, out, row) -> 0`` (``out[row, i] = running[i]``);
+for an integer ``value_dtype``, ``first_out_of_range(attrs, num_vertices) -> (vertex,
+value)``, the host's check of the init values before their conversion.
 
 ``attrs`` is the tuple of per-vertex arrays
 ``(out_degree, in_degree, weighted_in_degree, vertex, is_source)``.
@@ -60,7 +62,6 @@ import hashlib
 import importlib.util
 import inspect
 import logging
-import math
 import os
 import sys
 import tempfile
@@ -320,6 +321,33 @@ def _specialized_kernel_source(name: str, kernel, bindings: dict,
     return f"@numba.njit(cache=CACHE, {options})\n{ast.unparse(definition)}\n", names
 
 
+def _init_check_source(init_call: str, value_dtype: np.dtype) -> str:
+    """``first_out_of_range(attrs, num_vertices) -> (vertex, value)`` for an
+    integer ``value_dtype``: the first vertex whose init value, before its
+    conversion, the dtype cannot hold (inf, nan, out of range), else
+    ``(-1, 0.0)``.
+
+    Runs on the host before either processor initializes its values, so the
+    CPU and the GPU refuse the same programs
+    (:func:`garaphpy.program.check_initial_values`); part of the program's
+    module, so numba's disk cache keeps it with the program's kernels.
+    """
+    info = np.iinfo(value_dtype)
+    return "\n".join([
+        f"_INIT_LOW = {_constant_source(float(info.min))}",
+        f"_INIT_HIGH = {_constant_source(float(info.max))}",
+        "@numba.njit(cache=CACHE, **JIT_OPTIONS)",
+        "def first_out_of_range(attrs, num_vertices):",
+        "    for v in range(num_vertices):",
+        f"        x = {init_call}",
+        # range first (float compares are exact for float x); then the conversion's
+        # round trip catches the one float the rounded high lets through (2**63)
+        "        if x != x or x < _INIT_LOW or x > _INIT_HIGH or abs(x - VALUE(x)) >= 1:",
+        "            return v, np.float64(x)",
+        "    return -1, np.float64(0.0)",
+    ]) + "\n"
+
+
 def program_module_source(program: VertexProgram, parallel: bool = True) -> str:
     """The Python module that compiles ``program`` for the CPU kernels.
 
@@ -362,6 +390,9 @@ def program_module_source(program: VertexProgram, parallel: bool = True) -> str:
                          f"return bool({call('activate', {'new': 'new', 'old': 'old'})})"))
     lines.append(wrapper("init_call(attrs, num_vertices, v)",
                          f"return VALUE({call('init', {**vertex_args, 'iteration': '0'})})"))
+    if value_dtype.kind in "iu":
+        lines.append(_init_check_source(call('init', {**vertex_args, 'iteration': '0'}),
+                                        value_dtype))
     roles = {"gather_call", "apply_call", "activate_call", "init_call", "combine"}
     if frozenset(functions["gather"].parameters) <= SOURCE_SIDE_GATHER_PARAMETERS:
         roles.add("source_gather_call")
@@ -542,48 +573,3 @@ def compile_program(program: VertexProgram, cache_dir: Path | None = None,
         aggregate_call=getattr(module, "aggregate_call", None),
         uses={p for f in cls.functions.values() for p in f.parameters},
         kernels=module, module_cached=cached)
-
-
-def _user_function(function, new_name: str, namespace: dict) -> None:
-    """Compile one checked user function in memory into ``namespace`` (with
-    its file and line numbers, for errors that name them)."""
-    definition = copy.deepcopy(function.tree)
-    definition.name = new_name
-    definition.decorator_list = []
-    code = compile(ast.Module(body=[definition], type_ignores=[]), function.filename, "exec")
-    exec(code, namespace)
-    namespace[new_name] = numba.njit(**JIT_OPTIONS)(namespace[new_name])
-
-
-def compile_init_check(program: VertexProgram):
-    """``first_out_of_range(attrs, num_vertices) -> (vertex, value)`` for an
-    integer ``value_dtype``: the first vertex whose init value, before its
-    conversion, the dtype cannot hold (inf, nan, out of range), else
-    ``(-1, 0.0)``; None for other dtypes (every value converts).
-
-    Runs on the host before either processor initializes its values, so the
-    CPU and the GPU refuse the same programs
-    (:func:`garaphpy.program.check_initial_values`).
-    """
-    cls = type(program)
-    value_dtype = np.dtype(cls.value_dtype)
-    if value_dtype.kind not in "iu":
-        return None
-    info = np.iinfo(value_dtype)
-    namespace = {"math": math, "np": np, "VALUE": value_dtype.type, **program.constants,
-                 "LOW": float(info.min), "HIGH": float(info.max)}
-    _user_function(cls.functions["init"], "user_init", namespace)
-    arguments = ", ".join(_vertex_arguments(None)[p] if p != "iteration" else "0"
-                          for p in cls.functions["init"].parameters)
-    source = "\n".join([
-        "def first_out_of_range(attrs, num_vertices):",
-        "    for v in range(num_vertices):",
-        f"        x = user_init({arguments})",
-        # range first (float compares are exact for float x); then the conversion's
-        # round trip catches the one float the rounded HIGH lets through (2**63)
-        "        if x != x or x < LOW or x > HIGH or abs(x - VALUE(x)) >= 1:",
-        "            return v, np.float64(x)",
-        "    return -1, np.float64(0.0)",
-    ])
-    exec(source + "\n", namespace)
-    return numba.njit(**JIT_OPTIONS)(namespace["first_out_of_range"])

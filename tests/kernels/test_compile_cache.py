@@ -269,3 +269,50 @@ def scipy_shortest(weights: np.ndarray) -> np.ndarray:
     from scipy.sparse.csgraph import dijkstra
     matrix = csr_matrix((weights.astype(np.float64), (SOURCES, TARGETS)), shape=(6, 6))
     return dijkstra(matrix, indices=0)
+
+
+COMPILES_SCRIPT = """
+import json, sys
+from numba.core import event
+
+compiled = []
+
+
+class Compiles(event.Listener):
+    def on_start(self, event_):
+        function = event_.data["dispatcher"].py_func
+        compiled.append(f"{function.__module__}.{function.__qualname__}")
+
+    def on_end(self, event_):
+        pass
+
+
+event.register("numba:compile", Compiles())
+from garaphpy.cli import main
+code = main(sys.argv[1:])
+print(json.dumps({"code": code, "compiled": compiled}))
+"""
+
+
+@pytest.mark.slow      # a fresh process compiles the program: 10-30 s on 2 cores
+@pytest.mark.parametrize("overrides", [[], ["run.program=bfs", "run.sources=422"]],
+                         ids=["quickstart", "bfs"])
+def test_a_second_process_compiles_nothing(overrides, tmp_path):
+    # the README's quickstart (PageRank), and BFS (an integer program: its init
+    # values are checked on the host) over the shipped graph: the first process
+    # fills the caches, the second loads every kernel from them
+    arguments = [str(REPOSITORY / "examples" / "quickstart.toml"), "--quiet"]
+    for override in [*overrides, f"output.values={tmp_path / 'values.txt'}",
+                     f"output.iterations={tmp_path / 'iterations.jsonl'}"]:
+        arguments += ["--set", override]
+    environment = {**os.environ, "GARAPHPY_CACHE": str(tmp_path / "cache"),
+                   "PYTHONPATH": os.pathsep.join([str(REPOSITORY),
+                                                  os.environ.get("PYTHONPATH", "")])}
+    reports = []
+    for _ in range(2):
+        process = subprocess.run([sys.executable, "-c", COMPILES_SCRIPT, *arguments],
+                                 env=environment, capture_output=True, text=True, timeout=600)
+        assert process.returncode == 0, process.stderr
+        reports.append(json.loads(process.stdout.strip().splitlines()[-1]))
+    assert [report["code"] for report in reports] == [0, 0]
+    assert reports[1]["compiled"] == []
