@@ -186,8 +186,12 @@ def test_only_the_paths_a_run_takes_are_compiled_and_it_is_announced(graph, tmp_
     with caplog.at_level(logging.INFO, logger="garaphpy"):
         result = _run_cpu(graph, program, tolerance=1e-12, max_iterations=500)
     assert {r.direction for r in result.iterations} == {"pull"}
+    assert result.plan.cpu.fused_pull       # on the CPU alone, over one CSC in memory
     kernels = api._compiled_program(program, parallel=False).kernels   # threads=1
-    assert kernels.pull_range_precomputed.signatures or kernels.pull_range.signatures
+    assert kernels.pull_fused_aggregates.signatures
+    # the page-by-page pull and its apply: never taken by a fused run, never compiled
+    assert not kernels.pull_range_precomputed.signatures and not kernels.pull_range.signatures
+    assert not kernels.apply_vertices.signatures
     assert not kernels.pull_vertices.signatures      # notify-pull: never compiled
     messages = [r.getMessage() for r in caplog.records if r.name == cpu_program.__name__]
     assert messages == ["compiling PageRank for the CPU (first run; cached afterwards)"]

@@ -105,17 +105,18 @@ class Pulls:
             if self.precompute_source_gathers:
                 compiled.kernels.source_contributions(state.values[:0], arrays.attrs,
                                                       self.contributions)
-            pull_kernel, gather_values, extra = self._pull_kernel()
-            pull_kernel(
-                compiled.identity, arrays.in_offsets, arrays.sources, arrays.weights, 0, 0, 0,
-                0, 0, state.values, state.next, gather_values, arrays.attrs, aggregates,
-                arrays.num_vertices, 0, state.active, 1, self.boundary_vertex,
-                self.boundary_accum, self.stats, *extra)
-            compiled.kernels.apply_vertices(
-                arrays.attrs, aggregates, arrays.num_vertices, 0, np.zeros(0, np.int64),
-                np.zeros(0, compiled.accum_dtype), state.values, state.next, state.active,
-                self.stats)
-            if self.fused_pull:
+            if not self.fused_pull:     # a fused run's pulls take the fused kernel alone
+                pull_kernel, gather_values, extra = self._pull_kernel()
+                pull_kernel(
+                    compiled.identity, arrays.in_offsets, arrays.sources, arrays.weights, 0,
+                    0, 0, 0, 0, state.values, state.next, gather_values, arrays.attrs,
+                    aggregates, arrays.num_vertices, 0, state.active, 1,
+                    self.boundary_vertex, self.boundary_accum, self.stats, *extra)
+                compiled.kernels.apply_vertices(
+                    arrays.attrs, aggregates, arrays.num_vertices, 0, np.zeros(0, np.int64),
+                    np.zeros(0, compiled.accum_dtype), state.values, state.next,
+                    state.active, self.stats)
+            else:
                 self._fused_kernel()(
                     compiled.identity, arrays.in_offsets, arrays.sources, state.values,
                     state.next, self.contributions, self.next_contributions, arrays.attrs,
