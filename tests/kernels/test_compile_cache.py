@@ -294,7 +294,10 @@ class Compiles(event.Listener):
 event.register("numba:compile", Compiles())
 from garaphpy.cli import main
 code = main(sys.argv[1:])
-print(json.dumps({"code": code, "compiled": compiled}))
+from garaphpy.kernels import cpu
+parallel = [name for name in ("touch", "vertex_ids", "frontier_degree_sum")
+            if getattr(cpu, name).signatures]       # compiled or loaded
+print(json.dumps({"code": code, "compiled": compiled, "parallel": parallel}))
 """
 
 
@@ -320,3 +323,5 @@ def test_a_second_process_compiles_nothing(overrides, tmp_path):
         reports.append(json.loads(process.stdout.strip().splitlines()[-1]))
     assert [report["code"] for report in reports] == [0, 0]
     assert reports[1]["compiled"] == []
+    # a small graph runs on one thread: numpy stands in for the parallel helpers
+    assert reports[0]["parallel"] == reports[1]["parallel"] == []
