@@ -212,7 +212,7 @@ def test_a_one_thread_run_compiles_serial_kernels_with_the_same_values(graph, tm
                             max_iterations=500)
     np.testing.assert_allclose(serial.values, pagerank_reference(0.8), rtol=1e-9)
     np.testing.assert_allclose(parallel.values, serial.values, rtol=1e-12)
-    assert api._compiled_program(program, parallel=False).kernels.pull_range_precomputed \
+    assert api._compiled_program(program, parallel=False).kernels.pull_fused_aggregates \
         .signatures
     assert len(list((tmp_path / "programs").glob("PageRank-*.py"))) == 2
 
