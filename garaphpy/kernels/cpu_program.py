@@ -47,8 +47,9 @@ kernels of :mod:`garaphpy.kernels.cpu` that call program functions, in
 which those functions are the module's globals instead of dispatcher
 arguments (numba cannot cache a function whose arguments are
 dispatchers, nor code from ``exec``).  The module is written to the cache
-directory under a key of its source and what it depends on
-(:func:`program_key`) and imported, so numba's ``cache=True`` applies to
+directory under a key of what its source is made from (:func:`program_key`,
+so that a later process finds it without making the source again) and
+imported, so numba's ``cache=True`` applies to
 every function in it; numba compiles each on its first call, so a run
 compiles only the kernels of the paths it takes.
 """
@@ -251,7 +252,7 @@ def _kernel(path: str):
 #: Files whose text is part of a program module's key, besides those of the
 #: kernel package (``cpu/*.py``): the generated module calls their helpers,
 #: which numba's cache does not track.
-_KEYED_FILES = ("cpu_program.py", "../_numba_setup.py", "../program.py")
+_KEYED_FILES = ("cpu_program.py", "../_numba_setup.py", "../program.py", "../monoids.py")
 
 
 def _constant_source(value) -> str:
@@ -446,11 +447,24 @@ def program_module_source(program: VertexProgram, parallel: bool = True) -> str:
     return "\n".join(lines) + "\n"
 
 
-def program_key(source: str) -> str:
-    """The cache key of a program module: its source (program, constants and
-    dtypes included), the files it depends on, and the versions that
-    compiled it."""
-    digest = hashlib.sha256(source.encode())
+def program_key(program: VertexProgram, parallel: bool = True) -> str:
+    """The cache key of a program's module: everything
+    :func:`program_module_source` makes it from (the program's functions,
+    constants, dtypes, sum and aggregates, the kernels' files and the
+    generator's own), and the versions that compile it.  Computed without
+    generating the source, so that a process whose module is cached reads
+    it without making it again."""
+    cls = type(program)
+    digest = hashlib.sha256()
+    for role, function in cls.functions.items():
+        digest.update(f"{role} {function.name} {function.filename}:{function.first_line} "
+                      f"{ast.dump(function.tree)}\n".encode())
+    accum_dtype = None if cls.accum_dtype is None else np.dtype(cls.accum_dtype).name
+    digest.update(repr((cls.__name__, np.dtype(cls.value_dtype).name, accum_dtype, cls.sum,
+                        [(name, cls.aggregates[name][0]) for name in cls.aggregates],
+                        sorted((name, _constant_source(value))
+                               for name, value in program.constants.items()),
+                        bool(parallel))).encode())
     here = Path(__file__).parent
     for path in [*sorted((here / "cpu").glob("*.py")), *(here / name for name in _KEYED_FILES)]:
         digest.update(path.read_bytes())
@@ -514,23 +528,22 @@ def load_program_module(program: VertexProgram, cache_dir: Path | None,
     (module, bool)
         The module and whether its file was already in ``cache_dir``.
     """
-    source = program_module_source(program, parallel)
-    key = program_key(source)
+    key = program_key(program, parallel)
     module_name = f"_garaphpy_program_{type(program).__name__}_{key[:20]}"
     if module_name in sys.modules:
         return sys.modules[module_name], True
     if cache_dir is not None:
         path = Path(cache_dir) / f"{type(program).__name__}-{key[:20]}.py"
         try:
-            existed = path.is_file() and path.read_text() == source
+            existed = path.is_file()        # written whole or not at all
             if not existed:
-                _write_atomically(path, source)
+                _write_atomically(path, program_module_source(program, parallel))
             return _module_from_file(path, module_name), existed
         except (OSError, RuntimeError) as error:
             # unwritable directory, or numba finding no place for its cache
             logger.debug("program cache %s not usable (%s); compiling in memory", cache_dir,
                          error)
-    return _module_in_memory(source, module_name), False
+    return _module_in_memory(program_module_source(program, parallel), module_name), False
 
 
 def compile_program(program: VertexProgram, cache_dir: Path | None = None,
