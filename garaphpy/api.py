@@ -68,22 +68,18 @@ def _compiled_program(program: VertexProgram, parallel: bool = True):
     return _COMPILED[key]
 
 
-_INIT_CHECKS: dict = {}
-
-
-def _check_initial_values(graph, program: VertexProgram, source_vertices: np.ndarray) -> None:
+def _check_initial_values(graph, program: VertexProgram, source_vertices: np.ndarray,
+                          parallel: bool) -> None:
     """Refuse, naming init's file and line, an integer program whose init
-    gives a vertex a value its dtype cannot hold (before CPU or GPU set up)."""
-    from .kernels.cpu_program import compile_init_check
+    gives a vertex a value its dtype cannot hold (before CPU or GPU set up).
+    The check is a function of the program's compiled module (the one the
+    run's CPU part takes: ``parallel`` as there), cached on disk with it."""
     from .program import check_initial_values
     from .scheduler.cpu_state import vertex_attributes, weighted_in_degree
 
     if np.dtype(type(program).value_dtype).kind not in "iu":
         return
-    key = (type(program), tuple(sorted(program.constants.items())))
-    if key not in _INIT_CHECKS:
-        _INIT_CHECKS[key] = compile_init_check(program)
-    first_out_of_range = _INIT_CHECKS[key]
+    first_out_of_range = _compiled_program(program, parallel).kernels.first_out_of_range
     weighted_in = weighted_in_degree(graph.store) \
         if "weighted_in_degree" in type(program).functions["init"].parameters else None
 
@@ -520,7 +516,7 @@ def _validated(graph, program, options: RunOptions) -> _ValidatedRun:
         graph = graph.as_undirected()
     source_vertices = _source_vertices(graph, program, options.sources)
     with _numba_setup.KeptInterrupts():
-        _check_initial_values(graph, program, source_vertices)
+        _check_initial_values(graph, program, source_vertices, parallel=threads > 1)
     resolved = dataclasses.replace(options, execution=execution, max_iterations=max_iterations,
                                    tolerance=tolerance, sources=source_vertices)
     return _ValidatedRun(graph, program, resolved, mode, execution, options.direction,

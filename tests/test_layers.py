@@ -21,10 +21,10 @@ PACKAGE_DIRECTORY = Path(garaphpy.__file__).parent
 #: Lowest first.  A name covers the module and, for a package, everything in it.
 LAYERS = (
     # what everything reads: errors, tunables, the sum monoids, cache paths,
-    # logging, numba's threading layer and compile clock, the declared run and
-    # build options
+    # logging, numba's threading layer and compile clock, kernels run
+    # interpreted, the declared run and build options, floats as text
     ("errors", "config", "monoids", "paths", "progress", "_numba_setup", "compile_clock",
-     "options", "_version", "labels"),
+     "interpreted", "options", "_version", "labels", "float_text"),
     # the vertex program model
     ("program",),
     # the store: edge sources, readers, the builder, pages on disk; generators

@@ -21,7 +21,9 @@ and, for a program with aggregates,
 of each aggregate folded into ``out``), and the same fold over a tuple that a
 kernel's loop keeps in registers,
 ``aggregate_fold(values, attrs, num_vertices, iteration, v, running) -> tuple``,
-written out by ``aggregate_write(running, out, row) -> 0`` (``out[row, i] = running[i]``).
+written out by ``aggregate_write(running, out, row) -> 0`` (``out[row, i] = running[i]``);
+for an integer ``value_dtype``, ``first_out_of_range(attrs, num_vertices) -> (vertex,
+value)``, the host's check of the init values before their conversion.
 
 ``attrs`` is the tuple of per-vertex arrays
 ``(out_degree, in_degree, weighted_in_degree, vertex, is_source)``.
@@ -45,8 +47,9 @@ kernels of :mod:`garaphpy.kernels.cpu` that call program functions, in
 which those functions are the module's globals instead of dispatcher
 arguments (numba cannot cache a function whose arguments are
 dispatchers, nor code from ``exec``).  The module is written to the cache
-directory under a key of its source and what it depends on
-(:func:`program_key`) and imported, so numba's ``cache=True`` applies to
+directory under a key of what its source is made from (:func:`program_key`,
+so that a later process finds it without making the source again) and
+imported, so numba's ``cache=True`` applies to
 every function in it; numba compiles each on its first call, so a run
 compiles only the kernels of the paths it takes.
 """
@@ -60,7 +63,6 @@ import hashlib
 import importlib.util
 import inspect
 import logging
-import math
 import os
 import sys
 import tempfile
@@ -250,7 +252,7 @@ def _kernel(path: str):
 #: Files whose text is part of a program module's key, besides those of the
 #: kernel package (``cpu/*.py``): the generated module calls their helpers,
 #: which numba's cache does not track.
-_KEYED_FILES = ("cpu_program.py", "../_numba_setup.py", "../program.py")
+_KEYED_FILES = ("cpu_program.py", "../_numba_setup.py", "../program.py", "../monoids.py")
 
 
 def _constant_source(value) -> str:
@@ -320,6 +322,33 @@ def _specialized_kernel_source(name: str, kernel, bindings: dict,
     return f"@numba.njit(cache=CACHE, {options})\n{ast.unparse(definition)}\n", names
 
 
+def _init_check_source(init_call: str, value_dtype: np.dtype) -> str:
+    """``first_out_of_range(attrs, num_vertices) -> (vertex, value)`` for an
+    integer ``value_dtype``: the first vertex whose init value, before its
+    conversion, the dtype cannot hold (inf, nan, out of range), else
+    ``(-1, 0.0)``.
+
+    Runs on the host before either processor initializes its values, so the
+    CPU and the GPU refuse the same programs
+    (:func:`garaphpy.program.check_initial_values`); part of the program's
+    module, so numba's disk cache keeps it with the program's kernels.
+    """
+    info = np.iinfo(value_dtype)
+    return "\n".join([
+        f"_INIT_LOW = {_constant_source(float(info.min))}",
+        f"_INIT_HIGH = {_constant_source(float(info.max))}",
+        "@numba.njit(cache=CACHE, **JIT_OPTIONS)",
+        "def first_out_of_range(attrs, num_vertices):",
+        "    for v in range(num_vertices):",
+        f"        x = {init_call}",
+        # range first (float compares are exact for float x); then the conversion's
+        # round trip catches the one float the rounded high lets through (2**63)
+        "        if x != x or x < _INIT_LOW or x > _INIT_HIGH or abs(x - VALUE(x)) >= 1:",
+        "            return v, np.float64(x)",
+        "    return -1, np.float64(0.0)",
+    ]) + "\n"
+
+
 def program_module_source(program: VertexProgram, parallel: bool = True) -> str:
     """The Python module that compiles ``program`` for the CPU kernels.
 
@@ -362,6 +391,9 @@ def program_module_source(program: VertexProgram, parallel: bool = True) -> str:
                          f"return bool({call('activate', {'new': 'new', 'old': 'old'})})"))
     lines.append(wrapper("init_call(attrs, num_vertices, v)",
                          f"return VALUE({call('init', {**vertex_args, 'iteration': '0'})})"))
+    if value_dtype.kind in "iu":
+        lines.append(_init_check_source(call('init', {**vertex_args, 'iteration': '0'}),
+                                        value_dtype))
     roles = {"gather_call", "apply_call", "activate_call", "init_call", "combine"}
     if frozenset(functions["gather"].parameters) <= SOURCE_SIDE_GATHER_PARAMETERS:
         roles.add("source_gather_call")
@@ -415,11 +447,24 @@ def program_module_source(program: VertexProgram, parallel: bool = True) -> str:
     return "\n".join(lines) + "\n"
 
 
-def program_key(source: str) -> str:
-    """The cache key of a program module: its source (program, constants and
-    dtypes included), the files it depends on, and the versions that
-    compiled it."""
-    digest = hashlib.sha256(source.encode())
+def program_key(program: VertexProgram, parallel: bool = True) -> str:
+    """The cache key of a program's module: everything
+    :func:`program_module_source` makes it from (the program's functions,
+    constants, dtypes, sum and aggregates, the kernels' files and the
+    generator's own), and the versions that compile it.  Computed without
+    generating the source, so that a process whose module is cached reads
+    it without making it again."""
+    cls = type(program)
+    digest = hashlib.sha256()
+    for role, function in cls.functions.items():
+        digest.update(f"{role} {function.name} {function.filename}:{function.first_line} "
+                      f"{ast.dump(function.tree)}\n".encode())
+    accum_dtype = None if cls.accum_dtype is None else np.dtype(cls.accum_dtype).name
+    digest.update(repr((cls.__name__, np.dtype(cls.value_dtype).name, accum_dtype, cls.sum,
+                        [(name, cls.aggregates[name][0]) for name in cls.aggregates],
+                        sorted((name, _constant_source(value))
+                               for name, value in program.constants.items()),
+                        bool(parallel))).encode())
     here = Path(__file__).parent
     for path in [*sorted((here / "cpu").glob("*.py")), *(here / name for name in _KEYED_FILES)]:
         digest.update(path.read_bytes())
@@ -483,23 +528,22 @@ def load_program_module(program: VertexProgram, cache_dir: Path | None,
     (module, bool)
         The module and whether its file was already in ``cache_dir``.
     """
-    source = program_module_source(program, parallel)
-    key = program_key(source)
+    key = program_key(program, parallel)
     module_name = f"_garaphpy_program_{type(program).__name__}_{key[:20]}"
     if module_name in sys.modules:
         return sys.modules[module_name], True
     if cache_dir is not None:
         path = Path(cache_dir) / f"{type(program).__name__}-{key[:20]}.py"
         try:
-            existed = path.is_file() and path.read_text() == source
+            existed = path.is_file()        # written whole or not at all
             if not existed:
-                _write_atomically(path, source)
+                _write_atomically(path, program_module_source(program, parallel))
             return _module_from_file(path, module_name), existed
         except (OSError, RuntimeError) as error:
             # unwritable directory, or numba finding no place for its cache
             logger.debug("program cache %s not usable (%s); compiling in memory", cache_dir,
                          error)
-    return _module_in_memory(source, module_name), False
+    return _module_in_memory(program_module_source(program, parallel), module_name), False
 
 
 def compile_program(program: VertexProgram, cache_dir: Path | None = None,
@@ -542,48 +586,3 @@ def compile_program(program: VertexProgram, cache_dir: Path | None = None,
         aggregate_call=getattr(module, "aggregate_call", None),
         uses={p for f in cls.functions.values() for p in f.parameters},
         kernels=module, module_cached=cached)
-
-
-def _user_function(function, new_name: str, namespace: dict) -> None:
-    """Compile one checked user function in memory into ``namespace`` (with
-    its file and line numbers, for errors that name them)."""
-    definition = copy.deepcopy(function.tree)
-    definition.name = new_name
-    definition.decorator_list = []
-    code = compile(ast.Module(body=[definition], type_ignores=[]), function.filename, "exec")
-    exec(code, namespace)
-    namespace[new_name] = numba.njit(**JIT_OPTIONS)(namespace[new_name])
-
-
-def compile_init_check(program: VertexProgram):
-    """``first_out_of_range(attrs, num_vertices) -> (vertex, value)`` for an
-    integer ``value_dtype``: the first vertex whose init value, before its
-    conversion, the dtype cannot hold (inf, nan, out of range), else
-    ``(-1, 0.0)``; None for other dtypes (every value converts).
-
-    Runs on the host before either processor initializes its values, so the
-    CPU and the GPU refuse the same programs
-    (:func:`garaphpy.program.check_initial_values`).
-    """
-    cls = type(program)
-    value_dtype = np.dtype(cls.value_dtype)
-    if value_dtype.kind not in "iu":
-        return None
-    info = np.iinfo(value_dtype)
-    namespace = {"math": math, "np": np, "VALUE": value_dtype.type, **program.constants,
-                 "LOW": float(info.min), "HIGH": float(info.max)}
-    _user_function(cls.functions["init"], "user_init", namespace)
-    arguments = ", ".join(_vertex_arguments(None)[p] if p != "iteration" else "0"
-                          for p in cls.functions["init"].parameters)
-    source = "\n".join([
-        "def first_out_of_range(attrs, num_vertices):",
-        "    for v in range(num_vertices):",
-        f"        x = user_init({arguments})",
-        # range first (float compares are exact for float x); then the conversion's
-        # round trip catches the one float the rounded HIGH lets through (2**63)
-        "        if x != x or x < LOW or x > HIGH or abs(x - VALUE(x)) >= 1:",
-        "            return v, np.float64(x)",
-        "    return -1, np.float64(0.0)",
-    ])
-    exec(source + "\n", namespace)
-    return numba.njit(**JIT_OPTIONS)(namespace["first_out_of_range"])

@@ -34,6 +34,7 @@ import numpy as np
 
 from .. import config, options
 from ..errors import StoreError
+from ..interpreted import interpreted
 
 #: One row per shard.  ``edge_begin``/``edge_end`` index the global CSC edge
 #: order; ``split`` is 1 for the pieces of a vertex split over several shards.
@@ -225,6 +226,14 @@ def _grow(array, capacity):
     return grown
 
 
+def _interprets(in_offsets: np.ndarray) -> bool:
+    """Whether :func:`_cut_shards` runs as Python (:mod:`garaphpy.interpreted`):
+    a graph of at most ``config.INTERPRET_MAX_ITEMS`` vertices and as many
+    edges, cut into a few shards at most (one loop iteration each)."""
+    return in_offsets.shape[0] - 1 <= config.INTERPRET_MAX_ITEMS \
+        and in_offsets[-1] <= config.INTERPRET_MAX_ITEMS
+
+
 def shard_edge_limit(num_edges: int, max_edges: int, min_shards: int) -> int:
     """Edges per shard at most: ``max_edges``, lowered on small graphs so that
     they still cut into about ``min_shards`` shards (one GPU block each), but
@@ -329,8 +338,9 @@ def cut_shards(in_offsets: np.ndarray, *,
         squares = np.concatenate(([0.0], np.cumsum(degrees * degrees)))
     else:
         squares = np.zeros(0, np.float64)
-    columns = _cut_shards(in_offsets, squares, edges_per_thread, slots, max_vertices,
-                          max_edges, min_exponent, max_exponent)
+    cut = interpreted(_cut_shards) if _interprets(in_offsets) else _cut_shards
+    columns = cut(in_offsets, squares, edges_per_thread, slots, max_vertices, max_edges,
+                  min_exponent, max_exponent)
     shards = np.empty(columns[0].shape[0], SHARD_DTYPE)
     for name, column in zip(("first_vertex", "num_vertices", "replication",
                              "edge_begin", "edge_end", "split"), columns):
@@ -436,8 +446,9 @@ def group_pages(shards: np.ndarray, sizing: PageSizing) -> np.ndarray:
             f"a page of {sizing.page_bytes} bytes cannot hold one shard of "
             f"{largest} edges ({sizing.edge_bytes} bytes each): "
             "raise the GPU memory budget or lower max_shard_edges")
-    page_of = _group_pages(shard_edges, sizing.edge_bytes, 0,
-                           sizing.page_bytes - fixed)
+    group = interpreted(_group_pages) if shard_edges.size <= config.INTERPRET_MAX_ITEMS \
+        else _group_pages
+    page_of = group(shard_edges, sizing.edge_bytes, 0, sizing.page_bytes - fixed)
     shards["page"] = page_of
     if page_of.size == 0:
         return np.zeros(0, np.int64)

@@ -60,3 +60,57 @@ def test_bfs_and_pagerank_results_on_a_graph(tmp_path):
         vertices, values = read_values(path)
         np.testing.assert_array_equal(vertices, result.original_ids())
         np.testing.assert_array_equal(values, result.values)
+
+
+def _hard_floats() -> np.ndarray:
+    """Doubles where shortest round-trip text is easy to get wrong."""
+    rng = np.random.default_rng(11)
+    tenths = [10.0 ** k for k in range(-323, 309)]
+    nines = [float(f"9.{'9' * digits}e{k}") for digits in range(1, 17) for k in range(-30, 30)]
+    near_powers = np.array(tenths + nines)
+    powers_of_two = np.ldexp(1.0, np.arange(-1074, 1024))
+    return np.concatenate([
+        [np.nan, np.inf, -np.inf, 0.0, -0.0, 5e-324, -5e-324, 2.2250738585072014e-308,
+         2.225073858507201e-308, 1.7976931348623157e308, 0.1, 0.2, 0.3, 1 / 3, 2 / 3, 0.5,
+         1.5, 2.5, 4.35, 1e-4, 1e-5, 0.00012345, 9999999999999998.0, 1e16, 1e15, 1e17,
+         123456789012345678.0, 2.0 ** 53, 2.0 ** 53 + 2, 1e22, 1e23, 5e-310, 1e-290, 1e290],
+        near_powers, np.nextafter(near_powers, np.inf), np.nextafter(near_powers, -np.inf),
+        powers_of_two, -powers_of_two[::7],
+        rng.integers(0, 2**64, 200_000, dtype=np.uint64).view(np.float64),   # every exponent
+        rng.random(100_000) / 1e5,                                  # ranks
+        np.round(rng.random(100_000) * 1e6) / 1e3,                  # few digits
+        rng.integers(-10**6, 10**6, 50_000).astype(np.float64),    # whole numbers
+        np.ldexp(rng.random(50_000), -1060),                        # subnormals
+    ])
+
+
+def test_float_text_is_reprs_and_reads_back_bit_for_bit(tmp_path):
+    from garaphpy import float_text
+
+    values = _hard_floats()
+    rows = float_text.repr_columns(values)
+    text = [row.tobytes().rstrip(b"\0").decode() for row in rows]
+    expected = [repr(value) for value in values.tolist()]
+    wrong = [(e, t) for e, t in zip(expected, text) if e != t]
+    assert not wrong, wrong[:10]
+    vertices = np.arange(values.size)
+    path = write_values(tmp_path / "v.txt", vertices, values)
+    assert path.read_bytes() == _python_text(vertices, values)
+    _, read = read_values(path)
+    finite_or_inf = ~np.isnan(values)
+    assert np.isnan(read[~finite_or_inf]).all()
+    np.testing.assert_array_equal(read[finite_or_inf].view(np.int64),
+                                  values[finite_or_inf].view(np.int64))   # -0.0 included
+
+
+def test_float32_text_is_the_reprs_of_its_doubles(tmp_path):
+    rng = np.random.default_rng(5)
+    values = (rng.standard_normal(100_000) * 10.0 ** rng.integers(-45, 38, 100_000)) \
+        .astype(np.float32)
+    values[:5] = (np.float32(1e-45), np.float32(3.4028235e38), np.float32(0.1), -0.0, np.nan)
+    path = write_values(tmp_path / "v.txt", np.arange(values.size), values)
+    assert path.read_bytes() == _python_text(np.arange(values.size), values)
+    _, read = read_values(path)
+    np.testing.assert_array_equal(read[1:4].astype(np.float32).view(np.int32),
+                                  values[1:4].view(np.int32))
+    np.testing.assert_array_equal(read.astype(np.float32), values)

@@ -150,8 +150,7 @@ def test_a_changed_constant_gets_a_new_module_and_its_values(graph, tmp_path, mo
         values[damping] = result.values
         np.testing.assert_allclose(result.values, pagerank_reference(damping), rtol=1e-9)
     assert len(list((tmp_path / "programs").glob("PageRank-*.py"))) == 2
-    keys = {cpu_program.program_key(cpu_program.program_module_source(PageRank(damping=d)))
-            for d in (0.55, 0.6)}
+    keys = {cpu_program.program_key(PageRank(damping=d)) for d in (0.55, 0.6)}
     assert len(keys) == 2
 
 
@@ -159,7 +158,8 @@ def test_a_changed_function_body_gets_a_new_key_and_its_values(graph, tmp_path, 
     _program_cache(monkeypatch, tmp_path / "programs")
     in_degree = np.bincount(TARGETS, minlength=6).astype(float)
     sources = [cpu_program.program_module_source(p) for p in (CountIn(), CountInTwice())]
-    assert cpu_program.program_key(sources[0]) != cpu_program.program_key(sources[1])
+    assert sources[0] != sources[1]
+    assert cpu_program.program_key(CountIn()) != cpu_program.program_key(CountInTwice())
     np.testing.assert_array_equal(_run_cpu(graph, CountIn(scale=3.0)).values, 3 * in_degree)
     np.testing.assert_array_equal(_run_cpu(graph, CountInTwice(scale=3.0)).values,
                                   6 * in_degree)
@@ -186,8 +186,12 @@ def test_only_the_paths_a_run_takes_are_compiled_and_it_is_announced(graph, tmp_
     with caplog.at_level(logging.INFO, logger="garaphpy"):
         result = _run_cpu(graph, program, tolerance=1e-12, max_iterations=500)
     assert {r.direction for r in result.iterations} == {"pull"}
+    assert result.plan.cpu.fused_pull       # on the CPU alone, over one CSC in memory
     kernels = api._compiled_program(program, parallel=False).kernels   # threads=1
-    assert kernels.pull_range_precomputed.signatures or kernels.pull_range.signatures
+    assert kernels.pull_fused_aggregates.signatures
+    # the page-by-page pull and its apply: never taken by a fused run, never compiled
+    assert not kernels.pull_range_precomputed.signatures and not kernels.pull_range.signatures
+    assert not kernels.apply_vertices.signatures
     assert not kernels.pull_vertices.signatures      # notify-pull: never compiled
     messages = [r.getMessage() for r in caplog.records if r.name == cpu_program.__name__]
     assert messages == ["compiling PageRank for the CPU (first run; cached afterwards)"]
@@ -208,7 +212,7 @@ def test_a_one_thread_run_compiles_serial_kernels_with_the_same_values(graph, tm
                             max_iterations=500)
     np.testing.assert_allclose(serial.values, pagerank_reference(0.8), rtol=1e-9)
     np.testing.assert_allclose(parallel.values, serial.values, rtol=1e-12)
-    assert api._compiled_program(program, parallel=False).kernels.pull_range_precomputed \
+    assert api._compiled_program(program, parallel=False).kernels.pull_fused_aggregates \
         .signatures
     assert len(list((tmp_path / "programs").glob("PageRank-*.py"))) == 2
 
@@ -269,3 +273,55 @@ def scipy_shortest(weights: np.ndarray) -> np.ndarray:
     from scipy.sparse.csgraph import dijkstra
     matrix = csr_matrix((weights.astype(np.float64), (SOURCES, TARGETS)), shape=(6, 6))
     return dijkstra(matrix, indices=0)
+
+
+COMPILES_SCRIPT = """
+import json, sys
+from numba.core import event
+
+compiled = []
+
+
+class Compiles(event.Listener):
+    def on_start(self, event_):
+        function = event_.data["dispatcher"].py_func
+        compiled.append(f"{function.__module__}.{function.__qualname__}")
+
+    def on_end(self, event_):
+        pass
+
+
+event.register("numba:compile", Compiles())
+from garaphpy.cli import main
+code = main(sys.argv[1:])
+from garaphpy.kernels import cpu
+parallel = [name for name in ("touch", "vertex_ids", "frontier_degree_sum")
+            if getattr(cpu, name).signatures]       # compiled or loaded
+print(json.dumps({"code": code, "compiled": compiled, "parallel": parallel}))
+"""
+
+
+@pytest.mark.slow      # a fresh process compiles the program: 10-30 s on 2 cores
+@pytest.mark.parametrize("overrides", [[], ["run.program=bfs", "run.sources=422"]],
+                         ids=["quickstart", "bfs"])
+def test_a_second_process_compiles_nothing(overrides, tmp_path):
+    # the README's quickstart (PageRank), and BFS (an integer program: its init
+    # values are checked on the host) over the shipped graph: the first process
+    # fills the caches, the second loads every kernel from them
+    arguments = [str(REPOSITORY / "examples" / "quickstart.toml"), "--quiet"]
+    for override in [*overrides, f"output.values={tmp_path / 'values.txt'}",
+                     f"output.iterations={tmp_path / 'iterations.jsonl'}"]:
+        arguments += ["--set", override]
+    environment = {**os.environ, "GARAPHPY_CACHE": str(tmp_path / "cache"),
+                   "PYTHONPATH": os.pathsep.join([str(REPOSITORY),
+                                                  os.environ.get("PYTHONPATH", "")])}
+    reports = []
+    for _ in range(2):
+        process = subprocess.run([sys.executable, "-c", COMPILES_SCRIPT, *arguments],
+                                 env=environment, capture_output=True, text=True, timeout=600)
+        assert process.returncode == 0, process.stderr
+        reports.append(json.loads(process.stdout.strip().splitlines()[-1]))
+    assert [report["code"] for report in reports] == [0, 0]
+    assert reports[1]["compiled"] == []
+    # a small graph runs on one thread: numpy stands in for the parallel helpers
+    assert reports[0]["parallel"] == reports[1]["parallel"] == []

@@ -260,3 +260,34 @@ def test_page_budget_leaves_room_for_vertices_and_streams():
     assert layout.page_budget(10**12, 4, 0) == layout.page_budget(10**12, 1, 0)  # capped
     with pytest.raises(StoreError, match="vertex data"):
         layout.page_budget(100, 4, 200)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("rule", layout.REPLICATION_RULES)
+def test_small_graphs_cut_and_group_interpreted_as_compiled(seed, rule, monkeypatch):
+    # a small graph's shards and pages come from the kernels run as Python
+    # (nothing compiled on a first build): the same tables as compiled
+    from numba.core import event
+
+    rng = np.random.default_rng(seed)
+    degrees = rng.zipf(1.8, 2000).clip(0, 100) * rng.integers(0, 2, 2000)
+    degrees[rng.integers(0, 2000)] = 2500                 # a vertex split into pieces
+    offsets = offsets_of(degrees)
+    sizing = layout.PageSizing(source_bytes=4, weight_bytes=0, page_bytes=40_000)
+    compiled_before = []
+    listener = type("Compiles", (event.Listener,), {
+        "on_start": lambda self, e: compiled_before.append(e.data["dispatcher"].py_func),
+        "on_end": lambda self, e: None})()
+    keywords = dict(max_edges=1000, max_vertices=300, replication_rule=rule)
+    with event.install_listener("numba:compile", listener):
+        small = layout.cut_shards(offsets, **keywords)
+        small_pages = layout.group_pages(small, sizing)
+    assert layout._interprets(offsets) and small["split"].any() and len(small_pages) > 1
+    assert not [f for f in compiled_before if f.__module__ == layout.__name__]
+    monkeypatch.setattr(config, "INTERPRET_MAX_ITEMS", -1)
+    large = layout.cut_shards(offsets, **keywords)
+    large_pages = layout.group_pages(large, sizing)
+    np.testing.assert_array_equal(small, large)
+    np.testing.assert_array_equal(small_pages, large_pages)
+    if rule == "mean":          # the factors check_shards expects
+        check_shards(small, offsets, DEFAULT_SLOTS, 300, 1000)

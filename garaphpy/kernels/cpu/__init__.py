@@ -26,7 +26,8 @@ from ... import _numba_setup  # noqa: F401  (threading layer first)
 from .batches import SPARSE_COUNTERS, sparse_iterations
 from .common import FLOOR_MAX, FLOOR_MIN, SERIAL_CONCATENATE_MAX, SETTLED_CLAIM
 from .frontier import (PARALLEL_PREFIX_MIN, active_vertex_ids, degree_prefix, flags_of,
-                       frontier_degree_prefix, frontier_degree_sum, frontier_of, reset_flags)
+                       frontier_degree_prefix, frontier_degree_sum, frontier_degrees, frontier_of,
+                       reset_flags)
 from .notify import notify, notify_dense, push_settling
 from .priority import PRIORITY_BINS, priority_iterations
 from .pull import (SETTLING_BLOCK, apply_vertices, pull_fused, pull_range, pull_range_settling,
@@ -35,9 +36,10 @@ from .push_rounds import PUSH_ROUND_BINS, PUSH_ROUND_CHUNK, PUSH_ROUND_FUSE, pri
 from .settle_rounds import SETTLE_ROUND_BUFFER, settle_push_rounds
 from .skipping import (above_floor, all_at_floor, best_source_value, mark_settled, pack_flags,
                        settled_from_value, settled_from_values)
-from .vertices import (add_weighted_in_degrees, balanced_vertex_starts, commit_vertices,
-                       compute_aggregates, count_unequal, gather_vertex_edges, init_values,
-                       no_aggregates_fold, no_aggregates_write, out_neighbour_in_degrees,
+from .vertices import (add_weighted_in_degrees, all_vertex_ids, balanced_vertex_starts,
+                       commit_vertices, compute_aggregates, count_unequal, gather_vertex_edges,
+                       init_values, mapped_zeros, no_aggregates_fold, no_aggregates_write,
+                       out_neighbour_in_degrees,
                        read_source_contribution, shortcut_labels, source_contributions, sum_over,
                        total, touch, vertex_ids)
 
@@ -46,10 +48,11 @@ __all__ = [
     "PUSH_ROUND_CHUNK", "PUSH_ROUND_FUSE", "SERIAL_CONCATENATE_MAX", "SETTLED_CLAIM",
     "SETTLE_ROUND_BUFFER", "SETTLING_BLOCK", "SPARSE_COUNTERS",
     "above_floor", "active_vertex_ids", "add_weighted_in_degrees", "all_at_floor",
+    "all_vertex_ids",
     "apply_vertices", "balanced_vertex_starts", "best_source_value", "commit_vertices",
     "compute_aggregates", "count_unequal", "degree_prefix", "flags_of",
-    "frontier_degree_prefix", "frontier_degree_sum", "frontier_of", "gather_vertex_edges",
-    "init_values", "mark_settled", "no_aggregates_fold", "no_aggregates_write", "notify",
+    "frontier_degree_prefix", "frontier_degree_sum", "frontier_degrees", "frontier_of",
+    "gather_vertex_edges", "init_values", "mapped_zeros", "mark_settled", "no_aggregates_fold", "no_aggregates_write", "notify",
     "notify_dense", "out_neighbour_in_degrees", "pack_flags", "priority_iterations",
     "priority_push_rounds", "pull_fused", "pull_range", "pull_range_settling",
     "pull_settling_whole", "pull_vertices", "push_settling", "read_source_contribution",

@@ -95,6 +95,15 @@ def frontier_degree_sum(vertices, offsets):
     return total
 
 
+def frontier_degrees(vertices: np.ndarray, offsets: np.ndarray, threads: int) -> int:
+    """The listed vertices' degrees summed: :func:`frontier_degree_sum` on
+    several threads, numpy's on one (nothing to compile for a run that
+    cannot use the parallel sum)."""
+    if threads <= 1:
+        return int((offsets[vertices + 1] - offsets[vertices]).sum())
+    return int(frontier_degree_sum(vertices, offsets))
+
+
 def frontier_degree_prefix(vertices: np.ndarray, offsets: np.ndarray,
                            threads: int) -> np.ndarray:
     """:func:`degree_prefix`, on ``threads`` threads for a list of at least

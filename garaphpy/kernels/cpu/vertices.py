@@ -179,6 +179,21 @@ def touch(out):
     return out
 
 
+def all_vertex_ids(count: int, threads: int) -> np.ndarray:
+    """0..count-1 (int64): :func:`vertex_ids` on several threads, numpy's on
+    one (nothing to compile for a run that cannot map pages in parallel)."""
+    if threads <= 1:
+        return np.arange(count, dtype=np.int64)
+    return vertex_ids(np.empty(count, np.int64))
+
+
+def mapped_zeros(shape, dtype, threads: int) -> np.ndarray:
+    """A new zeroed array: :func:`touch` on several threads, numpy's on one."""
+    if threads <= 1:
+        return np.zeros(shape, dtype)
+    return touch(np.empty(shape, dtype))
+
+
 @numba.njit(nogil=True, parallel=True, cache=True)
 def commit_vertices(vertices, source, target):
     """target[v] = source[v] for the listed vertices (sync commit of notify-pull)."""

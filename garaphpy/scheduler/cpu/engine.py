@@ -237,7 +237,7 @@ class CpuEngine:
         if frontier is self.settling.counted_frontier:      # counted as the pull listed it
             return int(self.settling.found_out_edges[0]), None
         if 2 * frontier.size >= self.arrays.num_vertices:
-            return int(kernels.frontier_degree_sum(frontier, self.arrays.out_offsets)), None
+            return kernels.frontier_degrees(frontier, self.arrays.out_offsets, self.threads), None
         prefix = kernels.frontier_degree_prefix(frontier, self.arrays.out_offsets,
                                                 self.threads)
         return int(prefix[-1]), prefix
@@ -284,7 +284,7 @@ class CpuEngine:
     def _all_vertices(self) -> np.ndarray:
         """0..|V|-1, made once per run (treated as read-only, like every frontier)."""
         if self.all_vertices is None:
-            self.all_vertices = kernels.vertex_ids(np.empty(self.arrays.num_vertices, np.int64))
+            self.all_vertices = kernels.all_vertex_ids(self.arrays.num_vertices, self.threads)
         return self.all_vertices
 
     def refresh_settled(self, pulled_last: bool, previous_active: int) -> None:

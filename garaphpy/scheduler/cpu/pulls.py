@@ -93,7 +93,8 @@ class Pulls:
         self.page_done = None
         if plan.fused_pull:
             # mapped now, by every thread, as the values were at setup
-            self.next_contributions = kernels.touch(np.empty_like(self.contributions))
+            self.next_contributions = kernels.mapped_zeros(
+                self.contributions.shape, self.contributions.dtype, self.threads)
             self.part_starts = kernels.balanced_vertex_starts(
                 self.arrays.in_offsets,
                 self.threads * max(1, int(config.CPU_FUSED_PULL_PARTS_PER_THREAD)))
@@ -105,17 +106,18 @@ class Pulls:
             if self.precompute_source_gathers:
                 compiled.kernels.source_contributions(state.values[:0], arrays.attrs,
                                                       self.contributions)
-            pull_kernel, gather_values, extra = self._pull_kernel()
-            pull_kernel(
-                compiled.identity, arrays.in_offsets, arrays.sources, arrays.weights, 0, 0, 0,
-                0, 0, state.values, state.next, gather_values, arrays.attrs, aggregates,
-                arrays.num_vertices, 0, state.active, 1, self.boundary_vertex,
-                self.boundary_accum, self.stats, *extra)
-            compiled.kernels.apply_vertices(
-                arrays.attrs, aggregates, arrays.num_vertices, 0, np.zeros(0, np.int64),
-                np.zeros(0, compiled.accum_dtype), state.values, state.next, state.active,
-                self.stats)
-            if self.fused_pull:
+            if not self.fused_pull:     # a fused run's pulls take the fused kernel alone
+                pull_kernel, gather_values, extra = self._pull_kernel()
+                pull_kernel(
+                    compiled.identity, arrays.in_offsets, arrays.sources, arrays.weights, 0,
+                    0, 0, 0, 0, state.values, state.next, gather_values, arrays.attrs,
+                    aggregates, arrays.num_vertices, 0, state.active, 1,
+                    self.boundary_vertex, self.boundary_accum, self.stats, *extra)
+                compiled.kernels.apply_vertices(
+                    arrays.attrs, aggregates, arrays.num_vertices, 0, np.zeros(0, np.int64),
+                    np.zeros(0, compiled.accum_dtype), state.values, state.next,
+                    state.active, self.stats)
+            else:
                 self._fused_kernel()(
                     compiled.identity, arrays.in_offsets, arrays.sources, state.values,
                     state.next, self.contributions, self.next_contributions, arrays.attrs,
@@ -134,8 +136,8 @@ class Pulls:
                                           floor)
                 kernels.all_at_floor(state.values[:0], arrays.attrs[1], self.settling.floor_mode, floor)
         kernels.active_vertex_ids(np.zeros(0, np.bool_), self.threads)
-        kernels.vertex_ids(np.zeros(0, np.int64))
-        kernels.frontier_degree_sum(np.zeros(0, np.int64), arrays.out_offsets)
+        kernels.all_vertex_ids(0, self.threads)
+        kernels.frontier_degrees(np.zeros(0, np.int64), arrays.out_offsets, self.threads)
 
     def warm_up_notify_pull(self) -> None:
         arrays, compiled, state = self.arrays, self.compiled, self.state
@@ -154,7 +156,7 @@ class Pulls:
                 arrays.num_vertices, 0, 1, self.stats, self.early_exit, self.settling.settled,
                 state.claimed, self.settling.unsettled_delta)
         kernels.degree_prefix(empty, arrays.out_offsets)
-        kernels.frontier_degree_sum(empty, arrays.out_offsets)
+        kernels.frontier_degrees(empty, arrays.out_offsets, self.threads)
         # a run with early exit never takes the dense notify (decisions.dense_notify)
         for notify in (kernels.notify,) + (() if self.early_exit else (kernels.notify_dense,)):
             arguments = (empty, empty_prefix, arrays.out_offsets, arrays.out_targets,

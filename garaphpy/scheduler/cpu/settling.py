@@ -151,8 +151,8 @@ class Settling:
             self.in_edge_bits = np.empty_like(self.settled_bits)
             with parallel_section():
                 # mapped now, by every thread, not by the first pull's writes
-                self.settling_found = kernels.touch(np.empty(self.arrays.num_vertices,
-                                                             np.int64))
+                self.settling_found = kernels.mapped_zeros(self.arrays.num_vertices, np.int64,
+                                                           self.threads)
                 kernels.pack_flags(in_offsets[1:] != in_offsets[:-1], self.in_edge_bits)
 
     def _union_find_start(self, record: IterationRecord) -> None:
