@@ -1,0 +1,278 @@
+"""The first minute of a command-line user against GAPBS: a store built from a
+text edge list, and PageRank end to end on it (Garaph section 6.5, preprocessing).
+
+Two comparisons on GAPBS's own Kronecker graph (``converter -g SCALE -k
+DEGREE``, written once as a ``.el`` text edge list, not timed), both sides
+fresh processes with the same threads (``OMP_NUM_THREADS`` for GAPBS,
+``NUMBA_NUM_THREADS`` and ``--threads`` for garaphpy), wall-clock times:
+
+``build``
+    GAPBS: ``converter -f G.el -b G.sg`` (read the text, build the CSR and
+    its inverse, write the serialized graph).  garaphpy: ``python -m
+    garaphpy.run BUILD.toml --rebuild`` (read the text, build the store, write
+    it).  Target: garaphpy's time no more than GAPBS's.
+``pagerank``
+    GAPBS: ``pr -f G.sg -i 20 -t 1e-30 -n 1`` (load its serialized graph, 20
+    iterations, no output file).  garaphpy: ``python -m garaphpy pagerank G.el
+    --store STORE --max-iterations 20 --tolerance 0 -o VALUES`` on the store
+    the build wrote (open and check it, compile or load the kernels from
+    numba's cache, 20 iterations, the values file of every vertex written).
+    Target: at most twice GAPBS's time.  The warm-up run (``--warmup``, 1)
+    fills numba's cache, so the trials are a second run's; its own time is
+    kept in the row's metrics.
+
+Each pair of sides runs in turns (bench/harness.py :func:`measure_in_turns`),
+so a neighbour's load falls on both alike; every trial records the load
+average before it.  A ``breakdown`` case then runs the command line's steps
+in one process with a clock around each (imports, opening the store, the
+run's set-up and compilation, the iterations, writing the values).
+
+GAPBS is not part of garaphpy: ``--gapbs DIR`` names its checkout or build
+directory; where its ``converter`` and ``pr`` are missing and a Makefile is
+there, ``make -j THREADS`` builds them first.
+
+Usage (from the repository root)::
+
+    python -m bench first-minute --gapbs DIR [--scale 22] [--degree 16]
+        [--threads N] [--workdir DIR] [--cases build,pagerank,breakdown]
+        [--trials 3] [--warmup 1] [--json rows.jsonl]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench import harness
+
+REPO = Path(__file__).resolve().parents[1]
+
+BREAKDOWN_CHILD = r"""
+import json, sys, time
+started = time.perf_counter()
+steps = {}
+def mark(name):
+    global started
+    now = time.perf_counter()
+    steps[name] = round(now - started, 4)
+    started = now
+from garaphpy import console, cli
+from garaphpy.api import run
+from garaphpy.output import write_values
+from garaphpy.programs import get_program
+mark("imports")
+args = console.parser().parse_args(sys.argv[1:])
+settings = console.settings_from_arguments(args)
+graph = cli.graph_from_config(settings, progress=False)
+mark("open_store")
+program = get_program("pagerank")
+result = run(graph, program, mode="cpu", threads=settings["run"]["threads"],
+             max_iterations=20, tolerance=0.0)
+mark("run")
+steps["run_compile"] = round(result.compile_seconds, 4)
+steps["run_iterations"] = round(result.seconds, 4)
+steps["run_setup"] = round(result.setup_seconds, 4)
+write_values(settings["output"]["values"], result.original_ids(), result.values,
+             result.value_name)
+mark("write_values")
+print(json.dumps(steps))
+"""
+
+
+def load_average() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def timed(command: list[str], env: dict | None = None) -> tuple[float, str]:
+    """Wall seconds of ``command`` and its standard output; SystemExit on failure."""
+    started = time.perf_counter()
+    completed = subprocess.run(command, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    if completed.returncode not in (0, 3):      # 3: PageRank stopped at its iteration limit
+        raise SystemExit(f"{' '.join(command)} exited {completed.returncode}:\n"
+                         f"{completed.stdout[-2000:]}{completed.stderr[-2000:]}")
+    return seconds, completed.stdout
+
+
+def gapbs_binaries(directory: Path, threads: int) -> Path:
+    """The directory holding GAPBS's ``converter`` and ``pr``, made where missing."""
+    if not all((directory / name).exists() for name in ("converter", "pr")):
+        if not (directory / "Makefile").exists():
+            raise SystemExit(f"--gapbs {directory}: no converter and pr there, and no "
+                             "Makefile to build them")
+        subprocess.run(["make", "-C", str(directory), f"-j{threads}", "converter", "pr"],
+                       check=True)
+    return directory
+
+
+class Sides:
+    """The files and environments both sides share."""
+
+    def __init__(self, args, gapbs: Path, workdir: Path, threads: int):
+        self.gapbs = gapbs
+        self.threads = threads
+        name = f"kron{args.scale}"
+        self.edge_list = workdir / f"{name}.el"
+        self.serialized = workdir / f"{name}.sg"
+        self.store = workdir / f"{name}.store"
+        self.values = workdir / f"{name}.pagerank.txt"
+        self.config = workdir / f"{name}.build.toml"
+        self.config.write_text(f"graph = {json.dumps(str(self.edge_list))}\n\n"
+                               f"[store]\npath = {json.dumps(str(self.store))}\n")
+        self.gapbs_env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+        self.garaphpy_env = {**os.environ, "NUMBA_NUM_THREADS": str(threads),
+                             "PYTHONPATH": os.pathsep.join(
+                                 filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+        if not self.edge_list.exists():
+            started = time.perf_counter()
+            subprocess.run([str(gapbs / "converter"), f"-g{args.scale}", f"-k{args.degree}",
+                            "-e", str(self.edge_list)], env=self.gapbs_env, check=True,
+                           capture_output=True)
+            print(f"wrote {self.edge_list} ({self.edge_list.stat().st_size / 2**30:.2f} GiB) "
+                  f"in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+
+    def pagerank_arguments(self) -> list[str]:
+        return ["pagerank", str(self.edge_list), "--store", str(self.store), "--threads",
+                str(self.threads), "--max-iterations", "20", "--tolerance", "0", "-o",
+                str(self.values), "-q"]
+
+    # each returns a Measurement: the wall time, the load before it, figures parsed
+    def gapbs_build(self) -> harness.Measurement:
+        load = load_average()
+        seconds, output = timed([str(self.gapbs / "converter"), "-f", str(self.edge_list),
+                                 "-b", str(self.serialized)], self.gapbs_env)
+        return harness.Measurement(result=output, seconds=seconds,
+                                   metrics={"load": load, **gapbs_times(output)})
+
+    def garaphpy_build(self) -> harness.Measurement:
+        load = load_average()
+        seconds, output = timed([sys.executable, "-m", "garaphpy.run", str(self.config),
+                                 "--rebuild", "-q"], self.garaphpy_env)
+        manifest = json.loads((self.store / "manifest.json").read_text())
+        return harness.Measurement(result=manifest["num_edges"], seconds=seconds, metrics={
+            "load": load, "build_seconds": manifest["build_seconds"],
+            "phases": manifest["build_phases"]})
+
+    def gapbs_pagerank(self) -> harness.Measurement:
+        load = load_average()
+        seconds, output = timed([str(self.gapbs / "pr"), "-f", str(self.serialized), "-i",
+                                 "20", "-t", "1e-30", "-n", "1"], self.gapbs_env)
+        return harness.Measurement(result=output, seconds=seconds,
+                                   metrics={"load": load, **gapbs_times(output)})
+
+    def garaphpy_pagerank(self) -> harness.Measurement:
+        load = load_average()
+        seconds, output = timed([sys.executable, "-m", "garaphpy",
+                                 *self.pagerank_arguments()], self.garaphpy_env)
+        return harness.Measurement(result=self.values, seconds=seconds, metrics={"load": load})
+
+    def breakdown(self) -> harness.Measurement:
+        load = load_average()
+        seconds, output = timed([sys.executable, "-c", BREAKDOWN_CHILD,
+                                 *self.pagerank_arguments()], self.garaphpy_env)
+        return harness.Measurement(result=None, seconds=seconds, metrics={
+            "load": load, **json.loads(output.strip().splitlines()[-1])})
+
+
+def gapbs_times(output: str) -> dict:
+    """GAPBS's own ``Read Time``, ``Build Time``, ``Trial Time`` lines, in seconds."""
+    return {name.lower().replace(" ", "_"): float(value) for name, value in
+            re.findall(r"^(Read Time|Build Time|Trial Time):\s+([0-9.]+)", output, re.M)}
+
+
+def serialized_edges(path: Path) -> int:
+    """The edge count in the header of GAPBS's serialized graph (a bool, then
+    the int64 edge and vertex counts)."""
+    import numpy as np
+
+    return int(np.fromfile(path, np.int64, count=1, offset=1)[0])
+
+
+def pair(name: str, gapbs_run, garaphpy_run, params: dict, verify=None) -> list:
+    return [harness.Case(f"{name}/gapbs", gapbs_run, params={**params, "side": "gapbs"}),
+            harness.Case(f"{name}/garaphpy", garaphpy_run, verify=verify,
+                         params={**params, "side": "garaphpy"})]
+
+
+def ratio_line(name: str, gapbs_row: dict, garaphpy_row: dict) -> str:
+    gapbs_s, garaphpy_s = gapbs_row["median_s"], garaphpy_row["median_s"]
+    loads = [m["load"] for row in (gapbs_row, garaphpy_row) for m in row["metrics"]]
+    return (f"{name:9} gapbs {gapbs_s:7.2f} s  garaphpy {garaphpy_s:7.2f} s  ratio "
+            f"{garaphpy_s / gapbs_s:5.2f}  (medians of {len(garaphpy_row['trials_s'])}, "
+            f"load average {min(loads):.1f}-{max(loads):.1f})")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--gapbs", required=True, metavar="DIR",
+                        help="GAPBS build directory (its checkout: built with make if needed)")
+    parser.add_argument("--scale", type=int, default=22, help="kron scale (default 22)")
+    parser.add_argument("--degree", type=int, default=16, help="kron degree (default 16)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="threads of both sides (default: every core)")
+    parser.add_argument("--workdir", default=None,
+                        help="where the .el, .sg, store and values go (kept between runs)")
+    parser.add_argument("--cases", default="build,pagerank,breakdown",
+                        help="comma-separated: build,pagerank,breakdown")
+    harness.add_common_options(parser, trials=3, warmup=1)
+    args = parser.parse_args(argv)
+    harness.check_common_options(parser, args)
+    chosen = args.cases.split(",")
+    unknown = set(chosen) - {"build", "pagerank", "breakdown"}
+    if unknown:
+        parser.error(f"--cases: no case {sorted(unknown)[0]!r}")
+
+    threads = args.threads or len(os.sched_getaffinity(0))
+    gapbs = gapbs_binaries(Path(args.gapbs).resolve(), threads)
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="garaphpy-first-minute-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    sides = Sides(args, gapbs, workdir.resolve(), threads)
+    params = {"graph": f"kron:{args.scale}:{args.degree}", "threads": threads}
+    rows: list[dict] = []
+    lines = []
+    if "build" in chosen or not (sides.store.exists() and sides.serialized.exists()):
+        timed_build = "build" in chosen
+        build = harness.measure_in_turns(
+            pair("build", sides.gapbs_build, sides.garaphpy_build, params,
+                 verify=lambda edges: edges == serialized_edges(sides.serialized) or
+                 f"the store holds {edges:,} edges, GAPBS's graph "
+                 f"{serialized_edges(sides.serialized):,}"),
+            trials=args.trials if timed_build else 1, warmup=args.warmup if timed_build else 0,
+            benchmark="first-minute", quiet=args.quiet)
+        if timed_build:
+            rows += build
+            lines.append(ratio_line("build", *build))
+            lines.append("build phases (garaphpy, last trial): " + ", ".join(
+                f"{k} {v:.1f} s" for k, v in build[1]["metrics"][-1]["phases"].items()))
+    if "pagerank" in chosen:
+        pagerank = harness.measure_in_turns(
+            pair("pagerank", sides.gapbs_pagerank, sides.garaphpy_pagerank, params),
+            trials=args.trials, warmup=args.warmup, benchmark="first-minute",
+            quiet=args.quiet)
+        rows += pagerank
+        lines.append(ratio_line("pagerank", *pagerank))
+    if "breakdown" in chosen:
+        row = harness.measure(harness.Case("pagerank/breakdown", sides.breakdown,
+                                           params={**params, "side": "garaphpy"}),
+                              trials=1, warmup=0, benchmark="first-minute", quiet=args.quiet)
+        rows.append(row)
+        steps = {k: v for k, v in row["metrics"][0].items() if k != "load"}
+        lines.append(f"breakdown (load average {row['metrics'][0]['load']:.1f}): " + ", ".join(
+            f"{k} {v:.2f} s" for k, v in steps.items()))
+    for row in rows:
+        row["args"] = vars(args)
+    harness.write_rows(args.json, rows)
+    print("\n".join(lines))
+    return harness.exit_status(rows)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
