@@ -27,13 +27,17 @@ average before it.  A ``breakdown`` case then runs the command line's steps
 in one process with a clock around each (imports, opening the store, the
 run's set-up and compilation, the iterations, writing the values).
 
+With ``--baseline DIR`` (another garaphpy source tree, say ``git archive``
+of an older commit) a third side runs that tree's code, with its own store,
+in the same turns: a before-and-after on one machine under one load.
+
 GAPBS is not part of garaphpy: ``--gapbs DIR`` names its checkout or build
 directory; where its ``converter`` and ``pr`` are missing and a Makefile is
 there, ``make -j THREADS`` builds them first.
 
 Usage (from the repository root)::
 
-    python -m bench first-minute --gapbs DIR [--scale 22] [--degree 16]
+    python -m bench first-minute --gapbs DIR [--baseline DIR] [--scale 22] [--degree 16]
         [--threads N] [--workdir DIR] [--cases build,pagerank,breakdown]
         [--trials 3] [--warmup 1] [--json rows.jsonl]
 """
@@ -113,71 +117,82 @@ def gapbs_binaries(directory: Path, threads: int) -> Path:
     return directory
 
 
-class Sides:
-    """The files and environments both sides share."""
+class Gapbs:
+    """GAPBS's side: the edge list (written here where missing), its
+    serialized graph, its environment."""
 
-    def __init__(self, args, gapbs: Path, workdir: Path, threads: int):
-        self.gapbs = gapbs
-        self.threads = threads
+    def __init__(self, args, directory: Path, workdir: Path, threads: int):
+        self.directory = directory
         name = f"kron{args.scale}"
         self.edge_list = workdir / f"{name}.el"
         self.serialized = workdir / f"{name}.sg"
+        self.env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+        if not self.edge_list.exists():
+            started = time.perf_counter()
+            subprocess.run([str(directory / "converter"), f"-g{args.scale}",
+                            f"-k{args.degree}", "-e", str(self.edge_list)], env=self.env,
+                           check=True, capture_output=True)
+            print(f"wrote {self.edge_list} ({self.edge_list.stat().st_size / 2**30:.2f} GiB) "
+                  f"in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+
+    # each returns a Measurement: the wall time, the load before it, figures parsed
+    def build(self) -> harness.Measurement:
+        load = load_average()
+        seconds, output = timed([str(self.directory / "converter"), "-f", str(self.edge_list),
+                                 "-b", str(self.serialized)], self.env)
+        return harness.Measurement(result=output, seconds=seconds,
+                                   metrics={"load": load, **gapbs_times(output)})
+
+    def pagerank(self) -> harness.Measurement:
+        load = load_average()
+        seconds, output = timed([str(self.directory / "pr"), "-f", str(self.serialized), "-i",
+                                 "20", "-t", "1e-30", "-n", "1"], self.env)
+        return harness.Measurement(result=output, seconds=seconds,
+                                   metrics={"load": load, **gapbs_times(output)})
+
+
+class Garaphpy:
+    """garaphpy's side, from the source tree ``tree`` (this one, or a
+    ``--baseline`` checkout), with a store and values of its own."""
+
+    def __init__(self, tree: Path, edge_list: Path, workdir: Path, threads: int,
+                 label: str = ""):
+        self.edge_list = edge_list
+        self.threads = threads
+        name = edge_list.name.rsplit(".", 1)[0] + label
         self.store = workdir / f"{name}.store"
         self.values = workdir / f"{name}.pagerank.txt"
         self.config = workdir / f"{name}.build.toml"
-        self.config.write_text(f"graph = {json.dumps(str(self.edge_list))}\n\n"
+        self.config.write_text(f"graph = {json.dumps(str(edge_list))}\n\n"
                                f"[store]\npath = {json.dumps(str(self.store))}\n")
-        self.gapbs_env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
-        self.garaphpy_env = {**os.environ, "NUMBA_NUM_THREADS": str(threads),
-                             "PYTHONPATH": os.pathsep.join(
-                                 filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-        if not self.edge_list.exists():
-            started = time.perf_counter()
-            subprocess.run([str(gapbs / "converter"), f"-g{args.scale}", f"-k{args.degree}",
-                            "-e", str(self.edge_list)], env=self.gapbs_env, check=True,
-                           capture_output=True)
-            print(f"wrote {self.edge_list} ({self.edge_list.stat().st_size / 2**30:.2f} GiB) "
-                  f"in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+        self.env = {**os.environ, "NUMBA_NUM_THREADS": str(threads),
+                    "PYTHONPATH": os.pathsep.join(
+                        filter(None, [str(tree), os.environ.get("PYTHONPATH")]))}
 
     def pagerank_arguments(self) -> list[str]:
         return ["pagerank", str(self.edge_list), "--store", str(self.store), "--threads",
                 str(self.threads), "--max-iterations", "20", "--tolerance", "0", "-o",
                 str(self.values), "-q"]
 
-    # each returns a Measurement: the wall time, the load before it, figures parsed
-    def gapbs_build(self) -> harness.Measurement:
-        load = load_average()
-        seconds, output = timed([str(self.gapbs / "converter"), "-f", str(self.edge_list),
-                                 "-b", str(self.serialized)], self.gapbs_env)
-        return harness.Measurement(result=output, seconds=seconds,
-                                   metrics={"load": load, **gapbs_times(output)})
-
-    def garaphpy_build(self) -> harness.Measurement:
+    def build(self) -> harness.Measurement:
         load = load_average()
         seconds, output = timed([sys.executable, "-m", "garaphpy.run", str(self.config),
-                                 "--rebuild", "-q"], self.garaphpy_env)
+                                 "--rebuild", "-q"], self.env)
         manifest = json.loads((self.store / "manifest.json").read_text())
         return harness.Measurement(result=manifest["num_edges"], seconds=seconds, metrics={
             "load": load, "build_seconds": manifest["build_seconds"],
             "phases": manifest["build_phases"]})
 
-    def gapbs_pagerank(self) -> harness.Measurement:
-        load = load_average()
-        seconds, output = timed([str(self.gapbs / "pr"), "-f", str(self.serialized), "-i",
-                                 "20", "-t", "1e-30", "-n", "1"], self.gapbs_env)
-        return harness.Measurement(result=output, seconds=seconds,
-                                   metrics={"load": load, **gapbs_times(output)})
-
-    def garaphpy_pagerank(self) -> harness.Measurement:
+    def pagerank(self) -> harness.Measurement:
         load = load_average()
         seconds, output = timed([sys.executable, "-m", "garaphpy",
-                                 *self.pagerank_arguments()], self.garaphpy_env)
+                                 *self.pagerank_arguments()], self.env)
         return harness.Measurement(result=self.values, seconds=seconds, metrics={"load": load})
 
     def breakdown(self) -> harness.Measurement:
         load = load_average()
         seconds, output = timed([sys.executable, "-c", BREAKDOWN_CHILD,
-                                 *self.pagerank_arguments()], self.garaphpy_env)
+                                 *self.pagerank_arguments()], self.env)
         return harness.Measurement(result=None, seconds=seconds, metrics={
             "load": load, **json.loads(output.strip().splitlines()[-1])})
 
@@ -196,24 +211,34 @@ def serialized_edges(path: Path) -> int:
     return int(np.fromfile(path, np.int64, count=1, offset=1)[0])
 
 
-def pair(name: str, gapbs_run, garaphpy_run, params: dict, verify=None) -> list:
-    return [harness.Case(f"{name}/gapbs", gapbs_run, params={**params, "side": "gapbs"}),
-            harness.Case(f"{name}/garaphpy", garaphpy_run, verify=verify,
-                         params={**params, "side": "garaphpy"})]
+def cases(name: str, sides: dict, params: dict, verify=None) -> list:
+    """One case per side (gapbs, garaphpy, baseline), their trials run in turns."""
+    return [harness.Case(f"{name}/{side}", getattr(runner, name), params={
+        **params, "side": side}, verify=None if side == "gapbs" else verify)
+            for side, runner in sides.items()]
 
 
-def ratio_line(name: str, gapbs_row: dict, garaphpy_row: dict) -> str:
-    gapbs_s, garaphpy_s = gapbs_row["median_s"], garaphpy_row["median_s"]
-    loads = [m["load"] for row in (gapbs_row, garaphpy_row) for m in row["metrics"]]
-    return (f"{name:9} gapbs {gapbs_s:7.2f} s  garaphpy {garaphpy_s:7.2f} s  ratio "
-            f"{garaphpy_s / gapbs_s:5.2f}  (medians of {len(garaphpy_row['trials_s'])}, "
-            f"load average {min(loads):.1f}-{max(loads):.1f})")
+def ratio_lines(name: str, rows: list) -> list[str]:
+    gapbs_s = rows[0]["median_s"]
+    lines = []
+    for row in rows[1:]:
+        loads = [m["load"] for r in (rows[0], row) for m in r["metrics"]]
+        lines.append(f"{row['case']:18} {row['median_s']:7.2f} s  gapbs {gapbs_s:7.2f} s  "
+                     f"ratio {row['median_s'] / gapbs_s:5.2f}  (medians of "
+                     f"{len(row['trials_s'])}, load average {min(loads):.1f}-{max(loads):.1f})")
+        if name == "build":
+            lines.append("  phases (last trial): " + ", ".join(
+                f"{k} {v:.1f} s" for k, v in row["metrics"][-1]["phases"].items()))
+    return lines
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gapbs", required=True, metavar="DIR",
                         help="GAPBS build directory (its checkout: built with make if needed)")
+    parser.add_argument("--baseline", default=None, metavar="DIR",
+                        help="another garaphpy source tree (an older commit's) measured "
+                             "beside this one, in turns")
     parser.add_argument("--scale", type=int, default=22, help="kron scale (default 22)")
     parser.add_argument("--degree", type=int, default=16, help="kron degree (default 16)")
     parser.add_argument("--threads", type=int, default=None,
@@ -231,42 +256,46 @@ def main(argv=None) -> int:
         parser.error(f"--cases: no case {sorted(unknown)[0]!r}")
 
     threads = args.threads or len(os.sched_getaffinity(0))
-    gapbs = gapbs_binaries(Path(args.gapbs).resolve(), threads)
-    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="garaphpy-first-minute-"))
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="garaphpy-first-minute-")).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    sides = Sides(args, gapbs, workdir.resolve(), threads)
+    gapbs = Gapbs(args, gapbs_binaries(Path(args.gapbs).resolve(), threads), workdir, threads)
+    sides = {"gapbs": gapbs,
+             "garaphpy": Garaphpy(REPO, gapbs.edge_list, workdir, threads)}
+    if args.baseline:
+        sides["baseline"] = Garaphpy(Path(args.baseline).resolve(), gapbs.edge_list, workdir,
+                                     threads, label="-baseline")
     params = {"graph": f"kron:{args.scale}:{args.degree}", "threads": threads}
     rows: list[dict] = []
     lines = []
-    if "build" in chosen or not (sides.store.exists() and sides.serialized.exists()):
+    missing = not gapbs.serialized.exists() or any(
+        not side.store.exists() for side in list(sides.values())[1:])
+    if "build" in chosen or missing:
         timed_build = "build" in chosen
         build = harness.measure_in_turns(
-            pair("build", sides.gapbs_build, sides.garaphpy_build, params,
-                 verify=lambda edges: edges == serialized_edges(sides.serialized) or
-                 f"the store holds {edges:,} edges, GAPBS's graph "
-                 f"{serialized_edges(sides.serialized):,}"),
+            cases("build", sides, params, verify=lambda edges: edges == serialized_edges(
+                gapbs.serialized) or f"the store holds {edges:,} edges, GAPBS's graph "
+                f"{serialized_edges(gapbs.serialized):,}"),
             trials=args.trials if timed_build else 1, warmup=args.warmup if timed_build else 0,
             benchmark="first-minute", quiet=args.quiet)
         if timed_build:
             rows += build
-            lines.append(ratio_line("build", *build))
-            lines.append("build phases (garaphpy, last trial): " + ", ".join(
-                f"{k} {v:.1f} s" for k, v in build[1]["metrics"][-1]["phases"].items()))
+            lines += ratio_lines("build", build)
     if "pagerank" in chosen:
         pagerank = harness.measure_in_turns(
-            pair("pagerank", sides.gapbs_pagerank, sides.garaphpy_pagerank, params),
-            trials=args.trials, warmup=args.warmup, benchmark="first-minute",
-            quiet=args.quiet)
+            cases("pagerank", sides, params), trials=args.trials, warmup=args.warmup,
+            benchmark="first-minute", quiet=args.quiet)
         rows += pagerank
-        lines.append(ratio_line("pagerank", *pagerank))
+        lines += ratio_lines("pagerank", pagerank)
     if "breakdown" in chosen:
-        row = harness.measure(harness.Case("pagerank/breakdown", sides.breakdown,
-                                           params={**params, "side": "garaphpy"}),
-                              trials=1, warmup=0, benchmark="first-minute", quiet=args.quiet)
-        rows.append(row)
-        steps = {k: v for k, v in row["metrics"][0].items() if k != "load"}
-        lines.append(f"breakdown (load average {row['metrics'][0]['load']:.1f}): " + ", ".join(
-            f"{k} {v:.2f} s" for k, v in steps.items()))
+        for side, runner in list(sides.items())[1:]:
+            row = harness.measure(harness.Case(f"breakdown/{side}", runner.breakdown,
+                                               params={**params, "side": side}),
+                                  trials=1, warmup=0, benchmark="first-minute",
+                                  quiet=args.quiet)
+            rows.append(row)
+            steps = {k: v for k, v in row["metrics"][0].items() if k != "load"}
+            lines.append(f"breakdown/{side} (load average {row['metrics'][0]['load']:.1f}): "
+                         + ", ".join(f"{k} {v:.2f} s" for k, v in steps.items()))
     for row in rows:
         row["args"] = vars(args)
     harness.write_rows(args.json, rows)
