@@ -18,8 +18,9 @@ fresh processes with the same threads (``OMP_NUM_THREADS`` for GAPBS,
     the build wrote (open and check it, compile or load the kernels from
     numba's cache, 20 iterations, the values file of every vertex written).
     Target: at most twice GAPBS's time.  The warm-up run (``--warmup``, 1)
-    fills numba's cache, so the trials are a second run's; its own time is
-    kept in the row's metrics.
+    fills numba's cache, so the trials are a second run's; with ``--cold``
+    every garaphpy run starts from an empty numba cache of its own
+    (``NUMBA_CACHE_DIR``), as a fresh clone's first run does.
 
 Each pair of sides runs in turns (bench/harness.py :func:`measure_in_turns`),
 so a neighbour's load falls on both alike; every trial records the load
@@ -156,9 +157,10 @@ class Garaphpy:
     ``--baseline`` checkout), with a store and values of its own."""
 
     def __init__(self, tree: Path, edge_list: Path, workdir: Path, threads: int,
-                 label: str = ""):
+                 label: str = "", cold: bool = False):
         self.edge_list = edge_list
         self.threads = threads
+        self.cold = cold
         name = edge_list.name.rsplit(".", 1)[0] + label
         self.store = workdir / f"{name}.store"
         self.values = workdir / f"{name}.pagerank.txt"
@@ -169,6 +171,14 @@ class Garaphpy:
                     "PYTHONPATH": os.pathsep.join(
                         filter(None, [str(tree), os.environ.get("PYTHONPATH")]))}
 
+    def timed(self, command: list[str]) -> tuple[float, str]:
+        """:func:`timed` in this side's environment; with ``cold``, with an
+        empty numba cache of its own (a fresh clone's first run)."""
+        if not self.cold:
+            return timed(command, self.env)
+        with tempfile.TemporaryDirectory(prefix="garaphpy-cold-cache-") as cache:
+            return timed(command, {**self.env, "NUMBA_CACHE_DIR": cache})
+
     def pagerank_arguments(self) -> list[str]:
         return ["pagerank", str(self.edge_list), "--store", str(self.store), "--threads",
                 str(self.threads), "--max-iterations", "20", "--tolerance", "0", "-o",
@@ -176,8 +186,8 @@ class Garaphpy:
 
     def build(self) -> harness.Measurement:
         load = load_average()
-        seconds, output = timed([sys.executable, "-m", "garaphpy.run", str(self.config),
-                                 "--rebuild", "-q"], self.env)
+        seconds, output = self.timed([sys.executable, "-m", "garaphpy.run", str(self.config),
+                                      "--rebuild", "-q"])
         manifest = json.loads((self.store / "manifest.json").read_text())
         return harness.Measurement(result=manifest["num_edges"], seconds=seconds, metrics={
             "load": load, "build_seconds": manifest["build_seconds"],
@@ -185,8 +195,8 @@ class Garaphpy:
 
     def pagerank(self) -> harness.Measurement:
         load = load_average()
-        seconds, output = timed([sys.executable, "-m", "garaphpy",
-                                 *self.pagerank_arguments()], self.env)
+        seconds, output = self.timed([sys.executable, "-m", "garaphpy",
+                                      *self.pagerank_arguments()])
         return harness.Measurement(result=self.values, seconds=seconds, metrics={"load": load})
 
     def breakdown(self) -> harness.Measurement:
@@ -245,6 +255,9 @@ def main(argv=None) -> int:
                         help="threads of both sides (default: every core)")
     parser.add_argument("--workdir", default=None,
                         help="where the .el, .sg, store and values go (kept between runs)")
+    parser.add_argument("--cold", action="store_true",
+                        help="every garaphpy run with an empty numba cache (a fresh clone's "
+                             "first run; numba's own caching directories are left alone)")
     parser.add_argument("--cases", default="build,pagerank,breakdown",
                         help="comma-separated: build,pagerank,breakdown")
     harness.add_common_options(parser, trials=3, warmup=1)
@@ -260,10 +273,10 @@ def main(argv=None) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     gapbs = Gapbs(args, gapbs_binaries(Path(args.gapbs).resolve(), threads), workdir, threads)
     sides = {"gapbs": gapbs,
-             "garaphpy": Garaphpy(REPO, gapbs.edge_list, workdir, threads)}
+             "garaphpy": Garaphpy(REPO, gapbs.edge_list, workdir, threads, cold=args.cold)}
     if args.baseline:
         sides["baseline"] = Garaphpy(Path(args.baseline).resolve(), gapbs.edge_list, workdir,
-                                     threads, label="-baseline")
+                                     threads, label="-baseline", cold=args.cold)
     params = {"graph": f"kron:{args.scale}:{args.degree}", "threads": threads}
     rows: list[dict] = []
     lines = []
