@@ -38,7 +38,6 @@ import json
 import os
 import shutil
 import tempfile
-import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass
@@ -121,8 +120,6 @@ class _Ingest:
         self.symmetrize = not self.directed and not source.already_symmetric
         self.weight_range = [None, None]
         self.fractional_weights = False
-        #: called once the first chunk is consumed (every kernel it needed is compiled)
-        self.after_first_chunk = None
         #: the vertices of the self-loops the last cleaned chunk dropped, or None
         self.dropped_loop_ids = None
 
@@ -230,9 +227,6 @@ class _Ingest:
             weight = chunk.weight if self.keep_weights else None
             self.note_weights(weight)
             yield self.clean(chunk.src, chunk.dst, weight)
-            if self.after_first_chunk is not None:
-                self.after_first_chunk()
-                self.after_first_chunk = None
         self.check_weights()
 
 
@@ -514,50 +508,6 @@ def _csr_of_group(sources: np.ndarray, destinations: np.ndarray, first_vertex: i
     return _sorted_by_key(sources, first_vertex, count, destinations)
 
 
-def _cut_shards(in_offsets: np.ndarray, options: BuildOptions) -> np.ndarray:
-    return layout.cut_shards(
-        in_offsets, shared_memory_bytes=options.shared_memory_bytes,
-        slot_bytes=options.slot_bytes, max_vertices=options.max_shard_vertices,
-        max_edges=layout.shard_edge_limit(int(in_offsets[-1]), options.max_shard_edges,
-                                          options.min_shards),
-        max_replication=options.max_replication, fixed_replication=options.fixed_replication,
-        replication_rule=options.replication_rule,
-        edges_per_thread=options.replication_edges_per_thread)
-
-
-def _compile_later_kernels(vertex_dtype, options: BuildOptions) -> None:
-    """Compile (or load from numba's cache) the kernels that sort, cut and page
-    an unweighted graph of ``vertex_dtype`` ids, so that a thread running this
-    while the input is read takes their compilation off the build's path.
-
-    The parallel kernels are compiled for their signatures, not run (a
-    parallel launch must not overlap the builder's own); the others run on
-    a few vertices.  Anything that goes wrong here is left for the build
-    itself to meet.
-    """
-    try:
-        ids = numba.typeof(np.empty(1, vertex_dtype))
-        offsets = numba.typeof(np.empty(1, np.int64))
-        scratch = numba.typeof(np.empty(1, np.int64 if vertex_dtype.itemsize > 4 else np.int32))
-        integer = numba.int64
-        kernels.sort_by_key.compile((ids, integer, integer, ids, ids, scratch, ids, integer))
-        kernels.expand_offsets.compile((offsets, integer, ids))
-        kernels.dedup_sorted_segments.compile((offsets, ids, offsets, numba.boolean, integer,
-                                               offsets))
-        kernels.map_dense_ids(np.zeros(1, vertex_dtype), np.zeros(1, vertex_dtype),
-                              np.zeros(1, vertex_dtype))
-        in_offsets = np.arange(5, dtype=np.int64)
-        shards = _cut_shards(in_offsets, options)
-        sizing = layout.PageSizing(source_bytes=vertex_dtype.itemsize, weight_bytes=0,
-                                   page_bytes=options.max_page_bytes)
-        layout.group_pages(shards, sizing)
-        kernels.fill_idxoff(in_offsets, shards["first_vertex"], shards["num_vertices"],
-                            shards["edge_begin"], shards["edge_end"], 0,
-                            np.zeros(4, np.uint16))
-    except Exception:     # noqa: BLE001 - an optimisation only
-        pass
-
-
 # ------------------------------------------------------------ the out-of-core path --
 
 def _check_symmetric(source: EdgeSource, original_ids, in_offsets, csc_src, out_offsets,
@@ -773,25 +723,7 @@ class _Builder:
         os.rename(temporary, target)
         self.temporaries.remove(temporary)
 
-    def _compile_while_reading(self, ingest: _Ingest) -> None:
-        """Have the sorting and paging kernels compiled on a thread while the
-        rest of the input is read (numba compiles one function at a time, so
-        only once the first chunk's kernels are compiled); unweighted inputs."""
-        if ingest.keep_weights:
-            return
-        n = self.source.num_vertices
-        vid = _vertex_dtype(n) if n is not None else np.dtype(np.int32)
-        thread = threading.Thread(target=_compile_later_kernels, name="garaphpy-compile",
-                                  args=(vid, self.options), daemon=True)
-
-        def start():
-            thread.start()
-            self.compiling = thread
-
-        ingest.after_first_chunk = start
-
     def run(self) -> None:
-        self.compiling = None
         try:
             self._run()
         except OSError as error:
@@ -804,8 +736,6 @@ class _Builder:
                              f"{self.path} with a memory budget of {self.budget:,} bytes "
                              "(store.memory_budget)") from None
         finally:
-            if self.compiling is not None:
-                self.compiling.join()
             for lock in self.locks.values():
                 lock.release(unlink=False)
             for directory in self.temporaries:
@@ -862,7 +792,6 @@ class _Builder:
         source = self.source
         ingest = _Ingest(source, self.options, self.summary, self.progress)
         self._check_fits(ingest)
-        self._compile_while_reading(ingest)
         primary = self._temporary(self.path.parent, self.path.name)
         extra_dirs = [Path(d) for d in self.options.storage_dirs]
         extra_tmp = [self._temporary(d, f"{self.path.name}-{self.key[:12]}") for d in extra_dirs]
@@ -1052,7 +981,15 @@ class _Builder:
         vid = _vertex_dtype(num_vertices)
         degree_dtype = np.int32 if in_offsets[-1] < 2**31 else np.int64
         weight_dtype = self._stored_weight_dtype(ingest, csc_weight)
-        shards = _cut_shards(in_offsets, options)
+        shards = layout.cut_shards(
+            in_offsets, shared_memory_bytes=options.shared_memory_bytes,
+            slot_bytes=options.slot_bytes, max_vertices=options.max_shard_vertices,
+            max_edges=layout.shard_edge_limit(int(in_offsets[-1]), options.max_shard_edges,
+                                              options.min_shards),
+            max_replication=options.max_replication,
+            fixed_replication=options.fixed_replication,
+            replication_rule=options.replication_rule,
+            edges_per_thread=options.replication_edges_per_thread)
         value_bytes = 8
         vertex_bytes = num_vertices * (3 * value_bytes + 1)
         if options.gpu_memory is None and vertex_bytes >= self.gpu_memory:
