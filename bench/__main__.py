@@ -24,6 +24,8 @@ SUBCOMMANDS = {
     "disk": ("disk", "pages streamed from storage against the disk's own speed"),
     "checkpoint": ("checkpoint", "one checkpoint's write time against an iteration's"),
     "preprocess": ("preprocess", "store build throughput and peak memory, text and arrays"),
+    "first-minute": ("first_minute", "text build and PageRank end to end against GAPBS "
+                                     "(--gapbs DIR)"),
     "packed-bytes": ("packed_bytes", "bytes per edge of pages as stored and packed"),
     "dask": ("dask_workers", "one process against 2 and 4 Dask LocalCluster workers"),
 }

@@ -93,6 +93,24 @@ def mark_present(ids, present):
 
 
 @numba.njit(cache=True, nogil=True)
+def id_range(src, dst):
+    """(lowest, highest) id of two non-empty id arrays of one length, in one pass."""
+    low = high = src[0]
+    for i in range(src.shape[0]):
+        a = src[i]
+        b = dst[i]
+        if a < low:
+            low = a
+        if a > high:
+            high = a
+        if b < low:
+            low = b
+        if b > high:
+            high = b
+    return low, high
+
+
+@numba.njit(cache=True, nogil=True)
 def map_dense_ids(raw, table, out):
     """out[i] = table[raw[i]]: renumber ids through a lookup table."""
     for i in range(raw.shape[0]):

@@ -245,12 +245,13 @@ class _VertexIdSet:
         self.parts: list[np.ndarray] | None = None
         self.seen = 0
 
-    def add(self, src: np.ndarray, dst: np.ndarray) -> None:
+    def add(self, src: np.ndarray, dst: np.ndarray, id_range: tuple | None = None) -> None:
+        """Mark the ids of ``src`` and ``dst``; ``id_range``: their (lowest,
+        highest) where the caller knows it."""
         if src.size == 0:
             return
         self.seen += src.size
-        low = min(int(src.min()), int(dst.min()))
-        high = max(int(src.max()), int(dst.max()))
+        low, high = map(int, id_range or kernels.id_range(src, dst))
         if self.parts is None and low >= 0 and high < max(1 << 24, 16 * self.seen):
             if high >= self.present.size:
                 grown = np.zeros(max(high + 1, 2 * self.present.size), np.bool_)
@@ -307,30 +308,64 @@ def _check_declared(chunk: EdgeChunk, source: EdgeSource) -> None:
                 f"{n} vertices", path=source.name)
 
 
+class _GrowingEdges:
+    """The edges read so far, in two id arrays that grow as chunks come.
+
+    The arrays are reserved for the input's edge count estimate up front
+    (pages nobody writes cost no memory) and narrowed on the way in (int32
+    while every id fits), so a chunk is copied once, with no temporaries.
+    """
+
+    def __init__(self, dtype, capacity: int):
+        self.dtype = np.dtype(dtype)
+        self.size = 0
+        self.src = np.empty(max(capacity, 1), self.dtype)
+        self.dst = np.empty(max(capacity, 1), self.dtype)
+
+    def _reserve(self, needed: int, dtype) -> None:
+        if needed <= self.src.size and dtype == self.dtype:
+            return
+        capacity = max(needed, 2 * self.src.size if needed > self.src.size else self.src.size)
+        for name in ("src", "dst"):
+            grown = np.empty(capacity, dtype)
+            grown[:self.size] = getattr(self, name)[:self.size]
+            setattr(self, name, grown)
+        self.dtype = np.dtype(dtype)
+
+    def append(self, src: np.ndarray, dst: np.ndarray, wide: bool = False):
+        """Store a chunk (``wide``: in int64 from now on); views of its copy."""
+        self._reserve(self.size + src.size, np.int64 if wide else self.dtype)
+        end = self.size + src.size
+        stored_src, stored_dst = self.src[self.size:end], self.dst[self.size:end]
+        stored_src[:] = src
+        stored_dst[:] = dst
+        self.size = end
+        return stored_src, stored_dst
+
+
 def _ingest_in_memory(ingest: _Ingest, budget_edges: int):
     """All edges in memory, in internal ids.  Raises _BudgetExceeded."""
     source = ingest.source
     declared = source.num_vertices is not None
-    vid = _vertex_dtype(source.num_vertices) if declared else None
-    parts_src, parts_dst, parts_w = [], [], []
+    estimate = int(source.num_edges_hint or 0) * (2 if ingest.symmetrize else 1)
+    edges = _GrowingEdges(_vertex_dtype(source.num_vertices) if declared else np.int32,
+                          min(budget_edges, estimate + estimate // 8 + 1024))
+    parts_w = []
     vertex_ids = _VertexIdSet()
-    total = 0
     for src, dst, weight in ingest.chunks():
-        total += src.size
-        if total > budget_edges:
+        if edges.size + src.size > budget_edges:
             raise _BudgetExceeded()
-        if declared:
-            src, dst = src.astype(vid), dst.astype(vid)
-        else:
-            if src.size and max(src.max(), dst.max()) < 2**31 and min(src.min(), dst.min()) >= 0:
-                src, dst = src.astype(np.int32), dst.astype(np.int32)
-            vertex_ids.add(src, dst)
-            if ingest.dropped_loop_ids is not None:
-                vertex_ids.add(ingest.dropped_loop_ids, ingest.dropped_loop_ids)
-        parts_src.append(src)
-        parts_dst.append(dst)
         if weight is not None:
             parts_w.append(weight)
+        if declared:
+            edges.append(src, dst)
+        elif src.size:
+            low, high = kernels.id_range(src, dst)
+            stored = edges.append(src, dst, wide=low < 0 or high >= 2**31)
+            vertex_ids.add(*stored, id_range=(low, high))
+        if not declared and ingest.dropped_loop_ids is not None:
+            vertex_ids.add(ingest.dropped_loop_ids, ingest.dropped_loop_ids)
+    src, dst = edges.src[:edges.size], edges.dst[:edges.size]
     if declared:
         num_vertices, original_ids = source.num_vertices, None
     else:
@@ -339,20 +374,12 @@ def _ingest_in_memory(ingest: _Ingest, budget_edges: int):
         num_vertices = int(original_ids.size)
         vid = _vertex_dtype(num_vertices)
         table, base = _renumbering(original_ids)
-    src = np.empty(total, vid)
-    dst = np.empty(total, vid)
-    position = 0
-    parts_src.reverse()
-    parts_dst.reverse()
-    while parts_src:
-        part_src, part_dst = parts_src.pop(), parts_dst.pop()
-        end = position + part_src.size
-        if declared:
-            src[position:end], dst[position:end] = part_src, part_dst
-        else:
-            _map_ids(part_src, original_ids, table, base, src[position:end])
-            _map_ids(part_dst, original_ids, table, base, dst[position:end])
-        position = end
+        # renumbered in place (internal ids are never wider than the ids read)
+        mapped_src = src if src.dtype == vid else np.empty(src.size, vid)
+        _map_ids(src, original_ids, table, base, mapped_src)
+        mapped_dst = dst if dst.dtype == vid else np.empty(dst.size, vid)
+        _map_ids(dst, original_ids, table, base, mapped_dst)
+        src, dst = mapped_src, mapped_dst
     weight = None
     if ingest.keep_weights:
         weight = np.concatenate(parts_w) if parts_w else np.zeros(

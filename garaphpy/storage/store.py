@@ -387,18 +387,63 @@ class Store:
     def csc(self):
         """The whole CSC in memory: (in_offsets, sources, weights or None): the one
         :meth:`keep_csc` holds, or read from the pages (their blocks' CRC-32
-        checked)."""
+        checked).
+
+        Each page's sources and weights are read straight into the CSC's
+        arrays; blocks holding only IdxOff (which the CSC does not need) are
+        not read.
+        """
         kept = self._kept_csc
         if kept is not None:
             return kept
         sources = np.empty(self.num_edges, self.vertex_dtype)
         weights = np.empty(self.num_edges, self.weight_dtype) if self.weighted else None
         for info in self.pages:
-            page = self.read_page(info.index)
-            sources[info.edge_begin:info.edge_begin + info.num_edges] = page.sources
+            edges = slice(info.edge_begin, info.edge_begin + info.num_edges)
+            regions = [(0, sources[edges])]
             if weights is not None:
-                weights[info.edge_begin:info.edge_begin + info.num_edges] = page.weights
+                regions.append((info.weights_offset, weights[edges]))
+            self._read_page_regions(info, regions)
         return self.in_offsets, sources, weights
+
+    def _read_page_regions(self, info: PageInfo, regions: list) -> None:
+        """Read the parts of page ``info``'s image that ``regions`` (pairs of a
+        byte offset in the image and the array receiving the bytes there, in
+        increasing order) cover into those arrays, checking the CRC-32 of every
+        block read; the bytes between the regions go to a scratch buffer."""
+        block_bytes = self.manifest["layout"]["block_bytes"]
+        spans = [(start, start + array.nbytes, memoryview(array).cast("B"))
+                 for start, array in regions if array.nbytes]
+        scratch = None
+        for block in self.blocks[info.first_block:info.first_block + info.num_blocks]:
+            begin = int(block["index"]) * block_bytes
+            end = begin + int(block["nbytes"])
+            if not any(lo < end and begin < hi for lo, hi, _ in spans):
+                continue
+            buffers, position = [], begin
+            for lo, hi, view in spans:
+                if hi <= position or lo >= end:
+                    continue
+                if lo > position:
+                    if scratch is None:
+                        scratch = memoryview(bytearray(block_bytes))
+                    buffers.append(scratch[:lo - position])
+                buffers.append(view[max(lo, position) - lo:min(hi, end) - lo])
+                position = min(hi, end)
+            if position < end:
+                if scratch is None:
+                    scratch = memoryview(bytearray(block_bytes))
+                buffers.append(scratch[:end - position])
+            path = self._block_file(int(block["directory"]))
+            if os.preadv(self._block_fds[int(block["directory"])], buffers,
+                         int(block["offset"])) != end - begin:
+                raise StoreCorruptError(f"{path}: short read of page {info.index}")
+            crc = 0
+            for buffer in buffers:
+                crc = zlib.crc32(buffer, crc)
+            if crc != int(block["crc32"]):
+                raise StoreCorruptError(f"{path}: checksum mismatch in block "
+                                        f"{int(block['index'])} of page {info.index}")
 
     def keep_csc(self):
         """:meth:`csc`, held in host memory for later calls: a graph's later runs

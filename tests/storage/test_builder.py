@@ -520,3 +520,22 @@ def test_an_input_edited_in_place_with_its_size_and_time_kept_is_rebuilt(tmp_pat
     assert not again.reused
     assert store_edges(again) == [(0, 1, 7), (1, 2, 5)]
     assert build(tmp_path, open_source(graph)).reused
+
+
+def test_ids_beyond_int32_are_renumbered_in_any_chunk(tmp_path, monkeypatch):
+    from garaphpy import config
+    from garaphpy.storage.readers import from_arrays
+    from garaphpy.storage.store import Store
+
+    monkeypatch.setattr(config, "READ_CHUNK_EDGES", 4)     # small ids first, wide ids later
+    src = np.array([0, 1, 2, 3, 5, 2**40, 7, 3, 2**33])
+    dst = np.array([1, 2, 3, 0, 2**40, 7, 2**33, 5, 0])
+    store = build_store(from_arrays(src, dst), tmp_path / "g", BuildOptions(),
+                        progress=False)
+    ids = np.unique(np.concatenate([src, dst]))
+    in_offsets, sources, _ = Store.open(tmp_path / "g").csc()
+    targets = np.repeat(np.arange(ids.size), np.diff(in_offsets))
+    expected = sorted(zip(np.searchsorted(ids, src), np.searchsorted(ids, dst)))
+    assert sorted(zip(sources.tolist(), targets.tolist())) == [
+        (int(a), int(b)) for a, b in expected]
+    np.testing.assert_array_equal(store.original_ids(), ids)

@@ -136,3 +136,54 @@ def test_the_config_key(tmp_path, capsys):
     assert "checksum mismatch" in capsys.readouterr().err
     assert main([str(config), "-q", "--set", "store.verify='most'"]) == 2
     assert "store.verify" in capsys.readouterr().err
+
+
+def _page_blocks(store, info):
+    return store.blocks[info.first_block:info.first_block + info.num_blocks]
+
+
+def test_the_csc_reads_sources_and_weights_of_many_blocks_as_the_pages_hold_them(tmp_path):
+    rng = np.random.default_rng(5)
+    src, dst = rng.integers(0, 3000, 20000), rng.integers(0, 3000, 20000)
+    weights = rng.random(20000)
+    graph = garaphpy.Graph.from_arrays(src, dst, weights, num_vertices=3000,
+                                       store=tmp_path / "g", block_bytes=4096,
+                                       max_page_bytes=64 * 4096)
+    store = graph.store
+    assert len(store.pages) > 1 and all(info.num_blocks > 3 for info in store.pages)
+    pages = [store.read_page(info.index) for info in store.pages]
+    offsets, sources, csc_weights = store.csc()
+    np.testing.assert_array_equal(sources, np.concatenate([p.sources for p in pages]))
+    np.testing.assert_array_equal(csc_weights, np.concatenate([p.weights for p in pages]))
+    # and they are the edges given, grouped by destination
+    order = np.lexsort((src, dst))
+    kept = np.ones(order.size, bool)
+    kept[1:] = (np.diff(dst[order]) != 0) | (np.diff(src[order]) != 0)
+    np.testing.assert_array_equal(np.repeat(np.arange(3000), np.diff(offsets)),
+                                  dst[order][kept])
+
+
+def test_the_csc_finds_damage_in_what_it_reads_and_skips_idxoff_only_blocks(tmp_path):
+    rng = np.random.default_rng(6)
+    src, dst = rng.integers(0, 3000, 20000), rng.integers(0, 3000, 20000)
+    path = tmp_path / "g"
+    store = garaphpy.Graph.from_arrays(src, dst, num_vertices=3000, store=path,
+                                       block_bytes=4096).store
+    info = store.pages[0]
+    sources_end = info.num_edges * store.vertex_dtype.itemsize
+    blocks = _page_blocks(store, info)
+    block_bytes = store.manifest["layout"]["block_bytes"]
+    idxoff_only = [b for b in blocks if int(b["index"]) * block_bytes >= sources_end]
+    assert idxoff_only
+    data = bytearray((path / "blocks.dat").read_bytes())
+    data[int(idxoff_only[-1]["offset"])] ^= 0xFF           # IdxOff only: the CSC skips it
+    (path / "blocks.dat").write_bytes(bytes(data))
+    reopened = Store.open(path, verify="none")
+    reopened.csc()
+    with pytest.raises(StoreCorruptError, match="checksum mismatch"):
+        reopened.read_page(0)
+    data[int(blocks[0]["offset"]) + 5] ^= 0xFF              # a source id
+    (path / "blocks.dat").write_bytes(bytes(data))
+    reopened = Store.open(path, verify="none")
+    with pytest.raises(StoreCorruptError, match="checksum mismatch in block 0 of page 0"):
+        reopened.csc()
