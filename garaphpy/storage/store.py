@@ -420,20 +420,22 @@ class Store:
             end = begin + int(block["nbytes"])
             if not any(lo < end and begin < hi for lo, hi, _ in spans):
                 continue
-            buffers, position = [], begin
+            buffers, position, gap_bytes = [], begin, 0
             for lo, hi, view in spans:
                 if hi <= position or lo >= end:
                     continue
                 if lo > position:
                     if scratch is None:
                         scratch = memoryview(bytearray(block_bytes))
-                    buffers.append(scratch[:lo - position])
+                    # each gap its own bytes: the checksum reads them all back
+                    buffers.append(scratch[gap_bytes:gap_bytes + lo - position])
+                    gap_bytes += lo - position
                 buffers.append(view[max(lo, position) - lo:min(hi, end) - lo])
                 position = min(hi, end)
             if position < end:
                 if scratch is None:
                     scratch = memoryview(bytearray(block_bytes))
-                buffers.append(scratch[:end - position])
+                buffers.append(scratch[gap_bytes:gap_bytes + end - position])
             path = self._block_file(int(block["directory"]))
             if os.preadv(self._block_fds[int(block["directory"])], buffers,
                          int(block["offset"])) != end - begin:

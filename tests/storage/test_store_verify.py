@@ -187,3 +187,20 @@ def test_the_csc_finds_damage_in_what_it_reads_and_skips_idxoff_only_blocks(tmp_
     reopened = Store.open(path, verify="none")
     with pytest.raises(StoreCorruptError, match="checksum mismatch in block 0 of page 0"):
         reopened.csc()
+
+
+@pytest.mark.parametrize("num_vertices", [2000, 2001, 4099])
+def test_the_csc_of_a_page_in_one_block_with_idxoff_and_padding_between(tmp_path, num_vertices):
+    """A weighted chain whose page is one block: sources, then IdxOff (not
+    read), then weights, then the block's padding (not read); both skipped
+    stretches must keep their own bytes for the block's checksum."""
+    src = np.arange(num_vertices - 1)
+    weights = 1.0 + src % 7
+    store = garaphpy.Graph.from_arrays(src, src + 1, weights, num_vertices=num_vertices,
+                                       store=tmp_path / "g").store
+    assert [info.num_blocks for info in store.pages] == [1]
+    offsets, sources, csc_weights = store.csc()
+    page = store.read_page(0)
+    np.testing.assert_array_equal(sources, page.sources)
+    np.testing.assert_array_equal(csc_weights, page.weights)
+    np.testing.assert_array_equal(np.diff(offsets), np.r_[0, np.ones(num_vertices - 1, int)])
