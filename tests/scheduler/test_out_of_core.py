@@ -138,10 +138,14 @@ def test_later_runs_in_memory_read_no_page_until_released(disk_rmat, monkeypatch
     from garaphpy.storage.store import Store
 
     reads = []
-    read_page = Store.read_page
+    read_page, read_regions = Store.read_page, Store._read_page_regions
     monkeypatch.setattr(Store, "read_page",
                         lambda self, index, *a, **k: reads.append(index) or
                         read_page(self, index, *a, **k))
+    # the whole CSC reads each page's sources and weights straight into its arrays
+    monkeypatch.setattr(Store, "_read_page_regions",
+                        lambda self, info, regions: reads.append(info.index) or
+                        read_regions(self, info, regions))
     graph = garaphpy.Graph.open(disk_rmat.store.path)      # a store object of its own
     first = run_quietly(graph, "sssp")
     assert sorted(reads) == list(range(len(graph.store.pages)))
