@@ -288,9 +288,38 @@ def _decode_frontier(encoding: str, data: np.ndarray, num_vertices: int) -> np.n
     raise ValueError(f"unknown frontier encoding {encoding!r}")
 
 
+class RecordRows:
+    """The records' JSON rows, each record converted once.
+
+    Every checkpoint holds the records of all iterations before it, so a run of
+    n iterations with a checkpoint every k would convert n^2 / 2k records; this
+    keeps the rows of the records already converted (by identity) and makes
+    only the new ones, and the last one again (its iteration may still be
+    completing).
+    """
+
+    def __init__(self):
+        self._converted: list[tuple[object, dict]] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, records: list) -> list[dict]:
+        with self._lock:
+            kept = 0
+            limit = min(len(self._converted), len(records) - 1)
+            while kept < limit and self._converted[kept][0] is records[kept]:
+                kept += 1
+            del self._converted[kept:]
+            self._converted.extend((record, record.as_dict()) for record in records[kept:])
+            return [row for _, row in self._converted]
+
+
+def _rows_of(records: list) -> list[dict]:
+    return [record.as_dict() for record in records]
+
+
 def write_checkpoint(directory, iteration: int, identity: dict, values: np.ndarray,
                      frontier: np.ndarray, records: list, threads: int | None = None,
-                     pages: int = 0) -> Path:
+                     pages: int = 0, rows_of=_rows_of) -> Path:
     """Write one checkpoint atomically; returns its path.
 
     Parameters
@@ -312,6 +341,9 @@ def write_checkpoint(directory, iteration: int, identity: dict, values: np.ndarr
     pages : int
         Pages of iteration ``iteration`` already pulled (an asynchronous
         run's checkpoint after pages), else 0.
+    rows_of : callable
+        Makes the records' JSON rows (a :class:`RecordRows` keeps them between
+        checkpoints).
     """
     directory = Path(directory)
     values = np.ascontiguousarray(values)
@@ -327,7 +359,7 @@ def write_checkpoint(directory, iteration: int, identity: dict, values: np.ndarr
         "threads": threads,
         "frontier_encoding": encoding,
         "arrays": table,
-        "records": [record.as_dict() for record in records],
+        "records": rows_of(records),
         "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }).encode()
     data_start = _aligned(_PREFIX.size + len(header))
@@ -493,6 +525,7 @@ class Checkpointer:
         self._pages_since = 0
         self._page_lock = threading.Lock()
         self._records: list | None = None
+        self._record_rows = RecordRows()
         self.identity = identity
         self.threads = threads
         self.keep = max(1, keep)
@@ -665,7 +698,8 @@ class Checkpointer:
         frontier = np.arange(values.size, dtype=np.int64)
         try:
             path = write_checkpoint(self.directory, iteration, self.identity, values, frontier,
-                                    records, self.threads, pages=pages)
+                                    records, self.threads, pages=pages,
+                                    rows_of=self._record_rows)
         except OSError as error:
             warnings.warn(f"{self.directory / checkpoint_name(iteration, pages)}: cannot "
                           f"write the checkpoint ({error.strerror or error}); the run goes on",
@@ -722,7 +756,7 @@ class Checkpointer:
         values, frontier = engine.checkpoint_state()
         try:
             path = write_checkpoint(self.directory, done, self.identity, values, frontier,
-                                    records, self.threads)
+                                    records, self.threads, rows_of=self._record_rows)
         except OSError as error:
             problem = (f"{self.directory / checkpoint_name(done)}: cannot write the checkpoint "
                        f"({error.strerror or error})")

@@ -329,6 +329,24 @@ def test_resuming_a_different_run_is_refused(rmat, tmp_path, change, needle):
     assert list_checkpoints(directory)      # nothing lost by the refusal
 
 
+def test_each_record_is_converted_once_however_many_checkpoints_hold_it(rmat, tmp_path,
+                                                                         monkeypatch):
+    """Every checkpoint holds all earlier records; converting them all again at
+    each checkpoint made long checkpointed runs quadratic in their iterations."""
+    conversions = []
+    plain = IterationRecord.as_dict
+    monkeypatch.setattr(IterationRecord, "as_dict",
+                        lambda record: conversions.append(record.iteration) or plain(record))
+    pagerank(rmat, tmp_path / "ck", checkpoint_every=1)
+    assert len(conversions) <= 2 * 25            # each once, the newest again when next held
+    rows = checkpoint.RecordRows()
+    records = _records(6)
+    assert rows(records[:4]) == [record.as_dict() for record in records[:4]]
+    records[2] = IterationRecord(**{**records[2].as_dict(), "seconds": 9.0,
+                                    "workers": ()})
+    assert rows(records) == [record.as_dict() for record in records]
+
+
 def test_a_checkpoint_of_an_earlier_default_execution_resumes_in_its_own(tmp_path):
     """SSSP's default execution was sync on the GPU alone before it became
     async: a checkpoint written sync resumes sync when the run asks for no
