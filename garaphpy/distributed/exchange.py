@@ -83,9 +83,11 @@ class Inbox:
             self.pending.setdefault(kind, []).append((iteration, indices, values))
             return True
 
-    def apply(self, kind: str, target: np.ndarray, before: int) -> int:
+    def apply(self, kind: str, target: np.ndarray, before: int,
+              received: list | None = None) -> int:
         """Write the pairs of ``kind`` made before iteration ``before`` into
-        ``target`` (in the order they came); the pairs written."""
+        ``target`` (in the order they came); the pairs written.  ``received``,
+        where given, gets each message's indices (the vertices that changed)."""
         with self.lock:
             held = self.pending.get(kind, [])
             due = [item for item in held if item[0] < before]
@@ -94,6 +96,8 @@ class Inbox:
         for _, indices, values in due:
             target[indices] = values
             count += indices.size
+            if received is not None:
+                received.append(indices)
         return count
 
 

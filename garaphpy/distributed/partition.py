@@ -121,12 +121,15 @@ def partition_bytes(store, partition: Partition, value_itemsize: int) -> int:
     """The host memory a worker holds for ``partition``: the store's vertex
     arrays (every worker opens the store), the edges of its pieces (their
     sources and edge values) and the full-length vertex state (values, the
-    next buffer, flags, ids)."""
+    next buffer, flags, ids) and, where the program pulls by frontier, its
+    in-edges turned around (counted for every program: an upper bound)."""
     vertex_arrays = sum(int(meta["nbytes"]) for meta in store.manifest["arrays"].values())
     per_edge = store.vertex_dtype.itemsize + (store.weight_dtype.itemsize
                                               if store.weighted else 0)
     state = store.num_vertices * (2 * value_itemsize + 2 + 8)
-    return vertex_arrays + partition.num_edges * per_edge + state
+    # the in-edges turned around for the notify (garaphpy.distributed.frontier)
+    turned = partition.num_edges * store.vertex_dtype.itemsize + store.num_vertices * 10
+    return vertex_arrays + partition.num_edges * per_edge + state + turned
 
 
 def read_by(pieces_sources, partitions: list[Partition]) -> list[np.ndarray]:

@@ -302,12 +302,15 @@ class PartitionedRun:
         return records, False, "iteration limit"
 
     def _record(self, iteration: int, rows: list, active: int, seconds: float):
-        record = IterationRecord(iteration=iteration, mode="cpu", direction="pull",
+        # a partition pulls every owned vertex or its notified ones alone
+        directions = [row["direction"] for row in rows]
+        record = IterationRecord(iteration=iteration, mode="cpu",
+                                 direction="pull" if "pull" in directions else "notify-pull",
                                  forced=False, active_fraction=1.0, rho=1.0,
                                  active_vertices=active)
         record.l1_change = float(sum(row["l1_change"] for row in rows))
         record.activated = int(sum(row["activated"] for row in rows))
-        record.updated_vertices = self.store.num_vertices
+        record.updated_vertices = int(sum(row["pulled"] for row in rows))
         record.edges_processed = record.cpu_edges = int(sum(row["edges"] for row in rows))
         record.exchanged_bytes = int(sum(row["sent_bytes"] for row in rows))
         record.workers = tuple(row["address"] for row in rows)
@@ -315,6 +318,9 @@ class PartitionedRun:
         record.cpu_busy_seconds = max(row["pull_seconds"] for row in rows)
         record.decisions["partitions"] = {
             "changed": [row["changed"] for row in rows],
+            "directions": directions,
+            "pulled": [row["pulled"] for row in rows],
+            "edges": [row["edges"] for row in rows],
             "sent_bytes": [row["sent_bytes"] for row in rows],
             "pull_seconds": [round(row["pull_seconds"], 6) for row in rows],
             "exchange_seconds": [round(row["exchange_seconds"], 6) for row in rows],

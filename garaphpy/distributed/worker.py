@@ -37,6 +37,7 @@ from ..errors import GaraphError
 from ..paths import cache_directory
 from ..scheduler import decisions
 from .exchange import Inbox, Mirrors, pair_bytes
+from .frontier import PartitionFrontier, frontier_pulls, partition_early_exit
 from .partition import Partition, partition_pieces, read_by
 
 
@@ -157,15 +158,7 @@ class PartitionWorker:
         self.compiled = compiled = _compiled(setup.program, self.threads > 1,
                                                setup.program_cache)
         self.dummy_weights = np.zeros(1, np.float64)
-        self.pieces = []
-        for piece in partition_pieces(store.pages, store.in_offsets, setup.partition):
-            page = store.read_page(piece.page)
-            begin = piece.edge_begin - page.info.edge_begin
-            end = piece.edge_end - page.info.edge_begin
-            sources = page.sources[begin:end].copy()
-            weights = page.weights[begin:end].copy() \
-                if store.weighted and setup.reads_weights else self.dummy_weights
-            self.pieces.append((piece, sources, weights))
+        self._read_pieces(store, setup)
         n = self.num_vertices
         is_source = np.zeros(n, np.bool_)
         is_source[setup.sources] = True
@@ -189,6 +182,38 @@ class PartitionWorker:
         self.aggregate_identities = np.array(
             [_identity(m) for m in compiled.aggregate_monoids], np.float64)
         self.no_aggregates = np.zeros(1, np.float64)
+        self.early_exit = partition_early_exit(setup.program)
+        self.frontier = None
+        self.settled_from_values = False
+        self.no_settled_bits = np.empty(0, np.uint64)     # the kernels read ``settled``
+        if frontier_pulls(setup.program):
+            initially_active = np.arange(n, dtype=np.int64) \
+                if setup.program.initially_active == "all" else setup.sources
+            self.frontier = PartitionFrontier(self.sources, self.in_offsets, self.first,
+                                              self.end, n, initially_active, self.early_exit,
+                                              self.threads)
+
+    def _read_pieces(self, store, setup: WorkerSetup) -> None:
+        """Read the partition's in-edges, once: ``sources`` (and ``weights``)
+        from edge ``edge_base`` = in_offsets[first] on, in CSC order, and
+        ``pieces``, views of them page by page."""
+        self.edge_base = int(self.in_offsets[self.first])
+        edges = int(self.in_offsets[self.end]) - self.edge_base
+        keeps_weights = store.weighted and setup.reads_weights
+        self.sources = np.empty(edges, store.vertex_dtype)
+        self.weights = np.empty(edges, store.weight_dtype) if keeps_weights \
+            else self.dummy_weights
+        self.pieces = []
+        for piece in partition_pieces(store.pages, store.in_offsets, setup.partition):
+            page = store.read_page(piece.page)
+            begin = piece.edge_begin - page.info.edge_begin
+            end = piece.edge_end - page.info.edge_begin
+            local = slice(piece.edge_begin - self.edge_base, piece.edge_end - self.edge_base)
+            self.sources[local] = page.sources[begin:end]
+            if keeps_weights:
+                self.weights[local] = page.weights[begin:end]
+            self.pieces.append((piece, self.sources[local],
+                                self.weights[local] if keeps_weights else self.dummy_weights))
 
     def _owned_weighted_in_degrees(self, out: np.ndarray) -> None:
         from ..kernels import cpu as kernels
@@ -203,6 +228,13 @@ class PartitionWorker:
         with parallel_section():
             self.compiled.kernels.init_values(self.attrs, self.num_vertices, self.values)
 
+    def _initial_copy(self) -> np.ndarray:
+        """The initial values of every vertex (a new array)."""
+        initial = np.empty_like(self.values)
+        with parallel_section():
+            self.compiled.kernels.init_values(self.attrs, self.num_vertices, initial)
+        return initial
+
     def _warm_up(self) -> None:
         """Compile the kernels of a step on empty work (numba's disk cache makes
         this a load after the first run)."""
@@ -215,6 +247,10 @@ class PartitionWorker:
             self._pull_piece(None, 0, self.no_aggregates if compiled.aggregate_call is None
                              else self.aggregate_identities.copy(), np.zeros(2))
             self._partial_aggregates(0, self.first, self.first)
+            if self.frontier is not None:
+                nothing = np.zeros(0, np.int64)
+                self.frontier.notified(nothing, np.zeros(1, np.int64))
+                self._pull_notified(nothing, 0, self.no_aggregates, np.zeros(2))
 
     # -- what the client and the peers call --------------------------------------------
     def describe(self) -> dict:
@@ -284,10 +320,43 @@ class PartitionWorker:
         """
         numba.set_num_threads(min(self.threads, numba.config.NUMBA_NUM_THREADS))
         started = time.perf_counter()
-        self.inbox.apply("values", self.values, iteration)
+        received: list = []
+        self.inbox.apply("values", self.values, iteration, received)
+        if self.settled_from_values:        # restored: every value read is here now
+            self.frontier.settle_from_values(self.values, self._initial_copy(),
+                                             self.attrs[4])
+            self.settled_from_values = False
+        direction, frontier, prefix = "pull", None, None
+        if self.frontier is not None:
+            for indices in received:
+                self.frontier.add_changes(indices)
+            direction, frontier, prefix = self.frontier.direction()
+        stats = np.zeros(2, np.float64)
+        if direction == "pull":
+            pulled, edges = self.end - self.first, self.sources.size
+            if self.early_exit:         # the settled ones are skipped
+                pulled -= int(np.count_nonzero(self.frontier.settled[self.first:self.end]))
+            changed = self._pull_all(iteration, aggregates, stats)
+        else:
+            notified = self.frontier.notified(frontier, prefix)
+            changed, edges = self._pull_notified(notified, iteration, aggregates, stats)
+            pulled = int(notified.size)
+        if self.frontier is not None:
+            self.frontier.restart(changed)
+        pull_ended = time.perf_counter()
+        sent = self._send("values", iteration, changed, self.values)
+        exchanged = time.perf_counter()
+        return {"l1_change": float(stats[0]), "activated": int(stats[1]),
+                "changed": int(changed.size), "sent_bytes": sent, "direction": direction,
+                "pulled": int(pulled), "edges": int(edges),
+                "pull_seconds": pull_ended - started, "exchange_seconds": exchanged - pull_ended,
+                "aggregates": self._partial_aggregates(iteration + 1, self.first, self.end),
+                "address": self.address}
+
+    def _pull_all(self, iteration: int, aggregates: np.ndarray, stats: np.ndarray):
+        """Pull every owned vertex, piece by piece; the owned vertices changed."""
         first, end = self.first, self.end
         self.active[first:end] = False
-        stats = np.zeros(2, np.float64)
         pending = []
         if self.precompute:
             with parallel_section():
@@ -304,15 +373,29 @@ class PartitionWorker:
                     self.values, self.next, self.active, stats)
         changed = first + np.flatnonzero(self.next[first:end] != self.values[first:end])
         self.values[first:end] = self.next[first:end]
-        pulled = time.perf_counter()
-        sent = self._send("values", iteration, changed, self.values)
-        exchanged = time.perf_counter()
-        return {"l1_change": float(stats[0]), "activated": int(stats[1]),
-                "changed": int(changed.size), "sent_bytes": sent,
-                "edges": int(sum(p.edge_end - p.edge_begin for p, _, _ in self.pieces)),
-                "pull_seconds": pulled - started, "exchange_seconds": exchanged - pulled,
-                "aggregates": self._partial_aggregates(iteration + 1, first, end),
-                "address": self.address}
+        return changed
+
+    def _pull_notified(self, notified: np.ndarray, iteration: int, aggregates: np.ndarray,
+                       stats: np.ndarray):
+        """Pull the ``notified`` owned vertices alone (the CPU engine's
+        notify-pull kernel over the partition's in-edges); ``(changed, edges)``:
+        the owned vertices changed and the in-edges the pull may read."""
+        frontier = self.frontier
+        chunks = max(1, self.threads * config.CPU_CHUNKS_PER_THREAD)
+        from ..kernels import cpu as kernels
+
+        with parallel_section():
+            in_prefix = kernels.frontier_degree_prefix(notified, self.in_offsets, self.threads)
+            edge_starts = self.in_offsets[notified] - self.edge_base
+            self.compiled.kernels.pull_vertices(
+                self.compiled.identity, notified, in_prefix, edge_starts, self.sources,
+                self.weights, self.values, self.next, self.attrs, aggregates,
+                self.num_vertices, iteration, chunks, stats, self.early_exit,
+                frontier.settled if self.early_exit else self.active, frontier.claimed,
+                frontier.settled_in_edges)
+        changed = notified[self.next[notified] != self.values[notified]]
+        self.values[changed] = self.next[changed]
+        return changed, int(in_prefix[-1])
 
     def checkpoint(self, iteration: int, directory: str) -> str:
         """Write the owned values after ``iteration`` iterations (atomically)."""
@@ -346,6 +429,9 @@ class PartitionWorker:
                                    iteration)
             self.values[self.first:self.end] = np.load(path)
         self.next[:] = self.values
+        if self.frontier is not None:
+            self.frontier.forget()
+            self.settled_from_values = self.early_exit
         owned = np.arange(self.first, self.end, dtype=np.int64)
         return self._send("values", iteration - 1, owned, self.values)
 
@@ -407,14 +493,22 @@ class PartitionWorker:
         parts = max(1, min(self.threads, (edge_end - edge_begin) // config.CPU_MIN_PART_EDGES))
         boundary_vertex = np.empty(2, np.int64)
         boundary_accum = np.empty(2, compiled.accum_dtype)
-        pull, gather_values = (compiled.kernels.pull_range_precomputed, self.contributions) \
-            if self.precompute else (compiled.kernels.pull_range, self.values)
+        # the CPU engine's choice of pull kernel: settled vertices skipped first
+        if self.early_exit:
+            pull, gather_values = compiled.kernels.pull_range_settling, self.values
+            skipping = (self.frontier.settled, self.no_settled_bits)
+        elif self.precompute:
+            pull, gather_values = compiled.kernels.pull_range_precomputed, self.contributions
+            skipping = (0, self.floor)
+        else:
+            pull, gather_values, skipping = compiled.kernels.pull_range, self.values, \
+                (0, self.floor)
         with parallel_section():
             count = pull(
                 compiled.identity, self.in_offsets, sources, weights, edge_begin, edge_begin,
                 edge_end, first_vertex, end_vertex, self.values, self.next, gather_values,
                 self.attrs, aggregates, self.num_vertices, iteration, self.active, parts,
-                boundary_vertex, boundary_accum, stats, 0, self.floor)
+                boundary_vertex, boundary_accum, stats, *skipping)
         return [(int(boundary_vertex[i]), boundary_accum[i]) for i in range(count)]
 
     def _combined(self, pending: list):

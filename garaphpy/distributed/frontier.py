@@ -1,0 +1,154 @@
+"""What a partition's iteration pulls: its notified destinations (Garaph section 4.2, per partition).
+
+The one-process CPU engine pulls, in a sparse iteration, only the vertices
+an active in-neighbour notifies (notify-pull), and, for a program whose
+values are final once set, skips the settled vertices (early exit).  A
+partition's worker does the same over its own in-edges: the vertices that
+changed in the last iteration are its own changes and the pairs it received
+in the exchange (the other partitions send it exactly the changed vertices
+its in-edges read), so it needs no one else's edges.  It turns its in-edges
+around once (:func:`partition_out_edges`) and notifies through them with the
+CPU engine's kernels (:func:`garaphpy.kernels.cpu.notify`), choosing between
+the pull of every owned vertex and the notify-pull by the CPU engine's rule
+(:func:`garaphpy.scheduler.decisions.choose_direction` over the partition's
+edges).
+
+Pulling only the notified vertices gives a full pull's values for a program
+that declares ``apply_keeps_best`` (its new value follows from the
+in-neighbours that changed alone: :func:`frontier_pulls`); other programs
+(PageRank: an aggregate changes every vertex) pull every owned vertex each
+iteration.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import config
+from ..kernels import cpu as kernels
+from ..scheduler import decisions
+
+
+def frontier_pulls(program) -> bool:
+    """Whether a partition may pull only the destinations of the vertices that
+    changed: a program declaring ``apply_keeps_best`` (a vertex's new value
+    follows from its in-neighbours that changed in the last iteration alone,
+    and the vertices not active at the start improve no neighbour) and no
+    aggregate (which could change a vertex none of whose in-neighbours did)."""
+    return bool(program.apply_keeps_best and not program.aggregates)
+
+
+def partition_early_exit(program) -> bool:
+    """Whether a partition skips its settled vertices and stops a vertex's
+    gather at the activating in-edge: the one-process rule
+    (:func:`garaphpy.scheduler.decisions.early_exit`, a synchronous CPU run),
+    with the frontier pulls the skip needs (:func:`frontier_pulls`)."""
+    return decisions.early_exit(program.final_once_set, True, "cpu") and frontier_pulls(program)
+
+
+def partition_out_edges(sources: np.ndarray, in_offsets: np.ndarray, first: int, end: int,
+                        num_vertices: int) -> tuple[np.ndarray, np.ndarray]:
+    """The partition's in-edges turned around: ``(out_offsets, out_targets)``,
+    out_targets[out_offsets[u]:out_offsets[u + 1]] the owned vertices ``u``
+    has an edge to, in increasing order.
+
+    Parameters
+    ----------
+    sources : array
+        The sources of the in-edges of vertices ``first..end-1``, in CSC order
+        (edges ``in_offsets[first]..in_offsets[end]``).
+    """
+    in_degrees = np.diff(in_offsets[first:end + 1]).astype(np.int64)
+    destinations = np.repeat(np.arange(first, end, dtype=sources.dtype), in_degrees)
+    order = np.argsort(sources, kind="stable")
+    out_offsets = np.zeros(num_vertices + 1, np.int64)
+    np.cumsum(np.bincount(sources, minlength=num_vertices), out=out_offsets[1:])
+    return out_offsets, destinations[order]
+
+
+class PartitionFrontier:
+    """The vertices changed in the last iteration that a partition reads, and
+    the owned vertices they notify.
+
+    Parameters
+    ----------
+    sources, in_offsets, first, end, num_vertices
+        As for :func:`partition_out_edges`.
+    initially_active : int64 array
+        The vertices active before the first iteration (every vertex or the
+        sources).
+    early_exit : bool
+        Settled vertices are never notified (:func:`partition_early_exit`).
+    threads : int
+    """
+
+    def __init__(self, sources, in_offsets, first: int, end: int, num_vertices: int,
+                 initially_active: np.ndarray, early_exit: bool, threads: int):
+        self.first, self.end = first, end
+        self.threads = threads
+        self.num_edges = int(sources.size)
+        self.out_offsets, self.out_targets = partition_out_edges(
+            sources, in_offsets, first, end, num_vertices)
+        self.initially_active = np.asarray(initially_active, np.int64)
+        self.early_exit = early_exit
+        #: a notify's claims; a settled vertex holds SETTLED_CLAIM for good
+        self.claimed = np.zeros(num_vertices, np.uint8)
+        self.settled = np.zeros(num_vertices if early_exit else 1, np.bool_)
+        #: in-edges of the settled owned vertices (the pull kernels count them)
+        self.settled_in_edges = np.zeros(1, np.int64)
+        self.restart()
+
+    def restart(self, changed: np.ndarray | None = None) -> None:
+        """Take ``changed`` as the last iteration's changes (default: the
+        initially active vertices, before the first iteration)."""
+        self.changed = [self.initially_active if changed is None else changed]
+        if self.early_exit:
+            self.settle(self.changed[0])
+
+    def forget(self) -> None:
+        """The last changes are not known (a restore): the next iteration pulls
+        every owned vertex."""
+        self.changed = None
+
+    def settle(self, vertices: np.ndarray) -> None:
+        """Mark ``vertices`` settled (a program final once set: changed once,
+        final), so that no notify lists them again."""
+        self.settled[vertices] = True
+        self.claimed[vertices] = kernels.SETTLED_CLAIM
+
+    def settle_from_values(self, values: np.ndarray, initial: np.ndarray,
+                           is_source: np.ndarray) -> None:
+        """Settled again after a restore: the sources and every vertex whose
+        value left its initial one (a program final once set changes a
+        vertex once)."""
+        done = is_source | (values != initial)
+        self.settled[:] = done
+        self.claimed[:] = np.where(done, kernels.SETTLED_CLAIM, 0)
+
+    def add_changes(self, vertices: np.ndarray) -> None:
+        """Vertices changed in the last iteration (owned ones, or received)."""
+        if self.changed is not None and vertices.size:
+            self.changed.append(np.asarray(vertices, np.int64))
+            if self.early_exit:
+                self.settle(vertices)
+
+    def direction(self) -> tuple[str, np.ndarray | None, np.ndarray | None]:
+        """``(direction, frontier, prefix)``: ``"pull"`` (every owned vertex)
+        or ``"notify-pull"`` by the CPU engine's switch over the partition's
+        edges, with the changed vertices and their out-degree prefix here."""
+        if self.changed is None:
+            return "pull", None, None
+        frontier = np.concatenate(self.changed) if len(self.changed) > 1 else self.changed[0]
+        prefix = kernels.frontier_degree_prefix(frontier, self.out_offsets, self.threads)
+        f = decisions.active_fraction(int(prefix[-1]), self.num_edges)
+        return decisions.choose_direction(f), frontier, prefix
+
+    def notified(self, frontier: np.ndarray, prefix: np.ndarray) -> np.ndarray:
+        """The owned vertices with an in-neighbour in ``frontier`` (settled ones
+        left out), each once, in increasing order."""
+        chunks = max(1, self.threads * config.CPU_CHUNKS_PER_THREAD)
+        notified = kernels.notify(frontier, prefix, self.out_offsets, self.out_targets,
+                                  self.claimed, chunks)
+        kernels.reset_flags(notified, self.claimed)
+        notified.sort()
+        return notified
