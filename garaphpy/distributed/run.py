@@ -30,7 +30,9 @@ import numpy as np
 from .. import config
 from ..errors import ConfigError, GaraphError
 from ..monoids import MONOIDS
+from ..scheduler import decisions
 from ..scheduler.records import IterationRecord
+from .frontier import frontier_pulls
 from .partition import cut_partitions, partition_bytes
 from .worker import WorkerError, WorkerSetup
 
@@ -118,7 +120,8 @@ class PartitionedRun:
     """
 
     def __init__(self, client, store, program, sources, *, partitions, threads,
-                 checkpoint_every: int, checkpoint_dir: Path, program_cache: str | None = None):
+                 checkpoint_every: int, checkpoint_dir: Path, program_cache: str | None = None,
+                 symmetric: bool = False):
         self.client = client
         self.store = store
         self.program = program
@@ -127,6 +130,10 @@ class PartitionedRun:
         self.checkpoint_dir = Path(checkpoint_dir)
         self.program_cache = program_cache
         self.ids_store_path = None
+        #: the one-process rule (a symmetric graph, labels over user ids), taken
+        #: by each partition over its own edges before the first iteration
+        self.union_find_start = decisions.union_find_start(
+            program.shortcut_labels, symmetric, "cpu") and frontier_pulls(program)
         self.workers = self._workers()
         count = len(self.workers) if partitions is None else partitions
         self.partitions = tuple(cut_partitions(store.in_offsets, count))
@@ -175,7 +182,7 @@ class PartitionedRun:
         return WorkerSetup(str(self.store.path), self.program, self.partitions, index,
                            self.sources, max(1, threads), self.reads_weights, self.weighted_in,
                            self.program_cache, self.ids_store_path,
-                           EXCHANGE_TIMEOUT_SECONDS)
+                           EXCHANGE_TIMEOUT_SECONDS, self.union_find_start)
 
     def _make_actor(self, index: int):
         address = self.placement[index]
@@ -272,6 +279,8 @@ class PartitionedRun:
         (``stopped`` False at the limit with vertices active)."""
         aggregates = self.start()
         self._share_weighted_in()
+        union_find = self._all(lambda actor: actor.start_from_union_find()) \
+            if self.union_find_start else None
         records: list[IterationRecord] = []
         n = self.store.num_vertices
         active = n if self.program.initially_active == "all" else int(self.sources.size)
@@ -286,6 +295,14 @@ class PartitionedRun:
                 iteration, aggregates, active = self._recover(lost.partitions, records)
                 continue
             record = self._record(iteration, rows, active, time.perf_counter() - started)
+            if union_find is not None:
+                record.decisions["partition_union_find_start"] = {
+                    "lowered": [row["lowered"] for row in union_find],
+                    "sent_bytes": [row["sent_bytes"] for row in union_find],
+                    "seconds": [round(row["seconds"], 6) for row in union_find],
+                    "choice": True}
+                record.exchanged_bytes += sum(row["sent_bytes"] for row in union_find)
+                union_find = None
             aggregates = self._reduce([row["aggregates"] for row in rows])
             active = record.activated
             records.append(record)
@@ -445,7 +462,8 @@ def run_partitioned(graph, program, sources, *, client, scheduler, partitions, t
     try:
         run = PartitionedRun(client, store, program, sources, partitions=partitions,
                              threads=threads, checkpoint_every=every,
-                             checkpoint_dir=directory, program_cache=program_cache)
+                             checkpoint_dir=directory, program_cache=program_cache,
+                             symmetric=not graph.directed)
         if graph.ids_store is not store:
             run.ids_store_path = str(graph.ids_store.path)
         setup_seconds = time.perf_counter() - setup_started
