@@ -12,6 +12,10 @@ store and reads its pages).  Per case, from the records of the trial whose time 
 * ``pull_ms``: per iteration, the slowest worker's pull (the median);
 * ``exchange_ms``: per iteration, the slowest worker's sends (the median);
 * ``exchanged_mb``: bytes of (index, value) pairs sent per iteration (mean);
+* ``pulled_per_iteration``: destinations the workers pulled per iteration
+  (mean; a worker notify-pulls a sparse iteration and skips settled
+  vertices, as the one process does), ``notify_pull_iterations``: the
+  iterations in which some worker notify-pulled;
 * ``worker_edges_per_s``: edges a worker pulls per second of its pull time,
   the per-worker rate a scaling model starts from.
 
@@ -68,6 +72,8 @@ def measured(result) -> harness.Measurement:
             exchange_ms=1e3 * float(np.median([max(row["exchange_seconds"]) for row in rows])),
             exchanged_mb=float(np.mean([r.exchanged_bytes for r in records])) / 1e6,
             changed_per_iteration=float(np.mean([sum(row["changed"]) for row in rows])),
+            pulled_per_iteration=float(np.mean([sum(row["pulled"]) for row in rows])),
+            notify_pull_iterations=sum("notify-pull" in row["directions"] for row in rows),
             workers=len(records[0].workers))
         per_worker = metrics["edges_per_iteration"] / metrics["workers"]
         metrics["worker_edges_per_s"] = per_worker / (metrics["pull_ms"] / 1e3) \
@@ -156,8 +162,8 @@ def main(argv=None) -> int:
           f"{platform.node()}, {os.cpu_count()} cores; load average before "
           f"{common['load_before'][0]:.1f}, after {load_after[0]:.1f}")
     print("| case | iterations | median s | ms/iteration | pull ms | exchange ms | "
-          "exchanged MB/iteration | worker M edges/s | vs one process |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "exchanged MB/iteration | pulled/iteration | worker M edges/s | vs one process |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         program = row["params"]["program"]
         alone = harness.row_of(rows, f"one-process/{program}")["median_s"]
@@ -168,7 +174,8 @@ def main(argv=None) -> int:
             return "" if value is None else f"{value * scale:.{digits}f}"
         print(f"| {row['case']} | {m['iterations']} | {row['median_s']:.3f} | "
               f"{m['ms_per_iteration']:.1f} | {shown('pull_ms')} | {shown('exchange_ms')} | "
-              f"{shown('exchanged_mb', digits=3)} | {shown('worker_edges_per_s', 1e-6)} | "
+              f"{shown('exchanged_mb', digits=3)} | {shown('pulled_per_iteration', digits=0)} | "
+              f"{shown('worker_edges_per_s', 1e-6)} | "
               f"{alone / row['median_s']:.2f}x |")
     harness.write_record(args.json, "dask", "summary",
                          {**common, "load_after": load_after,

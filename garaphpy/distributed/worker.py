@@ -13,7 +13,10 @@ partition's vertices with the CPU engine's pull kernels, specialized for the
 program (the same :func:`~garaphpy.kernels.cpu.pull_range` over each piece,
 over gathers computed once per source vertex where the engine's rule says,
 vertices cut between pages combined and applied by
-:func:`~garaphpy.kernels.cpu.apply_vertices`); then the worker sends its
+:func:`~garaphpy.kernels.cpu.apply_vertices`), or, in a sparse iteration of
+a program that allows it, a notify-pull of the owned vertices the last
+iteration's changes notify, settled vertices skipped
+(:mod:`garaphpy.distributed.frontier`); then the worker sends its
 changed vertices' pairs straight to the workers that read them, actor to
 actor (never through the scheduler or the client), and returns a few
 numbers: its L1 change, the vertices it activated, the bytes it sent and its
@@ -34,6 +37,7 @@ import numpy as np
 from .. import config
 from .._numba_setup import parallel_section
 from ..errors import GaraphError
+from ..kernels import cpu as kernels
 from ..paths import cache_directory
 from ..scheduler import decisions
 from .exchange import Inbox, Mirrors, pair_bytes
@@ -221,8 +225,6 @@ class PartitionWorker:
                                 self.weights[local] if keeps_weights else self.dummy_weights))
 
     def _owned_weighted_in_degrees(self, out: np.ndarray) -> None:
-        from ..kernels import cpu as kernels
-
         for piece, page_index in ((p, p.page) for p, _, _ in self.pieces):
             page = self.store.read_page(page_index)
             kernels.add_weighted_in_degrees(
@@ -415,8 +417,6 @@ class PartitionWorker:
         the owned vertices changed and the in-edges the pull may read."""
         frontier = self.frontier
         chunks = max(1, self.threads * config.CPU_CHUNKS_PER_THREAD)
-        from ..kernels import cpu as kernels
-
         with parallel_section():
             in_prefix = kernels.frontier_degree_prefix(notified, self.in_offsets, self.threads)
             edge_starts = self.in_offsets[notified] - self.edge_base
