@@ -31,6 +31,7 @@ import functools
 import json
 import os
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -409,19 +410,31 @@ class Store:
 
         Each page's sources and weights are read straight into the CSC's
         arrays; blocks holding only IdxOff (which the CSC does not need) are
-        not read.
+        not read.  Pages are read by up to one thread per core (reads and
+        CRC-32 release the GIL), each into its own part of the arrays; the
+        first page that fails raises.
         """
         kept = self._kept_csc
         if kept is not None:
             return kept
         sources = np.empty(self.num_edges, self.vertex_dtype)
         weights = np.empty(self.num_edges, self.weight_dtype) if self.weighted else None
-        for info in self.pages:
+
+        def read(info: PageInfo) -> None:
             edges = slice(info.edge_begin, info.edge_begin + info.num_edges)
             regions = [(0, sources[edges])]
             if weights is not None:
                 regions.append((info.weights_offset, weights[edges]))
             self._read_page_regions(info, regions)
+
+        threads = min(len(self.pages), len(os.sched_getaffinity(0)))
+        if threads <= 1:
+            for info in self.pages:
+                read(info)
+        else:
+            with ThreadPoolExecutor(threads, thread_name_prefix="garaphpy-csc") as pool:
+                for done in [pool.submit(read, info) for info in self.pages]:
+                    done.result()
         return self.in_offsets, sources, weights
 
     def _read_page_regions(self, info: PageInfo, regions: list) -> None:
