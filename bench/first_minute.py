@@ -73,7 +73,7 @@ from bench import harness
 REPO = Path(__file__).resolve().parents[1]
 
 BREAKDOWN_CHILD = r"""
-import json, sys, time
+import inspect, json, sys, time
 started = time.perf_counter()
 steps = {}
 def mark(name):
@@ -97,8 +97,10 @@ mark("run")
 steps["run_compile"] = round(result.compile_seconds, 4)
 steps["run_iterations"] = round(result.seconds, 4)
 steps["run_setup"] = round(result.setup_seconds, 4)
+threads = {"threads": settings["run"]["threads"]} \
+    if "threads" in inspect.signature(write_values).parameters else {}   # a --baseline's
 write_values(settings["output"]["values"], result.original_ids(), result.values,
-             result.value_name, threads=settings["run"]["threads"])
+             result.value_name, **threads)
 mark("write_values")
 print(json.dumps(steps))
 """
