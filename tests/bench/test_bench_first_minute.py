@@ -46,3 +46,20 @@ def test_a_bad_option_is_refused_before_anything_runs(tmp_path, capsys, option, 
                            *option])
     assert exit_.value.code == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "w").exists()
+
+
+def test_the_edge_list_is_the_text_gapbs_writes_of_its_serialized_graph(tmp_path):
+    import numpy as np
+
+    offsets = np.array([0, 2, 2, 5, 6], np.int64)         # vertex 1 without out-edges
+    neighbours = np.array([3, 1, 0, 1, 3, 2], np.int32)
+    path = tmp_path / "g.sg"
+    with open(path, "wb") as out:
+        out.write(b"\0")                                   # undirected
+        np.array([neighbours.size, offsets.size - 1], np.int64).tofile(out)
+        offsets.tofile(out)
+        neighbours.tofile(out)
+    first_minute.write_edge_list(path, tmp_path / "g.el", threads=2, edges_per_piece=4)
+    expected = "".join(f"{u} {v}\n" for u in range(4)
+                       for v in neighbours[offsets[u]:offsets[u + 1]].tolist())
+    assert (tmp_path / "g.el").read_text() == expected
