@@ -152,7 +152,7 @@ def gapbs_binaries(directory: Path) -> Path:
 
 
 def write_edge_list(serialized: Path, edge_list: Path, threads: int,
-                    edges_per_piece: int = 1 << 22) -> None:
+                    edges_per_piece: int = 1 << 20) -> None:
     """The text GAPBS's ``converter -e`` writes (``u v`` lines, every out-edge
     of u = 0, 1, ... in its CSR order) of the graph in GAPBS's serialized
     file ``serialized`` (a bool, the int64 edge and vertex counts, the int64
@@ -169,7 +169,7 @@ def write_edge_list(serialized: Path, edge_list: Path, threads: int,
     def piece(begin: int) -> np.ndarray:
         end = min(begin + edges_per_piece, num_edges)
         sources = np.searchsorted(offsets, np.arange(begin, end), side="right") - 1
-        text = np.frombuffer(integer_lines(sources, neighbours[begin:end]), np.uint8).copy()
+        text = np.frombuffer(integer_lines(sources, neighbours[begin:end]), np.uint8)
         text[text == ord("\t")] = ord(" ")
         return text
 
