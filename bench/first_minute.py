@@ -116,10 +116,12 @@ def load_average() -> float:
     return round(os.getloadavg()[0], 2)
 
 
-def timed(command: list[str], env: dict | None = None) -> tuple[float, str]:
-    """Wall seconds of ``command`` and its standard output; SystemExit on failure."""
+def timed(command: list[str], env: dict | None = None,
+          cwd: Path | None = None) -> tuple[float, str]:
+    """Wall seconds of ``command`` (run in ``cwd``) and its standard output;
+    SystemExit on failure."""
     started = time.perf_counter()
-    completed = subprocess.run(command, env=env, capture_output=True, text=True)
+    completed = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True)
     seconds = time.perf_counter() - started
     if completed.returncode not in (0, 3):      # 3: PageRank stopped at its iteration limit
         raise SystemExit(f"{' '.join(command)} exited {completed.returncode}:\n"
@@ -225,6 +227,7 @@ class Garaphpy:
     def __init__(self, tree: Path, edge_list: Path, workdir: Path, threads: int,
                  label: str = "", cold: bool = False, variant: str = ""):
         self.edge_list = edge_list
+        self.tree = tree
         self.threads = threads
         self.cold = cold
         # a variant ("cpu", "npy", "cpu-npy") shares its tree's store
@@ -241,12 +244,14 @@ class Garaphpy:
                         filter(None, [str(tree), os.environ.get("PYTHONPATH")]))}
 
     def timed(self, command: list[str]) -> tuple[float, str]:
-        """:func:`timed` in this side's environment; with ``cold``, with an
-        empty numba cache of its own (a fresh clone's first run)."""
+        """:func:`timed` in this side's environment and in its tree (``python
+        -m`` and ``-c`` put the working directory before PYTHONPATH: run from
+        another tree, they would import that tree's garaphpy); with ``cold``,
+        with an empty numba cache of its own (a fresh clone's first run)."""
         if not self.cold:
-            return timed(command, self.env)
+            return timed(command, self.env, cwd=self.tree)
         with tempfile.TemporaryDirectory(prefix="garaphpy-cold-cache-") as cache:
-            return timed(command, {**self.env, "NUMBA_CACHE_DIR": cache})
+            return timed(command, {**self.env, "NUMBA_CACHE_DIR": cache}, cwd=self.tree)
 
     def pagerank_arguments(self) -> list[str]:
         mode = ["--mode", self.mode] if self.mode else []
@@ -273,7 +278,7 @@ class Garaphpy:
     def breakdown(self) -> harness.Measurement:
         load = load_average()
         seconds, output = timed([sys.executable, "-c", BREAKDOWN_CHILD,
-                                 *self.pagerank_arguments()], self.env)
+                                 *self.pagerank_arguments()], self.env, cwd=self.tree)
         return harness.Measurement(result=None, seconds=seconds, metrics={
             "load": load, **json.loads(output.strip().splitlines()[-1])})
 

@@ -63,3 +63,16 @@ def test_the_edge_list_is_the_text_gapbs_writes_of_its_serialized_graph(tmp_path
     expected = "".join(f"{u} {v}\n" for u in range(4)
                        for v in neighbours[offsets[u]:offsets[u + 1]].tolist())
     assert (tmp_path / "g.el").read_text() == expected
+
+
+def test_a_baseline_side_runs_its_own_trees_code(tmp_path, monkeypatch):
+    tree = tmp_path / "older"
+    (tree / "garaphpy").mkdir(parents=True)
+    (tree / "garaphpy" / "__init__.py").write_text("")
+    (tree / "garaphpy" / "__main__.py").write_text("print(__file__)\n")
+    edge_list = tmp_path / "g.el"
+    edge_list.write_text("0 1\n")
+    monkeypatch.chdir(first_minute.REPO)          # where the bench runs: another garaphpy
+    side = first_minute.Garaphpy(tree, edge_list, tmp_path, threads=1, label="-baseline")
+    _, output = side.timed([first_minute.sys.executable, "-m", "garaphpy"])
+    assert output.strip() == str(tree / "garaphpy" / "__main__.py")
