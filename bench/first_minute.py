@@ -2,7 +2,9 @@
 text edge list, and PageRank end to end on it (Garaph section 6.5, preprocessing).
 
 Two comparisons on GAPBS's own Kronecker graph (``converter -g SCALE -k
-DEGREE``, written once as a ``.el`` text edge list, not timed), both sides
+DEGREE``, written once as a ``.el`` text edge list, not timed: the bytes
+``converter -e`` writes, made here from its serialized graph because its own
+writer flushes every line, minutes for kron22), both sides
 fresh processes with the same threads (``OMP_NUM_THREADS`` for GAPBS,
 ``NUMBA_NUM_THREADS`` and ``--threads`` for garaphpy), wall-clock times:
 
@@ -17,7 +19,11 @@ fresh processes with the same threads (``OMP_NUM_THREADS`` for GAPBS,
     --store STORE --max-iterations 20 --tolerance 0 -o VALUES`` on the store
     the build wrote (open and check it, compile or load the kernels from
     numba's cache, 20 iterations, the values file of every vertex written).
-    Target: at most twice GAPBS's time.  The warm-up run (``--warmup``, 1)
+    Target: at most twice GAPBS's time.  GAPBS writes no values; with
+    ``--variants`` garaphpy's sides are measured in its default mode
+    (``default``: hybrid where a GPU is), CPU-only (``cpu``) and writing
+    the values as ``.npy`` instead of text (``npy``, ``cpu-npy``), all on
+    one store.  The warm-up run (``--warmup``, 1)
     fills numba's cache, so the trials are a second run's; with ``--cold``
     every garaphpy run starts from an empty numba cache of its own
     (``NUMBA_CACHE_DIR``), as a fresh clone's first run does.
@@ -33,14 +39,22 @@ of an older commit) a third side runs that tree's code, with its own store,
 in the same turns: a before-and-after on one machine under one load.
 
 GAPBS is not part of garaphpy: ``--gapbs DIR`` names its checkout or build
-directory; where its ``converter`` and ``pr`` are missing and a Makefile is
-there, ``make -j THREADS`` builds them first.
+directory; where its ``converter`` and ``pr`` are missing they are compiled
+from ``DIR/src`` with its Makefile's flags (``$CXX -std=c++11 -O3 -fopenmp``),
+so a copy of its ``src/`` is all a fresh machine needs.
 
 Usage (from the repository root)::
 
     python -m bench first-minute --gapbs DIR [--baseline DIR] [--scale 22] [--degree 16]
         [--threads N] [--workdir DIR] [--cases build,pagerank,breakdown]
-        [--trials 3] [--warmup 1] [--json rows.jsonl]
+        [--variants default,cpu,npy,cpu-npy] [--trials 3] [--warmup 1] [--json rows.jsonl]
+
+On the device host, with GAPBS's sources copied to ``.peers/gapbs/src``
+(an ignored path, carried), the results under ``$OUT``::
+
+    python -m bench first-minute --gapbs .peers/gapbs --scale 22 \
+        --workdir /tmp/first-minute --variants default,cpu,cpu-npy --trials 3 \
+        --json $OUT/first-minute.jsonl 2>&1 | tee $OUT/first-minute.txt
 """
 
 from __future__ import annotations
@@ -61,7 +75,7 @@ from bench import harness
 REPO = Path(__file__).resolve().parents[1]
 
 BREAKDOWN_CHILD = r"""
-import json, sys, time
+import inspect, json, sys, time
 started = time.perf_counter()
 steps = {}
 def mark(name):
@@ -79,27 +93,35 @@ settings = console.settings_from_arguments(args)
 graph = cli.graph_from_config(settings, progress=False)
 mark("open_store")
 program = get_program("pagerank")
-result = run(graph, program, mode="cpu", threads=settings["run"]["threads"],
-             max_iterations=20, tolerance=0.0)
+result = run(graph, program, mode=settings["run"]["mode"],
+             threads=settings["run"]["threads"], max_iterations=20, tolerance=0.0)
 mark("run")
 steps["run_compile"] = round(result.compile_seconds, 4)
 steps["run_iterations"] = round(result.seconds, 4)
 steps["run_setup"] = round(result.setup_seconds, 4)
+threads = {"threads": settings["run"]["threads"]} \
+    if "threads" in inspect.signature(write_values).parameters else {}   # a --baseline's
 write_values(settings["output"]["values"], result.original_ids(), result.values,
-             result.value_name)
+             result.value_name, **threads)
 mark("write_values")
 print(json.dumps(steps))
 """
+
+
+#: The garaphpy sides ``--variants`` names.
+VARIANTS = ("default", "cpu", "npy", "cpu-npy")
 
 
 def load_average() -> float:
     return round(os.getloadavg()[0], 2)
 
 
-def timed(command: list[str], env: dict | None = None) -> tuple[float, str]:
-    """Wall seconds of ``command`` and its standard output; SystemExit on failure."""
+def timed(command: list[str], env: dict | None = None,
+          cwd: Path | None = None) -> tuple[float, str]:
+    """Wall seconds of ``command`` (run in ``cwd``) and its standard output;
+    SystemExit on failure."""
     started = time.perf_counter()
-    completed = subprocess.run(command, env=env, capture_output=True, text=True)
+    completed = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True)
     seconds = time.perf_counter() - started
     if completed.returncode not in (0, 3):      # 3: PageRank stopped at its iteration limit
         raise SystemExit(f"{' '.join(command)} exited {completed.returncode}:\n"
@@ -107,15 +129,57 @@ def timed(command: list[str], env: dict | None = None) -> tuple[float, str]:
     return seconds, completed.stdout
 
 
-def gapbs_binaries(directory: Path, threads: int) -> Path:
-    """The directory holding GAPBS's ``converter`` and ``pr``, made where missing."""
-    if not all((directory / name).exists() for name in ("converter", "pr")):
-        if not (directory / "Makefile").exists():
-            raise SystemExit(f"--gapbs {directory}: no converter and pr there, and no "
-                             "Makefile to build them")
-        subprocess.run(["make", "-C", str(directory), f"-j{threads}", "converter", "pr"],
-                       check=True)
+GAPBS_PROGRAMS = ("converter", "pr")
+
+
+def gapbs_binaries(directory: Path) -> Path:
+    """The directory holding GAPBS's ``converter`` and ``pr``, compiled from
+    its ``src/`` where missing, with its Makefile's flags (``$CXX``, else g++),
+    so that a copy of ``src/`` alone is enough."""
+    missing = [name for name in GAPBS_PROGRAMS if not (directory / name).exists()]
+    if not missing:
+        return directory
+    if not all((directory / "src" / f"{name}.cc").exists() for name in missing):
+        raise SystemExit(f"--gapbs {directory}: no {' and '.join(missing)} there, and no "
+                         f"src/{missing[0]}.cc to build it from")
+    started = time.perf_counter()
+    compilers = [subprocess.Popen([os.environ.get("CXX", "g++"), "-std=c++11", "-O3", "-Wall",
+                                   "-fopenmp", f"src/{name}.cc", "-o", name], cwd=directory)
+                 for name in missing]
+    if any(compiler.wait() for compiler in compilers):
+        raise SystemExit(f"--gapbs {directory}: compiling {', '.join(missing)} failed")
+    print(f"compiled GAPBS's {', '.join(missing)} in {time.perf_counter() - started:.1f} s",
+          file=sys.stderr)
     return directory
+
+
+def write_edge_list(serialized: Path, edge_list: Path, threads: int,
+                    edges_per_piece: int = 1 << 20) -> None:
+    """The text GAPBS's ``converter -e`` writes (``u v`` lines, every out-edge
+    of u = 0, 1, ... in its CSR order) of the graph in GAPBS's serialized
+    file ``serialized`` (a bool, the int64 edge and vertex counts, the int64
+    out-offsets, the int32 out-neighbours), made on ``threads`` threads."""
+    import numpy as np
+    from concurrent.futures import ThreadPoolExecutor
+
+    from garaphpy.value_lines import integer_lines
+
+    num_edges, num_vertices = (int(x) for x in np.fromfile(serialized, np.int64, 2, offset=1))
+    offsets = np.fromfile(serialized, np.int64, num_vertices + 1, offset=17)
+    neighbours = np.memmap(serialized, np.int32, "r", 17 + 8 * (num_vertices + 1), (num_edges,))
+
+    def piece(begin: int) -> np.ndarray:
+        end = min(begin + edges_per_piece, num_edges)
+        sources = np.searchsorted(offsets, np.arange(begin, end), side="right") - 1
+        text = np.frombuffer(integer_lines(sources, neighbours[begin:end]), np.uint8)
+        text[text == ord("\t")] = ord(" ")
+        return text
+
+    starts = range(0, num_edges, edges_per_piece)
+    with open(edge_list, "wb") as out, ThreadPoolExecutor(threads) as pool:
+        for window in range(0, len(starts), 2 * threads):
+            for text in pool.map(piece, starts[window:window + 2 * threads]):
+                out.write(text)
 
 
 class Gapbs:
@@ -129,10 +193,13 @@ class Gapbs:
         self.serialized = workdir / f"{name}.sg"
         self.env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
         if not self.edge_list.exists():
+            # GAPBS's own text writer (-e) flushes every line: minutes for
+            # kron22; its serialized graph, written as the same text here, is not
             started = time.perf_counter()
             subprocess.run([str(directory / "converter"), f"-g{args.scale}",
-                            f"-k{args.degree}", "-e", str(self.edge_list)], env=self.env,
+                            f"-k{args.degree}", "-b", str(self.serialized)], env=self.env,
                            check=True, capture_output=True)
+            write_edge_list(self.serialized, self.edge_list, threads)
             print(f"wrote {self.edge_list} ({self.edge_list.stat().st_size / 2**30:.2f} GiB) "
                   f"in {time.perf_counter() - started:.1f} s", file=sys.stderr)
 
@@ -158,13 +225,17 @@ class Garaphpy:
     ``--baseline`` checkout), with a store and values of its own."""
 
     def __init__(self, tree: Path, edge_list: Path, workdir: Path, threads: int,
-                 label: str = "", cold: bool = False):
+                 label: str = "", cold: bool = False, variant: str = ""):
         self.edge_list = edge_list
+        self.tree = tree
         self.threads = threads
         self.cold = cold
+        # a variant ("cpu", "npy", "cpu-npy") shares its tree's store
+        self.mode = "cpu" if variant.startswith("cpu") else None
         name = edge_list.name.rsplit(".", 1)[0] + label
         self.store = workdir / f"{name}.store"
-        self.values = workdir / f"{name}.pagerank.txt"
+        suffix = "npy" if variant.endswith("npy") else "txt"
+        self.values = workdir / f"{name}{'-' + variant if variant else ''}.pagerank.{suffix}"
         self.config = workdir / f"{name}.build.toml"
         self.config.write_text(f"graph = {json.dumps(str(edge_list))}\n\n"
                                f"[store]\npath = {json.dumps(str(self.store))}\n")
@@ -173,17 +244,20 @@ class Garaphpy:
                         filter(None, [str(tree), os.environ.get("PYTHONPATH")]))}
 
     def timed(self, command: list[str]) -> tuple[float, str]:
-        """:func:`timed` in this side's environment; with ``cold``, with an
-        empty numba cache of its own (a fresh clone's first run)."""
+        """:func:`timed` in this side's environment and in its tree (``python
+        -m`` and ``-c`` put the working directory before PYTHONPATH: run from
+        another tree, they would import that tree's garaphpy); with ``cold``,
+        with an empty numba cache of its own (a fresh clone's first run)."""
         if not self.cold:
-            return timed(command, self.env)
+            return timed(command, self.env, cwd=self.tree)
         with tempfile.TemporaryDirectory(prefix="garaphpy-cold-cache-") as cache:
-            return timed(command, {**self.env, "NUMBA_CACHE_DIR": cache})
+            return timed(command, {**self.env, "NUMBA_CACHE_DIR": cache}, cwd=self.tree)
 
     def pagerank_arguments(self) -> list[str]:
+        mode = ["--mode", self.mode] if self.mode else []
         return ["pagerank", str(self.edge_list), "--store", str(self.store), "--threads",
                 str(self.threads), "--max-iterations", "20", "--tolerance", "0", "-o",
-                str(self.values), "-q"]
+                str(self.values), "-q", *mode]
 
     def build(self) -> harness.Measurement:
         load = load_average()
@@ -204,7 +278,7 @@ class Garaphpy:
     def breakdown(self) -> harness.Measurement:
         load = load_average()
         seconds, output = timed([sys.executable, "-c", BREAKDOWN_CHILD,
-                                 *self.pagerank_arguments()], self.env)
+                                 *self.pagerank_arguments()], self.env, cwd=self.tree)
         return harness.Measurement(result=None, seconds=seconds, metrics={
             "load": load, **json.loads(output.strip().splitlines()[-1])})
 
@@ -235,7 +309,7 @@ def ratio_lines(name: str, rows: list) -> list[str]:
     lines = []
     for row in rows[1:]:
         loads = [m["load"] for r in (rows[0], row) for m in r["metrics"]]
-        lines.append(f"{row['case']:18} {row['median_s']:7.2f} s  gapbs {gapbs_s:7.2f} s  "
+        lines.append(f"{row['case']:26} {row['median_s']:7.2f} s  gapbs {gapbs_s:7.2f} s  "
                      f"ratio {row['median_s'] / gapbs_s:5.2f}  (medians of "
                      f"{len(row['trials_s'])}, load average {min(loads):.1f}-{max(loads):.1f})")
         if name == "build":
@@ -262,23 +336,42 @@ def main(argv=None) -> int:
                              "first run; numba's own caching directories are left alone)")
     parser.add_argument("--cases", default="build,pagerank,breakdown",
                         help="comma-separated: build,pagerank,breakdown")
+    parser.add_argument("--variants", default="default",
+                        help="comma-separated garaphpy sides of pagerank and breakdown, on "
+                             "one store: default (the command line's own mode, hybrid "
+                             "where a GPU is), cpu (--mode cpu), npy and cpu-npy (the "
+                             "values as .npy, not text: GAPBS's pr writes no values)")
+    parser.add_argument("--build-trials", type=int, default=None, metavar="N",
+                        help="timed trials of the build case (default: --trials; its "
+                             "warm-up is --warmup)")
     harness.add_common_options(parser, trials=3, warmup=1)
     args = parser.parse_args(argv)
     harness.check_common_options(parser, args)
+    if args.build_trials is not None and args.build_trials < 1:
+        parser.error(f"--build-trials={args.build_trials}: expected >= 1")
     chosen = args.cases.split(",")
     unknown = set(chosen) - {"build", "pagerank", "breakdown"}
     if unknown:
         parser.error(f"--cases: no case {sorted(unknown)[0]!r}")
+    variants = args.variants.split(",")
+    unknown = set(variants) - set(VARIANTS)
+    if unknown:
+        parser.error(f"--variants: no variant {sorted(unknown)[0]!r}")
 
     threads = args.threads or len(os.sched_getaffinity(0))
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="garaphpy-first-minute-")).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    gapbs = Gapbs(args, gapbs_binaries(Path(args.gapbs).resolve(), threads), workdir, threads)
-    sides = {"gapbs": gapbs,
-             "garaphpy": Garaphpy(REPO, gapbs.edge_list, workdir, threads, cold=args.cold)}
+    gapbs = Gapbs(args, gapbs_binaries(Path(args.gapbs).resolve()), workdir, threads)
+    garaphpy_sides = {"garaphpy" + ("" if v == "default" else "-" + v): Garaphpy(
+        REPO, gapbs.edge_list, workdir, threads, cold=args.cold,
+        variant="" if v == "default" else v) for v in variants}
+    sides = {"gapbs": gapbs, **garaphpy_sides}
     if args.baseline:
         sides["baseline"] = Garaphpy(Path(args.baseline).resolve(), gapbs.edge_list, workdir,
                                      threads, label="-baseline", cold=args.cold)
+    # one build per store: the first garaphpy side's, the baseline's
+    build_sides = {name: side for name, side in sides.items()
+                   if name in ("gapbs", "baseline") or side is next(iter(garaphpy_sides.values()))}
     params = {"graph": f"kron:{args.scale}:{args.degree}", "threads": threads}
     rows: list[dict] = []
     lines = []
@@ -287,10 +380,11 @@ def main(argv=None) -> int:
     if "build" in chosen or missing:
         timed_build = "build" in chosen
         build = harness.measure_in_turns(
-            cases("build", sides, params, verify=lambda edges: edges == serialized_edges(
+            cases("build", build_sides, params, verify=lambda edges: edges == serialized_edges(
                 gapbs.serialized) or f"the store holds {edges:,} edges, GAPBS's graph "
                 f"{serialized_edges(gapbs.serialized):,}"),
-            trials=args.trials if timed_build else 1, warmup=args.warmup if timed_build else 0,
+            trials=(args.build_trials or args.trials) if timed_build else 1,
+            warmup=args.warmup if timed_build else 0,
             benchmark="first-minute", quiet=args.quiet)
         if timed_build:
             rows += build

@@ -273,7 +273,8 @@ def run_from_config(settings: dict, graph, verify: bool, progress: bool,
     if report is not None and trials > 1:
         print(report.summary())
     try:
-        write_values(values_path, result.original_ids(), result.values, result.value_name)
+        write_values(values_path, result.original_ids(), result.values, result.value_name,
+                     threads=options.get("threads"))
         write_iterations(iterations_path, result.iterations)
     except OutputError as error:
         if checkpoint_dir is not None and list_checkpoints(checkpoint_dir):

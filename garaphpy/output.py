@@ -22,16 +22,18 @@ import re
 import secrets
 import shutil
 import stat
+from collections import deque
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
-from . import float_text
+from . import value_lines
 from .errors import ConfigError, OutputError
 from .storage.filesafety import fsync_directory, pid_alive
 
-_LINES_PER_WRITE = 1 << 18
+_LINES_PER_WRITE = 1 << 16
 _BYTES_PER_WRITE = 1 << 24
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
@@ -150,76 +152,45 @@ def _npy_chunks(vertices: np.ndarray, values: np.ndarray,
         yield data[start:start + _BYTES_PER_WRITE].tobytes()
 
 
-#: Float values from which the whole-array formatter pays (its table of
-#: powers of ten costs what ``repr`` takes for about 40,000 values).
-_WHOLE_ARRAY_FLOATS = 1 << 15
-
-#: Characters of the longest int64 text, ``-9223372036854775808``.
-_INT64_TEXT_WIDTH = 20
-
-
-def _decimal_fields(integers: np.ndarray) -> np.ndarray:
-    """Each integer's decimal text as Python's ``str`` writes it, right-aligned
-    in a row of ``_INT64_TEXT_WIDTH`` bytes, NUL-padded on the left; computed
-    by whole-array arithmetic, one pass per digit of the longest value."""
-    wide = integers.astype(np.int64, copy=False)
-    magnitude = np.abs(wide).view(np.uint64)        # the most negative one included
-    fields = np.zeros((wide.size, _INT64_TEXT_WIDTH), np.uint8)
-    rest = magnitude.copy()
-    lengths = np.ones(wide.size, np.int64)
-    ten = np.uint64(10)
-    for column in range(_INT64_TEXT_WIDTH - 1, -1, -1):
-        fields[:, column] = (rest % ten).astype(np.uint8) + ord("0")
-        rest //= ten
-        live = rest > 0
-        if not live.any():
-            break
-        lengths += live
-    fields[np.arange(_INT64_TEXT_WIDTH) < (_INT64_TEXT_WIDTH - lengths)[:, None]] = 0
-    negative = np.flatnonzero(wide < 0)
-    fields[negative, _INT64_TEXT_WIDTH - 1 - lengths[negative]] = ord("-")
-    return fields
-
-
-def _integer_lines(vertices: np.ndarray, values: np.ndarray) -> bytes:
-    """``f"{vertex}\t{value}\n"`` for every pair of integers, at numpy's speed."""
-    width = _INT64_TEXT_WIDTH
-    table = np.empty((vertices.size, 2 * width + 2), np.uint8)
-    table[:, :width] = _decimal_fields(vertices)
-    table[:, width] = ord("\t")
-    table[:, width + 1:-1] = _decimal_fields(values)
-    table[:, -1] = ord("\n")
-    flat = table.ravel()
-    return flat[flat != 0].tobytes()
-
-
-def _float_lines(vertices: np.ndarray, values: np.ndarray) -> bytes:
-    """``f"{vertex}\t{value!r}\n"`` for integer vertices and float values, at
-    numpy's speed (:mod:`garaphpy.float_text`)."""
-    width, value_width = _INT64_TEXT_WIDTH, float_text.WIDTH
-    table = np.empty((vertices.size, width + value_width + 2), np.uint8)
-    table[:, :width] = _decimal_fields(vertices)
-    table[:, width] = ord("\t")
-    table[:, width + 1:-1] = float_text.repr_columns(values)
-    table[:, -1] = ord("\n")
-    flat = table.ravel()
-    return flat[flat != 0].tobytes()
+#: Lines from which the compiled formatters (:mod:`garaphpy.value_lines`)
+#: pay: below, Python writes them (in about 30 ms) and nothing is compiled
+#: on a machine's first run.
+_COMPILED_LINES = 1 << 15
 
 
 def _int64_text(dtype: np.dtype) -> bool:
-    """Whether every value of ``dtype`` is an int64 (text by :func:`_integer_lines`)."""
+    """Whether every value of ``dtype`` is an int64 (text by
+    :func:`garaphpy.value_lines.integer_lines`)."""
     return dtype.kind == "i" or (dtype.kind == "u" and dtype.itemsize < 8)
 
 
-def _text_chunks(vertices: np.ndarray, values: np.ndarray) -> Iterator[bytes]:
+def _in_order(make, pieces: range, threads: int) -> Iterator:
+    """``make(piece)`` of every piece, in order, made by ``threads`` threads
+    (the compiled formatters release the GIL) at most ``2 * threads`` ahead
+    of the consumer, so memory stays a few pieces whatever the file."""
+    if threads <= 1 or len(pieces) <= 1:
+        yield from map(make, pieces)
+        return
+    with ThreadPoolExecutor(threads, thread_name_prefix="garaphpy-values") as pool:
+        pending = deque()
+        for piece in pieces:
+            pending.append(pool.submit(make, piece))
+            if len(pending) >= 2 * threads:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
+def _text_chunks(vertices: np.ndarray, values: np.ndarray,
+                 threads: int | None = None) -> Iterator[bytes]:
     float_values = values.dtype.kind == "f"
-    lines = _integer_lines if _int64_text(values.dtype) \
-        else _float_lines if float_values and values.dtype.itemsize <= 8 \
-        and values.size >= _WHOLE_ARRAY_FLOATS else None
-    if _int64_text(vertices.dtype) and lines is not None:
-        for start in range(0, vertices.size, _LINES_PER_WRITE):
-            yield lines(vertices[start:start + _LINES_PER_WRITE],
-                        values[start:start + _LINES_PER_WRITE])
+    lines = value_lines.integer_lines if _int64_text(values.dtype) \
+        else value_lines.float_lines if float_values and values.dtype.itemsize <= 8 else None
+    if _int64_text(vertices.dtype) and lines is not None and vertices.size >= _COMPILED_LINES:
+        threads = threads or len(os.sched_getaffinity(0))
+        yield from _in_order(lambda start: lines(vertices[start:start + _LINES_PER_WRITE],
+                                                 values[start:start + _LINES_PER_WRITE]),
+                             range(0, vertices.size, _LINES_PER_WRITE), threads)
         return
     for start in range(0, vertices.size, _LINES_PER_WRITE):
         ids = vertices[start:start + _LINES_PER_WRITE].tolist()
@@ -232,11 +203,14 @@ def _text_chunks(vertices: np.ndarray, values: np.ndarray) -> Iterator[bytes]:
 
 
 def write_values(path, vertices: np.ndarray, values: np.ndarray,
-                 value_name: str = "value") -> Path:
+                 value_name: str = "value", threads: int | None = None) -> Path:
     """Write ``vertices[i] values[i]`` pairs to ``path`` (.npy or text).
 
     A ``.npy`` file holds a structured array with the fields ``vertex`` and
     ``value_name`` (the program's: ``pagerank``, ``distance``, ``depth``...).
+    A text file holds ``f"{vertex}\\t{value!r}"`` lines for float values,
+    ``f"{vertex}\\t{value}"`` otherwise, made by ``threads`` threads
+    (default: every core the process may use).
 
     Raises
     ------
@@ -249,7 +223,7 @@ def write_values(path, vertices: np.ndarray, values: np.ndarray,
         if value_name == "vertex" or not value_name.isidentifier():
             value_name = "value"
         return _write_atomically(path, _npy_chunks(vertices, values, value_name))
-    return _write_atomically(path, _text_chunks(vertices, values))
+    return _write_atomically(path, _text_chunks(vertices, values, threads))
 
 
 def read_values(path) -> tuple[np.ndarray, np.ndarray]:

@@ -31,6 +31,7 @@ import functools
 import json
 import os
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +46,10 @@ from .filesafety import write_file
 from .layout import BLOCK_DTYPE, SHARD_DTYPE
 
 MANIFEST = "manifest.json"
+#: The arrays memory-mapped rather than read when a store is opened: the
+#: out-edge CSR, which only notifying and pushing runs read (a pull-only run,
+#: PageRank's, never touches it), so that opening costs nothing for it.
+MAPPED_ARRAYS = frozenset({"vertices/out_offsets.bin", "vertices/out_targets.bin"})
 
 
 def _manifest_checksum(manifest: dict) -> int:
@@ -86,6 +91,17 @@ def read_manifest(directory) -> dict:
         raise StoreError(f"{path}: store format version {manifest.get('format_version')}, "
                          f"this garaphpy reads version {config.STORE_FORMAT_VERSION}; rebuild it")
     return manifest
+
+
+def _mapped(path: Path, dtype: np.dtype, shape) -> np.ndarray:
+    """The array in the file at ``path``, mapped copy-on-write: its pages are
+    read from the file (or the page cache) when first touched.  A plain
+    writable ndarray, so compiled kernels see the type a read array has; the
+    mapping holds the file, so a store replaced at its path later (builds
+    rename a new directory into place) is not seen."""
+    if not path.stat().st_size:
+        return np.empty(shape, dtype)
+    return np.memmap(path, dtype, mode="c", shape=tuple(shape)).view(np.ndarray)
 
 
 @dataclass(frozen=True)
@@ -173,8 +189,10 @@ def neighbour_in_degree(in_degree) -> float:
 class Store:
     """A preprocessed graph store, opened for reading.
 
-    Use :meth:`Store.open`.  Vertex arrays are loaded into memory; pages are
-    read on demand with :meth:`read_page`.
+    Use :meth:`Store.open`.  Vertex arrays are loaded into memory, except
+    the out-edge CSR (:data:`MAPPED_ARRAYS`), which is memory-mapped and
+    read only where a run touches it; pages are read on demand with
+    :meth:`read_page`.
 
     Attributes
     ----------
@@ -274,7 +292,8 @@ class Store:
             if path.stat().st_size != meta["nbytes"]:
                 raise StoreCorruptError(f"{path}: {path.stat().st_size} bytes, the manifest "
                                         f"records {meta['nbytes']}")
-            array = np.fromfile(path, dtype).reshape(meta["shape"])
+            array = _mapped(path, dtype, meta["shape"]) if name in MAPPED_ARRAYS \
+                else np.fromfile(path, dtype).reshape(meta["shape"])
             if check_sums and zlib.crc32(memoryview(np.ascontiguousarray(array)).cast("B")) \
                     != meta["crc32"]:
                 raise StoreCorruptError(f"{path}: checksum mismatch")
@@ -391,19 +410,31 @@ class Store:
 
         Each page's sources and weights are read straight into the CSC's
         arrays; blocks holding only IdxOff (which the CSC does not need) are
-        not read.
+        not read.  Pages are read by up to one thread per core (reads and
+        CRC-32 release the GIL), each into its own part of the arrays; the
+        first page that fails raises.
         """
         kept = self._kept_csc
         if kept is not None:
             return kept
         sources = np.empty(self.num_edges, self.vertex_dtype)
         weights = np.empty(self.num_edges, self.weight_dtype) if self.weighted else None
-        for info in self.pages:
+
+        def read(info: PageInfo) -> None:
             edges = slice(info.edge_begin, info.edge_begin + info.num_edges)
             regions = [(0, sources[edges])]
             if weights is not None:
                 regions.append((info.weights_offset, weights[edges]))
             self._read_page_regions(info, regions)
+
+        threads = min(len(self.pages), len(os.sched_getaffinity(0)))
+        if threads <= 1:
+            for info in self.pages:
+                read(info)
+        else:
+            with ThreadPoolExecutor(threads, thread_name_prefix="garaphpy-csc") as pool:
+                for done in [pool.submit(read, info) for info in self.pages]:
+                    done.result()
         return self.in_offsets, sources, weights
 
     def _read_page_regions(self, info: PageInfo, regions: list) -> None:

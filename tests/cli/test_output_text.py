@@ -114,3 +114,18 @@ def test_float32_text_is_the_reprs_of_its_doubles(tmp_path):
     np.testing.assert_array_equal(read[1:4].astype(np.float32).view(np.int32),
                                   values[1:4].view(np.int32))
     np.testing.assert_array_equal(read.astype(np.float32), values)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_lines_made_in_pieces_by_threads_come_in_order(tmp_path, monkeypatch, threads):
+    from garaphpy import output
+
+    monkeypatch.setattr(output, "_LINES_PER_WRITE", 997)
+    monkeypatch.setattr(output, "_COMPILED_LINES", 10)
+    values = _hard_floats()[:40_000]
+    vertices = np.random.default_rng(3).permutation(values.size) - 20_000
+    path = write_values(tmp_path / "f.txt", vertices, values, threads=threads)
+    assert path.read_bytes() == _python_text(vertices, values)
+    depths = (vertices * 31) % 1000 - 1
+    path = write_values(tmp_path / "i.txt", vertices, depths, threads=threads)
+    assert path.read_bytes() == _python_text(vertices, depths)

@@ -204,3 +204,37 @@ def test_the_csc_of_a_page_in_one_block_with_idxoff_and_padding_between(tmp_path
     np.testing.assert_array_equal(sources, page.sources)
     np.testing.assert_array_equal(csc_weights, page.weights)
     np.testing.assert_array_equal(np.diff(offsets), np.r_[0, np.ones(num_vertices - 1, int)])
+
+
+def _damage_out_targets_keeping_size(path) -> None:
+    targets = path / "vertices" / "out_targets.bin"
+    before = os.stat(targets)
+    data = bytearray(targets.read_bytes())
+    data[0] ^= 0x01
+    targets.write_bytes(bytes(data))
+    os.utime(targets, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+def test_the_out_edge_csr_is_mapped_not_read_and_still_checked(store_path):
+    store = Store.open(store_path, verify="sizes")
+    for array in (store.out_targets, store.out_offsets):
+        assert isinstance(array.base, np.memmap) and array.flags.writeable
+    expected = np.sort(TARGETS[SOURCES == 5])
+    row = store.out_targets[store.out_offsets[5]:store.out_offsets[6]]
+    np.testing.assert_array_equal(np.sort(row), expected)
+    store.close()
+    _damage_out_targets_keeping_size(store_path)
+    for level in ("quick", "full"):
+        with pytest.raises(StoreCorruptError, match="out_targets.bin: checksum mismatch"):
+            Store.open(store_path, verify=level)
+    Store.open(store_path, verify="sizes").close()
+
+
+def test_a_store_replaced_after_opening_keeps_its_mapped_out_edges(store_path):
+    graph = garaphpy.Graph.open(store_path)
+    before = graph.store.out_targets.copy()
+    garaphpy.Graph.from_arrays(TARGETS, SOURCES, num_vertices=7, store=store_path)
+    assert not np.array_equal(Store.open(store_path).out_targets, before)
+    np.testing.assert_array_equal(graph.store.out_targets, before)
+    result = garaphpy.run(graph, "bfs", sources=[0], mode="cpu", threads=1)
+    np.testing.assert_array_equal(result.values, _bfs_depths())
