@@ -4,43 +4,64 @@ values, ``f"{vertex}\\t{value}\\n"`` for integer ones.
 
 A result file (Garaph section 6.5 counts preprocessing and output in a
 run's end-to-end time) holds one line per vertex; Python makes one line in
-about a microsecond, numpy's whole-array formatter (:mod:`garaphpy.float_text`)
-in about half that on one core.  Here each float goes through the same
-decision as :func:`garaphpy.float_text.repr_columns` (the fewest of 15, 16
-or 17 significant digits that read back, from a two-double product with
-``10**k``), one value per loop step, in parallel, and the lines are written
-straight into the output buffer: a first pass makes each value's text and
-each line's length, a prefix sum places the lines, a second pass writes
-them.  The values that pass cannot decide (and zero, inf, nan, subnormals,
-exponents beyond +-290, powers of two) get Python's ``repr``.
+about a microsecond (David Gay's ``dtoa`` for each float).
+
+For a positive double ``a`` with decimal exponent ``e`` (``10**e <= a <
+10**(e + 1)``), ``repr`` writes the fewest significant digits p that read
+back to ``a``, and among the p-digit numbers that do, the one nearest to
+``a``.  Fifteen digits always separate doubles, so when some number of at
+most 15 digits reads back, it is ``a`` rounded to 15 digits with its
+trailing zeros dropped; otherwise it is ``a`` rounded to 16 digits if that
+reads back, else to 17 (which always does).  ``a`` rounded to p digits is
+the integer nearest to ``y = a * 10**(p - 1 - e)``; y is computed as a sum
+of two doubles (Dekker's exact product with a two-double ``10**k``), about
+100 bits, so the integer, and whether it is within half a gap between
+doubles of y (it reads back), are exact unless y's fraction is within a
+millionth of one half or of that bound.  Those values, and the ones outside
+the range where the products cannot overflow or lose bits (zero, inf, nan,
+subnormals, exponents beyond +-290) and the powers of two (whose gap below
+is half the gap above), get Python's ``repr``.
+
+Each float goes through that decision one value per loop step, in
+parallel, and the lines are written straight into the output buffer: a
+first pass makes each value's text and each line's length, a prefix sum
+places the lines, a second pass writes them.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+from fractions import Fraction
 
 import numba
 import numpy as np
 
-from . import float_text
-
-#: The widest text of a value: a double's ``repr`` (24) or an int64 (20).
-VALUE_WIDTH = float_text.WIDTH
+#: The widest text of a value: a double's ``repr`` (24,
+#: ``-2.2250738585072014e-308``) or an int64 (20).
+VALUE_WIDTH = 24
 #: Characters of the longest int64 text, ``-9223372036854775808``.
 _INT64_WIDTH = 20
 
-_LOWEST_POWER = float_text._LOWEST_POWER
-_MARGIN = float_text._MARGIN
-_SPLITTER = float_text._SPLITTER
-_SMALLEST = 10.0 ** -float_text._EXPONENT_LIMIT
-_LARGEST = 10.0 ** float_text._EXPONENT_LIMIT
+#: The decimal exponents decided here (beyond: ``repr``).
+_EXPONENT_LIMIT = 290
+#: Powers of ten in the table: ``10**k`` for ``_LOWEST_POWER <= k <= _HIGHEST_POWER``
+#: (``a * 10**(p - 1 - e)`` for 15 <= p <= 17 and e within the limit, one off).
+_LOWEST_POWER, _HIGHEST_POWER = 14 - _EXPONENT_LIMIT - 1, 16 + _EXPONENT_LIMIT + 1
+#: How close to a decision boundary a computed quantity may come before the
+#: value goes to ``repr`` (the computed ones are good to about 1e-14).
+_MARGIN = 1e-6
+#: Veltkamp's splitting constant, 2**27 + 1.
+_SPLITTER = 134217729.0
+_SMALLEST = 10.0 ** -_EXPONENT_LIMIT
+_LARGEST = 10.0 ** _EXPONENT_LIMIT
 _ZERO, _POINT, _E, _MINUS, _PLUS, _TAB, _NEWLINE = (ord(c) for c in "0.e-+\t\n")
 
 
 @numba.njit(nogil=True, cache=True)
 def _scaled(magnitude, power, tables):
     """``magnitude * 10**power`` as two doubles (high, low), and ``10**power``
-    rounded (:func:`garaphpy.float_text._scaled`, for one value)."""
+    rounded."""
     at = power - _LOWEST_POWER
     high_power, low_power = tables[0, at], tables[1, at]
     power_high, power_low = tables[2, at], tables[3, at]
@@ -64,7 +85,7 @@ def _below(high, low, power):
 def _shortest_digits(magnitude, tables):
     """``repr``'s digits of a positive normal double as a 17-digit integer
     (padded with zeros), the decimal exponent of its first digit, and
-    whether that could not be decided (:func:`garaphpy.float_text._shortest_digits`)."""
+    whether that could not be decided."""
     exponent = int(math.floor(math.log10(magnitude)))
     high, low, _ = _scaled(magnitude, 16 - exponent, tables)
     # log10 may be one off near a power of ten
@@ -242,8 +263,25 @@ def _write_integer_lines(vertices, values, out):
     return at
 
 
+def _split(value: float) -> tuple[float, float]:
+    """Veltkamp's split of a normal double into two 26-bit halves, through its
+    mantissa (exact, and without overflow for any exponent)."""
+    mantissa, exponent = math.frexp(value)
+    scaled = mantissa * _SPLITTER
+    high = scaled - (scaled - mantissa)
+    return math.ldexp(high, exponent), math.ldexp(mantissa - high, exponent)
+
+
+@functools.cache
 def _tables() -> np.ndarray:
-    return np.ascontiguousarray(np.stack(float_text._powers_of_ten()))
+    """``10**k`` as ``high + low`` (each rounded to nearest), and ``high``'s
+    split halves, in column ``k - _LOWEST_POWER`` of four rows."""
+    rows = []
+    for k in range(_LOWEST_POWER, _HIGHEST_POWER + 1):
+        exact = Fraction(10) ** k
+        high = float(exact)
+        rows.append((high, float(exact - Fraction(high)), *_split(high)))
+    return np.ascontiguousarray(np.array(rows).T)
 
 
 def float_lines(vertices: np.ndarray, values: np.ndarray) -> memoryview:

@@ -24,7 +24,7 @@ LAYERS = (
     # logging, numba's threading layer and compile clock, kernels run
     # interpreted, the declared run and build options, floats as text
     ("errors", "config", "monoids", "paths", "progress", "_numba_setup", "compile_clock",
-     "interpreted", "options", "_version", "labels", "float_text", "value_lines"),
+     "interpreted", "options", "_version", "labels", "value_lines"),
     # the vertex program model
     ("program",),
     # the store: edge sources, readers, the builder, pages on disk; generators

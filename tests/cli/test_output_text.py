@@ -85,11 +85,11 @@ def _hard_floats() -> np.ndarray:
 
 
 def test_float_text_is_reprs_and_reads_back_bit_for_bit(tmp_path):
-    from garaphpy import float_text
+    from garaphpy import value_lines
 
     values = _hard_floats()
-    rows = float_text.repr_columns(values)
-    text = [row.tobytes().rstrip(b"\0").decode() for row in rows]
+    lines = bytes(value_lines.float_lines(np.zeros(values.size, np.int64), values))
+    text = [line[2:].decode() for line in lines.splitlines()]
     expected = [repr(value) for value in values.tolist()]
     wrong = [(e, t) for e, t in zip(expected, text) if e != t]
     assert not wrong, wrong[:10]
