@@ -639,7 +639,6 @@ def build_store(source: EdgeSource, path, options: BuildOptions | None = None, *
     check_level(verify, "store.verify")
     path = Path(path)
     key = store_key(source.identity(), options)
-    gpu_memory = _resolve_gpu_memory(options)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -659,7 +658,8 @@ def build_store(source: EdgeSource, path, options: BuildOptions | None = None, *
                     progress_logger("preprocess").info(
                         f"preprocess: reusing up-to-date store {path}")
                 return store
-        _build_locked(source, path, options, key, gpu_memory, progress)
+        # asked only for a build: an up-to-date store opens without touching the GPU
+        _build_locked(source, path, options, key, _resolve_gpu_memory(options), progress)
         # just written and checksummed block by block: a quick check suffices,
         # and counts as a full one for the next opening
         store = Store.open(path, verify="quick", key=key)

@@ -362,6 +362,21 @@ def test_up_to_date_store_is_reused(tmp_path, monkeypatch):
     assert other.num_edges > first.num_edges
 
 
+def test_reusing_a_store_leaves_the_gpu_alone(tmp_path, monkeypatch):
+    """Opening an up-to-date store asks for no GPU budget: a CPU run on a
+    machine with a GPU neither imports cupy nor creates a CUDA context for it
+    (about half a second on the H200 host), and a GPU run makes its context once."""
+    src, dst, weight = random_edges(11)
+    build(tmp_path, from_arrays(src, dst, weight))
+    asked = []
+    monkeypatch.setattr(config, "default_gpu_budget",
+                        lambda *args: asked.append(args) or config.DEFAULT_GPU_MEMORY_BYTES)
+    assert build(tmp_path, from_arrays(src, dst, weight)).reused
+    assert asked == []
+    build(tmp_path, from_arrays(src, dst, weight), duplicates="keep")
+    assert len(asked) == 1
+
+
 def test_fixed_replication_is_part_of_the_key_and_manifest(tmp_path):
     from garaphpy.errors import ConfigError
     from garaphpy.storage.builder import store_key
