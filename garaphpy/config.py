@@ -275,6 +275,11 @@ READS_IN_FLIGHT_PER_DIRECTORY = 2
 #: PageRank from one disk, 16 threads read 1.0 GB/s, 13 threads 1.6 GB/s.
 STREAMING_CORES_PER_DIRECTORY = READS_IN_FLIGHT_PER_DIRECTORY + 1
 
+#: Threads that read pages from the store into pinned buffers (one each) while
+#: a GPU run copies its resident pages to the device at set-up: the reads and
+#: their checksums are most of that set-up (kron22, 0.77 GB: 0.43 s on one).
+DEVICE_UPLOAD_READERS = 4
+
 #: A run's page readers read at most this many pages ahead (and at most
 #: PAGE_READAHEAD_BYTES): small pages need no 256 MiB of buffers.
 PAGE_READAHEAD_PAGES = 8

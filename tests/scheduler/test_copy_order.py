@@ -261,3 +261,49 @@ def test_a_page_unpacked_where_a_dropped_queued_copy_lands_waits_for_it(seed):
     model.run(every, until_empty=every)
     assert model.checked_reads == 2      # the unpack's read of the packed image, and the pull
     assert not pages.prefetched
+
+
+@pytest.mark.parametrize("readers", [1, 3])
+def test_pages_reach_the_device_whole_in_order_from_reader_threads(tmp_path, monkeypatch,
+                                                                   readers):
+    """Set-up copies of resident pages: each read on a reader thread into a
+    pinned buffer of its own, handed over in page order, its buffer read into
+    again only after the copies queued from it are done; a damaged block is
+    still found."""
+    import garaphpy
+    from garaphpy import config
+    from garaphpy.errors import StoreCorruptError
+
+    graph = garaphpy.Graph.load("rmat:10", store=tmp_path / "store", progress=False,
+                                max_shard_edges=256, max_page_bytes=4096)
+    store = graph.store
+    assert len(store.pages) > 2 * readers
+    monkeypatch.setattr(config, "DEVICE_UPLOAD_READERS", readers)
+    synchronized = []
+    fake_cupy = SimpleNamespace(cuda=SimpleNamespace(get_current_stream=lambda: SimpleNamespace(
+        synchronize=lambda: synchronized.append(len(placed)))))
+    pages = SimpleNamespace(store=store, pages=store.pages, cupy=fake_cupy,
+                            pinned_array=lambda count, dtype: np.full(count, 255, dtype))
+    placed, buffers = [], set()
+
+    def place(k, image):
+        assert len(synchronized) == len(placed)     # the last buffer's copies are done
+        buffers.add(image.base.ctypes.data if image.base is not None else image.ctypes.data)
+        placed.append((k, image.copy()))
+
+    wanted = list(range(1, len(store.pages), 2))
+    PageStore._copy_pages_to_device(pages, wanted, place)
+    assert [k for k, _ in placed] == wanted
+    for k, image in placed:
+        np.testing.assert_array_equal(image, store.read_page(k).image)
+    assert len(buffers) <= readers
+
+    block = store.blocks[store.pages[wanted[-1]].first_block]
+    with open(store.path / "blocks.dat", "r+b") as data:
+        data.seek(int(block["offset"]))
+        byte = data.read(1)
+        data.seek(int(block["offset"]))
+        data.write(bytes([byte[0] ^ 0xFF]))
+    placed.clear(), synchronized.clear()
+    with pytest.raises(StoreCorruptError, match="checksum"):
+        PageStore._copy_pages_to_device(pages, wanted, place)

@@ -325,10 +325,9 @@ class PageStore:
         idxoff = cupy.zeros(padded, np.uint16)
         weights = cupy.zeros(padded, weight_dtype) if weight_dtype is not None else \
             self.empty_weights
-        largest = max((p.nbytes for p in self.pages), default=0)
-        staging = self.pinned_array(largest, np.uint8) if largest else None
-        for info in self.pages:
-            image = store.read_page(info.index, out=staging).image
+
+        def place(k: int, image: np.ndarray) -> None:
+            info = self.pages[k]
             begin, n = info.edge_begin, info.num_edges
             sources[begin:begin + n].set(image[:n * vertex_dtype.itemsize].view(vertex_dtype))
             idxoff[begin:begin + n].set(
@@ -338,8 +337,43 @@ class PageStore:
                 weights[begin:begin + n].set(image[info.weights_offset:
                                                    info.weights_offset + size * n]
                                              .view(weight_dtype))
-            cupy.cuda.get_current_stream().synchronize()  # before staging is reused
+
+        self._copy_pages_to_device(range(len(self.pages)), place)
         return sources, idxoff, weights
+
+    def _copy_pages_to_device(self, pages, place) -> None:
+        """Read ``pages`` from the store (their blocks' checksums checked) on
+        up to ``config.DEVICE_UPLOAD_READERS`` threads, each into a pinned
+        buffer of its own, and hand each image to ``place(page, image)`` on
+        this thread, in order; a buffer is read into again once the copies
+        ``place`` queued from it are done.  The reads and the CRC-32 run
+        without the interpreter's lock, so the threads share the cores; one
+        thread read kron22's 0.77 GB of resident pages in 0.43 s."""
+        import concurrent.futures
+
+        pages = list(pages)
+        if not pages:
+            return
+        store, cupy = self.store, self.cupy
+        readers = max(1, min(config.DEVICE_UPLOAD_READERS, len(pages), config.usable_cores()))
+        largest = max(self.pages[k].nbytes for k in pages)
+        buffers = [self.pinned_array(largest, np.uint8) for _ in range(readers)]
+
+        def read(k: int, buffer: np.ndarray) -> tuple:
+            return buffer, store.read_page(self.pages[k].index, out=buffer).image
+
+        waiting = iter(pages)
+        with concurrent.futures.ThreadPoolExecutor(readers, "garaphpy-upload") as pool:
+            reads = collections.deque((k, pool.submit(read, k, buffer))    # buffers first:
+                                      for buffer, k in zip(buffers, waiting))  # no page skipped
+            while reads:
+                k, future = reads.popleft()
+                buffer, image = future.result()
+                place(k, image)
+                cupy.cuda.get_current_stream().synchronize()    # before the buffer is reused
+                following = next(waiting, None)
+                if following is not None:
+                    reads.append((following, pool.submit(read, following, buffer)))
 
     def _defer_selective_arrays(self, plan: PagePlan, packed_sizes, page_edges,
                                 transfer_forced: str, enabled: bool) -> PagePlan:
@@ -371,19 +405,18 @@ class PageStore:
     def _resident_page_images(self) -> dict:
         """The plan's resident pages copied to the device, each as its image
         (a streaming run keeps them between iterations: partial residency)."""
-        cupy, store = self.cupy, self.store
+        cupy = self.cupy
         kept = np.flatnonzero(self.plan.resident_pages).tolist()
         if not kept:
             return {}
-        staging = self.pinned_array(max(self.pages[k].nbytes for k in kept), np.uint8)
         images = {}
-        for k in kept:
-            info = self.pages[k]
+
+        def place(k: int, image: np.ndarray) -> None:
             wire = self.page_wire_bytes[k]
-            image = store.read_page(info.index, out=staging).image
             images[k] = cupy.empty(wire + PAGE_SLACK_BYTES, np.uint8)
             images[k][:wire].set(image[:wire])
-            cupy.cuda.get_current_stream().synchronize()    # before staging is reused
+
+        self._copy_pages_to_device(kept, place)
         return images
 
     def _packed_layouts(self) -> dict:
