@@ -276,8 +276,8 @@ def plan_gpu(program, translated, store, *, synchronous: bool, reads_weights: bo
     accum_size = np.dtype(translated.accum_dtype).itemsize
     selective_bytes = selective_device_bytes(store.num_vertices, accum_size, largest,
                                              len(store.pages)) if selective_transfers else 0
-    pages = _page_plan(store, memory, wire, n_streams, selective_bytes, reads_weights,
-                       packed_layouts, pull_packed=on("pull_packed"),
+    pages = _page_plan(store, memory, wire, n_streams, selective_bytes, packed_layouts,
+                       pull_packed=on("pull_packed"),
                        packing=on("packed_pages"), deferring=on("defer_selective_arrays"),
                        forced=forced)
     entries.update(pages.pop("entries"))
@@ -340,8 +340,8 @@ def plan_gpu(program, translated, store, *, synchronous: bool, reads_weights: bo
 
 
 def _page_plan(store, memory: VertexMemory, wire: list, n_streams: int, selective_bytes: int,
-               reads_weights: bool, packed_layouts: Callable[[], dict], *, pull_packed: bool,
-               packing: bool, deferring: bool, forced: str) -> dict:
+               packed_layouts: Callable[[], dict], *, pull_packed: bool, packing: bool,
+               deferring: bool, forced: str) -> dict:
     """The pages' plan (:func:`plan_pages`), packed where that pays
     (:func:`decisions.packed_pages`), the selective arrays deferred where their
     room holds pages (:func:`decisions.defer_selective_arrays`); with its entries."""
