@@ -37,7 +37,7 @@ from .program import ProgramError, VertexProgram, default_execution, run_toleran
 from .scheduler import checkpoint
 from .scheduler import decisions
 from .scheduler.policy import HybridPolicy
-from .scheduler.plan import RunPlan, check_turned_off, plan_cpu
+from .scheduler.plan import GPU_CHOICES, RunPlan, check_turned_off, plan_cpu
 from .scheduler.records import IterationRecord, Result
 
 if TYPE_CHECKING:
@@ -323,7 +323,8 @@ def execute(graph, program, options: RunOptions | None = None, *, turned_off=(),
     The internal entry of tests and benches that compare the two paths of a
     plan choice: ``turned_off`` names choices of
     :class:`~garaphpy.scheduler.plan.CpuPlan` (:data:`~garaphpy.scheduler.plan.CPU_CHOICES`)
-    made off, and the choices that depend on them are made as they would be
+    and of :class:`~garaphpy.scheduler.gpu.plan.GpuPlan`
+    (:data:`~garaphpy.scheduler.plan.GPU_CHOICES`) made off, and the choices that depend on them are made as they would be
     without them.  Not a user setting: a user's run turns nothing off.
     """
     options = options if options is not None else RunOptions(**keywords)
@@ -360,7 +361,7 @@ def _execute(graph, program, options: RunOptions, turned_off, clock: CompileCloc
                                                    len(graph.store.storage_dirs))
             numba.set_num_threads(run_.threads)
         plan, cpu_parts = _plan(run_, pages, options.policy, turned_off)
-        engine = _build(plan, run_, pages, cpu_parts, options)
+        engine, plan = _build(plan, run_, pages, cpu_parts, options)
         compiling.check()
         if checkpoints is not None:
             checkpoints.attach(engine)      # restores the resumed state, if any
@@ -549,9 +550,11 @@ def _plan(run_: _ValidatedRun, pages, policy, turned_off) -> tuple[RunPlan, tupl
     return plan, cpu_parts
 
 
-def _build(plan: RunPlan, run_: _ValidatedRun, pages, cpu_parts, options: RunOptions):
+def _build(plan: RunPlan, run_: _ValidatedRun, pages, cpu_parts,
+           options: RunOptions) -> tuple:
     """The engines of ``plan`` behind one :class:`~garaphpy.scheduler.driver.Driver`:
-    the CPU alone, the GPU alone, or both."""
+    the CPU alone, the GPU alone, or both; and ``plan`` with the GPU's choices,
+    made at its engine's set-up (:attr:`RunPlan.gpu`)."""
     from .scheduler.driver import Driver
 
     program = run_.program
@@ -563,7 +566,9 @@ def _build(plan: RunPlan, run_: _ValidatedRun, pages, cpu_parts, options: RunOpt
     if plan.mode != "cpu":
         gpu_engine = _build_gpu_engine(plan, run_, pages, options, initially_active)
     policy = options.policy
-    return Driver(cpu_engine, gpu_engine, policy if plan.mode == "hybrid" else None)
+    if gpu_engine is not None:
+        plan = plan.with_gpu(gpu_engine.gpu_plan)
+    return Driver(cpu_engine, gpu_engine, policy if plan.mode == "hybrid" else None), plan
 
 
 def build_cpu_engine(plan: RunPlan, program: VertexProgram, compiled, arrays,
@@ -594,14 +599,17 @@ def build_cpu_engine(plan: RunPlan, program: VertexProgram, compiled, arrays,
 
 def _build_gpu_engine(plan: RunPlan, run_: _ValidatedRun, pages, options: RunOptions,
                       initially_active: np.ndarray):
-    """The GPU engine of ``plan`` (it makes its own choices at set-up), its
-    frontier ``initially_active``; a user's declarations probed first."""
+    """The GPU engine of ``plan`` (its choices made at set-up, into its
+    ``gpu_plan``: :func:`~garaphpy.scheduler.gpu.plan.plan_gpu`, with the
+    plan's choices turned off), its frontier ``initially_active``; a user's
+    declarations probed first."""
     from .scheduler.gpu_engine import GpuEngine
 
     graph, program, mode = run_.graph, run_.program, plan.mode
     gpu_engine = GpuEngine(graph, program, run_.sources, plan.synchronous,
                            gpu_memory=options.gpu_memory, n_streams=options.n_streams,
-                           page_source=pages)
+                           page_source=pages,
+                           turned_off=plan.turned_off & frozenset(GPU_CHOICES))
     gpu_engine.set_frontier(initially_active)
     if decisions.shortcut_labels(program.shortcut_labels, mode, config.GPU_SHORTCUT_LABELS,
                                  processor="gpu"):

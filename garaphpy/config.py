@@ -184,7 +184,7 @@ GPU_PACKED_PULL_EDGES_PER_SECOND = 25e9
 GPU_TRANSFER_SMOOTHING = 0.5
 
 #: Fraction of the free GPU memory a build or a run may use when no budget is
-#: given (:func:`default_gpu_budget`).
+#: given (:func:`gpu_budget`).
 GPU_MEMORY_FRACTION = 0.8
 
 #: Weight of a new measurement in the dispatcher's running estimates of the
@@ -483,17 +483,27 @@ def default_host_budget() -> int:
     return int(available_host_memory() * HOST_MEMORY_FRACTION)
 
 
-def default_gpu_budget(held_bytes: int = 0) -> int:
-    """The GPU memory a build or a run may use when no budget is given, in
-    bytes: :data:`GPU_MEMORY_FRACTION` of the device's free memory and of
-    ``held_bytes``, what the caller holds on the device already (a run's
-    vertex data, made before its budget is resolved).
+def gpu_budget(asked: int | None, held_bytes: int = 0, *,
+               without_device: int | None = None) -> int:
+    """The GPU memory a build or a run may use, in bytes: ``asked`` (the
+    ``gpu_memory`` option) when given, else :data:`GPU_MEMORY_FRACTION` of the
+    device's free memory and of ``held_bytes``, what the caller holds on the
+    device already (a run's vertex data, made before its budget is resolved).
+    The one rule of the build (which sizes pages for it) and the run.
 
-    Raises whatever cupy raises without a device (a caller with a fallback
-    catches it)."""
-    import cupy
+    Without a device (cupy missing, or none visible), ``without_device`` when
+    given (a build's :data:`DEFAULT_GPU_MEMORY_BYTES`), else what cupy raises.
+    """
+    if asked is not None:
+        return int(asked)
+    try:
+        import cupy
 
-    free = cupy.cuda.runtime.memGetInfo()[0]
+        free = cupy.cuda.runtime.memGetInfo()[0]
+    except Exception:
+        if without_device is None:
+            raise
+        return int(without_device)
     return int(GPU_MEMORY_FRACTION * (free + held_bytes))
 
 

@@ -221,7 +221,10 @@ def gpu_engine_options(monkeypatch, **options):
     """The GPU engines that the runs after this call build take ``options``
     (keyword arguments of :class:`~garaphpy.scheduler.gpu.engine.GpuEngine`
     that a run does not expose: its study switches, e.g. ``device_loop=False``);
-    undone with ``monkeypatch``.  Calls nest: the innermost's options win."""
+    undone with ``monkeypatch``.  Calls nest: the innermost's options win.  A
+    switch off is the run plan's choice turned off (``turned_off`` of
+    :func:`run_engine`, :data:`garaphpy.scheduler.gpu.plan.ENGINE_SWITCHES`),
+    which a new test names instead."""
     from garaphpy.scheduler import gpu_engine
 
     class ConfiguredGpuEngine(gpu_engine.GpuEngine):
@@ -277,11 +280,11 @@ def run_engine_like_gpu(graph, program, sources=(), **options):
     if options.get("mode") in ("cpu", "gpu") and options.get("execution") is None \
             and instance.sum in ("min", "max") and default_execution(instance) == "async":
         options["execution"] = "sync"
+    turned_off = {"shortcut_labels", *options.pop("turned_off", ())}
     shortcuts = config.GPU_SHORTCUT_LABELS
     config.GPU_SHORTCUT_LABELS = False
     try:
-        return run_engine_quietly(graph, program, sources, turned_off={"shortcut_labels"},
-                                  **options)
+        return run_engine_quietly(graph, program, sources, turned_off=turned_off, **options)
     finally:
         config.GPU_SHORTCUT_LABELS = shortcuts
 

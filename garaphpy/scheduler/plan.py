@@ -12,9 +12,11 @@ the early exits, label shortcuts, buckets of values and fused pulls the
 CPU engine adds to it, after Beamer, Afforest, delta-stepping and GAPBS):
 each field a choice, each with the
 entry (inputs and ``"choice"``) that :mod:`decisions` made it by in
-:attr:`CpuPlan.entries`.  The GPU engine makes its own choices at set-up
-(:class:`~garaphpy.scheduler.gpu_engine.GpuEngine`); :attr:`RunPlan.gpu` is
-the slot they join.
+:attr:`CpuPlan.entries`.  The GPU's part is
+:class:`~garaphpy.scheduler.gpu.plan.GpuPlan`, made by
+:func:`~garaphpy.scheduler.gpu.plan.plan_gpu` at the GPU engine's set-up
+(its pages' plan needs what the vertex data takes on the device), and
+joined to the run's plan as :attr:`RunPlan.gpu`.
 
 Tests and benches compare a choice's two paths by turning it off
 (``turned_off``, :func:`garaphpy.api.execute`): the choices that depend on it
@@ -37,6 +39,13 @@ CPU_CHOICES = ("early_exit", "settling_push", "settle_rounds", "whole_settling_p
                "shortcut_labels", "union_find_start", "floor_skip", "value_priority",
                "priority_push", "push_rounds", "sparse_batches", "source_precompute",
                "float32_contributions", "fused_pull")
+
+#: The choices of :class:`~garaphpy.scheduler.gpu.plan.GpuPlan` a test or bench may
+#: turn off (``turned_off``), by the names of their entries where they have one.
+GPU_CHOICES = ("gpu_precompute", "selective_transfers", "packed_pages", "pull_packed",
+               "defer_selective_arrays", "gpu_push", "gpu_value_priority", "device_loop",
+               "resident_selective", "prefetch_next_copies", "fused_launch",
+               "selective_when_pays", "calibrate_transfer_rates")
 
 
 @dataclass(frozen=True)
@@ -134,8 +143,9 @@ class RunPlan:
         The page source's kind: ``"in memory"`` or ``"from storage"``.
     cpu : CpuPlan or None
         The CPU engine's choices (None where the GPU runs alone).
-    gpu : object or None
-        The GPU engine's choices, where it runs (made by the engine at set-up).
+    gpu : GpuPlan or None
+        The GPU engine's choices, where it runs (made at the engine's set-up:
+        :func:`~garaphpy.scheduler.gpu.plan.plan_gpu`).
     turned_off : frozenset of str
         The choices a test or bench turned off (empty in a user's run).
     distributed : dict or None
@@ -197,12 +207,13 @@ class RunPlan:
 
 
 def check_turned_off(names) -> frozenset:
-    """``names`` as a frozenset of :data:`CPU_CHOICES`; another name raises ValueError."""
+    """``names`` as a frozenset of :data:`CPU_CHOICES` and :data:`GPU_CHOICES`;
+    another name raises ValueError."""
     names = frozenset(names)
-    unknown = sorted(names - set(CPU_CHOICES))
+    unknown = sorted(names - set(CPU_CHOICES) - set(GPU_CHOICES))
     if unknown:
         raise ValueError(f"turned_off: {unknown} are not plan choices; expected some of "
-                         f"{CPU_CHOICES}")
+                         f"{CPU_CHOICES + GPU_CHOICES}")
     return names
 
 

@@ -568,12 +568,10 @@ def _unique_ids_streaming(ingest: _Ingest) -> np.ndarray:
 # ------------------------------------------------------------------- writing --
 
 def _resolve_gpu_memory(options: BuildOptions) -> int:
-    if options.gpu_memory is not None:
-        return options.gpu_memory
-    try:  # pragma: no cover - depends on the machine
-        return config.default_gpu_budget()
-    except Exception:
-        return config.DEFAULT_GPU_MEMORY_BYTES
+    """The GPU budget pages are sized for: the run's rule (:func:`config.gpu_budget`),
+    with ``config.DEFAULT_GPU_MEMORY_BYTES`` where no GPU is visible."""
+    return config.gpu_budget(options.gpu_memory,
+                             without_device=config.DEFAULT_GPU_MEMORY_BYTES)
 
 
 def _change_stamp(identity: dict) -> dict:

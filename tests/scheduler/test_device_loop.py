@@ -21,7 +21,7 @@ import pytest
 import scipy.sparse.csgraph
 
 import garaphpy
-from garaphpy import config
+from garaphpy import api, config
 from garaphpy.programs import BUILTIN_PROGRAMS
 from garaphpy.scheduler import decisions, device_loop
 from garaphpy.storage.store import neighbour_in_degree
@@ -533,12 +533,12 @@ def test_the_gpu_shortcuts_labels_from_its_iteration_on(grid, rmat, monkeypatch)
     never shortcuts, a longer one shortcuts from its eighth on; each gives
     SciPy's components."""
     monkeypatch.setattr(config, "GPU_SHORTCUT_LABELS_AFTER", 8)
-    ref.gpu_engine_options(monkeypatch, device_loop=False)      # every iteration a pull
-    short = garaphpy.run(rmat, "cc", mode="gpu", execution="sync")
+    # every iteration a pull
+    short = api.execute(rmat, "cc", mode="gpu", execution="sync", turned_off={"device_loop"})
     np.testing.assert_array_equal(short.values, ref.components_scipy(rmat))
     assert short.num_iterations < 8
     assert not any("shortcut_labels" in r.decisions for r in short.iterations)
-    long = garaphpy.run(grid, "cc", mode="gpu", execution="sync")
+    long = api.execute(grid, "cc", mode="gpu", execution="sync", turned_off={"device_loop"})
     np.testing.assert_array_equal(long.values, ref.components_scipy(grid))
     shortcut = [r.iteration for r in long.iterations if "shortcut_labels" in r.decisions]
     assert shortcut == list(range(8, long.num_iterations))

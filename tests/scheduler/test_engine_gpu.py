@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import garaphpy
-from garaphpy import config
+from garaphpy import api, config
 from garaphpy.errors import ConfigError
 from garaphpy.programs import BUILTIN_PROGRAMS
 from garaphpy.scheduler.gpu_engine import GpuEngine, GpuMemoryError, plan_pages
@@ -131,12 +131,11 @@ def test_an_edges_per_thread_not_offered_is_refused():
 
 
 @pytest.mark.gpu
-def test_notify_pull_is_refused_where_the_gpu_cannot_loop(monkeypatch):
+def test_notify_pull_is_refused_where_the_gpu_cannot_loop():
     graph = garaphpy.Graph.from_arrays([0, 1], [1, 2])
-    ref.gpu_engine_options(monkeypatch, device_loop=False)
     with pytest.raises(ConfigError, match="device loop is off"):
-        garaphpy.run(graph, "bfs", mode="gpu", sources=[0], direction="notify-pull")
-    ref.gpu_engine_options(monkeypatch, device_loop=True)
+        api.execute(graph, "bfs", mode="gpu", sources=[0], direction="notify-pull",
+                    turned_off={"device_loop"})
     with pytest.raises(ConfigError, match="has aggregates"):
         garaphpy.run(graph, "pagerank", mode="gpu", direction="notify-pull")
 
@@ -189,6 +188,23 @@ def test_gpu_equals_cpu_on_rmat(rmat, name):
     assert_matches(name, gpu.values, cpu.values)
     assert gpu.iterations[0].gather_precomputed == (
         name in ("pagerank", "delta_pagerank") and gpu.execution == "sync")
+
+
+@pytest.mark.gpu
+def test_the_run_plan_holds_the_gpu_choices_its_records_share(rmat):
+    from garaphpy.scheduler.gpu.plan import GpuPlan
+
+    result = run_quietly(rmat, "pagerank", (), mode="gpu", execution="sync", max_iterations=5)
+    plan = result.plan.gpu
+    assert isinstance(plan, GpuPlan) and plan.resident and plan.precompute
+    for record in result.iterations:
+        assert record.decisions["gpu_precompute"] is plan.entry("gpu_precompute")
+        assert record.decisions["fused_launch"] is plan.fused_launch_entry(False)
+    off = run_quietly(rmat, "pagerank", (), mode="gpu", execution="sync", max_iterations=5,
+                      turned_off={"gpu_precompute"})
+    assert not off.plan.gpu.precompute and off.plan.gpu.turned_off == {"gpu_precompute"}
+    assert off.iterations[0].decisions["gpu_precompute"]["enabled"] is False
+    np.testing.assert_allclose(off.values, result.values, rtol=1e-6)
 
 
 @pytest.mark.gpu
@@ -296,11 +312,10 @@ def test_one_launch_over_resident_pages_equals_one_launch_per_page():
         sources = np.array([0], np.int64) if program.needs_sources else ()
         runs = {}
         for fuse in (True, False):
-            with pytest.MonkeyPatch.context() as patch:
-                ref.gpu_engine_options(patch, fuse_resident=fuse)
-                # every iteration a pull over every shard (no sparse pass in the device loop)
-                runs[fuse] = run_quietly(graph, program, sources, mode="gpu", max_iterations=30,
-                                         direction="pull")
+            # every iteration a pull over every shard (no sparse pass in the device loop)
+            runs[fuse] = run_quietly(graph, program, sources, mode="gpu", max_iterations=30,
+                                     direction="pull",
+                                     turned_off=() if fuse else {"fused_launch"})
         assert_matches(name, runs[True].values, runs[False].values)
         graph_run = graph.as_undirected() if program.needs_undirected else graph
         for fused, per_page in zip(runs[True].iterations, runs[False].iterations):

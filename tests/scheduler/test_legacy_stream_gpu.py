@@ -135,10 +135,10 @@ def test_a_run_set_up_behind_a_slow_legacy_stream_is_right(name, placement, requ
     graph = request.getfixturevalue(graph_fixture)
     program = gpu_program(name)
     sources = np.array([0, 7], np.int64) if program.needs_sources else ()
-    options = dict(mode=mode, max_iterations=1000)
+    options = dict(mode=mode, max_iterations=1000,
+                   turned_off=() if packed else {"packed_pages"})
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(config, "GPU_TRANSFER", transfer)
-        ref.gpu_engine_options(patch, packed_pages=packed)
         if budget is not None:
             fraction, buffers = budget
             options["gpu_memory"] = budget_for(graph, program, fraction, buffers=buffers,

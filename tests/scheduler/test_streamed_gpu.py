@@ -48,10 +48,11 @@ def disk_rmat(tmp_path_factory):
 def run_gpu(graph, program, sources, forced, packed: bool = False, **options):
     """A GPU run with the transfer choice ``forced``; pages packed or as stored
     (the transfer tests keep the stored pages: packed, all of them fit)."""
+    turned_off = {*options.pop("turned_off", ()), *(() if packed else ("packed_pages",))}
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(config, "GPU_TRANSFER", forced)
-        ref.gpu_engine_options(patch, packed_pages=packed)
-        return ref.run_engine_like_gpu(graph, program, sources, mode="gpu", **options)
+        return ref.run_engine_like_gpu(graph, program, sources, mode="gpu",
+                                       turned_off=turned_off, **options)
 
 
 def sources_for(program):

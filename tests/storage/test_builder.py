@@ -369,8 +369,8 @@ def test_reusing_a_store_leaves_the_gpu_alone(tmp_path, monkeypatch):
     src, dst, weight = random_edges(11)
     build(tmp_path, from_arrays(src, dst, weight))
     asked = []
-    monkeypatch.setattr(config, "default_gpu_budget",
-                        lambda *args: asked.append(args) or config.DEFAULT_GPU_MEMORY_BYTES)
+    monkeypatch.setattr(config, "gpu_budget", lambda *args, **kwargs: asked.append(args)
+                        or config.DEFAULT_GPU_MEMORY_BYTES)
     assert build(tmp_path, from_arrays(src, dst, weight)).reused
     assert asked == []
     build(tmp_path, from_arrays(src, dst, weight), duplicates="keep")

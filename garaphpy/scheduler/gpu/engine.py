@@ -52,8 +52,9 @@ from .. import decisions, device_loop
 from ..frontier import Frontier
 from ..records import IterationRecord, batch_records
 from .launches import Launches
-from .page_store import PageStore, interleave, pinned_array, stream_slots
-from .selective import SelectiveTransfers, selective_device_bytes
+from .page_store import PageStore, interleave, packed_layouts, pinned_array, stream_slots
+from .plan import ENGINE_SWITCHES, VertexMemory, plan_gpu
+from .selective import SelectiveTransfers
 from .vertex_state import DeviceVertexState
 
 #: The device memory pool's unit of allocation (CuPy rounds every block up to it).
@@ -83,7 +84,7 @@ class GpuEngine:
         Internal ids of the run's sources.
     synchronous : bool
     gpu_memory : int, optional
-        Budget in bytes (default: :func:`garaphpy.config.default_gpu_budget`
+        Budget in bytes (default: :func:`garaphpy.config.gpu_budget`
         of the vertex data made first).
     n_streams : int, optional
         Default: ``config.N_STREAMS``.
@@ -115,8 +116,15 @@ class GpuEngine:
     selective_when_pays, calibrate_transfer_rates : bool
         How the selective transfers decide
         (:class:`~garaphpy.scheduler.gpu.selective.SelectiveTransfers`).
+    turned_off : iterable of str
+        Choices of the run's GPU plan made off
+        (:data:`~garaphpy.scheduler.plan.GPU_CHOICES`).
 
-    Every switch is on by default; off is for study and tests.
+    Every switch is on by default; off is for study and tests, and the same
+    as naming its choice in ``turned_off``
+    (:data:`~garaphpy.scheduler.gpu.plan.ENGINE_SWITCHES`).  The engine makes
+    no run-constant choice itself: :func:`~garaphpy.scheduler.gpu.plan.plan_gpu`
+    makes them at set-up, into :attr:`gpu_plan`.
     """
 
     mode = "gpu"
@@ -129,7 +137,8 @@ class GpuEngine:
                  device_loop: bool = True, sparse_push: bool = True,
                  value_priority: bool = True, packed_pages: bool = True,
                  pull_packed: bool = True, defer_selective_arrays: bool = True,
-                 selective_when_pays: bool = True, calibrate_transfer_rates: bool = True):
+                 selective_when_pays: bool = True, calibrate_transfer_rates: bool = True,
+                 turned_off=frozenset()):
         from ...kernels.cuda_program import translate_program
         from ...storage.page_source import InMemoryPages
         from ..cpu_engine import vertex_attributes, weighted_in_degree
@@ -139,7 +148,7 @@ class GpuEngine:
         store = graph.store
         self.store = store
         self.pages = store.pages
-        self.num_vertices = n = store.num_vertices
+        self.num_vertices = store.num_vertices
         self.num_edges = store.num_edges
         self.synchronous = synchronous
         #: the engine copies no vertex range back itself (a hybrid run's GPU processor
@@ -155,10 +164,6 @@ class GpuEngine:
         self.gather_parameters = frozenset(type(program).functions["gather"].parameters)
         #: whether the kernels read edge values: a page crosses the bus without them if not
         self.reads_weights = bool(store.weighted and "weight" in self.gather_parameters)
-        self.precompute_decision = decisions.fixed(
-            decisions.precompute_source_gathers, direction="pull", synchronous=synchronous,
-            gather_parameters=self.gather_parameters, enabled=bool(precompute))
-        self.precompute = self.precompute_decision["choice"]
         if page_source is None:
             page_source = InMemoryPages(store)
         self.page_source = page_source
@@ -168,53 +173,55 @@ class GpuEngine:
         attributes = vertex_attributes(
             graph, source_vertices,
             weighted_in_degree(page_source, "gpu") if need_weighted else None)
-        self.state = DeviceVertexState(
-            cupy, self.kernels, self.device, store, self.program,
-            sum_name=type(program).sum, synchronous=synchronous, precompute=self.precompute,
-            attributes=attributes, uses=uses)
-        self.launches = Launches(cupy, self.kernels, self.device, store, self.state,
-                                 precompute=self.precompute, pull_packed=pull_packed)
-        # what these arrays hold in the memory pool (not the pool's use before and after:
-        # a collection of an earlier run's arrays in between would be counted off)
-        vertex_bytes = pooled_bytes(*self.launches.device_arrays(),
-                                    *self.state.device_arrays())
+
+        def vertex_memory(precompute: bool) -> VertexMemory:
+            """The vertex data made on the device for the precompute's choice, what it
+            takes there and the run's budget beside it (:func:`config.gpu_budget`)."""
+            self.state = DeviceVertexState(
+                cupy, self.kernels, self.device, store, self.program,
+                sum_name=type(program).sum, synchronous=synchronous, precompute=precompute,
+                attributes=attributes, uses=uses)
+            self.launches = Launches(cupy, self.kernels, self.device, store, self.state,
+                                     precompute=precompute)
+            # what these arrays hold in the memory pool (not the pool's use before and
+            # after: a collection of an earlier run's arrays in between would be counted off)
+            vertex_bytes = pooled_bytes(*self.launches.device_arrays(),
+                                        *self.state.device_arrays())
+            return VertexMemory(vertex_bytes, config.gpu_budget(gpu_memory, vertex_bytes))
+
+        switches = dict(precompute=precompute, fuse_resident=fuse_resident,
+                        device_loop=device_loop, sparse_push=sparse_push,
+                        value_priority=value_priority, packed_pages=packed_pages,
+                        pull_packed=pull_packed, defer_selective_arrays=defer_selective_arrays,
+                        selective_when_pays=selective_when_pays,
+                        calibrate_transfer_rates=calibrate_transfer_rates)
+        switched_off = {ENGINE_SWITCHES[name] for name, on in switches.items() if not on}
+        #: the run's GPU choices (:func:`~garaphpy.scheduler.gpu.plan.plan_gpu`)
+        self.gpu_plan = plan = plan_gpu(
+            program, self.program, store, synchronous=synchronous,
+            reads_weights=self.reads_weights,
+            n_streams=config.N_STREAMS if n_streams is None else int(n_streams),
+            vertex_memory=vertex_memory,
+            packed_layouts=lambda: packed_layouts(store, page_source, self.reads_weights),
+            host_copies=self.host_copies, turned_off=frozenset(turned_off) | switched_off)
+        self.precompute_decision = plan.entry("gpu_precompute")
+        self.precompute = plan.precompute
+        self.selective_entry = plan.entry("selective_transfers")
 
         # -- pages: resident or streamed --------------------------------------------
-        budget = int(gpu_memory) if gpu_memory is not None else \
-            config.default_gpu_budget(vertex_bytes)
-        n_streams = config.N_STREAMS if n_streams is None else int(n_streams)
-        # selective transfers of streamed pages: their arrays' device bytes
-        transfer_forced = config.GPU_TRANSFER
-        self.selective_entry = decisions.fixed(
-            decisions.selective_transfers, declared=bool(type(program).apply_keeps_best),
-            host_copies=self.host_copies, forced=transfer_forced)
-        wire_bytes = [p.nbytes if self.reads_weights else p.weights_offset for p in self.pages]
-        largest = max(wire_bytes, default=0)
-        selective_bytes = 0
-        if self.selective_entry["choice"]:
-            selective_bytes = selective_device_bytes(
-                n, np.dtype(self.program.accum_dtype).itemsize, largest, len(self.pages))
-        self.page_store = PageStore(
-            cupy, store, page_source, reads_weights=self.reads_weights,
-            vertex_bytes=vertex_bytes, budget=budget, n_streams=n_streams,
-            selective_bytes=selective_bytes, transfer_forced=transfer_forced,
-            empty_weights=self.state.empty_weights, packed_pages=packed_pages,
-            pull_packed=pull_packed, defer_selective_arrays=defer_selective_arrays)
-        self.launches.attach(self.page_store)
+        self.page_store = PageStore(cupy, store, page_source, plan,
+                                    reads_weights=self.reads_weights,
+                                    empty_weights=self.state.empty_weights)
+        self.launches.attach(self.page_store, plan.pull_packed)
         self.transfers = SelectiveTransfers(
             cupy, store, self.state, self.page_store, self.launches,
-            reads_weights=self.reads_weights, forced=transfer_forced,
-            selective_bytes=selective_bytes, when_pays=selective_when_pays,
-            calibrate=calibrate_transfer_rates)
+            reads_weights=self.reads_weights, forced=plan.transfer_forced,
+            selective_bytes=plan.selective_bytes, when_pays=plan.selective_when_pays,
+            calibrate=plan.calibrate_transfer_rates)
         self.transfers.selective = self.page_store.selective_room
-        self.fuse_resident = bool(fuse_resident)
-        #: the device loop's switches (for study: each True in every run)
-        self.loop_switches = {"device_loop": bool(device_loop), "sparse_push": bool(sparse_push),
-                              "value_priority": bool(value_priority)}
         #: called with (iteration, pages launched) after each page of an asynchronous
         #: iteration (checkpoints after pages, set by the checkpointer)
         self.page_done = None
-        self._fused_decisions = {}      # checkpoints after pages or not -> the entry
         self._loop = None               # the device loop of sparse iterations, made on first use
         self._loop_entry = None
         self._called_off = False        # the loop's last batch ended on an iteration called off
@@ -222,7 +229,7 @@ class GpuEngine:
         self.resident_selective_entry = None
         #: (order, slots) of the iteration whose next copies :meth:`iterate` queues
         self._next_copies = None
-        self._decide_sparse_iterations(program, selective_bytes, largest)
+        self._set_up_sparse_iterations()
 
         # -- initial values -----------------------------------------------------------
         # the arrays above were filled on the legacy stream, which ours do not wait for
@@ -230,44 +237,26 @@ class GpuEngine:
         self.state.initialize()
         cupy.cuda.Device().synchronize()
 
-    def _decide_sparse_iterations(self, program: VertexProgram, selective_bytes: int,
-                                  largest_page: int) -> None:
-        """How this run's sparse iterations go: pushed or pulled in the device
-        loop, in order of value or not (its arrays made now, a set-up cost,
-        when the run may use them), pages chosen per page, copies queued
-        ahead."""
-        plan = self.page_store.plan
-        self.push_entry = decisions.fixed(
-            decisions.gpu_push, declared=bool(type(program).apply_keeps_best),
-            enabled=self.loop_switches["sparse_push"])
-        self._larger_first = type(program).sum == "max"
-        self.priority_entry = decisions.fixed(
-            decisions.gpu_value_priority, declared=bool(type(program).value_priority),
-            synchronous=self.synchronous, push=self.push_entry["choice"],
-            larger_first=self._larger_first,
-            width_configured=config.GPU_BUCKET_WIDTH is not None,
-            enabled=self.loop_switches["value_priority"])
-        loop_entry = self._device_loop_entry(checkpoints_after_pages=False)
-        if loop_entry["choice"]:
+    def _set_up_sparse_iterations(self) -> None:
+        """What this run's sparse iterations need, as the plan chose: the device
+        loop's arrays (a set-up cost, when the run may use them), the
+        selective transfers' arrays, pages chosen per page."""
+        plan = self.gpu_plan
+        self.push_entry = plan.entry("gpu_push")
+        self._larger_first = plan.larger_first
+        self.priority_entry = plan.entry("gpu_value_priority")
+        if plan.device_loop:
             self._loop = self._make_loop()
             self._sparse_inputs(0, "auto")      # the rule's graph statistic, once per store
-        self._loop_entry = None     # decided again at the first batch, with the checkpoints
         transfers = self.transfers
-        if plan.resident and self.selective_entry["choice"]:
-            # every page fits, the device loop's arrays do not: sparse iterations choose
-            # per page all the same (skip, pull, or push from pinned host memory)
-            self.resident_selective_entry = decisions.fixed(
-                decisions.resident_selective, loop_bytes=loop_entry["extra_bytes"],
-                selective_bytes=selective_bytes, free_bytes=loop_entry["free_bytes"])
-            transfers.selective = self.resident_selective_entry["choice"]
+        if plan.entry("resident_selective") is not None:
+            self.resident_selective_entry = plan.entry("resident_selective")
+            transfers.selective = plan.selective
         if transfers.selective:
             # the out-edge CSR copied into pinned host memory, if the host has room for it
-            transfers.setup(decisions.fixed(
-                decisions.selective_pushes, pinned_fits=transfers.pinned_out_edges_fit(),
-                pushes_values=self.reads_weights), largest_page)
-        self.prefetch_entry = decisions.fixed(
-            decisions.prefetch_next_copies, resident=plan.resident,
-            selective=transfers.selective)
+            transfers.setup(plan.selective_pushes_entry(transfers.pinned_out_edges_fit()),
+                            plan.largest_wire_bytes)
+        self.prefetch_entry = plan.entry("prefetch_next_copies")
 
     # -- the engine interface of the iteration driver --------------------------------------
     def set_frontier(self, frontier) -> None:
@@ -308,20 +297,13 @@ class GpuEngine:
 
     def _device_loop_entry(self, checkpoints_after_pages: bool | None = None) -> dict:
         """Whether this run may loop sparse iterations on the device
-        (:func:`~garaphpy.scheduler.decisions.device_loop`, decided once, on the
-        first batch: checkpoints after pages are set up after the engine)."""
+        (:func:`~garaphpy.scheduler.decisions.device_loop`): the plan's entry for
+        the run's checkpoints, taken once, on the first batch (checkpoints after
+        pages are set up after the engine)."""
         if checkpoints_after_pages is None:
             checkpoints_after_pages = self.page_done is not None
         if self._loop_entry is None:
-            self._loop_entry = decisions.fixed(
-                decisions.device_loop, enabled=self.loop_switches["device_loop"],
-                resident=self.page_store.plan.resident,
-                aggregates=bool(self.program.aggregate_monoids),
-                host_copies=self.host_copies, checkpoints_after_pages=checkpoints_after_pages,
-                extra_bytes=device_loop.extra_bytes(
-                    self.num_vertices, self.num_edges, self.store.vertex_dtype.itemsize,
-                    *self._push_bytes(), priority=self.priority_entry["choice"]),
-                free_bytes=self.page_store.free_bytes)
+            self._loop_entry = self.gpu_plan.device_loop_entry(checkpoints_after_pages)
         return self._loop_entry
 
     def _make_loop(self) -> device_loop.DeviceLoop:
@@ -509,14 +491,7 @@ class GpuEngine:
     def _fused(self, record: IterationRecord) -> bool:
         """Whether an iteration the GPU runs alone is one launch over every shard
         (:func:`~garaphpy.scheduler.decisions.fuse_gpu_launch`, recorded)."""
-        after_pages = self.page_done is not None
-        entry = self._fused_decisions.get(after_pages)
-        if entry is None:
-            entry = self._fused_decisions[after_pages] = decisions.fixed(
-                decisions.fuse_gpu_launch, resident=self.page_store.plan.resident,
-                fuse_enabled=self.fuse_resident, host_copies=self.host_copies,
-                synchronous=self.synchronous, checkpoints_after_pages=after_pages,
-                num_pages=len(self.pages))
+        entry = self.gpu_plan.fused_launch_entry(self.page_done is not None)
         record.decisions["fused_launch"] = entry
         return entry["choice"]
 

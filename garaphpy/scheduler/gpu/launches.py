@@ -37,15 +37,11 @@ class Launches:
         The vertex data the kernels read and write.
     precompute : bool
         Contributions computed once per vertex before the pulls.
-    pull_packed : bool
-        Pull packed pages where they lie (False: unpack each into a stream's
-        buffer first).
 
     The page store is attached once the plan is made (:meth:`attach`).
     """
 
-    def __init__(self, cupy, kernels, device, store, state, *, precompute: bool,
-                 pull_packed: bool = True):
+    def __init__(self, cupy, kernels, device, store, state, *, precompute: bool):
         self.cupy, self.kernels, self.device, self.store = cupy, kernels, device, store
         self.state = state
         self.pages = store.pages
@@ -53,8 +49,8 @@ class Launches:
         self.synchronous = state.synchronous
         self.precompute = precompute
         self.pull_kernel = kernels.pull[precompute]
-        #: packed pages pulled where they lie (else unpacked first)
-        self.pull_packed = bool(pull_packed)
+        #: packed pages pulled where they lie (else unpacked first; the plan's, at attach)
+        self.pull_packed = True
         self._shard_table(state.split_slot_of_shard)
         #: (user ids on the device, consecutive) when the labels are shortcut
         self.shortcut = None
@@ -109,11 +105,14 @@ class Launches:
                 *self._edge_ranges["page"], *self._edge_ranges["global"],
                 self.shard_split_slot, self.shard_scratch, self.scratch)
 
-    def attach(self, page_store) -> None:
+    def attach(self, page_store, pull_packed: bool) -> None:
         """The page store of the plan: the shards' edge ranges it indexes, and
-        the events of its streams and pages."""
+        the events of its streams and pages; ``pull_packed``: the plan's, pull
+        packed pages where they lie (False: unpack each into a stream's buffer
+        first)."""
         cupy = self.cupy
         self.page_store = page_store
+        self.pull_packed = bool(pull_packed)
         self.shard_edge_begin, self.shard_edge_end = \
             self._edge_ranges["global" if page_store.plan.resident else "page"]
         self._edge_ranges = None

@@ -1,6 +1,7 @@
 """The GPU's pages: the plan, the images kept on the device, the stream buffers (Garaph section 5.2).
 
-The plan (:class:`PagePlan`, made once by :func:`plan_pages`) says whether
+The plan (:class:`PagePlan`, made once by :func:`plan_pages` as the run's GPU
+plan sizes it, :func:`~garaphpy.scheduler.gpu.plan.plan_gpu`) says whether
 every page stays on the device (resident) or pages stream through ``n_streams``
 device buffers, and which pages the budget keeps on the device beside the
 buffers, as they are or packed (:mod:`garaphpy.kernels.packed`).
@@ -15,7 +16,6 @@ transfers' arrays are made (:meth:`PageStore.release`).
 from __future__ import annotations
 
 import collections
-import dataclasses
 import weakref
 from dataclasses import dataclass
 
@@ -163,38 +163,18 @@ class PageStore:
     store : garaphpy.storage.Store
     page_source : garaphpy.storage.page_source.PageSource
         Where the streamed pages not packed come from.
+    plan : garaphpy.scheduler.gpu.plan.GpuPlan
+        The run's GPU choices: the pages' plan, the packed layouts, the
+        stream buffers, the pages kept until the selective arrays are made.
     reads_weights : bool
         The program reads edge values: a page crosses the bus without them if not.
-    vertex_bytes : int
-        Device bytes of the vertex data (the resident arrays' padding is added).
-    budget : int
-        Device bytes the run may use.
-    n_streams : int
-    selective_bytes : int
-        Device bytes of the selective transfers' arrays, when the run may use
-        them (0 otherwise).
-    transfer_forced : str
-        ``config.GPU_TRANSFER`` as read by the engine.
     empty_weights : cupy.ndarray
         The one-element edge values a kernel reads when the page has none.
-    packed_pages : bool
-        Pages may be packed (:func:`decisions.packed_pages`; False: as stored).
-    pull_packed : bool
-        Packed pages are pulled where they lie (a stream then needs no buffer
-        for an unpacked page when every page is packed).
-    defer_selective_arrays : bool
-        The selective arrays' room may keep pages until a sparse iteration
-        (:func:`decisions.defer_selective_arrays`).
     """
 
     pinned_array = staticmethod(pinned_array)
 
-    def __init__(self, cupy, store, page_source, *, reads_weights: bool, vertex_bytes: int,
-                 budget: int, n_streams: int, selective_bytes: int, transfer_forced: str,
-                 empty_weights, packed_pages: bool = True, pull_packed: bool = True,
-                 defer_selective_arrays: bool = True):
-        from .. import decisions
-
+    def __init__(self, cupy, store, page_source, plan, *, reads_weights: bool, empty_weights):
         self.cupy, self.store, self.page_source = cupy, store, page_source
         self.pages = pages = store.pages
         self.num_vertices, self.num_edges = store.num_vertices, store.num_edges
@@ -202,48 +182,16 @@ class PageStore:
         self.empty_weights = empty_weights
         # a page on the wire: its sources and IdxOff, and its values where they are read
         self.page_wire_bytes = [p.nbytes if reads_weights else p.weights_offset for p in pages]
-        # the resident arrays' padding: one run of the pull kernel past the last edge
-        run_padding = RESIDENT_PADDING_EDGES * (
-            store.vertex_dtype.itemsize + 2 + (store.weight_dtype.itemsize if store.weighted
-                                               else 0))
-        page_edges = [p.num_edges for p in pages]
-        plan_arguments = dict(page_edges=page_edges, selective_bytes=selective_bytes,
-                              order=config.GPU_RESIDENT_ORDER)
-        wire_sizes = [size + PAGE_SLACK_BYTES for size in self.page_wire_bytes]
-        plan = plan_pages(wire_sizes, vertex_bytes + run_padding, budget, n_streams,
-                          **plan_arguments)
         #: per page, its packed layout when it is packed (:mod:`garaphpy.kernels.packed`)
-        self.packed_layouts = {}
-        self.packed_entry = None
-        self.raw_buffers = True
-        packed_sizes = None
-        if not plan.resident:
-            self.packed_layouts = self._packed_layouts()
-            packed_sizes = [self.packed_layouts[k].nbytes + PAGE_SLACK_BYTES
-                            if k in self.packed_layouts else wire_sizes[k]
-                            for k in range(len(pages))]
-            self.packed_entry = decisions.fixed(
-                decisions.packed_pages, enabled=bool(packed_pages),
-                wire_bytes=int(sum(wire_sizes)), packed_bytes=int(sum(packed_sizes)))
-            if self.packed_entry["choice"]:
-                # a stream's buffer for an unpacked page: only to unpack into, or for a
-                # page that streams as stored (one the host does not hold)
-                self.raw_buffers = not (pull_packed
-                                        and len(self.packed_layouts) == len(pages))
-                plan = plan_pages(wire_sizes, vertex_bytes + run_padding, budget,
-                                  n_streams, packed_sizes=packed_sizes,
-                                  raw_buffers=self.raw_buffers, **plan_arguments)
-            else:
-                self.packed_layouts = {}
+        self.packed_layouts = dict(plan.packed_layouts)
+        self.packed_entry = plan.entry("packed_pages")
+        self.raw_buffers = plan.raw_buffers
         #: whether pages stream and the selective transfers' arrays have room
-        self.selective_room = bool(not plan.resident and plan.selective_bytes)
+        self.selective_room = plan.selective_room
         #: the kept pages released when the selective arrays are made (deferred), else None
-        self.release_pages = None
-        self.deferral_entry = None
-        if self.selective_room and plan.packed_pages is not None:
-            plan = self._defer_selective_arrays(plan, packed_sizes, page_edges,
-                                                transfer_forced, defer_selective_arrays)
-        self.plan = plan
+        self.release_pages = None if plan.release_pages is None else plan.release_pages.copy()
+        self.deferral_entry = plan.entry("defer_selective_arrays")
+        self.plan = plan.pages
         #: device bytes of the kept pages released since set-up
         self.released_bytes = 0
         self._setup_images()
@@ -375,33 +323,6 @@ class PageStore:
                 if following is not None:
                     reads.append((following, pool.submit(read, following, buffer)))
 
-    def _defer_selective_arrays(self, plan: PagePlan, packed_sizes, page_edges,
-                                transfer_forced: str, enabled: bool) -> PagePlan:
-        """Keep the pages the selective arrays' room holds, packed, until a
-        sparse iteration makes the arrays (:meth:`release`;
-        :func:`decisions.defer_selective_arrays`,
-        :func:`transfer.pages_kept_until_sparse`); returns the plan made with
-        the arrays' room (``plan`` itself when they are not deferred)."""
-        from .. import decisions
-
-        kept = plan.resident_pages | plan.packed_pages
-        room = plan.budget - plan.vertex_bytes - plan.page_bytes
-        extra = transfer.pages_kept_until_sparse(kept, packed_sizes, page_edges, room,
-                                                 config.GPU_RESIDENT_ORDER)
-        extra_bytes = int(np.asarray(packed_sizes, np.int64)[extra].sum())
-        self.deferral_entry = decisions.fixed(
-            decisions.defer_selective_arrays, forced=transfer_forced,
-            packed_streams=bool(self.packed_entry["choice"] and not self.raw_buffers),
-            displaced_bytes=extra_bytes, enabled=bool(enabled))
-        if not self.deferral_entry["choice"]:
-            return plan
-        self.deferral_entry["kept_until_sparse"] = int(extra.sum())
-        self.release_pages = extra
-        # the arrays' room holds pages until the arrays are made
-        return dataclasses.replace(plan, packed_pages=plan.packed_pages | extra,
-                                   page_bytes=plan.page_bytes + extra_bytes,
-                                   selective_bytes=0)
-
     def _resident_page_images(self) -> dict:
         """The plan's resident pages copied to the device, each as its image
         (a streaming run keeps them between iterations: partial residency)."""
@@ -418,26 +339,6 @@ class PageStore:
 
         self._copy_pages_to_device(kept, place)
         return images
-
-    def _packed_layouts(self) -> dict:
-        """Per page the plan may pack (one the page source holds in host memory:
-        packing it once costs a read), its packed layout."""
-        from ...kernels import packed
-
-        store = self.store
-        width = packed.source_width(self.num_vertices, store.vertex_dtype)
-        codes = page_weight_codes(store) if self.reads_weights else None
-        weight_size = store.weight_dtype.itemsize if self.reads_weights else 0
-        vertices = store.shards["num_vertices"].astype(np.int64)
-        layouts = {}
-        for info in self.pages:
-            if not self.page_source.is_cached(info.index):
-                continue
-            columns = int(vertices[info.first_shard:info.first_shard + info.num_shards].sum())
-            layouts[info.index] = packed.packed_layout(
-                info.num_edges, columns, width,
-                packed.WEIGHT_NONE if codes is None else int(codes[info.index]), weight_size)
-        return layouts
 
     def _pack_pages(self) -> None:
         """The packed pages: those the plan keeps packed, on the device; those
@@ -651,6 +552,27 @@ class PageStore:
                 "resident"
                 + (f", {len(self.packed_images)} kept packed, {len(self.packed_host)} streamed "
                    "packed" if self.packed_layouts else ""))
+
+
+def packed_layouts(store, page_source, reads_weights: bool) -> dict:
+    """Per page a run may pack (one ``page_source`` holds in host memory:
+    packing it once costs a read), its packed layout
+    (:func:`garaphpy.kernels.packed.packed_layout`)."""
+    from ...kernels import packed
+
+    width = packed.source_width(store.num_vertices, store.vertex_dtype)
+    codes = page_weight_codes(store) if reads_weights else None
+    weight_size = store.weight_dtype.itemsize if reads_weights else 0
+    vertices = store.shards["num_vertices"].astype(np.int64)
+    layouts = {}
+    for info in store.pages:
+        if not page_source.is_cached(info.index):
+            continue
+        columns = int(vertices[info.first_shard:info.first_shard + info.num_shards].sum())
+        layouts[info.index] = packed.packed_layout(
+            info.num_edges, columns, width,
+            packed.WEIGHT_NONE if codes is None else int(codes[info.index]), weight_size)
+    return layouts
 
 
 #: store -> each page's values' code in a packed page, found once per store
