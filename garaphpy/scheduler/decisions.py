@@ -963,7 +963,7 @@ def expected_iterations(num_vertices: int | None, num_edges: int, in_degree_skew
     return max(total - done, float(done), 1.0)
 
 
-def frontier_switch_point(cpu_seconds, gpu_seconds, steps: int = 40) -> float | None:
+def frontier_switch_point(cpu_seconds, gpu_seconds, steps: int = 24) -> float | None:
     """The frontier share f in (0, 1] at which the cheaper processor of an
     iteration changes (``cpu_seconds(f)`` and ``gpu_seconds(f)``: an
     iteration's estimated cost on each), by bisection over log f from

@@ -33,6 +33,7 @@ from typing import Callable
 
 from .. import config
 from . import decisions
+from .frontier import Frontier
 from .policy import HybridPolicy, Observation
 from .processors import CpuProcessor
 from .records import IterationRecord
@@ -110,7 +111,8 @@ class RunChoice:
 
     def estimate(self, iteration: int, active_fraction: float, rho: float, steps_left: int,
                  cpu_sync_seconds: float = 0.0, gpu_sync_seconds: float = 0.0,
-                 gpu_loop: bool = False, join_seconds: float = 0.0) -> dict:
+                 gpu_loop: bool = False, join_seconds: float = 0.0,
+                 gpu_dense: bool = False) -> dict:
         """The estimated time to finish the run each way from ``iteration``, and
         the choice (:func:`decisions.run_processors`); the entry to record
         (inputs and ``"choice"``), its ``"switch_point"`` the frontier share at
@@ -127,6 +129,8 @@ class RunChoice:
             Bringing that processor's copy of the vertex data up to date.
         gpu_loop : bool
             The GPU alone would run the iteration in its device loop.
+        gpu_dense : bool
+            The GPU would pull every page whatever the frontier (T_GPU).
         join_seconds : float
             What a CPU joining an iteration costs the host (copies, combining).
         """
@@ -139,6 +143,7 @@ class RunChoice:
         entry = {"iteration": iteration, "active_fraction": active_fraction,
                  "current": current, "cpu_sync_seconds": cpu_sync_seconds,
                  "gpu_sync_seconds": gpu_sync_seconds, "gpu_loop": gpu_loop,
+                 "gpu_dense": gpu_dense,
                  "dispatch_seconds": dispatch, "join_seconds": join_seconds,
                  "union_find_start": bool(shape and shape.union_find_start and iteration == 0)}
         t_pull, t_gpu = policy.t_pull, policy.t_gpu
@@ -154,7 +159,9 @@ class RunChoice:
                                                    policy.cpu_overhead, 0.0)
 
         def gpu_iteration(f: float) -> float:
-            return min(policy.t_loop, t_gpu) if gpu_loop else policy.gpu_iteration_seconds(f)
+            if gpu_loop:
+                return min(policy.t_loop, t_gpu)
+            return t_gpu if gpu_dense else policy.gpu_iteration_seconds(f)
 
         f = active_fraction
         cpu_each, gpu_each = cpu_iteration(f), gpu_iteration(f)
@@ -207,6 +214,9 @@ class RunAlone:
     _prefix_stale = False
     #: an entry of the per-run choice not yet recorded
     _choice_entry = None
+    #: the last iteration run alone, not yet observed by the policy:
+    #: (record, processor, seconds); one is observed a stretch
+    _unobserved = None
 
     # -- the choice -----------------------------------------------------------------------
     def _choose_processors(self, iteration: int, steps_left: int, active_out_edges: int) -> str:
@@ -218,14 +228,18 @@ class RunAlone:
         f = decisions.active_fraction(active_out_edges, self.num_edges)
         if not run_choice.due(iteration, f):
             return run_choice.choice
+        if self._unobserved is not None:
+            self.policy.observe(self._alone_observation(*self._unobserved))
+            self._unobserved = None
         cpu_sync, gpu_sync = self._sync_seconds_now()
         loop = bool(self.gpu.takes_batch(iteration, active_out_edges))
+        dense = not loop and not self.gpu.iterates_sparse(iteration, active_out_edges)
         join = self.policy.join_seconds
         if join is None:
             join = self.vertex_state.download_seconds
         before = run_choice.choice
         entry = run_choice.estimate(iteration, f, self.rho, steps_left, cpu_sync, gpu_sync,
-                                    gpu_loop=loop, join_seconds=join)
+                                    gpu_loop=loop, join_seconds=join, gpu_dense=dense)
         after = run_choice.commit(entry, iteration)
         if after != before:
             entry["handed_over_bytes"] = self._hand_over(after, iteration)
@@ -253,7 +267,15 @@ class RunAlone:
         iteration: the engine starts from the run's first frontier), or from
         it back to the hybrid run's copies.  Returns the bytes moved."""
         moved = 0
-        if self.alone_holds and after != "cpu":
+        if self.alone_holds and after == "gpu":
+            # the GPU's copy alone: the host's is brought up to date when it is needed
+            values, frontier = self.alone_cpu.checkpoint_state()
+            self.gpu.restore_checkpoint(values, Frontier.of_ids(frontier, values.size))
+            self.vertex_state.written_by("gpu")
+            self._settled_current = False
+            self.alone_holds = False
+            moved = values.nbytes + frontier.nbytes
+        elif self.alone_holds and after == "both":
             values, frontier = self.alone_cpu.checkpoint_state()
             self.restore_checkpoint(values, frontier)
             moved = values.nbytes + frontier.nbytes
@@ -267,7 +289,7 @@ class RunAlone:
                 moved = values.nbytes + frontier.nbytes
             self.alone_holds = True
             self._release_worker_team(wait=True)
-        self._prefix_stale = True
+        self._prefix_stale = after != "both"
         return moved
 
     def _alone(self):
@@ -315,9 +337,8 @@ class RunAlone:
         self._synced_to_device = self._synced_to_host = 0
         started = time.perf_counter()
         processor.iterate(record, prefix, processor.aggregates(record.iteration))
-        seconds = time.perf_counter() - started
+        self._unobserved = (record, processor, time.perf_counter() - started)
         self._after_alone(record, processor)
-        self.policy.observe(self._alone_observation(record, processor, seconds))
 
     def _ready_alone(self):
         """The chosen processor, its copy of the vertex data brought up to date
