@@ -230,10 +230,15 @@ HYBRID_RUN_SWITCH_MARGIN = 0.8
 #: (grid and road PageRank on an H200: 0.05-0.1 ms of 0.2-0.3 ms iterations).
 HYBRID_DISPATCH_SECONDS = 50e-6
 
-#: Iterations a hybrid run hands one processor at a time once it chose it
-#: alone (a stretch); the per-run choice is made again at a stretch's end,
-#: or earlier when the frontier crosses the cost model's switch point.
+#: The most iterations a hybrid run's per-run choice covers (a stretch); the
+#: choice is made again at a stretch's end, or earlier when the frontier
+#: crosses the cost model's switch point.  The first stretch is
+#: ``HYBRID_RUN_FIRST_STRETCH`` iterations and each next one twice the last,
+#: so that the costs measured in the first iterations weigh early.
 HYBRID_RUN_STRETCH_ITERATIONS = 32
+
+#: The first stretch of a hybrid run's per-run choice, in iterations.
+HYBRID_RUN_FIRST_STRETCH = 2
 
 #: A graph whose in-degree skew (``scheduler.decisions.in_degree_skew``) is at
 #: most this is taken for a mesh (roads, grids): a frontier program crosses

@@ -284,7 +284,10 @@ class HybridDriver(RunAlone, HybridBatches):
         if record.mode == "cpu":
             self._iterate_cpu(record, prefix)
         else:
+            started = time.perf_counter()
             self._iterate_hybrid(record)
+            if record.cpu_pages and record.gpu_pages:
+                self.run_choice.observe_split(time.perf_counter() - started)
             self._settled_current = False
         self._last_iteration = (record.direction == "pull", record.active_vertices)
         record.dispatch_seconds = self.dispatch_seconds

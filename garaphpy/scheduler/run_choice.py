@@ -84,8 +84,11 @@ class RunChoice:
         self.stretch_end = 0
         self.switch_point = None
         self.cpu_side = False
+        self.stretch = config.HYBRID_RUN_FIRST_STRETCH
         #: the host's own seconds per iteration both may share, measured
         self.dispatch_seconds = None
+        #: an iteration whose pages both processors pulled, measured whole
+        self.split_seconds = None
 
     @staticmethod
     def applies(policy: HybridPolicy, page_done) -> bool:
@@ -109,6 +112,12 @@ class RunChoice:
     def observe_dispatch(self, seconds: float) -> None:
         """The host's own time in an iteration both processors were offered."""
         self.dispatch_seconds = self.policy.smooth(self.dispatch_seconds, seconds)
+
+    def observe_split(self, seconds: float) -> None:
+        """The whole time of an iteration whose pages both processors pulled
+        (synchronizing and combining included): what sharing measured, in
+        place of the model's."""
+        self.split_seconds = self.policy.smooth(self.split_seconds, seconds)
 
     def estimate(self, iteration: int, active_fraction: float, rho: float, steps_left: int,
                  cpu_sync_seconds: float = 0.0, gpu_sync_seconds: float = 0.0,
@@ -146,6 +155,7 @@ class RunChoice:
                  "gpu_sync_seconds": gpu_sync_seconds, "gpu_loop": gpu_loop,
                  "gpu_dense": gpu_dense,
                  "dispatch_seconds": dispatch, "join_seconds": join_seconds,
+                 "split_seconds": self.split_seconds,
                  "union_find_start": bool(shape and shape.union_find_start and iteration == 0)}
         t_pull, t_gpu = policy.t_pull, policy.t_gpu
         if t_pull is None or t_gpu is None:
@@ -166,8 +176,9 @@ class RunChoice:
 
         f = active_fraction
         cpu_each, gpu_each = cpu_iteration(f), gpu_iteration(f)
-        split = t_pull * t_gpu / (t_pull + t_gpu) + join_seconds
-        both_each = min(cpu_each, gpu_each, split) + dispatch
+        split = (t_pull * t_gpu / (t_pull + t_gpu) + join_seconds + dispatch
+                 if self.split_seconds is None else self.split_seconds)
+        both_each = min(min(cpu_each, gpu_each) + dispatch, split)
         iterations = min(decisions.expected_iterations(
             shape.num_vertices if shape else None, policy.num_edges or 0,
             shape.in_degree_skew if shape else None, done=iteration), float(steps_left))
@@ -189,11 +200,14 @@ class RunChoice:
 
     def commit(self, entry: dict, iteration: int) -> str:
         """Make ``entry``'s choice the one in force from ``iteration``, for a
-        stretch (``config.HYBRID_RUN_STRETCH_ITERATIONS``) or until the
-        frontier crosses its switch point; the entry gets the stretch's end."""
+        stretch (``config.HYBRID_RUN_FIRST_STRETCH`` iterations, then twice
+        the last, at most ``config.HYBRID_RUN_STRETCH_ITERATIONS``) or until
+        the frontier crosses its switch point; the entry gets the stretch's
+        end."""
         self.choice = entry["choice"]
         self.decided = True
-        self.stretch_end = iteration + config.HYBRID_RUN_STRETCH_ITERATIONS
+        self.stretch_end = iteration + self.stretch
+        self.stretch = min(2 * self.stretch, config.HYBRID_RUN_STRETCH_ITERATIONS)
         self.switch_point = entry.get("switch_point")
         self.cpu_side = (self.switch_point is not None
                          and entry["active_fraction"] < self.switch_point)
@@ -324,8 +338,8 @@ class RunAlone:
     def _alone_decide(self, record: IterationRecord, direction: str) -> None:
         """The chosen processor's own decisions for ``record``."""
         processor = self._ready_alone()
-        processor.decide(record, direction)
         record.mode = processor.name
+        processor.decide(record, direction)
         self._note_choice(record)
 
     def _alone_iterate(self, record: IterationRecord, prefix) -> None:

@@ -146,6 +146,31 @@ def test_the_hosts_work_per_iteration_keeps_one_processor_alone():
     assert entry["dispatch_seconds"] == 0.5 and entry["choice"] == "gpu"
 
 
+def test_measured_shared_iterations_replace_the_models_split():
+    """The model shares a dense iteration at both full rates; where the
+    iterations both ran measured slower than the GPU alone, the GPU alone."""
+    policy = policy_with_costs(4.0, 2.0)
+    choice = RunChoice(policy)
+    assert choice.estimate(0, 1.0, 1.0, 20)["choice"] == "both"
+    choice.observe_split(2.5)
+    entry = choice.estimate(0, 1.0, 1.0, 20)
+    assert entry["split_seconds"] == 2.5 and entry["choice"] == "gpu"
+
+
+def test_stretches_double_from_the_first(monkeypatch):
+    monkeypatch.setattr(config, "HYBRID_RUN_FIRST_STRETCH", 2)
+    monkeypatch.setattr(config, "HYBRID_RUN_STRETCH_ITERATIONS", 8)
+    choice = RunChoice(policy_with_costs(4.0, 1.0))
+    ends, iteration = [], 0
+    for _ in range(5):
+        entry = choice.estimate(iteration, 1.0, 1.0, 100)
+        choice.commit(entry, iteration)
+        ends.append(entry["stretch_end"])
+        iteration = entry["stretch_end"]
+    assert ends == [2, 6, 14, 22, 30]
+    assert not choice.due(29, 1.0) and choice.due(30, 1.0)
+
+
 def test_without_costs_both_decide_per_iteration():
     entry = RunChoice(garaphpy.HybridPolicy()).estimate(0, 1.0, 1.0, 10)
     assert entry["choice"] == "both" and entry["gpu_seconds"] is None
