@@ -327,7 +327,11 @@ class RunAlone:
             return []
         seconds = time.perf_counter() - looped
         self._after_alone(records[-1], processor)
-        self._note_choice(records[0])
+        first = records[0]
+        self._note_choice(first)
+        first.bytes_to_device += self._synced_to_device
+        first.bytes_to_host += self._synced_to_host
+        self._synced_to_device = self._synced_to_host = 0
         if processor is self.gpu:
             self.policy.observe(Observation(
                 "hybrid", "device-loop", decisions.active_fraction(active_out_edges,
