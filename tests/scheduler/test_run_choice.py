@@ -276,13 +276,22 @@ def drive(driver, run_):
 
 
 def without_labels(records) -> list[dict]:
-    """The records without times, mode labels and the per-run choice's entries."""
+    """The records without times, mode labels and the per-run choice's entries
+    (nor, as ``tests/scheduler/test_driver.py``'s ``untimed``, the facts of a
+    device-loop batch that depend on where it was cut and the GPU memory a
+    decision found free)."""
     rows = []
     for record in records:
         row = {name: value for name, value in record.as_dict().items()
                if not name.endswith(TIMES_SUFFIX) and name != "mode"}
-        row["decisions"] = {name: entry for name, entry in row["decisions"].items()
+        row["decisions"] = {name: dict(entry) if isinstance(entry, dict) else entry
+                            for name, entry in row["decisions"].items()
                             if name != "run_processors"}
+        for name in ("steps", "stop", "launch"):
+            row["decisions"].get("device_loop", {}).pop(name, None)
+        for entry in row["decisions"].values():
+            if isinstance(entry, dict):
+                entry.pop("free_bytes", None)
         rows.append({name: "nan" if isinstance(value, float) and math.isnan(value) else value
                      for name, value in row.items()})
     return rows
