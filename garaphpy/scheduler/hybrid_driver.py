@@ -14,6 +14,15 @@ policy weighs the loop's cost, and if it leaves the GPU alone the loop runs
 the iterations as a run on the GPU alone would, one decision covering them
 (:meth:`HybridDriver.iterate_batch`).
 
+Before all this, per run (:mod:`~garaphpy.scheduler.run_choice`): before the
+first iteration, at the end of each stretch of iterations and when the
+frontier crosses the cost model's switch point, the driver estimates the
+time to finish on the GPU alone, the CPU alone (its own engine's shortcuts:
+the union-find start of connected components on a symmetric graph) and
+both, and commits to the cheapest; a processor chosen alone runs its own
+iterations and batches with no per-iteration decision, as its own mode
+would.
+
 Vertex synchronization (section 4.1's last paragraphs).  Host memory and the
 GPU each hold the vertex values and the activity:
 
