@@ -761,12 +761,12 @@ def print_dispatch(rows: list) -> None:
               if row.get("modes", {}).get("hybrid", {}).get("status") in ("ok", "mismatch")]
     if not hybrid:
         return
-    print("\n== hybrid dispatcher, median run: iterations CPU-only / hybrid, switches, the "
-          "GPU's share of the edges, dispatch overhead per iteration (deciding + "
-          "synchronizing)")
-    print(f"{'program':9} {'graph':22} {'budget':8} {'cpu-only':>8} {'hybrid':>7} "
-          f"{'switches':>8} {'gpu edges':>9} {'dispatch median':>16} {'max':>9} {'share':>7}"
-          "  first switches")
+    print("\n== hybrid dispatcher, median run: iterations CPU-only / GPU-only (the per-run "
+          "choice) / hybrid, switches, the GPU's share of the edges, dispatch overhead per "
+          "iteration (deciding + synchronizing), the per-run choices")
+    print(f"{'program':9} {'graph':22} {'budget':8} {'cpu-only':>8} {'gpu-only':>8} "
+          f"{'hybrid':>7} {'switches':>8} {'gpu edges':>9} {'dispatch median':>16} {'max':>9} "
+          f"{'share':>7}  first switches; run choices")
     for row, entry in hybrid:
         records = entry["records"]
         modes = [r.get("mode") for r in records]
@@ -787,10 +787,22 @@ def print_dispatch(rows: list) -> None:
         else:
             over = f"{'(not recorded)':>16} {'':>9} {'':>7}"
         print(f"{row['program']:9} {row['graph_variant']:22} {row['budget']:8} "
-              f"{modes.count('cpu'):>8} {modes.count('hybrid'):>7} {len(switches):>8} "
-              f"{share:>9} {over}  {first}")
+              f"{modes.count('cpu'):>8} {modes.count('gpu'):>8} {modes.count('hybrid'):>7} "
+              f"{len(switches):>8} {share:>9} {over}  {first}; {run_choices(records)}")
     print("   switches: k^ the GPU joins at iteration k, kv it leaves; share: dispatch "
           "time / iteration time")
+
+
+def run_choices(records: list, most: int = 6) -> str:
+    """The per-run choices of a hybrid run's records (``decisions["run_processors"]``)
+    where they change, as ``choice@iteration`` (the first ``most``)."""
+    changes, last = [], None
+    for record in records:
+        entry = (record.get("decisions") or {}).get("run_processors")
+        if entry and entry.get("choice") != last:
+            last = entry.get("choice")
+            changes.append(f"{last}@{record.get('iteration')}")
+    return (", ".join(changes[:most]) + (" ..." if len(changes) > most else "")) or "-"
 
 
 def time_split(records: list) -> dict:

@@ -594,6 +594,18 @@ def test_modes_ratios_pair_the_hybrids_trials_with_the_faster_of_each_turn():
     assert modes.ratios(entries, in_turns=True)["hybrid_over_min_per_turn"] is None
 
 
+def test_modes_run_choices_name_each_change_of_the_per_run_choice():
+    from bench import modes
+
+    def record(iteration, choice=None):
+        decisions = {} if choice is None else {"run_processors": {"choice": choice}}
+        return {"iteration": iteration, "decisions": decisions}
+
+    records = [record(0, "cpu"), record(1), record(2, "cpu"), record(3, "gpu"), record(4)]
+    assert modes.run_choices(records) == "cpu@0, gpu@3"
+    assert modes.run_choices([record(0)]) == "-"
+
+
 def test_modes_oracle_bound_is_in_the_row_where_both_modes_ran_alike():
     from bench import modes
 
