@@ -234,8 +234,11 @@ HYBRID_DISPATCH_SECONDS = 50e-6
 #: choice is made again at a stretch's end, or earlier when the frontier
 #: crosses the cost model's switch point.  The first stretch is
 #: ``HYBRID_RUN_FIRST_STRETCH`` iterations and each next one twice the last,
-#: so that the costs measured in the first iterations weigh early.
-HYBRID_RUN_STRETCH_ITERATIONS = 32
+#: so that the costs measured in the first iterations weigh early and a
+#: long run cuts the batches of the processor it runs alone (the GPU's
+#: device loop, the CPU's sparse batches) a few times only (as many as
+#: ``GPU_LOOP_MAX_STEPS`` cuts the loop's).
+HYBRID_RUN_STRETCH_ITERATIONS = 1024
 
 #: The first stretch of a hybrid run's per-run choice, in iterations.
 HYBRID_RUN_FIRST_STRETCH = 2

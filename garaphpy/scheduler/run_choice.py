@@ -318,10 +318,12 @@ class RunAlone:
     def _alone_batch(self, first_iteration: int, max_steps: int, tolerance,
                      active_out_edges: int, direction: str) -> list[IterationRecord]:
         """The chosen processor's own batch (the GPU's device loop, the CPU's
-        batches), as its run alone would take it (an empty list: none)."""
+        batches), as its run alone would take it, to the stretch's end at
+        most (an empty list: none)."""
         processor = self._ready_alone()
+        steps = max(1, min(max_steps, self.run_choice.stretch_end - first_iteration))
         looped = time.perf_counter()
-        records = processor.iterate_batch(first_iteration, max_steps, tolerance,
+        records = processor.iterate_batch(first_iteration, steps, tolerance,
                                           active_out_edges, direction)
         if not records:
             return []
