@@ -581,8 +581,10 @@ def _cpu_alone(plan: RunPlan, run_: _ValidatedRun, cpu_parts, initially_active: 
                      symmetric=not run_.graph.directed, turned_off=plan.turned_off)
     alone_plan = dataclasses.replace(plan, mode="cpu", cpu=alone)
     first = initially_active.copy()
-    return CpuAlone(num_vertices=arrays.num_vertices,
-                    in_degree_skew=decisions.in_degree_skew(arrays.attrs[1]),
+    skew = alone.entries.get("value_priority", {}).get("in_degree_skew")
+    if skew is None:        # the plan measured it only for a program with buckets
+        skew = decisions.in_degree_skew(arrays.attrs[1])
+    return CpuAlone(num_vertices=arrays.num_vertices, in_degree_skew=skew,
                     union_find_start=alone.union_find_start,
                     build=lambda: build_cpu_engine(alone_plan, run_.program, compiled, arrays,
                                                    first))
