@@ -253,6 +253,13 @@ HYBRID_MESH_SKEW = 1.5
 #: (one pass over the out-edges, as a pull passes over the in-edges).
 HYBRID_UNION_FIND_PULLS = 1.0
 
+#: What making the CPU-alone engine of a hybrid run costs (its own vertex
+#: state and settled vertices, set up when the per-run choice first gives it
+#: the run), in whole copies of the vertex data between host and GPU; it is
+#: made only for its union-find start or a run's rest on the CPU estimated to
+#: take longer (``scheduler.decisions.cpu_alone_engine``).
+HYBRID_CPU_ALONE_BUILD_COPIES = 10.0
+
 #: Iterations a hybrid run expects a program to take when nothing says
 #: more (no graph shape known to the driver).
 HYBRID_RUN_ITERATIONS_PRIOR = 16

@@ -963,6 +963,17 @@ def expected_iterations(num_vertices: int | None, num_edges: int, in_degree_skew
     return max(total - done, float(done), 1.0)
 
 
+def cpu_alone_engine(union_find_start: bool, cpu_seconds: float | None,
+                     build_seconds: float) -> bool:
+    """Whether a hybrid run the per-run choice gives the CPU alone runs it on
+    an engine planned for the CPU alone (made then: its own vertex state,
+    ``build_seconds`` of work) rather than on the hybrid run's CPU engine:
+    for its union-find start (``union_find_start``), or where the CPU's
+    estimated time to finish, ``cpu_seconds``, is at least what making it
+    costs (its shortcuts, fused pulls and batches then pay for it)."""
+    return bool(union_find_start or (cpu_seconds is not None and cpu_seconds >= build_seconds))
+
+
 def frontier_switch_point(cpu_seconds, gpu_seconds, steps: int = 24) -> float | None:
     """The frontier share f in (0, 1] at which the cheaper processor of an
     iteration changes (``cpu_seconds(f)`` and ``gpu_seconds(f)``: an

@@ -257,7 +257,7 @@ class RunAlone:
                                     gpu_loop=loop, join_seconds=join, gpu_dense=dense)
         after = run_choice.commit(entry, iteration)
         if after != before:
-            entry["handed_over_bytes"] = self._hand_over(after, iteration)
+            entry["handed_over_bytes"] = self._hand_over(after, iteration, entry)
         self._choice_entry = entry
         return after
 
@@ -276,11 +276,12 @@ class RunAlone:
             decisions.note(record, "run_processors", entry.pop("choice"), **entry)
 
     # -- handing the vertex data over ------------------------------------------------------
-    def _hand_over(self, after: str, iteration: int) -> int:
+    def _hand_over(self, after: str, iteration: int, entry: dict) -> int:
         """The vertex data moved for the choice ``after``, made before
         ``iteration``: into the CPU-alone engine (none before the first
         iteration: the engine starts from the run's first frontier), or from
-        it back to the hybrid run's copies.  Returns the bytes moved."""
+        it back to the hybrid run's copies; ``entry``, the choice's, gets
+        whether the CPU-alone engine runs it.  Returns the bytes moved."""
         moved = 0
         if self.alone_holds and after == "gpu":
             # the GPU's copy alone: the host's is brought up to date when it is needed
@@ -294,7 +295,7 @@ class RunAlone:
             values, frontier = self.alone_cpu.checkpoint_state()
             self.restore_checkpoint(values, frontier)
             moved = values.nbytes + frontier.nbytes
-        elif after == "cpu" and self.cpu_alone is not None and self.cpu_alone.build is not None:
+        elif after == "cpu" and self._uses_cpu_alone_engine(entry):
             fresh = self.alone_cpu is None and iteration == 0
             if self.alone_cpu is None:
                 self.alone_cpu = CpuProcessor(self.cpu_alone.build())
@@ -306,6 +307,21 @@ class RunAlone:
             self._release_worker_team(wait=True)
         self._prefix_stale = after != "both"
         return moved
+
+    def _uses_cpu_alone_engine(self, entry: dict) -> bool:
+        """Whether the CPU alone runs on its own engine (made now where it is
+        not yet: :func:`decisions.cpu_alone_engine`), noted in ``entry``."""
+        shape = self.cpu_alone
+        if shape is None or shape.build is None:
+            return False
+        if self.alone_cpu is not None:
+            entry["cpu_alone_engine"] = {"made": True, "choice": True}
+            return True
+        build = config.HYBRID_CPU_ALONE_BUILD_COPIES * self.vertex_state.download_seconds
+        choice = decisions.cpu_alone_engine(entry["union_find_start"], entry.get("cpu_seconds"),
+                                            build)
+        entry["cpu_alone_engine"] = {"build_seconds": build, "choice": choice}
+        return choice
 
     def _alone(self):
         """The processor the choice runs alone: the GPU, or the CPU (its own

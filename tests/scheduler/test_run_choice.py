@@ -76,6 +76,17 @@ def test_run_processors_margin_defaults_to_config(monkeypatch):
     assert decisions.run_processors(0.5, 5.0, 1.0, "both") == "cpu"
 
 
+@pytest.mark.parametrize("union_find, cpu_seconds, build, expected", [
+    (True, None, 1.0, True),
+    (True, 0.1, 1.0, True),
+    (False, 0.1, 1.0, False),
+    (False, 1.0, 1.0, True),
+    (False, None, 1.0, False),
+])
+def test_the_cpu_alone_engine_is_made_where_it_pays(union_find, cpu_seconds, build, expected):
+    assert decisions.cpu_alone_engine(union_find, cpu_seconds, build) is expected
+
+
 @pytest.mark.parametrize("vertices, edges, skew, done, expected", [
     (1_000_000, 4_000_000, 1.1, 0, 1000.0),              # a mesh: sqrt(|V|)
     (1_000_000, 4_000_000, 1.1, 600, 600.0),             # past half: as long again
@@ -353,6 +364,7 @@ def test_road_like_components_run_on_the_cpu_alone_from_its_union_find(mesh):
     first = records[0].decisions
     assert first["run_processors"]["choice"] == "cpu"
     assert first["run_processors"]["union_find_start"] is True
+    assert first["run_processors"]["cpu_alone_engine"]["choice"] is True
     assert "cpu_union_find_start" in first
     assert len(records) == 1 and records[0].mode == "cpu"
     np.testing.assert_array_equal(run_.program.finalize(values), cpu_mode_values(mesh, "cc"))
@@ -374,6 +386,19 @@ def test_switches_between_processors_keep_the_values(graph, name, monkeypatch):
     # its sparse iterations in buckets of values, in one batch; CC's shrinks fast)
     assert {"cpu", "gpu"} <= set(choices) or name != "bfs"
     np.testing.assert_array_equal(run_.program.finalize(values), cpu_mode_values(graph, name))
+
+
+def test_a_short_cpu_stretch_runs_on_the_hybrids_own_cpu_engine(graph, monkeypatch):
+    """The CPU alone cheaper, but its run's rest estimated shorter than making
+    its own engine: the hybrid run's CPU engine runs it."""
+    monkeypatch.setattr(CopiesStandIn, "download_seconds", 100.0)
+    policy = policy_with_costs(1e-3, 1.0)
+    run_, driver = hybrid_driver(graph, "bfs", policy)
+    values, records = drive(driver, run_)
+    entry = records[0].decisions["run_processors"]
+    assert entry["choice"] == "cpu" and entry["cpu_alone_engine"]["choice"] is False
+    assert driver.alone_cpu is None and records[0].mode == "cpu"
+    np.testing.assert_array_equal(run_.program.finalize(values), cpu_mode_values(graph, "bfs"))
 
 
 def test_a_forced_policy_decides_every_iteration_itself(graph):
