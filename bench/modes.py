@@ -74,7 +74,11 @@ Modes that cannot run
     message.
 
 Output: a table on stdout (per mode the median seconds and its ratio to the
-row's best mode, hybrid / min(cpu, gpu), hybrid / gpu), for hybrid runs a
+row's best mode, hybrid / min(cpu, gpu), hybrid / gpu, and beside them the
+bound of bench/modes_oracle.py over the better single mode: ``oracle``, each
+iteration of the median runs on its faster processor, ``bound``, each shared
+at both processors' full rates, where the CPU's and the GPU's runs took as
+many iterations), for hybrid runs a
 summary of the dispatcher's decisions (CPU-only and hybrid iterations,
 switches, the GPU's share of the edges) and, where the records carry
 ``dispatch_seconds``, its per-iteration overhead (median and max of the
@@ -128,7 +132,7 @@ from garaphpy.scheduler.gpu_engine import GpuMemoryError
 
 from bench._host import (
     free_gpu_memory, gpu_problem, host_info, log, median, milliseconds_log_axis)
-from bench import harness
+from bench import harness, modes_oracle
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -631,6 +635,7 @@ def ratios(entries: dict, in_turns: bool = False) -> dict:
     out["hybrid_over_min_cpu_gpu"] = hybrid / min(others) if hybrid and others else None
     out["hybrid_over_gpu"] = hybrid / times["gpu"] if hybrid and "gpu" in times else None
     out["mismatch"] = sorted(m for m, e in entries.items() if e.get("status") == "mismatch")
+    out.update(oracle_bounds(entries))
     out["hybrid_over_min_per_turn"] = None
     if in_turns and hybrid and others:
         trials = [entries[m]["seconds"] for m in ("cpu", "gpu") if m in times]
@@ -639,13 +644,31 @@ def ratios(entries: dict, in_turns: bool = False) -> dict:
     return out
 
 
+def oracle_bounds(entries: dict) -> dict:
+    """``oracle_over_best`` and ``bound_over_best`` of bench/modes_oracle.py
+    (:func:`modes_oracle.oracle`) from the CPU's and the GPU's median runs'
+    per-iteration seconds, where both ran correctly and took as many
+    iterations; else None each."""
+    seconds = {}
+    for mode in ("cpu", "gpu"):
+        entry = entries.get(mode, {})
+        seconds[mode] = (modes_oracle.iteration_seconds(entry)
+                         if entry.get("status") == "ok" else None)
+    cpu, gpu = seconds["cpu"], seconds["gpu"]
+    if not cpu or not gpu or len(cpu) != len(gpu) or min(sum(cpu), sum(gpu)) <= 0:
+        return {"oracle_over_best": None, "bound_over_best": None}
+    found = modes_oracle.oracle(cpu, gpu)
+    return {"oracle_over_best": found["oracle_over_best"],
+            "bound_over_best": found["bound_over_best"]}
+
+
 # ------------------------------------------------------------------- output --
 def print_table(rows: list, modes: list, repeat: int) -> None:
     print(f"\n== CPU-only vs GPU-only vs hybrid (Garaph Table 2): median of {repeat} runs "
           f"after a warm-up, seconds of the iterations (ratio to the row's best mode)")
     head = f"{'program':9} {'graph':22} {'budget':16} {'iters':>6}"
     head += "".join(f" {m + ' s (/best)':>19}" for m in modes)
-    head += f" {'hyb/min(c,g)':>12} {'hyb/gpu':>8}  check"
+    head += f" {'hyb/min(c,g)':>12} {'hyb/gpu':>8} {'oracle':>6} {'bound':>6}  check"
     print(head)
     for row in rows:
         budget = row["budget"] if row.get("gpu_memory") is None else \
@@ -669,7 +692,8 @@ def print_table(rows: list, modes: list, repeat: int) -> None:
                     "c" if entry.get("gpu_iterations") == 0 else "*"
                 cell = f"{entry['median_seconds']:.4f} ({row['over_best'][mode]:.2f}){mark}"
             line += f" {cell:>19}"
-        for key, width in (("hybrid_over_min_cpu_gpu", 12), ("hybrid_over_gpu", 8)):
+        for key, width in (("hybrid_over_min_cpu_gpu", 12), ("hybrid_over_gpu", 8),
+                           ("oracle_over_best", 6), ("bound_over_best", 6)):
             value = row.get(key)
             line += f" {('-' if value is None else f'{value:.2f}'):>{width}}"
         bad = row.get("mismatch")
@@ -680,7 +704,9 @@ def print_table(rows: list, modes: list, repeat: int) -> None:
     print("   iters: iterations (one figure when every mode ran as many); budget: the GPU "
           "memory given to gpu and hybrid (above: default or --gpu-memory; below: the "
           "run's vertex data + a fraction of the pages); * pages "
-          "stayed resident despite the budget; c every iteration on the CPU")
+          "stayed resident despite the budget; c every iteration on the CPU; oracle, bound: "
+          "bench/modes_oracle.py's over min(cpu, gpu), from the median runs' iterations "
+          "(each on its faster processor; each shared at both full rates)")
     paired = [row for row in rows if row.get("hybrid_over_min_per_turn")]
     if paired:
         print("   hybrid / min(cpu, gpu) turn by turn (trials in turns): median, range, "
@@ -735,12 +761,12 @@ def print_dispatch(rows: list) -> None:
               if row.get("modes", {}).get("hybrid", {}).get("status") in ("ok", "mismatch")]
     if not hybrid:
         return
-    print("\n== hybrid dispatcher, median run: iterations CPU-only / hybrid, switches, the "
-          "GPU's share of the edges, dispatch overhead per iteration (deciding + "
-          "synchronizing)")
-    print(f"{'program':9} {'graph':22} {'budget':8} {'cpu-only':>8} {'hybrid':>7} "
-          f"{'switches':>8} {'gpu edges':>9} {'dispatch median':>16} {'max':>9} {'share':>7}"
-          "  first switches")
+    print("\n== hybrid dispatcher, median run: iterations CPU-only / GPU-only (the per-run "
+          "choice) / hybrid, switches, the GPU's share of the edges, dispatch overhead per "
+          "iteration (deciding + synchronizing), the per-run choices")
+    print(f"{'program':9} {'graph':22} {'budget':8} {'cpu-only':>8} {'gpu-only':>8} "
+          f"{'hybrid':>7} {'switches':>8} {'gpu edges':>9} {'dispatch median':>16} {'max':>9} "
+          f"{'share':>7}  first switches; run choices")
     for row, entry in hybrid:
         records = entry["records"]
         modes = [r.get("mode") for r in records]
@@ -761,10 +787,22 @@ def print_dispatch(rows: list) -> None:
         else:
             over = f"{'(not recorded)':>16} {'':>9} {'':>7}"
         print(f"{row['program']:9} {row['graph_variant']:22} {row['budget']:8} "
-              f"{modes.count('cpu'):>8} {modes.count('hybrid'):>7} {len(switches):>8} "
-              f"{share:>9} {over}  {first}")
+              f"{modes.count('cpu'):>8} {modes.count('gpu'):>8} {modes.count('hybrid'):>7} "
+              f"{len(switches):>8} {share:>9} {over}  {first}; {run_choices(records)}")
     print("   switches: k^ the GPU joins at iteration k, kv it leaves; share: dispatch "
           "time / iteration time")
+
+
+def run_choices(records: list, most: int = 6) -> str:
+    """The per-run choices of a hybrid run's records (``decisions["run_processors"]``)
+    where they change, as ``choice@iteration`` (the first ``most``)."""
+    changes, last = [], None
+    for record in records:
+        entry = (record.get("decisions") or {}).get("run_processors")
+        if entry and entry.get("choice") != last:
+            last = entry.get("choice")
+            changes.append(f"{last}@{record.get('iteration')}")
+    return (", ".join(changes[:most]) + (" ..." if len(changes) > most else "")) or "-"
 
 
 def time_split(records: list) -> dict:

@@ -565,10 +565,34 @@ def _build(plan: RunPlan, run_: _ValidatedRun, pages, cpu_parts,
         cpu_engine = build_cpu_engine(plan, program, *cpu_parts, initially_active)
     if plan.mode != "cpu":
         gpu_engine = _build_gpu_engine(plan, run_, pages, options, initially_active)
-    policy = options.policy
     if gpu_engine is not None:
         plan = plan.with_gpu(gpu_engine.gpu_plan)
-    return Driver(cpu_engine, gpu_engine, policy if plan.mode == "hybrid" else None), plan
+    if plan.mode != "hybrid":
+        return Driver(cpu_engine, gpu_engine), plan
+    return Driver(cpu_engine, gpu_engine, options.policy,
+                  cpu_alone=_cpu_alone(plan, run_, cpu_parts, initially_active)), plan
+
+
+def _cpu_alone(plan: RunPlan, run_: _ValidatedRun, cpu_parts, initially_active: np.ndarray):
+    """A hybrid run's CPU alone (:class:`~garaphpy.scheduler.run_choice.CpuAlone`):
+    its plan's shortcuts, the graph's shape, and its engine, planned for the
+    CPU alone over the run's compiled program and graph arrays, made when the
+    per-run choice first hands the run to it."""
+    from .scheduler.run_choice import CpuAlone
+
+    compiled, arrays = cpu_parts
+    alone = plan_cpu(run_.program, compiled, arrays, mode="cpu", synchronous=plan.synchronous,
+                     threads=run_.threads, tolerance=run_.tolerance,
+                     symmetric=not run_.graph.directed, turned_off=plan.turned_off)
+    alone_plan = dataclasses.replace(plan, mode="cpu", cpu=alone, gpu=None)
+    first = initially_active.copy()
+    skew = alone.entries.get("value_priority", {}).get("in_degree_skew")
+    if skew is None:        # the plan measured it only for a program with buckets
+        skew = decisions.in_degree_skew(arrays.attrs[1])
+    return CpuAlone(num_vertices=arrays.num_vertices, in_degree_skew=skew,
+                    union_find_start=alone.union_find_start,
+                    build=lambda: build_cpu_engine(alone_plan, run_.program, compiled, arrays,
+                                                   first))
 
 
 def build_cpu_engine(plan: RunPlan, program: VertexProgram, compiled, arrays,

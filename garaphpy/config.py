@@ -218,6 +218,52 @@ HYBRID_LOOP_ITERATION_SECONDS = 20e-6
 #: (BENCHMARKS.md).
 HYBRID_GPU_SPARSE_OVERHEAD_SECONDS = 1e-3
 
+#: The per-run choice of a hybrid run (``scheduler.decisions.run_processors``):
+#: leaving the processors it runs on for others takes an estimate of the
+#: run's rest at most this share of staying's (the estimates are a model's;
+#: a choice flips on a real move, not on noise).
+HYBRID_RUN_SWITCH_MARGIN = 0.8
+
+#: The host's own work in an iteration both processors may share (deciding,
+#: synchronizing, combining), in seconds, until a hybrid run has measured its
+#: own: what running one processor alone in its own loop saves an iteration
+#: (grid and road PageRank on an H200: 0.05-0.1 ms of 0.2-0.3 ms iterations).
+HYBRID_DISPATCH_SECONDS = 50e-6
+
+#: The most iterations a hybrid run's per-run choice covers (a stretch); the
+#: choice is made again at a stretch's end, or earlier when the frontier
+#: crosses the cost model's switch point.  The first stretch is
+#: ``HYBRID_RUN_FIRST_STRETCH`` iterations and each next one twice the last,
+#: so that the costs measured in the first iterations weigh early and a
+#: long run cuts the batches of the processor it runs alone (the GPU's
+#: device loop, the CPU's sparse batches) a few times only (as many as
+#: ``GPU_LOOP_MAX_STEPS`` cuts the loop's).
+HYBRID_RUN_STRETCH_ITERATIONS = 1024
+
+#: The first stretch of a hybrid run's per-run choice, in iterations.
+HYBRID_RUN_FIRST_STRETCH = 2
+
+#: A graph whose in-degree skew (``scheduler.decisions.in_degree_skew``) is at
+#: most this is taken for a mesh (roads, grids): a frontier program crosses
+#: it in about sqrt(|V|) iterations, not the log(|V|) of a power-law graph
+#: (``scheduler.decisions.expected_iterations``).
+HYBRID_MESH_SKEW = 1.5
+
+#: A CPU union-find start (Afforest) priced in full CPU pulls over |E|
+#: (one pass over the out-edges, as a pull passes over the in-edges).
+HYBRID_UNION_FIND_PULLS = 1.0
+
+#: What making the CPU-alone engine of a hybrid run costs (its own vertex
+#: state and settled vertices, set up when the per-run choice first gives it
+#: the run), in whole copies of the vertex data between host and GPU; it is
+#: made only for its union-find start or a run's rest on the CPU estimated to
+#: take longer (``scheduler.decisions.cpu_alone_engine``).
+HYBRID_CPU_ALONE_BUILD_COPIES = 10.0
+
+#: Iterations a hybrid run expects a program to take when nothing says
+#: more (no graph shape known to the driver).
+HYBRID_RUN_ITERATIONS_PRIOR = 16
+
 #: Pages the GPU worker keeps queued on its streams in a hybrid iteration
 #: (at least this many, and one per stream when pages stream).
 HYBRID_GPU_PAGES_IN_FLIGHT = 4

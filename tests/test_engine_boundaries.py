@@ -5,9 +5,9 @@ whose name starts with one underscore may be read only on ``self`` or
 ``cls`` (the object's own insides).  ``engine._pinned``, ``policy._smooth``
 or ``module._helper`` anywhere else fails the test with its file and line.
 
-The drivers (driver.py, hybrid_driver.py, hybrid_batches.py) are held
-further, to an allow-list: every name they use on a processor (``self.cpu``,
-``self.gpu``, ``self.alone`` or a local bound to one) must be a name of the
+The drivers (driver.py, hybrid_driver.py, hybrid_batches.py, run_choice.py)
+are held further, to an allow-list: every name they use on a processor (``self.cpu``,
+``self.gpu``, ``self.alone``, ``self.alone_cpu`` or a local bound to one) must be a name of the
 :class:`~garaphpy.scheduler.processors.Processor` protocol, written out here
 and checked equal to the protocol's, which both processors implement.
 ``self.gpu.engine.plan`` or ``cpu.state.frontier`` in a driver fails.
@@ -57,10 +57,10 @@ def test_no_scheduler_module_reads_another_objects_private_attribute():
 
 # -- the drivers speak the processor protocol alone -----------------------------------------
 #: The modules of the drivers, held to :data:`~garaphpy.scheduler.processors.PROTOCOL_NAMES`.
-DRIVER_MODULES = ("driver.py", "hybrid_driver.py", "hybrid_batches.py")
+DRIVER_MODULES = ("driver.py", "hybrid_driver.py", "hybrid_batches.py", "run_choice.py")
 
 #: ``self.<name>`` of a driver that holds a processor.
-PROCESSOR_ATTRIBUTES = {"cpu", "gpu", "alone"}
+PROCESSOR_ATTRIBUTES = {"cpu", "gpu", "alone", "alone_cpu"}
 
 #: What the drivers may use on a processor, written out: a name added to the
 #: protocol is added here too, on purpose.

@@ -29,6 +29,10 @@ the iteration record (:func:`decide`, :attr:`IterationRecord.decisions`).
   out-edges is a notify-pull over them rather than the pull over every
   shard, many to one round trip in the device loop;
 * **alpha** (section 5.1, Equation 3): CPU only, or CPU and GPU together;
+* **run processors**: a hybrid run's per-run choice, from the estimated
+  time to finish on the GPU alone, the CPU alone (with its own shortcuts)
+  or both, made before the first iteration and again at a stretch's end
+  or when the frontier crosses the cost model's switch point;
 * **page assignment** (section 5.1's queue, with a tail rule): whether a
   processor takes the next page or leaves the rest to the other one.
 """
@@ -883,6 +887,114 @@ def hybrid_device_loop(mode: str, cpu_joins: bool, loop_takes: bool, batches: bo
     the batch ends; the policy decides again after it."""
     return bool(mode == "hybrid" and not cpu_joins and loop_takes and batches
                 and forced == "auto")
+
+
+# -- the per-run choice: which processors finish the run -------------------------------------
+#: The per-run choices, in the order a tie goes (one processor alone costs the
+#: host nothing per iteration; both may share an iteration).
+RUN_CHOICES = ("gpu", "cpu", "both")
+
+
+def run_processors(cpu_seconds: float | None, gpu_seconds: float | None,
+                   both_seconds: float | None, current: str | None = "both",
+                   margin: float | None = None) -> str:
+    """Which processors a hybrid run hands its next iterations to: ``"gpu"``
+    (the GPU alone, in its own loop), ``"cpu"`` (the CPU alone, on its own
+    driver path: its union-find start, label shortcuts and batches) or
+    ``"both"`` (each iteration divided by alpha and the page queue).
+
+    Parameters
+    ----------
+    cpu_seconds, gpu_seconds, both_seconds : float or None
+        The estimated time to finish the run each way, from where it stands
+        (a copy to bring up to date included); None: no estimate, that way
+        is not weighed.
+    current : {"gpu", "cpu", "both"} or None
+        The choice in force (None before the first: the cheapest wins).
+    margin : float, optional
+        A choice other than ``current`` is taken only when its estimate is
+        at most ``margin`` times ``current``'s (default
+        ``config.HYBRID_RUN_SWITCH_MARGIN``); an estimate for ``current``
+        that is None lets the cheapest win outright.
+
+    Returns
+    -------
+    str
+        The cheapest known way (ties: the GPU alone, then the CPU alone,
+        then both), or ``current`` when it is within the margin or nothing
+        is known (``"both"`` when nothing is and there is no ``current``).
+    """
+    if margin is None:
+        margin = config.HYBRID_RUN_SWITCH_MARGIN
+    estimates = {"cpu": cpu_seconds, "gpu": gpu_seconds, "both": both_seconds}
+    known = {name: float(seconds) for name, seconds in estimates.items()
+             if seconds is not None and math.isfinite(seconds)}
+    if not known:
+        return current or "both"
+    best = min(RUN_CHOICES, key=lambda name: (known.get(name, math.inf),
+                                              RUN_CHOICES.index(name)))
+    if current in known and best != current and known[best] > margin * known[current]:
+        return current
+    return best
+
+
+def expected_iterations(num_vertices: int | None, num_edges: int, in_degree_skew: float | None,
+                        done: int = 0, mesh_skew: float | None = None,
+                        prior: float | None = None) -> float:
+    """Iterations a frontier program is expected to take from iteration
+    ``done`` on, from the graph's shape: about its diameter, sqrt(|V|) for a
+    mesh (an in-degree skew at most ``mesh_skew``,
+    ``config.HYBRID_MESH_SKEW``: roads, grids), log(|V|) / log(|E| / |V|)
+    otherwise (``prior``, ``config.HYBRID_RUN_ITERATIONS_PRIOR``, without a
+    shape).  A run already past that is expected to go on as long again
+    (so a wrong guess costs at most about twice the better choice in
+    hindsight); at least one."""
+    if mesh_skew is None:
+        mesh_skew = config.HYBRID_MESH_SKEW
+    if prior is None:
+        prior = config.HYBRID_RUN_ITERATIONS_PRIOR
+    if not num_vertices or num_vertices < 2 or in_degree_skew is None:
+        total = float(prior)
+    elif in_degree_skew <= mesh_skew:
+        total = math.sqrt(num_vertices)
+    else:
+        mean_degree = max(num_edges / num_vertices, 2.0)
+        total = math.log(num_vertices) / math.log(mean_degree) + 1.0
+    return max(total - done, float(done), 1.0)
+
+
+def cpu_alone_engine(union_find_start: bool, cpu_seconds: float | None,
+                     build_seconds: float) -> bool:
+    """Whether a hybrid run the per-run choice gives the CPU alone runs it on
+    an engine planned for the CPU alone (made then: its own vertex state,
+    ``build_seconds`` of work) rather than on the hybrid run's CPU engine:
+    for its union-find start (``union_find_start``), or where the CPU's
+    estimated time to finish, ``cpu_seconds``, is at least what making it
+    costs (its shortcuts, fused pulls and batches then pay for it)."""
+    return bool(union_find_start or (cpu_seconds is not None and cpu_seconds >= build_seconds))
+
+
+def frontier_switch_point(cpu_seconds, gpu_seconds, steps: int = 24) -> float | None:
+    """The frontier share f in (0, 1] at which the cheaper processor of an
+    iteration changes (``cpu_seconds(f)`` and ``gpu_seconds(f)``: an
+    iteration's estimated cost on each), by bisection over log f from
+    2^-40 to 1; None where one is cheaper (or as cheap) over the whole
+    range.  A hybrid run on one processor decides again when its frontier
+    crosses it."""
+    def cpu_cheaper(f: float) -> bool:
+        return cpu_seconds(f) < gpu_seconds(f)
+
+    low, high = -40.0, 0.0
+    side = cpu_cheaper(2.0 ** low)
+    if cpu_cheaper(1.0) == side:
+        return None
+    for _ in range(steps):
+        middle = 0.5 * (low + high)
+        if cpu_cheaper(2.0 ** middle) == side:
+            low = middle
+        else:
+            high = middle
+    return 2.0 ** high
 
 
 # -- page assignment (section 5.1's queue, with the tail rule) ------------------------------

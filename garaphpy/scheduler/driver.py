@@ -33,7 +33,8 @@ from .processors import CpuProcessor, GpuProcessor, hybrid_processors
 from .records import IterationRecord
 
 
-def Driver(cpu=None, gpu=None, policy: HybridPolicy | None = None):    # noqa: N802
+def Driver(cpu=None, gpu=None, policy: HybridPolicy | None = None,    # noqa: N802
+           cpu_alone=None):
     """The driver of a run on the engines given (a class's name: it stands for one).
 
     Parameters
@@ -45,6 +46,9 @@ def Driver(cpu=None, gpu=None, policy: HybridPolicy | None = None):    # noqa: N
     policy : HybridPolicy, optional
         Divides the iterations of a run on both processors (default: a new
         :class:`HybridPolicy`); a run on one processor takes none.
+    cpu_alone : CpuAlone, optional
+        A run on both processors: the graph's shape and the engine of the
+        CPU alone, for the per-run choice (:mod:`~garaphpy.scheduler.run_choice`).
 
     Returns
     -------
@@ -59,7 +63,7 @@ def Driver(cpu=None, gpu=None, policy: HybridPolicy | None = None):    # noqa: N
         raise ConfigError("Driver: expected a CPU engine, a GPU engine or both; got neither")
     if cpu is not None and gpu is not None:
         policy = HybridPolicy() if policy is None else policy
-        return HybridDriver(*hybrid_processors(cpu, gpu, policy.smooth), policy)
+        return HybridDriver(*hybrid_processors(cpu, gpu, policy.smooth), policy, cpu_alone)
     processor = CpuProcessor(cpu) if gpu is None else GpuProcessor(gpu)
     if policy is not None:
         raise ConfigError(f"policy: a HybridPolicy divides iterations between the CPU "

@@ -28,7 +28,12 @@ class HybridBatches:
         """Iterations that the GPU would run alone go to its device loop
         (:meth:`_device_loop_batch`), those the CPU would run alone to its
         batch (:meth:`_cpu_batch`); the rest are taken one by one (an empty
-        list: nothing was done)."""
+        list: nothing was done).  First the per-run choice, where due
+        (:meth:`~garaphpy.scheduler.run_choice.RunAlone._choose_processors`):
+        a processor it runs alone takes the iterations in its own batch."""
+        if self._choose_processors(first_iteration, max_steps, active_out_edges) != "both":
+            return self._alone_batch(first_iteration, max_steps, tolerance, active_out_edges,
+                                     direction)
         return (self._device_loop_batch(first_iteration, max_steps, tolerance,
                                         active_out_edges, direction)
                 or self._cpu_batch(first_iteration, max_steps, tolerance, active_out_edges,
@@ -73,6 +78,7 @@ class HybridBatches:
         self._settled_current = False
         self._last_iteration = (False, records[-1].active_vertices)
         first = self._cover_batch(decision, records, first_iteration)
+        self._note_choice(first)
         decisions.note(first, "hybrid_device_loop", True, mode=decision.mode, cpu_joins=False,
                        loop_takes=True, batches=self.policy.batches, forced=direction,
                        iterations=len(records))
@@ -116,6 +122,7 @@ class HybridBatches:
         self.vertex_state.written_by("cpu")
         self._last_iteration = (records[-1].direction == "pull", records[-1].active_vertices)
         first = self._cover_batch(decision, records, first_iteration)
+        self._note_choice(first)
         for record in records:
             record.cpu_pages = record.pages
         decisions.note(first, "hybrid_cpu_batch", True, mode=decision.mode,

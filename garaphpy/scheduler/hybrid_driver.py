@@ -14,6 +14,15 @@ policy weighs the loop's cost, and if it leaves the GPU alone the loop runs
 the iterations as a run on the GPU alone would, one decision covering them
 (:meth:`HybridDriver.iterate_batch`).
 
+Before all this, per run (:mod:`~garaphpy.scheduler.run_choice`): before the
+first iteration, at the end of each stretch of iterations and when the
+frontier crosses the cost model's switch point, the driver estimates the
+time to finish on the GPU alone, the CPU alone (its own engine's shortcuts:
+the union-find start of connected components on a symmetric graph) and
+both, and commits to the cheapest; a processor chosen alone runs its own
+iterations and batches with no per-iteration decision, as its own mode
+would.
+
 Vertex synchronization (section 4.1's last paragraphs).  Host memory and the
 GPU each hold the vertex values and the activity:
 
@@ -61,9 +70,10 @@ from .hybrid_batches import HybridBatches
 from .policy import HybridPolicy, Observation, PageQueue
 from .processors import ProcessorResult
 from .records import IterationRecord
+from .run_choice import CpuAlone, RunAlone, RunChoice
 
 
-class HybridDriver(HybridBatches):
+class HybridDriver(RunAlone, HybridBatches):
     """Runs iterations of one program on the CPU and the GPU.
 
     Parameters
@@ -74,11 +84,16 @@ class HybridDriver(HybridBatches):
         Their copies of the vertex data.
     policy : HybridPolicy
         Divides the iterations.
+    cpu_alone : CpuAlone, optional
+        The graph's shape and the CPU alone's engine, for the per-run choice
+        (:mod:`~garaphpy.scheduler.run_choice`); None: the CPU alone runs on
+        ``cpu``'s engine.
     """
 
     mode = "hybrid"
 
-    def __init__(self, cpu, gpu, vertex_state, policy: HybridPolicy):
+    def __init__(self, cpu, gpu, vertex_state, policy: HybridPolicy,
+                 cpu_alone: CpuAlone | None = None):
         self.cpu = cpu
         self.gpu = gpu
         self.alone = None
@@ -123,6 +138,9 @@ class HybridDriver(HybridBatches):
             self._calibrate()
         self.policy.seed_sparse_pass(config.HYBRID_GPU_SPARSE_OVERHEAD_SECONDS,
                                      gpu.sparse_edge_seconds())
+        #: the per-run choice: the GPU alone, the CPU alone, or both
+        self.cpu_alone = cpu_alone
+        self.run_choice = RunChoice(self.policy, cpu_alone)
 
     def _release_worker_team(self, record: IterationRecord | None = None,
                              wait: bool = False) -> None:
@@ -177,7 +195,10 @@ class HybridDriver(HybridBatches):
         return self.cpu.page_source
 
     def _current(self):
-        """The processor whose copy of the vertex data is current (the CPU's when both are)."""
+        """The processor whose copy of the vertex data is current (the CPU's when both
+        are; the CPU-alone engine's while it holds the data)."""
+        if self.alone_holds:
+            return self.alone_cpu
         return self.cpu if self.vertex_state.host_current else self.gpu
 
     def num_active(self) -> int:
@@ -189,8 +210,13 @@ class HybridDriver(HybridBatches):
         return self._current().active_out_edges()
 
     def decide(self, record: IterationRecord, direction: str) -> None:
-        """Fill the record's direction, its mode (by alpha), alpha and ratio."""
+        """Fill the record's direction, its mode (by alpha), alpha and ratio (a
+        processor the per-run choice runs alone: its own decisions)."""
+        if self.run_choice.choice != "both":
+            self._alone_decide(record, direction)
+            return
         started = time.perf_counter()
+        self._note_choice(record)
         decision = self._kept_or_new_decision(record.iteration, record.active_fraction,
                                               record.rho)
         self._decided = None
@@ -224,7 +250,10 @@ class HybridDriver(HybridBatches):
         return copied
 
     def bring_host_current(self) -> None:
-        """The host's copy of the vertex data up to date."""
+        """The host's copy of the vertex data up to date (the CPU-alone
+        engine's data handed back to it, where that engine holds them)."""
+        if self.alone_holds:
+            self.restore_checkpoint(*self.alone_cpu.checkpoint_state())
         if not self.vertex_state.host_current:
             self.vertex_state.make_host_current()
 
@@ -256,14 +285,22 @@ class HybridDriver(HybridBatches):
         return None
 
     def iterate(self, record: IterationRecord, prefix, aggregates) -> None:
-        """One iteration in the mode :meth:`decide` chose."""
+        """One iteration in the mode :meth:`decide` chose (a processor the
+        per-run choice runs alone: its own iteration)."""
+        if self.run_choice.choice != "both":
+            self._alone_iterate(record, prefix)
+            return
         if record.mode == "cpu":
             self._iterate_cpu(record, prefix)
         else:
+            started = time.perf_counter()
             self._iterate_hybrid(record)
+            if record.cpu_pages and record.gpu_pages:
+                self.run_choice.observe_split(time.perf_counter() - started)
             self._settled_current = False
         self._last_iteration = (record.direction == "pull", record.active_vertices)
         record.dispatch_seconds = self.dispatch_seconds
+        self.run_choice.observe_dispatch(self.dispatch_seconds)
 
     def values_to_host(self) -> np.ndarray:
         """A copy of the committed values."""
@@ -271,6 +308,8 @@ class HybridDriver(HybridBatches):
 
     def checkpoint_state(self) -> tuple[np.ndarray, np.ndarray]:
         """The committed values and the frontier (see the checkpoint module)."""
+        if self.alone_holds:
+            return self.alone_cpu.checkpoint_state()
         if not self.vertex_state.host_current:
             self.vertex_state.download()
             self.vertex_state.host_current = True
@@ -280,6 +319,8 @@ class HybridDriver(HybridBatches):
         """The values of an asynchronous iteration between pages: a copy of the
         host values once the GPU pages launched so far are back (the CPU's
         pages write them in place)."""
+        if self.alone_holds:
+            return self.alone_cpu.values_between_pages()
         self.gpu.wait_pages()
         return self.cpu.values_between_pages().copy()
 
@@ -290,11 +331,14 @@ class HybridDriver(HybridBatches):
         self.gpu.restore_checkpoint(values, frontier)
         self.vertex_state.written_by("both")
         self._settled_current = True
+        self.alone_holds = False
 
     def close(self) -> None:
         """Stop the CPU worker thread, and let the GPU's queued copies finish."""
         if self.worker is not None:
             self.worker.shutdown(wait=True)
+        if self.alone_cpu is not None:
+            self.alone_cpu.close()
         self.gpu.close()
 
     # -- iterations on the CPU alone -----------------------------------------------------

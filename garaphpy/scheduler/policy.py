@@ -231,6 +231,13 @@ class HybridPolicy:
         or the CPU alone in its own batch (sparse notify-pulls, or buckets of
         values; ``HybridDriver._cpu_batch``); False: every iteration is decided,
         and none runs in a batch.
+    per_run : bool
+        Let the run choose, before its first iteration and again at each
+        stretch's end, to finish on the GPU alone, the CPU alone or both
+        (:func:`decisions.run_processors`,
+        :mod:`~garaphpy.scheduler.run_choice`; with ``batches``, no forced
+        mode and this class's own :meth:`decide`); False: every iteration
+        is divided by alpha, as in the paper.
 
     Attributes
     ----------
@@ -272,6 +279,7 @@ class HybridPolicy:
     smoothing: float = config.HYBRID_SMOOTHING
     tail_rule: bool = True
     batches: bool = True
+    per_run: bool = True
     decisions: list = field(default_factory=list)
     cpu_seconds_per_edge: float | None = None
     gpu_seconds_per_edge: float | None = None

@@ -402,7 +402,11 @@ class Result:
         split = ", ".join(f"{count} {direction}" for direction, count in directions.items())
         if self.mode == "hybrid":
             hybrid = [r for r in self.iterations if r.mode == "hybrid"]
-            split = (f"{len(self.iterations) - len(hybrid)} CPU-only, {len(hybrid)} hybrid "
+            gpu_alone = sum(r.mode == "gpu" for r in self.iterations)
+            cpu_alone = len(self.iterations) - len(hybrid) - gpu_alone
+            split = (f"{cpu_alone} CPU-only, "
+                     + (f"{gpu_alone} GPU-only (the per-run choice), " if gpu_alone else "")
+                     + f"{len(hybrid)} hybrid "
                      f"(pages: GPU {sum(r.gpu_pages for r in hybrid)}, "
                      f"CPU {sum(r.cpu_pages for r in hybrid)})") + (f"; {split}" if split else "")
         per_iteration = self.seconds / self.num_iterations * 1e3 if self.num_iterations else 0.0

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import garaphpy
-from bench import harness
+from bench import harness, modes_oracle
 from helpers import REPOSITORY
 
 
@@ -561,7 +561,13 @@ def test_modes_interleave_runs_the_modes_trials_in_turns(tmp_path, monkeypatch, 
         assert turns == pytest.approx(expected) and len(turns) == 2
     else:
         assert turns is None
+    # the oracle bound beside the modes, from the median runs' iterations
+    records = {m: [r["seconds"] for r in entries[m]["records"]] for m in ("cpu", "gpu")}
+    expected = modes_oracle.oracle(records["cpu"], records["gpu"])
+    assert summary["rows"][0]["bound_over_best"] == pytest.approx(expected["bound_over_best"])
+    assert summary["rows"][0]["oracle_over_best"] == pytest.approx(expected["oracle_over_best"])
     captured = capsys.readouterr()
+    assert "hyb/min(c,g)" in captured.out and "bound" in captured.out
     assert ("in turns" in captured.err) == interleave
     assert ("turn by turn" in captured.out) == interleave
 
@@ -586,6 +592,37 @@ def test_modes_ratios_pair_the_hybrids_trials_with_the_faster_of_each_turn():
         pytest.approx([1 / 3, 1.5, 2 / 3])
     entries["hybrid"] = {"status": "skipped", "reason": "no GPU"}
     assert modes.ratios(entries, in_turns=True)["hybrid_over_min_per_turn"] is None
+
+
+def test_modes_run_choices_name_each_change_of_the_per_run_choice():
+    from bench import modes
+
+    def record(iteration, choice=None):
+        decisions = {} if choice is None else {"run_processors": {"choice": choice}}
+        return {"iteration": iteration, "decisions": decisions}
+
+    records = [record(0, "cpu"), record(1), record(2, "cpu"), record(3, "gpu"), record(4)]
+    assert modes.run_choices(records) == "cpu@0, gpu@3"
+    assert modes.run_choices([record(0)]) == "-"
+
+
+def test_modes_oracle_bound_is_in_the_row_where_both_modes_ran_alike():
+    from bench import modes
+
+    def entry(*seconds, status="ok"):
+        return {"status": status, "median_seconds": sum(seconds),
+                "seconds": [sum(seconds)], "records": [{"seconds": s} for s in seconds]}
+
+    entries = {"cpu": entry(1.0, 4.0), "gpu": entry(2.0, 2.0), "hybrid": entry(2.0, 2.0)}
+    out = modes.ratios(entries)
+    # best single mode 4.0; oracle 1 + 2; bound 1*2/3 + 4*2/6
+    assert out["oracle_over_best"] == pytest.approx(3.0 / 4.0)
+    assert out["bound_over_best"] == pytest.approx((2.0 / 3.0 + 8.0 / 6.0) / 4.0)
+    assert out["hybrid_over_min_cpu_gpu"] == pytest.approx(1.0)
+    entries["gpu"] = entry(2.0, 2.0, 1.0)       # iterations differ: no bound
+    assert modes.ratios(entries)["bound_over_best"] is None
+    entries["gpu"] = {"status": "skipped", "reason": "no GPU"}
+    assert modes.ratios(entries)["oracle_over_best"] is None
 
 
 def test_modes_interleaved_still_catches_a_mode_with_wrong_values(tmp_path, monkeypatch):

@@ -183,7 +183,7 @@ def test_streamed_pages_in_hybrid_iterations(paged_rmat):
 
 
 def test_records_and_decisions_of_a_default_run(paged_rmat):
-    policy = HybridPolicy()
+    policy = HybridPolicy(per_run=False)      # every iteration by alpha
     result = run_quietly(paged_rmat, program_for("sssp"), np.array([0], np.int64),
                          mode="hybrid", policy=policy)
     decided = policy.per_iteration()

@@ -203,7 +203,7 @@ def test_a_policy_that_decides_every_iteration_loops_nothing(grid, policy):
 def test_the_default_policy_equals_the_cpu_and_covers_every_iteration(grid):
     cpu = ref.run_engine_like_gpu(grid, "sssp", sources_of("sssp"), mode="cpu",
                                   execution="sync")
-    policy = HybridPolicy()
+    policy = HybridPolicy(per_run=False)      # every iteration by alpha
     hybrid = ref.run_engine_like_gpu(grid, "sssp", sources_of("sssp"), mode="hybrid",
                                      execution="sync", policy=policy)
     np.testing.assert_array_equal(hybrid.values, cpu.values)

@@ -1,0 +1,433 @@
+"""A hybrid run chooses per run: the GPU alone, the CPU alone or both.
+
+Without a GPU: the rule (:func:`decisions.run_processors`) on a truth table
+of synthetic costs, the iterations expected from a graph's shape, the
+frontier's switch point, and :class:`RunChoice`'s estimates (the road-like
+case: connected components on a mesh, where the CPU's union-find start
+finishes in one iteration and label propagation would take the diameter,
+goes to the CPU).  The driver's hand-over runs on the processor protocol
+with a stand-in for the GPU: a CPU engine planned for the CPU alone,
+without its union-find start, named ``"gpu"`` (:class:`CpuAsGpu`), and
+copies of the vertex data moved between the two engines
+(:class:`CopiesStandIn`).  A hybrid run the choice leaves on the GPU alone
+has the records of the GPU's own run (apart from mode labels and the
+choice's own entries); the road-like run goes to the CPU alone's engine and
+ends after its union-find start; a run that switches processors as its
+frontier grows and shrinks ends with the CPU mode's values.
+
+With a GPU (``pytest -m gpu``): ``garaphpy.run`` in hybrid mode on a grid
+chooses the CPU for connected components and equals the CPU mode; on the
+GPU alone its records equal the GPU mode's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import garaphpy
+from garaphpy import api, config
+from garaphpy.options import RunOptions
+from garaphpy.scheduler import decisions
+from garaphpy.scheduler.driver import SingleDriver
+from garaphpy.scheduler.hybrid_driver import HybridDriver
+from garaphpy.scheduler.plan import plan_cpu
+from garaphpy.scheduler.processors import CpuProcessor
+from garaphpy.scheduler.run_choice import CpuAlone, RunChoice
+
+from helpers import policy_with_costs
+
+TIMES_SUFFIX = "seconds"
+
+
+# -- the rule, on synthetic costs -------------------------------------------------------------
+@pytest.mark.parametrize("cpu, gpu, both, current, expected", [
+    # the first choice: the cheapest, ties to one processor alone (GPU, then CPU)
+    (1.0, 2.0, 3.0, None, "cpu"),
+    (2.0, 1.0, 3.0, None, "gpu"),
+    (2.0, 3.0, 1.0, None, "both"),
+    (1.0, 1.0, 1.0, None, "gpu"),
+    (1.0, 2.0, 1.0, None, "cpu"),
+    (None, 2.0, 1.0, None, "both"),
+    (None, 2.0, None, None, "gpu"),
+    (None, None, None, None, "both"),
+    (math.inf, 2.0, math.nan, None, "gpu"),
+    # later: leaving the choice in force takes a margin (0.8)
+    (0.9, 2.0, 1.0, "both", "both"),
+    (0.8, 2.0, 1.0, "both", "cpu"),
+    (2.0, 0.85, 1.0, "both", "both"),
+    (2.0, 0.5, 1.0, "cpu", "gpu"),
+    (1.0, 0.9, 3.0, "cpu", "cpu"),
+    (10.0, 1.0, 3.0, "gpu", "gpu"),
+    (None, 1.0, 3.0, "cpu", "gpu"),      # no estimate for the current: the cheapest
+    (None, None, None, "gpu", "gpu"),    # nothing known: stay
+])
+def test_run_processors_truth_table(cpu, gpu, both, current, expected):
+    assert decisions.run_processors(cpu, gpu, both, current, margin=0.8) == expected
+
+
+def test_run_processors_margin_defaults_to_config(monkeypatch):
+    monkeypatch.setattr(config, "HYBRID_RUN_SWITCH_MARGIN", 0.5)
+    assert decisions.run_processors(0.6, 5.0, 1.0, "both") == "both"
+    assert decisions.run_processors(0.5, 5.0, 1.0, "both") == "cpu"
+
+
+@pytest.mark.parametrize("union_find, cpu_seconds, build, expected", [
+    (True, None, 1.0, True),
+    (True, 0.1, 1.0, True),
+    (False, 0.1, 1.0, False),
+    (False, 1.0, 1.0, True),
+    (False, None, 1.0, False),
+])
+def test_the_cpu_alone_engine_is_made_where_it_pays(union_find, cpu_seconds, build, expected):
+    assert decisions.cpu_alone_engine(union_find, cpu_seconds, build) is expected
+
+
+@pytest.mark.parametrize("vertices, edges, skew, done, expected", [
+    (1_000_000, 4_000_000, 1.1, 0, 1000.0),              # a mesh: sqrt(|V|)
+    (1_000_000, 4_000_000, 1.1, 600, 600.0),             # past half: as long again
+    (1_000_000, 4_000_000, 1.1, 2000, 2000.0),
+    (2 ** 20, 2 ** 25, 40.0, 0, 5.0),                    # log |V| / log 32 + 1
+    (None, 0, None, 0, 16.0),                            # nothing known: the prior
+    (None, 0, None, 30, 30.0),
+    (1, 0, 1.0, 0, 16.0),
+])
+def test_expected_iterations(vertices, edges, skew, done, expected):
+    assert decisions.expected_iterations(vertices, edges, skew, done, mesh_skew=1.5,
+                                         prior=16) == pytest.approx(expected)
+
+
+def test_the_switch_point_is_where_the_cheaper_processor_changes():
+    point = decisions.frontier_switch_point(lambda f: 2 * f, lambda f: 0.1)
+    assert point == pytest.approx(0.05, rel=1e-5)
+    assert decisions.frontier_switch_point(lambda f: 2 * f, lambda f: 5.0) is None
+    assert decisions.frontier_switch_point(lambda f: 1.0, lambda f: 0.5) is None
+
+
+# -- the estimates -------------------------------------------------------------------------
+def test_road_like_components_go_to_the_cpus_union_find():
+    """CC on a mesh of 1.5 M vertices: the GPU's iteration is 10x cheaper
+    than the CPU's pull, but label propagation takes about sqrt(|V|)
+    iterations, and the CPU's union-find start one."""
+    policy = policy_with_costs(8.0, 0.5)
+    policy.t_loop = 0.25
+    shape = CpuAlone(num_vertices=1_500_000, in_degree_skew=1.2, union_find_start=True)
+    entry = RunChoice(policy, shape).estimate(0, 1.0, 1.0, 10_000)
+    assert entry["union_find_start"] is True
+    assert entry["cpu_seconds"] == 16.0         # the union-find (one pull's worth) + a pull
+    assert entry["iterations"] == pytest.approx(math.sqrt(1_500_000))
+    assert entry["gpu_seconds"] == pytest.approx(0.5 * math.sqrt(1_500_000))
+    assert entry["choice"] == "cpu"
+    # the same costs on a power-law graph: a few iterations, the GPU's
+    skewed = CpuAlone(num_vertices=2 ** 22, in_degree_skew=40.0, union_find_start=True)
+    policy.num_edges = 2 ** 27
+    assert RunChoice(policy, skewed).estimate(0, 1.0, 1.0, 10_000,
+                                              join_seconds=0.1)["choice"] == "gpu"
+    # past the first iteration there is no union-find start to take
+    later = RunChoice(policy, shape).estimate(3, 1.0, 1.0, 10_000, join_seconds=0.1)
+    assert later["union_find_start"] is False and later["choice"] == "gpu"
+
+
+def test_a_small_frontier_goes_to_the_cpu_and_a_large_one_to_the_gpu():
+    policy = policy_with_costs(4.0, 1.0)
+    policy.cpu_overhead = 0.01
+    choice = RunChoice(policy)
+    small = choice.estimate(0, 2.0 ** -12, 1.0, 100)
+    assert small["choice"] == "cpu"
+    assert small["switch_point"] == pytest.approx((1.0 - 0.01) / 8.0, rel=1e-5)
+    choice.commit(small, 0)
+    assert not choice.due(1, 2.0 ** -10) and choice.due(1, 0.5)
+    assert choice.due(config.HYBRID_RUN_STRETCH_ITERATIONS, 2.0 ** -10)
+    large = choice.estimate(1, 0.5, 1.0, 100, join_seconds=0.5)
+    assert large["current"] == "cpu" and large["choice"] == "gpu"
+
+
+def test_the_hosts_work_per_iteration_keeps_one_processor_alone():
+    """Both split each iteration in the model; the host's measured work
+    per iteration makes the GPU alone cheaper when the CPU adds little."""
+    policy = policy_with_costs(64.0, 1.0)
+    choice = RunChoice(policy)
+    assert choice.estimate(0, 1.0, 1.0, 10, join_seconds=0.0)["choice"] == "both"
+    choice.observe_dispatch(0.5)
+    entry = choice.estimate(0, 1.0, 1.0, 10, join_seconds=0.0)
+    assert entry["dispatch_seconds"] == 0.5 and entry["choice"] == "gpu"
+
+
+def test_measured_shared_iterations_replace_the_models_split():
+    """The model shares a dense iteration at both full rates; where the
+    iterations both ran measured slower than the GPU alone, the GPU alone."""
+    policy = policy_with_costs(4.0, 2.0)
+    choice = RunChoice(policy)
+    assert choice.estimate(0, 1.0, 1.0, 20)["choice"] == "both"
+    choice.observe_split(2.5)
+    entry = choice.estimate(0, 1.0, 1.0, 20)
+    assert entry["split_seconds"] == 2.5 and entry["choice"] == "gpu"
+
+
+def test_stretches_double_from_the_first(monkeypatch):
+    monkeypatch.setattr(config, "HYBRID_RUN_FIRST_STRETCH", 2)
+    monkeypatch.setattr(config, "HYBRID_RUN_STRETCH_ITERATIONS", 8)
+    choice = RunChoice(policy_with_costs(4.0, 1.0))
+    ends, iteration = [], 0
+    for _ in range(5):
+        entry = choice.estimate(iteration, 1.0, 1.0, 100)
+        choice.commit(entry, iteration)
+        ends.append(entry["stretch_end"])
+        iteration = entry["stretch_end"]
+    assert ends == [2, 6, 14, 22, 30]
+    assert not choice.due(29, 1.0) and choice.due(30, 1.0)
+
+
+def test_without_costs_both_decide_per_iteration():
+    entry = RunChoice(garaphpy.HybridPolicy()).estimate(0, 1.0, 1.0, 10)
+    assert entry["choice"] == "both" and entry["gpu_seconds"] is None
+
+
+# -- the driver's hand-over, with a stand-in GPU ----------------------------------------------
+class CpuAsGpu(CpuProcessor):
+    """Stands for the GPU processor: a CPU engine planned for the CPU alone
+    without its union-find start (label propagation, as the GPU's)."""
+
+    name = "gpu"
+
+    def sparse_edge_seconds(self) -> float:
+        return 0.0
+
+    def restore_checkpoint(self, values, frontier) -> None:
+        super().restore_checkpoint(values, getattr(frontier, "ids", frontier))
+
+
+class CopiesStandIn:
+    """Stands for :class:`VertexState`: the host's copy is the hybrid CPU
+    engine's, the device's the stand-in GPU's; bringing one up to date
+    restores it from the other."""
+
+    download_seconds = upload_seconds = 1e-3
+
+    def __init__(self, host, device):
+        self.host, self.device = host, device
+        self.host_current = self.device_current = True
+
+    def sync_seconds(self):
+        return (0.0 if self.host_current else self.download_seconds,
+                0.0 if self.device_current else self.upload_seconds)
+
+    def _copy(self, source, target) -> int:
+        values, frontier = source.checkpoint_state()
+        target.restore_checkpoint(values.copy(), frontier.copy())
+        return values.nbytes
+
+    def make_host_current(self) -> int:
+        copied = 0 if self.host_current else self._copy(self.device, self.host)
+        self.host_current = True
+        return copied
+
+    def make_device_current(self) -> int:
+        copied = 0 if self.device_current else self._copy(self.host, self.device)
+        self.device_current = True
+        return copied
+
+    def written_by(self, processors: str) -> None:
+        self.host_current = processors in ("cpu", "both")
+        self.device_current = processors in ("gpu", "both")
+
+
+def sources_of(name):
+    return np.array([0], np.int64) if name in ("bfs", "sssp") else None
+
+
+def parts(graph, name, threads=2):
+    """(run, plan, compiled program and arrays, first frontier) as ``garaphpy.run``
+    makes them for a hybrid run."""
+    run_ = api._validated(graph, name, RunOptions(mode="cpu", threads=threads,
+                                                  sources=sources_of(name)))
+    run_.mode = "hybrid"
+    pages = api.page_source(run_.graph.store, "cpu")
+    plan, cpu_parts = api._plan(run_, pages, None, frozenset())
+    first = (np.arange(run_.graph.num_vertices, dtype=np.int64)
+             if run_.program.initially_active == "all" else run_.sources.copy())
+    return run_, plan, cpu_parts, first
+
+
+def stand_in_gpu(run_, plan, cpu_parts, first) -> CpuAsGpu:
+    compiled, arrays = cpu_parts
+    alone = plan_cpu(run_.program, compiled, arrays, mode="cpu", synchronous=plan.synchronous,
+                     threads=run_.threads, tolerance=run_.tolerance,
+                     symmetric=not run_.graph.directed, turned_off={"union_find_start"})
+    engine = api.build_cpu_engine(dataclasses.replace(plan, mode="cpu", cpu=alone),
+                                  run_.program, compiled, arrays, first.copy())
+    return CpuAsGpu(engine)
+
+
+def hybrid_driver(graph, name, policy, shape: dict | None = None):
+    """A hybrid driver over the run's CPU engine and a stand-in GPU, with the
+    run's CPU alone (its shape overridden by ``shape``)."""
+    run_, plan, cpu_parts, first = parts(graph, name)
+    cpu_engine = api.build_cpu_engine(plan, run_.program, *cpu_parts, first.copy())
+    gpu = stand_in_gpu(run_, plan, cpu_parts, first)
+    copies = CopiesStandIn(cpu_engine, gpu)
+    cpu = CpuProcessor(cpu_engine, copies, threads=1)
+    cpu.count_neighbour_in_edges()
+    cpu_alone = dataclasses.replace(api._cpu_alone(plan, run_, cpu_parts, first), **(shape or {}))
+    return run_, HybridDriver(cpu, gpu, copies, policy, cpu_alone)
+
+
+def drive(driver, run_):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", garaphpy.NotConvergedWarning)
+        records, converged, _ = api._iterate(driver, run_.program, run_.max_iterations,
+                                             run_.tolerance, "auto", None)
+    values = driver.values_to_host()
+    driver.close()
+    return values, records
+
+
+def without_labels(records) -> list[dict]:
+    """The records without times, mode labels and the per-run choice's entries
+    (nor, as ``tests/scheduler/test_driver.py``'s ``untimed``, the facts of a
+    device-loop batch that depend on where it was cut and the GPU memory a
+    decision found free)."""
+    rows = []
+    for record in records:
+        row = {name: value for name, value in record.as_dict().items()
+               if not name.endswith(TIMES_SUFFIX) and name != "mode"}
+        row["decisions"] = {name: dict(entry) if isinstance(entry, dict) else entry
+                            for name, entry in row["decisions"].items()
+                            if name != "run_processors"}
+        for name in ("steps", "stop", "launch"):
+            row["decisions"].get("device_loop", {}).pop(name, None)
+        for entry in row["decisions"].values():
+            if isinstance(entry, dict):
+                entry.pop("free_bytes", None)
+        rows.append({name: "nan" if isinstance(value, float) and math.isnan(value) else value
+                     for name, value in row.items()})
+    return rows
+
+
+@pytest.fixture(scope="module")
+def graph():
+    rng = np.random.default_rng(11)
+    n, m = 3000, 15000
+    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+    weights = rng.integers(1, 30, m).astype(np.float64)
+    return garaphpy.Graph.from_arrays(src, dst, weights, max_shard_edges=400,
+                                      max_page_bytes=30_000)
+
+
+@pytest.fixture(scope="module")
+def mesh(tmp_path_factory):
+    return garaphpy.Graph.load("grid:40x40", store=tmp_path_factory.mktemp("mesh") / "s",
+                               max_shard_edges=512, max_page_bytes=16384, progress=False)
+
+
+def cpu_mode_values(graph, name):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", garaphpy.NotConvergedWarning)
+        return garaphpy.run(graph, name, mode="cpu", threads=2,
+                            sources=sources_of(name)).values
+
+
+@pytest.mark.parametrize("name", ["pagerank", "bfs", "sssp", "cc"])
+def test_a_run_on_the_gpu_alone_has_the_gpus_own_records(graph, name, monkeypatch):
+    # one stretch: the stand-in's batches (the CPU's buckets of values) are its
+    # iterations, which a stretch's end would cut (the GPU's device loop, cut,
+    # differs only in the batch's facts that the comparison leaves out)
+    monkeypatch.setattr(config, "HYBRID_RUN_FIRST_STRETCH", 10 ** 6)
+    policy = policy_with_costs(1000.0, 1e-3)
+    policy.cpu_overhead = 1.0
+    run_, driver = hybrid_driver(graph, name, policy)
+    values, records = drive(driver, run_)
+    assert {r.decisions["run_processors"]["choice"] for r in records
+            if "run_processors" in r.decisions} == {"gpu"}
+    assert "run_processors" in records[0].decisions
+    # the GPU's own run over the same engine
+    run_, plan, cpu_parts, first = parts(graph, name)
+    alone_values, alone_records = drive(SingleDriver(stand_in_gpu(run_, plan, cpu_parts, first)),
+                                        run_)
+    assert without_labels(records) == without_labels(alone_records)
+    np.testing.assert_array_equal(values, alone_values)
+    np.testing.assert_array_equal(run_.program.finalize(values),
+                                  cpu_mode_values(graph, name))
+
+
+def test_road_like_components_run_on_the_cpu_alone_from_its_union_find(mesh):
+    """The GPU 10x faster an iteration, but the mesh's diameter against the
+    CPU's one iteration: the choice is the CPU alone, whose engine starts
+    from the union-find and ends after one pull."""
+    policy = policy_with_costs(1e-3, 1e-4)
+    run_, driver = hybrid_driver(mesh, "cc", policy)
+    values, records = drive(driver, run_)
+    first = records[0].decisions
+    assert first["run_processors"]["choice"] == "cpu"
+    assert first["run_processors"]["union_find_start"] is True
+    assert first["run_processors"]["cpu_alone_engine"]["choice"] is True
+    assert "cpu_union_find_start" in first
+    assert len(records) == 1 and records[0].mode == "cpu"
+    np.testing.assert_array_equal(run_.program.finalize(values), cpu_mode_values(mesh, "cc"))
+
+
+@pytest.mark.parametrize("name", ["bfs", "sssp", "cc"])
+def test_switches_between_processors_keep_the_values(graph, name, monkeypatch):
+    """The CPU cheaper below f = 0.05, the GPU above (as first priced): the
+    choice follows the frontier (and the host's copy, the CPU-alone
+    engine's and the stand-in GPU's are handed over at each switch); the
+    values are the CPU mode's."""
+    monkeypatch.setattr(config, "HYBRID_RUN_STRETCH_ITERATIONS", 2)
+    policy = policy_with_costs(1e-2, 1e-3)
+    run_, driver = hybrid_driver(graph, name, policy, {"union_find_start": False})
+    values, records = drive(driver, run_)
+    choices = [r.decisions["run_processors"]["choice"] for r in records
+               if "run_processors" in r.decisions]
+    # BFS's frontier grows and shrinks across the switch point (SSSP's CPU takes
+    # its sparse iterations in buckets of values, in one batch; CC's shrinks fast)
+    assert {"cpu", "gpu"} <= set(choices) or name != "bfs"
+    np.testing.assert_array_equal(run_.program.finalize(values), cpu_mode_values(graph, name))
+
+
+def test_a_short_cpu_stretch_runs_on_the_hybrids_own_cpu_engine(graph, monkeypatch):
+    """The CPU alone cheaper, but its run's rest estimated shorter than making
+    its own engine: the hybrid run's CPU engine runs it."""
+    monkeypatch.setattr(CopiesStandIn, "download_seconds", 100.0)
+    policy = policy_with_costs(1e-3, 1.0)
+    run_, driver = hybrid_driver(graph, "bfs", policy)
+    values, records = drive(driver, run_)
+    entry = records[0].decisions["run_processors"]
+    assert entry["choice"] == "cpu" and entry["cpu_alone_engine"]["choice"] is False
+    assert driver.alone_cpu is None and records[0].mode == "cpu"
+    np.testing.assert_array_equal(run_.program.finalize(values), cpu_mode_values(graph, "bfs"))
+
+
+def test_a_forced_policy_decides_every_iteration_itself(graph):
+    policy = policy_with_costs(1000.0, 1e-3, force="cpu")
+    run_, driver = hybrid_driver(graph, "bfs", policy)
+    values, records = drive(driver, run_)
+    assert not any("run_processors" in r.decisions for r in records)
+    assert {r.mode for r in records} == {"cpu"}
+    np.testing.assert_array_equal(run_.program.finalize(values), cpu_mode_values(graph, "bfs"))
+
+
+# -- with a GPU ------------------------------------------------------------------------------
+@pytest.mark.gpu
+def test_hybrid_components_on_a_grid_choose_the_cpu_and_equal_it(mesh):
+    result = garaphpy.run(mesh, "cc")
+    entry = result.iterations[0].decisions["run_processors"]
+    assert entry["choice"] == "cpu" and entry["union_find_start"]
+    assert len(result.iterations) == 1
+    np.testing.assert_array_equal(result.values, cpu_mode_values(mesh, "cc"))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["pagerank", "bfs", "sssp", "cc"])
+def test_a_hybrid_run_on_the_gpu_alone_has_the_gpu_modes_records(graph, name):
+    policy = policy_with_costs(1000.0, 1e-3)
+    policy.cpu_overhead = 1.0
+    hybrid = garaphpy.run(graph, name, mode="hybrid", policy=policy, sources=sources_of(name))
+    gpu = garaphpy.run(graph, name, mode="gpu", sources=sources_of(name))
+    assert {r.decisions["run_processors"]["choice"] for r in hybrid.iterations
+            if "run_processors" in r.decisions} == {"gpu"}
+    assert without_labels(hybrid.iterations) == without_labels(gpu.iterations)
+    np.testing.assert_array_equal(hybrid.values, gpu.values)
