@@ -211,9 +211,10 @@ def test_the_whole_settling_pull_kernel_against_numpy():
             claimed[:] = np.where(settled, kernels.SETTLED_CLAIM, 0)
             stats[:], marked[:] = 0, 0
         frontier = compiled.kernels.pull_settling_whole(
-            compiled.identity, in_offsets, in_sources, np.zeros(1), values, attrs,
-            np.zeros(1), n, 3, active, settled, bits, in_edge_bits, claimed,
-            np.empty(n, np.int64), stats, marked, out_edges, team)
+            compiled.identity, (in_offsets, in_sources, np.zeros(1)), values,
+            (attrs, np.zeros(1), n, 3), active,
+            (settled, bits, in_edge_bits, claimed, np.empty(n, np.int64)),
+            (stats, marked, out_edges), team)
         np.testing.assert_array_equal(frontier, expected)
         assert np.all(values[expected] == 3) and np.all(values[was_settled] == 2)
         untouched = ~reached & ~was_settled

@@ -111,10 +111,10 @@ def _sparse_step(gather_call, apply_call, activate_call, combine, identity, curr
         stats[:] = 0.0
         marked[0] = 0
         following = pull_vertices(gather_call, apply_call, activate_call, combine, identity,
-                                  notified, in_prefix, edge_starts, sources, weights,
-                                  values_read, values_write, attrs, aggregates,
-                                  num_vertices, iteration, chunks, stats, early_exit,
-                                  settled, claimed, marked)
+                                  (notified, in_prefix, edge_starts), (sources, weights),
+                                  (values_read, values_write),
+                                  (attrs, aggregates, num_vertices, iteration), chunks, stats,
+                                  (early_exit, settled, claimed, marked))
         unsettled_edges[0] -= marked[0]
         change = stats[0]
         if synchronous:
