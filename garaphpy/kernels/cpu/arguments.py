@@ -6,12 +6,13 @@ tuple of arrays and scalars by its members, so a group costs a call no more
 than its members passed one by one, and the program's functions stay the
 leading parameters that :mod:`garaphpy.kernels.cpu_program` binds.
 
-A group is unpacked at the kernel's top, outside its parallel loops: numba
-0.68 cannot hand a tuple holding a tuple (``attrs`` in ``context``, the
-aggregates as a tuple) to the body of a ``prange`` loop ("scalar type
-Tuple(...) given for non scalar argument"), so the helpers called inside
-those loops take flat groups only (arrays and scalars), and ``attrs`` and
-the aggregates on their own.
+A group is unpacked at the kernel's top, outside its parallel loops, and
+no tuple enters the body of a ``prange`` loop: numba 0.68 cannot hand it a
+tuple holding a tuple ("scalar type Tuple(...) given for non scalar
+argument"), and stores through an array taken from a tuple there are lost
+(the values stay as they were).  So the helpers called inside those loops
+(the update tail of :mod:`~garaphpy.kernels.cpu.common`, the gathers, the
+levels and rounds of the kept threads) take their arrays one by one.
 
 A group's members must keep their types from call to call (an int64
 ``iteration``, not sometimes an int32 or a numpy scalar of another width):
@@ -28,21 +29,23 @@ group          members
                vertices' ``(sources, weights)``
 ``page``       ``(edge_begin, edge_end, first_vertex, end_vertex)``
                (:func:`page_range`)
-``graph``      the whole CSC: ``(in_offsets, sources, weights)``, or
-               ``(in_offsets, sources)`` where the weights are not read
+``graph``      the whole CSC (``(in_offsets, sources, weights)``), the CSR, or
+               both (a batch's ``(out_offsets, out_targets, in_offsets,
+               sources, weights)``)
 ``values``     ``(values_read, values_write, ...)``: the committed values,
                where new ones go, then what the gather reads
 ``out``        the arrays a kernel writes its results and statistics to
 ``settling``   the settled vertices of a run with early exit and their
                companions (bitmaps, claims, counters)
+``rules``      a batch's thresholds (the engine's direction rules, the
+               tolerance)
+``schedule``   a batch's steps and parallel cuts
 =============  ==============================================================
 
 Each kernel's docstring lists the members of the groups it takes.
 """
 
 from __future__ import annotations
-
-import numpy as np
 
 
 def apply_context(attrs: tuple, aggregates, num_vertices: int, iteration: int) -> tuple:
@@ -65,7 +68,3 @@ def page_range(edge_begin: int, edge_end: int, first_vertex: int, end_vertex: in
     run of the CSC's edges), as Python ints (one kernel type)."""
     return int(edge_begin), int(edge_end), int(first_vertex), int(end_vertex)
 
-
-def no_settled_bits() -> np.ndarray:
-    """An empty settled bitmap: the kernels then read the settled flags as bytes."""
-    return np.empty(0, np.uint64)

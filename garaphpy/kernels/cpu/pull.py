@@ -187,20 +187,17 @@ def _finish_cut_vertex(apply_call, activate_call, context, in_offsets, page, v, 
 
 # inlined in numba's IR: a call would count references to every array argument
 @numba.njit(nogil=True, inline="always")
-def _gather_in_edges(gather_call, apply_call, activate_call, combine, identity, edges,
-                     gather_values, attrs, aggregates, num_vertices, iteration, v, old, first,
-                     end, early_exit, settling):
-    """The sum of vertex ``v``'s in-edges ``first..end`` (``edges`` is
-    ``(sources, weights, edge_base)``, the arrays starting at edge
-    ``edge_base``).  With ``early_exit`` (a
-    program final once set, :func:`pull_range_settling`), only settled
-    in-neighbours count and the gather stops at the first in-edge after
-    which the sum activates ``v`` (from ``old``).  ``settling`` is
-    ``(settled, settled_bits)``: the settled vertices are read from
+def _gather_in_edges(gather_call, apply_call, activate_call, combine, identity, sources,
+                     weights, gather_values, attrs, aggregates, num_vertices, iteration, v, old,
+                     first, end, edge_base, early_exit, settled, settled_bits):
+    """The sum of vertex ``v``'s in-edges ``first..end`` (``sources`` and
+    ``weights`` start at edge ``edge_base``).  With ``early_exit`` (a program
+    final once set, :func:`pull_range_settling`), only settled in-neighbours
+    count and the gather stops at the first in-edge after which the sum
+    activates ``v`` (from ``old``).  The settled vertices are read from
     ``settled_bits`` (:func:`pack_flags` of ``settled``) where it is not
-    empty, else from ``settled``."""
-    sources, weights, edge_base = edges
-    settled, settled_bits = settling
+    empty, else from ``settled``.  Called in the kernels' parallel loops, so
+    its arguments are not grouped (see :mod:`~garaphpy.kernels.cpu.arguments`)."""
     by_bits = settled_bits.shape[0] > 0
     accum = identity
     for e in range(first, end):
@@ -247,8 +244,7 @@ def pull_range_settling(gather_call, apply_call, activate_call, combine, identit
     values_read, values_write, gather_values = values
     attrs, aggregates, num_vertices, iteration = context
     active, stats, boundary_vertex, boundary_accum = out
-    settled = settling[0]
-    page_edges = (sources, weights, edge_base)
+    settled, settled_bits = settling
     boundary = 0
     low = first_vertex
     high = end_vertex
@@ -271,10 +267,11 @@ def pull_range_settling(gather_call, apply_call, activate_call, combine, identit
             active[v] = False
             continue
         accum = _gather_in_edges(gather_call, apply_call, activate_call, combine, identity,
-                                 page_edges, gather_values, attrs, aggregates,
+                                 sources, weights, gather_values, attrs, aggregates,
                                  num_vertices, iteration, v, old,
                                  max(in_offsets[v], edge_begin),
-                                 min(in_offsets[v + 1], edge_end), True, settling)
+                                 min(in_offsets[v + 1], edge_end), edge_base, True, settled,
+                                 settled_bits)
         boundary_vertex[boundary] = v
         boundary_accum[boundary] = accum
         boundary += 1
@@ -290,9 +287,10 @@ def pull_range_settling(gather_call, apply_call, activate_call, combine, identit
                 active[v] = False
                 continue
             accum = _gather_in_edges(gather_call, apply_call, activate_call, combine,
-                                     identity, page_edges, gather_values, attrs, aggregates,
-                                     num_vertices, iteration, v, old, in_offsets[v],
-                                     in_offsets[v + 1], True, settling)
+                                     identity, sources, weights, gather_values, attrs,
+                                     aggregates, num_vertices, iteration, v, old,
+                                     in_offsets[v], in_offsets[v + 1], edge_base, True,
+                                     settled, settled_bits)
             part_activated, part_change = _update_and_flag(
                 apply_call, activate_call, attrs, aggregates, num_vertices, iteration, v, accum,
                 values_read, values_write, active, False, part_activated, part_change)
@@ -357,8 +355,6 @@ def pull_settling_whole(gather_call, apply_call, activate_call, combine, identit
     attrs, aggregates, num_vertices, iteration = context
     settled, settled_bits, in_edge_bits, claimed, found = settling
     stats, settled_in_edges, found_out_edges = counters
-    csc_edges = (sources, weights, 0)
-    settled_pair = (settled, settled_bits)
     block = SETTLING_BLOCK
     blocks = (num_vertices + block - 1) // block
     counts = np.zeros(blocks + 1, np.int64)
@@ -402,9 +398,9 @@ def pull_settling_whole(gather_call, apply_call, activate_call, combine, identit
                         continue
                     old = values[v]
                     accum = _gather_in_edges(gather_call, apply_call, activate_call, combine,
-                                             identity, csc_edges, values, attrs, aggregates,
-                                             num_vertices, iteration, v, old, edge, end, True,
-                                             settled_pair)
+                                             identity, sources, weights, values, attrs,
+                                             aggregates, num_vertices, iteration, v, old, edge,
+                                             end, 0, True, settled, settled_bits)
                     new = apply_call(attrs, aggregates, num_vertices, iteration, v, old, accum)
                     flag = activate_call(new, old)
                     if new != old:
@@ -570,13 +566,12 @@ def pull_vertices(gather_call, apply_call, activate_call, combine, identity, lis
     values_read, values_write = values
     attrs, aggregates, num_vertices, iteration = context
     early_exit, settled, claimed, settled_in_edges = settling
-    listed_edges = (sources, weights, 0)
     bounds = _balanced_chunks(in_prefix, chunks)
     activated = np.empty(vertices.shape[0], np.int64)
     counts = np.zeros(chunks + 1, np.int64)
     change = np.zeros(chunks, np.float64)
     marked_edges = np.zeros(chunks, np.int64)
-    settled_bytes = (settled, np.empty(0, np.uint64))     # ``settled`` read as bytes
+    no_bits = np.empty(0, np.uint64)     # ``settled`` read as bytes
     for c in numba.prange(chunks):
         written = 0
         chunk_change = 0.0
@@ -585,10 +580,10 @@ def pull_vertices(gather_call, apply_call, activate_call, combine, identity, lis
             v = vertices[i]
             first = edge_starts[i]
             accum = _gather_in_edges(gather_call, apply_call, activate_call, combine, identity,
-                                     listed_edges, values_read, attrs, aggregates,
+                                     sources, weights, values_read, attrs, aggregates,
                                      num_vertices, iteration, v, values_read[v], first,
-                                     first + in_prefix[i + 1] - in_prefix[i], early_exit,
-                                     settled_bytes)
+                                     first + in_prefix[i + 1] - in_prefix[i], 0, early_exit,
+                                     settled, no_bits)
             flag, delta = _update_vertex(apply_call, activate_call, attrs, aggregates,
                                          num_vertices, iteration, v, accum, values_read,
                                          values_write)

@@ -152,10 +152,12 @@ class Pulls:
         with parallel_section():
             if self.settles_by_push:
                 compiled.kernels.push_settling(
-                    compiled.identity, empty, empty_prefix, arrays.out_offsets,
-                    arrays.out_targets, arrays.weights, state.values, state.next,
-                    arrays.attrs, self.aggregates(0), arrays.num_vertices, 0, 1, self.stats,
-                    self.settling.settled, state.claimed, arrays.in_offsets, self.settling.unsettled_delta)
+                    compiled.identity, (empty, empty_prefix),
+                    (arrays.out_offsets, arrays.out_targets, arrays.weights, arrays.in_offsets),
+                    (state.values, state.next),
+                    apply_context(arrays.attrs, self.aggregates(0), arrays.num_vertices, 0), 1,
+                    self.stats, (self.settling.settled, state.claimed,
+                                 self.settling.unsettled_delta))
             compiled.kernels.pull_vertices(
                 compiled.identity, (empty, empty_prefix, empty), (arrays.sources, arrays.weights),
                 (state.values, state.next),

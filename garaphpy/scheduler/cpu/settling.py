@@ -297,10 +297,12 @@ class Settling:
         arrays, compiled, state = self.arrays, self.compiled, self.state
         self.unsettled_delta[0] = 0
         written, state.frontier = compiled.kernels.push_settling(
-            compiled.identity, state.frontier, prefix, arrays.out_offsets, arrays.out_targets,
-            arrays.weights, state.values, state.next, arrays.attrs, aggregates,
-            arrays.num_vertices, record.iteration, self.threads * config.CPU_CHUNKS_PER_THREAD,
-            self.stats, self.settled, state.claimed, arrays.in_offsets, self.unsettled_delta)
+            compiled.identity, (state.frontier, prefix),
+            (arrays.out_offsets, arrays.out_targets, arrays.weights, arrays.in_offsets),
+            (state.values, state.next),
+            apply_context(arrays.attrs, aggregates, arrays.num_vertices, record.iteration),
+            self.threads * config.CPU_CHUNKS_PER_THREAD, self.stats,
+            (self.settled, state.claimed, self.unsettled_delta))
         self.unsettled_edges[0] -= self.unsettled_delta[0]
         if state.synchronous:
             kernels.commit_vertices(written, state.next, state.values)
