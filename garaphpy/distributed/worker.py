@@ -38,6 +38,7 @@ from .. import config
 from .._numba_setup import parallel_section
 from ..errors import GaraphError
 from ..kernels import cpu as kernels
+from ..kernels.cpu.arguments import apply_context, page_range
 from ..paths import cache_directory
 from ..scheduler import decisions
 from .exchange import Inbox, Mirrors, pair_bytes
@@ -404,8 +405,8 @@ class PartitionWorker:
             vertices, accums = self._combined(pending)
             with parallel_section():
                 self.compiled.kernels.apply_vertices(
-                    self.attrs, aggregates, self.num_vertices, iteration, vertices, accums,
-                    self.values, self.next, self.active, stats)
+                    apply_context(self.attrs, aggregates, self.num_vertices, iteration),
+                    vertices, accums, (self.values, self.next), self.active, stats)
         changed = first + np.flatnonzero(self.next[first:end] != self.values[first:end])
         self.values[first:end] = self.next[first:end]
         return changed
@@ -421,11 +422,12 @@ class PartitionWorker:
             in_prefix = kernels.frontier_degree_prefix(notified, self.in_offsets, self.threads)
             edge_starts = self.in_offsets[notified] - self.edge_base
             self.compiled.kernels.pull_vertices(
-                self.compiled.identity, notified, in_prefix, edge_starts, self.sources,
-                self.weights, self.values, self.next, self.attrs, aggregates,
-                self.num_vertices, iteration, chunks, stats, self.early_exit,
-                frontier.settled if self.early_exit else self.active, frontier.claimed,
-                frontier.settled_in_edges)
+                self.compiled.identity, (notified, in_prefix, edge_starts),
+                (self.sources, self.weights), (self.values, self.next),
+                apply_context(self.attrs, aggregates, self.num_vertices, iteration), chunks,
+                stats, (bool(self.early_exit),
+                        frontier.settled if self.early_exit else self.active,
+                        frontier.claimed, frontier.settled_in_edges))
         changed = notified[self.next[notified] != self.values[notified]]
         self.values[changed] = self.next[changed]
         return changed, int(in_prefix[-1])
@@ -538,10 +540,11 @@ class PartitionWorker:
                 (0, self.floor)
         with parallel_section():
             count = pull(
-                compiled.identity, self.in_offsets, sources, weights, edge_begin, edge_begin,
-                edge_end, first_vertex, end_vertex, self.values, self.next, gather_values,
-                self.attrs, aggregates, self.num_vertices, iteration, self.active, parts,
-                boundary_vertex, boundary_accum, stats, *skipping)
+                compiled.identity, (self.in_offsets, sources, weights, int(edge_begin)),
+                page_range(edge_begin, edge_end, first_vertex, end_vertex),
+                (self.values, self.next, gather_values),
+                apply_context(self.attrs, aggregates, self.num_vertices, iteration), parts,
+                (self.active, stats, boundary_vertex, boundary_accum), skipping)
         return [(int(boundary_vertex[i]), boundary_accum[i]) for i in range(count)]
 
     def _combined(self, pending: list):

@@ -352,8 +352,12 @@ def _pushed_runs(b, e, out_targets, page_first, page_end, table, shift, pushed_p
 
 
 @numba.njit(nogil=True, parallel=True, cache=True)
-def _count_pushed(begin, end, out_targets, page_first, page_end, table, shift, pushed_page,
-                  counts, chunks, sorted_targets):
+def _count_pushed(pieces, out_targets, lookup, pushed_page, counts, chunks, sorted_targets):
+    """``counts[i]``: the edges of piece ``i`` (``pieces`` is ``(begin, end)``
+    over ``out_targets``) into pushed pages (``lookup``: a
+    :class:`PageLookup`'s ``arrays``)."""
+    begin, end = pieces
+    page_first, page_end, table, shift = lookup
     for c in numba.prange(chunks):
         spans = np.empty((page_first.size, 3), np.int64)
         runs = np.empty((page_first.size + 1, 2), np.int64)
@@ -373,9 +377,15 @@ def _count_pushed(begin, end, out_targets, page_first, page_end, table, shift, p
 
 
 @numba.njit(nogil=True, parallel=True, cache=True)
-def _write_pushed(vertex, begin, end, out_targets, out_weights, with_weights, page_first,
-                  page_end, table, shift, pushed_page, offsets, sources, targets, weights,
-                  chunks, sorted_targets):
+def _write_pushed(pieces, out_edges, lookup, pushed_page, out, chunks, sorted_targets):
+    """The edges of :func:`_count_pushed` written out: ``pieces`` is
+    ``(vertex, begin, end)``, ``out_edges`` ``(out_targets, out_weights,
+    with_weights)``, ``lookup`` a :class:`PageLookup`'s ``arrays`` and
+    ``out`` ``(offsets, sources, targets, weights)``."""
+    vertex, begin, end = pieces
+    out_targets, out_weights, with_weights = out_edges
+    page_first, page_end, table, shift = lookup
+    offsets, sources, targets, weights = out
     for c in numba.prange(chunks):
         spans = np.empty((page_first.size, 3), np.int64)
         runs = np.empty((page_first.size + 1, 2), np.int64)
@@ -444,10 +454,9 @@ def gather_active_edges(frontier: np.ndarray, out_offsets: np.ndarray, out_targe
     count = begin.size
     chunks = max(1, min(int(chunks), count))
     pushed_pages = np.ascontiguousarray(pushed_pages, np.bool_)
-    page_first, page_end, table, shift = lookup.arrays
     counts = np.empty(count, np.int64)
-    _count_pushed(begin, end, out_targets, page_first, page_end, table, shift, pushed_pages,
-                  counts, chunks, sorted_targets)
+    _count_pushed((begin, end), out_targets, lookup.arrays, pushed_pages, counts, chunks,
+                  sorted_targets)
     edges = int(counts.sum())
     arrays = allocate({"sources": count, "offsets": count + 1,
                        "targets": edges, "weights": edges if out_weights is not None else 0})
@@ -458,10 +467,11 @@ def gather_active_edges(frontier: np.ndarray, out_offsets: np.ndarray, out_targe
     targets = arrays["targets"][:edges]
     with_weights = out_weights is not None
     weights = arrays["weights"][:edges] if with_weights else np.zeros(1, np.float32)
-    _write_pushed(vertex, begin, end, out_targets,
-                  out_weights if with_weights else np.zeros(1, np.float32), with_weights,
-                  page_first, page_end, table, shift, pushed_pages, offsets, sources, targets,
-                  weights, chunks, sorted_targets)
+    _write_pushed((vertex, begin, end),
+                  (out_targets, out_weights if with_weights else np.zeros(1, np.float32),
+                   with_weights),
+                  lookup.arrays, pushed_pages, (offsets, sources, targets, weights), chunks,
+                  sorted_targets)
     return {"sources": sources, "offsets": offsets, "targets": targets,
             "weights": weights if with_weights else None, "edges": edges}
 

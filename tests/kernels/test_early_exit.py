@@ -211,9 +211,10 @@ def test_the_whole_settling_pull_kernel_against_numpy():
             claimed[:] = np.where(settled, kernels.SETTLED_CLAIM, 0)
             stats[:], marked[:] = 0, 0
         frontier = compiled.kernels.pull_settling_whole(
-            compiled.identity, in_offsets, in_sources, np.zeros(1), values, attrs,
-            np.zeros(1), n, 3, active, settled, bits, in_edge_bits, claimed,
-            np.empty(n, np.int64), stats, marked, out_edges, team)
+            compiled.identity, (in_offsets, in_sources, np.zeros(1)), values,
+            (attrs, np.zeros(1), n, 3), active,
+            (settled, bits, in_edge_bits, claimed, np.empty(n, np.int64)),
+            (stats, marked, out_edges), team)
         np.testing.assert_array_equal(frontier, expected)
         assert np.all(values[expected] == 3) and np.all(values[was_settled] == 2)
         untouched = ~reached & ~was_settled
@@ -542,9 +543,9 @@ def test_the_push_walks_the_frontiers_out_edges_once_per_new_vertex(chunks):
         unsettled = np.zeros(1, np.int64)
         next_values = values.copy()
         written, activated = compiled.kernels.push_settling(
-            compiled.identity, frontier, prefix, out_offsets, out_targets, np.zeros(1),
-            values, next_values, attrs, np.zeros(1), n, step, chunks, stats, settled,
-            claimed, in_offsets, unsettled)
+            compiled.identity, (frontier, prefix),
+            (out_offsets, out_targets, np.zeros(1), in_offsets), (values, next_values),
+            (attrs, np.zeros(1), n, step), chunks, stats, (settled, claimed, unsettled))
         # each new vertex written once, activated, settled, holding its claim
         assert sorted(written.tolist()) == new.tolist()
         if step == 1:       # in the order of the hub's edges
@@ -586,9 +587,9 @@ def test_the_push_gives_back_the_claims_of_vertices_it_did_not_activate():
     prefix = kernels.degree_prefix(frontier, out_offsets)
     next_values = values.copy()
     written, activated = compiled.kernels.push_settling(
-        compiled.identity, frontier, prefix, out_offsets, out_targets, np.zeros(1), values,
-        next_values, attrs, np.zeros(1), n, 1, 2, np.zeros(2), settled, claimed, in_offsets,
-        np.zeros(1, np.int64))
+        compiled.identity, (frontier, prefix),
+        (out_offsets, out_targets, np.zeros(1), in_offsets), (values, next_values),
+        (attrs, np.zeros(1), n, 1), 2, np.zeros(2), (settled, claimed, np.zeros(1, np.int64)))
     assert written.tolist() == [1, 2, 3] and activated.tolist() == [1, 3]
     assert settled.tolist() == [True, True, False, True]
     assert claimed.tolist() == [kernels.SETTLED_CLAIM, kernels.SETTLED_CLAIM, 0,

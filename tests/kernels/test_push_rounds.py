@@ -266,9 +266,10 @@ def test_no_thread_shares_its_bins(grid, capsys):
     attrs = (np.ones(n, np.int32), np.ones(n, np.int32), np.ones(n), np.arange(n),
              np.zeros(n, np.bool_))
     left, rounds = kernel(program.gather_call, program.apply_call, program.activate_call,
-                          np.array([0], np.int64), offsets, targets, weights, values, attrs,
-                          np.zeros(1), n, 0, 100, np.zeros((100, 7), np.int64),
-                          np.zeros(100), 1.0, False, numba.get_num_threads())
+                          np.array([0], np.int64), (offsets, targets, weights), values,
+                          (attrs, np.zeros(1), n, 0), 100,
+                          (np.zeros((100, 7), np.int64), np.zeros(100)), (1.0, False),
+                          numba.get_num_threads())
     np.testing.assert_array_equal(values, [0.0, 1.0, 2.0, 3.0])
     assert rounds >= 1 and left.size == 0
     capsys.readouterr()

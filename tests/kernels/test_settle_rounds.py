@@ -228,10 +228,11 @@ def test_no_thread_shares_its_buffers(capsys):
              np.zeros(n, np.bool_))
     unsettled = np.array([5], np.int64)
     left, steps = kernel(calls.gather_call, calls.apply_call, calls.activate_call,
-                         calls.combine, program.identity, np.array([0], np.int64), offsets,
-                         targets, in_offsets, np.ones(5), values, values, False, attrs,
-                         np.zeros(1), n, 0, 100, -np.inf, settled, claimed, unsettled, 0.0,
-                         False, 0, np.zeros((100, 7), np.int64), np.zeros(100),
+                         calls.combine, program.identity, np.array([0], np.int64),
+                         (offsets, targets, in_offsets, np.ones(5)), (values, values, False),
+                         (attrs, np.zeros(1), n, 0), (100, -np.inf, 0.0, 0),
+                         (settled, claimed, unsettled, False),
+                         (np.zeros((100, 7), np.int64), np.zeros(100)),
                          numba.get_num_threads())
     np.testing.assert_array_equal(values, [0, 1, 1, 2, 3])
     assert steps == 4 and left.size == 0 and unsettled[0] == 0 and settled.all()

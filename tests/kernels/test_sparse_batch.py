@@ -341,10 +341,11 @@ def test_kernel_leaves_no_claimed_flag_and_counts_like_numpy(serial_edges, early
     # early exit is for synchronous runs (in place, a parent found first may be a level late)
     values_write = values.copy() if early_exit else values
     frontier, steps = compiled.kernels.sparse_iterations(
-        compiled.identity, np.array([root]), out_offsets, out_targets, in_offsets, sources,
-        np.zeros(1), values, values_write, early_exit, attrs, np.zeros(1), n, m, 1, 64,
-        serial_edges, 1.0, 0, -np.inf, claimed, 4, 2, counters, changes, early_exit,
-        settled, unsettled, 0.0, push, symmetric)
+        compiled.identity, np.array([root]), claimed,
+        (out_offsets, out_targets, in_offsets, sources, np.zeros(1)),
+        (values, values_write, early_exit), (attrs, np.zeros(1), n, 1),
+        (m, 1.0, 0, -np.inf, 0.0), (64, serial_edges, 4, 2), (counters, changes),
+        (early_exit, settled, unsettled, push, symmetric))
     pushed = push and early_exit
     np.testing.assert_array_equal(counters[:steps, 5], counters[:steps, 3] <= serial_edges)
     assert steps > 3

@@ -4,6 +4,7 @@
 module             kernels
 =================  ========================================================
 ``common``         the update tail, the atomic claim, floors, bitmaps, chunks
+``arguments``      the groups (tuples) the kernels take their arguments in
 ``vertices``       initial values, aggregates, source-side gathers, sums
 ``skipping``       floors and settled vertices: what a pull may skip
 ``pull``           pulls over a page, the whole CSC or a vertex list

@@ -20,10 +20,7 @@ from .notify import notify, notify_dense, push_settling
 
 @numba.njit(nogil=True)
 def _sparse_step(gather_call, apply_call, activate_call, combine, identity, current, prefix,
-                 out_offsets, out_targets, in_offsets, sources, weights, values_read,
-                 values_write, synchronous, attrs, aggregates, num_vertices, iteration,
-                 serial_edges, dense_factor, claimed, chunks, threads, early_exit, settled,
-                 unsettled_edges, stats, marked):
+                 graph, values, context, schedule, claimed, settling, scratch):
     """One notify-pull step of a batch (:func:`sparse_iterations`,
     :func:`priority_iterations`) over the frontier ``current``, whose
     out-degree prefix over the CSR is ``prefix``.
@@ -37,12 +34,25 @@ def _sparse_step(gather_call, apply_call, activate_call, combine, identity, curr
     parallel kernels'.  ``stats`` and ``marked`` are the
     parallel pull's scratch counters.
 
+    The groups: ``graph`` is ``(out_offsets, out_targets, in_offsets,
+    sources, weights)``, ``values`` ``(values_read, values_write,
+    synchronous)``, ``context`` what apply reads (``(attrs, aggregates,
+    num_vertices, iteration)``), ``schedule`` ``(serial_edges,
+    dense_factor, chunks, threads)``, ``settling`` ``(early_exit, settled,
+    unsettled_edges)`` and ``scratch`` ``(stats, marked)``.
+
     Returns
     -------
     (following, notified, edges, serial, change)
         The vertices activated, how many were notified, their in-edges, whether
         the gather ran on this thread, and the step's summed change.
     """
+    out_offsets, out_targets, in_offsets, sources, weights = graph
+    values_read, values_write, synchronous = values
+    attrs, aggregates, num_vertices, iteration = context
+    serial_edges, dense_factor, chunks, threads = schedule
+    early_exit, settled, unsettled_edges = settling
+    stats, marked = scratch
     size = current.shape[0]
     active_edges = prefix[size]
     if active_edges <= serial_edges:
@@ -111,10 +121,9 @@ def _sparse_step(gather_call, apply_call, activate_call, combine, identity, curr
         stats[:] = 0.0
         marked[0] = 0
         following = pull_vertices(gather_call, apply_call, activate_call, combine, identity,
-                                  notified, in_prefix, edge_starts, sources, weights,
-                                  values_read, values_write, attrs, aggregates,
-                                  num_vertices, iteration, chunks, stats, early_exit,
-                                  settled, claimed, marked)
+                                  (notified, in_prefix, edge_starts), (sources, weights),
+                                  (values_read, values_write), context, chunks, stats,
+                                  (early_exit, settled, claimed, marked))
         unsettled_edges[0] -= marked[0]
         change = stats[0]
         if synchronous:
@@ -124,13 +133,15 @@ def _sparse_step(gather_call, apply_call, activate_call, combine, identity, curr
 
 @numba.njit(nogil=True)
 def _settle_step(gather_call, apply_call, activate_call, combine, identity, current, edges,
-                 out_offsets, out_targets, weights, values_read, values_write, synchronous,
-                 attrs, aggregates, num_vertices, iteration, settled, claimed, in_offsets,
-                 unsettled_edges):
+                 graph, values, context, settling):
     """:func:`push_settling` on this thread, for a step of
     :func:`sparse_iterations` small enough (no claim needs an atomic; an
     empty ``in_offsets``: the caller counts the settled vertices' in-edges);
-    ``edges`` is the frontier's out-edges summed.
+    ``edges`` is the frontier's out-edges summed.  The groups: ``graph`` is
+    ``(out_offsets, out_targets, weights, in_offsets)``, ``values``
+    ``(values_read, values_write, synchronous)``, ``context`` what apply
+    reads (``(attrs, aggregates, num_vertices, iteration)``) and
+    ``settling`` ``(settled, claimed, unsettled_edges)``.
 
     A synchronous step commits each written vertex as it writes it: the
     step reads only settled vertices' values, and a vertex it writes was
@@ -145,6 +156,10 @@ def _settle_step(gather_call, apply_call, activate_call, combine, identity, curr
         buffers), the step's summed change, and the activated vertices'
         out-edges summed.
     """
+    out_offsets, out_targets, weights, in_offsets = graph
+    values_read, values_write, synchronous = values
+    attrs, aggregates, num_vertices, iteration = context
+    settled, claimed, unsettled_edges = settling
     written = np.empty(edges, np.int64)
     following = np.empty(edges, np.int64)
     wrote = 0
@@ -196,12 +211,7 @@ SPARSE_COUNTERS = ("active_vertices", "active_out_edges", "updated_vertices",
 
 @numba.njit(nogil=True)
 def sparse_iterations(gather_call, apply_call, activate_call, combine, identity, frontier,
-                      out_offsets, out_targets, in_offsets, sources, weights, values_read,
-                      values_write, synchronous, attrs, aggregates, num_vertices, num_edges,
-                      first_iteration, max_steps, serial_edges, direction_threshold,
-                      dense_factor, tolerance, claimed, chunks, threads, counters, changes,
-                      early_exit, settled, unsettled_edges, settling_pull_factor,
-                      settling_push, degrees_match):
+                      claimed, graph, values, context, rules, schedule, out, settling):
     """Up to ``max_steps`` notify-pull iterations of sparse frontiers in one call.
 
     Each step is the iteration the engine would run in its own call (Garaph
@@ -243,6 +253,15 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
     next step's :func:`degree_prefix` sums anyway: no read of ``in_offsets``
     per vertex (its cache line is a miss of its own on a grid).
 
+    The groups (:mod:`~garaphpy.kernels.cpu.arguments`): ``graph`` is
+    ``(out_offsets, out_targets, in_offsets, sources, weights)``, ``values``
+    ``(values_read, values_write, synchronous)``, ``context`` ``(attrs,
+    aggregates, num_vertices, first_iteration)``, ``rules`` ``(num_edges,
+    direction_threshold, dense_factor, tolerance, settling_pull_factor)``,
+    ``schedule`` ``(max_steps, serial_edges, chunks, threads)``, ``out``
+    ``(counters, changes)`` and ``settling`` ``(early_exit, settled,
+    unsettled_edges, settling_push, degrees_match)``.
+
     Returns
     -------
     frontier : int64 array
@@ -252,6 +271,13 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
         Steps taken; row ``s`` of ``counters`` holds step ``s``'s
         :data:`SPARSE_COUNTERS` and ``changes[s]`` its summed change.
     """
+    out_offsets, out_targets, in_offsets, sources, weights = graph
+    values_read, values_write, synchronous = values
+    attrs, aggregates, num_vertices, first_iteration = context
+    num_edges, direction_threshold, dense_factor, tolerance, settling_pull_factor = rules
+    max_steps, serial_edges, chunks, threads = schedule
+    counters, changes = out
+    early_exit, settled, unsettled_edges, settling_push, degrees_match = settling
     current = frontier
     stats = np.zeros(2, np.float64)
     marked = np.zeros(1, np.int64)
@@ -288,19 +314,19 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
             if serial:
                 written, following, change, known_edges = _settle_step(
                     gather_call, apply_call, activate_call, combine, identity, current,
-                    active_edges, out_offsets, out_targets, weights, values_read,
-                    values_write, synchronous, attrs, aggregates, num_vertices, iteration,
-                    settled, claimed, mark_offsets, unsettled_edges)
+                    active_edges, (out_offsets, out_targets, weights, mark_offsets), values,
+                    (attrs, aggregates, num_vertices, iteration),
+                    (settled, claimed, unsettled_edges))
             else:
                 if prefix.shape[0] != size + 1:
                     prefix = degree_prefix(current, out_offsets)
                 stats[:] = 0.0
                 marked[0] = 0
                 written, following = push_settling(
-                    gather_call, apply_call, activate_call, combine, identity, current, prefix,
-                    out_offsets, out_targets, weights, values_read, values_write, attrs,
-                    aggregates, num_vertices, iteration, chunks, stats, settled, claimed,
-                    mark_offsets, marked)
+                    gather_call, apply_call, activate_call, combine, identity, (current, prefix),
+                    (out_offsets, out_targets, weights, mark_offsets),
+                    (values_read, values_write), (attrs, aggregates, num_vertices, iteration),
+                    chunks, stats, (settled, claimed, marked))
                 unsettled_edges[0] -= marked[0]
                 change = stats[0]
                 if synchronous:
@@ -312,10 +338,9 @@ def sparse_iterations(gather_call, apply_call, activate_call, combine, identity,
         else:       # only a settling step sums the next frontier's edges: prefix is made
             following, count, edges, serial, change = _sparse_step(
                 gather_call, apply_call, activate_call, combine, identity, current, prefix,
-                out_offsets, out_targets, in_offsets, sources, weights, values_read,
-                values_write, synchronous, attrs, aggregates, num_vertices, iteration,
-                serial_edges, dense_factor, claimed, chunks, threads, early_exit, settled,
-                unsettled_edges, stats, marked)
+                graph, values, (attrs, aggregates, num_vertices, iteration),
+                (serial_edges, dense_factor, chunks, threads), claimed,
+                (early_exit, settled, unsettled_edges), (stats, marked))
         activated = following.shape[0]
         counters[steps, 0] = size
         counters[steps, 1] = active_edges

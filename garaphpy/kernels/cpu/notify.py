@@ -75,10 +75,8 @@ def notify_dense(frontier, prefix, out_offsets, out_targets, claimed, chunks, th
 
 
 @numba.njit(nogil=True, parallel=True)
-def push_settling(gather_call, apply_call, activate_call, combine, identity, frontier, prefix,
-                  out_offsets, out_targets, weights, values_read, values_write, attrs,
-                  aggregates, num_vertices, iteration, chunks, stats, settled, claimed,
-                  in_offsets, settled_in_edges):
+def push_settling(gather_call, apply_call, activate_call, combine, identity, listed, graph,
+                  values, context, chunks, stats, settling):
     """Beamer's top-down step for a program whose values are final once set
     (:func:`pull_range_settling`; synchronous, its gather reading no edge
     value): each out-edge of a settled frontier vertex ``u`` to a vertex not
@@ -94,12 +92,23 @@ def push_settling(gather_call, apply_call, activate_call, combine, identity, fro
     of the frontier over the CSR; its out-edges are cut in ``chunks`` equal
     runs (:func:`_edge_chunk`): a hub's no longer fall to one thread.
 
+    The groups (:mod:`~garaphpy.kernels.cpu.arguments`): ``listed`` is
+    ``(frontier, prefix)``, ``graph`` ``(out_offsets, out_targets, weights,
+    in_offsets)``, ``values`` ``(values_read, values_write)``, ``context``
+    what apply reads (``(attrs, aggregates, num_vertices, iteration)``) and
+    ``settling`` ``(settled, claimed, settled_in_edges)``.
+
     Returns
     -------
     (numpy.ndarray, numpy.ndarray) of int64
         The vertices written (the synchronous run commits them) and those
         activated, each in the order of the frontier's edges.
     """
+    frontier, prefix = listed
+    out_offsets, out_targets, weights, in_offsets = graph
+    values_read, values_write = values
+    attrs, aggregates, num_vertices, iteration = context
+    settled, claimed, settled_in_edges = settling
     items = frontier.shape[0]
     written = np.empty(prefix[items], np.int64)
     activated = np.empty(prefix[items], np.int64)

@@ -13,15 +13,16 @@ from .batches import _sparse_step
 
 
 @numba.njit(nogil=True)
-def _push_step(gather_call, apply_call, activate_call, current, prefix, out_offsets,
-               out_targets, out_weights, values, attrs, aggregates, num_vertices, iteration,
-               claimed):
+def _push_step(gather_call, apply_call, activate_call, current, prefix, out_edges, values,
+               context, claimed):
     """One push step of :func:`priority_iterations`, on this thread: each
     out-edge u -> v of the frontier ``current`` applies its gather to v's
     value at once (``values`` in place; ``out_weights``: the edge values in
     the out-edges' order).  For a program declaring ``apply_keeps_best`` the
     value then is the notify-pull's, without reading the in-edges of the
-    vertices reached.
+    vertices reached.  ``out_edges`` is ``(out_offsets, out_targets,
+    out_weights)``, ``context`` what apply reads (``(attrs, aggregates,
+    num_vertices, iteration)``).
 
     Returns
     -------
@@ -29,6 +30,8 @@ def _push_step(gather_call, apply_call, activate_call, current, prefix, out_offs
         The vertices activated (each once), how many vertices the edges
         reached, the out-edges pushed, and the step's summed change.
     """
+    out_offsets, out_targets, out_weights = out_edges
+    attrs, aggregates, num_vertices, iteration = context
     edges = prefix[current.shape[0]]
     reached = np.empty(edges, np.int64)
     following = np.empty(edges, np.int64)
@@ -147,11 +150,7 @@ def _bin_vertices(vertices, values, bucket_width, larger_first, heads, entry_ver
 
 @numba.njit(nogil=True)
 def priority_iterations(gather_call, apply_call, activate_call, combine, identity, frontier,
-                        out_offsets, out_targets, in_offsets, sources, weights, values,
-                        attrs, aggregates, num_vertices, num_edges, first_iteration, max_steps,
-                        serial_edges, direction_threshold, dense_factor, claimed,
-                        chunks, threads, counters, changes, bucket_width, larger_first,
-                        pending, push, out_weights):
+                        claimed, graph, values, context, rules, schedule, out, order):
     """Up to ``max_steps`` asynchronous notify-pull iterations in order of value
     (delta-stepping; HyTGraph's priority scheduling), in one call.
 
@@ -178,6 +177,11 @@ def priority_iterations(gather_call, apply_call, activate_call, combine, identit
     ``out_weights`` in the out-edges' order); its counters' "edges
     processed" are then the out-edges pushed.
 
+    The groups are :func:`sparse_iterations`' (``values`` one array, written
+    in place; ``rules`` ``(num_edges, direction_threshold, dense_factor)``),
+    and ``order`` ``(bucket_width, larger_first, pending, push,
+    out_weights)``.
+
     Returns
     -------
     frontier : int64 array
@@ -186,6 +190,12 @@ def priority_iterations(gather_call, apply_call, activate_call, combine, identit
         Steps taken, their :data:`SPARSE_COUNTERS` in ``counters`` and their
         summed changes in ``changes``, as :func:`sparse_iterations`.
     """
+    out_offsets, out_targets, in_offsets, sources, weights = graph
+    attrs, aggregates, num_vertices, first_iteration = context
+    num_edges, direction_threshold, dense_factor = rules
+    max_steps, serial_edges, chunks, threads = schedule
+    counters, changes = out
+    bucket_width, larger_first, pending, push, out_weights = order
     bins = PRIORITY_BINS
     heads = np.full(bins, -1, np.int64)
     capacity = max(2 * frontier.shape[0], 1024)
@@ -226,17 +236,17 @@ def priority_iterations(gather_call, apply_call, activate_call, combine, identit
             break
         if push and active_edges <= serial_edges:
             following, count, edges, change = _push_step(
-                gather_call, apply_call, activate_call, current, prefix, out_offsets,
-                out_targets, out_weights, values, attrs, aggregates, num_vertices,
-                first_iteration + steps, claimed)
+                gather_call, apply_call, activate_call, current, prefix,
+                (out_offsets, out_targets, out_weights), values,
+                (attrs, aggregates, num_vertices, first_iteration + steps), claimed)
             serial = True
         else:
             following, count, edges, serial, change = _sparse_step(
                 gather_call, apply_call, activate_call, combine, identity, current, prefix,
-                out_offsets, out_targets, in_offsets, sources, weights, values, values, False,
-                attrs, aggregates, num_vertices, first_iteration + steps, serial_edges,
-                dense_factor, claimed, chunks, threads, False, settled, unsettled, stats,
-                marked)
+                graph, (values, values, False),
+                (attrs, aggregates, num_vertices, first_iteration + steps),
+                (serial_edges, dense_factor, chunks, threads), claimed,
+                (False, settled, unsettled), (stats, marked))
         for i in range(following.shape[0]):
             v = following[i]
             pending[v] = 1

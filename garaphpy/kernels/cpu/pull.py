@@ -33,43 +33,41 @@ from .common import (SETTLED_CLAIM, _at_floor, _balanced_chunks, _bit_set, _conc
 
 @numba.njit(nogil=True, parallel=True)
 def pull_range(gather_call, apply_call, activate_call, combine, aggregate_tuple, identity,
-               in_offsets, sources, weights, edge_base, edge_begin, edge_end, first_vertex,
-               end_vertex, values_read, values_write, gather_values, attrs, aggregates,
-               num_vertices, iteration, active, parts, boundary_vertex, boundary_accum, stats,
-               floor_mode, floor):
+               edges, page, values, context, parts, out, floor):
     """Pull over the edges edge_begin..edge_end-1 of a page (Garaph section 4.1).
+
+    The arguments come in the groups of :mod:`~garaphpy.kernels.cpu.arguments`.
 
     Parameters
     ----------
     gather_call : numba dispatcher
         ``gather_call(gather_values, weights, attrs, u, v, e)``: the
         program's gather, or :func:`read_source_contribution`.
-    in_offsets : int64 array
-        Global CSC index.
-    sources, weights : arrays
-        The page's sources and edge values; edge e is at ``e - edge_base``.
-    first_vertex, end_vertex : int
-        The page's vertex range (a vertex split across pages is in both).
-    values_read, values_write : arrays
+    edges : (in_offsets, sources, weights, edge_base)
+        The global CSC index, and the page's sources and edge values; edge
+        e is at ``e - edge_base``.
+    page : (edge_begin, edge_end, first_vertex, end_vertex)
+        The page's edges and vertex range (a vertex split across pages is
+        in both).
+    values : (values_read, values_write, gather_values)
         Committed values and where new values go (the same array when
-        asynchronous).
-    gather_values : array
-        What ``gather_call`` reads: ``values_read``, or the contributions
-        of :func:`source_contributions`.
-    active : bool array
-        active[v] = activate(new, old) for every vertex applied here.
+        asynchronous); what ``gather_call`` reads: ``values_read``, or the
+        contributions of :func:`source_contributions`.
+    context : (attrs, aggregates, num_vertices, iteration)
+        What apply reads.
     parts : int
         Equal edge parts, one per task.
-    boundary_vertex, boundary_accum : arrays of at least 2
-        Receive the partial sums of vertices whose in-edges continue
-        outside the page.
-    stats : float64 array of 2
-        stats[0] += L1 change, stats[1] += vertices activated.
-    floor_mode, floor : int, array of 1
+    out : (active, stats, boundary_vertex, boundary_accum)
+        active[v] = activate(new, old) for every vertex applied here;
+        stats[0] += L1 change, stats[1] += vertices activated; the partial
+        sums of vertices whose in-edges continue outside the page (arrays
+        of at least 2).
+    floor : (floor_mode, floor_value)
         :data:`FLOOR_MIN` or :data:`FLOOR_MAX`: a vertex whose value is at
-        or below ``floor[0]`` (or at or above) reads no in-edge (a program
-        declaring ``gather_no_better_than_source``, ``floor`` the best value
-        of a vertex with out-edges: :func:`best_source_value`); 0: none.
+        or below ``floor_value[0]`` (or at or above) reads no in-edge (a
+        program declaring ``gather_no_better_than_source``, the floor the
+        best value of a vertex with out-edges: :func:`best_source_value`);
+        0: none.
 
     apply reads ``aggregates`` as a tuple (``aggregate_tuple(aggregates)``),
     constants of the loop, as in :func:`pull_fused`.
@@ -79,6 +77,12 @@ def pull_range(gather_call, apply_call, activate_call, combine, aggregate_tuple,
     int
         Number of boundary partial sums written.
     """
+    in_offsets, sources, weights, edge_base = edges
+    edge_begin, edge_end, first_vertex, end_vertex = page
+    values_read, values_write, gather_values = values
+    attrs, aggregates, num_vertices, iteration = context
+    active, stats, boundary_vertex, boundary_accum = out
+    floor_mode, floor_value = floor
     span = edge_end - edge_begin
     if span <= 0:
         parts = 1
@@ -102,7 +106,7 @@ def pull_range(gather_call, apply_call, activate_call, combine, aggregate_tuple,
         for v in range(starts[t], starts[t + 1]):
             lo = max(in_offsets[v], e0)
             hi = min(in_offsets[v + 1], e1)
-            if floor_mode != 0 and _at_floor(floor_mode, values_read[v], floor[0]):
+            if floor_mode != 0 and _at_floor(floor_mode, values_read[v], floor_value[0]):
                 hi = lo
             accum = identity
             for e in range(lo, hi):
@@ -125,7 +129,7 @@ def pull_range(gather_call, apply_call, activate_call, combine, aggregate_tuple,
             if w < end_vertex and in_offsets[w] < e1:
                 accum = identity
                 w_end = min(in_offsets[w + 1], e1)
-                if floor_mode != 0 and _at_floor(floor_mode, values_read[w], floor[0]):
+                if floor_mode != 0 and _at_floor(floor_mode, values_read[w], floor_value[0]):
                     w_end = e0
                 for e in range(max(in_offsets[w], e0), w_end):
                     local = e - edge_base
@@ -148,28 +152,29 @@ def pull_range(gather_call, apply_call, activate_call, combine, aggregate_tuple,
                 current_accum = combine(current_accum, record_accum[t, r])
                 continue
             if current >= 0:
-                boundary = _finish_cut_vertex(
-                    apply_call, activate_call, attrs, aggregates, num_vertices, iteration,
-                    in_offsets, edge_begin, edge_end, current, current_accum, values_read,
-                    values_write, active, boundary_vertex, boundary_accum, boundary, change,
-                    activated)
+                boundary = _finish_cut_vertex(apply_call, activate_call, context, in_offsets,
+                                              page, current, current_accum, values, out,
+                                              boundary, change, activated)
             current = w
             current_accum = record_accum[t, r]
     if current >= 0:
-        boundary = _finish_cut_vertex(
-            apply_call, activate_call, attrs, aggregates, num_vertices, iteration, in_offsets,
-            edge_begin, edge_end, current, current_accum, values_read, values_write, active,
-            boundary_vertex, boundary_accum, boundary, change, activated)
+        boundary = _finish_cut_vertex(apply_call, activate_call, context, in_offsets, page,
+                                      current, current_accum, values, out, boundary, change,
+                                      activated)
     stats[0] += change.sum()
     stats[1] += activated.sum()
     return boundary
 
 
 @numba.njit(nogil=True)
-def _finish_cut_vertex(apply_call, activate_call, attrs, aggregates, num_vertices, iteration,
-                       in_offsets, edge_begin, edge_end, v, accum, values_read, values_write,
-                       active, boundary_vertex, boundary_accum, boundary, change, activated):
-    """Apply a vertex whose replicas are merged, or hand it back if it leaves the page."""
+def _finish_cut_vertex(apply_call, activate_call, context, in_offsets, page, v, accum, values,
+                       out, boundary, change, activated):
+    """Apply a vertex whose replicas are merged, or hand it back if it leaves the page
+    (the groups are :func:`pull_range`'s)."""
+    attrs, aggregates, num_vertices, iteration = context
+    edge_begin, edge_end, _, _ = page
+    values_read, values_write, _ = values
+    active, _, boundary_vertex, boundary_accum = out
     if in_offsets[v] >= edge_begin and in_offsets[v + 1] <= edge_end:
         activated[0], change[0] = _update_and_flag(
             apply_call, activate_call, attrs, aggregates, num_vertices, iteration, v, accum,
@@ -191,7 +196,8 @@ def _gather_in_edges(gather_call, apply_call, activate_call, combine, identity, 
     count and the gather stops at the first in-edge after which the sum
     activates ``v`` (from ``old``).  The settled vertices are read from
     ``settled_bits`` (:func:`pack_flags` of ``settled``) where it is not
-    empty, else from ``settled``."""
+    empty, else from ``settled``.  Called in the kernels' parallel loops, so
+    its arguments are not grouped (see :mod:`~garaphpy.kernels.cpu.arguments`)."""
     by_bits = settled_bits.shape[0] > 0
     accum = identity
     for e in range(first, end):
@@ -208,11 +214,8 @@ def _gather_in_edges(gather_call, apply_call, activate_call, combine, identity, 
 
 
 @numba.njit(nogil=True, parallel=True)
-def pull_range_settling(gather_call, apply_call, activate_call, combine, identity,
-                        in_offsets, sources, weights, edge_base, edge_begin, edge_end,
-                        first_vertex, end_vertex, values_read, values_write, gather_values, attrs,
-                        aggregates, num_vertices, iteration, active, parts, boundary_vertex,
-                        boundary_accum, stats, settled, settled_bits):
+def pull_range_settling(gather_call, apply_call, activate_call, combine, identity, edges, page,
+                        values, context, parts, out, settling):
     """:func:`pull_range` for a program whose values are final once set.
 
     Such a program (``VertexProgram.final_once_set``, synchronous runs)
@@ -223,10 +226,11 @@ def pull_range_settling(gather_call, apply_call, activate_call, combine, identit
     any other reads the values of settled in-neighbours only (a byte per
     edge otherwise) and stops at the first in-edge after which its sum
     activates it: Beamer's bottom-up step, for any such program.
-    ``settled_bits`` is ``settled`` packed (:func:`pack_flags`), read for the
-    in-neighbours; empty: ``settled`` is read.
+    ``settling`` is ``(settled, settled_bits)``, ``settled_bits`` being
+    ``settled`` packed (:func:`pack_flags`), read for the in-neighbours;
+    empty: ``settled`` is read.
     Work is cut into ``parts`` runs of about equal vertex counts (the edges a
-    vertex reads are not known in advance).  The arguments are
+    vertex reads are not known in advance).  The other arguments are
     :func:`pull_range`'s, ``gather_values`` being ``values_read``; a vertex
     whose in-edges leave the page hands back its partial sum, as there.
 
@@ -235,6 +239,12 @@ def pull_range_settling(gather_call, apply_call, activate_call, combine, identit
     int
         Number of boundary partial sums written.
     """
+    in_offsets, sources, weights, edge_base = edges
+    edge_begin, edge_end, first_vertex, end_vertex = page
+    values_read, values_write, gather_values = values
+    attrs, aggregates, num_vertices, iteration = context
+    active, stats, boundary_vertex, boundary_accum = out
+    settled, settled_bits = settling
     boundary = 0
     low = first_vertex
     high = end_vertex
@@ -300,10 +310,8 @@ SETTLING_BLOCK = 1024
 
 
 @numba.njit(nogil=True, parallel=True)
-def pull_settling_whole(gather_call, apply_call, activate_call, combine, identity,
-                        in_offsets, sources, weights, values, attrs, aggregates, num_vertices,
-                        iteration, active, settled, settled_bits, in_edge_bits, claimed, found,
-                        stats, settled_in_edges, found_out_edges, team):
+def pull_settling_whole(gather_call, apply_call, activate_call, combine, identity, graph, values,
+                        context, active, settling, counters, team):
     """:func:`pull_range_settling` over the whole CSC in one launch, its vertices
     dealt in blocks of :data:`SETTLING_BLOCK` as threads finish (``team``
     threads, a shared counter), for a run whose edges are all in memory.
@@ -332,11 +340,21 @@ def pull_settling_whole(gather_call, apply_call, activate_call, combine, identit
     ``active``, the engine's flags, is cleared (a vertex not settled is never
     active, so only settled ones lose a flag) and set for the activated ones.
 
+    The groups: ``graph`` is ``(in_offsets, sources, weights)`` (the whole
+    CSC), ``context`` what apply reads (``(attrs, aggregates, num_vertices,
+    iteration)``), ``settling`` is ``(settled, settled_bits, in_edge_bits,
+    claimed, found)`` and ``counters`` ``(stats, settled_in_edges,
+    found_out_edges)``.
+
     Returns
     -------
     numpy.ndarray of int64
         The activated vertices in increasing order (the next frontier).
     """
+    in_offsets, sources, weights = graph
+    attrs, aggregates, num_vertices, iteration = context
+    settled, settled_bits, in_edge_bits, claimed, found = settling
+    stats, settled_in_edges, found_out_edges = counters
     block = SETTLING_BLOCK
     blocks = (num_vertices + block - 1) // block
     counts = np.zeros(blocks + 1, np.int64)
@@ -409,9 +427,12 @@ def pull_settling_whole(gather_call, apply_call, activate_call, combine, identit
 
 
 @numba.njit(nogil=True)
-def apply_vertices(apply_call, activate_call, attrs, aggregates, num_vertices, iteration,
-                   vertices, accums, values_read, values_write, active, stats):
-    """Apply the combined partial sums of vertices split across pages."""
+def apply_vertices(apply_call, activate_call, context, vertices, accums, values, active, stats):
+    """Apply the combined partial sums of vertices split across pages
+    (``context``: what apply reads; ``values``: ``(values_read,
+    values_write)``)."""
+    attrs, aggregates, num_vertices, iteration = context
+    values_read, values_write = values
     for i in range(vertices.shape[0]):
         v = vertices[i]
         stats[1], stats[0] = _update_and_flag(
@@ -421,11 +442,15 @@ def apply_vertices(apply_call, activate_call, attrs, aggregates, num_vertices, i
 
 @numba.njit(nogil=True, parallel=True)
 def pull_fused(source_gather_call, aggregate_tuple, aggregate_fold, aggregate_write,
-               apply_call, activate_call, combine, identity, in_offsets, sources, values_read,
-               values_write, contributions, next_contributions, attrs, aggregates,
-               num_vertices, iteration, active, part_starts, aggregate_identities, stats,
-               team):
+               apply_call, activate_call, combine, identity, graph, values, context, out,
+               schedule, aggregate_identities):
     """A synchronous pull over the whole CSC that also prepares the next one.
+
+    The groups: ``graph`` is ``(in_offsets, sources)``, ``values``
+    ``(values_read, values_write, contributions, next_contributions)``,
+    ``context`` what apply reads (``(attrs, aggregates, num_vertices,
+    iteration)``), ``out`` ``(active, stats)`` and ``schedule``
+    ``(part_starts, team)``.
 
     Each vertex sums ``contributions`` (the source-side gathers of
     :func:`source_contributions`) over its in-edges and is applied; then,
@@ -464,6 +489,11 @@ def pull_fused(source_gather_call, aggregate_tuple, aggregate_fold, aggregate_wr
         Each part's aggregates of the new values, at ``iteration + 1``
         (merged by the caller with each aggregate's monoid).
     """
+    in_offsets, sources = graph
+    values_read, values_write, contributions, next_contributions = values
+    attrs, aggregates, num_vertices, iteration = context
+    active, stats = out
+    part_starts, team = schedule
     parts = part_starts.shape[0] - 1
     count = aggregate_identities.shape[0]
     partial = np.empty((parts, count), np.float64)
@@ -499,11 +529,15 @@ def pull_fused(source_gather_call, aggregate_tuple, aggregate_fold, aggregate_wr
 
 
 @numba.njit(nogil=True, parallel=True)
-def pull_vertices(gather_call, apply_call, activate_call, combine, identity, vertices,
-                  in_prefix, edge_starts, sources, weights, values_read, values_write, attrs,
-                  aggregates, num_vertices, iteration, chunks, stats, early_exit, settled,
-                  claimed, settled_in_edges):
+def pull_vertices(gather_call, apply_call, activate_call, combine, identity, listed, edges,
+                  values, context, chunks, stats, settling):
     """Gather, apply and activate the listed vertices over their in-edges.
+
+    The groups: ``listed`` is ``(vertices, in_prefix, edge_starts)``,
+    ``edges`` ``(sources, weights)``, ``values`` ``(values_read,
+    values_write)``, ``context`` what apply reads (``(attrs, aggregates,
+    num_vertices, iteration)``) and ``settling`` ``(early_exit, settled,
+    claimed, settled_in_edges)``.
 
     With ``early_exit`` (a program whose values are final once set, see
     :func:`pull_range_settling`; synchronous), a vertex gathers only from
@@ -527,6 +561,11 @@ def pull_vertices(gather_call, apply_call, activate_call, combine, identity, ver
     numpy.ndarray of int64
         The vertices activated, in the order of ``vertices``.
     """
+    vertices, in_prefix, edge_starts = listed
+    sources, weights = edges
+    values_read, values_write = values
+    attrs, aggregates, num_vertices, iteration = context
+    early_exit, settled, claimed, settled_in_edges = settling
     bounds = _balanced_chunks(in_prefix, chunks)
     activated = np.empty(vertices.shape[0], np.int64)
     counts = np.zeros(chunks + 1, np.int64)

@@ -263,10 +263,8 @@ def _share_live_entries(first_bin, end_bin, values, heads, counts, occupied, ent
 
 
 @numba.njit(nogil=True, parallel=True)
-def priority_push_rounds(gather_call, apply_call, activate_call, frontier, out_offsets,
-                         out_targets, out_weights, values, attrs, aggregates, num_vertices,
-                         first_iteration, max_steps, counters, changes, bucket_width,
-                         larger_first, team):
+def priority_push_rounds(gather_call, apply_call, activate_call, frontier, out_edges, values,
+                         context, max_steps, out, order, team):
     """Up to ``max_steps`` rounds of parallel delta-stepping by push, on ``team``
     threads (``numba.get_num_threads()`` of the call: one iteration of
     ``numba.prange(team)`` per thread) kept for the whole call (GAPBS's ``sssp``;
@@ -304,7 +302,16 @@ def priority_push_rounds(gather_call, apply_call, activate_call, frontier, out_o
     steps : int
         Rounds taken; -1 when the threads did not meet (``frontier`` is
         then the input, unchanged).
+
+    The groups (:mod:`~garaphpy.kernels.cpu.arguments`): ``out_edges`` is
+    ``(out_offsets, out_targets, out_weights)``, ``context`` ``(attrs,
+    aggregates, num_vertices, first_iteration)``, ``out`` ``(counters,
+    changes)`` and ``order`` ``(bucket_width, larger_first)``.
     """
+    out_offsets, out_targets, out_weights = out_edges
+    attrs, aggregates, num_vertices, first_iteration = context
+    counters, changes = out
+    bucket_width, larger_first = order
     bins = PUSH_ROUND_BINS
     if max_steps < 1 or frontier.shape[0] == 0:
         return frontier.copy(), 0

@@ -181,11 +181,7 @@ def _close_level(tally, team, totals, returned, claimed, sync, unsettled, head, 
 
 @numba.njit(nogil=True, parallel=True)
 def settle_push_rounds(gather_call, apply_call, activate_call, combine, identity, frontier,
-                       out_offsets, out_targets, in_offsets, weights, values_read,
-                       values_write, synchronous, attrs, aggregates, num_vertices,
-                       first_iteration, max_steps, tolerance, settled, claimed,
-                       unsettled_edges, settling_pull_factor, degrees_match, serial_edges,
-                       counters, changes, team):
+                       graph, values, context, rules, settling, out, team):
     """Up to ``max_steps`` of Beamer's top-down steps (:func:`push_settling`) for a
     program final once set, on ``team`` threads kept for the whole call (one
     iteration of ``numba.prange(team)`` each; GAPBS's ``bfs``: one parallel
@@ -225,7 +221,21 @@ def settle_push_rounds(gather_call, apply_call, activate_call, combine, identity
     steps : int
         Steps taken; -1 when the threads did not meet (``frontier`` is then
         the input, unchanged).
+
+    The groups (:mod:`~garaphpy.kernels.cpu.arguments`): ``graph`` is
+    ``(out_offsets, out_targets, in_offsets, weights)``, ``values``
+    ``(values_read, values_write, synchronous)``, ``context`` ``(attrs,
+    aggregates, num_vertices, first_iteration)``, ``rules`` ``(max_steps,
+    tolerance, settling_pull_factor, serial_edges)``, ``settling``
+    ``(settled, claimed, unsettled_edges, degrees_match)`` and ``out``
+    ``(counters, changes)``.
     """
+    out_offsets, out_targets, in_offsets, weights = graph
+    values_read, values_write, synchronous = values
+    attrs, aggregates, num_vertices, first_iteration = context
+    max_steps, tolerance, settling_pull_factor, serial_edges = rules
+    settled, claimed, unsettled_edges, degrees_match = settling
+    counters, changes = out
     size = frontier.shape[0]
     if max_steps < 1 or size == 0:
         return frontier.copy(), 0

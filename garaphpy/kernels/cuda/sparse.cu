@@ -319,6 +319,35 @@ __device__ __forceinline__ void gp_sparse_block_done(long long* loop, long long*
     }
 }
 
+// The update tail of the loop's kernels (pull.cu's gp_update for a vertex that
+// is listed, not flagged): v applied from the sum of its gathers into out[v]
+// (out may be values), its change added to l1; whether it activates, counted
+// in activated.
+__device__ __forceinline__ bool gp_sparse_update(const gp_attrs& attrs,
+                                                 const double* aggregates,
+                                                 long long num_vertices, long long iteration,
+                                                 long long v, accum_t accum,
+                                                 const value_t* values, value_t* out,
+                                                 double* l1, unsigned long long* activated) {
+    const value_t old_value = values[v];
+    const value_t new_value = gp_apply(attrs, aggregates, num_vertices, iteration, v,
+                                       old_value, accum);
+    out[v] = new_value;
+    *l1 += fabs((double)new_value - (double)old_value);
+    const bool joins = gp_activate(new_value, old_value);
+    if (joins) *activated += 1;
+    return joins;
+}
+
+// A vertex that joins the next frontier: its out-edges counted, and the widest.
+__device__ __forceinline__ void gp_sparse_joins(const gp_attrs& attrs, long long v,
+                                                unsigned long long* activated_out_edges,
+                                                unsigned long long* widest) {
+    const unsigned long long degree = (unsigned long long)attrs.out_degree[v];
+    *activated_out_edges += degree;
+    *widest = max(*widest, degree);
+}
+
 extern "C" __global__ void gp_sparse_pull(long long* loop, long long* records,
                                           const long long* __restrict__ in_offsets,
                                           const vid_t* __restrict__ sources,
@@ -373,18 +402,9 @@ extern "C" __global__ void gp_sparse_pull(long long* loop, long long* records,
             bool joins = false;
             if (i < count && sub == 0) {
                 notified_flags[v] = 0u;
-                const value_t old_value = values[v];
-                const value_t new_value = gp_apply(attrs, aggregates, num_vertices, iteration, v,
-                                                   old_value, accum);
-                out[v] = new_value;
-                l1 += fabs((double)new_value - (double)old_value);
-                joins = gp_activate(new_value, old_value);
-                if (joins) {
-                    const unsigned long long degree = (unsigned long long)attrs.out_degree[v];
-                    activated += 1;
-                    activated_out_edges += degree;
-                    widest = max(widest, degree);
-                }
+                joins = gp_sparse_update(attrs, aggregates, num_vertices, iteration, v, accum,
+                                         values, out, &l1, &activated);
+                if (joins) gp_sparse_joins(attrs, v, &activated_out_edges, &widest);
             }
             gp_warp_append(joins, (vid_t)v, next_frontier, next_size);
         }
@@ -637,15 +657,11 @@ extern "C" __global__ void gp_sparse_apply(long long* loop, long long* records,
             accum[v] = identity;
             touched_flags[v] = 0u;
             if (!gp_off) {
-                const value_t old_value = values[v];
-                const value_t new_value = gp_apply(attrs, aggregates, num_vertices, iteration,
-                                                   v, old_value, sum);
-                values[v] = new_value;
-                l1 += fabs((double)new_value - (double)old_value);
-                joins = gp_activate(new_value, old_value);
-                if (joins) activated += 1;
+                joins = gp_sparse_update(attrs, aggregates, num_vertices, iteration, v, sum,
+                                         values, values, &l1, &activated);
                 if (joins && priority) {
-                    const double key = gp_priority_key(new_value, priority == 2);
+                    // v's new value, just written by this thread
+                    const double key = gp_priority_key(values[v], priority == 2);
                     if (key >= threshold) {
                         joins = false;
                         lowest = min(lowest, gp_key_order(key));
@@ -654,11 +670,7 @@ extern "C" __global__ void gp_sparse_apply(long long* loop, long long* records,
                         if (waits) far_flags[v] = 1u;
                     }
                 }
-                if (joins) {
-                    const unsigned long long degree = (unsigned long long)attrs.out_degree[v];
-                    activated_out_edges += degree;
-                    widest = max(widest, degree);
-                }
+                if (joins) gp_sparse_joins(attrs, v, &activated_out_edges, &widest);
             }
         }
         gp_warp_append(joins, (vid_t)v, next_frontier, next_size);

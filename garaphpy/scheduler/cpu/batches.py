@@ -18,6 +18,7 @@ import numpy as np
 from ... import config
 from ..._numba_setup import parallel_section
 from ...kernels import cpu as kernels
+from ...kernels.cpu.arguments import apply_context
 from ...kernels.cpu_program import CpuProgram
 from ...kernels.gpu_subgraph import out_edge_values
 from .. import decisions
@@ -231,24 +232,29 @@ class SparseBatches:
         arrays, compiled, state = self.arrays, self.compiled, self.state
         if self.push_rounds:
             left, taken = compiled.kernels.priority_push_rounds(
-                frontier, arrays.out_offsets, arrays.out_targets, self.push_weights,
-                state.values, arrays.attrs, self.no_aggregates, arrays.num_vertices,
-                first_iteration, steps, counters, changes, float(self.bucket_width),
-                self.larger_first, team.team_size())
+                frontier, (arrays.out_offsets, arrays.out_targets, self.push_weights),
+                state.values,
+                apply_context(arrays.attrs, self.no_aggregates, arrays.num_vertices,
+                              first_iteration),
+                int(steps), (counters, changes), (float(self.bucket_width), self.larger_first),
+                team.team_size())
             if taken >= 0:
                 return left, taken
             self.push_rounds = False    # the threads did not meet: step by step from now on
             self.push_rounds_failed = True
         _, sources, weights = arrays.page_source.csc()
         return compiled.kernels.priority_iterations(
-            compiled.identity, frontier, arrays.out_offsets, arrays.out_targets,
-            arrays.in_offsets, sources, arrays.edge_weights(weights), state.values,
-            arrays.attrs, self.no_aggregates, arrays.num_vertices, arrays.num_edges,
-            first_iteration, steps, decisions.serial_step_edges(self.threads),
-            1.0 / (config.NOTIFY_PULL_COST_FACTOR * self.rho), config.NOTIFY_DENSE_FACTOR,
-            state.claimed, self.threads * config.CPU_CHUNKS_PER_THREAD, self.threads,
-            counters, changes, float(self.bucket_width), self.larger_first, self.pending,
-            self.push, self.push_weights)
+            compiled.identity, frontier, state.claimed,
+            (arrays.out_offsets, arrays.out_targets, arrays.in_offsets, sources,
+             arrays.edge_weights(weights)),
+            state.values,
+            apply_context(arrays.attrs, self.no_aggregates, arrays.num_vertices,
+                          first_iteration),
+            (arrays.num_edges, 1.0 / (config.NOTIFY_PULL_COST_FACTOR * self.rho),
+             config.NOTIFY_DENSE_FACTOR),
+            self._batch_schedule(steps), (counters, changes),
+            (float(self.bucket_width), self.larger_first, self.pending, self.push,
+             self.push_weights))
 
     def settles_in_rounds(self) -> bool:
         """Whether this run's batches of settling steps run on kept threads
@@ -261,29 +267,40 @@ class SparseBatches:
         arrays, compiled, state = self.arrays, self.compiled, self.state
         if self.settles_in_rounds():
             left, taken = compiled.kernels.settle_push_rounds(
-                compiled.identity, frontier, arrays.out_offsets, arrays.out_targets,
-                arrays.in_offsets, arrays.weights, state.values, state.next,
-                state.synchronous, arrays.attrs, self.no_aggregates, arrays.num_vertices,
-                first_iteration, steps, -np.inf if tolerance is None else float(tolerance),
-                self.settling.settled, state.claimed, self.settling.unsettled_edges,
-                float(config.CPU_SETTLING_PULL_FACTOR * self.rho), self.degrees_match(),
-                decisions.round_serial_edges(self.threads), counters, changes, team.team_size())
+                compiled.identity, frontier,
+                (arrays.out_offsets, arrays.out_targets, arrays.in_offsets, arrays.weights),
+                (state.values, state.next, state.synchronous),
+                apply_context(arrays.attrs, self.no_aggregates, arrays.num_vertices,
+                              first_iteration),
+                (int(steps), -np.inf if tolerance is None else float(tolerance),
+                 float(config.CPU_SETTLING_PULL_FACTOR * self.rho),
+                 decisions.round_serial_edges(self.threads)),
+                (self.settling.settled, state.claimed, self.settling.unsettled_edges,
+                 self.degrees_match()),
+                (counters, changes), team.team_size())
             if taken >= 0:
                 return left, taken
             self.settle_rounds_failed = True    # the threads did not meet: launches from now on
         _, sources, weights = arrays.page_source.csc()
         return compiled.kernels.sparse_iterations(
-            compiled.identity, frontier, arrays.out_offsets, arrays.out_targets,
-            arrays.in_offsets, sources, arrays.edge_weights(weights),
-            state.values, state.next, state.synchronous, arrays.attrs, self.no_aggregates,
-            arrays.num_vertices, arrays.num_edges, first_iteration, steps,
-            decisions.serial_step_edges(self.threads),
-            1.0 / (config.NOTIFY_PULL_COST_FACTOR * self.rho),
-            config.NOTIFY_DENSE_FACTOR, -np.inf if tolerance is None else float(tolerance),
-            state.claimed, self.threads * config.CPU_CHUNKS_PER_THREAD, self.threads, counters,
-            changes, self.early_exit, self.settling.settled, self.settling.unsettled_edges,
-            float(config.CPU_SETTLING_PULL_FACTOR * self.rho), self.settles_by_push,
-            self.degrees_match())
+            compiled.identity, frontier, state.claimed,
+            (arrays.out_offsets, arrays.out_targets, arrays.in_offsets, sources,
+             arrays.edge_weights(weights)),
+            (state.values, state.next, state.synchronous),
+            apply_context(arrays.attrs, self.no_aggregates, arrays.num_vertices,
+                          first_iteration),
+            (arrays.num_edges, 1.0 / (config.NOTIFY_PULL_COST_FACTOR * self.rho),
+             config.NOTIFY_DENSE_FACTOR, -np.inf if tolerance is None else float(tolerance),
+             float(config.CPU_SETTLING_PULL_FACTOR * self.rho)),
+            self._batch_schedule(steps), (counters, changes),
+            (self.early_exit, self.settling.settled, self.settling.unsettled_edges,
+             self.settles_by_push, self.degrees_match()))
+
+    def _batch_schedule(self, steps: int) -> tuple:
+        """The ``schedule`` group of the batch kernels: ``(max_steps,
+        serial_edges, chunks, threads)``."""
+        return (int(steps), decisions.serial_step_edges(self.threads),
+                self.threads * config.CPU_CHUNKS_PER_THREAD, self.threads)
 
     def degrees_match(self) -> bool:
         """Whether every vertex has as many in-edges as out-edges (a symmetric

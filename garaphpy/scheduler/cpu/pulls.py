@@ -18,6 +18,7 @@ import numpy as np
 from ... import config
 from ..._numba_setup import parallel_section
 from ...kernels import cpu as kernels
+from ...kernels.cpu.arguments import apply_context, page_range
 from ...kernels.cpu_program import CpuProgram
 from ...monoids import MONOIDS
 from .. import decisions
@@ -109,27 +110,32 @@ class Pulls:
             if not self.fused_pull:     # a fused run's pulls take the fused kernel alone
                 pull_kernel, gather_values, extra = self._pull_kernel()
                 pull_kernel(
-                    compiled.identity, arrays.in_offsets, arrays.sources, arrays.weights, 0,
-                    0, 0, 0, 0, state.values, state.next, gather_values, arrays.attrs,
-                    aggregates, arrays.num_vertices, 0, state.active, 1,
-                    self.boundary_vertex, self.boundary_accum, self.stats, *extra)
+                    compiled.identity, (arrays.in_offsets, arrays.sources, arrays.weights, 0),
+                    page_range(0, 0, 0, 0), (state.values, state.next, gather_values),
+                    apply_context(arrays.attrs, aggregates, arrays.num_vertices, 0), 1,
+                    (state.active, self.stats, self.boundary_vertex, self.boundary_accum),
+                    extra)
                 compiled.kernels.apply_vertices(
-                    arrays.attrs, aggregates, arrays.num_vertices, 0, np.zeros(0, np.int64),
-                    np.zeros(0, compiled.accum_dtype), state.values, state.next,
-                    state.active, self.stats)
+                    apply_context(arrays.attrs, aggregates, arrays.num_vertices, 0),
+                    np.zeros(0, np.int64), np.zeros(0, compiled.accum_dtype),
+                    (state.values, state.next), state.active, self.stats)
             else:
                 self._fused_kernel()(
-                    compiled.identity, arrays.in_offsets, arrays.sources, state.values,
-                    state.next, self.contributions, self.next_contributions, arrays.attrs,
-                    aggregates, arrays.num_vertices, 0, state.active, np.zeros(1, np.int64),
-                    self.aggregate_identities, self.stats, 1)
+                    compiled.identity, (arrays.in_offsets, arrays.sources),
+                    (state.values, state.next, self.contributions, self.next_contributions),
+                    apply_context(arrays.attrs, aggregates, arrays.num_vertices, 0),
+                    (state.active, self.stats), (np.zeros(1, np.int64), 1),
+                    self.aggregate_identities)
             if self.plan.whole_settling_pull:     # over no vertex
                 _, sources, weights = arrays.page_source.csc()
+                settling = self.settling
                 compiled.kernels.pull_settling_whole(
-                    compiled.identity, arrays.in_offsets, sources, arrays.edge_weights(weights),
-                    state.values, arrays.attrs, aggregates, 0, 0, state.active, self.settling.settled,
-                    self.settling.settled_bits, self.settling.in_edge_bits, state.claimed, self.settling.settling_found,
-                    np.zeros(2), np.zeros(1, np.int64), np.zeros(1, np.int64), 1)
+                    compiled.identity,
+                    (arrays.in_offsets, sources, arrays.edge_weights(weights)), state.values,
+                    apply_context(arrays.attrs, aggregates, 0, 0), state.active,
+                    (settling.settled, settling.settled_bits, settling.in_edge_bits,
+                     state.claimed, settling.settling_found),
+                    (np.zeros(2), np.zeros(1, np.int64), np.zeros(1, np.int64)), 1)
             if self.settling.floor_mode:
                 floor = np.zeros(1, state.values.dtype)
                 kernels.best_source_value(state.values[:0], arrays.attrs[0], self.settling.floor_mode,
@@ -146,15 +152,18 @@ class Pulls:
         with parallel_section():
             if self.settles_by_push:
                 compiled.kernels.push_settling(
-                    compiled.identity, empty, empty_prefix, arrays.out_offsets,
-                    arrays.out_targets, arrays.weights, state.values, state.next,
-                    arrays.attrs, self.aggregates(0), arrays.num_vertices, 0, 1, self.stats,
-                    self.settling.settled, state.claimed, arrays.in_offsets, self.settling.unsettled_delta)
+                    compiled.identity, (empty, empty_prefix),
+                    (arrays.out_offsets, arrays.out_targets, arrays.weights, arrays.in_offsets),
+                    (state.values, state.next),
+                    apply_context(arrays.attrs, self.aggregates(0), arrays.num_vertices, 0), 1,
+                    self.stats, (self.settling.settled, state.claimed,
+                                 self.settling.unsettled_delta))
             compiled.kernels.pull_vertices(
-                compiled.identity, empty, empty_prefix, empty, arrays.sources, arrays.weights,
-                state.values, state.next, arrays.attrs, self.aggregates(0),
-                arrays.num_vertices, 0, 1, self.stats, self.early_exit, self.settling.settled,
-                state.claimed, self.settling.unsettled_delta)
+                compiled.identity, (empty, empty_prefix, empty), (arrays.sources, arrays.weights),
+                (state.values, state.next),
+                apply_context(arrays.attrs, self.aggregates(0), arrays.num_vertices, 0), 1,
+                self.stats, (self.early_exit, self.settling.settled, state.claimed,
+                             self.settling.unsettled_delta))
         kernels.degree_prefix(empty, arrays.out_offsets)
         kernels.frontier_degrees(empty, arrays.out_offsets, self.threads)
         # a run with early exit never takes the dense notify (decisions.dense_notify)
@@ -244,10 +253,11 @@ class Pulls:
         _, sources, _ = arrays.page_source.csc()
         # written in place: each vertex reads only its own old value
         partial = self._fused_kernel()(
-            compiled.identity, arrays.in_offsets, sources, state.values, state.values,
-            self.contributions, self.next_contributions, arrays.attrs, aggregates,
-            arrays.num_vertices, record.iteration, state.active, self.part_starts,
-            self.aggregate_identities, self.stats, team.team_size())
+            compiled.identity, (arrays.in_offsets, sources),
+            (state.values, state.values, self.contributions, self.next_contributions),
+            apply_context(arrays.attrs, aggregates, arrays.num_vertices, record.iteration),
+            (state.active, self.stats), (self.part_starts, team.team_size()),
+            self.aggregate_identities)
         self.contributions, self.next_contributions = self.next_contributions, \
             self.contributions
         if compiled.aggregate_call is not None:
@@ -330,14 +340,15 @@ class Pulls:
             np.empty(2, compiled.accum_dtype)
         weights = arrays.edge_weights(data.weights)
         count = pull_kernel(
-            compiled.identity, arrays.in_offsets, data.sources,
-            weights, page.edge_begin, page.edge_begin, page.edge_begin + page.num_edges,
-            page.first_vertex, page.end_vertex, state.values,
-            state.next if values_write is None else values_write, gather_values,
-            arrays.attrs, aggregates, arrays.num_vertices, iteration,
-            state.active if active is None else active,
-            parts, boundary_vertex, boundary_accum, self.stats if stats is None else stats,
-            *extra)
+            compiled.identity, (arrays.in_offsets, data.sources, weights, int(page.edge_begin)),
+            page_range(page.edge_begin, page.edge_begin + page.num_edges, page.first_vertex,
+                       page.end_vertex),
+            (state.values, state.next if values_write is None else values_write,
+             gather_values),
+            apply_context(arrays.attrs, aggregates, arrays.num_vertices, iteration), parts,
+            (state.active if active is None else active, self.stats if stats is None else stats,
+             boundary_vertex, boundary_accum),
+            extra)
         return [(int(boundary_vertex[i]), boundary_accum[i]) for i in range(count)]
 
     def finish_pull(self, record: IterationRecord, pending: list, aggregates: np.ndarray,
@@ -361,9 +372,9 @@ class Pulls:
         arrays, compiled, state = self.arrays, self.compiled, self.state
         if pending or extra:
             vertices, accums = _combine_partials(pending, compiled, extra)
-            compiled.kernels.apply_vertices(arrays.attrs, aggregates, arrays.num_vertices,
-                                            record.iteration, vertices, accums, state.values,
-                                            state.next, state.active, self.stats)
+            compiled.kernels.apply_vertices(
+                apply_context(arrays.attrs, aggregates, arrays.num_vertices, record.iteration),
+                vertices, accums, (state.values, state.next), state.active, self.stats)
         if not in_place:
             state.swap()
         if int(self.stats[1]) + activated_elsewhere == arrays.num_vertices:
@@ -392,8 +403,8 @@ class Pulls:
                 if pending:
                     vertices, accums = _combine_partials(pending, compiled)
                     compiled.kernels.apply_vertices(
-                        arrays.attrs, aggregates, arrays.num_vertices, iteration, vertices,
-                        accums, state.values, scratch_values, scratch_active, stats)
+                        apply_context(arrays.attrs, aggregates, arrays.num_vertices, iteration),
+                        vertices, accums, (state.values, scratch_values), scratch_active, stats)
         finally:
             cursor.close()
         return np.flatnonzero(scratch_active | (scratch_values != state.values))
@@ -401,11 +412,12 @@ class Pulls:
     def _pull_kernel(self, full: bool = False):
         """The program's pull kernel (gathering over the values, reading the
         precomputed contributions, or skipping settled vertices unless
-        ``full``), the array its gather reads, and its further arguments."""
+        ``full``), the array its gather reads, and its last argument (the
+        settled vertices, or the floor)."""
         if self.early_exit and not full:
             return (self.compiled.kernels.pull_range_settling, self.state.values,
                     (self.settling.settled, self.settling.settled_bits))
-        floor = (0 if full else self.settling.floor_now, self.settling.floor)
+        floor = (0 if full else int(self.settling.floor_now), self.settling.floor)
         if self.precompute_source_gathers:
             return self.compiled.kernels.pull_range_precomputed, self.contributions, floor
         return self.compiled.kernels.pull_range, self.state.values, floor
@@ -445,10 +457,11 @@ class Pulls:
             arrays.reads_weights)
         self.settling.unsettled_delta[0] = 0
         state.frontier = compiled.kernels.pull_vertices(
-            compiled.identity, notified, in_prefix, edge_starts, sources,
-            weights, state.values, state.next, arrays.attrs, aggregates,
-            arrays.num_vertices, record.iteration, chunks, self.stats, self.early_exit,
-            self.settling.settled, state.claimed, self.settling.unsettled_delta)
+            compiled.identity, (notified, in_prefix, edge_starts), (sources, weights),
+            (state.values, state.next),
+            apply_context(arrays.attrs, aggregates, arrays.num_vertices, record.iteration),
+            chunks, self.stats, (bool(self.early_exit), self.settling.settled, state.claimed,
+                                 self.settling.unsettled_delta))
         self.settling.unsettled_edges[0] -= self.settling.unsettled_delta[0]
         if state.synchronous:
             kernels.commit_vertices(notified, state.next, state.values)

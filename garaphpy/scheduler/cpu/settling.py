@@ -19,6 +19,7 @@ from ... import config
 from ..._numba_setup import parallel_section
 from ...kernels import cpu as kernels
 from ...kernels import union_find
+from ...kernels.cpu.arguments import apply_context
 from ...kernels.cpu_program import CpuProgram
 from .. import decisions
 from ..frontier import Frontier
@@ -275,11 +276,13 @@ class Settling:
         unsettled = int(self.unsettled_edges[0])
         self.unsettled_delta[0] = 0
         state.frontier = compiled.kernels.pull_settling_whole(
-            compiled.identity, arrays.in_offsets, sources, arrays.edge_weights(weights),
-            state.values, arrays.attrs, aggregates, arrays.num_vertices, record.iteration,
-            state.active, self.settled, self.settled_bits, self.in_edge_bits, state.claimed,
-            self.settling_found, self.stats, self.unsettled_delta, self.found_out_edges,
-            team.team_size())
+            compiled.identity, (arrays.in_offsets, sources, arrays.edge_weights(weights)),
+            state.values,
+            apply_context(arrays.attrs, aggregates, arrays.num_vertices, record.iteration),
+            state.active,
+            (self.settled, self.settled_bits, self.in_edge_bits, state.claimed,
+             self.settling_found),
+            (self.stats, self.unsettled_delta, self.found_out_edges), team.team_size())
         self.counted_frontier = state.frontier
         self.unsettled_edges[0] -= self.unsettled_delta[0]
         record.pages = len(arrays.pages)
@@ -294,10 +297,12 @@ class Settling:
         arrays, compiled, state = self.arrays, self.compiled, self.state
         self.unsettled_delta[0] = 0
         written, state.frontier = compiled.kernels.push_settling(
-            compiled.identity, state.frontier, prefix, arrays.out_offsets, arrays.out_targets,
-            arrays.weights, state.values, state.next, arrays.attrs, aggregates,
-            arrays.num_vertices, record.iteration, self.threads * config.CPU_CHUNKS_PER_THREAD,
-            self.stats, self.settled, state.claimed, arrays.in_offsets, self.unsettled_delta)
+            compiled.identity, (state.frontier, prefix),
+            (arrays.out_offsets, arrays.out_targets, arrays.weights, arrays.in_offsets),
+            (state.values, state.next),
+            apply_context(arrays.attrs, aggregates, arrays.num_vertices, record.iteration),
+            self.threads * config.CPU_CHUNKS_PER_THREAD, self.stats,
+            (self.settled, state.claimed, self.unsettled_delta))
         self.unsettled_edges[0] -= self.unsettled_delta[0]
         if state.synchronous:
             kernels.commit_vertices(written, state.next, state.values)
