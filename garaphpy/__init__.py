@@ -28,7 +28,8 @@ from .errors import (CheckpointError, ConfigError, GaraphError, GraphInputError,
 
 # Registers the GPU translatability check with garaphpy.program before any
 # program class is defined (the check runs at class definition; the model
-# does not import its backend).
+# does not import its backend).  Light: the translator is imported by the
+# first check, or the first run that translates.
 from .kernels import cuda_program as _cuda_program  # noqa: F401  (isort: skip)
 
 # Progress and status messages go to the "garaphpy" loggers (garaphpy.progress);
