@@ -19,7 +19,6 @@ from ... import config
 from ..._numba_setup import parallel_section
 from ...kernels import cpu as kernels
 from ...kernels.cpu_program import CpuProgram
-from ...kernels.gpu_subgraph import out_edge_values
 from .. import decisions
 from ..cpu_state import GraphArrays, RunState
 from ..plan import CpuPlan
@@ -96,6 +95,8 @@ class SparseBatches:
         self.push_rounds = plan.priority_push and plan.push_rounds
         self.push_weights = arrays.edge_weights(None)
         if self.push and arrays.reads_weights and arrays.num_edges:
+            from ...kernels.gpu_subgraph import out_edge_values
+
             _, sources, weights = arrays.page_source.csc()
             self.push_weights = out_edge_values(arrays.out_offsets, [(sources, weights)],
                                                 weights.dtype)
