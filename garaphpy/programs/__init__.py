@@ -96,6 +96,9 @@ class _BuiltinPrograms(Mapping):
         module, class_name = _DEFINED_IN[name]
         return getattr(importlib.import_module(f"{__name__}.{module}"), class_name)
 
+    def __contains__(self, name: object) -> bool:     # a name alone imports nothing
+        return name in _DEFINED_IN
+
     def __iter__(self) -> Iterator[str]:
         return iter(_DEFINED_IN)
 
