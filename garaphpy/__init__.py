@@ -23,6 +23,11 @@ if TYPE_CHECKING:
     from .scheduler.policy import Decision, HybridPolicy
     from .scheduler.records import Result
 
+from . import config as _config
+
+# the machine's load is sampled over the imports that follow (garaphpy._numba_setup)
+_config.start_load_sample()
+
 from .errors import (CheckpointError, ConfigError, GaraphError, GraphInputError, RunInterrupted,
                      StoreCorruptError, StoreError)
 
