@@ -23,12 +23,18 @@ if TYPE_CHECKING:
     from .scheduler.policy import Decision, HybridPolicy
     from .scheduler.records import Result
 
+from . import config as _config
+
+# the machine's load is sampled over the imports that follow (garaphpy._numba_setup)
+_config.start_load_sample()
+
 from .errors import (CheckpointError, ConfigError, GaraphError, GraphInputError, RunInterrupted,
                      StoreCorruptError, StoreError)
 
 # Registers the GPU translatability check with garaphpy.program before any
 # program class is defined (the check runs at class definition; the model
-# does not import its backend).
+# does not import its backend).  Light: the translator is imported by the
+# first check, or the first run that translates.
 from .kernels import cuda_program as _cuda_program  # noqa: F401  (isort: skip)
 
 # Progress and status messages go to the "garaphpy" loggers (garaphpy.progress);

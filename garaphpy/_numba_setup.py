@@ -18,7 +18,7 @@ core to another process holds every other worker at each barrier.  On a
 took 380-590 ms on 2 spinning threads against 23 ms on 2 passive ones (and
 46-70 ms on one thread).  So where at least
 ``config.LOADED_MACHINE_BUSY_CORES`` cores are busy when garaphpy is
-imported (sampled by psutil over ``config.LOAD_SAMPLE_SECONDS``), the
+imported (sampled over the imports, :func:`busy_cores`), the
 workers wait passively (``OMP_WAIT_POLICY=PASSIVE``, :data:`WAIT_POLICY`);
 an idle machine keeps the spinning default.  A user's own
 ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` is respected.
@@ -70,7 +70,14 @@ def _threadsafe_layer_available() -> bool:
 
 
 def busy_cores(sample_seconds: float) -> float:
-    """Cores' worth of work the machine is doing now, sampled over ``sample_seconds``."""
+    """Cores' worth of other processes' work on the machine: over garaphpy's
+    import, at least ``sample_seconds`` (:func:`garaphpy.config.other_processes_busy_cores`),
+    or where that cannot be read, psutil's sample over ``sample_seconds``."""
+    from . import config
+
+    others = config.other_processes_busy_cores(sample_seconds)
+    if others is not None:
+        return others
     import psutil
 
     return psutil.cpu_percent(interval=sample_seconds) / 100.0 * (psutil.cpu_count() or 1)

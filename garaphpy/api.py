@@ -34,7 +34,6 @@ from .errors import ConfigError, GaraphError, caller_stacklevel
 from .options import DIRECTIONS, EXECUTIONS, MAX_ITERATIONS, MODES, RunOptions
 from .paths import cache_directory
 from .program import ProgramError, VertexProgram, default_execution, run_tolerance
-from .scheduler import checkpoint
 from .scheduler import decisions
 from .scheduler.policy import HybridPolicy
 from .scheduler.plan import GPU_CHOICES, RunPlan, check_turned_off, plan_cpu
@@ -340,8 +339,7 @@ def _execute(graph, program, options: RunOptions, turned_off, clock: CompileCloc
     setup_started = time.perf_counter()
     run_ = _validated(graph, program, options)
     graph, program = run_.graph, run_.program
-    checkpoints = checkpoint.for_run(run_.resolved, graph=graph, program=program,
-                                     threads=run_.threads)
+    checkpoints = _checkpointer(run_, graph, program)
     previous_threads = numba.get_num_threads()
     numba.set_num_threads(run_.threads)
     compiling = _numba_setup.KeptInterrupts()   # until the engines are compiled
@@ -661,12 +659,25 @@ def _announce_compilation(clock: CompileClock, program: VertexProgram, mode: str
                                                        f"{processor}"))
 
 
+def _checkpointer(run_, graph, program):
+    """The run's checkpoints (:func:`garaphpy.scheduler.checkpoint.for_run`), or
+    None; the checkpoint machinery is imported only by a run with a checkpoint
+    option set (with none, ``for_run`` has nothing to refuse and returns None)."""
+    options = run_.resolved
+    if (options.checkpoint_dir is None and options.checkpoint_every is None
+            and options.checkpoint_pages is None and options.resume is False):
+        return None
+    from .scheduler import checkpoint
+
+    return checkpoint.for_run(options, graph=graph, program=program, threads=run_.threads)
+
+
 def _drive(engine, program: VertexProgram, plan: RunPlan, checkpoints, options: RunOptions,
            clock: CompileClock | None = None):
     """The iterations, until the run stops (:func:`_iterate`); Ctrl-C (and
     ``stop_signals``) end the iteration and write a checkpoint where they are on;
     Python's cyclic garbage collector waits meanwhile."""
-    with (checkpoint.interrupts_at_iteration_end(checkpoints, options.stop_signals)
+    with (checkpoints.interrupts_at_iteration_end(options.stop_signals)
           if checkpoints is not None else _numba_setup.KeptInterrupts()), \
             _collections_paused():
         return _iterate(engine, program, plan.max_iterations, plan.tolerance,

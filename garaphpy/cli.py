@@ -221,7 +221,6 @@ def run_from_config(settings: dict, graph, verify: bool, progress: bool,
     from .output import write_iterations, write_values
     from .progress import iteration_bar
     from .programs import get_program
-    from .scheduler.checkpoint import discard, list_checkpoints
     from .trials import SourcePicker, TrialReport
 
     options = settings["run"]
@@ -277,11 +276,15 @@ def run_from_config(settings: dict, graph, verify: bool, progress: bool,
                      threads=options.get("threads"))
         write_iterations(iterations_path, result.iterations)
     except OutputError as error:
+        from .scheduler.checkpoint import list_checkpoints
+
         if checkpoint_dir is not None and list_checkpoints(checkpoint_dir):
             raise OutputError(f"{error}; the run's checkpoints are kept in {checkpoint_dir}: "
                               "resume with --resume once it can be written") from None
         raise
     if checkpoint_dir is not None:       # only now: a kill before this resumes the run
+        from .scheduler.checkpoint import discard
+
         discard(checkpoint_dir)
     print(result.summary())
     print(f"values: {values_path}")

@@ -9,6 +9,7 @@ and multi-page paths on small graphs.  Values that depend on the machine
 from __future__ import annotations
 
 import os
+import time
 
 # ---------------------------------------------------------------- the store --
 #: Version of the on-disk store layout; a store of another version is rebuilt.
@@ -488,9 +489,9 @@ CPU_FUSED_PULL_PARTS_PER_THREAD = 16
 DEFAULT_EDGES_PER_THREAD = 1 << 16
 
 #: Where the machine already has at least this many cores' worth of other
-#: work when garaphpy is imported (psutil, sampled over
-#: LOAD_SAMPLE_SECONDS), the OpenMP workers wait passively
-#: (``OMP_WAIT_POLICY=PASSIVE``): spinning workers beside other busy
+#: work when garaphpy is imported (sampled over the imports, at least
+#: LOAD_SAMPLE_SECONDS: :func:`other_processes_busy_cores`), the OpenMP
+#: workers wait passively (``OMP_WAIT_POLICY=PASSIVE``): spinning workers beside other busy
 #: processes made BFS on web-NotreDame 5-25x slower on 2 threads
 #: (garaphpy._numba_setup, BENCHMARKS.md).
 LOADED_MACHINE_BUSY_CORES = 0.5
@@ -569,3 +570,51 @@ def default_threads(num_edges: int | None = None) -> int:
     if num_edges is None:
         return cores
     return max(1, min(cores, int(num_edges) // DEFAULT_EDGES_PER_THREAD))
+
+
+def _cpu_seconds() -> tuple[float, float, float] | None:
+    """(monotonic seconds, the machine's busy CPU seconds, this process's CPU
+    seconds) now, or None where ``/proc/stat`` cannot be read (not Linux).
+    Busy is as psutil counts it: every CPU's time but idle and I/O wait."""
+    try:
+        with open("/proc/stat", "rb") as stat:
+            fields = stat.readline().split()
+        ticks = [int(field) for field in fields[1:9]]   # user .. steal (guest is in user)
+    except (OSError, ValueError):
+        return None
+    if fields[:1] != [b"cpu"] or len(ticks) < 5:
+        return None
+    own = os.times()
+    busy = (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+    return time.monotonic(), busy, own.user + own.system
+
+
+#: :func:`_cpu_seconds` when garaphpy was imported (``garaphpy/__init__``
+#: calls :func:`start_load_sample`).
+_LOAD_SAMPLE_START: list = []
+
+
+def start_load_sample() -> None:
+    """Note the machine's and this process's CPU time, once, as garaphpy is imported."""
+    if not _LOAD_SAMPLE_START:
+        _LOAD_SAMPLE_START.append(_cpu_seconds())
+
+
+def other_processes_busy_cores(minimum_seconds: float) -> float | None:
+    """Cores' worth of other processes' work since garaphpy was imported.
+
+    The machine's busy CPU time less this process's own, over the time since
+    :func:`start_load_sample` (waiting for ``minimum_seconds`` of it, where
+    less has passed): the imports between are the sample, so that a process
+    does not sleep to take one.  None where ``/proc/stat`` cannot be read or
+    no sample was started.
+    """
+    start = _LOAD_SAMPLE_START[0] if _LOAD_SAMPLE_START else None
+    now = _cpu_seconds() if start is not None else None
+    if now is None:
+        return None
+    if now[0] - start[0] < minimum_seconds:
+        time.sleep(minimum_seconds - (now[0] - start[0]))
+        now = _cpu_seconds()
+    elapsed = now[0] - start[0]
+    return max(0.0, ((now[1] - start[1]) - (now[2] - start[2])) / elapsed)

@@ -195,8 +195,16 @@ def _program_help(command: str) -> str:
     return first + (f" Needs {' and '.join(needs)}." if needs else "")
 
 
-def parser() -> argparse.ArgumentParser:
-    """The ``garaphpy`` command's argument parser."""
+def parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``garaphpy`` command's argument parser.
+
+    Parameters
+    ----------
+    command : str, optional
+        One of :data:`PROGRAM_COMMANDS`: the parser has that sub-command alone,
+        which parses its arguments as the whole parser does and imports only
+        its own program (each sub-command's help is its program's docstring).
+    """
     top = _Parser(prog="garaphpy",
                   description="Run a graph program on a file in one line, or a TOML "
                               "configuration (garaphpy run CONFIG.toml).")
@@ -206,11 +214,11 @@ def parser() -> argparse.ArgumentParser:
     commands.add_parser("run", help="run a TOML configuration: garaphpy run CONFIG.toml "
                                     "[--set KEY=VALUE ...] [--rebuild] [--quiet] [--verify] "
                                     "[--resume] (as python -m garaphpy.run)", add_help=False)
-    for command in PROGRAM_COMMANDS:
-        description = _program_help(command)
-        sub = commands.add_parser(command, help=description, description=description)
+    for name in PROGRAM_COMMANDS if command is None else (command,):
+        description = _program_help(name)
+        sub = commands.add_parser(name, help=description, description=description)
         _add_program_options(sub)
-        top.get_default("subcommand_parsers")[command] = sub
+        top.get_default("subcommand_parsers")[name] = sub
     return top
 
 
@@ -260,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "run":
         return run_main(argv[1:])
-    top = parser()
+    # a program's sub-command first (the usual line): its parser alone
+    top = parser(argv[0] if argv and argv[0] in PROGRAM_COMMANDS else None)
     args, unrecognized = top.parse_known_args(argv)
     if unrecognized:     # the sub-command's own usage, not the top parser's
         top.get_default("subcommand_parsers").get(args.command, top).error(

@@ -48,13 +48,16 @@ import hashlib
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .. import config
 from ..errors import ConfigError, GaraphError
 from ..monoids import MONOIDS
-from .cuda_program import CudaProgram, ctype
+
+if TYPE_CHECKING:
+    from .cuda_program import CudaProgram
 
 #: Consecutive edges one pull-kernel thread may take at a time
 #: (``config.GPU_EDGES_PER_THREAD``).
@@ -169,6 +172,8 @@ def kernel_source(program: CudaProgram, vertex_dtype) -> str:
     ConfigError
         When ``config.GPU_MERGE_LANES`` is not one of :data:`MERGE_LANES_CHOICES`.
     """
+    from .cuda_program import ctype
+
     lanes = config.GPU_MERGE_LANES
     if lanes not in MERGE_LANES_CHOICES or isinstance(lanes, (bool, float)):
         raise ConfigError(f"config.GPU_MERGE_LANES={lanes!r}: expected one of "

@@ -55,30 +55,70 @@ An unweighted graph counts every edge weight as 1.
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
+
 from ..errors import ConfigError
 from ..program import ProgramError, VertexProgram
-from .bfs import BFS
-from .circuit import CircuitSimulation
-from .components import ConnectedComponents
-from .delta_pagerank import DeltaPageRank
-from .heat import HeatSimulation
-from .neural import NeuralNetwork
-from .pagerank import PageRank
-from .sssp import SSSP
-from .sswp import SSWP
 
-#: Canonical name -> program class.
-BUILTIN_PROGRAMS: dict[str, type[VertexProgram]] = {
-    "pagerank": PageRank,
-    "delta_pagerank": DeltaPageRank,
-    "sssp": SSSP,
-    "bfs": BFS,
-    "cc": ConnectedComponents,
-    "sswp": SSWP,
-    "nn": NeuralNetwork,
-    "hs": HeatSimulation,
-    "cs": CircuitSimulation,
+if TYPE_CHECKING:
+    from .bfs import BFS
+    from .circuit import CircuitSimulation
+    from .components import ConnectedComponents
+    from .delta_pagerank import DeltaPageRank
+    from .heat import HeatSimulation
+    from .neural import NeuralNetwork
+    from .pagerank import PageRank
+    from .sssp import SSSP
+    from .sswp import SSWP
+
+#: Canonical name -> (module, class) of each built-in program.
+_DEFINED_IN = {
+    "pagerank": ("pagerank", "PageRank"),
+    "delta_pagerank": ("delta_pagerank", "DeltaPageRank"),
+    "sssp": ("sssp", "SSSP"),
+    "bfs": ("bfs", "BFS"),
+    "cc": ("components", "ConnectedComponents"),
+    "sswp": ("sswp", "SSWP"),
+    "nn": ("neural", "NeuralNetwork"),
+    "hs": ("heat", "HeatSimulation"),
+    "cs": ("circuit", "CircuitSimulation"),
 }
+
+
+class _BuiltinPrograms(Mapping):
+    """Canonical name -> program class, each program's module imported when
+    the program is first asked for: defining a program class checks its
+    functions (milliseconds each), and a run needs one program."""
+
+    def __getitem__(self, name: str) -> type[VertexProgram]:
+        module, class_name = _DEFINED_IN[name]
+        return getattr(importlib.import_module(f"{__name__}.{module}"), class_name)
+
+    def __contains__(self, name: object) -> bool:     # a name alone imports nothing
+        return name in _DEFINED_IN
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_DEFINED_IN)
+
+    def __len__(self) -> int:
+        return len(_DEFINED_IN)
+
+    def __repr__(self) -> str:
+        return f"BUILTIN_PROGRAMS({', '.join(_DEFINED_IN)})"
+
+
+#: Canonical name -> program class (a read-only mapping).
+BUILTIN_PROGRAMS: Mapping[str, type[VertexProgram]] = _BuiltinPrograms()
+
+
+def __getattr__(name: str):
+    # the classes, PageRank, SSSP, ...: imported on first use as BUILTIN_PROGRAMS's
+    for canonical, (_, class_name) in _DEFINED_IN.items():
+        if class_name == name:
+            return BUILTIN_PROGRAMS[canonical]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 #: Other accepted names -> canonical name.
 ALIASES = {

@@ -27,7 +27,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ConfigError
-from .hybrid_driver import HybridDriver
 from .policy import HybridPolicy
 from .processors import CpuProcessor, GpuProcessor, hybrid_processors
 from .records import IterationRecord
@@ -62,6 +61,8 @@ def Driver(cpu=None, gpu=None, policy: HybridPolicy | None = None,    # noqa: N8
     if cpu is None and gpu is None:
         raise ConfigError("Driver: expected a CPU engine, a GPU engine or both; got neither")
     if cpu is not None and gpu is not None:
+        from .hybrid_driver import HybridDriver     # a run on one processor needs none
+
         policy = HybridPolicy() if policy is None else policy
         return HybridDriver(*hybrid_processors(cpu, gpu, policy.smooth), policy, cpu_alone)
     processor = CpuProcessor(cpu) if gpu is None else GpuProcessor(gpu)

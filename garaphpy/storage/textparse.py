@@ -116,22 +116,27 @@ def _power_of_ten_table(lowest: int, highest: int):
 
     ``hi`` is 10**k's significand rounded to a double and ``lo`` the rounded
     remainder, together about 106 bits (a double-double), computed exactly
-    with rationals.
+    with integers: each is one quotient of integers, which Python rounds
+    correctly (the table is built at import, so it avoids fractions.Fraction,
+    whose reductions made it take 20 ms).
     """
-    from fractions import Fraction
-
     count = highest - lowest + 1
     hi = np.empty(count)
     lo = np.empty(count)
     binary_exponent = np.empty(count, dtype=np.int64)
     for index, k in enumerate(range(lowest, highest + 1)):
-        value = Fraction(10) ** k
-        b = value.numerator.bit_length() - value.denominator.bit_length()
-        if Fraction(2) ** b > value:
+        numerator, denominator = (10 ** k, 1) if k >= 0 else (1, 10 ** -k)
+        b = numerator.bit_length() - denominator.bit_length()
+        # the significand numerator / (denominator * 2**b) is top / bottom
+        top, bottom = (numerator, denominator << b) if b >= 0 else (numerator << -b, denominator)
+        if bottom > top:        # below 1: one bit less
             b -= 1
-        significand = value / Fraction(2) ** b
-        hi[index] = float(significand)
-        lo[index] = float(significand - Fraction(hi[index]))
+            top, bottom = (numerator, denominator << b) if b >= 0 else \
+                (numerator << -b, denominator)
+        hi[index] = top / bottom
+        exact_numerator, exact_denominator = hi[index].as_integer_ratio()
+        lo[index] = (top * exact_denominator - exact_numerator * bottom) / \
+            (bottom * exact_denominator)
         binary_exponent[index] = b
     return hi, lo, binary_exponent
 

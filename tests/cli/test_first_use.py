@@ -568,6 +568,27 @@ def test_passive_wait_policy_only_on_a_busy_machine(monkeypatch, busy, expected)
     assert _numba_setup._choose_wait_policy() == "ACTIVE"
 
 
+def test_the_load_sample_is_the_imports_less_this_process(monkeypatch):
+    """Other processes' cores over the imports since garaphpy's own: the
+    machine's busy CPU seconds less this process's (no sleep to sample)."""
+    from garaphpy import config
+
+    slept = []
+    monkeypatch.setattr(config.time, "sleep", slept.append)
+    # 0.4 s of imports: the machine busy 1.0 CPU-second, 0.4 of it this process's
+    monkeypatch.setattr(config, "_LOAD_SAMPLE_START", [(10.0, 100.0, 3.0)])
+    monkeypatch.setattr(config, "_cpu_seconds", lambda: (10.4, 101.0, 3.4))
+    assert config.other_processes_busy_cores(0.05) == pytest.approx(1.5)
+    assert slept == []
+    # less than the sample's minimum since the start: waits for the rest
+    readings = iter([(10.02, 100.0, 3.0), (10.05, 100.01, 3.0)])
+    monkeypatch.setattr(config, "_cpu_seconds", lambda: next(readings))
+    assert config.other_processes_busy_cores(0.05) == pytest.approx(0.2)
+    assert slept == [pytest.approx(0.03)]
+    monkeypatch.setattr(config, "_LOAD_SAMPLE_START", [None])      # no /proc/stat
+    assert config.other_processes_busy_cores(0.05) is None
+
+
 # -- 7. stores and outputs keyed so that different inputs never overwrite each other ----
 
 def _quickstart_copy(tmp_path):

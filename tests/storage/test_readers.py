@@ -219,6 +219,22 @@ def test_real_weights_parse_like_python_float(tmp_path):
     np.testing.assert_array_equal(weight, np.array([float(t) for t in tokens]))
 
 
+def test_power_of_ten_table_is_the_exact_rationals_rounded():
+    """The decimal parser's double-double powers of ten, against 10**k in exact
+    rationals (hi the significand rounded, lo the rest rounded)."""
+    from fractions import Fraction
+
+    lowest, highest = textparse._LOWEST_POWER, textparse._HIGHEST_POWER
+    for index, k in enumerate(range(lowest, highest + 1)):
+        value = Fraction(10) ** k
+        b = int(textparse._POWER_EXPONENT[index])
+        significand = value / Fraction(2) ** b
+        assert 1 <= significand < 2, k
+        hi = textparse._POWER_HI[index]
+        assert hi == float(significand), k
+        assert textparse._POWER_LO[index] == float(significand - Fraction(hi)), k
+
+
 def test_chunks_are_bounded_and_reiterable(tmp_path):
     path = write(tmp_path / "g.el", "".join(f"{i} {i * 7 % 13}\n" for i in range(100)))
     source = open_source(path)

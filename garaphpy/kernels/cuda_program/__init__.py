@@ -46,16 +46,50 @@ The package, in the order a translation runs through it:
 
 Importing the package registers :func:`check_translatable` with
 :mod:`garaphpy.program`, so that a program class the GPU cannot run is
-refused, with its line, when it is defined.
+refused, with its line, when it is defined.  The package's own import is
+light: the translator's modules (numba's typing context among them) are
+imported when a name of theirs is first used, or a user's program class is
+first checked, so that a run that never translates (a CPU run of a built-in
+program) does not pay for them.
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING
+
 from ...program import register_class_check
-from .build import CudaProgram, check_translatable, translate_program
-from .numba_typing import ctype
+
+if TYPE_CHECKING:
+    from .build import CudaProgram, translate_program
+    from .numba_typing import ctype
 
 __all__ = ["CudaProgram", "check_translatable", "ctype", "translate_program"]
+
+#: The package's names -> the module of the package that defines each.
+_LAZY_NAMES = {"CudaProgram": "build", "translate_program": "build", "ctype": "numba_typing"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY_NAMES:
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY_NAMES[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def check_translatable(cls) -> None:
+    """Translate ``cls``'s functions once, with float64 weights and int32
+    degrees (:func:`.build.check_translatable`), importing the translator
+    on first use.
+
+    Raises
+    ------
+    ProgramError
+        ``file:line: in FUNCTION: ...``.
+    """
+    from .build import check_translatable as translate_once
+
+    translate_once(cls)
+
 
 # the GPU runs the same functions: refuse what cannot be translated at class
 # definition, not at launch

@@ -20,7 +20,6 @@ from ..._numba_setup import parallel_section
 from ...kernels import cpu as kernels
 from ...kernels.cpu.arguments import apply_context
 from ...kernels.cpu_program import CpuProgram
-from ...kernels.gpu_subgraph import out_edge_values
 from .. import decisions
 from ..cpu_state import GraphArrays, RunState
 from ..plan import CpuPlan
@@ -97,6 +96,8 @@ class SparseBatches:
         self.push_rounds = plan.priority_push and plan.push_rounds
         self.push_weights = arrays.edge_weights(None)
         if self.push and arrays.reads_weights and arrays.num_edges:
+            from ...kernels.gpu_subgraph import out_edge_values
+
             _, sources, weights = arrays.page_source.csc()
             self.push_weights = out_edge_values(arrays.out_offsets, [(sources, weights)],
                                                 weights.dtype)
