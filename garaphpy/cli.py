@@ -402,27 +402,6 @@ def main(argv: list[str] | None = None) -> int:
                        lambda: resume_command(args))
 
 
-def _open_gpu_in_background(mode: str) -> None:
-    """Import cupy and create the CUDA context on a thread of its own, for a
-    run that may use the GPU, while this thread imports the engine, opens the
-    store and loads the CPU kernels: the context's creation (the driver's
-    initialisation, a few hundred milliseconds) runs without the interpreter's
-    lock.  Without cupy or a device the thread ends quietly; the run itself
-    then says so or stays on the CPU."""
-    if mode == "cpu":
-        return
-
-    def open_context() -> None:
-        try:
-            import cupy
-
-            cupy.cuda.runtime.memGetInfo()
-        except Exception:       # no cupy, no driver, no device: the run decides
-            pass
-
-    threading.Thread(target=open_context, name="garaphpy-gpu-context", daemon=True).start()
-
-
 def execute(args: argparse.Namespace, load_settings, resume_hint) -> int:
     """Preprocess and run what ``load_settings()`` configures; the exit code.
 
@@ -448,7 +427,6 @@ def _execute(args: argparse.Namespace, load_settings, resume_hint) -> int:
     try:
         settings = load_settings()
         if settings["run"]["program"] is not None:
-            _open_gpu_in_background(settings["run"]["mode"])
             from .programs import get_program
 
             get_program(settings["run"]["program"], **settings["run"]["constants"])

@@ -223,39 +223,3 @@ def test_hybrid_is_the_default_and_falls_back_to_the_cpu_with_one_warning(tmp_pa
     assert captured.err.count("garaphpy: warning: mode='hybrid' runs on the CPU only: "
                               "no CUDA device (test)") == 1
     assert "(cpu, sync)" in captured.out and "verify: PASSED" in captured.out
-
-
-def test_gpu_context_opens_beside_the_run_only_where_the_gpu_may_run(monkeypatch):
-    """A run that may use the GPU creates the CUDA context on a thread of its
-    own; a CPU run starts none, and a missing device ends the thread quietly."""
-    import threading
-    import types
-
-    from garaphpy import cli
-
-    started = []
-    real_thread = threading.Thread
-
-    def recording_thread(*args, **kwargs):
-        thread = real_thread(*args, **kwargs)
-        started.append(thread)
-        return thread
-
-    monkeypatch.setattr(cli.threading, "Thread", recording_thread)
-    cli._open_gpu_in_background("cpu")
-    assert started == []
-
-    def no_device():
-        raise RuntimeError("cudaErrorNoDevice")
-
-    stub = types.SimpleNamespace(cuda=types.SimpleNamespace(
-        runtime=types.SimpleNamespace(memGetInfo=no_device)))
-    monkeypatch.setitem(sys.modules, "cupy", stub)
-    failures = []
-    monkeypatch.setattr(threading, "excepthook", failures.append)
-    for mode in ("hybrid", "gpu"):
-        cli._open_gpu_in_background(mode)
-    for thread in started:
-        thread.join(10)
-    assert [thread.name for thread in started] == ["garaphpy-gpu-context"] * 2
-    assert failures == []
