@@ -28,6 +28,8 @@ SUBCOMMANDS = {
                                      "(--gapbs DIR)"),
     "packed-bytes": ("packed_bytes", "bytes per edge of pages as stored and packed"),
     "dask": ("dask_workers", "one process against 2 and 4 Dask LocalCluster workers"),
+    "before-after": ("before_after", "the same runs from this tree and an older one, in "
+                     "turns"),
 }
 
 

@@ -1,0 +1,190 @@
+"""The same runs from this tree and an older one, in turns: a change's cost (Garaph section 6).
+
+A change that should cost nothing (a refactoring of the engine, kernels
+taking their arguments in groups) is kept when PageRank, BFS, SSSP and CC
+run no slower after it than before, on the same machine in one run.  This
+runs them from two garaphpy source trees, this one (``new``) and
+``--baseline DIR`` (``old``: ``git archive`` of an older commit), each in
+fresh processes with its own store (``python -m`` and ``-c`` put the working
+directory first, so every process runs in its own tree), the trees in turns
+(old, new; then new, old; ...), so that a drift of the machine falls on both.
+
+For every graph (``rmat:S``; ``kron:S``, rmat:S made symmetric; ``grid:WxH``),
+GPU budget (``resident``, or a fraction of the page bytes beside the vertex
+data, with ``--mode gpu`` or ``hybrid``) and program, a process runs the
+program ``--warmup`` times untimed and ``--trials`` times timed, each a
+``garaphpy.run``, and reports the engine's seconds (set-up and compilation
+apart).  The table gives per case both trees' medians, their ratio, the
+ratio of their fastest runs, both spreads and whether every value was the
+same; the JSON rows (``--json``) one row per case and tree.
+
+Usage (from the repository root)::
+
+    git archive OLD garaphpy | tar -x -C /tmp/old
+    python -m bench before-after --baseline /tmp/old --mode gpu \\
+        --graphs kron:21,grid:2000x2000 --budgets resident,0.25 --rounds 2 --trials 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from bench import harness
+
+#: The child: one tree's runs of one graph, a JSON line per (budget, program).
+CHILD = r"""
+import json, sys
+import numpy as np
+import garaphpy
+spec, symmetric, store, mode, threads, trials, warmup, programs, budgets = sys.argv[1:10]
+threads, trials, warmup = int(threads), int(trials), int(warmup)
+graph = garaphpy.Graph.load(spec, store=store, progress=False,
+                            generator_options={"weighted": True})
+if symmetric == "1":
+    graph = graph.as_undirected()
+source = int(graph.original_ids([int(np.argmax(graph.store.out_degree))])[0])
+page_bytes = sum(page.nbytes for page in graph.store.pages)
+vertex_bytes = graph.num_vertices * 65 + int(graph.store.shards.size) * 52 + (1 << 16)
+for budget in budgets.split(","):
+    gpu_memory = None if budget == "resident" else vertex_bytes + int(float(budget) * page_bytes)
+    for program in programs.split(","):
+        options = dict(mode=mode, threads=threads, gpu_memory=gpu_memory)
+        if program == "pagerank":
+            options.update(max_iterations=20, tolerance=0.0)
+        if program in ("bfs", "sssp"):
+            options.update(sources=source)
+        seconds = []
+        for run in range(warmup + trials):
+            result = garaphpy.run(graph, program, **options)
+            if run >= warmup:
+                seconds.append(result.seconds)
+        values = np.nan_to_num(np.asarray(result.values, dtype=np.float64), posinf=-1.0)
+        print(json.dumps({"budget": budget, "program": program, "seconds": seconds,
+                          "iterations": len(result.iterations),
+                          "values_sum": float(values.sum()),
+                          "values_digest": float(np.dot(values, np.arange(values.size) % 97))}),
+              flush=True)
+"""
+
+PROGRAMS = ("pagerank", "bfs", "sssp", "cc")
+
+
+def child_command(spec: str, store: Path, args) -> list[str]:
+    """The child's command line for graph ``spec`` (``kron:S`` is rmat:S made symmetric)."""
+    symmetric = spec.startswith("kron:")
+    generator = "rmat:" + spec.split(":", 1)[1] if symmetric else spec
+    budgets = args.budgets if args.mode != "cpu" else "resident"
+    return [sys.executable, "-c", CHILD, generator, "1" if symmetric else "0", str(store),
+            args.mode, str(args.threads), str(args.trials), str(args.warmup), args.programs,
+            budgets]
+
+
+def run_tree(label: str, tree: Path, spec: str, args, store_dir: Path) -> list[dict]:
+    """One tree's runs of one graph, in a fresh process in that tree."""
+    store = store_dir / label / spec.replace(":", "_")
+    environment = {**os.environ, "PYTHONPATH": str(tree),
+                   "NUMBA_NUM_THREADS": str(args.threads)}
+    done = subprocess.run(child_command(spec, store, args), env=environment, cwd=tree,
+                          capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"before-after: the {label} tree ({tree}) failed on {spec}:\n"
+                         f"{done.stderr[-3000:]}")
+    return [{**json.loads(line), "graph": spec, "tree": label}
+            for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+def compare(rows: list[dict]) -> list[dict]:
+    """Per (graph, budget, program): both trees' medians, minima, spreads, the
+    ratios new / old and whether every run of both gave the same values."""
+    table = []
+    cases = dict.fromkeys((row["graph"], row["budget"], row["program"]) for row in rows)
+    for graph, budget, program in cases:
+        mine = [row for row in rows if (row["graph"], row["budget"], row["program"])
+                == (graph, budget, program)]
+        seconds = {tree: [s for row in mine if row["tree"] == tree for s in row["seconds"]]
+                   for tree in ("old", "new")}
+        if not seconds["old"] or not seconds["new"]:
+            continue
+        old, new = seconds["old"], seconds["new"]
+        table.append({
+            "graph": graph, "budget": budget, "program": program,
+            "old_ms": statistics.median(old) * 1e3, "new_ms": statistics.median(new) * 1e3,
+            "median_ratio": statistics.median(new) / statistics.median(old),
+            "fastest_ratio": min(new) / min(old),
+            "old_spread_ms": (min(old) * 1e3, max(old) * 1e3),
+            "new_spread_ms": (min(new) * 1e3, max(new) * 1e3),
+            "iterations": sorted({row["iterations"] for row in mine}),
+            # an asynchronous run's iteration count may differ with the threads' race
+            "same_values": len({(row["values_sum"], row["values_digest"])
+                                for row in mine}) == 1})
+    return table
+
+
+def print_table(table: list[dict]) -> None:
+    print(f"{'graph':18} {'budget':8} {'program':9} {'old ms':>9} {'new ms':>9} "
+          f"{'new/old':>8} {'fastest':>8}  spreads old / new (ms)      same values")
+    for row in table:
+        spreads = "{:.2f}-{:.2f} / {:.2f}-{:.2f}".format(*row["old_spread_ms"],
+                                                        *row["new_spread_ms"])
+        print(f"{row['graph']:18} {row['budget']:8} {row['program']:9} {row['old_ms']:9.2f} "
+              f"{row['new_ms']:9.2f} {row['median_ratio']:8.3f} {row['fastest_ratio']:8.3f}  "
+              f"{spreads:28} {'yes' if row['same_values'] else 'NO'}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench before-after",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--baseline", required=True, metavar="DIR",
+                        help="the older garaphpy source tree (its garaphpy/ package)")
+    parser.add_argument("--mode", choices=("cpu", "gpu", "hybrid"), default="gpu")
+    parser.add_argument("--graphs", default="kron:21,grid:2000x2000",
+                        help="comma-separated rmat:S, kron:S (rmat:S made symmetric), grid:WxH")
+    parser.add_argument("--budgets", default="resident,0.25",
+                        help="GPU budgets: resident, or fractions of the page bytes beside "
+                             "the vertex data (ignored with --mode cpu)")
+    parser.add_argument("--programs", default=",".join(PROGRAMS))
+    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="processes per tree and graph, the trees in turns (default 2)")
+    parser.add_argument("--store-dir", default=None,
+                        help="keep each tree's stores here (default: a temporary directory)")
+    harness.add_common_options(parser)
+    args = parser.parse_args(argv)
+    harness.check_common_options(parser, args)
+    baseline = Path(args.baseline).resolve()
+    if not (baseline / "garaphpy" / "__init__.py").is_file():
+        parser.error(f"--baseline {args.baseline}: no garaphpy/ package there")
+    unknown = set(args.programs.split(",")) - set(PROGRAMS)
+    if unknown:
+        parser.error(f"--programs: no program {sorted(unknown)[0]!r} (known: "
+                     f"{', '.join(PROGRAMS)})")
+    if args.rounds < 1:
+        parser.error(f"--rounds={args.rounds}: expected >= 1")
+    trees = {"old": baseline, "new": harness.REPOSITORY}
+    machine = harness.machine_info()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="garaphpy-before-after-") as temporary:
+        store_dir = Path(args.store_dir or temporary)
+        for round_ in range(args.rounds):
+            order = ("old", "new") if round_ % 2 == 0 else ("new", "old")
+            for label in order:
+                for spec in args.graphs.split(","):
+                    if not args.quiet:
+                        print(f"before-after: round {round_ + 1}, {label}, {spec} ...",
+                              file=sys.stderr, flush=True)
+                    found = run_tree(label, trees[label], spec, args, store_dir)
+                    for row in found:
+                        row.update(round=round_, mode=args.mode, threads=args.threads)
+                    rows += found
+                    harness.write_rows(args.json, [{**row, "benchmark": "before-after",
+                                                    "machine": machine} for row in found])
+    table = compare(rows)
+    print_table(table)
+    return 0 if all(row["same_values"] for row in table) else 1
