@@ -221,6 +221,9 @@ class CopiesStandIn:
         target.restore_checkpoint(values.copy(), frontier.copy())
         return values.nbytes
 
+    def download(self) -> int:
+        return self._copy(self.device, self.host)
+
     def make_host_current(self) -> int:
         copied = 0 if self.host_current else self._copy(self.device, self.host)
         self.host_current = True
