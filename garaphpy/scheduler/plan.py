@@ -206,6 +206,20 @@ class RunPlan:
         return "\n".join(lines)
 
 
+def record_choice(entries: dict, off: frozenset, name: str, function, **inputs) -> bool:
+    """Make choice ``name`` by its rule ``function`` (:func:`decisions.fixed`),
+    recorded in ``entries``; a choice in ``off`` is recorded as made by its rule
+    and then turned off (``choice`` False, ``turned_off`` True).  The CPU's
+    plan and the GPU's make every choice without a switch among its rule's
+    inputs this way."""
+    entry = decisions.fixed(function, **inputs)
+    if name in off:
+        entry["choice"] = False
+        entry["turned_off"] = True
+    entries[name] = entry
+    return bool(entry["choice"])
+
+
 def check_turned_off(names) -> frozenset:
     """``names`` as a frozenset of :data:`CPU_CHOICES` and :data:`GPU_CHOICES`;
     another name raises ValueError."""
@@ -242,12 +256,7 @@ def plan_cpu(program, compiled, arrays, *, mode: str, synchronous: bool, threads
     entries: dict[str, dict] = {}
 
     def choose(name, function, **inputs):
-        entry = decisions.fixed(function, **inputs)
-        if name in off:
-            entry["choice"] = False
-            entry["turned_off"] = True
-        entries[name] = entry
-        return bool(entry["choice"])
+        return record_choice(entries, off, name, function, **inputs)
 
     reads_storage = bool(arrays.page_source.reads_storage)
     loaded = _numba_setup.WAIT_POLICY == "PASSIVE"

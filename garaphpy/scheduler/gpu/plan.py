@@ -44,7 +44,7 @@ import numpy as np
 
 from ... import config
 from .. import decisions, device_loop
-from ..plan import GPU_CHOICES, check_turned_off
+from ..plan import GPU_CHOICES, check_turned_off, record_choice
 from ..records import json_value
 from . import transfer
 from .page_store import PAGE_SLACK_BYTES, RESIDENT_PADDING_EDGES, PagePlan, plan_pages
@@ -251,14 +251,7 @@ def plan_gpu(program, translated, store, *, synchronous: bool, reads_weights: bo
         return name not in off
 
     def choose(name: str, function, **inputs) -> bool:
-        """A choice without a switch among its rule's inputs: recorded off where
-        turned off."""
-        entry = decisions.fixed(function, **inputs)
-        if name in off:
-            entry["choice"] = False
-            entry["turned_off"] = True
-        entries[name] = entry
-        return bool(entry["choice"])
+        return record_choice(entries, off, name, function, **inputs)
 
     entries["gpu_precompute"] = decisions.fixed(
         decisions.precompute_source_gathers, direction="pull", synchronous=synchronous,
