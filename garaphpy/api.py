@@ -321,10 +321,12 @@ def execute(graph, program, options: RunOptions | None = None, *, turned_off=(),
 
     The internal entry of tests and benches that compare the two paths of a
     plan choice: ``turned_off`` names choices of
-    :class:`~garaphpy.scheduler.plan.CpuPlan` (:data:`~garaphpy.scheduler.plan.CPU_CHOICES`)
-    and of :class:`~garaphpy.scheduler.gpu.plan.GpuPlan`
-    (:data:`~garaphpy.scheduler.plan.GPU_CHOICES`) made off, and the choices that depend on them are made as they would be
-    without them.  Not a user setting: a user's run turns nothing off.
+    :class:`~garaphpy.scheduler.plan.CpuPlan` (:data:`~garaphpy.scheduler.plan.CPU_CHOICES`),
+    of :class:`~garaphpy.scheduler.gpu.plan.GpuPlan`
+    (:data:`~garaphpy.scheduler.plan.GPU_CHOICES`) and of the run
+    (:data:`~garaphpy.scheduler.plan.RUN_CHOICES`) made off, and the choices
+    that depend on them are made as they would be without them.  Not a user
+    setting: a user's run turns nothing off.
     """
     options = options if options is not None else RunOptions(**keywords)
     turned_off = check_turned_off(turned_off)
@@ -337,7 +339,7 @@ def _execute(graph, program, options: RunOptions, turned_off, clock: CompileCloc
     if options.client is not None or options.scheduler is not None:
         return _execute_partitioned(graph, program, options, clock)
     setup_started = time.perf_counter()
-    run_ = _validated(graph, program, options)
+    run_ = _validated(graph, program, options, turned_off)
     graph, program = run_.graph, run_.program
     checkpoints = _checkpointer(run_, graph, program)
     previous_threads = numba.get_num_threads()
@@ -479,9 +481,11 @@ class _ValidatedRun:
     tolerance: float | None
     threads: int
     sources: np.ndarray     # internal ids
+    gpu_set_up: dict | None = None   # the hybrid's choice to set the GPU up
 
 
-def _validated(graph, program, options: RunOptions) -> _ValidatedRun:
+def _validated(graph, program, options: RunOptions,
+               turned_off=frozenset()) -> _ValidatedRun:
     """Check every option (one-line :class:`ConfigError` naming it) and the
     program's initial values; resolve the defaults from the program."""
     program = _program_instance(program)
@@ -491,8 +495,6 @@ def _validated(graph, program, options: RunOptions) -> _ValidatedRun:
     if policy is not None and not isinstance(policy, HybridPolicy):
         raise ConfigError(f"policy: expected a garaphpy.HybridPolicy (or subclass), got "
                           f"{policy!r}")
-    if mode == "hybrid":
-        mode = _hybrid_or_fallback()
     execution = decisions.run_execution(options.execution, default_execution(program))
     if execution not in EXECUTIONS:
         raise ConfigError(f"execution={execution!r}: expected one of {EXECUTIONS}")
@@ -518,8 +520,61 @@ def _validated(graph, program, options: RunOptions) -> _ValidatedRun:
         _check_initial_values(graph, program, source_vertices, parallel=threads > 1)
     resolved = dataclasses.replace(options, execution=execution, max_iterations=max_iterations,
                                    tolerance=tolerance, sources=source_vertices)
+    gpu_set_up = None
+    if mode == "hybrid":
+        gpu_set_up = _gpu_set_up_choice(graph, options, threads, max_iterations, tolerance,
+                                        turned_off)
+        mode = "cpu" if gpu_set_up is not None and not gpu_set_up["choice"] \
+            else _hybrid_or_fallback()
     return _ValidatedRun(graph, program, resolved, mode, execution, options.direction,
-                         max_iterations, tolerance, threads, source_vertices)
+                         max_iterations, tolerance, threads, source_vertices, gpu_set_up)
+
+
+def _gpu_set_up_choice(graph, options: RunOptions, threads: int, max_iterations: int,
+                       tolerance: float | None, turned_off) -> dict | None:
+    """A hybrid run's first choice, before cupy is imported: whether setting the
+    GPU up can pay (:func:`decisions.gpu_set_up_pays`), or the CPU alone is
+    expected to finish the whole run sooner than the GPU is set up; its
+    entry, or None where the run does not weigh it (``turned_off``
+    ``"gpu_set_up"``, or a policy that does not choose per run).
+
+    The CPU's run is priced from above (``max_iterations`` pulls for a
+    program with a tolerance, else the graph shape's expected iterations,
+    each a full pull), the GPU's set-up from below (what this process
+    measured of its last, or the first's prior, and copying the pages the
+    GPU budget holds), so the CPU alone is chosen only where it wins."""
+    policy = options.policy
+    if "gpu_set_up" in turned_off or (policy is not None and not policy.chooses_per_run):
+        return None
+    if tolerance is not None:
+        passes = float(max_iterations)
+    else:
+        skew = decisions.in_degree_skew(graph.store.in_degree)
+        passes = min(decisions.expected_iterations(graph.num_vertices, graph.num_edges, skew),
+                     float(max_iterations))
+    entry = decisions.fixed(
+        decisions.gpu_set_up_pays,
+        cpu_seconds=decisions.cpu_run_seconds(graph.num_edges, threads, passes),
+        gpu_set_up_seconds=decisions.gpu_set_up_seconds(_gpu_page_bytes(graph, options),
+                                                        _GPU_SET_UP_MEASURED))
+    entry.update(passes=passes, threads=threads, set_up_measured=_GPU_SET_UP_MEASURED)
+    if not entry["choice"]:
+        progress.logger("hybrid").info(
+            f"hybrid: the CPU alone (the run estimated at {entry['cpu_seconds']:.2f} s, "
+            f"setting the GPU up at {entry['gpu_set_up_seconds']:.2f} s)")
+    return entry
+
+
+def _gpu_page_bytes(graph, options: RunOptions) -> int:
+    """The page bytes a run copies to the GPU at its set-up: all, or what its
+    budget holds."""
+    page_bytes = sum(page.nbytes for page in graph.store.pages)
+    return page_bytes if options.gpu_memory is None else min(page_bytes, options.gpu_memory)
+
+
+#: The fixed part of this process's last GPU set-up, in seconds (the pages'
+#: copy at the expected rate taken off); None before its first.
+_GPU_SET_UP_MEASURED = None
 
 
 def _plan(run_: _ValidatedRun, pages, policy, turned_off) -> tuple[RunPlan, tuple | None]:
@@ -544,7 +599,8 @@ def _plan(run_: _ValidatedRun, pages, policy, turned_off) -> tuple[RunPlan, tupl
                    max_iterations=run_.max_iterations, tolerance=run_.tolerance,
                    threads=run_.threads,
                    pages="from storage" if pages.reads_storage else "in memory",
-                   cpu=cpu_plan, turned_off=check_turned_off(turned_off))
+                   cpu=cpu_plan, turned_off=check_turned_off(turned_off),
+                   gpu_set_up=run_.gpu_set_up)
     return plan, cpu_parts
 
 
@@ -627,11 +683,15 @@ def _build_gpu_engine(plan: RunPlan, run_: _ValidatedRun, pages, options: RunOpt
     declarations probed first."""
     from .scheduler.gpu_engine import GpuEngine
 
+    global _GPU_SET_UP_MEASURED
     graph, program, mode = run_.graph, run_.program, plan.mode
+    started = time.perf_counter()
     gpu_engine = GpuEngine(graph, program, run_.sources, plan.synchronous,
                            gpu_memory=options.gpu_memory, n_streams=options.n_streams,
                            page_source=pages,
                            turned_off=plan.turned_off & frozenset(GPU_CHOICES))
+    _GPU_SET_UP_MEASURED = max(0.0, time.perf_counter() - started - decisions.gpu_set_up_seconds(
+        _gpu_page_bytes(graph, options), fixed_seconds=0.0))
     gpu_engine.set_frontier(initially_active)
     if decisions.shortcut_labels(program.shortcut_labels, mode, config.GPU_SHORTCUT_LABELS,
                                  processor="gpu"):

@@ -265,6 +265,23 @@ HYBRID_CPU_ALONE_BUILD_COPIES = 10.0
 #: more (no graph shape known to the driver).
 HYBRID_RUN_ITERATIONS_PRIOR = 16
 
+#: What a hybrid run expects setting the GPU up to cost, in seconds, beside
+#: copying its pages (``scheduler.decisions.gpu_set_up_seconds``): the first
+#: in a process imports cupy and makes the CUDA context; a later one takes
+#: what the process measured.  The H200 host, ``garaphpy pagerank`` on kron22
+#: (BENCHMARKS.md, first minute): 1.36 s of set-up, 0.43 s of it the copy.
+HYBRID_GPU_FIRST_SET_UP_SECONDS = 0.9
+
+#: Bytes a second a hybrid run expects its pages to reach the GPU at its
+#: set-up, read and checked on the host first (the same run: 0.77 GB of
+#: pages in 0.43 s).
+HYBRID_GPU_SET_UP_BYTES_PER_SECOND = 1.8e9
+
+#: In-edges a second one CPU thread is expected to pull, before a hybrid run
+#: has measured its own (the same host: a 16-thread PageRank iteration of
+#: kron22's 128M edges in 45 ms).
+HYBRID_CPU_EDGES_PER_SECOND_PER_THREAD = 1.8e8
+
 #: Pages the GPU worker keeps queued on its streams in a hybrid iteration
 #: (at least this many, and one per stream when pages stream).
 HYBRID_GPU_PAGES_IN_FLIGHT = 4

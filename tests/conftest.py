@@ -88,6 +88,13 @@ def _persistent_program_cache(request, monkeypatch):
         monkeypatch.setattr(api, "_program_cache_directory", lambda: directory)
 
 
+@pytest.fixture(autouse=True)
+def _gpu_set_up_free(monkeypatch):
+    """Every hybrid run of a test sets the GPU up (the suite's graphs are small:
+    :func:`helpers.gpu_set_up_free`); the tests of that weighing price it again."""
+    helpers.gpu_set_up_free(monkeypatch)
+
+
 @pytest.fixture
 def built_drivers(monkeypatch):
     """The drivers ``garaphpy.run`` builds, in order."""

@@ -43,6 +43,15 @@ TEST_CACHE_ROOT: Path | None = None
 USER_CACHE_DIRECTORY: Path | None = None
 
 
+def gpu_set_up_free(monkeypatch) -> None:
+    """Hybrid runs set the GPU up whatever their size: the GPU's set-up is
+    priced at nothing (:func:`garaphpy.scheduler.decisions.gpu_set_up_pays`
+    would give every small graph of the suite to the CPU alone before the
+    GPU is set up; tests/scheduler/test_gpu_set_up.py prices it)."""
+    monkeypatch.setattr(api, "_GPU_SET_UP_MEASURED", 0.0)
+    monkeypatch.setattr(config, "HYBRID_GPU_SET_UP_BYTES_PER_SECOND", math.inf)
+
+
 @functools.cache
 def gpu_available() -> str | None:
     """None when a CUDA device is usable through cupy, else the reason why not."""

@@ -974,6 +974,44 @@ def cpu_alone_engine(union_find_start: bool, cpu_seconds: float | None,
     return bool(union_find_start or (cpu_seconds is not None and cpu_seconds >= build_seconds))
 
 
+def cpu_run_seconds(num_edges: int, threads: int, passes: float,
+                    edges_per_second_per_thread: float | None = None) -> float:
+    """What a whole run on the CPU alone is expected to take before anything
+    is measured: ``passes`` pulls over ``num_edges`` in-edges on ``threads``
+    threads, each at ``edges_per_second_per_thread``
+    (``config.HYBRID_CPU_EDGES_PER_SECOND_PER_THREAD``)."""
+    if edges_per_second_per_thread is None:
+        edges_per_second_per_thread = config.HYBRID_CPU_EDGES_PER_SECOND_PER_THREAD
+    return passes * num_edges / (max(threads, 1) * edges_per_second_per_thread)
+
+
+def gpu_set_up_seconds(page_bytes: int, fixed_seconds: float | None = None,
+                       bytes_per_second: float | None = None) -> float:
+    """What setting the GPU up for a run is expected to take: ``fixed_seconds``
+    (what the process measured, or ``config.HYBRID_GPU_FIRST_SET_UP_SECONDS``
+    before its first) and copying ``page_bytes`` of pages at
+    ``bytes_per_second`` (``config.HYBRID_GPU_SET_UP_BYTES_PER_SECOND``)."""
+    if fixed_seconds is None:
+        fixed_seconds = config.HYBRID_GPU_FIRST_SET_UP_SECONDS
+    if bytes_per_second is None:
+        bytes_per_second = config.HYBRID_GPU_SET_UP_BYTES_PER_SECOND
+    return fixed_seconds + page_bytes / bytes_per_second
+
+
+def gpu_set_up_pays(cpu_seconds: float, gpu_set_up_seconds: float,
+                    margin: float | None = None) -> bool:
+    """Whether a hybrid run sets the GPU up at all.  Not when the CPU alone is
+    expected to finish the whole run (``cpu_seconds``, an estimate from
+    above: every pass a full pull) in less than ``margin`` times what the
+    GPU's set-up alone takes (``gpu_set_up_seconds``, an estimate from
+    below: no iteration counted), ``margin`` being
+    ``config.HYBRID_RUN_SWITCH_MARGIN``: the GPU's iterations cost more
+    than nothing, so the CPU alone then finishes first."""
+    if margin is None:
+        margin = config.HYBRID_RUN_SWITCH_MARGIN
+    return not cpu_seconds < margin * gpu_set_up_seconds
+
+
 def frontier_switch_point(cpu_seconds, gpu_seconds, steps: int = 24) -> float | None:
     """The frontier share f in (0, 1] at which the cheaper processor of an
     iteration changes (``cpu_seconds(f)`` and ``gpu_seconds(f)``: an

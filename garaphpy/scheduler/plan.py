@@ -48,6 +48,11 @@ GPU_CHOICES = ("gpu_precompute", "selective_transfers", "packed_pages", "pull_pa
                "selective_when_pays", "calibrate_transfer_rates")
 
 
+#: The run's own choices a test or bench may turn off (``turned_off``): a hybrid
+#: run's weighing of the GPU's set-up (:func:`decisions.gpu_set_up_pays`).
+RUN_CHOICES = ("gpu_set_up",)
+
+
 @dataclass(frozen=True)
 class CpuPlan:
     """The CPU engine's choices for one run (:func:`plan_cpu` makes them).
@@ -152,6 +157,11 @@ class RunPlan:
         A run partitioned over a Dask cluster (:mod:`garaphpy.distributed`):
         its scheduler, its partitions (vertex range, edges, worker), its
         checkpoint interval and its recoveries from lost workers.
+    gpu_set_up : dict or None
+        A hybrid run's choice, before anything is set up, whether setting the
+        GPU up can pay (:func:`decisions.gpu_set_up_pays`: ``"choice"`` False
+        ran the run on the CPU alone, ``mode`` ``"cpu"``) and its inputs;
+        None where the run did not weigh it.
     """
 
     mode: str
@@ -165,6 +175,7 @@ class RunPlan:
     gpu: Any = None
     turned_off: frozenset = frozenset()
     distributed: Any = None
+    gpu_set_up: dict | None = None
 
     @property
     def synchronous(self) -> bool:
@@ -184,7 +195,8 @@ class RunPlan:
                 "threads": self.threads, "pages": self.pages,
                 "cpu": None if self.cpu is None else self.cpu.as_dict(), "gpu": gpu,
                 "turned_off": sorted(self.turned_off),
-                "distributed": json_value(self.distributed) if self.distributed else None}
+                "distributed": json_value(self.distributed) if self.distributed else None,
+                "gpu_set_up": json_value(self.gpu_set_up) if self.gpu_set_up else None}
 
     def describe(self) -> str:
         """A few lines for people."""
@@ -196,6 +208,11 @@ class RunPlan:
         if self.gpu is not None:
             gpu = self.gpu.describe() if hasattr(self.gpu, "describe") else self.gpu
             lines.append(f"GPU: {gpu}")
+        set_up = self.gpu_set_up
+        if set_up is not None and not set_up["choice"]:
+            lines.append(f"hybrid on the CPU alone: the run estimated at "
+                         f"{set_up['cpu_seconds']:.3g} s, the GPU's set-up at "
+                         f"{set_up['gpu_set_up_seconds']:.3g} s")
         if self.turned_off:
             lines.append("turned off: " + ", ".join(sorted(self.turned_off)))
         if self.distributed:
@@ -221,13 +238,14 @@ def record_choice(entries: dict, off: frozenset, name: str, function, **inputs) 
 
 
 def check_turned_off(names) -> frozenset:
-    """``names`` as a frozenset of :data:`CPU_CHOICES` and :data:`GPU_CHOICES`;
-    another name raises ValueError."""
+    """``names`` as a frozenset of :data:`CPU_CHOICES`, :data:`GPU_CHOICES` and
+    :data:`RUN_CHOICES`; another name raises ValueError."""
     names = frozenset(names)
-    unknown = sorted(names - set(CPU_CHOICES) - set(GPU_CHOICES))
+    known = CPU_CHOICES + GPU_CHOICES + RUN_CHOICES
+    unknown = sorted(names - set(known))
     if unknown:
         raise ValueError(f"turned_off: {unknown} are not plan choices; expected some of "
-                         f"{CPU_CHOICES + GPU_CHOICES}")
+                         f"{known}")
     return names
 
 

@@ -296,6 +296,14 @@ class HybridPolicy:
     join_seconds: float | None = None
     switch_credit: float = 0.0
 
+    @property
+    def chooses_per_run(self) -> bool:
+        """Whether this policy lets a run choose its processors per run
+        (``per_run``): the default decisions (no forced mode, not a
+        subclass's own :meth:`decide`), with ``batches``."""
+        return bool(self.per_run and self.force is None and self.batches
+                    and type(self).decide is HybridPolicy.decide)
+
     def __post_init__(self):
         if self.force not in (None,) + MODES:
             raise ConfigError(f"HybridPolicy(force={self.force!r}): expected None, 'cpu' or "

@@ -92,13 +92,10 @@ class RunChoice:
 
     @staticmethod
     def applies(policy: HybridPolicy, page_done) -> bool:
-        """Whether a run's policy lets it choose per run (``per_run``): the
-        default decisions (not forced, not a subclass's own ``decide``), with
-        batches (a policy without them decides every iteration), and no hook
-        after each page (checkpoints inside asynchronous iterations)."""
-        return bool(policy.per_run and policy.force is None and policy.batches
-                    and page_done is None
-                    and type(policy).decide is HybridPolicy.decide)
+        """Whether a run's policy lets it choose per run
+        (:attr:`HybridPolicy.chooses_per_run`) and no hook follows each page
+        (checkpoints inside asynchronous iterations)."""
+        return policy.chooses_per_run and page_done is None
 
     def due(self, iteration: int, active_fraction: float) -> bool:
         """Whether the choice is made (again) before ``iteration``: the first

@@ -16,6 +16,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from garaphpy import api
 
 from helpers import REPOSITORY
@@ -51,16 +53,17 @@ from pathlib import Path
 from garaphpy import api
 api._program_cache_directory = lambda: Path(sys.argv[1])    # the suite's compiled programs
 from garaphpy.console import main
-code = main(["pagerank", "g.el", "--mode", "cpu", "--store", "store", "-o", "values.txt",
+code = main(["pagerank", "g.el", *sys.argv[2:], "--store", "store", "-o", "values.txt",
              "--max-iterations", "3", "-q"])
 print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
 """
 
 
-def _modules_of_a_run(directory) -> list[str]:
+def _modules_of_a_run(directory, mode_arguments) -> list[str]:
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(REPOSITORY), os.environ.get("PYTHONPATH", "")])}
-    ran = subprocess.run([sys.executable, "-c", _RUN, str(api._program_cache_directory())],
+    ran = subprocess.run([sys.executable, "-c", _RUN, str(api._program_cache_directory()),
+                          *mode_arguments],
                          cwd=directory, env=environment, capture_output=True, text=True,
                          timeout=600)
     assert ran.returncode == 0, ran.stderr
@@ -75,10 +78,13 @@ def _unwanted(modules) -> list[str]:
                          for banned in NOT_IMPORTED_BY_A_CPU_RUN))
 
 
-def test_a_cpu_pagerank_run_imports_nothing_it_does_not_use(tmp_path):
+# the default mode: a hybrid run this small goes to the CPU alone before the GPU is
+# set up (its set-up would cost more than the whole run), cupy not imported
+@pytest.mark.parametrize("mode_arguments", [["--mode", "cpu"], []], ids=["cpu", "default"])
+def test_a_cpu_pagerank_run_imports_nothing_it_does_not_use(tmp_path, mode_arguments):
     (tmp_path / "g.el").write_text("".join(f"{i} {(i * 7 + 1) % 50}\n{i} {(i + 3) % 50}\n"
                                            for i in range(50)))
-    modules = _modules_of_a_run(tmp_path)     # it builds the store too
+    modules = _modules_of_a_run(tmp_path, mode_arguments)     # it builds the store too
     assert (tmp_path / "values.txt").is_file()
     assert "garaphpy.programs.pagerank" in modules and "garaphpy.scheduler.cpu_engine" in modules
     assert _unwanted(modules) == []

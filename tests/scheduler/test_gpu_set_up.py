@@ -1,0 +1,165 @@
+"""A hybrid run's first choice: whether setting the GPU up can pay at all.
+
+The GPU's set-up (cupy, the CUDA context, its pages copied) costs about a
+second before its first iteration; a run the CPU alone finishes sooner than
+that goes to the CPU alone before anything of the GPU is set up
+(:func:`garaphpy.scheduler.decisions.gpu_set_up_pays`), and runs as a
+``mode="cpu"`` run would.  The rest of the suite prices the set-up at nothing
+(tests/conftest.py); these tests price it as a run does.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import garaphpy
+from garaphpy import api, config
+from garaphpy.kernels import gpu as gpu_kernels
+from garaphpy.scheduler import decisions
+from garaphpy.scheduler.policy import HybridPolicy
+
+#: The model's constants as the package ships them (the suite's fixture
+#: changes them for every other test).
+SHIPPED_BYTES_PER_SECOND = config.HYBRID_GPU_SET_UP_BYTES_PER_SECOND
+
+
+@pytest.fixture
+def priced(monkeypatch):
+    """The GPU's set-up priced as a fresh process prices it, and no GPU to
+    set up: a run that tries to import cupy finds none."""
+    monkeypatch.setattr(api, "_GPU_SET_UP_MEASURED", None)
+    monkeypatch.setattr(config, "HYBRID_GPU_SET_UP_BYTES_PER_SECOND", SHIPPED_BYTES_PER_SECOND)
+    asked = []
+
+    def unavailable():
+        asked.append(True)
+        raise gpu_kernels.GpuUnavailableError("no device (test)")
+
+    monkeypatch.setattr(gpu_kernels, "cupy_module", unavailable)
+    monkeypatch.setattr(api, "_FALLBACK_WARNED", False)
+    return asked
+
+
+@pytest.fixture(scope="module")
+def graph():
+    rng = np.random.default_rng(11)
+    src, dst = rng.integers(0, 400, 4000), rng.integers(0, 400, 4000)
+    return garaphpy.Graph.from_arrays(src, dst, max_shard_edges=300, max_page_bytes=8_000)
+
+
+# -- the rule -------------------------------------------------------------------------------
+@pytest.mark.parametrize("cpu, set_up, margin, pays", [
+    (0.5, 1.0, 0.8, False),     # the CPU finishes in half the set-up
+    (0.79, 1.0, 0.8, False),
+    (0.8, 1.0, 0.8, True),      # not clearly sooner: the GPU is set up
+    (3.0, 1.0, 0.8, True),
+    (0.0, 0.0, 0.8, True),      # a set-up that costs nothing always pays
+    (0.0, 0.1, 0.8, False),     # a run with no edges
+    (0.5, 1.0, 0.4, True),      # a stricter margin
+])
+def test_the_gpu_is_set_up_unless_the_cpu_clearly_finishes_first(cpu, set_up, margin, pays):
+    assert decisions.gpu_set_up_pays(cpu, set_up, margin) is pays
+
+
+def test_the_default_margin_is_the_per_run_choices():
+    margin = config.HYBRID_RUN_SWITCH_MARGIN
+    assert decisions.gpu_set_up_pays(margin * 0.99, 1.0) is False
+    assert decisions.gpu_set_up_pays(margin * 1.01, 1.0) is True
+
+
+def test_the_estimates_are_passes_over_the_edges_and_a_fixed_part_and_a_copy():
+    # 20 pulls of 128M edges on 16 threads of 1.8e8 edges a second each
+    assert decisions.cpu_run_seconds(128_000_000, 16, 20, 1.8e8) == pytest.approx(
+        20 * 128e6 / 16 / 1.8e8)
+    assert decisions.cpu_run_seconds(1000, 0, 1, 1e3) == pytest.approx(1.0)   # >= 1 thread
+    assert decisions.gpu_set_up_seconds(int(0.77e9), 0.9, 1.8e9) == pytest.approx(
+        0.9 + 0.77 / 1.8)
+    assert decisions.gpu_set_up_seconds(10**9) == pytest.approx(
+        config.HYBRID_GPU_FIRST_SET_UP_SECONDS + 1e9 / config.HYBRID_GPU_SET_UP_BYTES_PER_SECOND)
+    assert decisions.gpu_set_up_seconds(10**9, 0.25, math.inf) == 0.25
+
+
+# -- in a run -------------------------------------------------------------------------------
+def test_a_small_hybrid_run_goes_to_the_cpu_alone_without_cupy(graph, priced):
+    cpu = garaphpy.run(graph, "pagerank", mode="cpu", threads=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        hybrid = garaphpy.run(graph, "pagerank", threads=2)
+    assert not priced                            # the GPU was never asked for
+    assert not caught                            # nor is its absence worth a warning
+    entry = hybrid.plan.gpu_set_up
+    assert entry["choice"] is False and hybrid.mode == "cpu"
+    assert entry["passes"] == hybrid.max_iterations           # a program with a tolerance
+    assert entry["cpu_seconds"] == pytest.approx(
+        entry["passes"] * graph.num_edges / (2 * config.HYBRID_CPU_EDGES_PER_SECOND_PER_THREAD))
+    page_bytes = sum(page.nbytes for page in graph.store.pages)
+    assert entry["gpu_set_up_seconds"] == pytest.approx(
+        config.HYBRID_GPU_FIRST_SET_UP_SECONDS + page_bytes / SHIPPED_BYTES_PER_SECOND)
+    # the CPU alone's own run: its plan, its iterations, its values
+    assert hybrid.plan.cpu == cpu.plan.cpu
+    assert all(record.mode == "cpu" for record in hybrid.iterations)
+    assert hybrid.num_iterations == cpu.num_iterations
+    np.testing.assert_array_equal(hybrid.values, cpu.values)
+    assert "hybrid on the CPU alone" in hybrid.plan.describe()
+    assert hybrid.plan.as_dict()["gpu_set_up"]["choice"] is False
+
+
+def test_a_run_long_enough_sets_the_gpu_up(graph, priced):
+    # a million PageRank iterations at most: the CPU alone could take longer than the set-up
+    with pytest.warns(garaphpy.GpuFallbackWarning, match="no device"):
+        result = garaphpy.run(graph, "pagerank", threads=2, tolerance=1e-6,
+                              max_iterations=1_000_000)
+    assert priced                                 # the GPU was asked for
+    assert result.plan.gpu_set_up["choice"] is True
+    assert result.mode == "cpu"                   # and there was none
+
+
+def test_a_frontier_program_is_priced_by_its_expected_iterations(graph, priced):
+    bfs = garaphpy.run(graph, "bfs", sources=0, threads=2)
+    entry = bfs.plan.gpu_set_up
+    assert 1.0 <= entry["passes"] < 50           # log |V| / log mean degree, not 1e9
+    capped = garaphpy.run(graph, "bfs", sources=0, threads=2, max_iterations=1)
+    assert capped.plan.gpu_set_up["passes"] == 1.0
+    assert entry["choice"] is False and bfs.mode == "cpu"
+
+
+def test_the_weighing_is_off_for_a_policy_that_does_not_choose_per_run_or_when_turned_off(
+        graph, priced):
+    for policy in (HybridPolicy(per_run=False), HybridPolicy(force="hybrid")):
+        with pytest.warns(garaphpy.GpuFallbackWarning):
+            result = garaphpy.run(graph, "pagerank", threads=2, policy=policy)
+        assert result.plan.gpu_set_up is None
+        api._FALLBACK_WARNED = False
+    with pytest.warns(garaphpy.GpuFallbackWarning):
+        off = api.execute(graph, "pagerank", threads=2, turned_off={"gpu_set_up"})
+    assert off.plan.gpu_set_up is None and off.plan.turned_off == {"gpu_set_up"}
+
+
+def test_a_mode_other_than_hybrid_is_not_weighed(graph, priced):
+    assert garaphpy.run(graph, "pagerank", mode="cpu", threads=2).plan.gpu_set_up is None
+
+
+def test_a_process_that_measured_a_set_up_prices_the_next_by_it(graph, priced, monkeypatch):
+    monkeypatch.setattr(api, "_GPU_SET_UP_MEASURED", 0.0)
+    monkeypatch.setattr(config, "HYBRID_GPU_SET_UP_BYTES_PER_SECOND", math.inf)
+    with pytest.warns(garaphpy.GpuFallbackWarning):
+        result = garaphpy.run(graph, "pagerank", threads=2)
+    assert result.plan.gpu_set_up["set_up_measured"] == 0.0
+    assert result.plan.gpu_set_up["choice"] is True
+
+
+@pytest.mark.gpu
+def test_a_gpu_run_measures_the_set_up_the_next_hybrid_run_weighs(graph, monkeypatch):
+    monkeypatch.setattr(api, "_GPU_SET_UP_MEASURED", None)
+    monkeypatch.setattr(config, "HYBRID_GPU_SET_UP_BYTES_PER_SECOND", SHIPPED_BYTES_PER_SECOND)
+    garaphpy.run(graph, "pagerank", mode="gpu")
+    measured = api._GPU_SET_UP_MEASURED
+    assert measured is not None and 0.0 <= measured < 60.0
+    hybrid = garaphpy.run(graph, "pagerank")
+    assert hybrid.plan.gpu_set_up["set_up_measured"] == measured
+    assert "cupy" in sys.modules
