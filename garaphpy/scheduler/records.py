@@ -409,6 +409,11 @@ class Result:
                      + f"{len(hybrid)} hybrid "
                      f"(pages: GPU {sum(r.gpu_pages for r in hybrid)}, "
                      f"CPU {sum(r.cpu_pages for r in hybrid)})") + (f"; {split}" if split else "")
+        set_up = None if self.plan is None else self.plan.gpu_set_up
+        if set_up is not None and not set_up["choice"]:
+            split = (f"the CPU alone, the run expected to end before the GPU's set-up "
+                     f"({set_up['cpu_seconds']:.2g} against {set_up['gpu_set_up_seconds']:.2g} s)"
+                     + (f"; {split}" if split else ""))
         per_iteration = self.seconds / self.num_iterations * 1e3 if self.num_iterations else 0.0
         return (f"{name} ({self.mode}, {self.execution}): {verdict} after "
                 f"{self.num_iterations} iterations ({self.stop_reason}); "

@@ -106,6 +106,8 @@ def test_a_small_hybrid_run_goes_to_the_cpu_alone_without_cupy(graph, priced):
     assert hybrid.num_iterations == cpu.num_iterations
     np.testing.assert_array_equal(hybrid.values, cpu.values)
     assert "hybrid on the CPU alone" in hybrid.plan.describe()
+    assert "the CPU alone, the run expected to end before the GPU's set-up" in hybrid.summary()
+    assert "GPU's set-up" not in cpu.summary()
     assert hybrid.plan.as_dict()["gpu_set_up"]["choice"] is False
 
 
