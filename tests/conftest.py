@@ -15,6 +15,7 @@ import pytest
 
 import garaphpy
 import helpers
+from garaphpy import api
 from garaphpy.scheduler import driver as driver_module
 from helpers import gpu_available, is_fast
 
@@ -42,7 +43,8 @@ def pytest_configure(config):
     """Point the default cache at a temporary directory before any fixture of
     any scope runs (a module-scoped fixture would run before a function-scoped
     autouse one and reach the user's ~/.cache/garaphpy); both folders are kept
-    in :mod:`helpers` for the tests that check them."""
+    in :mod:`helpers` for the tests that check them.  Hybrid runs set the GPU
+    up whatever their size (:func:`helpers.gpu_set_up_unweighed`)."""
     from garaphpy.paths import cache_directory
 
     helpers.USER_CACHE_DIRECTORY = cache_directory().resolve()
@@ -51,9 +53,11 @@ def pytest_configure(config):
     helpers.TEST_CACHE_ROOT = root
     os.environ["GARAPHPY_CACHE"] = str(root / "cache")
     os.environ["XDG_CACHE_HOME"] = str(root / "xdg")
+    helpers.gpu_set_up_unweighed()
 
 
 def pytest_unconfigure(config):
+    api._gpu_set_up_choice = helpers.WEIGHED_GPU_SET_UP
     for name, value in _USER_CACHE_ENVIRONMENT.items():
         if value is None:
             os.environ.pop(name, None)
@@ -86,13 +90,6 @@ def _persistent_program_cache(request, monkeypatch):
     if cache is not None:
         directory = cache.mkdir("garaphpy-programs")
         monkeypatch.setattr(api, "_program_cache_directory", lambda: directory)
-
-
-@pytest.fixture(autouse=True)
-def _gpu_set_up_free(monkeypatch):
-    """Every hybrid run of a test sets the GPU up (the suite's graphs are small:
-    :func:`helpers.gpu_set_up_free`); the tests of that weighing price it again."""
-    helpers.gpu_set_up_free(monkeypatch)
 
 
 @pytest.fixture

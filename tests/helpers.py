@@ -43,13 +43,18 @@ TEST_CACHE_ROOT: Path | None = None
 USER_CACHE_DIRECTORY: Path | None = None
 
 
-def gpu_set_up_free(monkeypatch) -> None:
-    """Hybrid runs set the GPU up whatever their size: the GPU's set-up is
-    priced at nothing (:func:`garaphpy.scheduler.decisions.gpu_set_up_pays`
-    would give every small graph of the suite to the CPU alone before the
-    GPU is set up; tests/scheduler/test_gpu_set_up.py prices it)."""
-    monkeypatch.setattr(api, "_GPU_SET_UP_MEASURED", 0.0)
-    monkeypatch.setattr(config, "HYBRID_GPU_SET_UP_BYTES_PER_SECOND", math.inf)
+#: :func:`garaphpy.api._gpu_set_up_choice` as the package has it (tests/conftest.py
+#: replaces it for the whole session: :func:`gpu_set_up_unweighed`).
+WEIGHED_GPU_SET_UP = api._gpu_set_up_choice
+
+
+def gpu_set_up_unweighed() -> None:
+    """Hybrid runs set the GPU up whatever their size, for the whole session
+    (module-scoped fixtures included): the weighing of the GPU's set-up
+    (:func:`garaphpy.scheduler.decisions.gpu_set_up_pays`) would give every
+    small graph of the suite to the CPU alone; tests/scheduler/test_gpu_set_up.py
+    puts it back (:data:`WEIGHED_GPU_SET_UP`)."""
+    api._gpu_set_up_choice = lambda *arguments, **keywords: None
 
 
 @functools.cache

@@ -4,8 +4,8 @@ The GPU's set-up (cupy, the CUDA context, its pages copied) costs about a
 second before its first iteration; a run the CPU alone finishes sooner than
 that goes to the CPU alone before anything of the GPU is set up
 (:func:`garaphpy.scheduler.decisions.gpu_set_up_pays`), and runs as a
-``mode="cpu"`` run would.  The rest of the suite prices the set-up at nothing
-(tests/conftest.py); these tests price it as a run does.
+``mode="cpu"`` run would.  The rest of the suite does not weigh the set-up
+(tests/conftest.py); these tests weigh it as a run does.
 """
 
 from __future__ import annotations
@@ -22,9 +22,8 @@ from garaphpy import api, config
 from garaphpy.kernels import gpu as gpu_kernels
 from garaphpy.scheduler import decisions
 from garaphpy.scheduler.policy import HybridPolicy
+from helpers import WEIGHED_GPU_SET_UP
 
-#: The model's constants as the package ships them (the suite's fixture
-#: changes them for every other test).
 SHIPPED_BYTES_PER_SECOND = config.HYBRID_GPU_SET_UP_BYTES_PER_SECOND
 
 
@@ -32,6 +31,7 @@ SHIPPED_BYTES_PER_SECOND = config.HYBRID_GPU_SET_UP_BYTES_PER_SECOND
 def priced(monkeypatch):
     """The GPU's set-up priced as a fresh process prices it, and no GPU to
     set up: a run that tries to import cupy finds none."""
+    monkeypatch.setattr(api, "_gpu_set_up_choice", WEIGHED_GPU_SET_UP)
     monkeypatch.setattr(api, "_GPU_SET_UP_MEASURED", None)
     monkeypatch.setattr(config, "HYBRID_GPU_SET_UP_BYTES_PER_SECOND", SHIPPED_BYTES_PER_SECOND)
     asked = []
@@ -157,6 +157,7 @@ def test_a_process_that_measured_a_set_up_prices_the_next_by_it(graph, priced, m
 
 @pytest.mark.gpu
 def test_a_gpu_run_measures_the_set_up_the_next_hybrid_run_weighs(graph, monkeypatch):
+    monkeypatch.setattr(api, "_gpu_set_up_choice", WEIGHED_GPU_SET_UP)
     monkeypatch.setattr(api, "_GPU_SET_UP_MEASURED", None)
     monkeypatch.setattr(config, "HYBRID_GPU_SET_UP_BYTES_PER_SECOND", SHIPPED_BYTES_PER_SECOND)
     garaphpy.run(graph, "pagerank", mode="gpu")
