@@ -36,18 +36,14 @@ import numpy as np
 
 from .. import config
 from .._numba_setup import parallel_section
-from ..errors import GaraphError
 from ..kernels import cpu as kernels
 from ..kernels.cpu.arguments import apply_context, page_range
 from ..paths import cache_directory
 from ..scheduler import decisions
-from .exchange import Inbox, Mirrors, pair_bytes
+from .exchange import Inbox, Mirrors, WorkerError, pair_bytes
 from .frontier import PartitionFrontier, frontier_pulls, partition_early_exit
 from .partition import Partition, partition_pieces, read_by
-
-
-class WorkerError(GaraphError):
-    """A partition's worker cannot do its part (its message names the worker)."""
+from .rounds import Rounds
 
 
 @dataclass(frozen=True)
@@ -125,7 +121,7 @@ def _worker_address() -> str:
         return "local"
 
 
-class PartitionWorker:
+class PartitionWorker(Rounds):
     """A partition of a run, in one Dask worker (an actor; see the module)."""
 
     def __init__(self, setup: WorkerSetup):
@@ -354,6 +350,16 @@ class PartitionWorker:
             ``exchange_seconds``, ``aggregates`` (the next iteration's share)
             and ``address``.
         """
+        row, changed = self._pull_step(iteration, aggregates)
+        pull_ended = time.perf_counter()
+        row["sent_bytes"] = self._send("values", iteration, changed, self.values)
+        row["exchange_seconds"] = time.perf_counter() - pull_ended
+        return row
+
+    def _pull_step(self, iteration: int, aggregates: np.ndarray) -> tuple[dict, np.ndarray]:
+        """The pull of one iteration (the pairs received written first):
+        its row (see :meth:`step`, less what the exchange adds) and the owned
+        vertices it changed."""
         numba.set_num_threads(min(self.threads, numba.config.NUMBA_NUM_THREADS))
         started = time.perf_counter()
         received: list = []
@@ -379,15 +385,13 @@ class PartitionWorker:
             pulled = int(notified.size)
         if self.frontier is not None:
             self.frontier.restart(changed)
-        pull_ended = time.perf_counter()
-        sent = self._send("values", iteration, changed, self.values)
-        exchanged = time.perf_counter()
-        return {"l1_change": float(stats[0]), "activated": int(stats[1]),
-                "changed": int(changed.size), "sent_bytes": sent, "direction": direction,
-                "pulled": int(pulled), "edges": int(edges),
-                "pull_seconds": pull_ended - started, "exchange_seconds": exchanged - pull_ended,
-                "aggregates": self._partial_aggregates(iteration + 1, self.first, self.end),
-                "address": self.address}
+        row = {"l1_change": float(stats[0]), "activated": int(stats[1]),
+               "changed": int(changed.size), "direction": direction,
+               "pulled": int(pulled), "edges": int(edges),
+               "aggregates": self._partial_aggregates(iteration + 1, self.first, self.end),
+               "address": self.address}
+        row["pull_seconds"] = time.perf_counter() - started
+        return row, changed
 
     def _pull_all(self, iteration: int, aggregates: np.ndarray, stats: np.ndarray):
         """Pull every owned vertex, piece by piece; the owned vertices changed."""
