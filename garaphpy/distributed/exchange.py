@@ -150,6 +150,12 @@ class Inbox:
             self.pending.setdefault(kind, []).append((iteration, indices, values))
             return True
 
+    def take(self, kind: str) -> list:
+        """Every message of ``kind`` held, ``(iteration, indices, values)`` in the
+        order they came, taken out of the inbox."""
+        with self.lock:
+            return self.pending.pop(kind, [])
+
     def apply(self, kind: str, target: np.ndarray, before: int,
               received: list | None = None) -> int:
         """Write the pairs of ``kind`` made before iteration ``before`` into

@@ -276,8 +276,10 @@ class PartitionedRun:
         (``stopped`` False at the limit with vertices active)."""
         aggregates = self.start()
         self._share_weighted_in()
-        union_find = self._all(lambda actor: actor.start_from_union_find()) \
-            if self.union_find_start else None
+        union_find = None
+        if self.union_find_start:
+            self._all(lambda actor: actor.share_forest())
+            union_find = self._all(lambda actor: actor.start_from_union_find())
         records: list[IterationRecord] = []
         n = self.store.num_vertices
         active = n if self.program.initially_active == "all" else int(self.sources.size)

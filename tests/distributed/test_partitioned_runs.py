@@ -223,9 +223,10 @@ def _label_propagation_iterations(graph) -> int:
 
 @pytest.mark.parametrize("name", ["grid", "ca-HepPh"])
 def test_cc_starts_each_partition_from_its_union_find(dask_client, graphs, name):
-    """On a symmetric graph each partition lowers its labels by a union-find over
-    its own edges before the first iteration: the values stay exact, in fewer
-    iterations than label propagation from the vertices' own ids."""
+    """On a symmetric graph each partition makes a union-find forest of its own
+    edges and merges every partition's before the first iteration: the values
+    stay exact, and, the merged forests holding every edge, one iteration
+    confirms them, as in one process after its union-find."""
     if name not in graphs:
         pytest.skip(f"{name} is not in {SHARED_DATA}")
     graph = graphs[name]
@@ -235,3 +236,4 @@ def test_cc_starts_each_partition_from_its_union_find(dask_client, graphs, name)
     start = spread.iterations[0].decisions["partition_union_find_start"]
     assert sum(start["lowered"]) > 0
     assert spread.num_iterations < _label_propagation_iterations(graph)
+    assert spread.num_iterations == alone.num_iterations == 1
