@@ -53,12 +53,15 @@ class Mirrors:
         self.end_vertex = end_vertex
         #: partition -> bool mask over the owned range
         self.readers: dict[int, np.ndarray] = {}
+        #: partition -> how many owned vertices it reads
+        self.counts: dict[int, int] = {}
 
     def set_reader(self, partition: int, vertices: np.ndarray) -> None:
         """Partition ``partition`` reads ``vertices`` (owned ones, sorted)."""
         mask = np.zeros(self.end_vertex - self.first_vertex, np.bool_)
         mask[np.asarray(vertices, np.int64) - self.first_vertex] = True
         self.readers[partition] = mask
+        self.counts[partition] = int(np.asarray(vertices).size)
 
     def pairs_for(self, changed: np.ndarray) -> dict[int, np.ndarray]:
         """For each reader, the vertices of ``changed`` (owned, sorted) it reads

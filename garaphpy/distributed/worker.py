@@ -143,6 +143,7 @@ class PartitionWorker(Rounds):
         self.inbox = Inbox()
         self.peers = ()
         self.peer_addresses = ()
+        self.reads = []
         self.epoch = 0
         self._warm_up()
 
@@ -284,6 +285,9 @@ class PartitionWorker(Rounds):
         self.epoch = epoch
         self.inbox.reset(epoch)
         reads = read_by([s for _, s, _ in self.pieces], list(self.setup.partitions))
+        #: the vertices of each partition this one reads, in the order its
+        #: values come where a peer sends them all (:mod:`.rounds`)
+        self.reads = reads
         self._wait({q: self._call(q, "set_reader", self.index, reads[q])
                     for q in range(len(self.peers)) if q != self.index})
         return int(sum(reads[q].size for q in range(len(reads)) if q != self.index))
