@@ -53,8 +53,9 @@ class Mirrors:
         self.end_vertex = end_vertex
         #: partition -> bool mask over the owned range
         self.readers: dict[int, np.ndarray] = {}
-        #: partition -> how many owned vertices it reads
+        #: partition -> how many owned vertices it reads, and which
         self.counts: dict[int, int] = {}
+        self.lists: dict[int, np.ndarray] = {}
 
     def set_reader(self, partition: int, vertices: np.ndarray) -> None:
         """Partition ``partition`` reads ``vertices`` (owned ones, sorted)."""
@@ -62,10 +63,15 @@ class Mirrors:
         mask[np.asarray(vertices, np.int64) - self.first_vertex] = True
         self.readers[partition] = mask
         self.counts[partition] = int(np.asarray(vertices).size)
+        self.lists[partition] = np.asarray(vertices, np.int64)
 
     def pairs_for(self, changed: np.ndarray) -> dict[int, np.ndarray]:
         """For each reader, the vertices of ``changed`` (owned, sorted) it reads
         (readers reading none of them left out)."""
+        if changed.size == self.end_vertex - self.first_vertex:
+            # every owned vertex changed (PageRank): each reader's whole list
+            return {partition: self.lists[partition] for partition in sorted(self.lists)
+                    if self.counts[partition]}
         offsets = changed - self.first_vertex
         selected = {}
         for partition, mask in sorted(self.readers.items()):

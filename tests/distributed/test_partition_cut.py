@@ -89,6 +89,11 @@ def test_mirrors_send_a_changed_vertex_only_to_its_readers():
     assert sorted(selected) == [1, 3]
     np.testing.assert_array_equal(selected[1], [12, 19])
     np.testing.assert_array_equal(selected[3], [12])
+    mirrors.set_reader(5, np.array([], np.int64))
+    everything = mirrors.pairs_for(np.arange(10, 20, dtype=np.int64))
+    assert sorted(everything) == [1, 3, 4]
+    for partition, listed in [(1, [10, 12, 19]), (3, [12]), (4, [15])]:
+        np.testing.assert_array_equal(everything[partition], listed)
 
 
 def test_inbox_holds_a_faster_peers_pairs_until_their_iteration_is_done():
