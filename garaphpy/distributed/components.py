@@ -5,8 +5,9 @@ from a union-find over every edge (:mod:`garaphpy.kernels.union_find`): the
 labels are then the fixed point, and the one pull that follows confirms
 them.  A partition holds a share of the edges, the in-edges of its own
 vertices, so its union-find alone gives parts of components.  Each partition
-links *every* one of its edges (:func:`partition_forest`: no largest tree is
-skipped, since the partition's CSR holds each edge once, from its source),
+links *every* one of its edges (:func:`partition_forest`: Afforest, less its
+skip of the largest tree's out-edges, since the partition's CSR holds an
+edge once, from its source; only the edges inside that tree are skipped),
 sends its forest, the (vertex, root) pairs of the vertices not their own
 root, to every other partition, and merges the P forests
 (:func:`merged_labels`): a vertex's trees in all of them hold every edge of
@@ -23,14 +24,20 @@ from .._numba_setup import parallel_section
 from ..kernels import union_find
 
 
-def partition_forest(out_offsets: np.ndarray, out_targets: np.ndarray) -> np.ndarray:
+def partition_forest(out_offsets: np.ndarray, out_targets: np.ndarray,
+                     rounds: int = 2) -> np.ndarray:
     """The root of every vertex (int64, the least internal id of its tree) in a
     union-find over every edge of a partition's CSR (its in-edges turned
-    around)."""
+    around): Afforest's sampled start (``rounds`` out-edges a vertex, then
+    the most frequent root), then every other edge but those inside that
+    root's tree (:func:`~garaphpy.kernels.union_find.link_beside`)."""
     parent = np.arange(out_offsets.shape[0] - 1, dtype=np.int64)
+    if parent.size == 0:
+        return parent
     with parallel_section():
-        # every vertex, each of its edges: no root is skipped (-1)
-        union_find.link_outside(out_offsets, out_targets, parent, -1, 0)
+        union_find.link_rounds(out_offsets, out_targets, parent, 0, rounds)
+        largest = union_find.most_frequent_root(parent, union_find.SAMPLE_SIZE)
+        union_find.link_beside(out_offsets, out_targets, parent, largest, rounds)
     return parent
 
 
