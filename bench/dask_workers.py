@@ -5,8 +5,9 @@ runs in one process with ``--threads`` threads and over LocalClusters of each
 of ``--workers`` worker processes (one partition per worker) with
 ``--worker-threads`` threads each, on the same host.  A trial's time is the
 run's iteration time (``Result.seconds``: the workers' pulls, the exchange
-and the client's round trip; not the set-up, where each worker opens the
-store and reads its pages).  Per case, from the records of the trial whose time is the median:
+and the client's calls, CC's union-find start in its first iteration as in
+one process; not the set-up, where each worker opens the store and reads
+its pages).  Per case, from the records of the trial whose time is the median:
 
 * ``ms_per_iteration``: its iteration time / iterations;
 * ``pull_ms``: per iteration, the slowest worker's pull (the median);

@@ -12,13 +12,31 @@ iteration, so an iteration never reads a value of the same or a later one.
 
 Messages carry the run's epoch (the number of recoveries so far): pairs of an
 iteration abandoned when a worker was lost are dropped.
+
+Where the workers run several iterations a call
+(:mod:`garaphpy.distributed.rounds`), each message also carries its sender's
+*vote* (its L1 change, its activations and its share of the next
+aggregates): a worker waits for every peer's vote of an iteration
+(:meth:`Inbox.wait_votes`) and reduces them (:func:`reduce_votes`) as the
+client would, so that every worker takes the same decision to go on.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
+
+from ..errors import GaraphError
+from ..monoids import MONOIDS
+
+#: Seconds between a waiting worker's looks at its failed sends.
+VOTE_POLL_SECONDS = 0.05
+
+
+class WorkerError(GaraphError):
+    """A partition's worker cannot do its part (its message names the worker)."""
 
 
 class Mirrors:
@@ -35,16 +53,25 @@ class Mirrors:
         self.end_vertex = end_vertex
         #: partition -> bool mask over the owned range
         self.readers: dict[int, np.ndarray] = {}
+        #: partition -> how many owned vertices it reads, and which
+        self.counts: dict[int, int] = {}
+        self.lists: dict[int, np.ndarray] = {}
 
     def set_reader(self, partition: int, vertices: np.ndarray) -> None:
         """Partition ``partition`` reads ``vertices`` (owned ones, sorted)."""
         mask = np.zeros(self.end_vertex - self.first_vertex, np.bool_)
         mask[np.asarray(vertices, np.int64) - self.first_vertex] = True
         self.readers[partition] = mask
+        self.counts[partition] = int(np.asarray(vertices).size)
+        self.lists[partition] = np.asarray(vertices, np.int64)
 
     def pairs_for(self, changed: np.ndarray) -> dict[int, np.ndarray]:
         """For each reader, the vertices of ``changed`` (owned, sorted) it reads
         (readers reading none of them left out)."""
+        if changed.size == self.end_vertex - self.first_vertex:
+            # every owned vertex changed (PageRank): each reader's whole list
+            return {partition: self.lists[partition] for partition in sorted(self.lists)
+                    if self.counts[partition]}
         offsets = changed - self.first_vertex
         selected = {}
         for partition, mask in sorted(self.readers.items()):
@@ -64,14 +91,63 @@ class Inbox:
 
     def __init__(self):
         self.epoch = 0
-        self.lock = threading.Lock()
+        self.lock = threading.Condition()
         self.pending: dict[str, list] = {}
+        #: (iteration, partition) -> that partition's vote
+        self.votes: dict[tuple[int, int], np.ndarray] = {}
 
     def reset(self, epoch: int) -> None:
         """Drop everything held; accept ``epoch``'s pairs from now on."""
         with self.lock:
             self.epoch = epoch
             self.pending = {}
+            self.votes = {}
+
+    def put_round(self, epoch: int, iteration: int, sender: int, indices: np.ndarray,
+                  values: np.ndarray, vote: np.ndarray) -> bool:
+        """Hold a peer's message of ``iteration``: its pairs of the values (none
+        where ``indices`` is empty) and its vote; False where dropped."""
+        with self.lock:
+            if epoch != self.epoch:
+                return False
+            if indices.size:
+                self.pending.setdefault("values", []).append((iteration, indices, values))
+            self.votes[(iteration, sender)] = vote
+            self.lock.notify_all()
+            return True
+
+    def wait_votes(self, iteration: int, senders, timeout: float, failed) -> dict:
+        """The votes of ``iteration`` from every partition of ``senders``,
+        taken out of the inbox, once all came.
+
+        Parameters
+        ----------
+        timeout : float
+            Seconds to wait at most.
+        failed : callable
+            Called each time ``VOTE_POLL_SECONDS`` pass with votes missing;
+            raises where a send to a peer failed.
+
+        Raises
+        ------
+        TimeoutError
+            Naming the partitions whose votes did not come.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            with self.lock:
+                missing = [q for q in senders if (iteration, q) not in self.votes]
+                if not missing:
+                    return {q: self.votes.pop((iteration, q)) for q in senders}
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"no vote of iteration {iteration} from partitions "
+                                       f"{missing}")
+                if self.lock.wait(min(left, VOTE_POLL_SECONDS)):
+                    continue
+            # outside the lock: a future's result is read on the event loop, which
+            # may be waiting for the lock to hold a message
+            failed()
 
     def put(self, epoch: int, iteration: int, kind: str, indices: np.ndarray,
             values: np.ndarray) -> bool:
@@ -82,6 +158,12 @@ class Inbox:
                 return False
             self.pending.setdefault(kind, []).append((iteration, indices, values))
             return True
+
+    def take(self, kind: str) -> list:
+        """Every message of ``kind`` held, ``(iteration, indices, values)`` in the
+        order they came, taken out of the inbox."""
+        with self.lock:
+            return self.pending.pop(kind, [])
 
     def apply(self, kind: str, target: np.ndarray, before: int,
               received: list | None = None) -> int:
@@ -99,6 +181,33 @@ class Inbox:
             if received is not None:
                 received.append(indices)
         return count
+
+
+def reduce_votes(votes: list, monoids: list) -> tuple[float, int, np.ndarray]:
+    """``(l1_change, activated, aggregates)`` of an iteration from its votes in
+    partition order (each ``[l1_change, activated, *aggregate shares]``): the
+    sums, and each aggregate reduced by its monoid
+    (:func:`reduce_aggregates`)."""
+    l1_change = float(sum(float(vote[0]) for vote in votes))
+    activated = int(sum(int(vote[1]) for vote in votes))
+    return l1_change, activated, reduce_aggregates([vote[2:] for vote in votes], monoids)
+
+
+def aggregate_monoids(program) -> list[str]:
+    """The monoid of each aggregate ``program`` declares, in declaration order."""
+    declared = type(program).aggregates
+    return [declared[name][0] for name in declared]
+
+
+def reduce_aggregates(rows: list, monoids: list) -> np.ndarray:
+    """The iteration's aggregates from the partitions' shares (one row each, in
+    partition order), each column reduced by its monoid (one zero where the
+    program has none): the one reduction of the client and the workers."""
+    if not monoids:
+        return np.zeros(1, np.float64)
+    stacked = np.vstack(rows)
+    return np.array([getattr(stacked[:, i], MONOIDS[m].numpy_reduce)()
+                     for i, m in enumerate(monoids)], np.float64)
 
 
 def pair_bytes(indices: np.ndarray, values: np.ndarray) -> int:

@@ -29,9 +29,9 @@ import numpy as np
 
 from .. import config
 from ..errors import ConfigError, GaraphError
-from ..monoids import MONOIDS
 from ..scheduler import decisions
 from ..scheduler.records import IterationRecord
+from .exchange import aggregate_monoids, reduce_aggregates
 from .frontier import frontier_pulls
 from .partition import cut_partitions, partition_bytes
 from .worker import WorkerError, WorkerSetup
@@ -44,6 +44,9 @@ MAX_RECOVERIES = 8
 PING_TIMEOUT_SECONDS = 10
 #: Seconds a worker waits for a peer to take its pairs before it counts it as lost.
 EXCHANGE_TIMEOUT_SECONDS = 60.0
+#: Iterations a call of the client runs at most (the records reach
+#: ``on_iteration`` at each call's end).
+ITERATIONS_PER_CALL = 32
 
 
 class DistributedRunError(GaraphError):
@@ -264,13 +267,7 @@ class PartitionedRun:
         return self._reduce([row for row in rows])
 
     def _reduce(self, rows: list) -> np.ndarray:
-        declared = type(self.program).aggregates
-        monoids = [declared[name][0] for name in declared]
-        if not monoids:
-            return np.zeros(1, np.float64)
-        stacked = np.vstack(rows)
-        return np.array([getattr(stacked[:, i], MONOIDS[m].numpy_reduce)()
-                         for i, m in enumerate(monoids)], np.float64)
+        return reduce_aggregates(rows, aggregate_monoids(self.program))
 
     # -- iterations ----------------------------------------------------------------------
     def iterate(self, max_iterations: int, tolerance, on_iteration=None):
@@ -279,8 +276,12 @@ class PartitionedRun:
         (``stopped`` False at the limit with vertices active)."""
         aggregates = self.start()
         self._share_weighted_in()
-        union_find = self._all(lambda actor: actor.start_from_union_find()) \
-            if self.union_find_start else None
+        union_find, union_find_seconds = None, 0.0
+        if self.union_find_start:
+            started = time.perf_counter()
+            self._all(lambda actor: actor.share_forest())
+            union_find = self._all(lambda actor: actor.start_from_union_find())
+            union_find_seconds = time.perf_counter() - started
         records: list[IterationRecord] = []
         n = self.store.num_vertices
         active = n if self.program.initially_active == "all" else int(self.sources.size)
@@ -288,35 +289,70 @@ class PartitionedRun:
         while iteration < max_iterations:
             if active == 0:
                 return records, True, "no active vertex"
-            started = time.perf_counter()
             try:
-                rows = self._all(lambda actor: actor.step(iteration, aggregates))
+                rounds = self._rounds(iteration, self._call_end(iteration, max_iterations),
+                                      aggregates, tolerance)
             except LostWorkers as lost:
                 iteration, aggregates, active = self._recover(lost.partitions, records)
                 continue
-            record = self._record(iteration, rows, active, time.perf_counter() - started)
-            if union_find is not None:
-                record.decisions["partition_union_find_start"] = {
-                    "lowered": [row["lowered"] for row in union_find],
-                    "sent_bytes": [row["sent_bytes"] for row in union_find],
-                    "seconds": [round(row["seconds"], 6) for row in union_find],
-                    "choice": True}
-                record.exchanged_bytes += sum(row["sent_bytes"] for row in union_find)
-                union_find = None
-            aggregates = self._reduce([row["aggregates"] for row in rows])
-            active = record.activated
-            records.append(record)
-            if on_iteration is not None:
-                on_iteration(record)
-            if tolerance is not None and record.l1_change < tolerance:
-                return records, True, "tolerance"
-            iteration += 1
+            for rows, seconds in rounds:
+                record = self._record(iteration, rows, active, seconds)
+                if union_find is not None:
+                    record.decisions["partition_union_find_start"] = {
+                        "lowered": [row["lowered"] for row in union_find],
+                        "sent_bytes": [row["sent_bytes"] for row in union_find],
+                        "seconds": [round(row["seconds"], 6) for row in union_find],
+                        "choice": True}
+                    record.exchanged_bytes += sum(row["sent_bytes"] for row in union_find)
+                    # the first iteration's time takes the start's, as in one process
+                    record.seconds += union_find_seconds
+                    union_find = None
+                aggregates = self._reduce([row["aggregates"] for row in rows])
+                active = record.activated
+                records.append(record)
+                if on_iteration is not None:
+                    on_iteration(record)
+                if tolerance is not None and record.l1_change < tolerance:
+                    return records, True, "tolerance"
+                iteration += 1
             if self.checkpoint_every and iteration % self.checkpoint_every == 0 \
                     and iteration < max_iterations and active:
                 self._checkpoint(iteration, records)
         if active == 0:
             return records, True, "no active vertex"
         return records, False, "iteration limit"
+
+    def _call_end(self, iteration: int, max_iterations: int) -> int:
+        """Where a call that starts at ``iteration`` stops: at the next checkpoint,
+        the iteration limit or ``ITERATIONS_PER_CALL`` iterations on (one
+        iteration a call where a worker holds two partitions: see
+        :mod:`garaphpy.distributed.rounds`)."""
+        if len(set(self.addresses)) < len(self.addresses):
+            return iteration + 1
+        end = min(max_iterations, iteration + ITERATIONS_PER_CALL)
+        if self.checkpoint_every:
+            end = min(end, (iteration // self.checkpoint_every + 1) * self.checkpoint_every)
+        return end
+
+    def _rounds(self, iteration: int, end: int, aggregates, tolerance) -> list:
+        """Run iterations ``iteration..end-1`` (fewer where the run stops) on
+        every worker: ``[(rows, seconds), ...]``, an iteration's rows in
+        partition order and its time (the slowest worker's; the first also
+        takes what the call cost beyond the workers' iterations)."""
+        started = time.perf_counter()
+        if end == iteration + 1:
+            rows = self._all(lambda actor: actor.step(iteration, aggregates))
+            return [(rows, time.perf_counter() - started)]
+        per_worker = self._all(lambda actor: actor.iterate(iteration, end, aggregates,
+                                                           tolerance))
+        seconds = time.perf_counter() - started
+        if len({len(rows) for rows in per_worker}) != 1:
+            raise DistributedRunError(f"the workers ran {[len(r) for r in per_worker]} "
+                                      f"iterations from iteration {iteration}")
+        rounds = [list(rows) for rows in zip(*per_worker)]
+        times = [max(row["round_seconds"] for row in rows) for rows in rounds]
+        times[0] += max(0.0, seconds - sum(times))
+        return list(zip(rounds, times))
 
     def _record(self, iteration: int, rows: list, active: int, seconds: float):
         # a partition pulls every owned vertex or its notified ones alone

@@ -36,18 +36,15 @@ import numpy as np
 
 from .. import config
 from .._numba_setup import parallel_section
-from ..errors import GaraphError
 from ..kernels import cpu as kernels
 from ..kernels.cpu.arguments import apply_context, page_range
 from ..paths import cache_directory
 from ..scheduler import decisions
-from .exchange import Inbox, Mirrors, pair_bytes
+from .components import forest_pairs, merged_labels, partition_forest
+from .exchange import Inbox, Mirrors, WorkerError, pair_bytes
 from .frontier import PartitionFrontier, frontier_pulls, partition_early_exit
 from .partition import Partition, partition_pieces, read_by
-
-
-class WorkerError(GaraphError):
-    """A partition's worker cannot do its part (its message names the worker)."""
+from .rounds import Rounds
 
 
 @dataclass(frozen=True)
@@ -79,9 +76,9 @@ class WorkerSetup:
         Seconds a peer may take to accept pairs before it counts as lost (a
         call to an actor whose worker died waits for it to come back).
     union_find_start : bool
-        Lower the owned labels to those of a union-find over the partition's
-        edges before the first iteration
-        (:meth:`PartitionWorker.start_from_union_find`).
+        Lower the labels to those of the partitions' union-find forests,
+        merged, before the first iteration (:meth:`PartitionWorker.share_forest`,
+        :meth:`PartitionWorker.start_from_union_find`).
     """
 
     store_path: str
@@ -125,7 +122,7 @@ def _worker_address() -> str:
         return "local"
 
 
-class PartitionWorker:
+class PartitionWorker(Rounds):
     """A partition of a run, in one Dask worker (an actor; see the module)."""
 
     def __init__(self, setup: WorkerSetup):
@@ -146,6 +143,7 @@ class PartitionWorker:
         self.inbox = Inbox()
         self.peers = ()
         self.peer_addresses = ()
+        self.reads = []
         self.epoch = 0
         self._warm_up()
 
@@ -193,7 +191,17 @@ class PartitionWorker:
             [_identity(m) for m in compiled.aggregate_monoids], np.float64)
         self.no_aggregates = np.zeros(1, np.float64)
         self.early_exit = partition_early_exit(setup.program)
+        # the one-process floor skip (a vertex as good as the best value of a
+        # vertex with out-edges reads no in-edge), over this partition's values:
+        # its in-neighbours' are all current here, so a floor taken over them
+        # and stale others is never better than what a gather could bring
+        self.floor_mode = 0
+        if decisions.floor_skip(setup.program.gather_no_better_than_source, "cpu") \
+                and not self.early_exit and not self.precompute:
+            self.floor_mode = kernels.FLOOR_MAX if setup.program.sum == "max" \
+                else kernels.FLOOR_MIN
         self.frontier = None
+        self.floor_now = 0
         self.settled_from_values = False
         self.no_settled_bits = np.empty(0, np.uint64)     # the kernels read ``settled``
         if frontier_pulls(setup.program):
@@ -277,6 +285,9 @@ class PartitionWorker:
         self.epoch = epoch
         self.inbox.reset(epoch)
         reads = read_by([s for _, s, _ in self.pieces], list(self.setup.partitions))
+        #: the vertices of each partition this one reads, in the order its
+        #: values come where a peer sends them all (:mod:`.rounds`)
+        self.reads = reads
         self._wait({q: self._call(q, "set_reader", self.index, reads[q])
                     for q in range(len(self.peers)) if q != self.index})
         return int(sum(reads[q].size for q in range(len(reads)) if q != self.index))
@@ -311,33 +322,40 @@ class PartitionWorker:
         """Write the weighted in-degrees received (after every worker shared)."""
         self.inbox.apply("weighted_in", self.attrs[2], 0)
 
-    def start_from_union_find(self) -> dict:
-        """Before the first iteration, lower each owned label to the least user
-        id of its tree in a union-find over the partition's own edges
-        (:func:`garaphpy.kernels.union_find.component_roots`, the one-process
-        union-find start, here over edges to the owned vertices alone, so its
-        trees are parts of components); send the lowered labels to their
-        readers.  A label so lowered is still the id of a vertex of the same
-        component and no label falls below its component's least id, so the
-        iterations reach the same fixed point, in fewer steps.  Returns the
-        labels lowered, the bytes sent and the seconds taken."""
-        from ..kernels import union_find
-
+    def share_forest(self) -> int:
+        """Before the first iteration, link every edge of the partition in a
+        union-find (:func:`~garaphpy.distributed.components.partition_forest`)
+        and send the forest to every other partition; bytes sent."""
         started = time.perf_counter()
-        first, end = self.first, self.end
-        with parallel_section():
-            roots, _ = union_find.component_roots(self.frontier.out_offsets,
-                                                  self.frontier.out_targets)
-        ids = self.attrs[3]
-        least = ids.copy()
-        np.minimum.at(least, roots, ids)
-        labels = least[roots[first:end]].astype(self.values.dtype)
-        lowered = first + np.flatnonzero(labels < self.values[first:end])
-        self.values[lowered] = labels[lowered - first]
-        self.next[lowered] = self.values[lowered]
-        sent = self._send("values", -1, lowered, self.values)
-        return {"lowered": int(lowered.size), "sent_bytes": sent,
-                "seconds": time.perf_counter() - started}
+        self.forest = partition_forest(self.frontier.out_offsets, self.frontier.out_targets)
+        vertices, roots = forest_pairs(self.forest, self.store.vertex_dtype)
+        others = [q for q in range(len(self.peers)) if q != self.index]
+        self._wait({q: self._call(q, "receive", self.epoch, -1, "forest", vertices, roots)
+                    for q in others})
+        self.forest_seconds = time.perf_counter() - started
+        self.forest_bytes = pair_bytes(vertices, roots) * len(others)
+        return self.forest_bytes
+
+    def start_from_union_find(self) -> dict:
+        """Once every partition shared its forest (:meth:`share_forest`), lower
+        every label, owned or read, to the least user id of its component in
+        the merged forests (:mod:`garaphpy.distributed.components`): the same
+        labels on every partition, so nothing is sent.  A label so lowered is
+        still the id of a vertex of the same component and no label falls
+        below its component's least id, so the iterations reach the same
+        fixed point, in one step where the forests hold every edge.  Returns
+        the owned labels lowered, the bytes sent (the forest) and the seconds
+        taken."""
+        started = time.perf_counter()
+        forests = [(indices, values) for _, indices, values in self.inbox.take("forest")]
+        labels = merged_labels(self.forest, forests, self.attrs[3]).astype(self.values.dtype)
+        self.forest = None
+        lowered = int(np.count_nonzero(labels[self.first:self.end]
+                                       < self.values[self.first:self.end]))
+        np.minimum(self.values, labels, out=self.values)
+        self.next[:] = self.values
+        return {"lowered": lowered, "sent_bytes": self.forest_bytes,
+                "seconds": self.forest_seconds + time.perf_counter() - started}
 
     def partial_aggregates(self, iteration: int) -> np.ndarray:
         """This partition's share of ``iteration``'s aggregates (one row)."""
@@ -354,6 +372,16 @@ class PartitionWorker:
             ``exchange_seconds``, ``aggregates`` (the next iteration's share)
             and ``address``.
         """
+        row, changed = self._pull_step(iteration, aggregates)
+        pull_ended = time.perf_counter()
+        row["sent_bytes"] = self._send("values", iteration, changed, self.values)
+        row["exchange_seconds"] = time.perf_counter() - pull_ended
+        return row
+
+    def _pull_step(self, iteration: int, aggregates: np.ndarray) -> tuple[dict, np.ndarray]:
+        """The pull of one iteration (the pairs received written first):
+        its row (see :meth:`step`, less what the exchange adds) and the owned
+        vertices it changed."""
         numba.set_num_threads(min(self.threads, numba.config.NUMBA_NUM_THREADS))
         started = time.perf_counter()
         received: list = []
@@ -379,15 +407,13 @@ class PartitionWorker:
             pulled = int(notified.size)
         if self.frontier is not None:
             self.frontier.restart(changed)
-        pull_ended = time.perf_counter()
-        sent = self._send("values", iteration, changed, self.values)
-        exchanged = time.perf_counter()
-        return {"l1_change": float(stats[0]), "activated": int(stats[1]),
-                "changed": int(changed.size), "sent_bytes": sent, "direction": direction,
-                "pulled": int(pulled), "edges": int(edges),
-                "pull_seconds": pull_ended - started, "exchange_seconds": exchanged - pull_ended,
-                "aggregates": self._partial_aggregates(iteration + 1, self.first, self.end),
-                "address": self.address}
+        row = {"l1_change": float(stats[0]), "activated": int(stats[1]),
+               "changed": int(changed.size), "direction": direction,
+               "pulled": int(pulled), "edges": int(edges),
+               "aggregates": self._partial_aggregates(iteration + 1, self.first, self.end),
+               "address": self.address}
+        row["pull_seconds"] = time.perf_counter() - started
+        return row, changed
 
     def _pull_all(self, iteration: int, aggregates: np.ndarray, stats: np.ndarray):
         """Pull every owned vertex, piece by piece; the owned vertices changed."""
@@ -398,6 +424,12 @@ class PartitionWorker:
             with parallel_section():
                 self.compiled.kernels.source_contributions(self.values, self.attrs,
                                                            self.contributions)
+        self.floor_now = 0
+        if self.floor_mode:
+            with parallel_section():
+                if kernels.best_source_value(self.values, self.attrs[0], self.floor_mode,
+                                             self.floor):
+                    self.floor_now = self.floor_mode
         for piece, sources, weights in self.pieces:
             pending.extend(self._pull_piece((piece, sources, weights), iteration, aggregates,
                                             stats))
@@ -537,7 +569,7 @@ class PartitionWorker:
             skipping = (0, self.floor)
         else:
             pull, gather_values, skipping = compiled.kernels.pull_range, self.values, \
-                (0, self.floor)
+                (self.floor_now, self.floor)
         with parallel_section():
             count = pull(
                 compiled.identity, (self.in_offsets, sources, weights, int(edge_begin)),

@@ -126,6 +126,24 @@ def link_outside(out_offsets, out_targets, parent, skip_root, first):
 
 
 @numba.njit(nogil=True, parallel=True, cache=True)
+def link_beside(out_offsets, out_targets, parent, inner_root, first):
+    """Link every vertex along its out-edges from ``first`` on, but for the
+    edges both of whose ends are already in ``inner_root``'s tree (a link
+    between them changes nothing), then compress: Afforest's last phase for
+    a CSR that need not hold every edge's reverse (:func:`link_outside`
+    skips every out-edge of the largest tree, which only the reverse edges
+    make safe)."""
+    for u in numba.prange(parent.shape[0]):
+        inside = parent[u] == inner_root
+        for e in range(out_offsets[u] + first, out_offsets[u + 1]):
+            v = out_targets[e]
+            if inside and parent[v] == inner_root:
+                continue
+            link(u, v, parent)
+    compress(parent)
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
 def write_labels(parent, ids, labels):
     """labels[v] = the user id of v's root; how many labels dropped."""
     dropped = 0

@@ -11,6 +11,7 @@ import pytest
 
 import garaphpy
 from garaphpy.distributed.exchange import Inbox, Mirrors
+from garaphpy.distributed.frontier import partition_out_edges
 from garaphpy.distributed.partition import cut_partitions, partition_pieces, read_by
 from garaphpy.errors import ConfigError
 
@@ -88,6 +89,11 @@ def test_mirrors_send_a_changed_vertex_only_to_its_readers():
     assert sorted(selected) == [1, 3]
     np.testing.assert_array_equal(selected[1], [12, 19])
     np.testing.assert_array_equal(selected[3], [12])
+    mirrors.set_reader(5, np.array([], np.int64))
+    everything = mirrors.pairs_for(np.arange(10, 20, dtype=np.int64))
+    assert sorted(everything) == [1, 3, 4]
+    for partition, listed in [(1, [10, 12, 19]), (3, [12]), (4, [15])]:
+        np.testing.assert_array_equal(everything[partition], listed)
 
 
 def test_inbox_holds_a_faster_peers_pairs_until_their_iteration_is_done():
@@ -103,3 +109,22 @@ def test_inbox_holds_a_faster_peers_pairs_until_their_iteration_is_done():
     inbox.put(0, 2, "values", np.array([4]), np.array([1.0]))
     inbox.reset(1)
     assert inbox.apply("values", values, 5) == 0
+
+
+def test_partition_out_edges_turn_the_in_edges_around():
+    """Each source's owned out-neighbours, in increasing order, against NumPy's
+    lexsort of the (source, destination) pairs."""
+    rng = np.random.default_rng(7)
+    num_vertices, first, end = 500, 120, 400
+    in_degrees = rng.integers(0, 9, num_vertices)
+    in_degrees[:first] = in_degrees[end:] = 0
+    in_offsets = np.concatenate([[0], np.cumsum(in_degrees)]).astype(np.int64)
+    sources = rng.integers(0, num_vertices, int(in_offsets[-1])).astype(np.int32)
+    out_offsets, out_targets = partition_out_edges(sources, in_offsets, first, end,
+                                                   num_vertices)
+    destinations = np.repeat(np.arange(num_vertices), in_degrees)
+    order = np.lexsort((destinations, sources))
+    np.testing.assert_array_equal(out_targets, destinations[order])
+    assert out_targets.dtype == sources.dtype
+    np.testing.assert_array_equal(np.diff(out_offsets),
+                                  np.bincount(sources, minlength=num_vertices))

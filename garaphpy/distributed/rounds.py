@@ -1,0 +1,119 @@
+"""Several iterations a call: the workers agree among themselves (Pregel's supersteps, without a master).
+
+A call of the client to each worker (:meth:`Rounds.iterate`) runs the
+iterations ``first..stop-1``.  After its pull of an iteration, a worker sends
+every peer one message (:meth:`Rounds.receive_round`): the pairs of its
+changed vertices the peer reads (none where it reads none; their values
+alone, in the order of the peer's mirror list, where it reads every one
+changed, as in each PageRank iteration: a third fewer bytes) and its *vote*,
+``[l1_change, activated, *its share of the next aggregates]``.  It does not
+wait for the peers to answer; it waits for the peers' messages of the same
+iteration (:meth:`garaphpy.distributed.exchange.Inbox.wait_votes`), which
+also brings every pair the next iteration reads.  Each worker then reduces
+the votes in partition order (:func:`~garaphpy.distributed.exchange.reduce_votes`,
+the client's own reduction), so all take the same decision: go on, or stop
+where no vertex is active or the change fell below the tolerance.  The client
+gets every iteration's rows at the end of the call and makes the records as
+for one iteration a call.
+
+An iteration costs one message each way between two workers instead of a
+send, its answer and the client's round trip.  A worker blocks its actor's
+thread while it waits, so the run takes this path only where each worker
+holds one partition (two actors of one worker share a thread).  A send that
+fails (a peer's worker gone) fails the call at once; a peer whose vote does
+not come within the exchange timeout fails it then, and the client recovers
+as after a failed step.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .exchange import WorkerError, aggregate_monoids, pair_bytes, reduce_votes
+
+
+class Rounds:
+    """The several-iterations call of :class:`~garaphpy.distributed.worker.PartitionWorker`."""
+
+    def iterate(self, first: int, stop: int, aggregates: np.ndarray,
+                tolerance: float | None) -> list[dict]:
+        """Run iterations ``first..stop-1`` (fewer where the votes say stop);
+        each iteration's row as :meth:`step` gives it, with ``round_seconds``
+        (the iteration's time here, votes included)."""
+        rows = []
+        peers = [q for q in range(len(self.peers)) if q != self.index]
+        monoids = aggregate_monoids(self.setup.program)
+        for iteration in range(first, stop):
+            started = time.perf_counter()
+            row, changed = self._pull_step(iteration, aggregates)
+            pull_ended = time.perf_counter()
+            vote = np.concatenate([[row["l1_change"], row["activated"]],
+                                   np.asarray(row["aggregates"], np.float64)])
+            row["sent_bytes"], sends = self._send_round(iteration, changed, vote, peers)
+            votes = self._votes(iteration, peers, sends)
+            votes[self.index] = vote
+            ended = time.perf_counter()
+            row["exchange_seconds"] = ended - pull_ended
+            row["round_seconds"] = ended - started
+            rows.append(row)
+            l1_change, activated, aggregates = reduce_votes(
+                [votes[q] for q in sorted(votes)], monoids)
+            if activated == 0 or (tolerance is not None and l1_change < tolerance):
+                break
+        return rows
+
+    async def receive_round(self, epoch: int, iteration: int, sender: int,
+                            indices: np.ndarray | None, values: np.ndarray,
+                            vote: np.ndarray) -> bool:
+        """A peer's message of ``iteration``: its pairs for this partition (no
+        indices: the values of every vertex of the sender this partition reads,
+        in order) and its vote."""
+        if indices is None:
+            indices = self.reads[sender]
+        return self.inbox.put_round(epoch, iteration, sender, indices, values, vote)
+
+    def _send_round(self, iteration: int, changed: np.ndarray, vote: np.ndarray,
+                    peers: list) -> tuple[int, dict]:
+        """Send every peer its pairs of ``changed`` (its values alone where it
+        reads every one of them) and ``vote``, not waiting; ``(bytes of pairs
+        sent, {peer: the call's future})``."""
+        index_dtype = self.store.vertex_dtype
+        selected = self.mirrors.pairs_for(changed)
+        nothing = np.zeros(0, index_dtype)
+        sent, sends = 0, {}
+        for q in peers:
+            vertices = selected.get(q)
+            if vertices is None:
+                indices, values = nothing, self.values[:0]
+            elif vertices.size == self.mirrors.counts[q]:
+                # every vertex the peer reads changed (PageRank's iterations):
+                # the values alone, in the order of its mirror list
+                indices, values = None, self.values[vertices]
+                sent += int(values.nbytes)
+            else:
+                indices, values = vertices.astype(index_dtype), self.values[vertices]
+                sent += pair_bytes(indices, values)
+            sends[q] = self.peers[q].receive_round(self.epoch, iteration, self.index, indices,
+                                                   values, vote)
+        return sent, sends
+
+    def _votes(self, iteration: int, peers: list, sends: dict) -> dict:
+        """The peers' votes of ``iteration``; a failed send or a vote that does
+        not come within the exchange timeout fails the call, naming the peer."""
+        def failed():
+            for q, future in sends.items():
+                if future.done():
+                    try:
+                        future.result()
+                    except Exception as error:      # noqa: BLE001 - the peer is gone
+                        raise WorkerError(
+                            f"worker {self.address}: partition {q} in worker "
+                            f"{self.peer_addresses[q]} did not take iteration {iteration}'s "
+                            f"pairs ({type(error).__name__})") from None
+        try:
+            return self.inbox.wait_votes(iteration, peers, self.setup.exchange_timeout, failed)
+        except TimeoutError as error:
+            raise WorkerError(f"worker {self.address}: {error} within "
+                              f"{self.setup.exchange_timeout:g} s") from None
