@@ -1,5 +1,5 @@
 """What more than one test file uses: graphs, programs, references by name,
-budgets, policies, the session's paths and the fast loop's list.
+records compared without their times, budgets, policies, the session's paths and the fast loop's list.
 
 Test files import from here (``tests/`` is on ``sys.path`` through the
 ``pythonpath`` option in setup.cfg), never from one another
@@ -214,6 +214,35 @@ class TakesTheSum(OwnLabels):
 
 class Crash(Exception):
     """Stands for the process dying between two iterations."""
+
+
+# -- iteration records --------------------------------------------------------------------
+def untimed(records, labels: bool = True) -> list[dict]:
+    """The records as dicts without their measured times (a NaN as "nan", so
+    that equal records compare equal: SSSP's L1 change is inf - inf), nor the
+    facts of the GPU's device-loop batch an iteration ran in (its length and
+    end, and how it was launched, depend on where checkpoints cut the run) and
+    the GPU memory a decision found free (the loop's budget is a share of it).
+
+    ``labels=False`` also leaves out the mode label and the hybrid run's
+    per-run choice (``run_processors``): a hybrid run's records against those
+    of the one processor it chose.
+    """
+    rows = []
+    for record in records:
+        row = {name: value for name, value in record.as_dict().items()
+               if not name.endswith("seconds") and (labels or name != "mode")}
+        row["decisions"] = {name: dict(entry) if isinstance(entry, dict) else entry
+                            for name, entry in row["decisions"].items()
+                            if labels or name != "run_processors"}
+        for name in ("steps", "stop", "launch"):
+            row["decisions"].get("device_loop", {}).pop(name, None)
+        for entry in row["decisions"].values():
+            if isinstance(entry, dict):
+                entry.pop("free_bytes", None)
+        rows.append({name: "nan" if isinstance(value, float) and math.isnan(value) else value
+                     for name, value in row.items()})
+    return rows
 
 
 # -- hybrid policies ---------------------------------------------------------------------
