@@ -23,6 +23,7 @@ GPU alone its records equal the GPU mode's.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import warnings
 
@@ -302,11 +303,14 @@ def mesh(tmp_path_factory):
                                max_shard_edges=512, max_page_bytes=16384, progress=False)
 
 
+@functools.cache
 def cpu_mode_values(graph, name):
+    """The CPU mode's values (once per graph and program: several tests compare with them)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", garaphpy.NotConvergedWarning)
-        return garaphpy.run(graph, name, mode="cpu", threads=2,
-                            sources=sources_of(name)).values
+        values = garaphpy.run(graph, name, mode="cpu", threads=2, sources=sources_of(name)).values
+    values.flags.writeable = False
+    return values
 
 
 @pytest.mark.parametrize("name", ["pagerank", "bfs", "sssp", "cc"])
