@@ -42,6 +42,12 @@ SHARED_DATA = Path(os.environ.get("GARAPHPY_TEST_DATA")
 TEST_CACHE_ROOT: Path | None = None
 USER_CACHE_DIRECTORY: Path | None = None
 
+#: Where the session's compiled programs are kept, in pytest's cache folder
+#: (None without pytest's cache): ``garaphpy.run`` in the test processes and
+#: every process they start with the session's ``GARAPHPY_CACHE`` load a
+#: program any of them compiled (tests/conftest.py).
+PROGRAM_CACHE: Path | None = None
+
 
 @functools.cache
 def gpu_available() -> str | None:
