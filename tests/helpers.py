@@ -49,6 +49,20 @@ USER_CACHE_DIRECTORY: Path | None = None
 PROGRAM_CACHE: Path | None = None
 
 
+def cache_with_programs(directory: Path) -> Path:
+    """``directory``, made, as a ``GARAPHPY_CACHE`` of its own whose
+    ``programs`` folder is :data:`PROGRAM_CACHE` (where there is one): a
+    process started with it builds its stores there and loads the programs
+    the session compiled."""
+    directory.mkdir(parents=True, exist_ok=True)
+    if PROGRAM_CACHE is not None:
+        try:
+            (directory / "programs").symlink_to(PROGRAM_CACHE, target_is_directory=True)
+        except FileExistsError:     # made before (by the other worker, or a session before)
+            pass
+    return directory
+
+
 @functools.cache
 def gpu_available() -> str | None:
     """None when a CUDA device is usable through cupy, else the reason why not."""

@@ -20,9 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-import helpers
-from helpers import REPOSITORY
+from helpers import REPOSITORY, cache_with_programs
 
 DOCUMENTS = [REPOSITORY / "README.md", *sorted((REPOSITORY / "docs").glob("*.md"))]
 #: The first line that marks a block as needing a GPU.
@@ -70,16 +68,11 @@ def gpu_usable() -> bool:
 def program_cache(request):
     """A garaphpy cache kept between sessions (in pytest's cache folder) for the
     blocks' compiled programs, which are the test processes' own
-    (:data:`helpers.PROGRAM_CACHE`); the stores the blocks build are removed after."""
+    (:func:`helpers.cache_with_programs`); the stores the blocks build are removed after."""
     cache = getattr(request.config, "cache", None)
     directory = (cache.mkdir("garaphpy-docs") if cache is not None
                  else Path(request.getfixturevalue("tmp_path_factory").mktemp("docs-cache")))
-    if helpers.PROGRAM_CACHE is not None:
-        try:
-            (directory / "programs").symlink_to(helpers.PROGRAM_CACHE, target_is_directory=True)
-        except FileExistsError:     # the other worker's, or a session's before
-            pass
-    yield directory
+    yield cache_with_programs(directory)
     for entry in directory.iterdir():
         if entry.name != "programs":
             shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink()
