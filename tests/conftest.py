@@ -43,8 +43,12 @@ def pytest_configure(config):
     """Point the default cache at a temporary directory before any fixture of
     any scope runs (a module-scoped fixture would run before a function-scoped
     autouse one and reach the user's ~/.cache/garaphpy); both folders are kept
-    in :mod:`helpers` for the tests that check them.  Hybrid runs set the GPU
-    up whatever their size (:func:`helpers.gpu_set_up_unweighed`)."""
+    in :mod:`helpers` for the tests that check them.  Its ``programs`` folder
+    is pytest's (:data:`helpers.PROGRAM_CACHE`), so that a command line,
+    example or bench script a test starts loads the programs that the test
+    processes (both xdist workers) compiled: each costs seconds to compile.
+    Hybrid runs set the GPU up whatever their size
+    (:func:`helpers.gpu_set_up_unweighed`)."""
     from garaphpy.paths import cache_directory
 
     helpers.USER_CACHE_DIRECTORY = cache_directory().resolve()
@@ -54,6 +58,11 @@ def pytest_configure(config):
     os.environ["GARAPHPY_CACHE"] = str(root / "cache")
     os.environ["XDG_CACHE_HOME"] = str(root / "xdg")
     helpers.gpu_set_up_unweighed()
+    cache = getattr(config, "cache", None)
+    if cache is not None:
+        helpers.PROGRAM_CACHE = cache.mkdir("garaphpy-programs")
+        (root / "cache").mkdir()
+        (root / "cache" / "programs").symlink_to(helpers.PROGRAM_CACHE, target_is_directory=True)
 
 
 def pytest_unconfigure(config):
@@ -80,15 +89,14 @@ def snap(tmp_path_factory, request):
 
 
 @pytest.fixture(autouse=True)
-def _persistent_program_cache(request, monkeypatch):
+def _persistent_program_cache(monkeypatch):
     """Compiled programs persist across test sessions (in pytest's cache folder):
     keyed by their source and the kernels' files, so a second session of the
     fast subset (``-m "not slow"``) loads them instead of compiling again."""
     from garaphpy import api
 
-    cache = getattr(request.config, "cache", None)
-    if cache is not None:
-        directory = cache.mkdir("garaphpy-programs")
+    directory = helpers.PROGRAM_CACHE
+    if directory is not None:
         monkeypatch.setattr(api, "_program_cache_directory", lambda: directory)
 
 

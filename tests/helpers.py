@@ -1,5 +1,5 @@
 """What more than one test file uses: graphs, programs, references by name,
-budgets, policies, the session's paths and the fast loop's list.
+records compared without their times, budgets, policies, the session's paths and the fast loop's list.
 
 Test files import from here (``tests/`` is on ``sys.path`` through the
 ``pythonpath`` option in setup.cfg), never from one another
@@ -41,6 +41,26 @@ SHARED_DATA = Path(os.environ.get("GARAPHPY_TEST_DATA")
 #: by tests/conftest.py before any test runs; no test may write under the latter).
 TEST_CACHE_ROOT: Path | None = None
 USER_CACHE_DIRECTORY: Path | None = None
+
+#: Where the session's compiled programs are kept, in pytest's cache folder
+#: (None without pytest's cache): ``garaphpy.run`` in the test processes and
+#: every process they start with the session's ``GARAPHPY_CACHE`` load a
+#: program any of them compiled (tests/conftest.py).
+PROGRAM_CACHE: Path | None = None
+
+
+def cache_with_programs(directory: Path) -> Path:
+    """``directory``, made, as a ``GARAPHPY_CACHE`` of its own whose
+    ``programs`` folder is :data:`PROGRAM_CACHE` (where there is one): a
+    process started with it builds its stores there and loads the programs
+    the session compiled."""
+    directory.mkdir(parents=True, exist_ok=True)
+    if PROGRAM_CACHE is not None:
+        try:
+            (directory / "programs").symlink_to(PROGRAM_CACHE, target_is_directory=True)
+        except FileExistsError:     # made before (by the other worker, or a session before)
+            pass
+    return directory
 
 
 #: :func:`garaphpy.api._gpu_set_up_choice` as the package has it (tests/conftest.py
@@ -228,6 +248,35 @@ class TakesTheSum(OwnLabels):
 
 class Crash(Exception):
     """Stands for the process dying between two iterations."""
+
+
+# -- iteration records --------------------------------------------------------------------
+def untimed(records, labels: bool = True) -> list[dict]:
+    """The records as dicts without their measured times (a NaN as "nan", so
+    that equal records compare equal: SSSP's L1 change is inf - inf), nor the
+    facts of the GPU's device-loop batch an iteration ran in (its length and
+    end, and how it was launched, depend on where checkpoints cut the run) and
+    the GPU memory a decision found free (the loop's budget is a share of it).
+
+    ``labels=False`` also leaves out the mode label and the hybrid run's
+    per-run choice (``run_processors``): a hybrid run's records against those
+    of the one processor it chose.
+    """
+    rows = []
+    for record in records:
+        row = {name: value for name, value in record.as_dict().items()
+               if not name.endswith("seconds") and (labels or name != "mode")}
+        row["decisions"] = {name: dict(entry) if isinstance(entry, dict) else entry
+                            for name, entry in row["decisions"].items()
+                            if labels or name != "run_processors"}
+        for name in ("steps", "stop", "launch"):
+            row["decisions"].get("device_loop", {}).pop(name, None)
+        for entry in row["decisions"].values():
+            if isinstance(entry, dict):
+                entry.pop("free_bytes", None)
+        rows.append({name: "nan" if isinstance(value, float) and math.isnan(value) else value
+                     for name, value in row.items()})
+    return rows
 
 
 # -- hybrid policies ---------------------------------------------------------------------

@@ -34,6 +34,8 @@ from garaphpy.configfile import SCHEMA, load_config
 from garaphpy.errors import ConfigError, OutputError
 from garaphpy.scheduler.checkpoint import list_checkpoints
 
+from helpers import cache_with_programs
+
 REPO = Path(__file__).resolve().parents[2]
 THREADS = min(2, numba.config.NUMBA_NUM_THREADS)
 
@@ -378,7 +380,7 @@ def test_sigterm_to_the_process_checkpoints_and_resumes(tmp_path):
         f'threads = {THREADS}\ntolerance = 0.0\nmax_iterations = 40\ncheckpoint_every = 1\n'
         '[output]\nvalues = "values.npy"\n')
     env = {**os.environ, "NUMBA_NUM_THREADS": str(THREADS),
-           "GARAPHPY_CACHE": str(tmp_path / "cache"),
+           "GARAPHPY_CACHE": str(cache_with_programs(tmp_path / "cache")),
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     process = subprocess.Popen([sys.executable, "-m", "garaphpy.run", str(config), "-q"],
                                cwd=REPO, env=env, stdout=subprocess.PIPE,

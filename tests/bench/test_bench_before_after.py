@@ -3,30 +3,48 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 from bench import before_after, harness
 
 
-def test_a_tree_against_itself_gives_every_case_with_the_same_values(tmp_path):
+def test_a_tree_against_itself_gives_every_case_with_the_same_values(tmp_path, capsys):
+    """Each tree's runs in processes of their own (the thing measured), so
+    in-process here; one graph (the graphs' loop is the next test's)."""
     rows = tmp_path / "rows.jsonl"
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", "before-after", "--baseline", str(harness.REPOSITORY),
-         "--mode", "cpu", "--graphs", "rmat:8,grid:12x12", "--programs", "pagerank,sssp",
-         "--threads", "1", "--trials", "1", "--warmup", "0", "--rounds", "2", "--quiet",
-         "--json", str(rows)],
-        cwd=harness.REPOSITORY, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    lines = [line for line in done.stdout.splitlines() if line.startswith(("rmat", "grid"))]
-    assert len(lines) == 4 and all(line.endswith("yes") for line in lines)
+    code = before_after.main(
+        ["--baseline", str(harness.REPOSITORY), "--mode", "cpu", "--graphs", "rmat:8",
+         "--programs", "pagerank,sssp", "--threads", "1", "--trials", "1", "--warmup", "0",
+         "--rounds", "2", "--quiet", "--json", str(rows)])
+    assert code == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("rmat")]
+    assert len(lines) == 2 and all(line.endswith("yes") for line in lines)
     written = [json.loads(line) for line in rows.read_text().splitlines()]
     assert sorted({(row["tree"], row["graph"], row["program"]) for row in written}) == sorted(
-        (tree, graph, program) for tree in ("old", "new")
-        for graph in ("rmat:8", "grid:12x12") for program in ("pagerank", "sssp"))
+        (tree, "rmat:8", program) for tree in ("old", "new") for program in ("pagerank", "sssp"))
     assert {row["round"] for row in written} == {0, 1}
+
+
+def test_the_trees_take_turns_over_every_graph(monkeypatch, capsys):
+    """Round by round, old then new, then new then old, each over every graph."""
+    visits = []
+
+    def run_tree(label, tree, spec, args, store_dir):
+        visits.append((label, spec))
+        return [{"budget": "resident", "program": "bfs", "seconds": [0.001], "iterations": 3,
+                 "values_sum": 1.0, "values_digest": 2.0, "graph": spec, "tree": label}]
+
+    monkeypatch.setattr(before_after, "run_tree", run_tree)
+    code = before_after.main(["--baseline", str(harness.REPOSITORY), "--mode", "cpu",
+                              "--graphs", "rmat:8,grid:12x12", "--programs", "bfs",
+                              "--rounds", "3", "--quiet"])
+    assert code == 0
+    assert visits == [(tree, spec) for order in (("old", "new"), ("new", "old"), ("old", "new"))
+                      for tree in order for spec in ("rmat:8", "grid:12x12")]
+    table = [line for line in capsys.readouterr().out.splitlines()
+             if line.startswith(("rmat", "grid"))]
+    assert len(table) == 2 and all(line.endswith("yes") for line in table)
 
 
 def test_values_that_differ_are_said():

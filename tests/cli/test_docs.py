@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPOSITORY
+from helpers import REPOSITORY, cache_with_programs
 
 DOCUMENTS = [REPOSITORY / "README.md", *sorted((REPOSITORY / "docs").glob("*.md"))]
 #: The first line that marks a block as needing a GPU.
@@ -67,11 +67,12 @@ def gpu_usable() -> bool:
 @pytest.fixture(scope="module")
 def program_cache(request):
     """A garaphpy cache kept between sessions (in pytest's cache folder) for the
-    blocks' compiled programs; the stores the blocks build are removed after."""
+    blocks' compiled programs, which are the test processes' own
+    (:func:`helpers.cache_with_programs`); the stores the blocks build are removed after."""
     cache = getattr(request.config, "cache", None)
     directory = (cache.mkdir("garaphpy-docs") if cache is not None
                  else Path(request.getfixturevalue("tmp_path_factory").mktemp("docs-cache")))
-    yield directory
+    yield cache_with_programs(directory)
     for entry in directory.iterdir():
         if entry.name != "programs":
             shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink()

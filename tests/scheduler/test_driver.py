@@ -16,7 +16,6 @@ GPU tests (marker ``gpu``): ``test_gpu_run_is_the_driver_with_the_gpu_alone``,
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 import pytest
@@ -34,10 +33,8 @@ from garaphpy.scheduler.cpu_state import GraphArrays, RunState
 from garaphpy.scheduler.plan import CPU_CHOICES, plan_cpu
 from garaphpy.scheduler.policy import HybridPolicy
 from garaphpy.scheduler.processors import CpuProcessor, GpuProcessor
-from garaphpy.scheduler.records import IterationRecord
 
-#: Record fields that are measured times, different on every run.
-TIMES = {f.name for f in dataclasses.fields(IterationRecord) if f.name.endswith("seconds")}
+from helpers import untimed
 
 
 @pytest.fixture(scope="module")
@@ -58,27 +55,6 @@ def dijkstra(graph, source: int) -> np.ndarray:
     matrix = sp.csr_matrix((weights.astype(np.float64), (sources, destinations)),
                            shape=(graph.num_vertices, graph.num_vertices))
     return csgraph.dijkstra(matrix, indices=source)
-
-
-def untimed(records) -> list[dict]:
-    """The records as dicts without their measured times (a NaN as "nan", so
-    that equal records compare equal: SSSP's L1 change is inf - inf), nor the
-    facts of the GPU's device-loop batch an iteration ran in (its length and
-    end, and how it was launched, depend on where checkpoints cut the run) and
-    the GPU memory a decision found free (the loop's budget is a share of it)."""
-    rows = []
-    for record in records:
-        row = record.as_dict()
-        for name in TIMES:
-            row.pop(name)
-        for name in ("steps", "stop", "launch"):
-            row["decisions"].get("device_loop", {}).pop(name, None)
-        for entry in row["decisions"].values():
-            if isinstance(entry, dict):
-                entry.pop("free_bytes", None)
-        rows.append({name: "nan" if isinstance(value, float) and math.isnan(value) else value
-                     for name, value in row.items()})
-    return rows
 
 
 def iterate_engine(engine, program, direction="auto"):

@@ -23,6 +23,7 @@ GPU alone its records equal the GPU mode's.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import warnings
 
@@ -39,10 +40,7 @@ from garaphpy.scheduler.plan import plan_cpu
 from garaphpy.scheduler.processors import CpuProcessor
 from garaphpy.scheduler.run_choice import CpuAlone, RunChoice
 
-from helpers import policy_with_costs
-
-TIMES_SUFFIX = "seconds"
-
+from helpers import policy_with_costs, untimed
 
 # -- the rule, on synthetic costs -------------------------------------------------------------
 @pytest.mark.parametrize("cpu, gpu, both, current, expected", [
@@ -289,28 +287,6 @@ def drive(driver, run_):
     return values, records
 
 
-def without_labels(records) -> list[dict]:
-    """The records without times, mode labels and the per-run choice's entries
-    (nor, as ``tests/scheduler/test_driver.py``'s ``untimed``, the facts of a
-    device-loop batch that depend on where it was cut and the GPU memory a
-    decision found free)."""
-    rows = []
-    for record in records:
-        row = {name: value for name, value in record.as_dict().items()
-               if not name.endswith(TIMES_SUFFIX) and name != "mode"}
-        row["decisions"] = {name: dict(entry) if isinstance(entry, dict) else entry
-                            for name, entry in row["decisions"].items()
-                            if name != "run_processors"}
-        for name in ("steps", "stop", "launch"):
-            row["decisions"].get("device_loop", {}).pop(name, None)
-        for entry in row["decisions"].values():
-            if isinstance(entry, dict):
-                entry.pop("free_bytes", None)
-        rows.append({name: "nan" if isinstance(value, float) and math.isnan(value) else value
-                     for name, value in row.items()})
-    return rows
-
-
 @pytest.fixture(scope="module")
 def graph():
     rng = np.random.default_rng(11)
@@ -327,11 +303,14 @@ def mesh(tmp_path_factory):
                                max_shard_edges=512, max_page_bytes=16384, progress=False)
 
 
+@functools.cache
 def cpu_mode_values(graph, name):
+    """The CPU mode's values (once per graph and program: several tests compare with them)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", garaphpy.NotConvergedWarning)
-        return garaphpy.run(graph, name, mode="cpu", threads=2,
-                            sources=sources_of(name)).values
+        values = garaphpy.run(graph, name, mode="cpu", threads=2, sources=sources_of(name)).values
+    values.flags.writeable = False
+    return values
 
 
 @pytest.mark.parametrize("name", ["pagerank", "bfs", "sssp", "cc"])
@@ -352,7 +331,7 @@ def test_a_run_on_the_gpu_alone_has_the_gpus_own_records(graph, name, monkeypatc
     run_, plan, cpu_parts, first = parts(graph, name, threads=1)
     alone_values, alone_records = drive(SingleDriver(stand_in_gpu(run_, plan, cpu_parts, first)),
                                         run_)
-    assert without_labels(records) == without_labels(alone_records)
+    assert untimed(records, labels=False) == untimed(alone_records, labels=False)
     np.testing.assert_array_equal(values, alone_values)
     np.testing.assert_array_equal(run_.program.finalize(values),
                                   cpu_mode_values(graph, name))
@@ -433,7 +412,8 @@ def test_a_hybrid_run_on_the_gpu_alone_has_the_gpu_modes_records(graph, name):
     gpu = garaphpy.run(graph, name, mode="gpu", sources=sources_of(name))
     assert {r.decisions["run_processors"]["choice"] for r in hybrid.iterations
             if "run_processors" in r.decisions} == {"gpu"}
-    hybrid_rows, gpu_rows = without_labels(hybrid.iterations), without_labels(gpu.iterations)
+    hybrid_rows = untimed(hybrid.iterations, labels=False)
+    gpu_rows = untimed(gpu.iterations, labels=False)
     # the device sums an iteration's L1 change with atomics, in an order no two runs share
     assert [row.pop("l1_change") for row in hybrid_rows] == pytest.approx(
         [row.pop("l1_change") for row in gpu_rows], rel=1e-12, abs=0)

@@ -1005,18 +1005,16 @@ def test_wel_probed_integer_widens_to_real_on_a_later_decimal(tmp_path, monkeypa
     assert all(c.weight.dtype == np.float64 for c in source.chunks(max_edges))
 
 
-def test_cli_reads_a_wel_whose_decimals_start_after_the_probe(tmp_path):
-    import subprocess
-    import sys
+def test_cli_reads_a_wel_whose_decimals_start_after_the_probe(tmp_path, monkeypatch):
+    from garaphpy.console import main
 
+    monkeypatch.setattr(config, "WEIGHT_PROBE_BYTES", 64)
     rows = config.WEIGHT_PROBE_BYTES // 10 + 10             # integer weights beyond the probe
     lines = [f"{i} {i + 1} 1" for i in range(rows)] + [f"{rows} {rows + 1} 2.5"]
     path = write(tmp_path / "g.wel", "\n".join(lines) + "\n")
     out = tmp_path / "d.txt"
-    run = subprocess.run([sys.executable, "-m", "garaphpy", "sssp", str(path), "--source",
-                          str(rows - 1), "--mode", "cpu", "--store", str(tmp_path / "st"),
-                          "--output", str(out), "--quiet"], capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr
+    assert main(["sssp", str(path), "--source", str(rows - 1), "--mode", "cpu", "--store",
+                 str(tmp_path / "st"), "--output", str(out), "--quiet"]) == 0
     distances = dict(line.split() for line in out.read_text().splitlines()
                      if not line.startswith("#"))
     assert float(distances[str(rows + 1)]) == 3.5 and float(distances[str(rows)]) == 1.0
