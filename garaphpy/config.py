@@ -14,6 +14,11 @@ import time
 # ---------------------------------------------------------------- the store --
 #: Version of the on-disk store layout; a store of another version is rebuilt.
 STORE_FORMAT_VERSION = 1
+#: Version of a store whose pages are compressed (``store.compress``): a
+#: garaphpy that reads only plain pages refuses it instead of misreading it.
+COMPRESSED_STORE_FORMAT_VERSION = 2
+#: Store versions this garaphpy opens.
+READABLE_STORE_FORMAT_VERSIONS = (STORE_FORMAT_VERSION, COMPRESSED_STORE_FORMAT_VERSION)
 
 #: Vertex ids are int32 below this many vertices, int64 from it on (a test
 #: lowers it to exercise the int64 layout on small graphs).

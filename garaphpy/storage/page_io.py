@@ -27,6 +27,12 @@ offsets and are padded to it on disk, buffers are aligned).  Where the file
 system refuses ``O_DIRECT`` (tmpfs says EINVAL) the reader falls back to
 ordinary reads followed by ``posix_fadvise(POSIX_FADV_DONTNEED)``.
 
+Compressed pages.  The blocks of a page stored compressed
+(:mod:`garaphpy.storage.page_codec`) are read into a staging buffer, checked
+there (the CRC-32 covers the bytes on disk), and decoded into the page
+buffer by the reader or checker thread that completes the page, so the
+consumer receives the plain image, read ahead like any other.
+
 Checksums.  With ``check`` each block's CRC-32 is verified by a second
 thread of its directory while the reader goes on to the next block, so that
 checking does not leave the device idle between reads (zlib's CRC-32 runs
@@ -223,12 +229,18 @@ class _BlockFile:
 class _PageRead:
     """One page being read: its buffer and the count of blocks still to come."""
 
-    __slots__ = ("info", "buffer", "pending", "error", "done", "cancelled", "released",
-                 "pooled", "lock")
+    __slots__ = ("info", "buffer", "target", "finish", "pending", "error", "done",
+                 "cancelled", "released", "pooled", "lock")
 
-    def __init__(self, info: PageInfo, buffer: np.ndarray, pooled: bool):
+    def __init__(self, info: PageInfo, buffer: np.ndarray, pooled: bool,
+                 target: np.ndarray | None = None,
+                 finish: Callable[["_PageRead"], None] | None = None):
         self.info = info
         self.buffer = buffer
+        #: where the blocks land: ``buffer``, or the staging buffer of a compressed page
+        self.target = buffer if target is None else target
+        #: run (without raising) by the thread that completes the last block
+        self.finish = finish
         self.pending = info.num_blocks
         self.error: BaseException | None = None
         self.done = threading.Event()
@@ -247,8 +259,11 @@ class _PageRead:
     def block_done(self) -> None:
         with self.lock:
             self.pending -= 1
-            if self.pending == 0:
-                self.done.set()
+            last = self.pending == 0
+        if last:
+            if self.finish is not None:
+                self.finish(self)
+            self.done.set()
 
 
 class _StreamState:
@@ -355,6 +370,11 @@ class PageReader:
                 file.close()
             raise
         self._lock = threading.Lock()
+        #: staging buffers of compressed pages (read into, then decoded from)
+        self.staging_bytes = buffer_bytes(max((info.stored_nbytes for info in store.pages
+                                               if info.compressed), default=0))
+        self._staging: list[np.ndarray] = []
+        self._staging_lock = threading.Lock()
         self._free: list[np.ndarray] = []
         self._allocated = 0
         self._in_use = 0
@@ -482,7 +502,7 @@ class PageReader:
             checked_later = False
             try:
                 if not read.cancelled and read.error is None:
-                    got = file.read_into(read.buffer, start, nbytes, offset, bounce)
+                    got = file.read_into(read.target, start, nbytes, offset, bounce)
                     if got < nbytes:
                         raise StoreCorruptError(
                             f"{file.path}: short read at offset {offset}: {got} of {nbytes} "
@@ -507,7 +527,7 @@ class PageReader:
                 return
             read, start, offset, nbytes, crc, block = request
             try:
-                if not read.cancelled and zlib.crc32(read.buffer[start:start + nbytes]) != crc:
+                if not read.cancelled and zlib.crc32(read.target[start:start + nbytes]) != crc:
                     raise StoreCorruptError(
                         f"{path}: checksum mismatch in block {block} of page "
                         f"{read.info.index} (offset {offset})")
@@ -515,6 +535,29 @@ class PageReader:
                 read.fail(error)
             finally:
                 read.block_done()
+
+    def _new_read(self, info: PageInfo, buffer: np.ndarray, pooled: bool) -> _PageRead:
+        """A read of page ``info`` into ``buffer``; a compressed page's blocks go
+        to a staging buffer first and are decoded into ``buffer``."""
+        if not info.compressed:
+            return _PageRead(info, buffer, pooled)
+        with self._staging_lock:
+            staging = self._staging.pop() if self._staging else aligned_empty(
+                self.staging_bytes)
+        return _PageRead(info, buffer, pooled, target=staging, finish=self._decode)
+
+    def _decode(self, read: _PageRead) -> None:
+        """Decode a compressed page read into its staging buffer (in the reader
+        or checker thread that completed it), then give the staging buffer back."""
+        try:
+            if not read.cancelled and read.error is None:
+                self.store.decode_page(read.info, read.target[:read.info.stored_nbytes],
+                                       read.buffer)
+        except BaseException as error:  # handed to the consumer
+            read.fail(error)
+        finally:
+            with self._staging_lock:
+                self._staging.append(read.target)
 
     def _submit(self, read: _PageRead) -> None:
         """Hand every block of a page to the thread of its storage directory."""
@@ -577,7 +620,8 @@ class PageReader:
             buffer = self._take_buffer()
             if buffer is None:
                 return
-            read = _PageRead(self.store.pages[state.order[state.next]], buffer, pooled=True)
+            read = self._new_read(self.store.pages[state.order[state.next]], buffer,
+                                  pooled=True)
             state.next += 1
             state.queued.append(read)
             self._submit(read)
@@ -697,7 +741,7 @@ class PageReader:
                     raise read.error
                 page = self.store.page_views(read.info, read.buffer[:read.info.nbytes])
                 with self._lock:
-                    self._bytes_delivered += read.info.nbytes
+                    self._bytes_delivered += read.info.disk_bytes
                 if manual:
                     with self._lock:
                         self._held[id(page)] = (read, page)
@@ -749,13 +793,13 @@ class PageReader:
               or not out.flags.c_contiguous or out.size < info.nbytes):
             raise ConfigError(f"out: expected a contiguous 1-D uint8 array of at least "
                               f"{info.nbytes} bytes (page {index})")
-        read = _PageRead(info, out, pooled=False)
+        read = self._new_read(info, out, pooled=False)
         self._submit(read)
         self._wait(read)
         if read.error is not None:
             raise read.error
         with self._lock:
-            self._bytes_delivered += info.nbytes
+            self._bytes_delivered += info.disk_bytes
         return self.store.page_views(info, out[:info.nbytes])
 
     def __repr__(self) -> str:
