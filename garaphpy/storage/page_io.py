@@ -30,8 +30,9 @@ ordinary reads followed by ``posix_fadvise(POSIX_FADV_DONTNEED)``.
 Compressed pages.  The blocks of a page stored compressed
 (:mod:`garaphpy.storage.page_codec`) are read into a staging buffer, checked
 there (the CRC-32 covers the bytes on disk), and decoded into the page
-buffer by the reader or checker thread that completes the page, so the
-consumer receives the plain image, read ahead like any other.
+buffer by one of ``config.PAGE_DECODERS_PER_READER`` decoder threads (the
+reader and checker threads go on meanwhile), so the consumer receives the
+plain image, read ahead like any other.
 
 Checksums.  With ``check`` each block's CRC-32 is verified by a second
 thread of its directory while the reader goes on to the next block, so that
@@ -54,6 +55,7 @@ import queue
 import threading
 import zlib
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -239,7 +241,8 @@ class _PageRead:
         self.buffer = buffer
         #: where the blocks land: ``buffer``, or the staging buffer of a compressed page
         self.target = buffer if target is None else target
-        #: run (without raising) by the thread that completes the last block
+        #: called (it must not raise) instead of marking the read done, by the
+        #: thread that completes the last block; it marks it done itself
         self.finish = finish
         self.pending = info.num_blocks
         self.error: BaseException | None = None
@@ -263,7 +266,8 @@ class _PageRead:
         if last:
             if self.finish is not None:
                 self.finish(self)
-            self.done.set()
+            else:
+                self.done.set()
 
 
 class _StreamState:
@@ -375,6 +379,7 @@ class PageReader:
                                                if info.compressed), default=0))
         self._staging: list[np.ndarray] = []
         self._staging_lock = threading.Lock()
+        self._decoders: ThreadPoolExecutor | None = None
         self._free: list[np.ndarray] = []
         self._allocated = 0
         self._in_use = 0
@@ -474,6 +479,8 @@ class PageReader:
             q.put(None)
         for thread in self._threads:
             thread.join()
+        if self._decoders is not None:
+            self._decoders.shutdown()
         for file in self._files:
             file.close()
         self._free.clear()
@@ -544,11 +551,24 @@ class PageReader:
         with self._staging_lock:
             staging = self._staging.pop() if self._staging else aligned_empty(
                 self.staging_bytes)
-        return _PageRead(info, buffer, pooled, target=staging, finish=self._decode)
+        return _PageRead(info, buffer, pooled, target=staging, finish=self._hand_to_decoder)
+
+    def _hand_to_decoder(self, read: _PageRead) -> None:
+        """A compressed page whose blocks are all read (and checked): decode it in
+        a decoder thread, so that the reader and checker threads go on."""
+        with self._staging_lock:
+            if self._decoders is None:
+                self._decoders = ThreadPoolExecutor(
+                    config.PAGE_DECODERS_PER_READER, thread_name_prefix="garaphpy-page-decoder")
+        try:
+            self._decoders.submit(self._decode, read)
+        except RuntimeError:    # the reader closes: nobody waits for the page
+            read.cancelled = True
+            self._decode(read)
 
     def _decode(self, read: _PageRead) -> None:
-        """Decode a compressed page read into its staging buffer (in the reader
-        or checker thread that completed it), then give the staging buffer back."""
+        """Decode a compressed page read into its staging buffer, give the
+        staging buffer back and mark the read done."""
         try:
             if not read.cancelled and read.error is None:
                 self.store.decode_page(read.info, read.target[:read.info.stored_nbytes],
@@ -558,6 +578,7 @@ class PageReader:
         finally:
             with self._staging_lock:
                 self._staging.append(read.target)
+            read.done.set()
 
     def _submit(self, read: _PageRead) -> None:
         """Hand every block of a page to the thread of its storage directory."""
