@@ -57,6 +57,8 @@ CODECS = (PLAIN, GAP_BP128)
 BLOCK_EDGES = 128
 
 _HEADER_WORDS = 1
+_NO_IDXOFF = np.zeros(0, np.uint16)
+_NO_SHARDS = np.zeros(0, np.int64)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -218,8 +220,10 @@ def _get(stream, position, mask):
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _decode_block(stream, in_offsets, edge_begin, first_vertex, end_vertex, block_edges,
-                  num_edges, block, out):
-    # one block into out; 0, or 1 when its words contradict the stream's size
+                  num_edges, block, out, shard_first, idxoff):
+    # one block into out (and, unless idxoff is empty, each edge's destination
+    # less its shard's first vertex into idxoff, the shards of the page starting
+    # at shard_first); 0, or 1 when its words contradict the stream's size
     b0 = edge_begin + block * block_edges
     b1 = min(b0 + block_edges, edge_begin + num_edges)
     base = np.int64(stream[1 + block])
@@ -240,6 +244,10 @@ def _decode_block(stream, in_offsets, edge_begin, first_vertex, end_vertex, bloc
     gap_at = head_at + count * head_width
     seen = 0
     v = _vertex_of(in_offsets, first_vertex, end_vertex, b0)
+    shards = shard_first.shape[0]
+    shard = 0
+    if idxoff.shape[0]:
+        shard = _vertex_of(shard_first, 0, shards, v)
     e = b0
     while e < b1:
         # one destination's edges in the block: a head, then gaps
@@ -258,29 +266,37 @@ def _decode_block(stream, in_offsets, edge_begin, first_vertex, end_vertex, bloc
             previous += _get(stream, gap_at, gap_mask)
             gap_at += gap_width
             out[i] = previous
+        if idxoff.shape[0]:
+            # the last shard starting at or before the destination holds it (the
+            # pieces of a split vertex all start at it: offset 0 in each)
+            while shard + 1 < shards and shard_first[shard + 1] <= v - 1:
+                shard += 1
+            offset = v - 1 - shard_first[shard]
+            for i in range(e - edge_begin, stop - edge_begin):
+                idxoff[i] = offset
         e = stop
     return 0 if seen == count else 1
 
 
 @numba.njit(cache=True, nogil=True)
 def _decode_serial(stream, in_offsets, edge_begin, first_vertex, end_vertex, block_edges,
-                   out):
+                   out, shard_first, idxoff):
     num_edges = out.shape[0]
     bad = 0
     for block in range(np.int64(stream[0])):
         bad += _decode_block(stream, in_offsets, edge_begin, first_vertex, end_vertex,
-                             block_edges, num_edges, block, out)
+                             block_edges, num_edges, block, out, shard_first, idxoff)
     return bad
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
 def _decode_parallel(stream, in_offsets, edge_begin, first_vertex, end_vertex, block_edges,
-                     out):
+                     out, shard_first, idxoff):
     num_edges = out.shape[0]
     bad = 0
     for block in prange(np.int64(stream[0])):
         bad += _decode_block(stream, in_offsets, edge_begin, first_vertex, end_vertex,
-                             block_edges, num_edges, block, out)
+                             block_edges, num_edges, block, out, shard_first, idxoff)
     return bad
 
 
@@ -302,8 +318,10 @@ def stream_words(image: np.ndarray, num_edges: int, block_edges: int = BLOCK_EDG
 
 def decode_sources(image: np.ndarray, in_offsets: np.ndarray, edge_begin: int,
                    first_vertex: int, end_vertex: int, out: np.ndarray, *,
+                   idxoff: np.ndarray | None = None, shard_first: np.ndarray | None = None,
                    parallel: bool = False, block_edges: int = BLOCK_EDGES) -> None:
-    """Decode the edge stream at the start of ``image`` into ``out``.
+    """Decode the edge stream at the start of ``image`` into ``out`` (and the
+    IdxOff of every edge into ``idxoff``).
 
     Parameters
     ----------
@@ -314,6 +332,10 @@ def decode_sources(image: np.ndarray, in_offsets: np.ndarray, edge_begin: int,
         As for :func:`encode_sources`.
     out : numpy.ndarray of int32
         The page's source ids, ``num_edges`` of them.
+    idxoff : numpy.ndarray of uint16, optional
+        ``num_edges`` destination offsets, each from its shard's first vertex.
+    shard_first : numpy.ndarray of int64, optional
+        With ``idxoff``: the first vertex of each shard of the page, in order.
     parallel : bool
         Decode the blocks in parallel (numba threads); else one after the
         other in the calling thread (the page reader's threads decode pages
@@ -328,7 +350,12 @@ def decode_sources(image: np.ndarray, in_offsets: np.ndarray, edge_begin: int,
     num_edges = out.shape[0]
     words = stream_words(image, num_edges, block_edges)
     stream = image[:4 * words].view(np.uint32)
+    if idxoff is None:
+        idxoff, shard_first = _NO_IDXOFF, _NO_SHARDS
+    elif idxoff.shape[0] != num_edges or shard_first is None or not shard_first.size:
+        raise ValueError(f"idxoff: expected {num_edges} offsets and the page's shards")
     decode = _decode_parallel if parallel else _decode_serial
-    if decode(stream, in_offsets, edge_begin, first_vertex, end_vertex, block_edges, out):
+    if decode(stream, in_offsets, edge_begin, first_vertex, end_vertex, block_edges, out,
+              np.ascontiguousarray(shard_first, np.int64), idxoff):
         raise StoreCorruptError(f"compressed page of {num_edges} edges (edges {edge_begin} "
                                 "onwards): a block's words contradict the stream")

@@ -48,7 +48,6 @@ from ..progress import human_bytes, human_count
 from .edges import location_error
 from . import page_codec, verify_levels
 from .._numba_setup import parallel_section
-from ._build_kernels import fill_idxoff
 from .filesafety import write_file
 from .layout import BLOCK_DTYPE, SHARD_DTYPE
 
@@ -446,22 +445,20 @@ class Store:
             The stored bytes do not decode into a page of ``info``'s edges.
         """
         n = info.num_edges
+        idxoff = shard_first = None
         if image is not None:
             image = image[:info.nbytes]
             sources = image[:n * self.vertex_dtype.itemsize].view(self.vertex_dtype)
+            idxoff = image[info.idxoff_offset:info.idxoff_offset + 2 * n].view(np.uint16)
+            shard_first = self.page_shards(info.index)["first_vertex"]
         try:
             page_codec.decode_sources(stored, self.in_offsets, info.edge_begin,
                                       info.first_vertex, info.end_vertex, sources,
+                                      idxoff=idxoff, shard_first=shard_first,
                                       parallel=parallel)
         except StoreCorruptError as error:
             raise StoreCorruptError(f"{self.path}: page {info.index}: {error}") from None
         if image is not None:
-            shards = self.page_shards(info.index)
-            fill_idxoff(self.in_offsets, np.ascontiguousarray(shards["first_vertex"]),
-                        shards["num_vertices"].astype(np.int64),
-                        np.ascontiguousarray(shards["edge_begin"]),
-                        np.ascontiguousarray(shards["edge_end"]), info.edge_begin,
-                        image[info.idxoff_offset:info.idxoff_offset + 2 * n].view(np.uint16))
             if self.weighted:
                 size = self.weight_dtype.itemsize
                 weights = image[info.weights_offset:info.weights_offset + size * n].view(

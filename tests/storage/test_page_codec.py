@@ -98,6 +98,28 @@ def test_pages_cut_at_every_boundary_round_trip():
             assert stream.size == expected_words(in_offsets, sources, begin, end)
 
 
+@pytest.mark.parametrize("parallel", [False, True])
+def test_idxoff_is_decoded_from_the_shards(parallel):
+    """Shards of 7 vertices, and vertex 30 (heavy) split over three pieces."""
+    in_offsets, sources = random_csc(9, 100, 6000, skewed=True)
+    shard_first = np.unique(np.r_[np.arange(0, 100, 7), [30, 30, 30, 31]])
+    shard_first = np.sort(np.r_[shard_first, [30, 30]])
+    edges = np.arange(sources.size)
+    dst = np.searchsorted(in_offsets, edges, side="right") - 1
+    expected = dst - shard_first[np.searchsorted(shard_first, dst, side="right") - 1]
+    for begin, end in ((0, sources.size), (int(in_offsets[30]) + 5, int(in_offsets[60]) + 3)):
+        first, stop = page_range(in_offsets, begin, end)
+        page_shards = shard_first[(shard_first >= shard_first[shard_first <= first].max())
+                                  & (shard_first < stop)]
+        idxoff = np.full(end - begin, 9999, np.uint16)
+        out = np.empty(end - begin, np.int32)
+        stream = encode_sources(sources[begin:end], in_offsets, begin, first, stop)
+        decode_sources(stream.view(np.uint8), in_offsets, begin, first, stop, out,
+                       idxoff=idxoff, shard_first=page_shards, parallel=parallel)
+        np.testing.assert_array_equal(out, sources[begin:end])
+        np.testing.assert_array_equal(idxoff, expected[begin:end])
+
+
 def test_pages_of_a_split_vertex_round_trip():
     """Pieces of one destination's in-edges, as a split vertex's shards give."""
     in_offsets, sources = csc_of(3, np.arange(1000) % 700, np.full(1000, 1))
