@@ -100,6 +100,14 @@ def page_buffer_bytes(store: Store) -> int:
     return buffer_bytes(max((info.nbytes for info in store.pages), default=0))
 
 
+def staging_buffer_bytes(store: Store) -> int:
+    """The staging buffer a compressed page of ``store`` is read into before it
+    is decoded (:func:`buffer_bytes` of the largest stored image); 0 for a
+    store without compressed pages."""
+    stored = [info.stored_nbytes for info in store.pages if info.compressed]
+    return buffer_bytes(max(stored)) if stored else 0
+
+
 def open_for_streaming(path, direct: bool | None = None) -> tuple[int, bool]:
     """Open ``path`` read-only, with ``O_DIRECT`` where possible.
 
@@ -375,8 +383,7 @@ class PageReader:
             raise
         self._lock = threading.Lock()
         #: staging buffers of compressed pages (read into, then decoded from)
-        self.staging_bytes = buffer_bytes(max((info.stored_nbytes for info in store.pages
-                                               if info.compressed), default=0))
+        self.staging_bytes = staging_buffer_bytes(store)
         self._staging: list[np.ndarray] = []
         self._staging_lock = threading.Lock()
         self._decoders: ThreadPoolExecutor | None = None

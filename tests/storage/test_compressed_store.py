@@ -19,7 +19,8 @@ from garaphpy import config
 from garaphpy.errors import StoreCorruptError, StoreError
 from garaphpy.options import BuildOptions
 from garaphpy.storage.builder import build_store
-from garaphpy.storage.page_io import PageReader
+from garaphpy.storage.host_budget import plan_run_pages, run_fixed_bytes
+from garaphpy.storage.page_io import PageReader, page_buffer_bytes, staging_buffer_bytes
 from garaphpy.storage.readers import from_arrays
 from garaphpy.storage.store import Store, read_manifest, write_manifest
 
@@ -160,6 +161,31 @@ def test_a_plain_store_of_before_compression_still_opens(tmp_path, stores):
     assert old.page_codec == "plain"
     for i in range(len(old.pages)):
         assert_same_page(old.read_page(i), plain.read_page(i))
+
+
+def test_the_host_budget_pays_for_the_staging_buffers(stores):
+    """A compressed page in flight holds a page buffer and a staging buffer."""
+    plain, packed = stores
+    stored = max(info.stored_nbytes for info in packed.pages)
+    staging = -(-stored // config.BLOCK_ALIGNMENT) * config.BLOCK_ALIGNMENT
+    assert staging_buffer_bytes(packed) == staging and staging_buffer_bytes(plain) == 0
+    pages = sum(info.nbytes for info in packed.pages)
+    ahead = page_buffer_bytes(packed)
+    for readers in (1, 2):
+        plan, readahead = plan_run_pages(packed, readers, run_fixed_bytes(packed) + pages, ahead)
+        assert plan.all_cached and readahead == ahead       # it all fits: nothing paid
+        small = run_fixed_bytes(packed) + readers * (ahead + 2 * staging) + pages // 4
+        plan, _ = plan_run_pages(packed, readers, small, ahead)
+        plain_plan, _ = plan_run_pages(plain, readers, small, ahead)
+        assert not plan.all_cached and len(plan.cached) < len(plain_plan.cached)
+        assert plain_plan.readahead_bytes == readers * ahead
+        assert plan.readahead_bytes == readers * (ahead + 2 * staging)
+        with PageReader(packed, readahead_bytes=ahead) as reader:
+            for index in (0, 1):
+                reader.read_page(index)
+            for _ in reader.stream():
+                pass
+            assert len(reader._staging) <= 2
 
 
 def test_the_option_keys_a_store_only_when_set():
