@@ -199,6 +199,15 @@ def format_summary(manifest: dict) -> str:
         f"{human_bytes(layout['page_bytes'])}, "
         f"{_plural(len(manifest['storage_dirs']), 'storage directory', 'storage directories')}",
     ]
+    codec = layout.get("page_codec", page_codec.PLAIN)
+    if codec != page_codec.PLAIN:
+        rows = manifest["pages"]
+        stored = sum(row.get("stored_nbytes") or row["nbytes"] for row in rows)
+        plain = sum(row["nbytes"] for row in rows)
+        packed = sum(1 for row in rows if "codec" in row)
+        lines.append(f"  pages stored {codec}: {_plural(packed, 'page')} of {len(rows):,} "
+                     f"compressed, {human_bytes(stored)} on disk for {human_bytes(plain)} "
+                     f"plain ({stored / max(manifest['num_edges'], 1):.2f} bytes an edge)")
     return "\n".join(lines)
 
 

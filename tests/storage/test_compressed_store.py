@@ -73,6 +73,11 @@ def test_the_store_records_its_compressed_pages(stores):
             (theirs.nbytes, theirs.idxoff_offset, theirs.num_edges)
         assert mine.disk_bytes < 0.8 * theirs.disk_bytes
     assert packed.blocks["nbytes"].sum() == sum(info.stored_nbytes for info in packed.pages)
+    per_edge = packed.blocks["nbytes"].sum() / packed.num_edges
+    assert f"pages stored gap-bp128: {len(packed.pages)} pages of {len(packed.pages)} " \
+        f"compressed" in packed.describe()
+    assert f"({per_edge:.2f} bytes an edge)" in packed.describe()
+    assert "pages stored" not in plain.describe()
 
 
 def test_every_read_gives_the_plain_pages(stores):
