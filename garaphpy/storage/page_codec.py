@@ -258,6 +258,8 @@ def _decode_block(stream, in_offsets, edge_begin, first_vertex, end_vertex, bloc
         seen += 1
         if seen > count:
             return 1
+        if gap_at + (stop - e - 1) * gap_width > end * 32:
+            return 1        # fewer heads than the header says: gaps past the block
         z = _get(stream, head_at, head_mask)
         head_at += head_width
         previous = ((z >> 1) ^ -(z & 1)) + (v - 1)

@@ -159,6 +159,7 @@ def test_a_damaged_stream_is_refused_without_writing_elsewhere():
     damages = {"block count": (0, blocks + 1),
                "block start past the end": (2, stream.size + 5),
                "more heads than edges": (header, (BLOCK_EDGES + 1) << 16),
+               "heads the block does not have": (header, int(stream[header]) + (5 << 16)),
                "width over 32 bits": (header, 33)}
     out = np.zeros(sources.size + 1, np.int32)
     for what, (word, value) in damages.items():
