@@ -5,8 +5,8 @@ and a 2-byte IdxOff.  The compressed format ``gap-bp128`` keeps neither as
 such:
 
 * IdxOff is not stored: it follows from the CSC index ``in_offsets`` and the
-  shard table, both held in host memory once a store is open
-  (:func:`garaphpy.storage.page_writer.fill_idxoff` recomputes it).
+  shard table, both held in host memory once a store is open; the decoder
+  writes it as it walks each destination's edges.
 * A page's edges are cut into blocks of :data:`BLOCK_EDGES` consecutive
   edges.  Every destination's sources are sorted, so within a block each
   edge is either a *head* (the first in-edge of its destination, or the
@@ -16,9 +16,10 @@ such:
   idea of frame-of-reference packing: Goldstein et al., ICDE'98; gaps of
   sorted adjacency lists: Ligra+, DCC'15; GCGT, SIGMOD'19).
 
-Measured on the dev VM (2 cores, 2026-12-02; BENCHMARKS.md): 1.6-2.1 bytes
-an edge against 6.0 on web-NotreDame, soc-Slashdot0811, ca-HepPh, rmat:20
-and kron20.  A byte-oriented varint of the same values was within 10%
+Measured on the dev VM (2 cores, 2026-12-02;
+``bench/results/compressed-pages-devvm-2026-12-02.md``): 1.6-2.2 bytes an
+edge against 6.0 on web-NotreDame, soc-Slashdot0811, ca-HepPh, rmat:20,
+kron20 and kron22.  A byte-oriented varint of the same values was within 10%
 either way and decodes one value after the other; the bit-packed blocks
 decode in parallel (each block is independent) and suit a GPU warp.
 
