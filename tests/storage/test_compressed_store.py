@@ -109,6 +109,18 @@ def test_unweighted_and_buffered_reads(tmp_path):
             np.testing.assert_array_equal(page.idxoff, expected.idxoff)
 
 
+def test_int64_ids_stay_plain(tmp_path, monkeypatch, stores):
+    """The codec packs int32 ids: a store of int64 ids is written plain."""
+    plain, _ = stores
+    monkeypatch.setattr(config, "INT32_VERTEX_LIMIT", 100)
+    wide = build(tmp_path, True)
+    assert wide.vertex_dtype == np.int64
+    assert not any(info.compressed for info in wide.pages)
+    assert wide.manifest["format_version"] == config.STORE_FORMAT_VERSION
+    for mine, theirs in zip(wide.csc(), plain.csc()):
+        np.testing.assert_array_equal(mine, theirs)
+
+
 def damage(store: Store, page: int) -> None:
     """Flip one byte in the middle of the first block of ``page`` on disk."""
     block = store.blocks[store.pages[page].first_block]
