@@ -27,6 +27,8 @@ SUBCOMMANDS = {
     "first-minute": ("first_minute", "text build and PageRank end to end against GAPBS "
                                      "(--gapbs DIR)"),
     "packed-bytes": ("packed_bytes", "bytes per edge of pages as stored and packed"),
+    "compressed-pages": ("compressed_pages", "compressed pages against plain: bytes an "
+                         "edge, decode speed, reads"),
     "dask": ("dask_workers", "one process against 2 and 4 Dask LocalCluster workers"),
     "before-after": ("before_after", "the same runs from this tree and an older one, in "
                      "turns"),

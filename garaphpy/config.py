@@ -14,6 +14,11 @@ import time
 # ---------------------------------------------------------------- the store --
 #: Version of the on-disk store layout; a store of another version is rebuilt.
 STORE_FORMAT_VERSION = 1
+#: Version of a store whose pages are compressed (``store.compress``): a
+#: garaphpy that reads only plain pages refuses it instead of misreading it.
+COMPRESSED_STORE_FORMAT_VERSION = 2
+#: Store versions this garaphpy opens.
+READABLE_STORE_FORMAT_VERSIONS = (STORE_FORMAT_VERSION, COMPRESSED_STORE_FORMAT_VERSION)
 
 #: Vertex ids are int32 below this many vertices, int64 from it on (a test
 #: lowers it to exercise the int64 layout on small graphs).
@@ -331,6 +336,11 @@ PAGE_READAHEAD_BYTES = 4 * MAX_PAGE_BYTES
 #: Reader threads per storage directory, each with one read in flight: with
 #: one, a device idles between the end of a read and the next request.
 READS_IN_FLIGHT_PER_DIRECTORY = 2
+
+#: Threads of one page reader decoding compressed pages, each a page at a
+#: time (a few hundred million edges a second each): enough to keep up with
+#: a disk at 2 bytes an edge, few enough to leave the cores to the run.
+PAGE_DECODERS_PER_READER = 4
 
 #: Cores left to the reader and checksum threads of each storage directory
 #: when a run streams pages and its thread count is the default (at most a

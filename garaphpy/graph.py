@@ -470,7 +470,8 @@ class Graph:
             options = {name: layout[name] for name in (
                 "self_loops", "weight_dtype", "n_streams", "shared_memory_bytes", "slot_bytes",
                 "max_shard_edges", "max_shard_vertices", "max_replication", "min_shards",
-                "fixed_replication", "max_page_bytes", "block_bytes", "gpu_memory")
+                "fixed_replication", "max_page_bytes", "block_bytes", "gpu_memory",
+                "compress")
                 if name in layout}
             options["storage_dirs"] = [d for d in self.store.manifest.get("storage_dirs", [])
                                        if d is not None]

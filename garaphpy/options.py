@@ -327,6 +327,13 @@ class BuildOptions:
         its atomic); default 1, the published Equation 2; for study.
     max_page_bytes, block_bytes : int
         Page and data block size limits.
+    compress : bool
+        Store page images compressed (:mod:`garaphpy.storage.page_codec`:
+        source ids as bit-packed gaps, IdxOff recomputed from the degrees),
+        about 2 bytes an edge instead of 6; pages are decoded into plain
+        images as they are read, so every engine runs unchanged.  Default
+        False: the GPU does not decode pages yet, so compressed pages pay
+        only where pages come from disk.
     """
 
     directed: bool | None = option(None, "bool|none", "false symmetrizes; unset follows the "
@@ -379,6 +386,9 @@ class BuildOptions:
                                  config="store.max_page_bytes")
     block_bytes: int = option(config.BLOCK_BYTES, "size", "largest data block of a page",
                               config="store.block_bytes")
+    compress: bool = option(False, "bool", "store pages compressed (source gaps bit-packed, "
+                            "no IdxOff): fewer bytes read from disk, decoded on reading",
+                            config="store.compress", keyed_when_set=True)
 
     def validate(self) -> None:
         """Raise ConfigError naming the first invalid option."""

@@ -54,7 +54,7 @@ from ..paths import cache_directory
 from ..progress import PRINTED_BY_CLI, Progress, human_bytes
 from ..progress import logger as progress_logger
 from . import _build_kernels as kernels
-from . import filesafety, layout
+from . import filesafety, layout, page_codec
 from .page_writer import BLOCK_FILE, StoreWriter, write_array, write_pages
 from .page_writer import block_directory  # noqa: F401  (re-exported: declared here before)
 from .bucket_split import bucket_pieces
@@ -1036,7 +1036,8 @@ class _Builder:
         writer = StoreWriter(directories, options.block_bytes)
         try:
             page_rows = write_pages(writer, shards, pages_count, in_offsets, csc_src, csc_weight,
-                                     sizing, vid, weight_dtype, self.progress)
+                                     sizing, vid, weight_dtype, self.progress,
+                                     compress=options.compress)
         finally:
             blocks = writer.close()
         self._mark("pages")
@@ -1061,7 +1062,8 @@ class _Builder:
         summary = asdict(self.summary)
         manifest = {
             "format": "garaphpy-store",
-            "format_version": config.STORE_FORMAT_VERSION,
+            "format_version": config.COMPRESSED_STORE_FORMAT_VERSION
+            if any("codec" in row for row in page_rows) else config.STORE_FORMAT_VERSION,
             "key": self.key,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "build_seconds": round(time.perf_counter() - self._build_started, 3),
@@ -1091,7 +1093,8 @@ class _Builder:
                        "block_bytes": options.block_bytes, "block_file": BLOCK_FILE,
                        "source_bytes": sizing.source_bytes, "weight_bytes": sizing.weight_bytes,
                        "page_array_alignment": layout.PAGE_ARRAY_ALIGNMENT,
-                       "num_shards": int(shards.size), "num_pages": len(page_rows)},
+                       "num_shards": int(shards.size), "num_pages": len(page_rows),
+                       **({"page_codec": page_codec.GAP_BP128} if options.compress else {})},
             "storage_dirs": [None] + [str(d.resolve()) for d in extra_dirs],
             "arrays": arrays,
             "pages": page_rows,

@@ -28,7 +28,7 @@ import numpy as np
 from .. import config
 from ..errors import ConfigError
 from ..progress import human_bytes
-from .page_io import page_buffer_bytes
+from .page_io import page_buffer_bytes, staging_buffer_bytes
 
 __all__ = ["HostCachePlan", "host_cache_budget", "plan_host_cache", "plan_run_pages",
            "run_fixed_bytes", "store_array_bytes"]
@@ -74,7 +74,8 @@ class HostCachePlan:
     fixed_bytes : int
         Vertex arrays and buffers of the run, paid first.
     readahead_bytes : int
-        Read-ahead buffers paid for: 0 when every page is cached.
+        Read-ahead buffers (and the staging buffers of compressed pages) paid
+        for: 0 when every page is cached.
     cached : tuple of int
         Pages kept in host memory (a prefix of the page order).
     streamed : tuple of int
@@ -181,7 +182,9 @@ def plan_run_pages(store, readers: int, budget: int | None = None,
 
     The budget pays first for :func:`run_fixed_bytes`; when every page fits
     beside it, all are cached.  Otherwise each page reader (one per
-    processor) gets ``readahead_bytes`` rounded up to whole page buffers, or
+    processor) gets ``readahead_bytes`` rounded up to whole page buffers (and,
+    for a store of compressed pages, a staging buffer per page buffer and one
+    more, paid beside them), or
     by default ``config.PAGE_READAHEAD_PAGES`` pages (at most
     ``config.PAGE_READAHEAD_BYTES`` and the store's page count) but no more
     than a quarter of the room beside the fixed bytes, unless that is under
@@ -205,4 +208,6 @@ def plan_run_pages(store, readers: int, budget: int | None = None,
         pages_ahead = min(config.PAGE_READAHEAD_PAGES, config.PAGE_READAHEAD_BYTES // buffer,
                           len(sizes), max(room // (4 * per_page), min(2, room // per_page)))
     readahead = max(1, pages_ahead) * buffer
-    return plan_host_cache(sizes, fixed, readers * readahead, budget), readahead
+    # a compressed page in flight also holds its staging buffer until decoded
+    staging = (max(1, pages_ahead) + 1) * staging_buffer_bytes(store)
+    return plan_host_cache(sizes, fixed, readers * (readahead + staging), budget), readahead

@@ -27,6 +27,13 @@ offsets and are padded to it on disk, buffers are aligned).  Where the file
 system refuses ``O_DIRECT`` (tmpfs says EINVAL) the reader falls back to
 ordinary reads followed by ``posix_fadvise(POSIX_FADV_DONTNEED)``.
 
+Compressed pages.  The blocks of a page stored compressed
+(:mod:`garaphpy.storage.page_codec`) are read into a staging buffer, checked
+there (the CRC-32 covers the bytes on disk), and decoded into the page
+buffer by one of ``config.PAGE_DECODERS_PER_READER`` decoder threads (the
+reader and checker threads go on meanwhile), so the consumer receives the
+plain image, read ahead like any other.
+
 Checksums.  With ``check`` each block's CRC-32 is verified by a second
 thread of its directory while the reader goes on to the next block, so that
 checking does not leave the device idle between reads (zlib's CRC-32 runs
@@ -48,6 +55,7 @@ import queue
 import threading
 import zlib
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -90,6 +98,14 @@ def buffer_bytes(nbytes: int) -> int:
 def page_buffer_bytes(store: Store) -> int:
     """The buffer that holds any page of ``store`` (:func:`buffer_bytes` of the largest)."""
     return buffer_bytes(max((info.nbytes for info in store.pages), default=0))
+
+
+def staging_buffer_bytes(store: Store) -> int:
+    """The staging buffer a compressed page of ``store`` is read into before it
+    is decoded (:func:`buffer_bytes` of the largest stored image); 0 for a
+    store without compressed pages."""
+    stored = [info.stored_nbytes for info in store.pages if info.compressed]
+    return buffer_bytes(max(stored)) if stored else 0
 
 
 def open_for_streaming(path, direct: bool | None = None) -> tuple[int, bool]:
@@ -223,12 +239,19 @@ class _BlockFile:
 class _PageRead:
     """One page being read: its buffer and the count of blocks still to come."""
 
-    __slots__ = ("info", "buffer", "pending", "error", "done", "cancelled", "released",
-                 "pooled", "lock")
+    __slots__ = ("info", "buffer", "target", "finish", "pending", "error", "done",
+                 "cancelled", "released", "pooled", "lock")
 
-    def __init__(self, info: PageInfo, buffer: np.ndarray, pooled: bool):
+    def __init__(self, info: PageInfo, buffer: np.ndarray, pooled: bool,
+                 target: np.ndarray | None = None,
+                 finish: Callable[["_PageRead"], None] | None = None):
         self.info = info
         self.buffer = buffer
+        #: where the blocks land: ``buffer``, or the staging buffer of a compressed page
+        self.target = buffer if target is None else target
+        #: called (it must not raise) instead of marking the read done, by the
+        #: thread that completes the last block; it marks it done itself
+        self.finish = finish
         self.pending = info.num_blocks
         self.error: BaseException | None = None
         self.done = threading.Event()
@@ -247,7 +270,11 @@ class _PageRead:
     def block_done(self) -> None:
         with self.lock:
             self.pending -= 1
-            if self.pending == 0:
+            last = self.pending == 0
+        if last:
+            if self.finish is not None:
+                self.finish(self)
+            else:
                 self.done.set()
 
 
@@ -355,6 +382,11 @@ class PageReader:
                 file.close()
             raise
         self._lock = threading.Lock()
+        #: staging buffers of compressed pages (read into, then decoded from)
+        self.staging_bytes = staging_buffer_bytes(store)
+        self._staging: list[np.ndarray] = []
+        self._staging_lock = threading.Lock()
+        self._decoders: ThreadPoolExecutor | None = None
         self._free: list[np.ndarray] = []
         self._allocated = 0
         self._in_use = 0
@@ -454,6 +486,8 @@ class PageReader:
             q.put(None)
         for thread in self._threads:
             thread.join()
+        if self._decoders is not None:
+            self._decoders.shutdown()
         for file in self._files:
             file.close()
         self._free.clear()
@@ -482,7 +516,7 @@ class PageReader:
             checked_later = False
             try:
                 if not read.cancelled and read.error is None:
-                    got = file.read_into(read.buffer, start, nbytes, offset, bounce)
+                    got = file.read_into(read.target, start, nbytes, offset, bounce)
                     if got < nbytes:
                         raise StoreCorruptError(
                             f"{file.path}: short read at offset {offset}: {got} of {nbytes} "
@@ -507,7 +541,7 @@ class PageReader:
                 return
             read, start, offset, nbytes, crc, block = request
             try:
-                if not read.cancelled and zlib.crc32(read.buffer[start:start + nbytes]) != crc:
+                if not read.cancelled and zlib.crc32(read.target[start:start + nbytes]) != crc:
                     raise StoreCorruptError(
                         f"{path}: checksum mismatch in block {block} of page "
                         f"{read.info.index} (offset {offset})")
@@ -515,6 +549,43 @@ class PageReader:
                 read.fail(error)
             finally:
                 read.block_done()
+
+    def _new_read(self, info: PageInfo, buffer: np.ndarray, pooled: bool) -> _PageRead:
+        """A read of page ``info`` into ``buffer``; a compressed page's blocks go
+        to a staging buffer first and are decoded into ``buffer``."""
+        if not info.compressed:
+            return _PageRead(info, buffer, pooled)
+        with self._staging_lock:
+            staging = self._staging.pop() if self._staging else aligned_empty(
+                self.staging_bytes)
+        return _PageRead(info, buffer, pooled, target=staging, finish=self._hand_to_decoder)
+
+    def _hand_to_decoder(self, read: _PageRead) -> None:
+        """A compressed page whose blocks are all read (and checked): decode it in
+        a decoder thread, so that the reader and checker threads go on."""
+        with self._staging_lock:
+            if self._decoders is None:
+                self._decoders = ThreadPoolExecutor(
+                    config.PAGE_DECODERS_PER_READER, thread_name_prefix="garaphpy-page-decoder")
+        try:
+            self._decoders.submit(self._decode, read)
+        except RuntimeError:    # the reader closes: nobody waits for the page
+            read.cancelled = True
+            self._decode(read)
+
+    def _decode(self, read: _PageRead) -> None:
+        """Decode a compressed page read into its staging buffer, give the
+        staging buffer back and mark the read done."""
+        try:
+            if not read.cancelled and read.error is None:
+                self.store.decode_page(read.info, read.target[:read.info.stored_nbytes],
+                                       read.buffer)
+        except BaseException as error:  # handed to the consumer
+            read.fail(error)
+        finally:
+            with self._staging_lock:
+                self._staging.append(read.target)
+            read.done.set()
 
     def _submit(self, read: _PageRead) -> None:
         """Hand every block of a page to the thread of its storage directory."""
@@ -577,7 +648,8 @@ class PageReader:
             buffer = self._take_buffer()
             if buffer is None:
                 return
-            read = _PageRead(self.store.pages[state.order[state.next]], buffer, pooled=True)
+            read = self._new_read(self.store.pages[state.order[state.next]], buffer,
+                                  pooled=True)
             state.next += 1
             state.queued.append(read)
             self._submit(read)
@@ -697,7 +769,7 @@ class PageReader:
                     raise read.error
                 page = self.store.page_views(read.info, read.buffer[:read.info.nbytes])
                 with self._lock:
-                    self._bytes_delivered += read.info.nbytes
+                    self._bytes_delivered += read.info.disk_bytes
                 if manual:
                     with self._lock:
                         self._held[id(page)] = (read, page)
@@ -749,13 +821,13 @@ class PageReader:
               or not out.flags.c_contiguous or out.size < info.nbytes):
             raise ConfigError(f"out: expected a contiguous 1-D uint8 array of at least "
                               f"{info.nbytes} bytes (page {index})")
-        read = _PageRead(info, out, pooled=False)
+        read = self._new_read(info, out, pooled=False)
         self._submit(read)
         self._wait(read)
         if read.error is not None:
             raise read.error
         with self._lock:
-            self._bytes_delivered += info.nbytes
+            self._bytes_delivered += info.disk_bytes
         return self.store.page_views(info, out[:info.nbytes])
 
     def __repr__(self) -> str:

@@ -1,7 +1,8 @@
 """Writing a store's page images as data blocks over its storage directories.
 
 Garaph section 2.1 (a page is ``sources | idxoff | weights``, each array
-aligned) and section 2.2 (a page's data blocks are spread over several
+aligned; or, in a store built with ``compress``, the compressed image of
+:mod:`garaphpy.storage.page_codec`) and section 2.2 (a page's data blocks are spread over several
 storage devices by a hash of (page, block), so that reading a page draws on
 all of them).  Every block is checksummed (CRC-32) as it is written, and
 every write is checked (:func:`garaphpy.storage.filesafety.write_fully`).
@@ -19,7 +20,8 @@ import numpy as np
 from .. import config
 from ..progress import Progress
 from . import _build_kernels as kernels
-from . import filesafety, layout
+from .._numba_setup import parallel_section
+from . import filesafety, layout, page_codec
 from .layout import BLOCK_DTYPE
 from .scratch import release_pages
 
@@ -180,8 +182,43 @@ def page_windows(page_shards, in_offsets, csc_src, csc_weight, sizing: layout.Pa
         del window
 
 
+def compressed_image(page_shards, in_offsets, csc_src, csc_weight, sizing: layout.PageSizing,
+                     source_dtype, weight_dtype) -> tuple[np.ndarray, int] | None:
+    """The compressed image of the page of ``page_shards`` (the edge stream of
+    :mod:`~garaphpy.storage.page_codec`, then the edge values, 64-byte
+    aligned) and where its values start; None when the page stays plain (int64
+    ids, sources not sorted per destination, or no smaller than plain)."""
+    if np.dtype(source_dtype) != np.int32:
+        return None
+    edge_begin = int(page_shards["edge_begin"][0])
+    edge_end = int(page_shards["edge_end"][-1])
+    num_edges = edge_end - edge_begin
+    last = page_shards[-1]
+    sources = np.ascontiguousarray(csc_src[edge_begin:edge_end], np.int32)
+    with parallel_section():
+        stream = page_codec.encode_sources(
+            sources, np.asarray(in_offsets, np.int64), edge_begin,
+            int(page_shards["first_vertex"][0]), int(last["first_vertex"] + last["num_vertices"]))
+    if stream is None:
+        return None
+    weights_offset = layout.align(stream.nbytes, layout.PAGE_ARRAY_ALIGNMENT)
+    weight_bytes = num_edges * sizing.weight_bytes
+    nbytes = layout.align(weights_offset + weight_bytes, layout.PAGE_ARRAY_ALIGNMENT)
+    if nbytes >= layout.page_array_offsets(num_edges, sizing)["nbytes"]:
+        return None
+    image = np.zeros(nbytes, np.uint8)
+    image[:stream.nbytes] = stream.view(np.uint8)
+    if weight_dtype is not None and num_edges:
+        image[weights_offset:weights_offset + weight_bytes] = np.ascontiguousarray(
+            csc_weight[edge_begin:edge_end], np.dtype(weight_dtype)).view(np.uint8)
+    return image, weights_offset
+
+
 def write_pages(writer: StoreWriter, shards, pages_count, in_offsets, csc_src, csc_weight,
-                 sizing: layout.PageSizing, source_dtype, weight_dtype, progress: Progress):
+                 sizing: layout.PageSizing, source_dtype, weight_dtype, progress: Progress,
+                 compress: bool = False):
+    """Write every page; the page table's rows.  With ``compress``, each page
+    whose compressed image is smaller is written compressed."""
     page_rows = []
     shard_start = 0
     window_bytes = writer.block_bytes * max(1, PAGE_WINDOW_BYTES // writer.block_bytes)
@@ -191,10 +228,20 @@ def write_pages(writer: StoreWriter, shards, pages_count, in_offsets, csc_src, c
         edge_end = int(page_shards["edge_end"][-1])
         num_edges = edge_end - edge_begin
         offsets = layout.page_array_offsets(num_edges, sizing)
-        first_block, num_blocks = writer.write_page(
-            page, page_windows(page_shards, in_offsets, csc_src, csc_weight, sizing,
-                               source_dtype, weight_dtype, window_bytes))
+        packed = compressed_image(page_shards, in_offsets, csc_src, csc_weight, sizing,
+                                  source_dtype, weight_dtype) if compress else None
+        if packed is None:
+            windows = page_windows(page_shards, in_offsets, csc_src, csc_weight, sizing,
+                                   source_dtype, weight_dtype, window_bytes)
+        else:
+            windows = [packed[0][lo:lo + window_bytes]
+                       for lo in range(0, packed[0].size, window_bytes)]
+        first_block, num_blocks = writer.write_page(page, windows)
         last = page_shards[-1]
+        stored = {} if packed is None else {
+            "codec": page_codec.GAP_BP128, "stored_nbytes": int(packed[0].size),
+            "stored_weights_offset": int(packed[1])}
+        del packed, windows
         page_rows.append({
             "first_shard": shard_start, "num_shards": count,
             "first_vertex": int(page_shards["first_vertex"][0]),
@@ -202,7 +249,7 @@ def write_pages(writer: StoreWriter, shards, pages_count, in_offsets, csc_src, c
             "edge_begin": edge_begin, "num_edges": num_edges,
             "nbytes": offsets["nbytes"], "idxoff_offset": offsets["idxoff"],
             "weights_offset": offsets["weights"],
-            "first_block": first_block, "num_blocks": num_blocks,
+            "first_block": first_block, "num_blocks": num_blocks, **stored,
         })
         shard_start += count
         progress.update(edge_end, "writing pages")

@@ -21,11 +21,16 @@ The store (DESIGN.md "The store"; Garaph sections 2.1-2.2) is a directory:
 
 A page image is ``sources | idxoff | weights`` (each 64-byte aligned):
 int32 (or int64) source ids, the 16-bit destination offset from the
-shard's first vertex, and the edge values.
+shard's first vertex, and the edge values.  A store built with
+``compress`` (format version 2, ``layout.page_codec``) stores each page
+whose row names a ``codec`` compressed (:mod:`garaphpy.storage.page_codec`);
+every read decodes it into the plain image, so the readers' callers see
+plain pages only.  The checksums cover the bytes on disk.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import json
@@ -41,7 +46,8 @@ from .. import config
 from ..errors import StoreCorruptError, StoreError
 from ..progress import human_bytes, human_count
 from .edges import location_error
-from . import verify_levels
+from . import page_codec, verify_levels
+from .._numba_setup import parallel_section
 from .filesafety import write_file
 from .layout import BLOCK_DTYPE, SHARD_DTYPE
 
@@ -87,9 +93,10 @@ def read_manifest(directory) -> dict:
         raise StoreCorruptError(f"{path}: not a garaphpy store manifest")
     if manifest.get("manifest_crc32") != _manifest_checksum(manifest):
         raise StoreCorruptError(f"{path}: manifest checksum mismatch")
-    if manifest.get("format_version") != config.STORE_FORMAT_VERSION:
+    if manifest.get("format_version") not in config.READABLE_STORE_FORMAT_VERSIONS:
+        readable = " and ".join(map(str, config.READABLE_STORE_FORMAT_VERSIONS))
         raise StoreError(f"{path}: store format version {manifest.get('format_version')}, "
-                         f"this garaphpy reads version {config.STORE_FORMAT_VERSION}; rebuild it")
+                         f"this garaphpy reads versions {readable}; rebuild it")
     return manifest
 
 
@@ -120,6 +127,23 @@ class PageInfo:
     weights_offset: int
     first_block: int
     num_blocks: int
+    #: how the image is stored (:data:`garaphpy.storage.page_codec.CODECS`);
+    #: ``nbytes`` and the offsets above are those of the decoded, plain image
+    codec: str = "plain"
+    #: bytes of the image as stored (its data blocks), 0 for a plain page (``nbytes``)
+    stored_nbytes: int = 0
+    #: where the edge values start in the stored image of a compressed page
+    stored_weights_offset: int = 0
+
+    @property
+    def compressed(self) -> bool:
+        """Whether the stored image must be decoded into the plain one."""
+        return self.codec != "plain"
+
+    @property
+    def disk_bytes(self) -> int:
+        """Bytes of the page's data blocks (what a read of it moves)."""
+        return self.stored_nbytes if self.compressed else self.nbytes
 
 
 @dataclass
@@ -175,6 +199,15 @@ def format_summary(manifest: dict) -> str:
         f"{human_bytes(layout['page_bytes'])}, "
         f"{_plural(len(manifest['storage_dirs']), 'storage directory', 'storage directories')}",
     ]
+    codec = layout.get("page_codec", page_codec.PLAIN)
+    if codec != page_codec.PLAIN:
+        rows = manifest["pages"]
+        stored = sum(row.get("stored_nbytes") or row["nbytes"] for row in rows)
+        plain = sum(row["nbytes"] for row in rows)
+        packed = sum(1 for row in rows if "codec" in row)
+        lines.append(f"  pages stored {codec}: {_plural(packed, 'page')} of {len(rows):,} "
+                     f"compressed, {human_bytes(stored)} on disk for {human_bytes(plain)} "
+                     f"plain ({stored / max(manifest['num_edges'], 1):.2f} bytes an edge)")
     return "\n".join(lines)
 
 
@@ -223,6 +256,16 @@ class Store:
         self.vertex_dtype = np.dtype(manifest["vertex_dtype"])
         self.weight_dtype = np.dtype(manifest["weight_dtype"]) if self.weighted else None
         self.pages = [PageInfo(index=i, **row) for i, row in enumerate(manifest["pages"])]
+        codec = manifest["layout"].get("page_codec", page_codec.PLAIN)
+        unknown = sorted(({codec} | {info.codec for info in self.pages})
+                         - set(page_codec.CODECS))
+        if unknown:
+            raise StoreError(f"{path}: pages stored as {', '.join(unknown)}, a format this "
+                             f"garaphpy does not read (it reads {', '.join(page_codec.CODECS)});"
+                             " upgrade garaphpy or rebuild the store")
+        #: how the store's pages are written (``plain`` for stores built before
+        #: compressed pages existed)
+        self.page_codec = codec
         self.storage_dirs = [path if d is None else Path(d) for d in manifest["storage_dirs"]]
         self._block_dirs = [path] + [
             Path(d) / f"{path.name}-{manifest['key'][:12]}" for d in manifest["storage_dirs"][1:]]
@@ -360,7 +403,7 @@ class Store:
     # -- reading ------------------------------------------------------------
     def read_page(self, index: int, out: np.ndarray | None = None,
                   check: bool = True) -> Page:
-        """Read page ``index`` into host memory.
+        """Read page ``index`` into host memory (a compressed page decoded).
 
         Parameters
         ----------
@@ -373,6 +416,17 @@ class Store:
         """
         info = self.pages[index]
         image = np.empty(info.nbytes, np.uint8) if out is None else out[:info.nbytes]
+        if not info.compressed:
+            self._read_stored(info, image, check)
+            return self.page_views(info, image)
+        stored = np.empty(info.stored_nbytes, np.uint8)
+        self._read_stored(info, stored, check)
+        with parallel_section():
+            self.decode_page(info, stored, image, parallel=True)
+        return self.page_views(info, image)
+
+    def _read_stored(self, info: PageInfo, image: np.ndarray, check: bool) -> None:
+        """Read the data blocks of page ``info`` into ``image`` (its stored bytes)."""
         block_bytes = self.manifest["layout"]["block_bytes"]
         for block in self.blocks[info.first_block:info.first_block + info.num_blocks]:
             start = int(block["index"]) * block_bytes
@@ -380,11 +434,51 @@ class Store:
             target = image[start:start + nbytes]
             if self._read_block(block, target) != nbytes:
                 raise StoreCorruptError(f"{self._block_file(int(block['directory']))}: "
-                                        f"short read of page {index}")
+                                        f"short read of page {info.index}")
             if check and zlib.crc32(target) != int(block["crc32"]):
                 raise StoreCorruptError(f"{self._block_file(int(block['directory']))}: checksum "
-                                        f"mismatch in block {int(block['index'])} of page {index}")
-        return self.page_views(info, image)
+                                        f"mismatch in block {int(block['index'])} of page "
+                                        f"{info.index}")
+
+    def decode_page(self, info: PageInfo, stored: np.ndarray, image: np.ndarray | None,
+                    parallel: bool = False, sources: np.ndarray | None = None,
+                    weights: np.ndarray | None = None) -> None:
+        """Decode the stored bytes of compressed page ``info`` into the plain
+        page ``image`` (sources, IdxOff and weights at their offsets), or, with
+        ``image`` None, its sources and weights into ``sources`` and
+        ``weights`` (:mod:`garaphpy.storage.page_codec`).
+
+        Raises
+        ------
+        StoreCorruptError
+            The stored bytes do not decode into a page of ``info``'s edges.
+        """
+        n = info.num_edges
+        idxoff = shard_first = None
+        if image is not None:
+            image = image[:info.nbytes]
+            sources = image[:n * self.vertex_dtype.itemsize].view(self.vertex_dtype)
+            idxoff = image[info.idxoff_offset:info.idxoff_offset + 2 * n].view(np.uint16)
+            shard_first = self.page_shards(info.index)["first_vertex"]
+        try:
+            page_codec.decode_sources(stored, self.in_offsets, info.edge_begin,
+                                      info.first_vertex, info.end_vertex, sources,
+                                      idxoff=idxoff, shard_first=shard_first,
+                                      parallel=parallel)
+        except StoreCorruptError as error:
+            raise StoreCorruptError(f"{self.path}: page {info.index}: {error}") from None
+        if image is not None:
+            if self.weighted:
+                size = self.weight_dtype.itemsize
+                weights = image[info.weights_offset:info.weights_offset + size * n].view(
+                    self.weight_dtype)
+        if self.weighted and weights is not None and n:
+            size = self.weight_dtype.itemsize
+            start = info.stored_weights_offset
+            if start + size * n > stored.nbytes:
+                raise StoreCorruptError(f"{self.path}: page {info.index}: its stored image "
+                                        "ends before its edge values")
+            weights[:] = stored[start:start + size * n].view(self.weight_dtype)
 
     def page_views(self, info: PageInfo, image: np.ndarray) -> Page:
         """Typed views of the arrays inside a page image."""
@@ -410,9 +504,11 @@ class Store:
 
         Each page's sources and weights are read straight into the CSC's
         arrays; blocks holding only IdxOff (which the CSC does not need) are
-        not read.  Pages are read by up to one thread per core (reads and
-        CRC-32 release the GIL), each into its own part of the arrays; the
-        first page that fails raises.
+        not read; a compressed page's sources are decoded into them.  Pages
+        are read by up to one thread per core (reads, CRC-32 and decoding
+        release the GIL), each into its own part of the arrays, or, with
+        fewer compressed pages than cores, one after the other, each decoded
+        by all cores; the first page that fails raises.
         """
         kept = self._kept_csc
         if kept is not None:
@@ -420,15 +516,27 @@ class Store:
         sources = np.empty(self.num_edges, self.vertex_dtype)
         weights = np.empty(self.num_edges, self.weight_dtype) if self.weighted else None
 
+        cores = len(os.sched_getaffinity(0))
+        threads = min(len(self.pages), cores)
+        # a compressed page is decoded by all cores when there are fewer pages than cores
+        whole_pages = any(info.compressed for info in self.pages) and len(self.pages) < cores
+
         def read(info: PageInfo) -> None:
             edges = slice(info.edge_begin, info.edge_begin + info.num_edges)
+            if info.compressed:
+                stored = np.empty(info.stored_nbytes, np.uint8)
+                self._read_stored(info, stored, check=True)
+                with parallel_section() if whole_pages else contextlib.nullcontext():
+                    self.decode_page(info, stored, None, parallel=whole_pages,
+                                     sources=sources[edges],
+                                     weights=None if weights is None else weights[edges])
+                return
             regions = [(0, sources[edges])]
             if weights is not None:
                 regions.append((info.weights_offset, weights[edges]))
             self._read_page_regions(info, regions)
 
-        threads = min(len(self.pages), len(os.sched_getaffinity(0)))
-        if threads <= 1:
+        if threads <= 1 or whole_pages:
             for info in self.pages:
                 read(info)
         else:

@@ -217,7 +217,7 @@ def test_the_entry_point_lists_every_script_of_bench():
 @pytest.mark.parametrize("subcommand", ["gpu", "modes", "modes-oracle", "disk", "cpu",
                                         "checkpoint", "preprocess", "sparse-batch",
                                         "cpu-peers", "device-loop", "streamed",
-                                        "packed-bytes"])
+                                        "packed-bytes", "compressed-pages"])
 def test_every_script_parses_help_without_a_gpu(subcommand):
     completed = run_script(subcommand, "--help", timeout=300)
     assert completed.returncode == 0, completed.stderr
@@ -255,6 +255,23 @@ def test_cpu_script_on_a_tiny_graph(tmp_path):
     names = {row["case"] for row in rows_of(rows)}
     assert {"pull/engine", "pull/bare", "pull/bare-contrib"} <= names
     assert any(name.startswith("overhead/") for name in names)
+
+
+def test_compressed_pages_script_on_a_small_graph(tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    completed = run_script("compressed-pages", "rmat:10", "--threads", "1", "--trials", "1",
+                           "--warmup", "0", "--store-dir", str(tmp_path), "--json", str(rows),
+                           "--quiet")
+    assert completed.returncode == 0, completed.stderr
+    cases = {row["case"]: row for row in rows_of(rows)}
+    assert set(cases) == {f"rmat:10/{name}" for name in (
+        "bytes", "decode", "read/plain", "read/compressed", "stream/plain",
+        "stream/compressed")}
+    assert all(cases[f"rmat:10/{name}"]["verification"]["status"] == "passed"
+               for name in ("decode", "read/plain", "read/compressed"))
+    sizes = cases["rmat:10/bytes"]["metrics"][0]
+    assert sizes["plain B/edge"] > 2 * sizes["compressed B/edge"]
+    assert "bytes an edge" in completed.stdout
 
 
 @pytest.mark.slow
