@@ -37,6 +37,18 @@ def _killer(client, after_iteration: int):
     return kill, killed
 
 
+def _cluster_back(client, workers: int) -> None:
+    """The module's cluster whole again for the next test: the killed worker's
+    nanny starts a new one, or, where Dask's nanny closed instead (seen on a
+    loaded 2-core machine after the module's third kill), the cluster is
+    scaled back up."""
+    try:
+        client.wait_for_workers(workers, timeout=30)
+    except Exception:       # noqa: BLE001 - distributed's WorkerStartTimeoutError
+        client.cluster.scale(workers)
+        client.wait_for_workers(workers, timeout=60)
+
+
 def test_bfs_with_a_worker_killed_ends_with_the_uninterrupted_values(dask_client, tmp_path):
     workers = len(dask_client.scheduler_info()["workers"])
     graph = garaphpy.Graph.load("grid:30x20", store=tmp_path / "grid", progress=False)
@@ -54,13 +66,13 @@ def test_bfs_with_a_worker_killed_ends_with_the_uninterrupted_values(dask_client
     assert [r.iteration for r in spread.iterations] == list(range(spread.num_iterations))
     assert killed[0] not in spread.iterations[-1].workers
     assert not checkpoints.exists() or not any(checkpoints.iterdir())
-    dask_client.wait_for_workers(workers, timeout=60)
+    _cluster_back(dask_client, workers)
 
 
 def test_pagerank_with_a_worker_killed_matches_at_the_same_iteration_count(dask_client,
                                                                           tmp_path):
     workers = len(dask_client.scheduler_info()["workers"])
-    dask_client.wait_for_workers(workers, timeout=60)
+    _cluster_back(dask_client, workers)
     graph = garaphpy.Graph.load("rmat:10", store=tmp_path / "rmat", progress=False)
     alone = execute(graph, "pagerank", mode="cpu", turned_off={"float32_contributions"})
     kill, killed = _killer(dask_client, after_iteration=4)
@@ -70,12 +82,12 @@ def test_pagerank_with_a_worker_killed_matches_at_the_same_iteration_count(dask_
     assert spread.num_iterations == alone.num_iterations
     np.testing.assert_allclose(spread.values, alone.values, rtol=1e-9, atol=0)
     assert spread.plan.distributed["recoveries"][0]["back_to"] == 4
-    dask_client.wait_for_workers(workers, timeout=60)
+    _cluster_back(dask_client, workers)
 
 
 def test_without_checkpoints_a_lost_worker_restarts_the_run(dask_client, tmp_path):
     workers = len(dask_client.scheduler_info()["workers"])
-    dask_client.wait_for_workers(workers, timeout=60)
+    _cluster_back(dask_client, workers)
     graph = garaphpy.Graph.load("grid:16x12", store=tmp_path / "grid", progress=False)
     alone = garaphpy.run(graph, "sssp", mode="cpu", sources=[3])
     kill, killed = _killer(dask_client, after_iteration=2)
@@ -84,4 +96,4 @@ def test_without_checkpoints_a_lost_worker_restarts_the_run(dask_client, tmp_pat
     assert killed
     np.testing.assert_array_equal(spread.values, alone.values)
     assert spread.plan.distributed["recoveries"][0]["back_to"] == 0
-    dask_client.wait_for_workers(workers, timeout=60)
+    _cluster_back(dask_client, workers)
