@@ -772,6 +772,21 @@ def packed_pages(enabled: bool, wire_bytes: int, packed_bytes: int) -> bool:
     return bool(enabled and packed_bytes <= 0.9 * wire_bytes)
 
 
+def compressed_pages(enabled: bool, compressed_bytes: int, other_bytes: int,
+                     index_bytes: int) -> bool:
+    """Whether the pages a store holds compressed (:mod:`garaphpy.storage.page_codec`)
+    cross the bus compressed and are decoded by the GPU before their pull
+    (:mod:`garaphpy.kernels.gpu_codec`; those kept on the device stay
+    compressed and are decoded at each use): when their ``compressed_bytes``
+    and the CSC index the decoder reads on the device (``index_bytes``) save
+    at least a tenth of the bytes the same pages take otherwise
+    (``other_bytes``: packed, or as stored).  Bytes alone decide: the decode
+    reads the compressed page and writes the plain one in device memory,
+    whose bandwidth is some 50 times the bus's (its time is left out until
+    measured on the device)."""
+    return bool(enabled and compressed_bytes + index_bytes <= 0.9 * other_bytes)
+
+
 def count_active_edges(active_out_edges: int, streamed_bytes: int, bus: float, count: float,
                        forced: str = "auto", active_vertices: int = 0,
                        most_vertices: int = 2 ** 62, kept_pull_seconds: float = 0.0) -> bool:

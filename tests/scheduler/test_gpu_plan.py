@@ -24,7 +24,7 @@ from garaphpy import config
 from garaphpy.api import _program_instance
 from garaphpy.kernels.cuda_program import translate_program
 from garaphpy.scheduler import decisions
-from garaphpy.scheduler.gpu.page_store import packed_layouts
+from garaphpy.scheduler.gpu.page_store import compressed_layouts, packed_layouts
 from garaphpy.scheduler.gpu.plan import ENGINE_SWITCHES, GpuPlan, VertexMemory, plan_gpu
 from garaphpy.scheduler.plan import CPU_CHOICES, GPU_CHOICES, RunPlan, check_turned_off
 from garaphpy.storage.page_source import InMemoryPages
@@ -51,6 +51,16 @@ def store(graph):
     return graph.store
 
 
+@pytest.fixture(scope="module")
+def compressed_store():
+    """An unweighted graph of several pages, stored compressed."""
+    rng = np.random.default_rng(4)
+    n, m = 3000, 40000
+    return garaphpy.Graph.from_arrays(rng.integers(0, n, m), rng.integers(0, n, m),
+                                      max_shard_edges=4096, min_shards=1,
+                                      max_page_bytes=60000, compress=True).store
+
+
 def make_plan(store, name: str, budget: int = 10 ** 9, *, synchronous: bool = False,
               turned_off=(), n_streams: int = 4, cached: bool = True) -> GpuPlan:
     """plan_gpu for built-in program ``name`` over ``store`` with a GPU budget of
@@ -71,6 +81,8 @@ def make_plan(store, name: str, budget: int = 10 ** 9, *, synchronous: bool = Fa
                     vertex_memory=vertex_memory,
                     packed_layouts=lambda: packed_layouts(store, InMemoryPages(store),
                                                           reads_weights) if cached else {},
+                    compressed_layouts=lambda: compressed_layouts(
+                        store, InMemoryPages(store), reads_weights) if cached else {},
                     turned_off=turned_off)
     assert asked == [plan.precompute]       # the vertex data is made once, for the choice
     return plan
@@ -182,6 +194,8 @@ TURNED_OFF = {
     "gpu_precompute": ("pagerank", True, None, "precompute", "enabled"),
     "selective_transfers": ("sssp", False, _streamed, "selective_transfers", "turned_off"),
     "packed_pages": ("sssp", False, _streamed, None, "enabled"),
+    "compressed_pages": ("pagerank", True, lambda store: streamed_budget(store, "pagerank"),
+                         None, "enabled"),
     "pull_packed": ("sssp", False, _streamed, "pull_packed", None),
     "defer_selective_arrays": ("sssp", False, _streamed, None, "enabled"),
     "gpu_push": ("sssp", False, None, "push", "enabled"),
@@ -214,8 +228,10 @@ def test_every_gpu_choice_can_be_turned_off():
 
 
 @pytest.mark.parametrize("name", GPU_CHOICES)
-def test_a_gpu_choice_turned_off(store, name):
+def test_a_gpu_choice_turned_off(request, store, name):
     program, synchronous, how, field, flag = TURNED_OFF[name]
+    if name == "compressed_pages":
+        store = request.getfixturevalue("compressed_store")
     budget = _budget(store, how)
     on = make_plan(store, program, budget, synchronous=synchronous)
     off = make_plan(store, program, budget, synchronous=synchronous, turned_off={name})

@@ -16,6 +16,7 @@ import numpy as np
 
 from ... import config
 from ...kernels import gpu as gpu_kernels
+from ...kernels import gpu_codec
 from ...kernels.packed import KEY_SHIFT
 from .timing import IterationTiming, PageTiming, busy_time
 
@@ -212,6 +213,26 @@ class Launches:
                 self.page_store.shard_column_begin, np.int32(info.first_shard), sources,
                 idxoff, weights))
 
+    def decode(self, k: int, compressed_image, slot: int, stream) -> None:
+        """Page ``k``'s compressed image (on the device) decoded into the buffer
+        of stream ``slot``, where its pull reads it; its edge values copied."""
+        pages = self.page_store
+        layout = pages.packed_layouts[k]
+        sources, idxoff, weights = pages.views(k, slot)
+        gpu_codec.launch_decode(pages.decode_kernel, compressed_image, pages.stream_words[k],
+                                pages.device_in_offsets, self.pages[k],
+                                self.shard_first_vertex, self.shard_edge_begin, sources,
+                                idxoff, pages.decode_errors, stream)
+        if layout.weight_bytes:
+            self.cupy.cuda.runtime.memcpyAsync(
+                weights.data.ptr, compressed_image.data.ptr + layout.weights_offset,
+                layout.weight_bytes, self.cupy.cuda.runtime.memcpyDeviceToDevice, stream.ptr)
+
+    def pulls_in_place(self, k: int) -> bool:
+        """Whether page ``k``, packed, is pulled where it lies (a compressed
+        page is decoded first)."""
+        return self.pull_packed and k not in self.page_store.compressed_pages
+
     def launch_page(self, k: int, aggregates, iteration: int, host_values=None,
                     host_active=None, slot: int | None = None) -> PageTiming:
         """Queue page ``k``: its copy (when streamed), its pull kernel, and the copy
@@ -226,7 +247,7 @@ class Launches:
         slot = k % len(pages.streams) if slot is None else slot
         packed_image = pages.packed_images.get(k)
         reads_buffers = not (k in pages.resident_images
-                             or (packed_image is not None and self.pull_packed))
+                             or (packed_image is not None and self.pulls_in_place(k)))
         if reads_buffers or not pages.kept_streams:
             stream = pages.streams[slot]
         else:
@@ -256,13 +277,16 @@ class Launches:
             stream.wait_event(timing.copy_end)
         timing.kernel_start = stream.record(page_events[2])
         out = state.next
-        if packed_image is not None and self.pull_packed:
+        if packed_image is not None and self.pulls_in_place(k):
             self.launch_packed_pull(k, packed_image, stream, aggregates, iteration)
             if k in pages.packed_host:
                 stream.record(packed_free)
         else:
             if packed_image is not None:
-                self.unpack(k, packed_image, slot, stream)
+                if k in pages.compressed_pages:
+                    self.decode(k, packed_image, slot, stream)
+                else:
+                    self.unpack(k, packed_image, slot, stream)
                 if k in pages.packed_host:
                     stream.record(packed_free)
             if info.num_shards:

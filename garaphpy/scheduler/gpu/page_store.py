@@ -22,8 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ... import config
-from ...errors import ConfigError, GaraphError
+from ...errors import ConfigError, GaraphError, StoreCorruptError
 from ...kernels import gpu as gpu_kernels
+from ...kernels import gpu_codec
+from ...storage import page_codec
 from . import transfer
 from .timing import PageTiming
 
@@ -182,9 +184,21 @@ class PageStore:
         self.empty_weights = empty_weights
         # a page on the wire: its sources and IdxOff, and its values where they are read
         self.page_wire_bytes = [p.nbytes if reads_weights else p.weights_offset for p in pages]
-        #: per page, its packed layout when it is packed (:mod:`garaphpy.kernels.packed`)
+        #: per page, its packed layout when it is packed (:mod:`garaphpy.kernels.packed`),
+        #: or its :class:`~garaphpy.kernels.gpu_codec.CompressedLayout` when it crosses
+        #: the bus as stored compressed and the GPU decodes it
         self.packed_layouts = dict(plan.packed_layouts)
         self.packed_entry = plan.entry("packed_pages")
+        self.compressed_entry = plan.entry("compressed_pages")
+        #: the pages decoded by the GPU (:mod:`garaphpy.kernels.gpu_codec`), never
+        #: pulled where they lie
+        self.compressed_pages = frozenset(
+            k for k, layout in self.packed_layouts.items()
+            if isinstance(layout, gpu_codec.CompressedLayout))
+        #: the decoder's: the CSC index on the device, the kernel, its error count and
+        #: each compressed page's edge-stream words (made with the images)
+        self.device_in_offsets = self.decode_kernel = self.decode_errors = None
+        self.stream_words = {}
         self.raw_buffers = plan.raw_buffers
         #: whether pages stream and the selective transfers' arrays have room
         self.selective_room = plan.selective_room
@@ -369,15 +383,26 @@ class PageStore:
                             if kept[k]), default=0)
         staging = self.pinned_array(largest_kept, np.uint8) if largest_kept else None
         read_buffer = np.empty(max(self.pages[k].nbytes for k in self.packed_layouts), np.uint8)
+        if self.compressed_pages:
+            self.device_in_offsets = gpu_codec.device_offsets(cupy, store.in_offsets)
+            self.decode_kernel = gpu_codec.decode_kernel(store.vertex_dtype,
+                                                         self.device_in_offsets.dtype)
+            self.decode_errors = cupy.zeros(1, np.uint32)
         for k, layout in self.packed_layouts.items():
             if k in self.resident_images and not released[k]:
                 continue
-            page = store.read_page(k, out=read_buffer)
             out = host_block[offsets[k]:] if k in offsets else staging
-            packed.pack_page(page.sources, page.idxoff,
-                             page.weights if self.reads_weights else None,
-                             store.page_shards(k), self.num_vertices,
-                             code=layout.weight_code, out=out)
+            if k in self.compressed_pages:
+                # the image as stored (its blocks checked), not decoded on the host
+                stored = store.read_stored(k, out=read_buffer)
+                self.stream_words[k] = page_codec.stream_words(stored, self.pages[k].num_edges)
+                out[:layout.nbytes] = stored[:layout.nbytes]
+            else:
+                page = store.read_page(k, out=read_buffer)
+                packed.pack_page(page.sources, page.idxoff,
+                                 page.weights if self.reads_weights else None,
+                                 store.page_shards(k), self.num_vertices,
+                                 code=layout.weight_code, out=out)
             if k in offsets:
                 host = host_block[offsets[k]:offsets[k] + layout.nbytes]
                 (self.release_host if released[k] else self.packed_host)[k] = host
@@ -542,6 +567,9 @@ class PageStore:
         back to the memory pool."""
         self.copy_stream.synchronize()
         self.prefetched = {}
+        if self.decode_errors is not None and int(self.decode_errors[0]):
+            raise StoreCorruptError(f"{self.store.path}: {int(self.decode_errors[0])} blocks "
+                                    "of compressed pages did not decode on the GPU")
 
     def describe(self) -> str:
         """How the pages meet the device, in words."""
@@ -551,7 +579,9 @@ class PageStore:
         return (f"streamed over {plan.n_streams} streams, {len(self.resident_images)} kept "
                 "resident"
                 + (f", {len(self.packed_images)} kept packed, {len(self.packed_host)} streamed "
-                   "packed" if self.packed_layouts else ""))
+                   "packed" if self.packed_layouts else "")
+                + (f" ({len(self.compressed_pages)} compressed, decoded on the device)"
+                   if self.compressed_pages else ""))
 
 
 def packed_layouts(store, page_source, reads_weights: bool) -> dict:
@@ -573,6 +603,16 @@ def packed_layouts(store, page_source, reads_weights: bool) -> dict:
             info.num_edges, columns, width,
             packed.WEIGHT_NONE if codes is None else int(codes[info.index]), weight_size)
     return layouts
+
+
+def compressed_layouts(store, page_source, reads_weights: bool) -> dict:
+    """Per page a run may ship compressed (stored compressed, and one
+    ``page_source`` holds in host memory, as for :func:`packed_layouts`), its
+    :class:`~garaphpy.kernels.gpu_codec.CompressedLayout`."""
+    weight_size = store.weight_dtype.itemsize if store.weighted else 0
+    return {info.index: gpu_codec.compressed_layout(info, weight_size, reads_weights)
+            for info in store.pages
+            if info.compressed and page_source.is_cached(info.index)}
 
 
 #: store -> each page's values' code in a packed page, found once per store

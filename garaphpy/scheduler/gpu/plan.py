@@ -46,6 +46,7 @@ from ... import config
 from .. import decisions, device_loop
 from ..plan import GPU_CHOICES, check_turned_off, record_choice
 from ..records import json_value
+from ...kernels import gpu_codec
 from . import transfer
 from .page_store import PAGE_SLACK_BYTES, RESIDENT_PADDING_EDGES, PagePlan, plan_pages
 from .selective import selective_device_bytes
@@ -212,7 +213,8 @@ def wire_bytes(store, reads_weights: bool) -> list[int]:
 
 def plan_gpu(program, translated, store, *, synchronous: bool, reads_weights: bool,
              n_streams: int, vertex_memory: Callable[[bool], VertexMemory],
-             packed_layouts: Callable[[], dict], host_copies: bool = False,
+             packed_layouts: Callable[[], dict],
+             compressed_layouts: Callable[[], dict] = dict, host_copies: bool = False,
              turned_off=frozenset()) -> GpuPlan:
     """The GPU engine's choices for a run of ``program`` over ``store``, each
     by its rule in :mod:`decisions`; a choice named in ``turned_off`` is off,
@@ -236,6 +238,10 @@ def plan_gpu(program, translated, store, *, synchronous: bool, reads_weights: bo
         engine makes the data when called.
     packed_layouts : callable
         ``packed_layouts()``: per page that may be packed, its packed layout
+        (called only where the pages do not all fit).
+    compressed_layouts : callable
+        ``compressed_layouts()``: per page stored compressed that may cross the
+        bus so, its :class:`~garaphpy.kernels.gpu_codec.CompressedLayout`
         (called only where the pages do not all fit).
     host_copies : bool
         The engine copies updated vertex ranges back itself (never, today).
@@ -270,8 +276,8 @@ def plan_gpu(program, translated, store, *, synchronous: bool, reads_weights: bo
     selective_bytes = selective_device_bytes(store.num_vertices, accum_size, largest,
                                              len(store.pages)) if selective_transfers else 0
     pages = _page_plan(store, memory, wire, n_streams, selective_bytes, packed_layouts,
-                       pull_packed=on("pull_packed"),
-                       packing=on("packed_pages"), deferring=on("defer_selective_arrays"),
+                       compressed_layouts, pull_packed=on("pull_packed"),
+                       packing=on("packed_pages"), compressing=on("compressed_pages"), deferring=on("defer_selective_arrays"),
                        forced=forced)
     entries.update(pages.pop("entries"))
 
@@ -333,11 +339,14 @@ def plan_gpu(program, translated, store, *, synchronous: bool, reads_weights: bo
 
 
 def _page_plan(store, memory: VertexMemory, wire: list, n_streams: int, selective_bytes: int,
-               packed_layouts: Callable[[], dict], *, pull_packed: bool, packing: bool,
-               deferring: bool, forced: str) -> dict:
+               packed_layouts: Callable[[], dict], compressed_layouts: Callable[[], dict], *,
+               pull_packed: bool, packing: bool, compressing: bool, deferring: bool,
+               forced: str) -> dict:
     """The pages' plan (:func:`plan_pages`), packed where that pays
-    (:func:`decisions.packed_pages`), the selective arrays deferred where their
-    room holds pages (:func:`decisions.defer_selective_arrays`); with its entries."""
+    (:func:`decisions.packed_pages`), the pages stored compressed shipped so
+    where that pays (:func:`decisions.compressed_pages`), the selective arrays
+    deferred where their room holds pages
+    (:func:`decisions.defer_selective_arrays`); with its entries."""
     pages = store.pages
     entries = {}
     # the resident arrays' padding: one run of the pull kernel past the last edge
@@ -367,6 +376,28 @@ def _page_plan(store, memory: VertexMemory, wire: list, n_streams: int, selectiv
                               **plan_arguments)
         else:
             layouts = {}
+        compressed = dict(compressed_layouts())
+        if compressed:
+            # the decoder's CSC index is on the device for the run, beside the vertex data
+            index_bytes = (store.num_vertices + 1) * gpu_codec.offsets_dtype(
+                store.num_edges).itemsize
+            entries["compressed_pages"] = decisions.fixed(
+                decisions.compressed_pages, enabled=compressing,
+                compressed_bytes=int(sum(compressed[k].nbytes + PAGE_SLACK_BYTES
+                                         for k in compressed)),
+                other_bytes=int(sum(layouts[k].nbytes + PAGE_SLACK_BYTES if k in layouts
+                                    else wire_sizes[k] for k in compressed)),
+                index_bytes=int(index_bytes))
+            if entries["compressed_pages"]["choice"]:
+                # a stream's buffer for the decoded page: the pull reads the plain layout
+                layouts.update(compressed)
+                raw_buffers = True
+                vertex_bytes += index_bytes
+                packed_sizes = [layouts[k].nbytes + PAGE_SLACK_BYTES if k in layouts
+                                else wire_sizes[k] for k in range(len(pages))]
+                plan = plan_pages(wire_sizes, vertex_bytes, memory.budget, n_streams,
+                                  packed_sizes=packed_sizes, raw_buffers=True,
+                                  **plan_arguments)
     selective_room = bool(not plan.resident and plan.selective_bytes)
     release_pages = None
     if selective_room and plan.packed_pages is not None:
