@@ -299,6 +299,7 @@ def test_the_engine_study_switches_are_its_plan_choices():
 # -- one place -----------------------------------------------------------------------------
 #: The rules of the choices plan_gpu makes.
 MOVED_RULES = ("precompute_source_gathers", "selective_transfers", "packed_pages",
+               "compressed_pages",
                "defer_selective_arrays", "gpu_push", "gpu_value_priority", "device_loop",
                "resident_selective", "selective_pushes", "prefetch_next_copies",
                "fuse_gpu_launch", "fixed")
