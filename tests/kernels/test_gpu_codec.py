@@ -128,6 +128,15 @@ def test_pages_cut_at_every_edge_decode_on_the_device(cupy):
         assert decoder.page(cut, cut + 1) == 0          # one edge
 
 
+def test_values_of_no_width_decode_on_the_device(cupy):
+    # every edge a self-loop, three times: heads of zero distance, gaps of zero
+    destinations = np.repeat(np.arange(100), 3)
+    in_offsets, sources = csc_of(100, destinations.copy(), destinations)
+    decoder = Decoder(cupy, in_offsets, sources)
+    for begin, end in [(0, 300), (5, 6), (299, 300), (0, 1), (BLOCK_EDGES, 2 * BLOCK_EDGES)]:
+        assert decoder.page(begin, end) == 0
+
+
 def test_an_empty_page_launches_nothing(cupy):
     in_offsets, sources = random_csc(1, 10, 50, skewed=False)
     info = types.SimpleNamespace(edge_begin=50, num_edges=0, first_vertex=9, end_vertex=10,

@@ -17,6 +17,7 @@
 #define GP_BLOCK_EDGES 128
 #endif
 #define GP_CODEC_LANE_EDGES (GP_BLOCK_EDGES / 32)
+static_assert(GP_CODEC_LANE_EDGES == 4, "a lane decodes four edges (one vector store)");
 
 // The largest vertex in [lo, hi) whose in-edges start at or before edge (a
 // zero-degree vertex before it shares its offset).
@@ -58,6 +59,23 @@ __device__ __forceinline__ unsigned long long gp_codec_bits(const unsigned int* 
     return (pair >> (position & 31)) & mask;
 }
 
+// Four consecutive values from an index that is a multiple of four, in one
+// vector store (the page buffer's arrays start 64-byte aligned).
+template <typename T>
+__device__ __forceinline__ void gp_codec_store(T* __restrict__ at, const T (&values)[4]) {
+    if constexpr (sizeof(T) == 2) {
+        ushort4 v;
+        v.x = values[0]; v.y = values[1]; v.z = values[2]; v.w = values[3];
+        *reinterpret_cast<ushort4*>(at) = v;
+    } else if constexpr (sizeof(T) == 4) {
+        *reinterpret_cast<int4*>(at) = make_int4((int)values[0], (int)values[1],
+                                                 (int)values[2], (int)values[3]);
+    } else {
+        reinterpret_cast<longlong2*>(at)[0] = make_longlong2(values[0], values[1]);
+        reinterpret_cast<longlong2*>(at)[1] = make_longlong2(values[2], values[3]);
+    }
+}
+
 // stream: the page's edge stream (stream_words words, its block table checked
 // by the host).  in_offsets: the whole graph's CSC index.  The page holds
 // edges edge_begin .. edge_begin + num_edges - 1, destinations first_vertex ..
@@ -88,6 +106,17 @@ gp_decode_gap_bp128(const unsigned int* __restrict__ stream, long long stream_wo
         const unsigned int header = __ldg(stream + base);
         const int head_width = header & 0xFF, gap_width = (header >> 8) & 0xFF;
         const int heads = (int)(header >> 16);
+        // the block's destinations lie between those of its first and last edges (two
+        // lanes search the page's; every lane then searches only theirs)
+        long long bound = 0;
+        if (lane == 0)
+            bound = gp_codec_vertex_of(in_offsets, first_vertex, end_vertex,
+                                       edge_begin + first);
+        else if (lane == 1)
+            bound = gp_codec_vertex_of(in_offsets, first_vertex, end_vertex,
+                                       edge_begin + first + count - 1) + 1;
+        const long long block_first_vertex = __shfl_sync(0xffffffffu, bound, 0);
+        const long long block_end_vertex = __shfl_sync(0xffffffffu, bound, 1);
         // this lane's edges: heads or gaps, and their destinations
         const int i0 = lane * GP_CODEC_LANE_EDGES;
         long long vertex[GP_CODEC_LANE_EDGES];
@@ -95,12 +124,14 @@ gp_decode_gap_bp128(const unsigned int* __restrict__ stream, long long stream_wo
         int lane_heads = 0;
         if (i0 < count) {
             const long long e0 = edge_begin + first + i0;
-            long long v = gp_codec_vertex_of(in_offsets, first_vertex, end_vertex, e0);
+            long long v = gp_codec_vertex_of(in_offsets, block_first_vertex, block_end_vertex,
+                                             e0);
 #pragma unroll
             for (int j = 0; j < GP_CODEC_LANE_EDGES; ++j) {
                 const long long e = e0 + j;
                 if (i0 + j >= count) break;
-                while (v + 1 < end_vertex && (long long)__ldg(in_offsets + v + 1) <= e) ++v;
+                while (v + 1 < block_end_vertex && (long long)__ldg(in_offsets + v + 1) <= e)
+                    ++v;
                 vertex[j] = v;
                 if (i0 + j == 0 || e == (long long)__ldg(in_offsets + v)) {
                     head_flags |= 1u << j;
@@ -161,21 +192,48 @@ gp_decode_gap_bp128(const unsigned int* __restrict__ stream, long long stream_wo
             }
         }
         long long previous = __shfl_up_sync(0xffffffffu, carry, 1);
-        int shard = 0;
-        if (idxoff != nullptr && i0 < count)
-            shard = gp_codec_shard_of(shard_edge_begin, first_shard, first_shard + num_shards,
+        VID out[GP_CODEC_LANE_EDGES];
+#pragma unroll
+        for (int j = 0; j < GP_CODEC_LANE_EDGES; ++j) {
+            if (i0 + j >= count) break;
+            previous = (head_flags & (1u << j)) ? value[j] : previous + value[j];
+            out[j] = (VID)previous;
+        }
+        const bool whole = i0 + GP_CODEC_LANE_EDGES <= count;
+        if (whole) gp_codec_store(sources + first + i0, out);
+        else {
+#pragma unroll
+            for (int j = 0; j < GP_CODEC_LANE_EDGES; ++j)
+                if (i0 + j < count) sources[first + i0 + j] = out[j];
+        }
+        if (idxoff == nullptr) continue;
+        // each edge's shard: the block's lie between those of its first and last edges
+        int shard_bound = 0;
+        if (lane == 0)
+            shard_bound = gp_codec_shard_of(shard_edge_begin, first_shard,
+                                            first_shard + num_shards, first);
+        else if (lane == 1)
+            shard_bound = gp_codec_shard_of(shard_edge_begin, first_shard,
+                                            first_shard + num_shards, first + count - 1) + 1;
+        const int block_first_shard = __shfl_sync(0xffffffffu, shard_bound, 0);
+        const int block_end_shard = __shfl_sync(0xffffffffu, shard_bound, 1);
+        if (i0 >= count) continue;
+        int shard = gp_codec_shard_of(shard_edge_begin, block_first_shard, block_end_shard,
                                       first + i0);
+        unsigned short offsets[GP_CODEC_LANE_EDGES];
 #pragma unroll
         for (int j = 0; j < GP_CODEC_LANE_EDGES; ++j) {
             if (i0 + j >= count) break;
             const long long i = first + i0 + j;
-            previous = (head_flags & (1u << j)) ? value[j] : previous + value[j];
-            sources[i] = (VID)previous;
-            if (idxoff != nullptr) {
-                while (shard + 1 < first_shard + num_shards && shard_edge_begin[shard + 1] <= i)
-                    ++shard;
-                idxoff[i] = (unsigned short)(vertex[j] - shard_first_vertex[shard]);
-            }
+            while (shard + 1 < block_end_shard && __ldg(shard_edge_begin + shard + 1) <= i)
+                ++shard;
+            offsets[j] = (unsigned short)(vertex[j] - __ldg(shard_first_vertex + shard));
+        }
+        if (whole) gp_codec_store(idxoff + first + i0, offsets);
+        else {
+#pragma unroll
+            for (int j = 0; j < GP_CODEC_LANE_EDGES; ++j)
+                if (i0 + j < count) idxoff[first + i0 + j] = offsets[j];
         }
     }
 }
