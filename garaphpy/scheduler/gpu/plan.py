@@ -186,7 +186,10 @@ class GpuPlan:
         """One line: the pages and the choices taken."""
         taken = [name for name, on in (
             ("contributions precomputed", self.precompute),
-            ("packed pages", bool(self.packed_layouts)),
+            ("packed pages", bool(self.entry("packed_pages")
+                                  and self.entry("packed_pages")["choice"])),
+            ("compressed pages decoded on the device",
+             bool(self.entry("compressed_pages") and self.entry("compressed_pages")["choice"])),
             ("selective transfers", self.selective),
             ("selective arrays deferred", self.release_pages is not None),
             ("push", self.push), ("value priority", self.value_priority),
