@@ -28,7 +28,7 @@ import numpy as np
 from ..storage import page_codec
 from .gpu import cupy_module
 
-__all__ = ["CompressedLayout", "compressed_layout", "offsets_dtype", "device_offsets", "decode_kernel", "launch_decode",
+__all__ = ["CompressedLayout", "compressed_layout", "decode_buffer_offsets", "offsets_dtype", "device_offsets", "decode_kernel", "launch_decode",
            "DECODE_THREADS_PER_BLOCK"]
 
 _SOURCE_PATH = Path(__file__).with_name("cuda") / "codec.cu"
@@ -71,6 +71,22 @@ def compressed_layout(info, weight_itemsize: int, reads_weights: bool) -> Compre
     return CompressedLayout(int(nbytes), int(info.stored_weights_offset), int(weight_bytes))
 
 
+#: Alignment of each array in a buffer of decoded edges (the pull's vector loads).
+_ARRAY_ALIGNMENT = 256
+
+
+def decode_buffer_offsets(edges: int, vertex_itemsize: int, weight_itemsize: int) -> dict:
+    """Where a buffer of ``edges`` decoded edges holds its sources, IdxOff and
+    values (``weight_itemsize`` 0: none), in bytes, and its size ``nbytes``."""
+    def align(value: int) -> int:
+        return -(-value // _ARRAY_ALIGNMENT) * _ARRAY_ALIGNMENT
+
+    idxoff = align(edges * vertex_itemsize)
+    weights = align(idxoff + 2 * edges)
+    return {"sources": 0, "idxoff": idxoff, "weights": weights,
+            "nbytes": weights + edges * weight_itemsize}
+
+
 def offsets_dtype(num_edges: int) -> np.dtype:
     """The type of the CSC index on the device: 32-bit when every offset fits."""
     return np.dtype(np.uint32) if int(num_edges) < 2 ** 32 else np.dtype(np.int64)
@@ -101,7 +117,8 @@ def decode_kernel(vertex_dtype, offset_dtype):
 
 
 def launch_decode(kernel, image, stream_words: int, in_offsets, info, shard_first_vertex,
-                  shard_edge_begin, sources, idxoff, errors, stream=None) -> None:
+                  shard_edge_begin, sources, idxoff, errors, stream=None, *,
+                  blocks: tuple[int, int] | None = None) -> None:
     """Queue the decode of compressed page ``info`` from the device ``image``
     (uint8, its edge stream first) into ``sources`` and ``idxoff`` (None: not
     wanted), on ``stream`` (default: the current one).
@@ -118,21 +135,36 @@ def launch_decode(kernel, image, stream_words: int, in_offsets, info, shard_firs
     shard_first_vertex, shard_edge_begin : cupy.ndarray of int64
         Every shard's first vertex and first edge, the latter relative to its
         page's first edge.
+    sources, idxoff : cupy.ndarray or int
+        Where the decoded edges go (an array, or a device address), from the
+        first edge of the first block decoded on.
     errors : cupy.ndarray of uint32
         ``errors[0]`` counts the blocks whose words contradict the stream.
+    blocks : (int, int), optional
+        The blocks of :data:`~garaphpy.storage.page_codec.BLOCK_EDGES` edges
+        decoded, ``first .. end - 1`` (default: all of the page's).
     """
     num_blocks = -(-info.num_edges // page_codec.BLOCK_EDGES)
-    if not num_blocks:
+    first_block, end_block = (0, num_blocks) if blocks is None else blocks
+    end_block = min(end_block, num_blocks)
+    if end_block <= first_block:
         return
     warps = DECODE_THREADS_PER_BLOCK // 32
     arguments = (image, np.int64(stream_words), in_offsets, np.int64(info.edge_begin),
                  np.int64(info.num_edges), np.int64(info.first_vertex),
                  np.int64(info.end_vertex), shard_first_vertex, shard_edge_begin,
-                 np.int32(info.first_shard), np.int32(info.num_shards), sources,
-                 idxoff if idxoff is not None else np.uint64(0), errors)
-    launch = ((-(-num_blocks // warps),), (DECODE_THREADS_PER_BLOCK,), arguments)
+                 np.int32(info.first_shard), np.int32(info.num_shards),
+                 np.int64(first_block), np.int64(end_block), _address(sources),
+                 np.uint64(0) if idxoff is None else _address(idxoff), errors)
+    launch = ((-(-(end_block - first_block) // warps),), (DECODE_THREADS_PER_BLOCK,),
+              arguments)
     if stream is None:
         kernel(*launch)
     else:
         with stream:
             kernel(*launch)
+
+
+def _address(array):
+    """A kernel's pointer argument: a device array as it is, an address as a uint64."""
+    return np.uint64(array) if isinstance(array, (int, np.integer)) else array

@@ -16,6 +16,7 @@ import pytest
 
 import garaphpy
 import references as ref
+from garaphpy.storage.page_codec import BLOCK_EDGES
 from helpers import budget_for
 from helpers import gpu_program as program_for
 
@@ -70,19 +71,26 @@ def test_a_gpu_run_on_compressed_pages_gives_the_plain_values(graphs, name, frac
             > 0.9 * entries[0]["other_bytes"]
 
 
-def test_the_gpu_decodes_what_the_rule_chose(graphs):
+@pytest.mark.parametrize("name", ["pagerank", "sssp"])
+def test_the_gpu_decodes_what_the_rule_chose(graphs, name):
     plain, packed = graphs
-    program = program_for("pagerank")
+    program = program_for(name)
     budget = budget_for(plain, program, 0.25)
     from garaphpy.scheduler.gpu_engine import GpuEngine
 
-    engine = GpuEngine(packed, program, np.zeros(0, np.int64), synchronous=True,
-                       gpu_memory=budget)
+    engine = GpuEngine(packed, program, np.zeros(1, np.int64), synchronous=True,
+                       gpu_memory=budget, turned_off={"packed_pages"})
     pages = engine.page_store
     assert pages.compressed_entry["choice"] and pages.compressed_pages
     assert "compressed, decoded on the device" in pages.describe()
-    # kept compressed on the device, or streamed compressed: decode each into a buffer
-    store, stream = packed.store, pages.streams[0]
+    # the buffer of decoded edges holds a part of a page: several groups of shards each
+    assert any(len(chunks) > 1 for chunks in pages.decode_chunks.values())
+    # kept compressed on the device, or streamed compressed: each group decoded into
+    # the stream's buffer gives the page's edges
+    store, stream, block = packed.store, pages.streams[0], BLOCK_EDGES
+    offsets, buffer = pages.decode_offsets, pages.decode_buffers[0]
+    vertex_dtype = store.vertex_dtype
+    checked = 0
     for k in sorted(pages.compressed_pages):
         if k in pages.packed_host:
             device = pages.device_packed[0]
@@ -91,13 +99,35 @@ def test_the_gpu_decodes_what_the_rule_chose(graphs):
             device = pages.packed_images[k]
         else:
             continue
-        pages.device_pages[0].fill(0xAB)
-        engine.cupy.cuda.Device().synchronize()
-        engine.launches.decode(k, device, 0, stream)
-        stream.synchronize()
-        sources, idxoff, _ = (array.get() for array in pages.views(k, 0))
         page = store.read_page(k)
-        np.testing.assert_array_equal(sources, page.sources)
-        np.testing.assert_array_equal(idxoff, page.idxoff)
-    assert int(pages.decode_errors.get()[0]) == 0
+        covered = 0
+        for first_shard, num_shards, first_block, end_block in pages.decode_chunks[k]:
+            buffer.fill(0xAB)
+            engine.cupy.cuda.Device().synchronize()
+            engine.launches.decode(k, device, 0, stream, (first_block, end_block))
+            stream.synchronize()
+            edges = slice(first_block * block, min(end_block * block, page.sources.size))
+            count = edges.stop - edges.start
+            decoded = buffer.get()
+            np.testing.assert_array_equal(
+                decoded[:count * vertex_dtype.itemsize].view(vertex_dtype), page.sources[edges])
+            np.testing.assert_array_equal(
+                decoded[offsets["idxoff"]:offsets["idxoff"] + 2 * count].view(np.uint16),
+                page.idxoff[edges])
+            if engine.reads_weights:
+                size = store.weight_dtype.itemsize
+                np.testing.assert_array_equal(
+                    decoded[offsets["weights"]:offsets["weights"] + size * count].view(
+                        store.weight_dtype), page.weights[edges])
+            rows = store.shards[first_shard:first_shard + num_shards]
+            assert rows["edge_begin"].min() >= info_begin(store, k) + edges.start
+            assert rows["edge_end"].max() <= info_begin(store, k) + edges.stop
+            covered += num_shards
+        assert covered == store.pages[k].num_shards
+        checked += 1
+    assert checked and int(pages.decode_errors.get()[0]) == 0
     engine.close()
+
+
+def info_begin(store, k: int) -> int:
+    return store.pages[k].edge_begin

@@ -355,3 +355,34 @@ def test_without_a_device_a_build_assumes_a_budget_and_a_run_raises(monkeypatch)
     assert config.gpu_budget(None, without_device=5) == 5
     with pytest.raises(ImportError):
         config.gpu_budget(None, 100)
+
+
+def test_compressed_pages_decode_a_group_of_shards_at_a_time(compressed_store):
+    from garaphpy.scheduler.gpu.page_store import decode_chunks
+    from garaphpy.storage.page_codec import BLOCK_EDGES
+
+    store = compressed_store
+    budget = streamed_budget(store, "pagerank")
+    plan = make_plan(store, "pagerank", budget, synchronous=True)
+    assert not plan.resident and plan.entry("compressed_pages")["choice"]
+    assert plan.entry("compressed_pages")["index_bytes"] == 4 * (store.num_vertices + 1)
+    # every page compressed and in host memory: no buffer for a whole plain page
+    assert not plan.raw_buffers
+    edges = plan.decode_edges
+    assert edges == plan.entry("decode_buffer")["choice"] and edges % BLOCK_EDGES == 0
+    largest = max(info.num_edges for info in store.pages)
+    assert edges < largest
+    assert plan.pages.vertex_bytes + plan.pages.page_bytes <= budget
+    for info in store.pages:
+        rows = store.page_shards(info.index)
+        chunks = decode_chunks(info, rows, edges)
+        assert [c[0] for c in chunks] == list(
+            np.cumsum([info.first_shard] + [c[1] for c in chunks[:-1]]))
+        assert sum(c[1] for c in chunks) == info.num_shards
+        for first_shard, count, first_block, end_block in chunks:
+            assert (end_block - first_block) * BLOCK_EDGES <= edges
+            group = store.shards[first_shard:first_shard + count]
+            assert group["edge_begin"].min() - info.edge_begin >= first_block * BLOCK_EDGES
+            assert group["edge_end"].max() - info.edge_begin <= end_block * BLOCK_EDGES
+    assert any(len(decode_chunks(info, store.page_shards(info.index), edges)) > 1
+               for info in store.pages)

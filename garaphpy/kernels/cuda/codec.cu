@@ -80,8 +80,9 @@ __device__ __forceinline__ void gp_codec_store(T* __restrict__ at, const T (&val
 // by the host).  in_offsets: the whole graph's CSC index.  The page holds
 // edges edge_begin .. edge_begin + num_edges - 1, destinations first_vertex ..
 // end_vertex - 1, shards first_shard .. first_shard + num_shards - 1 with
-// shard_edge_begin relative to the page's first edge.  Writes sources and
-// idxoff (num_edges each, page-relative); idxoff may be null.
+// shard_edge_begin relative to the page's first edge.  Decodes the blocks
+// first_block .. end_block - 1 of the page into sources and idxoff (idxoff may
+// be null), each from the first edge of block first_block on.
 template <typename VID, typename OFFSET>
 __global__ void __launch_bounds__(256)
 gp_decode_gap_bp128(const unsigned int* __restrict__ stream, long long stream_words,
@@ -89,14 +90,17 @@ gp_decode_gap_bp128(const unsigned int* __restrict__ stream, long long stream_wo
                     long long num_edges, long long first_vertex, long long end_vertex,
                     const long long* __restrict__ shard_first_vertex,
                     const long long* __restrict__ shard_edge_begin, int first_shard,
-                    int num_shards, VID* __restrict__ sources,
+                    int num_shards, long long first_block, long long end_block,
+                    VID* __restrict__ sources,
                     unsigned short* __restrict__ idxoff, unsigned int* errors) {
     const int lane = threadIdx.x & 31;
-    const long long num_blocks = (num_edges + GP_BLOCK_EDGES - 1) / GP_BLOCK_EDGES;
+    const long long num_blocks = min((num_edges + GP_BLOCK_EDGES - 1) / GP_BLOCK_EDGES,
+                                     end_block);
     const long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
-    for (long long block = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    for (long long block = first_block + (((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
          block < num_blocks; block += warps) {
         const long long first = block * GP_BLOCK_EDGES;         // page-relative
+        const long long at = first - first_block * GP_BLOCK_EDGES;      // in the outputs
         const int count = (int)min((long long)GP_BLOCK_EDGES, num_edges - first);
         const long long base = __ldg(stream + 1 + block), end = __ldg(stream + 2 + block);
         if (base >= end || end >= stream_words) {
@@ -200,11 +204,11 @@ gp_decode_gap_bp128(const unsigned int* __restrict__ stream, long long stream_wo
             out[j] = (VID)previous;
         }
         const bool whole = i0 + GP_CODEC_LANE_EDGES <= count;
-        if (whole) gp_codec_store(sources + first + i0, out);
+        if (whole) gp_codec_store(sources + at + i0, out);
         else {
 #pragma unroll
             for (int j = 0; j < GP_CODEC_LANE_EDGES; ++j)
-                if (i0 + j < count) sources[first + i0 + j] = out[j];
+                if (i0 + j < count) sources[at + i0 + j] = out[j];
         }
         if (idxoff == nullptr) continue;
         // each edge's shard: the block's lie between those of its first and last edges
@@ -229,11 +233,11 @@ gp_decode_gap_bp128(const unsigned int* __restrict__ stream, long long stream_wo
                 ++shard;
             offsets[j] = (unsigned short)(vertex[j] - __ldg(shard_first_vertex + shard));
         }
-        if (whole) gp_codec_store(idxoff + first + i0, offsets);
+        if (whole) gp_codec_store(idxoff + at + i0, offsets);
         else {
 #pragma unroll
             for (int j = 0; j < GP_CODEC_LANE_EDGES; ++j)
-                if (i0 + j < count) idxoff[first + i0 + j] = offsets[j];
+                if (i0 + j < count) idxoff[at + i0 + j] = offsets[j];
         }
     }
 }

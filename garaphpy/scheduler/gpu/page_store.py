@@ -95,7 +95,8 @@ class PagePlan:
 def plan_pages(page_sizes: list[int], vertex_bytes: int, budget: int,
                n_streams: int, *, page_edges: list[int] | None = None,
                selective_bytes: int = 0, order: str = "edges",
-               packed_sizes: list[int] | None = None, raw_buffers: bool = True) -> PagePlan:
+               packed_sizes: list[int] | None = None, raw_buffers: bool = True,
+               decode_bytes: int = 0) -> PagePlan:
     """Resident pages when they all fit beside the vertex data, else streaming,
     with as many pages kept resident as the budget holds beside the stream
     buffers (and the selective transfers' arrays, ``selective_bytes``, when
@@ -107,7 +108,9 @@ def plan_pages(page_sizes: list[int], vertex_bytes: int, budget: int,
     buffer for a packed page, and pages are kept packed before any is kept as
     it is (:func:`~garaphpy.scheduler.gpu.transfer.resident_tiers`).  Without
     ``raw_buffers`` (every page that may stream is packed and pulled where it
-    lies), a stream has only the packed page's buffer.
+    lies), a stream has only the packed page's buffer.  With ``decode_bytes``,
+    each stream also has a buffer of that many bytes that compressed pages are
+    decoded into.
 
     Raises
     ------
@@ -126,6 +129,7 @@ def plan_pages(page_sizes: list[int], vertex_bytes: int, budget: int,
         per_stream = largest
     else:
         per_stream = (largest if raw_buffers else 0) + int(max(packed_sizes, default=0))
+    per_stream += int(decode_bytes)
     streams = n_streams
     while streams > 1 and vertex_bytes + streams * per_stream > budget:
         streams -= 1
@@ -199,6 +203,10 @@ class PageStore:
         #: each compressed page's edge-stream words (made with the images)
         self.device_in_offsets = self.decode_kernel = self.decode_errors = None
         self.stream_words = {}
+        #: edges of a stream's buffer of decoded edges; per stream that buffer; per
+        #: compressed page its groups of shards decoded and pulled together
+        self.decode_edges = plan.decode_edges
+        self.decode_buffers, self.decode_chunks = [], {}
         self.raw_buffers = plan.raw_buffers
         #: whether pages stream and the selective transfers' arrays have room
         self.selective_room = plan.selective_room
@@ -260,6 +268,7 @@ class PageStore:
                                 if k not in self.resident_images), default=0)
                 self.device_pages = [cupy.empty(unpacked + PAGE_SLACK_BYTES, np.uint8)
                                      for _ in self.streams]
+            self._decode_buffers()
         # the GPU's walk over the pages of an iteration (opened by open_iteration), and the
         # pages read from storage for it, each until its copy to the device is done
         self.cursor = self.page_source.cursor((), "gpu", release="manual")
@@ -415,6 +424,38 @@ class PageStore:
             largest = max(self.packed_layouts[k].nbytes for k in streamed)
             self.device_packed = [cupy.empty(largest + PAGE_SLACK_BYTES, np.uint8)
                                   for _ in self.streams]
+
+    def _decode_buffers(self) -> None:
+        """A buffer of decoded edges per stream, and each compressed page's groups
+        of shards whose blocks it holds (:meth:`decode_chunks`)."""
+        if not self.compressed_pages:
+            return
+        weight_size = self.store.weight_dtype.itemsize if self.reads_weights else 0
+        self.decode_offsets = gpu_codec.decode_buffer_offsets(
+            self.decode_edges, self.store.vertex_dtype.itemsize, weight_size)
+        self.decode_buffers = [
+            self.cupy.empty(self.decode_offsets["nbytes"] + PAGE_SLACK_BYTES, np.uint8)
+            for _ in self.streams]
+        self.decode_chunks = {k: decode_chunks(self.pages[k], self.store.page_shards(k),
+                                               self.decode_edges)
+                              for k in self.compressed_pages}
+
+    def decoded_views(self, slot: int, first_block: int) -> tuple:
+        """The device addresses (sources, IdxOff) and the values (an address,
+        or the empty values when the kernels read none) of stream ``slot``'s
+        buffer of decoded edges, each shifted back by ``first_block`` blocks:
+        indexed by the page's edges, as the pull indexes them, for a group of
+        shards decoded from that block on."""
+        buffer = self.decode_buffers[slot]
+        shift = first_block * page_codec.BLOCK_EDGES
+        base, offsets = buffer.data.ptr, self.decode_offsets
+        sources = base + offsets["sources"] - shift * self.store.vertex_dtype.itemsize
+        idxoff = base + offsets["idxoff"] - shift * 2
+        weights = self.empty_weights
+        if self.reads_weights:
+            weights = np.uint64(base + offsets["weights"]
+                                - shift * self.store.weight_dtype.itemsize)
+        return np.uint64(sources), np.uint64(idxoff), weights
 
     # -- what the plan says now -------------------------------------------------------------
     @property
@@ -603,6 +644,31 @@ def packed_layouts(store, page_source, reads_weights: bool) -> dict:
             info.num_edges, columns, width,
             packed.WEIGHT_NONE if codes is None else int(codes[info.index]), weight_size)
     return layouts
+
+
+def decode_chunks(info, shards: np.ndarray, decode_edges: int) -> list:
+    """Page ``info``'s groups of consecutive shards decoded and pulled
+    together, each as (first shard, shards, first block, end block): the
+    blocks of :data:`~garaphpy.storage.page_codec.BLOCK_EDGES` edges that hold
+    the group's edges, at most ``decode_edges`` edges of them (a shard alone
+    always fits: :func:`~garaphpy.scheduler.decisions.decode_buffer_edges`)."""
+    block = page_codec.BLOCK_EDGES
+    capacity = decode_edges // block
+    begin = shards["edge_begin"].astype(np.int64) - info.edge_begin
+    end = shards["edge_end"].astype(np.int64) - info.edge_begin
+    chunks, first = [], 0
+    while first < len(shards):
+        first_block = int(begin[first]) // block
+        last = first + 1
+        while last < len(shards) and -(-int(end[last]) // block) - first_block <= capacity:
+            last += 1
+        end_block = max(-(-int(end[last - 1]) // block), first_block)
+        if end_block - first_block > capacity:
+            raise GaraphError(f"page {info.index}: shards {first}.. need {end_block - first_block}"
+                              f" blocks, the decode buffer holds {capacity}")
+        chunks.append((info.first_shard + first, last - first, first_block, end_block))
+        first = last
+    return chunks
 
 
 def compressed_layouts(store, page_source, reads_weights: bool) -> dict:

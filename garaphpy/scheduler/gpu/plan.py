@@ -47,6 +47,7 @@ from .. import decisions, device_loop
 from ..plan import GPU_CHOICES, check_turned_off, record_choice
 from ..records import json_value
 from ...kernels import gpu_codec
+from ...storage import page_codec
 from . import transfer
 from .page_store import PAGE_SLACK_BYTES, RESIDENT_PADDING_EDGES, PagePlan, plan_pages
 from .selective import selective_device_bytes
@@ -86,6 +87,8 @@ class GpuPlan:
         Per page kept or streamed packed, its packed layout (empty: none).
     raw_buffers : bool
         A stream has a buffer for an unpacked page.
+    decode_edges : int
+        Edges of a stream's buffer for decoded compressed pages (0: none).
     selective_room : bool
         Pages stream and the selective arrays have room.
     transfer_forced : str
@@ -123,6 +126,7 @@ class GpuPlan:
     packed_layouts: Mapping = field(default_factory=lambda: types.MappingProxyType({}),
                                     compare=False, repr=False)
     raw_buffers: bool = True
+    decode_edges: int = 0
     selective_room: bool = False
     transfer_forced: str = "auto"
     release_pages: np.ndarray | None = field(default=None, compare=False, repr=False)
@@ -279,7 +283,8 @@ def plan_gpu(program, translated, store, *, synchronous: bool, reads_weights: bo
     selective_bytes = selective_device_bytes(store.num_vertices, accum_size, largest,
                                              len(store.pages)) if selective_transfers else 0
     pages = _page_plan(store, memory, wire, n_streams, selective_bytes, packed_layouts,
-                       compressed_layouts, pull_packed=on("pull_packed"),
+                       compressed_layouts, reads_weights=reads_weights,
+                       pull_packed=on("pull_packed"),
                        packing=on("packed_pages"), compressing=on("compressed_pages"), deferring=on("defer_selective_arrays"),
                        forced=forced)
     entries.update(pages.pop("entries"))
@@ -331,7 +336,8 @@ def plan_gpu(program, translated, store, *, synchronous: bool, reads_weights: bo
         selective_transfers=selective_transfers, selective_bytes=selective_bytes,
         largest_wire_bytes=largest,
         packed_layouts=types.MappingProxyType(pages["packed_layouts"]),
-        raw_buffers=pages["raw_buffers"], selective_room=pages["selective_room"],
+        raw_buffers=pages["raw_buffers"], decode_edges=pages["decode_edges"],
+        selective_room=pages["selective_room"],
         transfer_forced=forced,
         release_pages=pages["release_pages"], pull_packed=on("pull_packed"), push=push,
         value_priority=priority, larger_first=larger_first,
@@ -343,7 +349,7 @@ def plan_gpu(program, translated, store, *, synchronous: bool, reads_weights: bo
 
 def _page_plan(store, memory: VertexMemory, wire: list, n_streams: int, selective_bytes: int,
                packed_layouts: Callable[[], dict], compressed_layouts: Callable[[], dict], *,
-               pull_packed: bool, packing: bool, compressing: bool, deferring: bool,
+               reads_weights: bool, pull_packed: bool, packing: bool, compressing: bool, deferring: bool,
                forced: str) -> dict:
     """The pages' plan (:func:`plan_pages`), packed where that pays
     (:func:`decisions.packed_pages`), the pages stored compressed shipped so
@@ -362,7 +368,8 @@ def _page_plan(store, memory: VertexMemory, wire: list, n_streams: int, selectiv
                           order=config.GPU_RESIDENT_ORDER)
     wire_sizes = [size + PAGE_SLACK_BYTES for size in wire]
     plan = plan_pages(wire_sizes, vertex_bytes, memory.budget, n_streams, **plan_arguments)
-    layouts, raw_buffers, packed_sizes = {}, True, None
+    layouts, raw_buffers, packed_sizes, decode_edges = {}, True, None, 0
+    weight_size = store.weight_dtype.itemsize if store.weighted else 0
     if not plan.resident:
         layouts = dict(packed_layouts())
         packed_sizes = [layouts[k].nbytes + PAGE_SLACK_BYTES if k in layouts else wire_sizes[k]
@@ -392,15 +399,28 @@ def _page_plan(store, memory: VertexMemory, wire: list, n_streams: int, selectiv
                                     else wire_sizes[k] for k in compressed)),
                 index_bytes=int(index_bytes))
             if entries["compressed_pages"]["choice"]:
-                # a stream's buffer for the decoded page: the pull reads the plain layout
+                # a stream's buffer for decoded pages, a group of shards at a time (the
+                # pull reads the plain layout); one for whole pages only where some page
+                # streams as stored or unpacks
                 layouts.update(compressed)
-                raw_buffers = True
+                raw_buffers = not (pull_packed and len(layouts) == len(pages))
                 vertex_bytes += index_bytes
+                shard_edges = store.shards["edge_end"].astype(np.int64) \
+                    - store.shards["edge_begin"].astype(np.int64)
+                entries["decode_buffer"] = decisions.fixed(
+                    decisions.decode_buffer_edges,
+                    largest_page_edges=max(pages[k].num_edges for k in compressed),
+                    largest_shard_edges=int(shard_edges.max(initial=0)),
+                    block_edges=page_codec.BLOCK_EDGES)
+                decode_edges = int(entries["decode_buffer"]["choice"])
+                decode_bytes = gpu_codec.decode_buffer_offsets(
+                    decode_edges, store.vertex_dtype.itemsize,
+                    weight_size if reads_weights else 0)["nbytes"] + PAGE_SLACK_BYTES
                 packed_sizes = [layouts[k].nbytes + PAGE_SLACK_BYTES if k in layouts
                                 else wire_sizes[k] for k in range(len(pages))]
                 plan = plan_pages(wire_sizes, vertex_bytes, memory.budget, n_streams,
-                                  packed_sizes=packed_sizes, raw_buffers=True,
-                                  **plan_arguments)
+                                  packed_sizes=packed_sizes, raw_buffers=raw_buffers,
+                                  decode_bytes=decode_bytes, **plan_arguments)
     selective_room = bool(not plan.resident and plan.selective_bytes)
     release_pages = None
     if selective_room and plan.packed_pages is not None:
@@ -423,5 +443,6 @@ def _page_plan(store, memory: VertexMemory, wire: list, n_streams: int, selectiv
                                        page_bytes=plan.page_bytes + extra_bytes,
                                        selective_bytes=0)
     return {"pages": plan, "packed_layouts": layouts, "raw_buffers": raw_buffers,
+            "decode_edges": decode_edges,
             "selective_room": selective_room, "release_pages": release_pages,
             "entries": entries}
