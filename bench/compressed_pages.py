@@ -23,7 +23,8 @@ For each graph a plain store and a store built with ``compress``
   of the plain pages' bytes, every page in host memory; the plain store's
   pages stream packed, the compressed store's cross the bus compressed and
   the GPU decodes them (where the plan's ``compressed_pages`` rule says so).
-  Figures: the iteration time and the bytes to the device an iteration.
+  Figures: the iteration time and the bytes to the device an iteration;
+  ``--gpu-only`` leaves out the host's cases (decode, read, stream).
 
 Every decoded page is checked against the plain store's page (sources,
 IdxOff, values).
@@ -33,7 +34,7 @@ Usage (from the repository root)::
     python -m bench compressed-pages ../shared/data/web-NotreDame.txt.gz rmat:20
     python -m bench compressed-pages rmat:22 --undirected --threads 16
     python -m bench compressed-pages rmat:24 --undirected --gpu-fraction 0.25 \
-        --store-dir /data/stores --trials 3
+        --gpu-only --store-dir /data/stores --trials 3
 
 A configuration of bench/harness.py: one case per graph and measurement.
 """
@@ -92,6 +93,8 @@ def main(argv=None) -> int:
                         help="where the stores go (default: garaphpy's cache)")
     parser.add_argument("--gpu-fraction", type=float, default=None,
                         help="also run on the GPU at this fraction of the page bytes")
+    parser.add_argument("--gpu-only", action="store_true",
+                        help="with --gpu-fraction: only the sizes and the GPU runs")
     parser.add_argument("--gpu-programs", default="pagerank",
                         help="programs of the GPU runs, comma-separated")
     parser.add_argument("--gpu-iterations", type=int, default=20,
@@ -99,6 +102,8 @@ def main(argv=None) -> int:
     harness.add_common_options(parser, trials=3, warmup=1)
     args = parser.parse_args(argv)
     harness.check_common_options(parser, args)
+    if args.gpu_only and args.gpu_fraction is None:
+        parser.error("--gpu-only needs --gpu-fraction")
     numba.set_num_threads(args.threads)
 
     stores = {}
@@ -154,10 +159,11 @@ def main(argv=None) -> int:
         params = {"graph": spec, "undirected": args.undirected, "threads": args.threads}
         cases.append(harness.Case(f"{spec}/bytes", sizes, params=params, trials=1, warmup=0,
                                   setup=lambda spec=spec: stores_of(spec)))
-        cases.append(harness.Case(f"{spec}/decode", decode, params=params,
-                                  setup=lambda spec=spec: decode_setup(spec),
-                                  verify=decode_verify))
-        for which, index in (("plain", 0), ("compressed", 1)):
+        if not args.gpu_only:
+            cases.append(harness.Case(f"{spec}/decode", decode, params=params,
+                                      setup=lambda spec=spec: decode_setup(spec),
+                                      verify=decode_verify))
+        for which, index in () if args.gpu_only else (("plain", 0), ("compressed", 1)):
             cases.append(harness.Case(
                 f"{spec}/read/{which}", read_all, params=params,
                 setup=lambda spec=spec, index=index: stores_of(spec)[index],
@@ -172,6 +178,12 @@ def main(argv=None) -> int:
     by_name = {row["case"]: row for row in rows}
     for spec in args.graphs:
         size = by_name[f"{spec}/bytes"]["metrics"][0]
+        if args.gpu_only:
+            print(f"{spec}{' (symmetric)' if args.undirected else ''}: "
+                  f"{size['plain B/edge']:.2f} -> {size['compressed B/edge']:.2f} bytes an "
+                  f"edge ({size['smaller by']:.2f}x smaller)")
+            print_gpu_rows(spec, args, by_name)
+            continue
         decode_row = by_name[f"{spec}/decode"]
         decoded = decode_row["metrics"][0]["decoded bytes"]
         best = decode_row["min_s"]
