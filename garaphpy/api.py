@@ -692,6 +692,9 @@ def _build_gpu_engine(plan: RunPlan, run_: _ValidatedRun, pages, options: RunOpt
                            turned_off=plan.turned_off & frozenset(GPU_CHOICES))
     _GPU_SET_UP_MEASURED = max(0.0, time.perf_counter() - started - decisions.gpu_set_up_seconds(
         _gpu_page_bytes(graph, options), fixed_seconds=0.0))
+    if mode == "gpu" and not gpu_engine.plan.resident:
+        # the GPU's kept pages never come from the host again: the host cache holds others
+        pages.hold_elsewhere(np.flatnonzero(gpu_engine.kept_pages))
     gpu_engine.set_frontier(initially_active)
     if decisions.shortcut_labels(program.shortcut_labels, mode, config.GPU_SHORTCUT_LABELS,
                                  processor="gpu"):

@@ -19,7 +19,7 @@ from garaphpy import config
 from garaphpy.programs import BUILTIN_PROGRAMS
 
 import references as ref
-from helpers import SplitPolicy, host_budget, with_pages
+from helpers import SplitPolicy, budget_for, host_budget, with_pages
 from helpers import gpu_program as program_for
 
 pytestmark = pytest.mark.gpu
@@ -104,3 +104,36 @@ def test_default_hybrid_policy_with_resident_gpu_pages_and_pages_on_disk(disk_rm
     hybrid = run_quietly(disk_rmat, program, sources, mode="hybrid", **budget,
                          read_ratio=8.0, **ITERATIONS)
     assert_matches(name, hybrid.values, cpu.values)
+
+
+def test_gpu_kept_pages_leave_the_host_cache_to_other_pages(disk_rmat):
+    """Three tiers, no page in two: the host caches pages the GPU does not keep,
+    and an iteration reads from disk only the pages in neither budget."""
+    from garaphpy import api
+    from garaphpy.scheduler.gpu_engine import GpuEngine
+    from garaphpy.storage.host_budget import cache_beside
+
+    program = program_for("pagerank")
+    store = disk_rmat.store
+    sizes = [page.nbytes for page in store.pages]
+    options = host_budget(disk_rmat, program, readers=1, cached_fraction=0.25)
+    gpu_memory = budget_for(disk_rmat, program, 0.25)
+    pages = api.page_source(store, "gpu", options["host_memory"], 8.0,
+                            options["readahead_bytes"])
+    try:
+        sizing = GpuEngine(disk_rmat, program, np.zeros(0, np.int64), synchronous=True,
+                           gpu_memory=gpu_memory, page_source=pages)
+        kept = set(np.flatnonzero(sizing.kept_pages).tolist())
+        before = pages.plan
+    finally:
+        pages.close()
+    assert kept and not before.all_cached
+    after = cache_beside(before, sizes, kept)
+    must_move = sum(sizes[k] for k in range(len(sizes))
+                    if k not in kept and k not in after.cached)
+    cpu = run_quietly(disk_rmat, program, (), mode="cpu", max_iterations=6, tolerance=0.0)
+    gpu = run_quietly(disk_rmat, program, (), mode="gpu", **options, read_ratio=8.0,
+                      gpu_memory=gpu_memory, max_iterations=6, tolerance=0.0)
+    assert_matches("pagerank", gpu.values, cpu.values)
+    for record in gpu.iterations[1:]:
+        assert record.bytes_read == must_move
