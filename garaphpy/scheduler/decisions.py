@@ -752,6 +752,20 @@ def resident_selective(loop_bytes: int, selective_bytes: int, free_bytes: int) -
     return bool(loop_bytes > free_bytes and 0 < selective_bytes <= free_bytes)
 
 
+def gpu_settled_pages(final_once_set: bool, synchronous: bool, resident: bool,
+                      selective: bool) -> bool:
+    """Whether a GPU run whose pages stream skips, every iteration, the pages
+    whose destinations were all active once: for a program declaring
+    ``final_once_set``, run synchronously, such a vertex never changes again,
+    so the page's pull (and its copy, and its read from storage) changes
+    nothing.  The CPU's pulls skip settled vertices the same way; this is the
+    page-level rule for pages that must cross the bus (resident pages are
+    pulled at the device's speed, and the selective iterations that skip
+    pages are needed: ``selective``).  One count per page a run, over a flag
+    per vertex on the device."""
+    return bool(final_once_set and synchronous and not resident and selective)
+
+
 def selective_pushes(pinned_fits: bool, pushes_values: bool) -> tuple:
     """The pushes a selective run may choose: zero-copy reads the out-edge CSR
     (and its values) in pinned host memory, compaction gathers from it; when

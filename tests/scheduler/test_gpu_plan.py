@@ -176,6 +176,12 @@ def _streamed(store):
     return streamed_budget(store)
 
 
+def _streamed_bfs(store):
+    """Half of BFS's pages beside the vertex data, and room for the selective arrays."""
+    roomy = make_plan(store, "bfs", synchronous=True)
+    return roomy.pages.vertex_bytes + roomy.pages.page_bytes // 2 + roomy.selective_bytes
+
+
 #: choice -> (program, synchronous, budget of the store or None for resident, the plan's
 #: field that goes off (or None), the entry's input that says so)
 TURNED_OFF = {
@@ -193,6 +199,7 @@ TURNED_OFF = {
     "fused_launch": ("pagerank", True, None, None, "fuse_enabled"),
     "selective_when_pays": ("sssp", False, _streamed, "selective_when_pays", None),
     "calibrate_transfer_rates": ("sssp", False, _streamed, "calibrate_transfer_rates", None),
+    "settled_pages": ("bfs", True, _streamed_bfs, "settled_pages", "turned_off"),
 }
 
 
@@ -338,3 +345,18 @@ def test_without_a_device_a_build_assumes_a_budget_and_a_run_raises(monkeypatch)
     assert config.gpu_budget(None, without_device=5) == 5
     with pytest.raises(ImportError):
         config.gpu_budget(None, 100)
+
+
+def test_streamed_pages_of_a_final_once_set_program_skip_settled_pages(store):
+    bfs = make_plan(store, "bfs", _streamed_bfs(store), synchronous=True)
+    assert not bfs.resident and bfs.selective and bfs.settled_pages
+    assert bfs.entry("settled_pages") == {"final_once_set": True, "synchronous": True,
+                                          "resident": False, "selective": True,
+                                          "choice": True}
+    assert not make_plan(store, "bfs", synchronous=True).settled_pages     # resident
+    assert not make_plan(store, "bfs", _streamed_bfs(store)).settled_pages     # async
+    assert not make_plan(store, "sssp", streamed_budget(store),
+                         synchronous=True).settled_pages       # SSSP's values improve
+    off = make_plan(store, "bfs", _streamed_bfs(store), synchronous=True,
+                    turned_off={"settled_pages"})
+    assert not off.settled_pages and off.entry("settled_pages")["turned_off"]

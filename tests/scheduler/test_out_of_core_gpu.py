@@ -137,3 +137,27 @@ def test_gpu_kept_pages_leave_the_host_cache_to_other_pages(disk_rmat):
     assert_matches("pagerank", gpu.values, cpu.values)
     for record in gpu.iterations[1:]:
         assert record.bytes_read == must_move
+
+
+def test_gpu_bfs_from_disk_skips_the_pages_it_has_settled(disk_rmat):
+    """A page whose destinations were all reached is neither read nor copied
+    again: BFS reads fewer bytes than with the rule off, with the same depths."""
+    program = program_for("bfs")
+    sources = np.array([0, 7], np.int64)
+    cpu = run_quietly(disk_rmat, program, sources, mode="cpu", **ITERATIONS)
+    options = dict(host_budget(disk_rmat, program, readers=1, cached_fraction=0.0),
+                   read_ratio=8.0, gpu_memory=budget_for(disk_rmat, program, 0.1, "sync"),
+                   execution="sync", **ITERATIONS)
+    skipping = run_quietly(disk_rmat, program, sources, mode="gpu", **options)
+    reading = run_quietly(disk_rmat, program, sources, mode="gpu", **options,
+                          turned_off={"settled_pages"})
+    for result in (skipping, reading):
+        np.testing.assert_array_equal(result.values, cpu.values)
+        assert result.num_iterations == cpu.num_iterations
+    assert skipping.plan.gpu.settled_pages and not reading.plan.gpu.settled_pages
+    settled = [r.decisions["page_transfer"]["settled_pages"] for r in skipping.iterations
+               if "page_transfer" in r.decisions]
+    assert sum(settled) > 0
+    read_skipping = sum(r.bytes_read for r in skipping.iterations)
+    read_reading = sum(r.bytes_read for r in reading.iterations)
+    assert read_skipping < read_reading

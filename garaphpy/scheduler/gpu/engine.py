@@ -219,6 +219,7 @@ class GpuEngine:
             selective_bytes=plan.selective_bytes, when_pays=plan.selective_when_pays,
             calibrate=plan.calibrate_transfer_rates)
         self.transfers.selective = self.page_store.selective_room
+        self.transfers.settled_pages = plan.settled_pages
         #: called with (iteration, pages launched) after each page of an asynchronous
         #: iteration (checkpoints after pages, set by the checkpointer)
         self.page_done = None

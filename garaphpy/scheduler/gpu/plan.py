@@ -104,6 +104,9 @@ class GpuPlan:
         Sparse iterations choose per page (streamed with room, or resident
         by ``resident_selective``).
     prefetch_next_copies : bool
+    settled_pages : bool
+        Selective iterations skip the streamed pages whose destinations are all
+        settled (``settled_pages``: :func:`decisions.gpu_settled_pages`).
     selective_when_pays, calibrate_transfer_rates : bool
         How the selective transfers decide (switches for study).
     turned_off : frozenset of str
@@ -132,6 +135,7 @@ class GpuPlan:
     device_loop: bool = False
     selective: bool = False
     prefetch_next_copies: bool = False
+    settled_pages: bool = False
     selective_when_pays: bool = True
     calibrate_transfer_rates: bool = True
     turned_off: frozenset = frozenset()
@@ -313,6 +317,10 @@ def plan_gpu(program, translated, store, *, synchronous: bool, reads_weights: bo
             for fits in (True, False)})
     prefetch = choose("prefetch_next_copies", decisions.prefetch_next_copies,
                       resident=plan.resident, selective=selective)
+    settled_pages = choose("settled_pages", decisions.gpu_settled_pages,
+                           final_once_set=bool(declared.final_once_set),
+                           synchronous=synchronous, resident=plan.resident,
+                           selective=bool(selective))
     entries["fused_launch"] = types.MappingProxyType({after: decisions.fixed(
         decisions.fuse_gpu_launch, resident=plan.resident, fuse_enabled=on("fused_launch"),
         host_copies=host_copies, synchronous=synchronous, checkpoints_after_pages=after,
@@ -327,7 +335,8 @@ def plan_gpu(program, translated, store, *, synchronous: bool, reads_weights: bo
         release_pages=pages["release_pages"], pull_packed=on("pull_packed"), push=push,
         value_priority=priority, larger_first=larger_first,
         device_loop=bool(entries["device_loop"][False]["choice"]), selective=bool(selective),
-        prefetch_next_copies=prefetch, selective_when_pays=on("selective_when_pays"),
+        prefetch_next_copies=prefetch, settled_pages=settled_pages,
+        selective_when_pays=on("selective_when_pays"),
         calibrate_transfer_rates=on("calibrate_transfer_rates"), turned_off=off,
         entries=types.MappingProxyType(entries))
 

@@ -105,6 +105,11 @@ class SelectiveTransfers:
         self.selective_bytes = selective_bytes
         #: whether sparse iterations choose per page (set by the engine once decided)
         self.selective = False
+        #: whether they skip the pages whose destinations are all settled (the plan's
+        #: ``settled_pages``, set by the engine), and the device's flag per vertex
+        #: once active (made at the first such iteration)
+        self.settled_pages = False
+        self._settled = None
         self.pushes_entry = None
         #: the transfer rates measured at set-up (:meth:`calibrate_transfer_rates`)
         self.calibration = None
@@ -476,6 +481,7 @@ class SelectiveTransfers:
             compact_capacity=compact_capacity, total_active_edges=count.frontier_edges,
             vertex_bytes=self.store.vertex_dtype.itemsize, pull_seconds=pull_seconds,
             pushes=self.push_codes)
+        settled = self._skip_settled_pages(choices)
         copied = [k for k in range(len(self.pages)) if choices[k] == transfer.COPY]
         kept_pulled = [k for k in range(len(self.pages)) if choices[k] == transfer.RESIDENT]
         launches.begin_iteration(record.iteration, order=copied)
@@ -508,9 +514,30 @@ class SelectiveTransfers:
                        rates=rates.as_dict(), compact_edges=int(pushed["gathered"]),
                        compact_bytes=int(pushed["compact_bytes"]),
                        zero_copy_bytes=int(pushed["zero_copy_bytes"]),
-                       copied_bytes=int(copy_bytes),
+                       copied_bytes=int(copy_bytes), settled_pages=settled,
                        **{name: int((choices == code).sum())
                           for code, name in enumerate(transfer.TRANSFER_NAMES)})
+
+    def _skip_settled_pages(self, choices: np.ndarray) -> int:
+        """Pages whose destinations were all active once skipped (``settled_pages``:
+        :func:`decisions.gpu_settled_pages`); returns how many were not skipped
+        already.  The flags once active take this iteration's frontier first."""
+        if not self.settled_pages:
+            return 0
+        cupy, state, n = self.cupy, self.state, self.num_vertices
+        with state.main_stream:
+            if self._settled is None:
+                self._settled = cupy.zeros(n, np.uint8)
+                self._page_bounds = cupy.asarray(
+                    np.stack([self.page_first, self.page_end]).astype(np.int64))
+            cupy.bitwise_or(self._settled, state.active[:n] != 0, out=self._settled)
+            unsettled = cupy.zeros(n + 1, np.int64)
+            cupy.cumsum(self._settled == 0, dtype=np.int64, out=unsettled[1:])
+            open_pages = (unsettled[self._page_bounds[1]]
+                          > unsettled[self._page_bounds[0]]).get()
+        closing = ~open_pages & (choices != transfer.SKIP)
+        choices[closing] = transfer.SKIP
+        return int(closing.sum())
 
     def _push(self, choices: np.ndarray, count: ActiveEdgeCount, bytes_per_edge: dict,
               timings: list, aggregates, record) -> dict:
