@@ -219,7 +219,6 @@ class GpuEngine:
             selective_bytes=plan.selective_bytes, when_pays=plan.selective_when_pays,
             calibrate=plan.calibrate_transfer_rates)
         self.transfers.selective = self.page_store.selective_room
-        self.transfers.settled_pages = plan.settled_pages
         #: called with (iteration, pages launched) after each page of an asynchronous
         #: iteration (checkpoints after pages, set by the checkpointer)
         self.page_done = None
@@ -257,6 +256,8 @@ class GpuEngine:
             # the out-edge CSR copied into pinned host memory, if the host has room for it
             transfers.setup(plan.selective_pushes_entry(transfers.pinned_out_edges_fit()),
                             plan.largest_wire_bytes)
+            if plan.settled_pages:
+                transfers.skip_settled_pages()
         self.prefetch_entry = plan.entry("prefetch_next_copies")
 
     # -- the engine interface of the iteration driver --------------------------------------
