@@ -308,12 +308,15 @@ class GpuEngine:
                               self.program.value_dtype, self.device.multiprocessors,
                               self.gpu_plan.entry("gpu_union_find_start"))
 
-    def _start_from_union_find(self, iteration: int) -> dict | None:
-        """The union-find start's entry where ``iteration`` takes it (the run's
-        first, once), else None."""
-        if self.union_find is None or not self.union_find.pending:
-            return None
-        return self.union_find.take(iteration, self.state)
+    def _start_from_union_find(self, iteration: int) -> None:
+        """The union-find start, where ``iteration`` takes it (the run's first, once)."""
+        if self.union_find is not None:
+            self.union_find.take(iteration, self.state)
+
+    def _note_union_find(self, record: IterationRecord) -> None:
+        """The union-find start's entry in ``record``, the first after it."""
+        if self.union_find is not None:
+            self.union_find.note(record)
 
     def _device_loop_entry(self, checkpoints_after_pages: bool | None = None) -> dict:
         """Whether this run may loop sparse iterations on the device
@@ -412,7 +415,7 @@ class GpuEngine:
         if self._loop is None:
             self._loop = self._make_loop()
         loop = self._loop
-        started_from = self._start_from_union_find(first_iteration)
+        self._start_from_union_find(first_iteration)
         inputs = self._sparse_inputs(0, direction)
         num_edges, forced, factor = self.num_edges, direction, inputs["factor"]
         neighbour_in, pull_factor = inputs["neighbour_in_degree"], inputs["pull_factor"]
@@ -464,8 +467,8 @@ class GpuEngine:
         each = seconds / max(taken, 1)
         for record in records:
             record.seconds = record.gpu_busy_seconds = each
-        if started_from is not None and records:
-            records[0].decisions["gpu_union_find_start"] = started_from
+        if records:
+            self._note_union_find(records[0])
         self.state.active_vertices = loop.pending_vertices()
         self.state.active_out_edges_count = loop.frontier_out_edges()
         return records
@@ -476,9 +479,8 @@ class GpuEngine:
         copies the next iteration begins with queued ahead, where the run
         does (:func:`decisions.prefetch_next_copies`)."""
         self._next_copies = None
-        started_from = self._start_from_union_find(record.iteration)
-        if started_from is not None:
-            record.decisions["gpu_union_find_start"] = started_from
+        self._start_from_union_find(record.iteration)
+        self._note_union_find(record)
         self._iterate_pages(record, aggregates)
         if self._next_copies is not None:
             self.page_store.prefetch_next_copies(*self._next_copies)

@@ -6,8 +6,9 @@ other: the precompute of source gathers; the selective transfers; the pages'
 plan (:class:`~garaphpy.scheduler.gpu.page_store.PagePlan`: resident or
 streamed, section 5.2), packed or not, the selective arrays deferred or not;
 the device loop's push and its order of value; the device loop itself;
-per-page choices over resident pages; the copies queued ahead; the fused
-launch.  The engine's parts (:class:`~garaphpy.scheduler.gpu.engine.GpuEngine`,
+per-page choices over resident pages; the copies queued ahead; the
+union-find start of connected components (Afforest on the device); the
+fused launch.  The engine's parts (:class:`~garaphpy.scheduler.gpu.engine.GpuEngine`,
 :class:`~garaphpy.scheduler.gpu.page_store.PageStore`,
 :class:`~garaphpy.scheduler.gpu.selective.SelectiveTransfers`) read the plan
 and make no such choice themselves.
@@ -324,7 +325,8 @@ def plan_gpu(program, translated, store, *, synchronous: bool, reads_weights: bo
         declared=bool(declared.shortcut_labels), symmetric=not store.directed,
         resident=plan.resident, extra_bytes=union_find_bytes(
             store.num_vertices, store.vertex_dtype.itemsize, offsets_shared=loop),
-        free_bytes=free_bytes - (loop_bytes if loop else 0))
+        free_bytes=free_bytes - (loop_bytes if loop else 0)
+        - (selective_bytes if plan.resident and selective else 0))
     entries["fused_launch"] = types.MappingProxyType({after: decisions.fixed(
         decisions.fuse_gpu_launch, resident=plan.resident, fuse_enabled=on("fused_launch"),
         host_copies=host_copies, synchronous=synchronous, checkpoints_after_pages=after,

@@ -65,22 +65,30 @@ class UnionFindStart:
         self.entry = entry
         #: the start is still to be taken (only before iteration 0)
         self.pending = True
+        #: its entry, taken and not yet in a record
+        self.unrecorded = None
 
-    def take(self, iteration: int, state) -> dict | None:
+    def take(self, iteration: int, state) -> None:
         """Before ``iteration``, once: where it is the run's first, the labels of
         the union-find in ``state``'s values (both buffers of a synchronous
-        run), and the entry to record as ``decisions["gpu_union_find_start"]``
-        (the plan's inputs, the labels that dropped, the root skipped, the
-        seconds); else None."""
+        run), and :attr:`unrecorded` its entry (the plan's inputs, the labels
+        that dropped, the root skipped, the seconds)."""
         if not self.pending:
-            return None
+            return
         self.pending = False
         if iteration != 0:
-            return None
+            return
         started = time.perf_counter()
         stream = state.main_stream
         self.union_find.write_labels(self.ids, self.dense, state.values, state.next, stream)
         largest, dropped = self.union_find.result(stream)
-        return {**{key: value for key, value in self.entry.items() if key != "choice"},
-                "dropped": dropped, "largest_root": largest,
-                "seconds": time.perf_counter() - started, "choice": True}
+        self.unrecorded = {
+            **{key: value for key, value in self.entry.items() if key != "choice"},
+            "dropped": dropped, "largest_root": largest,
+            "seconds": time.perf_counter() - started, "choice": True}
+
+    def note(self, record) -> None:
+        """The start's entry, once taken, as ``record.decisions["gpu_union_find_start"]``
+        (the first record made after it)."""
+        if self.unrecorded is not None:
+            record.decisions["gpu_union_find_start"], self.unrecorded = self.unrecorded, None
