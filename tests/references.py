@@ -281,7 +281,9 @@ def run_engine_like_gpu(graph, program, sources=(), **options):
     if options.get("mode") in ("cpu", "gpu") and options.get("execution") is None \
             and instance.sum in ("min", "max") and default_execution(instance) == "async":
         options["execution"] = "sync"
-    turned_off = {"shortcut_labels", "gpu_union_find_start", *options.pop("turned_off", ())}
+    turned_off = {"shortcut_labels", *options.pop("turned_off", ())}
+    if instance.shortcut_labels:
+        turned_off.add("gpu_union_find_start")
     shortcuts = config.GPU_SHORTCUT_LABELS
     config.GPU_SHORTCUT_LABELS = False
     try:
