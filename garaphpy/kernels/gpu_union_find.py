@@ -137,10 +137,6 @@ class DeviceUnionFind:
         blocks = -(-self.num_vertices // THREADS)
         self.grid = (max(1, min(8 * multiprocessors, blocks)),)
 
-    def device_bytes(self) -> int:
-        """What its own arrays take on the device."""
-        return int(self.parent.nbytes + self.found.nbytes)
-
     def write_labels(self, ids, dense: bool, values, next_values, stream) -> None:
         """Every vertex's label (its component's smallest user id) into
         ``values`` and ``next_values`` (the same array for an asynchronous run),
