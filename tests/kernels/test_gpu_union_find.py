@@ -36,7 +36,7 @@ from garaphpy.scheduler.gpu.plan import VertexMemory, plan_gpu
 from garaphpy.scheduler.run_choice import CpuAlone, RunChoice
 from garaphpy.storage.page_source import InMemoryPages
 
-from helpers import policy_with_costs
+from helpers import budget_for, policy_with_costs
 from references import MinLabels, components_scipy
 
 
@@ -266,12 +266,13 @@ def test_turned_off_or_streamed_it_propagates_labels(graphs):
     assert off.num_iterations > 1
     assert not any("gpu_union_find_start" in r.decisions for r in off.iterations)
     assert off.plan.gpu.entry("gpu_union_find_start")["turned_off"] is True
-    store = graph.as_undirected().store
-    page_bytes = sum(page.nbytes for page in store.pages)
-    streamed = garaphpy.run(graph, "cc", mode="gpu", gpu_memory=page_bytes // 2 + 4 * 2 ** 20)
+    # the vertex data, the stream buffers and half the pages: pages stream
+    budget = budget_for(graph, _program_instance("cc"), 0.5, "async")
+    streamed = garaphpy.run(graph, "cc", mode="gpu", gpu_memory=budget)
     np.testing.assert_array_equal(streamed.values, components_scipy(graph))
-    if not streamed.plan.gpu.resident:
-        assert not streamed.plan.gpu.union_find_start
+    assert not streamed.plan.gpu.resident and not streamed.plan.gpu.union_find_start
+    assert streamed.num_iterations > 1
+    assert not any("gpu_union_find_start" in r.decisions for r in streamed.iterations)
 
 
 @pytest.mark.gpu
