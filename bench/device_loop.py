@@ -5,7 +5,9 @@ frontier is small as a sparse notify-pull, many iterations to one host round
 trip, in a loop kept on the device (:mod:`garaphpy.scheduler.device_loop`);
 off (the engine's ``device_loop=False``) every iteration is the pull over
 every shard, launched and read back by the host; and CC's pulls end with
-pointer jumping over the labels on (``config.GPU_SHORTCUT_LABELS``), not off.
+pointer jumping over the labels on (``config.GPU_SHORTCUT_LABELS``), not off,
+and CC starts from the union-find on the device on (the GPU plan's
+``gpu_union_find_start``), not off.
 Off is the path before the device loop existed.
 This script times whole runs both ways, everything else equal; and, for an
 asynchronous run of a program declaring ``value_priority`` (SSSP, SSWP), a
@@ -85,6 +87,9 @@ def run(graph, program: str, options: dict, looped: bool,
 
     class SwitchedEngine(GpuEngine):
         def __init__(self, *arguments, **given):
+            if not looped:      # label propagation alone, as before the loop
+                given["turned_off"] = frozenset(given.get("turned_off", ())) \
+                    | {"gpu_union_find_start"}
             super().__init__(*arguments, device_loop=looped, value_priority=priority, **given)
 
     # the run's set-up imports the class when it runs: it builds this one

@@ -645,6 +645,8 @@ def _cpu_alone(plan: RunPlan, run_: _ValidatedRun, cpu_parts, initially_active: 
         skew = decisions.in_degree_skew(arrays.attrs[1])
     return CpuAlone(num_vertices=arrays.num_vertices, in_degree_skew=skew,
                     union_find_start=alone.union_find_start,
+                    gpu_union_find_start=bool(plan.gpu is not None
+                                              and plan.gpu.union_find_start),
                     build=lambda: build_cpu_engine(alone_plan, run_.program, compiled, arrays,
                                                    first))
 
@@ -696,9 +698,11 @@ def _build_gpu_engine(plan: RunPlan, run_: _ValidatedRun, pages, options: RunOpt
         # the GPU's kept pages never come from the host again: the host cache holds others
         pages.hold_elsewhere(np.flatnonzero(gpu_engine.kept_pages))
     gpu_engine.set_frontier(initially_active)
-    if decisions.shortcut_labels(program.shortcut_labels, mode, config.GPU_SHORTCUT_LABELS,
-                                 processor="gpu"):
-        # built-in programs' functions are tested; a user's are probed on the CPU
+    shortcut = decisions.shortcut_labels(program.shortcut_labels, mode,
+                                         config.GPU_SHORTCUT_LABELS, processor="gpu")
+    if shortcut or gpu_engine.gpu_plan.union_find_start:
+        # both rely on the declaration: built-in programs' functions are tested; a
+        # user's are probed on the CPU
         user = not type(program).__module__.startswith("garaphpy.programs")
         compiled = _compiled_program(program, parallel=False) if user else None
         ids = graph.original_ids(np.arange(graph.num_vertices)).astype(np.int64)
@@ -707,6 +711,7 @@ def _build_gpu_engine(plan: RunPlan, run_: _ValidatedRun, pages, options: RunOpt
         _check_shortcut_labels(
             program, compiled, tuple(np.zeros(1, t) for t in attr_types),
             np.zeros(1), ids, gpu_engine.values_to_host())
+    if shortcut:
         gpu_engine.enable_shortcut_labels(ids)
     if mode == "gpu" and gpu_engine.push_entry["choice"] and \
             not type(program).__module__.startswith("garaphpy.programs"):

@@ -6,7 +6,9 @@ run on one processor alone may cost less than the sum of the iterations'
 best choices: the CPU alone starts connected components on a symmetric
 graph from a union-find (one iteration where label propagation takes as
 many as the graph's diameter), shortcuts labels and runs its sparse
-iterations in batches; the GPU alone runs its iterations in its device loop;
+iterations in batches; the GPU alone runs its iterations in its device loop,
+and starts connected components from a union-find of its own where its
+pages are resident;
 and either alone pays the host nothing per iteration for deciding and
 combining.  So before the first iteration, and again at the end of each
 stretch of iterations or when the frontier crosses the cost model's switch
@@ -52,6 +54,10 @@ class CpuAlone:
     union_find_start : bool
         The CPU alone's plan starts from a union-find's labels
         (:func:`decisions.union_find_start`): its run ends after one pull.
+    gpu_union_find_start : bool
+        The GPU's plan starts its first iteration alone from a union-find's
+        labels on the device (:func:`decisions.gpu_union_find_start`): the
+        GPU alone's run ends after one pull too.
     build : callable or None
         Makes the CPU engine planned for the CPU alone (sharing the run's
         compiled program and graph arrays), its frontier the run's first;
@@ -62,6 +68,7 @@ class CpuAlone:
     in_degree_skew: float | None = None
     union_find_start: bool = False
     build: Callable | None = None
+    gpu_union_find_start: bool = False
 
 
 class RunChoice:
@@ -153,7 +160,9 @@ class RunChoice:
                  "gpu_dense": gpu_dense,
                  "dispatch_seconds": dispatch, "join_seconds": join_seconds,
                  "split_seconds": self.split_seconds,
-                 "union_find_start": bool(shape and shape.union_find_start and iteration == 0)}
+                 "union_find_start": bool(shape and shape.union_find_start and iteration == 0),
+                 "gpu_union_find_start": bool(shape and shape.gpu_union_find_start
+                                              and iteration == 0)}
         t_pull, t_gpu = policy.t_pull, policy.t_gpu
         if t_pull is None or t_gpu is None:
             entry.update(cpu_seconds=None, gpu_seconds=None, both_seconds=None,
@@ -185,10 +194,14 @@ class RunChoice:
                          + policy.cpu_overhead)
         else:
             cpu_total = iterations * cpu_each
+        gpu_total = iterations * gpu_each
+        if entry["gpu_union_find_start"]:
+            # the same on the device, priced in the GPU's pulls over every page
+            gpu_total = min(gpu_total, (config.HYBRID_UNION_FIND_PULLS + 1) * t_gpu)
         entry.update(iterations=iterations, cpu_iteration_seconds=cpu_each,
                      gpu_iteration_seconds=gpu_each, both_iteration_seconds=both_each,
                      cpu_seconds=cpu_total + cpu_sync_seconds,
-                     gpu_seconds=iterations * gpu_each + gpu_sync_seconds,
+                     gpu_seconds=gpu_total + gpu_sync_seconds,
                      both_seconds=iterations * both_each,
                      switch_point=decisions.frontier_switch_point(cpu_iteration, gpu_iteration))
         entry["choice"] = decisions.run_processors(entry["cpu_seconds"], entry["gpu_seconds"],

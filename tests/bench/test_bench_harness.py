@@ -308,6 +308,8 @@ def test_device_loop_script_on_a_tiny_grid(tmp_path):
     assert cases["grid:200x10/bfs/off"]["metrics"][0]["looped"] == 0
     assert cases["grid:200x10/cc/on"]["metrics"][0]["iterations"] < \
         cases["grid:200x10/cc/off"]["metrics"][0]["iterations"]
+    # on: the union-find start on the device, confirmed by one pull
+    assert cases["grid:200x10/cc/on"]["metrics"][0]["iterations"] == 1
 
 
 @pytest.mark.gpu

@@ -51,6 +51,12 @@ def store(graph):
     return graph.store
 
 
+@pytest.fixture(scope="module")
+def symmetric_store(graph):
+    """The graph's edges and their reverses (connected components' plans)."""
+    return graph.as_undirected().store
+
+
 def make_plan(store, name: str, budget: int = 10 ** 9, *, synchronous: bool = False,
               turned_off=(), n_streams: int = 4, cached: bool = True) -> GpuPlan:
     """plan_gpu for built-in program ``name`` over ``store`` with a GPU budget of
@@ -200,6 +206,7 @@ TURNED_OFF = {
     "selective_when_pays": ("sssp", False, _streamed, "selective_when_pays", None),
     "calibrate_transfer_rates": ("sssp", False, _streamed, "calibrate_transfer_rates", None),
     "settled_pages": ("bfs", True, _streamed_bfs, "settled_pages", "turned_off"),
+    "gpu_union_find_start": ("cc", False, None, "union_find_start", "turned_off"),
 }
 
 
@@ -221,8 +228,10 @@ def test_every_gpu_choice_can_be_turned_off():
 
 
 @pytest.mark.parametrize("name", GPU_CHOICES)
-def test_a_gpu_choice_turned_off(store, name):
+def test_a_gpu_choice_turned_off(store, symmetric_store, name):
     program, synchronous, how, field, flag = TURNED_OFF[name]
+    if program == "cc":
+        store = symmetric_store
     budget = _budget(store, how)
     on = make_plan(store, program, budget, synchronous=synchronous)
     off = make_plan(store, program, budget, synchronous=synchronous, turned_off={name})
@@ -292,7 +301,7 @@ def test_the_engine_study_switches_are_its_plan_choices():
 MOVED_RULES = ("precompute_source_gathers", "selective_transfers", "packed_pages",
                "defer_selective_arrays", "gpu_push", "gpu_value_priority", "device_loop",
                "resident_selective", "selective_pushes", "prefetch_next_copies",
-               "fuse_gpu_launch", "fixed")
+               "fuse_gpu_launch", "gpu_union_find_start", "fixed")
 
 
 def test_no_gpu_module_but_the_plan_makes_a_run_constant_choice():
