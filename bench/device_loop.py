@@ -70,7 +70,7 @@ from garaphpy.scheduler.gpu.engine import GpuEngine
 from garaphpy.programs import BUILTIN_PROGRAMS
 
 from bench import harness
-from bench.sparse_batch import load, source_of
+from bench.sparse_batch import load, source_of, store_name
 from bench.streamed import run_subway, subway_matches, write_subway_graph
 
 REPO = Path(__file__).resolve().parents[1]
@@ -210,7 +210,7 @@ def run_subway_peers(subway: Path, args, graphs: dict, store_dir: Path, by_case:
             if program not in ("bfs", "sssp", "cc"):
                 continue
             weighted = program == "sssp"
-            graph_path = store_dir / f"{spec.replace(':', '_')}.{'bwcsr' if weighted else 'bcsr'}"
+            graph_path = store_dir / f"{store_name(spec)}.{'bwcsr' if weighted else 'bcsr'}"
             if not graph_path.exists():
                 write_subway_graph(graph.store, graph_path, weighted)
             source = None
