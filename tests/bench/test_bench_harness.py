@@ -218,7 +218,7 @@ def test_the_entry_point_lists_every_script_of_bench():
 @pytest.mark.parametrize("subcommand", ["gpu", "modes", "modes-oracle", "disk", "cpu",
                                         "checkpoint", "preprocess", "sparse-batch",
                                         "cpu-peers", "device-loop", "streamed",
-                                        "packed-bytes", "compressed-pages"])
+                                        "packed-bytes", "compressed-pages", "tiers"])
 def test_every_script_parses_help_without_a_gpu(subcommand):
     completed = run_script(subcommand, "--help", timeout=300)
     assert completed.returncode == 0, completed.stderr
