@@ -962,59 +962,112 @@ def _iterate(engine, program, max_iterations, tolerance, direction, on_iteration
     records = checkpoints.records() if checkpoints is not None else []
     if checkpoints is not None:
         checkpoints.track(records)
-    rho = engine.rho
-    pages = engine.page_source
-    num_edges = engine.num_edges
-    every = checkpoints.every if checkpoints is not None else 0
-    iteration = len(records)
-    while iteration < max_iterations:
-        started = time.perf_counter()
-        compiled_before = clock.seconds if clock is not None else 0.0
-        active_vertices = engine.num_active()
-        if active_vertices == 0:
-            return records, True, "no active vertex"
-        active_edges, prefix = engine.active_out_edges()
-        # a batch ends at the next checkpoint, so that checkpoints stay where they are due
-        steps = max_iterations - iteration
-        if every:
-            steps = min(steps, every - iteration % every)
-        batch = engine.iterate_batch(iteration, steps, tolerance, active_edges, direction)
-        if batch:
-            compiling = (clock.seconds if clock is not None else 0.0) - compiled_before
-            seconds = (time.perf_counter() - started - compiling) / len(batch)
-            batch[0].compile_seconds = compiling
-            for record in batch:
-                record.seconds = seconds
-                records.append(record)
-                if on_iteration is not None:
-                    on_iteration(record)
-            iteration += len(batch)
-            # a step in buckets of values changes one bucket: not a convergence test
-            if tolerance is not None and batch[-1].l1_change < tolerance \
-                    and "value_priority" not in batch[-1].decisions:
-                return records, True, "tolerance"
-            if checkpoints is not None and iteration < max_iterations and engine.num_active():
-                checkpoints.after_iteration(engine, records)
-            continue
-        f = decisions.active_fraction(active_edges, num_edges)
-        record = IterationRecord(iteration=iteration, mode=engine.mode, direction="pull",
-                                 forced=direction != "auto", active_fraction=f, rho=rho,
-                                 active_vertices=active_vertices)
-        engine.decide(record, direction)
-        aggregates = engine.aggregates(iteration)
-        read_before = pages.bytes_read
-        engine.iterate(record, prefix, aggregates)
-        record.bytes_read = pages.bytes_read - read_before
-        record.compile_seconds = (clock.seconds if clock is not None else 0.0) - compiled_before
-        record.seconds = time.perf_counter() - started - record.compile_seconds
-        records.append(record)
-        if on_iteration is not None:
-            on_iteration(record)
-        if tolerance is not None and record.l1_change < tolerance:
-            return records, True, "tolerance"
-        iteration += 1
-        if checkpoints is not None and iteration < max_iterations and engine.num_active():
-            checkpoints.after_iteration(engine, records)
+    loop = _Iterations(program, tolerance, direction, on_iteration, checkpoints, clock, records,
+                       max_iterations)
+    stopped = loop.run(engine, max_iterations)
+    if stopped is not None:
+        return records, True, stopped
     if engine.num_active() == 0:
         return records, True, "no active vertex"
     return records, bool(program.run_until_limit), "iteration limit"
+
+
+@dataclasses.dataclass
+class _Iterations:
+    """The iteration loop of one run, over a driver's engine interface; a
+    hybrid driver that hands a stretch of iterations to one processor alone
+    (its ``stretch``: :meth:`RunAlone.stretch
+    <garaphpy.scheduler.run_choice.RunAlone.stretch>`) has the stretch run by
+    this same loop over that processor's own driver, as its mode would."""
+
+    program: VertexProgram
+    tolerance: float | None
+    direction: str
+    on_iteration: Any
+    checkpoints: Any
+    clock: CompileClock | None
+    records: list
+    max_iterations: int
+
+    def run(self, engine, end: int, stretch=None) -> str | None:
+        """Iterations on ``engine`` until ``end`` (or, in ``stretch``, until
+        the frontier crosses its switch point); returns why the run stopped
+        (None: it did not)."""
+        records, clock, checkpoints = self.records, self.clock, self.checkpoints
+        tolerance, direction, on_iteration = self.tolerance, self.direction, self.on_iteration
+        rho = engine.rho
+        pages = engine.page_source
+        num_edges = engine.num_edges
+        every = checkpoints.every if checkpoints is not None else 0
+        hands_over = getattr(engine, "stretch", None) if stretch is None else None
+        iteration = len(records)
+        first = iteration
+        while iteration < end:
+            started = time.perf_counter()
+            compiled_before = clock.seconds if clock is not None else 0.0
+            active_vertices = engine.num_active()
+            if active_vertices == 0:
+                return "no active vertex"
+            active_edges, prefix = engine.active_out_edges()
+            # a batch ends at the next checkpoint, so that checkpoints stay where they are due
+            steps = end - iteration
+            if every:
+                steps = min(steps, every - iteration % every)
+            if stretch is not None and iteration > first and stretch.crossed(active_edges):
+                return None
+            handed = (hands_over(iteration, self.max_iterations - iteration, active_edges)
+                      if hands_over is not None else None)
+            if handed is not None:
+                try:
+                    stopped = self.run(handed.driver, min(end, handed.end), handed)
+                finally:
+                    handed.done(records[iteration:])
+                if stopped is not None:
+                    return stopped
+                iteration = len(records)
+                continue
+            batch = engine.iterate_batch(iteration, steps, tolerance, active_edges, direction)
+            if batch:
+                compiling = (clock.seconds if clock is not None else 0.0) - compiled_before
+                seconds = (time.perf_counter() - started - compiling) / len(batch)
+                batch[0].compile_seconds = compiling
+                if stretch is not None and iteration == first:
+                    stretch.note(batch[0])
+                for record in batch:
+                    record.seconds = seconds
+                    records.append(record)
+                    if on_iteration is not None:
+                        on_iteration(record)
+                iteration += len(batch)
+                # a step in buckets of values changes one bucket: not a convergence test
+                if tolerance is not None and batch[-1].l1_change < tolerance \
+                        and "value_priority" not in batch[-1].decisions:
+                    return "tolerance"
+                if checkpoints is not None and iteration < self.max_iterations \
+                        and engine.num_active():
+                    checkpoints.after_iteration(engine, records)
+                continue
+            f = decisions.active_fraction(active_edges, num_edges)
+            record = IterationRecord(iteration=iteration, mode=engine.mode, direction="pull",
+                                     forced=direction != "auto", active_fraction=f, rho=rho,
+                                     active_vertices=active_vertices)
+            engine.decide(record, direction)
+            aggregates = engine.aggregates(iteration)
+            read_before = pages.bytes_read
+            engine.iterate(record, prefix, aggregates)
+            record.bytes_read = pages.bytes_read - read_before
+            record.compile_seconds = ((clock.seconds if clock is not None else 0.0)
+                                      - compiled_before)
+            record.seconds = time.perf_counter() - started - record.compile_seconds
+            if stretch is not None and iteration == first:
+                stretch.note(record)
+            records.append(record)
+            if on_iteration is not None:
+                on_iteration(record)
+            if tolerance is not None and record.l1_change < tolerance:
+                return "tolerance"
+            iteration += 1
+            if checkpoints is not None and iteration < self.max_iterations \
+                    and engine.num_active():
+                checkpoints.after_iteration(engine, records)
+        return None
