@@ -29,6 +29,8 @@ SUBCOMMANDS = {
     "packed-bytes": ("packed_bytes", "bytes per edge of pages as stored and packed"),
     "compressed-pages": ("compressed_pages", "compressed pages against plain: bytes an "
                          "edge, decode speed, reads"),
+    "tiers": ("tiers", "pages from disk, host and GPU budgets: bytes read against what "
+              "must move"),
     "dask": ("dask_workers", "one process against 2 and 4 Dask LocalCluster workers"),
     "before-after": ("before_after", "the same runs from this tree and an older one, in "
                      "turns"),

@@ -15,18 +15,24 @@ Graphs
     ``kron``: ``rmat:SCALE`` (``--scale``, 22), symmetrized
     (``Graph.as_undirected``), the generator's weights 1..255 for SSSP: the
     Graph500/GAPBS Kronecker parameters, not GAPBS's own edges.  ``grid``:
-    ``grid:WxH`` (``--grid``, 2000x2000), its own weights.  Stores are built
-    once into ``--store-dir``.
+    ``grid:WxH`` (``--grid``, 2000x2000), its own weights.  Any other name
+    is a graph file (SNAP, DIMACS, ...: what ``Graph.load`` reads, e.g. a
+    road network with ids from 1), named in the table by its file name
+    without extensions, with integer weights 1..255 hashed from each edge's
+    user ids (``weights="hash"``, as bench/modes.py and bench/device_loop.py
+    weight files), BFS and SSSP from its vertex of largest out-degree (the
+    smallest internal id on ties).  Stores are built once into ``--store-dir``.
 GAPBS
     With ``--gapbs DIR`` (a directory holding GAPBS's built ``bfs``,
     ``sssp``, ``cc``, ``pr`` and ``converter``), each row also runs GAPBS,
     with ``OMP_NUM_THREADS`` = the run's threads: on kron its own ``-g
     SCALE`` graph (BFS and SSSP from its vertex of largest out-degree, as
     garaphpy's, read from the serialized graph's offsets; ``--kron-gapbs-source
-    random``: GAPBS's own random sources), on the grid the same grid, written once
-    as an edge list (``.el``, ``.wel`` with its weights) and serialized by
-    the converter, from the same source (``-r``); BFS, CC (Afforest) and
-    SSSP (``-d`` ``--delta``: 2 on kron, ``--grid-delta`` 32 on the grid)
+    random``: GAPBS's own random sources), on the grid and a file the same
+    graph, written once as an edge list (``.el``, ``.wel`` with its weights)
+    and serialized by the converter, from the same source (``-r``); BFS, CC
+    (Afforest) and SSSP (``-d`` ``--delta``: 2 on kron, ``--grid-delta`` 32
+    on the grid and files)
     with ``-n`` ``--gapbs-trials`` (16), PageRank ``-i`` 20 ``-t`` the
     tolerance (``1e-30`` for 0) with 5; its "Average Time" is the figure.  GAPBS is not part of
     garaphpy: bring and build it yourself (``make`` in its checkout).
@@ -43,7 +49,7 @@ Timing and correctness
 
 Usage (from the repository root)::
 
-    python -m bench cpu-peers [--graphs kron,grid] [--scale 22] [--grid 2000x2000]
+    python -m bench cpu-peers [--graphs kron,grid,FILE] [--scale 22] [--grid 2000x2000]
         [--programs pagerank,bfs,sssp,cc] [--pr-tolerance 0] [--threads N] [--store-dir DIR]
         [--gapbs DIR] [--delta 2] [--grid-delta 32] [--trials 5] [--json rows.jsonl]
 """
@@ -63,6 +69,8 @@ import numba
 import numpy as np
 
 import garaphpy
+from garaphpy.storage.readers import ArraySource
+from garaphpy.storage.writers import write_edge_list as write_text_edge_list
 
 from bench import harness
 
@@ -76,8 +84,24 @@ GAPBS_KERNELS = {"bfs": ("bfs", []), "sssp": ("sssp", ["-d", "{delta}"]), "cc": 
 AVERAGE = re.compile(r"^Average Time:\s+([0-9.eE+-]+)", re.M)
 
 
+#: Compression suffixes a graph file's label drops (its format's suffix goes too).
+COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz")
+
+
+def graph_label(kind: str) -> str:
+    """The name of ``--graphs``' entry in the table: ``kron``, ``grid``, or a
+    file's name without its compression and format suffixes."""
+    if kind in ("kron", "grid"):
+        return kind
+    name = Path(kind).name
+    for suffix in COMPRESSION_SUFFIXES:
+        name = name.removesuffix(suffix)
+    return Path(name).stem or name
+
+
 def load_graphs(kind: str, args, store_dir: Path) -> tuple[garaphpy.Graph, garaphpy.Graph, int]:
-    """(unweighted, weighted, source in user ids) of ``kron`` or ``grid``."""
+    """(unweighted, weighted, source in user ids) of ``kron``, ``grid`` or a
+    graph file (one hash-weighted graph for both)."""
     if kind == "kron":
         spec = f"rmat:{args.scale}"
         plain = garaphpy.Graph.load(spec, store=store_dir / f"rmat{args.scale}",
@@ -91,7 +115,12 @@ def load_graphs(kind: str, args, store_dir: Path) -> tuple[garaphpy.Graph, garap
         graph = garaphpy.Graph.load(f"grid:{args.grid}", store=store_dir / "grid",
                                     progress=False)
         return graph, graph, int(args.grid.split("x")[0]) + 1
-    raise ValueError(f"--graphs: unknown graph {kind!r} (expected kron or grid)")
+    if Path(kind).is_file():
+        graph = garaphpy.Graph.load(kind, store=store_dir / graph_label(kind),
+                                    weights="hash", progress=False)
+        top = int(np.argmax(graph.store.out_degree))
+        return graph, graph, int(graph.original_ids(np.array([top]))[0])
+    raise ValueError(f"--graphs: unknown graph {kind!r} (expected kron, grid or a file)")
 
 
 def run_program(graph, program: str, options: dict) -> harness.Measurement:
@@ -185,25 +214,26 @@ def gapbs_hub(serialized: Path) -> int:
 
 def write_edge_list(graph, path: Path, weighted: bool) -> None:
     """The graph's edges as GAPBS reads them: ``u v`` (``u v w`` when
-    ``weighted``) per line, 0-based internal ids, written once."""
+    ``weighted``, the weights as integers) per line, 0-based internal ids,
+    written once, by garaphpy's own writer (seconds for the grid's 16M edges,
+    where ``numpy.savetxt`` took a minute; atomic: no partial file is left)."""
     if path.exists():
         return
     in_offsets, sources, weights = graph.store.csc()
     targets = np.repeat(np.arange(graph.num_vertices, dtype=np.int64), np.diff(in_offsets))
-    columns = [sources.astype(np.int64), targets]
-    if weighted:
-        columns.append(np.asarray(weights).astype(np.int64))
-    partial = path.with_suffix(path.suffix + ".partial")
-    np.savetxt(partial, np.column_stack(columns), fmt=" ".join(["%d"] * len(columns)))
-    partial.replace(path)
+    edges = ArraySource(sources.astype(np.int64), targets,
+                        np.asarray(weights).astype(np.int64) if weighted else None,
+                        graph.num_vertices, name=path.name, format="arrays")
+    write_text_edge_list(edges, path, weighted=weighted)
 
 
 def run_gapbs(gapbs: Path, kind: str, program: str, graph, source: int, args,
               store_dir: Path, threads: int) -> dict:
-    """GAPBS on ``kind``'s graph (kron: its own of ``--scale``; grid: this one,
-    from ``source``): its average time and command."""
+    """GAPBS on ``kind``'s graph (kron: its own of ``--scale``; grid or a file:
+    this one, from ``source``): its average time and command."""
     weighted = program == "sssp"
-    name = f"gapbs-kron{args.scale}" if kind == "kron" else f"gapbs-grid{args.grid}"
+    name = {"kron": f"gapbs-kron{args.scale}", "grid": f"gapbs-grid{args.grid}"}.get(
+        kind, f"gapbs-{graph_label(kind)}")
     serialized = store_dir / f"{name}.{'wsg' if weighted else 'sg'}"
     environment = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     if not serialized.exists():
@@ -220,7 +250,7 @@ def run_gapbs(gapbs: Path, kind: str, program: str, graph, source: int, args,
     delta = args.delta if kind == "kron" else args.grid_delta
     extra = [a.format(delta=delta, iterations=args.pr_iterations,
                       tolerance=args.pr_tolerance or 1e-30) for a in extra]
-    if kind == "grid" and program in ("bfs", "sssp"):
+    if kind != "kron" and program in ("bfs", "sssp"):
         extra += ["-r", str(int(graph.internal_ids([source])[0]))]
     if kind == "kron" and program in ("bfs", "sssp") and args.kron_gapbs_source == "hub":
         extra += ["-r", str(gapbs_hub(serialized))]
@@ -233,7 +263,8 @@ def run_gapbs(gapbs: Path, kind: str, program: str, graph, source: int, args,
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--graphs", default="kron,grid", help="kron and/or grid (default both)")
+    parser.add_argument("--graphs", default="kron,grid",
+                        help="comma-separated: kron, grid and graph files (default kron,grid)")
     parser.add_argument("--scale", type=int, default=22, help="kron: rmat scale (default 22)")
     parser.add_argument("--grid", default="2000x2000", help="grid WIDTHxHEIGHT")
     parser.add_argument("--programs", default=",".join(PROGRAMS))
@@ -248,7 +279,7 @@ def main(argv=None) -> int:
     parser.add_argument("--delta", type=int, default=2,
                         help="GAPBS SSSP delta on kron (default 2)")
     parser.add_argument("--grid-delta", type=int, default=32,
-                        help="GAPBS SSSP delta on the grid (default 32)")
+                        help="GAPBS SSSP delta on the grid and files (default 32)")
     parser.add_argument("--gapbs-trials", type=int, default=16)
     parser.add_argument("--kron-gapbs-source", choices=("hub", "random"), default="hub",
                         help="GAPBS's BFS and SSSP source on kron: its vertex of largest "
@@ -262,6 +293,10 @@ def main(argv=None) -> int:
         parser.error(f"--programs: unknown {', '.join(unknown)} (expected {PROGRAMS})")
     if args.pr_tolerance < 0:
         parser.error(f"--pr-tolerance {args.pr_tolerance}: expected a non-negative number")
+    graphs = args.graphs.split(",")
+    missing = [g for g in graphs if g not in ("kron", "grid") and not Path(g).is_file()]
+    if missing:
+        parser.error(f"--graphs: {', '.join(missing)}: neither kron, grid nor a file")
     gapbs = Path(args.gapbs) if args.gapbs else None
     if gapbs is not None and not (gapbs / "bfs").exists():
         parser.error(f"--gapbs {gapbs}: no built 'bfs' there (run make in the checkout)")
@@ -269,8 +304,9 @@ def main(argv=None) -> int:
     store_dir = Path(args.store_dir or tempfile.mkdtemp(prefix="garaphpy-peers-"))
     store_dir.mkdir(parents=True, exist_ok=True)
     cases, peers = [], {}
-    for kind in args.graphs.split(","):
+    for kind in graphs:
         plain, weighted, source = load_graphs(kind, args, store_dir)
+        label = graph_label(kind)
         for program in programs:
             graph = weighted if program == "sssp" else plain
             options = {"mode": "cpu", "threads": threads}
@@ -280,22 +316,22 @@ def main(argv=None) -> int:
                 options.update(max_iterations=args.pr_iterations,
                                tolerance=args.pr_tolerance)
             cases.append(harness.Case(
-                f"{kind}/{program}",
+                f"{label}/{program}",
                 lambda graph=graph, program=program, options=options:
                     run_program(graph, program, options),
-                params={"graph": kind, "program": program, "threads": threads,
+                params={"graph": label, "program": program, "threads": threads,
                         "num_vertices": graph.num_vertices, "num_edges": graph.num_edges},
                 verify=verified(graph, program, args.pr_iterations, args.pr_tolerance)))
             if gapbs is not None:
                 peer = run_gapbs(gapbs, kind, program, graph, source, args, store_dir, threads)
-                peers[f"{kind}/{program}"] = peer
+                peers[f"{label}/{program}"] = peer
                 # said at once: a run cut short keeps its peer's figures
-                print(f"GAPBS {kind}/{program}: {peer['seconds'] * 1e3:.1f} ms "
+                print(f"GAPBS {label}/{program}: {peer['seconds'] * 1e3:.1f} ms "
                       f"({peer['command']})", file=sys.stderr, flush=True)
     rows = harness.run_cases("cpu_peers", cases, args)
     print(f"\n== the CPU alone, {threads} threads, median of {args.trials} runs; GAPBS: its "
-          "Average Time (kron: on its own kron graph; grid: on the same grid)")
-    print(f"{'case':16s} {'iters':>6s} {'exec':>6s} {'garaphpy ms':>12s} {'GAPBS ms':>10s} "
+          "Average Time (kron: on its own kron graph; grid, files: on the same graph)")
+    print(f"{'case':24s} {'iters':>6s} {'exec':>6s} {'garaphpy ms':>12s} {'GAPBS ms':>10s} "
           f"{'ratio':>7s}  check")
     summary = []
     for row in rows:
@@ -303,7 +339,7 @@ def main(argv=None) -> int:
         peer = peers.get(row["case"])
         ratio = row["median_s"] / peer["seconds"] if peer else None
         ok = row["verification"]["status"] == harness.PASSED
-        print(f"{row['case']:16s} {last['iterations']:6d} {last['execution']:>6s} "
+        print(f"{row['case']:24s} {last['iterations']:6d} {last['execution']:>6s} "
               f"{row['median_s'] * 1e3:12.1f} "
               f"{peer['seconds'] * 1e3 if peer else float('nan'):10.1f} "
               f"{ratio if ratio else float('nan'):7.2f}  {'ok' if ok else 'FAILED'}")

@@ -26,7 +26,7 @@ one-process run with float64 contributions, as the workers hold them).
 
 Usage (from the repository root)::
 
-    python -m bench dask [--scale 16] [--programs pagerank,bfs,cc] [--workers 2,4]
+    python -m bench dask [--scale 16] [--symmetric] [--programs pagerank,bfs,cc] [--workers 2,4]
                          [--threads 2] [--worker-threads 1] [--trials 3] [--warmup 1]
                          [--json rows.jsonl]
 """
@@ -105,6 +105,8 @@ def figures(row: dict) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", type=int, default=16, help="RMAT scale (default 16)")
+    parser.add_argument("--symmetric", action="store_true",
+                        help="make the graph symmetric (kron:SCALE, GAPBS's -g)")
     parser.add_argument("--programs", default="pagerank,bfs,cc")
     parser.add_argument("--workers", default="2,4", help="worker counts (default 2,4)")
     parser.add_argument("--threads", type=int, default=2,
@@ -121,8 +123,10 @@ def main(argv=None) -> int:
     programs = [p for p in args.programs.split(",") if p]
     worker_counts = [int(w) for w in args.workers.split(",") if w]
 
-    spec = f"rmat:{args.scale}"
-    graph = garaphpy.Graph.load(spec, progress=False)
+    graph = garaphpy.Graph.load(f"rmat:{args.scale}", progress=False)
+    if args.symmetric:
+        graph = graph.as_undirected()
+    spec = f"kron:{args.scale}" if args.symmetric else f"rmat:{args.scale}"
     source = int(graph.original_ids(np.array([np.argmax(graph.store.out_degree)]))[0])
     log(f"{spec}: {graph.num_vertices:,} vertices, {graph.num_edges:,} edges")
     reference = {}
@@ -158,13 +162,13 @@ def main(argv=None) -> int:
                 for program in programs]
             rows += harness.run_cases("dask", cases, args, extra=common)
     load_after = os.getloadavg()
-    print(f"garaphpy over Dask workers: rmat:{args.scale} ({graph.num_vertices:,} vertices, "
+    print(f"garaphpy over Dask workers: {spec} ({graph.num_vertices:,} vertices, "
           f"{graph.num_edges:,} edges), {time.strftime('%Y-%m-%d %H:%M:%S')}, "
           f"{platform.node()}, {os.cpu_count()} cores; load average before "
           f"{common['load_before'][0]:.1f}, after {load_after[0]:.1f}")
     print("| case | iterations | median s | ms/iteration | pull ms | exchange ms | "
-          "exchanged MB/iteration | pulled/iteration | worker M edges/s | vs one process |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "exchanged MB/iteration | changed/iteration | pulled/iteration | worker M edges/s | vs one process |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         program = row["params"]["program"]
         alone = harness.row_of(rows, f"one-process/{program}")["median_s"]
@@ -175,7 +179,8 @@ def main(argv=None) -> int:
             return "" if value is None else f"{value * scale:.{digits}f}"
         print(f"| {row['case']} | {m['iterations']} | {row['median_s']:.3f} | "
               f"{m['ms_per_iteration']:.1f} | {shown('pull_ms')} | {shown('exchange_ms')} | "
-              f"{shown('exchanged_mb', digits=3)} | {shown('pulled_per_iteration', digits=0)} | "
+              f"{shown('exchanged_mb', digits=3)} | {shown('changed_per_iteration', digits=0)} | "
+              f"{shown('pulled_per_iteration', digits=0)} | "
               f"{shown('worker_edges_per_s', 1e-6)} | "
               f"{alone / row['median_s']:.2f}x |")
     harness.write_record(args.json, "dask", "summary",

@@ -5,7 +5,9 @@ frontier is small as a sparse notify-pull, many iterations to one host round
 trip, in a loop kept on the device (:mod:`garaphpy.scheduler.device_loop`);
 off (the engine's ``device_loop=False``) every iteration is the pull over
 every shard, launched and read back by the host; and CC's pulls end with
-pointer jumping over the labels on (``config.GPU_SHORTCUT_LABELS``), not off.
+pointer jumping over the labels on (``config.GPU_SHORTCUT_LABELS``), not off,
+and CC starts from the union-find on the device on (the GPU plan's
+``gpu_union_find_start``), not off.
 Off is the path before the device loop existed.
 This script times whole runs both ways, everything else equal; and, for an
 asynchronous run of a program declaring ``value_priority`` (SSSP, SSWP), a
@@ -68,7 +70,7 @@ from garaphpy.scheduler.gpu.engine import GpuEngine
 from garaphpy.programs import BUILTIN_PROGRAMS
 
 from bench import harness
-from bench.sparse_batch import load, source_of
+from bench.sparse_batch import load, source_of, store_name
 from bench.streamed import run_subway, subway_matches, write_subway_graph
 
 REPO = Path(__file__).resolve().parents[1]
@@ -85,6 +87,9 @@ def run(graph, program: str, options: dict, looped: bool,
 
     class SwitchedEngine(GpuEngine):
         def __init__(self, *arguments, **given):
+            if not looped:      # label propagation alone, as before the loop
+                given["turned_off"] = frozenset(given.get("turned_off", ())) \
+                    | {"gpu_union_find_start"}
             super().__init__(*arguments, device_loop=looped, value_priority=priority, **given)
 
     # the run's set-up imports the class when it runs: it builds this one
@@ -205,7 +210,7 @@ def run_subway_peers(subway: Path, args, graphs: dict, store_dir: Path, by_case:
             if program not in ("bfs", "sssp", "cc"):
                 continue
             weighted = program == "sssp"
-            graph_path = store_dir / f"{spec.replace(':', '_')}.{'bwcsr' if weighted else 'bcsr'}"
+            graph_path = store_dir / f"{store_name(spec)}.{'bwcsr' if weighted else 'bcsr'}"
             if not graph_path.exists():
                 write_subway_graph(graph.store, graph_path, weighted)
             source = None

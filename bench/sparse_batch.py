@@ -66,10 +66,16 @@ COUNTERS = {"sparse_batches": ("direction", "active_vertices", "updated_vertices
 SWITCHED = {"sparse_batches": "sparse_batch", "settling_push": "settling_push"}
 
 
+def store_name(spec: str) -> str:
+    """The name of ``spec``'s store and of files written for it beside the store:
+    a file's own name (wherever it is), or the generator spec without ':'."""
+    name = Path(spec).name if Path(spec).exists() else spec
+    return name.replace(":", "_").replace("/", "_")
+
+
 def load(spec: str, store_dir: Path) -> garaphpy.Graph:
     """A generator spec (weighted) or a SNAP file (hash-weighted), built once."""
-    name = Path(spec).name if Path(spec).exists() else spec
-    store = store_dir / name.replace(":", "_").replace("/", "_")
+    store = store_dir / store_name(spec)
     if Path(spec).exists():
         return garaphpy.Graph.load(spec, store=store, weights="hash", progress=False)
     options = {"weighted": True} if spec.startswith("rmat") else None

@@ -645,6 +645,8 @@ def _cpu_alone(plan: RunPlan, run_: _ValidatedRun, cpu_parts, initially_active: 
         skew = decisions.in_degree_skew(arrays.attrs[1])
     return CpuAlone(num_vertices=arrays.num_vertices, in_degree_skew=skew,
                     union_find_start=alone.union_find_start,
+                    gpu_union_find_start=bool(plan.gpu is not None
+                                              and plan.gpu.union_find_start),
                     build=lambda: build_cpu_engine(alone_plan, run_.program, compiled, arrays,
                                                    first))
 
@@ -692,10 +694,15 @@ def _build_gpu_engine(plan: RunPlan, run_: _ValidatedRun, pages, options: RunOpt
                            turned_off=plan.turned_off & frozenset(GPU_CHOICES))
     _GPU_SET_UP_MEASURED = max(0.0, time.perf_counter() - started - decisions.gpu_set_up_seconds(
         _gpu_page_bytes(graph, options), fixed_seconds=0.0))
+    if mode == "gpu" and not gpu_engine.plan.resident:
+        # the GPU's kept pages never come from the host again: the host cache holds others
+        pages.hold_elsewhere(np.flatnonzero(gpu_engine.kept_pages))
     gpu_engine.set_frontier(initially_active)
-    if decisions.shortcut_labels(program.shortcut_labels, mode, config.GPU_SHORTCUT_LABELS,
-                                 processor="gpu"):
-        # built-in programs' functions are tested; a user's are probed on the CPU
+    shortcut = decisions.shortcut_labels(program.shortcut_labels, mode,
+                                         config.GPU_SHORTCUT_LABELS, processor="gpu")
+    if shortcut or gpu_engine.gpu_plan.union_find_start:
+        # both rely on the declaration: built-in programs' functions are tested; a
+        # user's are probed on the CPU
         user = not type(program).__module__.startswith("garaphpy.programs")
         compiled = _compiled_program(program, parallel=False) if user else None
         ids = graph.original_ids(np.arange(graph.num_vertices)).astype(np.int64)
@@ -704,6 +711,7 @@ def _build_gpu_engine(plan: RunPlan, run_: _ValidatedRun, pages, options: RunOpt
         _check_shortcut_labels(
             program, compiled, tuple(np.zeros(1, t) for t in attr_types),
             np.zeros(1), ids, gpu_engine.values_to_host())
+    if shortcut:
         gpu_engine.enable_shortcut_labels(ids)
     if mode == "gpu" and gpu_engine.push_entry["choice"] and \
             not type(program).__module__.startswith("garaphpy.programs"):
@@ -954,59 +962,112 @@ def _iterate(engine, program, max_iterations, tolerance, direction, on_iteration
     records = checkpoints.records() if checkpoints is not None else []
     if checkpoints is not None:
         checkpoints.track(records)
-    rho = engine.rho
-    pages = engine.page_source
-    num_edges = engine.num_edges
-    every = checkpoints.every if checkpoints is not None else 0
-    iteration = len(records)
-    while iteration < max_iterations:
-        started = time.perf_counter()
-        compiled_before = clock.seconds if clock is not None else 0.0
-        active_vertices = engine.num_active()
-        if active_vertices == 0:
-            return records, True, "no active vertex"
-        active_edges, prefix = engine.active_out_edges()
-        # a batch ends at the next checkpoint, so that checkpoints stay where they are due
-        steps = max_iterations - iteration
-        if every:
-            steps = min(steps, every - iteration % every)
-        batch = engine.iterate_batch(iteration, steps, tolerance, active_edges, direction)
-        if batch:
-            compiling = (clock.seconds if clock is not None else 0.0) - compiled_before
-            seconds = (time.perf_counter() - started - compiling) / len(batch)
-            batch[0].compile_seconds = compiling
-            for record in batch:
-                record.seconds = seconds
-                records.append(record)
-                if on_iteration is not None:
-                    on_iteration(record)
-            iteration += len(batch)
-            # a step in buckets of values changes one bucket: not a convergence test
-            if tolerance is not None and batch[-1].l1_change < tolerance \
-                    and "value_priority" not in batch[-1].decisions:
-                return records, True, "tolerance"
-            if checkpoints is not None and iteration < max_iterations and engine.num_active():
-                checkpoints.after_iteration(engine, records)
-            continue
-        f = decisions.active_fraction(active_edges, num_edges)
-        record = IterationRecord(iteration=iteration, mode=engine.mode, direction="pull",
-                                 forced=direction != "auto", active_fraction=f, rho=rho,
-                                 active_vertices=active_vertices)
-        engine.decide(record, direction)
-        aggregates = engine.aggregates(iteration)
-        read_before = pages.bytes_read
-        engine.iterate(record, prefix, aggregates)
-        record.bytes_read = pages.bytes_read - read_before
-        record.compile_seconds = (clock.seconds if clock is not None else 0.0) - compiled_before
-        record.seconds = time.perf_counter() - started - record.compile_seconds
-        records.append(record)
-        if on_iteration is not None:
-            on_iteration(record)
-        if tolerance is not None and record.l1_change < tolerance:
-            return records, True, "tolerance"
-        iteration += 1
-        if checkpoints is not None and iteration < max_iterations and engine.num_active():
-            checkpoints.after_iteration(engine, records)
+    loop = _Iterations(program, tolerance, direction, on_iteration, checkpoints, clock, records,
+                       max_iterations)
+    stopped = loop.run(engine, max_iterations)
+    if stopped is not None:
+        return records, True, stopped
     if engine.num_active() == 0:
         return records, True, "no active vertex"
     return records, bool(program.run_until_limit), "iteration limit"
+
+
+@dataclasses.dataclass
+class _Iterations:
+    """The iteration loop of one run, over a driver's engine interface; a
+    hybrid driver that hands a stretch of iterations to one processor alone
+    (its ``stretch``: :meth:`RunAlone.stretch
+    <garaphpy.scheduler.run_choice.RunAlone.stretch>`) has the stretch run by
+    this same loop over that processor's own driver, as its mode would."""
+
+    program: VertexProgram
+    tolerance: float | None
+    direction: str
+    on_iteration: Any
+    checkpoints: Any
+    clock: CompileClock | None
+    records: list
+    max_iterations: int
+
+    def run(self, engine, end: int, stretch=None) -> str | None:
+        """Iterations on ``engine`` until ``end`` (or, in ``stretch``, until
+        the frontier crosses its switch point); returns why the run stopped
+        (None: it did not)."""
+        records, clock, checkpoints = self.records, self.clock, self.checkpoints
+        tolerance, direction, on_iteration = self.tolerance, self.direction, self.on_iteration
+        rho = engine.rho
+        pages = engine.page_source
+        num_edges = engine.num_edges
+        every = checkpoints.every if checkpoints is not None else 0
+        hands_over = getattr(engine, "stretch", None) if stretch is None else None
+        iteration = len(records)
+        first = iteration
+        while iteration < end:
+            started = time.perf_counter()
+            compiled_before = clock.seconds if clock is not None else 0.0
+            active_vertices = engine.num_active()
+            if active_vertices == 0:
+                return "no active vertex"
+            active_edges, prefix = engine.active_out_edges()
+            # a batch ends at the next checkpoint, so that checkpoints stay where they are due
+            steps = end - iteration
+            if every:
+                steps = min(steps, every - iteration % every)
+            if stretch is not None and iteration > first and stretch.crossed(active_edges):
+                return None
+            handed = (hands_over(iteration, self.max_iterations - iteration, active_edges)
+                      if hands_over is not None else None)
+            if handed is not None:
+                try:
+                    stopped = self.run(handed.driver, min(end, handed.end), handed)
+                finally:
+                    handed.done(records[iteration:])
+                if stopped is not None:
+                    return stopped
+                iteration = len(records)
+                continue
+            batch = engine.iterate_batch(iteration, steps, tolerance, active_edges, direction)
+            if batch:
+                compiling = (clock.seconds if clock is not None else 0.0) - compiled_before
+                seconds = (time.perf_counter() - started - compiling) / len(batch)
+                batch[0].compile_seconds = compiling
+                if stretch is not None and iteration == first:
+                    stretch.note(batch[0])
+                for record in batch:
+                    record.seconds = seconds
+                    records.append(record)
+                    if on_iteration is not None:
+                        on_iteration(record)
+                iteration += len(batch)
+                # a step in buckets of values changes one bucket: not a convergence test
+                if tolerance is not None and batch[-1].l1_change < tolerance \
+                        and "value_priority" not in batch[-1].decisions:
+                    return "tolerance"
+                if checkpoints is not None and iteration < self.max_iterations \
+                        and engine.num_active():
+                    checkpoints.after_iteration(engine, records)
+                continue
+            f = decisions.active_fraction(active_edges, num_edges)
+            record = IterationRecord(iteration=iteration, mode=engine.mode, direction="pull",
+                                     forced=direction != "auto", active_fraction=f, rho=rho,
+                                     active_vertices=active_vertices)
+            engine.decide(record, direction)
+            aggregates = engine.aggregates(iteration)
+            read_before = pages.bytes_read
+            engine.iterate(record, prefix, aggregates)
+            record.bytes_read = pages.bytes_read - read_before
+            record.compile_seconds = ((clock.seconds if clock is not None else 0.0)
+                                      - compiled_before)
+            record.seconds = time.perf_counter() - started - record.compile_seconds
+            if stretch is not None and iteration == first:
+                stretch.note(record)
+            records.append(record)
+            if on_iteration is not None:
+                on_iteration(record)
+            if tolerance is not None and record.l1_change < tolerance:
+                return "tolerance"
+            iteration += 1
+            if checkpoints is not None and iteration < self.max_iterations \
+                    and engine.num_active():
+                checkpoints.after_iteration(engine, records)
+        return None

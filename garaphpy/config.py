@@ -255,8 +255,9 @@ HYBRID_RUN_FIRST_STRETCH = 2
 #: (``scheduler.decisions.expected_iterations``).
 HYBRID_MESH_SKEW = 1.5
 
-#: A CPU union-find start (Afforest) priced in full CPU pulls over |E|
-#: (one pass over the out-edges, as a pull passes over the in-edges).
+#: A union-find start (Afforest) priced in full pulls over |E| of the processor
+#: that takes it (one pass over the edges, as a pull passes over the in-edges;
+#: the GPU's start reads fewer, unmeasured against its pull).
 HYBRID_UNION_FIND_PULLS = 1.0
 
 #: What making the CPU-alone engine of a hybrid run costs (its own vertex

@@ -252,7 +252,8 @@ class Crash(Exception):
 
 # -- iteration records --------------------------------------------------------------------
 def untimed(records, labels: bool = True) -> list[dict]:
-    """The records as dicts without their measured times (a NaN as "nan", so
+    """The records as dicts without their measured times (theirs and their
+    decisions'; a NaN as "nan", so
     that equal records compare equal: SSSP's L1 change is inf - inf), nor the
     facts of the GPU's device-loop batch an iteration ran in (its length and
     end, and how it was launched, depend on where checkpoints cut the run) and
@@ -274,6 +275,7 @@ def untimed(records, labels: bool = True) -> list[dict]:
         for entry in row["decisions"].values():
             if isinstance(entry, dict):
                 entry.pop("free_bytes", None)
+                entry.pop("seconds", None)
         rows.append({name: "nan" if isinstance(value, float) and math.isnan(value) else value
                      for name, value in row.items()})
     return rows

@@ -262,8 +262,9 @@ def run_engine_quietly(graph, program, sources=(), **options):
 def run_engine_like_gpu(graph, program, sources=(), **options):
     """:func:`run_engine_quietly` without label shortcuts
     (the plan's ``shortcut_labels`` and ``config.GPU_SHORTCUT_LABELS``, one
-    processor alone), so that the CPU reference of a GPU or hybrid run does
-    the same iterations.
+    processor alone) nor the GPU's union-find start (``gpu_union_find_start``;
+    the CPU's goes with its shortcuts), so that the CPU reference of a GPU or
+    hybrid run does the same iterations.
 
     A min/max program whose default is asynchronous (SSSP, CC, SSWP) runs
     synchronously on the CPU alone and on the GPU alone unless an execution
@@ -281,6 +282,8 @@ def run_engine_like_gpu(graph, program, sources=(), **options):
             and instance.sum in ("min", "max") and default_execution(instance) == "async":
         options["execution"] = "sync"
     turned_off = {"shortcut_labels", *options.pop("turned_off", ())}
+    if instance.shortcut_labels:
+        turned_off.add("gpu_union_find_start")
     shortcuts = config.GPU_SHORTCUT_LABELS
     config.GPU_SHORTCUT_LABELS = False
     try:

@@ -46,7 +46,8 @@ GPU_CHOICES = ("gpu_precompute", "selective_transfers", "packed_pages", "compres
                "pull_packed",
                "defer_selective_arrays", "gpu_push", "gpu_value_priority", "device_loop",
                "resident_selective", "prefetch_next_copies", "fused_launch",
-               "selective_when_pays", "calibrate_transfer_rates")
+               "selective_when_pays", "calibrate_transfer_rates", "settled_pages",
+               "gpu_union_find_start")
 
 
 #: The run's own choices a test or bench may turn off (``turned_off``): a hybrid

@@ -6,7 +6,9 @@ run on one processor alone may cost less than the sum of the iterations'
 best choices: the CPU alone starts connected components on a symmetric
 graph from a union-find (one iteration where label propagation takes as
 many as the graph's diameter), shortcuts labels and runs its sparse
-iterations in batches; the GPU alone runs its iterations in its device loop;
+iterations in batches; the GPU alone runs its iterations in its device loop,
+and starts connected components from a union-find of its own where its
+pages are resident;
 and either alone pays the host nothing per iteration for deciding and
 combining.  So before the first iteration, and again at the end of each
 stretch of iterations or when the frontier crosses the cost model's switch
@@ -37,6 +39,7 @@ from .frontier import Frontier
 from .policy import HybridPolicy, Observation
 from .processors import CpuProcessor
 from .records import IterationRecord
+from .single_driver import SingleDriver
 
 
 @dataclass
@@ -52,6 +55,10 @@ class CpuAlone:
     union_find_start : bool
         The CPU alone's plan starts from a union-find's labels
         (:func:`decisions.union_find_start`): its run ends after one pull.
+    gpu_union_find_start : bool
+        The GPU's plan starts its first iteration alone from a union-find's
+        labels on the device (:func:`decisions.gpu_union_find_start`): the
+        GPU alone's run ends after one pull too.
     build : callable or None
         Makes the CPU engine planned for the CPU alone (sharing the run's
         compiled program and graph arrays), its frontier the run's first;
@@ -62,6 +69,7 @@ class CpuAlone:
     in_degree_skew: float | None = None
     union_find_start: bool = False
     build: Callable | None = None
+    gpu_union_find_start: bool = False
 
 
 class RunChoice:
@@ -153,7 +161,9 @@ class RunChoice:
                  "gpu_dense": gpu_dense,
                  "dispatch_seconds": dispatch, "join_seconds": join_seconds,
                  "split_seconds": self.split_seconds,
-                 "union_find_start": bool(shape and shape.union_find_start and iteration == 0)}
+                 "union_find_start": bool(shape and shape.union_find_start and iteration == 0),
+                 "gpu_union_find_start": bool(shape and shape.gpu_union_find_start
+                                              and iteration == 0)}
         t_pull, t_gpu = policy.t_pull, policy.t_gpu
         if t_pull is None or t_gpu is None:
             entry.update(cpu_seconds=None, gpu_seconds=None, both_seconds=None,
@@ -185,10 +195,14 @@ class RunChoice:
                          + policy.cpu_overhead)
         else:
             cpu_total = iterations * cpu_each
+        gpu_total = iterations * gpu_each
+        if entry["gpu_union_find_start"]:
+            # the same on the device, priced in the GPU's pulls over every page
+            gpu_total = min(gpu_total, (config.HYBRID_UNION_FIND_PULLS + 1) * t_gpu)
         entry.update(iterations=iterations, cpu_iteration_seconds=cpu_each,
                      gpu_iteration_seconds=gpu_each, both_iteration_seconds=both_each,
                      cpu_seconds=cpu_total + cpu_sync_seconds,
-                     gpu_seconds=iterations * gpu_each + gpu_sync_seconds,
+                     gpu_seconds=gpu_total + gpu_sync_seconds,
                      both_seconds=iterations * both_each,
                      switch_point=decisions.frontier_switch_point(cpu_iteration, gpu_iteration))
         entry["choice"] = decisions.run_processors(entry["cpu_seconds"], entry["gpu_seconds"],
@@ -212,6 +226,55 @@ class RunChoice:
         return self.choice
 
 
+class Stretch:
+    """Iterations a hybrid run hands to one processor alone, run by the
+    iteration loop on that processor's own driver (the code of its mode,
+    its batches included) until :attr:`end`, or until the frontier crosses
+    the choice's switch point, where the choice is made again.
+
+    Parameters
+    ----------
+    owner : RunAlone
+        The hybrid driver that handed the stretch over.
+    processor : Processor
+        The processor that runs it.
+    driver : SingleDriver
+        That processor's own driver.
+    end : int
+        The iteration the stretch ends before.
+    switch_point : float or None
+        The frontier share at which the cheaper processor changes.
+    cpu_side : bool
+        Whether the frontier was below the switch point when the choice was made.
+    """
+
+    def __init__(self, owner: RunAlone, processor, driver: SingleDriver, end: int,
+                 switch_point: float | None, cpu_side: bool):
+        self.owner = owner
+        self.processor = processor
+        self.driver = driver
+        self.end = end
+        self.switch_point = switch_point
+        self.cpu_side = cpu_side
+        self.num_edges = driver.num_edges
+
+    def crossed(self, active_out_edges: int) -> bool:
+        """Whether the frontier, of ``active_out_edges`` out-edges, crossed the
+        switch point since the choice (:meth:`RunChoice.due`)."""
+        point = self.switch_point
+        return point is not None and (
+            decisions.active_fraction(active_out_edges, self.num_edges) < point) != self.cpu_side
+
+    def note(self, first: IterationRecord) -> None:
+        """The stretch's first record gets the choice's entry and the copies made
+        for it."""
+        self.owner.stretch_began(first)
+
+    def done(self, records: list[IterationRecord]) -> None:
+        """The stretch's iterations, ``records``, are over."""
+        self.owner.stretch_ended(self.processor, records)
+
+
 class RunAlone:
     """The hand-over of a hybrid run to one processor alone (a mixin of
     :class:`~garaphpy.scheduler.hybrid_driver.HybridDriver`: the driver holds
@@ -229,6 +292,48 @@ class RunAlone:
     #: the last iteration run alone, not yet observed by the policy:
     #: (record, processor, seconds); one is observed a stretch
     _unobserved = None
+
+    # -- stretches on one processor ---------------------------------------------------------
+    def stretch(self, iteration: int, steps_left: int, active_out_edges: int) -> Stretch | None:
+        """Where the per-run choice (made again where due) runs one processor
+        alone from ``iteration``: the :class:`Stretch` the iteration loop runs
+        on that processor's own driver, its copy of the vertex data brought up
+        to date first; None where both processors share the iterations."""
+        if self._choose_processors(iteration, steps_left, active_out_edges) == "both":
+            return None
+        processor = self._ready_alone()
+        # the processor's writes make its copy the current one from the first iteration on
+        if processor is self.gpu:
+            self.vertex_state.written_by("gpu")
+            self._settled_current = False
+        elif processor is self.cpu:
+            self.vertex_state.written_by("cpu")
+        run_choice = self.run_choice
+        return Stretch(self, processor, SingleDriver(processor), run_choice.stretch_end,
+                       run_choice.switch_point, run_choice.cpu_side)
+
+    def stretch_began(self, first: IterationRecord) -> None:
+        """The first record of a stretch: the choice that made it, and the copies
+        made for it."""
+        self._note_choice(first)
+        first.bytes_to_device += self._synced_to_device
+        first.bytes_to_host += self._synced_to_host
+        self._synced_to_device = self._synced_to_host = 0
+
+    def stretch_ended(self, processor, records: list[IterationRecord]) -> None:
+        """After a stretch on ``processor``: Beamer's inputs for the CPU's settled
+        vertices, and the stretch's last iteration for the policy's cost model
+        (one observation a stretch)."""
+        if not records:
+            return
+        last = records[-1]
+        self._last_iteration = (last.direction == "pull", last.active_vertices)
+        if processor is self.gpu and "device_loop" in last.decisions:
+            self.policy.observe(Observation("hybrid", "device-loop", last.active_fraction,
+                                            self.rho, self.num_edges,
+                                            gpu_iteration_seconds=last.seconds))
+        else:
+            self.policy.observe(self._alone_observation(last, processor, last.seconds))
 
     # -- the choice -----------------------------------------------------------------------
     def _choose_processors(self, iteration: int, steps_left: int, active_out_edges: int) -> str:

@@ -16,6 +16,11 @@ evicts by recency (LRU) would throw out each page just before it is needed
 again and hit nothing once the pages exceed it; a fixed set does not thrash.
 A prefix leaves the streamed pages one contiguous run, read in order while
 the cached pages at the head of the iteration are being processed.
+
+The host cache is one tier of three (Garaph's GPU, host memory and SSDs):
+pages the GPU keeps in its own memory for the run are never read from the
+host again, so :func:`cache_beside` gives their room in the host cache to
+the next pages in order, and no page is held in two budgets.
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ from ..errors import ConfigError
 from ..progress import human_bytes
 from .page_io import page_buffer_bytes, staging_buffer_bytes
 
-__all__ = ["HostCachePlan", "host_cache_budget", "plan_host_cache", "plan_run_pages",
+__all__ = ["HostCachePlan", "cache_beside", "host_cache_budget", "plan_host_cache",
+           "plan_run_pages",
            "run_fixed_bytes", "store_array_bytes"]
 
 
@@ -82,6 +88,9 @@ class HostCachePlan:
         Pages read from the storage directories every iteration.
     cached_bytes, streamed_bytes : int
         Their total sizes.
+    held_elsewhere : tuple of int
+        Pages another tier keeps for the run (the GPU's kept pages), left out
+        of the cache (:func:`cache_beside`); they count among ``streamed``.
     """
 
     budget_bytes: int
@@ -91,6 +100,7 @@ class HostCachePlan:
     streamed: tuple[int, ...]
     cached_bytes: int
     streamed_bytes: int
+    held_elsewhere: tuple[int, ...] = ()
 
     @property
     def all_cached(self) -> bool:
@@ -113,7 +123,9 @@ class HostCachePlan:
                 f"{human_bytes(self.fixed_bytes)}, read-ahead "
                 f"{human_bytes(self.readahead_bytes)}, {len(self.cached)} pages cached "
                 f"({human_bytes(self.cached_bytes)}), {len(self.streamed)} streamed "
-                f"({human_bytes(self.streamed_bytes)})")
+                f"({human_bytes(self.streamed_bytes)})"
+                + (f", {len(self.held_elsewhere)} held by the GPU instead"
+                   if self.held_elsewhere else ""))
 
 
 def plan_host_cache(page_sizes: Sequence[int], fixed_bytes: int, readahead_bytes: int,
@@ -168,6 +180,48 @@ def plan_host_cache(page_sizes: Sequence[int], fixed_bytes: int, readahead_bytes
     cached_bytes = int(cumulative[count - 1]) if count else 0
     return HostCachePlan(budget, fixed_bytes, readahead_bytes, tuple(range(count)),
                          tuple(range(count, len(sizes))), cached_bytes, total - cached_bytes)
+
+
+def cache_beside(plan: HostCachePlan, page_sizes: Sequence[int],
+                 held_elsewhere) -> HostCachePlan:
+    """``plan`` with the pages another tier holds for the run left out of the
+    host cache, and the room they took given to the next pages in order.
+
+    Parameters
+    ----------
+    plan : HostCachePlan
+        The run's plan (:func:`plan_host_cache` over ``page_sizes``).
+    page_sizes : sequence of int
+        Bytes of each page image, in page order.
+    held_elsewhere : iterable of int
+        Pages kept elsewhere for the whole run (the GPU's kept pages).
+
+    Returns
+    -------
+    HostCachePlan
+        The same budget, fixed and read-ahead bytes; cached: the longest
+        prefix, in page order, of the pages not held elsewhere that fits the
+        room the old plan's cache had; streamed: the others, held elsewhere
+        included (read from storage if asked).  ``plan`` itself where every
+        page is cached or none is held elsewhere.
+    """
+    held = {int(k) for k in held_elsewhere}
+    sizes = [int(size) for size in page_sizes]
+    if not held or plan.all_cached:
+        return plan
+    others = [k for k in range(len(sizes)) if k not in held]
+    room = plan.budget_bytes - plan.fixed_bytes - plan.readahead_bytes
+    cached, used = [], 0
+    for k in others:
+        if used + sizes[k] > room:
+            break
+        cached.append(k)
+        used += sizes[k]
+    chosen = set(cached)
+    streamed = tuple(k for k in range(len(sizes)) if k not in chosen)
+    return HostCachePlan(plan.budget_bytes, plan.fixed_bytes, plan.readahead_bytes,
+                         tuple(cached), streamed, used, sum(sizes) - used,
+                         held_elsewhere=tuple(sorted(held)))
 
 
 def run_fixed_bytes(store) -> int:

@@ -32,7 +32,7 @@ import numpy as np
 
 from .. import config
 from ..errors import StoreError
-from .host_budget import HostCachePlan
+from .host_budget import HostCachePlan, cache_beside
 from .layout import align
 from .page_io import PageReader, aligned_empty, buffer_bytes
 from .store import Page, Store
@@ -112,6 +112,20 @@ class HostPages:
     def load(self, consumer: str) -> None:
         """Nothing now: a cached page is read when first used, so that its read
         counts in that iteration's bytes read."""
+
+    def hold_elsewhere(self, pages) -> None:
+        """Pages another tier keeps for the whole run (the GPU's kept pages)
+        leave the host cache, their room going to the next pages in order
+        (:func:`~garaphpy.storage.host_budget.cache_beside`); a page already
+        read that leaves the cache is dropped."""
+        plan = cache_beside(self.plan, [info.nbytes for info in self.store.pages], pages)
+        if plan is self.plan:
+            return
+        with self._lock:
+            self.plan = plan
+            self._to_cache = frozenset(plan.cached)
+            for index in [k for k in self._cached if k not in self._to_cache]:
+                del self._cached[index]
 
     # -- reading -----------------------------------------------------------------------
     def is_cached(self, index: int) -> bool:

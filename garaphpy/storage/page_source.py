@@ -62,6 +62,10 @@ class PageSource(Protocol):
     def load(self, consumer: str) -> None:
         """Read now what this source keeps in host memory for the whole run."""
 
+    def hold_elsewhere(self, pages) -> None:
+        """``pages`` are kept by another tier (the GPU) for the whole run: the
+        host cache need not hold them."""
+
     def is_cached(self, index: int) -> bool:
         """Whether page ``index`` stays in host memory once read."""
 
@@ -161,6 +165,10 @@ class InMemoryPages:
         """Read every page for ``consumer`` now (its images, or the CSC)."""
         for info in self.store.pages:
             self.cached_page(info.index, consumer)
+
+    def hold_elsewhere(self, pages) -> None:
+        """Nothing: every page is in host memory, and a consumer's images are
+        read only when it asks."""
 
     def is_cached(self, index: int) -> bool:
         """Always: every page is in host memory."""

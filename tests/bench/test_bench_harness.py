@@ -5,6 +5,7 @@ scripts as configurations of it (tiny CPU runs, GPU scripts' --help)."""
 from __future__ import annotations
 
 import json
+import lzma
 import os
 import subprocess
 import sys
@@ -217,7 +218,7 @@ def test_the_entry_point_lists_every_script_of_bench():
 @pytest.mark.parametrize("subcommand", ["gpu", "modes", "modes-oracle", "disk", "cpu",
                                         "checkpoint", "preprocess", "sparse-batch",
                                         "cpu-peers", "device-loop", "streamed",
-                                        "packed-bytes", "compressed-pages"])
+                                        "packed-bytes", "compressed-pages", "tiers"])
 def test_every_script_parses_help_without_a_gpu(subcommand):
     completed = run_script(subcommand, "--help", timeout=300)
     assert completed.returncode == 0, completed.stderr
@@ -308,6 +309,8 @@ def test_device_loop_script_on_a_tiny_grid(tmp_path):
     assert cases["grid:200x10/bfs/off"]["metrics"][0]["looped"] == 0
     assert cases["grid:200x10/cc/on"]["metrics"][0]["iterations"] < \
         cases["grid:200x10/cc/off"]["metrics"][0]["iterations"]
+    # on: the union-find start on the device, confirmed by one pull
+    assert cases["grid:200x10/cc/on"]["metrics"][0]["iterations"] == 1
 
 
 @pytest.mark.gpu
@@ -391,13 +394,10 @@ def test_cpu_peers_reads_gapbs_average_time():
         cpu_peers.gapbs_average("Trial Time: 1.0\n")
 
 
-def test_cpu_peers_gives_gapbs_the_same_grid_and_source(tmp_path):
-    # a stand-in GAPBS: each binary logs its arguments; the converter copies
-    # its edge list to the serialized file, the kernels print an average time
-    import argparse
-
-    from bench import cpu_peers
-
+def stand_in_gapbs(tmp_path: Path) -> tuple[Path, Path]:
+    """(directory, log) of a stand-in GAPBS: each binary logs its arguments; the
+    converter copies its edge list to the serialized file, the kernels print
+    an average time."""
     gapbs = tmp_path / "gapbs"
     gapbs.mkdir()
     log = tmp_path / "calls.txt"
@@ -411,6 +411,15 @@ def test_cpu_peers_gives_gapbs_the_same_grid_and_source(tmp_path):
             echo "Average Time: 0.25"
         """))
         script.chmod(0o755)
+    return gapbs, log
+
+
+def test_cpu_peers_gives_gapbs_the_same_grid_and_source(tmp_path):
+    import argparse
+
+    from bench import cpu_peers
+
+    gapbs, log = stand_in_gapbs(tmp_path)
     graph = garaphpy.Graph.load("grid:4x3", store=tmp_path / "grid", progress=False)
     args = argparse.Namespace(scale=8, grid="4x3", delta=2, grid_delta=32, pr_iterations=20,
                               pr_tolerance=0.0, gapbs_trials=3)
@@ -435,6 +444,53 @@ def test_cpu_peers_gives_gapbs_the_same_grid_and_source(tmp_path):
     assert log.read_text().splitlines()[4:] == [
         f"pr -f {tmp_path / 'gapbs-grid4x3.sg'} -n 5 -i 20 -t 1e-30",
         f"pr -f {tmp_path / 'gapbs-grid4x3.sg'} -n 5 -i 20 -t 0.0001"]
+
+
+def test_cpu_peers_gives_gapbs_a_road_file_with_ids_from_one(tmp_path):
+    # a file in user ids 1..6 (no vertex 0), both directions of each road:
+    # hashed weights, the hub as the source, the same edges and source for GAPBS
+    import argparse
+
+    from bench import cpu_peers
+    from garaphpy.generators import hashed_edge_weights
+
+    roads = np.array([[1, 2], [2, 3], [3, 4], [3, 5], [3, 6], [5, 6]])
+    both = np.concatenate([roads, roads[:, ::-1]])
+    path = tmp_path / "road-NE.txt.xz"
+    with lzma.open(path, "wt") as file:
+        file.write("# a road graph\n" + "".join(f"{u}\t{v}\n" for u, v in both))
+    assert cpu_peers.graph_label(str(path)) == "road-NE"
+    args = argparse.Namespace(scale=8, grid="4x3", delta=2, grid_delta=32, pr_iterations=20,
+                              pr_tolerance=0.0, gapbs_trials=3)
+    plain, weighted, source = cpu_peers.load_graphs(str(path), args, tmp_path)
+    assert plain is weighted and source == 3          # vertex 3 has four roads
+    assert sorted(plain.original_ids(np.arange(plain.num_vertices)).tolist()) == \
+        [1, 2, 3, 4, 5, 6]
+    gapbs, log = stand_in_gapbs(tmp_path)
+    cpu_peers.run_gapbs(gapbs, str(path), "sssp", weighted, source, args, tmp_path, threads=2)
+    edges = tmp_path / "gapbs-road-NE.wel"
+    assert log.read_text().splitlines() == [
+        f"converter -f {edges} -w -b {tmp_path / 'gapbs-road-NE.wsg'}",
+        f"sssp -f {tmp_path / 'gapbs-road-NE.wsg'} -n 3 -d 32 -r "
+        f"{int(weighted.internal_ids([3])[0])}"]
+    written = np.loadtxt(edges, dtype=np.int64)
+    in_user_ids = weighted.original_ids(written[:, :2].ravel()).reshape(-1, 2)
+    expected = sorted(map(tuple, both.tolist()))
+    assert sorted(map(tuple, in_user_ids.tolist())) == expected
+    np.testing.assert_array_equal(
+        written[:, 2], hashed_edge_weights(in_user_ids[:, 0], in_user_ids[:, 1], 255))
+    assert written[:, 2].min() >= 1 and written[:, 2].max() <= 255
+
+
+def test_cpu_peers_refuses_a_graph_that_is_no_file(tmp_path, capsys):
+    from bench import cpu_peers
+
+    with pytest.raises(SystemExit) as exit_:
+        cpu_peers.main(["--graphs", f"grid,{tmp_path / 'absent.gr'}",
+                        "--store-dir", str(tmp_path / "stores")])
+    assert exit_.value.code == 2 and "absent.gr: neither kron, grid nor a file" in \
+        capsys.readouterr().err
+    assert not (tmp_path / "stores").exists()
 
 
 def test_same_as_first_compares_every_result_with_the_first():

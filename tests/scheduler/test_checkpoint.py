@@ -439,7 +439,7 @@ def test_async_resume_is_verified(tmp_path):
 def test_async_checkpoints_after_pages_resume_to_a_verified_result(tmp_path, name,
                                                                    monkeypatch):
     # CC's labels from its ids: the union-find start would end the run before the crash
-    labels_from_ids = {"union_find_start"}
+    labels_from_ids = {"union_find_start", "gpu_union_find_start"}
     graph = garaphpy.Graph.load("rmat:10", progress=False, max_page_bytes=4000,
                                 max_shard_edges=300, generator_options={"weighted": True})
     pages = len((graph.as_undirected() if name == "cc" else graph).store.pages)

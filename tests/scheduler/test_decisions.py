@@ -81,6 +81,14 @@ def test_fused_launch_needs_every_condition():
     assert decisions.fuse_gpu_launch(**{**fused, "synchronous": False})
 
 
+def test_only_synchronous_final_once_set_streamed_selective_runs_skip_settled_pages():
+    facts = {"final_once_set": True, "synchronous": True, "resident": False, "selective": True}
+    assert decisions.gpu_settled_pages(**facts)
+    for key, spoiler in (("final_once_set", False), ("synchronous", False),
+                         ("resident", True), ("selective", False)):
+        assert not decisions.gpu_settled_pages(**{**facts, key: spoiler})
+
+
 def test_only_streamed_runs_that_copy_every_page_prefetch_the_next_copies():
     assert decisions.prefetch_next_copies(resident=False, selective=False)
     for key in ("resident", "selective"):

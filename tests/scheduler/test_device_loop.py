@@ -516,14 +516,16 @@ def test_the_gpu_shortcuts_labels_to_the_same_components(grid, rmat, tmp_path):
     for graph in graphs:
         for execution in ("sync", "async"):
             plain = run_quietly(graph, "cc", mode="gpu", execution=execution)
-            result = garaphpy.run(graph, "cc", mode="gpu", execution=execution)
+            # label propagation with shortcuts: without the union-find start
+            result = api.execute(graph, "cc", mode="gpu", execution=execution,
+                                 turned_off={"gpu_union_find_start"})
             np.testing.assert_array_equal(result.values, plain.values)
             expected = ref.components_scipy(graph)
             np.testing.assert_array_equal(result.values, expected)
             assert result.num_iterations <= plain.num_iterations
             pulled = [r for r in result.iterations if "shortcut_labels" in r.decisions]
             assert pulled and pulled[0].decisions["shortcut_labels"]["dropped"] >= 0
-    result = garaphpy.run(grid, "cc", mode="gpu")
+    result = api.execute(grid, "cc", mode="gpu", turned_off={"gpu_union_find_start"})
     assert result.num_iterations <= 4      # 60 + 50 without
 
 
@@ -534,11 +536,12 @@ def test_the_gpu_shortcuts_labels_from_its_iteration_on(grid, rmat, monkeypatch)
     SciPy's components."""
     monkeypatch.setattr(config, "GPU_SHORTCUT_LABELS_AFTER", 8)
     # every iteration a pull
-    short = api.execute(rmat, "cc", mode="gpu", execution="sync", turned_off={"device_loop"})
+    off = {"device_loop", "gpu_union_find_start"}
+    short = api.execute(rmat, "cc", mode="gpu", execution="sync", turned_off=off)
     np.testing.assert_array_equal(short.values, ref.components_scipy(rmat))
     assert short.num_iterations < 8
     assert not any("shortcut_labels" in r.decisions for r in short.iterations)
-    long = api.execute(grid, "cc", mode="gpu", execution="sync", turned_off={"device_loop"})
+    long = api.execute(grid, "cc", mode="gpu", execution="sync", turned_off=off)
     np.testing.assert_array_equal(long.values, ref.components_scipy(grid))
     shortcut = [r.iteration for r in long.iterations if "shortcut_labels" in r.decisions]
     assert shortcut == list(range(8, long.num_iterations))

@@ -61,6 +61,12 @@ def compressed_store():
                                       max_page_bytes=60000, compress=True).store
 
 
+@pytest.fixture(scope="module")
+def symmetric_store(graph):
+    """The graph's edges and their reverses (connected components' plans)."""
+    return graph.as_undirected().store
+
+
 def make_plan(store, name: str, budget: int = 10 ** 9, *, synchronous: bool = False,
               turned_off=(), n_streams: int = 4, cached: bool = True) -> GpuPlan:
     """plan_gpu for built-in program ``name`` over ``store`` with a GPU budget of
@@ -188,6 +194,12 @@ def _streamed(store):
     return streamed_budget(store)
 
 
+def _streamed_bfs(store):
+    """Half of BFS's pages beside the vertex data, and room for the selective arrays."""
+    roomy = make_plan(store, "bfs", synchronous=True)
+    return roomy.pages.vertex_bytes + roomy.pages.page_bytes // 2 + roomy.selective_bytes
+
+
 #: choice -> (program, synchronous, budget of the store or None for resident, the plan's
 #: field that goes off (or None), the entry's input that says so)
 TURNED_OFF = {
@@ -207,6 +219,8 @@ TURNED_OFF = {
     "fused_launch": ("pagerank", True, None, None, "fuse_enabled"),
     "selective_when_pays": ("sssp", False, _streamed, "selective_when_pays", None),
     "calibrate_transfer_rates": ("sssp", False, _streamed, "calibrate_transfer_rates", None),
+    "settled_pages": ("bfs", True, _streamed_bfs, "settled_pages", "turned_off"),
+    "gpu_union_find_start": ("cc", False, None, "union_find_start", "turned_off"),
 }
 
 
@@ -228,8 +242,10 @@ def test_every_gpu_choice_can_be_turned_off():
 
 
 @pytest.mark.parametrize("name", GPU_CHOICES)
-def test_a_gpu_choice_turned_off(request, store, name):
+def test_a_gpu_choice_turned_off(request, store, symmetric_store, name):
     program, synchronous, how, field, flag = TURNED_OFF[name]
+    if program == "cc":
+        store = symmetric_store
     if name == "compressed_pages":
         store = request.getfixturevalue("compressed_store")
     budget = _budget(store, how)
@@ -302,7 +318,7 @@ MOVED_RULES = ("precompute_source_gathers", "selective_transfers", "packed_pages
                "compressed_pages",
                "defer_selective_arrays", "gpu_push", "gpu_value_priority", "device_loop",
                "resident_selective", "selective_pushes", "prefetch_next_copies",
-               "fuse_gpu_launch", "fixed")
+               "fuse_gpu_launch", "gpu_union_find_start", "fixed")
 
 
 def test_no_gpu_module_but_the_plan_makes_a_run_constant_choice():
@@ -386,3 +402,18 @@ def test_compressed_pages_decode_a_group_of_shards_at_a_time(compressed_store):
             assert group["edge_end"].max() - info.edge_begin <= end_block * BLOCK_EDGES
     assert any(len(decode_chunks(info, store.page_shards(info.index), edges)) > 1
                for info in store.pages)
+
+
+def test_streamed_pages_of_a_final_once_set_program_skip_settled_pages(store):
+    bfs = make_plan(store, "bfs", _streamed_bfs(store), synchronous=True)
+    assert not bfs.resident and bfs.selective and bfs.settled_pages
+    assert bfs.entry("settled_pages") == {"final_once_set": True, "synchronous": True,
+                                          "resident": False, "selective": True,
+                                          "choice": True}
+    assert not make_plan(store, "bfs", synchronous=True).settled_pages     # resident
+    assert not make_plan(store, "bfs", _streamed_bfs(store)).settled_pages     # async
+    assert not make_plan(store, "sssp", streamed_budget(store),
+                         synchronous=True).settled_pages       # SSSP's values improve
+    off = make_plan(store, "bfs", _streamed_bfs(store), synchronous=True,
+                    turned_off={"settled_pages"})
+    assert not off.settled_pages and off.entry("settled_pages")["turned_off"]

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import garaphpy
-from garaphpy import config
+from garaphpy import api, config
 from garaphpy.scheduler import decisions
 from garaphpy.scheduler.policy import HybridPolicy, Observation
 
@@ -232,7 +232,9 @@ def test_labels_jump_in_the_gpus_own_iterations_only(grid, execution, monkeypatc
     ref.gpu_engine_options(monkeypatch, device_loop=False)
     symmetric = grid.as_undirected()
     cpu = ref.run_engine_like_gpu(symmetric, "cc", mode="cpu", execution=execution)
-    alone = run(symmetric, "cc", mode="hybrid", execution=execution, policy=gpu_alone())
+    # label propagation with shortcuts: without the GPU's union-find start
+    alone = api.execute(symmetric, "cc", mode="hybrid", execution=execution,
+                        policy=gpu_alone(), turned_off={"gpu_union_find_start"})
     np.testing.assert_array_equal(alone.values, cpu.values)
     jumped = [r for r in alone.iterations if "shortcut_labels" in r.decisions]
     assert jumped and jumped[0].iteration == 0

@@ -19,7 +19,7 @@ from garaphpy import config
 from garaphpy.programs import BUILTIN_PROGRAMS
 
 import references as ref
-from helpers import SplitPolicy, host_budget, with_pages
+from helpers import SplitPolicy, budget_for, host_budget, with_pages
 from helpers import gpu_program as program_for
 
 pytestmark = pytest.mark.gpu
@@ -104,3 +104,60 @@ def test_default_hybrid_policy_with_resident_gpu_pages_and_pages_on_disk(disk_rm
     hybrid = run_quietly(disk_rmat, program, sources, mode="hybrid", **budget,
                          read_ratio=8.0, **ITERATIONS)
     assert_matches(name, hybrid.values, cpu.values)
+
+
+def test_gpu_kept_pages_leave_the_host_cache_to_other_pages(disk_rmat):
+    """Three tiers, no page in two: the host caches pages the GPU does not keep,
+    and an iteration reads from disk only the pages in neither budget."""
+    from garaphpy import api
+    from garaphpy.scheduler.gpu_engine import GpuEngine
+    from garaphpy.storage.host_budget import cache_beside
+
+    program = program_for("pagerank")
+    store = disk_rmat.store
+    sizes = [page.nbytes for page in store.pages]
+    options = host_budget(disk_rmat, program, readers=1, cached_fraction=0.25)
+    gpu_memory = budget_for(disk_rmat, program, 0.25)
+    pages = api.page_source(store, "gpu", options["host_memory"], 8.0,
+                            options["readahead_bytes"])
+    try:
+        sizing = GpuEngine(disk_rmat, program, np.zeros(0, np.int64), synchronous=True,
+                           gpu_memory=gpu_memory, page_source=pages)
+        kept = set(np.flatnonzero(sizing.kept_pages).tolist())
+        before = pages.plan
+    finally:
+        pages.close()
+    assert kept and not before.all_cached
+    after = cache_beside(before, sizes, kept)
+    must_move = sum(sizes[k] for k in range(len(sizes))
+                    if k not in kept and k not in after.cached)
+    cpu = run_quietly(disk_rmat, program, (), mode="cpu", max_iterations=6, tolerance=0.0)
+    gpu = run_quietly(disk_rmat, program, (), mode="gpu", **options, read_ratio=8.0,
+                      gpu_memory=gpu_memory, max_iterations=6, tolerance=0.0)
+    assert_matches("pagerank", gpu.values, cpu.values)
+    for record in gpu.iterations[1:]:
+        assert record.bytes_read == must_move
+
+
+def test_gpu_bfs_from_disk_skips_the_pages_it_has_settled(disk_rmat):
+    """A page whose destinations were all reached is neither read nor copied
+    again: BFS reads fewer bytes than with the rule off, with the same depths."""
+    program = program_for("bfs")
+    sources = np.array([0, 7], np.int64)
+    cpu = run_quietly(disk_rmat, program, sources, mode="cpu", **ITERATIONS)
+    options = dict(host_budget(disk_rmat, program, readers=1, cached_fraction=0.0),
+                   read_ratio=8.0, gpu_memory=budget_for(disk_rmat, program, 0.1, "sync"),
+                   execution="sync", **ITERATIONS)
+    skipping = run_quietly(disk_rmat, program, sources, mode="gpu", **options)
+    reading = run_quietly(disk_rmat, program, sources, mode="gpu", **options,
+                          turned_off={"settled_pages"})
+    for result in (skipping, reading):
+        np.testing.assert_array_equal(result.values, cpu.values)
+        assert result.num_iterations == cpu.num_iterations
+    assert skipping.plan.gpu.settled_pages and not reading.plan.gpu.settled_pages
+    settled = [r.decisions["page_transfer"]["settled_pages"] for r in skipping.iterations
+               if "page_transfer" in r.decisions]
+    assert sum(settled) > 0
+    read_skipping = sum(r.bytes_read for r in skipping.iterations)
+    read_reading = sum(r.bytes_read for r in reading.iterations)
+    assert read_skipping < read_reading

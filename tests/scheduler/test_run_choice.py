@@ -22,9 +22,11 @@ GPU alone its records equal the GPU mode's.
 
 from __future__ import annotations
 
+import cProfile
 import dataclasses
 import functools
 import math
+import pstats
 import warnings
 
 import numpy as np
@@ -241,12 +243,12 @@ def sources_of(name):
     return np.array([0], np.int64) if name in ("bfs", "sssp") else None
 
 
-def parts(graph, name, threads=2):
+def parts(graph, name, threads=2, mode="hybrid", **options):
     """(run, plan, compiled program and arrays, first frontier) as ``garaphpy.run``
-    makes them for a hybrid run."""
+    makes them for a run in ``mode`` (with ``options``, :class:`RunOptions`' own)."""
     run_ = api._validated(graph, name, RunOptions(mode="cpu", threads=threads,
-                                                  sources=sources_of(name)))
-    run_.mode = "hybrid"
+                                                  sources=sources_of(name), **options))
+    run_.mode = mode
     pages = api.page_source(run_.graph.store, "cpu")
     plan, cpu_parts = api._plan(run_, pages, None, frozenset())
     first = (np.arange(run_.graph.num_vertices, dtype=np.int64)
@@ -264,10 +266,12 @@ def stand_in_gpu(run_, plan, cpu_parts, first) -> CpuAsGpu:
     return CpuAsGpu(engine)
 
 
-def hybrid_driver(graph, name, policy, shape: dict | None = None, threads: int = 2):
+def hybrid_driver(graph, name, policy, shape: dict | None = None, threads: int = 2,
+                  options: dict | None = None):
     """A hybrid driver over the run's CPU engine and a stand-in GPU, with the
-    run's CPU alone (its shape overridden by ``shape``)."""
-    run_, plan, cpu_parts, first = parts(graph, name, threads)
+    run's CPU alone (its shape overridden by ``shape``; ``options``: the
+    run's :class:`RunOptions`)."""
+    run_, plan, cpu_parts, first = parts(graph, name, threads, **(options or {}))
     cpu_engine = api.build_cpu_engine(plan, run_.program, *cpu_parts, first.copy())
     gpu = stand_in_gpu(run_, plan, cpu_parts, first)
     copies = CopiesStandIn(cpu_engine, gpu)
@@ -337,6 +341,91 @@ def test_a_run_on_the_gpu_alone_has_the_gpus_own_records(graph, name, monkeypatc
                                   cpu_mode_values(graph, name))
 
 
+def cpu_alone_policy() -> garaphpy.HybridPolicy:
+    """The GPU 1000x dearer an iteration and a shared iteration dearer still:
+    every choice is the CPU alone."""
+    policy = policy_with_costs(1e-3, 1.0)
+    policy.join_seconds = 1000.0
+    return policy
+
+
+def cpu_mode_driver(graph, name, threads: int = 1, **options):
+    """The CPU mode's own driver of the run ``parts`` makes."""
+    run_, plan, cpu_parts, first = parts(graph, name, threads, "cpu", **options)
+    return run_, SingleDriver(CpuProcessor(api.build_cpu_engine(plan, run_.program, *cpu_parts,
+                                                                first.copy())))
+
+
+@pytest.mark.parametrize("name", ["pagerank", "bfs", "sssp", "cc"])
+def test_a_run_on_the_cpu_alone_has_the_cpu_modes_records(graph, name, monkeypatch):
+    monkeypatch.setattr(CpuAsGpu, "sparse_edge_seconds", lambda self: 1.0)
+    monkeypatch.setattr(CopiesStandIn, "download_seconds", 1e-6)    # the CPU's engine pays
+    # one stretch, as for the GPU alone: a stretch's end cuts the CPU's batches
+    monkeypatch.setattr(config, "HYBRID_RUN_FIRST_STRETCH", 10 ** 6)
+    # one thread for the asynchronous programs (whose counts follow the threads' race);
+    # two for PageRank, whose hybrid engine's warm-up on one thread crashed numba when
+    # it was a process's first run
+    threads = 2 if name == "pagerank" else 1
+    run_, driver = hybrid_driver(graph, name, cpu_alone_policy(), threads=threads)
+    values, records = drive(driver, run_)
+    entry = records[0].decisions["run_processors"]
+    assert entry["choice"] == "cpu" and entry["cpu_alone_engine"]["choice"] is True
+    assert {r.mode for r in records} == {"cpu"}
+    run_, cpu_driver = cpu_mode_driver(graph, name, threads)
+    cpu_values, cpu_records = drive(cpu_driver, run_)
+    assert without_seconds(untimed(records, labels=False)) == \
+        without_seconds(untimed(cpu_records, labels=False))
+    np.testing.assert_array_equal(values, cpu_values)
+    np.testing.assert_array_equal(run_.program.finalize(values), cpu_mode_values(graph, name))
+
+
+def without_seconds(rows: list[dict]) -> list[dict]:
+    """``rows`` (of :func:`untimed`) without the times their decisions measured
+    (the union-find start's)."""
+    for row in rows:
+        for entry in row["decisions"].values():
+            if isinstance(entry, dict):
+                entry.pop("seconds", None)
+    return rows
+
+
+def calls_per_iteration(make, few: int, many: int) -> float:
+    """Python calls an iteration of the runs ``make(iterations)`` returns (run,
+    driver) for: the calls of ``many`` iterations less those of ``few``, over
+    ``many - few`` (what a run does once, at its start and end, drops out)."""
+    counts = []
+    for iterations in (few, many):
+        run_, driver = make(iterations)
+        profile = cProfile.Profile()
+        profile.enable()
+        _, records = drive(driver, run_)
+        profile.disable()
+        assert len(records) == iterations
+        counts.append(sum(calls for _, calls, *_ in pstats.Stats(profile).stats.values()))
+    return (counts[1] - counts[0]) / (many - few)
+
+
+def test_a_run_on_the_cpu_alone_costs_the_host_what_the_cpu_mode_does(graph):
+    """PageRank on the CPU alone, its stretches doubling (choices made again
+    at 2, 6, 14, 30 and 62 iterations): a hybrid iteration makes the CPU
+    mode's Python calls and at most two more (the stretch's test of the
+    switch point); each choice made again costs calls once, not an iteration."""
+    options = dict(max_iterations=None, tolerance=0.0)
+
+    def hybrid(iterations):
+        return hybrid_driver(graph, "pagerank", cpu_alone_policy(), threads=2,
+                             options={**options, "max_iterations": iterations})
+
+    def cpu(iterations):
+        return cpu_mode_driver(graph, "pagerank", 2, **{**options, "max_iterations": iterations})
+
+    hybrid(3)    # compiled, and the CPU-alone engine's kernels too
+    cpu_calls = calls_per_iteration(cpu, 8, 80)
+    hybrid_calls = calls_per_iteration(hybrid, 8, 80)
+    # the choices made again between 8 and 80 iterations, at 14, 30 and 62
+    assert hybrid_calls <= cpu_calls + 2 + 3 * 60 / 72, (hybrid_calls, cpu_calls)
+
+
 def test_road_like_components_run_on_the_cpu_alone_from_its_union_find(mesh):
     """The GPU 10x faster an iteration, but the mesh's diameter against the
     CPU's one iteration: the choice is the CPU alone, whose engine starts
@@ -395,10 +484,16 @@ def test_a_forced_policy_decides_every_iteration_itself(graph):
 
 # -- with a GPU ------------------------------------------------------------------------------
 @pytest.mark.gpu
-def test_hybrid_components_on_a_grid_choose_the_cpu_and_equal_it(mesh):
+def test_hybrid_components_on_a_grid_start_from_a_union_find_and_equal_the_cpu(mesh):
+    """Either processor alone starts from its union-find (the CPU's, or the
+    GPU's on its resident pages) and ends after one pull; the estimate
+    priced both so."""
     result = garaphpy.run(mesh, "cc")
-    entry = result.iterations[0].decisions["run_processors"]
-    assert entry["choice"] == "cpu" and entry["union_find_start"]
+    record = result.iterations[0]
+    entry = record.decisions["run_processors"]
+    assert entry["union_find_start"] and entry["gpu_union_find_start"]
+    assert entry["choice"] in ("cpu", "gpu")
+    assert f"{entry['choice']}_union_find_start" in record.decisions
     assert len(result.iterations) == 1
     np.testing.assert_array_equal(result.values, cpu_mode_values(mesh, "cc"))
 

@@ -467,3 +467,45 @@ def test_a_complete_walk_reads_ahead_for_the_next_one(store, expected, pages):
     cursor.get(n - 2)
     cursor.close()
     assert reader_of.outstanding_bytes == 0
+
+
+def test_pages_held_elsewhere_leave_the_cache_to_the_next_pages(store, expected, pages):
+    sizes = [info.nbytes for info in store.pages]
+    pages.cached_page(0)                            # read before the GPU said it keeps it
+    held = {0, 2}
+    room = pages.plan.budget_bytes - pages.plan.fixed_bytes - pages.plan.readahead_bytes
+    pages.hold_elsewhere(held)
+    plan = pages.plan
+    others = [k for k in range(len(sizes)) if k not in held]
+    fits = 0
+    while fits < len(others) and sum(sizes[k] for k in others[:fits + 1]) <= room:
+        fits += 1
+    assert plan.cached == tuple(others[:fits]) and fits >= CACHED_PAGES
+    assert not held & set(plan.cached) and plan.held_elsewhere == (0, 2)
+    assert set(plan.cached) | set(plan.streamed) == set(range(len(sizes)))
+    assert plan.cached_bytes == sum(sizes[k] for k in plan.cached) <= room
+    assert pages.cached_bytes == 0                  # page 0's image was dropped
+    assert "held by the GPU instead" in plan.describe()
+    cursor = pages.cursor(range(len(sizes)))
+    for index in range(len(sizes)):
+        assert same(expected, cursor.get(index))
+    cursor.close()
+    before = pages.bytes_read
+    cursor = pages.cursor(others)
+    for index in others:
+        cursor.get(index)
+    cursor.close()
+    # a second walk over the pages not held elsewhere reads only the uncached ones
+    assert pages.bytes_read - before == sum(sizes[k] for k in others[fits:])
+
+
+def test_nothing_held_elsewhere_or_everything_cached_keeps_the_plan(store):
+    from garaphpy.storage.host_budget import cache_beside
+
+    sizes = [info.nbytes for info in store.pages]
+    partial = plan_host_cache(sizes, 100, 10, 100 + 10 + sum(sizes[:2]))
+    assert cache_beside(partial, sizes, ()) is partial
+    everything = plan_host_cache(sizes, 100, 10, 10 * sum(sizes))
+    assert cache_beside(everything, sizes, {0, 1}) is everything
+    moved = cache_beside(partial, sizes, {0})
+    assert moved.cached == (1, 2) and moved.streamed[0] == 0

@@ -35,7 +35,10 @@ Beyond the paper: a run on the GPU alone with resident pages runs its
 iterations with small frontiers as sparse passes in a loop kept on the
 device (:mod:`~garaphpy.scheduler.device_loop`, :meth:`GpuEngine.iterate_batch`),
 and a program declaring ``shortcut_labels`` (CC) ends each pull over every
-shard with pointer jumping over its labels (:meth:`GpuEngine.enable_shortcut_labels`).
+shard with pointer jumping over its labels (:meth:`GpuEngine.enable_shortcut_labels`);
+on a symmetric graph whose pages are resident its first iteration starts
+from the labels of a union-find on the device (Afforest:
+:mod:`~garaphpy.scheduler.gpu.union_find_start`), which the pull confirms.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from .page_store import (PageStore, compressed_layouts, interleave, packed_layou
                          pinned_array, stream_slots)
 from .plan import ENGINE_SWITCHES, VertexMemory, plan_gpu
 from .selective import SelectiveTransfers
+from .union_find_start import UnionFindStart, device_ids
 from .vertex_state import DeviceVertexState
 
 #: The device memory pool's unit of allocation (CuPy rounds every block up to it).
@@ -233,6 +237,9 @@ class GpuEngine:
         #: (order, slots) of the iteration whose next copies :meth:`iterate` queues
         self._next_copies = None
         self._set_up_sparse_iterations()
+        #: the union-find start of min-label propagation (``plan.union_find_start``)
+        self.union_find = self._make_union_find(attributes[3]) if plan.union_find_start \
+            else None
 
         # -- initial values -----------------------------------------------------------
         # the arrays above were filled on the legacy stream, which ours do not wait for
@@ -259,6 +266,8 @@ class GpuEngine:
             # the out-edge CSR copied into pinned host memory, if the host has room for it
             transfers.setup(plan.selective_pushes_entry(transfers.pinned_out_edges_fit()),
                             plan.largest_wire_bytes)
+            if plan.settled_pages:
+                transfers.skip_settled_pages()
         self.prefetch_entry = plan.entry("prefetch_next_copies")
 
     # -- the engine interface of the iteration driver --------------------------------------
@@ -289,14 +298,30 @@ class GpuEngine:
         every vertex (a program declaring ``shortcut_labels`` on the GPU alone:
         :func:`decisions.shortcut_labels`); ``ids``: the vertices' user ids,
         increasing."""
-        ids = np.ascontiguousarray(ids, np.int64)
-        dense = bool(ids.size and ids[-1] - ids[0] == ids.size - 1)
-        # consecutive ids: the kernel reads the first alone
-        kept = ids[:1] if dense else ids if ids.size else np.zeros(1, np.int64)
         main = self.state.main_stream
         with main:      # where the pulls that read it are ordered
-            self.launches.shortcut = (self.cupy.asarray(kept), dense)
+            self.launches.shortcut = device_ids(self.cupy, ids)
         main.synchronize()      # a set-up copy, not the first iteration's
+
+    def _make_union_find(self, ids: np.ndarray) -> UnionFindStart:
+        """The union-find start over the resident CSC (its offsets the device
+        loop's where the run has it); ``ids``: the vertices' user ids."""
+        cupy = self.cupy
+        in_offsets = self._loop.in_offsets if self._loop is not None else \
+            cupy.asarray(np.ascontiguousarray(self.store.in_offsets, np.int64))
+        return UnionFindStart(cupy, in_offsets, self.resident_edges[0], ids,
+                              self.program.value_dtype, self.device.multiprocessors,
+                              self.gpu_plan.entry("gpu_union_find_start"))
+
+    def _start_from_union_find(self, iteration: int) -> None:
+        """The union-find start, where ``iteration`` takes it (the run's first, once)."""
+        if self.union_find is not None:
+            self.union_find.take(iteration, self.state)
+
+    def _note_union_find(self, record: IterationRecord) -> None:
+        """The union-find start's entry in ``record``, the first after it."""
+        if self.union_find is not None:
+            self.union_find.note(record)
 
     def _device_loop_entry(self, checkpoints_after_pages: bool | None = None) -> dict:
         """Whether this run may loop sparse iterations on the device
@@ -395,6 +420,7 @@ class GpuEngine:
         if self._loop is None:
             self._loop = self._make_loop()
         loop = self._loop
+        self._start_from_union_find(first_iteration)
         inputs = self._sparse_inputs(0, direction)
         num_edges, forced, factor = self.num_edges, direction, inputs["factor"]
         neighbour_in, pull_factor = inputs["neighbour_in_degree"], inputs["pull_factor"]
@@ -446,15 +472,20 @@ class GpuEngine:
         each = seconds / max(taken, 1)
         for record in records:
             record.seconds = record.gpu_busy_seconds = each
+        if records:
+            self._note_union_find(records[0])
         self.state.active_vertices = loop.pending_vertices()
         self.state.active_out_edges_count = loop.frontier_out_edges()
         return records
 
     def iterate(self, record: IterationRecord, prefix, aggregates) -> None:
-        """One synchronous or asynchronous pull over every page; then the
+        """One synchronous or asynchronous pull over every page (the run's
+        first from a union-find's labels, where the plan says); then the
         copies the next iteration begins with queued ahead, where the run
         does (:func:`decisions.prefetch_next_copies`)."""
         self._next_copies = None
+        self._start_from_union_find(record.iteration)
+        self._note_union_find(record)
         self._iterate_pages(record, aggregates)
         if self._next_copies is not None:
             self.page_store.prefetch_next_copies(*self._next_copies)

@@ -6,8 +6,9 @@ other: the precompute of source gathers; the selective transfers; the pages'
 plan (:class:`~garaphpy.scheduler.gpu.page_store.PagePlan`: resident or
 streamed, section 5.2), packed or not, the selective arrays deferred or not;
 the device loop's push and its order of value; the device loop itself;
-per-page choices over resident pages; the copies queued ahead; the fused
-launch.  The engine's parts (:class:`~garaphpy.scheduler.gpu.engine.GpuEngine`,
+per-page choices over resident pages; the copies queued ahead; the
+union-find start of connected components (Afforest on the device); the
+fused launch.  The engine's parts (:class:`~garaphpy.scheduler.gpu.engine.GpuEngine`,
 :class:`~garaphpy.scheduler.gpu.page_store.PageStore`,
 :class:`~garaphpy.scheduler.gpu.selective.SelectiveTransfers`) read the plan
 and make no such choice themselves.
@@ -51,6 +52,7 @@ from ...storage import page_codec
 from . import transfer
 from .page_store import PAGE_SLACK_BYTES, RESIDENT_PADDING_EDGES, PagePlan, plan_pages
 from .selective import selective_device_bytes
+from .union_find_start import union_find_bytes
 
 #: The GPU engine's keyword switches (for study), each the choice it turns off
 #: when False.
@@ -108,8 +110,14 @@ class GpuPlan:
         Sparse iterations choose per page (streamed with room, or resident
         by ``resident_selective``).
     prefetch_next_copies : bool
+    settled_pages : bool
+        Selective iterations skip the streamed pages whose destinations are all
+        settled (``settled_pages``: :func:`decisions.gpu_settled_pages`).
     selective_when_pays, calibrate_transfer_rates : bool
         How the selective transfers decide (switches for study).
+    union_find_start : bool
+        The first iteration starts from a union-find's labels on the device
+        (``gpu_union_find_start``).
     turned_off : frozenset of str
     entries : Mapping
         Each choice's entry as recorded; the entries of
@@ -137,8 +145,10 @@ class GpuPlan:
     device_loop: bool = False
     selective: bool = False
     prefetch_next_copies: bool = False
+    settled_pages: bool = False
     selective_when_pays: bool = True
     calibrate_transfer_rates: bool = True
+    union_find_start: bool = False
     turned_off: frozenset = frozenset()
     entries: Mapping = field(default_factory=lambda: types.MappingProxyType({}),
                              compare=False, repr=False)
@@ -197,7 +207,7 @@ class GpuPlan:
             ("selective transfers", self.selective),
             ("selective arrays deferred", self.release_pages is not None),
             ("push", self.push), ("value priority", self.value_priority),
-            ("device loop", self.device_loop),
+            ("device loop", self.device_loop), ("union-find start", self.union_find_start),
             ("copies queued ahead", self.prefetch_next_copies)) if on]
         pages = "resident pages" if self.resident else \
             f"pages streamed over {self.pages.n_streams} streams"
@@ -327,6 +337,18 @@ def plan_gpu(program, translated, store, *, synchronous: bool, reads_weights: bo
             for fits in (True, False)})
     prefetch = choose("prefetch_next_copies", decisions.prefetch_next_copies,
                       resident=plan.resident, selective=selective)
+    settled_pages = choose("settled_pages", decisions.gpu_settled_pages,
+                           final_once_set=bool(declared.final_once_set),
+                           synchronous=synchronous, resident=plan.resident,
+                           selective=bool(selective))
+    loop = bool(entries["device_loop"][False]["choice"])
+    union_find = choose(
+        "gpu_union_find_start", decisions.gpu_union_find_start,
+        declared=bool(declared.shortcut_labels), symmetric=not store.directed,
+        resident=plan.resident, extra_bytes=union_find_bytes(
+            store.num_vertices, store.vertex_dtype.itemsize, offsets_shared=loop),
+        free_bytes=free_bytes - (loop_bytes if loop else 0)
+        - (selective_bytes if plan.resident and selective else 0))
     entries["fused_launch"] = types.MappingProxyType({after: decisions.fixed(
         decisions.fuse_gpu_launch, resident=plan.resident, fuse_enabled=on("fused_launch"),
         host_copies=host_copies, synchronous=synchronous, checkpoints_after_pages=after,
@@ -341,8 +363,9 @@ def plan_gpu(program, translated, store, *, synchronous: bool, reads_weights: bo
         transfer_forced=forced,
         release_pages=pages["release_pages"], pull_packed=on("pull_packed"), push=push,
         value_priority=priority, larger_first=larger_first,
-        device_loop=bool(entries["device_loop"][False]["choice"]), selective=bool(selective),
-        prefetch_next_copies=prefetch, selective_when_pays=on("selective_when_pays"),
+        device_loop=loop, selective=bool(selective), union_find_start=union_find,
+        prefetch_next_copies=prefetch, settled_pages=settled_pages,
+        selective_when_pays=on("selective_when_pays"),
         calibrate_transfer_rates=on("calibrate_transfer_rates"), turned_off=off,
         entries=types.MappingProxyType(entries))
 

@@ -105,6 +105,9 @@ class SelectiveTransfers:
         self.selective_bytes = selective_bytes
         #: whether sparse iterations choose per page (set by the engine once decided)
         self.selective = False
+        #: the pages whose destinations are all settled, skipped (the plan's
+        #: ``settled_pages``: :meth:`skip_settled_pages`); None: not
+        self.settled = None
         self.pushes_entry = None
         #: the transfer rates measured at set-up (:meth:`calibrate_transfer_rates`)
         self.calibration = None
@@ -476,6 +479,7 @@ class SelectiveTransfers:
             compact_capacity=compact_capacity, total_active_edges=count.frontier_edges,
             vertex_bytes=self.store.vertex_dtype.itemsize, pull_seconds=pull_seconds,
             pushes=self.push_codes)
+        settled = self.settled.skip(choices) if self.settled is not None else 0
         copied = [k for k in range(len(self.pages)) if choices[k] == transfer.COPY]
         kept_pulled = [k for k in range(len(self.pages)) if choices[k] == transfer.RESIDENT]
         launches.begin_iteration(record.iteration, order=copied)
@@ -508,7 +512,7 @@ class SelectiveTransfers:
                        rates=rates.as_dict(), compact_edges=int(pushed["gathered"]),
                        compact_bytes=int(pushed["compact_bytes"]),
                        zero_copy_bytes=int(pushed["zero_copy_bytes"]),
-                       copied_bytes=int(copy_bytes),
+                       copied_bytes=int(copy_bytes), settled_pages=settled,
                        **{name: int((choices == code).sum())
                           for code, name in enumerate(transfer.TRANSFER_NAMES)})
 
@@ -608,28 +612,15 @@ class SelectiveTransfers:
                 shared_mem=gpu_kernels.TOTALS_SHARED_BYTES)
 
     def learn_pull_rates(self, timings: list) -> None:
-        """The kept pages' pull rates (edges per second, as they are and packed)
-        from this iteration's kernel windows.  Pages' kernels overlap on the
-        streams: each window counts for its share of the kernels' busy time
-        (the windows' sum over that time)."""
-        measured_timings = self.launches.timings
-        if not measured_timings or not timings:
-            return
-        measured = measured_timings[-1]
-        windows = float(sum(measured.per_page_kernel))
-        if windows <= 0.0:
-            return
-        share = measured.kernel_seconds / windows
-        edges = {"pull": 0, "packed_pull": 0}
-        seconds = {"pull": 0.0, "packed_pull": 0.0}
-        pages = self.page_store
-        for timing, kernel in zip(timings, measured.per_page_kernel):
-            if timing.page >= 0 and pages.kept_pages[timing.page]:
-                name = "packed_pull" if pages.packed_kept[timing.page] else "pull"
-                edges[name] += self.pages[timing.page].num_edges
-                seconds[name] += kernel * share
-        for name in edges:
-            self.transfer_rates.learn(name, edges[name], seconds[name])
+        """The kept pages' pull rates from this iteration's kernel windows
+        (:func:`learn_kept_pull_rates`)."""
+        learn_kept_pull_rates(self.transfer_rates, self.launches.timings, self.page_store,
+                              timings)
+
+    def skip_settled_pages(self) -> None:
+        """From now on, selective iterations skip the pages whose destinations
+        are all settled (:class:`SettledPages`)."""
+        self.settled = SettledPages(self.cupy, self.state, self.page_first, self.page_end)
 
     def upload_ranges(self, first: np.ndarray, end: np.ndarray, stream, offset: int = 0):
         """Vertex ranges copied into the device's range area (at ``offset`` pairs)
@@ -663,6 +654,59 @@ class SelectiveTransfers:
                 vertex, np.int64(count), begin, end, np.uint64(targets_pointer),
                 np.uint64(weights_pointer), ranges[0], ranges[1],
                 np.int32(num_ranges)) + kernel_arguments)
+
+
+class SettledPages:
+    """The pages whose destinations were all active once, for a program whose
+    vertices never change once active (:func:`decisions.gpu_settled_pages`).
+
+    A flag per vertex on the device takes each iteration's frontier; one
+    prefix sum over the flags tells which pages still hold a vertex never
+    active.  The others are skipped: not read, copied nor pulled.
+    """
+
+    def __init__(self, cupy, state, page_first: np.ndarray, page_end: np.ndarray):
+        self.cupy, self.state = cupy, state
+        self.num_vertices = int(page_end.max(initial=0))
+        with state.main_stream:
+            self.once_active = cupy.zeros(self.num_vertices, np.uint8)
+            self.bounds = cupy.asarray(np.stack([page_first, page_end]).astype(np.int64))
+
+    def skip(self, choices: np.ndarray) -> int:
+        """``choices`` with the settled pages skipped; returns how many of them
+        were not skipped already."""
+        cupy, n = self.cupy, self.num_vertices
+        with self.state.main_stream:
+            cupy.bitwise_or(self.once_active, self.state.active[:n] != 0, out=self.once_active)
+            never = cupy.zeros(n + 1, np.int64)
+            cupy.cumsum(self.once_active == 0, dtype=np.int64, out=never[1:])
+            open_pages = (never[self.bounds[1]] > never[self.bounds[0]]).get()
+        closing = ~open_pages & (choices != transfer.SKIP)
+        choices[closing] = transfer.SKIP
+        return int(closing.sum())
+
+
+def learn_kept_pull_rates(rates, measured_timings: list, page_store, timings: list) -> None:
+    """The kept pages' pull rates (edges per second, as they are and packed)
+    learnt by ``rates`` from an iteration's kernel windows.  Pages' kernels
+    overlap on the streams: each window counts for its share of the kernels'
+    busy time (the windows' sum over that time)."""
+    if not measured_timings or not timings:
+        return
+    measured = measured_timings[-1]
+    windows = float(sum(measured.per_page_kernel))
+    if windows <= 0.0:
+        return
+    share = measured.kernel_seconds / windows
+    edges = {"pull": 0, "packed_pull": 0}
+    seconds = {"pull": 0.0, "packed_pull": 0.0}
+    for timing, kernel in zip(timings, measured.per_page_kernel):
+        if timing.page >= 0 and page_store.kept_pages[timing.page]:
+            name = "packed_pull" if page_store.packed_kept[timing.page] else "pull"
+            edges[name] += page_store.pages[timing.page].num_edges
+            seconds[name] += kernel * share
+    for name in edges:
+        rates.learn(name, edges[name], seconds[name])
 
 
 def host_pointer(array: np.ndarray) -> np.uint64:
