@@ -331,9 +331,10 @@ class BuildOptions:
         Store page images compressed (:mod:`garaphpy.storage.page_codec`:
         source ids as bit-packed gaps, IdxOff recomputed from the degrees),
         about 2 bytes an edge instead of 6; pages are decoded into plain
-        images as they are read, so every engine runs unchanged.  Default
-        False: the GPU does not decode pages yet, so compressed pages pay
-        only where pages come from disk.
+        images as they are read, so every engine runs unchanged, and a GPU
+        run that streams pages ships them compressed and decodes them on the
+        device (:mod:`garaphpy.kernels.gpu_codec`).  Default False until that
+        decode is measured on a device.
     """
 
     directed: bool | None = option(None, "bool|none", "false symmetrizes; unset follows the "

@@ -808,6 +808,35 @@ def packed_pages(enabled: bool, wire_bytes: int, packed_bytes: int) -> bool:
     return bool(enabled and packed_bytes <= 0.9 * wire_bytes)
 
 
+def compressed_pages(enabled: bool, compressed_bytes: int, other_bytes: int,
+                     index_bytes: int) -> bool:
+    """Whether the pages a store holds compressed (:mod:`garaphpy.storage.page_codec`)
+    cross the bus compressed and are decoded by the GPU before their pull
+    (:mod:`garaphpy.kernels.gpu_codec`; those kept on the device stay
+    compressed and are decoded at each use): when their ``compressed_bytes``
+    and the CSC index the decoder reads on the device (``index_bytes``) save
+    at least a tenth of the bytes the same pages take otherwise
+    (``other_bytes``: packed, or as stored).  Bytes alone decide: the decode
+    reads the compressed page and writes the plain one in device memory,
+    whose bandwidth is some 50 times the bus's (its time is left out until
+    measured on the device)."""
+    return bool(enabled and compressed_bytes + index_bytes <= 0.9 * other_bytes)
+
+
+def decode_buffer_edges(largest_page_edges: int, largest_shard_edges: int,
+                        block_edges: int) -> int:
+    """Edges a stream's buffer for decoded compressed pages holds.  A page is
+    decoded and pulled a group of its shards at a time, so the buffer need
+    not hold the largest page: a quarter of it (the pull of a quarter of a
+    64 MiB page still spreads over some 40 shards), at least the largest
+    shard with the two blocks its edges may start and end in, in whole
+    blocks of ``block_edges``, and no more than the largest page.  What the
+    buffers do not take the budget keeps pages in."""
+    blocks = -(-max(-(-largest_page_edges // 4), largest_shard_edges + 2 * block_edges)
+               // block_edges)
+    return int(min(blocks, -(-largest_page_edges // block_edges) + 1) * block_edges)
+
+
 def count_active_edges(active_out_edges: int, streamed_bytes: int, bus: float, count: float,
                        forced: str = "auto", active_vertices: int = 0,
                        most_vertices: int = 2 ** 62, kept_pull_seconds: float = 0.0) -> bool:

@@ -214,6 +214,9 @@ def encode_sources(sources: np.ndarray, in_offsets: np.ndarray, edge_begin: int,
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _get(stream, position, mask):
+    # a value of no width may sit past the stream's last word: nothing to read
+    if mask == 0:
+        return np.int64(0)
     index = position >> 5
     pair = np.uint64(stream[index]) | (np.uint64(stream[index + 1]) << np.uint64(32))
     return np.int64((pair >> np.uint64(position & 31)) & mask)

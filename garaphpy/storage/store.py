@@ -425,6 +425,25 @@ class Store:
             self.decode_page(info, stored, image, parallel=True)
         return self.page_views(info, image)
 
+    def read_stored(self, index: int, out: np.ndarray | None = None,
+                    check: bool = True) -> np.ndarray:
+        """The bytes of page ``index`` as stored, not decoded: a compressed
+        page's image for a decoder elsewhere (the GPU's,
+        :mod:`garaphpy.kernels.gpu_codec`), its blocks' CRC-32 checked.
+
+        Parameters
+        ----------
+        index : int
+        out : numpy.ndarray of uint8, optional
+            A buffer of at least ``pages[index].disk_bytes`` bytes to read into.
+        check : bool
+            Verify each block's CRC-32 as it is read.
+        """
+        info = self.pages[index]
+        image = np.empty(info.disk_bytes, np.uint8) if out is None else out[:info.disk_bytes]
+        self._read_stored(info, image, check)
+        return image
+
     def _read_stored(self, info: PageInfo, image: np.ndarray, check: bool) -> None:
         """Read the data blocks of page ``info`` into ``image`` (its stored bytes)."""
         block_bytes = self.manifest["layout"]["block_bytes"]

@@ -189,6 +189,13 @@ def test_packing_decision():
     assert decisions.packed_pages(True, 1000, 500)
     assert not decisions.packed_pages(True, 1000, 950)     # saves too little
     assert not decisions.packed_pages(False, 1000, 500)
+
+
+def test_compressed_pages_pay_with_their_index():
+    assert decisions.compressed_pages(True, 400, 1000, 100)
+    # the device's CSC index counts: 400 + 600 bytes save nothing against 1000
+    assert not decisions.compressed_pages(True, 400, 1000, 600)
+    assert not decisions.compressed_pages(False, 400, 1000, 100)
     assert decisions.selective_pushes(True, True) == ("compact", "zero-copy")
     assert decisions.selective_pushes(False, False) == ("compact",)
     assert decisions.selective_pushes(False, True) == ()

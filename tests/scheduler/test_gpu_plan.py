@@ -24,7 +24,7 @@ from garaphpy import config
 from garaphpy.api import _program_instance
 from garaphpy.kernels.cuda_program import translate_program
 from garaphpy.scheduler import decisions
-from garaphpy.scheduler.gpu.page_store import packed_layouts
+from garaphpy.scheduler.gpu.page_store import compressed_layouts, packed_layouts
 from garaphpy.scheduler.gpu.plan import ENGINE_SWITCHES, GpuPlan, VertexMemory, plan_gpu
 from garaphpy.scheduler.plan import CPU_CHOICES, GPU_CHOICES, RunPlan, check_turned_off
 from garaphpy.storage.page_source import InMemoryPages
@@ -49,6 +49,16 @@ def graph():
 @pytest.fixture
 def store(graph):
     return graph.store
+
+
+@pytest.fixture(scope="module")
+def compressed_store():
+    """An unweighted graph of several pages, stored compressed."""
+    rng = np.random.default_rng(4)
+    n, m = 3000, 40000
+    return garaphpy.Graph.from_arrays(rng.integers(0, n, m), rng.integers(0, n, m),
+                                      max_shard_edges=4096, min_shards=1,
+                                      max_page_bytes=60000, compress=True).store
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +87,8 @@ def make_plan(store, name: str, budget: int = 10 ** 9, *, synchronous: bool = Fa
                     vertex_memory=vertex_memory,
                     packed_layouts=lambda: packed_layouts(store, InMemoryPages(store),
                                                           reads_weights) if cached else {},
+                    compressed_layouts=lambda: compressed_layouts(
+                        store, InMemoryPages(store), reads_weights) if cached else {},
                     turned_off=turned_off)
     assert asked == [plan.precompute]       # the vertex data is made once, for the choice
     return plan
@@ -194,6 +206,8 @@ TURNED_OFF = {
     "gpu_precompute": ("pagerank", True, None, "precompute", "enabled"),
     "selective_transfers": ("sssp", False, _streamed, "selective_transfers", "turned_off"),
     "packed_pages": ("sssp", False, _streamed, None, "enabled"),
+    "compressed_pages": ("pagerank", True, lambda store: streamed_budget(store, "pagerank"),
+                         None, "enabled"),
     "pull_packed": ("sssp", False, _streamed, "pull_packed", None),
     "defer_selective_arrays": ("sssp", False, _streamed, None, "enabled"),
     "gpu_push": ("sssp", False, None, "push", "enabled"),
@@ -228,10 +242,12 @@ def test_every_gpu_choice_can_be_turned_off():
 
 
 @pytest.mark.parametrize("name", GPU_CHOICES)
-def test_a_gpu_choice_turned_off(store, symmetric_store, name):
+def test_a_gpu_choice_turned_off(request, store, symmetric_store, name):
     program, synchronous, how, field, flag = TURNED_OFF[name]
     if program == "cc":
         store = symmetric_store
+    if name == "compressed_pages":
+        store = request.getfixturevalue("compressed_store")
     budget = _budget(store, how)
     on = make_plan(store, program, budget, synchronous=synchronous)
     off = make_plan(store, program, budget, synchronous=synchronous, turned_off={name})
@@ -299,6 +315,7 @@ def test_the_engine_study_switches_are_its_plan_choices():
 # -- one place -----------------------------------------------------------------------------
 #: The rules of the choices plan_gpu makes.
 MOVED_RULES = ("precompute_source_gathers", "selective_transfers", "packed_pages",
+               "compressed_pages",
                "defer_selective_arrays", "gpu_push", "gpu_value_priority", "device_loop",
                "resident_selective", "selective_pushes", "prefetch_next_copies",
                "fuse_gpu_launch", "gpu_union_find_start", "fixed")
@@ -354,6 +371,37 @@ def test_without_a_device_a_build_assumes_a_budget_and_a_run_raises(monkeypatch)
     assert config.gpu_budget(None, without_device=5) == 5
     with pytest.raises(ImportError):
         config.gpu_budget(None, 100)
+
+
+def test_compressed_pages_decode_a_group_of_shards_at_a_time(compressed_store):
+    from garaphpy.scheduler.gpu.page_store import decode_chunks
+    from garaphpy.storage.page_codec import BLOCK_EDGES
+
+    store = compressed_store
+    budget = streamed_budget(store, "pagerank")
+    plan = make_plan(store, "pagerank", budget, synchronous=True)
+    assert not plan.resident and plan.entry("compressed_pages")["choice"]
+    assert plan.entry("compressed_pages")["index_bytes"] == 4 * (store.num_vertices + 1)
+    # every page compressed and in host memory: no buffer for a whole plain page
+    assert not plan.raw_buffers
+    edges = plan.decode_edges
+    assert edges == plan.entry("decode_buffer")["choice"] and edges % BLOCK_EDGES == 0
+    largest = max(info.num_edges for info in store.pages)
+    assert edges < largest
+    assert plan.pages.vertex_bytes + plan.pages.page_bytes <= budget
+    for info in store.pages:
+        rows = store.page_shards(info.index)
+        chunks = decode_chunks(info, rows, edges)
+        assert [c[0] for c in chunks] == list(
+            np.cumsum([info.first_shard] + [c[1] for c in chunks[:-1]]))
+        assert sum(c[1] for c in chunks) == info.num_shards
+        for first_shard, count, first_block, end_block in chunks:
+            assert (end_block - first_block) * BLOCK_EDGES <= edges
+            group = store.shards[first_shard:first_shard + count]
+            assert group["edge_begin"].min() - info.edge_begin >= first_block * BLOCK_EDGES
+            assert group["edge_end"].max() - info.edge_begin <= end_block * BLOCK_EDGES
+    assert any(len(decode_chunks(info, store.page_shards(info.index), edges)) > 1
+               for info in store.pages)
 
 
 def test_streamed_pages_of_a_final_once_set_program_skip_settled_pages(store):

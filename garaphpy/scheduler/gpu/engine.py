@@ -55,7 +55,8 @@ from .. import decisions, device_loop
 from ..frontier import Frontier
 from ..records import IterationRecord, batch_records
 from .launches import Launches
-from .page_store import PageStore, interleave, packed_layouts, pinned_array, stream_slots
+from .page_store import (PageStore, compressed_layouts, interleave, packed_layouts,
+                         pinned_array, stream_slots)
 from .plan import ENGINE_SWITCHES, VertexMemory, plan_gpu
 from .selective import SelectiveTransfers
 from .union_find_start import UnionFindStart, device_ids
@@ -207,6 +208,8 @@ class GpuEngine:
             n_streams=config.N_STREAMS if n_streams is None else int(n_streams),
             vertex_memory=vertex_memory,
             packed_layouts=lambda: packed_layouts(store, page_source, self.reads_weights),
+            compressed_layouts=lambda: compressed_layouts(store, page_source,
+                                                          self.reads_weights),
             host_copies=self.host_copies, turned_off=frozenset(turned_off) | switched_off)
         self.precompute_decision = plan.entry("gpu_precompute")
         self.precompute = plan.precompute
@@ -558,6 +561,8 @@ class GpuEngine:
         record.decisions["gpu_precompute"] = self.precompute_decision
         if pages.packed_entry is not None:
             record.decisions["packed_pages"] = pages.packed_entry
+        if pages.compressed_entry is not None:
+            record.decisions["compressed_pages"] = pages.compressed_entry
         if not pages.plan.resident:
             record.decisions["selective_transfers"] = self.selective_entry
         elif self.resident_selective_entry is not None:

@@ -16,7 +16,9 @@ import numpy as np
 
 from ... import config
 from ...kernels import gpu as gpu_kernels
+from ...kernels import gpu_codec
 from ...kernels.packed import KEY_SHIFT
+from ...storage.page_codec import BLOCK_EDGES
 from .timing import IterationTiming, PageTiming, busy_time
 
 #: The packed pull's stride of kept IdxOff keys (:data:`garaphpy.kernels.packed.KEY_SHIFT`),
@@ -212,6 +214,50 @@ class Launches:
                 self.page_store.shard_column_begin, np.int32(info.first_shard), sources,
                 idxoff, weights))
 
+    def decode(self, k: int, compressed_image, slot: int, stream, blocks: tuple) -> None:
+        """The ``blocks`` (first, end) of page ``k``'s compressed image (on the
+        device) decoded into stream ``slot``'s buffer of decoded edges, their
+        edge values copied beside them."""
+        pages = self.page_store
+        layout, offsets = pages.packed_layouts[k], pages.decode_offsets
+        buffer = pages.decode_buffers[slot].data.ptr
+        gpu_codec.launch_decode(pages.decode_kernel, compressed_image, pages.stream_words[k],
+                                pages.device_in_offsets, self.pages[k],
+                                self.shard_first_vertex, self.shard_edge_begin,
+                                buffer + offsets["sources"], buffer + offsets["idxoff"],
+                                pages.decode_errors, stream, blocks=blocks)
+        if layout.weight_bytes:
+            size = self.store.weight_dtype.itemsize
+            first = blocks[0] * BLOCK_EDGES
+            count = min(blocks[1] * BLOCK_EDGES, self.pages[k].num_edges) - first
+            if count > 0:
+                self.cupy.cuda.runtime.memcpyAsync(
+                    buffer + offsets["weights"],
+                    compressed_image.data.ptr + layout.weights_offset + first * size,
+                    count * size, self.cupy.cuda.runtime.memcpyDeviceToDevice, stream.ptr)
+
+    def pull_compressed(self, k: int, compressed_image, slot: int, stream, aggregates,
+                        iteration: int, packed_free=None) -> None:
+        """The pull of compressed page ``k``, a group of its shards at a time:
+        their blocks decoded into stream ``slot``'s buffer, then the pull of the
+        group reading them there; ``packed_free`` recorded once the image is
+        read (the last group decoded)."""
+        chunks = self.page_store.decode_chunks[k]
+        for turn, (first_shard, num_shards, first_block, end_block) in enumerate(chunks):
+            self.decode(k, compressed_image, slot, stream, (first_block, end_block))
+            if packed_free is not None and turn == len(chunks) - 1:
+                stream.record(packed_free)
+            self.launch_pull(stream, first_shard, num_shards,
+                             self.page_store.decoded_views(slot, first_block),
+                             self.page_shared_bytes[k], aggregates, iteration)
+        if packed_free is not None and not chunks:
+            stream.record(packed_free)
+
+    def pulls_in_place(self, k: int) -> bool:
+        """Whether page ``k``, packed, is pulled where it lies (a compressed
+        page is decoded first)."""
+        return self.pull_packed and k not in self.page_store.compressed_pages
+
     def launch_page(self, k: int, aggregates, iteration: int, host_values=None,
                     host_active=None, slot: int | None = None) -> PageTiming:
         """Queue page ``k``: its copy (when streamed), its pull kernel, and the copy
@@ -226,7 +272,7 @@ class Launches:
         slot = k % len(pages.streams) if slot is None else slot
         packed_image = pages.packed_images.get(k)
         reads_buffers = not (k in pages.resident_images
-                             or (packed_image is not None and self.pull_packed))
+                             or (packed_image is not None and self.pulls_in_place(k)))
         if reads_buffers or not pages.kept_streams:
             stream = pages.streams[slot]
         else:
@@ -256,10 +302,13 @@ class Launches:
             stream.wait_event(timing.copy_end)
         timing.kernel_start = stream.record(page_events[2])
         out = state.next
-        if packed_image is not None and self.pull_packed:
+        if packed_image is not None and self.pulls_in_place(k):
             self.launch_packed_pull(k, packed_image, stream, aggregates, iteration)
             if k in pages.packed_host:
                 stream.record(packed_free)
+        elif packed_image is not None and k in pages.compressed_pages:
+            self.pull_compressed(k, packed_image, slot, stream, aggregates, iteration,
+                                 packed_free if k in pages.packed_host else None)
         else:
             if packed_image is not None:
                 self.unpack(k, packed_image, slot, stream)

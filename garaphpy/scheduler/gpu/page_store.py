@@ -22,8 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ... import config
-from ...errors import ConfigError, GaraphError
+from ...errors import ConfigError, GaraphError, StoreCorruptError
 from ...kernels import gpu as gpu_kernels
+from ...kernels import gpu_codec
+from ...storage import page_codec
 from . import transfer
 from .timing import PageTiming
 
@@ -93,7 +95,8 @@ class PagePlan:
 def plan_pages(page_sizes: list[int], vertex_bytes: int, budget: int,
                n_streams: int, *, page_edges: list[int] | None = None,
                selective_bytes: int = 0, order: str = "edges",
-               packed_sizes: list[int] | None = None, raw_buffers: bool = True) -> PagePlan:
+               packed_sizes: list[int] | None = None, raw_buffers: bool = True,
+               decode_bytes: int = 0) -> PagePlan:
     """Resident pages when they all fit beside the vertex data, else streaming,
     with as many pages kept resident as the budget holds beside the stream
     buffers (and the selective transfers' arrays, ``selective_bytes``, when
@@ -105,7 +108,9 @@ def plan_pages(page_sizes: list[int], vertex_bytes: int, budget: int,
     buffer for a packed page, and pages are kept packed before any is kept as
     it is (:func:`~garaphpy.scheduler.gpu.transfer.resident_tiers`).  Without
     ``raw_buffers`` (every page that may stream is packed and pulled where it
-    lies), a stream has only the packed page's buffer.
+    lies), a stream has only the packed page's buffer.  With ``decode_bytes``,
+    each stream also has a buffer of that many bytes that compressed pages are
+    decoded into.
 
     Raises
     ------
@@ -124,6 +129,7 @@ def plan_pages(page_sizes: list[int], vertex_bytes: int, budget: int,
         per_stream = largest
     else:
         per_stream = (largest if raw_buffers else 0) + int(max(packed_sizes, default=0))
+    per_stream += int(decode_bytes)
     streams = n_streams
     while streams > 1 and vertex_bytes + streams * per_stream > budget:
         streams -= 1
@@ -182,9 +188,25 @@ class PageStore:
         self.empty_weights = empty_weights
         # a page on the wire: its sources and IdxOff, and its values where they are read
         self.page_wire_bytes = [p.nbytes if reads_weights else p.weights_offset for p in pages]
-        #: per page, its packed layout when it is packed (:mod:`garaphpy.kernels.packed`)
+        #: per page, its packed layout when it is packed (:mod:`garaphpy.kernels.packed`),
+        #: or its :class:`~garaphpy.kernels.gpu_codec.CompressedLayout` when it crosses
+        #: the bus as stored compressed and the GPU decodes it
         self.packed_layouts = dict(plan.packed_layouts)
         self.packed_entry = plan.entry("packed_pages")
+        self.compressed_entry = plan.entry("compressed_pages")
+        #: the pages decoded by the GPU (:mod:`garaphpy.kernels.gpu_codec`), never
+        #: pulled where they lie
+        self.compressed_pages = frozenset(
+            k for k, layout in self.packed_layouts.items()
+            if isinstance(layout, gpu_codec.CompressedLayout))
+        #: the decoder's: the CSC index on the device, the kernel, its error count and
+        #: each compressed page's edge-stream words (made with the images)
+        self.device_in_offsets = self.decode_kernel = self.decode_errors = None
+        self.stream_words = {}
+        #: edges of a stream's buffer of decoded edges; per stream that buffer; per
+        #: compressed page its groups of shards decoded and pulled together
+        self.decode_edges = plan.decode_edges
+        self.decode_buffers, self.decode_chunks = [], {}
         self.raw_buffers = plan.raw_buffers
         #: whether pages stream and the selective transfers' arrays have room
         self.selective_room = plan.selective_room
@@ -246,6 +268,7 @@ class PageStore:
                                 if k not in self.resident_images), default=0)
                 self.device_pages = [cupy.empty(unpacked + PAGE_SLACK_BYTES, np.uint8)
                                      for _ in self.streams]
+            self._decode_buffers()
         # the GPU's walk over the pages of an iteration (opened by open_iteration), and the
         # pages read from storage for it, each until its copy to the device is done
         self.cursor = self.page_source.cursor((), "gpu", release="manual")
@@ -369,15 +392,26 @@ class PageStore:
                             if kept[k]), default=0)
         staging = self.pinned_array(largest_kept, np.uint8) if largest_kept else None
         read_buffer = np.empty(max(self.pages[k].nbytes for k in self.packed_layouts), np.uint8)
+        if self.compressed_pages:
+            self.device_in_offsets = gpu_codec.device_offsets(cupy, store.in_offsets)
+            self.decode_kernel = gpu_codec.decode_kernel(store.vertex_dtype,
+                                                         self.device_in_offsets.dtype)
+            self.decode_errors = cupy.zeros(1, np.uint32)
         for k, layout in self.packed_layouts.items():
             if k in self.resident_images and not released[k]:
                 continue
-            page = store.read_page(k, out=read_buffer)
             out = host_block[offsets[k]:] if k in offsets else staging
-            packed.pack_page(page.sources, page.idxoff,
-                             page.weights if self.reads_weights else None,
-                             store.page_shards(k), self.num_vertices,
-                             code=layout.weight_code, out=out)
+            if k in self.compressed_pages:
+                # the image as stored (its blocks checked), not decoded on the host
+                stored = store.read_stored(k, out=read_buffer)
+                self.stream_words[k] = page_codec.stream_words(stored, self.pages[k].num_edges)
+                out[:layout.nbytes] = stored[:layout.nbytes]
+            else:
+                page = store.read_page(k, out=read_buffer)
+                packed.pack_page(page.sources, page.idxoff,
+                                 page.weights if self.reads_weights else None,
+                                 store.page_shards(k), self.num_vertices,
+                                 code=layout.weight_code, out=out)
             if k in offsets:
                 host = host_block[offsets[k]:offsets[k] + layout.nbytes]
                 (self.release_host if released[k] else self.packed_host)[k] = host
@@ -390,6 +424,38 @@ class PageStore:
             largest = max(self.packed_layouts[k].nbytes for k in streamed)
             self.device_packed = [cupy.empty(largest + PAGE_SLACK_BYTES, np.uint8)
                                   for _ in self.streams]
+
+    def _decode_buffers(self) -> None:
+        """A buffer of decoded edges per stream, and each compressed page's groups
+        of shards whose blocks it holds (:meth:`decode_chunks`)."""
+        if not self.compressed_pages:
+            return
+        weight_size = self.store.weight_dtype.itemsize if self.reads_weights else 0
+        self.decode_offsets = gpu_codec.decode_buffer_offsets(
+            self.decode_edges, self.store.vertex_dtype.itemsize, weight_size)
+        self.decode_buffers = [
+            self.cupy.empty(self.decode_offsets["nbytes"] + PAGE_SLACK_BYTES, np.uint8)
+            for _ in self.streams]
+        self.decode_chunks = {k: decode_chunks(self.pages[k], self.store.page_shards(k),
+                                               self.decode_edges)
+                              for k in self.compressed_pages}
+
+    def decoded_views(self, slot: int, first_block: int) -> tuple:
+        """The device addresses (sources, IdxOff) and the values (an address,
+        or the empty values when the kernels read none) of stream ``slot``'s
+        buffer of decoded edges, each shifted back by ``first_block`` blocks:
+        indexed by the page's edges, as the pull indexes them, for a group of
+        shards decoded from that block on."""
+        buffer = self.decode_buffers[slot]
+        shift = first_block * page_codec.BLOCK_EDGES
+        base, offsets = buffer.data.ptr, self.decode_offsets
+        sources = base + offsets["sources"] - shift * self.store.vertex_dtype.itemsize
+        idxoff = base + offsets["idxoff"] - shift * 2
+        weights = self.empty_weights
+        if self.reads_weights:
+            weights = np.uint64(base + offsets["weights"]
+                                - shift * self.store.weight_dtype.itemsize)
+        return np.uint64(sources), np.uint64(idxoff), weights
 
     # -- what the plan says now -------------------------------------------------------------
     @property
@@ -542,6 +608,9 @@ class PageStore:
         back to the memory pool."""
         self.copy_stream.synchronize()
         self.prefetched = {}
+        if self.decode_errors is not None and int(self.decode_errors[0]):
+            raise StoreCorruptError(f"{self.store.path}: {int(self.decode_errors[0])} blocks "
+                                    "of compressed pages did not decode on the GPU")
 
     def describe(self) -> str:
         """How the pages meet the device, in words."""
@@ -551,7 +620,9 @@ class PageStore:
         return (f"streamed over {plan.n_streams} streams, {len(self.resident_images)} kept "
                 "resident"
                 + (f", {len(self.packed_images)} kept packed, {len(self.packed_host)} streamed "
-                   "packed" if self.packed_layouts else ""))
+                   "packed" if self.packed_layouts else "")
+                + (f" ({len(self.compressed_pages)} compressed, decoded on the device)"
+                   if self.compressed_pages else ""))
 
 
 def packed_layouts(store, page_source, reads_weights: bool) -> dict:
@@ -573,6 +644,41 @@ def packed_layouts(store, page_source, reads_weights: bool) -> dict:
             info.num_edges, columns, width,
             packed.WEIGHT_NONE if codes is None else int(codes[info.index]), weight_size)
     return layouts
+
+
+def decode_chunks(info, shards: np.ndarray, decode_edges: int) -> list:
+    """Page ``info``'s groups of consecutive shards decoded and pulled
+    together, each as (first shard, shards, first block, end block): the
+    blocks of :data:`~garaphpy.storage.page_codec.BLOCK_EDGES` edges that hold
+    the group's edges, at most ``decode_edges`` edges of them (a shard alone
+    always fits: :func:`~garaphpy.scheduler.decisions.decode_buffer_edges`)."""
+    block = page_codec.BLOCK_EDGES
+    capacity = decode_edges // block
+    begin = shards["edge_begin"].astype(np.int64) - info.edge_begin
+    end = shards["edge_end"].astype(np.int64) - info.edge_begin
+    chunks, first = [], 0
+    while first < len(shards):
+        first_block = int(begin[first]) // block
+        last = first + 1
+        while last < len(shards) and -(-int(end[last]) // block) - first_block <= capacity:
+            last += 1
+        end_block = max(-(-int(end[last - 1]) // block), first_block)
+        if end_block - first_block > capacity:
+            raise GaraphError(f"page {info.index}: shards {first}.. need {end_block - first_block}"
+                              f" blocks, the decode buffer holds {capacity}")
+        chunks.append((info.first_shard + first, last - first, first_block, end_block))
+        first = last
+    return chunks
+
+
+def compressed_layouts(store, page_source, reads_weights: bool) -> dict:
+    """Per page a run may ship compressed (stored compressed, and one
+    ``page_source`` holds in host memory, as for :func:`packed_layouts`), its
+    :class:`~garaphpy.kernels.gpu_codec.CompressedLayout`."""
+    weight_size = store.weight_dtype.itemsize if store.weighted else 0
+    return {info.index: gpu_codec.compressed_layout(info, weight_size, reads_weights)
+            for info in store.pages
+            if info.compressed and page_source.is_cached(info.index)}
 
 
 #: store -> each page's values' code in a packed page, found once per store

@@ -47,6 +47,8 @@ from ... import config
 from .. import decisions, device_loop
 from ..plan import GPU_CHOICES, check_turned_off, record_choice
 from ..records import json_value
+from ...kernels import gpu_codec
+from ...storage import page_codec
 from . import transfer
 from .page_store import PAGE_SLACK_BYTES, RESIDENT_PADDING_EDGES, PagePlan, plan_pages
 from .selective import selective_device_bytes
@@ -87,6 +89,8 @@ class GpuPlan:
         Per page kept or streamed packed, its packed layout (empty: none).
     raw_buffers : bool
         A stream has a buffer for an unpacked page.
+    decode_edges : int
+        Edges of a stream's buffer for decoded compressed pages (0: none).
     selective_room : bool
         Pages stream and the selective arrays have room.
     transfer_forced : str
@@ -130,6 +134,7 @@ class GpuPlan:
     packed_layouts: Mapping = field(default_factory=lambda: types.MappingProxyType({}),
                                     compare=False, repr=False)
     raw_buffers: bool = True
+    decode_edges: int = 0
     selective_room: bool = False
     transfer_forced: str = "auto"
     release_pages: np.ndarray | None = field(default=None, compare=False, repr=False)
@@ -195,7 +200,10 @@ class GpuPlan:
         """One line: the pages and the choices taken."""
         taken = [name for name, on in (
             ("contributions precomputed", self.precompute),
-            ("packed pages", bool(self.packed_layouts)),
+            ("packed pages", bool(self.entry("packed_pages")
+                                  and self.entry("packed_pages")["choice"])),
+            ("compressed pages decoded on the device",
+             bool(self.entry("compressed_pages") and self.entry("compressed_pages")["choice"])),
             ("selective transfers", self.selective),
             ("selective arrays deferred", self.release_pages is not None),
             ("push", self.push), ("value priority", self.value_priority),
@@ -222,7 +230,8 @@ def wire_bytes(store, reads_weights: bool) -> list[int]:
 
 def plan_gpu(program, translated, store, *, synchronous: bool, reads_weights: bool,
              n_streams: int, vertex_memory: Callable[[bool], VertexMemory],
-             packed_layouts: Callable[[], dict], host_copies: bool = False,
+             packed_layouts: Callable[[], dict],
+             compressed_layouts: Callable[[], dict] = dict, host_copies: bool = False,
              turned_off=frozenset()) -> GpuPlan:
     """The GPU engine's choices for a run of ``program`` over ``store``, each
     by its rule in :mod:`decisions`; a choice named in ``turned_off`` is off,
@@ -246,6 +255,10 @@ def plan_gpu(program, translated, store, *, synchronous: bool, reads_weights: bo
         engine makes the data when called.
     packed_layouts : callable
         ``packed_layouts()``: per page that may be packed, its packed layout
+        (called only where the pages do not all fit).
+    compressed_layouts : callable
+        ``compressed_layouts()``: per page stored compressed that may cross the
+        bus so, its :class:`~garaphpy.kernels.gpu_codec.CompressedLayout`
         (called only where the pages do not all fit).
     host_copies : bool
         The engine copies updated vertex ranges back itself (never, today).
@@ -280,8 +293,9 @@ def plan_gpu(program, translated, store, *, synchronous: bool, reads_weights: bo
     selective_bytes = selective_device_bytes(store.num_vertices, accum_size, largest,
                                              len(store.pages)) if selective_transfers else 0
     pages = _page_plan(store, memory, wire, n_streams, selective_bytes, packed_layouts,
+                       compressed_layouts, reads_weights=reads_weights,
                        pull_packed=on("pull_packed"),
-                       packing=on("packed_pages"), deferring=on("defer_selective_arrays"),
+                       packing=on("packed_pages"), compressing=on("compressed_pages"), deferring=on("defer_selective_arrays"),
                        forced=forced)
     entries.update(pages.pop("entries"))
 
@@ -344,7 +358,8 @@ def plan_gpu(program, translated, store, *, synchronous: bool, reads_weights: bo
         selective_transfers=selective_transfers, selective_bytes=selective_bytes,
         largest_wire_bytes=largest,
         packed_layouts=types.MappingProxyType(pages["packed_layouts"]),
-        raw_buffers=pages["raw_buffers"], selective_room=pages["selective_room"],
+        raw_buffers=pages["raw_buffers"], decode_edges=pages["decode_edges"],
+        selective_room=pages["selective_room"],
         transfer_forced=forced,
         release_pages=pages["release_pages"], pull_packed=on("pull_packed"), push=push,
         value_priority=priority, larger_first=larger_first,
@@ -356,11 +371,14 @@ def plan_gpu(program, translated, store, *, synchronous: bool, reads_weights: bo
 
 
 def _page_plan(store, memory: VertexMemory, wire: list, n_streams: int, selective_bytes: int,
-               packed_layouts: Callable[[], dict], *, pull_packed: bool, packing: bool,
-               deferring: bool, forced: str) -> dict:
+               packed_layouts: Callable[[], dict], compressed_layouts: Callable[[], dict], *,
+               reads_weights: bool, pull_packed: bool, packing: bool, compressing: bool, deferring: bool,
+               forced: str) -> dict:
     """The pages' plan (:func:`plan_pages`), packed where that pays
-    (:func:`decisions.packed_pages`), the selective arrays deferred where their
-    room holds pages (:func:`decisions.defer_selective_arrays`); with its entries."""
+    (:func:`decisions.packed_pages`), the pages stored compressed shipped so
+    where that pays (:func:`decisions.compressed_pages`), the selective arrays
+    deferred where their room holds pages
+    (:func:`decisions.defer_selective_arrays`); with its entries."""
     pages = store.pages
     entries = {}
     # the resident arrays' padding: one run of the pull kernel past the last edge
@@ -373,7 +391,8 @@ def _page_plan(store, memory: VertexMemory, wire: list, n_streams: int, selectiv
                           order=config.GPU_RESIDENT_ORDER)
     wire_sizes = [size + PAGE_SLACK_BYTES for size in wire]
     plan = plan_pages(wire_sizes, vertex_bytes, memory.budget, n_streams, **plan_arguments)
-    layouts, raw_buffers, packed_sizes = {}, True, None
+    layouts, raw_buffers, packed_sizes, decode_edges = {}, True, None, 0
+    weight_size = store.weight_dtype.itemsize if store.weighted else 0
     if not plan.resident:
         layouts = dict(packed_layouts())
         packed_sizes = [layouts[k].nbytes + PAGE_SLACK_BYTES if k in layouts else wire_sizes[k]
@@ -390,6 +409,41 @@ def _page_plan(store, memory: VertexMemory, wire: list, n_streams: int, selectiv
                               **plan_arguments)
         else:
             layouts = {}
+        compressed = dict(compressed_layouts())
+        if compressed:
+            # the decoder's CSC index is on the device for the run, beside the vertex data
+            index_bytes = (store.num_vertices + 1) * gpu_codec.offsets_dtype(
+                store.num_edges).itemsize
+            entries["compressed_pages"] = decisions.fixed(
+                decisions.compressed_pages, enabled=compressing,
+                compressed_bytes=int(sum(compressed[k].nbytes + PAGE_SLACK_BYTES
+                                         for k in compressed)),
+                other_bytes=int(sum(layouts[k].nbytes + PAGE_SLACK_BYTES if k in layouts
+                                    else wire_sizes[k] for k in compressed)),
+                index_bytes=int(index_bytes))
+            if entries["compressed_pages"]["choice"]:
+                # a stream's buffer for decoded pages, a group of shards at a time (the
+                # pull reads the plain layout); one for whole pages only where some page
+                # streams as stored or unpacks
+                layouts.update(compressed)
+                raw_buffers = not (pull_packed and len(layouts) == len(pages))
+                vertex_bytes += index_bytes
+                shard_edges = store.shards["edge_end"].astype(np.int64) \
+                    - store.shards["edge_begin"].astype(np.int64)
+                entries["decode_buffer"] = decisions.fixed(
+                    decisions.decode_buffer_edges,
+                    largest_page_edges=max(pages[k].num_edges for k in compressed),
+                    largest_shard_edges=int(shard_edges.max(initial=0)),
+                    block_edges=page_codec.BLOCK_EDGES)
+                decode_edges = int(entries["decode_buffer"]["choice"])
+                decode_bytes = gpu_codec.decode_buffer_offsets(
+                    decode_edges, store.vertex_dtype.itemsize,
+                    weight_size if reads_weights else 0)["nbytes"] + PAGE_SLACK_BYTES
+                packed_sizes = [layouts[k].nbytes + PAGE_SLACK_BYTES if k in layouts
+                                else wire_sizes[k] for k in range(len(pages))]
+                plan = plan_pages(wire_sizes, vertex_bytes, memory.budget, n_streams,
+                                  packed_sizes=packed_sizes, raw_buffers=raw_buffers,
+                                  decode_bytes=decode_bytes, **plan_arguments)
     selective_room = bool(not plan.resident and plan.selective_bytes)
     release_pages = None
     if selective_room and plan.packed_pages is not None:
@@ -412,5 +466,6 @@ def _page_plan(store, memory: VertexMemory, wire: list, n_streams: int, selectiv
                                        page_bytes=plan.page_bytes + extra_bytes,
                                        selective_bytes=0)
     return {"pages": plan, "packed_layouts": layouts, "raw_buffers": raw_buffers,
+            "decode_edges": decode_edges,
             "selective_room": selective_room, "release_pages": release_pages,
             "entries": entries}
