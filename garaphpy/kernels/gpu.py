@@ -81,10 +81,11 @@ __device__ __forceinline__ void gp_atomic_merge_double(int i, double* address, d
 """
 
 #: The kernels' CUDA C++ (package data), after the program's functions and the prelude:
-#: the pull over shards and its companions, the device loop's sparse iterations, the
-#: pushes of streamed pages' active edges.
+#: the pull over shards and its companions, the device loop's sparse iterations (and
+#: their persistent kernel), the pushes of streamed pages' active edges.
 _KERNELS_PATHS = (Path(__file__).with_name("cuda") / "pull.cu",
                   Path(__file__).with_name("cuda") / "sparse.cu",
+                  Path(__file__).with_name("cuda") / "persistent.cu",
                   Path(__file__).with_name("cuda") / "stream.cu")
 
 
@@ -202,6 +203,9 @@ class GpuKernels:
     contributions or gathering per edge.
     ``pull_packed[precomputed]`` pulls a packed page where it lies
     (``gp_pull_packed``, kernels/cuda/stream.cu).
+    ``persistent_push`` runs many of the device loop's push iterations in one
+    cooperative launch (kernels/cuda/persistent.cu); None where it was not
+    compiled (no ``cooperative_groups.h`` where NVRTC looks).
     """
 
     module: object
@@ -228,6 +232,7 @@ class GpuKernels:
     stream_apply: object
     unpack_page: object
     pull_packed: dict
+    persistent_push: object = None
 
 
 _MODULES: dict = {}
@@ -310,9 +315,20 @@ def compile_kernels(program: CudaProgram, vertex_dtype,
             stream_apply=module.get_function("gp_stream_apply"),
             unpack_page=module.get_function("gp_unpack_page"),
             pull_packed={precomputed: module.get_function(name)
-                         for precomputed, name in packed_names.items()})
+                         for precomputed, name in packed_names.items()},
+            persistent_push=_optional_function(module, "gp_persistent_push"))
         _MODULES[key] = kernels
         return kernels
+
+
+def _optional_function(module, name: str):
+    """``module``'s kernel ``name``, or None where the unit did not define it."""
+    try:
+        function = module.get_function(name)
+        function.kernel         # (cupy looks the symbol up lazily)
+    except Exception:           # the driver's "named symbol not found"
+        return None
+    return function
 
 
 def accumulator_bytes(shards: np.ndarray, accum_dtype) -> np.ndarray:
