@@ -81,12 +81,16 @@ __device__ __forceinline__ void gp_atomic_merge_double(int i, double* address, d
 """
 
 #: The kernels' CUDA C++ (package data), after the program's functions and the prelude:
-#: the pull over shards and its companions, the device loop's sparse iterations (and
-#: their persistent kernel), the pushes of streamed pages' active edges.
+#: the pull over shards and its companions, the device loop's sparse iterations, the
+#: pushes of streamed pages' active edges.
 _KERNELS_PATHS = (Path(__file__).with_name("cuda") / "pull.cu",
                   Path(__file__).with_name("cuda") / "sparse.cu",
-                  Path(__file__).with_name("cuda") / "persistent.cu",
                   Path(__file__).with_name("cuda") / "stream.cu")
+
+#: The device loop's persistent kernel, compiled in a unit of its own after the
+#: kernels' (:func:`persistent_kernel`): it includes cooperative_groups.h, which
+#: the other kernels do not need.
+_PERSISTENT_PATH = Path(__file__).with_name("cuda") / "persistent.cu"
 
 
 class GpuUnavailableError(GaraphError, RuntimeError):
@@ -203,9 +207,6 @@ class GpuKernels:
     contributions or gathering per edge.
     ``pull_packed[precomputed]`` pulls a packed page where it lies
     (``gp_pull_packed``, kernels/cuda/stream.cu).
-    ``persistent_push`` runs many of the device loop's push iterations in one
-    cooperative launch (kernels/cuda/persistent.cu); None where it was not
-    compiled (no ``cooperative_groups.h`` where NVRTC looks).
     """
 
     module: object
@@ -232,7 +233,6 @@ class GpuKernels:
     stream_apply: object
     unpack_page: object
     pull_packed: dict
-    persistent_push: object = None
 
 
 _MODULES: dict = {}
@@ -315,20 +315,45 @@ def compile_kernels(program: CudaProgram, vertex_dtype,
             stream_apply=module.get_function("gp_stream_apply"),
             unpack_page=module.get_function("gp_unpack_page"),
             pull_packed={precomputed: module.get_function(name)
-                         for precomputed, name in packed_names.items()},
-            persistent_push=_optional_function(module, "gp_persistent_push"))
+                         for precomputed, name in packed_names.items()})
         _MODULES[key] = kernels
         return kernels
 
 
-def _optional_function(module, name: str):
-    """``module``'s kernel ``name``, or None where the unit did not define it."""
-    try:
-        function = module.get_function(name)
-        function.kernel         # (cupy looks the symbol up lazily)
-    except Exception:           # the driver's "named symbol not found"
-        return None
-    return function
+def persistent_source(kernels_source: str) -> str:
+    """The translation unit of the device loop's persistent kernel: the kernels'
+    (``GpuKernels.source``) and kernels/cuda/persistent.cu after them."""
+    return kernels_source + "\n" + _PERSISTENT_PATH.read_text()
+
+
+def persistent_kernel(kernels: GpuKernels) -> tuple:
+    """The device loop's persistent kernel (``gp_persistent_push``) for the
+    program of ``kernels``, compiled once per process and unit, launched
+    cooperatively (:class:`~garaphpy.scheduler.device_loop.DeviceLoop`).
+
+    Returns
+    -------
+    kernel : cupy.RawKernel or None
+        None where NVRTC could not compile it (cooperative_groups.h not found,
+        or rejected): the device loop then launches its graphs alone.
+    why : str or None
+        The compiler's first line where it failed.
+    """
+    source = persistent_source(kernels.source)
+    key = ("persistent", hashlib.sha256(source.encode()).hexdigest())
+    with _MODULES_LOCK:
+        if key not in _MODULES:
+            cupy = cupy_module()
+            try:
+                module = cupy.RawModule(code=source, options=("-std=c++17",))
+                kernel = module.get_function("gp_persistent_push")
+                kernel.kernel       # compiles the unit and loads the kernel
+                _MODULES[key] = (kernel, None)
+            except Exception as error:      # NVRTC's or the driver's refusal
+                text = str(error).strip().splitlines()
+                _MODULES[key] = (None, f"{type(error).__name__}: "
+                                       f"{text[0][:200] if text else ''}")
+        return _MODULES[key]
 
 
 def accumulator_bytes(shards: np.ndarray, accum_dtype) -> np.ndarray:

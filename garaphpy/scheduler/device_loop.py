@@ -80,6 +80,7 @@ import time
 import numpy as np
 
 from .. import config
+from ..kernels import gpu as gpu_kernels
 from . import decisions
 
 #: The device loop's state, one int64 each, in the kernels' order.
@@ -237,8 +238,12 @@ class DeviceLoop:
         #: the persistent kernel's grid (blocks; 0: the loop launches graphs alone), and
         #: why it does not run where it cannot
         self.persistent_blocks, self.persistent_failure = 0, None
+        self.persistent_kernel = None
         if persistent and self.push:
-            self.persistent_blocks, self.persistent_failure = self._persistent_grid()
+            self.persistent_kernel, self.persistent_failure = gpu_kernels.persistent_kernel(
+                engine.kernels)
+            if self.persistent_kernel is not None:
+                self.persistent_blocks, self.persistent_failure = self._persistent_grid()
         self.persistent_launches = self.group_launches = 0
         self._known_frontier_edges = 0
         cupy.cuda.get_current_stream().synchronize()
@@ -247,9 +252,7 @@ class DeviceLoop:
 
     def _persistent_grid(self) -> tuple[int, str | None]:
         """Blocks of the persistent kernel on this device, or 0 and why none."""
-        kernel = self.engine.kernels.persistent_push
-        if kernel is None:
-            return 0, "not compiled (no cooperative_groups.h where NVRTC looks)"
+        kernel = self.persistent_kernel
         runtime, driver = self.cupy.cuda.runtime, self.cupy.cuda.driver
         device = self.cupy.cuda.Device().id
         try:
@@ -267,14 +270,13 @@ class DeviceLoop:
     def _launch_persistent(self, stream, steps: int) -> None:
         """Queue one launch of the persistent kernel: up to ``steps`` iterations."""
         engine = self.engine
-        kernel = engine.kernels.persistent_push
         args = (self.state, self.records, self.out_offsets, self.out_targets, self.out_weights,
                 self.frontiers, self.notified_flags, self.notified, self.accum, self.far,
                 self.far_flags, engine.values) + engine.attrs + (
                 engine.aggregate_totals, np.int32(self.group_shift),
                 np.int64(self.num_vertices), np.int64(steps))
         # (cupy's cooperative launch: cuLaunchCooperativeKernel, every block co-resident)
-        kernel.kernel((self.persistent_blocks,), (THREADS,), args,
+        self.persistent_kernel.kernel((self.persistent_blocks,), (THREADS,), args,
                       shared_mem=APPLY_SHARED_BYTES, stream=stream,
                       enable_cooperative_groups=True)
 

@@ -102,10 +102,10 @@ def test_the_launch_passes_every_parameter_of_the_kernel():
     launched = []
     kernel = types.SimpleNamespace(kernel=lambda grid, block, args, **options: launched.append(
         (grid, block, args, options)))
-    engine = types.SimpleNamespace(kernels=types.SimpleNamespace(persistent_push=kernel),
-                                   values="values", attrs=("a",) * 5, aggregate_totals="totals")
+    engine = types.SimpleNamespace(values="values", attrs=("a",) * 5,
+                                   aggregate_totals="totals")
     loop = types.SimpleNamespace(
-        engine=engine, state="state", records="records", out_offsets="offsets",
+        engine=engine, persistent_kernel=kernel, state="state", records="records", out_offsets="offsets",
         out_targets="targets", out_weights="weights", frontiers="frontiers",
         notified_flags="flags", notified="queue", accum="accum", far="far",
         far_flags="far_flags", group_shift=2, num_vertices=10, persistent_blocks=264)
@@ -120,17 +120,18 @@ def test_the_launch_passes_every_parameter_of_the_kernel():
 
 @pytest.mark.parametrize("name, vertex_dtype", [("bfs", np.int32), ("sssp", np.int64)])
 def test_the_unit_compiles_to_ptx_without_separate_compilation(name, vertex_dtype, tmp_path):
-    """``nvcc --ptx`` (no -rdc) of the engine's translation unit defines the
-    persistent kernel with its grid barrier (NVRTC takes the same unit)."""
+    """``nvcc --ptx`` (no -rdc) of the persistent kernel's translation unit
+    defines it with its grid barrier, and the loop's other kernels (NVRTC
+    takes the same unit)."""
     from garaphpy.kernels.cuda_program import translate_program
-    from garaphpy.kernels.gpu import kernel_source
+    from garaphpy.kernels.gpu import kernel_source, persistent_source
 
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         pytest.skip("nvcc is not on PATH")
     translated = translate_program(program_for(name), weight_dtype=np.int32)
     source = tmp_path / f"{name}.cu"
-    source.write_text(kernel_source(translated, vertex_dtype))
+    source.write_text(persistent_source(kernel_source(translated, vertex_dtype)))
     result = subprocess.run([nvcc, "-arch=sm_90", "-std=c++17", "-diag-suppress", "550",
                              "--ptx", str(source), "-o", str(tmp_path / f"{name}.ptx")],
                             capture_output=True, text=True)

@@ -1,8 +1,8 @@
 // garaphpy's device loop in one launch: many sparse iterations of the push
 // (sparse.cu's passes) in a persistent cooperative kernel, a grid-wide barrier
-// between the passes of an iteration and between iterations. Appended after
-// sparse.cu by garaphpy/kernels/gpu.py; driven by
-// garaphpy/scheduler/device_loop.py (its persistent launches).
+// between the passes of an iteration and between iterations. Appended after the
+// kernels' unit, in a unit of its own, by garaphpy/kernels/gpu.py
+// (persistent_kernel); driven by garaphpy/scheduler/device_loop.py.
 //
 // One iteration is the graph-launched loop's, pass for pass:
 //   gp_split_pass  (in order of value, when a bucket was opened) the far queue
@@ -17,18 +17,15 @@
 // launches). The state and records are those the graph-launched loop writes.
 //
 // It needs a cooperative launch (cuLaunchCooperativeKernel: every block
-// co-resident) for cooperative_groups' grid barrier; NVRTC compiles it without
-// separate compilation (-rdc). Where the header is not found the kernel is not
-// compiled, and the loop launches its graphs of kernels.
+// co-resident) for cooperative_groups' grid barrier, and no separate
+// compilation (-rdc). Where NVRTC cannot compile this unit, the loop launches
+// its graphs of kernels alone.
 
-#if defined(__has_include)
-#if __has_include(<cooperative_groups.h>)
+// (only the grid barrier is used: no libcu++ headers behind it, whose versions
+// in NVRTC's include path need not match the toolkit's)
+#define _CG_LIMIT_INCLUDED_DEPENDENCIES
 #include <cooperative_groups.h>
-#define GP_PERSISTENT_LOOP 1
-#endif
-#endif
 
-#ifdef GP_PERSISTENT_LOOP
 extern "C" __global__ void gp_persistent_push(long long* loop, long long* records,
                                               const long long* __restrict__ out_offsets,
                                               const vid_t* __restrict__ out_targets,
@@ -62,4 +59,3 @@ extern "C" __global__ void gp_persistent_push(long long* loop, long long* record
         grid.sync();
     }
 }
-#endif
