@@ -13,7 +13,11 @@ This script times whole runs both ways, everything else equal; and, for an
 asynchronous run of a program declaring ``value_priority`` (SSSP, SSWP), a
 third way, ``flat``: the loop on without its buckets of values
 (the engine's ``value_priority=False``), every vertex activated pushed in the
-next iteration.
+next iteration; and, for a program the loop pushes (``apply_keeps_best``:
+BFS, SSSP, CC, SSWP), ``graphs``: the loop on without its persistent kernel
+(``turned_off={"persistent_loop"}``), every iteration a few launches in CUDA
+graphs, where ``on`` runs up to 128 iterations a launch
+(:func:`garaphpy.scheduler.decisions.gpu_persistent_loop`).
 
 What runs
     BFS, SSSP, CC and PageRank (``--programs``) on the GPU alone,
@@ -50,7 +54,10 @@ Usage (from the repository root)::
 
     python -m bench device-loop [--graphs grid:2000x2000,rmat:22] [--programs bfs,sssp,cc,pagerank]
         [--execution sync|async] [--store-dir DIR] [--trials 3] [--json rows.jsonl]
-        [--subway DIR]
+        [--subway DIR] [--persistent-blocks-per-sm N|all]
+
+``--persistent-blocks-per-sm``: blocks a multiprocessor of the persistent kernel
+(default 2, the graphs' grid; ``all``: every co-resident block).
 """
 
 from __future__ import annotations
@@ -65,7 +72,7 @@ import numpy as np
 
 import garaphpy
 from garaphpy import config
-from garaphpy.scheduler import gpu_engine
+from garaphpy.scheduler import device_loop, gpu_engine
 from garaphpy.scheduler.gpu.engine import GpuEngine
 from garaphpy.programs import BUILTIN_PROGRAMS
 
@@ -81,15 +88,17 @@ COUNTERS = ("active_vertices", "activated")
 
 
 def run(graph, program: str, options: dict, looped: bool,
-        priority: bool = True) -> harness.Measurement:
+        priority: bool = True, persistent: bool = True) -> harness.Measurement:
     config.GPU_SHORTCUT_LABELS = looped
     original = gpu_engine.GpuEngine
+    turned_off = frozenset() if persistent else frozenset({"persistent_loop"})
 
     class SwitchedEngine(GpuEngine):
         def __init__(self, *arguments, **given):
             if not looped:      # label propagation alone, as before the loop
                 given["turned_off"] = frozenset(given.get("turned_off", ())) \
                     | {"gpu_union_find_start"}
+            given["turned_off"] = frozenset(given.get("turned_off", ())) | turned_off
             super().__init__(*arguments, device_loop=looped, value_priority=priority, **given)
 
     # the run's set-up imports the class when it runs: it builds this one
@@ -111,9 +120,13 @@ def run(graph, program: str, options: dict, looped: bool,
 
 def settings(program: str, execution: str | None) -> tuple:
     """The cases of one (graph, program): ``off`` first (the reference), ``on``,
-    and for an asynchronous run of a program declaring ``value_priority``
-    ``flat`` (the loop on, the whole frontier each iteration)."""
+    for a program the loop pushes ``graphs`` (the loop on, no persistent
+    kernel), and for an asynchronous run of a program declaring
+    ``value_priority`` ``flat`` (the loop on, the whole frontier each
+    iteration)."""
     names = ("off", "on")
+    if BUILTIN_PROGRAMS[program].apply_keeps_best:
+        names += ("graphs",)
     if execution == "async" and BUILTIN_PROGRAMS[program].value_priority:
         names += ("flat",)
     return names
@@ -130,9 +143,15 @@ def main(argv=None) -> int:
                         help="a directory holding Subway's built bfs-async, sssp-async, "
                              "cc-async: run them on the same graphs")
     parser.add_argument("--subway-trials", type=int, default=3)
+    parser.add_argument("--persistent-blocks-per-sm", default=None, metavar="N|all",
+                        help="blocks a multiprocessor of the loop's persistent kernel "
+                             "(default: the loop's own rule)")
     harness.add_common_options(parser)
     args = parser.parse_args(argv)
     harness.check_common_options(parser, args)
+    if args.persistent_blocks_per_sm is not None:
+        device_loop.PERSISTENT_BLOCKS_PER_MULTIPROCESSOR = None \
+            if args.persistent_blocks_per_sm == "all" else int(args.persistent_blocks_per_sm)
     subway = Path(args.subway) if args.subway else None
     if subway is not None and not (subway / "bfs-async").exists():
         parser.error(f"--subway {subway}: no built 'bfs-async' there (run make in the checkout)")
@@ -155,7 +174,8 @@ def main(argv=None) -> int:
                 cases.append(harness.Case(
                     f"{spec}/{program}/{setting}",
                     lambda graph=graph, program=program, options=options, setting=setting:
-                        run(graph, program, options, setting != "off", setting != "flat"),
+                        run(graph, program, options, setting != "off", setting != "flat",
+                            setting != "graphs"),
                     params={"graph": spec, "program": program, "setting": setting,
                             "execution": args.execution},
                     verify=harness.same_as_first(
@@ -165,24 +185,29 @@ def main(argv=None) -> int:
     by_case = {row["case"]: row for row in rows}
     print(f"\n== the GPU's device loop, median of {args.trials} runs "
           f"(execution {args.execution or 'of each program'}); flat: the loop without "
-          "buckets of values")
+          "buckets of values; graphs: the loop without its persistent kernel")
     print(f"{'graph':20s} {'program':8s} {'iters':>6s} {'looped':>7s} {'on ms':>9s} "
-          f"{'off ms':>9s} {'off/on':>7s} {'flat ms':>8s} {'flat/on':>7s} {'on us/it':>9s} "
-          f"{'buckets':>7s}  check")
+          f"{'off ms':>9s} {'off/on':>7s} {'flat ms':>8s} {'flat/on':>7s} {'graphs ms':>9s} "
+          f"{'graphs/on':>9s} {'on us/it':>9s} {'buckets':>7s}  check")
     figures = []
     for spec in args.graphs.split(","):
         for program in args.programs.split(","):
             named = {setting: by_case[f"{spec}/{program}/{setting}"]
                      for setting in settings(program, args.execution)}
             on, off, flat = named["on"], named["off"], named.get("flat")
+            launched = named.get("graphs")
             last = on["metrics"][-1]
             iterations = max(last["iterations"], 1)
             ok = all(r["verification"]["status"] == harness.PASSED for r in named.values())
             flat_ms = f"{flat['median_s'] * 1e3:8.1f}" if flat else f"{'-':>8s}"
             flat_ratio = f"{flat['median_s'] / on['median_s']:7.2f}" if flat else f"{'-':>7s}"
+            graphs_ms = f"{launched['median_s'] * 1e3:9.1f}" if launched else f"{'-':>9s}"
+            graphs_ratio = f"{launched['median_s'] / on['median_s']:9.2f}" if launched \
+                else f"{'-':>9s}"
             print(f"{spec[-20:]:20s} {program:8s} {last['iterations']:6d} {last['looped']:7d} "
                   f"{on['median_s'] * 1e3:9.1f} {off['median_s'] * 1e3:9.1f} "
                   f"{off['median_s'] / on['median_s']:7.2f} {flat_ms} {flat_ratio} "
+                  f"{graphs_ms} {graphs_ratio} "
                   f"{on['median_s'] / iterations * 1e6:9.1f} {str(last['buckets'] or '-'):>7s}  "
                   f"{'ok' if ok else 'FAILED'}")
             figures.append({"graph": spec, "program": program, "execution": args.execution,

@@ -87,6 +87,11 @@ _KERNELS_PATHS = (Path(__file__).with_name("cuda") / "pull.cu",
                   Path(__file__).with_name("cuda") / "sparse.cu",
                   Path(__file__).with_name("cuda") / "stream.cu")
 
+#: The device loop's persistent kernel, compiled in a unit of its own after the
+#: kernels' (:func:`persistent_kernel`): it includes cooperative_groups.h, which
+#: the other kernels do not need.
+_PERSISTENT_PATH = Path(__file__).with_name("cuda") / "persistent.cu"
+
 
 class GpuUnavailableError(GaraphError, RuntimeError):
     """A GPU mode was asked for, and cupy or a CUDA device is missing."""
@@ -313,6 +318,42 @@ def compile_kernels(program: CudaProgram, vertex_dtype,
                          for precomputed, name in packed_names.items()})
         _MODULES[key] = kernels
         return kernels
+
+
+def persistent_source(kernels_source: str) -> str:
+    """The translation unit of the device loop's persistent kernel: the kernels'
+    (``GpuKernels.source``) and kernels/cuda/persistent.cu after them."""
+    return kernels_source + "\n" + _PERSISTENT_PATH.read_text()
+
+
+def persistent_kernel(kernels: GpuKernels) -> tuple:
+    """The device loop's persistent kernel (``gp_persistent_push``) for the
+    program of ``kernels``, compiled once per process and unit, launched
+    cooperatively (:class:`~garaphpy.scheduler.device_loop.DeviceLoop`).
+
+    Returns
+    -------
+    kernel : cupy.RawKernel or None
+        None where NVRTC could not compile it (cooperative_groups.h not found,
+        or rejected): the device loop then launches its graphs alone.
+    why : str or None
+        The compiler's first line where it failed.
+    """
+    source = persistent_source(kernels.source)
+    key = ("persistent", hashlib.sha256(source.encode()).hexdigest())
+    with _MODULES_LOCK:
+        if key not in _MODULES:
+            cupy = cupy_module()
+            try:
+                module = cupy.RawModule(code=source, options=("-std=c++17",))
+                kernel = module.get_function("gp_persistent_push")
+                kernel.kernel       # compiles the unit and loads the kernel
+                _MODULES[key] = (kernel, None)
+            except Exception as error:      # NVRTC's or the driver's refusal
+                text = str(error).strip().splitlines()
+                _MODULES[key] = (None, f"{type(error).__name__}: "
+                                       f"{text[0][:200] if text else ''}")
+        return _MODULES[key]
 
 
 def accumulator_bytes(shards: np.ndarray, accum_dtype) -> np.ndarray:

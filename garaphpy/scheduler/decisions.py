@@ -641,6 +641,58 @@ def gpu_value_priority(declared: bool, synchronous: bool, push: bool,
                 and (width_configured or not larger_first))
 
 
+#: The most frontier out-edges per thread of its grid that the device loop's
+#: persistent kernel takes (:func:`gpu_persistent_launch`); unmeasured (the
+#: frontiers of grids and road networks stay far below it).
+PERSISTENT_EDGES_PER_THREAD = 16.0
+
+
+def gpu_persistent_loop(push: bool) -> bool:
+    """Whether the device loop may run its sparse iterations several to a launch,
+    in a persistent cooperative kernel with a grid-wide barrier between the
+    passes of an iteration and between iterations
+    (``kernels/cuda/persistent.cu``), rather than only as CUDA graphs of a few
+    launches an iteration: for the push (:func:`gpu_push`; in order of value
+    too), whose passes the kernel runs one after the other.  Each launch
+    returns to the host after an iteration that stops the loop, or after
+    ``device_loop.PERSISTENT_ITERATIONS`` iterations; a device without
+    cooperative launches, or a kernel that could not be compiled, keeps the
+    graphs (the loop's ``launch`` says which ran).
+
+    An iteration of a high-diameter graph (grid 2000x2000 BFS: 3,997 levels of
+    a few thousand vertices) costs its launches and their gaps, about 15 us in
+    graphs (H200); with barriers instead of kernel boundaries, a few."""
+    return bool(push)
+
+
+def gpu_persistent_launch(frontier_out_edges: int, grid_threads: int,
+                          edges_per_thread: float | None = None) -> bool:
+    """Whether the device loop's next launch is its persistent kernel
+    (:func:`gpu_persistent_loop`), with the frontier the host last read
+    (``frontier_out_edges``): while the frontier has at most
+    ``edges_per_thread`` (:data:`PERSISTENT_EDGES_PER_THREAD`) out-edges per
+    thread of the kernel's grid (``grid_threads``), the launches and barriers
+    are an iteration's cost and one launch takes many iterations; a larger
+    frontier's iterations are its edges, and the graphs of launches take them
+    as well.  Both compute the same iterations: the choice moves time alone."""
+    if edges_per_thread is None:
+        edges_per_thread = PERSISTENT_EDGES_PER_THREAD
+    return frontier_out_edges <= edges_per_thread * max(grid_threads, 1)
+
+
+def gpu_persistent_blocks(co_resident: int, multiprocessors: int,
+                          blocks_per_multiprocessor: int | None) -> int:
+    """Blocks of the device loop's persistent kernel: ``blocks_per_multiprocessor``
+    a multiprocessor (``device_loop.PERSISTENT_BLOCKS_PER_MULTIPROCESSOR``: the
+    graphs' grid, 2 an SM, so that both spread a frontier alike and the grid
+    barrier waits for few blocks; None: every block that fits), at most the
+    ``co_resident`` blocks a multiprocessor holds (a cooperative launch needs
+    every block resident at once); 0 where none fits."""
+    per_multiprocessor = co_resident if blocks_per_multiprocessor is None \
+        else min(co_resident, blocks_per_multiprocessor)
+    return max(0, per_multiprocessor) * max(0, multiprocessors)
+
+
 def gpu_bucket_width(configured: float | None, mean_edge_value: float | None,
                      mean_in_degree: float, factor: float | None = None) -> float:
     """The width of a bucket of :func:`gpu_value_priority`: ``configured``

@@ -49,6 +49,17 @@ engines keep the frontier on the device.  Here:
   wastes little), the run captures ``config.GPU_LOOP_GRAPH_ITERATIONS``
   iterations in one CUDA graph and launches that (one host call for many
   iterations);
+* **several iterations a launch**: for the push
+  (:func:`~garaphpy.scheduler.decisions.gpu_persistent_loop`) a persistent
+  cooperative kernel (``kernels/cuda/persistent.cu``) runs the same passes,
+  a grid-wide barrier between the passes of an iteration and between
+  iterations, up to :data:`PERSISTENT_ITERATIONS` iterations a launch and
+  leaving at once when the loop stops (a persistent kernel with a grid
+  barrier, as in the GPU graph engines that keep BFS levels on the device);
+  while the frontier the host last read is small enough
+  (:func:`~garaphpy.scheduler.decisions.gpu_persistent_launch`) the host
+  queues it instead of the graphs.  Records, state and values are those of
+  the graphs: the kernel calls the same device functions;
 * the loop stops after an iteration that activates no vertex, whose L1
   change is below the tolerance, that reaches the batch's end (the run's
   iteration limit, the next checkpoint, ``config.GPU_LOOP_MAX_STEPS``), or
@@ -69,6 +80,7 @@ import time
 import numpy as np
 
 from .. import config
+from ..kernels import gpu as gpu_kernels
 from . import decisions
 
 #: The device loop's state, one int64 each, in the kernels' order.
@@ -91,6 +103,22 @@ STOP_REASONS = ("running", "no active vertex", "end of batch", "tolerance", "den
 
 #: Threads per block of the loop's kernels (warp-per-vertex passes).
 THREADS = 256
+
+#: Iterations one launch of the persistent kernel may run: the host reads the
+#: records and the state between launches (two in flight), so they reach it in
+#: groups, and a stop is seen within two launches.
+PERSISTENT_ITERATIONS = 128
+
+#: Blocks a multiprocessor of the persistent kernel
+#: (:func:`~garaphpy.scheduler.decisions.gpu_persistent_blocks`; None: as many
+#: as are co-resident): the graphs' grid (2 an SM).
+PERSISTENT_BLOCKS_PER_MULTIPROCESSOR = 2
+
+#: Dynamic shared memory of the apply's block totals (bytes).
+APPLY_SHARED_BYTES = 768
+
+#: ``cudaDevAttrCooperativeLaunch``.
+_COOPERATIVE_LAUNCH_ATTRIBUTE = 95
 
 
 def extra_bytes(num_vertices: int, num_edges: int, vertex_itemsize: int,
@@ -130,10 +158,14 @@ class DeviceLoop:
         values first (1) or larger (2), in buckets of
         :func:`~garaphpy.scheduler.decisions.gpu_bucket_width`; 0: the whole
         frontier each iteration.
+    persistent : bool
+        The push may run several iterations a launch in the persistent kernel
+        (:func:`~garaphpy.scheduler.decisions.gpu_persistent_loop`), where the
+        device launches it cooperatively.
     """
 
     def __init__(self, engine, push: bool = False, push_weights: bool = False,
-                 priority: int = 0):
+                 priority: int = 0, persistent: bool = False):
         started = time.perf_counter()
         cupy = engine.cupy
         store = engine.store
@@ -203,9 +235,50 @@ class DeviceLoop:
             engine.num_edges, 1 << self.group_shift, self.grid[0] * THREADS,
             config.GPU_SPARSE_SPAN_FACTOR)
         self.last_state = self.host_states[0].copy()
+        #: the persistent kernel's grid (blocks; 0: the loop launches graphs alone), and
+        #: why it does not run where it cannot
+        self.persistent_blocks, self.persistent_failure = 0, None
+        self.persistent_kernel = None
+        if persistent and self.push:
+            self.persistent_kernel, self.persistent_failure = gpu_kernels.persistent_kernel(
+                engine.kernels)
+            if self.persistent_kernel is not None:
+                self.persistent_blocks, self.persistent_failure = self._persistent_grid()
+        self.persistent_launches = self.group_launches = 0
+        self._known_frontier_edges = 0
         cupy.cuda.get_current_stream().synchronize()
         #: seconds taken to set the loop up (its arrays on the device)
         self.setup_seconds = time.perf_counter() - started
+
+    def _persistent_grid(self) -> tuple[int, str | None]:
+        """Blocks of the persistent kernel on this device, or 0 and why none."""
+        kernel = self.persistent_kernel
+        runtime, driver = self.cupy.cuda.runtime, self.cupy.cuda.driver
+        device = self.cupy.cuda.Device().id
+        try:
+            if not runtime.deviceGetAttribute(_COOPERATIVE_LAUNCH_ATTRIBUTE, device):
+                return 0, "the device has no cooperative launch"
+            co_resident = driver.occupancyMaxActiveBlocksPerMultiprocessor(
+                kernel.kernel.ptr, THREADS, APPLY_SHARED_BYTES)
+        except Exception as error:      # a cupy or driver without these calls
+            return 0, f"{type(error).__name__}: {error}"
+        blocks = decisions.gpu_persistent_blocks(
+            co_resident, self.engine.device.multiprocessors,
+            PERSISTENT_BLOCKS_PER_MULTIPROCESSOR)
+        return blocks, None if blocks else "no block of it fits a multiprocessor"
+
+    def _launch_persistent(self, stream, steps: int) -> None:
+        """Queue one launch of the persistent kernel: up to ``steps`` iterations."""
+        engine = self.engine
+        args = (self.state, self.records, self.out_offsets, self.out_targets, self.out_weights,
+                self.frontiers, self.notified_flags, self.notified, self.accum, self.far,
+                self.far_flags, engine.values) + engine.attrs + (
+                engine.aggregate_totals, np.int32(self.group_shift),
+                np.int64(self.num_vertices), np.int64(steps))
+        # (cupy's cooperative launch: cuLaunchCooperativeKernel, every block co-resident)
+        self.persistent_kernel.kernel((self.persistent_blocks,), (THREADS,), args,
+                      shared_mem=APPLY_SHARED_BYTES, stream=stream,
+                      enable_cooperative_groups=True)
 
     # -- one iteration's launches ------------------------------------------------------
     def _launch_iteration(self, stream) -> None:
@@ -230,7 +303,7 @@ class DeviceLoop:
                     self.state, self.records, self.notified, self.notified_flags,
                     self.frontiers, self.accum, self.far, self.far_flags,
                     engine.values) + engine.attrs
-                    + (engine.aggregate_totals, n), shared_mem=768)
+                    + (engine.aggregate_totals, n), shared_mem=APPLY_SHARED_BYTES)
             return
         with stream:
             kernels.sparse_notify(self.grid, block, (
@@ -266,6 +339,12 @@ class DeviceLoop:
 
     def _launch_group(self, stream) -> int:
         """Queue one group of iterations; returns how many were queued."""
+        if self.persistent_blocks and decisions.gpu_persistent_launch(
+                self._known_frontier_edges, self.persistent_blocks * THREADS):
+            self._launch_persistent(stream, PERSISTENT_ITERATIONS)
+            self.persistent_launches += 1
+            return PERSISTENT_ITERATIONS
+        self.group_launches += 1
         graph = self._graph(stream)
         if graph is not None:
             graph.launch(stream)
@@ -367,6 +446,8 @@ class DeviceLoop:
         stream.synchronize()        # the header's pinned buffer is reused below
         self.frontier_current = True
         self._next_direct = 1
+        self._known_frontier_edges = int(header[FIELD["frontier_out_edges"]])
+        self.persistent_launches = self.group_launches = 0
         row_bytes = len(RECORD_FIELDS) * 8
         delivered = 0
 
@@ -397,6 +478,7 @@ class DeviceLoop:
                 self.events[previous].synchronize()
                 state = self.host_states[previous]
                 delivered = deliver(int(state[FIELD["iteration"]]) - first_iteration)
+                self._known_frontier_edges = int(state[FIELD["frontier_out_edges"]])
                 if state[FIELD["stop"]]:
                     break
             group += 1
@@ -456,10 +538,19 @@ class DeviceLoop:
         return int(self.last_state[FIELD["frontier_out_edges"]])
 
     def describe(self) -> str:
-        """How the loop runs its iterations, and launches them."""
+        """How the loop runs its iterations, and launches them (in the last batch)."""
         how = "push" if self.push else "notify-pull"
         if self.priority:
             how += f" in buckets of values of width {self.bucket_width:g}"
+        if self.persistent_launches:
+            how += f", {self.persistent_launches} launches of a persistent kernel of " \
+                   f"{self.persistent_blocks} blocks (up to {PERSISTENT_ITERATIONS} " \
+                   "iterations each)"
+            if not self.group_launches:
+                return how
+            how += f" and {self.group_launches} groups"
+        elif self.persistent_failure is not None:
+            how += f" (no persistent kernel: {self.persistent_failure})"
         if self.graph_failure is not None:
             return f"{how}, kernels launched one by one (graph capture failed: " \
                    f"{self.graph_failure})"

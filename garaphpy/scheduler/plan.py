@@ -43,9 +43,9 @@ CPU_CHOICES = ("early_exit", "settling_push", "settle_rounds", "whole_settling_p
 #: The choices of :class:`~garaphpy.scheduler.gpu.plan.GpuPlan` a test or bench may
 #: turn off (``turned_off``), by the names of their entries where they have one.
 GPU_CHOICES = ("gpu_precompute", "selective_transfers", "packed_pages", "compressed_pages",
-               "pull_packed",
-               "defer_selective_arrays", "gpu_push", "gpu_value_priority", "device_loop",
-               "resident_selective", "prefetch_next_copies", "fused_launch",
+               "pull_packed", "defer_selective_arrays", "gpu_push", "gpu_value_priority",
+               "persistent_loop", "device_loop", "resident_selective", "prefetch_next_copies",
+               "fused_launch",
                "selective_when_pays", "calibrate_transfer_rates", "settled_pages",
                "gpu_union_find_start")
 

@@ -179,6 +179,18 @@ def test_device_loop_eligibility(store, name, expected):
     assert not make_plan(store, name, tight).device_loop    # its arrays do not fit
 
 
+@pytest.mark.parametrize("name, expected", [
+    ("sssp", True), ("bfs", True), ("cc", True), ("sswp", True),
+    ("pagerank", False),        # no push: the notify-pull's graphs of launches
+])
+def test_the_persistent_loop_is_the_pushs(store, name, expected):
+    plan = make_plan(store, name)
+    assert plan.persistent_loop is expected
+    assert plan.entry("persistent_loop") == {"push": expected, "choice": expected}
+    assert ("persistent loop" in plan.describe()) is expected
+    assert plan.as_dict()["persistent_loop"]["choice"] is expected
+
+
 def test_the_precompute_follows_its_rule(store):
     assert make_plan(store, "pagerank", synchronous=True).precompute
     assert not make_plan(store, "pagerank").precompute          # asynchronous
@@ -212,6 +224,7 @@ TURNED_OFF = {
     "defer_selective_arrays": ("sssp", False, _streamed, None, "enabled"),
     "gpu_push": ("sssp", False, None, "push", "enabled"),
     "gpu_value_priority": ("sssp", False, None, "value_priority", "enabled"),
+    "persistent_loop": ("bfs", False, None, "persistent_loop", "turned_off"),
     "device_loop": ("bfs", False, None, "device_loop", "enabled"),
     "resident_selective": ("sssp", False, "between", "selective", "turned_off"),
     "prefetch_next_copies": ("pagerank", False, lambda store: streamed_budget(store, "pagerank"),
@@ -270,6 +283,7 @@ def test_a_gpu_choice_turned_off(request, store, symmetric_store, name):
 def test_choices_made_after_one_turned_off_see_it(store):
     plan = make_plan(store, "sssp", turned_off={"gpu_push"})
     assert not plan.value_priority and plan.entry("gpu_value_priority")["push"] is False
+    assert not plan.persistent_loop and plan.entry("persistent_loop")["push"] is False
     streamed = make_plan(store, "sssp", _streamed(store), turned_off={"selective_transfers"})
     assert streamed.selective_bytes == 0 and not streamed.selective
     assert streamed.prefetch_next_copies
@@ -316,9 +330,10 @@ def test_the_engine_study_switches_are_its_plan_choices():
 #: The rules of the choices plan_gpu makes.
 MOVED_RULES = ("precompute_source_gathers", "selective_transfers", "packed_pages",
                "compressed_pages",
-               "defer_selective_arrays", "gpu_push", "gpu_value_priority", "device_loop",
+               "defer_selective_arrays", "gpu_push", "gpu_value_priority",
+               "gpu_persistent_loop", "device_loop",
                "resident_selective", "selective_pushes", "prefetch_next_copies",
-               "fuse_gpu_launch", "gpu_union_find_start", "fixed")
+               "fuse_gpu_launch", "gpu_union_find_start", "gpu_settled_pages", "fixed")
 
 
 def test_no_gpu_module_but_the_plan_makes_a_run_constant_choice():

@@ -549,6 +549,11 @@ extern "C" __global__ void gp_loop_leave(const vid_t* __restrict__ committed, lo
 //                    buffer) and joins the next frontier if activated; its
 //                    accumulator goes back to the identity. The last block
 //                    finishes the iteration.
+// Each is a kernel around a pass (gp_push_pass, gp_apply_pass, gp_split_pass) that
+// persistent.cu's kernel runs too, many iterations in one launch. The arrays a
+// pass writes in one iteration and reads in the next (queues, flags, values,
+// accumulators) are not __restrict__ in the passes: in the persistent kernel they
+// change while it runs, so they must not be read through the read-only cache.
 
 extern "C" __global__ void gp_loop_identity(accum_t* accum, long long count) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count;
@@ -556,17 +561,15 @@ extern "C" __global__ void gp_loop_identity(accum_t* accum, long long count) {
         accum[i] = gp_accum_identity();
 }
 
-extern "C" __global__ void gp_sparse_push(long long* loop,
-                                          const long long* __restrict__ out_offsets,
-                                          const vid_t* __restrict__ out_targets,
-                                          const weight_t* __restrict__ out_weights,
-                                          const vid_t* __restrict__ frontiers,
-                                          unsigned int* __restrict__ touched_flags,
-                                          vid_t* __restrict__ touched, accum_t* accum,
-                                          const value_t* values, GP_ATTR_PARAMETERS,
-                                          int group_shift, long long num_vertices) {
-    if (loop[GP_LOOP_STOP]) return;
-    GP_ATTRS
+__device__ __forceinline__ void gp_push_pass(long long* loop,
+                                             const long long* __restrict__ out_offsets,
+                                             const vid_t* __restrict__ out_targets,
+                                             const weight_t* __restrict__ out_weights,
+                                             const vid_t* frontiers,
+                                             unsigned int* touched_flags, vid_t* touched,
+                                             accum_t* accum, const value_t* values,
+                                             const gp_attrs& attrs, int group_shift,
+                                             long long num_vertices) {
     const long long parity = loop[GP_LOOP_PARITY];
     // a hub in the frontier: no push (the apply calls the iteration off)
     const long long size = loop[GP_LOOP_FRONTIER_MAX_DEGREE + parity] > loop[GP_LOOP_SPAN_EDGES]
@@ -611,19 +614,33 @@ extern "C" __global__ void gp_sparse_push(long long* loop,
     }
 }
 
-extern "C" __global__ void gp_sparse_apply(long long* loop, long long* records,
-                                           const vid_t* __restrict__ touched,
-                                           unsigned int* __restrict__ touched_flags,
-                                           vid_t* __restrict__ frontiers, accum_t* accum,
-                                           vid_t* __restrict__ far,
-                                           unsigned int* __restrict__ far_flags,
-                                           value_t* values, GP_ATTR_PARAMETERS,
-                                           const double* __restrict__ aggregates,
-                                           long long num_vertices) {
-    extern __shared__ __align__(16) unsigned char gp_apply_shared[];
-    __shared__ int gp_last_block, gp_off;
+extern "C" __global__ void gp_sparse_push(long long* loop,
+                                          const long long* __restrict__ out_offsets,
+                                          const vid_t* __restrict__ out_targets,
+                                          const weight_t* __restrict__ out_weights,
+                                          const vid_t* __restrict__ frontiers,
+                                          unsigned int* __restrict__ touched_flags,
+                                          vid_t* __restrict__ touched, accum_t* accum,
+                                          const value_t* values, GP_ATTR_PARAMETERS,
+                                          int group_shift, long long num_vertices) {
     if (loop[GP_LOOP_STOP]) return;
     GP_ATTRS
+    gp_push_pass(loop, out_offsets, out_targets, out_weights, frontiers, touched_flags, touched,
+                 accum, values, attrs, group_shift, num_vertices);
+}
+
+// The apply of the vertices the push reached; the block that finishes last ends
+// the iteration (shared: 768 bytes of dynamic shared memory; last_block, off:
+// the kernel's shared flags).
+__device__ __forceinline__ void gp_apply_pass(long long* loop, long long* records,
+                                              const vid_t* touched,
+                                              unsigned int* touched_flags,
+                                              vid_t* frontiers, accum_t* accum,
+                                              vid_t* far, unsigned int* far_flags,
+                                              value_t* values, const gp_attrs& attrs,
+                                              const double* __restrict__ aggregates,
+                                              long long num_vertices, unsigned char* shared,
+                                              int* last_block, int* off) {
     const long long parity = loop[GP_LOOP_PARITY];
     const long long iteration = loop[GP_LOOP_ITERATION];
     const long long count = loop[GP_LOOP_NOTIFIED + parity];
@@ -639,8 +656,9 @@ extern "C" __global__ void gp_sparse_apply(long long* loop, long long* records,
     unsigned long long* far_size =
         reinterpret_cast<unsigned long long*>(loop + GP_LOOP_FAR_SIZE + far_parity);
     unsigned long long lowest = ~0ull;
-    if (threadIdx.x == 0) gp_off = gp_called_off(loop, parity);
+    if (threadIdx.x == 0) *off = gp_called_off(loop, parity);
     __syncthreads();
+    const bool called_off = *off;
     vid_t* next_frontier = frontiers + (parity ^ 1) * num_vertices;
     unsigned long long* next_size =
         reinterpret_cast<unsigned long long*>(loop + GP_LOOP_FRONTIER_SIZE + (parity ^ 1));
@@ -656,7 +674,7 @@ extern "C" __global__ void gp_sparse_apply(long long* loop, long long* records,
             const accum_t sum = accum[v];
             accum[v] = identity;
             touched_flags[v] = 0u;
-            if (!gp_off) {
+            if (!called_off) {
                 joins = gp_sparse_update(attrs, aggregates, num_vertices, iteration, v, sum,
                                          values, values, &l1, &activated);
                 if (joins && priority) {
@@ -678,8 +696,25 @@ extern "C" __global__ void gp_sparse_apply(long long* loop, long long* records,
     }
     gp_warp_max_into(widest, loop + GP_LOOP_FRONTIER_MAX_DEGREE + (parity ^ 1));
     if (priority) gp_warp_min_into(lowest, loop + GP_LOOP_FAR_MIN);
-    gp_sparse_block_done(loop, records, l1, activated, activated_out_edges, gp_apply_shared,
-                         &gp_last_block);
+    gp_sparse_block_done(loop, records, l1, activated, activated_out_edges, shared, last_block);
+}
+
+extern "C" __global__ void gp_sparse_apply(long long* loop, long long* records,
+                                           const vid_t* __restrict__ touched,
+                                           unsigned int* __restrict__ touched_flags,
+                                           vid_t* __restrict__ frontiers, accum_t* accum,
+                                           vid_t* __restrict__ far,
+                                           unsigned int* __restrict__ far_flags,
+                                           value_t* values, GP_ATTR_PARAMETERS,
+                                           const double* __restrict__ aggregates,
+                                           long long num_vertices) {
+    extern __shared__ __align__(16) unsigned char gp_apply_shared[];
+    __shared__ int gp_last_block, gp_off;
+    if (loop[GP_LOOP_STOP]) return;
+    GP_ATTRS
+    gp_apply_pass(loop, records, touched, touched_flags, frontiers, accum, far, far_flags,
+                  values, attrs, aggregates, num_vertices, gp_apply_shared, &gp_last_block,
+                  &gp_off);
 }
 
 // ---- the push in order of value: the far queue's hand-overs
@@ -688,13 +723,11 @@ extern "C" __global__ void gp_sparse_apply(long long* loop, long long* records,
 // opened by gp_priority_turn): the queue's vertices below the threshold join the
 // frontier, those at or above it wait in the other far queue, and those below
 // the floor were taken in an earlier bucket at their present value (stale).
-extern "C" __global__ void gp_priority_split(long long* loop, const vid_t* __restrict__ far_in,
-                                             vid_t* __restrict__ far,
-                                             unsigned int* __restrict__ far_flags,
-                                             vid_t* __restrict__ frontiers, const value_t* values,
-                                             const degree_t* __restrict__ out_degree,
-                                             long long num_vertices) {
-    if (loop[GP_LOOP_STOP] || !loop[GP_LOOP_SPLIT_DUE]) return;
+__device__ __forceinline__ void gp_split_pass(long long* loop, const vid_t* far_in, vid_t* far,
+                                              unsigned int* far_flags, vid_t* frontiers,
+                                              const value_t* values,
+                                              const degree_t* __restrict__ out_degree,
+                                              long long num_vertices) {
     const long long parity = loop[GP_LOOP_PARITY];
     const long long far_parity = loop[GP_LOOP_FAR_PARITY];
     const long long count = loop[GP_LOOP_FAR_SIZE + (far_parity ^ 1)];
@@ -738,6 +771,16 @@ extern "C" __global__ void gp_priority_split(long long* loop, const vid_t* __res
     edges = gp_warp_total(edges);
     if ((threadIdx.x & 31) == 0 && edges)
         atomicAdd(reinterpret_cast<unsigned long long*>(loop + GP_LOOP_FRONTIER_OUT_EDGES), edges);
+}
+
+extern "C" __global__ void gp_priority_split(long long* loop, const vid_t* __restrict__ far_in,
+                                             vid_t* __restrict__ far,
+                                             unsigned int* __restrict__ far_flags,
+                                             vid_t* __restrict__ frontiers, const value_t* values,
+                                             const degree_t* __restrict__ out_degree,
+                                             long long num_vertices) {
+    if (loop[GP_LOOP_STOP] || !loop[GP_LOOP_SPLIT_DUE]) return;
+    gp_split_pass(loop, far_in, far, far_flags, frontiers, values, out_degree, num_vertices);
 }
 
 // Entering the loop in order of value: the active vertices (the activity bitmap)

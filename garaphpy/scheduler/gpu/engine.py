@@ -335,13 +335,15 @@ class GpuEngine:
         return self._loop_entry
 
     def _make_loop(self) -> device_loop.DeviceLoop:
-        """The device loop of this run's sparse iterations (push, in order of value)."""
+        """The device loop of this run's sparse iterations (push, in order of value,
+        several iterations a launch)."""
         priority = 0
         if self.priority_entry["choice"]:
             priority = 2 if self._larger_first else 1
         return device_loop.DeviceLoop(self, push=self.push_entry["choice"],
                                       push_weights=bool(self._push_bytes()[1]),
-                                      priority=priority)
+                                      priority=priority,
+                                      persistent=self.gpu_plan.persistent_loop)
 
     def _push_bytes(self) -> tuple[int, int]:
         """Bytes per accumulator and per edge value the push keeps (0 without)."""
@@ -424,7 +426,8 @@ class GpuEngine:
         inputs = self._sparse_inputs(0, direction)
         num_edges, forced, factor = self.num_edges, direction, inputs["factor"]
         neighbour_in, pull_factor = inputs["neighbour_in_degree"], inputs["pull_factor"]
-        loop_entry = {**entry, "push": self.push_entry, "value_priority": self.priority_entry}
+        loop_entry = {**entry, "push": self.push_entry, "value_priority": self.priority_entry,
+                      "persistent": self.gpu_plan.entry("persistent_loop")}
         field = device_loop.RECORD_FIELDS.index
         names = ("active_vertices", "active_out_edges", "updated_vertices", "edges_pulled",
                  "activated", "edges_notified")

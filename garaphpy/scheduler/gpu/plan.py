@@ -5,10 +5,10 @@
 other: the precompute of source gathers; the selective transfers; the pages'
 plan (:class:`~garaphpy.scheduler.gpu.page_store.PagePlan`: resident or
 streamed, section 5.2), packed or not, the selective arrays deferred or not;
-the device loop's push and its order of value; the device loop itself;
-per-page choices over resident pages; the copies queued ahead; the
-union-find start of connected components (Afforest on the device); the
-fused launch.  The engine's parts (:class:`~garaphpy.scheduler.gpu.engine.GpuEngine`,
+the device loop's push, its order of value and its persistent kernel; the
+device loop itself; per-page choices over resident pages; the copies queued
+ahead; the union-find start of connected components (Afforest on the device);
+the fused launch.  The engine's parts (:class:`~garaphpy.scheduler.gpu.engine.GpuEngine`,
 :class:`~garaphpy.scheduler.gpu.page_store.PageStore`,
 :class:`~garaphpy.scheduler.gpu.selective.SelectiveTransfers`) read the plan
 and make no such choice themselves.
@@ -103,6 +103,9 @@ class GpuPlan:
     push, value_priority, larger_first : bool
         The device loop pushes (``gpu_push``), in order of value
         (``gpu_value_priority``); the program's sum is ``max``.
+    persistent_loop : bool
+        The device loop may run several iterations a launch in its persistent
+        kernel (``persistent_loop``).
     device_loop : bool
         The device loop's choice without checkpoints after pages (its arrays
         are made at set-up if so).
@@ -142,6 +145,7 @@ class GpuPlan:
     push: bool = False
     value_priority: bool = False
     larger_first: bool = False
+    persistent_loop: bool = False
     device_loop: bool = False
     selective: bool = False
     prefetch_next_copies: bool = False
@@ -207,6 +211,7 @@ class GpuPlan:
             ("selective transfers", self.selective),
             ("selective arrays deferred", self.release_pages is not None),
             ("push", self.push), ("value priority", self.value_priority),
+            ("persistent loop", self.persistent_loop),
             ("device loop", self.device_loop), ("union-find start", self.union_find_start),
             ("copies queued ahead", self.prefetch_next_copies)) if on]
         pages = "resident pages" if self.resident else \
@@ -311,6 +316,7 @@ def plan_gpu(program, translated, store, *, synchronous: bool, reads_weights: bo
         width_configured=config.GPU_BUCKET_WIDTH is not None,
         enabled=on("gpu_value_priority"))
     priority = bool(entries["gpu_value_priority"]["choice"])
+    persistent = choose("persistent_loop", decisions.gpu_persistent_loop, push=push)
     push_bytes = (0, 0)
     if push:
         weights = store.weighted and "weight" in gather_parameters
@@ -362,7 +368,7 @@ def plan_gpu(program, translated, store, *, synchronous: bool, reads_weights: bo
         selective_room=pages["selective_room"],
         transfer_forced=forced,
         release_pages=pages["release_pages"], pull_packed=on("pull_packed"), push=push,
-        value_priority=priority, larger_first=larger_first,
+        value_priority=priority, larger_first=larger_first, persistent_loop=persistent,
         device_loop=loop, selective=bool(selective), union_find_start=union_find,
         prefetch_next_copies=prefetch, settled_pages=settled_pages,
         selective_when_pays=on("selective_when_pays"),
