@@ -20,6 +20,12 @@ its pages).  Per case, from the records of the trial whose time is the median:
 * ``worker_edges_per_s``: edges a worker pulls per second of its pull time,
   the per-worker rate a scaling model starts from.
 
+With ``--gpu-workers G`` each cluster also has G workers whose resources
+name a GPU (``resources={"GPU": 1}``, worker processes under nannies), which
+pull their partitions on it (:mod:`garaphpy.distributed.gpu_worker`); the
+rows then give ``gpu_pull_ms``, the GPU workers' pull per iteration (the
+median of their slowest), and ``processors``.  On a host of one GPU, G is 1.
+
 Every partitioned run is verified against the one-process run of the same
 program: exact for BFS and CC, 1e-9 relative for PageRank (against a
 one-process run with float64 contributions, as the workers hold them).
@@ -27,8 +33,8 @@ one-process run with float64 contributions, as the workers hold them).
 Usage (from the repository root)::
 
     python -m bench dask [--scale 16] [--symmetric] [--programs pagerank,bfs,cc] [--workers 2,4]
-                         [--threads 2] [--worker-threads 1] [--trials 3] [--warmup 1]
-                         [--json rows.jsonl]
+                         [--threads 2] [--worker-threads 1] [--gpu-workers 0] [--trials 3]
+                         [--warmup 1] [--json rows.jsonl]
 """
 
 from __future__ import annotations
@@ -75,7 +81,11 @@ def measured(result) -> harness.Measurement:
             changed_per_iteration=float(np.mean([sum(row["changed"]) for row in rows])),
             pulled_per_iteration=float(np.mean([sum(row["pulled"]) for row in rows])),
             notify_pull_iterations=sum("notify-pull" in row["directions"] for row in rows),
-            workers=len(records[0].workers))
+            workers=len(records[0].workers), processors=rows[0].get("processors"))
+        gpu_pulls = [max(s for s, p in zip(row["pull_seconds"], row["processors"]) if p == "gpu")
+                     for row in rows if "gpu" in row.get("processors", ())]
+        if gpu_pulls:
+            metrics["gpu_pull_ms"] = 1e3 * float(np.median(gpu_pulls))
         per_worker = metrics["edges_per_iteration"] / metrics["workers"]
         metrics["worker_edges_per_s"] = per_worker / (metrics["pull_ms"] / 1e3) \
             if metrics["pull_ms"] else None
@@ -93,6 +103,24 @@ def verifier(reference: dict, program: str):
             same = np.array_equal(result.values, expected.values)
         return None if same else "values differ from the one-process run's"
     return verify
+
+
+def cluster(distributed, workers: int, threads: int, gpu_workers: int):
+    """A LocalCluster of ``workers`` worker processes, or, with ``gpu_workers``,
+    a cluster of as many CPU workers and ``gpu_workers`` workers whose
+    resources name a GPU."""
+    if not gpu_workers:
+        return distributed.LocalCluster(n_workers=workers, threads_per_worker=threads,
+                                        processes=True, dashboard_address=None)
+    specs = {f"cpu-{i}": {"cls": distributed.Nanny,
+                          "options": {"nthreads": threads, "dashboard": False}}
+             for i in range(workers)}
+    specs.update({f"gpu-{i}": {"cls": distributed.Nanny,
+                               "options": {"nthreads": threads, "dashboard": False,
+                                           "resources": {"GPU": 1}}}
+                  for i in range(gpu_workers)})
+    return distributed.SpecCluster(workers=specs, scheduler={
+        "cls": distributed.Scheduler, "options": {"dashboard": False}})
 
 
 def figures(row: dict) -> dict:
@@ -113,6 +141,8 @@ def main(argv=None) -> int:
                         help="threads of the one-process run (default 2)")
     parser.add_argument("--worker-threads", type=int, default=1,
                         help="threads of each worker (default 1)")
+    parser.add_argument("--gpu-workers", type=int, default=0,
+                        help="workers with a GPU resource beside the CPU workers (default 0)")
     harness.add_common_options(parser, trials=3, warmup=1)
     args = parser.parse_args(argv)
     harness.check_common_options(parser, args)
@@ -122,6 +152,8 @@ def main(argv=None) -> int:
         parser.error("needs Dask's distributed scheduler: pip install garaphpy[dask]")
     programs = [p for p in args.programs.split(",") if p]
     worker_counts = [int(w) for w in args.workers.split(",") if w]
+    if args.gpu_workers < 0:
+        parser.error(f"--gpu-workers {args.gpu_workers}: expected 0 or more")
 
     graph = garaphpy.Graph.load(f"rmat:{args.scale}", progress=False)
     if args.symmetric:
@@ -149,15 +181,16 @@ def main(argv=None) -> int:
              for program in programs]
     rows = harness.run_cases("dask", cases, args, extra=common)
     for count in worker_counts:
-        with distributed.LocalCluster(n_workers=count, threads_per_worker=args.worker_threads,
-                                      processes=True, dashboard_address=None) as cluster, \
-                distributed.Client(cluster) as client:
+        gpus = f"+{args.gpu_workers}gpu" if args.gpu_workers else ""
+        with cluster(distributed, count, args.worker_threads, args.gpu_workers) as spread, \
+                distributed.Client(spread) as client:
             cases = [harness.Case(
-                f"dask-{count}x{args.worker_threads}/{program}",
+                f"dask-{count}x{args.worker_threads}{gpus}/{program}",
                 lambda program=program: measured(_run(graph, program, source, client=client,
                                                       checkpoint_every=0)),
                 params={"program": program, "workers": count,
-                        "worker_threads": args.worker_threads},
+                        "worker_threads": args.worker_threads,
+                        "gpu_workers": args.gpu_workers},
                 verify=verifier(reference, program), summarize=figures)
                 for program in programs]
             rows += harness.run_cases("dask", cases, args, extra=common)
@@ -166,9 +199,9 @@ def main(argv=None) -> int:
           f"{graph.num_edges:,} edges), {time.strftime('%Y-%m-%d %H:%M:%S')}, "
           f"{platform.node()}, {os.cpu_count()} cores; load average before "
           f"{common['load_before'][0]:.1f}, after {load_after[0]:.1f}")
-    print("| case | iterations | median s | ms/iteration | pull ms | exchange ms | "
+    print("| case | iterations | median s | ms/iteration | pull ms | GPU pull ms | exchange ms | "
           "exchanged MB/iteration | changed/iteration | pulled/iteration | worker M edges/s | vs one process |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         program = row["params"]["program"]
         alone = harness.row_of(rows, f"one-process/{program}")["median_s"]
@@ -178,7 +211,8 @@ def main(argv=None) -> int:
             value = m.get(name)
             return "" if value is None else f"{value * scale:.{digits}f}"
         print(f"| {row['case']} | {m['iterations']} | {row['median_s']:.3f} | "
-              f"{m['ms_per_iteration']:.1f} | {shown('pull_ms')} | {shown('exchange_ms')} | "
+              f"{m['ms_per_iteration']:.1f} | {shown('pull_ms')} | {shown('gpu_pull_ms')} | "
+              f"{shown('exchange_ms')} | "
               f"{shown('exchanged_mb', digits=3)} | {shown('changed_per_iteration', digits=0)} | "
               f"{shown('pulled_per_iteration', digits=0)} | "
               f"{shown('worker_edges_per_s', 1e-6)} | "

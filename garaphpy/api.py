@@ -271,8 +271,11 @@ def run(graph: Graph, program: str | type[VertexProgram] | VertexProgram, *,
         (:mod:`garaphpy.distributed`; ``pip install garaphpy[dask]``): the
         graph's pages are cut into ``partitions`` by destination vertex
         range, balanced by edges; each worker opens the store by its path (a
-        shared file system), pulls its own vertices with the CPU kernels
-        and sends its changed values only to the workers that read them.
+        shared file system), pulls its own vertices with the CPU kernels,
+        or on its GPU where its Dask resources name one (``resources={"GPU":
+        1}``; ``mode='cpu'`` keeps every worker on its CPU, ``mode='gpu'``
+        uses only the workers with a GPU), and sends its changed values only
+        to the workers that read them.
         Such a run is synchronous, pulls every iteration, writes a
         checkpoint per partition every ``checkpoint_every`` iterations
         (default :data:`garaphpy.config.CHECKPOINT_EVERY`; into
@@ -418,21 +421,18 @@ def _reported(result: Result, options: RunOptions) -> Result:
 _NOT_PARTITIONED = {
     "resume": "it restarts lost partitions from its own checkpoints",
     "checkpoint_pages": "it checkpoints between iterations",
-    "policy": "its workers run on the CPU",
+    "policy": "each worker pulls on one processor, its GPU where its resources name one",
 }
 
 
 def _execute_partitioned(graph, program, options: RunOptions, clock: CompileClock) -> Result:
     """A run partitioned over the workers of a Dask cluster (:mod:`garaphpy.distributed`):
     validated as any run, then planned, built and driven by the cluster."""
-    from .distributed.run import run_partitioned
+    from .distributed.run import run_mode, run_partitioned
 
     for name, reason in _NOT_PARTITIONED.items():
         if getattr(options, name) not in (None, False):
             raise ConfigError(f"{name}: not taken by a run over a Dask cluster ({reason})")
-    if options.mode == "gpu":
-        raise ConfigError("mode='gpu': a run over a Dask cluster has CPU workers in this "
-                          "version; use mode='cpu' or 'hybrid'")
     if options.execution == "async" or options.direction == "notify-pull":
         name, value = ("execution", "async") if options.execution == "async" \
             else ("direction", "notify-pull")
@@ -450,13 +450,14 @@ def _execute_partitioned(graph, program, options: RunOptions, clock: CompileCloc
         max_iterations=run_.max_iterations, tolerance=run_.tolerance,
         checkpoint_every=options.checkpoint_every, checkpoint_dir=options.checkpoint_dir,
         keep_checkpoints=options.keep_checkpoints, on_iteration=options.on_iteration,
-        program_cache=str(_program_cache_directory()))
+        program_cache=str(_program_cache_directory()), mode=options.mode)
     records = outcome.records
-    plan = RunPlan(mode="cpu", execution="sync", direction="pull",
+    mode = run_mode(p["processor"] for p in outcome.description["partitions"])
+    plan = RunPlan(mode=mode, execution="sync", direction="pull",
                    max_iterations=run_.max_iterations, tolerance=run_.tolerance,
                    threads=run_.threads, distributed=outcome.description)
     result = Result(program=program, graph=graph, values=program.finalize(outcome.values),
-                    sources=run_.sources, mode="cpu", execution="sync",
+                    sources=run_.sources, mode=mode, execution="sync",
                     converged=outcome.converged, stop_reason=outcome.stop_reason,
                     num_iterations=len(records), iterations=records,
                     seconds=sum(r.seconds for r in records),

@@ -120,12 +120,20 @@ class PartitionedRun:
         Where the partitions' checkpoints go (shared by the workers).
     program_cache : str, optional
         Where the workers keep the compiled program (default: their own cache).
+    symmetric : bool
+        The graph is symmetric (CC's union-find start).
+    mode : {"hybrid", "cpu", "gpu"}
+        The processors: ``"hybrid"``, a worker whose Dask resources name a
+        GPU pulls its partitions there and the others on their CPU threads;
+        ``"cpu"``, every worker on its CPU; ``"gpu"``, only the workers with
+        a GPU hold partitions (:func:`~garaphpy.scheduler.decisions.partition_processor`).
     """
 
     def __init__(self, client, store, program, sources, *, partitions, threads,
                  checkpoint_every: int, checkpoint_dir: Path, program_cache: str | None = None,
-                 symmetric: bool = False):
+                 symmetric: bool = False, mode: str = "hybrid"):
         self.client = client
+        self.mode = mode
         self.store = store
         self.program = program
         self.sources = np.asarray(sources, np.int64)
@@ -144,8 +152,8 @@ class PartitionedRun:
         uses = {p for f in type(program).functions.values() for p in f.parameters}
         self.reads_weights = "weight" in uses
         self.weighted_in = "weighted_in_degree" in uses
-        self.placement = [sorted(self.workers)[p % len(self.workers)]
-                          for p in range(len(self.partitions))]
+        candidates = self._candidates(self.workers)
+        self.placement = [candidates[p % len(candidates)] for p in range(len(self.partitions))]
         self._check_memory()
         self.actors: list = [None] * len(self.partitions)
         self.futures: list = [None] * len(self.partitions)
@@ -162,6 +170,23 @@ class PartitionedRun:
             raise DistributedRunError(f"the Dask cluster at {self.client.scheduler.address} "
                                       "has no worker")
         return dict(info)
+
+    def _candidates(self, workers: dict) -> list[str]:
+        """The workers that may hold partitions, sorted: every one, or with
+        ``mode='gpu'`` those whose resources name a GPU."""
+        if self.mode != "gpu":
+            return sorted(workers)
+        with_gpu = sorted(a for a, w in workers.items() if _gpus(w) > 0)
+        if not with_gpu:
+            raise DistributedRunError(
+                f"mode='gpu': no worker of the Dask cluster at {self.client.scheduler.address} "
+                "has a GPU resource (start one with `dask worker ADDRESS --resources GPU=1`, "
+                "or Worker(..., resources={'GPU': 1}))")
+        return with_gpu
+
+    def processor(self, address: str) -> str:
+        """What pulls the partitions placed on the worker at ``address``."""
+        return decisions.partition_processor(self.mode, _gpus(self.workers.get(address, {})))
 
     def _check_memory(self) -> None:
         itemsize = np.dtype(type(self.program).value_dtype).itemsize
@@ -185,7 +210,8 @@ class PartitionedRun:
         return WorkerSetup(str(self.store.path), self.program, self.partitions, index,
                            self.sources, max(1, threads), self.reads_weights, self.weighted_in,
                            self.program_cache, self.ids_store_path,
-                           EXCHANGE_TIMEOUT_SECONDS, self.union_find_start)
+                           EXCHANGE_TIMEOUT_SECONDS, self.union_find_start,
+                           self.processor(address))
 
     def _make_actor(self, index: int):
         address = self.placement[index]
@@ -357,19 +383,26 @@ class PartitionedRun:
     def _record(self, iteration: int, rows: list, active: int, seconds: float):
         # a partition pulls every owned vertex or its notified ones alone
         directions = [row["direction"] for row in rows]
-        record = IterationRecord(iteration=iteration, mode="cpu",
+        processors = [row.get("processor", "cpu") for row in rows]
+        record = IterationRecord(iteration=iteration, mode=run_mode(processors),
                                  direction="pull" if "pull" in directions else "notify-pull",
                                  forced=False, active_fraction=1.0, rho=1.0,
                                  active_vertices=active)
         record.l1_change = float(sum(row["l1_change"] for row in rows))
         record.activated = int(sum(row["activated"] for row in rows))
         record.updated_vertices = int(sum(row["pulled"] for row in rows))
-        record.edges_processed = record.cpu_edges = int(sum(row["edges"] for row in rows))
+        record.edges_processed = int(sum(row["edges"] for row in rows))
+        record.cpu_edges = int(sum(row["edges"] for row, processor in zip(rows, processors)
+                                   if processor == "cpu"))
+        record.gpu_edges = record.edges_processed - record.cpu_edges
         record.exchanged_bytes = int(sum(row["sent_bytes"] for row in rows))
         record.workers = tuple(row["address"] for row in rows)
         record.seconds = seconds
-        record.cpu_busy_seconds = max(row["pull_seconds"] for row in rows)
+        for processor in set(processors):
+            busy = max(row["pull_seconds"] for row, p in zip(rows, processors) if p == processor)
+            setattr(record, f"{processor}_busy_seconds", busy)
         record.decisions["partitions"] = {
+            "processors": processors,
             "changed": [row["changed"] for row in rows],
             "directions": directions,
             "pulled": [row["pulled"] for row in rows],
@@ -408,7 +441,7 @@ class PartitionedRun:
         if not self.workers:
             raise DistributedRunError(f"workers {', '.join(sorted(gone))}: lost, and no live "
                                       "worker is left to take their partitions")
-        load = {address: 0 for address in self.workers}
+        load = {address: 0 for address in self._candidates(self.workers)}
         for index, address in enumerate(self.addresses):
             if index not in lost and address in load:
                 load[address] += 1
@@ -439,8 +472,10 @@ class PartitionedRun:
         """The partitions, where they ran, the recoveries."""
         return {"scheduler": self.client.scheduler.address,
                 "partitions": [{"first_vertex": p.first_vertex, "end_vertex": p.end_vertex,
-                                "edges": p.num_edges, "worker": a}
+                                "edges": p.num_edges, "worker": a,
+                                "processor": self.processor(a)}
                                for p, a in zip(self.partitions, self.addresses)],
+                "mode": self.mode,
                 "checkpoint_every": self.checkpoint_every, "recoveries": self.recoveries}
 
     def close(self, keep_checkpoints: bool) -> None:
@@ -460,9 +495,26 @@ class LostWorkers(Exception):
 
 
 def _new_worker(setup: WorkerSetup):
+    if setup.processor == "gpu":
+        from .gpu_worker import GpuPartitionWorker
+
+        return GpuPartitionWorker(setup)
     from .worker import PartitionWorker
 
     return PartitionWorker(setup)
+
+
+def _gpus(worker: dict) -> float:
+    """The GPUs a worker's Dask resources name (``resources={"GPU": 1}``)."""
+    resources = worker.get("resources") or {}
+    return float(resources.get("GPU", 0) or 0)
+
+
+def run_mode(processors) -> str:
+    """The mode of an iteration whose partitions ran on ``processors``: one
+    processor's name, or ``"hybrid"`` for both."""
+    kinds = set(processors)
+    return kinds.pop() if len(kinds) == 1 else "hybrid"
 
 
 def _takes_n_workers(client) -> bool:
@@ -484,7 +536,7 @@ def _one_line(error: BaseException) -> str:
 def run_partitioned(graph, program, sources, *, client, scheduler, partitions, threads,
                     max_iterations: int, tolerance, checkpoint_every, checkpoint_dir,
                     keep_checkpoints: bool, on_iteration=None,
-                    program_cache: str | None = None) -> PartitionedOutcome:
+                    program_cache: str | None = None, mode: str = "hybrid") -> PartitionedOutcome:
     """A synchronous run of ``program`` on ``graph`` over a Dask cluster's workers
     (see the module); the run's options validated by :func:`garaphpy.api.execute`."""
     setup_started = time.perf_counter()
@@ -499,7 +551,7 @@ def run_partitioned(graph, program, sources, *, client, scheduler, partitions, t
         run = PartitionedRun(client, store, program, sources, partitions=partitions,
                              threads=threads, checkpoint_every=every,
                              checkpoint_dir=directory, program_cache=program_cache,
-                             symmetric=not graph.directed)
+                             symmetric=not graph.directed, mode=mode)
         if graph.ids_store is not store:
             run.ids_store_path = str(graph.ids_store.path)
         setup_seconds = time.perf_counter() - setup_started

@@ -20,8 +20,10 @@ iteration's changes notify, settled vertices skipped
 changed vertices' pairs straight to the workers that read them, actor to
 actor (never through the scheduler or the client), and returns a few
 numbers: its L1 change, the vertices it activated, the bytes it sent and its
-share of the next iteration's aggregates.  The worker's processors are the
-CPU's here; the protocol (steps, pairs, checkpoints) does not depend on it.
+share of the next iteration's aggregates.  The pulls here are the CPU's; a
+worker with a GPU pulls on it instead
+(:class:`~garaphpy.distributed.gpu_worker.GpuPartitionWorker`, the same
+protocol: steps, pairs, votes, checkpoints).
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ from ..paths import cache_directory
 from ..scheduler import decisions
 from .components import forest_pairs, merged_labels, partition_forest
 from .exchange import Inbox, Mirrors, WorkerError, pair_bytes
-from .frontier import PartitionFrontier, frontier_pulls, partition_early_exit
+from .frontier import PartitionFrontier, frontier_pulls, partition_early_exit, \
+    partition_out_edges
 from .partition import Partition, partition_pieces, read_by
 from .rounds import Rounds
 
@@ -79,6 +82,9 @@ class WorkerSetup:
         Lower the labels to those of the partitions' union-find forests,
         merged, before the first iteration (:meth:`PartitionWorker.share_forest`,
         :meth:`PartitionWorker.start_from_union_find`).
+    processor : {"cpu", "gpu"}
+        What pulls the partition: the worker's CPU threads, or its GPU
+        (:class:`~garaphpy.distributed.gpu_worker.GpuPartitionWorker`).
     """
 
     store_path: str
@@ -93,6 +99,7 @@ class WorkerSetup:
     ids_store_path: str | None = None
     exchange_timeout: float = 60.0
     union_find_start: bool = False
+    processor: str = "cpu"
 
     @property
     def partition(self) -> Partition:
@@ -124,6 +131,12 @@ def _worker_address() -> str:
 
 class PartitionWorker(Rounds):
     """A partition of a run, in one Dask worker (an actor; see the module)."""
+
+    #: what pulls the partition (the rows and :meth:`describe` say it)
+    processor = "cpu"
+    #: a sparse iteration notify-pulls the vertices its changes notify, and a
+    #: program final once set skips its settled vertices (:mod:`.frontier`)
+    pulls_by_frontier = True
 
     def __init__(self, setup: WorkerSetup):
         self.address = _worker_address()
@@ -190,7 +203,7 @@ class PartitionWorker(Rounds):
         self.aggregate_identities = np.array(
             [_identity(m) for m in compiled.aggregate_monoids], np.float64)
         self.no_aggregates = np.zeros(1, np.float64)
-        self.early_exit = partition_early_exit(setup.program)
+        self.early_exit = partition_early_exit(setup.program) and self.pulls_by_frontier
         # the one-process floor skip (a vertex as good as the best value of a
         # vertex with out-edges reads no in-edge), over this partition's values:
         # its in-neighbours' are all current here, so a floor taken over them
@@ -204,7 +217,7 @@ class PartitionWorker(Rounds):
         self.floor_now = 0
         self.settled_from_values = False
         self.no_settled_bits = np.empty(0, np.uint64)     # the kernels read ``settled``
-        if frontier_pulls(setup.program):
+        if frontier_pulls(setup.program) and self.pulls_by_frontier:
             initially_active = np.arange(n, dtype=np.int64) \
                 if setup.program.initially_active == "all" else setup.sources
             self.frontier = PartitionFrontier(self.sources, self.in_offsets, self.first,
@@ -272,7 +285,7 @@ class PartitionWorker(Rounds):
     def describe(self) -> dict:
         """Where this partition runs and what it holds."""
         return {"address": self.address, "index": self.index, "pid": os.getpid(),
-                "pieces": len(self.pieces),
+                "processor": self.processor, "pieces": len(self.pieces),
                 "edges": int(sum(p.edge_end - p.edge_begin for p, _, _ in self.pieces))}
 
     def wire(self, peers, addresses, epoch: int) -> int:
@@ -327,7 +340,12 @@ class PartitionWorker(Rounds):
         union-find (:func:`~garaphpy.distributed.components.partition_forest`)
         and send the forest to every other partition; bytes sent."""
         started = time.perf_counter()
-        self.forest = partition_forest(self.frontier.out_offsets, self.frontier.out_targets)
+        if self.frontier is not None:
+            out_offsets, out_targets = self.frontier.out_offsets, self.frontier.out_targets
+        else:
+            out_offsets, out_targets = partition_out_edges(
+                self.sources, self.in_offsets, self.first, self.end, self.num_vertices)
+        self.forest = partition_forest(out_offsets, out_targets)
         vertices, roots = forest_pairs(self.forest, self.store.vertex_dtype)
         others = [q for q in range(len(self.peers)) if q != self.index]
         self._wait({q: self._call(q, "receive", self.epoch, -1, "forest", vertices, roots)
@@ -411,7 +429,7 @@ class PartitionWorker(Rounds):
                "changed": int(changed.size), "direction": direction,
                "pulled": int(pulled), "edges": int(edges),
                "aggregates": self._partial_aggregates(iteration + 1, self.first, self.end),
-               "address": self.address}
+               "address": self.address, "processor": self.processor}
         row["pull_seconds"] = time.perf_counter() - started
         return row, changed
 

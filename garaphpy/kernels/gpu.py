@@ -92,6 +92,11 @@ _KERNELS_PATHS = (Path(__file__).with_name("cuda") / "pull.cu",
 #: the other kernels do not need.
 _PERSISTENT_PATH = Path(__file__).with_name("cuda") / "persistent.cu"
 
+#: A partitioned run's GPU worker's kernels (garaphpy.distributed.gpu_worker): the
+#: pull's helpers and the partition's pull, commit and aggregates.
+_PARTITION_KERNELS_PATHS = (Path(__file__).with_name("cuda") / "pull.cu",
+                            Path(__file__).with_name("cuda") / "partition.cu")
+
 
 class GpuUnavailableError(GaraphError, RuntimeError):
     """A GPU mode was asked for, and cupy or a CUDA device is missing."""
@@ -168,9 +173,13 @@ class DeviceInfo:
                    free_memory=int(free), total_memory=int(total))
 
 
-def kernel_source(program: CudaProgram, vertex_dtype) -> str:
+def kernel_source(program: CudaProgram, vertex_dtype, kernels: str = "engine") -> str:
     """The whole CUDA C++ translation unit for ``program``: its device
     functions followed by the kernels, for a store with ``vertex_dtype`` ids.
+
+    ``kernels`` names the kernels: ``"engine"``, the engine's (pull.cu,
+    sparse.cu, stream.cu), or ``"partition"``, a partitioned run's GPU worker's
+    (pull.cu, partition.cu).
 
     Raises
     ------
@@ -191,12 +200,13 @@ def kernel_source(program: CudaProgram, vertex_dtype) -> str:
     prelude = _PRELUDE.format(vid_type=ctype(vertex_dtype), threads=config.GPU_THREADS_PER_BLOCK,
                               merge_lanes=config.GPU_MERGE_LANES,
                               aggregate_merge=merge, aggregate_atomic=atomic)
-    return program.source + "\n" + prelude + "\n" + _kernels_text()
+    return program.source + "\n" + prelude + "\n" + _kernels_text(kernels)
 
 
 @functools.cache
-def _kernels_text() -> str:
-    return "\n".join(path.read_text() for path in _KERNELS_PATHS)
+def _kernels_text(kernels: str = "engine") -> str:
+    paths = _KERNELS_PATHS if kernels == "engine" else _PARTITION_KERNELS_PATHS
+    return "\n".join(path.read_text() for path in paths)
 
 
 @dataclass
@@ -365,3 +375,50 @@ def accumulator_bytes(shards: np.ndarray, accum_dtype) -> np.ndarray:
     """
     slots = shards["num_vertices"].astype(np.int64) * shards["replication"].astype(np.int64)
     return (slots * np.dtype(accum_dtype).itemsize + 3) // 4 * 4
+
+
+@dataclass
+class PartitionKernels:
+    """The compiled kernels of a partitioned run's GPU worker for one program
+    (kernels/cuda/partition.cu, and pull.cu's contributions)."""
+
+    module: object
+    pull: object
+    commit: object
+    aggregates: object
+    contributions: object
+    source: str
+
+
+def compile_partition_kernels(program: CudaProgram, vertex_dtype) -> PartitionKernels:
+    """Compile (once per process and translation unit) a partition's GPU
+    worker's kernels for ``program``, as :func:`compile_kernels` does the engine's.
+
+    Raises
+    ------
+    GpuUnavailableError
+        Without cupy or a device.
+    garaphpy.program.ProgramError
+        When NVRTC rejects the generated code.
+    """
+    source = kernel_source(program, vertex_dtype, "partition")
+    cupy = cupy_module()
+    key = (hashlib.sha256(source.encode()).hexdigest(), "partition")
+    with _MODULES_LOCK:
+        if key in _MODULES:
+            return _MODULES[key]
+        module = cupy.RawModule(code=source, options=("-std=c++17",))
+        try:
+            module.compile()
+        except cupy.cuda.compiler.CompileException as error:
+            from ..program import ProgramError
+
+            raise ProgramError(f"{type(program.program).__name__}: NVRTC rejected the "
+                               f"generated CUDA code:\n{error.get_message()}") from None
+        kernels = PartitionKernels(
+            module=module, pull=module.get_function("gp_partition_pull"),
+            commit=module.get_function("gp_partition_commit"),
+            aggregates=module.get_function("gp_partition_aggregates"),
+            contributions=module.get_function("gp_contributions"), source=source)
+        _MODULES[key] = kernels
+        return kernels

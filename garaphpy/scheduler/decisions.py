@@ -34,7 +34,9 @@ the iteration record (:func:`decide`, :attr:`IterationRecord.decisions`).
   or both, made before the first iteration and again at a stretch's end
   or when the frontier crosses the cost model's switch point;
 * **page assignment** (section 5.1's queue, with a tail rule): whether a
-  processor takes the next page or leaves the rest to the other one.
+  processor takes the next page or leaves the rest to the other one;
+* **partition processor**: in a run over a Dask cluster, a worker whose
+  resources name a GPU pulls its partitions on it.
 """
 
 from __future__ import annotations
@@ -288,6 +290,16 @@ def gpu_union_find_start(declared: bool, symmetric: bool, resident: bool,
     measured on the device."""
     fits = free_bytes is None or extra_bytes <= free_bytes
     return bool(declared and symmetric and resident and fits)
+
+
+def partition_processor(mode: str, gpus: float) -> str:
+    """What pulls a partition of a run over a Dask cluster on a worker whose
+    resources name ``gpus`` GPUs (``resources={"GPU": 1}``, Dask's own way to
+    say what a worker holds): its GPU where it has one, unless the run asked
+    for ``mode='cpu'`` (``mode='gpu'`` places partitions only on such
+    workers).  A partition is pulled by one processor: no worker splits its
+    pages between its GPU and its CPU threads."""
+    return "gpu" if mode != "cpu" and gpus > 0 else "cpu"
 
 
 def value_priority(declared: bool, mode: str, synchronous: bool, batches: bool,

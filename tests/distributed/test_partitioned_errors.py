@@ -24,8 +24,7 @@ def test_without_dask_client_says_how_to_install_it(small, monkeypatch):
 
 
 def test_options_a_partitioned_run_does_not_take_are_refused(small):
-    for keywords, match in ((dict(mode="gpu"), r"mode='gpu': a run over a Dask cluster"),
-                            (dict(execution="async"), r"execution='async': a run over"),
+    for keywords, match in ((dict(execution="async"), r"execution='async': a run over"),
                             (dict(resume=True), r"resume: not taken by a run over a Dask")):
         with pytest.raises(ConfigError, match=match):
             garaphpy.run(small, "bfs", sources=[0], scheduler="tcp://127.0.0.1:9", **keywords)
