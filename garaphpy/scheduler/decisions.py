@@ -839,17 +839,20 @@ def resident_selective(loop_bytes: int, selective_bytes: int, free_bytes: int) -
 
 
 def gpu_settled_pages(final_once_set: bool, synchronous: bool, resident: bool,
-                      selective: bool) -> bool:
-    """Whether a GPU run whose pages stream skips, every iteration, the pages
-    whose destinations were all active once: for a program declaring
-    ``final_once_set``, run synchronously, such a vertex never changes again,
-    so the page's pull (and its copy, and its read from storage) changes
-    nothing.  The CPU's pulls skip settled vertices the same way; this is the
-    page-level rule for pages that must cross the bus (resident pages are
-    pulled at the device's speed, and the selective iterations that skip
-    pages are needed: ``selective``).  One count per page a run, over a flag
-    per vertex on the device."""
-    return bool(final_once_set and synchronous and not resident and selective)
+                      selective: bool, reads_storage: bool) -> bool:
+    """Whether a GPU run whose pages come from storage skips, every iteration,
+    the pages whose destinations were all active once (or have no in-edge):
+    for a program declaring ``final_once_set``, run synchronously, such a
+    vertex never changes again, so the page's pull (and its copy, and its
+    read from storage) changes nothing.  The CPU's pulls skip settled
+    vertices the same way; this is the page-level rule for pages read from
+    disk (``reads_storage``), whose read costs far more than the per-page
+    count (a prefix sum over a flag per vertex, read back each iteration:
+    with pages in host memory it cost kron:21 BFS at a 25% GPU budget 18%
+    on an H200, 2026-12-02), in the selective iterations that skip pages
+    (``selective``)."""
+    return bool(final_once_set and synchronous and not resident and selective
+                and reads_storage)
 
 
 def selective_pushes(pinned_fits: bool, pushes_values: bool) -> tuple:

@@ -63,7 +63,7 @@ def test_gpu_and_hybrid_cases_give_the_cpus_values(store_dir, tmp_path, capsys):
     assert {f"{p}/{m}/disk" for p in tiers.PROGRAMS for m in ("cpu", "gpu", "hybrid")} \
         <= set(written)
     gpu = written["pagerank/gpu/disk"]["metrics"][0]
-    assert gpu["gpu_kept_pages"] > 0 and gpu["bytes_read"] == gpu["must_move"]
+    assert gpu["bytes_read"] == gpu["must_move"]
     assert "the GPU reads" in capsys.readouterr().out
 
 

@@ -244,8 +244,11 @@ def test_cc_on_the_gpu_equals_scipy_after_one_iteration(graphs, name, execution)
 
 @pytest.mark.gpu
 def test_a_users_declaration_on_a_symmetric_graph_uses_it(graphs):
+    class DeclaredMinLabels(MinLabels):
+        shortcut_labels = True
+
     graph = graphs["rmat"].as_undirected()
-    result = garaphpy.run(graph, MinLabels(), mode="gpu")
+    result = garaphpy.run(graph, DeclaredMinLabels(), mode="gpu")
     assert_started_from_a_union_find(result, graph)
 
 
@@ -259,7 +262,7 @@ def test_64_bit_vertex_ids(tmp_path, monkeypatch):
 
 
 @pytest.mark.gpu
-def test_turned_off_or_streamed_it_propagates_labels(graphs):
+def test_turned_off_or_streamed_it_propagates_labels(graphs, tmp_path):
     graph = graphs["road-like"]
     off = api.execute(graph, "cc", mode="gpu", turned_off={"gpu_union_find_start"})
     np.testing.assert_array_equal(off.values, components_scipy(graph))
@@ -267,6 +270,10 @@ def test_turned_off_or_streamed_it_propagates_labels(graphs):
     assert not any("gpu_union_find_start" in r.decisions for r in off.iterations)
     assert off.plan.gpu.entry("gpu_union_find_start")["turned_off"] is True
     # the vertex data, the stream buffers and half the pages: pages stream
+    src, dst = road_like(120, 80, 0.7, seed=4)
+    graph = garaphpy.Graph.from_arrays(src, dst, num_vertices=120 * 80, store=tmp_path / "p",
+                                       max_shard_edges=1024, max_page_bytes=8192)
+    assert len(graph.store.pages) > 4
     budget = budget_for(graph, _program_instance("cc"), 0.5, "async")
     streamed = garaphpy.run(graph, "cc", mode="gpu", gpu_memory=budget)
     np.testing.assert_array_equal(streamed.values, components_scipy(graph))

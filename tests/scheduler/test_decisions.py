@@ -81,11 +81,12 @@ def test_fused_launch_needs_every_condition():
     assert decisions.fuse_gpu_launch(**{**fused, "synchronous": False})
 
 
-def test_only_synchronous_final_once_set_streamed_selective_runs_skip_settled_pages():
-    facts = {"final_once_set": True, "synchronous": True, "resident": False, "selective": True}
+def test_only_synchronous_final_once_set_runs_from_disk_skip_settled_pages():
+    facts = {"final_once_set": True, "synchronous": True, "resident": False, "selective": True,
+             "reads_storage": True}
     assert decisions.gpu_settled_pages(**facts)
     for key, spoiler in (("final_once_set", False), ("synchronous", False),
-                         ("resident", True), ("selective", False)):
+                         ("resident", True), ("selective", False), ("reads_storage", False)):
         assert not decisions.gpu_settled_pages(**{**facts, key: spoiler})
 
 

@@ -68,9 +68,11 @@ def symmetric_store(graph):
 
 
 def make_plan(store, name: str, budget: int = 10 ** 9, *, synchronous: bool = False,
-              turned_off=(), n_streams: int = 4, cached: bool = True) -> GpuPlan:
+              turned_off=(), n_streams: int = 4, cached: bool = True,
+              reads_storage: bool = True) -> GpuPlan:
     """plan_gpu for built-in program ``name`` over ``store`` with a GPU budget of
-    ``budget`` bytes (the pages the host holds packable where ``cached``)."""
+    ``budget`` bytes (the pages the host holds packable where ``cached``; the
+    others read from storage where ``reads_storage``)."""
     program = _program_instance(name)
     translated = translate_program(program, weight_dtype=store.weight_dtype,
                                    degree_dtype=store.out_degree.dtype)
@@ -89,7 +91,7 @@ def make_plan(store, name: str, budget: int = 10 ** 9, *, synchronous: bool = Fa
                                                           reads_weights) if cached else {},
                     compressed_layouts=lambda: compressed_layouts(
                         store, InMemoryPages(store), reads_weights) if cached else {},
-                    turned_off=turned_off)
+                    reads_storage=reads_storage, turned_off=turned_off)
     assert asked == [plan.precompute]       # the vertex data is made once, for the choice
     return plan
 
@@ -424,7 +426,9 @@ def test_streamed_pages_of_a_final_once_set_program_skip_settled_pages(store):
     assert not bfs.resident and bfs.selective and bfs.settled_pages
     assert bfs.entry("settled_pages") == {"final_once_set": True, "synchronous": True,
                                           "resident": False, "selective": True,
-                                          "choice": True}
+                                          "reads_storage": True, "choice": True}
+    assert not make_plan(store, "bfs", _streamed_bfs(store), synchronous=True,
+                         reads_storage=False).settled_pages     # pages in host memory
     assert not make_plan(store, "bfs", synchronous=True).settled_pages     # resident
     assert not make_plan(store, "bfs", _streamed_bfs(store)).settled_pages     # async
     assert not make_plan(store, "sssp", streamed_budget(store),

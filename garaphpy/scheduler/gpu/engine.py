@@ -210,7 +210,9 @@ class GpuEngine:
             packed_layouts=lambda: packed_layouts(store, page_source, self.reads_weights),
             compressed_layouts=lambda: compressed_layouts(store, page_source,
                                                           self.reads_weights),
-            host_copies=self.host_copies, turned_off=frozenset(turned_off) | switched_off)
+            host_copies=self.host_copies,
+            reads_storage=page_source.reads_storage,
+            turned_off=frozenset(turned_off) | switched_off)
         self.precompute_decision = plan.entry("gpu_precompute")
         self.precompute = plan.precompute
         self.selective_entry = plan.entry("selective_transfers")

@@ -237,7 +237,7 @@ def plan_gpu(program, translated, store, *, synchronous: bool, reads_weights: bo
              n_streams: int, vertex_memory: Callable[[bool], VertexMemory],
              packed_layouts: Callable[[], dict],
              compressed_layouts: Callable[[], dict] = dict, host_copies: bool = False,
-             turned_off=frozenset()) -> GpuPlan:
+             reads_storage: bool = False, turned_off=frozenset()) -> GpuPlan:
     """The GPU engine's choices for a run of ``program`` over ``store``, each
     by its rule in :mod:`decisions`; a choice named in ``turned_off`` is off,
     and those made after it see it so.
@@ -267,6 +267,8 @@ def plan_gpu(program, translated, store, *, synchronous: bool, reads_weights: bo
         (called only where the pages do not all fit).
     host_copies : bool
         The engine copies updated vertex ranges back itself (never, today).
+    reads_storage : bool
+        The pages not kept in host memory are read from the storage directories.
     turned_off : iterable of str
         Names of :data:`~garaphpy.scheduler.plan.GPU_CHOICES`.
     """
@@ -346,7 +348,7 @@ def plan_gpu(program, translated, store, *, synchronous: bool, reads_weights: bo
     settled_pages = choose("settled_pages", decisions.gpu_settled_pages,
                            final_once_set=bool(declared.final_once_set),
                            synchronous=synchronous, resident=plan.resident,
-                           selective=bool(selective))
+                           selective=bool(selective), reads_storage=bool(reads_storage))
     loop = bool(entries["device_loop"][False]["choice"])
     union_find = choose(
         "gpu_union_find_start", decisions.gpu_union_find_start,

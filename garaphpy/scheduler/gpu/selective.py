@@ -620,7 +620,8 @@ class SelectiveTransfers:
     def skip_settled_pages(self) -> None:
         """From now on, selective iterations skip the pages whose destinations
         are all settled (:class:`SettledPages`)."""
-        self.settled = SettledPages(self.cupy, self.state, self.page_first, self.page_end)
+        self.settled = SettledPages(self.cupy, self.state, self.page_first, self.page_end,
+                                    self.store.in_degree)
 
     def upload_ranges(self, first: np.ndarray, end: np.ndarray, stream, offset: int = 0):
         """Vertex ranges copied into the device's range area (at ``offset`` pairs)
@@ -660,16 +661,20 @@ class SettledPages:
     """The pages whose destinations were all active once, for a program whose
     vertices never change once active (:func:`decisions.gpu_settled_pages`).
 
-    A flag per vertex on the device takes each iteration's frontier; one
+    A flag per vertex on the device, set from the start for the vertices
+    without in-edges (none can reach them), takes each iteration's frontier; one
     prefix sum over the flags tells which pages still hold a vertex never
     active.  The others are skipped: not read, copied nor pulled.
     """
 
-    def __init__(self, cupy, state, page_first: np.ndarray, page_end: np.ndarray):
+    def __init__(self, cupy, state, page_first: np.ndarray, page_end: np.ndarray,
+                 in_degree: np.ndarray):
         self.cupy, self.state = cupy, state
         self.num_vertices = int(page_end.max(initial=0))
         with state.main_stream:
-            self.once_active = cupy.zeros(self.num_vertices, np.uint8)
+            # a vertex without in-edges never changes: it counts as settled from the start
+            self.once_active = cupy.asarray(
+                (np.asarray(in_degree[:self.num_vertices]) == 0).astype(np.uint8))
             self.bounds = cupy.asarray(np.stack([page_first, page_end]).astype(np.int64))
 
     def skip(self, choices: np.ndarray) -> int:
