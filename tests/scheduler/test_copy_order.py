@@ -120,6 +120,7 @@ def modelled_engine(model, num_pages, kept, packed_host, pull_packed, streams, k
     pages.plan = SimpleNamespace(resident=False)
     pages.raw_buffers = True
     pages.page_wire_bytes = [100] * num_pages
+    pages.compressed_pages = frozenset()
     # kept pages: every other one packed on the device, the others raw
     pages.packed_images = {k: SimpleNamespace(data=SimpleNamespace(ptr=("own", k)))
                            for k in kept[::2]}
