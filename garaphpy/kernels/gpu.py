@@ -98,6 +98,21 @@ _PARTITION_KERNELS_PATHS = (Path(__file__).with_name("cuda") / "pull.cu",
                             Path(__file__).with_name("cuda") / "partition.cu")
 
 
+def _program_module(cupy, source: str, program, name_expressions: tuple = ()):
+    """``source`` compiled by NVRTC (C++17) into a module; a rejection of a
+    program's generated code is a ProgramError naming the program."""
+    module = cupy.RawModule(code=source, options=("-std=c++17",),
+                            name_expressions=name_expressions or None)
+    try:
+        module.compile()
+    except cupy.cuda.compiler.CompileException as error:
+        from ..program import ProgramError
+
+        raise ProgramError(f"{type(program.program).__name__}: NVRTC rejected the "
+                           f"generated CUDA code:\n{error.get_message()}") from None
+    return module
+
+
 class GpuUnavailableError(GaraphError, RuntimeError):
     """A GPU mode was asked for, and cupy or a CUDA device is missing."""
 
@@ -291,16 +306,8 @@ def compile_kernels(program: CudaProgram, vertex_dtype,
                  for precomputed in (False, True)}
         packed_names = {precomputed: f"gp_pull_packed<{str(precomputed).lower()}, "
                                      f"{edges_per_thread}>" for precomputed in (False, True)}
-        module = cupy.RawModule(code=source, options=("-std=c++17",),
-                                name_expressions=tuple(names.values())
-                                + tuple(packed_names.values()))
-        try:
-            module.compile()
-        except cupy.cuda.compiler.CompileException as error:
-            from ..program import ProgramError
-
-            raise ProgramError(f"{type(program.program).__name__}: NVRTC rejected the "
-                               f"generated CUDA code:\n{error.get_message()}") from None
+        module = _program_module(cupy, source, program, tuple(names.values())
+                                 + tuple(packed_names.values()))
         kernels = GpuKernels(
             module=module,
             pull={variant: module.get_function(name) for variant, name in names.items()},
@@ -407,14 +414,7 @@ def compile_partition_kernels(program: CudaProgram, vertex_dtype) -> PartitionKe
     with _MODULES_LOCK:
         if key in _MODULES:
             return _MODULES[key]
-        module = cupy.RawModule(code=source, options=("-std=c++17",))
-        try:
-            module.compile()
-        except cupy.cuda.compiler.CompileException as error:
-            from ..program import ProgramError
-
-            raise ProgramError(f"{type(program.program).__name__}: NVRTC rejected the "
-                               f"generated CUDA code:\n{error.get_message()}") from None
+        module = _program_module(cupy, source, program)
         kernels = PartitionKernels(
             module=module, pull=module.get_function("gp_partition_pull"),
             commit=module.get_function("gp_partition_commit"),
