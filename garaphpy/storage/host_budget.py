@@ -210,13 +210,11 @@ def cache_beside(plan: HostCachePlan, page_sizes: Sequence[int],
     if not held or plan.all_cached:
         return plan
     others = [k for k in range(len(sizes)) if k not in held]
-    room = plan.budget_bytes - plan.fixed_bytes - plan.readahead_bytes
-    cached, used = [], 0
-    for k in others:
-        if used + sizes[k] > room:
-            break
-        cached.append(k)
-        used += sizes[k]
+    # the same prefix rule over the others, the read-ahead paid as fixed bytes
+    beside = plan_host_cache([sizes[k] for k in others],
+                             plan.fixed_bytes + plan.readahead_bytes, 0, plan.budget_bytes)
+    cached = [others[i] for i in beside.cached]
+    used = beside.cached_bytes
     chosen = set(cached)
     streamed = tuple(k for k in range(len(sizes)) if k not in chosen)
     return HostCachePlan(plan.budget_bytes, plan.fixed_bytes, plan.readahead_bytes,

@@ -84,16 +84,6 @@ extern "C" __global__ void gp_partition_aggregates(const value_t* __restrict__ v
                                                    long long end, double* totals) {
 #if GP_NUM_AGGREGATES > 0
     GP_ATTRS
-    double partial[GP_NUM_AGGREGATES];
-    for (int i = 0; i < GP_NUM_AGGREGATES; ++i) partial[i] = gp_aggregate_identity(i);
-    for (long long v = first + blockIdx.x * (long long)blockDim.x + threadIdx.x; v < end;
-         v += (long long)gridDim.x * blockDim.x)
-        gp_aggregate(values, attrs, num_vertices, iteration, v, partial);
-    for (int i = 0; i < GP_NUM_AGGREGATES; ++i) {
-        double x = partial[i];
-        for (int offset = 16; offset > 0; offset >>= 1)
-            x = gp_aggregate_merge(i, x, __shfl_down_sync(0xffffffffu, x, offset));
-        if ((threadIdx.x & 31) == 0) gp_atomic_merge_double(i, &totals[i], x);
-    }
+    gp_aggregates_over(values, attrs, num_vertices, iteration, first, end, totals);
 #endif
 }

@@ -306,14 +306,17 @@ extern "C" __global__ void gp_init_values(value_t* __restrict__ values, GP_ATTR_
         values[v] = gp_init(attrs, num_vertices, v);
 }
 
-extern "C" __global__ void gp_aggregates(const value_t* __restrict__ values,
-                                         GP_ATTR_PARAMETERS, long long num_vertices,
-                                         long long iteration, double* totals) {
+// The program's aggregates over the vertices first..end-1 (every vertex, or a
+// partition's share), merged into totals (set to the identities beforehand).
+__device__ __forceinline__ void gp_aggregates_over(const value_t* __restrict__ values,
+                                                   const gp_attrs& attrs,
+                                                   long long num_vertices, long long iteration,
+                                                   long long first, long long end,
+                                                   double* totals) {
 #if GP_NUM_AGGREGATES > 0
-    GP_ATTRS
     double partial[GP_NUM_AGGREGATES];
     for (int i = 0; i < GP_NUM_AGGREGATES; ++i) partial[i] = gp_aggregate_identity(i);
-    for (long long v = blockIdx.x * (long long)blockDim.x + threadIdx.x; v < num_vertices;
+    for (long long v = first + blockIdx.x * (long long)blockDim.x + threadIdx.x; v < end;
          v += (long long)gridDim.x * blockDim.x)
         gp_aggregate(values, attrs, num_vertices, iteration, v, partial);
     for (int i = 0; i < GP_NUM_AGGREGATES; ++i) {
@@ -322,5 +325,14 @@ extern "C" __global__ void gp_aggregates(const value_t* __restrict__ values,
             x = gp_aggregate_merge(i, x, __shfl_down_sync(0xffffffffu, x, offset));
         if ((threadIdx.x & 31) == 0) gp_atomic_merge_double(i, &totals[i], x);
     }
+#endif
+}
+
+extern "C" __global__ void gp_aggregates(const value_t* __restrict__ values,
+                                         GP_ATTR_PARAMETERS, long long num_vertices,
+                                         long long iteration, double* totals) {
+#if GP_NUM_AGGREGATES > 0
+    GP_ATTRS
+    gp_aggregates_over(values, attrs, num_vertices, iteration, 0, num_vertices, totals);
 #endif
 }

@@ -676,6 +676,8 @@ class SettledPages:
             self.once_active = cupy.asarray(
                 (np.asarray(in_degree[:self.num_vertices]) == 0).astype(np.uint8))
             self.bounds = cupy.asarray(np.stack([page_first, page_end]).astype(np.int64))
+            #: per vertex, how many before it were never active (the first stays 0)
+            self.never_before = cupy.zeros(self.num_vertices + 1, np.int64)
 
     def skip(self, choices: np.ndarray) -> int:
         """``choices`` with the settled pages skipped; returns how many of them
@@ -683,7 +685,7 @@ class SettledPages:
         cupy, n = self.cupy, self.num_vertices
         with self.state.main_stream:
             cupy.bitwise_or(self.once_active, self.state.active[:n] != 0, out=self.once_active)
-            never = cupy.zeros(n + 1, np.int64)
+            never = self.never_before
             cupy.cumsum(self.once_active == 0, dtype=np.int64, out=never[1:])
             open_pages = (never[self.bounds[1]] > never[self.bounds[0]]).get()
         closing = ~open_pages & (choices != transfer.SKIP)
