@@ -33,7 +33,8 @@ from .compile_clock import CompileClock
 from .errors import ConfigError, GaraphError, caller_stacklevel
 from .options import DIRECTIONS, EXECUTIONS, MAX_ITERATIONS, MODES, RunOptions
 from .paths import cache_directory
-from .program import ProgramError, VertexProgram, default_execution, run_tolerance
+from .program import (ProgramError, VertexProgram, apply_reads_per_iteration, default_execution,
+                      run_tolerance)
 from .scheduler import decisions
 from .scheduler.policy import HybridPolicy
 from .scheduler.plan import GPU_CHOICES, RunPlan, check_turned_off, plan_cpu
@@ -199,10 +200,14 @@ def run(graph: Graph, program: str | type[VertexProgram] | VertexProgram, *,
         force one for study.  On the GPU alone: ``pull`` keeps every
         iteration a pull over every shard, ``notify-pull`` makes every one a
         sparse pass in the device loop (which needs resident pages and no
-        aggregates; :func:`~garaphpy.scheduler.decisions.gpu_sparse_pass`).  Notify-pull updates only the out-neighbours of
-        active vertices, so forcing it is only equivalent to pull for
-        programs whose apply leaves a vertex unchanged when none of its
-        in-neighbours changed (SSSP, BFS, CC, SSWP), not for PageRank.
+        aggregates; :func:`~garaphpy.scheduler.decisions.gpu_sparse_pass`).
+        Notify-pull recomputes only the out-neighbours of active vertices,
+        and gives the pull's values: a program whose apply reads an
+        aggregate or the iteration (PageRank) always pulls, and refuses a
+        forced ``notify-pull`` (:func:`~garaphpy.scheduler.decisions.notify_pull_computes_pull`);
+        a forced notify-pull of a program whose vertices all start active
+        pulls the first iteration, which applies the vertices without
+        in-edges (:func:`~garaphpy.scheduler.decisions.iteration_forced_direction`).
     raise_on_nonconvergence : bool
         Raise :class:`NotConvergedError` instead of warning.
     on_iteration : callable, optional
@@ -501,6 +506,11 @@ def _validated(graph, program, options: RunOptions,
         raise ConfigError(f"execution={execution!r}: expected one of {EXECUTIONS}")
     if options.direction not in DIRECTIONS:
         raise ConfigError(f"direction={options.direction!r}: expected one of {DIRECTIONS}")
+    per_iteration = apply_reads_per_iteration(program)
+    if options.direction == "notify-pull" and per_iteration:
+        raise ConfigError(f"direction='notify-pull': {type(program).__name__}.apply reads "
+                          f"{per_iteration}, which may change every vertex each iteration; "
+                          "only a pull computes them (use 'pull' or 'auto')")
     max_iterations = options.max_iterations
     max_iterations = program.max_iterations if max_iterations is None else max_iterations
     if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) \
@@ -995,7 +1005,7 @@ class _Iterations:
         the frontier crosses its switch point); returns why the run stopped
         (None: it did not)."""
         records, clock, checkpoints = self.records, self.clock, self.checkpoints
-        tolerance, direction, on_iteration = self.tolerance, self.direction, self.on_iteration
+        tolerance, on_iteration = self.tolerance, self.on_iteration
         rho = engine.rho
         pages = engine.page_source
         num_edges = engine.num_edges
@@ -1010,8 +1020,10 @@ class _Iterations:
             if active_vertices == 0:
                 return "no active vertex"
             active_edges, prefix = engine.active_out_edges()
+            direction = decisions.iteration_forced_direction(
+                self.direction, iteration, self.program.initially_active)
             # a batch ends at the next checkpoint, so that checkpoints stay where they are due
-            steps = end - iteration
+            steps = end - iteration if direction == self.direction else 1
             if every:
                 steps = min(steps, every - iteration % every)
             if stretch is not None and iteration > first and stretch.crossed(active_edges):

@@ -932,3 +932,12 @@ def check_initial_values(program, find_out_of_range) -> None:
     raise _line_error(function.name, function.filename, function.first_line,
                       f"init gives vertex {vertex} the value {number!r}, which {dtype.name} "
                       "values cannot hold (use a float value_dtype, or a value in range)")
+
+
+def apply_reads_per_iteration(program) -> list[str]:
+    """What ``program``'s apply reads that changes every iteration: its
+    aggregates and the iteration number (such a program's notify-pull would
+    not give the pull's values:
+    :func:`garaphpy.scheduler.decisions.notify_pull_computes_pull`)."""
+    return [name for name in type(program).functions["apply"].parameters
+            if name in program.aggregates or name == "iteration"]

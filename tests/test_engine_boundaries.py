@@ -66,7 +66,7 @@ PROCESSOR_ATTRIBUTES = {"cpu", "gpu", "alone", "alone_cpu"}
 #: protocol is added here too, on purpose.
 ALLOWED = {
     "name", "mode", "page_done", "num_edges", "rho", "page_source", "synchronous",
-    "threads", "pages", "has_aggregates", "early_exit", "settles_by_push",
+    "threads", "pages", "has_aggregates", "early_exit", "notify_pull", "settles_by_push",
     "gathers_precomputed", "pages_in_flight", "kept_pages", "page_bus_bytes", "bus_rate",
     "sparse_edge_seconds", "on_device", "warm_threads", "probe", "begin", "process",
     "finish", "combine", "decide", "aggregates", "iteration_aggregates", "aggregates_here",

@@ -116,7 +116,7 @@ def active_fraction(active_out_edges: int, num_edges: int) -> float:
 
 
 def choose_direction(f: float, rho: float | None = None,
-                     forced: str = "auto") -> str:
+                     forced: str = "auto", notify_pull: bool = True) -> str:
     """``"notify-pull"`` when f <= 1 / (NOTIFY_PULL_COST_FACTOR * rho), else ``"pull"``.
 
     Parameters
@@ -128,18 +128,38 @@ def choose_direction(f: float, rho: float | None = None,
         for pages on secondary storage.
     forced : {"auto", "pull", "notify-pull"}
         A forced direction (for study) wins over the threshold.
+    notify_pull : bool
+        False: always ``"pull"`` (:func:`notify_pull_computes_pull`).
     """
-    if rho is None:
-        rho = config.RHO_IN_MEMORY
+    rho = config.RHO_IN_MEMORY if rho is None else rho
+    if not notify_pull:
+        return "pull"
     if forced != "auto":
         return forced
     return "notify-pull" if f <= 1.0 / (config.NOTIFY_PULL_COST_FACTOR * rho) else "pull"
 
 
-def iteration_direction(mode: str, f: float, rho: float, forced: str = "auto") -> str:
+def notify_pull_computes_pull(apply_reads_per_iteration) -> bool:
+    """Whether notify-pull, which recomputes only notified vertices, gives the
+    pull's values: not where apply reads what changes every vertex each
+    iteration (an aggregate, as PageRank's dangling mass, or the iteration)."""
+    return not apply_reads_per_iteration
+
+
+def iteration_forced_direction(forced: str, iteration: int, initially_active: str) -> str:
+    """A forced notify-pull pulls the first iteration of a program whose vertices
+    all start active: no notification reaches a vertex without in-edges, whose
+    first apply (NN's sigmoid(0), PageRank's (1 - d) / N) only a pull makes."""
+    if forced == "notify-pull" and iteration == 0 and initially_active == "all":
+        return "pull"
+    return forced
+
+
+def iteration_direction(mode: str, f: float, rho: float, forced: str = "auto",
+                        notify_pull: bool = True) -> str:
     """A hybrid run's direction: the CPU's choice when it runs alone, else pull
     (the GPU always pulls, and the CPU pulls its pages beside it)."""
-    return choose_direction(f, rho, forced) if mode == "cpu" else "pull"
+    return choose_direction(f, rho, forced, notify_pull) if mode == "cpu" else "pull"
 
 
 def settling_direction(active_out_edges: int, active_vertices: int, unsettled_in_edges: int,
@@ -158,8 +178,7 @@ def settling_direction(active_out_edges: int, active_vertices: int, unsettled_in
     ``config.CPU_SETTLING_NOTIFY_FACTOR`` (beta, 18) vertices.  A forced
     direction wins.
     """
-    if rho is None:
-        rho = config.RHO_IN_MEMORY
+    rho = config.RHO_IN_MEMORY if rho is None else rho
     if forced != "auto":
         return forced
     if pulled_last:
@@ -325,8 +344,7 @@ def value_priority(declared: bool, mode: str, synchronous: bool, batches: bool,
     iterations; a 4-neighbour grid, skew 1.0: 1/14 of the edges, 6x
     faster; BENCHMARKS.md).  Buckets pushed in rounds (``push_rounds``,
     :func:`cpu_push_rounds`) read no in-edges, and take any skew."""
-    if max_skew is None:
-        max_skew = config.CPU_PRIORITY_MAX_SKEW
+    max_skew = config.CPU_PRIORITY_MAX_SKEW if max_skew is None else max_skew
     return bool(declared and mode in ("cpu", "hybrid") and not synchronous
                 and batches and (push_rounds or in_degree_skew <= max_skew))
 
@@ -386,8 +404,7 @@ def shortcut_every_vertex(sample_dropped: int, sample_size: int,
     O(|V|) pass of random reads) rather than only an even sample of them: when
     at least ``min_fraction`` of the sample's labels dropped (labels that
     travel far, a high-diameter graph)."""
-    if min_fraction is None:
-        min_fraction = config.CPU_SHORTCUT_MIN_DROP
+    min_fraction = config.CPU_SHORTCUT_MIN_DROP if min_fraction is None else min_fraction
     return sample_size > 0 and sample_dropped >= min_fraction * sample_size
 
 
@@ -589,10 +606,6 @@ def gpu_sparse_pass(active_out_edges: int, num_edges: int, forced: str = "auto",
     ends in a few iterations pays less for the host's round trips than for
     entering the loop, and one of thousands loses only those first few.
     """
-    if factor is None:
-        factor = config.GPU_SPARSE_FACTOR
-    if pull_factor is None:
-        pull_factor = config.GPU_SPARSE_PULL_FACTOR
     if forced == "notify-pull":
         return True
     if forced == "pull" or iteration < loop_after:
@@ -607,10 +620,8 @@ def gpu_dense_edges(num_edges: int, forced: str = "auto",
                     pull_factor: float | None = None) -> int:
     """The largest frontier out-edge count :func:`gpu_sparse_pass` admits
     (the device loop's test, as a bound)."""
-    if factor is None:
-        factor = config.GPU_SPARSE_FACTOR
-    if pull_factor is None:
-        pull_factor = config.GPU_SPARSE_PULL_FACTOR
+    factor = config.GPU_SPARSE_FACTOR if factor is None else factor
+    pull_factor = config.GPU_SPARSE_PULL_FACTOR if pull_factor is None else pull_factor
     if forced == "notify-pull":
         return 2 ** 62
     if forced == "pull":
@@ -711,8 +722,7 @@ def gpu_bucket_width(configured: float | None, mean_edge_value: float | None,
     (``config.GPU_BUCKET_WIDTH``) when set, else ``factor`` times
     :func:`bucket_width`'s rule.  A width or factor that is not a positive
     finite number raises :class:`~garaphpy.errors.ConfigError`."""
-    if factor is None:
-        factor = config.GPU_BUCKET_FACTOR
+    factor = config.GPU_BUCKET_FACTOR if factor is None else factor
     if configured is not None:
         return _positive("config.GPU_BUCKET_WIDTH", configured)
     return _positive("config.GPU_BUCKET_FACTOR", factor) * bucket_width(
@@ -735,8 +745,7 @@ def gpu_pull_edges(num_edges: int, forced: str = "auto",
     this (on power-law graphs a few frontier edges can notify hubs whose
     in-edges are a large part of the graph; the pull over every shard reads
     them in order, in balanced blocks).  Forced notify-pull: no bound."""
-    if factor is None:
-        factor = config.GPU_SPARSE_PULL_FACTOR
+    factor = config.GPU_SPARSE_PULL_FACTOR if factor is None else factor
     if forced == "notify-pull" or factor <= 0:
         return 2 ** 62
     return int(num_edges // factor)
@@ -751,8 +760,7 @@ def gpu_span_edges(num_edges: int, lanes: int, threads: int,
     spreads all |E| edges over the grid's ``threads``; so the bound is
     ``factor`` times the pull's edges per thread (at least a warp's worth of
     rounds), per lane."""
-    if factor is None:
-        factor = config.GPU_SPARSE_SPAN_FACTOR
+    factor = config.GPU_SPARSE_SPAN_FACTOR if factor is None else factor
     per_thread = max(num_edges / max(threads, 1), 32.0)
     return int(factor * per_thread * lanes)
 
@@ -1056,8 +1064,7 @@ def run_processors(cpu_seconds: float | None, gpu_seconds: float | None,
         then both), or ``current`` when it is within the margin or nothing
         is known (``"both"`` when nothing is and there is no ``current``).
     """
-    if margin is None:
-        margin = config.HYBRID_RUN_SWITCH_MARGIN
+    margin = config.HYBRID_RUN_SWITCH_MARGIN if margin is None else margin
     estimates = {"cpu": cpu_seconds, "gpu": gpu_seconds, "both": both_seconds}
     known = {name: float(seconds) for name, seconds in estimates.items()
              if seconds is not None and math.isfinite(seconds)}
@@ -1081,10 +1088,8 @@ def expected_iterations(num_vertices: int | None, num_edges: int, in_degree_skew
     shape).  A run already past that is expected to go on as long again
     (so a wrong guess costs at most about twice the better choice in
     hindsight); at least one."""
-    if mesh_skew is None:
-        mesh_skew = config.HYBRID_MESH_SKEW
-    if prior is None:
-        prior = config.HYBRID_RUN_ITERATIONS_PRIOR
+    mesh_skew = config.HYBRID_MESH_SKEW if mesh_skew is None else mesh_skew
+    prior = config.HYBRID_RUN_ITERATIONS_PRIOR if prior is None else prior
     if not num_vertices or num_vertices < 2 or in_degree_skew is None:
         total = float(prior)
     elif in_degree_skew <= mesh_skew:
@@ -1139,8 +1144,7 @@ def gpu_set_up_pays(cpu_seconds: float, gpu_set_up_seconds: float,
     below: no iteration counted), ``margin`` being
     ``config.HYBRID_RUN_SWITCH_MARGIN``: the GPU's iterations cost more
     than nothing, so the CPU alone then finishes first."""
-    if margin is None:
-        margin = config.HYBRID_RUN_SWITCH_MARGIN
+    margin = config.HYBRID_RUN_SWITCH_MARGIN if margin is None else margin
     return not cpu_seconds < margin * gpu_set_up_seconds
 
 

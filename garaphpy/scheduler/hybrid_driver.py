@@ -225,7 +225,7 @@ class HybridDriver(RunAlone, HybridBatches):
         record.ratio = decision.ratio
         record.forced = record.forced or decision.forced
         decisions.share(record, "mode", decision.entry())
-        if decision.mode == "cpu" and self.cpu.early_exit:
+        if decision.mode == "cpu" and self.cpu.early_exit and self.cpu.notify_pull:
             # the CPU alone's own rule (Beamer's), over the settled vertices as they are
             self._synced_to_host += self._ready_cpu_alone()
             self.cpu.decide(record, direction)
@@ -233,7 +233,8 @@ class HybridDriver(RunAlone, HybridBatches):
             record.direction = decisions.decide(record, "direction",
                                                 decisions.iteration_direction,
                                                 mode=decision.mode, f=record.active_fraction,
-                                                rho=record.rho, forced=direction)
+                                                rho=record.rho, forced=direction,
+                                                notify_pull=self.cpu.notify_pull)
         self.dispatch_seconds = time.perf_counter() - started
 
     def _ready_cpu_alone(self) -> int:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .. import _numba_setup
+from ..program import apply_reads_per_iteration
 from . import decisions
 from .records import json_value
 
@@ -81,6 +82,10 @@ class CpuPlan:
         Sparse iterations in buckets of values (:func:`decisions.value_priority`),
         pushed by one thread (:func:`decisions.cpu_priority_push`) or in rounds
         (:func:`decisions.cpu_push_rounds`); the last two only with the first.
+    notify_pull : bool
+        The program's notify-pull gives the pull's values
+        (:func:`decisions.notify_pull_computes_pull`); without, every
+        iteration pulls.
     sparse_batches : bool
         Sparse iterations may run many to one kernel call (:func:`decisions.sparse_batch`'s
         precondition: no aggregates, one CSC in host memory).
@@ -107,6 +112,7 @@ class CpuPlan:
     value_priority: bool = False
     priority_push: bool = False
     push_rounds: bool = False
+    notify_pull: bool = True
     sparse_batches: bool = False
     source_precompute: bool = False
     float32_contributions: bool = False
@@ -280,6 +286,9 @@ def plan_cpu(program, compiled, arrays, *, mode: str, synchronous: bool, threads
 
     reads_storage = bool(arrays.page_source.reads_storage)
     loaded = _numba_setup.WAIT_POLICY == "PASSIVE"
+    entries["notify_pull"] = decisions.fixed(
+        decisions.notify_pull_computes_pull,
+        apply_reads_per_iteration=apply_reads_per_iteration(program))
     larger_first = program.sum == "max"
     early_exit = choose("early_exit", decisions.early_exit,
                         final_once_set=bool(program.final_once_set), synchronous=synchronous,
@@ -330,6 +339,7 @@ def plan_cpu(program, compiled, arrays, *, mode: str, synchronous: bool, threads
                    shortcut_labels=shortcut, union_find_start=union_find, floor_skip=floor,
                    value_priority=priority, priority_push=push and priority,
                    push_rounds=rounds and push and priority,
+                   notify_pull=entries["notify_pull"]["choice"],
                    sparse_batches=batches, source_precompute=precompute,
                    float32_contributions=bool(float32), fused_pull=bool(fused),
                    entries=types.MappingProxyType(entries))

@@ -144,6 +144,8 @@ class Processor(Protocol):
     @property
     def early_exit(self) -> bool: ...
     @property
+    def notify_pull(self) -> bool: ...
+    @property
     def settles_by_push(self) -> bool: ...
     @property
     def gathers_precomputed(self) -> bool: ...
@@ -298,6 +300,12 @@ class CpuProcessor(_EngineProcessor):
     @property
     def early_exit(self) -> bool:
         return self.engine.early_exit
+
+    @property
+    def notify_pull(self) -> bool:
+        """Whether the program's notify-pull gives the pull's values (the plan's
+        :attr:`~garaphpy.scheduler.plan.CpuPlan.notify_pull`)."""
+        return self.engine.plan.notify_pull
 
     @property
     def settles_by_push(self) -> bool:
@@ -529,6 +537,10 @@ class GpuProcessor(_EngineProcessor):
     @property
     def early_exit(self) -> bool:
         return False
+
+    @property
+    def notify_pull(self) -> bool:
+        return not self.has_aggregates
 
     @property
     def settles_by_push(self) -> bool:

@@ -310,7 +310,7 @@ def test_every_checkpoint_damaged_is_a_clear_error(rmat, tmp_path):
     (dict(program_options={"damping": 0.5}), "constants"),
     (dict(execution="async"), "execution"),
     (dict(max_iterations=30), "max_iterations"),
-    (dict(direction="notify-pull"), "direction"),
+    (dict(direction="pull"), "direction"),
 ])
 def test_resuming_a_different_run_is_refused(rmat, tmp_path, change, needle):
     from garaphpy.programs import PageRank

@@ -304,7 +304,11 @@ def test_forced_notify_pull_from_pages(disk_rmat, in_memory, name, cached_fracti
     np.testing.assert_array_equal(result.values, expected.values)
     np.testing.assert_array_equal(result.values, in_memory(name).values)
     assert result.num_iterations == expected.num_iterations
-    assert all(r.direction == "notify-pull" and r.forced for r in result.iterations)
+    # CC's vertices all start active: its first iteration pulls, applying every vertex
+    first = "pull" if name == "cc" else "notify-pull"
+    assert [r.direction for r in result.iterations] == \
+        [first] + ["notify-pull"] * (result.num_iterations - 1)
+    assert all(r.forced for r in result.iterations)
     assert [r.updated_vertices for r in result.iterations] == \
         [r.updated_vertices for r in expected.iterations]
     assert [r.edges_processed for r in result.iterations] == \

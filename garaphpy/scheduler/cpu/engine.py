@@ -245,7 +245,7 @@ class CpuEngine:
     def decide(self, record: IterationRecord, direction: str) -> None:
         """The iteration's direction: Garaph's switch (Beamer's for a run with early
         exit), or the forced one (recorded)."""
-        if self.settling.early_exit:
+        if self.settling.early_exit and self.plan.notify_pull:
             record.direction = decisions.decide(
                 record, "direction", decisions.settling_direction,
                 **self.settling.settling_inputs(round(record.active_fraction * self.arrays.num_edges),
@@ -253,7 +253,7 @@ class CpuEngine:
             return
         record.direction = decisions.decide(record, "direction", decisions.choose_direction,
                                             f=record.active_fraction, rho=record.rho,
-                                            forced=direction)
+                                            forced=direction, notify_pull=self.plan.notify_pull)
 
 
     def iterate(self, record: IterationRecord, prefix, aggregates: np.ndarray) -> None:
