@@ -604,9 +604,10 @@ class HybridPolicy:
         """Whether the CPU joins a hybrid iteration, and why.
 
         The split is the tail rule's at the start of the iteration: the CPU
-        takes pages from the back of the queue while it would finish them no
-        later than the GPU the pages left.  It runs when that split, plus
-        what joining costs, beats the GPU alone.
+        takes pages from the back of the queue while it would finish them,
+        after its fixed cost c_0 (:attr:`cpu_overhead`), no later than the
+        GPU the pages left.  It runs when that split, plus what joining
+        costs, beats the GPU alone.
 
         Parameters
         ----------
@@ -629,7 +630,7 @@ class HybridPolicy:
         """
         gpu_rest = float(sum(gpu_seconds))
         alone = gpu_rest if gpu_alone_seconds is None else float(gpu_alone_seconds)
-        cpu_total, taken = 0.0, 0
+        cpu_total, taken = float(self.cpu_overhead), 0
         for cpu_page, gpu_page in zip(reversed(cpu_seconds), reversed(gpu_seconds)):
             if taken == len(cpu_seconds) - 1 or cpu_total + cpu_page > gpu_rest:
                 break

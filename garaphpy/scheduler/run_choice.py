@@ -42,6 +42,13 @@ from .records import IterationRecord
 from .single_driver import SingleDriver
 
 
+def shared_iteration_seconds(t_pull: float, t_gpu: float, cpu_overhead: float) -> float:
+    """A dense iteration shared at both processors' full rates (Garaph section
+    5.1), the CPU paying its fixed cost c_0 first: both end at
+    T_GPU (T_pull + c_0) / (T_pull + T_GPU), never later than the GPU alone."""
+    return min(t_gpu, t_gpu * (t_pull + cpu_overhead) / (t_pull + t_gpu))
+
+
 @dataclass
 class CpuAlone:
     """What a hybrid run knows of its CPU alone, and how to make its engine.
@@ -183,8 +190,8 @@ class RunChoice:
 
         f = active_fraction
         cpu_each, gpu_each = cpu_iteration(f), gpu_iteration(f)
-        split = (t_pull * t_gpu / (t_pull + t_gpu) + join_seconds + dispatch
-                 if self.split_seconds is None else self.split_seconds)
+        split = (shared_iteration_seconds(t_pull, t_gpu, policy.cpu_overhead) + join_seconds
+                 + dispatch if self.split_seconds is None else self.split_seconds)
         both_each = min(min(cpu_each, gpu_each) + dispatch, split)
         iterations = min(decisions.expected_iterations(
             shape.num_vertices if shape else None, policy.num_edges or 0,

@@ -909,6 +909,21 @@ def test_the_cpu_joins_only_when_the_split_pays_for_joining(gpu_prices, join, ex
     assert policy.plan_join(PRICES["cpu"], gpu_prices, 0.01, join)["choice"] is False
 
 
+@pytest.mark.parametrize("cpu_overhead, expected", [
+    (0.0, {"choice": True, "cpu_pages": 2, "split_seconds": 0.5}),
+    # the CPU's fixed cost first: one page fits before the GPU's rest ends
+    (0.6, {"choice": True, "cpu_pages": 1, "split_seconds": 0.85}),
+    # c_0 alone is as long as the GPU's whole iteration: the CPU stays out
+    (1.0, {"choice": False, "cpu_pages": 0, "split_seconds": 1.0}),
+])
+def test_the_cpu_joins_after_its_fixed_cost(cpu_overhead, expected):
+    policy = HybridPolicy()
+    policy.cpu_overhead = cpu_overhead
+    plan = policy.plan_join([0.25] * 4, [0.25] * 4, None, 0.0)
+    assert plan["split_seconds"] == pytest.approx(expected.pop("split_seconds"))
+    assert {name: plan[name] for name in expected} == expected
+
+
 def test_the_cpu_never_takes_every_page_of_a_joined_iteration():
     plan = HybridPolicy().plan_join([0.001] * 3, [1.0] * 3, None, 0.0)
     assert plan["cpu_pages"] == 2 and plan["choice"]

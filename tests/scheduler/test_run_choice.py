@@ -35,7 +35,7 @@ import pytest
 import garaphpy
 from garaphpy import api, config
 from garaphpy.options import RunOptions
-from garaphpy.scheduler import decisions
+from garaphpy.scheduler import decisions, run_choice
 from garaphpy.scheduler.driver import SingleDriver
 from garaphpy.scheduler.hybrid_driver import HybridDriver
 from garaphpy.scheduler.plan import plan_cpu
@@ -166,6 +166,25 @@ def test_measured_shared_iterations_replace_the_models_split():
     choice.observe_split(2.5)
     entry = choice.estimate(0, 1.0, 1.0, 20)
     assert entry["split_seconds"] == 2.5 and entry["choice"] == "gpu"
+
+
+def test_the_shared_iteration_charges_the_cpus_fixed_cost():
+    """Sharing a dense iteration: the CPU's part starts after its c_0, so a
+    c_0 above T_GPU leaves nothing to share (the GPU alone), and one below
+    shares less than the rates alone would say."""
+    assert run_choice.shared_iteration_seconds(4.0, 2.0, 0.0) == pytest.approx(4 / 3)
+    assert run_choice.shared_iteration_seconds(4.0, 2.0, 1.0) == pytest.approx(5 / 3)
+    assert run_choice.shared_iteration_seconds(4.0, 2.0, 2.5) == 2.0
+    policy = policy_with_costs(4.0, 2.0)
+    dispatch = config.HYBRID_DISPATCH_SECONDS
+    policy.cpu_overhead = 1.0
+    entry = RunChoice(policy).estimate(0, 1.0, 1.0, 20)
+    assert entry["both_iteration_seconds"] == pytest.approx(5 / 3 + dispatch)
+    assert entry["choice"] == "both"
+    policy.cpu_overhead = 2.5        # the CPU's fixed cost alone exceeds the GPU's iteration
+    entry = RunChoice(policy).estimate(0, 1.0, 1.0, 20)
+    assert entry["both_iteration_seconds"] == pytest.approx(2.0 + dispatch)
+    assert entry["choice"] == "gpu"
 
 
 def test_stretches_double_from_the_first(monkeypatch):
