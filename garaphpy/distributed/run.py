@@ -306,12 +306,17 @@ class PartitionedRun:
         (``stopped`` False at the limit with vertices active)."""
         aggregates = self.start()
         self._share_weighted_in()
+        records: list[IterationRecord] = []
         union_find, union_find_seconds = None, 0.0
         if self.union_find_start:
             started = time.perf_counter()
-            union_find = self._start_from_union_find()
+            try:
+                union_find = self._start_from_union_find()
+            except LostWorkers as lost:
+                # the start only shortens the run: from the initial labels the
+                # iterations reach the same ones
+                _, aggregates, _ = self._recover(lost.partitions, records)
             union_find_seconds = time.perf_counter() - started
-        records: list[IterationRecord] = []
         n = self.store.num_vertices
         active = n if self.program.initially_active == "all" else int(self.sources.size)
         iteration = 0
