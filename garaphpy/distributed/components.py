@@ -73,13 +73,17 @@ def partition_forest(out_offsets: np.ndarray, out_targets: np.ndarray,
     return parent
 
 
-def tree_holders(roots: np.ndarray, ids: np.ndarray) -> np.ndarray:
+def tree_holders(roots: np.ndarray, ids: np.ndarray,
+                 increasing: bool | None = None) -> np.ndarray:
     """Every vertex's holder (int64): the vertex of least user id (``ids``) in
     its tree of the forest ``roots`` (each vertex's root, the least internal
     id of its tree: the holder itself where user ids increase with internal
-    ones, as the store numbers them)."""
+    ones, as the store numbers them; ``increasing`` says whether they do,
+    None: look)."""
     ids = np.asarray(ids, np.int64)
-    if _increasing(ids):
+    if increasing is None:
+        increasing = increasing_ids(ids)
+    if increasing:
         return roots
     least = ids.copy()
     np.minimum.at(least, roots, ids)
@@ -147,10 +151,11 @@ def boundary_links(holders: np.ndarray, readers: list, index_dtype) -> tuple[np.
     return joined[linked].astype(index_dtype), joined[parent[linked]].astype(index_dtype)
 
 
-def merged_labels(roots: np.ndarray, forests: list, ids: np.ndarray) -> np.ndarray:
+def merged_labels(roots: np.ndarray, forests: list, ids: np.ndarray,
+                  increasing: bool | None = None) -> np.ndarray:
     """Every vertex's least user id over its component in the union of the
     forests: ``roots`` (this partition's) and ``forests``, (vertex, root)
-    pairs of links known elsewhere."""
+    pairs of links known elsewhere (``increasing`` as for :func:`tree_holders`)."""
     parent = roots.copy()
     with parallel_section():
         for vertices, tree_roots in forests:
@@ -158,14 +163,18 @@ def merged_labels(roots: np.ndarray, forests: list, ids: np.ndarray) -> np.ndarr
                                   np.asarray(tree_roots, np.int64), parent)
         union_find.compress(parent)
     ids = np.asarray(ids, np.int64)
-    if _increasing(ids):        # a root is its set's least internal id
+    if increasing is None:
+        increasing = increasing_ids(ids)
+    if increasing:
+        # a root is its set's least internal id
         return ids[parent]
     least = ids.copy()
     np.minimum.at(least, parent, ids)
     return least[parent]
 
 
-def _increasing(ids: np.ndarray) -> bool:
+def increasing_ids(ids: np.ndarray) -> bool:
+    """Whether the user ids increase with the internal ones."""
     return bool(ids.size < 2 or (ids[1:] > ids[:-1]).all())
 
 
@@ -193,7 +202,8 @@ class UnionFindStart:
             out_offsets, out_targets = partition_out_edges(
                 self.sources, self.in_offsets, self.first, self.end, self.num_vertices)
         self.forest = partition_forest(out_offsets, out_targets)
-        self.holders = tree_holders(self.forest, self.attrs[3])
+        self.increasing_ids = increasing_ids(self.attrs[3])
+        self.holders = tree_holders(self.forest, self.attrs[3], self.increasing_ids)
         index_dtype = self.store.vertex_dtype
         peers = self._start_peers()
         self.start_sends, sent = [], 0
@@ -239,7 +249,8 @@ class UnionFindStart:
         for q, _, future in self.start_sends:       # all taken by now
             self._wait({q: future})
         forests = [self.links] + list(came.values())
-        labels = merged_labels(self.forest, forests, self.attrs[3]).astype(self.values.dtype)
+        labels = merged_labels(self.forest, forests, self.attrs[3],
+                               self.increasing_ids).astype(self.values.dtype)
         self.forest = self.holders = self.links = self.start_sends = None
         lowered = int(np.count_nonzero(labels[self.first:self.end]
                                        < self.values[self.first:self.end]))
