@@ -1,4 +1,4 @@
-"""CC's start over a cluster: the partitions' union-find forests merged (Afforest, GAPBS's ``cc``; Garaph section 6's CC).
+"""CC's start over a cluster: partition forests joined at their boundaries (Afforest, GAPBS's ``cc``; Garaph section 6's CC).
 
 The one-process CPU run of a min-label program on a symmetric graph starts
 from a union-find over every edge (:mod:`garaphpy.kernels.union_find`): the
@@ -7,21 +7,53 @@ them.  A partition holds a share of the edges, the in-edges of its own
 vertices, so its union-find alone gives parts of components.  Each partition
 links *every* one of its edges (:func:`partition_forest`: Afforest, less its
 skip of the largest tree's out-edges, since the partition's CSR holds an
-edge once, from its source; only the edges inside that tree are skipped),
-sends its forest, the (vertex, root) pairs of the vertices not their own
-root, to every other partition, and merges the P forests
-(:func:`merged_labels`): a vertex's trees in all of them hold every edge of
-the graph, so the merge gives the components, and each vertex's label, the
-least user id of its component, on every partition alike, for the owned
-vertices and those it reads.  The run's iterations then confirm the labels.
+edge once, from its source; only the edges inside that tree are skipped) and
+names each of its trees by its *holder*, the tree's vertex of least user id
+(:func:`tree_holders`).  Two partitions' trees meet only at a vertex both
+hold an edge of, a *boundary* vertex, which one of them owns or a third owns
+and both read; the mirror lists of the value exchange name them all.  So
+instead of its whole forest (O(|V|) pairs to every peer) a partition sends:
+
+1. to each owner, the holders of the owner's vertices it reads, in the
+   order of the owner's mirror list, which both know: the most frequent
+   holder and the others' positions alone (:func:`compact_holders`; a
+   partition's boundary mostly lies in one tree);
+2. to every peer, the links its owned boundary vertices make between the
+   holders of the trees that meet at them, reduced to a spanning forest of
+   those holders (:func:`boundary_links`: a few pairs where components are
+   few);
+
+and merges its own forest with every partition's links
+(:func:`merged_labels`).  A path between two of its vertices crosses
+partitions at boundary vertices, where its trees meet, and each meeting is
+one owner's link, so the merge gives the components of the vertices it
+holds an edge of; each such component holds every one of its trees' holders,
+so the least user id over it is its label, the one-process label.  The
+iterations then confirm them.
+
+The graph is symmetric (the start runs on no other), so an edge between two
+partitions' vertices u and v is in both, and u and v share a tree in each:
+the link at either end joins those trees.  With two partitions every such
+edge has an end in each, so a partition's own links join every pair of
+trees that meet: it needs no other's, and step 2 sends nothing (one message
+each way).
+
+:class:`UnionFindStart` is the workers' side: the two sends and the merge as
+three calls of the client, or as one where each worker holds one partition
+(a worker then waits for its peers' messages, as in
+:mod:`garaphpy.distributed.rounds`).
 """
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 
 from .._numba_setup import parallel_section
 from ..kernels import union_find
+from .exchange import WorkerError, pair_bytes
+from .frontier import partition_out_edges
 
 
 def partition_forest(out_offsets: np.ndarray, out_targets: np.ndarray,
@@ -41,26 +73,227 @@ def partition_forest(out_offsets: np.ndarray, out_targets: np.ndarray,
     return parent
 
 
-def forest_pairs(roots: np.ndarray, index_dtype) -> tuple[np.ndarray, np.ndarray]:
-    """``(vertices, their roots)``: the vertices of ``roots`` not their own root."""
-    linked = np.flatnonzero(roots != np.arange(roots.shape[0])).astype(index_dtype)
-    return linked, roots[linked].astype(index_dtype)
+def tree_holders(roots: np.ndarray, ids: np.ndarray,
+                 increasing: bool | None = None) -> np.ndarray:
+    """Every vertex's holder (int64): the vertex of least user id (``ids``) in
+    its tree of the forest ``roots`` (each vertex's root, the least internal
+    id of its tree: the holder itself where user ids increase with internal
+    ones, as the store numbers them; ``increasing`` says whether they do,
+    None: look)."""
+    ids = np.asarray(ids, np.int64)
+    if increasing is None:
+        increasing = increasing_ids(ids)
+    if increasing:
+        return roots
+    least = ids.copy()
+    np.minimum.at(least, roots, ids)
+    holds = ids == least[roots]         # one vertex a tree, user ids being distinct
+    holder_of_root = np.empty(roots.shape[0], np.int64)
+    holder_of_root[roots[holds]] = np.flatnonzero(holds)
+    return holder_of_root[roots]
 
 
-def merged_labels(roots: np.ndarray, forests: list, ids: np.ndarray) -> np.ndarray:
+def compact_holders(holders: np.ndarray, index_dtype) -> tuple[int, np.ndarray, np.ndarray]:
+    """``(common, positions, others)``: the most frequent of ``holders`` (-1
+    where there is none) and the positions and values of the others."""
+    if holders.size == 0:
+        return -1, np.zeros(0, index_dtype), np.zeros(0, index_dtype)
+    common = int(np.argmax(np.bincount(holders)))
+    positions = np.flatnonzero(holders != common)
+    return common, positions.astype(index_dtype), holders[positions].astype(index_dtype)
+
+
+def expand_holders(message: tuple, size: int) -> np.ndarray:
+    """The ``size`` holders of a :func:`compact_holders` message (int64)."""
+    common, positions, others = message
+    holders = np.full(size, common, np.int64)
+    holders[np.asarray(positions, np.int64)] = others
+    return holders
+
+
+def holders_bytes(message: tuple, index_dtype) -> int:
+    """The bytes of a :func:`compact_holders` message (its common holder one index)."""
+    _, positions, others = message
+    return int(np.dtype(index_dtype).itemsize + positions.nbytes + others.nbytes)
+
+
+def boundary_links(holders: np.ndarray, readers: list, index_dtype) -> tuple[np.ndarray,
+                                                                            np.ndarray]:
+    """The links an owner's boundary vertices make between trees, as
+    ``(vertices, their roots)`` of a spanning forest over the holders they
+    join (the holders not their forest's root, the least holder).
+
+    Parameters
+    ----------
+    holders : int64 array
+        The owner's holder of every vertex (:func:`tree_holders`).
+    readers : list of (vertices, holders)
+        For each partition that reads owned vertices, those vertices and
+        their holders in its forest.
+    """
+    nothing = (np.zeros(0, index_dtype), np.zeros(0, index_dtype))
+    if not readers:
+        return nothing
+    mine = np.concatenate([holders[np.asarray(vertices, np.int64)] for vertices, _ in readers])
+    theirs = np.concatenate([np.asarray(read, np.int64) for _, read in readers])
+    apart = mine != theirs
+    if not apart.any():
+        return nothing
+    # the holders joined, numbered 0..k-1 in increasing order, and a forest over them
+    joined, local = np.unique(np.concatenate([mine[apart], theirs[apart]]),
+                              return_inverse=True)
+    half = local.size // 2
+    parent = np.arange(joined.size, dtype=np.int64)
+    with parallel_section():
+        union_find.link_pairs(local[:half], local[half:], parent)
+        union_find.compress(parent)
+    linked = np.flatnonzero(parent != np.arange(joined.size))
+    return joined[linked].astype(index_dtype), joined[parent[linked]].astype(index_dtype)
+
+
+def merged_labels(roots: np.ndarray, forests: list, ids: np.ndarray,
+                  increasing: bool | None = None) -> np.ndarray:
     """Every vertex's least user id over its component in the union of the
-    forests: ``roots`` (this partition's) and ``forests``, the other
-    partitions' (vertex, root) pairs."""
-    n = roots.shape[0]
+    forests: ``roots`` (this partition's) and ``forests``, (vertex, root)
+    pairs of links known elsewhere (``increasing`` as for :func:`tree_holders`)."""
     parent = roots.copy()
-    hooks = np.arange(n, dtype=np.int64)
-    one_each = np.arange(n + 1, dtype=np.int64)
     with parallel_section():
         for vertices, tree_roots in forests:
-            hooks[:] = np.arange(n)
-            hooks[np.asarray(vertices, np.int64)] = tree_roots
-            # a CSR of one edge a vertex, v -> its root in the other forest
-            union_find.link_outside(one_each, hooks, parent, -1, 0)
-    least = np.asarray(ids, np.int64).copy()
+            union_find.link_pairs(np.asarray(vertices, np.int64),
+                                  np.asarray(tree_roots, np.int64), parent)
+        union_find.compress(parent)
+    ids = np.asarray(ids, np.int64)
+    if increasing is None:
+        increasing = increasing_ids(ids)
+    if increasing:
+        # a root is its set's least internal id
+        return ids[parent]
+    least = ids.copy()
     np.minimum.at(least, parent, ids)
     return least[parent]
+
+
+def increasing_ids(ids: np.ndarray) -> bool:
+    """Whether the user ids increase with the internal ones."""
+    return bool(ids.size < 2 or (ids[1:] > ids[:-1]).all())
+
+
+class UnionFindStart:
+    """The union-find start of :class:`~garaphpy.distributed.worker.PartitionWorker`
+    (see the module): :meth:`share_holders`, :meth:`share_links` and
+    :meth:`start_from_union_find`, one call of the client each after every
+    worker's previous one, or :meth:`union_find_start`, all three in one."""
+
+    def union_find_start(self) -> dict:
+        """The three steps in one call, each waiting for the peers' messages of
+        the last (one partition a worker: a worker's actors share a thread);
+        :meth:`start_from_union_find`'s row."""
+        self.share_holders()
+        self.share_links()
+        return self.start_from_union_find()
+
+    def share_holders(self) -> int:
+        """Link every edge of the partition in a union-find and send each other
+        partition the holders of its vertices this one reads; bytes sent."""
+        started = time.perf_counter()
+        if self.frontier is not None:
+            out_offsets, out_targets = self.frontier.out_offsets, self.frontier.out_targets
+        else:
+            out_offsets, out_targets = partition_out_edges(
+                self.sources, self.in_offsets, self.first, self.end, self.num_vertices)
+        self.forest = partition_forest(out_offsets, out_targets)
+        self.increasing_ids = increasing_ids(self.attrs[3])
+        self.holders = tree_holders(self.forest, self.attrs[3], self.increasing_ids)
+        index_dtype = self.store.vertex_dtype
+        peers = self._start_peers()
+        self.start_sends, sent = [], 0
+        for q in peers:
+            message = compact_holders(self.holders[self.reads[q]], index_dtype)
+            sent += holders_bytes(message, index_dtype)
+            self._send_start(q, "holders", message)
+        self.start_bytes = [sent, 0]
+        self.start_seconds = time.perf_counter() - started
+        return sent
+
+    def share_links(self) -> int:
+        """Once the readers' holders came (:meth:`share_holders`), the links the
+        owned vertices they read make between trees, kept and sent to every
+        other partition (with one peer, kept alone: every edge between the
+        two has an owned end here); bytes sent."""
+        started = time.perf_counter()
+        peers = self._start_peers()
+        came = self._start_messages("holders", peers)
+        readers = [(self.mirrors.lists[q], expand_holders(came[q], self.mirrors.counts[q]))
+                   for q in peers]
+        self.links = boundary_links(self.holders, readers, self.store.vertex_dtype)
+        if len(peers) > 1:
+            for q in peers:
+                self._send_start(q, "links", self.links)
+            self.start_bytes[1] = pair_bytes(*self.links) * len(peers)
+        self.start_seconds += time.perf_counter() - started
+        return self.start_bytes[1]
+
+    def start_from_union_find(self) -> dict:
+        """Once every partition shared its links (:meth:`share_links`), lower
+        every label, owned or read, to the least user id of its component in
+        this partition's forest and every partition's links: the same labels
+        on every partition, so nothing more is sent.  A label so lowered is
+        still the id of a vertex of the same component and no label falls
+        below its component's least id, so the iterations reach the same
+        fixed point, in one step where the links join every tree.  Returns
+        the owned labels lowered, the bytes sent (``sent_bytes``, and as
+        ``holder_bytes`` and ``link_bytes``) and the seconds taken."""
+        started = time.perf_counter()
+        peers = self._start_peers()
+        came = self._start_messages("links", peers) if len(peers) > 1 else {}
+        for q, _, future in self.start_sends:       # all taken by now
+            self._wait({q: future})
+        forests = [self.links] + list(came.values())
+        labels = merged_labels(self.forest, forests, self.attrs[3],
+                               self.increasing_ids).astype(self.values.dtype)
+        self.forest = self.holders = self.links = self.start_sends = None
+        lowered = int(np.count_nonzero(labels[self.first:self.end]
+                                       < self.values[self.first:self.end]))
+        np.minimum(self.values, labels, out=self.values)
+        self.next[:] = self.values
+        return {"lowered": lowered, "sent_bytes": sum(self.start_bytes),
+                "holder_bytes": self.start_bytes[0], "link_bytes": self.start_bytes[1],
+                "seconds": self.start_seconds + time.perf_counter() - started}
+
+    # a peer in another worker is called on that worker's event loop (async), a
+    # peer in this worker in place (as the worker's ``receive``)
+    async def receive_start(self, epoch: int, kind: str, sender: int, message) -> bool:
+        """Partition ``sender``'s message of the union-find start."""
+        return self.inbox.put_message(epoch, kind, sender, message)
+
+    def receive_start_here(self, epoch: int, kind: str, sender: int, message) -> bool:
+        """:meth:`receive_start`, called by a partition in the same worker."""
+        return self.inbox.put_message(epoch, kind, sender, message)
+
+    def _send_start(self, q: int, kind: str, message) -> None:
+        """Send partition ``q`` a message of the start, not waiting for it to
+        take it (a failed send fails the wait for the peers' messages)."""
+        self.start_sends.append(
+            (q, kind, self._call(q, "receive_start", self.epoch, kind, self.index, message)))
+
+    def _start_peers(self) -> list[int]:
+        return [q for q in range(len(self.peers)) if q != self.index]
+
+    def _start_messages(self, kind: str, peers: list[int]) -> dict:
+        """Every peer's message of ``kind``, waited for (the exchange timeout at
+        most; a failed send of this partition's fails the wait, naming the peer)."""
+        def failed():
+            for q, sent_kind, future in self.start_sends:
+                if future.done():
+                    try:
+                        future.result()
+                    except Exception as error:      # noqa: BLE001 - the peer is gone
+                        raise WorkerError(
+                            f"worker {self.address}: partition {q} in worker "
+                            f"{self.peer_addresses[q]} did not take the {sent_kind} of the "
+                            f"union-find start ({type(error).__name__})") from None
+        try:
+            return self.inbox.take_messages(kind, peers, self.setup.exchange_timeout, failed)
+        except TimeoutError as error:
+            raise WorkerError(f"worker {self.address}: partition {self.index}: {error} "
+                              f"within {self.setup.exchange_timeout:g} s") from None

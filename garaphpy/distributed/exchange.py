@@ -95,6 +95,8 @@ class Inbox:
         self.pending: dict[str, list] = {}
         #: (iteration, partition) -> that partition's vote
         self.votes: dict[tuple[int, int], np.ndarray] = {}
+        #: (kind, partition) -> that partition's one message of ``kind``
+        self.messages: dict[tuple[str, int], object] = {}
 
     def reset(self, epoch: int) -> None:
         """Drop everything held; accept ``epoch``'s pairs from now on."""
@@ -102,6 +104,7 @@ class Inbox:
             self.epoch = epoch
             self.pending = {}
             self.votes = {}
+            self.messages = {}
 
     def put_round(self, epoch: int, iteration: int, sender: int, indices: np.ndarray,
                   values: np.ndarray, vote: np.ndarray) -> bool:
@@ -133,21 +136,58 @@ class Inbox:
         TimeoutError
             Naming the partitions whose votes did not come.
         """
+        try:
+            return {key[1]: vote for key, vote in self._take_when_held(
+                self.votes, [(iteration, q) for q in senders], timeout, failed).items()}
+        except TimeoutError as error:
+            raise TimeoutError(f"no vote of iteration {iteration} from partitions "
+                               f"{[key[1] for key in error.args[0]]}") from None
+
+    def put_message(self, epoch: int, kind: str, sender: int, message) -> bool:
+        """Hold partition ``sender``'s one message of ``kind``; False where dropped."""
+        with self.lock:
+            if epoch != self.epoch:
+                return False
+            self.messages[(kind, sender)] = message
+            self.lock.notify_all()
+            return True
+
+    def take_messages(self, kind: str, senders, timeout: float, failed=None) -> dict:
+        """The message of ``kind`` of every partition of ``senders``, taken out of
+        the inbox once all came (``timeout`` seconds at most; ``failed``, where
+        given, as for :meth:`wait_votes`).
+
+        Raises
+        ------
+        TimeoutError
+            Naming the partitions whose messages did not come.
+        """
+        try:
+            return {key[1]: message for key, message in self._take_when_held(
+                self.messages, [(kind, q) for q in senders], timeout, failed).items()}
+        except TimeoutError as error:
+            raise TimeoutError(f"no {kind} message from partitions "
+                               f"{[key[1] for key in error.args[0]]}") from None
+
+    def _take_when_held(self, table: dict, keys: list, timeout: float, failed) -> dict:
+        """``{key: table[key]}`` for ``keys``, taken out of ``table`` once every one
+        is there; ``failed`` (where given) called each ``VOTE_POLL_SECONDS``
+        some are missing.  A TimeoutError's argument is the missing keys."""
         deadline = time.monotonic() + timeout
         while True:
             with self.lock:
-                missing = [q for q in senders if (iteration, q) not in self.votes]
+                missing = [key for key in keys if key not in table]
                 if not missing:
-                    return {q: self.votes.pop((iteration, q)) for q in senders}
+                    return {key: table.pop(key) for key in keys}
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise TimeoutError(f"no vote of iteration {iteration} from partitions "
-                                       f"{missing}")
+                    raise TimeoutError(missing)
                 if self.lock.wait(min(left, VOTE_POLL_SECONDS)):
                     continue
             # outside the lock: a future's result is read on the event loop, which
             # may be waiting for the lock to hold a message
-            failed()
+            if failed is not None:
+                failed()
 
     def put(self, epoch: int, iteration: int, kind: str, indices: np.ndarray,
             values: np.ndarray) -> bool:
@@ -158,12 +198,6 @@ class Inbox:
                 return False
             self.pending.setdefault(kind, []).append((iteration, indices, values))
             return True
-
-    def take(self, kind: str) -> list:
-        """Every message of ``kind`` held, ``(iteration, indices, values)`` in the
-        order they came, taken out of the inbox."""
-        with self.lock:
-            return self.pending.pop(kind, [])
 
     def apply(self, kind: str, target: np.ndarray, before: int,
               received: list | None = None) -> int:

@@ -289,6 +289,10 @@ class PartitionedRun:
         return lost
 
     def _aggregates(self, iteration: int) -> np.ndarray:
+        """``iteration``'s aggregates, from every partition's share (no call
+        where the program declares none)."""
+        if not aggregate_monoids(self.program):
+            return self._reduce([])
         rows = self._all(lambda actor: actor.partial_aggregates(iteration))
         return self._reduce([row for row in rows])
 
@@ -302,13 +306,17 @@ class PartitionedRun:
         (``stopped`` False at the limit with vertices active)."""
         aggregates = self.start()
         self._share_weighted_in()
+        records: list[IterationRecord] = []
         union_find, union_find_seconds = None, 0.0
         if self.union_find_start:
             started = time.perf_counter()
-            self._all(lambda actor: actor.share_forest())
-            union_find = self._all(lambda actor: actor.start_from_union_find())
+            try:
+                union_find = self._start_from_union_find()
+            except LostWorkers as lost:
+                # the start only shortens the run: from the initial labels the
+                # iterations reach the same ones
+                _, aggregates, _ = self._recover(lost.partitions, records)
             union_find_seconds = time.perf_counter() - started
-        records: list[IterationRecord] = []
         n = self.store.num_vertices
         active = n if self.program.initially_active == "all" else int(self.sources.size)
         iteration = 0
@@ -325,9 +333,11 @@ class PartitionedRun:
                 record = self._record(iteration, rows, active, seconds)
                 if union_find is not None:
                     record.decisions["partition_union_find_start"] = {
-                        "lowered": [row["lowered"] for row in union_find],
-                        "sent_bytes": [row["sent_bytes"] for row in union_find],
+                        **{key: [row[key] for row in union_find]
+                           for key in ("lowered", "sent_bytes", "holder_bytes",
+                                       "link_bytes")},
                         "seconds": [round(row["seconds"], 6) for row in union_find],
+                        "calls": self.union_find_calls,
                         "choice": True}
                     record.exchanged_bytes += sum(row["sent_bytes"] for row in union_find)
                     # the first iteration's time takes the start's, as in one process
@@ -348,12 +358,29 @@ class PartitionedRun:
             return records, True, "no active vertex"
         return records, False, "iteration limit"
 
+    def _start_from_union_find(self) -> list[dict]:
+        """Each partition's union-find, joined at the boundaries, lowers the
+        labels (:class:`~garaphpy.distributed.components.UnionFindStart`): one
+        call of the client where each worker holds one partition (the workers
+        wait for each other's messages), else one a step; each partition's row."""
+        self.union_find_calls = 1 if self._one_partition_a_worker() else 3
+        if self.union_find_calls == 1:
+            return self._all(lambda actor: actor.union_find_start())
+        self._all(lambda actor: actor.share_holders())
+        self._all(lambda actor: actor.share_links())
+        return self._all(lambda actor: actor.start_from_union_find())
+
+    def _one_partition_a_worker(self) -> bool:
+        """Whether no worker holds two partitions (their actors would share a
+        thread, so a call may not wait for another's)."""
+        return len(set(self.addresses)) == len(self.addresses)
+
     def _call_end(self, iteration: int, max_iterations: int) -> int:
         """Where a call that starts at ``iteration`` stops: at the next checkpoint,
         the iteration limit or ``ITERATIONS_PER_CALL`` iterations on (one
         iteration a call where a worker holds two partitions: see
         :mod:`garaphpy.distributed.rounds`)."""
-        if len(set(self.addresses)) < len(self.addresses):
+        if not self._one_partition_a_worker():
             return iteration + 1
         end = min(max_iterations, iteration + ITERATIONS_PER_CALL)
         if self.checkpoint_every:

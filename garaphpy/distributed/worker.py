@@ -42,10 +42,9 @@ from ..kernels import cpu as kernels
 from ..kernels.cpu.arguments import apply_context, page_range
 from ..paths import cache_directory
 from ..scheduler import decisions
-from .components import forest_pairs, merged_labels, partition_forest
+from .components import UnionFindStart
 from .exchange import Inbox, Mirrors, WorkerError, pair_bytes
-from .frontier import PartitionFrontier, frontier_pulls, partition_early_exit, \
-    partition_out_edges
+from .frontier import PartitionFrontier, frontier_pulls, partition_early_exit
 from .partition import Partition, partition_pieces, read_by
 from .rounds import Rounds
 
@@ -80,8 +79,8 @@ class WorkerSetup:
         call to an actor whose worker died waits for it to come back).
     union_find_start : bool
         Lower the labels to those of the partitions' union-find forests,
-        merged, before the first iteration (:meth:`PartitionWorker.share_forest`,
-        :meth:`PartitionWorker.start_from_union_find`).
+        joined at their boundaries, before the first iteration
+        (:class:`~garaphpy.distributed.components.UnionFindStart`).
     processor : {"cpu", "gpu"}
         What pulls the partition: the worker's CPU threads, or its GPU
         (:class:`~garaphpy.distributed.gpu_worker.GpuPartitionWorker`).
@@ -129,7 +128,7 @@ def _worker_address() -> str:
         return "local"
 
 
-class PartitionWorker(Rounds):
+class PartitionWorker(Rounds, UnionFindStart):
     """A partition of a run, in one Dask worker (an actor; see the module)."""
 
     #: what pulls the partition (the rows and :meth:`describe` say it)
@@ -334,46 +333,6 @@ class PartitionWorker(Rounds):
     def take_weighted_in_degrees(self) -> None:
         """Write the weighted in-degrees received (after every worker shared)."""
         self.inbox.apply("weighted_in", self.attrs[2], 0)
-
-    def share_forest(self) -> int:
-        """Before the first iteration, link every edge of the partition in a
-        union-find (:func:`~garaphpy.distributed.components.partition_forest`)
-        and send the forest to every other partition; bytes sent."""
-        started = time.perf_counter()
-        if self.frontier is not None:
-            out_offsets, out_targets = self.frontier.out_offsets, self.frontier.out_targets
-        else:
-            out_offsets, out_targets = partition_out_edges(
-                self.sources, self.in_offsets, self.first, self.end, self.num_vertices)
-        self.forest = partition_forest(out_offsets, out_targets)
-        vertices, roots = forest_pairs(self.forest, self.store.vertex_dtype)
-        others = [q for q in range(len(self.peers)) if q != self.index]
-        self._wait({q: self._call(q, "receive", self.epoch, -1, "forest", vertices, roots)
-                    for q in others})
-        self.forest_seconds = time.perf_counter() - started
-        self.forest_bytes = pair_bytes(vertices, roots) * len(others)
-        return self.forest_bytes
-
-    def start_from_union_find(self) -> dict:
-        """Once every partition shared its forest (:meth:`share_forest`), lower
-        every label, owned or read, to the least user id of its component in
-        the merged forests (:mod:`garaphpy.distributed.components`): the same
-        labels on every partition, so nothing is sent.  A label so lowered is
-        still the id of a vertex of the same component and no label falls
-        below its component's least id, so the iterations reach the same
-        fixed point, in one step where the forests hold every edge.  Returns
-        the owned labels lowered, the bytes sent (the forest) and the seconds
-        taken."""
-        started = time.perf_counter()
-        forests = [(indices, values) for _, indices, values in self.inbox.take("forest")]
-        labels = merged_labels(self.forest, forests, self.attrs[3]).astype(self.values.dtype)
-        self.forest = None
-        lowered = int(np.count_nonzero(labels[self.first:self.end]
-                                       < self.values[self.first:self.end]))
-        np.minimum(self.values, labels, out=self.values)
-        self.next[:] = self.values
-        return {"lowered": lowered, "sent_bytes": self.forest_bytes,
-                "seconds": self.forest_seconds + time.perf_counter() - started}
 
     def partial_aggregates(self, iteration: int) -> np.ndarray:
         """This partition's share of ``iteration``'s aggregates (one row)."""

@@ -143,6 +143,15 @@ def link_beside(out_offsets, out_targets, parent, inner_root, first):
     compress(parent)
 
 
+@numba.njit(nogil=True, cache=True)
+def link_pairs(sources, targets, parent):
+    """Link ``sources[i]`` with ``targets[i]`` for every i (no compression:
+    :func:`compress` after the last): a few links, where a CSR over every
+    vertex would cost more."""
+    for i in range(sources.shape[0]):
+        link(sources[i], targets[i], parent)
+
+
 @numba.njit(nogil=True, parallel=True, cache=True)
 def write_labels(parent, ids, labels):
     """labels[v] = the user id of v's root; how many labels dropped."""

@@ -97,3 +97,30 @@ def test_without_checkpoints_a_lost_worker_restarts_the_run(dask_client, tmp_pat
     np.testing.assert_array_equal(spread.values, alone.values)
     assert spread.plan.distributed["recoveries"][0]["back_to"] == 0
     _cluster_back(dask_client, workers)
+
+
+def test_cc_with_a_worker_killed_in_its_union_find_start_ends_with_the_labels(
+        dask_client, tmp_path, monkeypatch):
+    """A worker lost while the partitions join their union-find forests: the
+    run makes its partition again and iterates from the initial labels to
+    the one-process ones, without the start."""
+    workers = len(dask_client.scheduler_info()["workers"])
+    graph = garaphpy.Graph.load("grid:30x20", store=tmp_path / "grid", progress=False)
+    alone = garaphpy.run(graph, "cc", mode="cpu")
+    start, killed = partitioned.PartitionedRun._start_from_union_find, []
+
+    def killed_first(run):
+        killed.append(run.addresses[-1])
+        dask_client.run(os._exit, 1, workers=[killed[0]], on_error="ignore")
+        return start(run)
+
+    monkeypatch.setattr(partitioned.PartitionedRun, "_start_from_union_find", killed_first)
+    spread = garaphpy.run(graph, "cc", client=dask_client, checkpoint_dir=tmp_path / "c")
+    assert killed
+    np.testing.assert_array_equal(spread.values, alone.values)
+    recoveries = spread.plan.distributed["recoveries"]
+    assert len(recoveries) == 1 and recoveries[0]["back_to"] == 0
+    assert "partition_union_find_start" not in spread.iterations[0].decisions
+    assert spread.num_iterations > 1
+    assert killed[0] not in spread.iterations[-1].workers
+    _cluster_back(dask_client, workers)

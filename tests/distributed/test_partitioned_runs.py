@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import garaphpy
+import references as ref
 from garaphpy.api import execute
 
 from helpers import SHARED_DATA
@@ -223,6 +224,42 @@ def _label_propagation_iterations(graph) -> int:
         if np.array_equal(new, labels):
             return iterations
         labels = new
+
+
+@pytest.fixture(scope="module")
+def symmetric(graphs, tmp_path_factory):
+    """The rmat graph's undirected copy, the grid, and paths each of which
+    visits vertices all over the range (every component spans every
+    partition, back and forth) beside isolated vertices."""
+    rng = np.random.default_rng(9)
+    n = 3000
+    paths = np.array_split(rng.permutation(n)[: n * 3 // 4], 40)
+    crossing = garaphpy.Graph.from_arrays(
+        np.concatenate([p[:-1] for p in paths]), np.concatenate([p[1:] for p in paths]),
+        num_vertices=n, store=tmp_path_factory.mktemp("crossing") / "store",
+        max_page_bytes=4096, max_shard_edges=256, progress=False)
+    return {"rmat": graphs["rmat"].as_undirected(), "grid": graphs["grid"],
+            "crossing": crossing.as_undirected()}
+
+
+@pytest.mark.parametrize("more", [0, 1], ids=["one-a-worker", "one-more"])
+@pytest.mark.parametrize("name", ["rmat", "grid", "crossing"])
+def test_cc_start_gives_scipys_components_least_ids(dask_client, symmetric, name, more):
+    """The partitions' forests joined at their boundaries label every vertex
+    with its component's least user id (SciPy's components), confirmed by one
+    iteration: in one call of the client where each worker holds one
+    partition, in three where one holds two."""
+    graph = symmetric[name]
+    workers = len(dask_client.scheduler_info()["workers"])
+    spread = garaphpy.run(graph, "cc", client=dask_client, partitions=workers + more)
+    np.testing.assert_array_equal(spread.values, ref.components_scipy(graph))
+    assert spread.num_iterations == 1
+    start = spread.iterations[0].decisions["partition_union_find_start"]
+    assert start["calls"] == (3 if more else 1)
+    assert len(start["sent_bytes"]) == workers + more
+    assert start["sent_bytes"] == [h + k for h, k in zip(start["holder_bytes"],
+                                                         start["link_bytes"])]
+    assert spread.iterations[0].exchanged_bytes >= sum(start["sent_bytes"])
 
 
 @pytest.mark.parametrize("name", ["grid", "ca-HepPh"])
