@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from .scheduler.records import Result
 
 from . import config as _config
+# before any kernel module: numba's disk cache keyed on the package's text
+from . import _numba_cache  # noqa: F401  (isort: skip)
 
 # the machine's load is sampled over the imports that follow (garaphpy._numba_setup)
 _config.start_load_sample()

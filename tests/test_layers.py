@@ -21,10 +21,10 @@ PACKAGE_DIRECTORY = Path(garaphpy.__file__).parent
 #: Lowest first.  A name covers the module and, for a package, everything in it.
 LAYERS = (
     # what everything reads: errors, tunables, the sum monoids, cache paths,
-    # logging, numba's threading layer and compile clock, kernels run
-    # interpreted, the declared run and build options, floats as text
-    ("errors", "config", "monoids", "paths", "progress", "_numba_setup", "compile_clock",
-     "interpreted", "options", "_version", "labels", "value_lines"),
+    # logging, numba's threading layer, disk cache key and compile clock,
+    # kernels run interpreted, the declared run and build options, floats as text
+    ("errors", "config", "monoids", "paths", "progress", "_numba_setup", "_numba_cache",
+     "compile_clock", "interpreted", "options", "_version", "labels", "value_lines"),
     # the vertex program model
     ("program",),
     # the store: edge sources, readers, the builder, pages on disk; generators
