@@ -473,7 +473,10 @@ class VertexProgram:
         ``name -> (monoid, function)``: before every iteration the engine
         reduces ``function(...)`` over all vertices with the monoid (in
         float64); apply may ask for the result as a parameter of that name
-        (PageRank's dangling mass).
+        (PageRank's dangling mass).  A program whose apply reads one (or
+        ``iteration``) pulls every iteration: the value may change at every
+        vertex, not only where an in-neighbour's did, which is all that
+        notify-pull recomputes (:func:`apply_reads_per_iteration`).
     value_name : str
         What a value is, as a column name (:meth:`Result.to_pandas
         <garaphpy.scheduler.records.Result.to_pandas>`, cuGraph's

@@ -418,11 +418,11 @@ def dense_notify(active_out_edges: int, num_vertices: int, early_exit: bool = Fa
     return not early_exit and active_out_edges * config.NOTIFY_DENSE_FACTOR > num_vertices
 
 
-def sparse_batches(aggregates: bool, reads_storage: bool) -> bool:
+def sparse_batches(aggregates: bool, reads_storage: bool, notify_pull: bool = True) -> bool:
     """Whether a run may batch its sparse CPU iterations (:func:`sparse_batch`):
-    a program without aggregates (they would change between the steps), its
-    edges one CSC in host memory."""
-    return not aggregates and not reads_storage
+    a program without aggregates (they would change between the steps) whose
+    notify-pull gives the pull's values, its edges one CSC in host memory."""
+    return not aggregates and not reads_storage and notify_pull
 
 
 def sparse_batch(active_out_edges: int, num_edges: int, num_vertices: int, rho: float,

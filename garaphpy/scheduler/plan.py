@@ -307,7 +307,8 @@ def plan_cpu(program, compiled, arrays, *, mode: str, synchronous: bool, threads
                    declared=bool(program.gather_no_better_than_source), mode=mode)
     batches = choose("sparse_batches", decisions.sparse_batches,
                      aggregates=compiled.aggregate_call is not None,
-                     reads_storage=reads_storage)
+                     reads_storage=reads_storage,
+                     notify_pull=entries["notify_pull"]["choice"])
     push = choose("priority_push", decisions.cpu_priority_push,
                   declared_keeps_best=bool(program.apply_keeps_best))
     rounds = choose("push_rounds", decisions.cpu_push_rounds, push=push, threads=threads,

@@ -246,7 +246,7 @@ def test_only_the_first_of_consecutive_pulls_makes_contributions(graphs, monkeyp
 def test_values_changed_between_pulls_are_not_carried(graphs, monkeypatch):
     """Pulls and notify-pulls alternate: a notify-pull changes the values the
     last pull's contributions were made from, so the next pull makes its own."""
-    def alternate(f, rho=1.0, forced="auto"):
+    def alternate(f, rho=1.0, forced="auto", notify_pull=True):
         return "pull" if alternate.calls.append(1) or len(alternate.calls) % 2 else \
             "notify-pull"
 

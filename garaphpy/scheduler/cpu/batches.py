@@ -213,7 +213,7 @@ class SparseBatches:
                 self.settling.after_iteration(False, active)
             else:
                 decisions.note(record, "direction", "notify-pull", f=f, rho=self.rho,
-                               forced="auto")
+                               forced="auto", notify_pull=True)
             if settle_rounds:   # the team's levels: one thread takes the small ones
                 decisions.note(record, "serial_step", bool(serial), edges_processed=processed,
                                serial_edges=serial_edges, settle_rounds=True)

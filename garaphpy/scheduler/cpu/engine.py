@@ -153,7 +153,8 @@ class CpuEngine:
                 and decisions.sparse_batch(active_edges, arrays.num_edges,
                                            arrays.num_vertices, self.rho))
             directions = ("batch",) if batches_first else (decisions.choose_direction(
-                decisions.active_fraction(active_edges, arrays.num_edges), self.rho),)
+                decisions.active_fraction(active_edges, arrays.num_edges), self.rho,
+                notify_pull=self.plan.notify_pull),)
         for direction in directions:
             kernels_of_program = self.compiled.kernels
             batch_kernel = kernels_of_program.priority_push_rounds if self.sparse.push_rounds \
