@@ -570,16 +570,18 @@ def prefetch_next_copies(resident: bool, selective: bool) -> bool:
 
 
 def device_loop(enabled: bool, resident: bool, aggregates: bool, host_copies: bool,
-                checkpoints_after_pages: bool, extra_bytes: int, free_bytes: int) -> bool:
+                checkpoints_after_pages: bool, extra_bytes: int, free_bytes: int,
+                notify_pull: bool = True) -> bool:
     """Whether a GPU-alone run may keep sparse iterations in a loop on the
     device (:class:`~garaphpy.scheduler.device_loop.DeviceLoop`): when
     enabled (``config.GPU_DEVICE_LOOP``), with resident pages (every edge on
     the device, in CSC order), no aggregates (they would change between the
-    loop's iterations), no per-page copies back to the host (hybrid runs) or
+    loop's iterations), a notify-pull that gives the pull's values
+    (:func:`notify_pull_computes_pull`), no per-page copies back to the host (hybrid runs) or
     checkpoints after pages, and room within the run's GPU budget for the
     loop's ``extra_bytes`` (the out-edges in CSR, the in-edge offsets and
     the frontier queues)."""
-    return bool(enabled and resident and not aggregates and not host_copies
+    return bool(enabled and resident and not aggregates and not host_copies and notify_pull
                 and not checkpoints_after_pages and extra_bytes <= free_bytes)
 
 

@@ -162,7 +162,7 @@ def test_device_loop_needs_resident_pages_no_aggregates_and_room():
     assert decisions.device_loop(**fine)
     for key, value in [("enabled", False), ("resident", False), ("aggregates", True),
                        ("host_copies", True), ("checkpoints_after_pages", True),
-                       ("extra_bytes", 101)]:
+                       ("extra_bytes", 101), ("notify_pull", False)]:
         assert not decisions.device_loop(**{**fine, key: value}), key
 
 

@@ -48,6 +48,7 @@ from .. import decisions, device_loop
 from ..plan import GPU_CHOICES, check_turned_off, record_choice
 from ..records import json_value
 from ...kernels import gpu_codec
+from ...program import apply_reads_per_iteration
 from ...storage import page_codec
 from . import transfer
 from .page_store import PAGE_SLACK_BYTES, RESIDENT_PADDING_EDGES, PagePlan, plan_pages
@@ -330,7 +331,8 @@ def plan_gpu(program, translated, store, *, synchronous: bool, reads_weights: bo
     entries["device_loop"] = types.MappingProxyType({after: decisions.fixed(
         decisions.device_loop, enabled=on("device_loop"), resident=plan.resident,
         aggregates=bool(translated.aggregate_monoids), host_copies=host_copies,
-        checkpoints_after_pages=after, extra_bytes=loop_bytes, free_bytes=free_bytes)
+        checkpoints_after_pages=after, extra_bytes=loop_bytes, free_bytes=free_bytes,
+        notify_pull=decisions.notify_pull_computes_pull(apply_reads_per_iteration(program)))
         for after in (False, True)})
     selective = pages["selective_room"]
     if plan.resident and selective_transfers:
