@@ -122,6 +122,40 @@ def test_a_program_with_an_aggregate_pulls_every_iteration_in_auto(graph):
     np.testing.assert_allclose(result.values, reference.values, rtol=0, atol=1e-7)
 
 
+class DecayingLabels(VertexProgram):
+    """Min-label propagation whose apply reads the iteration: a label also
+    shrinks by one each iteration until 0, notified or not."""
+
+    value_dtype = np.int64
+    sum = "min"
+    execution = "sync"
+    max_iterations = 40
+    initially_active = "all"
+
+    def init(vertex):
+        return vertex
+
+    def gather(src):
+        return src
+
+    def apply(accum, value, iteration):
+        best = min(accum, value)
+        return best - 1 if best > 0 and iteration < 20 else best
+
+    def activate(new, old):
+        return new != old
+
+
+def test_an_apply_that_reads_the_iteration_pulls_and_refuses_notify_pull(graph):
+    pulled = garaphpy.run(graph, DecayingLabels(), mode="cpu", direction="pull", threads=2)
+    result = garaphpy.run(graph, DecayingLabels(), mode="cpu", threads=2)
+    assert result.plan.cpu.entries["notify_pull"]["apply_reads_per_iteration"] == ["iteration"]
+    assert {r.direction for r in result.iterations} == {"pull"}
+    np.testing.assert_array_equal(result.values, pulled.values)
+    with pytest.raises(ConfigError, match=r"DecayingLabels\.apply reads \['iteration'\]"):
+        garaphpy.run(graph, DecayingLabels(), mode="cpu", direction="notify-pull")
+
+
 def test_the_rules():
     assert decisions.notify_pull_computes_pull(["dangling"]) is False
     assert decisions.notify_pull_computes_pull(["iteration"]) is False
