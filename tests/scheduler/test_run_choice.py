@@ -381,10 +381,8 @@ def test_a_run_on_the_cpu_alone_has_the_cpu_modes_records(graph, name, monkeypat
     monkeypatch.setattr(CopiesStandIn, "download_seconds", 1e-6)    # the CPU's engine pays
     # one stretch, as for the GPU alone: a stretch's end cuts the CPU's batches
     monkeypatch.setattr(config, "HYBRID_RUN_FIRST_STRETCH", 10 ** 6)
-    # one thread for the asynchronous programs (whose counts follow the threads' race);
-    # two for PageRank, whose hybrid engine's warm-up on one thread crashed numba when
-    # it was a process's first run
-    threads = 2 if name == "pagerank" else 1
+    # one thread: the asynchronous programs' counts follow the threads' race
+    threads = 1
     run_, driver = hybrid_driver(graph, name, cpu_alone_policy(), threads=threads)
     values, records = drive(driver, run_)
     entry = records[0].decisions["run_processors"]
