@@ -52,7 +52,7 @@ import numpy as np
 
 from .._numba_setup import parallel_section
 from ..kernels import union_find
-from .exchange import WorkerError, pair_bytes
+from .exchange import WorkerError, failed_sends, pair_bytes
 from .frontier import partition_out_edges
 
 
@@ -282,16 +282,8 @@ class UnionFindStart:
     def _start_messages(self, kind: str, peers: list[int]) -> dict:
         """Every peer's message of ``kind``, waited for (the exchange timeout at
         most; a failed send of this partition's fails the wait, naming the peer)."""
-        def failed():
-            for q, sent_kind, future in self.start_sends:
-                if future.done():
-                    try:
-                        future.result()
-                    except Exception as error:      # noqa: BLE001 - the peer is gone
-                        raise WorkerError(
-                            f"worker {self.address}: partition {q} in worker "
-                            f"{self.peer_addresses[q]} did not take the {sent_kind} of the "
-                            f"union-find start ({type(error).__name__})") from None
+        failed = failed_sends(self, [(q, future, f"the {sent_kind} of the union-find start")
+                                     for q, sent_kind, future in self.start_sends])
         try:
             return self.inbox.take_messages(kind, peers, self.setup.exchange_timeout, failed)
         except TimeoutError as error:

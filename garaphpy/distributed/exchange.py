@@ -81,6 +81,23 @@ class Mirrors:
         return selected
 
 
+def failed_sends(worker, sends: list):
+    """The check an inbox's wait calls while it waits (:meth:`Inbox.wait_votes`,
+    :meth:`Inbox.take_messages`): raises a :class:`WorkerError` naming the peer
+    (by ``worker``'s ``address`` and ``peer_addresses``) where one of ``sends``,
+    (partition, future, what was sent) triples, failed."""
+    def failed():
+        for q, future, what in sends:
+            if future.done():
+                try:
+                    future.result()
+                except Exception as error:      # noqa: BLE001 - the peer is gone
+                    raise WorkerError(f"worker {worker.address}: partition {q} in worker "
+                                      f"{worker.peer_addresses[q]} did not take {what} "
+                                      f"({type(error).__name__})") from None
+    return failed
+
+
 class Inbox:
     """Pairs received from other partitions, each tagged with the iteration
     that made them, written into the values at the start of the next

@@ -31,7 +31,7 @@ import time
 
 import numpy as np
 
-from .exchange import WorkerError, aggregate_monoids, pair_bytes, reduce_votes
+from .exchange import WorkerError, aggregate_monoids, failed_sends, pair_bytes, reduce_votes
 
 
 class Rounds:
@@ -102,16 +102,8 @@ class Rounds:
     def _votes(self, iteration: int, peers: list, sends: dict) -> dict:
         """The peers' votes of ``iteration``; a failed send or a vote that does
         not come within the exchange timeout fails the call, naming the peer."""
-        def failed():
-            for q, future in sends.items():
-                if future.done():
-                    try:
-                        future.result()
-                    except Exception as error:      # noqa: BLE001 - the peer is gone
-                        raise WorkerError(
-                            f"worker {self.address}: partition {q} in worker "
-                            f"{self.peer_addresses[q]} did not take iteration {iteration}'s "
-                            f"pairs ({type(error).__name__})") from None
+        failed = failed_sends(self, [(q, future, f"iteration {iteration}'s pairs")
+                                     for q, future in sends.items()])
         try:
             return self.inbox.wait_votes(iteration, peers, self.setup.exchange_timeout, failed)
         except TimeoutError as error:
