@@ -153,12 +153,8 @@ class Inbox:
         TimeoutError
             Naming the partitions whose votes did not come.
         """
-        try:
-            return {key[1]: vote for key, vote in self._take_when_held(
-                self.votes, [(iteration, q) for q in senders], timeout, failed).items()}
-        except TimeoutError as error:
-            raise TimeoutError(f"no vote of iteration {iteration} from partitions "
-                               f"{[key[1] for key in error.args[0]]}") from None
+        return self._take_when_held(self.votes, iteration, senders, timeout, failed,
+                                    f"vote of iteration {iteration}")
 
     def put_message(self, epoch: int, kind: str, sender: int, message) -> bool:
         """Hold partition ``sender``'s one message of ``kind``; False where dropped."""
@@ -179,26 +175,26 @@ class Inbox:
         TimeoutError
             Naming the partitions whose messages did not come.
         """
-        try:
-            return {key[1]: message for key, message in self._take_when_held(
-                self.messages, [(kind, q) for q in senders], timeout, failed).items()}
-        except TimeoutError as error:
-            raise TimeoutError(f"no {kind} message from partitions "
-                               f"{[key[1] for key in error.args[0]]}") from None
+        return self._take_when_held(self.messages, kind, senders, timeout, failed,
+                                    f"{kind} message")
 
-    def _take_when_held(self, table: dict, keys: list, timeout: float, failed) -> dict:
-        """``{key: table[key]}`` for ``keys``, taken out of ``table`` once every one
-        is there; ``failed`` (where given) called each ``VOTE_POLL_SECONDS``
-        some are missing.  A TimeoutError's argument is the missing keys."""
+    def _take_when_held(self, table: dict, tag, senders, timeout: float, failed,
+                        what: str) -> dict:
+        """``{sender: table[(tag, sender)]}`` for ``senders``, taken out of
+        ``table`` once every one is there; ``failed`` (where given) called each
+        ``VOTE_POLL_SECONDS`` some are missing; a TimeoutError names the
+        partitions whose ``what`` did not come."""
+        keys = [(tag, q) for q in senders]
         deadline = time.monotonic() + timeout
         while True:
             with self.lock:
                 missing = [key for key in keys if key not in table]
                 if not missing:
-                    return {key: table.pop(key) for key in keys}
+                    return {key[1]: table.pop(key) for key in keys}
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise TimeoutError(missing)
+                    raise TimeoutError(f"no {what} from partitions "
+                                       f"{[key[1] for key in missing]}")
                 if self.lock.wait(min(left, VOTE_POLL_SECONDS)):
                     continue
             # outside the lock: a future's result is read on the event loop, which

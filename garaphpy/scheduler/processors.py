@@ -540,7 +540,8 @@ class GpuProcessor(_EngineProcessor):
 
     @property
     def notify_pull(self) -> bool:
-        return not self.has_aggregates
+        """The device loop's input of the same rule (its sparse passes notify-pull)."""
+        return bool(self.engine.gpu_plan.device_loop_entry(False)["notify_pull"])
 
     @property
     def settles_by_push(self) -> bool:
