@@ -108,14 +108,16 @@ def test_the_launch_passes_every_parameter_of_the_kernel():
         engine=engine, persistent_kernel=kernel, state="state", records="records", out_offsets="offsets",
         out_targets="targets", out_weights="weights", frontiers="frontiers",
         notified_flags="flags", notified="queue", accum="accum", far="far",
-        far_flags="far_flags", group_shift=2, num_vertices=10, persistent_blocks=264)
+        far_flags="far_flags", group_shift=2, num_vertices=10, persistent_blocks=264,
+        fused_slots="slots", stamps="stamps", _fused_now=True)
     device_loop.DeviceLoop._launch_persistent(loop, "stream", 128)
     (grid, block, args, options), = launched
     assert len(args) == len(parameters)
     assert grid == (264,) and block == (device_loop.THREADS,)
     assert options == {"shared_mem": device_loop.APPLY_SHARED_BYTES, "stream": "stream",
                        "enable_cooperative_groups": True}
-    assert args[-1] == 128 and args[-2] == 10 and args[-3] == 2
+    assert args[-1] == 128 and args[-2] == 10 and args[-3] == 2 and args[-4] == 1
+    assert args[-7:-4] == ("totals", "slots", "stamps")
 
 
 @pytest.mark.parametrize("name, vertex_dtype", [("bfs", np.int32), ("sssp", np.int64)])
@@ -187,10 +189,13 @@ def loop_launches(result) -> list:
 
 
 def both_paths(graph, name, sources, **options):
-    """The run with the persistent kernel and the one without."""
+    """The run with the persistent kernel (its two passes an iteration: the
+    fused push, whose asynchronous iterations differ, has its own tests in
+    test_fused_push.py) and the one without."""
     program = program_for(name)
     used = sources if program.needs_sources else ()
-    persistent = ref.run_engine_like_gpu(graph, program, used, mode="gpu", **options)
+    persistent = ref.run_engine_like_gpu(graph, program, used, mode="gpu",
+                                         turned_off={"fused_push"}, **options)
     graphs = ref.run_engine_like_gpu(graph, program, used, mode="gpu", turned_off=OFF, **options)
     return persistent, graphs
 
