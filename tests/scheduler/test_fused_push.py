@@ -1,9 +1,10 @@
 """The device loop's fused push: one pass and one grid barrier a level.
 
 Without a GPU: the rule (:func:`decisions.gpu_fused_push`), the program
-property it reads (:func:`garaphpy.program.activate_is_change`), the GPU
-plan's choice and its switch, and ``nvcc`` of the persistent kernel's
-translation unit for BFS, SSSP, CC and SSWP with every warning an error.
+property it reads (:func:`garaphpy.program.activate_is_change`), the loop's
+arrays and description, and ``nvcc`` of the persistent kernel's translation
+unit for BFS, SSSP, CC and SSWP with every warning an error (the GPU plan's
+choice and its switch: test_gpu_plan.py).
 With one (``pytest -m gpu``): asynchronous BFS, SSSP, CC and SSWP through
 the fused persistent kernel on a grid, a chain, a road-like grid (random
 edges removed, weights 1..255) and a skewed rmat, with and without buckets
@@ -31,11 +32,14 @@ from garaphpy.program import VertexProgram, activate_is_change
 from garaphpy.scheduler import decisions, device_loop
 
 import references as ref
-from helpers import program_for
-from test_gpu_plan import graph, make_plan, store  # noqa: F401  (fixtures)
-from test_persistent_loop import graphs, loop_launches, source_of  # noqa: F401
+from helpers import loop_launches, persistent_loop_graphs, program_for, source_of
 
 ASYNC_PUSHED = ("bfs", "sssp", "cc", "sswp")
+
+
+@pytest.fixture(scope="module")
+def graphs(tmp_path_factory):
+    return persistent_loop_graphs(tmp_path_factory.mktemp("fused"))
 
 
 @pytest.fixture(autouse=True)
@@ -120,28 +124,6 @@ def test_an_activate_beyond_a_change_does_not_qualify():
     assert not activate_is_change(_Threshold())
     assert not activate_is_change(_Unchanged())
     assert activate_is_change(_Int32Labels())
-
-
-@pytest.mark.parametrize("name, synchronous, expected", [
-    ("bfs", False, True), ("sssp", False, True), ("cc", False, True), ("sswp", False, True),
-    ("bfs", True, False), ("sssp", True, False),
-    ("pagerank", False, False),     # no push, no persistent kernel
-])
-def test_the_plan_fuses_asynchronous_pushes(store, name, synchronous, expected):  # noqa: F811
-    plan = make_plan(store, name, synchronous=synchronous)
-    assert plan.fused_push is expected
-    entry = plan.entry("fused_push")
-    assert entry["choice"] is expected
-    assert entry["synchronous"] is synchronous and entry["persistent"] is plan.persistent_loop
-    assert ("fused push" in plan.describe()) is expected
-    assert plan.as_dict()["fused_push"]["choice"] is expected
-
-
-def test_the_fused_push_turns_off_alone(store):  # noqa: F811
-    plan = make_plan(store, "sssp", turned_off={"fused_push"})
-    assert plan.persistent_loop and not plan.fused_push
-    assert plan.entry("fused_push")["turned_off"] is True
-    assert not make_plan(store, "sssp", turned_off={"persistent_loop"}).fused_push
 
 
 def test_its_arrays_are_counted():

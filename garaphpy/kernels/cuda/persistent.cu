@@ -87,6 +87,20 @@ __device__ void gp_fused_finish(long long* state, const long long* slot, long lo
     gp_sparse_finish_state<long long>(state, records);
 }
 
+// The block's copy when its frontier holds a hub (its first thread): the split's
+// far queue taken, if a bucket was opened, and the iteration called off as the
+// other loop's finish does.
+__device__ void gp_fused_call_off(long long* state, const long long* slot) {
+    const volatile long long* counts = slot;
+    const long long far_parity = state[GP_LOOP_FAR_PARITY];
+    const long long far_added = counts[GP_LOOP_FAR_SIZE + far_parity];
+    const unsigned long long far_min = counts[GP_LOOP_FAR_MIN];
+    state[GP_LOOP_FAR_SIZE + far_parity] += far_added;
+    state[GP_LOOP_FAR_MIN] =
+        (long long)min((unsigned long long)state[GP_LOOP_FAR_MIN], far_min);
+    gp_sparse_finish_state<long long>(state, nullptr);
+}
+
 __device__ __forceinline__ void gp_fused_clear(long long* slot, int field) {
     slot[field] = field == GP_LOOP_FAR_MIN ? -1 : 0;
 }
@@ -130,7 +144,7 @@ __device__ void gp_fused_iterations(cooperative_groups::grid_group& grid, long l
         // a hub in the frontier: the iteration called off, as the other loop does
         if (gp_called_off(state, state[GP_LOOP_PARITY])) {
             __syncthreads();    // every thread has read the state
-            if (threadIdx.x == 0) gp_sparse_finish_state<long long>(state, nullptr);
+            if (threadIdx.x == 0) gp_fused_call_off(state, slot);
             continue;
         }
         gp_fused_push_pass(state, slot, out_offsets, out_targets, out_weights, frontiers,

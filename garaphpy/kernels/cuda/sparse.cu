@@ -972,8 +972,7 @@ __device__ __forceinline__ void gp_fused_push_pass(const long long* state, long 
                         }
                     }
                     const unsigned int stamp = near ? joined : changed;
-                    const unsigned int held = stamps[v] >= stamp ? stamp
-                                                                 : atomicMax(&stamps[v], stamp);
+                    const unsigned int held = atomicMax(&stamps[v], stamp);
                     if (held < changed) activated += 1;
                     joins = near && held < joined;
                     if (joins) gp_sparse_joins(attrs, (long long)v, &activated_out_edges,
