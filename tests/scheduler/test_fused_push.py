@@ -21,6 +21,7 @@ import math
 import shutil
 import subprocess
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -35,6 +36,7 @@ import references as ref
 from helpers import loop_launches, persistent_loop_graphs, program_for, source_of
 
 ASYNC_PUSHED = ("bfs", "sssp", "cc", "sswp")
+CUDA = Path(garaphpy.__file__).parent / "kernels" / "cuda"
 
 
 @pytest.fixture(scope="module")
@@ -139,6 +141,31 @@ def test_a_loop_launch_says_it_fused():
     assert device_loop.DeviceLoop.describe(loop).startswith("fused push, 3 launches")
     loop._fused_now = False
     assert device_loop.DeviceLoop.describe(loop).startswith("push, 3 launches")
+
+
+def _function_body(text: str, name: str) -> str:
+    start = text.index("{", text.index(f"void {name}("))
+    depth = 0
+    for end in range(start, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[end], 0)
+        if depth == 0:
+            return text[start:end + 1]
+    raise AssertionError(name)
+
+
+def test_a_fused_level_is_one_pass_and_one_barrier():
+    """The fused loop's barriers: one as a launch starts (its counters cleared),
+    one after a bucket's split (the loop's own pass), one a level; no last
+    block's count."""
+    persistent = (CUDA / "persistent.cu").read_text()
+    loop = _function_body(persistent, "gp_fused_iterations")
+    assert loop.count("grid.sync()") == 3
+    level = loop[loop.index("gp_called_off("):]
+    assert level.count("grid.sync()") == 1 and "gp_fused_push_pass(" in level
+    assert "gp_split_pass(" in loop and "void gp_split_pass(" not in persistent
+    assert "BLOCKS_DONE" not in loop
+    assert "gp_fused_iterations(" in _function_body(persistent, "gp_persistent_push")
+    assert "void gp_fused_push_pass(" in (CUDA / "sparse.cu").read_text()
 
 
 @pytest.mark.parametrize("name", ASYNC_PUSHED)
@@ -286,7 +313,8 @@ def test_synchronous_runs_keep_the_two_passes(graphs):
 def test_a_user_program_with_a_threshold_activate_keeps_the_two_passes(graphs):
     graph = graphs["road"]
     source = source_of(graph, "road")
-    result = garaphpy.run(graph, _Threshold(), sources=source, mode="gpu", execution="async")
+    result = garaphpy.run(graph, _Threshold(), sources=int(source[0]), mode="gpu",
+                          execution="async")
     entries = [r.decisions["device_loop"] for r in result.iterations
                if "device_loop" in r.decisions]
     assert entries and entries[-1]["fused_push"]["choice"] is False

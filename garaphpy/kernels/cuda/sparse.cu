@@ -957,6 +957,8 @@ __device__ __forceinline__ void gp_fused_push_pass(const long long* state, long 
             value_t before, after;
             if (k < end) {
                 v = out_targets[k];
+                // in flight beside v's value: the level's round trips are its cost
+                const unsigned long long degree = (unsigned long long)attrs.out_degree[v];
                 if (gp_fused_apply(values, (long long)v,
                                    gp_gather(values, out_weights, attrs, u, (long long)v, k),
                                    attrs, aggregates, num_vertices, iteration, &before,
@@ -975,16 +977,26 @@ __device__ __forceinline__ void gp_fused_push_pass(const long long* state, long 
                     const unsigned int held = atomicMax(&stamps[v], stamp);
                     if (held < changed) activated += 1;
                     joins = near && held < joined;
-                    if (joins) gp_sparse_joins(attrs, (long long)v, &activated_out_edges,
-                                               &widest);
+                    if (joins) {
+                        activated_out_edges += degree;
+                        widest = max(widest, degree);
+                    }
                 }
             }
             gp_warp_append(joins, v, next_frontier, next_size);
             if (priority) gp_warp_append(waits, v, far_queue, far_size);
         }
     }
-    gp_warp_max_into(widest, counters + GP_LOOP_FRONTIER_MAX_DEGREE + (parity ^ 1));
-    if (priority) gp_warp_min_into(lowest, counters + GP_LOOP_FAR_MIN);
+    // (no read before the atomics, as gp_warp_max_into has: a round trip saved)
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        widest = max(widest, __shfl_down_sync(0xffffffffu, widest, offset));
+        lowest = min(lowest, __shfl_down_sync(0xffffffffu, lowest, offset));
+    }
+    if (lane == 0 && widest)
+        atomicMax(reinterpret_cast<unsigned long long*>(
+            counters + GP_LOOP_FRONTIER_MAX_DEGREE + (parity ^ 1)), widest);
+    if (lane == 0 && lowest != ~0ull)
+        atomicMin(reinterpret_cast<unsigned long long*>(counters + GP_LOOP_FAR_MIN), lowest);
     scanned = gp_warp_total(scanned);
     if (lane == 0 && scanned) {
         atomicAdd(reinterpret_cast<unsigned long long*>(counters + GP_LOOP_EDGES_NOTIFIED),
