@@ -16,8 +16,8 @@
 // (the host's share of one launch: it reads the records and state between
 // launches). The state and records are those the graph-launched loop writes.
 //
-// With fused (device_loop's plan: an asynchronous push of a program whose apply
-// keeps the best and whose activate is a change), an iteration is instead one
+// With fused (the GPU plan's fused_push: an asynchronous push of a program whose
+// apply keeps the best and whose activate is a change), an iteration is instead one
 // pass and one grid barrier (gp_fused_iterations below): the records and the
 // state the host reads are those of the same loop, the iterations those of an
 // asynchronous run.

@@ -829,8 +829,8 @@ extern "C" __global__ void gp_loop_turn(long long* loop) {
 
 // ---- the fused push: one pass and one grid barrier an iteration (persistent.cu's
 // gp_fused_iterations; asynchronous runs of programs whose apply keeps the better of
-// the value and the sum, and whose activate is "the value changed": device_loop's
-// plan says which). Each out-edge u -> v of the frontier applies its gather straight
+// the value and the sum, and whose activate is "the value changed": the GPU
+// plan's fused_push). Each out-edge u -> v of the frontier applies its gather straight
 // to values[v] (apply(old, gather), in a compare-and-swap loop: apply_keeps_best
 // makes it the sum's atomic on the value), so no accumulator, flag or apply pass
 // is left. A vertex is stamped with the iteration at its first change in it (2 *
