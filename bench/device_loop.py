@@ -17,7 +17,11 @@ next iteration; and, for a program the loop pushes (``apply_keeps_best``:
 BFS, SSSP, CC, SSWP), ``graphs``: the loop on without its persistent kernel
 (``turned_off={"persistent_loop"}``), every iteration a few launches in CUDA
 graphs, where ``on`` runs up to 128 iterations a launch
-(:func:`garaphpy.scheduler.decisions.gpu_persistent_loop`).
+(:func:`garaphpy.scheduler.decisions.gpu_persistent_loop`); and, for an
+asynchronous run of such a program, ``two-pass``: the persistent kernel
+without its fused push (``turned_off={"fused_push"}``), each level a push,
+an apply and the last block's finish, where ``on`` fuses them into one pass
+and one grid barrier (:func:`garaphpy.scheduler.decisions.gpu_fused_push`).
 
 What runs
     BFS, SSSP, CC and PageRank (``--programs``) on the GPU alone,
@@ -88,10 +92,13 @@ COUNTERS = ("active_vertices", "activated")
 
 
 def run(graph, program: str, options: dict, looped: bool,
-        priority: bool = True, persistent: bool = True) -> harness.Measurement:
+        priority: bool = True, persistent: bool = True,
+        fused: bool = True) -> harness.Measurement:
     config.GPU_SHORTCUT_LABELS = looped
     original = gpu_engine.GpuEngine
     turned_off = frozenset() if persistent else frozenset({"persistent_loop"})
+    if not fused:
+        turned_off |= {"fused_push"}
 
     class SwitchedEngine(GpuEngine):
         def __init__(self, *arguments, **given):
@@ -121,12 +128,14 @@ def run(graph, program: str, options: dict, looped: bool,
 def settings(program: str, execution: str | None) -> tuple:
     """The cases of one (graph, program): ``off`` first (the reference), ``on``,
     for a program the loop pushes ``graphs`` (the loop on, no persistent
-    kernel), and for an asynchronous run of a program declaring
-    ``value_priority`` ``flat`` (the loop on, the whole frontier each
-    iteration)."""
+    kernel) and, asynchronously, ``two-pass`` (no fused push), and for an
+    asynchronous run of a program declaring ``value_priority`` ``flat`` (the
+    loop on, the whole frontier each iteration)."""
     names = ("off", "on")
     if BUILTIN_PROGRAMS[program].apply_keeps_best:
         names += ("graphs",)
+        if execution == "async":
+            names += ("two-pass",)
     if execution == "async" and BUILTIN_PROGRAMS[program].value_priority:
         names += ("flat",)
     return names
@@ -175,7 +184,7 @@ def main(argv=None) -> int:
                     f"{spec}/{program}/{setting}",
                     lambda graph=graph, program=program, options=options, setting=setting:
                         run(graph, program, options, setting != "off", setting != "flat",
-                            setting != "graphs"),
+                            setting != "graphs", setting != "two-pass"),
                     params={"graph": spec, "program": program, "setting": setting,
                             "execution": args.execution},
                     verify=harness.same_as_first(
@@ -185,10 +194,12 @@ def main(argv=None) -> int:
     by_case = {row["case"]: row for row in rows}
     print(f"\n== the GPU's device loop, median of {args.trials} runs "
           f"(execution {args.execution or 'of each program'}); flat: the loop without "
-          "buckets of values; graphs: the loop without its persistent kernel")
+          "buckets of values; graphs: the loop without its persistent kernel; 2pass: "
+          "the persistent kernel without its fused push")
     print(f"{'graph':20s} {'program':8s} {'iters':>6s} {'looped':>7s} {'on ms':>9s} "
           f"{'off ms':>9s} {'off/on':>7s} {'flat ms':>8s} {'flat/on':>7s} {'graphs ms':>9s} "
-          f"{'graphs/on':>9s} {'on us/it':>9s} {'buckets':>7s}  check")
+          f"{'graphs/on':>9s} {'2pass ms':>8s} {'2pass/on':>8s} {'on us/it':>9s} "
+          f"{'buckets':>7s}  check")
     figures = []
     for spec in args.graphs.split(","):
         for program in args.programs.split(","):
@@ -204,10 +215,13 @@ def main(argv=None) -> int:
             graphs_ms = f"{launched['median_s'] * 1e3:9.1f}" if launched else f"{'-':>9s}"
             graphs_ratio = f"{launched['median_s'] / on['median_s']:9.2f}" if launched \
                 else f"{'-':>9s}"
+            two = named.get("two-pass")
+            two_ms = f"{two['median_s'] * 1e3:8.1f}" if two else f"{'-':>8s}"
+            two_ratio = f"{two['median_s'] / on['median_s']:8.2f}" if two else f"{'-':>8s}"
             print(f"{spec[-20:]:20s} {program:8s} {last['iterations']:6d} {last['looped']:7d} "
                   f"{on['median_s'] * 1e3:9.1f} {off['median_s'] * 1e3:9.1f} "
                   f"{off['median_s'] / on['median_s']:7.2f} {flat_ms} {flat_ratio} "
-                  f"{graphs_ms} {graphs_ratio} "
+                  f"{graphs_ms} {graphs_ratio} {two_ms} {two_ratio} "
                   f"{on['median_s'] / iterations * 1e6:9.1f} {str(last['buckets'] or '-'):>7s}  "
                   f"{'ok' if ok else 'FAILED'}")
             figures.append({"graph": spec, "program": program, "execution": args.execution,

@@ -944,3 +944,33 @@ def apply_reads_per_iteration(program) -> list[str]:
     :func:`garaphpy.scheduler.decisions.notify_pull_computes_pull`)."""
     return [name for name in type(program).functions["apply"].parameters
             if name in program.aggregates or name == "iteration"]
+
+
+def activate_is_change(program) -> bool:
+    """Whether ``program``'s activate, given the better of the old value and
+    another (``apply_keeps_best``: the sum's ``min`` or ``max`` of the two),
+    is exactly "the value changed", on probe values of its value type: then
+    a vertex changed by several gathers in turn activates once, whichever
+    change comes first (the GPU's fused push:
+    :func:`garaphpy.scheduler.decisions.gpu_fused_push`).  An activate that
+    asks for more (a change above a threshold) or fails on the probes does
+    not qualify."""
+    cls = type(program)
+    if cls.sum not in ("min", "max"):
+        return False
+    best = min if cls.sum == "min" else max
+    dtype = np.dtype(cls.value_dtype)
+    if dtype.kind == "f":
+        probes = [0.0, 1.0, 1.5, -2.0, 1e-300, 1e300, math.inf, -math.inf]
+    elif dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        probes = [v for v in (0, 1, 2, -5, 1 << 40, info.max - 1, info.max, info.min)
+                  if info.min <= v <= info.max]
+    else:
+        return False
+    values = np.array(probes, dtype)
+    try:
+        return all(bool(cls.activate(best(old, other), old)) == (best(old, other) != old)
+                   for old in values for other in values)
+    except Exception:       # an activate beyond plain Python on these values
+        return False

@@ -447,3 +447,47 @@ class OutDegreeRank(VertexProgram):
 
     def activate(new, old):
         return True
+
+
+# -- the device loop's persistent kernel (test_persistent_loop, test_fused_push) ----------
+def road_like(seed: int, width: int, height: int, kept: float, store: Path):
+    """A grid's edges both ways, a share removed at random (each pair both ways
+    or neither), weights 1..255 (the same both ways)."""
+    rng = np.random.default_rng(seed)
+    ids = np.arange(width * height).reshape(height, width)
+    pairs = np.concatenate([np.stack([ids[:, :-1].ravel(), ids[:, 1:].ravel()], 1),
+                            np.stack([ids[:-1, :].ravel(), ids[1:, :].ravel()], 1)])
+    pairs = pairs[rng.random(len(pairs)) < kept]
+    weights = rng.integers(1, 256, len(pairs))
+    src = np.concatenate([pairs[:, 0], pairs[:, 1]])
+    dst = np.concatenate([pairs[:, 1], pairs[:, 0]])
+    return garaphpy.Graph.from_arrays(src, dst, np.concatenate([weights, weights]).astype(
+        np.float64), num_vertices=width * height, store=store)
+
+
+def persistent_loop_graphs(folder: Path) -> dict:
+    """The persistent kernel's tests' graphs, stored under ``folder``: a
+    weighted grid, a chain, a road-like grid (:func:`road_like`) and a
+    skewed rmat."""
+    return {
+        "grid": garaphpy.Graph.load("grid:60x50", store=folder / "grid", progress=False,
+                                    generator_options={"weighted": True}),
+        "chain": garaphpy.Graph.load("grid:1x30000", store=folder / "chain", progress=False),
+        "road": road_like(7, 120, 100, 0.8, folder / "road"),
+        "rmat": garaphpy.Graph.load("rmat:12", store=folder / "rmat", progress=False,
+                                    generator_options={"weighted": True}),
+    }
+
+
+def source_of(graph, name: str) -> np.ndarray:
+    """A vertex with out-edges (the hub of a skewed graph; an end of a chain)."""
+    degree = np.asarray(graph.store.out_degree)
+    if name == "chain":
+        return np.array([int(np.flatnonzero(degree == 1)[0])])
+    return np.array([int(np.argmax(degree))])
+
+
+def loop_launches(result) -> list:
+    """The device loop's ``launch`` of each looped iteration's record."""
+    return [r.decisions["device_loop"]["launch"] for r in result.iterations
+            if "device_loop" in r.decisions]

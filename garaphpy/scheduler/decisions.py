@@ -302,11 +302,9 @@ def gpu_union_find_start(declared: bool, symmetric: bool, resident: bool,
     alone.  Its iteration's pull then confirms the labels.
 
     No switch point: a road network's label propagation took 1,103 GPU
-    iterations (28.8 ms on an H200, 2026-12-01) where the CPU's union-find
-    start took 10 ms.  The union-find reads each vertex's first two in-edges
-    and the rest only outside the largest component, less than the one pull
-    it saves a low-diameter graph (rmat:22 CC took a few pulls); not yet
-    measured on the device."""
+    iterations (28.8 ms on an H200) where the CPU's union-find start took 10
+    ms; it reads each vertex's first two in-edges and the rest only outside
+    the largest component, less than the one pull it saves elsewhere."""
     fits = free_bytes is None or extra_bytes <= free_bytes
     return bool(declared and symmetric and resident and fits)
 
@@ -656,12 +654,9 @@ def gpu_value_priority(declared: bool, synchronous: bool, push: bool,
     them (not the values).
 
     A ``max`` program (``larger_first``: SSWP) only with a width configured
-    (``config.GPU_BUCKET_WIDTH``): its values are edge values, not sums along
-    paths, so :func:`gpu_bucket_width`'s rule makes one or two buckets of
-    them, and each iteration pays the split's launch for nothing (grid
-    2000x2000 SSWP on an H200: 116.0 ms in the whole-frontier loop, 123-125
-    ms in 2 buckets; on an H100, 81.1 ms with a width of 1 in 92 buckets
-    against 120.3 ms; BENCHMARKS.md)."""
+    (``config.GPU_BUCKET_WIDTH``): its values are edge values, not path sums,
+    so :func:`gpu_bucket_width`'s rule makes one or two buckets, and each
+    iteration pays the split for nothing (BENCHMARKS.md, grid 2000x2000 SSWP)."""
     return bool(enabled and declared and push and not synchronous
                 and (width_configured or not larger_first))
 
@@ -674,32 +669,38 @@ PERSISTENT_EDGES_PER_THREAD = 16.0
 
 def gpu_persistent_loop(push: bool) -> bool:
     """Whether the device loop may run its sparse iterations several to a launch,
-    in a persistent cooperative kernel with a grid-wide barrier between the
-    passes of an iteration and between iterations
+    in a persistent cooperative kernel with grid-wide barriers between passes
     (``kernels/cuda/persistent.cu``), rather than only as CUDA graphs of a few
     launches an iteration: for the push (:func:`gpu_push`; in order of value
-    too), whose passes the kernel runs one after the other.  Each launch
-    returns to the host after an iteration that stops the loop, or after
-    ``device_loop.PERSISTENT_ITERATIONS`` iterations; a device without
-    cooperative launches, or a kernel that could not be compiled, keeps the
-    graphs (the loop's ``launch`` says which ran).
-
-    An iteration of a high-diameter graph (grid 2000x2000 BFS: 3,997 levels of
-    a few thousand vertices) costs its launches and their gaps, about 15 us in
-    graphs (H200); with barriers instead of kernel boundaries, a few."""
+    too).  A launch returns after an iteration that stops the loop, or after
+    ``device_loop.PERSISTENT_ITERATIONS``; a device without cooperative
+    launches, or a kernel not compiled, keeps the graphs (the loop's
+    ``launch`` says which ran).  A level of grid 2000x2000 BFS (3,997 levels)
+    costs about 15 us in graphs (H200); with barriers instead, a few."""
     return bool(push)
+
+
+def gpu_fused_push(persistent: bool, synchronous: bool, activate_is_change: bool,
+                   value_bytes: int) -> bool:
+    """Whether a persistent launch (:func:`gpu_persistent_loop`) runs each level as
+    one pass and one grid barrier, gathers swapped straight into the values
+    (``value_bytes`` 4 or 8), the stop test taken by every block (not a push, an
+    apply and a last block's finish: 14 us a level on an H200): asynchronous
+    runs (a synchronous one keeps the pull's records), each change activating
+    (``program.activate_is_change``)."""
+    return bool(persistent and not synchronous and activate_is_change
+                and value_bytes in (4, 8))
 
 
 def gpu_persistent_launch(frontier_out_edges: int, grid_threads: int,
                           edges_per_thread: float | None = None) -> bool:
     """Whether the device loop's next launch is its persistent kernel
     (:func:`gpu_persistent_loop`), with the frontier the host last read
-    (``frontier_out_edges``): while the frontier has at most
-    ``edges_per_thread`` (:data:`PERSISTENT_EDGES_PER_THREAD`) out-edges per
-    thread of the kernel's grid (``grid_threads``), the launches and barriers
-    are an iteration's cost and one launch takes many iterations; a larger
-    frontier's iterations are its edges, and the graphs of launches take them
-    as well.  Both compute the same iterations: the choice moves time alone."""
+    (``frontier_out_edges``): while it has at most ``edges_per_thread``
+    (:data:`PERSISTENT_EDGES_PER_THREAD`) out-edges per thread of the
+    kernel's grid (``grid_threads``), launches and barriers are an
+    iteration's cost; a larger frontier's are its edges, which the graphs
+    take as well.  (Synchronous runs: the same iterations either way.)"""
     if edges_per_thread is None:
         edges_per_thread = PERSISTENT_EDGES_PER_THREAD
     return frontier_out_edges <= edges_per_thread * max(grid_threads, 1)

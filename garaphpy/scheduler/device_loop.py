@@ -60,6 +60,16 @@ engines keep the frontier on the device.  Here:
   (:func:`~garaphpy.scheduler.decisions.gpu_persistent_launch`) the host
   queues it instead of the graphs.  Records, state and values are those of
   the graphs: the kernel calls the same device functions;
+* **one pass a level**: for an asynchronous run whose activate is "the value
+  changed" (:func:`~garaphpy.scheduler.decisions.gpu_fused_push`) a
+  persistent launch fuses the push and the apply: each out-edge applies its
+  gather to its destination's value with a compare-and-swap, the vertex
+  changed first in the level (a stamp per vertex) is queued once, and every
+  block takes the stop test itself from the iteration's counters (three
+  rotating slots), so a level is one grid barrier: a level of a road
+  network or a grid is a chain of dependent memory round trips, and this
+  removes half of them.  The state and records the host reads are the
+  loop's (a record's ``updated_vertices`` are the vertices changed);
 * the loop stops after an iteration that activates no vertex, whose L1
   change is below the tolerance, that reaches the batch's end (the run's
   iteration limit, the next checkpoint, ``config.GPU_LOOP_MAX_STEPS``), or
@@ -117,24 +127,30 @@ PERSISTENT_BLOCKS_PER_MULTIPROCESSOR = 2
 #: Dynamic shared memory of the apply's block totals (bytes).
 APPLY_SHARED_BYTES = 768
 
+#: The fused push stamps a vertex with 2 * (iteration + 1) in 32 bits: its
+#: launches stop short of this iteration (the two-pass launches go on).
+FUSED_ITERATION_LIMIT = 2**31 - 2
+
 #: ``cudaDevAttrCooperativeLaunch``.
 _COOPERATIVE_LAUNCH_ATTRIBUTE = 95
 
 
 def extra_bytes(num_vertices: int, num_edges: int, vertex_itemsize: int,
                 accum_itemsize: int = 0, weight_itemsize: int = 0,
-                priority: bool = False) -> int:
+                priority: bool = False, fused: bool = False) -> int:
     """Device memory the loop adds to a resident run: out-edge offsets and
     targets (CSR), in-edge offsets, notified flags, two notified and two
     frontier queues, its state and records; for the push, the accumulators
     (``accum_itemsize``) and the edge values in the out-edges' order
     (``weight_itemsize``; 0: none); in order of value (``priority``), two
-    far queues and their flags."""
+    far queues and their flags; for the fused push (``fused``), a stamp per
+    vertex and three slots of counters."""
     n = max(num_vertices, 1)
     return (2 * 8 * (n + 1) + vertex_itemsize * num_edges + 4 * n + 4 * vertex_itemsize * n
             + 8 * (len(LOOP_FIELDS) + len(RECORD_FIELDS) * config.GPU_LOOP_MAX_STEPS)
             + accum_itemsize * (n + 4) + weight_itemsize * num_edges
-            + (2 * vertex_itemsize + 4) * n * bool(priority))
+            + (2 * vertex_itemsize + 4) * n * bool(priority)
+            + (4 * n + 3 * 8 * len(LOOP_FIELDS)) * bool(fused))
 
 
 class DeviceLoop:
@@ -162,10 +178,13 @@ class DeviceLoop:
         The push may run several iterations a launch in the persistent kernel
         (:func:`~garaphpy.scheduler.decisions.gpu_persistent_loop`), where the
         device launches it cooperatively.
+    fused : bool
+        Its launches run each iteration as one fused pass
+        (:func:`~garaphpy.scheduler.decisions.gpu_fused_push`).
     """
 
     def __init__(self, engine, push: bool = False, push_weights: bool = False,
-                 priority: int = 0, persistent: bool = False):
+                 priority: int = 0, persistent: bool = False, fused: bool = False):
         started = time.perf_counter()
         cupy = engine.cupy
         store = engine.store
@@ -246,6 +265,11 @@ class DeviceLoop:
                 self.persistent_blocks, self.persistent_failure = self._persistent_grid()
         self.persistent_launches = self.group_launches = 0
         self._known_frontier_edges = 0
+        #: the fused push's stamps (one per vertex, none yet) and slots of counters
+        self.fused = bool(fused and self.persistent_blocks)
+        self.stamps = cupy.zeros(max(n, 1) if self.fused else 1, np.uint32)
+        self.fused_slots = cupy.zeros(3 * len(LOOP_FIELDS) if self.fused else 1, np.int64)
+        self._fused_now = False
         cupy.cuda.get_current_stream().synchronize()
         #: seconds taken to set the loop up (its arrays on the device)
         self.setup_seconds = time.perf_counter() - started
@@ -273,7 +297,8 @@ class DeviceLoop:
         args = (self.state, self.records, self.out_offsets, self.out_targets, self.out_weights,
                 self.frontiers, self.notified_flags, self.notified, self.accum, self.far,
                 self.far_flags, engine.values) + engine.attrs + (
-                engine.aggregate_totals, np.int32(self.group_shift),
+                engine.aggregate_totals, self.fused_slots, self.stamps,
+                np.int32(self._fused_now), np.int32(self.group_shift),
                 np.int64(self.num_vertices), np.int64(steps))
         # (cupy's cooperative launch: cuLaunchCooperativeKernel, every block co-resident)
         self.persistent_kernel.kernel((self.persistent_blocks,), (THREADS,), args,
@@ -447,6 +472,7 @@ class DeviceLoop:
         self.frontier_current = True
         self._next_direct = 1
         self._known_frontier_edges = int(header[FIELD["frontier_out_edges"]])
+        self._fused_now = self.fused and first_iteration + steps < FUSED_ITERATION_LIMIT
         self.persistent_launches = self.group_launches = 0
         row_bytes = len(RECORD_FIELDS) * 8
         delivered = 0
@@ -540,6 +566,8 @@ class DeviceLoop:
     def describe(self) -> str:
         """How the loop runs its iterations, and launches them (in the last batch)."""
         how = "push" if self.push else "notify-pull"
+        if self.persistent_launches and self._fused_now:
+            how = "fused push"
         if self.priority:
             how += f" in buckets of values of width {self.bucket_width:g}"
         if self.persistent_launches:

@@ -45,8 +45,8 @@ CPU_CHOICES = ("early_exit", "settling_push", "settle_rounds", "whole_settling_p
 #: turn off (``turned_off``), by the names of their entries where they have one.
 GPU_CHOICES = ("gpu_precompute", "selective_transfers", "packed_pages", "compressed_pages",
                "pull_packed", "defer_selective_arrays", "gpu_push", "gpu_value_priority",
-               "persistent_loop", "device_loop", "resident_selective", "prefetch_next_copies",
-               "fused_launch",
+               "persistent_loop", "fused_push", "device_loop", "resident_selective",
+               "prefetch_next_copies", "fused_launch",
                "selective_when_pays", "calibrate_transfer_rates", "settled_pages",
                "gpu_union_find_start")
 

@@ -77,3 +77,14 @@ def test_subway_runs_on_a_file_given_by_a_relative_path(tmp_path, monkeypatch):
     assert peers[f"{spec}/bfs"]["trials_ms"] == [7.5, 7.5]
     assert (store_dir / "road.txt.bcsr").is_file() and (store_dir / "road.txt.bwcsr").is_file()
     assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["road.txt"]
+
+
+@pytest.mark.parametrize("program, execution, expected", [
+    ("bfs", "async", ("off", "on", "graphs", "two-pass")),
+    ("sssp", "async", ("off", "on", "graphs", "two-pass", "flat")),
+    ("bfs", "sync", ("off", "on", "graphs")),
+    ("pagerank", "async", ("off", "on")),
+])
+def test_asynchronous_pushes_are_timed_fused_and_in_two_passes(program, execution, expected):
+    """``two-pass``: the persistent kernel without its fused push, beside ``on``."""
+    assert device_loop.settings(program, execution) == expected

@@ -193,6 +193,28 @@ def test_the_persistent_loop_is_the_pushs(store, name, expected):
     assert plan.as_dict()["persistent_loop"]["choice"] is expected
 
 
+@pytest.mark.parametrize("name, synchronous, expected", [
+    ("bfs", False, True), ("sssp", False, True), ("cc", False, True), ("sswp", False, True),
+    ("bfs", True, False), ("sssp", True, False),
+    ("pagerank", False, False),     # no push, no persistent kernel
+])
+def test_the_plan_fuses_asynchronous_pushes(store, name, synchronous, expected):
+    plan = make_plan(store, name, synchronous=synchronous)
+    assert plan.fused_push is expected
+    entry = plan.entry("fused_push")
+    assert entry["choice"] is expected
+    assert entry["synchronous"] is synchronous and entry["persistent"] is plan.persistent_loop
+    assert ("fused push" in plan.describe()) is expected
+    assert plan.as_dict()["fused_push"]["choice"] is expected
+
+
+def test_the_fused_push_turns_off_alone(store):
+    plan = make_plan(store, "sssp", turned_off={"fused_push"})
+    assert plan.persistent_loop and not plan.fused_push
+    assert plan.entry("fused_push")["turned_off"] is True
+    assert not make_plan(store, "sssp", turned_off={"persistent_loop"}).fused_push
+
+
 def test_the_precompute_follows_its_rule(store):
     assert make_plan(store, "pagerank", synchronous=True).precompute
     assert not make_plan(store, "pagerank").precompute          # asynchronous
@@ -227,6 +249,7 @@ TURNED_OFF = {
     "gpu_push": ("sssp", False, None, "push", "enabled"),
     "gpu_value_priority": ("sssp", False, None, "value_priority", "enabled"),
     "persistent_loop": ("bfs", False, None, "persistent_loop", "turned_off"),
+    "fused_push": ("bfs", False, None, "fused_push", "turned_off"),
     "device_loop": ("bfs", False, None, "device_loop", "enabled"),
     "resident_selective": ("sssp", False, "between", "selective", "turned_off"),
     "prefetch_next_copies": ("pagerank", False, lambda store: streamed_budget(store, "pagerank"),
@@ -286,6 +309,7 @@ def test_choices_made_after_one_turned_off_see_it(store):
     plan = make_plan(store, "sssp", turned_off={"gpu_push"})
     assert not plan.value_priority and plan.entry("gpu_value_priority")["push"] is False
     assert not plan.persistent_loop and plan.entry("persistent_loop")["push"] is False
+    assert not plan.fused_push and plan.entry("fused_push")["persistent"] is False
     streamed = make_plan(store, "sssp", _streamed(store), turned_off={"selective_transfers"})
     assert streamed.selective_bytes == 0 and not streamed.selective
     assert streamed.prefetch_next_copies
@@ -333,7 +357,7 @@ def test_the_engine_study_switches_are_its_plan_choices():
 MOVED_RULES = ("precompute_source_gathers", "selective_transfers", "packed_pages",
                "compressed_pages",
                "defer_selective_arrays", "gpu_push", "gpu_value_priority",
-               "gpu_persistent_loop", "device_loop",
+               "gpu_persistent_loop", "gpu_fused_push", "device_loop",
                "resident_selective", "selective_pushes", "prefetch_next_copies",
                "fuse_gpu_launch", "gpu_union_find_start", "gpu_settled_pages", "fixed")
 

@@ -29,7 +29,7 @@ from garaphpy import config
 from garaphpy.scheduler import decisions, device_loop
 
 import references as ref
-from helpers import program_for
+from helpers import loop_launches, persistent_loop_graphs, program_for, source_of
 
 CUDA = Path(garaphpy.__file__).parent / "kernels" / "cuda"
 PASSES = ("gp_split_pass", "gp_push_pass", "gp_apply_pass")
@@ -108,14 +108,16 @@ def test_the_launch_passes_every_parameter_of_the_kernel():
         engine=engine, persistent_kernel=kernel, state="state", records="records", out_offsets="offsets",
         out_targets="targets", out_weights="weights", frontiers="frontiers",
         notified_flags="flags", notified="queue", accum="accum", far="far",
-        far_flags="far_flags", group_shift=2, num_vertices=10, persistent_blocks=264)
+        far_flags="far_flags", group_shift=2, num_vertices=10, persistent_blocks=264,
+        fused_slots="slots", stamps="stamps", _fused_now=True)
     device_loop.DeviceLoop._launch_persistent(loop, "stream", 128)
     (grid, block, args, options), = launched
     assert len(args) == len(parameters)
     assert grid == (264,) and block == (device_loop.THREADS,)
     assert options == {"shared_mem": device_loop.APPLY_SHARED_BYTES, "stream": "stream",
                        "enable_cooperative_groups": True}
-    assert args[-1] == 128 and args[-2] == 10 and args[-3] == 2
+    assert args[-1] == 128 and args[-2] == 10 and args[-3] == 2 and args[-4] == 1
+    assert args[-7:-4] == ("totals", "slots", "stamps")
 
 
 @pytest.mark.parametrize("name, vertex_dtype", [("bfs", np.int32), ("sssp", np.int64)])
@@ -145,52 +147,19 @@ def test_the_unit_compiles_to_ptx_without_separate_compilation(name, vertex_dtyp
 
 
 # -- on the GPU ----------------------------------------------------------------------------
-def road_like(seed: int, width: int, height: int, kept: float, store: Path):
-    """A grid's edges both ways, a share removed at random (each pair both ways
-    or neither), weights 1..255 (the same both ways)."""
-    rng = np.random.default_rng(seed)
-    ids = np.arange(width * height).reshape(height, width)
-    pairs = np.concatenate([np.stack([ids[:, :-1].ravel(), ids[:, 1:].ravel()], 1),
-                            np.stack([ids[:-1, :].ravel(), ids[1:, :].ravel()], 1)])
-    pairs = pairs[rng.random(len(pairs)) < kept]
-    weights = rng.integers(1, 256, len(pairs))
-    src = np.concatenate([pairs[:, 0], pairs[:, 1]])
-    dst = np.concatenate([pairs[:, 1], pairs[:, 0]])
-    return garaphpy.Graph.from_arrays(src, dst, np.concatenate([weights, weights]).astype(
-        np.float64), num_vertices=width * height, store=store)
-
-
 @pytest.fixture(scope="module")
 def graphs(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("persistent")
-    return {
-        "grid": garaphpy.Graph.load("grid:60x50", store=folder / "grid", progress=False,
-                                    generator_options={"weighted": True}),
-        "chain": garaphpy.Graph.load("grid:1x30000", store=folder / "chain", progress=False),
-        "road": road_like(7, 120, 100, 0.8, folder / "road"),
-        "rmat": garaphpy.Graph.load("rmat:12", store=folder / "rmat", progress=False,
-                                    generator_options={"weighted": True}),
-    }
-
-
-def source_of(graph, name: str) -> np.ndarray:
-    """A vertex with out-edges (the hub of a skewed graph; an end of a chain)."""
-    degree = np.asarray(graph.store.out_degree)
-    if name == "chain":
-        return np.array([int(np.flatnonzero(degree == 1)[0])])
-    return np.array([int(np.argmax(degree))])
-
-
-def loop_launches(result) -> list:
-    return [r.decisions["device_loop"]["launch"] for r in result.iterations
-            if "device_loop" in r.decisions]
+    return persistent_loop_graphs(tmp_path_factory.mktemp("persistent"))
 
 
 def both_paths(graph, name, sources, **options):
-    """The run with the persistent kernel and the one without."""
+    """The run with the persistent kernel (its two passes an iteration: the
+    fused push, whose asynchronous iterations differ, has its own tests in
+    test_fused_push.py) and the one without."""
     program = program_for(name)
     used = sources if program.needs_sources else ()
-    persistent = ref.run_engine_like_gpu(graph, program, used, mode="gpu", **options)
+    persistent = ref.run_engine_like_gpu(graph, program, used, mode="gpu",
+                                         turned_off={"fused_push"}, **options)
     graphs = ref.run_engine_like_gpu(graph, program, used, mode="gpu", turned_off=OFF, **options)
     return persistent, graphs
 

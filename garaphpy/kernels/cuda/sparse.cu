@@ -138,8 +138,10 @@ __device__ __forceinline__ double gp_priority_key(value_t value, bool larger_fir
 
 // Opens the next bucket when the far queue holds vertices, by one thread: later
 // appends go to the other far queue, the next split reads this one. Returns
-// whether it did.
-__device__ bool gp_priority_turn(volatile long long* state) {
+// whether it did. (Word: volatile long long for the loop state in global memory,
+// long long for a block's own copy of it, the fused push's.)
+template <typename Word>
+__device__ bool gp_priority_turn(Word* state) {
     const long long far = state[GP_LOOP_FAR_PARITY];
     if (state[GP_LOOP_FAR_SIZE + far] == 0) return false;
     state[GP_LOOP_FAR_PARITY] = far ^ 1;
@@ -235,15 +237,16 @@ extern "C" __global__ void gp_sparse_notify(long long* loop,
     }
 }
 
-// The end of an iteration, by one thread once every block is done: its record,
-// the next frontier, the stop test.
-__device__ void gp_sparse_finish(long long* loop, long long* records) {
-    volatile long long* state = loop;
+// The end of an iteration, by one thread once every block is done: its record
+// (none where records is null), the next frontier, the stop test. (Word: as
+// gp_priority_turn's.)
+template <typename Word>
+__device__ void gp_sparse_finish_state(Word* state, long long* records) {
     const long long iteration = state[GP_LOOP_ITERATION];
     const long long parity = state[GP_LOOP_PARITY];
     const long long pulled = state[GP_LOOP_EDGES_PULLED];
     state[GP_LOOP_NOTIFIED + (parity ^ 1)] = 0;     // committed by this iteration's notify
-    if (gp_called_off(loop, parity)) {              // the host pulls instead
+    if (gp_called_off(const_cast<const long long*>(state), parity)) {   // the host pulls instead
         state[GP_LOOP_NOTIFIED + parity] = 0;
         state[GP_LOOP_EDGES_PULLED] = 0;
         state[GP_LOOP_EDGES_NOTIFIED] = 0;
@@ -252,18 +255,20 @@ __device__ void gp_sparse_finish(long long* loop, long long* records) {
         return;
     }
     const long long row = iteration - state[GP_LOOP_FIRST];
-    long long* record = records + row * GP_RECORD_FIELDS;
     const long long activated = state[GP_LOOP_ACTIVATED];
     const long long activated_out_edges = state[GP_LOOP_ACTIVATED_OUT_EDGES];
     const long long l1_bits = state[GP_LOOP_L1];
-    record[0] = state[GP_LOOP_FRONTIER_SIZE + parity];
-    record[1] = state[GP_LOOP_FRONTIER_OUT_EDGES];
-    record[2] = state[GP_LOOP_NOTIFIED + parity];
-    record[3] = pulled;
-    record[4] = activated;
-    record[5] = activated_out_edges;
-    record[6] = l1_bits;
-    record[7] = state[GP_LOOP_EDGES_NOTIFIED];
+    if (records != nullptr) {
+        long long* record = records + row * GP_RECORD_FIELDS;
+        record[0] = state[GP_LOOP_FRONTIER_SIZE + parity];
+        record[1] = state[GP_LOOP_FRONTIER_OUT_EDGES];
+        record[2] = state[GP_LOOP_NOTIFIED + parity];
+        record[3] = pulled;
+        record[4] = activated;
+        record[5] = activated_out_edges;
+        record[6] = l1_bits;
+        record[7] = state[GP_LOOP_EDGES_NOTIFIED];
+    }
     const long long next_size = state[GP_LOOP_FRONTIER_SIZE + (parity ^ 1)];
     const double l1 = __longlong_as_double(l1_bits);
     const double tolerance = __longlong_as_double(state[GP_LOOP_TOLERANCE]);
@@ -293,6 +298,10 @@ __device__ void gp_sparse_finish(long long* loop, long long* records) {
     else if (activated_out_edges > state[GP_LOOP_DENSE_EDGES]) stop = GP_STOP_DENSE;
     else if (row + 1 >= state[GP_LOOP_CAPACITY]) stop = GP_STOP_CAPACITY;
     state[GP_LOOP_STOP] = stop;
+}
+
+__device__ void gp_sparse_finish(long long* loop, long long* records) {
+    gp_sparse_finish_state<volatile long long>(loop, records);
 }
 
 // The end of a looped kernel's block: its totals added to the iteration's, then
@@ -723,20 +732,26 @@ extern "C" __global__ void gp_sparse_apply(long long* loop, long long* records,
 // opened by gp_priority_turn): the queue's vertices below the threshold join the
 // frontier, those at or above it wait in the other far queue, and those below
 // the floor were taken in an earlier bucket at their present value (stale).
-__device__ __forceinline__ void gp_split_pass(long long* loop, const vid_t* far_in, vid_t* far,
+// state: the loop state it reads; counters: where its appends and totals go (the
+// state itself, or the fused push's counters of the iteration, whose queues then
+// start at frontier_base and kept_base).
+__device__ __forceinline__ void gp_split_pass(const long long* state, long long* counters,
+                                              long long frontier_base, long long kept_base,
+                                              const vid_t* far_in, vid_t* far,
                                               unsigned int* far_flags, vid_t* frontiers,
                                               const value_t* values,
                                               const degree_t* __restrict__ out_degree,
                                               long long num_vertices) {
-    const long long parity = loop[GP_LOOP_PARITY];
-    const long long far_parity = loop[GP_LOOP_FAR_PARITY];
-    const long long count = loop[GP_LOOP_FAR_SIZE + (far_parity ^ 1)];
+    const long long parity = state[GP_LOOP_PARITY];
+    const long long far_parity = state[GP_LOOP_FAR_PARITY];
+    const long long count = state[GP_LOOP_FAR_SIZE + (far_parity ^ 1)];
     const vid_t* source = far_in + (far_parity ^ 1) * num_vertices;
-    vid_t* kept = far + far_parity * num_vertices;
-    vid_t* frontier = frontiers + parity * num_vertices;
-    const bool larger_first = loop[GP_LOOP_PRIORITY] == 2;
-    const double floor = __longlong_as_double(loop[GP_LOOP_FLOOR]);
-    const double threshold = __longlong_as_double(loop[GP_LOOP_THRESHOLD]);
+    vid_t* kept = far + far_parity * num_vertices + kept_base;
+    vid_t* frontier = frontiers + parity * num_vertices + frontier_base;
+    const bool larger_first = state[GP_LOOP_PRIORITY] == 2;
+    const double floor = __longlong_as_double(state[GP_LOOP_FLOOR]);
+    const double threshold = __longlong_as_double(state[GP_LOOP_THRESHOLD]);
+    long long* loop = counters;
     const long long threads = (long long)gridDim.x * blockDim.x;
     unsigned long long edges = 0, widest = 0, lowest = ~0ull;
     // every lane of a warp takes the same number of rounds (the appends are warp-wide)
@@ -780,7 +795,8 @@ extern "C" __global__ void gp_priority_split(long long* loop, const vid_t* __res
                                              const degree_t* __restrict__ out_degree,
                                              long long num_vertices) {
     if (loop[GP_LOOP_STOP] || !loop[GP_LOOP_SPLIT_DUE]) return;
-    gp_split_pass(loop, far_in, far, far_flags, frontiers, values, out_degree, num_vertices);
+    gp_split_pass(loop, loop, 0, 0, far_in, far, far_flags, frontiers, values, out_degree,
+                  num_vertices);
 }
 
 // Entering the loop in order of value: the active vertices (the activity bitmap)
@@ -808,5 +824,187 @@ extern "C" __global__ void gp_loop_enter_far(long long* loop, const unsigned cha
 }
 
 extern "C" __global__ void gp_loop_turn(long long* loop) {
-    if (blockIdx.x == 0 && threadIdx.x == 0) gp_priority_turn(loop);
+    if (blockIdx.x == 0 && threadIdx.x == 0) gp_priority_turn<volatile long long>(loop);
+}
+
+// ---- the fused push: one pass and one grid barrier an iteration (persistent.cu's
+// gp_fused_iterations; asynchronous runs of programs whose apply keeps the better of
+// the value and the sum, and whose activate is "the value changed": the GPU
+// plan's fused_push). Each out-edge u -> v of the frontier applies its gather straight
+// to values[v] (apply(old, gather), in a compare-and-swap loop: apply_keeps_best
+// makes it the sum's atomic on the value), so no accumulator, flag or apply pass
+// is left. A vertex is stamped with the iteration at its first change in it (2 *
+// (iteration + 1); + 1 once it joins the next frontier; stamps only grow, so no
+// pass clears them), and the thread whose change stamps it first counts it
+// activated and queues it once: in the next frontier, or, in order of value with
+// a key at or above the threshold, in the far queue (flagged, queued once, as in
+// gp_apply_pass; a vertex that later drops below the threshold in the same
+// iteration joins the frontier too, and its far entry is stale: the split drops
+// it). The iteration's L1 change is the sum of each change's size, |old - new|,
+// which telescopes to the pull's. The updated vertices are the activated ones.
+
+// The value at address, swapped from expected to desired where it still holds
+// expected (its bits); returns the value it held.
+__device__ __forceinline__ value_t gp_value_swap(value_t* address, value_t expected,
+                                                 value_t desired) {
+    static_assert(sizeof(value_t) == 4 || sizeof(value_t) == 8,
+                  "the fused push swaps values of 4 or 8 bytes");
+    if constexpr (sizeof(value_t) == 8) {
+        union { value_t value; unsigned long long bits; } seen, hoped, wanted;
+        hoped.value = expected;
+        wanted.value = desired;
+        seen.bits = atomicCAS(reinterpret_cast<unsigned long long*>(address), hoped.bits,
+                              wanted.bits);
+        return seen.value;
+    } else {
+        union { value_t value; unsigned int bits; } seen, hoped, wanted;
+        hoped.value = expected;
+        wanted.value = desired;
+        seen.bits = atomicCAS(reinterpret_cast<unsigned int*>(address), hoped.bits,
+                              wanted.bits);
+        return seen.value;
+    }
+}
+
+__device__ __forceinline__ bool gp_same_bits(value_t a, value_t b) {
+    if constexpr (sizeof(value_t) == 8) {
+        union { value_t value; unsigned long long bits; } x, y;
+        x.value = a;
+        y.value = b;
+        return x.bits == y.bits;
+    } else {
+        union { value_t value; unsigned int bits; } x, y;
+        x.value = a;
+        y.value = b;
+        return x.bits == y.bits;
+    }
+}
+
+// v's value applied with one gather, atomically: whether it changed, and from what
+// (before) to what (after). Each retry sees a better value (apply keeps the best),
+// so the loop ends; a stale first read costs a retry, never a wrong value.
+__device__ __forceinline__ bool gp_fused_apply(value_t* values, long long v, accum_t gathered,
+                                               const gp_attrs& attrs,
+                                               const double* aggregates,
+                                               long long num_vertices, long long iteration,
+                                               value_t* before, value_t* after) {
+    value_t seen = values[v];
+    while (true) {
+        const value_t updated = gp_apply(attrs, aggregates, num_vertices, iteration, v, seen,
+                                         gathered);
+        if (gp_same_bits(updated, seen)) return false;
+        const value_t held = gp_value_swap(values + v, seen, updated);
+        if (gp_same_bits(held, seen)) {
+            *before = seen;
+            *after = updated;
+            return true;
+        }
+        seen = held;
+    }
+}
+
+// The fused push of one iteration: state, the block's copy of the loop state;
+// counters, the iteration's (appends to the next frontier and to the far queue,
+// the totals: persistent.cu's slots); stamps, one per vertex; shared, the block
+// totals' 768 bytes.
+__device__ __forceinline__ void gp_fused_push_pass(const long long* state, long long* counters,
+                                                   const long long* __restrict__ out_offsets,
+                                                   const vid_t* __restrict__ out_targets,
+                                                   const weight_t* __restrict__ out_weights,
+                                                   vid_t* frontiers, unsigned int* stamps,
+                                                   vid_t* far, unsigned int* far_flags,
+                                                   value_t* values, const gp_attrs& attrs,
+                                                   const double* __restrict__ aggregates,
+                                                   int group_shift, long long num_vertices,
+                                                   unsigned char* shared) {
+    const long long parity = state[GP_LOOP_PARITY];
+    const long long iteration = state[GP_LOOP_ITERATION];
+    const long long size = state[GP_LOOP_FRONTIER_SIZE + parity];
+    const vid_t* frontier = frontiers + parity * num_vertices;
+    vid_t* next_frontier = frontiers + (parity ^ 1) * num_vertices;
+    unsigned long long* next_size =
+        reinterpret_cast<unsigned long long*>(counters + GP_LOOP_FRONTIER_SIZE + (parity ^ 1));
+    const long long priority = state[GP_LOOP_PRIORITY];
+    const double threshold = __longlong_as_double(state[GP_LOOP_THRESHOLD]);
+    const long long far_parity = state[GP_LOOP_FAR_PARITY];
+    vid_t* far_queue = far + far_parity * num_vertices + state[GP_LOOP_FAR_SIZE + far_parity];
+    unsigned long long* far_size =
+        reinterpret_cast<unsigned long long*>(counters + GP_LOOP_FAR_SIZE + far_parity);
+    const unsigned int changed = 2u * (unsigned int)(iteration + 1), joined = changed + 1u;
+    const long long thread = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long threads = (long long)gridDim.x * blockDim.x;
+    const int lane = threadIdx.x & 31, group = 1 << group_shift, sub = lane & (group - 1);
+    const long long per_warp = 32 >> group_shift;
+    const long long warps = threads >> 5;
+    double l1 = 0.0;
+    unsigned long long scanned = 0, activated = 0, activated_out_edges = 0, widest = 0;
+    unsigned long long lowest = ~0ull;
+    // rounds of one vertex per group, the same number of rounds for every lane of a warp
+    for (long long base = (thread >> 5) * per_warp; base < size; base += warps * per_warp) {
+        const long long i = base + (lane >> group_shift);
+        long long u = 0, begin = 0, end = 0;
+        if (i < size) {
+            u = (long long)frontier[i];
+            begin = out_offsets[u];
+            end = out_offsets[u + 1];
+            if (sub == 0) scanned += (unsigned long long)(end - begin);
+        }
+        const unsigned span = __reduce_max_sync(0xffffffffu, (unsigned)(end - begin));
+        for (unsigned k0 = sub; k0 < span + sub; k0 += group) {
+            const long long k = begin + k0;
+            bool joins = false, waits = false;
+            vid_t v = 0;
+            value_t before, after;
+            if (k < end) {
+                v = out_targets[k];
+                // in flight beside v's value: the level's round trips are its cost
+                const unsigned long long degree = (unsigned long long)attrs.out_degree[v];
+                if (gp_fused_apply(values, (long long)v,
+                                   gp_gather(values, out_weights, attrs, u, (long long)v, k),
+                                   attrs, aggregates, num_vertices, iteration, &before,
+                                   &after)) {
+                    l1 += fabs((double)after - (double)before);
+                    bool near = true;
+                    if (priority) {
+                        const double key = gp_priority_key(after, priority == 2);
+                        if (key >= threshold) {
+                            near = false;
+                            lowest = min(lowest, gp_key_order(key));
+                            waits = far_flags[v] == 0u && atomicExch(&far_flags[v], 1u) == 0u;
+                        }
+                    }
+                    const unsigned int stamp = near ? joined : changed;
+                    const unsigned int held = atomicMax(&stamps[v], stamp);
+                    if (held < changed) activated += 1;
+                    joins = near && held < joined;
+                    if (joins) {
+                        activated_out_edges += degree;
+                        widest = max(widest, degree);
+                    }
+                }
+            }
+            gp_warp_append(joins, v, next_frontier, next_size);
+            if (priority) gp_warp_append(waits, v, far_queue, far_size);
+        }
+    }
+    // (no read before the atomics, as gp_warp_max_into has: a round trip saved)
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        widest = max(widest, __shfl_down_sync(0xffffffffu, widest, offset));
+        lowest = min(lowest, __shfl_down_sync(0xffffffffu, lowest, offset));
+    }
+    if (lane == 0 && widest)
+        atomicMax(reinterpret_cast<unsigned long long*>(
+            counters + GP_LOOP_FRONTIER_MAX_DEGREE + (parity ^ 1)), widest);
+    if (lane == 0 && lowest != ~0ull)
+        atomicMin(reinterpret_cast<unsigned long long*>(counters + GP_LOOP_FAR_MIN), lowest);
+    scanned = gp_warp_total(scanned);
+    if (lane == 0 && scanned) {
+        atomicAdd(reinterpret_cast<unsigned long long*>(counters + GP_LOOP_EDGES_NOTIFIED),
+                  scanned);
+        atomicAdd(reinterpret_cast<unsigned long long*>(counters + GP_LOOP_EDGES_PULLED),
+                  scanned);
+    }
+    gp_block_totals(l1, activated, activated_out_edges,
+                    reinterpret_cast<double*>(counters + GP_LOOP_L1),
+                    reinterpret_cast<unsigned long long*>(counters + GP_LOOP_ACTIVATED), shared);
 }

@@ -345,7 +345,8 @@ class GpuEngine:
         return device_loop.DeviceLoop(self, push=self.push_entry["choice"],
                                       push_weights=bool(self._push_bytes()[1]),
                                       priority=priority,
-                                      persistent=self.gpu_plan.persistent_loop)
+                                      persistent=self.gpu_plan.persistent_loop,
+                                      fused=self.gpu_plan.fused_push)
 
     def _push_bytes(self) -> tuple[int, int]:
         """Bytes per accumulator and per edge value the push keeps (0 without)."""
@@ -429,7 +430,8 @@ class GpuEngine:
         num_edges, forced, factor = self.num_edges, direction, inputs["factor"]
         neighbour_in, pull_factor = inputs["neighbour_in_degree"], inputs["pull_factor"]
         loop_entry = {**entry, "push": self.push_entry, "value_priority": self.priority_entry,
-                      "persistent": self.gpu_plan.entry("persistent_loop")}
+                      "persistent": self.gpu_plan.entry("persistent_loop"),
+                      "fused_push": self.gpu_plan.entry("fused_push")}
         field = device_loop.RECORD_FIELDS.index
         names = ("active_vertices", "active_out_edges", "updated_vertices", "edges_pulled",
                  "activated", "edges_notified")

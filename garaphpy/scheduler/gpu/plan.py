@@ -48,7 +48,7 @@ from .. import decisions, device_loop
 from ..plan import GPU_CHOICES, check_turned_off, record_choice
 from ..records import json_value
 from ...kernels import gpu_codec
-from ...program import apply_reads_per_iteration
+from ...program import activate_is_change, apply_reads_per_iteration
 from ...storage import page_codec
 from . import transfer
 from .page_store import PAGE_SLACK_BYTES, RESIDENT_PADDING_EDGES, PagePlan, plan_pages
@@ -107,6 +107,9 @@ class GpuPlan:
     persistent_loop : bool
         The device loop may run several iterations a launch in its persistent
         kernel (``persistent_loop``).
+    fused_push : bool
+        Its persistent launches run each iteration as one fused pass
+        (``fused_push``).
     device_loop : bool
         The device loop's choice without checkpoints after pages (its arrays
         are made at set-up if so).
@@ -147,6 +150,7 @@ class GpuPlan:
     value_priority: bool = False
     larger_first: bool = False
     persistent_loop: bool = False
+    fused_push: bool = False
     device_loop: bool = False
     selective: bool = False
     prefetch_next_copies: bool = False
@@ -212,7 +216,7 @@ class GpuPlan:
             ("selective transfers", self.selective),
             ("selective arrays deferred", self.release_pages is not None),
             ("push", self.push), ("value priority", self.value_priority),
-            ("persistent loop", self.persistent_loop),
+            ("persistent loop", self.persistent_loop), ("fused push", self.fused_push),
             ("device loop", self.device_loop), ("union-find start", self.union_find_start),
             ("copies queued ahead", self.prefetch_next_copies)) if on]
         pages = "resident pages" if self.resident else \
@@ -320,13 +324,16 @@ def plan_gpu(program, translated, store, *, synchronous: bool, reads_weights: bo
         enabled=on("gpu_value_priority"))
     priority = bool(entries["gpu_value_priority"]["choice"])
     persistent = choose("persistent_loop", decisions.gpu_persistent_loop, push=push)
+    fused = choose("fused_push", decisions.gpu_fused_push, persistent=persistent,
+                   synchronous=synchronous, activate_is_change=activate_is_change(program),
+                   value_bytes=np.dtype(translated.value_dtype).itemsize)
     push_bytes = (0, 0)
     if push:
         weights = store.weighted and "weight" in gather_parameters
         push_bytes = (accum_size, store.weight_dtype.itemsize if weights else 0)
     loop_bytes = device_loop.extra_bytes(store.num_vertices, store.num_edges,
                                          store.vertex_dtype.itemsize, *push_bytes,
-                                         priority=priority)
+                                         priority=priority, fused=fused)
     free_bytes = plan.budget - plan.vertex_bytes - plan.page_bytes
     entries["device_loop"] = types.MappingProxyType({after: decisions.fixed(
         decisions.device_loop, enabled=on("device_loop"), resident=plan.resident,
@@ -373,6 +380,7 @@ def plan_gpu(program, translated, store, *, synchronous: bool, reads_weights: bo
         transfer_forced=forced,
         release_pages=pages["release_pages"], pull_packed=on("pull_packed"), push=push,
         value_priority=priority, larger_first=larger_first, persistent_loop=persistent,
+        fused_push=fused,
         device_loop=loop, selective=bool(selective), union_find_start=union_find,
         prefetch_next_copies=prefetch, settled_pages=settled_pages,
         selective_when_pays=on("selective_when_pays"),
