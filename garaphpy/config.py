@@ -372,6 +372,22 @@ READ_RATIO_RANDOM_BYTES = 4096
 READ_RATIO_RANDOM_READS = 512
 READ_RATIO_RANDOM_SECONDS = 0.15
 
+#: Sequential read speed of the storage directories, bytes a second, for the
+#: build's choice of page format and the page reader's read-ahead
+#: (:mod:`garaphpy.storage.decisions`).  None measures it once per device
+#: (:func:`garaphpy.storage.read_ratio.disk_read_speed`); a number fixes it.
+DISK_READ_BYTES_PER_SECOND = None
+
+#: The speed taken for a directory that cannot be measured: a PCIe 3 x4 NVMe
+#: SSD's sequential read (3.5 GB/s, e.g. Samsung 970 EVO Plus's data sheet),
+#: above the 1.1-1.9 GB/s the H200 host's virtio disk read (issue "pages from
+#: storage at the disk's limit"), so compression must earn its keep.
+ASSUMED_DISK_READ_BYTES_PER_SECOND = 3.5e9
+
+#: Edges a build measures its pages' compression on (``store.compress =
+#: "auto"``): pages spread over the store, encoded and decoded, timed.
+COMPRESS_SAMPLE_EDGES = 1 << 23
+
 #: Edges parsed per chunk when streaming a text input.
 READ_CHUNK_EDGES = 1 << 22
 
