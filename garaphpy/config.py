@@ -355,8 +355,9 @@ STREAMING_CORES_PER_DIRECTORY = READS_IN_FLIGHT_PER_DIRECTORY + 1
 #: their checksums are most of that set-up (kron22, 0.77 GB: 0.43 s on one).
 DEVICE_UPLOAD_READERS = 4
 
-#: A run's page readers read at most this many pages ahead (and at most
-#: PAGE_READAHEAD_BYTES): small pages need no 256 MiB of buffers.
+#: The fixed read-ahead window of ``bench/disk.py`` (pages, at most
+#: PAGE_READAHEAD_BYTES); a run sizes its own by the disk's measured speed
+#: (:func:`garaphpy.storage.decisions.readahead_pages`).
 PAGE_READAHEAD_PAGES = 8
 
 #: k, the sequential over random read speed of secondary storage, used as rho
