@@ -239,8 +239,9 @@ def run(graph: Graph, program: str | type[VertexProgram] | VertexProgram, *,
         iteration (Garaph section 2.2), with the same results.
     readahead_bytes : int, optional
         Page buffers each processor's reader may fill ahead of it when pages
-        come from storage (rounded up to whole pages; default: a few pages,
-        at most a quarter of the budget left beside the vertex data, see
+        come from storage (rounded up to whole pages; default: sized by the
+        storage directories' measured read speed, at most a quarter of the
+        budget left beside the vertex data, see
         :func:`garaphpy.storage.host_budget.plan_run_pages`).
     read_ratio : float, optional
         k, the sequential over random read speed of the storage directories

@@ -187,8 +187,9 @@ class RunOptions:
                                      "iteration (default: half the available memory)",
                                      config="run.host_memory")
     readahead_bytes: int | None = option(None, "size", "page buffers each processor reads "
-                                         "ahead when pages come from storage (default: a "
-                                         "few pages)", config="run.readahead_bytes")
+                                         "ahead when pages come from storage (default: "
+                                         "sized by the disk's measured speed)",
+                                         config="run.readahead_bytes")
     read_ratio: float | None = option(None, "float|none", "k, sequential over random read "
                                       "speed of the storage directories (default: measured "
                                       "once and cached)", minimum=1.0, config="run.read_ratio")

@@ -349,7 +349,7 @@ STREAMED_READ_RATIO = 8.0     #: the read ratio the out-of-core runs are given
 
 
 def build_striped_store(directory: Path) -> Store:
-    """A weighted store of many multi-block pages over three storage directories."""
+    """A weighted store of many multi-block plain pages over three storage directories."""
     rng = np.random.default_rng(5)
     n, m = 2000, 20000
     src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
@@ -357,7 +357,7 @@ def build_striped_store(directory: Path) -> Store:
     for ssd in ssds:
         ssd.mkdir(parents=True)
     return build_store(from_arrays(src, dst, rng.integers(1, 100, m)), directory / "store",
-                       BuildOptions(block_bytes=4096, max_page_bytes=20000,
+                       BuildOptions(block_bytes=4096, max_page_bytes=20000, compress=False,
                                     storage_dirs=[str(d) for d in ssds]), progress=False)
 
 
