@@ -387,7 +387,7 @@ ASSUMED_DISK_READ_BYTES_PER_SECOND = 3.5e9
 
 #: Edges a build measures its pages' compression on (``store.compress =
 #: "auto"``): pages spread over the store, encoded and decoded, timed.
-COMPRESS_SAMPLE_EDGES = 1 << 23
+COMPRESS_SAMPLE_EDGES = 1 << 22
 
 #: Edges parsed per chunk when streaming a text input.
 READ_CHUNK_EDGES = 1 << 22

@@ -1036,7 +1036,7 @@ class _Builder:
         directories = [primary] + list(extra_tmp)
         compression = choose_compression(options.compress, shards, pages_count, in_offsets,
                                          csc_src, csc_weight, sizing, vid, weight_dtype,
-                                         directories)
+                                         directories, None if in_memory else self.budget)
         self._mark("compress_choice")
         writer = StoreWriter(directories, options.block_bytes)
         try:

@@ -10,7 +10,9 @@ directories' sequential read speed
 device), and lets :func:`garaphpy.storage.decisions.compress_pages` decide.
 ``True`` and ``False`` force the choice without measuring.  The choice and
 its measurement are recorded in the manifest (``layout.compress``) and
-printed with the build's summary.
+printed with the build's summary.  A build out of core keeps its pages plain
+where compressing one whole would not fit its memory budget
+(:func:`garaphpy.storage.decisions.compress_fits_memory`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ import numpy as np
 from .. import config
 from .._numba_setup import parallel_section
 from . import layout, page_codec
-from .decisions import CompressChoice, compress_pages
+from ..progress import human_bytes
+from .decisions import CompressChoice, compress_fits_memory, compress_pages
 from .page_writer import compressed_image
 from .read_ratio import disk_read_speed
 
@@ -99,7 +102,7 @@ def _decode_rate(images: list, in_offsets, sizing: layout.PageSizing) -> float:
 
 def choose_compression(setting, shards, pages_count, in_offsets, csc_src, csc_weight,
                        sizing: layout.PageSizing, source_dtype, weight_dtype,
-                       directories) -> CompressChoice:
+                       directories, memory_budget: int | None = None) -> CompressChoice:
     """The page format of a build.
 
     Parameters
@@ -111,6 +114,8 @@ def choose_compression(setting, shards, pages_count, in_offsets, csc_src, csc_we
         :func:`garaphpy.storage.page_writer.write_pages` takes them.
     directories : sequence of path
         The directories the store's pages go to (their read speed is taken).
+    memory_budget : int, optional
+        The memory budget of a build out of core (None: built in memory).
     """
     if setting is True:
         return CompressChoice(True, "compressed: store.compress = true")
@@ -123,6 +128,11 @@ def choose_compression(setting, shards, pages_count, in_offsets, csc_src, csc_we
                      np.int64)
     if not edges.sum():
         return CompressChoice(False, "plain: no edges")
+    largest = layout.page_array_offsets(int(edges.max()), sizing)["nbytes"]
+    if not compress_fits_memory(largest, memory_budget):
+        return CompressChoice(False, f"plain: compressing a page of {human_bytes(largest)} "
+                                     "whole would exceed half the build's memory budget of "
+                                     f"{human_bytes(memory_budget)}")
     plain_bytes = compressed_bytes = sampled = 0
     images = []
     for k in sample_pages(edges, config.COMPRESS_SAMPLE_EDGES).tolist():

@@ -9,7 +9,9 @@ see build and run facts.
 * **compressed pages** (section 2.1's pages, GCGT's idea): a build keeps
   its pages compressed (:mod:`garaphpy.storage.page_codec`) when they are
   enough smaller and this host decodes them faster than the disk would
-  read the bytes they save (:func:`compress_pages`);
+  read the bytes they save (:func:`compress_pages`), and, built out of
+  core, when a page compressed whole fits the build's memory budget
+  (:func:`compress_fits_memory`);
 * **read-ahead** (section 2.2's streaming from SSDs): the pages a reader
   keeps in flight, enough to cover a page's read at the disk's measured
   speed and the stalls it should hide (:func:`readahead_pages`).
@@ -20,8 +22,9 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-__all__ = ["COMPRESS_MAX_RATIO", "CompressChoice", "MIN_READAHEAD_PAGES",
-           "READAHEAD_COVER_SECONDS", "compress_pages", "readahead_pages"]
+__all__ = ["COMPRESS_MAX_RATIO", "COMPRESS_WORKING_BYTES_PER_PAGE_BYTE", "CompressChoice",
+           "MIN_READAHEAD_PAGES", "READAHEAD_COVER_SECONDS", "compress_fits_memory",
+           "compress_pages", "readahead_pages"]
 
 #: A build keeps its pages compressed only when they take at most this
 #: fraction of the plain bytes.  The codec gives 0.27-0.37 on web-NotreDame,
@@ -30,6 +33,12 @@ __all__ = ["COMPRESS_MAX_RATIO", "CompressChoice", "MIN_READAHEAD_PAGES",
 #: (random ids, no locality) saves too little to be worth a second format on
 #: every path that reads pages.
 COMPRESS_MAX_RATIO = 0.75
+
+#: Working memory of compressing one page whole, per plain byte of the page:
+#: its sources copied, its edge stream and its image (out-of-core builds of
+#: 3.2-4M edges in one page under a 32 MiB budget measured 1.6x the page
+#: above the plain build, tests/bad_inputs/test_store_safety.py).
+COMPRESS_WORKING_BYTES_PER_PAGE_BYTE = 2
 
 #: Seconds of stall the read-ahead hides beside one page's read: a consumer
 #: that pauses between pages (an iteration's end, a checkpoint) or a disk
@@ -114,6 +123,17 @@ def compress_pages(compressed_bytes: int, plain_bytes: int, decode_bytes_per_s: 
         return CompressChoice(False, f"plain: compressed pages take {facts}; decoding a page "
                                      "takes longer than reading the bytes it saves", **measured)
     return CompressChoice(True, f"compressed: {facts}", **measured)
+
+
+def compress_fits_memory(largest_page_bytes: int, memory_budget: int | None) -> bool:
+    """Whether an out-of-core build may compress its pages: a page is encoded
+    whole, which takes :data:`COMPRESS_WORKING_BYTES_PER_PAGE_BYTE` times its
+    plain bytes, and that must stay within half the build's ``memory_budget``
+    (the other half holds the CSC index and vertex arrays being written).
+    None: a build in memory, whose pages are slices of a CSC it holds."""
+    if memory_budget is None:
+        return True
+    return COMPRESS_WORKING_BYTES_PER_PAGE_BYTE * largest_page_bytes <= memory_budget // 2
 
 
 def readahead_pages(buffer_bytes: int, disk_bytes_per_s: float,

@@ -48,6 +48,17 @@ def test_compress_pages_truth_table(compressed, plain, decode, disk, expected):
         assert by_hand is expected
 
 
+@pytest.mark.parametrize("largest, budget, expected", [
+    (64 << 20, None, True),                 # built in memory: pages are slices of its CSC
+    (64 << 20, 256 << 20, True),            # 2 x 64 MiB within half of 256 MiB
+    (64 << 20, (256 << 20) - 1, False),
+    (20_000, 32 << 20, True),
+    (19 << 20, 32 << 20, False),            # one 19 MB page under a 32 MiB budget
+])
+def test_compress_fits_memory_truth_table(largest, budget, expected):
+    assert decisions.compress_fits_memory(largest, budget) is expected
+
+
 MIB = 1 << 20
 
 
@@ -135,6 +146,24 @@ def test_forced_settings_measure_nothing(tmp_path, edges, monkeypatch, setting):
     assert choice["compress"] is setting and choice["sample_edges"] == 0
     assert choice["reason"].endswith(f"store.compress = {str(setting).lower()}")
     assert any(info.compressed for info in graph.store.pages) is setting
+
+
+@pytest.mark.parametrize("page_bytes, compressed", [(16 << 10, True), (64 << 20, False)])
+def test_an_out_of_core_build_compresses_only_pages_its_budget_holds(
+        tmp_path, edges, monkeypatch, page_bytes, compressed):
+    monkeypatch.setattr(config, "DISK_READ_BYTES_PER_SECOND", 1e3)
+    src, dst, n = edges
+    graph = garaphpy.Graph.from_arrays(src, dst, num_vertices=n, store=tmp_path / "s",
+                                       max_page_bytes=page_bytes, memory_budget=400_000,
+                                       progress=False)
+    manifest = graph.store.manifest
+    assert not manifest["built_in_memory"]
+    choice = manifest["layout"]["compress"]
+    assert choice["compress"] is compressed
+    assert ("memory budget" in choice["reason"]) is not compressed
+    plain = build(tmp_path, "plain", edges, compress=False)
+    for mine, theirs in zip(graph.store.csc(), plain.store.csc()):
+        np.testing.assert_array_equal(mine, theirs)
 
 
 def test_int64_ids_stay_plain_without_measuring(tmp_path, edges, monkeypatch):
