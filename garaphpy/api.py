@@ -610,10 +610,23 @@ def _plan(run_: _ValidatedRun, pages, policy, turned_off) -> tuple[RunPlan, tupl
     plan = RunPlan(mode=run_.mode, execution=run_.execution, direction=run_.direction,
                    max_iterations=run_.max_iterations, tolerance=run_.tolerance,
                    threads=run_.threads,
-                   pages="from storage" if pages.reads_storage else "in memory",
+                   pages=_pages_line(pages),
                    cpu=cpu_plan, turned_off=check_turned_off(turned_off),
                    gpu_set_up=run_.gpu_set_up)
     return plan, cpu_parts
+
+
+def _pages_line(pages) -> str:
+    """The run plan's ``pages``: in memory, or from storage with the disk speed
+    the read-ahead was sized by (:func:`garaphpy.storage.host_budget.plan_run_pages`)."""
+    if not pages.reads_storage:
+        return "in memory"
+    plan = getattr(pages, "plan", None)
+    speed = getattr(plan, "disk_bytes_per_s", None)
+    if speed is None:
+        return "from storage"
+    return (f"from storage (read-ahead {plan.readahead_pages} pages a reader, "
+            f"disk {speed / 1e9:.2f} GB/s)")
 
 
 def _build(plan: RunPlan, run_: _ValidatedRun, pages, cpu_parts,

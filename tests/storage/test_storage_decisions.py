@@ -267,6 +267,9 @@ def test_a_run_from_disk_with_the_sized_window_gives_the_in_memory_values(
                             host_memory=budget, read_ratio=4.0)
     in_memory = garaphpy.run(graph, "pagerank", mode="cpu", max_iterations=4, tolerance=0)
     assert streamed.iterations[-1].bytes_read > 0 and in_memory.iterations[-1].bytes_read == 0
+    assert streamed.plan.pages.startswith("from storage (read-ahead ")
+    assert f"disk {disk / 1e9:.2f} GB/s" in streamed.plan.pages
+    assert in_memory.plan.pages == "in memory"
     np.testing.assert_allclose(streamed.values, in_memory.values, rtol=1e-12, atol=0)
     bfs = garaphpy.run(graph, "bfs", mode="cpu", sources=[0], host_memory=budget,
                        read_ratio=4.0)
