@@ -25,8 +25,8 @@ import numpy as np
 
 from .. import config
 from .._numba_setup import parallel_section
-from . import layout, page_codec
 from ..progress import human_bytes
+from . import layout, page_codec
 from .decisions import CompressChoice, compress_fits_memory, compress_pages
 from .page_writer import compressed_image
 from .read_ratio import disk_read_speed

@@ -273,7 +273,7 @@ def plan_run_pages(store, readers: int, budget: int | None = None,
     if readahead_bytes is not None:
         pages_ahead = -(-_check_bytes("readahead_bytes", readahead_bytes, 1) // buffer)
     elif fixed + sum(sizes) <= budget:      # every page cached: nothing is read ahead
-        pages_ahead = 1
+        pages_ahead, disk_bytes_per_s = 1, None
     else:
         if disk_bytes_per_s is None:
             disk_bytes_per_s = disk_read_speed(store.storage_dirs)
@@ -290,7 +290,7 @@ def plan_run_pages(store, readers: int, budget: int | None = None,
     # a compressed page in flight also holds its staging buffer until decoded
     staging = (max(1, pages_ahead) + 1) * staging_buffer_bytes(store)
     plan = plan_host_cache(sizes, fixed, readers * (readahead + staging), budget)
-    if disk_bytes_per_s is not None and not plan.all_cached:
+    if readahead_bytes is None and disk_bytes_per_s is not None and not plan.all_cached:
         plan = dataclasses.replace(plan, disk_bytes_per_s=float(disk_bytes_per_s),
                                    readahead_pages=max(1, pages_ahead))
     return plan, readahead
