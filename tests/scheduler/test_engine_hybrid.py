@@ -248,7 +248,7 @@ class PhasePolicy(GpuAlonePolicy):
 def weighted_grid():
     """A 60x60 grid, weighted: SSSP in buckets of values on the CPU, and many
     sparse iterations."""
-    return garaphpy.Graph.load("grid:60x60", progress=False,
+    return garaphpy.Graph.load("grid:60x60", progress=False, compress=False,
                                generator_options={"weighted": True, "seed": 5})
 
 

@@ -166,6 +166,20 @@ def test_an_out_of_core_build_compresses_only_pages_its_budget_holds(
         np.testing.assert_array_equal(mine, theirs)
 
 
+def test_a_store_of_before_the_measured_choice_opens_and_summarises(tmp_path, edges):
+    from garaphpy.storage.store import Store, read_manifest, write_manifest
+
+    store = build(tmp_path, "old", edges, compress=False).store
+    manifest = read_manifest(store.path)
+    del manifest["layout"]["compress"]
+    manifest["options"]["compress"] = False         # the old default, as recorded then
+    write_manifest(store.path, manifest)
+    old = Store.open(store.path, verify="full")
+    assert not any(info.compressed for info in old.pages)
+    summary = format_summary(old.manifest)
+    assert "page format" not in summary and "store:" in summary
+
+
 def test_int64_ids_stay_plain_without_measuring(tmp_path, edges, monkeypatch):
     monkeypatch.setattr(config, "INT32_VERTEX_LIMIT", 16)
     monkeypatch.setattr(compress_choice, "disk_read_speed", lambda d: pytest.fail("measured"))
