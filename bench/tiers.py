@@ -7,8 +7,10 @@ pages read from disk.  An iteration should read from disk only the page
 bytes in neither budget, at the disk's own speed.  This measures that on one
 store: ``--graph`` (``kron:S``, rmat:S made symmetric with
 :meth:`garaphpy.Graph.as_undirected`; ``rmat:S``; a graph file), built with
-compressed pages by ``--compress``, or the store ``--store DIR`` (a run
-prints its store's path).
+pages compressed where the build measures that it pays (``--compress auto``,
+the default; ``--compress`` or ``--compress true`` forces them, ``--compress
+false`` keeps them plain), or the store ``--store DIR`` (a run prints its
+store's path).
 
 The GPU budget is what a sizing :class:`~garaphpy.scheduler.gpu_engine.GpuEngine`
 needs for the vertex data, the stream buffers and the selective arrays plus
@@ -76,7 +78,7 @@ DROP_CACHES = Path("/proc/sys/vm/drop_caches")
 
 
 # --------------------------------------------------------------------- the store --
-def load_graph(spec: str, *, compress: bool = False, page_bytes: int | None = None,
+def load_graph(spec: str, *, compress: bool | str = "auto", page_bytes: int | None = None,
                store: str | None = None) -> garaphpy.Graph:
     """The graph of ``spec`` (``kron:S``: rmat:S made symmetric), unweighted, from
     garaphpy's store cache; or the store in ``store``, as it is."""
@@ -358,7 +360,11 @@ def parser_of() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--graph", default="kron:22",
                         help="kron:S (rmat:S made symmetric), rmat:S or a file (default kron:22)")
-    parser.add_argument("--compress", action="store_true", help="build with compressed pages")
+    parser.add_argument("--compress", nargs="?", const="true", default="auto",
+                        choices=("auto", "true", "false"),
+                        help="page format of a store built: auto (default: compressed where "
+                             "the build measures that it pays), true (also bare --compress) "
+                             "or false")
     parser.add_argument("--page-bytes", type=parse_bytes, default=None,
                         help="largest page of a store built (default: the builder's)")
     parser.add_argument("--store", default=None, metavar="DIR",
@@ -392,7 +398,8 @@ def main(argv=None) -> int:
         for mode in [m for m in modes if m != "cpu"]:
             print(f"note: {mode} skipped, no usable GPU: {problem.splitlines()[0]}")
         modes = [m for m in modes if m == "cpu"]
-    graph = load_graph(args.graph, compress=args.compress, page_bytes=args.page_bytes,
+    compress = {"true": True, "false": False}.get(args.compress, "auto")
+    graph = load_graph(args.graph, compress=compress, page_bytes=args.page_bytes,
                        store=args.store)
     store = graph.store
     stored = disk_bytes(store, range(len(store.pages)))
@@ -402,6 +409,9 @@ def main(argv=None) -> int:
           f"edge{', compressed' if any(i.compressed for i in store.pages) else ''}); GPU "
           f"budget vertex data + {args.gpu_fraction:g} of the pages, host budget fixed + "
           f"read-ahead + {args.host_fraction:g} of the pages")
+    choice = store.manifest["layout"].get("compress")
+    if isinstance(choice, dict):
+        print(f"page format {choice['reason']}")
     sequential: list = []
     rows = harness.run_cases("tiers", tier_cases(graph, args, modes, sequential), args,
                              extra={"graph": args.graph, "store": str(store.path),

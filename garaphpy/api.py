@@ -239,8 +239,9 @@ def run(graph: Graph, program: str | type[VertexProgram] | VertexProgram, *,
         iteration (Garaph section 2.2), with the same results.
     readahead_bytes : int, optional
         Page buffers each processor's reader may fill ahead of it when pages
-        come from storage (rounded up to whole pages; default: a few pages,
-        at most a quarter of the budget left beside the vertex data, see
+        come from storage (rounded up to whole pages; default: sized by the
+        storage directories' measured read speed, at most a quarter of the
+        budget left beside the vertex data, see
         :func:`garaphpy.storage.host_budget.plan_run_pages`).
     read_ratio : float, optional
         k, the sequential over random read speed of the storage directories
@@ -609,10 +610,23 @@ def _plan(run_: _ValidatedRun, pages, policy, turned_off) -> tuple[RunPlan, tupl
     plan = RunPlan(mode=run_.mode, execution=run_.execution, direction=run_.direction,
                    max_iterations=run_.max_iterations, tolerance=run_.tolerance,
                    threads=run_.threads,
-                   pages="from storage" if pages.reads_storage else "in memory",
+                   pages=_pages_line(pages),
                    cpu=cpu_plan, turned_off=check_turned_off(turned_off),
                    gpu_set_up=run_.gpu_set_up)
     return plan, cpu_parts
+
+
+def _pages_line(pages) -> str:
+    """The run plan's ``pages``: in memory, or from storage with the disk speed
+    the read-ahead was sized by (:func:`garaphpy.storage.host_budget.plan_run_pages`)."""
+    if not pages.reads_storage:
+        return "in memory"
+    plan = getattr(pages, "plan", None)
+    speed = getattr(plan, "disk_bytes_per_s", None)
+    if speed is None:
+        return "from storage"
+    return (f"from storage (read-ahead {plan.readahead_pages} pages a reader, "
+            f"disk {speed / 1e9:.2f} GB/s)")
 
 
 def _build(plan: RunPlan, run_: _ValidatedRun, pages, cpu_parts,

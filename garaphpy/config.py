@@ -355,8 +355,9 @@ STREAMING_CORES_PER_DIRECTORY = READS_IN_FLIGHT_PER_DIRECTORY + 1
 #: their checksums are most of that set-up (kron22, 0.77 GB: 0.43 s on one).
 DEVICE_UPLOAD_READERS = 4
 
-#: A run's page readers read at most this many pages ahead (and at most
-#: PAGE_READAHEAD_BYTES): small pages need no 256 MiB of buffers.
+#: The fixed read-ahead window of ``bench/disk.py`` (pages, at most
+#: PAGE_READAHEAD_BYTES); a run sizes its own by the disk's measured speed
+#: (:func:`garaphpy.storage.decisions.readahead_pages`).
 PAGE_READAHEAD_PAGES = 8
 
 #: k, the sequential over random read speed of secondary storage, used as rho
@@ -371,6 +372,22 @@ READ_RATIO_FILE_BYTES = 32 << 20
 READ_RATIO_RANDOM_BYTES = 4096
 READ_RATIO_RANDOM_READS = 512
 READ_RATIO_RANDOM_SECONDS = 0.15
+
+#: Sequential read speed of the storage directories, bytes a second, for the
+#: build's choice of page format and the page reader's read-ahead
+#: (:mod:`garaphpy.storage.decisions`).  None measures it once per device
+#: (:func:`garaphpy.storage.read_ratio.disk_read_speed`); a number fixes it.
+DISK_READ_BYTES_PER_SECOND = None
+
+#: The speed taken for a directory that cannot be measured: a PCIe 3 x4 NVMe
+#: SSD's sequential read (3.5 GB/s, e.g. Samsung 970 EVO Plus's data sheet),
+#: above the 1.1-1.9 GB/s the H200 host's virtio disk read (issue "pages from
+#: storage at the disk's limit"), so compression must earn its keep.
+ASSUMED_DISK_READ_BYTES_PER_SECOND = 3.5e9
+
+#: Edges a build measures its pages' compression on (``store.compress =
+#: "auto"``): pages spread over the store, encoded and decoded, timed.
+COMPRESS_SAMPLE_EDGES = 1 << 22
 
 #: Edges parsed per chunk when streaming a text input.
 READ_CHUNK_EDGES = 1 << 22

@@ -91,6 +91,10 @@ class Key:
             if value is None or isinstance(value, bool):
                 return value
             raise ConfigError(f"{name}: expected true or false, got {value!r}")
+        if self.kind == "bool|auto":
+            if isinstance(value, bool) or value == "auto":
+                return value
+            raise ConfigError(f"{name}: expected true, false or \"auto\", got {value!r}")
         if self.kind == "ids":
             values = value if isinstance(value, list) else [value]
             if not values or not all(isinstance(v, int) and not isinstance(v, bool)

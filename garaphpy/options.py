@@ -58,8 +58,8 @@ REPLICATION_RULES = ("mean", "edge-weighted")
 
 #: The kinds a configuration key can have (:class:`garaphpy.configfile.Key`);
 #: options of other kinds (``callable``, ``object``, ...) are library-only.
-CONFIG_KINDS = ("str", "bool", "int", "float|none", "bool|none", "size", "ids", "list[str]",
-                "table")
+CONFIG_KINDS = ("str", "bool", "int", "float|none", "bool|none", "bool|auto", "size", "ids",
+                "list[str]", "table")
 
 
 @dataclass(frozen=True)
@@ -187,8 +187,9 @@ class RunOptions:
                                      "iteration (default: half the available memory)",
                                      config="run.host_memory")
     readahead_bytes: int | None = option(None, "size", "page buffers each processor reads "
-                                         "ahead when pages come from storage (default: a "
-                                         "few pages)", config="run.readahead_bytes")
+                                         "ahead when pages come from storage (default: "
+                                         "sized by the disk's measured speed)",
+                                         config="run.readahead_bytes")
     read_ratio: float | None = option(None, "float|none", "k, sequential over random read "
                                       "speed of the storage directories (default: measured "
                                       "once and cached)", minimum=1.0, config="run.read_ratio")
@@ -327,14 +328,17 @@ class BuildOptions:
         its atomic); default 1, the published Equation 2; for study.
     max_page_bytes, block_bytes : int
         Page and data block size limits.
-    compress : bool
+    compress : bool or "auto"
         Store page images compressed (:mod:`garaphpy.storage.page_codec`:
         source ids as bit-packed gaps, IdxOff recomputed from the degrees),
         about 2 bytes an edge instead of 6; pages are decoded into plain
         images as they are read, so every engine runs unchanged, and a GPU
         run that streams pages ships them compressed and decodes them on the
-        device (:mod:`garaphpy.kernels.gpu_codec`).  Default False until that
-        decode is measured on a device.
+        device (:mod:`garaphpy.kernels.gpu_codec`).  ``"auto"`` (default):
+        the build measures a sample of its pages and compresses when that
+        pays on this host (:func:`garaphpy.storage.decisions.compress_pages`;
+        the choice and its measurement are in the manifest's
+        ``layout.compress``); True forces it, False switches it off.
     """
 
     directed: bool | None = option(None, "bool|none", "false symmetrizes; unset follows the "
@@ -387,9 +391,10 @@ class BuildOptions:
                                  config="store.max_page_bytes")
     block_bytes: int = option(config.BLOCK_BYTES, "size", "largest data block of a page",
                               config="store.block_bytes")
-    compress: bool = option(False, "bool", "store pages compressed (source gaps bit-packed, "
-                            "no IdxOff): fewer bytes read from disk, decoded on reading",
-                            config="store.compress", keyed_when_set=True)
+    compress: bool | str = option("auto", "bool|auto", "store pages compressed (source gaps "
+                                  "bit-packed, no IdxOff), decoded on reading: true, false, "
+                                  "or \"auto\" (where the build measures that it pays)",
+                                  config="store.compress", keyed_when_set=True)
 
     def validate(self) -> None:
         """Raise ConfigError naming the first invalid option."""
@@ -422,6 +427,8 @@ class BuildOptions:
         if not 1 <= self.max_shard_vertices <= config.MAX_SHARD_VERTICES:
             raise ConfigError(f"max_shard_vertices={self.max_shard_vertices}: must lie in "
                               f"1..{config.MAX_SHARD_VERTICES} (16-bit IdxOff)")
+        if not (isinstance(self.compress, bool) or self.compress == "auto"):
+            raise ConfigError(f"compress={self.compress!r}: expected true, false or \"auto\"")
         if not isinstance(self.storage_dirs, (list, tuple)):
             raise ConfigError("storage_dirs: expected a list of directories")
 

@@ -26,6 +26,7 @@ from garaphpy.scheduler.policy import HybridPolicy
 from garaphpy.storage.builder import BuildOptions, build_store
 from garaphpy.storage.host_budget import plan_host_cache, run_fixed_bytes
 from garaphpy.storage.host_pages import HostPages
+from garaphpy.storage.page_io import staging_buffer_bytes
 from garaphpy.storage.readers import from_arrays
 from garaphpy.storage.store import Store
 from references import MinLabels
@@ -349,7 +350,7 @@ STREAMED_READ_RATIO = 8.0     #: the read ratio the out-of-core runs are given
 
 
 def build_striped_store(directory: Path) -> Store:
-    """A weighted store of many multi-block pages over three storage directories."""
+    """A weighted store of many multi-block plain pages over three storage directories."""
     rng = np.random.default_rng(5)
     n, m = 2000, 20000
     src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
@@ -357,7 +358,7 @@ def build_striped_store(directory: Path) -> Store:
     for ssd in ssds:
         ssd.mkdir(parents=True)
     return build_store(from_arrays(src, dst, rng.integers(1, 100, m)), directory / "store",
-                       BuildOptions(block_bytes=4096, max_page_bytes=20000,
+                       BuildOptions(block_bytes=4096, max_page_bytes=20000, compress=False,
                                     storage_dirs=[str(d) for d in ssds]), progress=False)
 
 
@@ -392,7 +393,9 @@ def budget(graph, name, cached_fraction, pages_ahead=2) -> dict:
     page buffers of read-ahead and ``cached_fraction`` of the page bytes."""
     store = store_of(graph, name)
     readahead = pages_ahead * buffer_bytes(store)
-    host_memory = (run_fixed_bytes(store) + readahead
+    # compressed pages in flight also hold staging buffers (plan_run_pages pays them)
+    staging = (pages_ahead + 1) * staging_buffer_bytes(store)
+    host_memory = (run_fixed_bytes(store) + readahead + staging
                    + int(cached_fraction * sum(page_bytes(store))))
     return {"host_memory": host_memory, "readahead_bytes": readahead}
 
@@ -411,7 +414,9 @@ def host_budget(graph, program, readers: int, cached_fraction: float) -> dict:
     largest = max(page.nbytes for page in store.pages)
     readahead = 2 * (-(-largest // config.BLOCK_ALIGNMENT) * config.BLOCK_ALIGNMENT)
     total = sum(page.nbytes for page in store.pages)
-    budget = run_fixed_bytes(store) + readers * readahead + int(cached_fraction * total)
+    staging = 3 * staging_buffer_bytes(store)     # beside two pages in flight
+    budget = run_fixed_bytes(store) + readers * (readahead + staging) \
+        + int(cached_fraction * total)
     return {"host_memory": budget, "readahead_bytes": readahead}
 
 

@@ -319,14 +319,14 @@ def assert_run_matches(name, execution, result, reference):
 
 
 def out_of_core_rmat(base):
-    """rmat:12, weighted, in many small pages spread over three storage
+    """rmat:12, weighted, in many small plain pages spread over three storage
     directories under ``base`` (the store and ``ssd1``, ``ssd2``)."""
     import garaphpy
 
     return garaphpy.Graph.load(
         "rmat:12", store=base / "store", progress=False,
         generator_options={"weighted": True, "seed": 11}, max_shard_edges=512,
-        max_page_bytes=16384, storage_dirs=[str(base / "ssd1"), str(base / "ssd2")])
+        max_page_bytes=16384, compress=False, storage_dirs=[str(base / "ssd1"), str(base / "ssd2")])
 
 
 def weighted_chain(store, num_vertices: int, period: int):

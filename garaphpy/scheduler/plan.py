@@ -153,7 +153,8 @@ class RunPlan:
     tolerance : float or None
     threads : int
     pages : str
-        The page source's kind: ``"in memory"`` or ``"from storage"``.
+        The page source's kind: ``"in memory"`` or ``"from storage"`` (with
+        the read-ahead window and the disk speed it was sized by, where it was).
     cpu : CpuPlan or None
         The CPU engine's choices (None where the GPU runs alone).
     gpu : GpuPlan or None

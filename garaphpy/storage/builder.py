@@ -55,6 +55,7 @@ from ..progress import PRINTED_BY_CLI, Progress, human_bytes
 from ..progress import logger as progress_logger
 from . import _build_kernels as kernels
 from . import filesafety, layout, page_codec
+from .compress_choice import choose_compression
 from .page_writer import BLOCK_FILE, StoreWriter, write_array, write_pages
 from .page_writer import block_directory  # noqa: F401  (re-exported: declared here before)
 from .bucket_split import bucket_pieces
@@ -1033,11 +1034,15 @@ class _Builder:
         pages_count = layout.group_pages(shards, sizing)
         self._mark("layout")
         directories = [primary] + list(extra_tmp)
+        compression = choose_compression(options.compress, shards, pages_count, in_offsets,
+                                         csc_src, csc_weight, sizing, vid, weight_dtype,
+                                         directories, None if in_memory else self.budget)
+        self._mark("compress_choice")
         writer = StoreWriter(directories, options.block_bytes)
         try:
             page_rows = write_pages(writer, shards, pages_count, in_offsets, csc_src, csc_weight,
                                      sizing, vid, weight_dtype, self.progress,
-                                     compress=options.compress)
+                                     compress=compression.compress)
         finally:
             blocks = writer.close()
         self._mark("pages")
@@ -1094,7 +1099,9 @@ class _Builder:
                        "source_bytes": sizing.source_bytes, "weight_bytes": sizing.weight_bytes,
                        "page_array_alignment": layout.PAGE_ARRAY_ALIGNMENT,
                        "num_shards": int(shards.size), "num_pages": len(page_rows),
-                       **({"page_codec": page_codec.GAP_BP128} if options.compress else {})},
+                       "compress": compression.record(),
+                       **({"page_codec": page_codec.GAP_BP128} if compression.compress
+                          else {})},
             "storage_dirs": [None] + [str(d.resolve()) for d in extra_dirs],
             "arrays": arrays,
             "pages": page_rows,

@@ -25,6 +25,7 @@ the next pages in order, and no page is held in two budgets.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -33,7 +34,9 @@ import numpy as np
 from .. import config
 from ..errors import ConfigError
 from ..progress import human_bytes
+from . import decisions
 from .page_io import page_buffer_bytes, staging_buffer_bytes
+from .read_ratio import disk_read_speed
 
 __all__ = ["HostCachePlan", "cache_beside", "host_cache_budget", "plan_host_cache",
            "plan_run_pages",
@@ -91,6 +94,11 @@ class HostCachePlan:
     held_elsewhere : tuple of int
         Pages another tier keeps for the run (the GPU's kept pages), left out
         of the cache (:func:`cache_beside`); they count among ``streamed``.
+    disk_bytes_per_s : float or None
+        The storage directories' read speed the read-ahead was sized by
+        (:func:`plan_run_pages`); None: not sized by it.
+    readahead_pages : int or None
+        Pages of each reader's read-ahead window so sized.
     """
 
     budget_bytes: int
@@ -101,6 +109,8 @@ class HostCachePlan:
     cached_bytes: int
     streamed_bytes: int
     held_elsewhere: tuple[int, ...] = ()
+    disk_bytes_per_s: float | None = None
+    readahead_pages: int | None = None
 
     @property
     def all_cached(self) -> bool:
@@ -125,7 +135,10 @@ class HostCachePlan:
                 f"({human_bytes(self.cached_bytes)}), {len(self.streamed)} streamed "
                 f"({human_bytes(self.streamed_bytes)})"
                 + (f", {len(self.held_elsewhere)} held by the GPU instead"
-                   if self.held_elsewhere else ""))
+                   if self.held_elsewhere else "")
+                + (f"; read-ahead {self.readahead_pages} pages a reader for a disk at "
+                   f"{self.disk_bytes_per_s / 1e9:.2f} GB/s"
+                   if self.disk_bytes_per_s is not None else ""))
 
 
 def plan_host_cache(page_sizes: Sequence[int], fixed_bytes: int, readahead_bytes: int,
@@ -217,9 +230,9 @@ def cache_beside(plan: HostCachePlan, page_sizes: Sequence[int],
     used = beside.cached_bytes
     chosen = set(cached)
     streamed = tuple(k for k in range(len(sizes)) if k not in chosen)
-    return HostCachePlan(plan.budget_bytes, plan.fixed_bytes, plan.readahead_bytes,
-                         tuple(cached), streamed, used, sum(sizes) - used,
-                         held_elsewhere=tuple(sorted(held)))
+    return dataclasses.replace(plan, cached=tuple(cached), streamed=streamed,
+                               cached_bytes=used, streamed_bytes=sum(sizes) - used,
+                               held_elsewhere=tuple(sorted(held)))
 
 
 def run_fixed_bytes(store) -> int:
@@ -229,19 +242,24 @@ def run_fixed_bytes(store) -> int:
 
 
 def plan_run_pages(store, readers: int, budget: int | None = None,
-                   readahead_bytes: int | None = None) -> tuple[HostCachePlan, int]:
+                   readahead_bytes: int | None = None,
+                   disk_bytes_per_s: float | None = None) -> tuple[HostCachePlan, int]:
     """The page plan of a run and the read-ahead of each of its ``readers``.
 
     The budget pays first for :func:`run_fixed_bytes`; when every page fits
     beside it, all are cached.  Otherwise each page reader (one per
     processor) gets ``readahead_bytes`` rounded up to whole page buffers (and,
     for a store of compressed pages, a staging buffer per page buffer and one
-    more, paid beside them), or
-    by default ``config.PAGE_READAHEAD_PAGES`` pages (at most
-    ``config.PAGE_READAHEAD_BYTES`` and the store's page count) but no more
+    more, paid beside them), or by default the pages
+    :func:`garaphpy.storage.decisions.readahead_pages` sizes from the
+    storage directories' read speed (``disk_bytes_per_s``, default
+    :func:`garaphpy.storage.read_ratio.disk_read_speed`, measured once per
+    device; it is recorded in the plan), at most
+    ``config.PAGE_READAHEAD_BYTES`` and the store's page count, and no more
     than a quarter of the room beside the fixed bytes, unless that is under
     two pages: a cached page saves its read every iteration, read-ahead
-    only hides the read's latency.
+    only hides the read's latency.  The read-ahead is paid from the budget
+    before the pages cached.
 
     Returns
     -------
@@ -254,12 +272,25 @@ def plan_run_pages(store, readers: int, budget: int | None = None,
     budget = host_cache_budget(budget)
     if readahead_bytes is not None:
         pages_ahead = -(-_check_bytes("readahead_bytes", readahead_bytes, 1) // buffer)
+    elif fixed + sum(sizes) <= budget:      # every page cached: nothing is read ahead
+        pages_ahead, disk_bytes_per_s = 1, None
     else:
+        if disk_bytes_per_s is None:
+            disk_bytes_per_s = disk_read_speed(store.storage_dirs)
+        # each reader thread reads one block, at most a page, at a time
+        block = min(int(store.manifest["layout"]["block_bytes"]), buffer)
+        sized = decisions.readahead_pages(
+            buffer, disk_bytes_per_s, reads_in_flight_bytes=len(store.storage_dirs)
+            * config.READS_IN_FLIGHT_PER_DIRECTORY * block)
         room = max(budget - fixed, 0)
         per_page = readers * buffer
-        pages_ahead = min(config.PAGE_READAHEAD_PAGES, config.PAGE_READAHEAD_BYTES // buffer,
-                          len(sizes), max(room // (4 * per_page), min(2, room // per_page)))
+        pages_ahead = min(sized, config.PAGE_READAHEAD_BYTES // buffer, len(sizes),
+                          max(room // (4 * per_page), min(2, room // per_page)))
     readahead = max(1, pages_ahead) * buffer
     # a compressed page in flight also holds its staging buffer until decoded
     staging = (max(1, pages_ahead) + 1) * staging_buffer_bytes(store)
-    return plan_host_cache(sizes, fixed, readers * (readahead + staging), budget), readahead
+    plan = plan_host_cache(sizes, fixed, readers * (readahead + staging), budget)
+    if readahead_bytes is None and disk_bytes_per_s is not None and not plan.all_cached:
+        plan = dataclasses.replace(plan, disk_bytes_per_s=float(disk_bytes_per_s),
+                                   readahead_pages=max(1, pages_ahead))
+    return plan, readahead

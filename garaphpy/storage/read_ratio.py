@@ -23,6 +23,12 @@ The result is cached per directory (its real path and device number) in
 unreadable or unwritable cache only costs a new measurement.
 ``config.READ_RATIO`` or the ``k`` argument of :func:`storage_read_ratio` fix k
 instead.
+
+:func:`disk_read_speed` is the sequential speed of a store's directories
+together, for the build's choice of page format and the page reader's
+read-ahead (:mod:`garaphpy.storage.decisions`): a directory on a device
+already measured takes that device's speed, so a new directory costs no new
+measurement; ``config.DISK_READ_BYTES_PER_SECOND`` fixes it instead.
 """
 
 from __future__ import annotations
@@ -43,8 +49,8 @@ from ..paths import cache_directory
 from .layout import align
 from .page_io import aligned_empty, open_for_streaming
 
-__all__ = ["ReadSpeeds", "check_read_ratio", "measure_read_ratio", "measure_read_speeds",
-           "storage_read_ratio"]
+__all__ = ["ReadSpeeds", "check_read_ratio", "disk_read_speed", "measure_read_ratio",
+           "measure_read_speeds", "storage_read_ratio"]
 
 CACHE_FILE = "read_ratio.json"
 
@@ -103,6 +109,21 @@ def _cached(directory: Path) -> ReadSpeeds | None:
         return ReadSpeeds(**{k: v for k, v in entry.items() if k != "device"})
     except TypeError:
         return None
+
+
+def _cached_on_device(directory: Path) -> ReadSpeeds | None:
+    """A cached measurement of ``directory`` itself, else of any directory on its device."""
+    own = _cached(directory)
+    if own is not None:
+        return own
+    device = directory.stat().st_dev
+    for entry in _load_cache().values():
+        if isinstance(entry, dict) and entry.get("device") == device:
+            try:
+                return ReadSpeeds(**{k: v for k, v in entry.items() if k != "device"})
+            except TypeError:
+                continue
+    return None
 
 
 def _store_in_cache(directory: Path, speeds: ReadSpeeds) -> None:
@@ -290,3 +311,39 @@ def storage_read_ratio(directories, k: float | None = None) -> float:
     random = np.mean([1.0 / s.random_bytes_per_s for s in speeds])
     sequential = np.mean([1.0 / s.sequential_bytes_per_s for s in speeds])
     return max(1.0, float(random / sequential))
+
+
+def disk_read_speed(directories) -> float:
+    """Sequential read speed, bytes a second, of ``directories`` read together.
+
+    A page's data blocks are spread evenly over the directories and read in
+    parallel, a reader per directory, so the slowest bounds the whole:
+    ``n * min(sequential_i)``.  ``config.DISK_READ_BYTES_PER_SECOND`` fixes
+    it; otherwise each directory's speed is a cached measurement of it or of
+    another directory on its device (:func:`measure_read_speeds` where there
+    is none), and ``config.ASSUMED_DISK_READ_BYTES_PER_SECOND`` where a
+    directory cannot be measured.
+
+    Parameters
+    ----------
+    directories : str, os.PathLike or sequence of them
+        Existing directories.
+    """
+    fixed = config.DISK_READ_BYTES_PER_SECOND
+    if fixed is not None:
+        if isinstance(fixed, bool) or not isinstance(fixed, (int, float)) or not fixed > 0:
+            raise ConfigError(f"config.DISK_READ_BYTES_PER_SECOND={fixed!r}: expected a "
+                              "positive number or None")
+        return float(fixed)
+    if isinstance(directories, (str, os.PathLike)):
+        directories = [directories]
+    speeds = []
+    for directory in map(Path, directories):
+        try:
+            measured = _cached_on_device(directory) or measure_read_speeds(directory)
+            speeds.append(measured.sequential_bytes_per_s)
+        except (OSError, StoreError):
+            speeds.append(config.ASSUMED_DISK_READ_BYTES_PER_SECOND)
+    if not speeds:
+        raise ConfigError("disk_read_speed: no storage directory given")
+    return len(speeds) * min(speeds)

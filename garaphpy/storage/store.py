@@ -200,6 +200,9 @@ def format_summary(manifest: dict) -> str:
         f"{_plural(len(manifest['storage_dirs']), 'storage directory', 'storage directories')}",
     ]
     codec = layout.get("page_codec", page_codec.PLAIN)
+    choice = layout.get("compress")
+    if isinstance(choice, dict) and choice.get("reason"):
+        lines.append(f"  page format {choice['reason']}")
     if codec != page_codec.PLAIN:
         rows = manifest["pages"]
         stored = sum(row.get("stored_nbytes") or row["nbytes"] for row in rows)

@@ -18,7 +18,7 @@ def store_dir(tmp_path_factory):
     """rmat:10 cut into a dozen pages, so that a quarter of them is a budget."""
     path = tmp_path_factory.mktemp("tiers") / "rmat10"
     garaphpy.Graph.load("rmat:10", store=path, progress=False, max_page_bytes=PAGE_BYTES,
-                        generator_options={"weighted": False})
+                        compress=False, generator_options={"weighted": False})
     return path
 
 

@@ -276,7 +276,7 @@ def test_pages_reach_the_device_whole_in_order_from_reader_threads(tmp_path, mon
     from garaphpy.errors import StoreCorruptError
 
     graph = garaphpy.Graph.load("rmat:10", store=tmp_path / "store", progress=False,
-                                max_shard_edges=256, max_page_bytes=4096)
+                                max_shard_edges=256, max_page_bytes=4096, compress=False)
     store = graph.store
     assert len(store.pages) > 2 * readers
     monkeypatch.setattr(config, "DEVICE_UPLOAD_READERS", readers)

@@ -244,7 +244,7 @@ def test_pages_of_one_shard_and_streaming_give_the_resident_result(monkeypatch):
     ref.gpu_engine_options(monkeypatch, packed_pages=False)  # pages as stored (test_packed)
     graph = garaphpy.Graph.load("rmat:12", progress=False,
                                 generator_options={"weighted": True, "seed": 5},
-                                max_shard_edges=512, max_page_bytes=8192)
+                                max_shard_edges=512, max_page_bytes=8192, compress=False)
     for name in ("pagerank", "sssp", "cc"):
         program = program_for(name)
         sources = np.array([0], np.int64) if program.needs_sources else ()
@@ -305,7 +305,7 @@ def test_every_replication_factor_gives_the_cpu_result(replication, lanes, monke
 def test_one_launch_over_resident_pages_equals_one_launch_per_page():
     graph = garaphpy.Graph.load("rmat:12", progress=False,
                                 generator_options={"weighted": True, "seed": 3},
-                                max_page_bytes=16384)
+                                max_page_bytes=16384, compress=False)
     assert len(graph.store.pages) > 4
     for name in ("pagerank", "sssp", "cc"):
         program = program_for(name)

@@ -56,7 +56,7 @@ def paged_rmat():
     between the processors, and heavy vertices are cut between pages."""
     graph = garaphpy.Graph.load("rmat:12", progress=False,
                                 generator_options={"weighted": True, "seed": 11},
-                                max_shard_edges=512, max_page_bytes=16384)
+                                max_shard_edges=512, max_page_bytes=16384, compress=False)
     assert len(graph.store.pages) > 8
     assert (graph.store.shards["split"] == 1).any()
     return graph
@@ -248,7 +248,7 @@ class PhasePolicy(GpuAlonePolicy):
 def weighted_grid():
     """A 60x60 grid, weighted: SSSP in buckets of values on the CPU, and many
     sparse iterations."""
-    return garaphpy.Graph.load("grid:60x60", progress=False,
+    return garaphpy.Graph.load("grid:60x60", progress=False, compress=False,
                                generator_options={"weighted": True, "seed": 5})
 
 

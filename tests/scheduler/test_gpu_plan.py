@@ -41,7 +41,7 @@ def graph():
     graph = garaphpy.Graph.from_arrays(rng.integers(0, n, m), rng.integers(0, n, m),
                                        rng.integers(1, 9, m).astype(np.float64),
                                        max_shard_edges=4096, min_shards=1,
-                                       max_page_bytes=60000)
+                                       max_page_bytes=60000, compress=False)
     assert len(graph.store.pages) > 4
     return graph
 

@@ -49,7 +49,8 @@ def priced(monkeypatch):
 def graph():
     rng = np.random.default_rng(11)
     src, dst = rng.integers(0, 400, 4000), rng.integers(0, 400, 4000)
-    return garaphpy.Graph.from_arrays(src, dst, max_shard_edges=300, max_page_bytes=8_000)
+    return garaphpy.Graph.from_arrays(src, dst, max_shard_edges=300, max_page_bytes=8_000,
+                                      compress=False)
 
 
 # -- the rule -------------------------------------------------------------------------------

@@ -129,7 +129,8 @@ class CpuFirst(GpuAlonePolicy):
 def grid(tmp_path_factory):
     """A weighted 60x50 grid in many small pages (a hybrid iteration can split them)."""
     graph = garaphpy.Graph.load("grid:60x50", store=tmp_path_factory.mktemp("grid") / "s",
-                                max_shard_edges=512, max_page_bytes=16384, progress=False)
+                                max_shard_edges=512, max_page_bytes=16384, compress=False,
+                                progress=False)
     assert len(graph.store.pages) > 4
     return graph
 

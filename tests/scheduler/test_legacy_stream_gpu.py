@@ -113,7 +113,7 @@ def reachable_in_part():
     weights = rng.integers(1, 100, destinations.size)
     return garaphpy.Graph.from_arrays(sources, destinations, weights, num_vertices=n,
                                       progress=False, max_shard_edges=2048,
-                                      max_page_bytes=24000)
+                                      max_page_bytes=24000, compress=False)
 
 
 PLACEMENTS = {

@@ -353,7 +353,7 @@ def test_notify_pull_on_a_grid_reads_only_the_pages_it_touches(tmp_path_factory)
     grid = garaphpy.Graph.load(
         "grid:60x50", store=base / "store", progress=False,
         generator_options={"weighted": True, "seed": 2}, max_shard_edges=128,
-        max_page_bytes=4096, storage_dirs=[str(base / "ssd1"), str(base / "ssd2")])
+        max_page_bytes=4096, compress=False, storage_dirs=[str(base / "ssd1"), str(base / "ssd2")])
     store = grid.store
     sizes = page_bytes(store)
     assert len(sizes) > 20

@@ -156,7 +156,7 @@ def test_gpu_bfs_from_disk_skips_the_pages_it_has_settled(tmp_path):
     graph = garaphpy.Graph.from_arrays(np.concatenate([first, second]),
                                        np.concatenate([second, first]), num_vertices=n,
                                        store=tmp_path / "store", max_shard_edges=256,
-                                       max_page_bytes=4096,
+                                       max_page_bytes=4096, compress=False,
                                        storage_dirs=[str(tmp_path / "ssd1")])
     assert len(graph.store.pages) > 16
     program = program_for("bfs")

@@ -317,13 +317,14 @@ def graph():
     src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
     weights = rng.integers(1, 30, m).astype(np.float64)
     return garaphpy.Graph.from_arrays(src, dst, weights, max_shard_edges=400,
-                                      max_page_bytes=30_000)
+                                      max_page_bytes=30_000, compress=False)
 
 
 @pytest.fixture(scope="module")
 def mesh(tmp_path_factory):
     return garaphpy.Graph.load("grid:40x40", store=tmp_path_factory.mktemp("mesh") / "s",
-                               max_shard_edges=512, max_page_bytes=16384, progress=False)
+                               max_shard_edges=512, max_page_bytes=16384, compress=False,
+                               progress=False)
 
 
 @functools.cache

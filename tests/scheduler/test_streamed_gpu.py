@@ -36,7 +36,7 @@ ITERATIONS = {"max_iterations": 40}
 def paged():
     """rmat:12, weighted, in many small pages."""
     return garaphpy.Graph.load("rmat:12", progress=False, max_shard_edges=512,
-                               max_page_bytes=16384,
+                               max_page_bytes=16384, compress=False,
                                generator_options={"weighted": True, "seed": 11})
 
 
@@ -562,7 +562,7 @@ def test_transfer_rates_measured_at_set_up(packed, monkeypatch):
     from garaphpy.scheduler.gpu import transfer
     from garaphpy.scheduler.gpu_engine import GpuEngine
 
-    graph = garaphpy.Graph.load("rmat:20", progress=False, max_page_bytes=16 << 20,
+    graph = garaphpy.Graph.load("rmat:20", progress=False, max_page_bytes=16 << 20, compress=False,
                                 generator_options={"weighted": True, "seed": 5})
     program = program_for("bfs")
     budget = budget_for(graph, program, 0.25)

@@ -28,7 +28,7 @@ from garaphpy.scheduler.gpu.transfer import COMPACT, COPY, RESIDENT, SKIP, ZERO_
 def paged():
     """rmat:11, weighted, in many small pages (split vertices included)."""
     return garaphpy.Graph.load("rmat:11", progress=False, max_shard_edges=256,
-                               max_page_bytes=8192,
+                               max_page_bytes=8192, compress=False,
                                generator_options={"weighted": True, "seed": 5}).store
 
 

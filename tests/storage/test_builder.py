@@ -227,7 +227,7 @@ def test_pages_written_in_windows_of_one_block_are_the_whole_images(tmp_path, mo
 
     src, dst, weight = random_edges(12, n=3000, m=60000, real=True)
     options = dict(block_bytes=4096, max_page_bytes=150_000, max_shard_edges=2000,
-                   weight_dtype=weight_dtype)
+                   weight_dtype=weight_dtype, compress=False)
     whole = build(tmp_path, from_arrays(src, dst, weight), "whole", **options)
     assert max(page.nbytes for page in whole.pages) <= page_writer.PAGE_WINDOW_BYTES
     monkeypatch.setattr(page_writer, "PAGE_WINDOW_BYTES", 4096)
@@ -303,7 +303,7 @@ def test_damaged_store_is_detected_on_open(tmp_path, target):
 
 
 def test_truncated_block_file_is_detected(tmp_path):
-    store = build(tmp_path, from_arrays(*random_edges(8)))
+    store = build(tmp_path, from_arrays(*random_edges(8)), compress=False)
     blocks = store.path / "blocks.dat"
     os.truncate(blocks, blocks.stat().st_size - 100)
     with pytest.raises(StoreCorruptError, match="truncated"):

@@ -33,7 +33,7 @@ def build(directory: Path, extra_dirs: int) -> Store:
         ssds.append(directory / f"ssd{i + 1}")
         ssds[-1].mkdir(parents=True)
     return build_store(from_arrays(src, dst, rng.integers(1, 100, 20000)), directory / "store",
-                       BuildOptions(block_bytes=4096, max_page_bytes=20000,
+                       BuildOptions(block_bytes=4096, max_page_bytes=20000, compress=False,
                                     storage_dirs=[str(d) for d in ssds]), progress=False)
 
 

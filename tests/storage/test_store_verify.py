@@ -168,7 +168,7 @@ def test_the_csc_finds_damage_in_what_it_reads_and_skips_idxoff_only_blocks(tmp_
     src, dst = rng.integers(0, 3000, 20000), rng.integers(0, 3000, 20000)
     path = tmp_path / "g"
     store = garaphpy.Graph.from_arrays(src, dst, num_vertices=3000, store=path,
-                                       block_bytes=4096).store
+                                       block_bytes=4096, compress=False).store
     info = store.pages[0]
     sources_end = info.num_edges * store.vertex_dtype.itemsize
     blocks = _page_blocks(store, info)
