@@ -322,9 +322,9 @@ def test_device_loop_script_compares_buckets_with_the_flat_loop(tmp_path):
                            "--store-dir", str(tmp_path), "--json", str(rows), "--quiet")
     assert completed.returncode == 0, completed.stderr
     cases = {row["case"]: row for row in rows_of(rows) if "verification" in row}
-    assert set(cases) == {"grid:60x50/bfs/on", "grid:60x50/bfs/off", "grid:60x50/bfs/graphs",
-                          "grid:60x50/sssp/on", "grid:60x50/sssp/off",
-                          "grid:60x50/sssp/graphs", "grid:60x50/sssp/flat"}
+    assert set(cases) == {f"grid:60x50/{program}/{setting}" for program in ("bfs", "sssp")
+                          for setting in ("on", "off", "graphs", "two-pass")} \
+        | {"grid:60x50/sssp/flat"}
     assert all(row["verification"]["status"] == "passed" for row in cases.values())
     assert cases["grid:60x50/sssp/on"]["metrics"][0]["buckets"] >= 1
     assert cases["grid:60x50/sssp/flat"]["metrics"][0]["buckets"] is None
