@@ -40,12 +40,25 @@ def test_compress_pages_truth_table(compressed, plain, decode, disk, expected):
     choice = decisions.compress_pages(compressed, plain, decode, disk)
     assert choice.compress is expected
     assert choice.reason.startswith("compressed" if expected else "plain")
-    assert choice.disk_bytes_per_s == disk and choice.decode_bytes_per_s == decode
+    saves_enough = plain and compressed <= decisions.COMPRESS_MAX_RATIO * plain
+    if saves_enough:
+        assert choice.disk_bytes_per_s == disk and choice.decode_bytes_per_s == decode
     # the inequality it states: P / r <= (P - C) / d and C <= 0.75 P
     if plain:
         by_hand = compressed <= decisions.COMPRESS_MAX_RATIO * plain and \
             plain / decode <= (plain - compressed) / disk + 1e-15
         assert by_hand is expected
+
+
+def test_pages_that_save_too_little_are_not_timed():
+    def no_measuring():
+        raise AssertionError("measured")
+
+    choice = decisions.compress_pages(80, 100, no_measuring, no_measuring)
+    assert choice.compress is False and choice.ratio == 0.8
+    assert choice.decode_bytes_per_s is None and choice.disk_bytes_per_s is None
+    measured = decisions.compress_pages(30, 100, lambda: 10 * GB, lambda: 1.5 * GB)
+    assert measured.compress is True and measured.decode_bytes_per_s == 10 * GB
 
 
 @pytest.mark.parametrize("largest, budget, expected", [
