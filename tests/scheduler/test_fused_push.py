@@ -17,11 +17,9 @@ with the graphs of launches; synchronous runs keep the two passes.
 
 from __future__ import annotations
 
-import math
 import shutil
 import subprocess
 import types
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,14 +27,14 @@ import pytest
 import garaphpy
 from garaphpy import config
 from garaphpy.api import _program_instance
-from garaphpy.program import VertexProgram, activate_is_change
+from garaphpy.program import activate_is_change
+from garaphpy.programs import SSSP
 from garaphpy.scheduler import decisions, device_loop
 
 import references as ref
 from helpers import loop_launches, persistent_loop_graphs, program_for, source_of
 
 ASYNC_PUSHED = ("bfs", "sssp", "cc", "sswp")
-CUDA = Path(garaphpy.__file__).parent / "kernels" / "cuda"
 
 
 @pytest.fixture(scope="module")
@@ -73,27 +71,9 @@ def test_the_built_in_activates_are_changes(name, expected):
     assert activate_is_change(_program_instance(name)) is expected
 
 
-class _Threshold(VertexProgram):
+class _Threshold(SSSP):
     """SSSP whose vertices activate only on a drop of more than 1: each change
     of a fused level alone may not activate where their sum does."""
-
-    value_dtype = np.float64
-    sum = "min"
-    execution = "async"
-    apply_keeps_best = True
-    initially_active = "sources"
-    needs_sources = True
-    needs_weights = True
-    weight_domain = "nonnegative"
-
-    def init(is_source):
-        return 0.0 if is_source else math.inf
-
-    def gather(src, weight):
-        return src + weight
-
-    def apply(value, accum):
-        return min(value, accum)
 
     def activate(new, old):
         return old - new > 1.0
@@ -141,31 +121,6 @@ def test_a_loop_launch_says_it_fused():
     assert device_loop.DeviceLoop.describe(loop).startswith("fused push, 3 launches")
     loop._fused_now = False
     assert device_loop.DeviceLoop.describe(loop).startswith("push, 3 launches")
-
-
-def _function_body(text: str, name: str) -> str:
-    start = text.index("{", text.index(f"void {name}("))
-    depth = 0
-    for end in range(start, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[end], 0)
-        if depth == 0:
-            return text[start:end + 1]
-    raise AssertionError(name)
-
-
-def test_a_fused_level_is_one_pass_and_one_barrier():
-    """The fused loop's barriers: one as a launch starts (its counters cleared),
-    one after a bucket's split (the loop's own pass), one a level; no last
-    block's count."""
-    persistent = (CUDA / "persistent.cu").read_text()
-    loop = _function_body(persistent, "gp_fused_iterations")
-    assert loop.count("grid.sync()") == 3
-    level = loop[loop.index("gp_called_off("):]
-    assert level.count("grid.sync()") == 1 and "gp_fused_push_pass(" in level
-    assert "gp_split_pass(" in loop and "void gp_split_pass(" not in persistent
-    assert "BLOCKS_DONE" not in loop
-    assert "gp_fused_iterations(" in _function_body(persistent, "gp_persistent_push")
-    assert "void gp_fused_push_pass(" in (CUDA / "sparse.cu").read_text()
 
 
 @pytest.mark.parametrize("name", ASYNC_PUSHED)
