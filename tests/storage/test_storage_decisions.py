@@ -255,12 +255,10 @@ def test_plan_sizes_the_readahead_by_the_disk_within_the_budget(tmp_path, edges)
     for speed in (1e5, 1e8, 1e12):
         plan, readahead = plan_run_pages(store, 1, roomy, disk_bytes_per_s=speed)
         windows.append(readahead)
-        block_bytes = min(store.manifest["layout"]["block_bytes"], buffer)
-        wanted = decisions.readahead_pages(buffer, speed, reads_in_flight_bytes=len(
-            store.storage_dirs) * config.READS_IN_FLIGHT_PER_DIRECTORY * block_bytes)
-        cap = min(config.PAGE_READAHEAD_BYTES // buffer, len(store.pages),
-                  max((roomy - fixed) // (4 * buffer), min(2, (roomy - fixed) // buffer)))
-        assert readahead == min(wanted, cap) * buffer
+        # whole pages, the held one and one being read at least, a quarter of the room at most
+        assert readahead % buffer == 0
+        assert decisions.MIN_READAHEAD_PAGES * buffer <= readahead <= (roomy - fixed) // 4
+        assert readahead <= min(config.PAGE_READAHEAD_BYTES, len(store.pages) * buffer)
         assert plan.readahead_pages == readahead // buffer and plan.disk_bytes_per_s == speed
         # the read-ahead is paid before the cached pages, within the budget
         assert plan.readahead_bytes == readahead and plan.used_bytes <= roomy
