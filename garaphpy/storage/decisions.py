@@ -45,7 +45,7 @@ COMPRESS_WORKING_BYTES_PER_PAGE_BYTE = 2
 #: that pauses between pages (an iteration's end, a checkpoint) or a disk
 #: that pauses (a virtio host's scheduling, a flush) shows gaps of a few to
 #: tens of milliseconds; kron24 from one virtio disk read at 1.1-1.7 GB/s
-#: whatever the readers (issue "pages from storage at the disk's limit").
+#: whatever the readers (bench/results/compressed-pages-devvm-2026-12-02.md).
 READAHEAD_COVER_SECONDS = 0.02
 
 #: Pages a reader's window holds at least: the one the consumer holds and the
