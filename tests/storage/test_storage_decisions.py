@@ -193,6 +193,22 @@ def test_a_store_of_before_the_measured_choice_opens_and_summarises(tmp_path, ed
     assert "page format" not in summary and "store:" in summary
 
 
+def test_false_reuses_a_plain_store_and_rebuilds_a_compressed_one(tmp_path, edges,
+                                                                  monkeypatch):
+    monkeypatch.setattr(config, "DISK_READ_BYTES_PER_SECOND", 1e3)     # auto compresses
+    auto = build(tmp_path, "s", edges).store
+    assert any(info.compressed for info in auto.pages)
+    decoded = [np.array(array) for array in auto.csc()[:2]]
+    plain = build(tmp_path, "s", edges, compress=False).store
+    assert not plain.reused and not any(info.compressed for info in plain.pages)
+    again = build(tmp_path, "s", edges, compress=False).store
+    assert again.reused
+    reused_by_auto = build(tmp_path, "s", edges).store      # as a store built before "auto"
+    assert reused_by_auto.reused and not any(info.compressed for info in reused_by_auto.pages)
+    for mine, theirs in zip(decoded, plain.csc()[:2]):
+        np.testing.assert_array_equal(mine, theirs)
+
+
 def test_int64_ids_stay_plain_without_measuring(tmp_path, edges, monkeypatch):
     monkeypatch.setattr(config, "INT32_VERTEX_LIMIT", 16)
     monkeypatch.setattr(compress_choice, "disk_read_speed", lambda d: pytest.fail("measured"))
@@ -208,8 +224,10 @@ def test_the_option_takes_true_false_or_auto():
     for value in ("yes", 1, None):
         with pytest.raises(ConfigError, match=r"^compress=.*expected true, false or \"auto\""):
             BuildOptions(compress=value).validate()
+    # "auto" and False keep the key stores had when False was the default
     assert "compress" not in BuildOptions().content_options()
-    assert BuildOptions(compress=False).content_options()["compress"] is False
+    assert "compress" not in BuildOptions(compress=False).content_options()
+    assert BuildOptions(compress=True).content_options()["compress"] is True
     for value in (True, False, "auto"):
         settings = validate_config({"graph": "rmat:4", "store": {"compress": value}})
         assert BuildOptions(**config_values(BuildOptions, settings)).compress == value
