@@ -254,11 +254,31 @@ def test_disk_read_speed_fixed_or_of_the_device(tmp_path, monkeypatch):
         raise AssertionError("measured again")
 
     monkeypatch.setattr(read_ratio, "measure_read_speeds", no_measuring)
-    # b lies on a's device: a's measurement, and two directories read together
+    # b lies on a's device: a's measurement, and two directories of one disk read at its speed
     speed = measured.sequential_bytes_per_s
     assert read_ratio.disk_read_speed(tmp_path / "b") == pytest.approx(speed)
     assert read_ratio.disk_read_speed([tmp_path / "a", str(tmp_path / "b")]) == \
-        pytest.approx(2 * speed)
+        pytest.approx(speed)
+
+
+def test_disk_read_speed_of_directories_on_two_devices(tmp_path, monkeypatch):
+    """Blocks spread evenly over three directories, two on one device: that
+    device reads 2/3 of the bytes, the other 1/3; the slower bounds them."""
+    monkeypatch.setenv("GARAPHPY_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(config, "DISK_READ_BYTES_PER_SECOND", None)
+    shared = tmp_path / "one", tmp_path / "two"
+    for directory in shared:
+        directory.mkdir()
+    other = tmp_path / "unmeasurable"       # no such directory: a device of its own
+    measured, assumed = 3e9, config.ASSUMED_DISK_READ_BYTES_PER_SECOND
+    monkeypatch.setattr(read_ratio, "measure_read_speeds",
+                        lambda directory: read_ratio.ReadSpeeds(measured, measured / 10, True,
+                                                                1 << 20, 4096, "now"))
+    # a GB: 2/3 of it at 3 GB/s take 0.22 s, 1/3 at 3.5 GB/s 0.095 s; the first bounds
+    assert read_ratio.disk_read_speed([*shared, other]) == pytest.approx(1e9 / (2 / 3 * 1e9 / measured))
+    assert read_ratio.disk_read_speed(shared) == pytest.approx(measured)
+    assert read_ratio.disk_read_speed([shared[0], other]) == pytest.approx(2 * measured)
+    assert assumed > measured
 
 
 # -------------------------------------------------------------- sized windows --
