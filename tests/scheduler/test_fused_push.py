@@ -102,6 +102,24 @@ class _Int32Labels(_Threshold):
         return new != old
 
 
+class _Int16Labels(_Int32Labels):
+    """Hop counts in 16 bits: no compare-and-swap of their size, so no fused push."""
+
+    value_dtype = np.int16
+
+    def init(is_source):
+        return 0 if is_source else 16384
+
+
+class _Int8Labels(_Int32Labels):
+    """Hop counts in 8 bits, as _Int16Labels."""
+
+    value_dtype = np.int8
+
+    def init(is_source):
+        return 0 if is_source else 64
+
+
 def test_an_activate_beyond_a_change_does_not_qualify():
     assert not activate_is_change(_Threshold())
     assert not activate_is_change(_Unchanged())
@@ -146,6 +164,28 @@ def test_the_unit_compiles_without_a_warning(name, tmp_path):
     body = body[:body.index("\n}\n")]
     assert "atom.global.cas" in body or "atom.cas" in body
     assert "ld.acquire.gpu" in body
+
+
+@pytest.mark.parametrize("program", [_Int16Labels(), _Int8Labels()],
+                         ids=["int16", "int8"])
+def test_the_units_compile_for_values_of_one_and_two_bytes(program, tmp_path):
+    """The engine's unit and the persistent kernel's hold the fused pass for
+    every value type, compiled whatever the run's plan: a value too narrow for
+    a compare-and-swap must not stop them compiling (its runs keep two passes)."""
+    from garaphpy.kernels.cuda_program import translate_program
+    from garaphpy.kernels.gpu import kernel_source, persistent_source
+
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc is not on PATH")
+    engine_unit = kernel_source(translate_program(program, weight_dtype=None), np.int32)
+    for name, text in (("engine", engine_unit), ("persistent", persistent_source(engine_unit))):
+        source = tmp_path / f"{name}.cu"
+        source.write_text(text)
+        result = subprocess.run([nvcc, "-arch=sm_90", "-std=c++17", "-Werror", "all-warnings",
+                                 "-c", "-o", str(tmp_path / f"{name}.o"), str(source)],
+                                capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr[-6000:]
 
 
 # -- on the GPU ------------------------------------------------------------------------------
@@ -262,6 +302,19 @@ def test_synchronous_runs_keep_the_two_passes(graphs):
     assert entries and entries[-1]["fused_push"]["choice"] is False
     assert not any(launch.startswith("fused") for launch in loop_launches(result))
     np.testing.assert_array_equal(result.values, ref.bfs_scipy(graph, source))
+
+
+@pytest.mark.gpu
+def test_a_16_bit_program_keeps_the_two_passes_and_scipys_depths(graphs):
+    graph = graphs["grid"]
+    source = source_of(graph, "grid")
+    result = garaphpy.run(graph, _Int16Labels(), sources=int(source[0]), mode="gpu",
+                          execution="async", max_iterations=100_000)
+    entries = [r.decisions["device_loop"] for r in result.iterations
+               if "device_loop" in r.decisions]
+    assert entries and entries[-1]["fused_push"]["choice"] is False
+    depth = ref.bfs_scipy(graph, source)
+    np.testing.assert_array_equal(result.values, np.where(depth >= 0, depth, 16384))
 
 
 @pytest.mark.gpu
