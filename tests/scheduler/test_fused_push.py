@@ -3,7 +3,8 @@
 Without a GPU: the rule (:func:`decisions.gpu_fused_push`), the program
 property it reads (:func:`garaphpy.program.activate_is_change`), the loop's
 arrays and description, and ``nvcc`` of the persistent kernel's translation
-unit for BFS, SSSP, CC and SSWP with every warning an error (the GPU plan's
+unit for BFS, SSSP, CC and SSWP with every warning an error, and of the
+engine's and the persistent unit for 8- and 16-bit values (the GPU plan's
 choice and its switch: test_gpu_plan.py).
 With one (``pytest -m gpu``): asynchronous BFS, SSSP, CC and SSWP through
 the fused persistent kernel on a grid, a chain, a road-like grid (random
@@ -12,7 +13,8 @@ of values, give SciPy's BFS levels, Dijkstra distances and components (and a
 max-heap's widest paths), one record per iteration, numbered in order; the
 same run with the two-pass kernel (``turned_off={"fused_push"}``) gives the
 same values; a stop at ``max_iterations`` stops exactly there; launches mix
-with the graphs of launches; synchronous runs keep the two passes.
+with the graphs of launches; synchronous runs, and a 16-bit program (SciPy's
+depths), keep the two passes.
 """
 
 from __future__ import annotations
