@@ -275,7 +275,8 @@ def test_disk_read_speed_of_directories_on_two_devices(tmp_path, monkeypatch):
                         lambda directory: read_ratio.ReadSpeeds(measured, measured / 10, True,
                                                                 1 << 20, 4096, "now"))
     # a GB: 2/3 of it at 3 GB/s take 0.22 s, 1/3 at 3.5 GB/s 0.095 s; the first bounds
-    assert read_ratio.disk_read_speed([*shared, other]) == pytest.approx(1e9 / (2 / 3 * 1e9 / measured))
+    two_thirds_seconds = 2 / 3 * 1e9 / measured
+    assert read_ratio.disk_read_speed([*shared, other]) == pytest.approx(1e9 / two_thirds_seconds)
     assert read_ratio.disk_read_speed(shared) == pytest.approx(measured)
     assert read_ratio.disk_read_speed([shared[0], other]) == pytest.approx(2 * measured)
     assert assumed > measured
