@@ -381,8 +381,9 @@ DISK_READ_BYTES_PER_SECOND = None
 
 #: The speed taken for a directory that cannot be measured: a PCIe 3 x4 NVMe
 #: SSD's sequential read (3.5 GB/s, e.g. Samsung 970 EVO Plus's data sheet),
-#: above the 1.1-1.9 GB/s the H200 host's virtio disk read (issue "pages from
-#: storage at the disk's limit"), so compression must earn its keep.
+#: above the 1.1-1.7 GB/s the H200 host's virtio disk read
+#: (bench/results/compressed-pages-devvm-2026-12-02.md), so compression must
+#: earn its keep.
 ASSUMED_DISK_READ_BYTES_PER_SECOND = 3.5e9
 
 #: Edges a build measures its pages' compression on (``store.compress =

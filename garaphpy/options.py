@@ -95,7 +95,12 @@ class Option:
         not).
     keyed_when_set : bool
         Build options added after stores existed: part of the key only when
-        not at its default, so that those stores keep their key.
+        not at its default (nor one of ``unkeyed_values``), so that those
+        stores keep their key.
+    unkeyed_values : tuple
+        Values besides the default left out of the key of such an option: a
+        former default, whose stores keep their key (``compress``: False,
+        the default before ``"auto"``).
     """
 
     kind: str
@@ -108,6 +113,7 @@ class Option:
     identity: bool = False
     content: bool = True
     keyed_when_set: bool = False
+    unkeyed_values: tuple = ()
 
     @property
     def section(self) -> str | None:
@@ -394,7 +400,8 @@ class BuildOptions:
     compress: bool | str = option("auto", "bool|auto", "store pages compressed (source gaps "
                                   "bit-packed, no IdxOff), decoded on reading: true, false, "
                                   "or \"auto\" (where the build measures that it pays)",
-                                  config="store.compress", keyed_when_set=True)
+                                  config="store.compress", keyed_when_set=True,
+                                  unkeyed_values=(False,))
 
     def validate(self) -> None:
         """Raise ConfigError naming the first invalid option."""
@@ -437,7 +444,8 @@ class BuildOptions:
         content = {}
         for name, (default, spec) in declared_options(BuildOptions).items():
             value = getattr(self, name)
-            if spec.content and not (spec.keyed_when_set and value == default):
+            if spec.content and not (spec.keyed_when_set and (
+                    value == default or value in spec.unkeyed_values)):
                 content[name] = value
         content["gpu_memory"] = None  # replaced by the resolved page size
         return content

@@ -1,7 +1,9 @@
 """Shared test setup: the `gpu` marker skips cleanly where no GPU is usable,
 every store a test builds goes to a temporary cache, never the user's, and the
 fixtures more than one test file uses (their other shared code is in
-tests/helpers.py)."""
+tests/helpers.py).  The storage directories' read speed is fixed
+(:data:`TEST_DISK_READ_BYTES_PER_SECOND`), so that no test measures a disk
+and ``store.compress = "auto"`` and the read-ahead choose alike on every host."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import pytest
 import garaphpy
 import helpers
 from garaphpy import api
+from garaphpy import config as garaphpy_config
 from garaphpy.scheduler import driver as driver_module
 from helpers import gpu_available, is_fast
 
@@ -33,6 +36,12 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+#: The read speed the tests' storage directories are taken to have: faster
+#: than any decoder, so "auto" keeps test stores plain as its rule says
+#: (:func:`garaphpy.storage.decisions.compress_pages`), whatever the host's
+#: disk; the tests of the measured choice set their own.
+TEST_DISK_READ_BYTES_PER_SECOND = 1e12
+
 #: Variables that locate garaphpy's default cache (garaphpy.paths.cache_directory).
 _CACHE_VARIABLES = ("GARAPHPY_CACHE", "XDG_CACHE_HOME")
 #: The user's values of those variables, put back when the session ends.
@@ -48,7 +57,8 @@ def pytest_configure(config):
     example or bench script a test starts loads the programs that the test
     processes (both xdist workers) compiled: each costs seconds to compile.
     Hybrid runs set the GPU up whatever their size
-    (:func:`helpers.gpu_set_up_unweighed`)."""
+    (:func:`helpers.gpu_set_up_unweighed`), and the disk reads at
+    :data:`TEST_DISK_READ_BYTES_PER_SECOND`."""
     from garaphpy.paths import cache_directory
 
     helpers.USER_CACHE_DIRECTORY = cache_directory().resolve()
@@ -58,6 +68,7 @@ def pytest_configure(config):
     os.environ["GARAPHPY_CACHE"] = str(root / "cache")
     os.environ["XDG_CACHE_HOME"] = str(root / "xdg")
     helpers.gpu_set_up_unweighed()
+    garaphpy_config.DISK_READ_BYTES_PER_SECOND = TEST_DISK_READ_BYTES_PER_SECOND
     cache = getattr(config, "cache", None)
     if cache is not None:
         helpers.PROGRAM_CACHE = cache.mkdir("garaphpy-programs")

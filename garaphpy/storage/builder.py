@@ -650,7 +650,8 @@ def build_store(source: EdgeSource, path, options: BuildOptions | None = None, *
                 manifest = read_manifest(path)
             except StoreError:
                 manifest = None
-            if manifest is not None and manifest.get("key") == key:
+            if manifest is not None and manifest.get("key") == key \
+                    and _format_as_asked(manifest, options):
                 store = Store.open(path, verify=verify, key=key)
                 store.reused = True
                 if progress:
@@ -664,6 +665,14 @@ def build_store(source: EdgeSource, path, options: BuildOptions | None = None, *
         store = Store.open(path, verify="quick", key=key)
         record_full_check(store)
         return store
+
+
+def _format_as_asked(manifest: dict, options: BuildOptions) -> bool:
+    """Whether a store's page format is the one ``options`` asks for:
+    ``compress=False`` shares ``"auto"``'s key (so that stores built when
+    False was the default keep theirs), and a store ``"auto"`` built
+    compressed is rebuilt plain for it."""
+    return options.compress is not False or "page_codec" not in manifest.get("layout", {})
 
 
 def _refuse_repeated_storage_dirs(storage_dirs) -> None:

@@ -7,7 +7,8 @@ does (``config.PAGE_DECODERS_PER_READER`` threads, a page each, the plain
 image written with its IdxOff), times the decode, takes the store
 directories' sequential read speed
 (:func:`garaphpy.storage.read_ratio.disk_read_speed`, measured once per
-device), and lets :func:`garaphpy.storage.decisions.compress_pages` decide.
+device), and lets :func:`garaphpy.storage.decisions.compress_pages` decide
+(a sample that saves too few bytes is neither timed nor its disk measured).
 ``True`` and ``False`` force the choice without measuring.  The choice and
 its measurement are recorded in the manifest (``layout.compress``) and
 printed with the build's summary.  A build out of core keeps its pages plain
@@ -150,6 +151,6 @@ def choose_compression(setting, shards, pages_count, in_offsets, csc_src, csc_we
         return CompressChoice(False, "plain: no page measured is smaller compressed",
                               ratio=1.0, sample_edges=sampled)
     choice = compress_pages(compressed_bytes, plain_bytes,
-                            _decode_rate(images, in_offsets, sizing),
-                            disk_read_speed(directories))
+                            lambda: _decode_rate(images, in_offsets, sizing),
+                            lambda: disk_read_speed(directories))
     return CompressChoice(**{**choice.record(), "sample_edges": sampled})

@@ -20,6 +20,7 @@ see build and run facts.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 __all__ = ["COMPRESS_MAX_RATIO", "COMPRESS_WORKING_BYTES_PER_PAGE_BYTE", "CompressChoice",
@@ -44,7 +45,7 @@ COMPRESS_WORKING_BYTES_PER_PAGE_BYTE = 2
 #: that pauses between pages (an iteration's end, a checkpoint) or a disk
 #: that pauses (a virtio host's scheduling, a flush) shows gaps of a few to
 #: tens of milliseconds; kron24 from one virtio disk read at 1.1-1.7 GB/s
-#: whatever the readers (issue "pages from storage at the disk's limit").
+#: whatever the readers (bench/results/compressed-pages-devvm-2026-12-02.md).
 READAHEAD_COVER_SECONDS = 0.02
 
 #: Pages a reader's window holds at least: the one the consumer holds and the
@@ -84,8 +85,9 @@ class CompressChoice:
         return asdict(self)
 
 
-def compress_pages(compressed_bytes: int, plain_bytes: int, decode_bytes_per_s: float,
-                   disk_bytes_per_s: float, *,
+def compress_pages(compressed_bytes: int, plain_bytes: int,
+                   decode_bytes_per_s: float | Callable[[], float],
+                   disk_bytes_per_s: float | Callable[[], float], *,
                    max_ratio: float = COMPRESS_MAX_RATIO) -> CompressChoice:
     """Whether a build keeps its pages compressed, from a measurement on its pages.
 
@@ -103,21 +105,27 @@ def compress_pages(compressed_bytes: int, plain_bytes: int, decode_bytes_per_s: 
     ----------
     compressed_bytes, plain_bytes : int
         Bytes of the measured pages compressed and plain (> 0).
-    decode_bytes_per_s : float
-        Plain bytes the host's page reader decodes a second.
-    disk_bytes_per_s : float
-        The storage directories' sequential read speed.
+    decode_bytes_per_s : float or callable
+        Plain bytes the host's page reader decodes a second; a callable
+        measures it, called only where the ratio leaves the choice open.
+    disk_bytes_per_s : float or callable
+        The storage directories' sequential read speed (a callable: as
+        ``decode_bytes_per_s``).
     max_ratio : float
         The largest compressed/plain ratio kept.
     """
     ratio = compressed_bytes / plain_bytes if plain_bytes > 0 else 1.0
-    measured = dict(ratio=round(ratio, 4), decode_bytes_per_s=float(decode_bytes_per_s),
-                    disk_bytes_per_s=float(disk_bytes_per_s))
+    if ratio > max_ratio:
+        return CompressChoice(False, f"plain: compressed pages take {ratio:.2f} of the plain "
+                                     f"bytes (more than {max_ratio:.2f})", ratio=round(ratio, 4))
+    decode_bytes_per_s = float(decode_bytes_per_s() if callable(decode_bytes_per_s)
+                               else decode_bytes_per_s)
+    disk_bytes_per_s = float(disk_bytes_per_s() if callable(disk_bytes_per_s)
+                             else disk_bytes_per_s)
+    measured = dict(ratio=round(ratio, 4), decode_bytes_per_s=decode_bytes_per_s,
+                    disk_bytes_per_s=disk_bytes_per_s)
     facts = (f"{ratio:.2f} of the plain bytes, decoded at {decode_bytes_per_s / 1e9:.2f} GB/s, "
              f"disk {disk_bytes_per_s / 1e9:.2f} GB/s")
-    if ratio > max_ratio:
-        return CompressChoice(False, f"plain: compressed pages take {facts} "
-                                     f"(more than {max_ratio:.2f})", **measured)
     # decode P at r no slower than reading the P - C saved at d
     if decode_bytes_per_s * (1.0 - ratio) < disk_bytes_per_s:
         return CompressChoice(False, f"plain: compressed pages take {facts}; decoding a page "

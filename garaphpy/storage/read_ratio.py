@@ -28,7 +28,8 @@ instead.
 together, for the build's choice of page format and the page reader's
 read-ahead (:mod:`garaphpy.storage.decisions`): a directory on a device
 already measured takes that device's speed, so a new directory costs no new
-measurement; ``config.DISK_READ_BYTES_PER_SECOND`` fixes it instead.
+measurement, and directories on one device share its speed;
+``config.DISK_READ_BYTES_PER_SECOND`` fixes it instead.
 """
 
 from __future__ import annotations
@@ -316,13 +317,17 @@ def storage_read_ratio(directories, k: float | None = None) -> float:
 def disk_read_speed(directories) -> float:
     """Sequential read speed, bytes a second, of ``directories`` read together.
 
-    A page's data blocks are spread evenly over the directories and read in
-    parallel, a reader per directory, so the slowest bounds the whole:
-    ``n * min(sequential_i)``.  ``config.DISK_READ_BYTES_PER_SECOND`` fixes
-    it; otherwise each directory's speed is a cached measurement of it or of
-    another directory on its device (:func:`measure_read_speeds` where there
-    is none), and ``config.ASSUMED_DISK_READ_BYTES_PER_SECOND`` where a
-    directory cannot be measured.
+    A page's data blocks are spread evenly over the ``n`` directories and
+    read in parallel, a reader per directory; directories on one device
+    share its speed.  A device ``d`` holding ``n_d`` of the directories
+    reads ``n_d / n`` of the bytes at its speed ``s_d``, so the slowest
+    device bounds the whole: ``min_d(n * s_d / n_d)`` (``n`` times the
+    slowest where each directory has a device of its own, the device's speed
+    where they share one).  ``config.DISK_READ_BYTES_PER_SECOND`` fixes it;
+    otherwise a device's speed is a cached measurement of the directory or
+    of another on its device (:func:`measure_read_speeds` where there is
+    none), and ``config.ASSUMED_DISK_READ_BYTES_PER_SECOND`` where a
+    directory cannot be measured (counted as a device of its own).
 
     Parameters
     ----------
@@ -337,13 +342,20 @@ def disk_read_speed(directories) -> float:
         return float(fixed)
     if isinstance(directories, (str, os.PathLike)):
         directories = [directories]
-    speeds = []
+    speed_of_device: dict = {}
+    directories_on_device: dict = {}
     for directory in map(Path, directories):
         try:
-            measured = _cached_on_device(directory) or measure_read_speeds(directory)
-            speeds.append(measured.sequential_bytes_per_s)
+            device = directory.stat().st_dev
+            if device not in speed_of_device:
+                measured = _cached_on_device(directory) or measure_read_speeds(directory)
+                speed_of_device[device] = measured.sequential_bytes_per_s
         except (OSError, StoreError):
-            speeds.append(config.ASSUMED_DISK_READ_BYTES_PER_SECOND)
-    if not speeds:
+            device = ("unmeasured", str(directory))
+            speed_of_device[device] = config.ASSUMED_DISK_READ_BYTES_PER_SECOND
+        directories_on_device[device] = directories_on_device.get(device, 0) + 1
+    count = sum(directories_on_device.values())
+    if not count:
         raise ConfigError("disk_read_speed: no storage directory given")
-    return len(speeds) * min(speeds)
+    return min(count * speed_of_device[device] / shared
+               for device, shared in directories_on_device.items())

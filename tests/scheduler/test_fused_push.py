@@ -3,7 +3,8 @@
 Without a GPU: the rule (:func:`decisions.gpu_fused_push`), the program
 property it reads (:func:`garaphpy.program.activate_is_change`), the loop's
 arrays and description, and ``nvcc`` of the persistent kernel's translation
-unit for BFS, SSSP, CC and SSWP with every warning an error (the GPU plan's
+unit for BFS, SSSP, CC and SSWP with every warning an error, and of the
+engine's and the persistent unit for 8- and 16-bit values (the GPU plan's
 choice and its switch: test_gpu_plan.py).
 With one (``pytest -m gpu``): asynchronous BFS, SSSP, CC and SSWP through
 the fused persistent kernel on a grid, a chain, a road-like grid (random
@@ -12,16 +13,15 @@ of values, give SciPy's BFS levels, Dijkstra distances and components (and a
 max-heap's widest paths), one record per iteration, numbered in order; the
 same run with the two-pass kernel (``turned_off={"fused_push"}``) gives the
 same values; a stop at ``max_iterations`` stops exactly there; launches mix
-with the graphs of launches; synchronous runs keep the two passes.
+with the graphs of launches; synchronous runs, and a 16-bit program (SciPy's
+depths), keep the two passes.
 """
 
 from __future__ import annotations
 
-import math
 import shutil
 import subprocess
 import types
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,14 +29,14 @@ import pytest
 import garaphpy
 from garaphpy import config
 from garaphpy.api import _program_instance
-from garaphpy.program import VertexProgram, activate_is_change
+from garaphpy.program import activate_is_change
+from garaphpy.programs import SSSP
 from garaphpy.scheduler import decisions, device_loop
 
 import references as ref
 from helpers import loop_launches, persistent_loop_graphs, program_for, source_of
 
 ASYNC_PUSHED = ("bfs", "sssp", "cc", "sswp")
-CUDA = Path(garaphpy.__file__).parent / "kernels" / "cuda"
 
 
 @pytest.fixture(scope="module")
@@ -73,27 +73,9 @@ def test_the_built_in_activates_are_changes(name, expected):
     assert activate_is_change(_program_instance(name)) is expected
 
 
-class _Threshold(VertexProgram):
+class _Threshold(SSSP):
     """SSSP whose vertices activate only on a drop of more than 1: each change
     of a fused level alone may not activate where their sum does."""
-
-    value_dtype = np.float64
-    sum = "min"
-    execution = "async"
-    apply_keeps_best = True
-    initially_active = "sources"
-    needs_sources = True
-    needs_weights = True
-    weight_domain = "nonnegative"
-
-    def init(is_source):
-        return 0.0 if is_source else math.inf
-
-    def gather(src, weight):
-        return src + weight
-
-    def apply(value, accum):
-        return min(value, accum)
 
     def activate(new, old):
         return old - new > 1.0
@@ -122,6 +104,24 @@ class _Int32Labels(_Threshold):
         return new != old
 
 
+class _Int16Labels(_Int32Labels):
+    """Hop counts in 16 bits: no compare-and-swap of their size, so no fused push."""
+
+    value_dtype = np.int16
+
+    def init(is_source):
+        return 0 if is_source else 16384
+
+
+class _Int8Labels(_Int32Labels):
+    """Hop counts in 8 bits, as _Int16Labels."""
+
+    value_dtype = np.int8
+
+    def init(is_source):
+        return 0 if is_source else 64
+
+
 def test_an_activate_beyond_a_change_does_not_qualify():
     assert not activate_is_change(_Threshold())
     assert not activate_is_change(_Unchanged())
@@ -141,31 +141,6 @@ def test_a_loop_launch_says_it_fused():
     assert device_loop.DeviceLoop.describe(loop).startswith("fused push, 3 launches")
     loop._fused_now = False
     assert device_loop.DeviceLoop.describe(loop).startswith("push, 3 launches")
-
-
-def _function_body(text: str, name: str) -> str:
-    start = text.index("{", text.index(f"void {name}("))
-    depth = 0
-    for end in range(start, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[end], 0)
-        if depth == 0:
-            return text[start:end + 1]
-    raise AssertionError(name)
-
-
-def test_a_fused_level_is_one_pass_and_one_barrier():
-    """The fused loop's barriers: one as a launch starts (its counters cleared),
-    one after a bucket's split (the loop's own pass), one a level; no last
-    block's count."""
-    persistent = (CUDA / "persistent.cu").read_text()
-    loop = _function_body(persistent, "gp_fused_iterations")
-    assert loop.count("grid.sync()") == 3
-    level = loop[loop.index("gp_called_off("):]
-    assert level.count("grid.sync()") == 1 and "gp_fused_push_pass(" in level
-    assert "gp_split_pass(" in loop and "void gp_split_pass(" not in persistent
-    assert "BLOCKS_DONE" not in loop
-    assert "gp_fused_iterations(" in _function_body(persistent, "gp_persistent_push")
-    assert "void gp_fused_push_pass(" in (CUDA / "sparse.cu").read_text()
 
 
 @pytest.mark.parametrize("name", ASYNC_PUSHED)
@@ -191,6 +166,28 @@ def test_the_unit_compiles_without_a_warning(name, tmp_path):
     body = body[:body.index("\n}\n")]
     assert "atom.global.cas" in body or "atom.cas" in body
     assert "ld.acquire.gpu" in body
+
+
+@pytest.mark.parametrize("program", [_Int16Labels(), _Int8Labels()],
+                         ids=["int16", "int8"])
+def test_the_units_compile_for_values_of_one_and_two_bytes(program, tmp_path):
+    """The engine's unit and the persistent kernel's hold the fused pass for
+    every value type, compiled whatever the run's plan: a value too narrow for
+    a compare-and-swap must not stop them compiling (its runs keep two passes)."""
+    from garaphpy.kernels.cuda_program import translate_program
+    from garaphpy.kernels.gpu import kernel_source, persistent_source
+
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc is not on PATH")
+    engine_unit = kernel_source(translate_program(program, weight_dtype=None), np.int32)
+    for name, text in (("engine", engine_unit), ("persistent", persistent_source(engine_unit))):
+        source = tmp_path / f"{name}.cu"
+        source.write_text(text)
+        result = subprocess.run([nvcc, "-arch=sm_90", "-std=c++17", "-Werror", "all-warnings",
+                                 "-c", "-o", str(tmp_path / f"{name}.o"), str(source)],
+                                capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr[-6000:]
 
 
 # -- on the GPU ------------------------------------------------------------------------------
@@ -307,6 +304,19 @@ def test_synchronous_runs_keep_the_two_passes(graphs):
     assert entries and entries[-1]["fused_push"]["choice"] is False
     assert not any(launch.startswith("fused") for launch in loop_launches(result))
     np.testing.assert_array_equal(result.values, ref.bfs_scipy(graph, source))
+
+
+@pytest.mark.gpu
+def test_a_16_bit_program_keeps_the_two_passes_and_scipys_depths(graphs):
+    graph = graphs["grid"]
+    source = source_of(graph, "grid")
+    result = garaphpy.run(graph, _Int16Labels(), sources=int(source[0]), mode="gpu",
+                          execution="async", max_iterations=100_000)
+    entries = [r.decisions["device_loop"] for r in result.iterations
+               if "device_loop" in r.decisions]
+    assert entries and entries[-1]["fused_push"]["choice"] is False
+    depth = ref.bfs_scipy(graph, source)
+    np.testing.assert_array_equal(result.values, np.where(depth >= 0, depth, 16384))
 
 
 @pytest.mark.gpu

@@ -40,12 +40,25 @@ def test_compress_pages_truth_table(compressed, plain, decode, disk, expected):
     choice = decisions.compress_pages(compressed, plain, decode, disk)
     assert choice.compress is expected
     assert choice.reason.startswith("compressed" if expected else "plain")
-    assert choice.disk_bytes_per_s == disk and choice.decode_bytes_per_s == decode
+    saves_enough = plain and compressed <= decisions.COMPRESS_MAX_RATIO * plain
+    if saves_enough:
+        assert choice.disk_bytes_per_s == disk and choice.decode_bytes_per_s == decode
     # the inequality it states: P / r <= (P - C) / d and C <= 0.75 P
     if plain:
         by_hand = compressed <= decisions.COMPRESS_MAX_RATIO * plain and \
             plain / decode <= (plain - compressed) / disk + 1e-15
         assert by_hand is expected
+
+
+def test_pages_that_save_too_little_are_not_timed():
+    def no_measuring():
+        raise AssertionError("measured")
+
+    choice = decisions.compress_pages(80, 100, no_measuring, no_measuring)
+    assert choice.compress is False and choice.ratio == 0.8
+    assert choice.decode_bytes_per_s is None and choice.disk_bytes_per_s is None
+    measured = decisions.compress_pages(30, 100, lambda: 10 * GB, lambda: 1.5 * GB)
+    assert measured.compress is True and measured.decode_bytes_per_s == 10 * GB
 
 
 @pytest.mark.parametrize("largest, budget, expected", [
@@ -180,6 +193,22 @@ def test_a_store_of_before_the_measured_choice_opens_and_summarises(tmp_path, ed
     assert "page format" not in summary and "store:" in summary
 
 
+def test_false_reuses_a_plain_store_and_rebuilds_a_compressed_one(tmp_path, edges,
+                                                                  monkeypatch):
+    monkeypatch.setattr(config, "DISK_READ_BYTES_PER_SECOND", 1e3)     # auto compresses
+    auto = build(tmp_path, "s", edges).store
+    assert any(info.compressed for info in auto.pages)
+    decoded = [np.array(array) for array in auto.csc()[:2]]
+    plain = build(tmp_path, "s", edges, compress=False).store
+    assert not plain.reused and not any(info.compressed for info in plain.pages)
+    again = build(tmp_path, "s", edges, compress=False).store
+    assert again.reused
+    reused_by_auto = build(tmp_path, "s", edges).store      # as a store built before "auto"
+    assert reused_by_auto.reused and not any(info.compressed for info in reused_by_auto.pages)
+    for mine, theirs in zip(decoded, plain.csc()[:2]):
+        np.testing.assert_array_equal(mine, theirs)
+
+
 def test_int64_ids_stay_plain_without_measuring(tmp_path, edges, monkeypatch):
     monkeypatch.setattr(config, "INT32_VERTEX_LIMIT", 16)
     monkeypatch.setattr(compress_choice, "disk_read_speed", lambda d: pytest.fail("measured"))
@@ -195,8 +224,10 @@ def test_the_option_takes_true_false_or_auto():
     for value in ("yes", 1, None):
         with pytest.raises(ConfigError, match=r"^compress=.*expected true, false or \"auto\""):
             BuildOptions(compress=value).validate()
+    # "auto" and False keep the key stores had when False was the default
     assert "compress" not in BuildOptions().content_options()
-    assert BuildOptions(compress=False).content_options()["compress"] is False
+    assert "compress" not in BuildOptions(compress=False).content_options()
+    assert BuildOptions(compress=True).content_options()["compress"] is True
     for value in (True, False, "auto"):
         settings = validate_config({"graph": "rmat:4", "store": {"compress": value}})
         assert BuildOptions(**config_values(BuildOptions, settings)).compress == value
@@ -223,11 +254,32 @@ def test_disk_read_speed_fixed_or_of_the_device(tmp_path, monkeypatch):
         raise AssertionError("measured again")
 
     monkeypatch.setattr(read_ratio, "measure_read_speeds", no_measuring)
-    # b lies on a's device: a's measurement, and two directories read together
+    # b lies on a's device: a's measurement, and two directories of one disk read at its speed
     speed = measured.sequential_bytes_per_s
     assert read_ratio.disk_read_speed(tmp_path / "b") == pytest.approx(speed)
     assert read_ratio.disk_read_speed([tmp_path / "a", str(tmp_path / "b")]) == \
-        pytest.approx(2 * speed)
+        pytest.approx(speed)
+
+
+def test_disk_read_speed_of_directories_on_two_devices(tmp_path, monkeypatch):
+    """Blocks spread evenly over three directories, two on one device: that
+    device reads 2/3 of the bytes, the other 1/3; the slower bounds them."""
+    monkeypatch.setenv("GARAPHPY_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(config, "DISK_READ_BYTES_PER_SECOND", None)
+    shared = tmp_path / "one", tmp_path / "two"
+    for directory in shared:
+        directory.mkdir()
+    other = tmp_path / "unmeasurable"       # no such directory: a device of its own
+    measured, assumed = 3e9, config.ASSUMED_DISK_READ_BYTES_PER_SECOND
+    monkeypatch.setattr(read_ratio, "measure_read_speeds",
+                        lambda directory: read_ratio.ReadSpeeds(measured, measured / 10, True,
+                                                                1 << 20, 4096, "now"))
+    # a GB: 2/3 of it at 3 GB/s take 0.22 s, 1/3 at 3.5 GB/s 0.095 s; the first bounds
+    two_thirds_seconds = 2 / 3 * 1e9 / measured
+    assert read_ratio.disk_read_speed([*shared, other]) == pytest.approx(1e9 / two_thirds_seconds)
+    assert read_ratio.disk_read_speed(shared) == pytest.approx(measured)
+    assert read_ratio.disk_read_speed([shared[0], other]) == pytest.approx(2 * measured)
+    assert assumed > measured
 
 
 # -------------------------------------------------------------- sized windows --
@@ -242,12 +294,10 @@ def test_plan_sizes_the_readahead_by_the_disk_within_the_budget(tmp_path, edges)
     for speed in (1e5, 1e8, 1e12):
         plan, readahead = plan_run_pages(store, 1, roomy, disk_bytes_per_s=speed)
         windows.append(readahead)
-        block_bytes = min(store.manifest["layout"]["block_bytes"], buffer)
-        wanted = decisions.readahead_pages(buffer, speed, reads_in_flight_bytes=len(
-            store.storage_dirs) * config.READS_IN_FLIGHT_PER_DIRECTORY * block_bytes)
-        cap = min(config.PAGE_READAHEAD_BYTES // buffer, len(store.pages),
-                  max((roomy - fixed) // (4 * buffer), min(2, (roomy - fixed) // buffer)))
-        assert readahead == min(wanted, cap) * buffer
+        # whole pages, the held one and one being read at least, a quarter of the room at most
+        assert readahead % buffer == 0
+        assert decisions.MIN_READAHEAD_PAGES * buffer <= readahead <= (roomy - fixed) // 4
+        assert readahead <= min(config.PAGE_READAHEAD_BYTES, len(store.pages) * buffer)
         assert plan.readahead_pages == readahead // buffer and plan.disk_bytes_per_s == speed
         # the read-ahead is paid before the cached pages, within the budget
         assert plan.readahead_bytes == readahead and plan.used_bytes <= roomy

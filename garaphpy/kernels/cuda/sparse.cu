@@ -843,40 +843,40 @@ extern "C" __global__ void gp_loop_turn(long long* loop) {
 // it). The iteration's L1 change is the sum of each change's size, |old - new|,
 // which telescopes to the pull's. The updated vertices are the activated ones.
 
-// The value at address, swapped from expected to desired where it still holds
-// expected (its bits); returns the value it held.
-__device__ __forceinline__ value_t gp_value_swap(value_t* address, value_t expected,
-                                                 value_t desired) {
-    static_assert(sizeof(value_t) == 4 || sizeof(value_t) == 8,
-                  "the fused push swaps values of 4 or 8 bytes");
-    if constexpr (sizeof(value_t) == 8) {
-        union { value_t value; unsigned long long bits; } seen, hoped, wanted;
-        hoped.value = expected;
-        wanted.value = desired;
-        seen.bits = atomicCAS(reinterpret_cast<unsigned long long*>(address), hoped.bits,
-                              wanted.bits);
-        return seen.value;
-    } else {
-        union { value_t value; unsigned int bits; } seen, hoped, wanted;
-        hoped.value = expected;
-        wanted.value = desired;
-        seen.bits = atomicCAS(reinterpret_cast<unsigned int*>(address), hoped.bits,
-                              wanted.bits);
-        return seen.value;
-    }
+// The unsigned integer of a value's size (pull.cu's gp_bits: the signed one a
+// shuffle takes, 4 bytes at least), and a value's bits in it.
+template <int Bytes> struct gp_unsigned_of { typedef unsigned char type; };
+template <> struct gp_unsigned_of<2> { typedef unsigned short type; };
+template <> struct gp_unsigned_of<4> { typedef unsigned int type; };
+template <> struct gp_unsigned_of<8> { typedef unsigned long long type; };
+typedef gp_unsigned_of<sizeof(value_t)>::type gp_value_bits;
+
+__device__ __forceinline__ gp_value_bits gp_bits_of_value(value_t value) {
+    union { value_t value; gp_value_bits bits; } view;
+    view.value = value;
+    return view.bits;
 }
 
 __device__ __forceinline__ bool gp_same_bits(value_t a, value_t b) {
-    if constexpr (sizeof(value_t) == 8) {
-        union { value_t value; unsigned long long bits; } x, y;
-        x.value = a;
-        y.value = b;
-        return x.bits == y.bits;
+    return gp_bits_of_value(a) == gp_bits_of_value(b);
+}
+
+// The value at address, swapped from expected to desired where it still holds
+// expected (its bits); returns the value it held. A compare-and-swap takes 4 or 8
+// bytes: the fused push runs only for such values (decisions.gpu_fused_push), and
+// the unit still compiles for the others (Value: value_t, so that their branch
+// is never instantiated).
+template <typename Value>
+__device__ __forceinline__ Value gp_value_swap(Value* address, Value expected, Value desired) {
+    if constexpr (sizeof(Value) == 4 || sizeof(Value) == 8) {
+        typedef typename gp_unsigned_of<sizeof(Value)>::type Bits;
+        union { Value value; Bits bits; } seen;
+        seen.bits = atomicCAS(reinterpret_cast<Bits*>(address), gp_bits_of_value(expected),
+                              gp_bits_of_value(desired));
+        return seen.value;
     } else {
-        union { value_t value; unsigned int bits; } x, y;
-        x.value = a;
-        y.value = b;
-        return x.bits == y.bits;
+        __trap();
+        return expected;
     }
 }
 
