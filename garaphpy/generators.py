@@ -661,9 +661,11 @@ class EdgeWeightsSource(EdgeSource):
             if self.rule == "unit":
                 weight = np.ones(len(chunk.src), np.int64)
             else:   # the user's ids: file ids plus the format's base
-                weight = hashed_edge_weights(chunk.src.astype(np.int64) + self.id_base,
-                                             chunk.dst.astype(np.int64) + self.id_base,
-                                             self.max_weight)
+                src = chunk.src.astype(np.int64) + self.id_base
+                dst = chunk.dst.astype(np.int64) + self.id_base
+                if self.already_symmetric:   # u -> v and v -> u: one undirected edge
+                    src, dst = np.minimum(src, dst), np.maximum(src, dst)
+                weight = hashed_edge_weights(src, dst, self.max_weight)
             yield EdgeChunk(chunk.src, chunk.dst, weight)
 
     def identity(self) -> dict:
@@ -682,8 +684,12 @@ def with_edge_weights(source: EdgeSource, weights: str = "file",
         ``file``: the input's own weights, if any (``source`` unchanged).
         ``unit``: weight 1 on every edge.  ``hash``: an integer weight in
         ``1 .. max_weight`` per edge from its endpoints' user ids
-        (:func:`hashed_edge_weights`), deterministic.  ``unit`` and ``hash``
-        replace the input's weights where it has some.
+        (:func:`hashed_edge_weights`), deterministic; an input that lists
+        both directions of its undirected edges (``already_symmetric``:
+        symmetric Matrix Market, undirected GAP, PACE ``p tw``) gives both
+        the weight of ``(min(u, v), max(u, v))``, as an undirected graph
+        needs.  ``unit`` and ``hash`` replace the input's weights where it
+        has some.
     max_weight : int, optional
         ``hash`` only; default ``config.GENERATOR_MAX_WEIGHT`` (255).
 

@@ -20,6 +20,10 @@ Formats (``EdgeSource.format``)
            (``already_symmetric=True``, ``directed=False``).
 ``gr``     DIMACS shortest path: ``c`` comments, ``p sp n m``, ``a u v w``
            (1-based, integer weights); exactly m arc lines.  ``directed=True``.
+           Or PACE 2016 track A (``p tw n m``, e.g. the DIMACS road graphs
+           of ben-strasser/road-graphs-pace16): ``c`` comments, then m "u v"
+           lines, 1-based, each undirected edge once, no weights; each yields
+           both directions (``already_symmetric=True``, ``directed=False``).
 ``sg``, ``wsg``, ``bcsr``, ``bwcsr``
            GAP serialized graphs and Subway binary CSR; layouts and sources in
            :mod:`garaphpy.storage.binary`.
@@ -337,7 +341,7 @@ def _sniff_text_format(head: bytes, complete: bool, hint: str | None,
                 "by a line that is neither 'p' nor 'a'; pass format=", name, line=number)
         if hint in ("mtx", "gr"):
             expected = ("a '%%MatrixMarket' banner on the first line" if hint == "mtx"
-                        else "a 'p sp n m' line before the arcs")
+                        else "a 'p sp n m' or 'p tw n m' line before the edges")
             raise GraphInputError(
                 f"the file name says {hint} but the content has no {expected}; "
                 "pass format='el', 'wel' or 'snap' to read it as an edge list",
@@ -453,6 +457,18 @@ class TextSource(FileSource):
         max_edges = _check_max_edges(max_edges)
         for src, dst, weight in self._records(max_edges):
             yield EdgeChunk(src, dst, weight)
+
+    def _mirrored_chunks(self, max_edges: int) -> Iterator[EdgeChunk]:
+        """Chunks of a file listing each undirected edge once: a record (u, v),
+        u != v, stands for u -> v and v -> u; a loop (u, u) for itself."""
+        max_edges = _check_max_edges(max_edges)
+        for src, dst, weight in self._records(max(1, max_edges // 2)):
+            off_diagonal = src != dst
+            mirrored = EdgeChunk(
+                np.concatenate([src, dst[off_diagonal]]),
+                np.concatenate([dst, src[off_diagonal]]),
+                None if weight is None else np.concatenate([weight, weight[off_diagonal]]))
+            yield from _split(mirrored, max_edges)
 
 
 class EdgeListSource(TextSource):
@@ -676,25 +692,23 @@ class MatrixMarketSource(TextSource):
         self.num_edges_hint = 2 * nnz if self.symmetric else nnz
 
     def chunks(self, max_edges: int) -> Iterator[EdgeChunk]:
-        max_edges = _check_max_edges(max_edges)
         if not self.symmetric:
-            yield from super().chunks(max_edges)
-            return
-        # symmetric: entry (i, j), i != j, stands for (i, j) and (j, i)
-        for src, dst, weight in self._records(max(1, max_edges // 2)):
-            off_diagonal = src != dst
-            mirrored = EdgeChunk(
-                np.concatenate([src, dst[off_diagonal]]),
-                np.concatenate([dst, src[off_diagonal]]),
-                None if weight is None else np.concatenate([weight, weight[off_diagonal]]))
-            yield from _split(mirrored, max_edges)
+            return super().chunks(max_edges)
+        return self._mirrored_chunks(max_edges)
 
 
 class DimacsSource(TextSource):
-    """DIMACS shortest-path files (9th DIMACS Implementation Challenge ``.gr``).
+    """DIMACS ``.gr`` files: shortest-path arcs or PACE 2016 undirected edges.
 
-    ``c`` comment lines, one ``p sp n m`` problem line, then m ``a u v w`` arc
-    lines with 1-based vertex ids and integer weights.
+    ``c`` comment lines and one problem line, then the records, with 1-based
+    vertex ids below the declared n:
+
+    * ``p sp n m``: m ``a u v w`` arc lines with integer weights (9th DIMACS
+      Implementation Challenge); a directed graph.
+    * ``p tw n m``: m ``u v`` edge lines, each undirected edge listed once and
+      no weights (PACE 2016 track A, e.g. the road graphs converted by
+      ben-strasser/road-graphs-pace16); every line yields ``u -> v`` and
+      ``v -> u``, so the graph has 2m directed edges.
     """
 
     def __init__(self, file: InputFile):
@@ -710,38 +724,55 @@ class DimacsSource(TextSource):
                                       self.name, line=number)
             if tokens[0] != "p":
                 raise GraphInputError(
-                    "not a DIMACS file: expected 'c' comments and a 'p sp n m' line, "
-                    f"found '{stripped[:40]}'", self.name, line=number)
+                    "not a DIMACS file: expected 'c' comments and a 'p sp n m' or "
+                    f"'p tw n m' line, found '{stripped[:40]}'", self.name, line=number)
             if len(tokens) != 4:
                 raise GraphInputError(
-                    f"malformed problem line: expected 'p sp n m', found {len(tokens)} "
-                    "fields", self.name, line=number)
-            if tokens[1] != "sp":
+                    f"malformed problem line: expected 'p sp n m' or 'p tw n m', found "
+                    f"{len(tokens)} fields", self.name, line=number)
+            if tokens[1] not in ("sp", "tw"):
                 raise GraphInputError(
-                    f"unsupported DIMACS problem type '{tokens[1]}' (only 'sp', "
-                    "shortest paths, is read)", self.name, line=number)
+                    f"unsupported DIMACS problem type '{tokens[1]}' (only 'sp' and 'tw' "
+                    "are read: shortest-path arcs and PACE 2016 edges)", self.name,
+                    line=number)
             n = _parse_count(tokens[2], "vertex count", self.name, number)
-            m = _parse_count(tokens[3], "arc count", self.name, number)
+            m = _parse_count(tokens[3], "arc count" if tokens[1] == "sp" else "edge count",
+                             self.name, number)
             break
         else:
-            raise GraphInputError("the 'p sp n m' problem line is missing", self.name,
-                                  line=max(1, number))
+            raise GraphInputError("the 'p sp n m' or 'p tw n m' problem line is missing",
+                                  self.name, line=max(1, number))
         if n == 0:
             raise GraphInputError("empty graph: the problem line declares 0 vertices",
                                   self.name, line=number)
+        self.problem = tokens[1]
         self.data_start = end
         self.first_line = number + 1
         self.expected_records = m
-        self.syntax = RecordSyntax(comment_chars="c", record_tag="a",
-                                   weight_mode=textparse.WEIGHT_INT, id_base=1,
-                                   id_limit=n)
-        self.non_integer_hint = " (DIMACS arc weights are integers)"
-        self.weight_kind = "int"
         self.num_vertices = n
         self.id_base = 1
-        self.directed = True
-        self.already_symmetric = False
-        self.num_edges_hint = m
+        self.directed = self.problem == "sp"
+        self.already_symmetric = not self.directed
+        if self.directed:
+            self.syntax = RecordSyntax(comment_chars="c", record_tag="a",
+                                       weight_mode=textparse.WEIGHT_INT, id_base=1,
+                                       id_limit=n)
+            self.non_integer_hint = " (DIMACS arc weights are integers)"
+            self.weight_kind = "int"
+            self.num_edges_hint = m
+            return
+        self.syntax = RecordSyntax(
+            comment_chars="c", id_base=1, id_limit=n, foreign_lines=(
+                ("a", "an 'a u v w' arc line in a 'p tw' file (PACE edge lines are 'u v')"),
+                ("p", "a second problem line after the edges (the 'p tw n m' line "
+                      "comes first, once)")))
+        self.weight_kind = None
+        self.num_edges_hint = 2 * m
+
+    def chunks(self, max_edges: int) -> Iterator[EdgeChunk]:
+        if self.directed:
+            return super().chunks(max_edges)
+        return self._mirrored_chunks(max_edges)
 
 
 class BinaryCSRSource(FileSource):

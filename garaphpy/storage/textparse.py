@@ -542,6 +542,10 @@ class RecordSyntax:
         0, or 1 for 1-based ids.
     id_limit : int
         Number of declared vertices (ids minus base must be below it), or -1.
+    foreign_lines : tuple of (str, str)
+        ``(first token, message)`` pairs: a line starting with such a token
+        where a source id is expected gets this message (e.g. a DIMACS ``a``
+        line in a PACE ``p tw`` file).
     """
 
     comment_chars: str = "#%"
@@ -549,6 +553,7 @@ class RecordSyntax:
     weight_mode: int = WEIGHT_NONE
     id_base: int = 0
     id_limit: int = -1
+    foreign_lines: tuple[tuple[str, str], ...] = ()
 
     def kernel_arguments(self) -> tuple[int, int, int, int, int, int]:
         """The scalar arguments of :func:`parse_records` for this syntax."""
@@ -601,6 +606,8 @@ def _describe_error(code: int, token: str, field: int, syntax: RecordSyntax) -> 
         return (f"malformed line: expected {n_columns} columns{tag} but found more "
                 f"('{token}')")
     if code == ERR_NOT_AN_ID:
+        if field == 1 and token in dict(syntax.foreign_lines):
+            return dict(syntax.foreign_lines)[token]
         return f"malformed line: {what} '{token}' is not a non-negative integer"
     if code == ERR_NEGATIVE_ID:
         return f"{what} '{token}' is negative"
