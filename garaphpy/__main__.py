@@ -2,7 +2,7 @@
 
 import sys
 
-from garaphpy.console import main
+from garaphpy.console import command
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(command())

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import os
 import re
 import shlex
@@ -455,14 +456,14 @@ def _execute(args: argparse.Namespace, load_settings, resume_hint) -> int:
         print(f"garaphpy: error: {error}", file=sys.stderr)
         return 1
     except RunInterrupted as interrupt:
-        _forgive_half_built_llvm_objects()
+        _keep_after_interrupt(interrupt)
         print(f"garaphpy: interrupted{_by(interrupt.signal_number)} after "
               f"{interrupt.iteration} iterations; checkpoint written to "
               f"{interrupt.checkpoint}", file=sys.stderr)
         print(f"garaphpy: resume with: {resume_hint()}", file=sys.stderr)
         return 128 + interrupt.signal_number
     except KeyboardInterrupt as interrupt:
-        _forgive_half_built_llvm_objects()
+        _keep_after_interrupt(interrupt)
         number = getattr(interrupt, "signal_number", signal.SIGINT)
         print(f"garaphpy: interrupted{_by(number)}", file=sys.stderr)
         return 128 + number
@@ -471,6 +472,44 @@ def _execute(args: argparse.Namespace, load_settings, resume_hint) -> int:
         return 1
     print(f"done in {time.perf_counter() - started:.2f} s")
     return code
+
+
+#: Interrupts the command line handled, kept with their tracebacks (see
+#: :func:`_keep_after_interrupt`).
+_KEPT_AFTER_INTERRUPT: list[BaseException] = []
+
+
+def _keep_after_interrupt(interrupt: BaseException) -> None:
+    """After an interrupt, destroy nothing that existed when it came.
+
+    An interrupt that lands while numba compiles can leave llvmlite objects
+    whose native state is half made; destroying one can crash the process
+    (SIGSEGV in ``ffi.ObjectRef.close``, after the "interrupted" line) where
+    garaphpy should exit with 128 + the signal.  The interrupt is kept (its
+    traceback holds the compiler's frames) and every object alive now leaves
+    the garbage collector's reach (``gc.freeze``); the command's process
+    exits soon after, without finalizing them (:func:`exit_after_interrupt`).
+    Their destructors' noise is silenced too."""
+    _KEPT_AFTER_INTERRUPT.append(interrupt)
+    gc.freeze()
+    _forgive_half_built_llvm_objects()
+
+
+def exit_after_interrupt(code: int) -> None:
+    """Exit with ``code`` now, after the exit handlers and a flush of the
+    standard streams, without finalizing the objects an interrupt left
+    (:func:`_keep_after_interrupt`); and, under ``python -m``, before the
+    interpreter's own exit turns the status into a death by SIGINT (see
+    :mod:`garaphpy.run`)."""
+    import atexit
+
+    atexit._run_exitfuncs()     # logging's shutdown among them
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 def _forgive_half_built_llvm_objects() -> None:

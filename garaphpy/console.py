@@ -39,7 +39,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .cli import execute
+from .cli import INTERRUPT_EXIT_CODES, execute, exit_after_interrupt
 from .cli import main as run_main
 from .configfile import SCHEMA, apply_overrides, validate_config
 from .errors import ConfigError
@@ -283,4 +283,14 @@ def main(argv: list[str] | None = None) -> int:
                        lambda: _resume_hint(argv))
 
 
-__all__ = ["main", "parser", "settings_from_arguments", "PROGRAM_COMMANDS"]
+def command() -> int:
+    """The ``garaphpy`` console script and ``python -m garaphpy``: :func:`main`,
+    whose process leaves at once after an interrupt
+    (:func:`garaphpy.cli.exit_after_interrupt`, with its documented status)."""
+    code = main()
+    if code in INTERRUPT_EXIT_CODES:
+        exit_after_interrupt(code)
+    return code
+
+
+__all__ = ["main", "command", "parser", "settings_from_arguments", "PROGRAM_COMMANDS"]

@@ -6,7 +6,7 @@ module only starts the command line when executed with ``-m``.  Imported as
 so ``import garaphpy.run`` cannot shadow the function with this module.
 
 An interrupted run exits with its documented status (130 for Ctrl-C) by
-:func:`exit_after_interrupt`: under ``-m``, a KeyboardInterrupt that once
+:func:`garaphpy.cli.exit_after_interrupt`: under ``-m``, a KeyboardInterrupt that once
 left an ``exec`` of a string (numba compiles generated source so) marks the
 interpreter as ended by Ctrl-C however the program handled it, and CPython
 would then kill the process with SIGINT as it exits (``pymain_run_module``).
@@ -15,28 +15,14 @@ would then kill the process with SIGINT as it exits (``pymain_run_module``).
 import sys
 
 
-def exit_after_interrupt(code: int) -> None:
-    """Exit with ``code`` now, after the exit handlers and a flush of the
-    standard streams: the interpreter's own exit would turn it into a death
-    by SIGINT (see the module docstring)."""
-    import atexit
-    import os
-
-    atexit._run_exitfuncs()     # logging's shutdown among them
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(code)
-
-
 if __name__ == "__main__":
     try:
-        from garaphpy.cli import INTERRUPT_EXIT_CODES, main
+        from garaphpy.cli import INTERRUPT_EXIT_CODES, exit_after_interrupt, main
     except KeyboardInterrupt:
-        print("garaphpy: interrupted", file=sys.stderr)
-        exit_after_interrupt(130)
+        import os
+
+        print("garaphpy: interrupted", file=sys.stderr, flush=True)
+        os._exit(130)
     code = main()
     if code in INTERRUPT_EXIT_CODES:
         exit_after_interrupt(code)

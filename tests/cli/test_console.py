@@ -243,14 +243,14 @@ def test_run_subcommand_is_the_toml_form(tmp_path, capsys):
     assert "store.colour" in capsys.readouterr().err
 
 
-def test_console_script_is_declared_and_resolves_to_main():
+def test_console_script_is_declared_and_resolves_to_its_command():
     setup = configparser.ConfigParser()
     setup.read(REPO / "setup.cfg")
     scripts = [line.split("=", 1) for line in
                setup["options.entry_points"]["console_scripts"].strip().splitlines()]
     targets = {name.strip(): target.strip() for name, target in scripts}
     module, function = targets["garaphpy"].split(":")
-    assert getattr(importlib.import_module(module), function) is console.main
+    assert getattr(importlib.import_module(module), function) is console.command
 
 
 def test_every_builtin_program_is_a_subcommand():
@@ -316,7 +316,7 @@ def test_wheel_has_license_py_typed_and_console_script(tmp_path):
         assert archive.read(license_name).decode().startswith("MIT License")
         (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
         entry_points = archive.read(entry_points).decode()
-        assert "garaphpy = garaphpy.console:main" in entry_points
+        assert "garaphpy = garaphpy.console:command" in entry_points
         # the NetworkX backend, and its metadata apart from garaphpy's imports
         assert "garaphpy = garaphpy.nx_backend:BackendInterface" in entry_points
         assert "garaphpy = _garaphpy_nx:get_info" in entry_points
