@@ -492,7 +492,12 @@ def source_of(graph, name: str) -> np.ndarray:
     return np.array([int(np.argmax(degree))])
 
 
+def loop_entries(result) -> list:
+    """The device loop's decisions entry of each looped iteration's record."""
+    return [r.decisions["device_loop"] for r in result.iterations
+            if "device_loop" in r.decisions]
+
+
 def loop_launches(result) -> list:
     """The device loop's ``launch`` of each looped iteration's record."""
-    return [r.decisions["device_loop"]["launch"] for r in result.iterations
-            if "device_loop" in r.decisions]
+    return [entry["launch"] for entry in loop_entries(result)]

@@ -34,7 +34,7 @@ from garaphpy.programs import SSSP
 from garaphpy.scheduler import decisions, device_loop
 
 import references as ref
-from helpers import loop_launches, persistent_loop_graphs, program_for, source_of
+from helpers import loop_entries, loop_launches, persistent_loop_graphs, program_for, source_of
 
 ASYNC_PUSHED = ("bfs", "sssp", "cc", "sswp")
 
@@ -215,8 +215,7 @@ def expected_values(graph, name, source):
 
 def assert_fused(result):
     """The loop ran fused launches; one record per iteration, in order."""
-    entries = [r.decisions["device_loop"] for r in result.iterations
-               if "device_loop" in r.decisions]
+    entries = loop_entries(result)
     assert entries, "the device loop did not run"
     assert entries[-1]["fused_push"]["choice"] is True
     assert any(launch.startswith("fused push") and "persistent kernel" in launch
@@ -243,8 +242,7 @@ def test_fused_values_equal_scipy_and_the_two_passes(graphs, graph_name, name, p
         reached = int(np.count_nonzero(np.isfinite(expected) & (expected > 0)))
         assert sum(r.activated for r in fused.iterations) >= reached
     if priority and name in ("sssp",) and graph_name != "chain":
-        entry = [r.decisions["device_loop"] for r in fused.iterations
-                 if "device_loop" in r.decisions][-1]
+        entry = loop_entries(fused)[-1]
         assert entry["value_priority"]["choice"] and entry["buckets"] >= 1
 
 
@@ -299,8 +297,7 @@ def test_synchronous_runs_keep_the_two_passes(graphs):
     graph = graphs["grid"]
     source = source_of(graph, "grid")
     result = ref.run_engine_like_gpu(graph, "bfs", source, mode="gpu", execution="sync")
-    entries = [r.decisions["device_loop"] for r in result.iterations
-               if "device_loop" in r.decisions]
+    entries = loop_entries(result)
     assert entries and entries[-1]["fused_push"]["choice"] is False
     assert not any(launch.startswith("fused") for launch in loop_launches(result))
     np.testing.assert_array_equal(result.values, ref.bfs_scipy(graph, source))
@@ -312,8 +309,7 @@ def test_a_16_bit_program_keeps_the_two_passes_and_scipys_depths(graphs):
     source = source_of(graph, "grid")
     result = garaphpy.run(graph, _Int16Labels(), sources=int(source[0]), mode="gpu",
                           execution="async", max_iterations=100_000)
-    entries = [r.decisions["device_loop"] for r in result.iterations
-               if "device_loop" in r.decisions]
+    entries = loop_entries(result)
     assert entries and entries[-1]["fused_push"]["choice"] is False
     depth = ref.bfs_scipy(graph, source)
     np.testing.assert_array_equal(result.values, np.where(depth >= 0, depth, 16384))
@@ -325,7 +321,6 @@ def test_a_user_program_with_a_threshold_activate_keeps_the_two_passes(graphs):
     source = source_of(graph, "road")
     result = garaphpy.run(graph, _Threshold(), sources=int(source[0]), mode="gpu",
                           execution="async")
-    entries = [r.decisions["device_loop"] for r in result.iterations
-               if "device_loop" in r.decisions]
+    entries = loop_entries(result)
     assert entries and entries[-1]["fused_push"]["choice"] is False
     assert entries[-1]["fused_push"]["activate_is_change"] is False

@@ -29,7 +29,7 @@ from garaphpy import config
 from garaphpy.scheduler import decisions, device_loop
 
 import references as ref
-from helpers import loop_launches, persistent_loop_graphs, program_for, source_of
+from helpers import loop_entries, loop_launches, persistent_loop_graphs, program_for, source_of
 
 CUDA = Path(garaphpy.__file__).parent / "kernels" / "cuda"
 PASSES = ("gp_split_pass", "gp_push_pass", "gp_apply_pass")
@@ -105,7 +105,8 @@ def test_the_launch_passes_every_parameter_of_the_kernel():
     engine = types.SimpleNamespace(values="values", attrs=("a",) * 5,
                                    aggregate_totals="totals")
     loop = types.SimpleNamespace(
-        engine=engine, persistent_kernel=kernel, state="state", records="records", out_offsets="offsets",
+        engine=engine, persistent_kernel=kernel, state="state", records="records",
+        out_offsets="offsets",
         out_targets="targets", out_weights="weights", frontiers="frontiers",
         notified_flags="flags", notified="queue", accum="accum", far="far",
         far_flags="far_flags", group_shift=2, num_vertices=10, persistent_blocks=264,
@@ -180,8 +181,7 @@ def assert_same_iterations(persistent, graphs):
     assert not any("persistent kernel" in launch for launch in loop_launches(graphs))
     if launches:
         assert any("persistent kernel" in launch for launch in launches), launches[-1]
-        entries = [r.decisions["device_loop"] for r in persistent.iterations
-                   if "device_loop" in r.decisions]
+        entries = loop_entries(persistent)
         assert entries[-1]["persistent"]["choice"] is True
 
 
@@ -211,8 +211,7 @@ def test_sssp_distances_and_records_equal_the_graphs_and_dijkstra(graphs, graph_
     assert_same_iterations(persistent, launched)
     np.testing.assert_array_equal(persistent.values, ref.sssp_scipy(graph, source))
     if execution == "async" and graph_name != "chain":
-        entry = [r.decisions["device_loop"] for r in persistent.iterations
-                 if "device_loop" in r.decisions][-1]
+        entry = loop_entries(persistent)[-1]
         assert entry["value_priority"]["choice"] and entry["buckets"] >= 1
 
 
