@@ -70,3 +70,12 @@ def test_a_baseline_without_garaphpy_is_refused(tmp_path, capsys):
     with pytest.raises(SystemExit):
         before_after.main(["--baseline", str(tmp_path)])
     assert "no garaphpy/ package there" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("total, same", [(1.0 + 4e-16, True), (1.0 + 1e-9, False)])
+def test_float_sums_in_another_order_are_the_same_values(total, same):
+    rows = [{"graph": "g", "budget": "resident", "program": "pagerank", "tree": tree,
+             "seconds": [0.002], "iterations": 20, "values_sum": value,
+             "values_digest": 48.0} for tree, value in (("old", 1.0), ("new", total))]
+    (row,) = before_after.compare(rows)
+    assert row["same_values"] is same

@@ -164,9 +164,12 @@ def test_the_kernels_roots_are_each_components_smallest_vertex(num_vertices, num
     union_find = gpu_union_find.DeviceUnionFind(cupy, offsets, sources, np.int64, 8,
                                                 rounds=rounds)
     labels = cupy.arange(num_vertices, dtype=np.int64)
+    ids = cupy.zeros(1, np.int64)
+    # the inputs were made on the null stream, which a non-blocking stream does not wait for
+    cupy.cuda.Device().synchronize()
     stream = cupy.cuda.Stream(non_blocking=True)
     # consecutive ids from 0: a vertex's label is its root
-    union_find.write_labels(cupy.zeros(1, np.int64), True, labels, labels, stream)
+    union_find.write_labels(ids, True, labels, labels, stream)
     largest, dropped = union_find.result(stream)
     expected = smallest_member(matrix)
     np.testing.assert_array_equal(labels.get(), expected)
