@@ -16,7 +16,9 @@ program ``--warmup`` times untimed and ``--trials`` times timed, each a
 ``garaphpy.run``, and reports the engine's seconds (set-up and compilation
 apart).  The table gives per case both trees' medians, their ratio, the
 ratio of their fastest runs, both spreads and whether every value was the
-same; the JSON rows (``--json``) one row per case and tree.
+same, and the ratio's 90% interval over processes (a bootstrap) with its
+verdict against the 3% bar: within, slower, or unclear (more rounds
+decide); the JSON rows (``--json``) one row per case and tree.
 
 Usage (from the repository root)::
 
@@ -36,6 +38,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+import numpy as np
 
 from bench import harness
 
@@ -78,6 +82,14 @@ PROGRAMS = ("pagerank", "bfs", "sssp", "cc")
 
 #: Relative difference of two runs' value sums still called the same values.
 VALUE_TOLERANCE = 1e-12
+
+#: A change costs nothing when new / old is at most 1 + this (the 3% bar).
+COST_TOLERANCE = 0.03
+
+#: Resamples of :func:`ratio_interval`'s bootstrap, and its seed (the same
+#: table from the same rows).
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 20261203
 
 
 def child_command(spec: str, store: Path, args) -> list[str]:
@@ -125,8 +137,45 @@ def compare(rows: list[dict]) -> list[dict]:
             "old_spread_ms": (min(old) * 1e3, max(old) * 1e3),
             "new_spread_ms": (min(new) * 1e3, max(new) * 1e3),
             "iterations": sorted({row["iterations"] for row in mine}),
+            "ratio_interval": ratio_interval([row["seconds"] for row in mine
+                                              if row["tree"] == "old"],
+                                             [row["seconds"] for row in mine
+                                              if row["tree"] == "new"]),
             "same_values": same_values(mine)})
     return table
+
+
+def ratio_interval(old: list[list[float]], new: list[list[float]],
+                   resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[float, float]:
+    """The 90% interval of the ratio of medians new / old, by a two-level
+    bootstrap: each resample draws a tree's processes with replacement, then
+    each drawn process's trials (a process's own placement in memory and the
+    machine's state that hour are most of the noise, so processes are the
+    units, as in Kalibera and Jones, "Rigorous benchmarking in reasonable
+    time", ISMM 2013)."""
+    generator = np.random.default_rng(BOOTSTRAP_SEED)
+
+    def medians(processes: list[list[float]]) -> np.ndarray:
+        runs = [np.asarray(trials, dtype=np.float64) for trials in processes]
+        found = np.empty(resamples)
+        for k in range(resamples):
+            drawn = generator.integers(0, len(runs), len(runs))
+            found[k] = np.median(np.concatenate([generator.choice(runs[i], runs[i].size)
+                                                 for i in drawn]))
+        return found
+
+    ratios = medians(new) / medians(old)
+    low, high = np.quantile(ratios, [0.05, 0.95])
+    return float(low), float(high)
+
+
+def verdict(interval: tuple[float, float], tolerance: float = COST_TOLERANCE) -> str:
+    """``within`` where the interval's top is at most 1 + tolerance, ``slower``
+    where its bottom is above it, else ``unclear`` (more rounds decide)."""
+    low, high = interval
+    if high <= 1.0 + tolerance:
+        return "within"
+    return "slower" if low > 1.0 + tolerance else "unclear"
 
 
 def same_values(rows: list[dict]) -> bool:
@@ -140,12 +189,15 @@ def same_values(rows: list[dict]) -> bool:
 
 def print_table(table: list[dict]) -> None:
     print(f"{'graph':18} {'budget':8} {'program':9} {'old ms':>9} {'new ms':>9} "
-          f"{'new/old':>8} {'fastest':>8}  spreads old / new (ms)      same values")
+          f"{'new/old':>8} {'90% of it':>12} {'3%':>8} {'fastest':>8}  "
+          f"spreads old / new (ms)      same values")
     for row in table:
         spreads = "{:.2f}-{:.2f} / {:.2f}-{:.2f}".format(*row["old_spread_ms"],
                                                         *row["new_spread_ms"])
+        interval = "{:.3f}-{:.3f}".format(*row["ratio_interval"])
         print(f"{row['graph']:18} {row['budget']:8} {row['program']:9} {row['old_ms']:9.2f} "
-              f"{row['new_ms']:9.2f} {row['median_ratio']:8.3f} {row['fastest_ratio']:8.3f}  "
+              f"{row['new_ms']:9.2f} {row['median_ratio']:8.3f} {interval:>12} "
+              f"{verdict(row['ratio_interval']):>8} {row['fastest_ratio']:8.3f}  "
               f"{spreads:28} {'yes' if row['same_values'] else 'NO'}")
 
 

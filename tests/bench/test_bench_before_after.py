@@ -79,3 +79,16 @@ def test_float_sums_in_another_order_are_the_same_values(total, same):
              "values_digest": 48.0} for tree, value in (("old", 1.0), ("new", total))]
     (row,) = before_after.compare(rows)
     assert row["same_values"] is same
+
+
+def test_the_interval_says_within_slower_or_unclear():
+    steady = [[1.00, 1.01, 0.99]] * 4
+    assert before_after.verdict(before_after.ratio_interval(steady, steady)) == "within"
+    slower = [[1.10, 1.11, 1.09]] * 4
+    low, high = before_after.ratio_interval(steady, slower)
+    assert 1.05 < low <= high < 1.15
+    assert before_after.verdict((low, high)) == "slower"
+    # one process of each tree far off: the processes' spread leaves it open
+    noisy_old = [[1.0, 1.0], [1.0, 1.0], [1.3, 1.3]]
+    noisy_new = [[1.0, 1.0], [1.3, 1.3], [1.3, 1.3]]
+    assert before_after.verdict(before_after.ratio_interval(noisy_old, noisy_new)) == "unclear"
