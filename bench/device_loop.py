@@ -67,6 +67,7 @@ Usage (from the repository root)::
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import tempfile
 import warnings
@@ -155,9 +156,16 @@ def main(argv=None) -> int:
     parser.add_argument("--persistent-blocks-per-sm", default=None, metavar="N|all",
                         help="blocks a multiprocessor of the loop's persistent kernel "
                              "(default: the loop's own rule)")
+    parser.add_argument("--bucket-factor", type=float, default=None, metavar="F",
+                        help="the GPU's bucket width over the CPU's rule "
+                             "(default: config.GPU_BUCKET_FACTOR)")
     harness.add_common_options(parser)
     args = parser.parse_args(argv)
     harness.check_common_options(parser, args)
+    if args.bucket_factor is not None:
+        if not (args.bucket_factor > 0 and math.isfinite(args.bucket_factor)):
+            parser.error(f"--bucket-factor={args.bucket_factor}: expected a positive number")
+        config.GPU_BUCKET_FACTOR = args.bucket_factor
     if args.persistent_blocks_per_sm is not None:
         device_loop.PERSISTENT_BLOCKS_PER_MULTIPROCESSOR = None \
             if args.persistent_blocks_per_sm == "all" else int(args.persistent_blocks_per_sm)
@@ -195,7 +203,9 @@ def main(argv=None) -> int:
     print(f"\n== the GPU's device loop, median of {args.trials} runs "
           f"(execution {args.execution or 'of each program'}); flat: the loop without "
           "buckets of values; graphs: the loop without its persistent kernel; 2pass: "
-          "the persistent kernel without its fused push")
+          "the persistent kernel without its fused push; bucket factor "
+          f"{config.GPU_BUCKET_FACTOR:g}, persistent blocks an SM "
+          f"{device_loop.PERSISTENT_BLOCKS_PER_MULTIPROCESSOR or 'all'}")
     print(f"{'graph':20s} {'program':8s} {'iters':>6s} {'looped':>7s} {'on ms':>9s} "
           f"{'off ms':>9s} {'off/on':>7s} {'flat ms':>8s} {'flat/on':>7s} {'graphs ms':>9s} "
           f"{'graphs/on':>9s} {'2pass ms':>8s} {'2pass/on':>8s} {'on us/it':>9s} "

@@ -88,3 +88,24 @@ def test_subway_runs_on_a_file_given_by_a_relative_path(tmp_path, monkeypatch):
 def test_asynchronous_pushes_are_timed_fused_and_in_two_passes(program, execution, expected):
     """``two-pass``: the persistent kernel without its fused push, beside ``on``."""
     assert device_loop.settings(program, execution) == expected
+
+
+@pytest.mark.parametrize("factor", ["0", "-4", "nan", "inf"])
+def test_a_bucket_factor_that_is_not_a_positive_number_is_named(factor, capsys):
+    with pytest.raises(SystemExit):
+        device_loop.main(["--bucket-factor", factor])
+    assert f"--bucket-factor={float(factor)}: expected a positive number" in \
+        capsys.readouterr().err
+
+
+def test_the_bucket_factor_reaches_the_gpus_rule(monkeypatch):
+    from garaphpy import config
+    from garaphpy.scheduler import decisions
+
+    monkeypatch.setattr(config, "GPU_BUCKET_FACTOR", config.GPU_BUCKET_FACTOR)
+    # the bench stops at its first graph (none can load here) after setting the factor
+    monkeypatch.setattr(device_loop, "load", lambda spec, store_dir: (_ for _ in ()).throw(
+        RuntimeError("stop")))
+    with pytest.raises(RuntimeError, match="stop"):
+        device_loop.main(["--bucket-factor", "16", "--graphs", "grid:4x4"])
+    assert decisions.gpu_bucket_width(None, 128.0, 4.0) == 16.0 * 128.0 / 4.0
