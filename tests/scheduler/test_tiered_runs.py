@@ -87,11 +87,16 @@ def test_a_pull_over_every_page_reads_each_disk_page_once(disk_rmat, monkeypatch
     in neither budget, no more, no less."""
     result = from_disk(disk_rmat, "pagerank", True, monkeypatch)
     store = store_of(disk_rmat, "pagerank")
-    for record in result.iterations[1:]:
-        entry = record.decisions["host_pages"]
-        assert entry["choice"] is False
-        assert record.bytes_read == entry["disk_bytes"]
-        assert entry["disk_bytes"] < sum(info.disk_bytes for info in store.pages)
+    records = result.iterations
+    assert all(not record.decisions["host_pages"]["choice"] for record in records[1:])
+    for before, record in zip(records[1:], records[2:]):
+        placed = before.decisions["host_pages"]
+        assert record.bytes_read == placed["disk_bytes"]
+        assert placed["disk_bytes"] < sum(info.disk_bytes for info in store.pages)
+    # and the same as with the pages first placed
+    first = from_disk(disk_rmat, "pagerank", False, monkeypatch)
+    assert [r.bytes_read for r in first.iterations[2:]] == \
+        [r.bytes_read for r in records[2:]]
 
 
 def test_a_frontier_reads_no_more_than_with_the_pages_first_placed(disk_rmat, monkeypatch):
