@@ -109,3 +109,38 @@ def test_a_frontier_reads_no_more_than_with_the_pages_first_placed(disk_rmat, mo
     read_placed = sum(record.bytes_read for record in placed.iterations)
     read_revised = sum(record.bytes_read for record in revised.iterations)
     assert read_revised <= read_placed
+
+
+# ------------------------------------------------------- a disk-only store --
+def test_from_a_disk_only_store_each_iteration_reads_what_must_move(disk_rmat, monkeypatch):
+    """No page in either budget: a pull reads every page once; a notify-pull of
+    BFS reads no more than the pages with an in-edge from the frontier
+    (:func:`~garaphpy.storage.tiers.pages_with_active_in_edges`, by brute force
+    over the CSR of out-edges), each once; the depths are the in-memory run's."""
+    from garaphpy.storage.tiers import pages_with_active_in_edges, place_pages
+
+    store = store_of(disk_rmat, "bfs")
+    memory = run(disk_rmat, "bfs")
+    disk = from_disk(disk_rmat, "bfs", True, monkeypatch, fraction=0.0)
+    np.testing.assert_array_equal(disk.values, memory.values)
+    infos = store.pages
+    placement = place_pages([p.nbytes for p in infos], 0,
+                            disk_bytes=[p.disk_bytes for p in infos])
+    assert placement.must_move() == sum(p.disk_bytes for p in infos)
+    first = np.array([p.first_vertex for p in infos], np.int64)
+    end = np.array([p.end_vertex for p in infos], np.int64)
+    depth = np.asarray(disk.values)
+    directions = set()
+    for iteration, record in enumerate(disk.iterations):
+        assert record.decisions["host_pages"]["host_pages"] == 0
+        directions.add(record.direction)
+        if record.direction == "pull":
+            assert record.bytes_read == placement.must_move()
+        else:
+            frontier = np.flatnonzero(depth == iteration)
+            needed = pages_with_active_in_edges(frontier, store.out_offsets,
+                                                store.out_targets, first, end)
+            assert record.bytes_read <= placement.must_move(needed)
+    assert directions == {"pull", "notify-pull"}
+    pagerank = from_disk(disk_rmat, "pagerank", True, monkeypatch, fraction=0.0)
+    assert all(record.bytes_read == placement.must_move() for record in pagerank.iterations)
