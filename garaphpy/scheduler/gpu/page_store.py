@@ -556,6 +556,7 @@ class PageStore:
                                     self.buffer_events["raw_free"][slot],
                                     self.page_wire_bytes[k])
         copy.wait_event(free)
+        timing.host_image = image
         timing.copy_start = copy.record(start)
         cupy.cuda.runtime.memcpyAsync(target.data.ptr, image.ctypes.data, nbytes,
                                       cupy.cuda.runtime.memcpyHostToDevice, copy.ptr)
