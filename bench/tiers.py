@@ -30,7 +30,10 @@ the sequential reads again.  Per case, medians over the iterations after the
 first: iteration time; bytes read from disk; bytes that must move (disk
 bytes of the pages neither kept by the GPU, from the run's plan, nor cached
 by the host beside them as :func:`~garaphpy.storage.host_budget.cache_beside`
-draws it, hybrid runs included; for BFS every such page, an upper bound);
+draws it, hybrid runs included, or as the run revised them by reuse, from its
+records' ``decisions["host_pages"]``; for BFS every such page, an upper
+bound, and beside it what its frontiers need: the pages in neither budget
+holding a vertex each iteration reaches);
 bytes to the device; the in-memory iteration time; read / must-move (target
 <= 1.05); time / (must-move bytes at the measured disk speed + the in-memory
 time) (target <= 1.15); for BFS the GPU's bytes read over the CPU's (totals
@@ -187,7 +190,38 @@ def must_move(store, readers: int, host_memory: int, per_reader: int, kept: set)
     plan = cache_beside(plan, [info.nbytes for info in store.pages], kept)
     moving = [k for k in range(len(store.pages)) if k not in kept and k not in plan.cached]
     return {"must_move": disk_bytes(store, moving), "gpu_kept_pages": len(kept),
-            "host_cached_pages": len(plan.cached), "disk_pages": len(moving)}
+            "host_cached_pages": len(plan.cached), "disk_pages": len(moving),
+            "host_cached": list(plan.cached)}
+
+
+def placed_must_move(result) -> float | None:
+    """Median, over the iterations after the first, of the disk bytes of the
+    pages in neither budget in the placement in force (the run's own records:
+    ``decisions["host_pages"]`` of the iteration before, revised by reuse);
+    None where the run records no placement (every page in memory)."""
+    records = result.iterations
+    placed = [record.decisions.get("host_pages") for record in records[:-1]]
+    if not placed or any(entry is None for entry in placed):
+        return None
+    return statistics.median(entry["disk_bytes"] for entry in placed)
+
+
+def frontier_needs(store, result, kept: set, cached) -> float:
+    """BFS: median, over the iterations after the first, of the disk bytes of
+    the pages in neither budget as first placed that hold a vertex the
+    iteration reaches (depth = iteration + 1): the pages with an in-edge from
+    its frontier to a vertex not yet reached, all it must read."""
+    depth = np.asarray(result.values)
+    first = np.array([info.first_vertex for info in store.pages], np.int64)
+    end = np.array([info.end_vertex for info in store.pages], np.int64)
+    outside = np.array([k not in kept and k not in cached for k in range(len(store.pages))])
+    sizes = np.array([info.disk_bytes for info in store.pages], np.int64)
+    needs = []
+    for iteration in range(1, max(len(result.iterations), 2)):
+        reached = np.flatnonzero(depth == iteration + 1)
+        holds = np.searchsorted(reached, end) > np.searchsorted(reached, first)
+        needs.append(int(sizes[holds & outside].sum()))
+    return statistics.median(needs)
 
 
 def after_first(records, name: str) -> list:
@@ -270,6 +304,17 @@ def tier_cases(graph, args, modes: list, sequential: list) -> list:
         kept = gpu_kept_pages(result, len(store.pages))
         figures = {**run_figures(result), **budgets, "cache_drop": dropped,
                    **must_move(store, readers, budgets["host_memory"], per_reader, kept)}
+        cached = set(figures.pop("host_cached"))
+        # the placement the run revised by reuse, where it did: what must move then
+        placed = placed_must_move(result)
+        figures["must_move_first_placed"] = figures["must_move"]
+        if placed is not None:
+            figures["must_move"] = placed
+        figures["host_pages_revised"] = sum(
+            bool(record.decisions.get("host_pages", {}).get("choice"))
+            for record in result.iterations)
+        if program == "bfs":
+            figures["frontier_needs"] = frontier_needs(store, result, kept, cached)
         return harness.Measurement(result=result, seconds=figures["iteration_s"],
                                    metrics=figures)
 
@@ -426,6 +471,13 @@ def main(argv=None) -> int:
     print_table(table)
     if any(not entry["must_move"] for entry in table):
         print("note: where nothing must move, the budgets hold every page; lower the fractions")
+    for entry in table:
+        if "frontier_needs" in entry:
+            print(f"{entry['program']}/{entry['mode']}: its frontiers need "
+                  f"{entry['frontier_needs'] / 1e6:.2f} MB an iteration from disk (pages in "
+                  f"neither budget holding a vertex reached), it read "
+                  f"{entry['bytes_read'] / 1e6:.2f}; host pages revised "
+                  f"{entry['host_pages_revised']} times")
     gpu_over_cpu = bfs_gpu_over_cpu(table)
     if gpu_over_cpu is not None:
         print(f"bfs: the GPU reads {gpu_over_cpu:.2f}x the bytes the CPU reads "

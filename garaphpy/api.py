@@ -722,6 +722,9 @@ def _build_gpu_engine(plan: RunPlan, run_: _ValidatedRun, pages, options: RunOpt
     if mode == "gpu" and not gpu_engine.plan.resident:
         # the GPU's kept pages never come from the host again: the host cache holds others
         pages.hold_elsewhere(np.flatnonzero(gpu_engine.kept_pages))
+    if not gpu_engine.plan.resident:
+        # the packed images the GPU streams from pinned host memory take the host's room
+        pages.hold_here(gpu_engine.host_held_pages())
     gpu_engine.set_frontier(initially_active)
     shortcut = decisions.shortcut_labels(program.shortcut_labels, mode,
                                          config.GPU_SHORTCUT_LABELS, processor="gpu")
@@ -1083,6 +1086,9 @@ class _Iterations:
             read_before = pages.bytes_read
             engine.iterate(record, prefix, aggregates)
             record.bytes_read = pages.bytes_read - read_before
+            placed = pages.end_iteration()
+            if placed is not None:
+                record.decisions["host_pages"] = placed
             record.compile_seconds = ((clock.seconds if clock is not None else 0.0)
                                       - compiled_before)
             record.seconds = time.perf_counter() - started - record.compile_seconds

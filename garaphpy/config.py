@@ -323,6 +323,12 @@ HOST_MEMORY_FRACTION = 0.5
 #: counted against it (:mod:`garaphpy.storage.host_budget`).
 HOST_CACHE_FRACTION = 0.5
 
+#: A run whose pages stream from storage revises between iterations which
+#: pages the host budget holds, by how often the iterations ask for each
+#: (:func:`garaphpy.storage.decisions.revise_host_pages`): a frontier's
+#: pages stay in memory as it moves.  False: the pages first placed stay.
+HOST_PAGES_BY_REUSE = True
+
 #: Host memory a run needs per vertex beside the store's arrays, counted
 #: against the host budget before pages are (values, the synchronous next
 #: buffer, the frontier, flags, attributes, the pinned copies of hybrid runs:

@@ -140,9 +140,8 @@ def choose_direction(f: float, rho: float | None = None,
 
 
 def notify_pull_computes_pull(apply_reads_per_iteration) -> bool:
-    """Whether notify-pull, which recomputes only notified vertices, gives the
-    pull's values: not where apply reads what changes every vertex each
-    iteration (an aggregate, as PageRank's dangling mass, or the iteration)."""
+    """Whether notify-pull (notified vertices only) gives the pull's values: not where
+    apply reads what changes every vertex each iteration (an aggregate, the iteration)."""
     return not apply_reads_per_iteration
 
 
@@ -917,19 +916,20 @@ def decode_buffer_edges(largest_page_edges: int, largest_shard_edges: int,
 
 def count_active_edges(active_out_edges: int, streamed_bytes: int, bus: float, count: float,
                        forced: str = "auto", active_vertices: int = 0,
-                       most_vertices: int = 2 ** 62, kept_pull_seconds: float = 0.0) -> bool:
-    """Whether the host counts the frontier's out-edges per page (the input of
-    the per-page choice; its time grows with them, at ``count`` edges per
-    second).  Never for a frontier of more than ``most_vertices`` vertices
-    (it reaches nearly every page: every page is copied or pulled); else
+                       most_vertices: int = 2 ** 62, kept_pull_seconds: float = 0.0,
+                       read_seconds: float = 0.0) -> bool:
+    """Whether the host counts the frontier's out-edges per page (the per-page
+    choice's input), at ``count`` edges a second.  Never for a frontier of
+    more than ``most_vertices`` vertices (it reaches nearly every page); else
     always for a forced choice, and for the automatic one when counting takes
-    less than half the time of the work it may spare: the streamed pages'
-    copies and the kept pages' pulls (``kept_pull_seconds``)."""
+    less than half the work it may spare: the streamed pages' copies, their
+    reads from disk (``read_seconds``) and the kept pages' pulls."""
     if forced == "copy" or active_vertices > most_vertices:
         return False
     if forced != "auto":
         return True
-    return active_out_edges / count < 0.5 * (streamed_bytes / bus + kept_pull_seconds)
+    return active_out_edges / count < 0.5 * (streamed_bytes / bus + read_seconds
+                                             + kept_pull_seconds)
 
 
 # -- alpha: CPU only or hybrid (section 5.1) -----------------------------------------------

@@ -14,7 +14,11 @@ see build and run facts.
   (:func:`compress_fits_memory`);
 * **read-ahead** (section 2.2's streaming from SSDs): the pages a reader
   keeps in flight, enough to cover a page's read at the disk's measured
-  speed and the stalls it should hide (:func:`readahead_pages`).
+  speed and the stalls it should hide (:func:`readahead_pages`);
+* **the host's pages** (section 2.2's secondary storage "as memory
+  extension", HyTGraph's per-partition choice): the pages the host budget
+  holds beside the GPU's kept pages are revised between iterations when the
+  pages a frontier asks for have moved enough (:func:`revise_host_pages`).
 """
 
 from __future__ import annotations
@@ -24,8 +28,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 __all__ = ["COMPRESS_MAX_RATIO", "COMPRESS_WORKING_BYTES_PER_PAGE_BYTE", "CompressChoice",
-           "MIN_READAHEAD_PAGES", "READAHEAD_COVER_SECONDS", "compress_fits_memory",
-           "compress_pages", "readahead_pages"]
+           "HOST_PAGES_REVISE_GAIN", "HOST_PAGE_REUSE_DECAY", "MIN_READAHEAD_PAGES",
+           "READAHEAD_COVER_SECONDS", "compress_fits_memory", "compress_pages",
+           "readahead_pages", "revise_host_pages"]
 
 #: A build keeps its pages compressed only when they take at most this
 #: fraction of the plain bytes.  The codec gives 0.27-0.37 on web-NotreDame,
@@ -180,3 +185,51 @@ def readahead_pages(buffer_bytes: int, disk_bytes_per_s: float,
     reading = math.ceil(rate * latency / buffer_bytes)
     parallel = math.ceil(reads_in_flight_bytes / buffer_bytes)
     return max(MIN_READAHEAD_PAGES, 1 + max(reading, parallel))
+
+
+#: Weight of the past in a page's reuse score: each iteration the score is
+#: ``decay * score + (1 - decay) * asked`` (asked: 1 if the iteration read
+#: the page, else 0), the chance that the next iteration asks for it.  0.5
+#: forgets a level of a BFS in a few iterations (a frontier moves on level by
+#: level) and keeps a page asked every other iteration above one never asked.
+HOST_PAGE_REUSE_DECAY = 0.5
+
+#: The host's pages are revised only when the revised set is expected to
+#: spare this much more than the current one (as a fraction of what the
+#: current one spares, or of one page's bytes when it spares nothing): scores
+#: that wobble must not move pages back and forth.
+HOST_PAGES_REVISE_GAIN = 0.1
+
+
+def revise_host_pages(kept_saving: float, revised_saving: float, page_bytes: float,
+                      revised_pages: int, *,
+                      min_gain: float = HOST_PAGES_REVISE_GAIN) -> tuple[bool, dict]:
+    """Whether the pages the host budget holds change to ``revised_pages``
+    new ones between two iterations, and the inputs that decided.
+
+    A page's expected saving is its reuse score (:data:`HOST_PAGE_REUSE_DECAY`)
+    times the disk bytes its read takes; a set of pages spares the sum.
+    Revising costs no read of its own: a page that enters the host's pages
+    is read when an iteration first asks for it (it would be read then
+    anyway) and stays; one that leaves is dropped.  So the set changes when
+    the revised one spares more than ``kept_saving`` by ``min_gain`` of it
+    (or of ``page_bytes``, the mean page's disk bytes, when it spares
+    nothing), the hysteresis that keeps scores that wobble from moving pages.
+
+    Parameters
+    ----------
+    kept_saving, revised_saving : float
+        Expected disk bytes spared an iteration by the current and by the
+        revised set.
+    page_bytes : float
+        Disk bytes of the mean page.
+    revised_pages : int
+        Pages the revised set holds that the current does not.
+    min_gain : float
+        The gain that pays (:data:`HOST_PAGES_REVISE_GAIN`).
+    """
+    floor = min_gain * (kept_saving if kept_saving > 0 else page_bytes)
+    revise = bool(revised_pages > 0 and revised_saving - kept_saving > floor)
+    return revise, {"kept_saving_bytes": float(kept_saving),
+                    "revised_saving_bytes": float(revised_saving),
+                    "min_gain": min_gain, "entering_pages": int(revised_pages)}

@@ -21,10 +21,18 @@ take is simply passed over, so at most one read-ahead window per processor
 is read for nothing (and not counted in :attr:`HostPages.bytes_read`).  A
 walk that took every streamed page starts the reads of the same walk for the
 next iteration (:meth:`PageCursor.close`).
+
+The pages are placed in three tiers (:mod:`~garaphpy.storage.tiers`): the
+GPU's kept pages (:meth:`HostPages.hold_elsewhere`), the host's cached
+pages, and the disk.  The source notes which pages each iteration asks for;
+between iterations (:meth:`HostPages.end_iteration`) the host's pages are
+chosen again by that reuse where it pays, so that a frontier's pages stay
+in memory as it moves (HyTGraph's per-partition choice).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Iterable
 
@@ -36,6 +44,7 @@ from .host_budget import HostCachePlan, cache_beside
 from .layout import align
 from .page_io import PageReader, aligned_empty, buffer_bytes
 from .store import Page, Store
+from .tiers import DISK, GPU, HOST, PagePlacement, PageReuse, revised_placement
 
 __all__ = ["HostPages", "PageCursor"]
 
@@ -88,6 +97,26 @@ class HostPages:
         self._readers: dict[str, PageReader] = {}
         self._allocators: dict[str, Callable[[int], np.ndarray]] = {}
         self._lock = threading.Lock()
+        count = len(store.pages)
+        #: each page's tier (GPU, host or disk), kept in step with ``plan``
+        self.placement = self._placement_of(plan)
+        #: per page, the chance the next iteration asks for it
+        self.reuse = PageReuse(count)
+        #: whether the host's pages are revised between iterations by reuse
+        self.by_reuse = config.HOST_PAGES_BY_REUSE
+        self._asked = np.zeros(count, bool)
+        self._held_here = np.zeros(count, bool)
+
+    def _placement_of(self, plan: HostCachePlan) -> PagePlacement:
+        """The tiers of ``plan``: its cached pages in the host, the pages held
+        elsewhere on the GPU, the rest on disk."""
+        pages = self.store.pages
+        tiers = np.full(len(pages), DISK, np.int8)
+        tiers[list(plan.cached)] = HOST
+        tiers[list(plan.held_elsewhere)] = GPU
+        room = max(0, plan.budget_bytes - plan.fixed_bytes - plan.readahead_bytes)
+        return PagePlacement(tiers, np.array([p.nbytes for p in pages], np.int64),
+                             np.array([p.disk_bytes for p in pages], np.int64), room)
 
     # -- set-up ------------------------------------------------------------------------
     def use_allocator(self, consumer: str, allocator: Callable[[int], np.ndarray],
@@ -119,13 +148,54 @@ class HostPages:
         (:func:`~garaphpy.storage.host_budget.cache_beside`); a page already
         read that leaves the cache is dropped."""
         plan = cache_beside(self.plan, [info.nbytes for info in self.store.pages], pages)
-        if plan is self.plan:
-            return
+        if plan is not self.plan:
+            self._use_plan(plan)
+
+    def hold_here(self, pages) -> None:
+        """Pages a consumer holds in host memory itself, in the host's room
+        (the GPU's packed images of pages it streams): they stay in the host
+        tier whatever the iterations ask for."""
+        self._held_here[np.asarray(list(pages), np.int64)] = True
+
+    def _use_plan(self, plan: HostCachePlan) -> None:
+        """Cache the pages of ``plan`` from now on; a page read that leaves the
+        cache is dropped (one that enters is read when first asked for)."""
         with self._lock:
             self.plan = plan
             self._to_cache = frozenset(plan.cached)
+            self.placement = self._placement_of(plan)
             for index in [k for k in self._cached if k not in self._to_cache]:
                 del self._cached[index]
+
+    def end_iteration(self) -> dict | None:
+        """Between two iterations: note the pages this one asked for in their
+        reuse scores and revise the host's pages by them where
+        :func:`~garaphpy.storage.decisions.revise_host_pages` says it pays.
+
+        Returns
+        -------
+        dict or None
+            The decision's entry for the iteration's record (``choice``, its
+            inputs, the pages asked for, the tiers' page counts and bytes
+            after it); None where the run does not revise by reuse.
+        """
+        asked = self._asked | self._held_here
+        self._asked = np.zeros_like(self._asked)
+        if not self.by_reuse:
+            return None
+        self.reuse.note(asked)
+        placement, entry = revised_placement(self.placement, self.reuse)
+        entry["asked_pages"] = int(asked.sum())
+        if placement is not self.placement:
+            host = placement.pages(HOST)
+            sizes = placement.page_bytes
+            cached_bytes = int(sizes[host].sum())
+            self._use_plan(dataclasses.replace(
+                self.plan, cached=tuple(host.tolist()),
+                streamed=tuple(np.flatnonzero(placement.tiers != HOST).tolist()),
+                cached_bytes=cached_bytes, streamed_bytes=int(sizes.sum()) - cached_bytes))
+        entry.update(self.placement.record())
+        return entry
 
     # -- reading -----------------------------------------------------------------------
     def is_cached(self, index: int) -> bool:
@@ -134,6 +204,7 @@ class HostPages:
 
     def cached_page(self, index: int, consumer: str = "cpu") -> Page:
         """Page ``index`` (a cached one), read into its host buffer the first time."""
+        self._asked[index] = True
         page = self._cached.get(index)
         if page is not None:
             return page
@@ -152,6 +223,7 @@ class HostPages:
         streamed one into a new buffer)."""
         if self.is_cached(index):
             return self.cached_page(index, consumer)
+        self._asked[index] = True
         return self.reader(consumer).read_page(index)
 
     def cursor(self, order: Iterable[int], consumer: str = "cpu",
@@ -277,6 +349,7 @@ class PageCursor:
         pages = self.pages
         if pages.is_cached(index):
             return pages.cached_page(index, self.consumer)
+        pages._asked[index] = True
         position = self._position_of.get(index)
         if position is None or position < self._next:
             page = pages.reader(self.consumer).read_page(index)

@@ -66,6 +66,14 @@ class PageSource(Protocol):
         """``pages`` are kept by another tier (the GPU) for the whole run: the
         host cache need not hold them."""
 
+    def hold_here(self, pages) -> None:
+        """``pages`` are held in host memory by a consumer itself (the GPU's
+        packed images): they stay in the host tier."""
+
+    def end_iteration(self) -> dict | None:
+        """Between iterations: the host's pages revised by the pages asked
+        for; the decision's entry for the record, or None."""
+
     def is_cached(self, index: int) -> bool:
         """Whether page ``index`` stays in host memory once read."""
 
@@ -169,6 +177,12 @@ class InMemoryPages:
     def hold_elsewhere(self, pages) -> None:
         """Nothing: every page is in host memory, and a consumer's images are
         read only when it asks."""
+
+    def hold_here(self, pages) -> None:
+        """Nothing: every page is in host memory."""
+
+    def end_iteration(self) -> None:
+        """Nothing to revise: every page is in host memory."""
 
     def is_cached(self, index: int) -> bool:
         """Always: every page is in host memory."""

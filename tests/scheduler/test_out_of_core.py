@@ -208,12 +208,21 @@ def test_streamed_run_equals_in_memory_run(disk_rmat, in_memory, name, execution
     assert all(record.rho == 1.0 for record in result.iterations)
     assert all(record.bytes_read == 0 for record in expected.iterations)
     total = sum(page_bytes(store_of(disk_rmat, name)))
-    pulls = [r for r in result.iterations if r.direction == "pull"]
-    for number, record in enumerate(pulls):
-        # a pull reads every streamed page, and the cached ones the first time
-        assert plan.streamed_bytes <= record.bytes_read <= total
-        if number > 0:
-            assert record.bytes_read == plan.streamed_bytes
+    records = result.iterations
+    for index, record in enumerate(records):
+        if record.direction != "pull":
+            continue
+        # a pull reads every page on disk only in the placement in force (the plan's,
+        # or as revised by reuse after the iteration before), and the host's pages
+        # the first time; after a pull that revised nothing, only the former
+        before = records[index - 1] if index else None
+        streamed = plan.streamed_bytes if before is None \
+            else before.decisions["host_pages"]["disk_bytes"]
+        assert streamed <= record.bytes_read <= total
+        assert streamed <= plan.streamed_bytes
+        if before is not None and before.direction == "pull" \
+                and not before.decisions["host_pages"]["choice"]:
+            assert record.bytes_read == streamed
     for record in result.iterations:
         assert record.bytes_read <= total
     assert sum(record.bytes_read for record in result.iterations) > 0

@@ -136,8 +136,15 @@ def test_gpu_kept_pages_leave_the_host_cache_to_other_pages(disk_rmat):
     gpu = run_quietly(disk_rmat, program, (), mode="gpu", **options, read_ratio=8.0,
                       gpu_memory=gpu_memory, max_iterations=6, tolerance=0.0)
     assert_matches("pagerank", gpu.values, cpu.values)
-    for record in gpu.iterations[1:]:
-        assert record.bytes_read == must_move
+    records = gpu.iterations
+    for before, record in zip(records, records[1:]):
+        # the host's pages may only grow into room the prefix left (every page is
+        # asked for as often): never more read than with the pages first placed
+        assert record.bytes_read <= must_move
+        placed = before.decisions["host_pages"]
+        assert placed["gpu_pages"] == len(kept)
+        if not placed["choice"]:
+            assert record.bytes_read == placed["disk_bytes"]
 
 
 def test_gpu_bfs_from_disk_skips_the_pages_it_has_settled(tmp_path):
@@ -180,3 +187,32 @@ def test_gpu_bfs_from_disk_skips_the_pages_it_has_settled(tmp_path):
     read_reading = sum(r.bytes_read for r in reading.iterations)
     assert read_reading > 0, "every page stayed on the GPU: nothing to skip"
     assert read_skipping < read_reading
+
+
+@pytest.mark.parametrize("name", ["bfs", "sssp"])
+def test_gpu_frontier_from_disk_reads_no_more_than_copies_priced_at_the_bus(disk_rmat, name,
+                                                                           monkeypatch):
+    """Three tiers for a frontier program: the GPU's sparse iterations price a
+    page's read from disk before its copy (skip, push or copy), so the run
+    reads no more than with reads priced at nothing; every page is in one
+    tier; the values are the CPU's in memory."""
+    from garaphpy.scheduler.gpu import selective
+
+    program = program_for(name)
+    sources = np.array([0, 7], np.int64)
+    cpu = run_quietly(disk_rmat, program, sources, mode="cpu", **ITERATIONS)
+    budget = host_budget(disk_rmat, program, readers=1, cached_fraction=0.25)
+    options = dict(mode="gpu", **budget, read_ratio=8.0,
+                   gpu_memory=budget_for(disk_rmat, program, 0.25), **ITERATIONS)
+    priced = run_quietly(disk_rmat, program, sources, **options)
+    assert_matches(name, priced.values, cpu.values)
+    for record in priced.iterations:
+        placed = record.decisions["host_pages"]
+        assert placed["gpu_pages"] + placed["host_pages"] + placed["disk_pages"] == \
+            len(disk_rmat.store.pages)
+    monkeypatch.setattr(selective, "page_read_seconds",
+                        lambda page_store, pages, speed: np.zeros(len(pages)))
+    unpriced = run_quietly(disk_rmat, program, sources, **options)
+    assert_matches(name, unpriced.values, cpu.values)
+    read = sum(record.bytes_read for record in priced.iterations)
+    assert read <= sum(record.bytes_read for record in unpriced.iterations)

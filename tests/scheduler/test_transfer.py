@@ -674,3 +674,67 @@ def test_queueing_ahead_stops_at_a_page_read_from_storage():
     engine = _queueing_engine([], packed_host=[0, 1, 2, 3], cached=[], streams=4)
     engine.prefetch_next_copies(order, slots)
     assert engine.queued == [(0, 0), (1, 1), (2, 2), (3, 3)]
+
+
+# ---------------------------------------------------- pages read from disk first --
+def test_a_copy_from_disk_costs_its_read():
+    """A page of many active edges is copied from the host's memory, but pushed
+    from the out-edges in host memory when its copy must wait for a read from
+    disk that takes longer than the push (by hand: 50M edges at 1 GB/s of
+    gather and 8 bytes over the bus take 0.07 s; 64 MiB at 20 GB/s 3.4 ms, at
+    a disk of 0.5 GB/s 0.13 s more)."""
+    active = [0, 50_000_000, 50_000_000]
+    read = np.array([0.0, 0.0, (64 << 20) / 0.5e9])
+    choices, summary = choose(active, read_seconds=read, pushes=(COMPACT,))
+    assert choices.tolist() == [SKIP, COPY, COMPACT]
+    plain, _ = choose(active, pushes=(COMPACT,))
+    assert plain.tolist() == [SKIP, COPY, COPY]
+    # a page unreached is skipped whatever its read would cost
+    skipped, _ = choose([0, 0], read_seconds=np.array([1.0, 1.0]))
+    assert (skipped == SKIP).all()
+
+
+def test_the_count_pays_where_it_spares_reads_from_disk():
+    """10M edges counted at 1G a second take 10 ms: not worth it against copies of
+    1 ms over the bus, worth it where 100 ms of reads from disk may be spared."""
+    assert not decisions.count_active_edges(10 ** 7, 10 ** 7, 10e9, 1e9)
+    assert decisions.count_active_edges(10 ** 7, 10 ** 7, 10e9, 1e9, read_seconds=0.1)
+    assert not decisions.count_active_edges(10 ** 7, 10 ** 7, 10e9, 1e9, read_seconds=0.005)
+
+
+class _Source:
+    reads_storage = True
+
+    def __init__(self, cached):
+        self.cached = set(cached)
+        self.plan = None
+
+    def is_cached(self, k):
+        return k in self.cached
+
+
+class _PageStore:
+    def __init__(self, source, kept, packed_host):
+        self.page_source, self.kept = source, set(kept)
+        self.packed_host = dict.fromkeys(packed_host)
+
+    def copied(self, k):
+        return k in self.packed_host or k not in self.kept
+
+
+class _Info:
+    def __init__(self, disk_bytes):
+        self.disk_bytes = disk_bytes
+
+
+def test_only_pages_in_neither_budget_wait_for_a_read():
+    from garaphpy.scheduler.gpu.selective import page_read_seconds
+
+    pages = [_Info(1000 * (k + 1)) for k in range(6)]
+    store = _PageStore(_Source(cached={1}), kept={2}, packed_host={3})
+    seconds = page_read_seconds(store, pages, 1e6)
+    # 0, 4 and 5 come from disk; 1 the host caches, 2 the GPU keeps, 3 is packed in pinned memory
+    np.testing.assert_allclose(seconds, [1e-3, 0, 0, 0, 5e-3, 6e-3])
+    assert not page_read_seconds(store, pages, None).any()
+    store.page_source.reads_storage = False
+    assert not page_read_seconds(store, pages, 1e6).any()

@@ -641,7 +641,7 @@ FORWARDED = {
                    "kept_pages", "packed_kept", "page_bus_bytes", "page_wire_bytes",
                    "packed_layouts", "packed_images", "packed_host", "resident_images",
                    "resident_edges", "device_pages", "device_packed", "raw_buffers",
-                   "release_pages", "streamed_bus_bytes"),
+                   "release_pages", "streamed_bus_bytes", "host_held_pages"),
     "launches": ("begin_iteration", "launch_page", "launch_all_resident", "probe_pages",
                  "timings", "shared_bytes", "oversize_shards",
                  "page_shared_bytes", "pull_packed", "shortcut"),

@@ -474,6 +474,12 @@ class PageStore:
         pull over every page."""
         return int(self.page_bus_bytes[~self.kept_pages].sum())
 
+    def host_held_pages(self) -> list:
+        """The pages whose packed images this store holds in pinned host memory
+        (streamed packed, or kept until released): they take the host's room,
+        and the host's page cache does not hold them again."""
+        return sorted(set(self.packed_host) | set(self.release_host))
+
     def release(self) -> tuple[list, int]:
         """The pages :meth:`_defer_selective_arrays` chose released from the
         device (each streams packed from then on, from the packed image made at
@@ -550,6 +556,7 @@ class PageStore:
                                     self.buffer_events["raw_free"][slot],
                                     self.page_wire_bytes[k])
         copy.wait_event(free)
+        timing.host_image = image
         timing.copy_start = copy.record(start)
         cupy.cuda.runtime.memcpyAsync(target.data.ptr, image.ctypes.data, nbytes,
                                       cupy.cuda.runtime.memcpyHostToDevice, copy.ptr)

@@ -120,6 +120,7 @@ class SelectiveTransfers:
         self._selective_rent = 0.0
         self._peak_active = 0
         self.dense_seconds = None
+        self._disk_speed = None         # the storage's, found when first needed
 
     # -- what a sparse iteration is expected to cost ------------------------------------------
     def sparse_edge_seconds(self) -> float:
@@ -422,7 +423,8 @@ class SelectiveTransfers:
         self.iterate(record, aggregates)
         return True
 
-    def _count(self, pull_seconds: np.ndarray, streamed_bytes: int) -> ActiveEdgeCount:
+    def _count(self, pull_seconds: np.ndarray, streamed_bytes: int,
+               read_seconds: float = 0.0) -> ActiveEdgeCount:
         """The frontier's active edges per page, when counting them pays
         (:func:`decisions.count_active_edges`)."""
         from .. import decisions
@@ -445,7 +447,7 @@ class SelectiveTransfers:
         count.counted = decisions.count_active_edges(
             count.count_work, streamed_bytes, rates.bus, rates.count, forced,
             active_vertices=state.active_vertices, most_vertices=most_vertices,
-            kept_pull_seconds=float(pull_seconds.sum()))
+            kept_pull_seconds=float(pull_seconds.sum()), read_seconds=read_seconds)
         if count.counted:
             count.pieces = subgraph.frontier_pieces(count.frontier, self.out_offsets,
                                                     buffers=self._piece_buffers)
@@ -469,7 +471,11 @@ class SelectiveTransfers:
         streamed_bytes = pages.streamed_bus_bytes
         pull_seconds = np.where(resident, pages.page_edge_counts / np.where(
             pages.packed_kept, rates.packed_pull, rates.pull), 0.0)
-        count = self._count(pull_seconds, streamed_bytes)
+        # pages from disk: a copy waits for the read, which a skip or a push spares
+        if self._disk_speed is None and pages.page_source.reads_storage:
+            self._disk_speed = storage_read_speed(pages.page_source, self.store)
+        read_seconds = page_read_seconds(pages, self.pages, self._disk_speed)
+        count = self._count(pull_seconds, streamed_bytes, float(read_seconds.sum()))
         bytes_per_edge = self.pushed_edge_bytes()
         # a piece of at most gpu_subgraph.PIECE_EDGES edges adds its source and offset
         compact_capacity = self.compact_capacity_bytes // (bytes_per_edge["compact"] + 1)
@@ -478,7 +484,7 @@ class SelectiveTransfers:
             forced=self.transfer_forced, bytes_per_edge=bytes_per_edge,
             compact_capacity=compact_capacity, total_active_edges=count.frontier_edges,
             vertex_bytes=self.store.vertex_dtype.itemsize, pull_seconds=pull_seconds,
-            pushes=self.push_codes)
+            pushes=self.push_codes, read_seconds=read_seconds)
         settled = self.settled.skip(choices) if self.settled is not None else 0
         copied = [k for k in range(len(self.pages)) if choices[k] == transfer.COPY]
         kept_pulled = [k for k in range(len(self.pages)) if choices[k] == transfer.RESIDENT]
@@ -513,6 +519,7 @@ class SelectiveTransfers:
                        compact_bytes=int(pushed["compact_bytes"]),
                        zero_copy_bytes=int(pushed["zero_copy_bytes"]),
                        copied_bytes=int(copy_bytes), settled_pages=settled,
+                       read_seconds=float(read_seconds.sum()),
                        **{name: int((choices == code).sum())
                           for code, name in enumerate(transfer.TRANSFER_NAMES)})
 
@@ -691,6 +698,32 @@ class SettledPages:
         closing = ~open_pages & (choices != transfer.SKIP)
         choices[closing] = transfer.SKIP
         return int(closing.sum())
+
+
+def storage_read_speed(page_source, store) -> float:
+    """The storage directories' read speed, bytes a second: the one the run's
+    read-ahead was sized by, else :func:`~garaphpy.storage.read_ratio.disk_read_speed`."""
+    from ...storage.read_ratio import disk_read_speed
+
+    speed = getattr(getattr(page_source, "plan", None), "disk_bytes_per_s", None)
+    return float(speed if speed else disk_read_speed(store.storage_dirs))
+
+
+def page_read_seconds(page_store, pages, disk_speed: float | None) -> np.ndarray:
+    """Per page, the time its read from disk takes before the GPU can copy it:
+    the pages it copies that the page source holds in neither budget (not
+    kept on the device, not packed in pinned host memory, not in the host's
+    page cache), their disk bytes at ``disk_speed``; 0 for every other page,
+    and for every page of a source in memory (``disk_speed`` None)."""
+    seconds = np.zeros(len(pages), np.float64)
+    source = page_store.page_source
+    if disk_speed is None or not source.reads_storage:
+        return seconds
+    for k, info in enumerate(pages):
+        if page_store.copied(k) and k not in page_store.packed_host \
+                and not source.is_cached(k):
+            seconds[k] = info.disk_bytes / disk_speed
+    return seconds
 
 
 def learn_kept_pull_rates(rates, measured_timings: list, page_store, timings: list) -> None:

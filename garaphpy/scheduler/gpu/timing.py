@@ -29,6 +29,9 @@ class PageTiming:
     #: the copy was queued by the iteration before (its window starts before this
     #: iteration's origin)
     prefetched: bool = False
+    #: the host buffer the page's copy reads, held while the copy may run (the
+    #: host's page cache may drop a page between iterations)
+    host_image: object = None
 
 
 @dataclass

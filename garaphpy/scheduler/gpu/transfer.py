@@ -216,7 +216,8 @@ def choose_transfers(active_edges: np.ndarray, page_bytes: np.ndarray, resident:
                      bytes_per_edge: dict | None = None, compact_capacity: int = 2 ** 62,
                      total_active_edges: int | None = None, vertex_bytes: int = 4,
                      pull_seconds: np.ndarray | None = None,
-                     pushes: tuple = (COMPACT, ZERO_COPY)) -> tuple[np.ndarray, dict]:
+                     pushes: tuple = (COMPACT, ZERO_COPY),
+                     read_seconds: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
     """Per page, how its work reaches the GPU this iteration.
 
     A streamed page is skipped, copied, compacted or read in place; a page
@@ -256,6 +257,10 @@ def choose_transfers(active_edges: np.ndarray, page_bytes: np.ndarray, resident:
     pushes : tuple of int
         The pushes available (``COMPACT``, ``ZERO_COPY``); a forced push that
         is not is taken as ``"skip"``.
+    read_seconds : float array, optional
+        Per page, the time its read from disk takes before a copy (pages in
+        neither the GPU's nor the host's budget; Garaph section 2.2): a copy
+        costs it, a skip or a push (from the out-edges in host memory) not.
 
     Returns
     -------
@@ -273,6 +278,8 @@ def choose_transfers(active_edges: np.ndarray, page_bytes: np.ndarray, resident:
     if bytes_per_edge is None:
         bytes_per_edge = edge_bytes(vertex_bytes, 0)
     copy_seconds = page_bytes / rates.bus
+    if read_seconds is not None:
+        copy_seconds = copy_seconds + np.asarray(read_seconds, np.float64)
     if not exact or forced == "copy" or active_edges is None:
         return choices, _summary(choices, float(copy_seconds[~resident].sum()))
     active_edges = np.asarray(active_edges, np.int64)
