@@ -83,8 +83,7 @@ class WorkerSetup:
         (:class:`~garaphpy.distributed.components.UnionFindStart`).
     processor : {"cpu", "gpu"}
         What pulls the partition: the worker's CPU threads, or its GPU
-        (:class:`~garaphpy.distributed.gpu_worker.GpuPartitionWorker`).
-    """
+        (:class:`~garaphpy.distributed.gpu_worker.GpuPartitionWorker`).    """
 
     store_path: str
     program: object
@@ -203,6 +202,9 @@ class PartitionWorker(Rounds, UnionFindStart):
             [_identity(m) for m in compiled.aggregate_monoids], np.float64)
         self.no_aggregates = np.zeros(1, np.float64)
         self.early_exit = partition_early_exit(setup.program) and self.pulls_by_frontier
+        #: a sparse iteration pushes from the frontier over the partition's
+        #: in-edges turned around, as the one process does
+        self.settles_by_push = decisions.settling_push(self.early_exit, setup.reads_weights)
         # the one-process floor skip (a vertex as good as the best value of a
         # vertex with out-edges reads no in-edge), over this partition's values:
         # its in-neighbours' are all current here, so a floor taken over them
@@ -215,13 +217,35 @@ class PartitionWorker(Rounds, UnionFindStart):
         self.frontier = None
         self.floor_now = 0
         self.settled_from_values = False
-        self.no_settled_bits = np.empty(0, np.uint64)     # the kernels read ``settled``
         if frontier_pulls(setup.program) and self.pulls_by_frontier:
             initially_active = np.arange(n, dtype=np.int64) \
                 if setup.program.initially_active == "all" else setup.sources
             self.frontier = PartitionFrontier(self.sources, self.in_offsets, self.first,
                                               self.end, n, initially_active, self.early_exit,
                                               self.threads)
+        self.settling_pull = None
+        if self.early_exit:
+            self._set_up_settling_pull()
+
+    def _set_up_settling_pull(self) -> None:
+        """The one process's pull with early exit over one CSC
+        (:func:`garaphpy.kernels.cpu.pull_settling_whole`), over this
+        partition's in-edges: offsets over every vertex into ``sources``
+        (empty ranges outside the partition), and the vertices with in-edges
+        here as a bitmap, so that the others cost a word each."""
+        n = self.num_vertices
+        offsets = np.empty(n + 1, np.int64)
+        offsets[:self.first + 1] = 0
+        offsets[self.first:self.end + 1] = self.in_offsets[self.first:self.end + 1] \
+            - self.edge_base
+        offsets[self.end + 1:] = offsets[self.end]
+        in_edge_bits = np.zeros((n + 63) // 64, np.uint64)
+        with parallel_section():
+            kernels.pack_flags(offsets[1:] != offsets[:-1], in_edge_bits)
+        self.settling_pull = {"graph": (offsets, self.sources, self.weights),
+                              "in_edge_bits": in_edge_bits,
+                              "found": np.zeros(n, np.int64),
+                              "found_out_edges": np.zeros(1, np.int64)}
 
     def _read_pieces(self, store, setup: WorkerSetup) -> None:
         """Read the partition's in-edges, once: ``sources`` (and ``weights``)
@@ -272,6 +296,16 @@ class PartitionWorker(Rounds, UnionFindStart):
                 with parallel_section():
                     compiled.kernels.source_contributions(self.values[:0], self.attrs,
                                                           self.contributions)
+            if self.settling_pull is not None:
+                settling = self.settling_pull
+                with parallel_section():
+                    self.frontier.pack_settled()
+                    compiled.kernels.pull_settling_whole(
+                        compiled.identity, settling["graph"], self.values,
+                        apply_context(self.attrs, self.no_aggregates, 0, 0), self.active,
+                        (self.frontier.settled, self.frontier.settled_bits,
+                         settling["in_edge_bits"], self.frontier.claimed, settling["found"]),
+                        (np.zeros(2), np.zeros(1, np.int64), np.zeros(1, np.int64)), 1)
             self._pull_piece(None, 0, self.no_aggregates if compiled.aggregate_call is None
                              else self.aggregate_identities.copy(), np.zeros(2))
             self._partial_aggregates(0, self.first, self.first)
@@ -279,6 +313,9 @@ class PartitionWorker(Rounds, UnionFindStart):
                 nothing = np.zeros(0, np.int64)
                 self.frontier.notified(nothing, np.zeros(1, np.int64))
                 self._pull_notified(nothing, 0, self.no_aggregates, np.zeros(2))
+                if self.settles_by_push:
+                    self._push_settling(nothing, np.zeros(1, np.int64), 0,
+                                        self.no_aggregates, np.zeros(2))
         if self.setup.union_find_start:
             # loaded from numba's cache now, not in the timed start (50-100 ms a worker)
             warm_up_union_find(self.sources.dtype)
@@ -382,6 +419,10 @@ class PartitionWorker(Rounds, UnionFindStart):
             if self.early_exit:         # the settled ones are skipped
                 pulled -= int(np.count_nonzero(self.frontier.settled[self.first:self.end]))
             changed = self._pull_all(iteration, aggregates, stats)
+        elif self.settles_by_push:
+            changed, pulled = self._push_settling(frontier, prefix, iteration, aggregates,
+                                                  stats)
+            edges = int(prefix[-1])
         else:
             notified = self.frontier.notified(frontier, prefix)
             changed, edges = self._pull_notified(notified, iteration, aggregates, stats)
@@ -399,6 +440,8 @@ class PartitionWorker(Rounds, UnionFindStart):
     def _pull_all(self, iteration: int, aggregates: np.ndarray, stats: np.ndarray):
         """Pull every owned vertex, piece by piece; the owned vertices changed."""
         first, end = self.first, self.end
+        if self.settling_pull is not None:
+            return self._pull_settling(iteration, aggregates, stats)
         self.active[first:end] = False
         pending = []
         if self.precompute:
@@ -424,6 +467,28 @@ class PartitionWorker(Rounds, UnionFindStart):
         self.values[first:end] = self.next[first:end]
         return changed
 
+    def _pull_settling(self, iteration: int, aggregates: np.ndarray, stats: np.ndarray):
+        """Beamer's bottom-up step over the partition in one launch, in place
+        (:meth:`_set_up_settling_pull`): the vertices neither settled nor
+        without in-edges here read their in-neighbours until a settled one
+        activates them; the owned vertices changed."""
+        first, end = self.first, self.end
+        frontier, settling = self.frontier, self.settling_pull
+        before = self.values[first:end].copy()
+        with parallel_section():
+            frontier.pack_settled()
+            self.compiled.kernels.pull_settling_whole(
+                self.compiled.identity, settling["graph"], self.values,
+                apply_context(self.attrs, aggregates, self.num_vertices, iteration),
+                self.active,
+                (frontier.settled, frontier.settled_bits, settling["in_edge_bits"],
+                 frontier.claimed, settling["found"]),
+                (stats, frontier.settled_in_edges, settling["found_out_edges"]),
+                max(1, min(self.threads, numba.get_num_threads())))
+        changed = first + np.flatnonzero(self.values[first:end] != before)
+        self.next[first:end] = self.values[first:end]
+        return changed
+
     def _pull_notified(self, notified: np.ndarray, iteration: int, aggregates: np.ndarray,
                        stats: np.ndarray):
         """Pull the ``notified`` owned vertices alone (the CPU engine's
@@ -444,6 +509,27 @@ class PartitionWorker(Rounds, UnionFindStart):
         changed = notified[self.next[notified] != self.values[notified]]
         self.values[changed] = self.next[changed]
         return changed, int(in_prefix[-1])
+
+    def _push_settling(self, frontier: np.ndarray, prefix: np.ndarray, iteration: int,
+                       aggregates: np.ndarray, stats: np.ndarray) -> tuple[np.ndarray, int]:
+        """Beamer's top-down step over the partition's in-edges turned around
+        (:func:`garaphpy.kernels.cpu.push_settling`, the one process's sparse
+        step with early exit): each edge of a settled ``frontier`` vertex to an
+        owned vertex not settled gives it its final value.  ``(changed,
+        written)``: the owned vertices changed, in increasing order, and how
+        many the push wrote."""
+        front = self.frontier
+        chunks = max(1, self.threads * config.CPU_CHUNKS_PER_THREAD)
+        with parallel_section():
+            written, _ = self.compiled.kernels.push_settling(
+                self.compiled.identity, (frontier, prefix),
+                (front.out_offsets, front.out_targets, self.dummy_weights, self.in_offsets),
+                (self.values, self.next),
+                apply_context(self.attrs, aggregates, self.num_vertices, iteration), chunks,
+                stats, (front.settled, front.claimed, front.settled_in_edges))
+        changed = np.sort(written[self.next[written] != self.values[written]])
+        self.values[changed] = self.next[changed]
+        return changed, int(written.size)
 
     def checkpoint(self, iteration: int, directory: str) -> str:
         """Write the owned values after ``iteration`` iterations (atomically)."""
@@ -544,7 +630,7 @@ class PartitionWorker(Rounds, UnionFindStart):
         # the CPU engine's choice of pull kernel: settled vertices skipped first
         if self.early_exit:
             pull, gather_values = compiled.kernels.pull_range_settling, self.values
-            skipping = (self.frontier.settled, self.no_settled_bits)
+            skipping = (self.frontier.settled, self.frontier.settled_bits)
         elif self.precompute:
             pull, gather_values = compiled.kernels.pull_range_precomputed, self.contributions
             skipping = (0, self.floor)
