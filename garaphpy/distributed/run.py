@@ -126,12 +126,17 @@ class PartitionedRun:
         The processors: ``"hybrid"``, a worker whose Dask resources name a
         GPU pulls its partitions there and the others on their CPU threads;
         ``"cpu"``, every worker on its CPU; ``"gpu"``, only the workers with
-        a GPU hold partitions (:func:`~garaphpy.scheduler.decisions.partition_processor`).
+        a GPU hold partitions (:func:`~garaphpy.scheduler.decisions.partition_processor`).    float32_contributions : bool
+        The CPU partitions hold their precomputed source-side gathers in
+        float32 where every partition pulls on the CPU: the one-process rule
+        (:func:`~garaphpy.scheduler.decisions.float32_contributions`, over the
+        run's tolerance), taken by the caller.
     """
 
     def __init__(self, client, store, program, sources, *, partitions, threads,
                  checkpoint_every: int, checkpoint_dir: Path, program_cache: str | None = None,
-                 symmetric: bool = False, mode: str = "hybrid"):
+                 symmetric: bool = False, mode: str = "hybrid",
+                 float32_contributions: bool = False):
         self.client = client
         self.mode = mode
         self.store = store
@@ -154,6 +159,9 @@ class PartitionedRun:
         self.weighted_in = "weighted_in_degree" in uses
         candidates = self._candidates(self.workers)
         self.placement = [candidates[p % len(candidates)] for p in range(len(self.partitions))]
+        #: as the one process, on the CPU alone (a GPU partition keeps float64)
+        self.float32_contributions = bool(float32_contributions) and all(
+            self.processor(address) == "cpu" for address in self.placement)
         self._check_memory()
         self.actors: list = [None] * len(self.partitions)
         self.futures: list = [None] * len(self.partitions)
@@ -211,7 +219,7 @@ class PartitionedRun:
                            self.sources, max(1, threads), self.reads_weights, self.weighted_in,
                            self.program_cache, self.ids_store_path,
                            EXCHANGE_TIMEOUT_SECONDS, self.union_find_start,
-                           self.processor(address))
+                           self.processor(address), self.float32_contributions)
 
     def _make_actor(self, index: int):
         address = self.placement[index]
@@ -428,6 +436,8 @@ class PartitionedRun:
         for processor in set(processors):
             busy = max(row["pull_seconds"] for row, p in zip(rows, processors) if p == processor)
             setattr(record, f"{processor}_busy_seconds", busy)
+        if self.float32_contributions:
+            record.decisions["float32_contributions"] = {"choice": True}
         record.decisions["partitions"] = {
             "processors": processors,
             "changed": [row["changed"] for row in rows],
@@ -563,7 +573,8 @@ def _one_line(error: BaseException) -> str:
 def run_partitioned(graph, program, sources, *, client, scheduler, partitions, threads,
                     max_iterations: int, tolerance, checkpoint_every, checkpoint_dir,
                     keep_checkpoints: bool, on_iteration=None,
-                    program_cache: str | None = None, mode: str = "hybrid") -> PartitionedOutcome:
+                    program_cache: str | None = None, mode: str = "hybrid",
+                    turned_off=frozenset()) -> PartitionedOutcome:
     """A synchronous run of ``program`` on ``graph`` over a Dask cluster's workers
     (see the module); the run's options validated by :func:`garaphpy.api.execute`."""
     setup_started = time.perf_counter()
@@ -578,7 +589,10 @@ def run_partitioned(graph, program, sources, *, client, scheduler, partitions, t
         run = PartitionedRun(client, store, program, sources, partitions=partitions,
                              threads=threads, checkpoint_every=every,
                              checkpoint_dir=directory, program_cache=program_cache,
-                             symmetric=not graph.directed, mode=mode)
+                             symmetric=not graph.directed, mode=mode,
+                             float32_contributions="float32_contributions" not in turned_off
+                             and decisions.float32_contributions(
+                                 program.float32_gather_tolerance, tolerance, "cpu"))
         if graph.ids_store is not store:
             run.ids_store_path = str(graph.ids_store.path)
         setup_seconds = time.perf_counter() - setup_started

@@ -83,7 +83,11 @@ class WorkerSetup:
         (:class:`~garaphpy.distributed.components.UnionFindStart`).
     processor : {"cpu", "gpu"}
         What pulls the partition: the worker's CPU threads, or its GPU
-        (:class:`~garaphpy.distributed.gpu_worker.GpuPartitionWorker`).    """
+        (:class:`~garaphpy.distributed.gpu_worker.GpuPartitionWorker`).    float32_contributions : bool
+        A CPU pull's precomputed source-side gathers are held in float32 (the
+        one process's choice, :func:`garaphpy.scheduler.decisions.float32_contributions`):
+        half the bytes its gathers read.
+    """
 
     store_path: str
     program: object
@@ -98,6 +102,7 @@ class WorkerSetup:
     exchange_timeout: float = 60.0
     union_find_start: bool = False
     processor: str = "cpu"
+    float32_contributions: bool = False
 
     @property
     def partition(self) -> Partition:
@@ -197,7 +202,9 @@ class PartitionWorker(Rounds, UnionFindStart):
         # once per vertex before the pulls (Garaph's pull, GAPBS's contributions)
         self.precompute = decisions.precompute_source_gathers(
             "pull", True, compiled.gather_parameters)
-        self.contributions = np.empty(n if self.precompute else 0, compiled.accum_dtype)
+        self.contributions = np.empty(n if self.precompute else 0,
+                                      np.float32 if setup.float32_contributions
+                                      else compiled.accum_dtype)
         self.aggregate_identities = np.array(
             [_identity(m) for m in compiled.aggregate_monoids], np.float64)
         self.no_aggregates = np.zeros(1, np.float64)
