@@ -81,7 +81,9 @@ def measured(result) -> harness.Measurement:
             changed_per_iteration=float(np.mean([sum(row["changed"]) for row in rows])),
             pulled_per_iteration=float(np.mean([sum(row["pulled"]) for row in rows])),
             notify_pull_iterations=sum("notify-pull" in row["directions"] for row in rows),
-            workers=len(records[0].workers), processors=rows[0].get("processors"))
+            workers=len(records[0].workers), processors=rows[0].get("processors"),
+            wait_policies=sorted({str(p.get("wait_policy"))
+                                  for p in result.plan.distributed["partitions"]}))
         gpu_pulls = [max(s for s, p in zip(row["pull_seconds"], row["processors"]) if p == "gpu")
                      for row in rows if "gpu" in row.get("processors", ())]
         if gpu_pulls:
@@ -216,6 +218,10 @@ def main(argv=None) -> int:
               f"{shown('pulled_per_iteration', digits=0)} | "
               f"{shown('worker_edges_per_s', 1e-6)} | "
               f"{alone / row['median_s']:.2f}x |")
+    policies = sorted({policy for row in rows
+                       for policy in row["figures"].get("wait_policies") or ()})
+    print(f"worker OpenMP wait policies: {', '.join(policies) or 'none'} "
+          "(PASSIVE: chosen where the host was busy at the worker's import)")
     harness.write_record(args.json, "dask", "summary",
                          {**common, "load_after": load_after,
                           "rows": {row["case"]: row["figures"] for row in rows}}, args)

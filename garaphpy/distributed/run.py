@@ -167,6 +167,8 @@ class PartitionedRun:
         self.futures: list = [None] * len(self.partitions)
         self.addresses: list = [None] * len(self.partitions)
         self.epoch = 0
+        #: each partition's worker as it describes itself (at the start)
+        self.worker_descriptions: list[dict] = [{} for _ in self.partitions]
         self.recoveries: list[dict] = []
         self.checkpoints: list[int] = []
 
@@ -242,6 +244,7 @@ class PartitionedRun:
         for index in range(len(self.partitions)):
             self._make_actor(index)
         self._wire()
+        self.worker_descriptions = self._all(lambda actor: actor.describe())
         return self._aggregates(0)
 
     def _wire(self) -> None:
@@ -442,6 +445,8 @@ class PartitionedRun:
             "processors": processors,
             "changed": [row["changed"] for row in rows],
             "directions": directions,
+            # a sparse step of a program with early exit pushes from the frontier
+            "pushed": [bool(row.get("pushed", False)) for row in rows],
             "pulled": [row["pulled"] for row in rows],
             "edges": [row["edges"] for row in rows],
             "sent_bytes": [row["sent_bytes"] for row in rows],
@@ -510,8 +515,12 @@ class PartitionedRun:
         return {"scheduler": self.client.scheduler.address,
                 "partitions": [{"first_vertex": p.first_vertex, "end_vertex": p.end_vertex,
                                 "edges": p.num_edges, "worker": a,
-                                "processor": self.processor(a)}
-                               for p, a in zip(self.partitions, self.addresses)],
+                                "processor": self.processor(a),
+                                **{key: held.get(key) for key in (
+                                    "threads", "numba_threads", "threading_layer",
+                                    "wait_policy", "float32_contributions")}}
+                               for p, a, held in zip(self.partitions, self.addresses,
+                                                     self.worker_descriptions)],
                 "mode": self.mode,
                 "checkpoint_every": self.checkpoint_every, "recoveries": self.recoveries}
 

@@ -330,10 +330,22 @@ class PartitionWorker(Rounds, UnionFindStart):
 
     # -- what the client and the peers call --------------------------------------------
     def describe(self) -> dict:
-        """Where this partition runs and what it holds."""
+        """Where this partition runs, what it holds, and how its kernels' threads
+        wait (OpenMP's policy chosen at the worker's import of garaphpy: a
+        passive one costs in-memory pulls two to three times,
+        :mod:`garaphpy._numba_setup`)."""
+        from .. import _numba_setup
+
+        try:
+            layer = numba.threading_layer()
+        except ValueError:      # no parallel launch in this process yet
+            layer = None
         return {"address": self.address, "index": self.index, "pid": os.getpid(),
                 "processor": self.processor, "pieces": len(self.pieces),
-                "edges": int(sum(p.edge_end - p.edge_begin for p, _, _ in self.pieces))}
+                "edges": int(sum(p.edge_end - p.edge_begin for p, _, _ in self.pieces)),
+                "threads": self.threads, "numba_threads": numba.config.NUMBA_NUM_THREADS,
+                "threading_layer": layer, "wait_policy": _numba_setup.WAIT_POLICY,
+                "float32_contributions": bool(self.contributions.dtype == np.float32)}
 
     def wire(self, peers, addresses, epoch: int) -> int:
         """Take the run's workers (``peers[q]`` the actor of partition q, in the
@@ -415,7 +427,7 @@ class PartitionWorker(Rounds, UnionFindStart):
             self.frontier.settle_from_values(self.values, self._initial_copy(),
                                              self.attrs[4])
             self.settled_from_values = False
-        direction, frontier, prefix = "pull", None, None
+        direction, frontier, prefix, pushed = "pull", None, None, False
         if self.frontier is not None:
             for indices in received:
                 self.frontier.add_changes(indices)
@@ -429,7 +441,7 @@ class PartitionWorker(Rounds, UnionFindStart):
         elif self.settles_by_push:
             changed, pulled = self._push_settling(frontier, prefix, iteration, aggregates,
                                                   stats)
-            edges = int(prefix[-1])
+            edges, pushed = int(prefix[-1]), True
         else:
             notified = self.frontier.notified(frontier, prefix)
             changed, edges = self._pull_notified(notified, iteration, aggregates, stats)
@@ -437,7 +449,7 @@ class PartitionWorker(Rounds, UnionFindStart):
         if self.frontier is not None:
             self.frontier.restart(changed)
         row = {"l1_change": float(stats[0]), "activated": int(stats[1]),
-               "changed": int(changed.size), "direction": direction,
+               "changed": int(changed.size), "direction": direction, "pushed": pushed,
                "pulled": int(pulled), "edges": int(edges),
                "aggregates": self._partial_aggregates(iteration + 1, self.first, self.end),
                "address": self.address, "processor": self.processor}

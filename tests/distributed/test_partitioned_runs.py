@@ -78,6 +78,9 @@ def test_pagerank_within_1e_9_at_the_same_iteration_count(dask_client, graphs, n
     spread = execute(graph, "pagerank", client=dask_client, turned_off=turned_off)
     float32 = alone.plan.cpu.float32_contributions
     assert float32 == (not turned_off)
+    for partition in spread.plan.distributed["partitions"]:
+        assert partition["float32_contributions"] == float32
+        assert partition["wait_policy"] and partition["threads"] == 1
     assert all(("float32_contributions" in r.decisions) == float32 for r in spread.iterations)
     assert spread.num_iterations == alone.num_iterations
     np.testing.assert_allclose(spread.values, alone.values, rtol=1e-9, atol=0)
@@ -209,6 +212,8 @@ def test_partitions_pull_only_what_the_changed_vertices_notify(dask_client, grap
         row = record.decisions["partitions"]
         for p, (direction, pulled) in enumerate(zip(row["directions"], row["pulled"])):
             first, end = cuts[p], cuts[p + 1]
+            # BFS's sparse steps push from the frontier, as the one process's
+            assert row["pushed"][p] == (direction == "notify-pull" and program == "bfs")
             if direction == "notify-pull":
                 sparse += 1
                 assert pulled == int(notified[first:end].sum()), (t, p)
