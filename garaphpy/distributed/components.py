@@ -240,7 +240,8 @@ class UnionFindStart:
     union_find_edges = None
 
     def prepare_union_find(self) -> None:
-        """Make the partition's edges both ways (at set-up: the start reads them)."""
+        """Make the partition's edges both ways, and see whether the user ids
+        increase with the internal ones (at set-up: the start reads both)."""
         if self.frontier is not None:
             out_offsets, out_targets = self.frontier.out_offsets, self.frontier.out_targets
         else:
@@ -248,6 +249,7 @@ class UnionFindStart:
                 self.sources, self.in_offsets, self.first, self.end, self.num_vertices)
         self.union_find_edges = partition_edges_both_ways(
             out_offsets, out_targets, self.sources, self.in_offsets, self.first, self.end)
+        self.increasing_ids = increasing_ids(self.attrs[3])
 
     def union_find_start(self) -> dict:
         """The three steps in one call, each waiting for the peers' messages of
@@ -265,7 +267,6 @@ class UnionFindStart:
             self.prepare_union_find()
         self.forest = partition_roots(*self.union_find_edges)
         self.union_find_edges = None
-        self.increasing_ids = increasing_ids(self.attrs[3])
         self.holders = tree_holders(self.forest, self.attrs[3], self.increasing_ids)
         index_dtype = self.store.vertex_dtype
         peers = self._start_peers()
