@@ -251,6 +251,10 @@ class UnionFindStart:
             out_offsets, out_targets, self.sources, self.in_offsets, self.first, self.end)
         self.increasing_ids = increasing_ids(self.attrs[3])
 
+    def own_threads(self) -> None:
+        """Take the worker's kernel threads on the calling thread (numba's count
+        is per thread; the worker's sets it)."""
+
     def union_find_start(self) -> dict:
         """The three steps in one call, each waiting for the peers' messages of
         the last (one partition a worker: a worker's actors share a thread);
@@ -262,6 +266,7 @@ class UnionFindStart:
     def share_holders(self) -> int:
         """Link every edge of the partition in a union-find and send each other
         partition the holders of its vertices this one reads; bytes sent."""
+        self.own_threads()
         started = time.perf_counter()
         if self.union_find_edges is None:
             self.prepare_union_find()
@@ -284,6 +289,7 @@ class UnionFindStart:
         owned vertices they read make between trees, kept and sent to every
         other partition (with one peer, kept alone: every edge between the
         two has an owned end here); bytes sent."""
+        self.own_threads()
         started = time.perf_counter()
         peers = self._start_peers()
         came = self._start_messages("holders", peers)
@@ -307,6 +313,7 @@ class UnionFindStart:
         fixed point, in one step where the links join every tree.  Returns
         the owned labels lowered, the bytes sent (``sent_bytes``, and as
         ``holder_bytes`` and ``link_bytes``) and the seconds taken."""
+        self.own_threads()
         started = time.perf_counter()
         peers = self._start_peers()
         came = self._start_messages("links", peers) if len(peers) > 1 else {}

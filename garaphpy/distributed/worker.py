@@ -148,7 +148,7 @@ class PartitionWorker(Rounds, UnionFindStart):
         partition = setup.partition
         self.first, self.end = partition.first_vertex, partition.end_vertex
         self.threads = setup.threads
-        numba.set_num_threads(min(self.threads, numba.config.NUMBA_NUM_THREADS))
+        self.own_threads()
         try:
             self._open(setup)
         except MemoryError:
@@ -328,6 +328,13 @@ class PartitionWorker(Rounds, UnionFindStart):
             warm_up_union_find(self.sources.dtype)
             self.prepare_union_find()
 
+    def own_threads(self) -> None:
+        """Take the worker's kernel threads on the calling thread: numba's count
+        is per thread, and a Dask actor's calls run on another thread than its
+        set-up, where numba would take every core (``NUMBA_NUM_THREADS``),
+        each worker beside the others."""
+        numba.set_num_threads(min(self.threads, numba.config.NUMBA_NUM_THREADS))
+
     # -- what the client and the peers call --------------------------------------------
     def describe(self) -> dict:
         """Where this partition runs, what it holds, and how its kernels' threads
@@ -387,6 +394,7 @@ class PartitionWorker(Rounds, UnionFindStart):
 
     def share_weighted_in_degrees(self) -> int:
         """Send the owned vertices' weighted in-degrees to their readers; bytes sent."""
+        self.own_threads()
         owned = np.arange(self.first, self.end, dtype=np.int64)
         return self._send("weighted_in", -1, owned, self.attrs[2])
 
@@ -396,6 +404,7 @@ class PartitionWorker(Rounds, UnionFindStart):
 
     def partial_aggregates(self, iteration: int) -> np.ndarray:
         """This partition's share of ``iteration``'s aggregates (one row)."""
+        self.own_threads()
         return self._partial_aggregates(iteration, self.first, self.end)
 
     def step(self, iteration: int, aggregates: np.ndarray) -> dict:
@@ -419,7 +428,7 @@ class PartitionWorker(Rounds, UnionFindStart):
         """The pull of one iteration (the pairs received written first):
         its row (see :meth:`step`, less what the exchange adds) and the owned
         vertices it changed."""
-        numba.set_num_threads(min(self.threads, numba.config.NUMBA_NUM_THREADS))
+        self.own_threads()
         started = time.perf_counter()
         received: list = []
         self.inbox.apply("values", self.values, iteration, received)
@@ -572,6 +581,7 @@ class PartitionWorker(Rounds, UnionFindStart):
         others read to them (for the next step); returns the bytes sent.
         Called on every worker once a worker was lost, after every worker's
         :meth:`wire` of the new ``epoch`` (which dropped the pairs held)."""
+        self.own_threads()
         if epoch != self.epoch:
             raise WorkerError(f"worker {self.address}: partition {self.index} restored at "
                               f"epoch {epoch}, wired at {self.epoch}")
