@@ -346,7 +346,7 @@ def execute(graph, program, options: RunOptions | None = None, *, turned_off=(),
 def _execute(graph, program, options: RunOptions, turned_off, clock: CompileClock) -> Result:
     """:func:`execute` with numba's compilation timed apart by ``clock``."""
     if options.client is not None or options.scheduler is not None:
-        return _execute_partitioned(graph, program, options, clock)
+        return _execute_partitioned(graph, program, options, clock, turned_off)
     setup_started = time.perf_counter()
     run_ = _validated(graph, program, options, turned_off)
     graph, program = run_.graph, run_.program
@@ -431,9 +431,11 @@ _NOT_PARTITIONED = {
 }
 
 
-def _execute_partitioned(graph, program, options: RunOptions, clock: CompileClock) -> Result:
+def _execute_partitioned(graph, program, options: RunOptions, clock: CompileClock,
+                         turned_off=frozenset()) -> Result:
     """A run partitioned over the workers of a Dask cluster (:mod:`garaphpy.distributed`):
-    validated as any run, then planned, built and driven by the cluster."""
+    validated as any run, then planned, built and driven by the cluster (``turned_off``:
+    the plan choices of :func:`execute` it weighs, ``float32_contributions``)."""
     from .distributed.run import run_mode, run_partitioned
 
     for name, reason in _NOT_PARTITIONED.items():
@@ -456,7 +458,8 @@ def _execute_partitioned(graph, program, options: RunOptions, clock: CompileCloc
         max_iterations=run_.max_iterations, tolerance=run_.tolerance,
         checkpoint_every=options.checkpoint_every, checkpoint_dir=options.checkpoint_dir,
         keep_checkpoints=options.keep_checkpoints, on_iteration=options.on_iteration,
-        program_cache=str(_program_cache_directory()), mode=options.mode)
+        program_cache=str(_program_cache_directory()), mode=options.mode,
+        turned_off=turned_off)
     records = outcome.records
     mode = run_mode(p["processor"] for p in outcome.description["partitions"])
     plan = RunPlan(mode=mode, execution="sync", direction="pull",

@@ -5,9 +5,11 @@ from a union-find over every edge (:mod:`garaphpy.kernels.union_find`): the
 labels are then the fixed point, and the one pull that follows confirms
 them.  A partition holds a share of the edges, the in-edges of its own
 vertices, so its union-find alone gives parts of components.  Each partition
-links *every* one of its edges (:func:`partition_forest`: Afforest, less its
-skip of the largest tree's out-edges, since the partition's CSR holds an
-edge once, from its source; only the edges inside that tree are skipped) and
+links its edges, held both ways (:func:`partition_edges_both_ways`: its
+in-edges turned around and as they are), by Afforest with its skip of the
+largest tree's vertices (:func:`partition_roots`; over the turned edges
+alone, which hold an edge once, only the edges inside that tree could be
+skipped: :func:`partition_forest`), and
 names each of its trees by its *holder*, the tree's vertex of least user id
 (:func:`tree_holders`).  Two partitions' trees meet only at a vertex both
 hold an edge of, a *boundary* vertex, which one of them owns or a third owns
@@ -71,6 +73,55 @@ def partition_forest(out_offsets: np.ndarray, out_targets: np.ndarray,
         largest = union_find.most_frequent_root(parent, union_find.SAMPLE_SIZE)
         union_find.link_beside(out_offsets, out_targets, parent, largest, rounds)
     return parent
+
+
+def partition_edges_both_ways(out_offsets: np.ndarray, out_targets: np.ndarray,
+                              sources: np.ndarray, in_offsets: np.ndarray, first: int,
+                              end: int) -> tuple[np.ndarray, np.ndarray]:
+    """A CSR over every vertex holding each edge of a partition in both
+    directions: a vertex's out-edges of the partition's CSR (its in-edges
+    turned around, ``out_offsets``/``out_targets``), then, for an owned vertex,
+    its in-neighbours (``sources``, the in-edges of vertices ``first..end-1``
+    in CSC order).  Every edge then has its reverse, so Afforest may skip the
+    largest tree's vertices whole (:func:`~garaphpy.kernels.union_find.component_roots`)
+    and gives the same forest as :func:`partition_forest` (each root the least
+    vertex of its tree) reading a fraction of the edges."""
+    num_vertices = out_offsets.shape[0] - 1
+    turned = np.diff(out_offsets)
+    own = np.zeros(num_vertices, np.int64)
+    own[first:end] = np.diff(in_offsets[first:end + 1])
+    offsets = np.zeros(num_vertices + 1, np.int64)
+    np.cumsum(turned + own, out=offsets[1:])
+    targets = np.empty(int(offsets[-1]), out_targets.dtype)
+    # a turned edge e of vertex x moves to offsets[x] + (e - out_offsets[x])
+    shift = np.repeat(offsets[:-1] - out_offsets[:-1], turned)
+    shift += np.arange(out_targets.shape[0], dtype=np.int64)
+    targets[shift] = out_targets
+    del shift
+    # an owned vertex's in-neighbours follow its turned edges
+    edge_base = int(in_offsets[first])
+    shift = np.repeat(offsets[first:end] + turned[first:end]
+                      - (in_offsets[first:end] - edge_base), own[first:end])
+    shift += np.arange(sources.shape[0], dtype=np.int64)
+    targets[shift] = sources
+    return offsets, targets
+
+
+def partition_roots(offsets: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """Every vertex's root (int64, the least vertex of its tree) in Afforest
+    over a CSR whose every edge has its reverse (:func:`partition_edges_both_ways`)."""
+    with parallel_section():
+        return union_find.component_roots(offsets, targets)[0]
+
+
+def warm_up_union_find(index_dtype) -> None:
+    """Compile (or load from numba's cache) the kernels of the start on one
+    vertex, so that the set-up pays for them, not the first iteration."""
+    out_offsets = np.zeros(2, np.int64)
+    roots = partition_roots(out_offsets, np.zeros(0, index_dtype))
+    nothing = np.zeros(0, index_dtype)
+    boundary_links(roots, [(np.zeros(1, np.int64), np.ones(1, np.int64))], index_dtype)
+    merged_labels(roots, [(nothing, nothing)], np.zeros(1, np.int64), True)
 
 
 def tree_holders(roots: np.ndarray, ids: np.ndarray,
@@ -184,6 +235,26 @@ class UnionFindStart:
     :meth:`start_from_union_find`, one call of the client each after every
     worker's previous one, or :meth:`union_find_start`, all three in one."""
 
+    #: the partition's edges both ways (:func:`partition_edges_both_ways`),
+    #: made at set-up and let go once the forest is made
+    union_find_edges = None
+
+    def prepare_union_find(self) -> None:
+        """Make the partition's edges both ways, and see whether the user ids
+        increase with the internal ones (at set-up: the start reads both)."""
+        if self.frontier is not None:
+            out_offsets, out_targets = self.frontier.out_offsets, self.frontier.out_targets
+        else:
+            out_offsets, out_targets = partition_out_edges(
+                self.sources, self.in_offsets, self.first, self.end, self.num_vertices)
+        self.union_find_edges = partition_edges_both_ways(
+            out_offsets, out_targets, self.sources, self.in_offsets, self.first, self.end)
+        self.increasing_ids = increasing_ids(self.attrs[3])
+
+    def own_threads(self) -> None:
+        """Take the worker's kernel threads on the calling thread (numba's count
+        is per thread; the worker's sets it)."""
+
     def union_find_start(self) -> dict:
         """The three steps in one call, each waiting for the peers' messages of
         the last (one partition a worker: a worker's actors share a thread);
@@ -195,14 +266,12 @@ class UnionFindStart:
     def share_holders(self) -> int:
         """Link every edge of the partition in a union-find and send each other
         partition the holders of its vertices this one reads; bytes sent."""
+        self.own_threads()
         started = time.perf_counter()
-        if self.frontier is not None:
-            out_offsets, out_targets = self.frontier.out_offsets, self.frontier.out_targets
-        else:
-            out_offsets, out_targets = partition_out_edges(
-                self.sources, self.in_offsets, self.first, self.end, self.num_vertices)
-        self.forest = partition_forest(out_offsets, out_targets)
-        self.increasing_ids = increasing_ids(self.attrs[3])
+        if self.union_find_edges is None:
+            self.prepare_union_find()
+        self.forest = partition_roots(*self.union_find_edges)
+        self.union_find_edges = None
         self.holders = tree_holders(self.forest, self.attrs[3], self.increasing_ids)
         index_dtype = self.store.vertex_dtype
         peers = self._start_peers()
@@ -220,6 +289,7 @@ class UnionFindStart:
         owned vertices they read make between trees, kept and sent to every
         other partition (with one peer, kept alone: every edge between the
         two has an owned end here); bytes sent."""
+        self.own_threads()
         started = time.perf_counter()
         peers = self._start_peers()
         came = self._start_messages("holders", peers)
@@ -243,6 +313,7 @@ class UnionFindStart:
         fixed point, in one step where the links join every tree.  Returns
         the owned labels lowered, the bytes sent (``sent_bytes``, and as
         ``holder_bytes`` and ``link_bytes``) and the seconds taken."""
+        self.own_threads()
         started = time.perf_counter()
         peers = self._start_peers()
         came = self._start_messages("links", peers) if len(peers) > 1 else {}

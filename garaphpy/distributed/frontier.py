@@ -98,8 +98,18 @@ class PartitionFrontier:
         #: a notify's claims; a settled vertex holds SETTLED_CLAIM for good
         self.claimed = np.zeros(num_vertices, np.uint8)
         self.settled = np.zeros(num_vertices if early_exit else 1, np.bool_)
+        #: ``settled`` packed at each pull's start (:meth:`pack_settled`): the
+        #: pull's probes of the in-neighbours read a bit, not a byte
+        self.settled_bits = np.zeros((num_vertices + 63) // 64 if early_exit else 0,
+                                     np.uint64)
         #: in-edges of the settled owned vertices (the pull kernels count them)
         self.settled_in_edges = np.zeros(1, np.int64)
+        #: the in-degree of each owned vertex (Beamer's rule weighs the unsettled ones)
+        self.owned_in_degrees = np.diff(in_offsets[first:end + 1]).astype(np.int64) \
+            if early_exit else None
+        self.num_vertices = num_vertices
+        #: the last direction was a pull, and the frontier it had (Beamer's rule)
+        self.pulled_last, self.previous_active = False, 0
         self.restart()
 
     def restart(self, changed: np.ndarray | None = None) -> None:
@@ -108,6 +118,11 @@ class PartitionFrontier:
         self.changed = [self.initially_active if changed is None else changed]
         if self.early_exit:
             self.settle(self.changed[0])
+
+    def pack_settled(self) -> None:
+        """``settled`` into ``settled_bits``, before a pull (no vertex settles
+        during one: the worker settles its changes after it)."""
+        kernels.pack_flags(self.settled, self.settled_bits)
 
     def forget(self) -> None:
         """The last changes are not known (a restore): the next iteration pulls
@@ -139,13 +154,26 @@ class PartitionFrontier:
     def direction(self) -> tuple[str, np.ndarray | None, np.ndarray | None]:
         """``(direction, frontier, prefix)``: ``"pull"`` (every owned vertex)
         or ``"notify-pull"`` by the CPU engine's switch over the partition's
-        edges, with the changed vertices and their out-degree prefix here."""
+        edges (Beamer's, :func:`~garaphpy.scheduler.decisions.settling_direction`,
+        with early exit, where a pull reads the unsettled vertices' in-edges
+        alone), with the changed vertices and their out-degree prefix here."""
         if self.changed is None:
+            self.pulled_last, self.previous_active = True, self.num_vertices
             return "pull", None, None
         frontier = np.concatenate(self.changed) if len(self.changed) > 1 else self.changed[0]
         prefix = kernels.frontier_degree_prefix(frontier, self.out_offsets, self.threads)
-        f = decisions.active_fraction(int(prefix[-1]), self.num_edges)
-        return decisions.choose_direction(f), frontier, prefix
+        if self.early_exit:
+            # from a pull the rule reads the frontier's sizes alone
+            unsettled = 0 if self.pulled_last else \
+                self.owned_in_degrees @ ~self.settled[self.first:self.end]
+            direction = decisions.settling_direction(
+                int(prefix[-1]), int(frontier.size), int(unsettled), self.num_vertices,
+                self.pulled_last, self.previous_active)
+        else:
+            direction = decisions.choose_direction(
+                decisions.active_fraction(int(prefix[-1]), self.num_edges))
+        self.pulled_last, self.previous_active = direction == "pull", int(frontier.size)
+        return direction, frontier, prefix
 
     def notified(self, frontier: np.ndarray, prefix: np.ndarray) -> np.ndarray:
         """The owned vertices with an in-neighbour in ``frontier`` (settled ones

@@ -126,12 +126,17 @@ class PartitionedRun:
         The processors: ``"hybrid"``, a worker whose Dask resources name a
         GPU pulls its partitions there and the others on their CPU threads;
         ``"cpu"``, every worker on its CPU; ``"gpu"``, only the workers with
-        a GPU hold partitions (:func:`~garaphpy.scheduler.decisions.partition_processor`).
+        a GPU hold partitions (:func:`~garaphpy.scheduler.decisions.partition_processor`).    float32_contributions : bool
+        The CPU partitions hold their precomputed source-side gathers in
+        float32 where every partition pulls on the CPU: the one-process rule
+        (:func:`~garaphpy.scheduler.decisions.float32_contributions`, over the
+        run's tolerance), taken by the caller.
     """
 
     def __init__(self, client, store, program, sources, *, partitions, threads,
                  checkpoint_every: int, checkpoint_dir: Path, program_cache: str | None = None,
-                 symmetric: bool = False, mode: str = "hybrid"):
+                 symmetric: bool = False, mode: str = "hybrid",
+                 float32_contributions: bool = False):
         self.client = client
         self.mode = mode
         self.store = store
@@ -154,11 +159,16 @@ class PartitionedRun:
         self.weighted_in = "weighted_in_degree" in uses
         candidates = self._candidates(self.workers)
         self.placement = [candidates[p % len(candidates)] for p in range(len(self.partitions))]
+        #: as the one process, on the CPU alone (a GPU partition keeps float64)
+        self.float32_contributions = bool(float32_contributions) and all(
+            self.processor(address) == "cpu" for address in self.placement)
         self._check_memory()
         self.actors: list = [None] * len(self.partitions)
         self.futures: list = [None] * len(self.partitions)
         self.addresses: list = [None] * len(self.partitions)
         self.epoch = 0
+        #: each partition's worker as it describes itself (at the start)
+        self.worker_descriptions: list[dict] = [{} for _ in self.partitions]
         self.recoveries: list[dict] = []
         self.checkpoints: list[int] = []
 
@@ -211,7 +221,7 @@ class PartitionedRun:
                            self.sources, max(1, threads), self.reads_weights, self.weighted_in,
                            self.program_cache, self.ids_store_path,
                            EXCHANGE_TIMEOUT_SECONDS, self.union_find_start,
-                           self.processor(address))
+                           self.processor(address), self.float32_contributions)
 
     def _make_actor(self, index: int):
         address = self.placement[index]
@@ -234,6 +244,7 @@ class PartitionedRun:
         for index in range(len(self.partitions)):
             self._make_actor(index)
         self._wire()
+        self.worker_descriptions = self._all(lambda actor: actor.describe())
         return self._aggregates(0)
 
     def _wire(self) -> None:
@@ -428,10 +439,14 @@ class PartitionedRun:
         for processor in set(processors):
             busy = max(row["pull_seconds"] for row, p in zip(rows, processors) if p == processor)
             setattr(record, f"{processor}_busy_seconds", busy)
+        if self.float32_contributions:
+            record.decisions["float32_contributions"] = {"choice": True}
         record.decisions["partitions"] = {
             "processors": processors,
             "changed": [row["changed"] for row in rows],
             "directions": directions,
+            # a sparse step of a program with early exit pushes from the frontier
+            "pushed": [bool(row.get("pushed", False)) for row in rows],
             "pulled": [row["pulled"] for row in rows],
             "edges": [row["edges"] for row in rows],
             "sent_bytes": [row["sent_bytes"] for row in rows],
@@ -500,8 +515,12 @@ class PartitionedRun:
         return {"scheduler": self.client.scheduler.address,
                 "partitions": [{"first_vertex": p.first_vertex, "end_vertex": p.end_vertex,
                                 "edges": p.num_edges, "worker": a,
-                                "processor": self.processor(a)}
-                               for p, a in zip(self.partitions, self.addresses)],
+                                "processor": self.processor(a),
+                                **{key: held.get(key) for key in (
+                                    "threads", "numba_threads", "threading_layer",
+                                    "wait_policy", "float32_contributions")}}
+                               for p, a, held in zip(self.partitions, self.addresses,
+                                                     self.worker_descriptions)],
                 "mode": self.mode,
                 "checkpoint_every": self.checkpoint_every, "recoveries": self.recoveries}
 
@@ -563,7 +582,8 @@ def _one_line(error: BaseException) -> str:
 def run_partitioned(graph, program, sources, *, client, scheduler, partitions, threads,
                     max_iterations: int, tolerance, checkpoint_every, checkpoint_dir,
                     keep_checkpoints: bool, on_iteration=None,
-                    program_cache: str | None = None, mode: str = "hybrid") -> PartitionedOutcome:
+                    program_cache: str | None = None, mode: str = "hybrid",
+                    turned_off=frozenset()) -> PartitionedOutcome:
     """A synchronous run of ``program`` on ``graph`` over a Dask cluster's workers
     (see the module); the run's options validated by :func:`garaphpy.api.execute`."""
     setup_started = time.perf_counter()
@@ -578,7 +598,10 @@ def run_partitioned(graph, program, sources, *, client, scheduler, partitions, t
         run = PartitionedRun(client, store, program, sources, partitions=partitions,
                              threads=threads, checkpoint_every=every,
                              checkpoint_dir=directory, program_cache=program_cache,
-                             symmetric=not graph.directed, mode=mode)
+                             symmetric=not graph.directed, mode=mode,
+                             float32_contributions="float32_contributions" not in turned_off
+                             and decisions.float32_contributions(
+                                 program.float32_gather_tolerance, tolerance, "cpu"))
         if graph.ids_store is not store:
             run.ids_store_path = str(graph.ids_store.path)
         setup_seconds = time.perf_counter() - setup_started

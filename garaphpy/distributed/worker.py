@@ -42,7 +42,7 @@ from ..kernels import cpu as kernels
 from ..kernels.cpu.arguments import apply_context, page_range
 from ..paths import cache_directory
 from ..scheduler import decisions
-from .components import UnionFindStart
+from .components import UnionFindStart, warm_up_union_find
 from .exchange import Inbox, Mirrors, WorkerError, pair_bytes
 from .frontier import PartitionFrontier, frontier_pulls, partition_early_exit
 from .partition import Partition, partition_pieces, read_by
@@ -83,7 +83,10 @@ class WorkerSetup:
         (:class:`~garaphpy.distributed.components.UnionFindStart`).
     processor : {"cpu", "gpu"}
         What pulls the partition: the worker's CPU threads, or its GPU
-        (:class:`~garaphpy.distributed.gpu_worker.GpuPartitionWorker`).
+        (:class:`~garaphpy.distributed.gpu_worker.GpuPartitionWorker`).    float32_contributions : bool
+        A CPU pull's precomputed source-side gathers are held in float32 (the
+        one process's choice, :func:`garaphpy.scheduler.decisions.float32_contributions`):
+        half the bytes its gathers read.
     """
 
     store_path: str
@@ -99,6 +102,7 @@ class WorkerSetup:
     exchange_timeout: float = 60.0
     union_find_start: bool = False
     processor: str = "cpu"
+    float32_contributions: bool = False
 
     @property
     def partition(self) -> Partition:
@@ -144,7 +148,7 @@ class PartitionWorker(Rounds, UnionFindStart):
         partition = setup.partition
         self.first, self.end = partition.first_vertex, partition.end_vertex
         self.threads = setup.threads
-        numba.set_num_threads(min(self.threads, numba.config.NUMBA_NUM_THREADS))
+        self.own_threads()
         try:
             self._open(setup)
         except MemoryError:
@@ -198,11 +202,16 @@ class PartitionWorker(Rounds, UnionFindStart):
         # once per vertex before the pulls (Garaph's pull, GAPBS's contributions)
         self.precompute = decisions.precompute_source_gathers(
             "pull", True, compiled.gather_parameters)
-        self.contributions = np.empty(n if self.precompute else 0, compiled.accum_dtype)
+        self.contributions = np.empty(n if self.precompute else 0,
+                                      np.float32 if setup.float32_contributions
+                                      else compiled.accum_dtype)
         self.aggregate_identities = np.array(
             [_identity(m) for m in compiled.aggregate_monoids], np.float64)
         self.no_aggregates = np.zeros(1, np.float64)
         self.early_exit = partition_early_exit(setup.program) and self.pulls_by_frontier
+        #: a sparse iteration pushes from the frontier over the partition's
+        #: in-edges turned around, as the one process does
+        self.settles_by_push = decisions.settling_push(self.early_exit, setup.reads_weights)
         # the one-process floor skip (a vertex as good as the best value of a
         # vertex with out-edges reads no in-edge), over this partition's values:
         # its in-neighbours' are all current here, so a floor taken over them
@@ -215,13 +224,35 @@ class PartitionWorker(Rounds, UnionFindStart):
         self.frontier = None
         self.floor_now = 0
         self.settled_from_values = False
-        self.no_settled_bits = np.empty(0, np.uint64)     # the kernels read ``settled``
         if frontier_pulls(setup.program) and self.pulls_by_frontier:
             initially_active = np.arange(n, dtype=np.int64) \
                 if setup.program.initially_active == "all" else setup.sources
             self.frontier = PartitionFrontier(self.sources, self.in_offsets, self.first,
                                               self.end, n, initially_active, self.early_exit,
                                               self.threads)
+        self.settling_pull = None
+        if self.early_exit:
+            self._set_up_settling_pull()
+
+    def _set_up_settling_pull(self) -> None:
+        """The one process's pull with early exit over one CSC
+        (:func:`garaphpy.kernels.cpu.pull_settling_whole`), over this
+        partition's in-edges: offsets over every vertex into ``sources``
+        (empty ranges outside the partition), and the vertices with in-edges
+        here as a bitmap, so that the others cost a word each."""
+        n = self.num_vertices
+        offsets = np.empty(n + 1, np.int64)
+        offsets[:self.first + 1] = 0
+        offsets[self.first:self.end + 1] = self.in_offsets[self.first:self.end + 1] \
+            - self.edge_base
+        offsets[self.end + 1:] = offsets[self.end]
+        in_edge_bits = np.zeros((n + 63) // 64, np.uint64)
+        with parallel_section():
+            kernels.pack_flags(offsets[1:] != offsets[:-1], in_edge_bits)
+        self.settling_pull = {"graph": (offsets, self.sources, self.weights),
+                              "in_edge_bits": in_edge_bits,
+                              "found": np.zeros(n, np.int64),
+                              "found_out_edges": np.zeros(1, np.int64)}
 
     def _read_pieces(self, store, setup: WorkerSetup) -> None:
         """Read the partition's in-edges, once: ``sources`` (and ``weights``)
@@ -272,6 +303,16 @@ class PartitionWorker(Rounds, UnionFindStart):
                 with parallel_section():
                     compiled.kernels.source_contributions(self.values[:0], self.attrs,
                                                           self.contributions)
+            if self.settling_pull is not None:
+                settling = self.settling_pull
+                with parallel_section():
+                    self.frontier.pack_settled()
+                    compiled.kernels.pull_settling_whole(
+                        compiled.identity, settling["graph"], self.values,
+                        apply_context(self.attrs, self.no_aggregates, 0, 0), self.active,
+                        (self.frontier.settled, self.frontier.settled_bits,
+                         settling["in_edge_bits"], self.frontier.claimed, settling["found"]),
+                        (np.zeros(2), np.zeros(1, np.int64), np.zeros(1, np.int64)), 1)
             self._pull_piece(None, 0, self.no_aggregates if compiled.aggregate_call is None
                              else self.aggregate_identities.copy(), np.zeros(2))
             self._partial_aggregates(0, self.first, self.first)
@@ -279,13 +320,39 @@ class PartitionWorker(Rounds, UnionFindStart):
                 nothing = np.zeros(0, np.int64)
                 self.frontier.notified(nothing, np.zeros(1, np.int64))
                 self._pull_notified(nothing, 0, self.no_aggregates, np.zeros(2))
+                if self.settles_by_push:
+                    self._push_settling(nothing, np.zeros(1, np.int64), 0,
+                                        self.no_aggregates, np.zeros(2))
+        if self.setup.union_find_start:
+            # loaded from numba's cache now, not in the timed start (50-100 ms a worker)
+            warm_up_union_find(self.sources.dtype)
+            self.prepare_union_find()
+
+    def own_threads(self) -> None:
+        """Take the worker's kernel threads on the calling thread: numba's count
+        is per thread, and a Dask actor's calls run on another thread than its
+        set-up, where numba would take every core (``NUMBA_NUM_THREADS``),
+        each worker beside the others."""
+        numba.set_num_threads(min(self.threads, numba.config.NUMBA_NUM_THREADS))
 
     # -- what the client and the peers call --------------------------------------------
     def describe(self) -> dict:
-        """Where this partition runs and what it holds."""
+        """Where this partition runs, what it holds, and how its kernels' threads
+        wait (OpenMP's policy chosen at the worker's import of garaphpy: a
+        passive one costs in-memory pulls two to three times,
+        :mod:`garaphpy._numba_setup`)."""
+        from .. import _numba_setup
+
+        try:
+            layer = numba.threading_layer()
+        except ValueError:      # no parallel launch in this process yet
+            layer = None
         return {"address": self.address, "index": self.index, "pid": os.getpid(),
                 "processor": self.processor, "pieces": len(self.pieces),
-                "edges": int(sum(p.edge_end - p.edge_begin for p, _, _ in self.pieces))}
+                "edges": int(sum(p.edge_end - p.edge_begin for p, _, _ in self.pieces)),
+                "threads": self.threads, "numba_threads": numba.config.NUMBA_NUM_THREADS,
+                "threading_layer": layer, "wait_policy": _numba_setup.WAIT_POLICY,
+                "float32_contributions": bool(self.contributions.dtype == np.float32)}
 
     def wire(self, peers, addresses, epoch: int) -> int:
         """Take the run's workers (``peers[q]`` the actor of partition q, in the
@@ -327,6 +394,7 @@ class PartitionWorker(Rounds, UnionFindStart):
 
     def share_weighted_in_degrees(self) -> int:
         """Send the owned vertices' weighted in-degrees to their readers; bytes sent."""
+        self.own_threads()
         owned = np.arange(self.first, self.end, dtype=np.int64)
         return self._send("weighted_in", -1, owned, self.attrs[2])
 
@@ -336,6 +404,7 @@ class PartitionWorker(Rounds, UnionFindStart):
 
     def partial_aggregates(self, iteration: int) -> np.ndarray:
         """This partition's share of ``iteration``'s aggregates (one row)."""
+        self.own_threads()
         return self._partial_aggregates(iteration, self.first, self.end)
 
     def step(self, iteration: int, aggregates: np.ndarray) -> dict:
@@ -359,7 +428,7 @@ class PartitionWorker(Rounds, UnionFindStart):
         """The pull of one iteration (the pairs received written first):
         its row (see :meth:`step`, less what the exchange adds) and the owned
         vertices it changed."""
-        numba.set_num_threads(min(self.threads, numba.config.NUMBA_NUM_THREADS))
+        self.own_threads()
         started = time.perf_counter()
         received: list = []
         self.inbox.apply("values", self.values, iteration, received)
@@ -367,7 +436,7 @@ class PartitionWorker(Rounds, UnionFindStart):
             self.frontier.settle_from_values(self.values, self._initial_copy(),
                                              self.attrs[4])
             self.settled_from_values = False
-        direction, frontier, prefix = "pull", None, None
+        direction, frontier, prefix, pushed = "pull", None, None, False
         if self.frontier is not None:
             for indices in received:
                 self.frontier.add_changes(indices)
@@ -378,6 +447,10 @@ class PartitionWorker(Rounds, UnionFindStart):
             if self.early_exit:         # the settled ones are skipped
                 pulled -= int(np.count_nonzero(self.frontier.settled[self.first:self.end]))
             changed = self._pull_all(iteration, aggregates, stats)
+        elif self.settles_by_push:
+            changed, pulled = self._push_settling(frontier, prefix, iteration, aggregates,
+                                                  stats)
+            edges, pushed = int(prefix[-1]), True
         else:
             notified = self.frontier.notified(frontier, prefix)
             changed, edges = self._pull_notified(notified, iteration, aggregates, stats)
@@ -385,7 +458,7 @@ class PartitionWorker(Rounds, UnionFindStart):
         if self.frontier is not None:
             self.frontier.restart(changed)
         row = {"l1_change": float(stats[0]), "activated": int(stats[1]),
-               "changed": int(changed.size), "direction": direction,
+               "changed": int(changed.size), "direction": direction, "pushed": pushed,
                "pulled": int(pulled), "edges": int(edges),
                "aggregates": self._partial_aggregates(iteration + 1, self.first, self.end),
                "address": self.address, "processor": self.processor}
@@ -395,6 +468,8 @@ class PartitionWorker(Rounds, UnionFindStart):
     def _pull_all(self, iteration: int, aggregates: np.ndarray, stats: np.ndarray):
         """Pull every owned vertex, piece by piece; the owned vertices changed."""
         first, end = self.first, self.end
+        if self.settling_pull is not None:
+            return self._pull_settling(iteration, aggregates, stats)
         self.active[first:end] = False
         pending = []
         if self.precompute:
@@ -420,6 +495,28 @@ class PartitionWorker(Rounds, UnionFindStart):
         self.values[first:end] = self.next[first:end]
         return changed
 
+    def _pull_settling(self, iteration: int, aggregates: np.ndarray, stats: np.ndarray):
+        """Beamer's bottom-up step over the partition in one launch, in place
+        (:meth:`_set_up_settling_pull`): the vertices neither settled nor
+        without in-edges here read their in-neighbours until a settled one
+        activates them; the owned vertices changed."""
+        first, end = self.first, self.end
+        frontier, settling = self.frontier, self.settling_pull
+        before = self.values[first:end].copy()
+        with parallel_section():
+            frontier.pack_settled()
+            self.compiled.kernels.pull_settling_whole(
+                self.compiled.identity, settling["graph"], self.values,
+                apply_context(self.attrs, aggregates, self.num_vertices, iteration),
+                self.active,
+                (frontier.settled, frontier.settled_bits, settling["in_edge_bits"],
+                 frontier.claimed, settling["found"]),
+                (stats, frontier.settled_in_edges, settling["found_out_edges"]),
+                max(1, min(self.threads, numba.get_num_threads())))
+        changed = first + np.flatnonzero(self.values[first:end] != before)
+        self.next[first:end] = self.values[first:end]
+        return changed
+
     def _pull_notified(self, notified: np.ndarray, iteration: int, aggregates: np.ndarray,
                        stats: np.ndarray):
         """Pull the ``notified`` owned vertices alone (the CPU engine's
@@ -440,6 +537,27 @@ class PartitionWorker(Rounds, UnionFindStart):
         changed = notified[self.next[notified] != self.values[notified]]
         self.values[changed] = self.next[changed]
         return changed, int(in_prefix[-1])
+
+    def _push_settling(self, frontier: np.ndarray, prefix: np.ndarray, iteration: int,
+                       aggregates: np.ndarray, stats: np.ndarray) -> tuple[np.ndarray, int]:
+        """Beamer's top-down step over the partition's in-edges turned around
+        (:func:`garaphpy.kernels.cpu.push_settling`, the one process's sparse
+        step with early exit): each edge of a settled ``frontier`` vertex to an
+        owned vertex not settled gives it its final value.  ``(changed,
+        written)``: the owned vertices changed, in increasing order, and how
+        many the push wrote."""
+        front = self.frontier
+        chunks = max(1, self.threads * config.CPU_CHUNKS_PER_THREAD)
+        with parallel_section():
+            written, _ = self.compiled.kernels.push_settling(
+                self.compiled.identity, (frontier, prefix),
+                (front.out_offsets, front.out_targets, self.dummy_weights, self.in_offsets),
+                (self.values, self.next),
+                apply_context(self.attrs, aggregates, self.num_vertices, iteration), chunks,
+                stats, (front.settled, front.claimed, front.settled_in_edges))
+        changed = np.sort(written[self.next[written] != self.values[written]])
+        self.values[changed] = self.next[changed]
+        return changed, int(written.size)
 
     def checkpoint(self, iteration: int, directory: str) -> str:
         """Write the owned values after ``iteration`` iterations (atomically)."""
@@ -463,6 +581,7 @@ class PartitionWorker(Rounds, UnionFindStart):
         others read to them (for the next step); returns the bytes sent.
         Called on every worker once a worker was lost, after every worker's
         :meth:`wire` of the new ``epoch`` (which dropped the pairs held)."""
+        self.own_threads()
         if epoch != self.epoch:
             raise WorkerError(f"worker {self.address}: partition {self.index} restored at "
                               f"epoch {epoch}, wired at {self.epoch}")
@@ -540,7 +659,7 @@ class PartitionWorker(Rounds, UnionFindStart):
         # the CPU engine's choice of pull kernel: settled vertices skipped first
         if self.early_exit:
             pull, gather_values = compiled.kernels.pull_range_settling, self.values
-            skipping = (self.frontier.settled, self.no_settled_bits)
+            skipping = (self.frontier.settled, self.frontier.settled_bits)
         elif self.precompute:
             pull, gather_values = compiled.kernels.pull_range_precomputed, self.contributions
             skipping = (0, self.floor)

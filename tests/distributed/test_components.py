@@ -11,7 +11,9 @@ import pytest
 from types import SimpleNamespace
 
 from garaphpy.distributed.components import UnionFindStart, compact_holders, \
-    expand_holders, holders_bytes, partition_forest, tree_holders
+    expand_holders, holders_bytes, partition_edges_both_ways, partition_forest, \
+    partition_roots, tree_holders
+from garaphpy.distributed.frontier import partition_out_edges
 from garaphpy.distributed.exchange import Inbox, Mirrors
 from garaphpy.distributed.partition import Partition, read_by
 
@@ -173,6 +175,32 @@ def test_a_partitions_forest_holds_every_edge_of_a_csr_without_reverses():
     assert _same_partition(roots, _components(sources, targets, num_vertices))
     # each root is the least vertex of its tree
     assert (roots <= np.arange(num_vertices)).all() and (roots[roots] == roots).all()
+
+
+@pytest.mark.parametrize("first, end", [(0, 3000), (0, 1200), (900, 2100), (2500, 3000)])
+def test_a_partitions_edges_both_ways_give_its_forest_by_afforests_skip(first, end):
+    rng = np.random.default_rng(5)
+    num_vertices = 3000
+    sources, targets = _random_edges(rng, num_vertices, 4000, giant=1800)
+    # a partition's in-edges: those whose destination it owns, in CSC order
+    owned = (targets >= first) & (targets < end)
+    in_sources, in_targets = sources[owned], targets[owned]
+    order = np.lexsort((in_sources, in_targets))
+    in_sources, in_targets = in_sources[order].astype(np.int32), in_targets[order]
+    in_offsets = np.zeros(num_vertices + 1, np.int64)
+    np.cumsum(np.bincount(in_targets, minlength=num_vertices), out=in_offsets[1:])
+    out_offsets, out_targets = partition_out_edges(in_sources, in_offsets, first, end,
+                                                   num_vertices)
+    offsets, both = partition_edges_both_ways(out_offsets, out_targets, in_sources,
+                                              in_offsets, first, end)
+    held = {(int(u), int(v)) for u, v in zip(np.repeat(np.arange(num_vertices),
+                                                       np.diff(offsets)), both)}
+    expected = {(int(u), int(v)) for u, v in zip(in_sources, in_targets)}
+    assert held == expected | {(v, u) for u, v in expected}
+    assert offsets[-1] == 2 * in_sources.size
+    roots = partition_roots(offsets, both)
+    np.testing.assert_array_equal(roots, partition_forest(out_offsets, out_targets))
+    assert _same_partition(roots, _components(in_sources, in_targets, num_vertices))
 
 
 def test_a_trees_holder_is_its_vertex_of_least_user_id():

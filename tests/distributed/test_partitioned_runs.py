@@ -66,16 +66,29 @@ def test_exact_programs_equal_the_one_process_run(dask_client, graphs, name, pro
 
 
 @pytest.mark.parametrize("name", ["rmat", "grid", "ca-HepPh"])
-def test_pagerank_within_1e_9_at_the_same_iteration_count(dask_client, graphs, name):
+@pytest.mark.parametrize("turned_off", [(), ("float32_contributions",)])
+def test_pagerank_within_1e_9_at_the_same_iteration_count(dask_client, graphs, name,
+                                                          turned_off):
+    """The partitions hold their contributions as the one process does: in
+    float32 by its rule, in float64 where the run turns that off."""
     if name not in graphs:
         pytest.skip(f"{name} is not in {SHARED_DATA}")
     graph = graphs[name]
-    alone = execute(graph, "pagerank", mode="cpu", turned_off={"float32_contributions"})
-    spread = garaphpy.run(graph, "pagerank", client=dask_client)
+    alone = execute(graph, "pagerank", mode="cpu", turned_off=turned_off)
+    spread = execute(graph, "pagerank", client=dask_client, turned_off=turned_off)
+    float32 = alone.plan.cpu.float32_contributions
+    assert float32 == (not turned_off)
+    for partition in spread.plan.distributed["partitions"]:
+        assert partition["float32_contributions"] == float32
+        assert partition["wait_policy"] and partition["threads"] == 1
+    assert all(("float32_contributions" in r.decisions) == float32 for r in spread.iterations)
     assert spread.num_iterations == alone.num_iterations
     np.testing.assert_allclose(spread.values, alone.values, rtol=1e-9, atol=0)
     for mine, theirs in zip(spread.iterations, alone.iterations):
         assert mine.l1_change == pytest.approx(theirs.l1_change, rel=1e-9)
+    if not turned_off:      # the float32 rounding is seen: not the float64 run's values
+        exact = execute(graph, "pagerank", mode="cpu", turned_off={"float32_contributions"})
+        assert not np.allclose(spread.values, exact.values, rtol=1e-12, atol=0)
 
 
 def test_exchange_sends_each_changed_vertex_only_to_its_readers(dask_client, graphs):
@@ -199,6 +212,8 @@ def test_partitions_pull_only_what_the_changed_vertices_notify(dask_client, grap
         row = record.decisions["partitions"]
         for p, (direction, pulled) in enumerate(zip(row["directions"], row["pulled"])):
             first, end = cuts[p], cuts[p + 1]
+            # BFS's sparse steps push from the frontier, as the one process's
+            assert row["pushed"][p] == (direction == "notify-pull" and program == "bfs")
             if direction == "notify-pull":
                 sparse += 1
                 assert pulled == int(notified[first:end].sum()), (t, p)
