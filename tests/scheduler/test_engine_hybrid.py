@@ -131,32 +131,49 @@ def test_default_hybrid_equals_references_on_small_graphs(small, name, execution
             assert_matches(name, forced.values, cpu.values)
 
 
-@pytest.mark.parametrize("file", ["ca-HepPh.txt.gz", "soc-Slashdot0811.txt.gz",
-                                  "web-NotreDame.txt.gz"])
-def test_hybrid_equals_cpu_on_snap_graphs(file, tmp_path):
-    path = SHARED_DATA / file
-    if not path.exists():
-        pytest.skip(f"{path} is not here")
-    graph = garaphpy.Graph.load(path, store=tmp_path / "store", progress=False,
-                                max_page_bytes=1 << 20)
-    in_offsets, sources, _ = graph.store.csc()
-    destinations = np.repeat(np.arange(graph.num_vertices), np.diff(in_offsets))
-    weights = np.random.default_rng(7).integers(1, 101, sources.size)
-    weighted = garaphpy.Graph.from_arrays(sources, destinations, weights,
-                                          num_vertices=graph.num_vertices,
-                                          max_page_bytes=1 << 20)
-    hub = np.array([int(np.argmax(graph.store.out_degree))], np.int64)
-    for name in PROGRAMS:
-        program = program_for(name)
-        on = weighted if program.needs_weights else graph
-        used = hub if program.needs_sources else ()
-        options = iterative_options(name)
-        cpu = run_quietly(on, program, used, mode="cpu", **options)
-        default = run_quietly(on, program, used, mode="hybrid", **options)
-        assert_matches(name, default.values, cpu.values)
-        split = run_quietly(on, program, used, mode="hybrid",
-                            policy=with_pages(SplitPolicy(0.5), on, program), **options)
-        assert_matches(name, split.values, cpu.values)
+SNAP_FILES = ["ca-HepPh.txt.gz", "soc-Slashdot0811.txt.gz", "web-NotreDame.txt.gz"]
+
+
+@pytest.fixture(scope="module")
+def snap_graphs(tmp_path_factory):
+    """A SNAP file's graph in 1 MB pages, the same graph with weights 1..100, and
+    its hub: made once per file and worker (a program's case is then its runs)."""
+    made = {}
+
+    def graphs_of(file):
+        if file not in made:
+            path = SHARED_DATA / file
+            if not path.exists():
+                pytest.skip(f"{path} is not here")
+            graph = garaphpy.Graph.load(path, store=tmp_path_factory.mktemp("snap") / "store",
+                                        progress=False, max_page_bytes=1 << 20)
+            in_offsets, sources, _ = graph.store.csc()
+            destinations = np.repeat(np.arange(graph.num_vertices), np.diff(in_offsets))
+            weights = np.random.default_rng(7).integers(1, 101, sources.size)
+            weighted = garaphpy.Graph.from_arrays(sources, destinations, weights,
+                                                  num_vertices=graph.num_vertices,
+                                                  max_page_bytes=1 << 20)
+            hub = np.array([int(np.argmax(graph.store.out_degree))], np.int64)
+            made[file] = graph, weighted, hub
+        return made[file]
+
+    return graphs_of
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+@pytest.mark.parametrize("file", SNAP_FILES)
+def test_hybrid_equals_cpu_on_snap_graphs(file, name, snap_graphs):
+    graph, weighted, hub = snap_graphs(file)
+    program = program_for(name)
+    on = weighted if program.needs_weights else graph
+    used = hub if program.needs_sources else ()
+    options = iterative_options(name)
+    cpu = run_quietly(on, program, used, mode="cpu", **options)
+    default = run_quietly(on, program, used, mode="hybrid", **options)
+    assert_matches(name, default.values, cpu.values)
+    split = run_quietly(on, program, used, mode="hybrid",
+                        policy=with_pages(SplitPolicy(0.5), on, program), **options)
+    assert_matches(name, split.values, cpu.values)
 
 
 def test_streamed_pages_in_hybrid_iterations(paged_rmat):
