@@ -5,8 +5,8 @@ storage directories each iteration that needs them.  :class:`DiskReads`
 says which pages a pull and a notify-pull (or a push) of the frontier as it
 stands would read, and their disk bytes outside the host budget: the inputs
 of :func:`~garaphpy.scheduler.disk_decisions.disk_direction`.  With early
-exit, a pull needs only the pages holding a vertex not yet settled, and
-skips the others (:meth:`DiskReads.pull_pages`).
+exit, a pull needs only the pages holding a vertex not yet settled that
+has in-edges, and skips the others (:meth:`DiskReads.pull_pages`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import config
-from ...storage.tiers import DISK, pages_with_active_in_edges
+from ...storage.tiers import DISK
 from ..cpu_state import GraphArrays
 from ..plan import CpuPlan
 
@@ -48,6 +48,7 @@ class DiskReads:
         self.first_vertex = np.array([info.first_vertex for info in pages], np.int64)
         self.end_vertex = np.array([info.end_vertex for info in pages], np.int64)
         self._disk_speed = None
+        self._has_in_edges = None
 
     @property
     def disk_bytes_per_s(self) -> float:
@@ -73,25 +74,44 @@ class DiskReads:
         placement = self.arrays.page_source.placement
         return int(placement.disk_bytes[(placement.tiers == DISK) & needed].sum())
 
+    def _pages_holding(self, flags: np.ndarray) -> np.ndarray:
+        """Per page, whether a vertex of its range is flagged."""
+        counts = np.zeros(flags.size + 1, np.int64)
+        np.cumsum(flags, out=counts[1:])
+        return counts[self.end_vertex] > counts[self.first_vertex]
+
     def pull_pages(self) -> np.ndarray:
         """Per page, whether a pull needs it: every page, or with early exit a
-        page holding a vertex not yet settled (the others' vertices keep
-        their values and stay inactive)."""
+        page holding a vertex not yet settled that has in-edges (the others'
+        vertices keep their values and stay inactive; one without in-edges
+        takes nothing, as the whole-CSC pull passes it over)."""
         if not self.plan.early_exit:
             return np.ones(self.first_vertex.size, bool)
-        unsettled = np.zeros(self.arrays.num_vertices + 1, np.int64)
-        np.cumsum(~self.settled(), out=unsettled[1:])
-        return unsettled[self.end_vertex] > unsettled[self.first_vertex]
+        if self._has_in_edges is None:
+            in_offsets = self.arrays.in_offsets
+            self._has_in_edges = in_offsets[1:] != in_offsets[:-1]
+        return self._pages_holding(~self.settled() & self._has_in_edges)
 
     def sparse_pages(self, frontier: np.ndarray) -> np.ndarray:
         """Per page, whether the sparse direction needs it: none for a push
         from the frontier (it reads the CSR of out-edges), else the pages
-        with an in-edge from the frontier (the notified vertices' in-edges)."""
+        with an in-edge from the frontier (the notified vertices' in-edges:
+        :func:`~garaphpy.storage.tiers.pages_with_active_in_edges`, by a flag
+        a vertex rather than a sort of the targets)."""
         if self.plan.early_exit and self.plan.settling_push:
             return np.zeros(self.first_vertex.size, bool)
         arrays = self.arrays
-        return pages_with_active_in_edges(frontier, arrays.out_offsets, arrays.out_targets,
-                                          self.first_vertex, self.end_vertex)
+        frontier = np.asarray(frontier, np.int64)
+        starts, ends = arrays.out_offsets[frontier], arrays.out_offsets[frontier + 1]
+        lengths = (ends - starts).astype(np.int64)
+        total = int(lengths.sum())
+        reached = np.zeros(arrays.num_vertices, bool)
+        if total:
+            # the out-edges of every frontier vertex, without a Python loop
+            positions = np.repeat(starts.astype(np.int64) - np.cumsum(lengths) + lengths,
+                                  lengths) + np.arange(total, dtype=np.int64)
+            reached[arrays.out_targets[positions]] = True
+        return self._pages_holding(reached)
 
     def inputs(self, frontier: np.ndarray) -> dict:
         """The disk's inputs of :func:`~garaphpy.scheduler.disk_decisions.disk_direction`
