@@ -49,7 +49,7 @@ class Pulls:
         0..|V|-1, made once per run.
     disk_reads : DiskReads, optional
         The pages a pull needs when pages come from disk: with early exit,
-        a pull skips a page whose vertices are all settled.
+        a pull skips a page whose vertices are settled or without in-edges.
     """
 
     def __init__(self, arrays: GraphArrays, compiled: CpuProgram, state: RunState,
@@ -257,15 +257,19 @@ class Pulls:
 
     def _pages_to_pull(self) -> np.ndarray | None:
         """Per page, whether this pull reads it: with early exit and pages from
-        disk, the pages holding a vertex not yet settled; None: every page."""
+        disk, the pages holding a vertex with in-edges not yet settled
+        (:meth:`DiskReads.pull_pages <garaphpy.scheduler.cpu.disk_reads.DiskReads.pull_pages>`);
+        None: every page."""
         if not (self.early_exit and self.disk_reads is not None
                 and self.disk_reads.from_disk):
             return None
         return self.disk_reads.pull_pages()
 
     def _keep_settled_page(self, page) -> None:
-        """What :meth:`pull_page` does with a page whose vertices are all
-        settled, without reading it: each keeps its value and stays inactive."""
+        """What :meth:`pull_page` does with a page whose vertices are settled or
+        without in-edges, without reading it: each keeps its value and stays
+        inactive (one without in-edges takes nothing: the program's
+        declaration, as the whole-CSC pull passes it over)."""
         state, vertices = self.state, slice(page.first_vertex, page.end_vertex)
         state.next[vertices] = state.values[vertices]
         state.active[vertices] = False
