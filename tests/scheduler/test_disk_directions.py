@@ -185,3 +185,16 @@ def test_a_notify_pull_needs_the_pages_its_frontier_reaches(disk_grid, monkeypat
     needed = pages_with_active_in_edges(np.array(SOURCES), store.out_offsets,
                                         store.out_targets, first, end)
     assert disk.iterations[0].decisions["direction"]["sparse_disk_bytes"] == sizes[needed].sum()
+
+
+def test_an_asynchronous_run_keeps_garaphs_rule(disk_grid, monkeypatch):
+    """SSSP run asynchronously from disk: its pulls sweep many hops an
+    iteration, so the direction stays Garaph's (rho = k), recorded as before;
+    the distances are SciPy's."""
+    disk = from_disk(disk_grid, "sssp", monkeypatch, execution="async")
+    ref.assert_program_values("sssp", disk.values, ref.sssp_scipy(disk_grid, SOURCES))
+    for record in disk.iterations:
+        entry = dict(record.decisions["direction"])
+        assert "memory_rule" not in entry and entry["rho"] == K
+        assert decisions.choose_direction(**{k: v for k, v in entry.items()
+                                             if k != "choice"}) == record.direction

@@ -248,9 +248,12 @@ class CpuEngine:
 
     def decide(self, record: IterationRecord, direction: str) -> None:
         """The iteration's direction: Garaph's switch (Beamer's for a run with early
-        exit), or the forced one (recorded); with pages from disk, each
-        direction's reads counted (:meth:`_decide_from_disk`)."""
-        if self.disk_reads.from_disk and self.plan.notify_pull:
+        exit), or the forced one (recorded); with pages from disk in a
+        synchronous run, each direction's reads counted
+        (:meth:`_decide_from_disk`).  An asynchronous pull sweeps the pages in
+        order, carrying a change many hops in one iteration, which a price of
+        one iteration does not see: such runs keep Garaph's rule (rho = k)."""
+        if self.disk_reads.from_disk and self.plan.notify_pull and self.state.synchronous:
             self._decide_from_disk(record, direction)
             return
         if self.settling.early_exit and self.plan.notify_pull:
