@@ -72,7 +72,9 @@ from bench import harness
 from bench._host import free_gpu_memory, gpu_problem
 from bench.disk import READERS, parse_bytes, parse_modes, readahead_bytes, sequential_read
 
-PROGRAMS = ("pagerank", "bfs")
+PROGRAMS = ("pagerank", "bfs", "cc")
+#: programs run from one source (the vertex of highest out-degree)
+FROM_SOURCE = ("bfs",)
 
 #: The issue's targets: read / must-move, time / model, GPU BFS reads / CPU BFS reads.
 TARGETS = {"read": 1.05, "time": 1.15, "bfs_gpu_over_cpu": 1.1}
@@ -230,9 +232,26 @@ def after_first(records, name: str) -> list:
     return [getattr(record, name) for record in chosen]
 
 
+def direction_needs(records) -> float | None:
+    """Median, over the iterations after the first, of the disk bytes of the
+    pages in neither budget that the chosen direction needs, from the CPU's
+    direction records (``pull_disk_bytes`` or ``sparse_disk_bytes``); None
+    where the records carry none (every page in memory, or a run before the
+    CPU counted its reads)."""
+    needs = []
+    for record in records[1:] or records:
+        entry = record.decisions.get("direction") or {}
+        key = "pull_disk_bytes" if record.direction == "pull" else "sparse_disk_bytes"
+        if key not in entry:
+            return None
+        needs.append(entry[key])
+    return statistics.median(needs) if needs else None
+
+
 def run_figures(result) -> dict:
     records = result.iterations
-    return {"iterations": len(records),
+    return {"direction_needs": direction_needs(records),
+            "pulls": sum(record.direction == "pull" for record in records),"iterations": len(records),
             "iteration_s": statistics.median(after_first(records, "seconds")),
             "bytes_read": statistics.median(after_first(records, "bytes_read")),
             "bytes_read_after_first": sum(r.bytes_read for r in records[1:]),
@@ -248,7 +267,7 @@ def run_program(graph, program: str, mode: str, source, args, **budgets):
     options = dict(mode=mode, threads=args.threads, **budgets)
     if program == "pagerank":
         options.update(tolerance=0.0, max_iterations=args.iterations)
-    else:
+    elif program in FROM_SOURCE:
         options.update(sources=source)
     try:
         with warnings.catch_warnings():
@@ -271,7 +290,7 @@ def tier_cases(graph, args, modes: list, sequential: list) -> list:
 
     @functools.cache
     def gpu_memory(program):
-        return gpu_budget(graph, program, hub if program == "bfs" else None,
+        return gpu_budget(graph, program, hub if program in FROM_SOURCE else None,
                           args.gpu_fraction)
 
     def read_files():

@@ -45,12 +45,13 @@ from ..._numba_setup import parallel_section
 from ...kernels import cpu as kernels
 from ...kernels.cpu_program import CpuProgram
 from ...monoids import monoid_identity
-from .. import decisions
+from .. import decisions, disk_decisions
 from ..frontier import Frontier
 from ..cpu_state import GraphArrays, RunState
 from ..plan import CpuPlan
 from ..records import IterationRecord
 from .batches import SparseBatches
+from .disk_reads import DiskReads
 from .pulls import Pulls
 from .settling import Settling
 
@@ -82,12 +83,14 @@ class CpuEngine:
         self.warm_directions = set()
         self.settling = Settling(arrays, compiled, state, plan, self.stats,
                                  self._all_vertices)
+        #: which pages each direction reads when pages come from disk
+        self.disk_reads = DiskReads(arrays, plan, lambda: self.settling.settled)
         self.pulls = Pulls(arrays, compiled, state, plan, self.settling, stats=self.stats,
                            aggregate_identities=self.aggregate_identities,
                            no_aggregates=self.no_aggregates,
                            boundary_vertex=self.boundary_vertex,
                            boundary_accum=self.boundary_accum, warm_up=self.warm_up,
-                           all_vertices=self._all_vertices)
+                           all_vertices=self._all_vertices, disk_reads=self.disk_reads)
         self.sparse = SparseBatches(arrays, compiled, state, plan, self.settling,
                                     self.no_aggregates, self.warm_up)
 
@@ -245,7 +248,14 @@ class CpuEngine:
 
     def decide(self, record: IterationRecord, direction: str) -> None:
         """The iteration's direction: Garaph's switch (Beamer's for a run with early
-        exit), or the forced one (recorded)."""
+        exit), or the forced one (recorded); with pages from disk in a
+        synchronous run, each direction's reads counted
+        (:meth:`_decide_from_disk`).  An asynchronous pull sweeps the pages in
+        order, carrying a change many hops in one iteration, which a price of
+        one iteration does not see: such runs keep Garaph's rule (rho = k)."""
+        if self.disk_reads.from_disk and self.plan.notify_pull and self.state.synchronous:
+            self._decide_from_disk(record, direction)
+            return
         if self.settling.early_exit and self.plan.notify_pull:
             record.direction = decisions.decide(
                 record, "direction", decisions.settling_direction,
@@ -255,6 +265,33 @@ class CpuEngine:
         record.direction = decisions.decide(record, "direction", decisions.choose_direction,
                                             f=record.active_fraction, rho=record.rho,
                                             forced=direction, notify_pull=self.plan.notify_pull)
+
+    def _decide_from_disk(self, record: IterationRecord, direction: str) -> None:
+        """The in-memory rule over compute alone (rho = 1: whole pages are read
+        either way), then :func:`disk_decisions.disk_direction` with the disk
+        bytes of the pages each direction needs; recorded as
+        ``decisions["direction"]``, the in-memory rule's entry as its
+        ``memory_rule``."""
+        arrays = self.arrays
+        active_out_edges = round(record.active_fraction * arrays.num_edges)
+        settling = self.settling.early_exit
+        if settling:
+            memory_rule = self.settling.settling_inputs(active_out_edges, direction)
+            memory_rule["rho"] = config.RHO_IN_MEMORY
+            memory_rule["choice"] = decisions.settling_direction(**memory_rule)
+            pull_edges = memory_rule["unsettled_in_edges"] + arrays.num_vertices
+        else:
+            memory_rule = dict(f=record.active_fraction, rho=config.RHO_IN_MEMORY,
+                               forced=direction)
+            memory_rule["choice"] = decisions.choose_direction(**memory_rule)
+            pull_edges = arrays.num_edges
+        inputs = dict(chosen=memory_rule["choice"], pull_edges=float(pull_edges),
+                      sparse_edges=disk_decisions.sparse_edge_units(
+                          active_out_edges, arrays.num_edges, settling),
+                      **self.disk_reads.inputs(self.state.frontier), forced=direction)
+        record.direction = decisions.note(
+            record, "direction", disk_decisions.disk_direction(**inputs),
+            memory_rule=memory_rule, **inputs)["choice"]
 
 
     def iterate(self, record: IterationRecord, prefix, aggregates: np.ndarray) -> None:

@@ -47,13 +47,16 @@ class Pulls:
         The engine's :meth:`~garaphpy.scheduler.cpu.engine.CpuEngine.warm_up`.
     all_vertices : callable
         0..|V|-1, made once per run.
+    disk_reads : DiskReads, optional
+        The pages a pull needs when pages come from disk: with early exit,
+        a pull skips a page whose vertices are settled or without in-edges.
     """
 
     def __init__(self, arrays: GraphArrays, compiled: CpuProgram, state: RunState,
                  plan: CpuPlan, settling: Settling, *, stats: np.ndarray,
                  aggregate_identities: np.ndarray, no_aggregates: np.ndarray,
                  boundary_vertex: np.ndarray, boundary_accum: np.ndarray, warm_up,
-                 all_vertices):
+                 all_vertices, disk_reads=None):
         self.arrays = arrays
         self.compiled = compiled
         self.state = state
@@ -66,6 +69,7 @@ class Pulls:
         self.boundary_accum = boundary_accum
         self.warm_up = warm_up
         self.all_vertices = all_vertices
+        self.disk_reads = disk_reads
         self.threads = plan.threads
         self.early_exit = plan.early_exit
         #: whether sparse iterations push from the frontier (``plan.settling_push``)
@@ -229,11 +233,16 @@ class Pulls:
                 return
         pending = []
         pages = self.arrays.pages
-        cursor = self.page_cursor(range(len(pages)))
+        needed = self._pages_to_pull()
+        cursor = self.page_cursor(range(len(pages)) if needed is None
+                                  else np.flatnonzero(needed).tolist())
         try:
             for done, page in enumerate(pages, 1):
-                pending.extend(self.pull_page(page, record.iteration, aggregates, self.threads,
-                                              data=cursor.get(page.index)))
+                if needed is not None and not needed[page.index]:
+                    self._keep_settled_page(page)
+                else:
+                    pending.extend(self.pull_page(page, record.iteration, aggregates,
+                                                  self.threads, data=cursor.get(page.index)))
                 if self.page_done is not None and not self.state.synchronous:
                     self.page_done(record.iteration, done)
         finally:
@@ -242,9 +251,28 @@ class Pulls:
         self.finish_pull(record, pending, aggregates)
         if self.early_exit:     # the whole pull settles its vertices as it finds them
             self.settling.settle_frontier()
-        record.pages = len(self.arrays.pages)
+        record.pages = len(pages) if needed is None else int(needed.sum())
         # with early exit, the in-edges of the vertices not settled: what it read at most
         record.edges_processed = unsettled if self.early_exit else self.arrays.num_edges
+
+    def _pages_to_pull(self) -> np.ndarray | None:
+        """Per page, whether this pull reads it: with early exit and pages from
+        disk, the pages holding a vertex with in-edges not yet settled
+        (:meth:`DiskReads.pull_pages <garaphpy.scheduler.cpu.disk_reads.DiskReads.pull_pages>`);
+        None: every page."""
+        if not (self.early_exit and self.disk_reads is not None
+                and self.disk_reads.from_disk):
+            return None
+        return self.disk_reads.pull_pages()
+
+    def _keep_settled_page(self, page) -> None:
+        """What :meth:`pull_page` does with a page whose vertices are settled or
+        without in-edges, without reading it: each keeps its value and stays
+        inactive (one without in-edges takes nothing: the program's
+        declaration, as the whole-CSC pull passes it over)."""
+        state, vertices = self.state, slice(page.first_vertex, page.end_vertex)
+        state.next[vertices] = state.values[vertices]
+        state.active[vertices] = False
 
     def _pull_fused(self, record: IterationRecord, aggregates: np.ndarray) -> None:
         """A pull of the whole CSC that also makes the next pull's contributions and

@@ -1,0 +1,125 @@
+"""The pages each CPU direction needs when pages come from disk (Garaph sections 2.2, 4.2).
+
+A run whose host budget does not hold every page reads the others from the
+storage directories each iteration that needs them.  :class:`DiskReads`
+says which pages a pull and a notify-pull (or a push) of the frontier as it
+stands would read, and their disk bytes outside the host budget: the inputs
+of :func:`~garaphpy.scheduler.disk_decisions.disk_direction`.  With early
+exit, a pull needs only the pages holding a vertex not yet settled that
+has in-edges, and skips the others (:meth:`DiskReads.pull_pages`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ... import config
+from ...storage.tiers import DISK
+from ..cpu_state import GraphArrays
+from ..plan import CpuPlan
+
+
+class DiskReads:
+    """What each direction of an iteration reads from disk.
+
+    Parameters
+    ----------
+    arrays : GraphArrays
+        The run's graph; its page source says whether pages come from disk.
+    plan : CpuPlan
+        The run's CPU choices (threads, early exit, push).
+    settled : callable
+        The run's settled flags now (early exit), one bool a vertex.
+
+    Attributes
+    ----------
+    from_disk : bool
+        Whether some page is read from the storage directories (a page
+        source with a placement); False in memory, where nothing here runs.
+    """
+
+    def __init__(self, arrays: GraphArrays, plan: CpuPlan, settled):
+        self.arrays = arrays
+        self.plan = plan
+        self.settled = settled
+        source = arrays.page_source
+        self.from_disk = bool(source.reads_storage) and hasattr(source, "placement")
+        pages = arrays.pages
+        self.first_vertex = np.array([info.first_vertex for info in pages], np.int64)
+        self.end_vertex = np.array([info.end_vertex for info in pages], np.int64)
+        self._disk_speed = None
+        self._has_in_edges = None
+
+    @property
+    def disk_bytes_per_s(self) -> float:
+        """The disk's read speed: the run's page plan's, else measured once
+        (:func:`~garaphpy.storage.read_ratio.disk_read_speed`)."""
+        if self._disk_speed is None:
+            source = self.arrays.page_source
+            speed = getattr(source.plan, "disk_bytes_per_s", None)
+            if not speed:
+                from ...storage.read_ratio import disk_read_speed
+                speed = disk_read_speed(source.store.storage_dirs)
+            self._disk_speed = float(speed)
+        return self._disk_speed
+
+    @property
+    def edges_per_s(self) -> float:
+        """The CPU's edges a second over its threads
+        (``config.HYBRID_CPU_EDGES_PER_SECOND_PER_THREAD`` each)."""
+        return max(1, self.plan.threads) * config.HYBRID_CPU_EDGES_PER_SECOND_PER_THREAD
+
+    def _on_disk_bytes(self, needed: np.ndarray) -> int:
+        """Disk bytes of the pages ``needed`` in neither budget (placed now)."""
+        placement = self.arrays.page_source.placement
+        return int(placement.disk_bytes[(placement.tiers == DISK) & needed].sum())
+
+    def _pages_holding(self, flags: np.ndarray) -> np.ndarray:
+        """Per page, whether a vertex of its range is flagged."""
+        counts = np.zeros(flags.size + 1, np.int64)
+        np.cumsum(flags, out=counts[1:])
+        return counts[self.end_vertex] > counts[self.first_vertex]
+
+    def pull_pages(self) -> np.ndarray:
+        """Per page, whether a pull needs it: every page, or with early exit a
+        page holding a vertex not yet settled that has in-edges (the others'
+        vertices keep their values and stay inactive; one without in-edges
+        takes nothing, as the whole-CSC pull passes it over)."""
+        if not self.plan.early_exit:
+            return np.ones(self.first_vertex.size, bool)
+        if self._has_in_edges is None:
+            in_offsets = self.arrays.in_offsets
+            self._has_in_edges = in_offsets[1:] != in_offsets[:-1]
+        return self._pages_holding(~self.settled() & self._has_in_edges)
+
+    def sparse_pages(self, frontier: np.ndarray) -> np.ndarray:
+        """Per page, whether the sparse direction needs it: none for a push
+        from the frontier (it reads the CSR of out-edges), else the pages
+        with an in-edge from the frontier (the notified vertices' in-edges:
+        :func:`~garaphpy.storage.tiers.pages_with_active_in_edges`, by a flag
+        a vertex rather than a sort of the targets)."""
+        if self.plan.early_exit and self.plan.settling_push:
+            return np.zeros(self.first_vertex.size, bool)
+        arrays = self.arrays
+        frontier = np.asarray(frontier, np.int64)
+        starts, ends = arrays.out_offsets[frontier], arrays.out_offsets[frontier + 1]
+        lengths = (ends - starts).astype(np.int64)
+        total = int(lengths.sum())
+        reached = np.zeros(arrays.num_vertices, bool)
+        if total:
+            # the out-edges of every frontier vertex, without a Python loop
+            positions = np.repeat(starts.astype(np.int64) - np.cumsum(lengths) + lengths,
+                                  lengths) + np.arange(total, dtype=np.int64)
+            reached[arrays.out_targets[positions]] = True
+        return self._pages_holding(reached)
+
+    def inputs(self, frontier: np.ndarray) -> dict:
+        """The disk's inputs of :func:`~garaphpy.scheduler.disk_decisions.disk_direction`
+        for the frontier ``frontier``."""
+        if frontier.size == self.arrays.num_vertices and not self.plan.early_exit:
+            sparse = pull = self._on_disk_bytes(self.pull_pages())   # every page either way
+        else:
+            pull = self._on_disk_bytes(self.pull_pages())
+            sparse = self._on_disk_bytes(self.sparse_pages(frontier))
+        return dict(pull_disk_bytes=pull, sparse_disk_bytes=sparse,
+                    disk_bytes_per_s=self.disk_bytes_per_s, edges_per_s=self.edges_per_s)
