@@ -109,3 +109,9 @@ def test_kron_is_rmat_made_symmetric():
 
 def test_the_page_cache_is_dropped_over_the_block_files(store_dir):
     assert tiers.drop_page_cache(garaphpy.Graph.open(store_dir).store, "fadvise") == "fadvise"
+
+
+def test_cc_on_a_directed_graph_is_refused_by_name(store_dir, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        run_bench(store_dir, tmp_path / "rows.jsonl", "--modes", "cpu", "--programs", "cc")
+    assert "--programs cc: rmat:10 is directed" in capsys.readouterr().err
