@@ -253,7 +253,8 @@ def direction_needs(records) -> float | None:
 def run_figures(result) -> dict:
     records = result.iterations
     return {"direction_needs": direction_needs(records),
-            "pulls": sum(record.direction == "pull" for record in records),"iterations": len(records),
+            "pulls": sum(record.direction == "pull" for record in records),
+            "iterations": len(records),
             "iteration_s": statistics.median(after_first(records, "seconds")),
             "bytes_read": statistics.median(after_first(records, "bytes_read")),
             "bytes_read_after_first": sum(r.bytes_read for r in records[1:]),

@@ -211,24 +211,19 @@ def pages_with_active_in_edges(frontier: np.ndarray, out_offsets: np.ndarray,
         Each page's vertex range (pages in order; a vertex split over several
         pages is in each of their ranges).
     """
-    num_pages = len(page_first_vertex)
-    needed = np.zeros(num_pages, bool)
+    first = np.asarray(page_first_vertex, np.int64)
+    end = np.asarray(page_end_vertex, np.int64)
     frontier = np.asarray(frontier, np.int64)
-    if not frontier.size or not num_pages:
-        return needed
+    reached = np.zeros(out_offsets.size, bool)      # a flag a vertex, and one past the last
     starts, ends = out_offsets[frontier], out_offsets[frontier + 1]
     lengths = (ends - starts).astype(np.int64)
     total = int(lengths.sum())
-    if not total:
-        return needed
-    # the targets of every active vertex, gathered without a Python loop
-    positions = np.repeat(starts.astype(np.int64) - np.cumsum(lengths) + lengths, lengths) \
-        + np.arange(total, dtype=np.int64)
-    targets = np.unique(out_targets[positions])
-    first = np.asarray(page_first_vertex, np.int64)
-    end = np.asarray(page_end_vertex, np.int64)
-    # a page needs a target in [first, end): count targets below each bound
-    below_end = np.searchsorted(targets, end, side="left")
-    below_first = np.searchsorted(targets, first, side="left")
-    needed[:] = below_end > below_first
-    return needed
+    if total:
+        # the out-edges of every active vertex, without a Python loop
+        positions = np.repeat(starts.astype(np.int64) - np.cumsum(lengths) + lengths,
+                              lengths) + np.arange(total, dtype=np.int64)
+        reached[out_targets[positions]] = True
+    # reached vertices below each bound: a page needs one in [first, end)
+    below = np.zeros(reached.size + 1, np.int64)
+    np.cumsum(reached, out=below[1:])
+    return below[end] > below[first]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import config
-from ...storage.tiers import DISK
+from ...storage.tiers import DISK, pages_with_active_in_edges
 from ..cpu_state import GraphArrays
 from ..plan import CpuPlan
 
@@ -96,22 +96,12 @@ class DiskReads:
         """Per page, whether the sparse direction needs it: none for a push
         from the frontier (it reads the CSR of out-edges), else the pages
         with an in-edge from the frontier (the notified vertices' in-edges:
-        :func:`~garaphpy.storage.tiers.pages_with_active_in_edges`, by a flag
-        a vertex rather than a sort of the targets)."""
+        :func:`~garaphpy.storage.tiers.pages_with_active_in_edges`)."""
         if self.plan.early_exit and self.plan.settling_push:
             return np.zeros(self.first_vertex.size, bool)
         arrays = self.arrays
-        frontier = np.asarray(frontier, np.int64)
-        starts, ends = arrays.out_offsets[frontier], arrays.out_offsets[frontier + 1]
-        lengths = (ends - starts).astype(np.int64)
-        total = int(lengths.sum())
-        reached = np.zeros(arrays.num_vertices, bool)
-        if total:
-            # the out-edges of every frontier vertex, without a Python loop
-            positions = np.repeat(starts.astype(np.int64) - np.cumsum(lengths) + lengths,
-                                  lengths) + np.arange(total, dtype=np.int64)
-            reached[arrays.out_targets[positions]] = True
-        return self._pages_holding(reached)
+        return pages_with_active_in_edges(frontier, arrays.out_offsets, arrays.out_targets,
+                                          self.first_vertex, self.end_vertex)
 
     def inputs(self, frontier: np.ndarray) -> dict:
         """The disk's inputs of :func:`~garaphpy.scheduler.disk_decisions.disk_direction`

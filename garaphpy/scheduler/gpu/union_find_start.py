@@ -28,10 +28,7 @@ def device_ids(cupy, ids: np.ndarray) -> tuple:
     ids = np.ascontiguousarray(ids, np.int64)
     dense = bool(ids.size and ids[-1] - ids[0] == ids.size - 1)
     kept = ids[:1] if dense else ids if ids.size else np.zeros(1, np.int64)
-    array = cupy.asarray(kept)
-    # copied on the current stream, which the run's non-blocking streams do not wait for
-    cupy.cuda.get_current_stream().synchronize()
-    return array, dense
+    return cupy.asarray(kept), dense
 
 
 def union_find_bytes(num_vertices: int, vertex_itemsize: int, offsets_shared: bool) -> int:
