@@ -19,6 +19,8 @@ ratio of their fastest runs, both spreads and whether every value was the
 same, and the ratio's 90% interval over processes (a bootstrap) with its
 verdict against the 3% bar: within, slower, or unclear (more rounds
 decide); the JSON rows (``--json``) one row per case and tree.
+``--from-json FILE ...`` prints the table of rows written earlier, pooled
+(several calls' rounds of the same two trees), without running anything.
 
 Usage (from the repository root)::
 
@@ -201,11 +203,55 @@ def print_table(table: list[dict]) -> None:
               f"{spreads:28} {'yes' if row['same_values'] else 'NO'}")
 
 
+def saved_rows(paths: list[str]) -> list[dict]:
+    """The before-after rows of earlier ``--json`` files (each row one
+    process's trials of one case, so rows of several runs pool as they are).
+
+    Raises
+    ------
+    ValueError
+        A file that cannot be read, or a line that is not JSON (named by file
+        and line).
+    """
+    rows = []
+    for path in paths:
+        try:
+            lines = Path(path).read_text().splitlines()
+        except OSError as error:
+            raise ValueError(f"{path}: {error.strerror or error}") from None
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{path}:{number}: not JSON ({error.msg})") from None
+            if row.get("benchmark") == "before-after":
+                rows.append(row)
+    return rows
+
+
+def print_saved(parser: argparse.ArgumentParser, paths: list[str]) -> int:
+    """``--from-json``: the table of saved rows; 1 where values differ."""
+    try:
+        rows = saved_rows(paths)
+    except ValueError as error:
+        parser.error(f"--from-json {error}")
+    if not rows:
+        parser.error(f"--from-json: no before-after rows in {', '.join(paths)}")
+    table = compare(rows)
+    print_table(table)
+    return 0 if all(row["same_values"] for row in table) else 1
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench before-after",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--baseline", required=True, metavar="DIR",
+    parser.add_argument("--baseline", metavar="DIR",
                         help="the older garaphpy source tree (its garaphpy/ package)")
+    parser.add_argument("--from-json", nargs="+", metavar="FILE", default=None,
+                        help="print the table of rows that earlier runs wrote with --json "
+                             "(pooled); run nothing")
     parser.add_argument("--mode", choices=("cpu", "gpu", "hybrid"), default="gpu")
     parser.add_argument("--graphs", default="kron:21,grid:2000x2000",
                         help="comma-separated rmat:S, kron:S (rmat:S made symmetric), grid:WxH")
@@ -221,6 +267,10 @@ def main(argv=None) -> int:
     harness.add_common_options(parser)
     args = parser.parse_args(argv)
     harness.check_common_options(parser, args)
+    if args.from_json:
+        return print_saved(parser, args.from_json)
+    if args.baseline is None:
+        parser.error("--baseline DIR is required (or --from-json FILE ...)")
     baseline = Path(args.baseline).resolve()
     if not (baseline / "garaphpy" / "__init__.py").is_file():
         parser.error(f"--baseline {args.baseline}: no garaphpy/ package there")

@@ -92,3 +92,42 @@ def test_the_interval_says_within_slower_or_unclear():
     noisy_old = [[1.0, 1.0], [1.0, 1.0], [1.3, 1.3]]
     noisy_new = [[1.0, 1.0], [1.3, 1.3], [1.3, 1.3]]
     assert before_after.verdict(before_after.ratio_interval(noisy_old, noisy_new)) == "unclear"
+
+
+def test_saved_rows_of_two_runs_pool_into_one_table(tmp_path, capsys):
+    """Each run's rows are processes of their own: two files of one process
+    per tree give the table of both, with the interval over both processes."""
+    files = []
+    for call, (old, new) in enumerate([(0.010, 0.0101), (0.011, 0.0110)]):
+        path = tmp_path / f"call{call}.jsonl"
+        path.write_text("".join(
+            json.dumps({"benchmark": "before-after", "graph": "kron:8", "budget": "resident",
+                        "program": "bfs", "tree": tree, "seconds": [seconds] * 3,
+                        "iterations": 4, "values_sum": 7.0, "values_digest": 9.0,
+                        "round": 0}) + "\n"
+            for tree, seconds in (("old", old), ("new", new))) + "\n")
+        files.append(str(path))
+    assert before_after.main(["--from-json", *files]) == 0
+    (line,) = [line for line in capsys.readouterr().out.splitlines()
+               if line.startswith("kron:8")]
+    assert "10.50" in line and "10.55" in line and line.endswith("yes")
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "--from-json {path}: No such file"),
+    ("{\"benchmark\": \"before-after\"\n", "--from-json {path}:1: not JSON"),
+    ("{\"benchmark\": \"tiers\"}\n", "--from-json: no before-after rows in {path}"),
+])
+def test_saved_rows_that_cannot_be_read_are_named(tmp_path, capsys, content, message):
+    path = tmp_path / "rows.jsonl"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(SystemExit):
+        before_after.main(["--from-json", str(path)])
+    assert message.format(path=path) in capsys.readouterr().err
+
+
+def test_a_run_without_a_baseline_is_refused(capsys):
+    with pytest.raises(SystemExit):
+        before_after.main(["--mode", "cpu"])
+    assert "--baseline DIR is required" in capsys.readouterr().err
