@@ -624,8 +624,8 @@ def _pages_line(pages) -> str:
     the read-ahead was sized by (:func:`garaphpy.storage.host_budget.plan_run_pages`)."""
     if not pages.reads_storage:
         return "in memory"
-    plan = getattr(pages, "plan", None)
-    speed = getattr(plan, "disk_bytes_per_s", None)
+    plan = pages.plan
+    speed = plan.disk_bytes_per_s
     if speed is None:
         return "from storage"
     return (f"from storage (read-ahead {plan.readahead_pages} pages a reader, "

@@ -76,6 +76,8 @@ class HostPages:
         k: some pages come from secondary storage (section 4.2).
     reads_storage : bool
         True: iterations read pages from the storage directories.
+    disk_bytes_per_s : float
+        The storage directories' read speed.
 
     This is the out-of-core :class:`~garaphpy.storage.page_source.PageSource`.
     """
@@ -93,6 +95,7 @@ class HostPages:
         self.check = check
         self._cached: dict[int, Page] = {}
         self._to_cache = frozenset(plan.cached)
+        self._cached_flags = self._flags_of(plan.cached)
         self._cache_allocator: Callable[[int], np.ndarray] = aligned_empty
         self._readers: dict[str, PageReader] = {}
         self._allocators: dict[str, Callable[[int], np.ndarray]] = {}
@@ -106,6 +109,25 @@ class HostPages:
         self.by_reuse = config.HOST_PAGES_BY_REUSE
         self._asked = np.zeros(count, bool)
         self._held_here = np.zeros(count, bool)
+        self._disk_speed: float | None = None
+
+    @property
+    def disk_bytes_per_s(self) -> float:
+        """The storage directories' read speed, bytes a second: the one the
+        read-ahead was sized by (``plan.disk_bytes_per_s``), else
+        :func:`~garaphpy.storage.read_ratio.disk_read_speed` (found once)."""
+        if self._disk_speed is None:
+            speed = self.plan.disk_bytes_per_s
+            if not speed:
+                from .read_ratio import disk_read_speed
+                speed = disk_read_speed(self.store.storage_dirs)
+            self._disk_speed = float(speed)
+        return self._disk_speed
+
+    def _flags_of(self, pages) -> np.ndarray:
+        flags = np.zeros(len(self.store.pages), bool)
+        flags[np.asarray(list(pages), np.int64)] = True
+        return flags
 
     def _placement_of(self, plan: HostCachePlan) -> PagePlacement:
         """The tiers of ``plan``: its cached pages in the host, the pages held
@@ -163,6 +185,7 @@ class HostPages:
         with self._lock:
             self.plan = plan
             self._to_cache = frozenset(plan.cached)
+            self._cached_flags = self._flags_of(plan.cached)
             self.placement = self._placement_of(plan)
             for index in [k for k in self._cached if k not in self._to_cache]:
                 del self._cached[index]
@@ -201,6 +224,10 @@ class HostPages:
     def is_cached(self, index: int) -> bool:
         """Whether page ``index`` stays in host memory (once read)."""
         return index in self._to_cache
+
+    def cached_mask(self) -> np.ndarray:
+        """Per page, :meth:`is_cached` (a bool array; do not modify it)."""
+        return self._cached_flags
 
     def cached_page(self, index: int, consumer: str = "cpu") -> Page:
         """Page ``index`` (a cached one), read into its host buffer the first time."""

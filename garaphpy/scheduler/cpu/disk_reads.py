@@ -47,21 +47,12 @@ class DiskReads:
         pages = arrays.pages
         self.first_vertex = np.array([info.first_vertex for info in pages], np.int64)
         self.end_vertex = np.array([info.end_vertex for info in pages], np.int64)
-        self._disk_speed = None
         self._has_in_edges = None
 
     @property
     def disk_bytes_per_s(self) -> float:
-        """The disk's read speed: the run's page plan's, else measured once
-        (:func:`~garaphpy.storage.read_ratio.disk_read_speed`)."""
-        if self._disk_speed is None:
-            source = self.arrays.page_source
-            speed = getattr(source.plan, "disk_bytes_per_s", None)
-            if not speed:
-                from ...storage.read_ratio import disk_read_speed
-                speed = disk_read_speed(source.store.storage_dirs)
-            self._disk_speed = float(speed)
-        return self._disk_speed
+        """The disk's read speed (the page source's ``disk_bytes_per_s``)."""
+        return self.arrays.page_source.disk_bytes_per_s
 
     @property
     def edges_per_s(self) -> float:
