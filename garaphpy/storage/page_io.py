@@ -716,8 +716,9 @@ class PageReader:
         a walk ends, so that the next iteration's first pages are read while
         the iteration ends (instead of the device idling until the next
         stream begins).  A :meth:`stream` of the same order takes the pages
-        read so far; one of another order drops them.  Returns False (and
-        does nothing) while a stream runs.
+        read so far; one of another order takes those of its first pages
+        read in its order and drops the others (:attr:`bytes_dropped`).
+        Returns False (and does nothing) while a stream runs.
         """
         self._check_open()
         order = [self._check_index(i) for i in indices]
@@ -768,12 +769,18 @@ class PageReader:
             if prefetched is not None and prefetched.order == order:
                 state = prefetched
             else:
+                state = self._state = _StreamState(order)
                 if prefetched is not None:
-                    dropped = list(prefetched.queued)
-                    prefetched.queued.clear()
+                    # the reads under way of this order's first pages are kept
+                    queued = prefetched.queued
+                    while queued and state.next < len(order) \
+                            and queued[0].info.index == order[state.next]:
+                        state.queued.append(queued.popleft())
+                        state.next += 1
+                    dropped = list(queued)
+                    queued.clear()
                     for read in dropped:
                         read.cancelled = True
-                state = self._state = _StreamState(order)
         self._drop(dropped)
         current = None
         try:

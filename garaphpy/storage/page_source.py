@@ -108,6 +108,10 @@ class PageSource(Protocol):
     def bytes_read(self) -> int:
         """Page bytes read from the storage directories so far."""
 
+    @property
+    def bytes_dropped(self) -> int:
+        """Of :attr:`bytes_read`, the bytes read ahead and dropped unused."""
+
     def close(self) -> None:
         """Release readers and buffers."""
 
@@ -160,6 +164,7 @@ class InMemoryPages:
     reads_storage = False
     disk_bytes_per_s = None
     bytes_read = 0
+    bytes_dropped = 0
 
     def __init__(self, store: Store, plan: HostCachePlan | None = None):
         self.store = store
