@@ -486,8 +486,8 @@ class SelectiveTransfers:
             vertex_bytes=self.store.vertex_dtype.itemsize, pull_seconds=pull_seconds,
             pushes=self.push_codes, read_seconds=read_seconds)
         settled = self.settled.skip(choices) if self.settled is not None else 0
-        copied = [k for k in range(len(self.pages)) if choices[k] == transfer.COPY]
-        kept_pulled = [k for k in range(len(self.pages)) if choices[k] == transfer.RESIDENT]
+        copied = np.flatnonzero(choices == transfer.COPY).tolist()
+        kept_pulled = np.flatnonzero(choices == transfer.RESIDENT).tolist()
         launches.begin_iteration(record.iteration, order=copied)
         timings = []
         order = interleave(copied, kept_pulled)
