@@ -624,8 +624,8 @@ def _pages_line(pages) -> str:
     the read-ahead was sized by (:func:`garaphpy.storage.host_budget.plan_run_pages`)."""
     if not pages.reads_storage:
         return "in memory"
-    plan = getattr(pages, "plan", None)
-    speed = getattr(plan, "disk_bytes_per_s", None)
+    plan = pages.plan
+    speed = plan.disk_bytes_per_s
     if speed is None:
         return "from storage"
     return (f"from storage (read-ahead {plan.readahead_pages} pages a reader, "
@@ -1086,10 +1086,11 @@ class _Iterations:
                                      active_vertices=active_vertices)
             engine.decide(record, direction)
             aggregates = engine.aggregates(iteration)
-            read_before = pages.bytes_read
+            read_before, dropped_before = pages.bytes_read, pages.bytes_dropped
             engine.iterate(record, prefix, aggregates)
+            placed = pages.end_iteration()      # a revision stops the read-ahead it makes idle
             record.bytes_read = pages.bytes_read - read_before
-            placed = pages.end_iteration()
+            record.bytes_dropped = pages.bytes_dropped - dropped_before
             if placed is not None:
                 record.decisions["host_pages"] = placed
             record.compile_seconds = ((clock.seconds if clock is not None else 0.0)

@@ -441,6 +441,14 @@ COMPILE_SHOWN_AFTER_SECONDS = 0.1
 #: notify-pulls when f <= 1 / (NOTIFY_PULL_COST_FACTOR * rho).
 NOTIFY_PULL_COST_FACTOR = 2.0
 
+#: A notify-pull over pages read from disk copies the notified vertices'
+#: in-edges out of the pages, and pulls over the copies once every page is
+#: read (a pull's work overlaps its reads).  The CPU's direction from disk
+#: prices each copied edge at this many edges of a pull
+#: (:func:`garaphpy.scheduler.disk_decisions.disk_direction`): synchronous
+#: SSSP on kron:16 from disk, 2 threads, broke even at 0.45 |E| copied.
+NOTIFY_PULL_DISK_COPY_FACTOR = 2.0
+
 #: rho for pages held in host memory (section 4.2); pages on secondary
 #: storage use the measured sequential/random read ratio k instead.
 RHO_IN_MEMORY = 1.0

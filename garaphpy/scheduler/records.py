@@ -61,7 +61,10 @@ class IterationRecord:
         (runs whose host budget holds only some pages).  A cached page is
         read once, when first used, and counts in that iteration only; the
         pages read while the run sets up (in-degrees of weighted programs)
-        count in no iteration.
+        count in no iteration.  Read-ahead dropped unused counts too.
+    bytes_dropped : int
+        Of ``bytes_read``, the bytes read ahead and dropped unused (a read-ahead
+        for a walk that did not come, pages beyond where a walk ended).
     copy_seconds, kernel_seconds : float
         Time the GPU spent copying pages and running pull kernels (the union
         of the pages' CUDA-event windows); ``copy_seconds + kernel_seconds``
@@ -117,6 +120,7 @@ class IterationRecord:
     bytes_to_device: int = 0
     bytes_to_host: int = 0
     bytes_read: int = 0
+    bytes_dropped: int = 0
     copy_seconds: float = 0.0
     kernel_seconds: float = 0.0
     alpha: float | None = None

@@ -18,9 +18,11 @@ the streamed ones ahead of it.  The CPU's and the GPU's cursors of a hybrid
 iteration walk from the two ends of the page queue (the GPU from the front,
 the CPU from the back); a page a cursor read ahead but its processor did not
 take is simply passed over, so at most one read-ahead window per processor
-is read for nothing (and not counted in :attr:`HostPages.bytes_read`).  A
-walk that took every streamed page starts the reads of the same walk for the
-next iteration (:meth:`PageCursor.close`).
+is read for nothing.  A walk that took every streamed page starts the reads
+of the same walk for the next iteration (:meth:`PageCursor.close`); a
+revision of the host's pages stops them (the next walk streams other
+pages).  Every byte read from disk counts in :attr:`HostPages.bytes_read`,
+read-ahead dropped unused included (:attr:`HostPages.bytes_dropped`).
 
 The pages are placed in three tiers (:mod:`~garaphpy.storage.tiers`): the
 GPU's kept pages (:meth:`HostPages.hold_elsewhere`), the host's cached
@@ -76,6 +78,8 @@ class HostPages:
         k: some pages come from secondary storage (section 4.2).
     reads_storage : bool
         True: iterations read pages from the storage directories.
+    disk_bytes_per_s : float
+        The storage directories' read speed.
 
     This is the out-of-core :class:`~garaphpy.storage.page_source.PageSource`.
     """
@@ -93,6 +97,7 @@ class HostPages:
         self.check = check
         self._cached: dict[int, Page] = {}
         self._to_cache = frozenset(plan.cached)
+        self._cached_flags = self._flags_of(plan.cached)
         self._cache_allocator: Callable[[int], np.ndarray] = aligned_empty
         self._readers: dict[str, PageReader] = {}
         self._allocators: dict[str, Callable[[int], np.ndarray]] = {}
@@ -104,8 +109,35 @@ class HostPages:
         self.reuse = PageReuse(count)
         #: whether the host's pages are revised between iterations by reuse
         self.by_reuse = config.HOST_PAGES_BY_REUSE
+        #: the pages asked for since the last :meth:`end_iteration` (reader
+        #: threads of both processors mark them: under ``_asked_lock``)
         self._asked = np.zeros(count, bool)
+        self._asked_lock = threading.Lock()
         self._held_here = np.zeros(count, bool)
+        self._disk_speed: float | None = None
+
+    @property
+    def disk_bytes_per_s(self) -> float:
+        """The storage directories' read speed, bytes a second: the one the
+        read-ahead was sized by (``plan.disk_bytes_per_s``), else
+        :func:`~garaphpy.storage.read_ratio.disk_read_speed` (found once)."""
+        if self._disk_speed is None:
+            speed = self.plan.disk_bytes_per_s
+            if not speed:
+                from .read_ratio import disk_read_speed
+                speed = disk_read_speed(self.store.storage_dirs)
+            self._disk_speed = float(speed)
+        return self._disk_speed
+
+    def _flags_of(self, pages) -> np.ndarray:
+        flags = np.zeros(len(self.store.pages), bool)
+        flags[np.asarray(list(pages), np.int64)] = True
+        return flags
+
+    def _note_asked(self, index: int) -> None:
+        """Page ``index`` was asked for in this iteration."""
+        with self._asked_lock:
+            self._asked[index] = True
 
     def _placement_of(self, plan: HostCachePlan) -> PagePlacement:
         """The tiers of ``plan``: its cached pages in the host, the pages held
@@ -163,9 +195,14 @@ class HostPages:
         with self._lock:
             self.plan = plan
             self._to_cache = frozenset(plan.cached)
+            self._cached_flags = self._flags_of(plan.cached)
             self.placement = self._placement_of(plan)
             for index in [k for k in self._cached if k not in self._to_cache]:
                 del self._cached[index]
+            readers = list(self._readers.values())
+        # a walk's read-ahead for the next one reads the streamed pages of the old plan
+        for reader in readers:
+            reader.cancel_prefetch()
 
     def end_iteration(self) -> dict | None:
         """Between two iterations: note the pages this one asked for in their
@@ -179,8 +216,9 @@ class HostPages:
             inputs, the pages asked for, the tiers' page counts and bytes
             after it); None where the run does not revise by reuse.
         """
-        asked = self._asked | self._held_here
-        self._asked = np.zeros_like(self._asked)
+        with self._asked_lock:
+            asked = self._asked | self._held_here
+            self._asked = np.zeros_like(self._asked)
         if not self.by_reuse:
             return None
         self.reuse.note(asked)
@@ -202,9 +240,13 @@ class HostPages:
         """Whether page ``index`` stays in host memory (once read)."""
         return index in self._to_cache
 
+    def cached_mask(self) -> np.ndarray:
+        """Per page, :meth:`is_cached` (a bool array; do not modify it)."""
+        return self._cached_flags
+
     def cached_page(self, index: int, consumer: str = "cpu") -> Page:
         """Page ``index`` (a cached one), read into its host buffer the first time."""
-        self._asked[index] = True
+        self._note_asked(index)
         page = self._cached.get(index)
         if page is not None:
             return page
@@ -223,7 +265,7 @@ class HostPages:
         streamed one into a new buffer)."""
         if self.is_cached(index):
             return self.cached_page(index, consumer)
-        self._asked[index] = True
+        self._note_asked(index)
         return self.reader(consumer).read_page(index)
 
     def cursor(self, order: Iterable[int], consumer: str = "cpu",
@@ -289,9 +331,17 @@ class HostPages:
 
     @property
     def bytes_read(self) -> int:
-        """Page bytes read from the storage directories and handed to a consumer
-        so far (pages read ahead for a walk that never came do not count)."""
-        return sum(reader.bytes_delivered for reader in list(self._readers.values()))
+        """Page bytes read from the storage directories so far: those handed to
+        a consumer and those read ahead and dropped (:attr:`bytes_dropped`);
+        pages being read ahead now count once handed over or dropped."""
+        return sum(reader.bytes_delivered + reader.bytes_dropped
+                   for reader in list(self._readers.values()))
+
+    @property
+    def bytes_dropped(self) -> int:
+        """Page bytes read ahead and dropped unused so far (a walk that ended
+        before them, a read-ahead for a walk that did not come)."""
+        return sum(reader.bytes_dropped for reader in list(self._readers.values()))
 
     @property
     def cached_bytes(self) -> int:
@@ -349,7 +399,7 @@ class PageCursor:
         pages = self.pages
         if pages.is_cached(index):
             return pages.cached_page(index, self.consumer)
-        pages._asked[index] = True
+        pages._note_asked(index)
         position = self._position_of.get(index)
         if position is None or position < self._next:
             page = pages.reader(self.consumer).read_page(index)

@@ -240,7 +240,7 @@ class _PageRead:
     """One page being read: its buffer and the count of blocks still to come."""
 
     __slots__ = ("info", "buffer", "target", "finish", "pending", "error", "done",
-                 "cancelled", "released", "pooled", "lock")
+                 "cancelled", "released", "pooled", "lock", "bytes_done")
 
     def __init__(self, info: PageInfo, buffer: np.ndarray, pooled: bool,
                  target: np.ndarray | None = None,
@@ -259,6 +259,8 @@ class _PageRead:
         self.released = False
         self.pooled = pooled
         self.lock = threading.Lock()
+        #: bytes of its blocks read from disk so far (a cancelled read stops short)
+        self.bytes_done = 0
         if self.pending == 0:
             self.done.set()
 
@@ -397,6 +399,7 @@ class PageReader:
         self._state: _StreamState | None = None
         self._prefetched: _StreamState | None = None
         self._bytes_delivered = 0
+        self._bytes_dropped = 0
         self._closed = False
         self._queues: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in self._files]
         # a block's CRC-32 is checked beside its directory's reads, not between them
@@ -444,9 +447,16 @@ class PageReader:
     @property
     def bytes_delivered(self) -> int:
         """Bytes of the pages handed to the consumer so far (streamed or read on
-        their own): :attr:`bytes_read` less what was read ahead and dropped or
-        is still waiting for a stream."""
+        their own): :attr:`bytes_read` less :attr:`bytes_dropped` and what is
+        still being read ahead for a stream."""
         return self._bytes_delivered
+
+    @property
+    def bytes_dropped(self) -> int:
+        """Bytes read ahead and dropped so far, unused: a stream's pages read
+        ahead beyond where it closed, a :meth:`prefetch` that no stream took
+        (the blocks read before the drop)."""
+        return self._bytes_dropped
 
     @property
     def outstanding_bytes(self) -> int:
@@ -522,6 +532,8 @@ class PageReader:
                             f"{file.path}: short read at offset {offset}: {got} of {nbytes} "
                             f"bytes (block {block} of page {read.info.index})")
                     self._bytes_read[slot] += nbytes
+                    with read.lock:
+                        read.bytes_done += nbytes
                     if self.check:
                         self._check_queues[directory].put(request)
                         checked_later = True
@@ -704,8 +716,9 @@ class PageReader:
         a walk ends, so that the next iteration's first pages are read while
         the iteration ends (instead of the device idling until the next
         stream begins).  A :meth:`stream` of the same order takes the pages
-        read so far; one of another order drops them.  Returns False (and
-        does nothing) while a stream runs.
+        read so far; one of another order takes those of its first pages
+        read in its order and drops the others (:attr:`bytes_dropped`).
+        Returns False (and does nothing) while a stream runs.
         """
         self._check_open()
         order = [self._check_index(i) for i in indices]
@@ -716,13 +729,32 @@ class PageReader:
             self._dispatch(state)
         return True
 
+    def cancel_prefetch(self) -> None:
+        """Stop the reads of a :meth:`prefetch` no stream has taken yet (its
+        pages are not wanted any more); what they read counts in
+        :attr:`bytes_dropped`."""
+        with self._lock:
+            state = self._prefetched
+            if state is None or self._state is not state:
+                return
+            self._prefetched = self._state = None
+            dropped = list(state.queued)
+            state.queued.clear()
+            state.next = len(state.order)
+            for read in dropped:
+                read.cancelled = True
+        self._drop(dropped)
+
     def _drop(self, reads: list[_PageRead]) -> None:
-        """Give back the buffers of reads handed to the threads and not wanted."""
+        """Give back the buffers of reads handed to the threads and not wanted;
+        the bytes they read count in :attr:`bytes_dropped`."""
         for read in reads:  # no thread may still write into a reused buffer
             try:
                 self._wait(read)
             except RuntimeError:
                 pass
+            with self._lock:
+                self._bytes_dropped += read.bytes_done
             self._release(read)
 
     def _stream(self, order: list[int], manual: bool) -> Iterator[tuple[int, Page]]:
@@ -737,12 +769,18 @@ class PageReader:
             if prefetched is not None and prefetched.order == order:
                 state = prefetched
             else:
+                state = self._state = _StreamState(order)
                 if prefetched is not None:
-                    dropped = list(prefetched.queued)
-                    prefetched.queued.clear()
+                    # the reads under way of this order's first pages are kept
+                    queued = prefetched.queued
+                    while queued and state.next < len(order) \
+                            and queued[0].info.index == order[state.next]:
+                        state.queued.append(queued.popleft())
+                        state.next += 1
+                    dropped = list(queued)
+                    queued.clear()
                     for read in dropped:
                         read.cancelled = True
-                state = self._state = _StreamState(order)
         self._drop(dropped)
         current = None
         try:

@@ -48,12 +48,16 @@ class PageSource(Protocol):
     reads_storage : bool
         Whether iterations read pages from the storage directories (the run
         leaves cores to the reader threads).
+    disk_bytes_per_s : float or None
+        The storage directories' read speed, bytes a second, where iterations
+        read pages from them; None in memory.
     """
 
     store: Store
     plan: HostCachePlan | None
     rho: float
     reads_storage: bool
+    disk_bytes_per_s: float | None
 
     def use_allocator(self, consumer: str, allocator: Callable[[int], np.ndarray],
                       cache: bool = False) -> None:
@@ -76,6 +80,9 @@ class PageSource(Protocol):
 
     def is_cached(self, index: int) -> bool:
         """Whether page ``index`` stays in host memory once read."""
+
+    def cached_mask(self) -> np.ndarray:
+        """Per page, :meth:`is_cached` (a bool array, not to be modified)."""
 
     def cached_page(self, index: int, consumer: str = "cpu") -> Page:
         """A page that stays in host memory (read the first time)."""
@@ -100,6 +107,10 @@ class PageSource(Protocol):
     @property
     def bytes_read(self) -> int:
         """Page bytes read from the storage directories so far."""
+
+    @property
+    def bytes_dropped(self) -> int:
+        """Of :attr:`bytes_read`, the bytes read ahead and dropped unused."""
 
     def close(self) -> None:
         """Release readers and buffers."""
@@ -151,7 +162,9 @@ class InMemoryPages:
 
     rho = config.RHO_IN_MEMORY
     reads_storage = False
+    disk_bytes_per_s = None
     bytes_read = 0
+    bytes_dropped = 0
 
     def __init__(self, store: Store, plan: HostCachePlan | None = None):
         self.store = store
@@ -187,6 +200,10 @@ class InMemoryPages:
     def is_cached(self, index: int) -> bool:
         """Always: every page is in host memory."""
         return True
+
+    def cached_mask(self) -> np.ndarray:
+        """Every page: all in host memory."""
+        return np.ones(len(self.store.pages), bool)
 
     def cached_page(self, index: int, consumer: str = "cpu") -> Page:
         """Page ``index`` for ``consumer``, kept for the run."""

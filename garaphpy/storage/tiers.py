@@ -195,6 +195,33 @@ def revised_placement(placement: PagePlacement, reuse: PageReuse) -> tuple[PageP
     return (revised if revise else placement), entry
 
 
+def notified_vertices(frontier: np.ndarray, out_offsets: np.ndarray,
+                      out_targets: np.ndarray) -> np.ndarray:
+    """Per vertex, whether an active vertex has an out-edge into it (the
+    vertices a notify-pull of ``frontier`` pulls), and a last flag, False,
+    one past the last vertex."""
+    frontier = np.asarray(frontier, np.int64)
+    reached = np.zeros(out_offsets.size, bool)
+    starts, ends = out_offsets[frontier], out_offsets[frontier + 1]
+    lengths = (ends - starts).astype(np.int64)
+    total = int(lengths.sum())
+    if total:
+        # the out-edges of every active vertex, without a Python loop
+        positions = np.repeat(starts.astype(np.int64) - np.cumsum(lengths) + lengths,
+                              lengths) + np.arange(total, dtype=np.int64)
+        reached[out_targets[positions]] = True
+    return reached
+
+
+def pages_holding(flags: np.ndarray, page_first_vertex: np.ndarray,
+                  page_end_vertex: np.ndarray) -> np.ndarray:
+    """Per page, whether a vertex of its range ``[first, end)`` is flagged."""
+    below = np.zeros(flags.size + 1, np.int64)
+    np.cumsum(flags, out=below[1:])
+    return below[np.asarray(page_end_vertex, np.int64)] > \
+        below[np.asarray(page_first_vertex, np.int64)]
+
+
 def pages_with_active_in_edges(frontier: np.ndarray, out_offsets: np.ndarray,
                                out_targets: np.ndarray, page_first_vertex: np.ndarray,
                                page_end_vertex: np.ndarray) -> np.ndarray:
@@ -211,19 +238,5 @@ def pages_with_active_in_edges(frontier: np.ndarray, out_offsets: np.ndarray,
         Each page's vertex range (pages in order; a vertex split over several
         pages is in each of their ranges).
     """
-    first = np.asarray(page_first_vertex, np.int64)
-    end = np.asarray(page_end_vertex, np.int64)
-    frontier = np.asarray(frontier, np.int64)
-    reached = np.zeros(out_offsets.size, bool)      # a flag a vertex, and one past the last
-    starts, ends = out_offsets[frontier], out_offsets[frontier + 1]
-    lengths = (ends - starts).astype(np.int64)
-    total = int(lengths.sum())
-    if total:
-        # the out-edges of every active vertex, without a Python loop
-        positions = np.repeat(starts.astype(np.int64) - np.cumsum(lengths) + lengths,
-                              lengths) + np.arange(total, dtype=np.int64)
-        reached[out_targets[positions]] = True
-    # reached vertices below each bound: a page needs one in [first, end)
-    below = np.zeros(reached.size + 1, np.int64)
-    np.cumsum(reached, out=below[1:])
-    return below[end] > below[first]
+    return pages_holding(notified_vertices(frontier, out_offsets, out_targets),
+                         page_first_vertex, page_end_vertex)

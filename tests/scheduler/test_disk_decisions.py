@@ -2,9 +2,10 @@
 
 :func:`~garaphpy.scheduler.disk_decisions.disk_direction`'s truth table:
 a forced direction wins, the in-memory rule's choice stands where both
-directions read the same bytes (in memory: none), and otherwise the
-direction of fewer seconds (disk bytes at the disk's speed plus edges at
-the CPU's) is taken.
+directions read the same bytes (in memory: none) and the sparse direction
+copies no in-edge out of the pages (or the choice is the pull), and
+otherwise the direction of fewer seconds (disk bytes at the disk's speed
+plus edges and copied edges at the CPU's) is taken.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ EDGES = 1e8         # edges a second
 
 
 def choose(chosen="pull", pull_edges=1e6, sparse_edges=1e5, pull_bytes=0, sparse_bytes=0,
-           forced="auto"):
+           forced="auto", copied_edges=0):
     return disk_direction(chosen, pull_edges, sparse_edges, pull_bytes, sparse_bytes, DISK,
-                          EDGES, forced)
+                          EDGES, forced, copied_edges=copied_edges)
 
 
 @pytest.mark.parametrize("chosen", ["pull", "notify-pull"])
@@ -65,3 +66,29 @@ def test_sparse_edge_units_are_the_in_memory_rules_prices():
     assert sparse_edge_units(40, 1000, settling=True) == \
         pytest.approx(config.CPU_SETTLING_PULL_FACTOR * 40)
     assert sparse_edge_units(0, 0, settling=False) == 0.0
+
+
+def test_a_notify_pull_copying_most_in_edges_pulls_where_both_read_the_same():
+    factor = config.NOTIFY_PULL_DISK_COPY_FACTOR
+    # kron:16's SSSP at f = 0.02 from disk: every page either way, 83% of |E| copied
+    pull_edges, sparse_edges = 1.8e6, 2 * 0.02 * 1.8e6
+    copied = int(0.83 * pull_edges)
+    assert sparse_edges + factor * copied > pull_edges
+    assert choose("notify-pull", pull_edges, sparse_edges, 10**7, 10**7,
+                  copied_edges=copied) == "pull"
+    # few edges copied: the in-memory rule's notify-pull stands
+    few = int((pull_edges - sparse_edges) / factor) - 1
+    assert choose("notify-pull", pull_edges, sparse_edges, 10**7, 10**7,
+                  copied_edges=few) == "notify-pull"
+    # the pull stays a pull: a copy only adds to the sparse direction
+    assert choose("pull", pull_edges, 1.0, 10**7, 10**7, copied_edges=1) == "pull"
+
+
+def test_copies_count_where_reads_differ():
+    factor = config.NOTIFY_PULL_DISK_COPY_FACTOR
+    # the pull reads 0.01 s more, the sparse direction copies 0.02 s of edges more
+    copied = int(0.02 * EDGES / factor)
+    assert choose("notify-pull", 1e6, 1e6, 10**7, 0, copied_edges=0) == "notify-pull"
+    assert choose("notify-pull", 1e6, 1e6, 10**7, 0, copied_edges=copied) == "pull"
+    assert choose("pull", 1e6, 1e6, 10**7, 0, copied_edges=copied, forced="notify-pull") \
+        == "notify-pull"

@@ -703,38 +703,71 @@ def test_the_count_pays_where_it_spares_reads_from_disk():
 
 
 class _Source:
+    """A page source from disk holding the pages ``cached`` in its host budget."""
+
     reads_storage = True
 
-    def __init__(self, cached):
+    def __init__(self, cached, count):
         self.cached = set(cached)
-        self.plan = None
+        self.count = count
 
     def is_cached(self, k):
         return k in self.cached
 
-
-class _PageStore:
-    def __init__(self, source, kept, packed_host):
-        self.page_source, self.kept = source, set(kept)
-        self.packed_host = dict.fromkeys(packed_host)
-
-    def copied(self, k):
-        return k in self.packed_host or k not in self.kept
+    def cached_mask(self):
+        return np.isin(np.arange(self.count), list(self.cached))
 
 
-class _Info:
-    def __init__(self, disk_bytes):
-        self.disk_bytes = disk_bytes
+def _read_store(count, resident=False, kept=(), packed_kept=(), packed_host=(), cached=()):
+    """A page store without a GPU, with what :func:`page_read_seconds` reads."""
+    from types import SimpleNamespace
+
+    from garaphpy.scheduler.gpu.page_store import PageStore
+
+    pages = PageStore.__new__(PageStore)
+    pages.pages = [None] * count
+    pages.plan = SimpleNamespace(resident=resident)
+    pages.resident_images = dict.fromkeys(kept)
+    pages.packed_images = dict.fromkeys(packed_kept)
+    pages.packed_host = dict.fromkeys(packed_host)
+    pages.page_source = _Source(cached, count)
+    return pages
+
+
+def _read_seconds_one_by_one(page_store, disk_bytes, disk_speed):
+    """The reference: page by page, through ``copied`` and ``is_cached``."""
+    seconds = np.zeros(len(disk_bytes))
+    for k in range(len(disk_bytes)):
+        if page_store.copied(k) and k not in page_store.packed_host \
+                and not page_store.page_source.is_cached(k):
+            seconds[k] = disk_bytes[k] / disk_speed
+    return seconds
 
 
 def test_only_pages_in_neither_budget_wait_for_a_read():
     from garaphpy.scheduler.gpu.selective import page_read_seconds
 
-    pages = [_Info(1000 * (k + 1)) for k in range(6)]
-    store = _PageStore(_Source(cached={1}), kept={2}, packed_host={3})
-    seconds = page_read_seconds(store, pages, 1e6)
+    disk_bytes = 1000.0 * np.arange(1, 7)
+    store = _read_store(6, kept={2}, packed_host={3}, cached={1})
+    seconds = page_read_seconds(store, disk_bytes, 1e6)
     # 0, 4 and 5 come from disk; 1 the host caches, 2 the GPU keeps, 3 is packed in pinned memory
     np.testing.assert_allclose(seconds, [1e-3, 0, 0, 0, 5e-3, 6e-3])
-    assert not page_read_seconds(store, pages, None).any()
-    store.page_source.reads_storage = False
-    assert not page_read_seconds(store, pages, 1e6).any()
+    assert not page_read_seconds(store, disk_bytes, None).any()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_read_seconds_are_the_page_by_page_rule(seed):
+    from garaphpy.scheduler.gpu.selective import page_read_seconds
+
+    rng = np.random.default_rng(seed)
+    count = int(rng.integers(1, 40))
+
+    def some(share):
+        return set(np.flatnonzero(rng.random(count) < share).tolist())
+
+    store = _read_store(count, resident=bool(seed == 5), kept=some(0.3),
+                        packed_kept=some(0.2), packed_host=some(0.2), cached=some(0.3))
+    assert store.copied_mask().tolist() == [store.copied(k) for k in range(count)]
+    disk_bytes = rng.integers(1, 10**6, count).astype(np.float64)
+    np.testing.assert_array_equal(page_read_seconds(store, disk_bytes, 3e8),
+                                  _read_seconds_one_by_one(store, disk_bytes, 3e8))

@@ -13,6 +13,8 @@ references are brute force over the pages and the edges (NumPy, loops).
 from __future__ import annotations
 
 import itertools
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -20,8 +22,10 @@ import pytest
 from garaphpy import config
 from garaphpy.storage import decisions
 from garaphpy.storage.host_budget import cache_beside, plan_host_cache
-from garaphpy.storage.tiers import (DISK, GPU, HOST, PageReuse, pages_with_active_in_edges,
-                                    place_pages, revised_placement)
+from garaphpy.storage.page_source import InMemoryPages
+from garaphpy.storage.tiers import (DISK, GPU, HOST, PageReuse, notified_vertices,
+                                    pages_with_active_in_edges, place_pages,
+                                    revised_placement)
 from helpers import make_pages
 from helpers import build_striped_store as build
 
@@ -259,7 +263,12 @@ def test_each_iteration_reads_only_the_asked_pages_in_neither_budget(store, page
         unread = [k for k in asked if pages.is_cached(k) and k not in pages._cached]
         expected = pages.placement.must_move(needed) + sum(
             store.pages[k].disk_bytes for k in unread)
-        assert walk_pages(pages, asked) == expected
+        # the last walk's read-ahead for a walk of its pages, dropped, counts too
+        dropped = pages.bytes_dropped
+        read = walk_pages(pages, asked)
+        dropped = pages.bytes_dropped - dropped
+        assert read - dropped == expected
+        assert dropped <= pages.readahead_bytes
         pages.end_iteration()
         assert not {1, 5} & set(pages.plan.cached)
         assert pages.placement.host_bytes <= pages.placement.host_room
@@ -283,3 +292,113 @@ def test_switched_off_nothing_is_revised(store, pages, monkeypatch):
     walk_pages(pages, [len(store.pages) - 1])
     assert pages.end_iteration() is None
     assert pages.plan is before
+
+
+def test_notified_vertices_against_every_edge():
+    rng = np.random.default_rng(5)
+    n = 60
+    sources, targets = rng.integers(0, n, 400), rng.integers(0, n, 400)
+    order = np.argsort(sources, kind="stable")
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(sources, minlength=n), out=offsets[1:])
+    frontier = np.flatnonzero(rng.random(n) < 0.2)
+    expected = np.zeros(n + 1, bool)
+    for u, v in zip(sources, targets):
+        if u in frontier:
+            expected[v] = True
+    np.testing.assert_array_equal(
+        notified_vertices(frontier, offsets, targets[order]), expected)
+
+
+# ------------------------------------------------- what HostPages says of itself --
+def test_cached_mask_is_is_cached_through_revisions(store, pages):
+    count = len(store.pages)
+
+    def agrees():
+        mask = pages.cached_mask()
+        assert mask.dtype == bool and mask.shape == (count,)
+        assert mask.tolist() == [pages.is_cached(k) for k in range(count)]
+
+    agrees()
+    pages.hold_elsewhere([0])
+    agrees()
+    for _ in range(3):
+        walk_pages(pages, [count - 2, count - 1])
+        pages.end_iteration()
+        agrees()
+    assert pages.cached_mask()[count - 1]
+    assert InMemoryPages(store).cached_mask().tolist() == [True] * count
+
+
+def test_the_disk_speed_is_the_plans_else_measured(store, pages, monkeypatch):
+    import dataclasses
+
+    monkeypatch.setattr(config, "DISK_READ_BYTES_PER_SECOND", 123e6)
+    assert pages.plan.disk_bytes_per_s is None
+    assert pages.disk_bytes_per_s == 123e6
+    pages._use_plan(dataclasses.replace(pages.plan, disk_bytes_per_s=456e6))
+    pages._disk_speed = None
+    assert pages.disk_bytes_per_s == 456e6
+    assert InMemoryPages(store).disk_bytes_per_s is None
+
+
+def test_a_page_asked_for_while_the_iteration_ends_is_not_lost(store, pages):
+    """A reader thread marks a page as asked for while the iteration ends:
+    the mark lands in one of the two iterations, never in neither."""
+    entered, proceed = threading.Event(), threading.Event()
+
+    class SlowMarks(np.ndarray):
+        def __setitem__(self, key, value):
+            entered.set()
+            proceed.wait(0.5)       # the iteration ends meanwhile, unless it must wait
+            super().__setitem__(key, value)
+
+    pages._asked = np.zeros(len(store.pages), bool).view(SlowMarks)
+    reader = threading.Thread(target=pages.read_page, args=(len(store.pages) - 1,))
+    reader.start()
+    assert entered.wait(5)
+    first = pages.end_iteration()
+    proceed.set()
+    reader.join()
+    second = pages.end_iteration()
+    assert first["asked_pages"] + second["asked_pages"] == 1
+
+
+def test_read_ahead_stopped_by_a_revision_counts_in_bytes_read(store, pages):
+    """A walk over every streamed page reads them ahead for the next one; the
+    host's pages revised, that read-ahead is stopped, and what it read from
+    disk counts in bytes_read: every byte read is counted."""
+    count = len(store.pages)
+    walk_pages(pages, list(range(count)))
+    reader = pages.reader("cpu")
+    deadline = time.monotonic() + 10
+    while reader.bytes_read <= reader.bytes_delivered and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert reader.bytes_read > reader.bytes_delivered      # the read-ahead has read
+    pages.hold_elsewhere([0])                              # the host's pages change
+    assert 0 < pages.bytes_dropped <= pages.readahead_bytes
+    assert pages.bytes_read == reader.bytes_read
+
+
+def test_a_stream_takes_the_read_ahead_of_its_first_pages(store):
+    """A read-ahead for pages [a, b, c, ...] and a stream of [a, b, d]: a and b
+    are taken as read, the rest is dropped and counted; the pages are the
+    store's."""
+    from garaphpy.storage.page_io import PageReader, page_buffer_bytes
+
+    count = len(store.pages)
+    ahead = [1, 2, 3, 4]        # three buffers: 1, 2 and 3 are read ahead
+    order = [1, 2, count - 1]
+    with PageReader(store, readahead_bytes=3 * page_buffer_bytes(store)) as reader:
+        assert reader.prefetch(ahead)
+        deadline = time.monotonic() + 10
+        while reader.bytes_read < sum(store.pages[k].disk_bytes for k in ahead[:3]) \
+                and time.monotonic() < deadline:
+            time.sleep(0.005)
+        for (index, page), expected in zip(reader.stream(order), order):
+            assert index == expected
+            np.testing.assert_array_equal(page.sources, store.read_page(index).sources)
+        delivered = sum(store.pages[k].disk_bytes for k in order)
+        assert reader.bytes_delivered == delivered
+        assert reader.bytes_dropped == store.pages[3].disk_bytes   # 1, 2 taken; 3 dropped
+        assert reader.bytes_read == delivered + reader.bytes_dropped

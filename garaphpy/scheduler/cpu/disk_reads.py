@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import config
-from ...storage.tiers import DISK, pages_with_active_in_edges
+from ...storage.tiers import DISK, notified_vertices, pages_holding
 from ..cpu_state import GraphArrays
 from ..plan import CpuPlan
 
@@ -47,21 +47,12 @@ class DiskReads:
         pages = arrays.pages
         self.first_vertex = np.array([info.first_vertex for info in pages], np.int64)
         self.end_vertex = np.array([info.end_vertex for info in pages], np.int64)
-        self._disk_speed = None
         self._has_in_edges = None
 
     @property
     def disk_bytes_per_s(self) -> float:
-        """The disk's read speed: the run's page plan's, else measured once
-        (:func:`~garaphpy.storage.read_ratio.disk_read_speed`)."""
-        if self._disk_speed is None:
-            source = self.arrays.page_source
-            speed = getattr(source.plan, "disk_bytes_per_s", None)
-            if not speed:
-                from ...storage.read_ratio import disk_read_speed
-                speed = disk_read_speed(source.store.storage_dirs)
-            self._disk_speed = float(speed)
-        return self._disk_speed
+        """The disk's read speed (the page source's ``disk_bytes_per_s``)."""
+        return self.arrays.page_source.disk_bytes_per_s
 
     @property
     def edges_per_s(self) -> float:
@@ -74,12 +65,6 @@ class DiskReads:
         placement = self.arrays.page_source.placement
         return int(placement.disk_bytes[(placement.tiers == DISK) & needed].sum())
 
-    def _pages_holding(self, flags: np.ndarray) -> np.ndarray:
-        """Per page, whether a vertex of its range is flagged."""
-        counts = np.zeros(flags.size + 1, np.int64)
-        np.cumsum(flags, out=counts[1:])
-        return counts[self.end_vertex] > counts[self.first_vertex]
-
     def pull_pages(self) -> np.ndarray:
         """Per page, whether a pull needs it: every page, or with early exit a
         page holding a vertex not yet settled that has in-edges (the others'
@@ -90,26 +75,39 @@ class DiskReads:
         if self._has_in_edges is None:
             in_offsets = self.arrays.in_offsets
             self._has_in_edges = in_offsets[1:] != in_offsets[:-1]
-        return self._pages_holding(~self.settled() & self._has_in_edges)
+        return pages_holding(~self.settled() & self._has_in_edges, self.first_vertex,
+                             self.end_vertex)
+
+    def sparse_reads(self, frontier: np.ndarray) -> tuple[np.ndarray, int]:
+        """What the sparse direction reads: per page whether it needs it, and
+        the in-edges it copies out of the pages.  A push from the frontier
+        needs no page and copies nothing (it reads the CSR of out-edges); a
+        notify-pull needs the pages with an in-edge from the frontier and
+        copies the notified vertices' in-edges
+        (:func:`~garaphpy.storage.tiers.notified_vertices`)."""
+        if self.plan.early_exit and self.plan.settling_push:
+            return np.zeros(self.first_vertex.size, bool), 0
+        arrays = self.arrays
+        notified = notified_vertices(frontier, arrays.out_offsets, arrays.out_targets)
+        vertices = np.flatnonzero(notified[:arrays.num_vertices])
+        in_offsets = arrays.in_offsets
+        copied = int((in_offsets[vertices + 1] - in_offsets[vertices]).sum())
+        return pages_holding(notified, self.first_vertex, self.end_vertex), copied
 
     def sparse_pages(self, frontier: np.ndarray) -> np.ndarray:
-        """Per page, whether the sparse direction needs it: none for a push
-        from the frontier (it reads the CSR of out-edges), else the pages
-        with an in-edge from the frontier (the notified vertices' in-edges:
-        :func:`~garaphpy.storage.tiers.pages_with_active_in_edges`)."""
-        if self.plan.early_exit and self.plan.settling_push:
-            return np.zeros(self.first_vertex.size, bool)
-        arrays = self.arrays
-        return pages_with_active_in_edges(frontier, arrays.out_offsets, arrays.out_targets,
-                                          self.first_vertex, self.end_vertex)
+        """Per page, whether the sparse direction needs it (:meth:`sparse_reads`)."""
+        return self.sparse_reads(frontier)[0]
 
     def inputs(self, frontier: np.ndarray) -> dict:
         """The disk's inputs of :func:`~garaphpy.scheduler.disk_decisions.disk_direction`
         for the frontier ``frontier``."""
+        pull = self._on_disk_bytes(self.pull_pages())
         if frontier.size == self.arrays.num_vertices and not self.plan.early_exit:
-            sparse = pull = self._on_disk_bytes(self.pull_pages())   # every page either way
+            # every page either way; a notify-pull copies every in-edge
+            sparse, copied = pull, self.arrays.num_edges
         else:
-            pull = self._on_disk_bytes(self.pull_pages())
-            sparse = self._on_disk_bytes(self.sparse_pages(frontier))
+            needed, copied = self.sparse_reads(frontier)
+            sparse = self._on_disk_bytes(needed)
         return dict(pull_disk_bytes=pull, sparse_disk_bytes=sparse,
-                    disk_bytes_per_s=self.disk_bytes_per_s, edges_per_s=self.edges_per_s)
+                    disk_bytes_per_s=self.disk_bytes_per_s, edges_per_s=self.edges_per_s,
+                    copied_edges=copied)

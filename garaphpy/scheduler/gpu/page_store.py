@@ -539,6 +539,23 @@ class PageStore:
         return k in self.packed_host or not (self.plan.resident or k in self.resident_images
                                              or k in self.packed_images)
 
+    def copied_mask(self) -> np.ndarray:
+        """Per page, :meth:`copied`."""
+        count = len(self.pages)
+        if self.plan.resident:
+            return self.packed_host_mask()
+        held = np.zeros(count, bool)
+        held[np.fromiter(self.resident_images, np.int64, len(self.resident_images))] = True
+        held[np.fromiter(self.packed_images, np.int64, len(self.packed_images))] = True
+        return self.packed_host_mask() | ~held
+
+    def packed_host_mask(self) -> np.ndarray:
+        """Per page, whether its packed image is in pinned host memory (it
+        streams from there, not from the page source)."""
+        packed = np.zeros(len(self.pages), bool)
+        packed[np.fromiter(self.packed_host, np.int64, len(self.packed_host))] = True
+        return packed
+
     def queue_copy(self, k: int, slot: int, timing, start, end):
         """Queue the copy of page ``k`` into stream ``slot``'s buffer on the copy
         stream, once the buffer's last pull (or unpack) is done; its events

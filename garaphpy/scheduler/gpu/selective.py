@@ -97,6 +97,8 @@ class SelectiveTransfers:
         self.cupy, self.store = cupy, store
         self.state, self.page_store, self.launches = state, page_store, launches
         self.pages = store.pages
+        #: per page, the bytes a read of it moves from disk
+        self.page_disk_bytes = np.array([info.disk_bytes for info in self.pages], np.float64)
         self.num_vertices, self.num_edges = store.num_vertices, store.num_edges
         self.reads_weights = reads_weights
         self.transfer_forced = forced
@@ -120,7 +122,6 @@ class SelectiveTransfers:
         self._selective_rent = 0.0
         self._peak_active = 0
         self.dense_seconds = None
-        self._disk_speed = None         # the storage's, found when first needed
 
     # -- what a sparse iteration is expected to cost ------------------------------------------
     def sparse_edge_seconds(self) -> float:
@@ -472,9 +473,8 @@ class SelectiveTransfers:
         pull_seconds = np.where(resident, pages.page_edge_counts / np.where(
             pages.packed_kept, rates.packed_pull, rates.pull), 0.0)
         # pages from disk: a copy waits for the read, which a skip or a push spares
-        if self._disk_speed is None and pages.page_source.reads_storage:
-            self._disk_speed = storage_read_speed(pages.page_source, self.store)
-        read_seconds = page_read_seconds(pages, self.pages, self._disk_speed)
+        read_seconds = page_read_seconds(pages, self.page_disk_bytes,
+                                         pages.page_source.disk_bytes_per_s)
         count = self._count(pull_seconds, streamed_bytes, float(read_seconds.sum()))
         bytes_per_edge = self.pushed_edge_bytes()
         # a piece of at most gpu_subgraph.PIECE_EDGES edges adds its source and offset
@@ -486,8 +486,8 @@ class SelectiveTransfers:
             vertex_bytes=self.store.vertex_dtype.itemsize, pull_seconds=pull_seconds,
             pushes=self.push_codes, read_seconds=read_seconds)
         settled = self.settled.skip(choices) if self.settled is not None else 0
-        copied = [k for k in range(len(self.pages)) if choices[k] == transfer.COPY]
-        kept_pulled = [k for k in range(len(self.pages)) if choices[k] == transfer.RESIDENT]
+        copied = np.flatnonzero(choices == transfer.COPY).tolist()
+        kept_pulled = np.flatnonzero(choices == transfer.RESIDENT).tolist()
         launches.begin_iteration(record.iteration, order=copied)
         timings = []
         order = interleave(copied, kept_pulled)
@@ -700,30 +700,19 @@ class SettledPages:
         return int(closing.sum())
 
 
-def storage_read_speed(page_source, store) -> float:
-    """The storage directories' read speed, bytes a second: the one the run's
-    read-ahead was sized by, else :func:`~garaphpy.storage.read_ratio.disk_read_speed`."""
-    from ...storage.read_ratio import disk_read_speed
-
-    speed = getattr(getattr(page_source, "plan", None), "disk_bytes_per_s", None)
-    return float(speed if speed else disk_read_speed(store.storage_dirs))
-
-
-def page_read_seconds(page_store, pages, disk_speed: float | None) -> np.ndarray:
+def page_read_seconds(page_store, disk_bytes: np.ndarray,
+                      disk_speed: float | None) -> np.ndarray:
     """Per page, the time its read from disk takes before the GPU can copy it:
-    the pages it copies that the page source holds in neither budget (not
-    kept on the device, not packed in pinned host memory, not in the host's
-    page cache), their disk bytes at ``disk_speed``; 0 for every other page,
-    and for every page of a source in memory (``disk_speed`` None)."""
-    seconds = np.zeros(len(pages), np.float64)
-    source = page_store.page_source
-    if disk_speed is None or not source.reads_storage:
-        return seconds
-    for k, info in enumerate(pages):
-        if page_store.copied(k) and k not in page_store.packed_host \
-                and not source.is_cached(k):
-            seconds[k] = info.disk_bytes / disk_speed
-    return seconds
+    the pages it copies (:meth:`PageStore.copied_mask`) that the page source
+    holds in neither budget (not packed in pinned host memory, not in the
+    host's page cache: :meth:`PageSource.cached_mask`), their ``disk_bytes``
+    at ``disk_speed`` (the source's ``disk_bytes_per_s``); 0 for every other
+    page, and for every page of a source in memory (``disk_speed`` None)."""
+    if disk_speed is None:
+        return np.zeros(len(disk_bytes), np.float64)
+    from_disk = (page_store.copied_mask() & ~page_store.packed_host_mask()
+                 & ~page_store.page_source.cached_mask())
+    return np.where(from_disk, np.asarray(disk_bytes, np.float64) / disk_speed, 0.0)
 
 
 def learn_kept_pull_rates(rates, measured_timings: list, page_store, timings: list) -> None:
