@@ -10,8 +10,11 @@ page cut by a partition boundary is read by both partitions, each taking
 its vertices' edges).  A vertex is never cut: its in-edges, even when
 they span two pages, belong to one partition.
 
-Nothing here reads edges: the cut and the pieces come from the CSC index
-and the page table, so the client that plans a run never reads the graph.
+Nothing the client calls here reads edges: the cut and the pieces come from
+the CSC index and the page table, so the client that plans a run never reads
+the graph.  A worker, which holds its pieces, makes its mirror lists from
+them (:func:`read_by`) and numbers their sources by the vertices they read
+(:func:`compact_sources`).
 """
 
 from __future__ import annotations
@@ -144,3 +147,39 @@ def read_by(pieces_sources, partitions: list[Partition]) -> list[np.ndarray]:
     return [partition.first_vertex + np.flatnonzero(
                 read[partition.first_vertex:partition.end_vertex]).astype(np.int64)
             for partition in partitions]
+
+
+def compact_sources(pieces_sources, num_vertices: int) -> np.ndarray:
+    """Number the sources of a partition's in-edges by their place among the
+    vertices those edges read, in increasing order, in place; those vertices.
+
+    PowerGraph's and Gemini's local ids: the partition's own vertices that are
+    sources and the other partitions' it reads (its ghosts).  A pull of
+    precomputed source-side gathers then computes them for these vertices
+    alone and reads them from an array of their size, not of |V|: fewer
+    gathers a pull, and fewer cache lines its random reads touch (on kron:20
+    a partition of four reads 57% of the vertices).  The sums are the same,
+    in the same order.
+
+    Parameters
+    ----------
+    pieces_sources : list of arrays
+        The sources of the partition's pieces (views of one array), rewritten.
+    num_vertices : int
+        |V|.
+
+    Returns
+    -------
+    int64 array
+        The vertices read, sorted: source ``u`` becomes ``i`` where
+        ``result[i] == u``.
+    """
+    read = np.zeros(num_vertices, np.bool_)
+    for sources in pieces_sources:
+        read[sources] = True
+    gathered = np.flatnonzero(read)
+    if pieces_sources:
+        place = np.cumsum(read, dtype=pieces_sources[0].dtype) - 1
+        for sources in pieces_sources:
+            sources[:] = place[sources]
+    return gathered

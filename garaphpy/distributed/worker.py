@@ -6,7 +6,11 @@ by its path (a shared file system; on a LocalCluster the same disk) and reads
 the pieces of the pages its partition pulls, once.  It holds a full-length
 value array: its own vertices' values, which it writes, and the values of
 the other partitions' vertices its pieces read, kept current by the
-exchange (:mod:`garaphpy.distributed.exchange`).
+exchange (:mod:`garaphpy.distributed.exchange`).  Where its pull reads
+precomputed source-side gathers (PageRank's), it numbers its pieces'
+sources by their place among the vertices they read (local ids,
+:func:`~garaphpy.distributed.partition.compact_sources`) and computes and
+gathers the contributions of those vertices alone.
 
 An iteration (:meth:`PartitionWorker.step`) is a synchronous pull of the
 partition's vertices with the CPU engine's pull kernels, specialized for the
@@ -45,7 +49,7 @@ from ..scheduler import decisions
 from .components import UnionFindStart, warm_up_union_find
 from .exchange import Inbox, Mirrors, WorkerError, pair_bytes
 from .frontier import PartitionFrontier, frontier_pulls, partition_early_exit
-from .partition import Partition, partition_pieces, read_by
+from .partition import Partition, compact_sources, partition_pieces, read_by
 from .rounds import Rounds
 
 
@@ -202,9 +206,6 @@ class PartitionWorker(Rounds, UnionFindStart):
         # once per vertex before the pulls (Garaph's pull, GAPBS's contributions)
         self.precompute = decisions.precompute_source_gathers(
             "pull", True, compiled.gather_parameters)
-        self.contributions = np.empty(n if self.precompute else 0,
-                                      np.float32 if setup.float32_contributions
-                                      else compiled.accum_dtype)
         self.aggregate_identities = np.array(
             [_identity(m) for m in compiled.aggregate_monoids], np.float64)
         self.no_aggregates = np.zeros(1, np.float64)
@@ -233,6 +234,18 @@ class PartitionWorker(Rounds, UnionFindStart):
         self.settling_pull = None
         if self.early_exit:
             self._set_up_settling_pull()
+        #: for each partition, the vertices of its range this one's edges read
+        self.read_lists = read_by([s for _, s, _ in self.pieces], list(setup.partitions))
+        #: the vertices whose contributions a pull computes, where the
+        #: partition's sources are numbered by their place among them
+        #: (:func:`~.partition.compact_sources`); None: every vertex, by its id
+        self.gathered = None
+        if self.precompute and self.processor == "cpu" and self.frontier is None \
+                and self.settling_pull is None and not setup.union_find_start:
+            self.gathered = compact_sources([s for _, s, _ in self.pieces], n)
+        self.contributions = np.empty(
+            (n if self.gathered is None else self.gathered.size) if self.precompute else 0,
+            np.float32 if setup.float32_contributions else compiled.accum_dtype)
 
     def _set_up_settling_pull(self) -> None:
         """The one process's pull with early exit over one CSC
@@ -301,8 +314,8 @@ class PartitionWorker(Rounds, UnionFindStart):
         with compiled.compiling():
             if self.precompute:
                 with parallel_section():
-                    compiled.kernels.source_contributions(self.values[:0], self.attrs,
-                                                          self.contributions)
+                    self._source_contributions(self.values[:0], self.gathered[:0]
+                                               if self.gathered is not None else None)
             if self.settling_pull is not None:
                 settling = self.settling_pull
                 with parallel_section():
@@ -363,7 +376,7 @@ class PartitionWorker(Rounds, UnionFindStart):
         self.peer_addresses = tuple(addresses)
         self.epoch = epoch
         self.inbox.reset(epoch)
-        reads = read_by([s for _, s, _ in self.pieces], list(self.setup.partitions))
+        reads = self.read_lists
         #: the vertices of each partition this one reads, in the order its
         #: values come where a peer sends them all (:mod:`.rounds`)
         self.reads = reads
@@ -474,8 +487,7 @@ class PartitionWorker(Rounds, UnionFindStart):
         pending = []
         if self.precompute:
             with parallel_section():
-                self.compiled.kernels.source_contributions(self.values, self.attrs,
-                                                           self.contributions)
+                self._source_contributions(self.values, self.gathered)
         self.floor_now = 0
         if self.floor_mode:
             with parallel_section():
@@ -674,6 +686,15 @@ class PartitionWorker(Rounds, UnionFindStart):
                 apply_context(self.attrs, aggregates, self.num_vertices, iteration), parts,
                 (self.active, stats, boundary_vertex, boundary_accum), skipping)
         return [(int(boundary_vertex[i]), boundary_accum[i]) for i in range(count)]
+
+    def _source_contributions(self, values: np.ndarray, gathered) -> None:
+        """The precomputed source-side gathers of ``values``: of the vertices
+        ``gathered`` (:func:`~.partition.compact_sources`), or of every vertex."""
+        if gathered is None:
+            self.compiled.kernels.source_contributions(values, self.attrs, self.contributions)
+        else:
+            self.compiled.kernels.listed_source_contributions(values, self.attrs, gathered,
+                                                              self.contributions)
 
     def _combined(self, pending: list):
         """The partial sums of each cut vertex combined, in vertex order."""
