@@ -149,37 +149,43 @@ def read_by(pieces_sources, partitions: list[Partition]) -> list[np.ndarray]:
             for partition in partitions]
 
 
-def compact_sources(pieces_sources, num_vertices: int) -> np.ndarray:
-    """Number the sources of a partition's in-edges by their place among the
-    vertices those edges read, in increasing order, in place; those vertices.
+def compact_sources(pieces_sources, first: int, end: int, num_vertices: int) -> np.ndarray:
+    """Number the sources of a partition's in-edges in place: its own vertices
+    ``first..end-1`` first (``u - first``), then the other partitions' vertices
+    its edges read, its *ghosts*, in increasing order (``end - first`` on);
+    the ghosts.
 
-    PowerGraph's and Gemini's local ids: the partition's own vertices that are
-    sources and the other partitions' it reads (its ghosts).  A pull of
-    precomputed source-side gathers then computes them for these vertices
-    alone and reads them from an array of their size, not of |V|: fewer
-    gathers a pull, and fewer cache lines its random reads touch (on kron:20
-    a partition of four reads 57% of the vertices).  The sums are the same,
-    in the same order.
+    PowerGraph's and Gemini's local ids.  A pull of precomputed source-side
+    gathers then computes them for the owned vertices and the ghosts alone
+    and reads them from an array of that size, not of |V|: fewer gathers a
+    pull, and fewer cache lines its random reads touch (on kron:20 a
+    partition of four reads 57% of the vertices).  The sums are the same, in
+    the same order.
 
     Parameters
     ----------
     pieces_sources : list of arrays
         The sources of the partition's pieces (views of one array), rewritten.
+    first, end : int
+        The owned vertices.
     num_vertices : int
         |V|.
 
     Returns
     -------
     int64 array
-        The vertices read, sorted: source ``u`` becomes ``i`` where
-        ``result[i] == u``.
+        The ghosts, sorted: a source ``u`` outside the owned range becomes
+        ``end - first + i`` where ``result[i] == u``.
     """
     read = np.zeros(num_vertices, np.bool_)
     for sources in pieces_sources:
         read[sources] = True
-    gathered = np.flatnonzero(read)
+    read[first:end] = False
+    ghosts = np.flatnonzero(read)
     if pieces_sources:
-        place = np.cumsum(read, dtype=pieces_sources[0].dtype) - 1
+        dtype = pieces_sources[0].dtype
+        place = np.cumsum(read, dtype=dtype) + np.array(end - first - 1, dtype)
+        place[first:end] = np.arange(end - first, dtype=dtype)
         for sources in pieces_sources:
             sources[:] = place[sources]
-    return gathered
+    return ghosts

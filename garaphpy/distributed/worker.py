@@ -7,10 +7,9 @@ the pieces of the pages its partition pulls, once.  It holds a full-length
 value array: its own vertices' values, which it writes, and the values of
 the other partitions' vertices its pieces read, kept current by the
 exchange (:mod:`garaphpy.distributed.exchange`).  Where its pull reads
-precomputed source-side gathers (PageRank's), it numbers its pieces'
-sources by their place among the vertices they read (local ids,
-:func:`~garaphpy.distributed.partition.compact_sources`) and computes and
-gathers the contributions of those vertices alone.
+precomputed source-side gathers (PageRank's), it pulls as the one process
+does, fused with the next contributions and aggregates, over its own
+numbering of the vertices it reads (local ids: :mod:`.fused`).
 
 An iteration (:meth:`PartitionWorker.step`) is a synchronous pull of the
 partition's vertices with the CPU engine's pull kernels, specialized for the
@@ -49,7 +48,8 @@ from ..scheduler import decisions
 from .components import UnionFindStart, warm_up_union_find
 from .exchange import Inbox, Mirrors, WorkerError, pair_bytes, reduce_aggregates
 from .frontier import PartitionFrontier, frontier_pulls, partition_early_exit
-from .partition import Partition, compact_sources, partition_pieces, read_by
+from .fused import FusedPartitionPull
+from .partition import Partition, partition_pieces, read_by
 from .rounds import Rounds
 
 
@@ -236,16 +236,20 @@ class PartitionWorker(Rounds, UnionFindStart):
             self._set_up_settling_pull()
         #: for each partition, the vertices of its range this one's edges read
         self.read_lists = read_by([s for _, s, _ in self.pieces], list(setup.partitions))
-        #: the vertices whose contributions a pull computes, where the
-        #: partition's sources are numbered by their place among them
-        #: (:func:`~.partition.compact_sources`); None: every vertex, by its id
-        self.gathered = None
+        contribution_dtype = np.float32 if setup.float32_contributions \
+            else compiled.accum_dtype
+        #: the one process's fused pull over the partition's own numbering of
+        #: the vertices it reads (:mod:`.fused`), where its pull reads
+        #: precomputed gathers; None: page by page, by vertex ids
+        self.fused = None
         if self.precompute and self.processor == "cpu" and self.frontier is None \
                 and self.settling_pull is None and not setup.union_find_start:
-            self.gathered = compact_sources([s for _, s, _ in self.pieces], n)
-        self.contributions = np.empty(
-            (n if self.gathered is None else self.gathered.size) if self.precompute else 0,
-            np.float32 if setup.float32_contributions else compiled.accum_dtype)
+            self.fused = FusedPartitionPull([s for _, s, _ in self.pieces], self.sources,
+                                            self.in_offsets, self.first, self.end, self.attrs,
+                                            contribution_dtype, self.threads)
+        self.contributions = np.empty(n if self.precompute and self.fused is None else 0,
+                                      contribution_dtype)
+        self.carried_aggregates = None
 
     def _set_up_settling_pull(self) -> None:
         """The one process's pull with early exit over one CSC
@@ -314,8 +318,11 @@ class PartitionWorker(Rounds, UnionFindStart):
         with compiled.compiling():
             if self.precompute:
                 with parallel_section():
-                    self._source_contributions(self.values[:0], self.gathered[:0]
-                                               if self.gathered is not None else None)
+                    compiled.kernels.source_contributions(self.values[:0], self.attrs,
+                                                          self.contributions)
+            if self.fused is not None:
+                self.fused.warm_up(compiled, self.values, self.active, self.attrs,
+                                   self.aggregate_identities)
             if self.settling_pull is not None:
                 settling = self.settling_pull
                 with parallel_section():
@@ -443,6 +450,7 @@ class PartitionWorker(Rounds, UnionFindStart):
         vertices it changed."""
         self.own_threads()
         started = time.perf_counter()
+        self.carried_aggregates = None
         received: list = []
         self.inbox.apply("values", self.values, iteration, received)
         if self.settled_from_values:        # restored: every value read is here now
@@ -473,21 +481,35 @@ class PartitionWorker(Rounds, UnionFindStart):
         row = {"l1_change": float(stats[0]), "activated": int(stats[1]),
                "changed": int(changed.size), "direction": direction, "pushed": pushed,
                "pulled": int(pulled), "edges": int(edges),
-               "aggregates": self._partial_aggregates(iteration + 1, self.first, self.end),
+               "aggregates": self._next_aggregates(iteration),
                "address": self.address, "processor": self.processor}
         row["pull_seconds"] = time.perf_counter() - started
         return row, changed
 
     def _pull_all(self, iteration: int, aggregates: np.ndarray, stats: np.ndarray):
-        """Pull every owned vertex, piece by piece; the owned vertices changed."""
+        """Pull every owned vertex, piece by piece or fused (:mod:`.fused`,
+        which also makes the next aggregates: ``carried_aggregates``); the
+        owned vertices changed."""
         first, end = self.first, self.end
         if self.settling_pull is not None:
             return self._pull_settling(iteration, aggregates, stats)
+        if self.fused is not None:
+            partial = self.fused.pull(
+                self.compiled, self.values, self.next, self.active, self.attrs,
+                (aggregates, self.num_vertices, iteration), stats,
+                max(1, min(self.threads, numba.get_num_threads())), self.aggregate_identities)
+            if self.compiled.aggregate_call is not None:
+                self.carried_aggregates = reduce_aggregates(
+                    partial, self.compiled.aggregate_monoids)
+            changed = first + np.flatnonzero(self.next[first:end] != self.values[first:end])
+            self.values[first:end] = self.next[first:end]
+            return changed
         self.active[first:end] = False
         pending = []
         if self.precompute:
             with parallel_section():
-                self._source_contributions(self.values, self.gathered)
+                self.compiled.kernels.source_contributions(self.values, self.attrs,
+                                                           self.contributions)
         self.floor_now = 0
         if self.floor_mode:
             with parallel_section():
@@ -498,7 +520,8 @@ class PartitionWorker(Rounds, UnionFindStart):
             pending.extend(self._pull_piece((piece, sources, weights), iteration, aggregates,
                                             stats))
         if pending:
-            vertices, accums = self._combined(pending)
+            vertices, accums = combined(pending, self.compiled.combine,
+                                        self.compiled.accum_dtype)
             with parallel_section():
                 self.compiled.kernels.apply_vertices(
                     apply_context(self.attrs, aggregates, self.num_vertices, iteration),
@@ -604,6 +627,8 @@ class PartitionWorker(Rounds, UnionFindStart):
                                    iteration)
             self.values[self.first:self.end] = np.load(path)
         self.next[:] = self.values
+        if self.fused is not None:
+            self.fused.forget()
         if self.frontier is not None:
             self.frontier.forget()
             self.settled_from_values = self.early_exit
@@ -687,24 +712,11 @@ class PartitionWorker(Rounds, UnionFindStart):
                 (self.active, stats, boundary_vertex, boundary_accum), skipping)
         return [(int(boundary_vertex[i]), boundary_accum[i]) for i in range(count)]
 
-    def _source_contributions(self, values: np.ndarray, gathered) -> None:
-        """The precomputed source-side gathers of ``values``: of the vertices
-        ``gathered`` (:func:`~.partition.compact_sources`), or of every vertex."""
-        if gathered is None:
-            self.compiled.kernels.source_contributions(values, self.attrs, self.contributions)
-        else:
-            self.compiled.kernels.listed_source_contributions(values, self.attrs, gathered,
-                                                              self.contributions)
-
-    def _combined(self, pending: list):
-        """The partial sums of each cut vertex combined, in vertex order."""
-        combine = self.compiled.combine
-        merged: dict = {}
-        for vertex, accum in pending:
-            merged[vertex] = combine(merged[vertex], accum) if vertex in merged else accum
-        vertices = np.array(sorted(merged), np.int64)
-        return vertices, np.array([merged[v] for v in vertices.tolist()],
-                                  dtype=self.compiled.accum_dtype)
+    def _next_aggregates(self, iteration: int) -> np.ndarray:
+        """This partition's share of ``iteration + 1``'s (the fused pull's, if made)."""
+        if self.carried_aggregates is not None:
+            return self.carried_aggregates
+        return self._partial_aggregates(iteration + 1, self.first, self.end)
 
     def _partial_aggregates(self, iteration: int, first: int, end: int) -> np.ndarray:
         """This partition's share of ``iteration``'s aggregates over vertices
@@ -716,8 +728,20 @@ class PartitionWorker(Rounds, UnionFindStart):
         with parallel_section():
             partial = compiled.kernels.compute_aggregates(
                 self.values, self.attrs, self.num_vertices, iteration,
-                self.aggregate_identities, aggregate_blocks(first, end))
+                self.aggregate_identities,
+                self.fused.aggregate_starts() if self.fused is not None and
+                (first, end) == (self.first, self.end) else aggregate_blocks(first, end))
         return reduce_aggregates(partial, compiled.aggregate_monoids)
+
+
+def combined(pending: list, combine, accum_dtype) -> tuple[np.ndarray, np.ndarray]:
+    """The partial sums of each cut vertex, ``(vertex, accum)`` pairs,
+    combined: ``(vertices, accums)`` in vertex order."""
+    merged: dict = {}
+    for vertex, accum in pending:
+        merged[vertex] = combine(merged[vertex], accum) if vertex in merged else accum
+    vertices = np.array(sorted(merged), np.int64)
+    return vertices, np.array([merged[v] for v in vertices.tolist()], dtype=accum_dtype)
 
 
 def aggregate_blocks(first: int, end: int) -> np.ndarray:

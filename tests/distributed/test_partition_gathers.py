@@ -16,7 +16,9 @@ import pytest
 
 import garaphpy
 from garaphpy import config
+from garaphpy.api import execute
 from garaphpy.distributed import worker
+from garaphpy.distributed.exchange import aggregate_monoids, reduce_aggregates
 from garaphpy.distributed.partition import compact_sources, cut_partitions, partition_pieces
 from garaphpy.programs import BUILTIN_PROGRAMS
 
@@ -41,26 +43,29 @@ def _pagerank_worker(graph, partitions: int, index: int, float32: bool = False):
 
 
 @pytest.mark.parametrize("count", [1, 3])
-def test_compact_sources_number_the_sources_by_the_vertices_read(paged, count):
+def test_compact_sources_number_owned_vertices_then_ghosts(paged, count):
     store = paged.store
     in_offsets, all_sources, _ = store.csc()
     for part in cut_partitions(in_offsets, count):
+        first, end = part.first_vertex, part.end_vertex
         pieces = partition_pieces(store.pages, in_offsets, part)
-        original = all_sources[in_offsets[part.first_vertex]:in_offsets[part.end_vertex]]
+        original = all_sources[in_offsets[first]:in_offsets[end]]
         held = original.copy()
-        views = [held[p.edge_begin - in_offsets[part.first_vertex]:
-                      p.edge_end - in_offsets[part.first_vertex]] for p in pieces]
-        gathered = compact_sources(views, paged.num_vertices)
-        np.testing.assert_array_equal(gathered, np.unique(original))
+        views = [held[p.edge_begin - in_offsets[first]:p.edge_end - in_offsets[first]]
+                 for p in pieces]
+        ghosts = compact_sources(views, first, end, paged.num_vertices)
+        read = np.unique(original)
+        np.testing.assert_array_equal(ghosts, read[(read < first) | (read >= end)])
         assert held.dtype == original.dtype
-        assert held.max() == gathered.size - 1
-        np.testing.assert_array_equal(gathered[held], original)
+        # owned vertex u is u - first; ghost i is end - first + i
+        local_to_vertex = np.concatenate([np.arange(first, end), ghosts])
+        np.testing.assert_array_equal(local_to_vertex[held], original)
 
 
 def test_compact_sources_of_no_edges_read_nothing():
-    assert compact_sources([], 5).size == 0
+    assert compact_sources([], 1, 3, 5).size == 0
     empty = np.zeros(0, np.int32)
-    assert compact_sources([empty], 5).size == 0 and empty.size == 0
+    assert compact_sources([empty], 1, 3, 5).size == 0 and empty.size == 0
 
 
 @pytest.mark.parametrize("partitions, index", [(1, 0), (3, 0), (3, 2)])
@@ -69,15 +74,18 @@ def test_pagerank_step_over_compact_gathers_is_scipys(paged, partitions, index):
     contributions computed for the vertices it reads alone, against
     ``(1 - d) / n + d (A^T (x / outdeg) + dangling / n)`` in SciPy."""
     alone = _pagerank_worker(paged, partitions, index)
-    assert alone.gathered is not None
-    assert alone.contributions.size == alone.gathered.size < paged.num_vertices
+    fused = alone.fused
+    assert fused is not None and alone.contributions.size == 0
+    assert fused.contributions.size == fused.owned + fused.ghosts.size
+    if partitions > 1:
+        assert fused.contributions.size < paged.num_vertices
     n = paged.num_vertices
     rng = np.random.default_rng(7)
     values = rng.random(n) / n
     alone.values[:] = values
     alone.next[:] = values
     aggregates = np.array([math.fsum(values[paged.store.out_degree == 0])])
-    alone._pull_step(0, aggregates)
+    row, changed = alone._pull_step(0, aggregates)
     in_offsets, sources, _ = paged.store.csc()
     destinations = np.repeat(np.arange(n), np.diff(in_offsets))
     matrix = sparse.csr_matrix((np.ones(sources.size), (destinations, sources)), shape=(n, n))
@@ -88,6 +96,34 @@ def test_pagerank_step_over_compact_gathers_is_scipys(paged, partitions, index):
     first, end = alone.first, alone.end
     np.testing.assert_allclose(alone.owned_values(), expected[first:end], rtol=1e-12)
     assert np.array_equal(alone.values[:first], values[:first])
+    np.testing.assert_array_equal(changed, first + np.flatnonzero(expected[first:end]
+                                                                   != values[first:end]))
+    # the next iteration's share of the dangling sum comes with the pull
+    owned_dangling = alone.values[first:end][paged.store.out_degree[first:end] == 0]
+    assert row["aggregates"][0] == pytest.approx(math.fsum(owned_dangling), rel=1e-13)
+    np.testing.assert_array_equal(row["aggregates"], alone.partial_aggregates(1))
+
+
+@pytest.mark.filterwarnings("ignore::garaphpy.api.NotConvergedWarning")
+def test_fused_pagerank_steps_match_the_one_process_run(paged):
+    """Three partitions stepped in this process, their pairs handed over as
+    the exchange would, to the one process's iterations: float32
+    contributions, the same values within 1e-12."""
+    alone = execute(paged, "pagerank", mode="cpu", threads=1, max_iterations=4)
+    assert alone.plan.cpu.float32_contributions and alone.plan.cpu.fused_pull
+    workers = [_pagerank_worker(paged, 3, index, float32=True) for index in range(3)]
+    monoids = aggregate_monoids(BUILTIN_PROGRAMS["pagerank"]())
+    aggregates = reduce_aggregates([w.partial_aggregates(0) for w in workers], monoids)
+    for iteration in range(4):
+        rows = [w._pull_step(iteration, aggregates) for w in workers]
+        for sender, (_, changed) in zip(workers, rows):
+            for reader in workers:
+                if reader is not sender:
+                    wanted = changed[np.isin(changed, reader.read_lists[sender.index])]
+                    reader.inbox.put(0, iteration, "values", wanted, sender.values[wanted])
+        aggregates = reduce_aggregates([row["aggregates"] for row, _ in rows], monoids)
+    spread = np.concatenate([w.owned_values() for w in workers])
+    np.testing.assert_allclose(spread, alone.values, rtol=1e-12, atol=0)
 
 
 def test_aggregate_blocks_cover_the_range_in_order():
@@ -104,6 +140,7 @@ def test_dangling_sum_folded_in_blocks_is_near_the_exact_sum(paged, monkeypatch)
     alone = _pagerank_worker(paged, 1, 0)
     n = 1 << 16
     alone.num_vertices, alone.first, alone.end = n, 0, n
+    alone.fused = None      # its parts are those of the 2^10 vertices it pulls
     alone.values = np.full(n, 0.1)
     alone.attrs = (np.zeros(n, alone.attrs[0].dtype),) + alone.attrs[1:]
     exact = math.fsum(alone.values)
