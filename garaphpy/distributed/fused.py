@@ -16,6 +16,15 @@ the exchange brought (:func:`garaphpy.kernels.cpu.listed_source_contributions`),
 then pulls; the owned vertices' contributions for the next pull come out of
 the pull itself.  The sums are those of the page-by-page pull, in the same
 order, without its vertices cut between pages and parts.
+
+On one thread the fused kernel's work a vertex (its next contribution and
+its fold of the aggregates, in the edge loop's registers' way) costs more
+than the passes it saves: kron:20 over two partitions on the dev VM, 4.3 ns
+an edge against 3.4 for the page-by-page pull over the same numbering.  Its
+gain is its parts taken as threads free up: on two threads of a loaded
+2-core VM 37 ms a pull against 67 for equal parts a page.  So a worker of
+one thread pulls page by page, reading the contributions :meth:`prepare`
+makes in this numbering (:func:`fused_partition_pull`).
 """
 
 from __future__ import annotations
@@ -27,6 +36,14 @@ from .._numba_setup import parallel_section
 from ..kernels import cpu as kernels
 from ..kernels.cpu.arguments import apply_context
 from .partition import compact_sources
+
+
+def fused_partition_pull(threads: int) -> bool:
+    """Whether a partition's worker of ``threads`` kernel threads pulls fused
+    (:meth:`FusedPartitionPull.pull`) rather than page by page over the same
+    numbering: from ``config.PARTITION_FUSED_PULL_MIN_THREADS`` threads on
+    (see the module)."""
+    return threads >= int(config.PARTITION_FUSED_PULL_MIN_THREADS)
 
 
 class FusedPartitionPull:
@@ -67,8 +84,10 @@ class FusedPartitionPull:
         self.local_attrs = tuple(a[first:end] if a.shape[0] == num_vertices else a
                                  for a in attrs)
         #: the iteration whose owned contributions ``contributions`` holds
-        #: (made by the last pull); -1: none, computed at the next pull
+        #: (made by the last fused pull); -1: none, computed at the next pull
         self.owned_ready = -1
+        #: the pull is fused (:func:`fused_partition_pull`); else page by page
+        self.whole = fused_partition_pull(threads)
 
     def aggregate_starts(self) -> np.ndarray:
         """The pull's parts over every vertex's numbering: an aggregate pass
@@ -105,16 +124,12 @@ class FusedPartitionPull:
             The parts' shares of the next iteration's aggregates.
         """
         aggregates, num_vertices, iteration = context
-        first, end, owned = self.first, self.end, self.owned
+        first, end = self.first, self.end
         kernels_of_program = compiled.kernels
         fused = kernels_of_program.pull_fused if compiled.aggregate_call is None \
             else kernels_of_program.pull_fused_aggregates
+        self.prepare(compiled, values, attrs, iteration)
         with parallel_section():
-            if self.owned_ready != iteration:
-                kernels_of_program.source_contributions(values[first:end], self.local_attrs,
-                                                        self.contributions[:owned])
-            kernels_of_program.listed_source_contributions(values, attrs, self.ghosts,
-                                                           self.contributions[owned:])
             partial = fused(
                 compiled.identity, (self.offsets, self.sources),
                 (values[first:end], next_values[first:end], self.contributions,
@@ -125,6 +140,19 @@ class FusedPartitionPull:
             self.contributions
         self.owned_ready = iteration + 1
         return partial
+
+    def prepare(self, compiled, values: np.ndarray, attrs: tuple, iteration: int) -> None:
+        """The contributions a pull of ``iteration`` reads, in the partition's
+        numbering: the ghosts' from ``values`` (the pairs received written),
+        the owned vertices' unless the last fused pull made them."""
+        owned = self.owned
+        with parallel_section():
+            if self.owned_ready != iteration:
+                compiled.kernels.source_contributions(values[self.first:self.end],
+                                                      self.local_attrs,
+                                                      self.contributions[:owned])
+            compiled.kernels.listed_source_contributions(values, attrs, self.ghosts,
+                                                         self.contributions[owned:])
 
     def warm_up(self, compiled, values: np.ndarray, active: np.ndarray, attrs: tuple,
                 aggregate_identities: np.ndarray) -> None:
@@ -137,6 +165,8 @@ class FusedPartitionPull:
             kernels_of_program.source_contributions(values[:0], self.local_attrs, nothing)
             kernels_of_program.listed_source_contributions(values, attrs, self.ghosts[:0],
                                                            nothing)
+            if not self.whole:
+                return
             fused(compiled.identity, (self.offsets[:1], self.sources[:0]),
                   (values[:0], values[:0], nothing, nothing),
                   apply_context(self.local_attrs, np.zeros(max(1, aggregate_identities.size)),

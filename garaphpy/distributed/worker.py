@@ -372,7 +372,8 @@ class PartitionWorker(Rounds, UnionFindStart):
                 "edges": int(sum(p.edge_end - p.edge_begin for p, _, _ in self.pieces)),
                 "threads": self.threads, "numba_threads": numba.config.NUMBA_NUM_THREADS,
                 "threading_layer": layer, "wait_policy": _numba_setup.WAIT_POLICY,
-                "float32_contributions": bool(self.contributions.dtype == np.float32)}
+                "float32_contributions": bool(self.contributions.dtype == np.float32),
+                "fused_pull": self.fused is not None and self.fused.whole}
 
     def wire(self, peers, addresses, epoch: int) -> int:
         """Take the run's workers (``peers[q]`` the actor of partition q, in the
@@ -493,7 +494,7 @@ class PartitionWorker(Rounds, UnionFindStart):
         first, end = self.first, self.end
         if self.settling_pull is not None:
             return self._pull_settling(iteration, aggregates, stats)
-        if self.fused is not None:
+        if self.fused is not None and self.fused.whole:
             partial = self.fused.pull(
                 self.compiled, self.values, self.next, self.active, self.attrs,
                 (aggregates, self.num_vertices, iteration), stats,
@@ -506,7 +507,9 @@ class PartitionWorker(Rounds, UnionFindStart):
             return changed
         self.active[first:end] = False
         pending = []
-        if self.precompute:
+        if self.fused is not None:
+            self.fused.prepare(self.compiled, self.values, self.attrs, iteration)
+        elif self.precompute:
             with parallel_section():
                 self.compiled.kernels.source_contributions(self.values, self.attrs,
                                                            self.contributions)
@@ -698,7 +701,9 @@ class PartitionWorker(Rounds, UnionFindStart):
             pull, gather_values = compiled.kernels.pull_range_settling, self.values
             skipping = (self.frontier.settled, self.frontier.settled_bits)
         elif self.precompute:
-            pull, gather_values = compiled.kernels.pull_range_precomputed, self.contributions
+            pull = compiled.kernels.pull_range_precomputed
+            gather_values = self.contributions if self.fused is None \
+                else self.fused.contributions
             skipping = (0, self.floor)
         else:
             pull, gather_values, skipping = compiled.kernels.pull_range, self.values, \
@@ -714,9 +719,8 @@ class PartitionWorker(Rounds, UnionFindStart):
 
     def _next_aggregates(self, iteration: int) -> np.ndarray:
         """This partition's share of ``iteration + 1``'s (the fused pull's, if made)."""
-        if self.carried_aggregates is not None:
-            return self.carried_aggregates
-        return self._partial_aggregates(iteration + 1, self.first, self.end)
+        return self.carried_aggregates if self.carried_aggregates is not None \
+            else self._partial_aggregates(iteration + 1, self.first, self.end)
 
     def _partial_aggregates(self, iteration: int, first: int, end: int) -> np.ndarray:
         """This partition's share of ``iteration``'s aggregates over vertices

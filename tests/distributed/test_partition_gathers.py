@@ -68,14 +68,22 @@ def test_compact_sources_of_no_edges_read_nothing():
     assert compact_sources([empty], 1, 3, 5).size == 0 and empty.size == 0
 
 
+@pytest.fixture(params=[False, True], ids=["page-by-page", "fused"])
+def whole(request, monkeypatch):
+    """A worker of one thread pulls fused (the threshold lowered) or page by page."""
+    monkeypatch.setattr(config, "PARTITION_FUSED_PULL_MIN_THREADS", 1 if request.param else 2)
+    return request.param
+
+
 @pytest.mark.parametrize("partitions, index", [(1, 0), (3, 0), (3, 2)])
-def test_pagerank_step_over_compact_gathers_is_scipys(paged, partitions, index):
+def test_pagerank_step_over_compact_gathers_is_scipys(paged, whole, partitions, index):
     """One synchronous PageRank step of the owned vertices, the partition's
     contributions computed for the vertices it reads alone, against
     ``(1 - d) / n + d (A^T (x / outdeg) + dangling / n)`` in SciPy."""
     alone = _pagerank_worker(paged, partitions, index)
     fused = alone.fused
     assert fused is not None and alone.contributions.size == 0
+    assert alone.describe()["fused_pull"] == whole
     assert fused.contributions.size == fused.owned + fused.ghosts.size
     if partitions > 1:
         assert fused.contributions.size < paged.num_vertices
@@ -105,10 +113,10 @@ def test_pagerank_step_over_compact_gathers_is_scipys(paged, partitions, index):
 
 
 @pytest.mark.filterwarnings("ignore::garaphpy.api.NotConvergedWarning")
-def test_fused_pagerank_steps_match_the_one_process_run(paged):
-    """Three partitions stepped in this process, their pairs handed over as
-    the exchange would, to the one process's iterations: float32
-    contributions, the same values within 1e-12."""
+def test_fused_pagerank_steps_match_the_one_process_run(paged, whole):
+    """Three partitions stepped in this process (fused or page by page), their
+    pairs handed over as the exchange would, to the one process's iterations:
+    float32 contributions, the same values within 1e-12."""
     alone = execute(paged, "pagerank", mode="cpu", threads=1, max_iterations=4)
     assert alone.plan.cpu.float32_contributions and alone.plan.cpu.fused_pull
     workers = [_pagerank_worker(paged, 3, index, float32=True) for index in range(3)]
