@@ -10,8 +10,11 @@ page cut by a partition boundary is read by both partitions, each taking
 its vertices' edges).  A vertex is never cut: its in-edges, even when
 they span two pages, belong to one partition.
 
-Nothing here reads edges: the cut and the pieces come from the CSC index
-and the page table, so the client that plans a run never reads the graph.
+Nothing the client calls here reads edges: the cut and the pieces come from
+the CSC index and the page table, so the client that plans a run never reads
+the graph.  A worker, which holds its pieces, makes its mirror lists from
+them (:func:`read_by`) and numbers their sources by the vertices they read
+(:func:`compact_sources`).
 """
 
 from __future__ import annotations
@@ -144,3 +147,45 @@ def read_by(pieces_sources, partitions: list[Partition]) -> list[np.ndarray]:
     return [partition.first_vertex + np.flatnonzero(
                 read[partition.first_vertex:partition.end_vertex]).astype(np.int64)
             for partition in partitions]
+
+
+def compact_sources(pieces_sources, first: int, end: int, num_vertices: int) -> np.ndarray:
+    """Number the sources of a partition's in-edges in place: its own vertices
+    ``first..end-1`` first (``u - first``), then the other partitions' vertices
+    its edges read, its *ghosts*, in increasing order (``end - first`` on);
+    the ghosts.
+
+    PowerGraph's and Gemini's local ids.  A pull of precomputed source-side
+    gathers then computes them for the owned vertices and the ghosts alone
+    and reads them from an array of that size, not of |V|: fewer gathers a
+    pull, and fewer cache lines its random reads touch (on kron:20 a
+    partition of four reads 57% of the vertices).  The sums are the same, in
+    the same order.
+
+    Parameters
+    ----------
+    pieces_sources : list of arrays
+        The sources of the partition's pieces (views of one array), rewritten.
+    first, end : int
+        The owned vertices.
+    num_vertices : int
+        |V|.
+
+    Returns
+    -------
+    int64 array
+        The ghosts, sorted: a source ``u`` outside the owned range becomes
+        ``end - first + i`` where ``result[i] == u``.
+    """
+    read = np.zeros(num_vertices, np.bool_)
+    for sources in pieces_sources:
+        read[sources] = True
+    read[first:end] = False
+    ghosts = np.flatnonzero(read)
+    if pieces_sources:
+        dtype = pieces_sources[0].dtype
+        place = np.cumsum(read, dtype=dtype) + np.array(end - first - 1, dtype)
+        place[first:end] = np.arange(end - first, dtype=dtype)
+        for sources in pieces_sources:
+            sources[:] = place[sources]
+    return ghosts

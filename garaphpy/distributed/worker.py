@@ -6,7 +6,10 @@ by its path (a shared file system; on a LocalCluster the same disk) and reads
 the pieces of the pages its partition pulls, once.  It holds a full-length
 value array: its own vertices' values, which it writes, and the values of
 the other partitions' vertices its pieces read, kept current by the
-exchange (:mod:`garaphpy.distributed.exchange`).
+exchange (:mod:`garaphpy.distributed.exchange`).  Where its pull reads
+precomputed source-side gathers (PageRank's), it pulls as the one process
+does, fused with the next contributions and aggregates, over its own
+numbering of the vertices it reads (local ids: :mod:`.fused`).
 
 An iteration (:meth:`PartitionWorker.step`) is a synchronous pull of the
 partition's vertices with the CPU engine's pull kernels, specialized for the
@@ -43,8 +46,9 @@ from ..kernels.cpu.arguments import apply_context, page_range
 from ..paths import cache_directory
 from ..scheduler import decisions
 from .components import UnionFindStart, warm_up_union_find
-from .exchange import Inbox, Mirrors, WorkerError, pair_bytes
+from .exchange import Inbox, Mirrors, WorkerError, pair_bytes, reduce_aggregates
 from .frontier import PartitionFrontier, frontier_pulls, partition_early_exit
+from .fused import FusedPartitionPull
 from .partition import Partition, partition_pieces, read_by
 from .rounds import Rounds
 
@@ -202,9 +206,6 @@ class PartitionWorker(Rounds, UnionFindStart):
         # once per vertex before the pulls (Garaph's pull, GAPBS's contributions)
         self.precompute = decisions.precompute_source_gathers(
             "pull", True, compiled.gather_parameters)
-        self.contributions = np.empty(n if self.precompute else 0,
-                                      np.float32 if setup.float32_contributions
-                                      else compiled.accum_dtype)
         self.aggregate_identities = np.array(
             [_identity(m) for m in compiled.aggregate_monoids], np.float64)
         self.no_aggregates = np.zeros(1, np.float64)
@@ -233,6 +234,22 @@ class PartitionWorker(Rounds, UnionFindStart):
         self.settling_pull = None
         if self.early_exit:
             self._set_up_settling_pull()
+        #: for each partition, the vertices of its range this one's edges read
+        self.read_lists = read_by([s for _, s, _ in self.pieces], list(setup.partitions))
+        contribution_dtype = np.float32 if setup.float32_contributions \
+            else compiled.accum_dtype
+        #: the one process's fused pull over the partition's own numbering of
+        #: the vertices it reads (:mod:`.fused`), where its pull reads
+        #: precomputed gathers; None: page by page, by vertex ids
+        self.fused = None
+        if self.precompute and self.processor == "cpu" and self.frontier is None \
+                and self.settling_pull is None and not setup.union_find_start:
+            self.fused = FusedPartitionPull([s for _, s, _ in self.pieces], self.sources,
+                                            self.in_offsets, self.first, self.end, self.attrs,
+                                            contribution_dtype, self.threads)
+        self.contributions = np.empty(n if self.precompute and self.fused is None else 0,
+                                      contribution_dtype)
+        self.carried_aggregates = None
 
     def _set_up_settling_pull(self) -> None:
         """The one process's pull with early exit over one CSC
@@ -303,6 +320,9 @@ class PartitionWorker(Rounds, UnionFindStart):
                 with parallel_section():
                     compiled.kernels.source_contributions(self.values[:0], self.attrs,
                                                           self.contributions)
+            if self.fused is not None:
+                self.fused.warm_up(compiled, self.values, self.active, self.attrs,
+                                   self.aggregate_identities)
             if self.settling_pull is not None:
                 settling = self.settling_pull
                 with parallel_section():
@@ -352,7 +372,8 @@ class PartitionWorker(Rounds, UnionFindStart):
                 "edges": int(sum(p.edge_end - p.edge_begin for p, _, _ in self.pieces)),
                 "threads": self.threads, "numba_threads": numba.config.NUMBA_NUM_THREADS,
                 "threading_layer": layer, "wait_policy": _numba_setup.WAIT_POLICY,
-                "float32_contributions": bool(self.contributions.dtype == np.float32)}
+                "float32_contributions": bool(self.contributions.dtype == np.float32),
+                "fused_pull": self.fused is not None and self.fused.whole}
 
     def wire(self, peers, addresses, epoch: int) -> int:
         """Take the run's workers (``peers[q]`` the actor of partition q, in the
@@ -363,7 +384,7 @@ class PartitionWorker(Rounds, UnionFindStart):
         self.peer_addresses = tuple(addresses)
         self.epoch = epoch
         self.inbox.reset(epoch)
-        reads = read_by([s for _, s, _ in self.pieces], list(self.setup.partitions))
+        reads = self.read_lists
         #: the vertices of each partition this one reads, in the order its
         #: values come where a peer sends them all (:mod:`.rounds`)
         self.reads = reads
@@ -430,6 +451,7 @@ class PartitionWorker(Rounds, UnionFindStart):
         vertices it changed."""
         self.own_threads()
         started = time.perf_counter()
+        self.carried_aggregates = None
         received: list = []
         self.inbox.apply("values", self.values, iteration, received)
         if self.settled_from_values:        # restored: every value read is here now
@@ -460,19 +482,34 @@ class PartitionWorker(Rounds, UnionFindStart):
         row = {"l1_change": float(stats[0]), "activated": int(stats[1]),
                "changed": int(changed.size), "direction": direction, "pushed": pushed,
                "pulled": int(pulled), "edges": int(edges),
-               "aggregates": self._partial_aggregates(iteration + 1, self.first, self.end),
+               "aggregates": self._next_aggregates(iteration),
                "address": self.address, "processor": self.processor}
         row["pull_seconds"] = time.perf_counter() - started
         return row, changed
 
     def _pull_all(self, iteration: int, aggregates: np.ndarray, stats: np.ndarray):
-        """Pull every owned vertex, piece by piece; the owned vertices changed."""
+        """Pull every owned vertex, piece by piece or fused (:mod:`.fused`,
+        which also makes the next aggregates: ``carried_aggregates``); the
+        owned vertices changed."""
         first, end = self.first, self.end
         if self.settling_pull is not None:
             return self._pull_settling(iteration, aggregates, stats)
+        if self.fused is not None and self.fused.whole:
+            partial = self.fused.pull(
+                self.compiled, self.values, self.next, self.active, self.attrs,
+                (aggregates, self.num_vertices, iteration), stats,
+                max(1, min(self.threads, numba.get_num_threads())), self.aggregate_identities)
+            if self.compiled.aggregate_call is not None:
+                self.carried_aggregates = reduce_aggregates(
+                    partial, self.compiled.aggregate_monoids)
+            changed = first + np.flatnonzero(self.next[first:end] != self.values[first:end])
+            self.values[first:end] = self.next[first:end]
+            return changed
         self.active[first:end] = False
         pending = []
-        if self.precompute:
+        if self.fused is not None:
+            self.fused.prepare(self.compiled, self.values, self.attrs, iteration)
+        elif self.precompute:
             with parallel_section():
                 self.compiled.kernels.source_contributions(self.values, self.attrs,
                                                            self.contributions)
@@ -486,7 +523,8 @@ class PartitionWorker(Rounds, UnionFindStart):
             pending.extend(self._pull_piece((piece, sources, weights), iteration, aggregates,
                                             stats))
         if pending:
-            vertices, accums = self._combined(pending)
+            vertices, accums = combined(pending, self.compiled.combine,
+                                        self.compiled.accum_dtype)
             with parallel_section():
                 self.compiled.kernels.apply_vertices(
                     apply_context(self.attrs, aggregates, self.num_vertices, iteration),
@@ -592,6 +630,8 @@ class PartitionWorker(Rounds, UnionFindStart):
                                    iteration)
             self.values[self.first:self.end] = np.load(path)
         self.next[:] = self.values
+        if self.fused is not None:
+            self.fused.forget()
         if self.frontier is not None:
             self.frontier.forget()
             self.settled_from_values = self.early_exit
@@ -661,7 +701,9 @@ class PartitionWorker(Rounds, UnionFindStart):
             pull, gather_values = compiled.kernels.pull_range_settling, self.values
             skipping = (self.frontier.settled, self.frontier.settled_bits)
         elif self.precompute:
-            pull, gather_values = compiled.kernels.pull_range_precomputed, self.contributions
+            pull = compiled.kernels.pull_range_precomputed
+            gather_values = self.contributions if self.fused is None \
+                else self.fused.contributions
             skipping = (0, self.floor)
         else:
             pull, gather_values, skipping = compiled.kernels.pull_range, self.values, \
@@ -675,25 +717,49 @@ class PartitionWorker(Rounds, UnionFindStart):
                 (self.active, stats, boundary_vertex, boundary_accum), skipping)
         return [(int(boundary_vertex[i]), boundary_accum[i]) for i in range(count)]
 
-    def _combined(self, pending: list):
-        """The partial sums of each cut vertex combined, in vertex order."""
-        combine = self.compiled.combine
-        merged: dict = {}
-        for vertex, accum in pending:
-            merged[vertex] = combine(merged[vertex], accum) if vertex in merged else accum
-        vertices = np.array(sorted(merged), np.int64)
-        return vertices, np.array([merged[v] for v in vertices.tolist()],
-                                  dtype=self.compiled.accum_dtype)
+    def _next_aggregates(self, iteration: int) -> np.ndarray:
+        """This partition's share of ``iteration + 1``'s (the fused pull's, if made)."""
+        return self.carried_aggregates if self.carried_aggregates is not None \
+            else self._partial_aggregates(iteration + 1, self.first, self.end)
 
     def _partial_aggregates(self, iteration: int, first: int, end: int) -> np.ndarray:
+        """This partition's share of ``iteration``'s aggregates over vertices
+        ``first..end-1``, folded by :func:`aggregate_blocks` on the worker's
+        threads, the blocks' rows merged by each aggregate's monoid."""
         compiled = self.compiled
         if compiled.aggregate_call is None:
             return np.zeros(0, np.float64)
         with parallel_section():
             partial = compiled.kernels.compute_aggregates(
                 self.values, self.attrs, self.num_vertices, iteration,
-                self.aggregate_identities, np.array([first, end], np.int64))
-        return np.array(partial[0], np.float64)
+                self.aggregate_identities,
+                self.fused.aggregate_starts() if self.fused is not None and
+                (first, end) == (self.first, self.end) else aggregate_blocks(first, end))
+        return reduce_aggregates(partial, compiled.aggregate_monoids)
+
+
+def combined(pending: list, combine, accum_dtype) -> tuple[np.ndarray, np.ndarray]:
+    """The partial sums of each cut vertex, ``(vertex, accum)`` pairs,
+    combined: ``(vertices, accums)`` in vertex order."""
+    merged: dict = {}
+    for vertex, accum in pending:
+        merged[vertex] = combine(merged[vertex], accum) if vertex in merged else accum
+    vertices = np.array(sorted(merged), np.int64)
+    return vertices, np.array([merged[v] for v in vertices.tolist()], dtype=accum_dtype)
+
+
+def aggregate_blocks(first: int, end: int) -> np.ndarray:
+    """The starts of the blocks of ``config.PARTITION_AGGREGATE_BLOCK``
+    vertices in which a partition folds its aggregates over ``first..end-1``
+    (and ``end``; one empty block where the range is empty), for
+    :func:`garaphpy.kernels.cpu.compute_aggregates`.  Its rows are then merged
+    by numpy (a pairwise sum for ``add``).  One fold over the whole range adds
+    rounding that grows with its length: on kron:20 over two partitions it
+    moved PageRank's dangling sum 2e-12 from the one process's, whose folds
+    are its pull's parts; short folds keep it near 1e-13."""
+    block = config.PARTITION_AGGREGATE_BLOCK
+    return np.append(np.arange(first, max(end, first + 1), block, dtype=np.int64),
+                     np.int64(end))
 
 
 def _identity(monoid: str) -> float:

@@ -209,6 +209,8 @@ SPECIALIZED_KERNELS = {
     "init_values": ("vertices.init_values", {}, None),
     "compute_aggregates": ("vertices.compute_aggregates", {}, "aggregate_call"),
     "source_contributions": ("vertices.source_contributions", {}, "source_gather_call"),
+    "listed_source_contributions": ("vertices.listed_source_contributions", {},
+                                    "source_gather_call"),
     "pull_range": ("pull.pull_range", {}, None),
     "pull_range_precomputed": ("pull.pull_range",
                                {"gather_call": "read_source_contribution"},

@@ -24,7 +24,7 @@ import garaphpy
 from garaphpy.api import execute
 from garaphpy.distributed import gpu_worker, worker
 from garaphpy.distributed.exchange import aggregate_monoids, reduce_aggregates
-from garaphpy.distributed.partition import cut_partitions, read_by
+from garaphpy.distributed.partition import cut_partitions
 from garaphpy.kernels import gpu as gpu_kernels
 from garaphpy.programs import BUILTIN_PROGRAMS
 
@@ -132,7 +132,9 @@ def test_gpu_partitions_beside_a_cpu_one_give_the_one_process_values(rmat, progr
         workers.append(gpu_worker.GpuPartitionWorker(setup) if processor == "gpu"
                        else worker.PartitionWorker(setup))
     for reader in workers:
-        reads = read_by([sources for _, sources, _ in reader.pieces], list(partitions))
+        # the mirror lists from the edges as read (a CPU partition's pieces
+        # hold its own numbering of the sources it reads)
+        reads = reader.read_lists
         for owner in workers:
             if owner is not reader:
                 owner.mirrors.set_reader(reader.index, reads[owner.index])

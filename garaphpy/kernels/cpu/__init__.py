@@ -39,8 +39,8 @@ from .skipping import (above_floor, all_at_floor, best_source_value, mark_settle
                        settled_from_value, settled_from_values)
 from .vertices import (add_weighted_in_degrees, all_vertex_ids, balanced_vertex_starts,
                        commit_vertices, compute_aggregates, count_unequal, gather_vertex_edges,
-                       init_values, mapped_zeros, no_aggregates_fold, no_aggregates_write,
-                       out_neighbour_in_degrees,
+                       init_values, listed_source_contributions, mapped_zeros,
+                       no_aggregates_fold, no_aggregates_write, out_neighbour_in_degrees,
                        read_source_contribution, shortcut_labels, source_contributions, sum_over,
                        total, touch, vertex_ids)
 
@@ -53,7 +53,7 @@ __all__ = [
     "apply_vertices", "balanced_vertex_starts", "best_source_value", "commit_vertices",
     "compute_aggregates", "count_unequal", "degree_prefix", "flags_of",
     "frontier_degree_prefix", "frontier_degree_sum", "frontier_degrees", "frontier_of",
-    "gather_vertex_edges", "init_values", "mapped_zeros", "mark_settled", "no_aggregates_fold", "no_aggregates_write", "notify",
+    "gather_vertex_edges", "init_values", "listed_source_contributions", "mapped_zeros", "mark_settled", "no_aggregates_fold", "no_aggregates_write", "notify",
     "notify_dense", "out_neighbour_in_degrees", "pack_flags", "priority_iterations",
     "priority_push_rounds", "pull_fused", "pull_range", "pull_range_settling",
     "pull_settling_whole", "pull_vertices", "push_settling", "read_source_contribution",

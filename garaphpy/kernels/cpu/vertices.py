@@ -4,9 +4,11 @@ commits, sums, and the shortcut of min-label propagation.
 
 Source-side precompute: a gather that depends on the source vertex alone
 (PageRank's rank(u) / outdeg(u)) can be computed once per vertex at the
-start of a synchronous pull (:func:`source_contributions`); the edge loop
-then reads one array at the source instead of the value and the degree
-(:func:`read_source_contribution` is the gather accessor over them).
+start of a synchronous pull (:func:`source_contributions`, or
+:func:`listed_source_contributions` over the vertices a partition reads);
+the edge loop then reads one array at the source instead of the value and
+the degree (:func:`read_source_contribution` is the gather accessor over
+them).
 """
 
 from __future__ import annotations
@@ -58,6 +60,19 @@ def source_contributions(source_gather_call, values, attrs, contributions):
     for u in numba.prange(values.shape[0]):
         if out_degree[u] > 0:
             contributions[u] = source_gather_call(values, attrs, u)
+
+
+@numba.njit(nogil=True, parallel=True)
+def listed_source_contributions(source_gather_call, values, attrs, vertices, contributions):
+    """contributions[i] = gather of any edge leaving ``vertices[i]``, for each
+    listed vertex with out-edges: :func:`source_contributions` over the
+    vertices a partition's edges read, into an array of their own (the
+    partition's sources numbered by their place in ``vertices``)."""
+    out_degree = attrs[0]
+    for i in numba.prange(vertices.shape[0]):
+        u = vertices[i]
+        if out_degree[u] > 0:
+            contributions[i] = source_gather_call(values, attrs, u)
 
 
 @numba.njit(nogil=True)
