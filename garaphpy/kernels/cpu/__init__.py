@@ -29,7 +29,7 @@ from .common import FLOOR_MAX, FLOOR_MIN, SERIAL_CONCATENATE_MAX, SETTLED_CLAIM
 from .frontier import (PARALLEL_PREFIX_MIN, active_vertex_ids, degree_prefix, flags_of,
                        frontier_degree_prefix, frontier_degree_sum, frontier_degrees, frontier_of,
                        reset_flags)
-from .notify import notify, notify_dense, push_settling
+from .notify import mark_out_neighbours, notify, notify_dense, push_settling
 from .priority import PRIORITY_BINS, priority_iterations
 from .pull import (SETTLING_BLOCK, apply_vertices, pull_fused, pull_range, pull_range_settling,
                    pull_settling_whole, pull_vertices)
@@ -53,7 +53,8 @@ __all__ = [
     "apply_vertices", "balanced_vertex_starts", "best_source_value", "commit_vertices",
     "compute_aggregates", "count_unequal", "degree_prefix", "flags_of",
     "frontier_degree_prefix", "frontier_degree_sum", "frontier_degrees", "frontier_of",
-    "gather_vertex_edges", "init_values", "listed_source_contributions", "mapped_zeros", "mark_settled", "no_aggregates_fold", "no_aggregates_write", "notify",
+    "gather_vertex_edges", "init_values", "listed_source_contributions", "mapped_zeros",
+    "mark_out_neighbours", "mark_settled", "no_aggregates_fold", "no_aggregates_write", "notify",
     "notify_dense", "out_neighbour_in_degrees", "pack_flags", "priority_iterations",
     "priority_push_rounds", "pull_fused", "pull_range", "pull_range_settling",
     "pull_settling_whole", "pull_vertices", "push_settling", "read_source_contribution",

@@ -19,6 +19,23 @@ from .frontier import frontier_of, reset_flags
 
 
 @numba.njit(nogil=True, parallel=True, cache=True)
+def mark_out_neighbours(frontier, prefix, out_offsets, out_targets, reached, chunks):
+    """``reached[w] = True`` for every out-neighbour ``w`` of the frontier:
+    the vertices a notify-pull of it would pull, as flags (no list, no
+    claim: every write is the same value).  ``prefix`` and ``chunks`` as in
+    :func:`notify`."""
+    items = frontier.shape[0]
+    for c in numba.prange(chunks):
+        lo, hi, first = _edge_chunk(prefix, chunks, c)
+        for i in range(first, items):
+            if prefix[i] >= hi:
+                break
+            begin, end = _item_edges(prefix, out_offsets, frontier[i], i, lo, hi)
+            for e in range(begin, end):
+                reached[out_targets[e]] = True
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
 def notify(frontier, prefix, out_offsets, out_targets, claimed, chunks):
     """Out-neighbours of the frontier, each once (Garaph's notify step).
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from ... import config
-from ...storage.tiers import DISK, notified_vertices, pages_holding
+from ...kernels.cpu import frontier_degree_prefix, mark_out_neighbours
+from ...storage.tiers import DISK, pages_holding
 from ..cpu_state import GraphArrays
 from ..plan import CpuPlan
 
@@ -84,14 +85,18 @@ class DiskReads:
         needs no page and copies nothing (it reads the CSR of out-edges); a
         notify-pull needs the pages with an in-edge from the frontier and
         copies the notified vertices' in-edges
-        (:func:`~garaphpy.storage.tiers.notified_vertices`)."""
+        (:func:`~garaphpy.kernels.cpu.mark_out_neighbours`)."""
         if self.plan.early_exit and self.plan.settling_push:
             return np.zeros(self.first_vertex.size, bool), 0
-        arrays = self.arrays
-        notified = notified_vertices(frontier, arrays.out_offsets, arrays.out_targets)
-        vertices = np.flatnonzero(notified[:arrays.num_vertices])
+        arrays, threads = self.arrays, self.plan.threads
+        frontier = np.asarray(frontier, np.int64)
+        notified = np.zeros(arrays.num_vertices + 1, bool)
+        prefix = frontier_degree_prefix(frontier, arrays.out_offsets, threads)
+        mark_out_neighbours(frontier, prefix, arrays.out_offsets, arrays.out_targets, notified,
+                            threads * config.CPU_CHUNKS_PER_THREAD)
         in_offsets = arrays.in_offsets
-        copied = int((in_offsets[vertices + 1] - in_offsets[vertices]).sum())
+        in_degrees = in_offsets[1:arrays.num_vertices + 1] - in_offsets[:arrays.num_vertices]
+        copied = int(in_degrees[notified[:arrays.num_vertices]].sum())
         return pages_holding(notified, self.first_vertex, self.end_vertex), copied
 
     def sparse_pages(self, frontier: np.ndarray) -> np.ndarray:
