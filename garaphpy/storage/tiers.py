@@ -32,7 +32,7 @@ from ..errors import ConfigError
 from . import decisions
 
 __all__ = ["DISK", "GPU", "HOST", "TIER_NAMES", "PagePlacement", "PageReuse",
-           "place_pages", "pages_with_active_in_edges"]
+           "place_pages", "pages_holding"]
 
 GPU, HOST, DISK = 0, 1, 2
 TIER_NAMES = ("gpu", "host", "disk")
@@ -195,24 +195,6 @@ def revised_placement(placement: PagePlacement, reuse: PageReuse) -> tuple[PageP
     return (revised if revise else placement), entry
 
 
-def notified_vertices(frontier: np.ndarray, out_offsets: np.ndarray,
-                      out_targets: np.ndarray) -> np.ndarray:
-    """Per vertex, whether an active vertex has an out-edge into it (the
-    vertices a notify-pull of ``frontier`` pulls), and a last flag, False,
-    one past the last vertex."""
-    frontier = np.asarray(frontier, np.int64)
-    reached = np.zeros(out_offsets.size, bool)
-    starts, ends = out_offsets[frontier], out_offsets[frontier + 1]
-    lengths = (ends - starts).astype(np.int64)
-    total = int(lengths.sum())
-    if total:
-        # the out-edges of every active vertex, without a Python loop
-        positions = np.repeat(starts.astype(np.int64) - np.cumsum(lengths) + lengths,
-                              lengths) + np.arange(total, dtype=np.int64)
-        reached[out_targets[positions]] = True
-    return reached
-
-
 def pages_holding(flags: np.ndarray, page_first_vertex: np.ndarray,
                   page_end_vertex: np.ndarray) -> np.ndarray:
     """Per page, whether a vertex of its range ``[first, end)`` is flagged."""
@@ -220,23 +202,3 @@ def pages_holding(flags: np.ndarray, page_first_vertex: np.ndarray,
     np.cumsum(flags, out=below[1:])
     return below[np.asarray(page_end_vertex, np.int64)] > \
         below[np.asarray(page_first_vertex, np.int64)]
-
-
-def pages_with_active_in_edges(frontier: np.ndarray, out_offsets: np.ndarray,
-                               out_targets: np.ndarray, page_first_vertex: np.ndarray,
-                               page_end_vertex: np.ndarray) -> np.ndarray:
-    """Per page, whether an active vertex has an out-edge into its vertex range:
-    the pages a pull of the frontier needs (the others gather nothing new).
-
-    Parameters
-    ----------
-    frontier : numpy.ndarray of int
-        The active vertices.
-    out_offsets, out_targets : numpy.ndarray
-        The CSR of out-edges.
-    page_first_vertex, page_end_vertex : numpy.ndarray of int64
-        Each page's vertex range (pages in order; a vertex split over several
-        pages is in each of their ranges).
-    """
-    return pages_holding(notified_vertices(frontier, out_offsets, out_targets),
-                         page_first_vertex, page_end_vertex)

@@ -21,7 +21,6 @@ from garaphpy import config
 from garaphpy.programs import get_program
 from garaphpy.scheduler import decisions
 from garaphpy.scheduler.disk_decisions import disk_direction
-from garaphpy.storage.tiers import pages_with_active_in_edges
 
 import references as ref
 from helpers import STREAMED_READ_RATIO as K
@@ -189,8 +188,8 @@ def test_a_notify_pull_needs_the_pages_its_frontier_reaches(disk_grid, monkeypat
     store = store_of(disk_grid, "sssp")
     first, end, sizes = page_ranges(store)
     disk = from_disk(disk_grid, "sssp", monkeypatch)
-    needed = pages_with_active_in_edges(np.array(SOURCES), store.out_offsets,
-                                        store.out_targets, first, end)
+    needed = ref.pages_with_active_in_edges(np.array(SOURCES), store.out_offsets,
+                                            store.out_targets, first, end)
     assert disk.iterations[0].decisions["direction"]["sparse_disk_bytes"] == sizes[needed].sum()
 
 

@@ -124,9 +124,10 @@ def test_from_a_disk_only_store_each_iteration_reads_what_must_move(disk_rmat, m
     of BFS every page holding a vertex with in-edges not yet reached (it
     skips the others); a notify-pull of BFS reads no more than the pages with
     an in-edge from the frontier
-    (:func:`~garaphpy.storage.tiers.pages_with_active_in_edges`, by brute force
+    (:func:`references.pages_with_active_in_edges`, by brute force
     over the CSR of out-edges), each once; the depths are the in-memory run's."""
-    from garaphpy.storage.tiers import pages_with_active_in_edges, place_pages
+    from garaphpy.storage.tiers import place_pages
+    from references import pages_with_active_in_edges
 
     store = store_of(disk_rmat, "bfs")
     memory = run(disk_rmat, "bfs")

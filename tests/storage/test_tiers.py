@@ -23,9 +23,9 @@ from garaphpy import config
 from garaphpy.storage import decisions
 from garaphpy.storage.host_budget import cache_beside, plan_host_cache
 from garaphpy.storage.page_source import InMemoryPages
-from garaphpy.storage.tiers import (DISK, GPU, HOST, PageReuse, notified_vertices,
-                                    pages_with_active_in_edges, place_pages,
-                                    revised_placement)
+from garaphpy.storage.tiers import DISK, GPU, HOST, PageReuse, place_pages, revised_placement
+
+from references import notified_vertices, pages_with_active_in_edges
 from helpers import make_pages
 from helpers import build_striped_store as build
 
