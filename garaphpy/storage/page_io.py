@@ -290,6 +290,16 @@ class _StreamState:
         self.next = 0
         self.queued: deque[_PageRead] = deque()
 
+    def cancel_queued(self) -> list[_PageRead]:
+        """Stop the stream: its queued reads, marked cancelled (the caller
+        gives their buffers back), and no page handed to the threads after."""
+        cancelled = list(self.queued)
+        self.queued.clear()
+        self.next = len(self.order)
+        for read in cancelled:
+            read.cancelled = True
+        return cancelled
+
 
 class PageReader:
     """Stream page images of a store, reader threads per storage directory.
@@ -738,11 +748,7 @@ class PageReader:
             if state is None or self._state is not state:
                 return
             self._prefetched = self._state = None
-            dropped = list(state.queued)
-            state.queued.clear()
-            state.next = len(state.order)
-            for read in dropped:
-                read.cancelled = True
+            dropped = state.cancel_queued()
         self._drop(dropped)
 
     def _drop(self, reads: list[_PageRead]) -> None:
@@ -777,10 +783,7 @@ class PageReader:
                             and queued[0].info.index == order[state.next]:
                         state.queued.append(queued.popleft())
                         state.next += 1
-                    dropped = list(queued)
-                    queued.clear()
-                    for read in dropped:
-                        read.cancelled = True
+                    dropped = prefetched.cancel_queued()
         self._drop(dropped)
         current = None
         try:
@@ -816,11 +819,7 @@ class PageReader:
                 yield read.info.index, page
         finally:
             with self._lock:
-                leftovers = list(state.queued)
-                state.queued.clear()
-                state.next = len(state.order)
-                for read in leftovers:
-                    read.cancelled = True
+                leftovers = state.cancel_queued()
             self._drop(leftovers)
             if current is not None:
                 self._release(current)

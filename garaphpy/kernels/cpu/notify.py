@@ -18,21 +18,30 @@ from .common import (SETTLED_CLAIM, _claim, _concatenate_chunks, _edge_chunk, _e
 from .frontier import frontier_of, reset_flags
 
 
+@numba.njit(nogil=True, inline="always")
+def _mark_chunk(frontier, prefix, out_offsets, out_targets, flags, chunks, c):
+    """Flag (1 where 0) the targets of chunk ``c`` of the frontier's out-edges
+    (:func:`_edge_chunk`); a flag already set, such as a settled vertex's
+    :data:`SETTLED_CLAIM`, stays."""
+    lo, hi, first = _edge_chunk(prefix, chunks, c)
+    for i in range(first, frontier.shape[0]):
+        if prefix[i] >= hi:
+            break
+        begin, end = _item_edges(prefix, out_offsets, frontier[i], i, lo, hi)
+        for e in range(begin, end):
+            w = out_targets[e]
+            if flags[w] == 0:
+                flags[w] = 1
+
+
 @numba.njit(nogil=True, parallel=True, cache=True)
 def mark_out_neighbours(frontier, prefix, out_offsets, out_targets, reached, chunks):
-    """``reached[w] = True`` for every out-neighbour ``w`` of the frontier:
-    the vertices a notify-pull of it would pull, as flags (no list, no
-    claim: every write is the same value).  ``prefix`` and ``chunks`` as in
+    """``reached[w]`` set for every out-neighbour ``w`` of the frontier: the
+    vertices a notify-pull of it would pull, as flags (no list, no claim:
+    every write is the same value).  ``prefix`` and ``chunks`` as in
     :func:`notify`."""
-    items = frontier.shape[0]
     for c in numba.prange(chunks):
-        lo, hi, first = _edge_chunk(prefix, chunks, c)
-        for i in range(first, items):
-            if prefix[i] >= hi:
-                break
-            begin, end = _item_edges(prefix, out_offsets, frontier[i], i, lo, hi)
-            for e in range(begin, end):
-                reached[out_targets[e]] = True
+        _mark_chunk(frontier, prefix, out_offsets, out_targets, reached, chunks, c)
 
 
 @numba.njit(nogil=True, parallel=True, cache=True)
@@ -74,18 +83,8 @@ def notify_dense(frontier, prefix, out_offsets, out_targets, claimed, chunks, th
     vertices sorted, so the pull that follows walks the CSC in order, and
     needs no candidate array of f |E| entries.  The flags are cleared.
     """
-    items = frontier.shape[0]
     for c in numba.prange(chunks):
-        lo, hi, first = _edge_chunk(prefix, chunks, c)
-        for i in range(first, items):
-            if prefix[i] >= hi:
-                break
-            u = frontier[i]
-            begin, end = _item_edges(prefix, out_offsets, u, i, lo, hi)
-            for e in range(begin, end):
-                w = out_targets[e]
-                if claimed[w] == 0:
-                    claimed[w] = 1
+        _mark_chunk(frontier, prefix, out_offsets, out_targets, claimed, chunks, c)
     notified = frontier_of(claimed, threads)
     reset_flags(notified, claimed)
     return notified
