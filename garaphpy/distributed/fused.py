@@ -125,9 +125,7 @@ class FusedPartitionPull:
         """
         aggregates, num_vertices, iteration = context
         first, end = self.first, self.end
-        kernels_of_program = compiled.kernels
-        fused = kernels_of_program.pull_fused if compiled.aggregate_call is None \
-            else kernels_of_program.pull_fused_aggregates
+        fused = compiled.fused_pull_kernel()
         self.prepare(compiled, values, attrs, iteration)
         with parallel_section():
             partial = fused(
@@ -157,9 +155,7 @@ class FusedPartitionPull:
     def warm_up(self, compiled, values: np.ndarray, active: np.ndarray, attrs: tuple,
                 aggregate_identities: np.ndarray) -> None:
         """Compile (or load) the kernels of :meth:`pull` on empty work."""
-        kernels_of_program = compiled.kernels
-        fused = kernels_of_program.pull_fused if compiled.aggregate_call is None \
-            else kernels_of_program.pull_fused_aggregates
+        kernels_of_program, fused = compiled.kernels, compiled.fused_pull_kernel()
         nothing = self.contributions[:0]
         with parallel_section():
             kernels_of_program.source_contributions(values[:0], self.local_attrs, nothing)

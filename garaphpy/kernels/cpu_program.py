@@ -187,6 +187,12 @@ class CpuProgram:
             self._announced = True
             logger.info(message)
 
+    def fused_pull_kernel(self):
+        """The fused pull of this program: the one that also folds the next
+        iteration's aggregates where the program has some."""
+        return self.kernels.pull_fused if self.aggregate_call is None \
+            else self.kernels.pull_fused_aggregates
+
     def cache_hits(self) -> int:
         """Functions of the program's module numba loaded from its disk cache."""
         return sum(sum(dispatcher.stats.cache_hits.values())

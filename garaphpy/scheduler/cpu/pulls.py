@@ -124,7 +124,7 @@ class Pulls:
                     np.zeros(0, np.int64), np.zeros(0, compiled.accum_dtype),
                     (state.values, state.next), state.active, self.stats)
             else:
-                self._fused_kernel()(
+                self.compiled.fused_pull_kernel()(
                     compiled.identity, (arrays.in_offsets, arrays.sources),
                     (state.values, state.next, self.contributions, self.next_contributions),
                     apply_context(arrays.attrs, aggregates, arrays.num_vertices, 0),
@@ -280,7 +280,7 @@ class Pulls:
         arrays, compiled, state = self.arrays, self.compiled, self.state
         _, sources, _ = arrays.page_source.csc()
         # written in place: each vertex reads only its own old value
-        partial = self._fused_kernel()(
+        partial = self.compiled.fused_pull_kernel()(
             compiled.identity, (arrays.in_offsets, sources),
             (state.values, state.values, self.contributions, self.next_contributions),
             apply_context(arrays.attrs, aggregates, arrays.num_vertices, record.iteration),
@@ -294,11 +294,6 @@ class Pulls:
         self.finish_pull(record, [], aggregates, in_place=True)
         record.pages = len(arrays.pages)
         record.edges_processed = arrays.num_edges
-
-    def _fused_kernel(self):
-        kernels_of_program = self.compiled.kernels
-        return kernels_of_program.pull_fused if self.compiled.aggregate_call is None \
-            else kernels_of_program.pull_fused_aggregates
 
     def _pull_at_floor(self, record: IterationRecord) -> None:
         """A pull in which every vertex with in-edges is at the floor: each would
