@@ -15,8 +15,9 @@ debris behind:
   directories that hold an exclusive ``flock`` on a lock file while the
   build runs (:class:`TemporaryLock`).  Every build removes, beside its
   store, in its storage directories and in the cache, the temporaries
-  whose lock nobody holds (the kernel drops a dead process's locks,
-  ``kill -9`` included), and lock-less ones (older garaphpy) only when
+  whose lock nobody holds and whose pid is dead (the kernel drops a dead
+  process's locks, ``kill -9`` included; a live build may be between creating
+  its lock file and taking it), and lock-less ones (older garaphpy) only when
   their pid is dead and they hold garaphpy's marker and nothing else:
   :func:`remove_stale_temporaries`.  A folder of the user's that is merely
   named like a temporary is never touched.
@@ -163,7 +164,8 @@ class TemporaryLock:
     def __init__(self, directory: Path):
         self.path = directory / LOCK_FILE
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        # blocking: another build's sweep may be testing this lock for a moment
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
 
     def release(self, unlink: bool = True) -> None:
         """Drop the lock (and its file, before the directory becomes a store)."""
@@ -211,7 +213,8 @@ def _is_stale(directory: Path, pid: int) -> bool:
         return False  # a live build holds it
     finally:
         os.close(fd)
-    return True
+    # a free lock of a live pid: a build between creating its lock file and taking it
+    return not pid_alive(pid)
 
 
 def remove_stale_temporaries(parent: Path, stem: str) -> list[Path]:

@@ -157,12 +157,16 @@ def test_stale_temporaries_of_dead_builds_are_removed_live_ones_kept(tmp_path):
     held = filesafety.TemporaryLock(live)
     live_nolock = tmp_path / f".store.tmp-{os.getpid()}-mine"        # alive, no lock yet
     live_nolock.mkdir()
+    live_taking = tmp_path / f".store.tmp-{os.getpid()}-taking"      # alive, lock not yet taken
+    live_taking.mkdir()
+    (live_taking / filesafety.LOCK_FILE).write_text("")
     other = tmp_path / f".other.tmp-{dead_pid()}-zzz"                # another store's
     other.mkdir()
     try:
         build(tmp_path / "store", small_graph(), storage_dirs=[str(storage)])
         assert not stale_locked.exists() and not stale_old.exists()
-        assert live.exists() and live_nolock.exists() and other.exists()
+        assert live.exists() and live_nolock.exists() and live_taking.exists()
+        assert other.exists()
     finally:
         held.release()
 
@@ -740,7 +744,10 @@ expected = [alone.original_ids(), *alone.csc()]
 outcomes = []
 for round_ in range(rounds):
     (work / f"ready-{round_}-{me}").touch()
+    waiting_since = time.monotonic()
     while not all((work / f"ready-{round_}-{i}").exists() for i in range(3)):
+        if time.monotonic() - waiting_since > 120:
+            sys.exit(f"builder {me}: another builder never reached round {round_}")
         time.sleep(0.0005)
     try:
         store = build_store(source, work / "shared", BuildOptions(), progress=False)
