@@ -465,12 +465,6 @@ NOTIFY_DENSE_FACTOR = 16
 #: thread, balanced by degree.
 CPU_CHUNKS_PER_THREAD = 4
 
-#: Vertices a partition's worker folds into one row of partial aggregates
-#: before the rows are merged (:mod:`garaphpy.distributed.worker`): short
-#: folds keep the rounding of a sum over |V| / P vertices near the one
-#: process's, whose folds are its pull's parts.
-PARTITION_AGGREGATE_BLOCK = 2048
-
 #: A partition's worker pulls precomputed gathers with the one process's
 #: fused kernel from this many threads on, page by page below
 #: (:func:`garaphpy.distributed.fused.fused_partition_pull`).

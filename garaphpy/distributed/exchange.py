@@ -29,6 +29,7 @@ import time
 import numpy as np
 
 from ..errors import GaraphError
+from ..kernels.cpu import exact_sum
 from ..monoids import MONOIDS
 
 #: Seconds between a waiting worker's looks at its failed sends.
@@ -246,15 +247,55 @@ def aggregate_monoids(program) -> list[str]:
     return [declared[name][0] for name in declared]
 
 
+def aggregate_shares(partial: np.ndarray, sums: np.ndarray, monoids: list) -> np.ndarray:
+    """A partition's share of an iteration's aggregates from its parts (the
+    kernels' ``(partial, sums)``), as one float64 row: per aggregate in
+    declaration order, an add aggregate's exact accumulator
+    (:data:`~garaphpy.kernels.cpu.exact_sum.WIDTH` entries, each an integer
+    a float64 holds exactly) and a min or max aggregate's value.  Summed by
+    :func:`reduce_aggregates` into the same bits as one process's, whatever
+    the partitions."""
+    share = []
+    for i, monoid in enumerate(monoids):
+        if monoid == "add":
+            share.append(exact_sum.merge_rows(sums[:, i, :]).astype(np.float64))
+        else:
+            column = partial[:, i]
+            identity = MONOIDS[monoid].identity(np.float64)
+            share.append([getattr(column, MONOIDS[monoid].numpy_reduce)()
+                          if column.size else identity])
+    return np.concatenate(share) if share else np.zeros(0, np.float64)
+
+
+def shares_of_values(aggregates, monoids: list) -> np.ndarray:
+    """The share row of aggregates another processor reduced as floats (a
+    GPU partition's): each add aggregate's value as an exact accumulator."""
+    aggregates = np.asarray(aggregates, np.float64)
+    sums = np.zeros((1, len(monoids), exact_sum.WIDTH), np.int64)
+    for i, monoid in enumerate(monoids):
+        if monoid == "add":
+            sums[0, i] = exact_sum.accumulator_of(aggregates[i:i + 1])
+    return aggregate_shares(aggregates[None, :len(monoids)], sums, monoids)
+
+
 def reduce_aggregates(rows: list, monoids: list) -> np.ndarray:
-    """The iteration's aggregates from the partitions' shares (one row each, in
-    partition order), each column reduced by its monoid (one zero where the
-    program has none): the one reduction of the client and the workers."""
+    """The iteration's aggregates from the partitions' shares (rows of
+    :func:`aggregate_shares`, in partition order), each reduced by its
+    monoid (one zero where the program has none): the one reduction of the
+    client and the workers."""
     if not monoids:
         return np.zeros(1, np.float64)
     stacked = np.vstack(rows)
-    return np.array([getattr(stacked[:, i], MONOIDS[m].numpy_reduce)()
-                     for i, m in enumerate(monoids)], np.float64)
+    result, column = np.zeros(len(monoids), np.float64), 0
+    for i, monoid in enumerate(monoids):
+        if monoid == "add":
+            accumulators = stacked[:, column:column + exact_sum.WIDTH].astype(np.int64)
+            result[i] = exact_sum.value(exact_sum.merge_rows(accumulators))
+            column += exact_sum.WIDTH
+        else:
+            result[i] = getattr(stacked[:, column], MONOIDS[monoid].numpy_reduce)()
+            column += 1
+    return result
 
 
 def pair_bytes(indices: np.ndarray, values: np.ndarray) -> int:

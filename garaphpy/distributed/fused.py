@@ -76,10 +76,8 @@ class FusedPartitionPull:
         slots = self.owned + self.ghosts.size
         self.contributions = kernels.mapped_zeros(slots, contribution_dtype, threads)
         self.next_contributions = kernels.mapped_zeros(slots, contribution_dtype, threads)
-        # many parts, taken by the first thread free (the one process's rule),
-        # and short enough that each part's fold of the aggregates stays short
-        parts = max(1, threads * int(config.CPU_FUSED_PULL_PARTS_PER_THREAD),
-                    -(-self.owned // int(config.PARTITION_AGGREGATE_BLOCK)))
+        # many parts, taken by the first thread free (the one process's rule)
+        parts = max(1, threads * int(config.CPU_FUSED_PULL_PARTS_PER_THREAD))
         self.part_starts = kernels.balanced_vertex_starts(self.offsets, parts)
         self.local_attrs = tuple(a[first:end] if a.shape[0] == num_vertices else a
                                  for a in attrs)
@@ -89,11 +87,6 @@ class FusedPartitionPull:
         #: the pull is fused (:func:`fused_partition_pull`); else page by page
         self.whole = fused_partition_pull(threads)
 
-    def aggregate_starts(self) -> np.ndarray:
-        """The pull's parts over every vertex's numbering: an aggregate pass
-        folding over them makes the pull's own sums, bit for bit."""
-        return self.part_starts + self.first
-
     def forget(self) -> None:
         """The values changed outside a pull (a restore): the next pull
         computes the owned contributions again."""
@@ -101,7 +94,7 @@ class FusedPartitionPull:
 
     def pull(self, compiled, values: np.ndarray, next_values: np.ndarray, active: np.ndarray,
              attrs: tuple, context: tuple, stats: np.ndarray, team: int,
-             aggregate_identities: np.ndarray) -> np.ndarray:
+             aggregate_identities: np.ndarray) -> tuple:
         """One synchronous pull of the owned vertices into ``next_values``.
 
         Parameters
@@ -120,15 +113,16 @@ class FusedPartitionPull:
 
         Returns
         -------
-        float64 array (parts, aggregates)
-            The parts' shares of the next iteration's aggregates.
+        partial, sums
+            The parts' shares of the next iteration's aggregates, as
+            :func:`garaphpy.kernels.cpu.compute_aggregates` gives them.
         """
         aggregates, num_vertices, iteration = context
         first, end = self.first, self.end
         fused = compiled.fused_pull_kernel()
         self.prepare(compiled, values, attrs, iteration)
         with parallel_section():
-            partial = fused(
+            folded = fused(
                 compiled.identity, (self.offsets, self.sources),
                 (values[first:end], next_values[first:end], self.contributions,
                  self.next_contributions),
@@ -137,7 +131,7 @@ class FusedPartitionPull:
         self.contributions, self.next_contributions = self.next_contributions, \
             self.contributions
         self.owned_ready = iteration + 1
-        return partial
+        return folded
 
     def prepare(self, compiled, values: np.ndarray, attrs: tuple, iteration: int) -> None:
         """The contributions a pull of ``iteration`` reads, in the partition's

@@ -35,7 +35,7 @@ import time
 
 import numpy as np
 
-from .exchange import WorkerError
+from .exchange import WorkerError, aggregate_monoids, shares_of_values
 from .worker import PartitionWorker, WorkerSetup, _worker_address
 
 #: Threads of a block of the partition's kernels (partition.cu's launch bound).
@@ -293,7 +293,8 @@ class GpuPartitionWorker(PartitionWorker):
         self.values[changed] = new_values
         row = {"l1_change": l1_change, "activated": activated, "changed": int(changed.size),
                "direction": "pull", "pulled": self.end - self.first,
-               "edges": int(self.sources.size), "aggregates": shares,
+               "edges": int(self.sources.size),
+               "aggregates": shares_of_values(shares, aggregate_monoids(self.setup.program)),
                "address": self.address, "processor": self.processor}
         row["pull_seconds"] = time.perf_counter() - started
         return row, changed

@@ -46,7 +46,7 @@ from ..kernels.cpu.arguments import apply_context, page_range
 from ..paths import cache_directory
 from ..scheduler import decisions
 from .components import UnionFindStart, warm_up_union_find
-from .exchange import Inbox, Mirrors, WorkerError, pair_bytes, reduce_aggregates
+from .exchange import Inbox, Mirrors, WorkerError, aggregate_shares, pair_bytes
 from .frontier import PartitionFrontier, frontier_pulls, partition_early_exit
 from .fused import FusedPartitionPull
 from .partition import Partition, partition_pieces, read_by
@@ -495,13 +495,13 @@ class PartitionWorker(Rounds, UnionFindStart):
         if self.settling_pull is not None:
             return self._pull_settling(iteration, aggregates, stats)
         if self.fused is not None and self.fused.whole:
-            partial = self.fused.pull(
+            partial, sums = self.fused.pull(
                 self.compiled, self.values, self.next, self.active, self.attrs,
                 (aggregates, self.num_vertices, iteration), stats,
                 max(1, min(self.threads, numba.get_num_threads())), self.aggregate_identities)
             if self.compiled.aggregate_call is not None:
-                self.carried_aggregates = reduce_aggregates(
-                    partial, self.compiled.aggregate_monoids)
+                self.carried_aggregates = aggregate_shares(
+                    partial, sums, self.compiled.aggregate_monoids)
             changed = first + np.flatnonzero(self.next[first:end] != self.values[first:end])
             self.values[first:end] = self.next[first:end]
             return changed
@@ -724,18 +724,17 @@ class PartitionWorker(Rounds, UnionFindStart):
 
     def _partial_aggregates(self, iteration: int, first: int, end: int) -> np.ndarray:
         """This partition's share of ``iteration``'s aggregates over vertices
-        ``first..end-1``, folded by :func:`aggregate_blocks` on the worker's
-        threads, the blocks' rows merged by each aggregate's monoid."""
+        ``first..end-1``, one part a thread (:func:`.exchange.aggregate_shares`:
+        exact, the same bits whatever the parts)."""
         compiled = self.compiled
         if compiled.aggregate_call is None:
             return np.zeros(0, np.float64)
+        starts = np.linspace(first, end, max(1, self.threads) + 1).astype(np.int64)
         with parallel_section():
-            partial = compiled.kernels.compute_aggregates(
+            partial, sums = compiled.kernels.compute_aggregates(
                 self.values, self.attrs, self.num_vertices, iteration,
-                self.aggregate_identities,
-                self.fused.aggregate_starts() if self.fused is not None and
-                (first, end) == (self.first, self.end) else aggregate_blocks(first, end))
-        return reduce_aggregates(partial, compiled.aggregate_monoids)
+                self.aggregate_identities, starts)
+        return aggregate_shares(partial, sums, compiled.aggregate_monoids)
 
 
 def combined(pending: list, combine, accum_dtype) -> tuple[np.ndarray, np.ndarray]:
@@ -746,20 +745,6 @@ def combined(pending: list, combine, accum_dtype) -> tuple[np.ndarray, np.ndarra
         merged[vertex] = combine(merged[vertex], accum) if vertex in merged else accum
     vertices = np.array(sorted(merged), np.int64)
     return vertices, np.array([merged[v] for v in vertices.tolist()], dtype=accum_dtype)
-
-
-def aggregate_blocks(first: int, end: int) -> np.ndarray:
-    """The starts of the blocks of ``config.PARTITION_AGGREGATE_BLOCK``
-    vertices in which a partition folds its aggregates over ``first..end-1``
-    (and ``end``; one empty block where the range is empty), for
-    :func:`garaphpy.kernels.cpu.compute_aggregates`.  Its rows are then merged
-    by numpy (a pairwise sum for ``add``).  One fold over the whole range adds
-    rounding that grows with its length: on kron:20 over two partitions it
-    moved PageRank's dangling sum 2e-12 from the one process's, whose folds
-    are its pull's parts; short folds keep it near 1e-13."""
-    block = config.PARTITION_AGGREGATE_BLOCK
-    return np.append(np.arange(first, max(end, first + 1), block, dtype=np.int64),
-                     np.int64(end))
 
 
 def _identity(monoid: str) -> float:

@@ -17,10 +17,11 @@ aggregate, which apply may read as constants of a loop; ``(0.0,)`` for a
 program without aggregates)
 
 and, for a program with aggregates,
-``aggregate_call(values, attrs, num_vertices, iteration, v, out) -> 0``   (v's share
-of each aggregate folded into ``out``), and the same fold over a tuple that a
-kernel's loop keeps in registers,
-``aggregate_fold(values, attrs, num_vertices, iteration, v, running) -> tuple``,
+``aggregate_call(values, attrs, num_vertices, iteration, v, out, sums) -> 0``   (v's
+share of each min or max aggregate folded into ``out``, of each add aggregate
+added to its exact accumulator ``sums[i]``, :mod:`garaphpy.kernels.cpu.exact_sum`),
+and the same fold over a tuple that a kernel's loop keeps in registers,
+``aggregate_fold(values, attrs, num_vertices, iteration, v, running, sums) -> tuple``,
 written out by ``aggregate_write(running, out, row) -> 0`` (``out[row, i] = running[i]``);
 for an integer ``value_dtype``, ``first_out_of_range(attrs, num_vertices) -> (vertex,
 value)``, the host's check of the init values before their conversion.
@@ -408,25 +409,34 @@ def program_module_source(program: VertexProgram, parallel: bool = True) -> str:
         lines.append(wrapper("source_gather_call(values, attrs, u)",
                              f"return ACCUM({call('gather', _GATHER_ARGUMENTS)})"))
     if aggregate_names:
+        # an add aggregate goes to its exact accumulator (the same bits in any
+        # order of parts, threads or partitions); min and max fold as floats
+        lines.insert(4, "from garaphpy.kernels.cpu.exact_sum import add_term")
+        monoid_names = [cls.aggregates[name][0] for name in aggregate_names]
         roles.add("aggregate_call")
         body = ["value = values[v]"]
         for i, name in enumerate(aggregate_names):
-            combine = MONOIDS[cls.aggregates[name][0]].python_fold.format(a=f"out[{i}]", b="x")
-            body += [f"x = np.float64({call('aggregate:' + name, vertex_args)})",
-                     f"out[{i}] = {combine}"]
-        lines.append(wrapper("aggregate_call(values, attrs, num_vertices, iteration, v, out)",
-                             *body, "return 0"))
+            body.append(f"x = np.float64({call('aggregate:' + name, vertex_args)})")
+            body.append(f"add_term(sums, {i}, x)" if monoid_names[i] == "add" else
+                        f"out[{i}] = " + MONOIDS[monoid_names[i]].python_fold.format(
+                            a=f"out[{i}]", b="x"))
+        lines.append(wrapper(
+            "aggregate_call(values, attrs, num_vertices, iteration, v, out, sums)",
+            *body, "return 0"))
         # the same fold over a tuple that a kernel's loop keeps in registers
         roles |= {"aggregate_fold", "aggregate_write"}
         count = len(aggregate_names)
         body = ["value = values[v]"]
         for i, name in enumerate(aggregate_names):
-            fold = MONOIDS[cls.aggregates[name][0]].python_fold.format(a=f"running[{i}]",
-                                                                       b=f"x{i}")
-            body += [f"x{i} = np.float64({call('aggregate:' + name, vertex_args)})",
-                     f"y{i} = {fold}"]
-        lines.append(wrapper("aggregate_fold(values, attrs, num_vertices, iteration, v, running)",
-                             *body, "return (" + "".join(f"y{i}, " for i in range(count)) + ")"))
+            body.append(f"x{i} = np.float64({call('aggregate:' + name, vertex_args)})")
+            if monoid_names[i] == "add":
+                body += [f"add_term(sums, {i}, x{i})", f"y{i} = running[{i}]"]
+            else:
+                body.append(f"y{i} = " + MONOIDS[monoid_names[i]].python_fold.format(
+                    a=f"running[{i}]", b=f"x{i}"))
+        lines.append(wrapper(
+            "aggregate_fold(values, attrs, num_vertices, iteration, v, running, sums)",
+            *body, "return (" + "".join(f"y{i}, " for i in range(count)) + ")"))
         lines.append(wrapper("aggregate_write(running, out, row)",
                              *(f"out[row, {i}] = running[{i}]" for i in range(count)),
                              "return 0"))

@@ -29,6 +29,7 @@ import numpy as np
 from ..atomics import FIRST_FREE_SLOT, atomic_add, sync_slots
 from .common import (SETTLED_CLAIM, _at_floor, _balanced_chunks, _bit_set, _concatenate_chunks,
                      _update_and_flag, _update_vertex, _vertex_of_edge)
+from .exact_sum import WIDTH
 
 
 @numba.njit(nogil=True, parallel=True)
@@ -458,10 +459,11 @@ def pull_fused(source_gather_call, aggregate_tuple, aggregate_fold, aggregate_wr
     ``next_contributions`` and its share of the next iteration's aggregates
     to its part's running tuple (``aggregate_tuple(aggregate_identities)``,
     then ``aggregate_fold(values, attrs, num_vertices, iteration, v,
-    running)``: held in registers, not stored per vertex; written to the
-    part's row by ``aggregate_write(running, out, row)``, whose indices are
-    constants: a tuple read at a variable index would live in memory, 15%
-    of PageRank's pull on a 4M-vertex grid at 16 threads).  The next pull
+    running, sums)``: min and max held in registers, not stored per vertex;
+    written to the part's row by ``aggregate_write(running, out, row)``,
+    whose indices are constants: a tuple read at a variable index would live
+    in memory, 15% of PageRank's pull on a 4M-vertex grid at 16 threads;
+    add aggregates go to the part's exact accumulators ``sums[t]``).  The next pull
     needs neither pass over every vertex: GAPBS's PageRank loop, which
     computes the outgoing contribution where it writes the score.  Parts are
     whole vertices (:func:`balanced_vertex_starts`): no vertex is cut.
@@ -485,9 +487,9 @@ def pull_fused(source_gather_call, aggregate_tuple, aggregate_fold, aggregate_wr
 
     Returns
     -------
-    float64 array (parts, aggregates)
-        Each part's aggregates of the new values, at ``iteration + 1``
-        (merged by the caller with each aggregate's monoid).
+    partial, sums
+        Each part's aggregates of the new values, at ``iteration + 1``, as
+        :func:`compute_aggregates` returns them (the same bits).
     """
     in_offsets, sources = graph
     values_read, values_write, contributions, next_contributions = values
@@ -497,6 +499,7 @@ def pull_fused(source_gather_call, aggregate_tuple, aggregate_fold, aggregate_wr
     parts = part_starts.shape[0] - 1
     count = aggregate_identities.shape[0]
     partial = np.empty((parts, count), np.float64)
+    sums = np.zeros((parts, count, WIDTH), np.int64)
     change = np.zeros(parts, np.float64)
     activated = np.zeros(parts, np.int64)
     out_degree = attrs[0]
@@ -508,6 +511,7 @@ def pull_fused(source_gather_call, aggregate_tuple, aggregate_fold, aggregate_wr
             part_change = 0.0
             part_activated = 0
             running = aggregate_tuple(aggregate_identities)
+            part_sums = sums[t]
             for v in range(part_starts[t], part_starts[t + 1]):
                 accum = identity
                 for e in range(in_offsets[v], in_offsets[v + 1]):
@@ -518,14 +522,14 @@ def pull_fused(source_gather_call, aggregate_tuple, aggregate_fold, aggregate_wr
                 if out_degree[v] > 0:
                     next_contributions[v] = source_gather_call(values_write, attrs, v)
                 running = aggregate_fold(values_write, attrs, num_vertices, iteration + 1, v,
-                                         running)
+                                         running, part_sums)
             aggregate_write(running, partial, t)
             change[t] = part_change
             activated[t] = part_activated
             t = atomic_add(next_part, 0, 1)
     stats[0] += change.sum()
     stats[1] += activated.sum()
-    return partial
+    return partial, sums
 
 
 @numba.njit(nogil=True, parallel=True)

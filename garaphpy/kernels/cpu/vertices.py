@@ -16,6 +16,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from .exact_sum import WIDTH
+
 
 
 @numba.njit(nogil=True, parallel=True)
@@ -28,25 +30,38 @@ def init_values(init_call, attrs, num_vertices, values):
 @numba.njit(nogil=True, parallel=True)
 def compute_aggregates(aggregate_call, values, attrs, num_vertices, iteration, identities,
                        part_starts):
-    """Reduce every aggregate over all vertices: one row of partials per part
-    (vertices ``part_starts[t]..part_starts[t+1]-1``, folded in order), merged
-    by the caller.  Given the parts of :func:`pull_fused`, the rows are those
-    that pull folds as it writes the values, bit for bit: an iteration's
-    aggregates are the same whichever kernel made them (a resumed run's
-    first, or a pull's that follows a notify-pull)."""
+    """Reduce every aggregate over all vertices by parts (vertices
+    ``part_starts[t]..part_starts[t+1]-1``), merged by the caller
+    (:func:`garaphpy.kernels.cpu.exact_sum.merge_parts`).
+
+    Returns
+    -------
+    partial : float64 array (parts, aggregates)
+        Each part's min and max aggregates (an add aggregate's column holds
+        its identity).
+    sums : int64 array (parts, aggregates, exact_sum.WIDTH)
+        Each part's exact accumulator of each add aggregate: the merged sum
+        is the same bits whatever the parts, so an iteration's aggregates
+        are the same whichever kernel made them (this pass, or
+        :func:`pull_fused` as it writes the values) and however many threads
+        or partitions made them.
+    """
     count = identities.shape[0]
     parts = part_starts.shape[0] - 1
     # rows padded past a cache line: the thread on a part updates its row per vertex
     partial = np.empty((parts, count + 8), np.float64)
+    sums = np.zeros((parts, count, WIDTH), np.int64)
     for t in range(parts):
         # element by element: a slice assignment compiles numba's shape-mismatch
         # error message, 1.8 s of a cold run
         for i in range(count):
             partial[t, i] = identities[i]
     for t in numba.prange(parts):
+        row = partial[t]
+        part_sums = sums[t]
         for v in range(part_starts[t], part_starts[t + 1]):
-            aggregate_call(values, attrs, num_vertices, iteration, v, partial[t])
-    return partial[:, :count]
+            aggregate_call(values, attrs, num_vertices, iteration, v, row, part_sums)
+    return partial[:, :count], sums
 
 
 @numba.njit(nogil=True, parallel=True)
@@ -165,7 +180,7 @@ def balanced_vertex_starts(in_offsets, parts):
 
 
 @numba.njit(nogil=True)
-def no_aggregates_fold(values, attrs, num_vertices, iteration, v, running):
+def no_aggregates_fold(values, attrs, num_vertices, iteration, v, running, sums):
     """``aggregate_fold`` of a program without aggregates (:func:`pull_fused`)."""
     return running
 

@@ -19,8 +19,8 @@ from ... import config
 from ..._numba_setup import parallel_section
 from ...kernels import cpu as kernels
 from ...kernels.cpu.arguments import apply_context, page_range
+from ...kernels.cpu.exact_sum import merge_parts
 from ...kernels.cpu_program import CpuProgram
-from ...monoids import MONOIDS
 from .. import decisions
 from ..frontier import Frontier
 from ..cpu_state import GraphArrays, RunState
@@ -187,29 +187,20 @@ class Pulls:
         if self.carried_iteration == iteration:     # made by the last (fused) pull
             return self.carried_aggregates.copy()
         with parallel_section(), compiled.compiling():
-            partial = compiled.kernels.compute_aggregates(
+            partial, sums = compiled.kernels.compute_aggregates(
                 self.state.values, self.arrays.attrs, self.arrays.num_vertices, iteration,
                 self.aggregate_identities, self._aggregate_parts())
-        return self._merged_aggregates(partial)
+        return merge_parts(partial, sums, compiled.aggregate_monoids, self.aggregate_identities)
 
     def _aggregate_parts(self) -> np.ndarray:
         """The vertex parts of :meth:`aggregates`: the fused pull's where it has
-        them (the same sums, bit for bit, as the pull's own), else one block
-        of equal vertices per thread."""
+        them, else one block of equal vertices per thread (the sums are the
+        same bits whatever the parts)."""
         if self.part_starts is not None:
             return self.part_starts
         n, threads = self.arrays.num_vertices, self.threads
         block = (n + threads - 1) // threads
         return np.minimum(np.arange(threads + 1, dtype=np.int64) * block, n)
-
-    def _merged_aggregates(self, partial: np.ndarray) -> np.ndarray:
-        """Rows of partial aggregates merged, each column with its monoid."""
-        compiled = self.compiled
-        result = self.aggregate_identities.copy()
-        for i, monoid in enumerate(compiled.aggregate_monoids):
-            column = partial[:, i]
-            result[i] = getattr(column, MONOIDS[monoid].numpy_reduce)()
-        return result
 
     def pull(self, record: IterationRecord, aggregates: np.ndarray) -> None:
         self.begin_pull(record)
@@ -280,7 +271,7 @@ class Pulls:
         arrays, compiled, state = self.arrays, self.compiled, self.state
         _, sources, _ = arrays.page_source.csc()
         # written in place: each vertex reads only its own old value
-        partial = self.compiled.fused_pull_kernel()(
+        partial, sums = self.compiled.fused_pull_kernel()(
             compiled.identity, (arrays.in_offsets, sources),
             (state.values, state.values, self.contributions, self.next_contributions),
             apply_context(arrays.attrs, aggregates, arrays.num_vertices, record.iteration),
@@ -289,7 +280,8 @@ class Pulls:
         self.contributions, self.next_contributions = self.next_contributions, \
             self.contributions
         if compiled.aggregate_call is not None:
-            self.carried_aggregates = self._merged_aggregates(partial)
+            self.carried_aggregates = merge_parts(partial, sums, compiled.aggregate_monoids,
+                                                  self.aggregate_identities)
         self.carried_iteration = record.iteration + 1
         self.finish_pull(record, [], aggregates, in_place=True)
         record.pages = len(arrays.pages)
