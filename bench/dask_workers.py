@@ -34,7 +34,7 @@ Usage (from the repository root)::
 
     python -m bench dask [--scale 16] [--symmetric] [--programs pagerank,bfs,cc] [--workers 2,4]
                          [--threads 2] [--worker-threads 1] [--gpu-workers 0] [--trials 3]
-                         [--warmup 1] [--json rows.jsonl]
+                         [--worker-env NAME=VALUE ...] [--warmup 1] [--json rows.jsonl]
 """
 
 from __future__ import annotations
@@ -107,19 +107,22 @@ def verifier(reference: dict, program: str):
     return verify
 
 
-def cluster(distributed, workers: int, threads: int, gpu_workers: int):
+def cluster(distributed, workers: int, threads: int, gpu_workers: int,
+            env: dict | None = None):
     """A LocalCluster of ``workers`` worker processes, or, with ``gpu_workers``,
     a cluster of as many CPU workers and ``gpu_workers`` workers whose
-    resources name a GPU."""
+    resources name a GPU; ``env``: variables set in every worker process
+    before it starts (``OMP_WAIT_POLICY``, read by OpenMP at its load)."""
+    env = dict(env or {})
     if not gpu_workers:
         return distributed.LocalCluster(n_workers=workers, threads_per_worker=threads,
-                                        processes=True, dashboard_address=None)
+                                        processes=True, dashboard_address=None, env=env)
     specs = {f"cpu-{i}": {"cls": distributed.Nanny,
-                          "options": {"nthreads": threads, "dashboard": False}}
+                          "options": {"nthreads": threads, "dashboard": False, "env": env}}
              for i in range(workers)}
     specs.update({f"gpu-{i}": {"cls": distributed.Nanny,
                                "options": {"nthreads": threads, "dashboard": False,
-                                           "resources": {"GPU": 1}}}
+                                           "resources": {"GPU": 1}, "env": env}}
                   for i in range(gpu_workers)})
     return distributed.SpecCluster(workers=specs, scheduler={
         "cls": distributed.Scheduler, "options": {"dashboard": False}})
@@ -145,6 +148,9 @@ def main(argv=None) -> int:
                         help="threads of each worker (default 1)")
     parser.add_argument("--gpu-workers", type=int, default=0,
                         help="workers with a GPU resource beside the CPU workers (default 0)")
+    parser.add_argument("--worker-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="an environment variable of every worker process, e.g. "
+                             "OMP_WAIT_POLICY=PASSIVE (repeatable)")
     harness.add_common_options(parser, trials=3, warmup=1)
     args = parser.parse_args(argv)
     harness.check_common_options(parser, args)
@@ -156,6 +162,12 @@ def main(argv=None) -> int:
     worker_counts = [int(w) for w in args.workers.split(",") if w]
     if args.gpu_workers < 0:
         parser.error(f"--gpu-workers {args.gpu_workers}: expected 0 or more")
+    worker_env = {}
+    for setting in args.worker_env:
+        name, equals, value = setting.partition("=")
+        if not equals or not name:
+            parser.error(f"--worker-env {setting}: expected NAME=VALUE")
+        worker_env[name] = value
 
     graph = garaphpy.Graph.load(f"rmat:{args.scale}", progress=False)
     if args.symmetric:
@@ -183,7 +195,8 @@ def main(argv=None) -> int:
     rows = harness.run_cases("dask", cases, args, extra=common)
     for count in worker_counts:
         gpus = f"+{args.gpu_workers}gpu" if args.gpu_workers else ""
-        with cluster(distributed, count, args.worker_threads, args.gpu_workers) as spread, \
+        with cluster(distributed, count, args.worker_threads, args.gpu_workers,
+                     worker_env) as spread, \
                 distributed.Client(spread) as client:
             cases = [harness.Case(
                 f"dask-{count}x{args.worker_threads}{gpus}/{program}",
@@ -191,7 +204,7 @@ def main(argv=None) -> int:
                                                       checkpoint_every=0)),
                 params={"program": program, "workers": count,
                         "worker_threads": args.worker_threads,
-                        "gpu_workers": args.gpu_workers},
+                        "gpu_workers": args.gpu_workers, "worker_env": worker_env},
                 verify=verifier(reference, program), summarize=figures)
                 for program in programs]
             rows += harness.run_cases("dask", cases, args, extra=common)

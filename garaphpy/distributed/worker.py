@@ -163,7 +163,6 @@ class PartitionWorker(Rounds, UnionFindStart):
         self.inbox = Inbox()
         self.peers = ()
         self.peer_addresses = ()
-        self.reads = []
         self.epoch = 0
         self._warm_up()
 
@@ -234,8 +233,9 @@ class PartitionWorker(Rounds, UnionFindStart):
         self.settling_pull = None
         if self.early_exit:
             self._set_up_settling_pull()
-        #: for each partition, the vertices of its range this one's edges read
-        self.read_lists = read_by([s for _, s, _ in self.pieces], list(setup.partitions))
+        #: for each partition, the vertices of its range this one's edges read,
+        #: in the order their values come where a peer sends them all (:mod:`.rounds`)
+        self.reads = read_by([s for _, s, _ in self.pieces], list(setup.partitions))
         contribution_dtype = np.float32 if setup.float32_contributions \
             else compiled.accum_dtype
         #: the one process's fused pull over the partition's own numbering of
@@ -384,10 +384,7 @@ class PartitionWorker(Rounds, UnionFindStart):
         self.peer_addresses = tuple(addresses)
         self.epoch = epoch
         self.inbox.reset(epoch)
-        reads = self.read_lists
-        #: the vertices of each partition this one reads, in the order its
-        #: values come where a peer sends them all (:mod:`.rounds`)
-        self.reads = reads
+        reads = self.reads
         self._wait({q: self._call(q, "set_reader", self.index, reads[q])
                     for q in range(len(self.peers)) if q != self.index})
         return int(sum(reads[q].size for q in range(len(reads)) if q != self.index))

@@ -134,7 +134,7 @@ def test_gpu_partitions_beside_a_cpu_one_give_the_one_process_values(rmat, progr
     for reader in workers:
         # the mirror lists from the edges as read (a CPU partition's pieces
         # hold its own numbering of the sources it reads)
-        reads = reader.read_lists
+        reads = reader.reads
         for owner in workers:
             if owner is not reader:
                 owner.mirrors.set_reader(reader.index, reads[owner.index])

@@ -132,7 +132,7 @@ def test_fused_pagerank_steps_match_the_one_process_run(paged, whole):
         for sender, (_, changed) in zip(workers, rows):
             for reader in workers:
                 if reader is not sender:
-                    wanted = changed[np.isin(changed, reader.read_lists[sender.index])]
+                    wanted = changed[np.isin(changed, reader.reads[sender.index])]
                     reader.inbox.put(0, iteration, "values", wanted, sender.values[wanted])
         aggregates = reduce_aggregates([row["aggregates"] for row, _ in rows], monoids)
     spread = np.concatenate([w.owned_values() for w in workers])

@@ -1,0 +1,35 @@
+"""The Dask bench: its workers take the environment it is given (OpenMP's
+wait policy is read when a worker process loads it), and a setting that is
+not NAME=VALUE is refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("distributed")
+
+from bench import dask_workers  # noqa: E402
+
+
+@pytest.mark.slow
+def test_workers_take_the_environment_given(tmp_path, capsys):
+    rows = tmp_path / "rows.jsonl"
+    status = dask_workers.main(["--scale", "8", "--workers", "1", "--threads", "1",
+                                "--programs", "bfs", "--trials", "1", "--warmup", "0",
+                                "--worker-env", "OMP_WAIT_POLICY=PASSIVE",
+                                "--json", str(rows)])
+    assert status == 0
+    spread = [json.loads(line) for line in rows.read_text().splitlines()
+              if json.loads(line)["case"].startswith("dask-")]
+    assert spread and spread[0]["verification"]["status"] == "passed"
+    assert spread[0]["params"]["worker_env"] == {"OMP_WAIT_POLICY": "PASSIVE"}
+    assert spread[0]["figures"]["wait_policies"] == ["PASSIVE"]
+
+
+def test_a_setting_without_equals_is_refused(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        dask_workers.main(["--worker-env", "OMP_WAIT_POLICY"])
+    assert exit_.value.code == 2
+    assert "--worker-env OMP_WAIT_POLICY: expected NAME=VALUE" in capsys.readouterr().err
