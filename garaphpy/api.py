@@ -374,6 +374,10 @@ def _execute(graph, program, options: RunOptions, turned_off, clock: CompileCloc
         compiling.check()
         if checkpoints is not None:
             checkpoints.attach(engine)      # restores the resumed state, if any
+        if plan.mode == "gpu":
+            # the GPU alone runs no CPU kernel between its iterations: the team of the
+            # set-up's parallel loops (the frontier's flags) would spin beside them
+            _numba_setup.release_thread_team()
         setup_compile_seconds = clock.seconds
         setup_seconds = time.perf_counter() - setup_started - setup_compile_seconds
         _announce_compilation(clock, program, plan.mode)
