@@ -345,7 +345,7 @@ class PartitionWorker(Rounds, UnionFindStart):
                                         self.no_aggregates, np.zeros(2))
         if self.setup.union_find_start:
             # loaded from numba's cache now, not in the timed start (50-100 ms a worker)
-            warm_up_union_find(self.sources.dtype)
+            warm_up_union_find(self.sources.dtype, self.values.dtype)
             self.prepare_union_find()
 
     def own_threads(self) -> None:

@@ -152,6 +152,34 @@ def link_pairs(sources, targets, parent):
         link(sources[i], targets[i], parent)
 
 
+@numba.njit(nogil=True, cache=True)
+def least_over_sets(parent, values):
+    """Each element's least of ``values`` over its set (``parent``
+    compressed: every element points at its root)."""
+    least = values.copy()
+    for v in range(parent.shape[0]):
+        root = parent[v]
+        if values[v] < least[root]:
+            least[root] = values[v]
+    for v in range(parent.shape[0]):
+        least[v] = least[parent[v]]
+    return least
+
+
+@numba.njit(nogil=True, cache=True)
+def lower_labels(labels, vertices, lower, first, end):
+    """labels[vertices[i]] = min(itself, lower[i]) for every i; how many of
+    the vertices ``first..end-1`` were lowered."""
+    lowered = 0
+    for i in range(vertices.shape[0]):
+        v = vertices[i]
+        if lower[i] < labels[v]:
+            labels[v] = lower[i]
+            if first <= v < end:
+                lowered += 1
+    return lowered
+
+
 @numba.njit(nogil=True, parallel=True, cache=True)
 def write_labels(parent, ids, labels):
     """labels[v] = the user id of v's root; how many labels dropped."""

@@ -151,7 +151,7 @@ def _start(sources, targets, num_vertices, partitions, ids):
                 other.mirrors.set_reader(worker.index, worker.reads[q])
     for worker in workers:
         worker.share_holders()
-    forest_bytes = [np.count_nonzero(w.forest != np.arange(num_vertices)) * 8
+    forest_bytes = [np.count_nonzero(w.forest != np.arange(w.forest.size)) * 8
                     * (partitions - 1) for w in workers]
     for worker in workers:
         worker.share_links()
@@ -227,16 +227,20 @@ GRAPHS = {
 }
 
 
+@pytest.mark.parametrize("increasing", [False, True])
 @pytest.mark.parametrize("partitions", [2, 4])
 @pytest.mark.parametrize("name", sorted(GRAPHS))
 def test_every_partition_labels_what_it_holds_with_its_components_least_id(name,
-                                                                          partitions):
+                                                                          partitions,
+                                                                          increasing):
     """Each partition's labels of its owned vertices and of those it reads
     equal SciPy's components' least user ids, the one-process labels; the
-    user ids are a shuffle, not increasing with the internal ids."""
+    user ids a shuffle, or increasing with the internal ids (each tree's root
+    its holder)."""
     rng = np.random.default_rng(partitions)
     sources, targets, num_vertices = GRAPHS[name](rng)
-    ids = rng.permutation(num_vertices).astype(np.int64) * 3 + 7
+    ids = np.arange(num_vertices, dtype=np.int64) * 3 + 7 if increasing \
+        else rng.permutation(num_vertices).astype(np.int64) * 3 + 7
     labels, rows, _, ranges, reads = _start(sources, targets, num_vertices, partitions, ids)
     expected = _least_ids(sources, targets, num_vertices, ids)
     for p, r in enumerate(ranges):

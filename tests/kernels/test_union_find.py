@@ -85,6 +85,27 @@ def test_grid_roots_on_several_threads(threads):
     assert skipped == 0 and not roots.any()
 
 
+def test_least_over_sets_and_lowering_labels_match_numpy():
+    rng = np.random.default_rng(4)
+    parent = np.arange(500, dtype=np.int64)
+    for u, v in rng.integers(0, 500, (300, 2)):
+        union_find.link(u, v, parent)
+    union_find.compress(parent)
+    values = rng.integers(-1000, 1000, 500)
+    least = np.full(500, np.iinfo(np.int64).max)
+    np.minimum.at(least, parent, values)
+    np.testing.assert_array_equal(union_find.least_over_sets(parent, values), least[parent])
+    labels = rng.integers(0, 100, 50)
+    vertices = rng.choice(50, 20, replace=False)
+    lower = rng.integers(0, 100, 20)
+    expected = labels.copy()
+    expected[vertices] = np.minimum(labels[vertices], lower)
+    in_range = (vertices >= 10) & (vertices < 30)
+    expected_lowered = np.count_nonzero(lower[in_range] < labels[vertices][in_range])
+    assert union_find.lower_labels(labels, vertices, lower, 10, 30) == expected_lowered
+    np.testing.assert_array_equal(labels, expected)
+
+
 def test_labels_are_the_roots_user_ids_and_drops_are_counted():
     parent = np.array([0, 0, 2, 2], np.int64)
     labels = np.array([10, 11, 13, 12], np.int64)
