@@ -82,6 +82,53 @@ class Mirrors:
         return selected
 
 
+def encode_changes(vertices: np.ndarray, values: np.ndarray, mirror_list: np.ndarray,
+                   index_dtype) -> tuple:
+    """A message of changed values for one reader, in the fewest bytes of three forms.
+
+    ``vertices`` are the changed owned vertices the reader reads (sorted),
+    ``values`` their new values and ``mirror_list`` every owned vertex it
+    reads, in the order both sides know.  The message is ``(form, where,
+    values)``: ``("all", None, ...)`` where every vertex of the mirror list
+    changed (PageRank's iterations: the values alone, in its order);
+    ``("bitmap", bits, ...)``, one bit a vertex of the mirror list, where
+    that is fewer bytes than the indices (a frontier of more than 1/32 of
+    it); else ``("indices", vertices, ...)``.  Values that are all the same
+    bits (a BFS level) go as one value.  :func:`decode_changes` reads it.
+    """
+    index_dtype = np.dtype(index_dtype)
+    if values.size > 1:
+        bits = values.view(f"u{values.dtype.itemsize}") if values.dtype.kind in "biuf" \
+            else None
+        if bits is not None and (bits == bits[0]).all():
+            values = values[:1]
+    if vertices.size == mirror_list.size:
+        return "all", None, values
+    if (mirror_list.size + 7) // 8 < vertices.size * index_dtype.itemsize:
+        listed = np.zeros(mirror_list.size, np.bool_)
+        listed[np.searchsorted(mirror_list, vertices)] = True
+        return "bitmap", np.packbits(listed), values
+    return "indices", vertices.astype(index_dtype), values
+
+
+def decode_changes(message: tuple, read_list: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(indices, values)`` of an :func:`encode_changes` message, given the
+    receiver's list of the sender's vertices it reads (the sender's mirror
+    list); ``values`` may be one value for every index."""
+    form, where, values = message
+    if form == "all":
+        return read_list, values
+    if form == "bitmap":
+        return read_list[np.flatnonzero(np.unpackbits(where, count=read_list.size))], values
+    return where, values
+
+
+def message_bytes(message: tuple) -> int:
+    """The bytes of an :func:`encode_changes` message's arrays."""
+    _, where, values = message
+    return int(values.nbytes + (where.nbytes if where is not None else 0))
+
+
 def failed_sends(worker, sends: list):
     """The check an inbox's wait calls while it waits (:meth:`Inbox.wait_votes`,
     :meth:`Inbox.take_messages`): raises a :class:`WorkerError` naming the peer

@@ -31,7 +31,8 @@ import time
 
 import numpy as np
 
-from .exchange import WorkerError, aggregate_monoids, failed_sends, pair_bytes, reduce_votes
+from .exchange import (WorkerError, aggregate_monoids, decode_changes, encode_changes,
+                       failed_sends, message_bytes, reduce_votes)
 
 
 class Rounds:
@@ -64,39 +65,29 @@ class Rounds:
                 break
         return rows
 
-    async def receive_round(self, epoch: int, iteration: int, sender: int,
-                            indices: np.ndarray | None, values: np.ndarray,
+    async def receive_round(self, epoch: int, iteration: int, sender: int, message: tuple,
                             vote: np.ndarray) -> bool:
-        """A peer's message of ``iteration``: its pairs for this partition (no
-        indices: the values of every vertex of the sender this partition reads,
-        in order) and its vote."""
-        if indices is None:
-            indices = self.reads[sender]
+        """A peer's message of ``iteration``: its changes for this partition
+        (:func:`~garaphpy.distributed.exchange.encode_changes`) and its vote."""
+        indices, values = decode_changes(message, self.reads[sender])
         return self.inbox.put_round(epoch, iteration, sender, indices, values, vote)
 
     def _send_round(self, iteration: int, changed: np.ndarray, vote: np.ndarray,
                     peers: list) -> tuple[int, dict]:
-        """Send every peer its pairs of ``changed`` (its values alone where it
-        reads every one of them) and ``vote``, not waiting; ``(bytes of pairs
-        sent, {peer: the call's future})``."""
+        """Send every peer its changes of ``changed`` (in the fewest bytes:
+        :func:`~garaphpy.distributed.exchange.encode_changes`) and ``vote``,
+        not waiting; ``(bytes of changes sent, {peer: the call's future})``."""
         index_dtype = self.store.vertex_dtype
         selected = self.mirrors.pairs_for(changed)
-        nothing = np.zeros(0, index_dtype)
+        nothing = ("indices", np.zeros(0, index_dtype), self.values[:0])
         sent, sends = 0, {}
         for q in peers:
             vertices = selected.get(q)
-            if vertices is None:
-                indices, values = nothing, self.values[:0]
-            elif vertices.size == self.mirrors.counts[q]:
-                # every vertex the peer reads changed (PageRank's iterations):
-                # the values alone, in the order of its mirror list
-                indices, values = None, self.values[vertices]
-                sent += int(values.nbytes)
-            else:
-                indices, values = vertices.astype(index_dtype), self.values[vertices]
-                sent += pair_bytes(indices, values)
-            sends[q] = self.peers[q].receive_round(self.epoch, iteration, self.index, indices,
-                                                   values, vote)
+            message = nothing if vertices is None else encode_changes(
+                vertices, self.values[vertices], self.mirrors.lists[q], index_dtype)
+            sent += message_bytes(message)
+            sends[q] = self.peers[q].receive_round(self.epoch, iteration, self.index, message,
+                                                   vote)
         return sent, sends
 
     def _votes(self, iteration: int, peers: list, sends: dict) -> dict:

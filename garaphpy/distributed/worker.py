@@ -46,7 +46,8 @@ from ..kernels.cpu.arguments import apply_context, page_range
 from ..paths import cache_directory
 from ..scheduler import decisions
 from .components import UnionFindStart, warm_up_union_find
-from .exchange import Inbox, Mirrors, WorkerError, aggregate_shares, pair_bytes
+from .exchange import (Inbox, Mirrors, WorkerError, aggregate_shares, decode_changes,
+                       encode_changes, message_bytes)
 from .frontier import PartitionFrontier, frontier_pulls, partition_early_exit
 from .fused import FusedPartitionPull
 from .partition import Partition, partition_pieces, read_by
@@ -400,14 +401,16 @@ class PartitionWorker(Rounds, UnionFindStart):
         """:meth:`set_reader`, called by a partition in the same worker."""
         self.mirrors.set_reader(partition, vertices)
 
-    async def receive(self, epoch: int, iteration: int, kind: str, indices: np.ndarray,
-                      values: np.ndarray) -> bool:
-        """Pairs another partition's ``iteration`` made, for the next one."""
-        return self.inbox.put(epoch, iteration, kind, indices, values)
+    async def receive(self, epoch: int, iteration: int, kind: str, sender: int,
+                      message: tuple) -> bool:
+        """Changes of array ``kind`` partition ``sender``'s ``iteration`` made,
+        for the next one (:func:`~garaphpy.distributed.exchange.encode_changes`)."""
+        return self.receive_here(epoch, iteration, kind, sender, message)
 
-    def receive_here(self, epoch: int, iteration: int, kind: str, indices: np.ndarray,
-                     values: np.ndarray) -> bool:
+    def receive_here(self, epoch: int, iteration: int, kind: str, sender: int,
+                     message: tuple) -> bool:
         """:meth:`receive`, called by a partition in the same worker."""
+        indices, values = decode_changes(message, self.reads[sender])
         return self.inbox.put(epoch, iteration, kind, indices, values)
 
     def share_weighted_in_degrees(self) -> int:
@@ -644,17 +647,18 @@ class PartitionWorker(Rounds, UnionFindStart):
 
     # -- inside --------------------------------------------------------------------------
     def _send(self, kind: str, iteration: int, changed: np.ndarray, array: np.ndarray) -> int:
-        """Send the pairs of ``changed`` (owned vertices) of ``array``, made by
-        ``iteration``, to the partitions that read them, and wait until each
-        has them; bytes sent."""
+        """Send the changes of ``changed`` (owned vertices) of ``array``, made by
+        ``iteration``, to the partitions that read them
+        (:func:`~garaphpy.distributed.exchange.encode_changes`), and wait until
+        each has them; bytes sent."""
         index_dtype = self.store.vertex_dtype
         futures, sent = {}, 0
         for partition, vertices in self.mirrors.pairs_for(changed).items():
-            indices = vertices.astype(index_dtype)
-            values = array[vertices]
-            sent += pair_bytes(indices, values)
+            message = encode_changes(vertices, array[vertices], self.mirrors.lists[partition],
+                                     index_dtype)
+            sent += message_bytes(message)
             futures[partition] = self._call(partition, "receive", self.epoch, iteration, kind,
-                                            indices, values)
+                                            self.index, message)
         self._wait(futures)
         return sent
 
