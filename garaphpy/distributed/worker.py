@@ -257,7 +257,7 @@ class PartitionWorker(Rounds, UnionFindStart):
         (:func:`garaphpy.kernels.cpu.pull_settling_whole`), over this
         partition's in-edges: offsets over every vertex into ``sources``
         (empty ranges outside the partition), and the vertices with in-edges
-        here as a bitmap, so that the others cost a word each."""
+        here as a bitmap; the pull passes over the owned range alone."""
         n = self.num_vertices
         offsets = np.empty(n + 1, np.int64)
         offsets[:self.first + 1] = 0
@@ -333,7 +333,8 @@ class PartitionWorker(Rounds, UnionFindStart):
                         apply_context(self.attrs, self.no_aggregates, 0, 0), self.active,
                         (self.frontier.settled, self.frontier.settled_bits,
                          settling["in_edge_bits"], self.frontier.claimed, settling["found"]),
-                        (np.zeros(2), np.zeros(1, np.int64), np.zeros(1, np.int64)), 1)
+                        (np.zeros(2), np.zeros(1, np.int64), np.zeros(1, np.int64)), 1,
+                        (0, 0))
             self._pull_piece(None, 0, self.no_aggregates if compiled.aggregate_call is None
                              else self.aggregate_identities.copy(), np.zeros(2))
             self._partial_aggregates(0, self.first, self.first)
@@ -550,7 +551,7 @@ class PartitionWorker(Rounds, UnionFindStart):
                 (frontier.settled, frontier.settled_bits, settling["in_edge_bits"],
                  frontier.claimed, settling["found"]),
                 (stats, frontier.settled_in_edges, settling["found_out_edges"]),
-                max(1, min(self.threads, numba.get_num_threads())))
+                max(1, min(self.threads, numba.get_num_threads())), (first, end))
         changed = first + np.flatnonzero(self.values[first:end] != before)
         self.next[first:end] = self.values[first:end]
         return changed

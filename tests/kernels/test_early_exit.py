@@ -172,15 +172,25 @@ def test_the_whole_settling_pull_equals_the_pull_by_pages(graphs, name, threads,
         assert a.decisions["direction"] == b.decisions["direction"]
 
 
-def test_the_whole_settling_pull_kernel_against_numpy():
+@pytest.mark.parametrize("span", ["whole", "partition"])
+def test_the_whole_settling_pull_kernel_against_numpy(span):
     """One bottom-up step over several blocks of vertices, against NumPy: the
     vertices with a settled in-neighbour take the level, are listed in order,
-    settled and claimed; the others are untouched."""
+    settled and claimed; the others are untouched.  A partition's step holds
+    the in-edges of its own range alone (not starting on a word) and passes
+    over that range: the flags of the other vertices stay as they were."""
     from garaphpy.kernels.cpu_program import compile_program
     from garaphpy.programs.bfs import UNREACHED
 
     n, m = 3 * kernels.SETTLING_BLOCK + 17, 12_000
     out_offsets, out_targets, in_offsets, in_sources = random_csr_csc(5, n, m)
+    first, end = (0, n) if span == "whole" else \
+        (kernels.SETTLING_BLOCK + 5, 2 * kernels.SETTLING_BLOCK + 700)
+    if span == "partition":
+        in_degree = np.diff(in_offsets)
+        in_degree[:first] = in_degree[end:] = 0
+        in_sources = in_sources[in_offsets[first]:in_offsets[end]]
+        in_offsets = np.concatenate([[0], np.cumsum(in_degree)])
     compiled = compile_program(BFS(), None, parallel=True)
     rng = np.random.default_rng(5)
     settled = rng.random(n) < 0.05
@@ -214,13 +224,16 @@ def test_the_whole_settling_pull_kernel_against_numpy():
             compiled.identity, (in_offsets, in_sources, np.zeros(1)), values,
             (attrs, np.zeros(1), n, 3), active,
             (settled, bits, in_edge_bits, claimed, np.empty(n, np.int64)),
-            (stats, marked, out_edges), team)
+            (stats, marked, out_edges), team, (first, end))
         np.testing.assert_array_equal(frontier, expected)
         assert np.all(values[expected] == 3) and np.all(values[was_settled] == 2)
         untouched = ~reached & ~was_settled
         assert np.all(values[untouched] == UNREACHED)
         np.testing.assert_array_equal(settled, was_settled | reached)
-        np.testing.assert_array_equal(active, reached & ~was_settled)
+        passed = np.zeros(n, np.bool_)
+        passed[(first >> 6) << 6:end] = True
+        np.testing.assert_array_equal(active, np.where(passed, reached & ~was_settled,
+                                                       was_active))
         assert np.all(claimed[expected] == kernels.SETTLED_CLAIM) and not claimed[untouched].any()
         assert marked[0] == int(np.diff(in_offsets)[expected].sum())
         assert out_edges[0] == int(np.diff(out_offsets)[expected].sum())

@@ -312,7 +312,7 @@ SETTLING_BLOCK = 1024
 
 @numba.njit(nogil=True, parallel=True)
 def pull_settling_whole(gather_call, apply_call, activate_call, combine, identity, graph, values,
-                        context, active, settling, counters, team):
+                        context, active, settling, counters, team, span):
     """:func:`pull_range_settling` over the whole CSC in one launch, its vertices
     dealt in blocks of :data:`SETTLING_BLOCK` as threads finish (``team``
     threads, a shared counter), for a run whose edges are all in memory.
@@ -345,7 +345,10 @@ def pull_settling_whole(gather_call, apply_call, activate_call, combine, identit
     CSC), ``context`` what apply reads (``(attrs, aggregates, num_vertices,
     iteration)``), ``settling`` is ``(settled, settled_bits, in_edge_bits,
     claimed, found)`` and ``counters`` ``(stats, settled_in_edges,
-    found_out_edges)``.
+    found_out_edges)``.  ``span`` ``(first, end)``: the vertices that may
+    have in-edges (a partition's own range; ``(0, num_vertices)`` for the
+    whole graph), so that a partition passes over its own share of the
+    vertices and flags alone.
 
     Returns
     -------
@@ -357,7 +360,10 @@ def pull_settling_whole(gather_call, apply_call, activate_call, combine, identit
     settled, settled_bits, in_edge_bits, claimed, found = settling
     stats, settled_in_edges, found_out_edges = counters
     block = SETTLING_BLOCK
-    blocks = (num_vertices + block - 1) // block
+    # blocks of whole bitmap words: no word is shared by two blocks
+    start = (span[0] >> 6) << 6
+    end_vertex = span[1]
+    blocks = (end_vertex - start + block - 1) // block
     counts = np.zeros(blocks + 1, np.int64)
     sync = sync_slots(1)
     # each thread's change and settled in-edges, a cache line apart
@@ -374,15 +380,15 @@ def pull_settling_whole(gather_call, apply_call, activate_call, combine, identit
             if b >= blocks:
                 break
             listed = 0
-            first = b * block
-            last = min(num_vertices, first + block)
+            first = start + b * block
+            last = min(end_vertex, first + block)
             # the activity of the last iteration ends (a vertex not settled is never
             # active): one store per flag, not a test per vertex
             for v in range(first, last):
                 active[v] = False
             for w in range(first >> 6, (last + 63) >> 6):
                 base = w << 6
-                width = min(64, num_vertices - base)
+                width = min(64, end_vertex - base)
                 candidates = ~settled_bits[w] & in_edge_bits[w]
                 if candidates == np.uint64(0):
                     continue
@@ -409,7 +415,7 @@ def pull_settling_whole(gather_call, apply_call, activate_call, combine, identit
                     part_change += abs(np.float64(new) - np.float64(old))
                     if flag:
                         active[v] = True
-                        found[first + listed] = v
+                        found[first - start + listed] = v
                         listed += 1
                         settled[v] = True
                         claimed[v] = SETTLED_CLAIM

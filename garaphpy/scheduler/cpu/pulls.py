@@ -139,7 +139,7 @@ class Pulls:
                     apply_context(arrays.attrs, aggregates, 0, 0), state.active,
                     (settling.settled, settling.settled_bits, settling.in_edge_bits,
                      state.claimed, settling.settling_found),
-                    (np.zeros(2), np.zeros(1, np.int64), np.zeros(1, np.int64)), 1)
+                    (np.zeros(2), np.zeros(1, np.int64), np.zeros(1, np.int64)), 1, (0, 0))
             if self.settling.floor_mode:
                 floor = np.zeros(1, state.values.dtype)
                 kernels.best_source_value(state.values[:0], arrays.attrs[0], self.settling.floor_mode,

@@ -282,7 +282,8 @@ class Settling:
             state.active,
             (self.settled, self.settled_bits, self.in_edge_bits, state.claimed,
              self.settling_found),
-            (self.stats, self.unsettled_delta, self.found_out_edges), team.team_size())
+            (self.stats, self.unsettled_delta, self.found_out_edges), team.team_size(),
+            (0, arrays.num_vertices))
         self.counted_frontier = state.frontier
         self.unsettled_edges[0] -= self.unsettled_delta[0]
         record.pages = len(arrays.pages)
