@@ -10,6 +10,8 @@ one process; not the set-up, where each worker opens the store and reads
 its pages).  Per case, from the records of the trial whose time is the median:
 
 * ``ms_per_iteration``: its iteration time / iterations;
+* ``start_ms``: CC's union-find start over the partitions (part of the
+  first iteration's time), its slowest partition;
 * ``pull_ms``: per iteration, the slowest worker's pull (the median);
 * ``exchange_ms``: per iteration, the slowest worker's sends (the median);
 * ``exchanged_mb``: bytes of (index, value) pairs sent per iteration (mean);
@@ -84,6 +86,9 @@ def measured(result) -> harness.Measurement:
             workers=len(records[0].workers), processors=rows[0].get("processors"),
             wait_policies=sorted({str(p.get("wait_policy"))
                                   for p in result.plan.distributed["partitions"]}))
+        start = records[0].decisions.get("partition_union_find_start")
+        if start:       # CC's start, in the first iteration's time: the slowest partition
+            metrics["start_ms"] = 1e3 * max(start["seconds"])
         gpu_pulls = [max(s for s, p in zip(row["pull_seconds"], row["processors"]) if p == "gpu")
                      for row in rows if "gpu" in row.get("processors", ())]
         if gpu_pulls:
@@ -213,9 +218,10 @@ def main(argv=None) -> int:
           f"{graph.num_edges:,} edges), {time.strftime('%Y-%m-%d %H:%M:%S')}, "
           f"{platform.node()}, {os.cpu_count()} cores; load average before "
           f"{common['load_before'][0]:.1f}, after {load_after[0]:.1f}")
-    print("| case | iterations | median s | ms/iteration | pull ms | GPU pull ms | exchange ms | "
-          "exchanged MB/iteration | changed/iteration | pulled/iteration | worker M edges/s | vs one process |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| case | iterations | median s | ms/iteration | CC start ms | pull ms | GPU pull ms | "
+          "exchange ms | exchanged MB/iteration | changed/iteration | pulled/iteration | "
+          "worker M edges/s | vs one process |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         program = row["params"]["program"]
         alone = harness.row_of(rows, f"one-process/{program}")["median_s"]
@@ -225,7 +231,8 @@ def main(argv=None) -> int:
             value = m.get(name)
             return "" if value is None else f"{value * scale:.{digits}f}"
         print(f"| {row['case']} | {m['iterations']} | {row['median_s']:.3f} | "
-              f"{m['ms_per_iteration']:.1f} | {shown('pull_ms')} | {shown('gpu_pull_ms')} | "
+              f"{m['ms_per_iteration']:.1f} | {shown('start_ms')} | {shown('pull_ms')} | "
+              f"{shown('gpu_pull_ms')} | "
               f"{shown('exchange_ms')} | "
               f"{shown('exchanged_mb', digits=3)} | {shown('changed_per_iteration', digits=0)} | "
               f"{shown('pulled_per_iteration', digits=0)} | "

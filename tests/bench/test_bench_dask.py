@@ -1,6 +1,6 @@
 """The Dask bench: its workers take the environment it is given (OpenMP's
-wait policy is read when a worker process loads it), and a setting that is
-not NAME=VALUE is refused."""
+wait policy is read when a worker process loads it), CC's rows give its
+union-find start, and a setting that is not NAME=VALUE is refused."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from bench import dask_workers  # noqa: E402
 @pytest.mark.slow
 def test_workers_take_the_environment_given(tmp_path, capsys):
     rows = tmp_path / "rows.jsonl"
-    status = dask_workers.main(["--scale", "8", "--workers", "1", "--threads", "1",
-                                "--programs", "bfs", "--trials", "1", "--warmup", "0",
+    status = dask_workers.main(["--scale", "8", "--symmetric", "--workers", "2", "--threads", "1",
+                                "--programs", "bfs,cc", "--trials", "1", "--warmup", "0",
                                 "--worker-env", "OMP_WAIT_POLICY=PASSIVE",
                                 "--json", str(rows)])
     assert status == 0
@@ -26,6 +26,9 @@ def test_workers_take_the_environment_given(tmp_path, capsys):
     assert spread and spread[0]["verification"]["status"] == "passed"
     assert spread[0]["params"]["worker_env"] == {"OMP_WAIT_POLICY": "PASSIVE"}
     assert spread[0]["figures"]["wait_policies"] == ["PASSIVE"]
+    cc = [row for row in spread if row["params"]["program"] == "cc"]
+    assert cc and cc[0]["verification"]["status"] == "passed"
+    assert cc[0]["figures"]["start_ms"] > 0 and "CC start ms" in capsys.readouterr().out
 
 
 def test_a_setting_without_equals_is_refused(capsys):
