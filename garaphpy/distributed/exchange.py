@@ -302,15 +302,8 @@ def aggregate_shares(partial: np.ndarray, sums: np.ndarray, monoids: list) -> np
     a float64 holds exactly) and a min or max aggregate's value.  Summed by
     :func:`reduce_aggregates` into the same bits as one process's, whatever
     the partitions."""
-    share = []
-    for i, monoid in enumerate(monoids):
-        if monoid == "add":
-            share.append(exact_sum.merge_rows(sums[:, i, :]).astype(np.float64))
-        else:
-            column = partial[:, i]
-            identity = MONOIDS[monoid].identity(np.float64)
-            share.append([getattr(column, MONOIDS[monoid].numpy_reduce)()
-                          if column.size else identity])
+    share = [np.asarray(column, np.float64).reshape(-1)
+             for column in exact_sum.merged_columns(partial, sums, monoids)]
     return np.concatenate(share) if share else np.zeros(0, np.float64)
 
 

@@ -31,6 +31,8 @@ import math
 import numba
 import numpy as np
 
+from ...monoids import MONOIDS
+
 #: Limbs of 32 bits: a term's lowest bit sits at position 0 (2^-1074) to
 #: 2045, its 53 bits reach 2098; two limbs more hold the carries of any count.
 LIMBS = 68
@@ -168,15 +170,26 @@ def accumulator_of(terms) -> np.ndarray:
     return accumulators[0]
 
 
-def merge_parts(partial: np.ndarray, sums: np.ndarray, monoids, identities) -> np.ndarray:
-    """The aggregates from the parts of :func:`~garaphpy.kernels.cpu.compute_aggregates`
-    or :func:`~garaphpy.kernels.cpu.pull_fused`: each add aggregate's
-    accumulators merged and rounded once, each min or max column reduced
-    (the identity where there are no parts)."""
-    result = np.array(identities, np.float64, copy=True)
+def merged_columns(partial: np.ndarray, sums: np.ndarray, monoids) -> list:
+    """Each aggregate of the parts of :func:`~garaphpy.kernels.cpu.compute_aggregates`
+    or :func:`~garaphpy.kernels.cpu.pull_fused`, merged over the parts: an
+    add aggregate's accumulators added (one accumulator, not yet rounded), a
+    min or max column reduced by its monoid (its identity where there are no
+    parts)."""
+    merged = []
     for i, monoid in enumerate(monoids):
         if monoid == "add":
-            result[i] = value(merge_rows(sums[:, i, :]))
-        elif partial.shape[0]:
-            result[i] = partial[:, i].min() if monoid == "min" else partial[:, i].max()
-    return result
+            merged.append(merge_rows(sums[:, i, :]))
+        else:
+            column = partial[:, i]
+            merged.append(getattr(column, MONOIDS[monoid].numpy_reduce)() if column.size
+                          else MONOIDS[monoid].identity(np.float64))
+    return merged
+
+
+def merge_parts(partial: np.ndarray, sums: np.ndarray, monoids) -> np.ndarray:
+    """The aggregates from the parts (:func:`merged_columns`), each add
+    aggregate rounded once."""
+    return np.array([value(column) if monoid == "add" else column
+                     for monoid, column in zip(monoids, merged_columns(partial, sums, monoids))],
+                    np.float64).reshape(len(monoids))

@@ -190,7 +190,7 @@ class Pulls:
             partial, sums = compiled.kernels.compute_aggregates(
                 self.state.values, self.arrays.attrs, self.arrays.num_vertices, iteration,
                 self.aggregate_identities, self._aggregate_parts())
-        return merge_parts(partial, sums, compiled.aggregate_monoids, self.aggregate_identities)
+        return merge_parts(partial, sums, compiled.aggregate_monoids)
 
     def _aggregate_parts(self) -> np.ndarray:
         """The vertex parts of :meth:`aggregates`: the fused pull's where it has
@@ -280,8 +280,7 @@ class Pulls:
         self.contributions, self.next_contributions = self.next_contributions, \
             self.contributions
         if compiled.aggregate_call is not None:
-            self.carried_aggregates = merge_parts(partial, sums, compiled.aggregate_monoids,
-                                                  self.aggregate_identities)
+            self.carried_aggregates = merge_parts(partial, sums, compiled.aggregate_monoids)
         self.carried_iteration = record.iteration + 1
         self.finish_pull(record, [], aggregates, in_place=True)
         record.pages = len(arrays.pages)
