@@ -164,9 +164,7 @@ def tree_holders(roots: np.ndarray, ids: np.ndarray,
         increasing = increasing_ids(ids)
     if increasing:
         return roots
-    least = ids.copy()
-    np.minimum.at(least, roots, ids)
-    holds = ids == least[roots]         # one vertex a tree, user ids being distinct
+    holds = ids == union_find.least_over_sets(roots, ids)   # one a tree: ids are distinct
     holder_of_root = np.empty(roots.shape[0], np.int64)
     holder_of_root[roots[holds]] = np.flatnonzero(holds)
     return holder_of_root[roots]
