@@ -455,6 +455,8 @@ def mode_case(graph, program: str, mode: str, options: dict, reference: dict, ex
             "seconds": [r["seconds"] for r in runs],
             "iterations": [r["iterations"] for r in runs],
             "setup_seconds": median(r["setup_seconds"] for r in runs),
+            # the whole call as a user waits for it: set-up (compilation aside) and iterations
+            "whole_seconds": [r["setup_seconds"] + r["seconds"] for r in runs],
             "converged": middle["converged"], "stop_reason": middle["stop_reason"],
             "execution": middle["execution"],
             # pages copied to the device during the iterations: streamed, not resident
@@ -754,6 +756,36 @@ def gpu_took_part(record: dict) -> bool:
     if record.get("mode") not in ("gpu", "hybrid"):
         return False
     return not ((record.get("cpu_pages") or 0) > 0 and not record.get("gpu_pages"))
+
+
+def print_whole_calls(rows: list, modes: list) -> None:
+    """Each mode's whole call, set-up and iterations (numba's compilation
+    aside), median over its runs, and the hybrid's over the better single
+    mode: what a user of ``garaphpy.run`` waits for, where the hybrid's
+    choice to set the GPU up at all is weighed."""
+    shown = [row for row in rows if "skipped" not in row
+             and any("whole_seconds" in e for e in row["modes"].values())]
+    if not shown:
+        return
+    print("\n== the whole call: set-up + iterations, median of the runs, seconds "
+          "(set-up alone in brackets)")
+    head = f"{'program':9} {'graph':22} {'budget':8}"
+    head += "".join(f" {m + ' s (set-up)':>21}" for m in modes) + f" {'hyb/min(c,g)':>12}"
+    print(head)
+    for row in shown:
+        line = f"{row['program']:9} {row['graph_variant']:22} {row['budget']:8}"
+        whole = {}
+        for mode in modes:
+            entry = row["modes"].get(mode, {})
+            if entry.get("status") != "ok" or "whole_seconds" not in entry:
+                line += f" {'-':>21}"
+                continue
+            whole[mode] = median(entry["whole_seconds"])
+            line += f" {whole[mode]:>10.4f} ({entry['setup_seconds']:.4f})"
+        single = [whole[m] for m in ("cpu", "gpu") if m in whole]
+        ratio = whole["hybrid"] / min(single) if "hybrid" in whole and single else None
+        row["hybrid_whole_over_min_cpu_gpu"] = ratio
+        print(line + f" {('-' if ratio is None else f'{ratio:.2f}'):>12}")
 
 
 def print_dispatch(rows: list) -> None:
@@ -1080,6 +1112,7 @@ def main(argv=None) -> int:
             temporary.cleanup()
 
     print_table(rows, modes, args.trials)
+    print_whole_calls(rows, modes)
     print_dispatch(rows)
     add_time_splits(rows)
     print_time_split(rows)

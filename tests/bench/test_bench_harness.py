@@ -783,6 +783,27 @@ def test_modes_table_marks_resident_pages_and_runs_left_to_the_cpu(capsys):
     assert "1.0000 (1.00) " in line         # the CPU alone: no budget, no mark
 
 
+def test_modes_weighs_whole_calls_set_up_included(capsys):
+    """The whole-call table adds each run's set-up to its iterations: a hybrid
+    whose iterations are slower but whose set-up is cheaper can be the better
+    call, and the ratio says so."""
+    from bench import modes
+
+    def entry(setups, seconds):
+        return {"status": "ok", "setup_seconds": sorted(setups)[1],
+                "whole_seconds": [a + b for a, b in zip(setups, seconds)]}
+
+    row = {"program": "bfs", "graph_variant": "kron:22", "budget": "above",
+           "modes": {"cpu": entry([0.10, 0.11, 0.12], [0.017, 0.018, 0.016]),
+                     "gpu": entry([0.30, 0.31, 0.29], [0.008, 0.008, 0.009]),
+                     "hybrid": entry([0.11, 0.12, 0.10], [0.019, 0.020, 0.018])}}
+    modes.print_whole_calls([row], ["cpu", "gpu", "hybrid"])
+    line = next(text for text in capsys.readouterr().out.splitlines()
+                if text.startswith("bfs"))
+    assert row["hybrid_whole_over_min_cpu_gpu"] == pytest.approx(0.129 / 0.128)
+    assert "0.1280 (0.1100)" in line and "0.3080 (0.3000)" in line and line.endswith("1.01")
+
+
 def test_modes_counts_gpu_iterations_that_copy_no_page_as_the_gpus():
     """The device loop's iterations and the GPU's passes over the frontier's edges
     or its kept pages copy no page (gpu_pages 0): they are the GPU's, not the
