@@ -541,16 +541,17 @@ def _validated(graph, program, options: RunOptions,
                                    tolerance=tolerance, sources=source_vertices)
     gpu_set_up = None
     if mode == "hybrid":
-        gpu_set_up = _gpu_set_up_choice(graph, options, threads, max_iterations, tolerance,
-                                        turned_off)
+        gpu_set_up = _gpu_set_up_choice(graph, program, options, threads, max_iterations,
+                                        tolerance, turned_off)
         mode = "cpu" if gpu_set_up is not None and not gpu_set_up["choice"] \
             else _hybrid_or_fallback()
     return _ValidatedRun(graph, program, resolved, mode, execution, options.direction,
                          max_iterations, tolerance, threads, source_vertices, gpu_set_up)
 
 
-def _gpu_set_up_choice(graph, options: RunOptions, threads: int, max_iterations: int,
-                       tolerance: float | None, turned_off) -> dict | None:
+def _gpu_set_up_choice(graph, program, options: RunOptions, threads: int,
+                       max_iterations: int, tolerance: float | None,
+                       turned_off) -> dict | None:
     """A hybrid run's first choice, before cupy is imported: whether setting the
     GPU up can pay (:func:`decisions.gpu_set_up_pays`), or the CPU alone is
     expected to finish the whole run sooner than the GPU is set up; its
@@ -559,24 +560,33 @@ def _gpu_set_up_choice(graph, options: RunOptions, threads: int, max_iterations:
 
     The CPU's run is priced from above (``max_iterations`` pulls for a
     program with a tolerance, else the graph shape's expected iterations,
-    each a full pull), the GPU's set-up from below (what this process
+    each a full pull; a program that reads edge weights takes
+    ``config.HYBRID_WEIGHTED_ROUNDS_PER_LEVEL`` times as many iterations,
+    and every iteration costs ``config.HYBRID_CPU_ITERATION_SECONDS`` beside
+    its edges), the GPU's set-up from below (what this process
     measured of its last, or the first's prior, and copying the pages the
     GPU budget holds), so the CPU alone is chosen only where it wins."""
     policy = options.policy
     if "gpu_set_up" in turned_off or (policy is not None and not policy.chooses_per_run):
         return None
+    iterations = None
     if tolerance is not None:
         passes = float(max_iterations)
     else:
         skew = decisions.in_degree_skew(graph.store.in_degree)
         passes = min(decisions.expected_iterations(graph.num_vertices, graph.num_edges, skew),
                      float(max_iterations))
+        if graph.weighted and "weight" in _uses(program):
+            iterations = min(passes * config.HYBRID_WEIGHTED_ROUNDS_PER_LEVEL,
+                             float(max_iterations))
     entry = decisions.fixed(
         decisions.gpu_set_up_pays,
-        cpu_seconds=decisions.cpu_run_seconds(graph.num_edges, threads, passes),
+        cpu_seconds=decisions.cpu_run_seconds(graph.num_edges, threads, passes,
+                                              iterations=iterations),
         gpu_set_up_seconds=decisions.gpu_set_up_seconds(_gpu_page_bytes(graph, options),
                                                         _GPU_SET_UP_MEASURED))
-    entry.update(passes=passes, threads=threads, set_up_measured=_GPU_SET_UP_MEASURED)
+    entry.update(passes=passes, iterations=passes if iterations is None else iterations,
+                 threads=threads, set_up_measured=_GPU_SET_UP_MEASURED)
     if not entry["choice"]:
         progress.logger("hybrid").info(
             f"hybrid: the CPU alone (the run estimated at {entry['cpu_seconds']:.2f} s, "

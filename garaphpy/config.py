@@ -288,6 +288,18 @@ HYBRID_GPU_SET_UP_BYTES_PER_SECOND = 1.8e9
 #: kron22's 128M edges in 45 ms).
 HYBRID_CPU_EDGES_PER_SECOND_PER_THREAD = 1.8e8
 
+#: What one CPU iteration costs beside its edges, before a hybrid run has
+#: measured its own: the H200 host, 16 threads, 2026-12-03: 0.33 ms an
+#: iteration of PageRank on ca-HepPh (237k edges), 0.7-1.3 ms an
+#: asynchronous SSSP iteration on the SNAP files.
+HYBRID_CPU_ITERATION_SECONDS = 0.5e-3
+
+#: How many more iterations than its expected levels a frontier program that
+#: reads edge weights takes on the CPU (asynchronous relaxation rounds of
+#: integer weights 1..255 against BFS's levels on the same graphs: 12-23 on
+#: kron22 and the SNAP files, the H200 host, 2026-12-03).
+HYBRID_WEIGHTED_ROUNDS_PER_LEVEL = 16.0
+
 #: Pages the GPU worker keeps queued on its streams in a hybrid iteration
 #: (at least this many, and one per stream when pages stream).
 HYBRID_GPU_PAGES_IN_FLIGHT = 4

@@ -11,9 +11,8 @@ the iteration record (:func:`decide`, :attr:`IterationRecord.decisions`).
   notify-pulls when f <= 1 / (NOTIFY_PULL_COST_FACTOR * rho);
 * **dense or sparse notify**: a notify that marks many vertices scans a
   bitmap of |V| flags (dense), one that marks few collects them in a list;
-* **sparse batch**: a CPU-alone run executes its sparse
-  notify-pull iterations many to one kernel call, without a Python round
-  per iteration, the smallest of them on one thread;
+* **sparse batch**: a CPU-alone run executes its sparse notify-pull
+  iterations many to one kernel call, the smallest on one thread;
 * **label shortcut**: a CPU-alone run of a program declaring
   min-label propagation over vertex ids (CC) ends each iteration with
   pointer jumping over the labels, and on a symmetric graph its first
@@ -21,18 +20,15 @@ the iteration record (:func:`decide`, :attr:`IterationRecord.decisions`).
 * **source-gather precompute** (section 4.1's pull): a gather of the source
   alone that reads a per-source attribute is computed once per vertex
   before the edge loop, on the CPU and on the GPU alike;
-* **fused GPU launch** (section 3): an iteration the GPU runs alone over
-  resident pages is one launch over every shard;
+* **fused GPU launch** (section 3): one launch over every resident shard;
 * **GPU device loop**: a run on the GPU alone with resident pages
   and no aggregates may run its iterations in a loop kept on the device;
-* **GPU sparse pass**: an iteration whose frontier has few
-  out-edges is a notify-pull over them rather than the pull over every
-  shard, many to one round trip in the device loop;
+* **GPU sparse pass**: a frontier of few out-edges is notify-pulled over
+  them, many iterations a round trip in the device loop;
 * **alpha** (section 5.1, Equation 3): CPU only, or CPU and GPU together;
-* **run processors**: a hybrid run's per-run choice, from the estimated
-  time to finish on the GPU alone, the CPU alone (with its own shortcuts)
-  or both, made before the first iteration and again at a stretch's end
-  or when the frontier crosses the cost model's switch point;
+* **GPU set-up** and **run processors**: whether a hybrid run sets the
+  GPU up at all, then the estimated time to finish on the GPU alone, the
+  CPU alone (its own shortcuts) or both, again at each stretch's end;
 * **page assignment** (section 5.1's queue, with a tail rule): whether a
   processor takes the next page or leaves the rest to the other one;
 * **partition processor**: in a run over a Dask cluster, a worker whose
@@ -48,7 +44,6 @@ import numpy as np
 from .. import config
 from ..errors import ConfigError
 from ..kernels.cpu_program import SOURCE_SIDE_GATHER_PARAMETERS
-
 
 #: Gather parameters that make a gather a function of its source vertex alone.
 SOURCE_SIDE_PARAMETERS = SOURCE_SIDE_GATHER_PARAMETERS
@@ -1115,14 +1110,19 @@ def cpu_alone_engine(union_find_start: bool, cpu_seconds: float | None,
 
 
 def cpu_run_seconds(num_edges: int, threads: int, passes: float,
-                    edges_per_second_per_thread: float | None = None) -> float:
-    """What a whole run on the CPU alone is expected to take before anything
-    is measured: ``passes`` pulls over ``num_edges`` in-edges on ``threads``
-    threads, each at ``edges_per_second_per_thread``
-    (``config.HYBRID_CPU_EDGES_PER_SECOND_PER_THREAD``)."""
-    if edges_per_second_per_thread is None:
-        edges_per_second_per_thread = config.HYBRID_CPU_EDGES_PER_SECOND_PER_THREAD
-    return passes * num_edges / (max(threads, 1) * edges_per_second_per_thread)
+                    edges_per_second_per_thread: float | None = None,
+                    iterations: float | None = None,
+                    iteration_seconds: float | None = None) -> float:
+    """A whole run on the CPU alone before anything is measured: ``passes``
+    pulls over ``num_edges`` in-edges on ``threads`` threads at
+    ``edges_per_second_per_thread`` each, and ``iterations`` (default
+    ``passes``) of ``iteration_seconds`` each (defaults: ``config``'s
+    ``HYBRID_CPU_EDGES_PER_SECOND_PER_THREAD``, ``HYBRID_CPU_ITERATION_SECONDS``)."""
+    rate = edges_per_second_per_thread or config.HYBRID_CPU_EDGES_PER_SECOND_PER_THREAD
+    fixed = config.HYBRID_CPU_ITERATION_SECONDS if iteration_seconds is None \
+        else iteration_seconds
+    return (passes * num_edges / (max(threads, 1) * rate)
+            + (passes if iterations is None else iterations) * fixed)
 
 
 def gpu_set_up_seconds(page_bytes: int, fixed_seconds: float | None = None,

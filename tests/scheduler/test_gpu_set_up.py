@@ -74,10 +74,17 @@ def test_the_default_margin_is_the_per_run_choices():
 
 
 def test_the_estimates_are_passes_over_the_edges_and_a_fixed_part_and_a_copy():
-    # 20 pulls of 128M edges on 16 threads of 1.8e8 edges a second each
-    assert decisions.cpu_run_seconds(128_000_000, 16, 20, 1.8e8) == pytest.approx(
-        20 * 128e6 / 16 / 1.8e8)
-    assert decisions.cpu_run_seconds(1000, 0, 1, 1e3) == pytest.approx(1.0)   # >= 1 thread
+    # 20 pulls of 128M edges on 16 threads of 1.8e8 edges a second each, 1 ms an iteration
+    assert decisions.cpu_run_seconds(128_000_000, 16, 20, 1.8e8,
+                                     iteration_seconds=1e-3) == pytest.approx(
+        20 * 128e6 / 16 / 1.8e8 + 20e-3)
+    assert decisions.cpu_run_seconds(1000, 0, 1, 1e3, iteration_seconds=0.0) == \
+        pytest.approx(1.0)                                                      # >= 1 thread
+    # more iterations than passes: a frontier program's rounds over weighted edges
+    assert decisions.cpu_run_seconds(1000, 1, 2, 1e3, iterations=30,
+                                     iteration_seconds=0.1) == pytest.approx(2.0 + 3.0)
+    assert decisions.cpu_run_seconds(0, 4, 5, iterations=None) == pytest.approx(
+        5 * config.HYBRID_CPU_ITERATION_SECONDS)
     assert decisions.gpu_set_up_seconds(int(0.77e9), 0.9, 1.8e9) == pytest.approx(
         0.9 + 0.77 / 1.8)
     assert decisions.gpu_set_up_seconds(10**9) == pytest.approx(
@@ -97,7 +104,8 @@ def test_a_small_hybrid_run_goes_to_the_cpu_alone_without_cupy(graph, priced):
     assert entry["choice"] is False and hybrid.mode == "cpu"
     assert entry["passes"] == hybrid.max_iterations           # a program with a tolerance
     assert entry["cpu_seconds"] == pytest.approx(
-        entry["passes"] * graph.num_edges / (2 * config.HYBRID_CPU_EDGES_PER_SECOND_PER_THREAD))
+        entry["passes"] * graph.num_edges / (2 * config.HYBRID_CPU_EDGES_PER_SECOND_PER_THREAD)
+        + entry["passes"] * config.HYBRID_CPU_ITERATION_SECONDS)
     page_bytes = sum(page.nbytes for page in graph.store.pages)
     assert entry["gpu_set_up_seconds"] == pytest.approx(
         config.HYBRID_GPU_FIRST_SET_UP_SECONDS + page_bytes / SHIPPED_BYTES_PER_SECOND)
@@ -129,6 +137,27 @@ def test_a_frontier_program_is_priced_by_its_expected_iterations(graph, priced):
     capped = garaphpy.run(graph, "bfs", sources=0, threads=2, max_iterations=1)
     assert capped.plan.gpu_set_up["passes"] == 1.0
     assert entry["choice"] is False and bfs.mode == "cpu"
+    assert entry["iterations"] == entry["passes"]        # no weights: a round a level
+
+
+def test_a_program_over_weighted_edges_is_priced_by_more_rounds_than_levels(priced):
+    rng = np.random.default_rng(12)
+    src, dst = rng.integers(0, 400, 4000), rng.integers(0, 400, 4000)
+    weighted = garaphpy.Graph.from_arrays(src, dst, rng.integers(1, 256, 4000).astype(np.float64),
+                                          compress=False)
+    sssp = garaphpy.run(weighted, "sssp", sources=int(src[0]), threads=2)
+    bfs = garaphpy.run(weighted, "bfs", sources=int(src[0]), threads=2)
+    entry = sssp.plan.gpu_set_up
+    assert entry["passes"] == bfs.plan.gpu_set_up["passes"]
+    assert entry["iterations"] == pytest.approx(
+        entry["passes"] * config.HYBRID_WEIGHTED_ROUNDS_PER_LEVEL)
+    assert entry["cpu_seconds"] > bfs.plan.gpu_set_up["cpu_seconds"]
+    with pytest.warns(garaphpy.NotConvergedWarning):
+        capped = garaphpy.run(weighted, "sssp", sources=int(src[0]), threads=2,
+                              max_iterations=3)
+    assert capped.plan.gpu_set_up["iterations"] == 3.0
+    np.testing.assert_array_equal(sssp.values, garaphpy.run(
+        weighted, "sssp", sources=int(src[0]), threads=2, mode="cpu").values)
 
 
 def test_the_weighing_is_off_for_a_policy_that_does_not_choose_per_run_or_when_turned_off(
