@@ -35,7 +35,7 @@ from .options import DIRECTIONS, EXECUTIONS, MAX_ITERATIONS, MODES, RunOptions
 from .paths import cache_directory
 from .program import (ProgramError, VertexProgram, apply_reads_per_iteration, default_execution,
                       run_tolerance)
-from .scheduler import decisions
+from .scheduler import decisions, set_up_choice
 from .scheduler.policy import HybridPolicy
 from .scheduler.plan import GPU_CHOICES, RunPlan, check_turned_off, plan_cpu
 from .scheduler.records import IterationRecord, Result
@@ -545,6 +545,8 @@ def _validated(graph, program, options: RunOptions,
                                         tolerance, turned_off)
         mode = "cpu" if gpu_set_up is not None and not gpu_set_up["choice"] \
             else _hybrid_or_fallback()
+        if mode == "hybrid" and gpu_set_up is not None and options.direction == "auto":
+            mode = _gpu_alone_choice(graph, options, gpu_set_up)
     return _ValidatedRun(graph, program, resolved, mode, execution, options.direction,
                          max_iterations, tolerance, threads, source_vertices, gpu_set_up)
 
@@ -553,7 +555,7 @@ def _gpu_set_up_choice(graph, program, options: RunOptions, threads: int,
                        max_iterations: int, tolerance: float | None,
                        turned_off) -> dict | None:
     """A hybrid run's first choice, before cupy is imported: whether setting the
-    GPU up can pay (:func:`decisions.gpu_set_up_pays`), or the CPU alone is
+    GPU up can pay (:func:`set_up_choice.gpu_set_up_pays`), or the CPU alone is
     expected to finish the whole run sooner than the GPU is set up; its
     entry, or None where the run does not weigh it (``turned_off``
     ``"gpu_set_up"``, or a policy that does not choose per run).
@@ -580,10 +582,10 @@ def _gpu_set_up_choice(graph, program, options: RunOptions, threads: int,
             iterations = min(passes * config.HYBRID_WEIGHTED_ROUNDS_PER_LEVEL,
                              float(max_iterations))
     entry = decisions.fixed(
-        decisions.gpu_set_up_pays,
-        cpu_seconds=decisions.cpu_run_seconds(graph.num_edges, threads, passes,
+        set_up_choice.gpu_set_up_pays,
+        cpu_seconds=set_up_choice.cpu_run_seconds(graph.num_edges, threads, passes,
                                               iterations=iterations),
-        gpu_set_up_seconds=decisions.gpu_set_up_seconds(_gpu_page_bytes(graph, options),
+        gpu_set_up_seconds=set_up_choice.gpu_set_up_seconds(_gpu_page_bytes(graph, options),
                                                         _GPU_SET_UP_MEASURED))
     entry.update(passes=passes, iterations=passes if iterations is None else iterations,
                  threads=threads, set_up_measured=_GPU_SET_UP_MEASURED)
@@ -592,6 +594,24 @@ def _gpu_set_up_choice(graph, program, options: RunOptions, threads: int,
             f"hybrid: the CPU alone (the run estimated at {entry['cpu_seconds']:.2f} s, "
             f"setting the GPU up at {entry['gpu_set_up_seconds']:.2f} s)")
     return entry
+
+
+def _gpu_alone_choice(graph, options: RunOptions, entry: dict) -> str:
+    """A hybrid run's mode once its GPU is usable: ``"gpu"`` where every page
+    fits the GPU's budget beside the vertex data
+    (:func:`set_up_choice.gpu_alone`), so nothing of the CPU is set up,
+    else ``"hybrid"``; the choice and its inputs added to ``entry``."""
+    page_bytes = sum(page.nbytes for page in graph.store.pages)
+    vertex_bytes = set_up_choice.gpu_vertex_bytes(graph.num_vertices)
+    budget = config.gpu_budget(options.gpu_memory)
+    alone = set_up_choice.gpu_alone(page_bytes, vertex_bytes, budget)
+    entry.update(gpu_alone=alone, page_bytes=page_bytes, vertex_bytes=vertex_bytes,
+                 gpu_budget=budget)
+    if alone:
+        progress.logger("hybrid").info(
+            f"hybrid: the GPU alone (every page, {page_bytes / 2**20:.1f} MiB, fits its "
+            f"budget of {budget / 2**20:.1f} MiB)")
+    return "gpu" if alone else "hybrid"
 
 
 def _gpu_page_bytes(graph, options: RunOptions) -> int:
@@ -734,7 +754,7 @@ def _build_gpu_engine(plan: RunPlan, run_: _ValidatedRun, pages, options: RunOpt
                            gpu_memory=options.gpu_memory, n_streams=options.n_streams,
                            page_source=pages,
                            turned_off=plan.turned_off & frozenset(GPU_CHOICES))
-    _GPU_SET_UP_MEASURED = max(0.0, time.perf_counter() - started - decisions.gpu_set_up_seconds(
+    _GPU_SET_UP_MEASURED = max(0.0, time.perf_counter() - started - set_up_choice.gpu_set_up_seconds(
         _gpu_page_bytes(graph, options), fixed_seconds=0.0))
     if mode == "gpu" and not gpu_engine.plan.resident:
         # the GPU's kept pages never come from the host again: the host cache holds others

@@ -272,7 +272,7 @@ HYBRID_CPU_ALONE_BUILD_COPIES = 10.0
 HYBRID_RUN_ITERATIONS_PRIOR = 16
 
 #: What a hybrid run expects setting the GPU up to cost, in seconds, beside
-#: copying its pages (``scheduler.decisions.gpu_set_up_seconds``): the first
+#: copying its pages (``scheduler.set_up_choice.gpu_set_up_seconds``): the first
 #: in a process imports cupy and makes the CUDA context; a later one takes
 #: what the process measured.  The H200 host, ``garaphpy pagerank`` on kron22
 #: (BENCHMARKS.md, first minute): 1.36 s of set-up, 0.43 s of it the copy.
@@ -299,6 +299,12 @@ HYBRID_CPU_ITERATION_SECONDS = 0.5e-3
 #: integer weights 1..255 against BFS's levels on the same graphs: 12-23 on
 #: kron22 and the SNAP files, the H200 host, 2026-12-03).
 HYBRID_WEIGHTED_ROUNDS_PER_LEVEL = 16.0
+
+#: The GPU's vertex data a vertex, as a hybrid run estimates it before the
+#: GPU is set up, to know whether every page fits beside it
+#: (``scheduler.set_up_choice.gpu_alone``): values, attributes and frontier
+#: flags, about 40 bytes on kron24 (the storage tier's figures), with room.
+HYBRID_GPU_VERTEX_BYTES = 64
 
 #: Pages the GPU worker keeps queued on its streams in a hybrid iteration
 #: (at least this many, and one per stream when pages stream).

@@ -73,7 +73,7 @@ WEIGHED_GPU_SET_UP = api._gpu_set_up_choice
 def gpu_set_up_unweighed() -> None:
     """Hybrid runs set the GPU up whatever their size, for the whole session
     (module-scoped fixtures included): the weighing of the GPU's set-up
-    (:func:`garaphpy.scheduler.decisions.gpu_set_up_pays`) would give every
+    (:func:`garaphpy.scheduler.set_up_choice.gpu_set_up_pays`) would give every
     small graph of the suite to the CPU alone; tests/scheduler/test_gpu_set_up.py
     puts it back (:data:`WEIGHED_GPU_SET_UP`)."""
     api._gpu_set_up_choice = lambda *arguments, **keywords: None

@@ -26,9 +26,9 @@ the iteration record (:func:`decide`, :attr:`IterationRecord.decisions`).
 * **GPU sparse pass**: a frontier of few out-edges is notify-pulled over
   them, many iterations a round trip in the device loop;
 * **alpha** (section 5.1, Equation 3): CPU only, or CPU and GPU together;
-* **GPU set-up** and **run processors**: whether a hybrid run sets the
-  GPU up at all, then the estimated time to finish on the GPU alone, the
-  CPU alone (its own shortcuts) or both, again at each stretch's end;
+* **run processors**: a hybrid run's estimated time to finish on the GPU
+  alone, the CPU alone (its own shortcuts) or both, again at each
+  stretch's end (its choices before set-up: :mod:`.set_up_choice`);
 * **page assignment** (section 5.1's queue, with a tail rule): whether a
   processor takes the next page or leaves the rest to the other one;
 * **partition processor**: in a run over a Dask cluster, a worker whose
@@ -1107,48 +1107,6 @@ def cpu_alone_engine(union_find_start: bool, cpu_seconds: float | None,
     estimated time to finish, ``cpu_seconds``, is at least what making it
     costs (its shortcuts, fused pulls and batches then pay for it)."""
     return bool(union_find_start or (cpu_seconds is not None and cpu_seconds >= build_seconds))
-
-
-def cpu_run_seconds(num_edges: int, threads: int, passes: float,
-                    edges_per_second_per_thread: float | None = None,
-                    iterations: float | None = None,
-                    iteration_seconds: float | None = None) -> float:
-    """A whole run on the CPU alone before anything is measured: ``passes``
-    pulls over ``num_edges`` in-edges on ``threads`` threads at
-    ``edges_per_second_per_thread`` each, and ``iterations`` (default
-    ``passes``) of ``iteration_seconds`` each (defaults: ``config``'s
-    ``HYBRID_CPU_EDGES_PER_SECOND_PER_THREAD``, ``HYBRID_CPU_ITERATION_SECONDS``)."""
-    rate = edges_per_second_per_thread or config.HYBRID_CPU_EDGES_PER_SECOND_PER_THREAD
-    fixed = config.HYBRID_CPU_ITERATION_SECONDS if iteration_seconds is None \
-        else iteration_seconds
-    return (passes * num_edges / (max(threads, 1) * rate)
-            + (passes if iterations is None else iterations) * fixed)
-
-
-def gpu_set_up_seconds(page_bytes: int, fixed_seconds: float | None = None,
-                       bytes_per_second: float | None = None) -> float:
-    """What setting the GPU up for a run is expected to take: ``fixed_seconds``
-    (what the process measured, or ``config.HYBRID_GPU_FIRST_SET_UP_SECONDS``
-    before its first) and copying ``page_bytes`` of pages at
-    ``bytes_per_second`` (``config.HYBRID_GPU_SET_UP_BYTES_PER_SECOND``)."""
-    if fixed_seconds is None:
-        fixed_seconds = config.HYBRID_GPU_FIRST_SET_UP_SECONDS
-    if bytes_per_second is None:
-        bytes_per_second = config.HYBRID_GPU_SET_UP_BYTES_PER_SECOND
-    return fixed_seconds + page_bytes / bytes_per_second
-
-
-def gpu_set_up_pays(cpu_seconds: float, gpu_set_up_seconds: float,
-                    margin: float | None = None) -> bool:
-    """Whether a hybrid run sets the GPU up at all.  Not when the CPU alone is
-    expected to finish the whole run (``cpu_seconds``, an estimate from
-    above: every pass a full pull) in less than ``margin`` times what the
-    GPU's set-up alone takes (``gpu_set_up_seconds``, an estimate from
-    below: no iteration counted), ``margin`` being
-    ``config.HYBRID_RUN_SWITCH_MARGIN``: the GPU's iterations cost more
-    than nothing, so the CPU alone then finishes first."""
-    margin = config.HYBRID_RUN_SWITCH_MARGIN if margin is None else margin
-    return not cpu_seconds < margin * gpu_set_up_seconds
 
 
 def frontier_switch_point(cpu_seconds, gpu_seconds, steps: int = 24) -> float | None:

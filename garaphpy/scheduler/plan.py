@@ -52,7 +52,7 @@ GPU_CHOICES = ("gpu_precompute", "selective_transfers", "packed_pages", "compres
 
 
 #: The run's own choices a test or bench may turn off (``turned_off``): a hybrid
-#: run's weighing of the GPU's set-up (:func:`decisions.gpu_set_up_pays`).
+#: run's weighing of the GPU's set-up (:mod:`~garaphpy.scheduler.set_up_choice`).
 RUN_CHOICES = ("gpu_set_up",)
 
 
@@ -167,10 +167,12 @@ class RunPlan:
         its scheduler, its partitions (vertex range, edges, worker), its
         checkpoint interval and its recoveries from lost workers.
     gpu_set_up : dict or None
-        A hybrid run's choice, before anything is set up, whether setting the
-        GPU up can pay (:func:`decisions.gpu_set_up_pays`: ``"choice"`` False
-        ran the run on the CPU alone, ``mode`` ``"cpu"``) and its inputs;
-        None where the run did not weigh it.
+        A hybrid run's choices, before anything is set up
+        (:mod:`~garaphpy.scheduler.set_up_choice`), and their inputs: whether
+        setting the GPU up can pay (``"choice"`` False ran the run on the CPU
+        alone, ``mode`` ``"cpu"``) and, where it was set up, whether it runs
+        alone (``"gpu_alone"`` True: ``mode`` ``"gpu"``); None where the run
+        did not weigh them.
     """
 
     mode: str
@@ -222,6 +224,10 @@ class RunPlan:
             lines.append(f"hybrid on the CPU alone: the run estimated at "
                          f"{set_up['cpu_seconds']:.3g} s, the GPU's set-up at "
                          f"{set_up['gpu_set_up_seconds']:.3g} s")
+        elif set_up is not None and set_up.get("gpu_alone"):
+            lines.append(f"hybrid on the GPU alone: every page fits its budget "
+                         f"({(set_up['page_bytes'] + set_up['vertex_bytes']) / 2**20:.1f} of "
+                         f"{set_up['gpu_budget'] / 2**20:.1f} MiB with the vertex data)")
         if self.turned_off:
             lines.append("turned off: " + ", ".join(sorted(self.turned_off)))
         if self.distributed:

@@ -418,6 +418,8 @@ class Result:
             split = (f"the CPU alone, the run expected to end before the GPU's set-up "
                      f"({set_up['cpu_seconds']:.2g} against {set_up['gpu_set_up_seconds']:.2g} s)"
                      + (f"; {split}" if split else ""))
+        elif set_up is not None and set_up.get("gpu_alone"):
+            split = "the GPU alone, every page in its budget" + (f"; {split}" if split else "")
         per_iteration = self.seconds / self.num_iterations * 1e3 if self.num_iterations else 0.0
         return (f"{name} ({self.mode}, {self.execution}): {verdict} after "
                 f"{self.num_iterations} iterations ({self.stop_reason}); "

@@ -3,7 +3,7 @@
 The GPU's set-up (cupy, the CUDA context, its pages copied) costs about a
 second before its first iteration; a run the CPU alone finishes sooner than
 that goes to the CPU alone before anything of the GPU is set up
-(:func:`garaphpy.scheduler.decisions.gpu_set_up_pays`), and runs as a
+(:func:`garaphpy.scheduler.set_up_choice.gpu_set_up_pays`), and runs as a
 ``mode="cpu"`` run would.  The rest of the suite does not weigh the set-up
 (tests/conftest.py); these tests weigh it as a run does.
 """
@@ -20,7 +20,7 @@ import pytest
 import garaphpy
 from garaphpy import api, config
 from garaphpy.kernels import gpu as gpu_kernels
-from garaphpy.scheduler import decisions
+from garaphpy.scheduler import set_up_choice
 from garaphpy.scheduler.policy import HybridPolicy
 from helpers import WEIGHED_GPU_SET_UP
 
@@ -64,32 +64,32 @@ def graph():
     (0.5, 1.0, 0.4, True),      # a stricter margin
 ])
 def test_the_gpu_is_set_up_unless_the_cpu_clearly_finishes_first(cpu, set_up, margin, pays):
-    assert decisions.gpu_set_up_pays(cpu, set_up, margin) is pays
+    assert set_up_choice.gpu_set_up_pays(cpu, set_up, margin) is pays
 
 
 def test_the_default_margin_is_the_per_run_choices():
     margin = config.HYBRID_RUN_SWITCH_MARGIN
-    assert decisions.gpu_set_up_pays(margin * 0.99, 1.0) is False
-    assert decisions.gpu_set_up_pays(margin * 1.01, 1.0) is True
+    assert set_up_choice.gpu_set_up_pays(margin * 0.99, 1.0) is False
+    assert set_up_choice.gpu_set_up_pays(margin * 1.01, 1.0) is True
 
 
 def test_the_estimates_are_passes_over_the_edges_and_a_fixed_part_and_a_copy():
     # 20 pulls of 128M edges on 16 threads of 1.8e8 edges a second each, 1 ms an iteration
-    assert decisions.cpu_run_seconds(128_000_000, 16, 20, 1.8e8,
+    assert set_up_choice.cpu_run_seconds(128_000_000, 16, 20, 1.8e8,
                                      iteration_seconds=1e-3) == pytest.approx(
         20 * 128e6 / 16 / 1.8e8 + 20e-3)
-    assert decisions.cpu_run_seconds(1000, 0, 1, 1e3, iteration_seconds=0.0) == \
+    assert set_up_choice.cpu_run_seconds(1000, 0, 1, 1e3, iteration_seconds=0.0) == \
         pytest.approx(1.0)                                                      # >= 1 thread
     # more iterations than passes: a frontier program's rounds over weighted edges
-    assert decisions.cpu_run_seconds(1000, 1, 2, 1e3, iterations=30,
+    assert set_up_choice.cpu_run_seconds(1000, 1, 2, 1e3, iterations=30,
                                      iteration_seconds=0.1) == pytest.approx(2.0 + 3.0)
-    assert decisions.cpu_run_seconds(0, 4, 5, iterations=None) == pytest.approx(
+    assert set_up_choice.cpu_run_seconds(0, 4, 5, iterations=None) == pytest.approx(
         5 * config.HYBRID_CPU_ITERATION_SECONDS)
-    assert decisions.gpu_set_up_seconds(int(0.77e9), 0.9, 1.8e9) == pytest.approx(
+    assert set_up_choice.gpu_set_up_seconds(int(0.77e9), 0.9, 1.8e9) == pytest.approx(
         0.9 + 0.77 / 1.8)
-    assert decisions.gpu_set_up_seconds(10**9) == pytest.approx(
+    assert set_up_choice.gpu_set_up_seconds(10**9) == pytest.approx(
         config.HYBRID_GPU_FIRST_SET_UP_SECONDS + 1e9 / config.HYBRID_GPU_SET_UP_BYTES_PER_SECOND)
-    assert decisions.gpu_set_up_seconds(10**9, 0.25, math.inf) == 0.25
+    assert set_up_choice.gpu_set_up_seconds(10**9, 0.25, math.inf) == 0.25
 
 
 # -- in a run -------------------------------------------------------------------------------
@@ -196,3 +196,70 @@ def test_a_gpu_run_measures_the_set_up_the_next_hybrid_run_weighs(graph, monkeyp
     hybrid = garaphpy.run(graph, "pagerank")
     assert hybrid.plan.gpu_set_up["set_up_measured"] == measured
     assert "cupy" in sys.modules
+
+
+# -- the GPU alone where every page fits --------------------------------------------------
+@pytest.mark.parametrize("pages, vertices, budget, alone", [
+    (100, 20, 200, True),
+    (100, 100, 200, True),      # exactly the budget
+    (100, 101, 200, False),
+    (0, 0, 0, True),
+    (10**9, 64 * 4_000_000, 2**30, False),
+])
+def test_the_gpu_runs_alone_where_every_page_fits_beside_the_vertex_data(
+        pages, vertices, budget, alone):
+    assert set_up_choice.gpu_alone(pages, vertices, budget) is alone
+
+
+def test_the_vertex_data_is_estimated_per_vertex():
+    assert set_up_choice.gpu_vertex_bytes(1000) == 1000 * config.HYBRID_GPU_VERTEX_BYTES
+    assert set_up_choice.gpu_vertex_bytes(0) == 0
+
+
+def test_a_hybrid_run_whose_pages_fit_is_the_gpus_and_says_so(graph, monkeypatch):
+    page_bytes = sum(page.nbytes for page in graph.store.pages)
+    vertex_bytes = set_up_choice.gpu_vertex_bytes(graph.num_vertices)
+    entry = {"choice": True}
+    monkeypatch.setattr(config, "gpu_budget", lambda asked, *rest, **named: asked)
+    fits = api.RunOptions(gpu_memory=page_bytes + vertex_bytes)
+    assert api._gpu_alone_choice(graph, fits, entry) == "gpu"
+    assert entry == {"choice": True, "gpu_alone": True, "page_bytes": page_bytes,
+                     "vertex_bytes": vertex_bytes, "gpu_budget": page_bytes + vertex_bytes}
+    short = api.RunOptions(gpu_memory=page_bytes + vertex_bytes - 1)
+    assert api._gpu_alone_choice(graph, short, entry) == "hybrid"
+    assert entry["gpu_alone"] is False
+
+
+def test_the_plan_and_summary_name_the_gpu_alone(graph):
+    from garaphpy.scheduler.plan import RunPlan
+
+    plan = RunPlan(mode="gpu", execution="sync", direction="auto", max_iterations=20,
+                   tolerance=None, threads=2,
+                   gpu_set_up={"choice": True, "gpu_alone": True, "page_bytes": 3 << 20,
+                               "vertex_bytes": 1 << 20, "gpu_budget": 8 << 20})
+    assert "hybrid on the GPU alone: every page fits its budget (4.0 of 8.0 MiB" \
+        in plan.describe()
+
+
+@pytest.mark.gpu
+def test_a_resident_hybrid_run_is_the_gpu_run(graph, monkeypatch):
+    """Every page fits: the hybrid's run is the GPU's own (nothing of the CPU set
+    up, the same records and values); pages beyond the budget: the hybrid's."""
+    monkeypatch.setattr(api, "_gpu_set_up_choice", WEIGHED_GPU_SET_UP)
+    monkeypatch.setattr(api, "_GPU_SET_UP_MEASURED", 0.0)     # the set-up always pays
+    monkeypatch.setattr(config, "HYBRID_GPU_SET_UP_BYTES_PER_SECOND", math.inf)
+    monkeypatch.setattr(config, "HYBRID_CPU_ITERATION_SECONDS", 1.0)
+    gpu = garaphpy.run(graph, "bfs", sources=0, mode="gpu")
+    hybrid = garaphpy.run(graph, "bfs", sources=0)
+    assert hybrid.mode == "gpu" and hybrid.plan.gpu_set_up["gpu_alone"] is True
+    assert hybrid.plan.cpu is None
+    assert [r.mode for r in hybrid.iterations] == [r.mode for r in gpu.iterations]
+    np.testing.assert_array_equal(hybrid.values, gpu.values)
+    assert "the GPU alone, every page in its budget" in hybrid.summary()
+    from garaphpy.programs import BFS
+    from helpers import budget_for
+
+    monkeypatch.setattr(config, "HYBRID_GPU_VERTEX_BYTES", 1 << 20)   # never fits
+    streamed = garaphpy.run(graph, "bfs", sources=0, gpu_memory=budget_for(graph, BFS(), 0.5))
+    assert streamed.mode == "hybrid" and streamed.plan.gpu_set_up["gpu_alone"] is False
+    np.testing.assert_array_equal(streamed.values, gpu.values)

@@ -1,0 +1,83 @@
+"""A hybrid run's choices before anything is set up: the GPU at all, and the GPU alone (Garaph section 5.1).
+
+Garaph shares each iteration between the CPU and the GPU (section 5.1's
+queue and cost ratio alpha).  Both cost a set-up before the first iteration:
+the GPU's (cupy, the CUDA context, the pages copied) about a second in a
+fresh process and 45-75 ms in one that has set a GPU up before; a hybrid
+run's (both engines and the start-up probe) 130-370 ms on a road network on
+the H200 host, 2026-12-03, where the CPU alone's was 6-97 ms.  So before
+anything is set up, a hybrid run weighs:
+
+* whether the GPU is worth setting up at all (:func:`gpu_set_up_pays`): not
+  where the CPU alone is expected to end the whole run
+  (:func:`cpu_run_seconds`) sooner than the GPU's set-up
+  (:func:`gpu_set_up_seconds`);
+* whether the GPU runs alone (:func:`gpu_alone`): where every page fits
+  the GPU's budget beside the vertex data, its iterations cost a fraction
+  of the CPU's (7-48x faster on every resident graph measured), and sharing
+  them with the CPU never won beyond the machine's noise, so the run is the
+  GPU's own, with nothing of the CPU set up.  Pages beyond the budget are
+  where the CPU's share pays (the per-iteration choice, and the per-run
+  choice of :mod:`.run_choice`).
+
+Each choice is recorded with its inputs in ``RunPlan.gpu_set_up``.
+"""
+
+from __future__ import annotations
+
+from .. import config
+
+
+def cpu_run_seconds(num_edges: int, threads: int, passes: float,
+                    edges_per_second_per_thread: float | None = None,
+                    iterations: float | None = None,
+                    iteration_seconds: float | None = None) -> float:
+    """A whole run on the CPU alone before anything is measured: ``passes``
+    pulls over ``num_edges`` in-edges on ``threads`` threads at
+    ``edges_per_second_per_thread`` each, and ``iterations`` (default
+    ``passes``) of ``iteration_seconds`` each (defaults: ``config``'s
+    ``HYBRID_CPU_EDGES_PER_SECOND_PER_THREAD``, ``HYBRID_CPU_ITERATION_SECONDS``)."""
+    rate = edges_per_second_per_thread or config.HYBRID_CPU_EDGES_PER_SECOND_PER_THREAD
+    fixed = config.HYBRID_CPU_ITERATION_SECONDS if iteration_seconds is None \
+        else iteration_seconds
+    return (passes * num_edges / (max(threads, 1) * rate)
+            + (passes if iterations is None else iterations) * fixed)
+
+
+def gpu_set_up_seconds(page_bytes: int, fixed_seconds: float | None = None,
+                       bytes_per_second: float | None = None) -> float:
+    """What setting the GPU up for a run is expected to take: ``fixed_seconds``
+    (what the process measured, or ``config.HYBRID_GPU_FIRST_SET_UP_SECONDS``
+    before its first) and copying ``page_bytes`` of pages at
+    ``bytes_per_second`` (``config.HYBRID_GPU_SET_UP_BYTES_PER_SECOND``)."""
+    if fixed_seconds is None:
+        fixed_seconds = config.HYBRID_GPU_FIRST_SET_UP_SECONDS
+    if bytes_per_second is None:
+        bytes_per_second = config.HYBRID_GPU_SET_UP_BYTES_PER_SECOND
+    return fixed_seconds + page_bytes / bytes_per_second
+
+
+def gpu_set_up_pays(cpu_seconds: float, gpu_set_up_seconds: float,
+                    margin: float | None = None) -> bool:
+    """Whether a hybrid run sets the GPU up at all.  Not when the CPU alone is
+    expected to finish the whole run (``cpu_seconds``, an estimate from
+    above: every pass a full pull) in less than ``margin`` times what the
+    GPU's set-up alone takes (``gpu_set_up_seconds``, an estimate from
+    below: no iteration counted), ``margin`` being
+    ``config.HYBRID_RUN_SWITCH_MARGIN``: the GPU's iterations cost more
+    than nothing, so the CPU alone then finishes first."""
+    margin = config.HYBRID_RUN_SWITCH_MARGIN if margin is None else margin
+    return not cpu_seconds < margin * gpu_set_up_seconds
+
+
+def gpu_alone(page_bytes: int, vertex_bytes: int, gpu_budget: int) -> bool:
+    """Whether a hybrid run whose GPU is set up runs on it alone: every page
+    (``page_bytes``) fits ``gpu_budget`` beside the vertex data
+    (``vertex_bytes``, the estimate :func:`gpu_vertex_bytes` gives)."""
+    return page_bytes + vertex_bytes <= gpu_budget
+
+
+def gpu_vertex_bytes(num_vertices: int) -> int:
+    """The GPU's vertex data before it is made, for the choice of
+    :func:`gpu_alone`: ``config.HYBRID_GPU_VERTEX_BYTES`` a vertex."""
+    return int(num_vertices * config.HYBRID_GPU_VERTEX_BYTES)
