@@ -104,9 +104,8 @@ class PartitionFrontier:
                                      np.uint64)
         #: in-edges of the settled owned vertices (the pull kernels count them)
         self.settled_in_edges = np.zeros(1, np.int64)
-        #: the in-degree of each owned vertex (Beamer's rule weighs the unsettled ones)
-        self.owned_in_degrees = np.diff(in_offsets[first:end + 1]).astype(np.int64) \
-            if early_exit else None
+        #: the in-edges' offsets (Beamer's rule weighs the unsettled owned vertices')
+        self.in_offsets = in_offsets
         self.num_vertices = num_vertices
         #: the last direction was a pull, and the frontier it had (Beamer's rule)
         self.pulled_last, self.previous_active = False, 0
@@ -164,8 +163,8 @@ class PartitionFrontier:
         prefix = kernels.frontier_degree_prefix(frontier, self.out_offsets, self.threads)
         if self.early_exit:
             # from a pull the rule reads the frontier's sizes alone
-            unsettled = 0 if self.pulled_last else \
-                self.owned_in_degrees @ ~self.settled[self.first:self.end]
+            unsettled = 0 if self.pulled_last else kernels.unsettled_in_edges(
+                self.in_offsets, self.settled, self.first, self.end)
             direction = decisions.settling_direction(
                 int(prefix[-1]), int(frontier.size), int(unsettled), self.num_vertices,
                 self.pulled_last, self.previous_active)

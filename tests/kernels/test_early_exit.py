@@ -670,3 +670,12 @@ def test_packed_flags_match_numpy(n):
     expected[:packed.size] = packed
     np.testing.assert_array_equal(bits.view(np.uint8), expected)
 
+
+
+@pytest.mark.parametrize("first, end", [(0, 0), (0, 500), (37, 38), (100, 401), (499, 500)])
+def test_unsettled_in_edges_match_numpy(first, end):
+    rng = np.random.default_rng(first + end)
+    in_offsets = np.concatenate([[0], np.cumsum(rng.integers(0, 9, 500))]).astype(np.int64)
+    settled = rng.random(500) < 0.4
+    expected = int(np.diff(in_offsets)[first:end] @ ~settled[first:end])
+    assert kernels.unsettled_in_edges(in_offsets, settled, first, end) == expected

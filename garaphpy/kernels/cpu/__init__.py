@@ -36,7 +36,7 @@ from .pull import (SETTLING_BLOCK, apply_vertices, pull_fused, pull_range, pull_
 from .push_rounds import PUSH_ROUND_BINS, PUSH_ROUND_CHUNK, PUSH_ROUND_FUSE, priority_push_rounds
 from .settle_rounds import SETTLE_ROUND_BUFFER, settle_push_rounds
 from .skipping import (above_floor, all_at_floor, best_source_value, mark_settled, pack_flags,
-                       settled_from_value, settled_from_values)
+                       settled_from_value, settled_from_values, unsettled_in_edges)
 from .vertices import (add_weighted_in_degrees, all_vertex_ids, balanced_vertex_starts,
                        commit_vertices, compute_aggregates, count_unequal, gather_vertex_edges,
                        init_values, listed_source_contributions, mapped_zeros,
@@ -60,5 +60,5 @@ __all__ = [
     "pull_settling_whole", "pull_vertices", "push_settling", "read_source_contribution",
     "reset_flags", "settle_push_rounds", "settled_from_value", "settled_from_values",
     "shortcut_labels", "source_contributions", "sparse_iterations", "sum_over", "total",
-    "touch", "vertex_ids",
+    "touch", "unsettled_in_edges", "vertex_ids",
 ]

@@ -103,6 +103,17 @@ def mark_settled(vertices, settled, claimed, in_offsets):
     return total
 
 
+@numba.njit(nogil=True, parallel=True, cache=True)
+def unsettled_in_edges(in_offsets, settled, first, end):
+    """The in-edges of the vertices ``first..end-1`` not yet settled (Beamer's
+    rule weighs a pull by them)."""
+    total = 0
+    for v in numba.prange(first, end):
+        if not settled[v]:
+            total += in_offsets[v + 1] - in_offsets[v]
+    return total
+
+
 @numba.njit(nogil=True, inline="always")
 def _settle(done, v, settled, claimed, in_offsets):
     """Vertex v settled (claimed for good) or not (its claim cleared); returns
