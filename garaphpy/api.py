@@ -545,7 +545,8 @@ def _validated(graph, program, options: RunOptions,
                                         tolerance, turned_off)
         mode = "cpu" if gpu_set_up is not None and not gpu_set_up["choice"] \
             else _hybrid_or_fallback()
-        if mode == "hybrid" and gpu_set_up is not None and options.direction == "auto":
+        if mode == "hybrid" and gpu_set_up is not None and options.policy is None \
+                and options.direction == "auto":
             mode = _gpu_alone_choice(graph, options, gpu_set_up)
     return _ValidatedRun(graph, program, resolved, mode, execution, options.direction,
                          max_iterations, tolerance, threads, source_vertices, gpu_set_up)
@@ -597,8 +598,9 @@ def _gpu_set_up_choice(graph, program, options: RunOptions, threads: int,
 
 
 def _gpu_alone_choice(graph, options: RunOptions, entry: dict) -> str:
-    """A hybrid run's mode once its GPU is usable: ``"gpu"`` where every page
-    fits the GPU's budget beside the vertex data
+    """A hybrid run's mode once its GPU is usable (the default policy, the
+    direction Garaph's): ``"gpu"`` where every page fits the GPU's budget
+    beside the vertex data
     (:func:`set_up_choice.gpu_alone`), so nothing of the CPU is set up,
     else ``"hybrid"``; the choice and its inputs added to ``entry``."""
     page_bytes = sum(page.nbytes for page in graph.store.pages)

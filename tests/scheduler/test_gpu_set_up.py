@@ -263,3 +263,18 @@ def test_a_resident_hybrid_run_is_the_gpu_run(graph, monkeypatch):
     streamed = garaphpy.run(graph, "bfs", sources=0, gpu_memory=budget_for(graph, BFS(), 0.5))
     assert streamed.mode == "hybrid" and streamed.plan.gpu_set_up["gpu_alone"] is False
     np.testing.assert_array_equal(streamed.values, gpu.values)
+
+
+def test_a_policy_of_the_users_own_is_never_overruled_for_the_gpu_alone(graph, priced,
+                                                                         monkeypatch):
+    chosen = []
+    monkeypatch.setattr(api, "_hybrid_or_fallback", lambda: "hybrid")
+    monkeypatch.setattr(api, "_gpu_alone_choice",
+                        lambda *arguments: chosen.append(True) or "cpu")
+    monkeypatch.setattr(config, "HYBRID_CPU_ITERATION_SECONDS", 1.0)    # the set-up pays
+    options = api.RunOptions(policy=HybridPolicy(), threads=2)
+    assert api._validated(graph, "pagerank", options).mode == "hybrid" and not chosen
+    forced = api.RunOptions(direction="pull", threads=2)
+    assert api._validated(graph, "pagerank", forced).mode == "hybrid" and not chosen
+    assert api._validated(graph, "pagerank", api.RunOptions(threads=2)).mode == "cpu"
+    assert chosen == [True]
