@@ -1,4 +1,4 @@
-"""A hybrid run's choices before anything is set up: the GPU at all, and the GPU alone (Garaph section 5.1).
+"""A hybrid run's choices before set-up: the GPU at all, the GPU alone (Garaph section 5.1).
 
 Garaph shares each iteration between the CPU and the GPU (section 5.1's
 queue and cost ratio alpha).  Both cost a set-up before the first iteration:
