@@ -576,7 +576,7 @@ def _gpu_set_up_choice(graph, program, options: RunOptions, threads: int,
     if tolerance is not None:
         passes = float(max_iterations)
     else:
-        skew = decisions.in_degree_skew(graph.store.in_degree)
+        skew = graph.store.in_degree_skew
         passes = min(decisions.expected_iterations(graph.num_vertices, graph.num_edges, skew),
                      float(max_iterations))
         if graph.weighted and "weight" in _uses(program):

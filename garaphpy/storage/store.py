@@ -697,6 +697,15 @@ class Store:
         (:func:`garaphpy.scheduler.decisions.gpu_sparse_pass`)."""
         return neighbour_in_degree(np.diff(np.asarray(self.in_offsets)))
 
+    @functools.cached_property
+    def in_degree_skew(self) -> float:
+        """:attr:`neighbour_in_degree` over the mean in-degree (1.0 for a regular
+        graph or one without edges; computed once per opened store): the
+        in-edges a notified vertex reads, relative to an average vertex's."""
+        if self.num_edges == 0:
+            return 1.0
+        return self.neighbour_in_degree / (self.num_edges / self.num_vertices)
+
     @property
     def summary(self) -> dict:
         """The load summary recorded at build time."""

@@ -278,3 +278,17 @@ def test_a_policy_of_the_users_own_is_never_overruled_for_the_gpu_alone(graph, p
     assert api._validated(graph, "pagerank", forced).mode == "hybrid" and not chosen
     assert api._validated(graph, "pagerank", api.RunOptions(threads=2)).mode == "cpu"
     assert chosen == [True]
+
+
+@pytest.mark.parametrize("in_degrees", [[3, 3, 3, 3], [1, 0, 0, 40], [0, 0, 0]])
+def test_the_stores_in_degree_skew_is_the_decisions(in_degrees, tmp_path):
+    """The skew the set-up choice reads from the store (computed once per store)
+    is :func:`decisions.in_degree_skew` of its in-degrees."""
+    from garaphpy.scheduler import decisions
+
+    dst = np.repeat(np.arange(len(in_degrees)), in_degrees)
+    src = (dst + 1) % len(in_degrees)
+    graph = garaphpy.Graph.from_arrays(src, dst, num_vertices=len(in_degrees),
+                                       store=tmp_path / "store")
+    assert graph.store.in_degree_skew == pytest.approx(
+        decisions.in_degree_skew(graph.store.in_degree))
