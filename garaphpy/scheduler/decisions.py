@@ -371,7 +371,9 @@ def in_degree_skew(in_degree) -> float:
     edges = float(degrees.sum())
     if edges == 0:
         return 1.0
-    return float(degrees @ degrees / edges) / (edges / degrees.size)
+    # einsum's own loop, not BLAS: OpenBLAS's threads spin after a call, beside the run's
+    squares = float(np.einsum("i,i->", degrees, degrees))
+    return squares / edges / (edges / degrees.size)
 
 
 def bucket_width(configured: float | None, mean_edge_value: float | None,

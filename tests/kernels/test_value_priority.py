@@ -81,6 +81,38 @@ def test_in_degree_skew_of_regular_and_star_graphs():
     assert decisions.in_degree_skew(np.zeros(5, np.int64)) == 1.0
 
 
+def _other_threads_cpu_ticks() -> int:
+    """CPU clock ticks of this process's threads other than the calling one."""
+    import os
+    import threading
+
+    own = str(threading.get_native_id())
+    ticks = 0
+    for task in os.listdir("/proc/self/task"):
+        if task != own:
+            with open(f"/proc/self/task/{task}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])     # utime, stime
+    return ticks
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/task"),
+                    reason="per-thread CPU times are read from Linux's /proc")
+def test_the_skew_wakes_no_blas_threads():
+    """A run's choices read the skew beside its own threads: a BLAS product
+    would wake OpenBLAS's pool, whose threads then spin against the run's
+    parallel loops (100-160 ms of set-up measured on the 16-core host)."""
+    import time
+
+    degrees = np.random.default_rng(3).integers(0, 50, 4_000_000)
+    time.sleep(0.3)                     # other threads' spinning after earlier tests ends
+    before = _other_threads_cpu_ticks()
+    for _ in range(20):
+        decisions.in_degree_skew(degrees)
+    time.sleep(0.2)
+    assert _other_threads_cpu_ticks() - before <= 2
+
+
 def test_bucket_width_rule():
     assert decisions.bucket_width(None, 128.0, 4.0) == 32.0       # GAPBS's grid delta
     assert decisions.bucket_width(None, None, 4.0) == 1.0          # no edge values read
