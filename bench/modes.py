@@ -427,7 +427,8 @@ def mode_case(graph, program: str, mode: str, options: dict, reference: dict, ex
         measured = {"seconds": result.seconds, "iterations": result.num_iterations,
                     "execution": result.execution,
                     "setup_seconds": result.setup_seconds, "converged": result.converged,
-                    "stop_reason": result.stop_reason}
+                    "stop_reason": result.stop_reason,
+                    "set_up_choice": set_up_choice(result.plan.gpu_set_up)}
         records = [r.as_dict() for r in result.iterations]
         del result
         free_gpu_memory()
@@ -455,6 +456,7 @@ def mode_case(graph, program: str, mode: str, options: dict, reference: dict, ex
             "seconds": [r["seconds"] for r in runs],
             "iterations": [r["iterations"] for r in runs],
             "setup_seconds": median(r["setup_seconds"] for r in runs),
+            "set_up_choice": middle["set_up_choice"],
             # the whole call as a user waits for it: set-up (compilation aside) and iterations
             "whole_seconds": [r["setup_seconds"] + r["seconds"] for r in runs],
             "converged": middle["converged"], "stop_reason": middle["stop_reason"],
@@ -795,10 +797,10 @@ def print_dispatch(rows: list) -> None:
         return
     print("\n== hybrid dispatcher, median run: iterations CPU-only / GPU-only (the per-run "
           "choice) / hybrid, switches, the GPU's share of the edges, dispatch overhead per "
-          "iteration (deciding + synchronizing), the per-run choices")
+          "iteration (deciding + synchronizing), the per-run choices, the choice before set-up")
     print(f"{'program':9} {'graph':22} {'budget':8} {'cpu-only':>8} {'gpu-only':>8} "
           f"{'hybrid':>7} {'switches':>8} {'gpu edges':>9} {'dispatch median':>16} {'max':>9} "
-          f"{'share':>7}  first switches; run choices")
+          f"{'share':>7}  first switches; run choices; set-up choice")
     for row, entry in hybrid:
         records = entry["records"]
         modes = [r.get("mode") for r in records]
@@ -820,9 +822,29 @@ def print_dispatch(rows: list) -> None:
             over = f"{'(not recorded)':>16} {'':>9} {'':>7}"
         print(f"{row['program']:9} {row['graph_variant']:22} {row['budget']:8} "
               f"{modes.count('cpu'):>8} {modes.count('gpu'):>8} {modes.count('hybrid'):>7} "
-              f"{len(switches):>8} {share:>9} {over}  {first}; {run_choices(records)}")
+              f"{len(switches):>8} {share:>9} {over}  {first}; {run_choices(records)}; "
+              f"{set_up_choice_text(entry.get('set_up_choice'))}")
     print("   switches: k^ the GPU joins at iteration k, kv it leaves; share: dispatch "
           "time / iteration time")
+
+
+def set_up_choice(entry: dict | None) -> dict | None:
+    """A hybrid run's choices before set-up (``RunPlan.gpu_set_up``): the CPU's
+    whole run and the GPU's set-up as estimated, and what was chosen
+    (``"cpu"``, ``"gpu"`` alone, or ``"both"``); None where none was weighed."""
+    if not entry:
+        return None
+    chosen = "cpu" if not entry["choice"] else "gpu" if entry.get("gpu_alone") else "both"
+    return {"chosen": chosen, "cpu_seconds": entry["cpu_seconds"],
+            "gpu_set_up_seconds": entry["gpu_set_up_seconds"]}
+
+
+def set_up_choice_text(choice: dict | None) -> str:
+    """``chosen (cpu est. X ms, GPU set-up est. Y ms)``, or ``-``."""
+    if not choice:
+        return "-"
+    return (f"{choice['chosen']} (cpu est. {choice['cpu_seconds'] * 1e3:.1f} ms, GPU set-up "
+            f"est. {choice['gpu_set_up_seconds'] * 1e3:.1f} ms)")
 
 
 def run_choices(records: list, most: int = 6) -> str:

@@ -4,6 +4,8 @@ scripts as configurations of it (tiny CPU runs, GPU scripts' --help)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import lzma
 import os
@@ -595,7 +597,10 @@ def _modes_with_three_cpu_modes(monkeypatch, wrong_mode=None):
         values = np.array(result.values, copy=True)
         if mode == wrong_mode:
             values[0] += 1
-        return SimpleNamespace(values=values, seconds=result.seconds,
+        plan = result.plan if mode != "hybrid" else dataclasses.replace(
+            result.plan, gpu_set_up={"choice": False, "cpu_seconds": 0.002,
+                                     "gpu_set_up_seconds": 0.9})
+        return SimpleNamespace(values=values, seconds=result.seconds, plan=plan,
                                num_iterations=result.num_iterations,
                                execution=result.execution, setup_seconds=result.setup_seconds,
                                converged=result.converged, stop_reason=result.stop_reason,
@@ -628,6 +633,9 @@ def test_modes_interleave_runs_the_modes_trials_in_turns(tmp_path, monkeypatch, 
     entries = summary["rows"][0]["modes"]
     assert entries["cpu"]["check"] == {"ok": True, "reference": True, "reference_mode": "cpu"}
     assert entries["hybrid"]["check"]["ok"]
+    assert entries["cpu"]["set_up_choice"] is None
+    assert entries["hybrid"]["set_up_choice"] == {"chosen": "cpu", "cpu_seconds": 0.002,
+                                                  "gpu_set_up_seconds": 0.9}
     assert entries["hybrid"]["check"]["reference_mode"] == "cpu"
     turns = summary["rows"][0]["hybrid_over_min_per_turn"]
     if interleave:
@@ -643,6 +651,7 @@ def test_modes_interleave_runs_the_modes_trials_in_turns(tmp_path, monkeypatch, 
     assert summary["rows"][0]["oracle_over_best"] == pytest.approx(expected["oracle_over_best"])
     captured = capsys.readouterr()
     assert "hyb/min(c,g)" in captured.out and "bound" in captured.out
+    assert "cpu (cpu est. 2.0 ms, GPU set-up est. 900.0 ms)" in captured.out
     assert ("in turns" in captured.err) == interleave
     assert ("turn by turn" in captured.out) == interleave
 
