@@ -102,21 +102,34 @@ class PartitionFrontier:
         #: pull's probes of the in-neighbours read a bit, not a byte
         self.settled_bits = np.zeros((num_vertices + 63) // 64 if early_exit else 0,
                                      np.uint64)
-        #: in-edges of the settled owned vertices (the pull kernels count them)
+        #: in-edges of the settled owned vertices, counted as they settle (the
+        #: pull and push kernels add theirs, :meth:`restart` those it settles),
+        #: as the one process keeps its count: no pass over the owned vertices
         self.settled_in_edges = np.zeros(1, np.int64)
         #: the in-edges' offsets (Beamer's rule weighs the unsettled owned vertices')
         self.in_offsets = in_offsets
+        self.owned_in_edges = int(in_offsets[end] - in_offsets[first])
         self.num_vertices = num_vertices
         #: the last direction was a pull, and the frontier it had (Beamer's rule)
         self.pulled_last, self.previous_active = False, 0
         self.restart()
 
     def restart(self, changed: np.ndarray | None = None) -> None:
-        """Take ``changed`` as the last iteration's changes (default: the
-        initially active vertices, before the first iteration)."""
+        """Take ``changed`` (owned vertices) as the last iteration's changes
+        (default: the initially active vertices, before the first iteration)."""
         self.changed = [self.initially_active if changed is None else changed]
-        if self.early_exit:
-            self.settle(self.changed[0])
+        if not self.early_exit:
+            return
+        if changed is None:     # every partition's: the owned ones' in-edges counted
+            active = self.initially_active
+            self._mark_settled(active[(active >= self.first) & (active < self.end)])
+            self.settle(active)
+        else:
+            self._mark_settled(changed)
+
+    def _mark_settled(self, owned: np.ndarray) -> None:
+        self.settled_in_edges[0] += kernels.mark_settled(owned, self.settled, self.claimed,
+                                                         self.in_offsets)
 
     def pack_settled(self) -> None:
         """``settled`` into ``settled_bits``, before a pull (no vertex settles
@@ -142,9 +155,19 @@ class PartitionFrontier:
         done = is_source | (values != initial)
         self.settled[:] = done
         self.claimed[:] = np.where(done, kernels.SETTLED_CLAIM, 0)
+        self.settled_in_edges[0] = self.owned_in_edges - self.recount_unsettled_in_edges()
+
+    def unsettled_in_edges(self) -> int:
+        """The in-edges of the owned vertices not settled (kept as they settle)."""
+        return self.owned_in_edges - int(self.settled_in_edges[0])
+
+    def recount_unsettled_in_edges(self) -> int:
+        """:meth:`unsettled_in_edges` counted again over the owned vertices."""
+        return int(kernels.unsettled_in_edges(self.in_offsets, self.settled, self.first,
+                                              self.end))
 
     def add_changes(self, vertices: np.ndarray) -> None:
-        """Vertices changed in the last iteration (owned ones, or received)."""
+        """Vertices changed in the last iteration, received (other partitions')."""
         if self.changed is not None and vertices.size:
             self.changed.append(np.asarray(vertices, np.int64))
             if self.early_exit:
@@ -155,24 +178,35 @@ class PartitionFrontier:
         or ``"notify-pull"`` by the CPU engine's switch over the partition's
         edges (Beamer's, :func:`~garaphpy.scheduler.decisions.settling_direction`,
         with early exit, where a pull reads the unsettled vertices' in-edges
-        alone), with the changed vertices and their out-degree prefix here."""
+        alone), with the changed vertices and, for a notify-pull, their
+        out-degree prefix here (None for a pull)."""
         if self.changed is None:
             self.pulled_last, self.previous_active = True, self.num_vertices
             return "pull", None, None
         frontier = np.concatenate(self.changed) if len(self.changed) > 1 else self.changed[0]
-        prefix = kernels.frontier_degree_prefix(frontier, self.out_offsets, self.threads)
-        if self.early_exit:
+        if self.early_exit and self.pulled_last:
             # from a pull the rule reads the frontier's sizes alone
-            unsettled = 0 if self.pulled_last else kernels.unsettled_in_edges(
-                self.in_offsets, self.settled, self.first, self.end)
             direction = decisions.settling_direction(
-                int(prefix[-1]), int(frontier.size), int(unsettled), self.num_vertices,
-                self.pulled_last, self.previous_active)
+                0, int(frontier.size), 0, self.num_vertices, True, self.previous_active)
+        elif self.early_exit:
+            direction = decisions.settling_direction(
+                self.out_edges(frontier), int(frontier.size), self.unsettled_in_edges(),
+                self.num_vertices, False, self.previous_active)
         else:
             direction = decisions.choose_direction(
-                decisions.active_fraction(int(prefix[-1]), self.num_edges))
+                decisions.active_fraction(self.out_edges(frontier), self.num_edges))
         self.pulled_last, self.previous_active = direction == "pull", int(frontier.size)
-        return direction, frontier, prefix
+        if direction == "pull":
+            return direction, frontier, None
+        return direction, frontier, kernels.frontier_degree_prefix(frontier, self.out_offsets,
+                                                                   self.threads)
+
+    def out_edges(self, frontier: np.ndarray) -> int:
+        """The out-edges to owned vertices of ``frontier`` (distinct vertices:
+        every vertex's, without a pass, where it holds them all)."""
+        if frontier.size == self.num_vertices:
+            return self.num_edges
+        return kernels.frontier_degrees(frontier, self.out_offsets, self.threads)
 
     def notified(self, frontier: np.ndarray, prefix: np.ndarray) -> np.ndarray:
         """The owned vertices with an in-neighbour in ``frontier`` (settled ones

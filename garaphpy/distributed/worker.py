@@ -436,7 +436,7 @@ class PartitionWorker(Rounds, UnionFindStart):
         -------
         dict
             ``l1_change``, ``activated``, ``changed`` (owned vertices whose value
-            changed), ``sent_bytes``, ``edges``, ``pull_seconds``,
+            changed; with early exit, those activated), ``sent_bytes``, ``edges``, ``pull_seconds``,
             ``exchange_seconds``, ``aggregates`` (the next iteration's share)
             and ``address``.
         """
@@ -538,23 +538,23 @@ class PartitionWorker(Rounds, UnionFindStart):
         """Beamer's bottom-up step over the partition in one launch, in place
         (:meth:`_set_up_settling_pull`): the vertices neither settled nor
         without in-edges here read their in-neighbours until a settled one
-        activates them; the owned vertices changed."""
-        first, end = self.first, self.end
+        activates them; the owned vertices activated, in increasing order
+        (the one process's next frontier: a vertex changed but not activated
+        stays unsettled, so no gather reads it)."""
         frontier, settling = self.frontier, self.settling_pull
-        before = self.values[first:end].copy()
         with parallel_section():
             frontier.pack_settled()
-            self.compiled.kernels.pull_settling_whole(
+            activated = self.compiled.kernels.pull_settling_whole(
                 self.compiled.identity, settling["graph"], self.values,
                 apply_context(self.attrs, aggregates, self.num_vertices, iteration),
                 self.active,
                 (frontier.settled, frontier.settled_bits, settling["in_edge_bits"],
                  frontier.claimed, settling["found"]),
                 (stats, frontier.settled_in_edges, settling["found_out_edges"]),
-                max(1, min(self.threads, numba.get_num_threads())), (first, end))
-        changed = first + np.flatnonzero(self.values[first:end] != before)
-        self.next[first:end] = self.values[first:end]
-        return changed
+                max(1, min(self.threads, numba.get_num_threads())), (self.first, self.end))
+            # the pull writes ``values`` in place; ``next`` must hold them too
+            kernels.commit_vertices(activated, self.values, self.next)
+        return activated
 
     def _pull_notified(self, notified: np.ndarray, iteration: int, aggregates: np.ndarray,
                        stats: np.ndarray):
@@ -583,20 +583,19 @@ class PartitionWorker(Rounds, UnionFindStart):
         (:func:`garaphpy.kernels.cpu.push_settling`, the one process's sparse
         step with early exit): each edge of a settled ``frontier`` vertex to an
         owned vertex not settled gives it its final value.  ``(changed,
-        written)``: the owned vertices changed, in increasing order, and how
-        many the push wrote."""
+        written)``: the owned vertices activated, in increasing order (as
+        :meth:`_pull_settling`), and how many the push wrote (each committed)."""
         front = self.frontier
         chunks = max(1, self.threads * config.CPU_CHUNKS_PER_THREAD)
         with parallel_section():
-            written, _ = self.compiled.kernels.push_settling(
+            written, activated = self.compiled.kernels.push_settling(
                 self.compiled.identity, (frontier, prefix),
                 (front.out_offsets, front.out_targets, self.dummy_weights, self.in_offsets),
                 (self.values, self.next),
                 apply_context(self.attrs, aggregates, self.num_vertices, iteration), chunks,
                 stats, (front.settled, front.claimed, front.settled_in_edges))
-        changed = np.sort(written[self.next[written] != self.values[written]])
-        self.values[changed] = self.next[changed]
-        return changed, int(written.size)
+            kernels.commit_vertices(written, self.next, self.values)
+        return np.sort(activated), int(written.size)
 
     def checkpoint(self, iteration: int, directory: str) -> str:
         """Write the owned values after ``iteration`` iterations (atomically)."""
