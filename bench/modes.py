@@ -638,6 +638,10 @@ def ratios(entries: dict, in_turns: bool = False) -> dict:
     others = [times[m] for m in ("cpu", "gpu") if m in times]
     out["hybrid_over_min_cpu_gpu"] = hybrid / min(others) if hybrid and others else None
     out["hybrid_over_gpu"] = hybrid / times["gpu"] if hybrid and "gpu" in times else None
+    whole = whole_call_seconds(entries)
+    single = [whole[m] for m in ("cpu", "gpu") if m in whole]
+    out["hybrid_whole_over_min_cpu_gpu"] = (whole["hybrid"] / min(single)
+                                            if "hybrid" in whole and single else None)
     out["mismatch"] = sorted(m for m, e in entries.items() if e.get("status") == "mismatch")
     out.update(oracle_bounds(entries))
     out["hybrid_over_min_per_turn"] = None
@@ -646,6 +650,13 @@ def ratios(entries: dict, in_turns: bool = False) -> dict:
         out["hybrid_over_min_per_turn"] = [
             own / min(turn) for own, *turn in zip(entries["hybrid"]["seconds"], *trials)]
     return out
+
+
+def whole_call_seconds(entries: dict) -> dict:
+    """Each correctly run mode's whole call (set-up and iterations, numba's
+    compilation aside), median over its runs, in seconds."""
+    return {mode: median(entry["whole_seconds"]) for mode, entry in entries.items()
+            if entry.get("status") == "ok" and "whole_seconds" in entry}
 
 
 def oracle_bounds(entries: dict) -> dict:
@@ -776,17 +787,13 @@ def print_whole_calls(rows: list, modes: list) -> None:
     print(head)
     for row in shown:
         line = f"{row['program']:9} {row['graph_variant']:22} {row['budget']:8}"
-        whole = {}
+        whole = whole_call_seconds(row["modes"])
         for mode in modes:
-            entry = row["modes"].get(mode, {})
-            if entry.get("status") != "ok" or "whole_seconds" not in entry:
+            if mode not in whole:
                 line += f" {'-':>21}"
                 continue
-            whole[mode] = median(entry["whole_seconds"])
-            line += f" {whole[mode]:>10.4f} ({entry['setup_seconds']:.4f})"
-        single = [whole[m] for m in ("cpu", "gpu") if m in whole]
-        ratio = whole["hybrid"] / min(single) if "hybrid" in whole and single else None
-        row["hybrid_whole_over_min_cpu_gpu"] = ratio
+            line += f" {whole[mode]:>10.4f} ({row['modes'][mode]['setup_seconds']:.4f})"
+        ratio = row.get("hybrid_whole_over_min_cpu_gpu")
         print(line + f" {('-' if ratio is None else f'{ratio:.2f}'):>12}")
 
 

@@ -806,6 +806,9 @@ def test_modes_weighs_whole_calls_set_up_included(capsys):
            "modes": {"cpu": entry([0.10, 0.11, 0.12], [0.017, 0.018, 0.016]),
                      "gpu": entry([0.30, 0.31, 0.29], [0.008, 0.008, 0.009]),
                      "hybrid": entry([0.11, 0.12, 0.10], [0.019, 0.020, 0.018])}}
+    for mode, entry_ in row["modes"].items():
+        entry_["median_seconds"] = sorted(entry_["whole_seconds"])[1]    # ratios() reads it
+    row.update(modes.ratios(row["modes"]))
     modes.print_whole_calls([row], ["cpu", "gpu", "hybrid"])
     line = next(text for text in capsys.readouterr().out.splitlines()
                 if text.startswith("bfs"))
