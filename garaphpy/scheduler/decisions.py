@@ -367,12 +367,12 @@ def in_degree_skew(in_degree) -> float:
     notified in proportion to its in-degree d and then reads d in-edges, so
     the mean read is sum d^2 / sum d; 1.0 for a regular graph, far more
     for a power-law one."""
-    degrees = np.asarray(in_degree, dtype=np.float64)
-    edges = float(degrees.sum())
+    degrees = np.asarray(in_degree)
+    edges = float(degrees.sum(dtype=np.float64))
     if edges == 0:
         return 1.0
     # einsum's own loop, not BLAS: OpenBLAS's threads spin after a call, beside the run's
-    squares = float(np.einsum("i,i->", degrees, degrees))
+    squares = float(np.einsum("i,i->", degrees, degrees, dtype=np.float64))
     return squares / edges / (edges / degrees.size)
 
 
