@@ -709,10 +709,8 @@ def _cpu_alone(plan: RunPlan, run_: _ValidatedRun, cpu_parts, initially_active: 
                      symmetric=not run_.graph.directed, turned_off=plan.turned_off)
     alone_plan = dataclasses.replace(plan, mode="cpu", cpu=alone, gpu=None)
     first = initially_active.copy()
-    skew = alone.entries.get("value_priority", {}).get("in_degree_skew")
-    if skew is None:        # the plan measured it only for a program with buckets
-        skew = decisions.in_degree_skew(arrays.attrs[1])
-    return CpuAlone(num_vertices=arrays.num_vertices, in_degree_skew=skew,
+    return CpuAlone(num_vertices=arrays.num_vertices,
+                    in_degree_skew=run_.graph.store.in_degree_skew,
                     union_find_start=alone.union_find_start,
                     gpu_union_find_start=bool(plan.gpu is not None
                                               and plan.gpu.union_find_start),

@@ -44,6 +44,7 @@ import numpy as np
 from .. import config
 from ..errors import ConfigError
 from ..kernels.cpu_program import SOURCE_SIDE_GATHER_PARAMETERS
+from ..storage.store import neighbour_in_degree
 
 #: Gather parameters that make a gather a function of its source vertex alone.
 SOURCE_SIDE_PARAMETERS = SOURCE_SIDE_GATHER_PARAMETERS
@@ -371,9 +372,7 @@ def in_degree_skew(in_degree) -> float:
     edges = float(degrees.sum(dtype=np.float64))
     if edges == 0:
         return 1.0
-    # einsum's own loop, not BLAS: OpenBLAS's threads spin after a call, beside the run's
-    squares = float(np.einsum("i,i->", degrees, degrees, dtype=np.float64))
-    return squares / edges / (edges / degrees.size)
+    return neighbour_in_degree(degrees) / (edges / degrees.size)
 
 
 def bucket_width(configured: float | None, mean_edge_value: float | None,

@@ -218,9 +218,12 @@ def format_summary(manifest: dict) -> str:
 def neighbour_in_degree(in_degree) -> float:
     """The in-degree of an edge's destination, on average over the edges:
     sum of in-degrees squared / |E| (1 for a graph without edges)."""
-    degrees = np.asarray(in_degree, np.float64)
-    edges = degrees.sum()
-    return float((degrees * degrees).sum() / edges) if edges else 1.0
+    degrees = np.asarray(in_degree)
+    edges = float(degrees.sum(dtype=np.float64))
+    # einsum's own loop, not BLAS (whose threads spin after a call, beside a run's),
+    # and no float copy of the degrees
+    return float(np.einsum("i,i->", degrees, degrees, dtype=np.float64)) / edges if edges \
+        else 1.0
 
 class Store:
     """A preprocessed graph store, opened for reading.
