@@ -50,10 +50,10 @@ CHILD = r"""
 import json, sys
 import numpy as np
 import garaphpy
-spec, symmetric, store, mode, threads, trials, warmup, programs, budgets = sys.argv[1:10]
+spec, symmetric, store, mode, threads, trials, warmup, programs, budgets, build = sys.argv[1:11]
 threads, trials, warmup = int(threads), int(trials), int(warmup)
 graph = garaphpy.Graph.load(spec, store=store, progress=False,
-                            generator_options={"weighted": True})
+                            generator_options={"weighted": True}, **json.loads(build))
 if symmetric == "1":
     graph = graph.as_undirected()
 source = int(graph.original_ids([int(np.argmax(graph.store.out_degree))])[0])
@@ -74,6 +74,7 @@ for budget in budgets.split(","):
                 seconds.append(result.seconds)
         values = np.nan_to_num(np.asarray(result.values, dtype=np.float64), posinf=-1.0)
         print(json.dumps({"budget": budget, "program": program, "seconds": seconds,
+                          "page_codec": getattr(graph.store, "page_codec", "plain"),
                           "iterations": len(result.iterations),
                           "values_sum": float(values.sum()),
                           # einsum, not a BLAS dot: OpenBLAS's threads would spin into the next runs
@@ -96,14 +97,15 @@ BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 20261203
 
 
-def child_command(spec: str, store: Path, args) -> list[str]:
-    """The child's command line for graph ``spec`` (``kron:S`` is rmat:S made symmetric)."""
+def child_command(spec: str, store: Path, args, build: dict | None = None) -> list[str]:
+    """The child's command line for graph ``spec`` (``kron:S`` is rmat:S made
+    symmetric), its store built with the options ``build``."""
     symmetric = spec.startswith("kron:")
     generator = "rmat:" + spec.split(":", 1)[1] if symmetric else spec
     budgets = args.budgets if args.mode != "cpu" else "resident"
     return [sys.executable, "-c", CHILD, generator, "1" if symmetric else "0", str(store),
             args.mode, str(args.threads), str(args.trials), str(args.warmup), args.programs,
-            budgets]
+            budgets, json.dumps(build or {})]
 
 
 def run_tree(label: str, tree: Path, spec: str, args, store_dir: Path) -> list[dict]:
@@ -111,7 +113,8 @@ def run_tree(label: str, tree: Path, spec: str, args, store_dir: Path) -> list[d
     store = store_dir / label / spec.replace(":", "_")
     environment = {**os.environ, "PYTHONPATH": str(tree),
                    "NUMBA_NUM_THREADS": str(args.threads)}
-    done = subprocess.run(child_command(spec, store, args), env=environment, cwd=tree,
+    build = {"compress": False} if label == "new" and args.new_plain_pages else {}
+    done = subprocess.run(child_command(spec, store, args, build), env=environment, cwd=tree,
                           capture_output=True, text=True)
     if done.returncode:
         raise SystemExit(f"before-after: the {label} tree ({tree}) failed on {spec}:\n"
@@ -266,6 +269,9 @@ def main(argv=None) -> int:
                         help="processes per tree and graph, the trees in turns (default 2)")
     parser.add_argument("--store-dir", default=None,
                         help="keep each tree's stores here (default: a temporary directory)")
+    parser.add_argument("--new-plain-pages", action="store_true",
+                        help="build the new tree's stores with plain pages (store.compress "
+                             "false), the only format of a tree older than compressed pages")
     harness.add_common_options(parser)
     args = parser.parse_args(argv)
     harness.check_common_options(parser, args)

@@ -26,6 +26,31 @@ def test_a_tree_against_itself_gives_every_case_with_the_same_values(tmp_path, c
     assert {row["round"] for row in written} == {0, 1}
 
 
+def test_plain_pages_are_asked_of_the_new_tree_only(tmp_path, monkeypatch):
+    """--new-plain-pages builds the new tree's stores plain, the old tree's as
+    it builds them (a tree older than compressed pages knows no option)."""
+    commands = []
+
+    class Done:
+        returncode = 0
+        stdout = json.dumps({"budget": "resident", "program": "bfs", "seconds": [0.001],
+                             "iterations": 3, "values_sum": 1.0, "values_digest": 2.0,
+                             "page_codec": "plain"})
+        stderr = ""
+
+    def run(command, **_):
+        commands.append(command)
+        return Done()
+
+    monkeypatch.setattr(before_after.subprocess, "run", run)
+    code = before_after.main(["--baseline", str(harness.REPOSITORY), "--mode", "cpu",
+                              "--graphs", "rmat:8", "--programs", "bfs", "--rounds", "1",
+                              "--new-plain-pages", "--quiet", "--json",
+                              str(tmp_path / "rows.jsonl")])
+    assert code == 0
+    assert [json.loads(command[-1]) for command in commands] == [{}, {"compress": False}]
+
+
 def test_the_trees_take_turns_over_every_graph(monkeypatch, capsys):
     """Round by round, old then new, then new then old, each over every graph."""
     visits = []
