@@ -315,8 +315,7 @@ def partition_processor(mode: str, gpus: float) -> str:
 
 
 def value_priority(declared: bool, mode: str, synchronous: bool, batches: bool,
-                   in_degree_skew: float, max_skew: float | None = None,
-                   push_rounds: bool = False) -> bool:
+                   in_degree_skew: float, max_skew: float | None = None) -> bool:
     """Whether a run takes its sparse iterations in order of value, in buckets
     (:func:`garaphpy.kernels.cpu.priority_iterations`; delta-stepping): a
     program that declares ``value_priority``, run asynchronously on the CPU
@@ -335,11 +334,16 @@ def value_priority(declared: bool, mode: str, synchronous: bool, batches: bool,
     buckets notify the hubs of a skewed graph step after step (rmat:20,
     skew 75: 4.8x the edges and 5x the time of the whole-frontier
     iterations; a 4-neighbour grid, skew 1.0: 1/14 of the edges, 6x
-    faster; BENCHMARKS.md).  Buckets pushed in rounds (``push_rounds``,
-    :func:`cpu_push_rounds`) read no in-edges, and take any skew."""
+    faster; BENCHMARKS.md).  Buckets pushed in rounds
+    (:func:`cpu_push_rounds`) read no in-edges, but lose on skewed graphs
+    too: their out-edge weights placed once (0.5 s on kron22) and many
+    more iterations (SSSP on the H200 host, 2026-12-04, 4-16 threads, value
+    priority against none: kron22, skew 129, 0.92 against 0.72 s at 16
+    threads; web-NotreDame, skew 73, and soc-Slashdot0811, skew 11, 1.9x;
+    ca-HepPh, skew 6.6, 1.3-1.5x; a 1000x1000 grid, skew 1.0, 8.7x faster)."""
     max_skew = config.CPU_PRIORITY_MAX_SKEW if max_skew is None else max_skew
     return bool(declared and mode in ("cpu", "hybrid") and not synchronous
-                and batches and (push_rounds or in_degree_skew <= max_skew))
+                and batches and in_degree_skew <= max_skew)
 
 
 def cpu_priority_push(declared_keeps_best: bool) -> bool:

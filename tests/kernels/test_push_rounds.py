@@ -142,9 +142,8 @@ def test_rule_needs_push_two_threads_an_unloaded_machine_and_the_switch():
     assert not decisions.cpu_push_rounds(False, 16, loaded=False)
     assert not decisions.cpu_push_rounds(True, 1, loaded=False)
     assert not decisions.cpu_push_rounds(True, 16, loaded=True)
-    # rounds read no in-edges: the skew limit of the steps does not apply to them
-    assert decisions.value_priority(True, "cpu", False, True, 75.0, max_skew=4.0,
-                                    push_rounds=True)
+    # rounds read no in-edges, yet buckets lose on a skewed graph all the same
+    assert not decisions.value_priority(True, "cpu", False, True, 75.0, max_skew=4.0)
 
 
 def test_a_loaded_machine_takes_its_buckets_step_by_step(grid, rounds_on, monkeypatch):
@@ -185,10 +184,11 @@ def test_sswp_takes_larger_values_first(grid, rounds_on):
     np.testing.assert_array_equal(result.values, sswp_heap(grid, grid.internal_ids([61])))
 
 
-def test_a_power_law_graph_is_pushed_in_buckets_too(snap, rounds_on):
+def test_a_power_law_graph_takes_no_buckets_even_in_rounds(snap, rounds_on):
     assert decisions.in_degree_skew(snap.store.in_degree) > config.CPU_PRIORITY_MAX_SKEW
     result = run_rounds(snap, "sssp", [0])
-    assert in_rounds(result)
+    assert not any(r.decisions.get("value_priority", {}).get("rounds") for r in result.iterations)
+    assert result.plan.cpu.push_rounds is False and result.plan.cpu.value_priority is False
     np.testing.assert_allclose(result.values, sssp_scipy(snap, [0]), rtol=1e-12)
 
 
@@ -280,12 +280,12 @@ def test_no_thread_shares_its_bins(grid, capsys):
 
 
 @pytest.mark.parametrize("rounds", [True, False], ids=["rounds", "steps"])
-def test_a_tolerance_does_not_end_a_run_in_buckets_early(snap, grid, rounds, rounds_on,
+def test_a_tolerance_does_not_end_a_run_in_buckets_early(grid, rounds, rounds_on,
                                                          monkeypatch):
     """A bucket's change measures that bucket: a round or step that improves
     nothing while other buckets wait is no fixed point (the README's example,
     SSSP with tolerance 1e-6 on web-NotreDame, stopped after 16 rounds)."""
-    graph = snap if rounds else grid        # the steps take buckets on low skew only
+    graph = grid        # buckets, in rounds or steps, on low skew only
     result = run_rounds(graph, "sssp", [0], tolerance=1e-6,
                         turned_off=() if rounds else {"push_rounds"})
     assert any(r.decisions.get("value_priority", {}).get("rounds") is rounds
