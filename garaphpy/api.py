@@ -380,6 +380,9 @@ def _execute(graph, program, options: RunOptions, turned_off, clock: CompileCloc
             _numba_setup.release_thread_team()
         setup_compile_seconds = clock.seconds
         setup_seconds = time.perf_counter() - setup_started - setup_compile_seconds
+        if plan.mode != "cpu":
+            _GPU_SET_UPS.note(type(program).__name__, setup_seconds,
+                              _gpu_page_bytes(graph, options))
         _announce_compilation(clock, program, plan.mode)
         records, converged, stop_reason = _drive(engine, program, plan, checkpoints, options,
                                                  clock)
@@ -582,14 +585,15 @@ def _gpu_set_up_choice(graph, program, options: RunOptions, threads: int,
         if graph.weighted and "weight" in _uses(program):
             iterations = min(passes * config.HYBRID_WEIGHTED_ROUNDS_PER_LEVEL,
                              float(max_iterations))
+    fixed = _GPU_SET_UPS.fixed_seconds(type(program).__name__)
     entry = decisions.fixed(
         set_up_choice.gpu_set_up_pays,
         cpu_seconds=set_up_choice.cpu_run_seconds(graph.num_edges, threads, passes,
                                               iterations=iterations),
         gpu_set_up_seconds=set_up_choice.gpu_set_up_seconds(_gpu_page_bytes(graph, options),
-                                                        _GPU_SET_UP_MEASURED))
+                                                        fixed))
     entry.update(passes=passes, iterations=passes if iterations is None else iterations,
-                 threads=threads, set_up_measured=_GPU_SET_UP_MEASURED)
+                 threads=threads, set_up_fixed=fixed, set_ups_before=_GPU_SET_UPS.count)
     if not entry["choice"]:
         progress.logger("hybrid").info(
             f"hybrid: the CPU alone (the run estimated at {entry['cpu_seconds']:.2f} s, "
@@ -628,9 +632,8 @@ def _gpu_page_bytes(graph, options: RunOptions) -> int:
     return page_bytes if options.gpu_memory is None else min(page_bytes, options.gpu_memory)
 
 
-#: The fixed part of this process's last GPU set-up, in seconds (the pages'
-#: copy at the expected rate taken off); None before its first.
-_GPU_SET_UP_MEASURED = None
+#: What this process measured of its GPU set-ups.
+_GPU_SET_UPS = set_up_choice.MeasuredSetUps()
 
 
 def _plan(run_: _ValidatedRun, pages, policy, turned_off) -> tuple[RunPlan, tuple | None]:
@@ -752,16 +755,11 @@ def _build_gpu_engine(plan: RunPlan, run_: _ValidatedRun, pages, options: RunOpt
     declarations probed first."""
     from .scheduler.gpu_engine import GpuEngine
 
-    global _GPU_SET_UP_MEASURED
     graph, program, mode = run_.graph, run_.program, plan.mode
-    started = time.perf_counter()
     gpu_engine = GpuEngine(graph, program, run_.sources, plan.synchronous,
                            gpu_memory=options.gpu_memory, n_streams=options.n_streams,
                            page_source=pages,
                            turned_off=plan.turned_off & frozenset(GPU_CHOICES))
-    copy_seconds = set_up_choice.gpu_set_up_seconds(_gpu_page_bytes(graph, options),
-                                                    fixed_seconds=0.0)
-    _GPU_SET_UP_MEASURED = max(0.0, time.perf_counter() - started - copy_seconds)
     if mode == "gpu" and not gpu_engine.plan.resident:
         # the GPU's kept pages never come from the host again: the host cache holds others
         pages.hold_elsewhere(np.flatnonzero(gpu_engine.kept_pages))

@@ -278,6 +278,11 @@ HYBRID_RUN_ITERATIONS_PRIOR = 16
 #: (BENCHMARKS.md, first minute): 1.36 s of set-up, 0.43 s of it the copy.
 HYBRID_GPU_FIRST_SET_UP_SECONDS = 0.9
 
+#: What a later GPU set-up of a process is expected to cost beside copying
+#: its pages, before one is measured: the H200 host, 2026-12-04, 12-55 ms on
+#: the SNAP files (``scheduler.set_up_choice.MeasuredSetUps``).
+HYBRID_GPU_SET_UP_SECONDS = 0.03
+
 #: Bytes a second a hybrid run expects its pages to reach the GPU at its
 #: set-up, read and checked on the host first (the same run: 0.77 GB of
 #: pages in 0.43 s).
@@ -289,16 +294,18 @@ HYBRID_GPU_SET_UP_BYTES_PER_SECOND = 1.8e9
 HYBRID_CPU_EDGES_PER_SECOND_PER_THREAD = 1.8e8
 
 #: What one CPU iteration costs beside its edges, before a hybrid run has
-#: measured its own: the H200 host, 16 threads, 2026-12-03: 0.33 ms an
-#: iteration of PageRank on ca-HepPh (237k edges), 0.7-1.3 ms an
-#: asynchronous SSSP iteration on the SNAP files.
-HYBRID_CPU_ITERATION_SECONDS = 0.5e-3
+#: measured its own: the H200 host, 16 threads, 2026-12-04 (no BLAS thread
+#: spinning beside numba's since): 0.12-0.35 ms an iteration of PageRank
+#: beyond its edges, 0.12-0.2 ms a BFS level, 0.2-0.33 ms an asynchronous
+#: SSSP iteration on the SNAP files.
+HYBRID_CPU_ITERATION_SECONDS = 0.2e-3
 
 #: How many more iterations than its expected levels a frontier program that
 #: reads edge weights takes on the CPU (asynchronous relaxation rounds of
-#: integer weights 1..255 against BFS's levels on the same graphs: 12-23 on
-#: kron22 and the SNAP files, the H200 host, 2026-12-03).
-HYBRID_WEIGHTED_ROUNDS_PER_LEVEL = 16.0
+#: integer weights 1..255 against BFS's levels on the same graphs, the H200
+#: host, 2026-12-04: 1.0-1.7 on kron22 and the SNAP files, whose SSSP takes
+#: no buckets of values; 1.8 on a 1000x1000 grid in buckets).
+HYBRID_WEIGHTED_ROUNDS_PER_LEVEL = 2.0
 
 #: The GPU's vertex data a vertex, as a hybrid run estimates it before the
 #: GPU is set up, to know whether every page fits beside it
@@ -512,9 +519,10 @@ CPU_SERIAL_EDGES_PER_THREAD = 1024
 #: takes its sparse iterations in buckets of values (the run plan's
 #: ``value_priority``) on a graph whose in-degree skew
 #: (``scheduler.decisions.in_degree_skew``: the mean in-degree of a notified
-#: vertex over the mean in-degree) is at most this, unless it pushes them in
-#: rounds: on a power-law graph each bucket's notify-pull reads the hubs'
-#: in-edges again.
+#: vertex over the mean in-degree) is at most this: on a power-law graph each
+#: bucket's notify-pull reads the hubs' in-edges again, and buckets pushed in
+#: rounds take many more iterations than the whole frontier's (the H200
+#: host, 2026-12-04: 1.3-1.9x slower at skew 6.6-129, 8.7x faster at 1.0).
 CPU_PRIORITY_MAX_SKEW = 4.0
 
 #: The bucket width of those runs; None: the rule of

@@ -47,14 +47,59 @@ def cpu_run_seconds(num_edges: int, threads: int, passes: float,
 def gpu_set_up_seconds(page_bytes: int, fixed_seconds: float | None = None,
                        bytes_per_second: float | None = None) -> float:
     """What setting the GPU up for a run is expected to take: ``fixed_seconds``
-    (what the process measured, or ``config.HYBRID_GPU_FIRST_SET_UP_SECONDS``
-    before its first) and copying ``page_bytes`` of pages at
+    (:meth:`MeasuredSetUps.fixed_seconds`; None:
+    ``config.HYBRID_GPU_FIRST_SET_UP_SECONDS``) and copying ``page_bytes`` of pages at
     ``bytes_per_second`` (``config.HYBRID_GPU_SET_UP_BYTES_PER_SECOND``)."""
     if fixed_seconds is None:
         fixed_seconds = config.HYBRID_GPU_FIRST_SET_UP_SECONDS
     if bytes_per_second is None:
         bytes_per_second = config.HYBRID_GPU_SET_UP_BYTES_PER_SECOND
     return fixed_seconds + page_bytes / bytes_per_second
+
+
+class MeasuredSetUps:
+    """What this process measured of its GPU set-ups, for the next runs'
+    :func:`gpu_set_up_seconds`.
+
+    A process's first set-up imports cupy and makes the CUDA context (most of
+    ``config.HYBRID_GPU_FIRST_SET_UP_SECONDS``); the later ones cost what a
+    run's own set-up costs, and that differs by program (ca-HepPh on the H200
+    host, 2026-12-04: 32 ms for PageRank, 12-14 ms for BFS, SSSP and CC).  So
+    each set-up after the first is kept per program, as its whole set-up
+    (validation to the first iteration) less the pages' copy at
+    ``config.HYBRID_GPU_SET_UP_BYTES_PER_SECOND``.
+
+    Parameters
+    ----------
+    count : int
+        Set-ups made so far.
+    fixed : dict, optional
+        Seconds of the last set-up after the first, by program name, the
+        latest last.
+    """
+
+    def __init__(self, count: int = 0, fixed: dict[str, float] | None = None):
+        self.count = count
+        self.fixed = dict(fixed or {})
+
+    def note(self, program: str, seconds: float, page_bytes: int) -> None:
+        """A set-up of ``program`` took ``seconds``, ``page_bytes`` of pages copied."""
+        if self.count:
+            self.fixed.pop(program, None)
+            self.fixed[program] = max(0.0, seconds - gpu_set_up_seconds(page_bytes, 0.0))
+        self.count += 1
+
+    def fixed_seconds(self, program: str) -> float:
+        """The next set-up's part beside the pages' copy: the first's prior,
+        else what ``program``'s last took, else the latest of any program,
+        else ``config.HYBRID_GPU_SET_UP_SECONDS``."""
+        if not self.count:
+            return config.HYBRID_GPU_FIRST_SET_UP_SECONDS
+        if program in self.fixed:
+            return self.fixed[program]
+        if self.fixed:
+            return next(reversed(self.fixed.values()))
+        return config.HYBRID_GPU_SET_UP_SECONDS
 
 
 def gpu_set_up_pays(cpu_seconds: float, gpu_set_up_seconds: float,

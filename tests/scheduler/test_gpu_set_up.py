@@ -32,7 +32,7 @@ def priced(monkeypatch):
     """The GPU's set-up priced as a fresh process prices it, and no GPU to
     set up: a run that tries to import cupy finds none."""
     monkeypatch.setattr(api, "_gpu_set_up_choice", WEIGHED_GPU_SET_UP)
-    monkeypatch.setattr(api, "_GPU_SET_UP_MEASURED", None)
+    monkeypatch.setattr(api, "_GPU_SET_UPS", set_up_choice.MeasuredSetUps())
     monkeypatch.setattr(config, "HYBRID_GPU_SET_UP_BYTES_PER_SECOND", SHIPPED_BYTES_PER_SECOND)
     asked = []
 
@@ -177,24 +177,47 @@ def test_a_mode_other_than_hybrid_is_not_weighed(graph, priced):
 
 
 def test_a_process_that_measured_a_set_up_prices_the_next_by_it(graph, priced, monkeypatch):
-    monkeypatch.setattr(api, "_GPU_SET_UP_MEASURED", 0.0)
+    monkeypatch.setattr(api, "_GPU_SET_UPS", set_up_choice.MeasuredSetUps(2, {"PageRank": 0.0}))
     monkeypatch.setattr(config, "HYBRID_GPU_SET_UP_BYTES_PER_SECOND", math.inf)
     with pytest.warns(garaphpy.GpuFallbackWarning):
         result = garaphpy.run(graph, "pagerank", threads=2)
-    assert result.plan.gpu_set_up["set_up_measured"] == 0.0
+    assert result.plan.gpu_set_up["set_up_fixed"] == 0.0
+    assert result.plan.gpu_set_up["set_ups_before"] == 2
     assert result.plan.gpu_set_up["choice"] is True
+
+
+def test_measured_set_ups_are_kept_per_program_after_the_first(monkeypatch):
+    """The first set-up (cupy imported, the context made) is the prior's; a
+    later one is kept for its program, less its pages' copy."""
+    monkeypatch.setattr(config, "HYBRID_GPU_SET_UP_BYTES_PER_SECOND", 1e9)
+    set_ups = set_up_choice.MeasuredSetUps()
+    assert set_ups.fixed_seconds("BFS") == config.HYBRID_GPU_FIRST_SET_UP_SECONDS
+    set_ups.note("PageRank", 1.5, 10**9)            # the first: not kept
+    assert set_ups.fixed == {} and set_ups.count == 1
+    assert set_ups.fixed_seconds("BFS") == config.HYBRID_GPU_SET_UP_SECONDS
+    set_ups.note("PageRank", 0.05, 2 * 10**7)       # 20 ms of it the copy
+    assert set_ups.fixed_seconds("PageRank") == pytest.approx(0.03)
+    assert set_ups.fixed_seconds("BFS") == pytest.approx(0.03)      # the latest of any
+    set_ups.note("BFS", 0.012, 0)
+    assert set_ups.fixed_seconds("BFS") == pytest.approx(0.012)
+    assert set_ups.fixed_seconds("PageRank") == pytest.approx(0.03)
+    assert set_ups.fixed_seconds("SSSP") == pytest.approx(0.012)
+    set_ups.note("SSSP", 0.001, 10**9)              # a copy faster than expected
+    assert set_ups.fixed_seconds("SSSP") == 0.0 and set_ups.count == 4
 
 
 @pytest.mark.gpu
 def test_a_gpu_run_measures_the_set_up_the_next_hybrid_run_weighs(graph, monkeypatch):
     monkeypatch.setattr(api, "_gpu_set_up_choice", WEIGHED_GPU_SET_UP)
-    monkeypatch.setattr(api, "_GPU_SET_UP_MEASURED", None)
+    monkeypatch.setattr(api, "_GPU_SET_UPS", set_up_choice.MeasuredSetUps())
     monkeypatch.setattr(config, "HYBRID_GPU_SET_UP_BYTES_PER_SECOND", SHIPPED_BYTES_PER_SECOND)
     garaphpy.run(graph, "pagerank", mode="gpu")
-    measured = api._GPU_SET_UP_MEASURED
-    assert measured is not None and 0.0 <= measured < 60.0
+    assert api._GPU_SET_UPS.count == 1 and api._GPU_SET_UPS.fixed == {}
+    garaphpy.run(graph, "pagerank", mode="gpu")
+    measured = api._GPU_SET_UPS.fixed["PageRank"]
+    assert 0.0 <= measured < 60.0
     hybrid = garaphpy.run(graph, "pagerank")
-    assert hybrid.plan.gpu_set_up["set_up_measured"] == measured
+    assert hybrid.plan.gpu_set_up["set_up_fixed"] == measured
     assert "cupy" in sys.modules
 
 
@@ -246,7 +269,8 @@ def test_a_resident_hybrid_run_is_the_gpu_run(graph, monkeypatch):
     """Every page fits: the hybrid's run is the GPU's own (nothing of the CPU set
     up, the same records and values); pages beyond the budget: the hybrid's."""
     monkeypatch.setattr(api, "_gpu_set_up_choice", WEIGHED_GPU_SET_UP)
-    monkeypatch.setattr(api, "_GPU_SET_UP_MEASURED", 0.0)     # the set-up always pays
+    monkeypatch.setattr(api, "_GPU_SET_UPS",     # the set-up always pays
+                        set_up_choice.MeasuredSetUps(1, {"BFS": 0.0}))
     monkeypatch.setattr(config, "HYBRID_GPU_SET_UP_BYTES_PER_SECOND", math.inf)
     monkeypatch.setattr(config, "HYBRID_CPU_ITERATION_SECONDS", 1.0)
     gpu = garaphpy.run(graph, "bfs", sources=0, mode="gpu")
