@@ -530,6 +530,34 @@ def test_translation_is_deterministic_and_keyed_by_its_source():
     assert first.aggregate_monoids == () and first.accum_alignment == 8
 
 
+def test_a_translation_is_kept_for_the_same_class_constants_and_dtypes(monkeypatch):
+    """A GPU run's set-up translates its program each time; the same class,
+    constants and dtypes take the kept translation, with the run's own
+    instance, and anything else translates again."""
+    from garaphpy.kernels.cuda_program import build
+    from garaphpy.programs import PageRank
+
+    monkeypatch.setattr(build, "_TRANSLATED", {})
+    calls = []
+    translate = build._translate
+    monkeypatch.setattr(build, "_translate", lambda *a: calls.append(a[1]) or translate(*a))
+    first, second = PageRank(), PageRank()
+    kept = translate_program(first)
+    again = translate_program(second)
+    assert len(calls) == 1 and again.program is second and kept.program is first
+    assert again.source == kept.source and again.key == kept.key
+    damped = PageRank(damping=0.5)
+    other = translate_program(damped)
+    assert len(calls) == 2 and other.key != kept.key and other.program is damped
+    translate_program(second, weight_dtype=np.float32)
+    assert len(calls) == 3
+    monkeypatch.setattr(build, "TRANSLATED_KEPT", 2)
+    translate_program(SSSP())                       # the oldest goes
+    assert len(build._TRANSLATED) == 2
+    translate_program(PageRank())
+    assert len(calls) == 5
+
+
 def test_ctype_names_the_cuda_scalar_types():
     assert [ctype(t) for t in (np.float64, np.float32, np.int64, np.int32, np.int16, np.int8,
                                np.uint64, np.uint32, np.uint8, np.bool_)] == [
