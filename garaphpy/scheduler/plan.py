@@ -324,7 +324,7 @@ def plan_cpu(program, compiled, arrays, *, mode: str, synchronous: bool, threads
     priority = bool(program.value_priority) and choose(
         "value_priority", decisions.value_priority, declared=True, mode=mode,
         synchronous=synchronous, batches=batches and (mode != "hybrid" or policy_batches),
-        in_degree_skew=decisions.in_degree_skew(arrays.attrs[1]))
+        in_degree_skew=arrays.page_source.store.in_degree_skew)
     if not program.value_priority:
         entries["value_priority"] = {"declared": False, "choice": False}
     precompute = choose("source_precompute", decisions.precompute_source_gathers,
