@@ -31,8 +31,8 @@ import time
 
 import numpy as np
 
-from .exchange import (WorkerError, aggregate_monoids, decode_changes, encode_changes,
-                       failed_sends, message_bytes, reduce_votes)
+from .exchange import (WorkerError, aggregate_monoids, decode_changes, failed_sends,
+                       message_bytes, reduce_votes)
 
 
 class Rounds:
@@ -78,13 +78,11 @@ class Rounds:
         :func:`~garaphpy.distributed.exchange.encode_changes`) and ``vote``,
         not waiting; ``(bytes of changes sent, {peer: the call's future})``."""
         index_dtype = self.store.vertex_dtype
-        selected = self.mirrors.pairs_for(changed)
+        messages = self.mirrors.messages(changed, self.values, index_dtype)
         nothing = ("indices", np.zeros(0, index_dtype), self.values[:0])
         sent, sends = 0, {}
         for q in peers:
-            vertices = selected.get(q)
-            message = nothing if vertices is None else encode_changes(
-                vertices, self.values[vertices], self.mirrors.lists[q], index_dtype)
+            message = messages.get(q, nothing)
             sent += message_bytes(message)
             sends[q] = self.peers[q].receive_round(self.epoch, iteration, self.index, message,
                                                    vote)
