@@ -233,14 +233,16 @@ class Inbox:
             self.messages = {}
 
     def put_round(self, epoch: int, iteration: int, sender: int, indices: np.ndarray,
-                  values: np.ndarray, vote: np.ndarray) -> bool:
-        """Hold a peer's message of ``iteration``: its pairs of the values (none
-        where ``indices`` is empty) and its vote; False where dropped."""
+                  values: np.ndarray, vote: np.ndarray, kind: str = "values") -> bool:
+        """Hold a peer's message of ``iteration``: its pairs of array ``kind``
+        (none where ``indices`` is empty; for ``"contributions"``, the
+        ghosts' contributions a fused pull reads, ``indices`` holds the
+        sender alone) and its vote; False where dropped."""
         with self.lock:
             if epoch != self.epoch:
                 return False
             if indices.size:
-                self.pending.setdefault("values", []).append((iteration, indices, values))
+                self.pending.setdefault(kind, []).append((iteration, indices, values))
             self.votes[(iteration, sender)] = vote
             self.lock.notify_all()
             return True
@@ -321,17 +323,21 @@ class Inbox:
             self.pending.setdefault(kind, []).append((iteration, indices, values))
             return True
 
+    def take_due(self, kind: str, before: int) -> list:
+        """The ``(iteration, indices, values)`` of ``kind`` made before
+        iteration ``before``, in the order they came, taken out."""
+        with self.lock:
+            held = self.pending.get(kind, [])
+            self.pending[kind] = [item for item in held if item[0] >= before]
+        return [item for item in held if item[0] < before]
+
     def apply(self, kind: str, target: np.ndarray, before: int,
               received: list | None = None) -> int:
         """Write the pairs of ``kind`` made before iteration ``before`` into
         ``target`` (in the order they came); the pairs written.  ``received``,
         where given, gets each message's indices (the vertices that changed)."""
-        with self.lock:
-            held = self.pending.get(kind, [])
-            due = [item for item in held if item[0] < before]
-            self.pending[kind] = [item for item in held if item[0] >= before]
         count = 0
-        for _, indices, values in due:
+        for _, indices, values in self.take_due(kind, before):
             target[indices] = values
             count += indices.size
             if received is not None:

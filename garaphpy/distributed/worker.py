@@ -454,6 +454,9 @@ class PartitionWorker(Rounds, UnionFindStart):
         started = time.perf_counter()
         self.carried_aggregates = None
         received: list = []
+        if self.fused is not None:
+            self.fused.take_contributions(self.inbox.take_due("contributions", iteration),
+                                          self.setup.partitions)
         self.inbox.apply("values", self.values, iteration, received)
         if self.settled_from_values:        # restored: every value read is here now
             self.frontier.settle_from_values(self.values, self._initial_copy(),
