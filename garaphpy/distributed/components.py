@@ -129,18 +129,22 @@ def vertices_with_edges(offsets: np.ndarray, targets: np.ndarray) -> tuple:
     return vertices, numbering, local_offsets, numbering[targets]
 
 
-def partition_roots(offsets: np.ndarray, targets: np.ndarray) -> np.ndarray:
+def partition_roots(offsets: np.ndarray, targets: np.ndarray,
+                    sampled: np.ndarray | None = None) -> np.ndarray:
     """Every vertex's root (int64, the least vertex of its tree) in Afforest
-    over a CSR whose every edge has its reverse (:func:`partition_edges_both_ways`)."""
+    over a CSR whose every edge has its reverse (:func:`partition_edges_both_ways`);
+    ``sampled``, where given, its first out-edges laid out at set-up
+    (:func:`~garaphpy.kernels.union_find.sampled_edges`)."""
     with parallel_section():
-        return union_find.component_roots(offsets, targets)[0]
+        return union_find.component_roots(offsets, targets, sampled=sampled)[0]
 
 
 def warm_up_union_find(index_dtype, value_dtype) -> None:
     """Compile (or load from numba's cache) the kernels of the start on one
     vertex, so that the set-up pays for them, not the first iteration."""
     out_offsets = np.zeros(2, np.int64)
-    roots = partition_roots(out_offsets, np.zeros(0, index_dtype))
+    roots = partition_roots(out_offsets, np.zeros(0, index_dtype),
+                            union_find.sampled_edges(out_offsets, np.zeros(0, index_dtype)))
     nothing = np.zeros(0, index_dtype)
     boundary_links(roots, [(np.zeros(1, np.int64), np.ones(1, np.int64))], index_dtype)
     merged_labels(roots, np.zeros(1, np.int64), np.array([0, -1], np.int32),
@@ -172,10 +176,14 @@ def tree_holders(roots: np.ndarray, ids: np.ndarray,
 
 def compact_holders(holders: np.ndarray, index_dtype) -> tuple[int, np.ndarray, np.ndarray]:
     """``(common, positions, others)``: the most frequent of ``holders`` (-1
-    where there is none) and the positions and values of the others."""
+    where there is none; over ``union_find.SAMPLE_SIZE`` evenly spaced ones
+    where more, as Afforest names its largest tree: a count over every
+    vertex id cost a partition of rmat:20 1.5 ms a peer) and the positions
+    and values of the others."""
     if holders.size == 0:
         return -1, np.zeros(0, index_dtype), np.zeros(0, index_dtype)
-    common = int(np.argmax(np.bincount(holders)))
+    common = int(union_find.most_frequent_root(np.asarray(holders, np.int64),
+                                               union_find.SAMPLE_SIZE))
     positions = np.flatnonzero(holders != common)
     return common, positions.astype(index_dtype), holders[positions].astype(index_dtype)
 
@@ -276,8 +284,9 @@ class UnionFindStart:
     worker's previous one, or :meth:`union_find_start`, all three in one."""
 
     #: the partition's edges both ways over the vertices they touch
-    #: (:func:`partition_edges_both_ways`, :func:`vertices_with_edges`), made at
-    #: set-up and let go once the forest is made
+    #: (:func:`partition_edges_both_ways`, :func:`vertices_with_edges`) and their
+    #: first out-edges laid out (:func:`~garaphpy.kernels.union_find.sampled_edges`),
+    #: made at set-up and let go once the forest is made
     union_find_edges = None
 
     def prepare_union_find(self) -> None:
@@ -288,8 +297,10 @@ class UnionFindStart:
         else:
             out_offsets, out_targets = partition_out_edges(
                 self.sources, self.in_offsets, self.first, self.end, self.num_vertices)
-        self.union_find_edges = vertices_with_edges(*partition_edges_both_ways(
+        edges = vertices_with_edges(*partition_edges_both_ways(
             out_offsets, out_targets, self.sources, self.in_offsets, self.first, self.end))
+        with parallel_section():
+            self.union_find_edges = (*edges, union_find.sampled_edges(edges[2], edges[3]))
         self.increasing_ids = increasing_ids(self.attrs[3])
 
     def own_threads(self) -> None:
@@ -311,13 +322,15 @@ class UnionFindStart:
         started = time.perf_counter()
         if self.union_find_edges is None:
             self.prepare_union_find()
-        self.forest_vertices, self.forest_numbering, offsets, targets = \
+        self.forest_vertices, self.forest_numbering, offsets, targets, sampled = \
             self.union_find_edges
         self.union_find_edges = None
-        self.forest = partition_roots(offsets, targets)
-        # each held vertex's holder, by its position in forest_vertices
-        self.holders = self.forest_vertices[tree_holders(
-            self.forest, self.attrs[3][self.forest_vertices], self.increasing_ids)]
+        self.forest = partition_roots(offsets, targets, sampled)
+        # each held vertex's holder, by its position in forest_vertices (its
+        # root where user ids increase with internal ones: no gather of the ids)
+        holders = self.forest if self.increasing_ids else tree_holders(
+            self.forest, self.attrs[3][self.forest_vertices], False)
+        self.holders = self.forest_vertices[holders]
         index_dtype = self.store.vertex_dtype
         peers = self._start_peers()
         self.start_sends, sent = [], 0

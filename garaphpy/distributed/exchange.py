@@ -54,17 +54,69 @@ class Mirrors:
         self.end_vertex = end_vertex
         #: partition -> bool mask over the owned range
         self.readers: dict[int, np.ndarray] = {}
+        #: partition -> over the owned range, each vertex's position in its
+        #: mirror list (-1: not read), so that a message's bitmap is made
+        #: from the changed vertices alone (:meth:`messages`)
+        self.positions: dict[int, np.ndarray] = {}
         #: partition -> how many owned vertices it reads, and which
         self.counts: dict[int, int] = {}
         self.lists: dict[int, np.ndarray] = {}
 
     def set_reader(self, partition: int, vertices: np.ndarray) -> None:
         """Partition ``partition`` reads ``vertices`` (owned ones, sorted)."""
+        vertices = np.asarray(vertices, np.int64)
         mask = np.zeros(self.end_vertex - self.first_vertex, np.bool_)
-        mask[np.asarray(vertices, np.int64) - self.first_vertex] = True
+        mask[vertices - self.first_vertex] = True
+        positions = np.full(mask.size, -1, np.int32 if vertices.size < 2 ** 31 else np.int64)
+        positions[vertices - self.first_vertex] = np.arange(vertices.size,
+                                                            dtype=positions.dtype)
         self.readers[partition] = mask
-        self.counts[partition] = int(np.asarray(vertices).size)
-        self.lists[partition] = np.asarray(vertices, np.int64)
+        self.positions[partition] = positions
+        self.counts[partition] = int(vertices.size)
+        self.lists[partition] = vertices
+
+    def messages(self, changed: np.ndarray, values: np.ndarray, index_dtype) -> dict:
+        """For each reader of some of ``changed`` (owned, sorted), its message
+        of their new ``values`` (a full-length array): what
+        :func:`encode_changes` makes of :meth:`pairs_for`'s pairs, in time
+        that grows with ``changed`` alone (a BFS iteration's few changes
+        against a long mirror list).  The readers reading none are left out."""
+        index_dtype = np.dtype(index_dtype)
+        every = changed.size == self.end_vertex - self.first_vertex
+        # one value for all (a BFS level)? the first few changed tell most runs
+        # (PageRank's) no, without a gather of every changed value
+        one = None
+        if changed.size > 1 and _one_value(values[changed[:64]]) is not None:
+            one = _one_value(values[changed])
+        offsets = None if every else changed - self.first_vertex
+        messages = {}
+        for partition in sorted(self.lists):
+            count, mirror_list = self.counts[partition], self.lists[partition]
+            if not count:
+                continue
+            if every:
+                messages[partition] = ("all", None,
+                                       one if one is not None else values[mirror_list])
+                continue
+            positions = self.positions[partition][offsets]
+            read = positions >= 0
+            size = int(np.count_nonzero(read))
+            if size == 0:
+                continue
+            if size == count:
+                messages[partition] = ("all", None,
+                                       one if one is not None else values[mirror_list])
+            elif (count + 7) // 8 < size * index_dtype.itemsize:
+                # the positions not read (-1) land on one more flag, dropped
+                listed = np.zeros(count + 1, np.bool_)
+                listed[positions] = True
+                messages[partition] = ("bitmap", np.packbits(listed[:count]),
+                                       one if one is not None else values[changed[read]])
+            else:
+                vertices = changed[read]
+                messages[partition] = ("indices", vertices.astype(index_dtype),
+                                       one if one is not None else values[vertices])
+        return messages
 
     def pairs_for(self, changed: np.ndarray) -> dict[int, np.ndarray]:
         """For each reader, the vertices of ``changed`` (owned, sorted) it reads
@@ -97,11 +149,9 @@ def encode_changes(vertices: np.ndarray, values: np.ndarray, mirror_list: np.nda
     bits (a BFS level) go as one value.  :func:`decode_changes` reads it.
     """
     index_dtype = np.dtype(index_dtype)
-    if values.size > 1:
-        bits = values.view(f"u{values.dtype.itemsize}") if values.dtype.kind in "biuf" \
-            else None
-        if bits is not None and (bits == bits[0]).all():
-            values = values[:1]
+    one = _one_value(values)
+    if one is not None:
+        values = one
     if vertices.size == mirror_list.size:
         return "all", None, values
     if (mirror_list.size + 7) // 8 < vertices.size * index_dtype.itemsize:
@@ -109,6 +159,17 @@ def encode_changes(vertices: np.ndarray, values: np.ndarray, mirror_list: np.nda
         listed[np.searchsorted(mirror_list, vertices)] = True
         return "bitmap", np.packbits(listed), values
     return "indices", vertices.astype(index_dtype), values
+
+
+def _one_value(values: np.ndarray) -> np.ndarray | None:
+    """``values[:1]`` where more than one value and all are the same bits, else None."""
+    if values.size < 2 or values.dtype.kind not in "biuf":
+        return None
+    bits = values.view(f"u{values.dtype.itemsize}")
+    # most arrays of different values differ in their first few
+    if not (bits[:64] == bits[0]).all() or not (bits == bits[0]).all():
+        return None
+    return values[:1]
 
 
 def decode_changes(message: tuple, read_list: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -172,14 +233,16 @@ class Inbox:
             self.messages = {}
 
     def put_round(self, epoch: int, iteration: int, sender: int, indices: np.ndarray,
-                  values: np.ndarray, vote: np.ndarray) -> bool:
-        """Hold a peer's message of ``iteration``: its pairs of the values (none
-        where ``indices`` is empty) and its vote; False where dropped."""
+                  values: np.ndarray, vote: np.ndarray, kind: str = "values") -> bool:
+        """Hold a peer's message of ``iteration``: its pairs of array ``kind``
+        (none where ``indices`` is empty; for ``"contributions"``, the
+        ghosts' contributions a fused pull reads, ``indices`` holds the
+        sender alone) and its vote; False where dropped."""
         with self.lock:
             if epoch != self.epoch:
                 return False
             if indices.size:
-                self.pending.setdefault("values", []).append((iteration, indices, values))
+                self.pending.setdefault(kind, []).append((iteration, indices, values))
             self.votes[(iteration, sender)] = vote
             self.lock.notify_all()
             return True
@@ -260,17 +323,21 @@ class Inbox:
             self.pending.setdefault(kind, []).append((iteration, indices, values))
             return True
 
+    def take_due(self, kind: str, before: int) -> list:
+        """The ``(iteration, indices, values)`` of ``kind`` made before
+        iteration ``before``, in the order they came, taken out."""
+        with self.lock:
+            held = self.pending.get(kind, [])
+            self.pending[kind] = [item for item in held if item[0] >= before]
+        return [item for item in held if item[0] < before]
+
     def apply(self, kind: str, target: np.ndarray, before: int,
               received: list | None = None) -> int:
         """Write the pairs of ``kind`` made before iteration ``before`` into
         ``target`` (in the order they came); the pairs written.  ``received``,
         where given, gets each message's indices (the vertices that changed)."""
-        with self.lock:
-            held = self.pending.get(kind, [])
-            due = [item for item in held if item[0] < before]
-            self.pending[kind] = [item for item in held if item[0] >= before]
         count = 0
-        for _, indices, values in due:
+        for _, indices, values in self.take_due(kind, before):
             target[indices] = values
             count += indices.size
             if received is not None:

@@ -86,6 +86,9 @@ class FusedPartitionPull:
         self.owned_ready = -1
         #: the pull is fused (:func:`fused_partition_pull`); else page by page
         self.whole = fused_partition_pull(threads)
+        #: the ghost slots whose contributions came for the next pull
+        #: (:meth:`take_contributions`), ``(lo, hi)`` pairs
+        self.received: list = []
 
     def forget(self) -> None:
         """The values changed outside a pull (a restore): the next pull
@@ -133,18 +136,44 @@ class FusedPartitionPull:
         self.owned_ready = iteration + 1
         return folded
 
+    def take_contributions(self, received: list, partitions) -> None:
+        """Write the ghosts' contributions the peers sent for the next pull,
+        ``(iteration, [sender], contributions)`` each, the sender's vertices
+        this partition reads in increasing order (its fused pull's next
+        contributions, :meth:`~garaphpy.distributed.rounds.Rounds._send_round`):
+        the contributions of a peer's whole range of ghosts, one slice.  The
+        ghosts' values of those peers are then not kept (nothing else reads
+        them)."""
+        self.received = []
+        for _, sender, contributions in received:
+            partition = partitions[int(sender[0])]
+            lo, hi = (int(i) for i in np.searchsorted(
+                self.ghosts, [partition.first_vertex, partition.end_vertex]))
+            if hi - lo != contributions.size:
+                raise ValueError(f"{contributions.size} contributions from partition "
+                                 f"{partition.index}, which has {hi - lo} ghosts here")
+            self.contributions[self.owned + lo:self.owned + hi] = contributions
+            self.received.append((lo, hi))
+
     def prepare(self, compiled, values: np.ndarray, attrs: tuple, iteration: int) -> None:
         """The contributions a pull of ``iteration`` reads, in the partition's
-        numbering: the ghosts' from ``values`` (the pairs received written),
-        the owned vertices' unless the last fused pull made them."""
+        numbering: the ghosts' from ``values`` (the pairs received written)
+        but those whose contributions came (:meth:`take_contributions`), the
+        owned vertices' unless the last fused pull made them."""
         owned = self.owned
+        start = 0
         with parallel_section():
             if self.owned_ready != iteration:
                 compiled.kernels.source_contributions(values[self.first:self.end],
                                                       self.local_attrs,
                                                       self.contributions[:owned])
-            compiled.kernels.listed_source_contributions(values, attrs, self.ghosts,
-                                                         self.contributions[owned:])
+            for lo, hi in sorted(self.received) + [(self.ghosts.size, self.ghosts.size)]:
+                if lo > start:
+                    compiled.kernels.listed_source_contributions(
+                        values, attrs, self.ghosts[start:lo],
+                        self.contributions[owned + start:owned + lo])
+                start = max(start, hi)
+        self.received = []
 
     def warm_up(self, compiled, values: np.ndarray, active: np.ndarray, attrs: tuple,
                 aggregate_identities: np.ndarray) -> None:

@@ -5,7 +5,10 @@ iterations ``first..stop-1``.  After its pull of an iteration, a worker sends
 every peer one message (:meth:`Rounds.receive_round`): the pairs of its
 changed vertices the peer reads (none where it reads none; their values
 alone, in the order of the peer's mirror list, where it reads every one
-changed, as in each PageRank iteration: a third fewer bytes) and its *vote*,
+changed, as in each PageRank iteration: a third fewer bytes; where every
+partition pulls fused with float32 contributions, those the pull made for
+the next one, which the peer would otherwise compute from the values: half
+the bytes again) and its *vote*,
 ``[l1_change, activated, *its share of the next aggregates]``.  It does not
 wait for the peers to answer; it waits for the peers' messages of the same
 iteration (:meth:`garaphpy.distributed.exchange.Inbox.wait_votes`), which
@@ -31,8 +34,8 @@ import time
 
 import numpy as np
 
-from .exchange import (WorkerError, aggregate_monoids, decode_changes, encode_changes,
-                       failed_sends, message_bytes, reduce_votes)
+from .exchange import (WorkerError, aggregate_monoids, decode_changes, failed_sends,
+                       message_bytes, reduce_votes)
 
 
 class Rounds:
@@ -68,7 +71,11 @@ class Rounds:
     async def receive_round(self, epoch: int, iteration: int, sender: int, message: tuple,
                             vote: np.ndarray) -> bool:
         """A peer's message of ``iteration``: its changes for this partition
-        (:func:`~garaphpy.distributed.exchange.encode_changes`) and its vote."""
+        (:func:`~garaphpy.distributed.exchange.encode_changes`, or the
+        contributions of its vertices this one reads) and its vote."""
+        if message[0] == "contributions":
+            return self.inbox.put_round(epoch, iteration, sender, np.array([sender]),
+                                        message[2], vote, "contributions")
         indices, values = decode_changes(message, self.reads[sender])
         return self.inbox.put_round(epoch, iteration, sender, indices, values, vote)
 
@@ -78,13 +85,21 @@ class Rounds:
         :func:`~garaphpy.distributed.exchange.encode_changes`) and ``vote``,
         not waiting; ``(bytes of changes sent, {peer: the call's future})``."""
         index_dtype = self.store.vertex_dtype
-        selected = self.mirrors.pairs_for(changed)
+        fused = self.fused
+        if self.setup.float32_contributions and fused is not None and fused.whole \
+                and fused.owned_ready == iteration + 1:
+            # every partition pulls on the CPU over its own numbering: the next
+            # contributions the pull made, every vertex's (a reader keeps no
+            # values of this partition's vertices from now on, only these)
+            messages = {q: ("contributions", None,
+                            fused.contributions[self.mirrors.lists[q] - self.first])
+                        for q in self.mirrors.lists if self.mirrors.counts[q]}
+        else:
+            messages = self.mirrors.messages(changed, self.values, index_dtype)
         nothing = ("indices", np.zeros(0, index_dtype), self.values[:0])
         sent, sends = 0, {}
         for q in peers:
-            vertices = selected.get(q)
-            message = nothing if vertices is None else encode_changes(
-                vertices, self.values[vertices], self.mirrors.lists[q], index_dtype)
+            message = messages.get(q, nothing)
             sent += message_bytes(message)
             sends[q] = self.peers[q].receive_round(self.epoch, iteration, self.index, message,
                                                    vote)

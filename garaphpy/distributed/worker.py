@@ -47,7 +47,7 @@ from ..paths import cache_directory
 from ..scheduler import decisions
 from .components import UnionFindStart, warm_up_union_find
 from .exchange import (Inbox, Mirrors, WorkerError, aggregate_shares, decode_changes,
-                       encode_changes, message_bytes)
+                       message_bytes)
 from .frontier import PartitionFrontier, frontier_pulls, partition_early_exit
 from .fused import FusedPartitionPull
 from .partition import Partition, partition_pieces, read_by
@@ -454,6 +454,9 @@ class PartitionWorker(Rounds, UnionFindStart):
         started = time.perf_counter()
         self.carried_aggregates = None
         received: list = []
+        if self.fused is not None:
+            self.fused.take_contributions(self.inbox.take_due("contributions", iteration),
+                                          self.setup.partitions)
         self.inbox.apply("values", self.values, iteration, received)
         if self.settled_from_values:        # restored: every value read is here now
             self.frontier.settle_from_values(self.values, self._initial_copy(),
@@ -653,9 +656,7 @@ class PartitionWorker(Rounds, UnionFindStart):
         each has them; bytes sent."""
         index_dtype = self.store.vertex_dtype
         futures, sent = {}, 0
-        for partition, vertices in self.mirrors.pairs_for(changed).items():
-            message = encode_changes(vertices, array[vertices], self.mirrors.lists[partition],
-                                     index_dtype)
+        for partition, message in self.mirrors.messages(changed, array, index_dtype).items():
             sent += message_bytes(message)
             futures[partition] = self._call(partition, "receive", self.epoch, iteration, kind,
                                             self.index, message)

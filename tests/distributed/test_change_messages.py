@@ -68,3 +68,31 @@ def test_no_change_is_an_empty_message():
     message = encode_changes(np.zeros(0, np.int64), np.zeros(0), mirror_list, np.int32)
     indices, values = decode_changes(message, mirror_list)
     assert indices.size == 0 and values.size == 0
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int64])
+@pytest.mark.parametrize("changed", [0, 3, 300, 2500, 6000, 10_000])
+def test_mirrors_messages_give_back_each_readers_pairs(changed, dtype):
+    """:meth:`Mirrors.messages`, made from the changed vertices alone, gives
+    each reader the pairs :meth:`Mirrors.pairs_for` selects, in no more bytes
+    than :func:`encode_changes` of them (one level goes as one value)."""
+    from garaphpy.distributed.exchange import Mirrors
+
+    rng = np.random.default_rng(changed)
+    first, end = 5_000, 15_000
+    mirrors = Mirrors(first, end)
+    for reader, size in ((0, 4000), (2, 9000), (3, 0), (4, 10_000)):
+        mirrors.set_reader(reader, np.sort(rng.choice(np.arange(first, end), size,
+                                                      replace=False)))
+    vertices = np.sort(rng.choice(np.arange(first, end), changed, replace=False))
+    for values in ((rng.random(20_000) * 1000).astype(dtype), np.full(20_000, 7, dtype)):
+        messages = mirrors.messages(vertices, values, np.int32)
+        selected = mirrors.pairs_for(vertices)
+        assert sorted(messages) == sorted(selected)
+        for reader, chosen in selected.items():
+            plain = encode_changes(chosen, values[chosen], mirrors.lists[reader], np.int32)
+            assert messages[reader][0] == plain[0]
+            assert message_bytes(messages[reader]) == message_bytes(plain)
+            indices, got = pairs(messages[reader], mirrors.lists[reader])
+            np.testing.assert_array_equal(indices, chosen)
+            np.testing.assert_array_equal(got, values[chosen])

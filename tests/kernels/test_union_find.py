@@ -50,11 +50,14 @@ def smallest_member_roots(matrix):
 @pytest.mark.parametrize("num_vertices, num_edges", [(1, 0), (7, 0), (10, 3), (1000, 600),
                                                      (5000, 20000), (50_000, 40_000)])
 @pytest.mark.parametrize("rounds", [0, 1, 2, 5])
-def test_roots_are_each_components_smallest_vertex(num_vertices, num_edges, rounds):
+@pytest.mark.parametrize("laid_out", [False, True])
+def test_roots_are_each_components_smallest_vertex(num_vertices, num_edges, rounds, laid_out):
+    """Also where the first rounds' edges are laid out before (the partitions' start)."""
     rng = np.random.default_rng(num_vertices + rounds)
     offsets, targets, matrix = symmetric_csr(num_vertices, rng.integers(0, num_vertices, num_edges),
                                              rng.integers(0, num_vertices, num_edges))
-    roots, skipped = union_find.component_roots(offsets, targets, rounds=rounds)
+    sampled = union_find.sampled_edges(offsets, targets, rounds) if laid_out else None
+    roots, skipped = union_find.component_roots(offsets, targets, rounds=rounds, sampled=sampled)
     np.testing.assert_array_equal(roots, smallest_member_roots(matrix))
     assert 0 <= skipped < num_vertices      # a root when sampled; maybe linked since
 
