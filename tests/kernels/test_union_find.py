@@ -48,7 +48,8 @@ def smallest_member_roots(matrix):
 
 
 @pytest.mark.parametrize("num_vertices, num_edges", [(1, 0), (7, 0), (10, 3), (1000, 600),
-                                                     (5000, 20000), (50_000, 40_000)])
+                                                     (5000, 20000), (50_000, 40_000),
+                                                     (3000, 60_000)])
 @pytest.mark.parametrize("rounds", [0, 1, 2, 5])
 @pytest.mark.parametrize("laid_out", [False, True])
 def test_roots_are_each_components_smallest_vertex(num_vertices, num_edges, rounds, laid_out):
@@ -60,6 +61,26 @@ def test_roots_are_each_components_smallest_vertex(num_vertices, num_edges, roun
     roots, skipped = union_find.component_roots(offsets, targets, rounds=rounds, sampled=sampled)
     np.testing.assert_array_equal(roots, smallest_member_roots(matrix))
     assert 0 <= skipped < num_vertices      # a root when sampled; maybe linked since
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("first, rounds", [(0, 1), (0, 2), (1, 3), (0, 40)])
+def test_prefetching_rounds_link_as_the_plain_rounds(threads, first, rounds):
+    """Out-lists of 40 edges on average (160 bytes): the first phase prefetches."""
+    rng = np.random.default_rng(rounds)
+    offsets, targets, matrix = symmetric_csr(3000, rng.integers(0, 3000, 60_000),
+                                             rng.integers(0, 3000, 60_000))
+    assert targets.nbytes >= union_find.PREFETCH_FROM_BYTES * 3000
+    previous = numba.get_num_threads()
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    try:
+        plain, ahead = np.arange(3000), np.arange(3000)
+        union_find.link_rounds(offsets, targets, plain, first, rounds)
+        union_find.link_rounds_ahead(offsets, targets, ahead, first, rounds)
+    finally:
+        numba.set_num_threads(previous)
+    np.testing.assert_array_equal(ahead, plain)
+    assert rounds < 40 or np.array_equal(ahead, smallest_member_roots(matrix))
 
 
 def test_a_sample_that_names_a_small_component_changes_no_root():

@@ -107,6 +107,7 @@ class Settling:
             one_vertex = np.zeros(2, arrays.out_offsets.dtype)
             with parallel_section():        # compiled now, outside the timed iterations
                 parent, _ = union_find.component_roots(one_vertex, arrays.out_targets[:0])
+                union_find.link_rounds_ahead(one_vertex, arrays.out_targets[:0], parent, 0, 2)
                 union_find.write_labels(parent, arrays.attrs[3][:1],
                                         self.state.values[:1].copy())
 
