@@ -52,8 +52,6 @@ class Mirrors:
     def __init__(self, first_vertex: int, end_vertex: int):
         self.first_vertex = first_vertex
         self.end_vertex = end_vertex
-        #: partition -> bool mask over the owned range
-        self.readers: dict[int, np.ndarray] = {}
         #: partition -> over the owned range, each vertex's position in its
         #: mirror list (-1: not read), so that a message's bitmap is made
         #: from the changed vertices alone (:meth:`messages`)
@@ -65,12 +63,10 @@ class Mirrors:
     def set_reader(self, partition: int, vertices: np.ndarray) -> None:
         """Partition ``partition`` reads ``vertices`` (owned ones, sorted)."""
         vertices = np.asarray(vertices, np.int64)
-        mask = np.zeros(self.end_vertex - self.first_vertex, np.bool_)
-        mask[vertices - self.first_vertex] = True
-        positions = np.full(mask.size, -1, np.int32 if vertices.size < 2 ** 31 else np.int64)
+        positions = np.full(self.end_vertex - self.first_vertex, -1,
+                            np.int32 if vertices.size < 2 ** 31 else np.int64)
         positions[vertices - self.first_vertex] = np.arange(vertices.size,
                                                             dtype=positions.dtype)
-        self.readers[partition] = mask
         self.positions[partition] = positions
         self.counts[partition] = int(vertices.size)
         self.lists[partition] = vertices
@@ -91,44 +87,33 @@ class Mirrors:
         offsets = None if every else changed - self.first_vertex
         messages = {}
         for partition in sorted(self.lists):
-            count, mirror_list = self.counts[partition], self.lists[partition]
+            count = self.counts[partition]
             if not count:
                 continue
             if every:
-                messages[partition] = ("all", None,
-                                       one if one is not None else values[mirror_list])
-                continue
-            positions = self.positions[partition][offsets]
-            read = positions >= 0
-            size = int(np.count_nonzero(read))
-            if size == 0:
-                continue
-            if size == count:
-                messages[partition] = ("all", None,
-                                       one if one is not None else values[mirror_list])
-            elif (count + 7) // 8 < size * index_dtype.itemsize:
-                # the positions not read (-1) land on one more flag, dropped
-                listed = np.zeros(count + 1, np.bool_)
-                listed[positions] = True
-                messages[partition] = ("bitmap", np.packbits(listed[:count]),
-                                       one if one is not None else values[changed[read]])
+                vertices, positions = self.lists[partition], None
             else:
-                vertices = changed[read]
-                messages[partition] = ("indices", vertices.astype(index_dtype),
-                                       one if one is not None else values[vertices])
+                positions = self.positions[partition][offsets]
+                read = positions >= 0
+                vertices, positions = changed[read], positions[read]
+                if not vertices.size:
+                    continue
+            messages[partition] = _message(count, vertices, positions,
+                                           one if one is not None else values[vertices],
+                                           index_dtype)
         return messages
 
     def pairs_for(self, changed: np.ndarray) -> dict[int, np.ndarray]:
         """For each reader, the vertices of ``changed`` (owned, sorted) it reads
         (readers reading none of them left out)."""
-        if changed.size == self.end_vertex - self.first_vertex:
-            # every owned vertex changed (PageRank): each reader's whole list
-            return {partition: self.lists[partition] for partition in sorted(self.lists)
-                    if self.counts[partition]}
+        every = changed.size == self.end_vertex - self.first_vertex
         offsets = changed - self.first_vertex
         selected = {}
-        for partition, mask in sorted(self.readers.items()):
-            chosen = changed[mask[offsets]]
+        for partition in sorted(self.lists):
+            if not self.counts[partition]:
+                continue
+            chosen = self.lists[partition] if every else \
+                changed[self.positions[partition][offsets] >= 0]
             if chosen.size:
                 selected[partition] = chosen
         return selected
@@ -148,15 +133,22 @@ def encode_changes(vertices: np.ndarray, values: np.ndarray, mirror_list: np.nda
     it); else ``("indices", vertices, ...)``.  Values that are all the same
     bits (a BFS level) go as one value.  :func:`decode_changes` reads it.
     """
-    index_dtype = np.dtype(index_dtype)
     one = _one_value(values)
-    if one is not None:
-        values = one
-    if vertices.size == mirror_list.size:
+    return _message(mirror_list.size, vertices, np.searchsorted(mirror_list, vertices),
+                    values if one is None else one, np.dtype(index_dtype))
+
+
+def _message(count: int, vertices: np.ndarray, positions: np.ndarray | None,
+             values: np.ndarray, index_dtype: np.dtype) -> tuple:
+    """The message of the changed ``vertices`` a reader of ``count`` mirrored
+    vertices reads, at ``positions`` in its mirror list (None where it reads
+    every one), their ``values`` (one where all are the same): the smallest
+    form of :func:`encode_changes`."""
+    if vertices.size == count:
         return "all", None, values
-    if (mirror_list.size + 7) // 8 < vertices.size * index_dtype.itemsize:
-        listed = np.zeros(mirror_list.size, np.bool_)
-        listed[np.searchsorted(mirror_list, vertices)] = True
+    if (count + 7) // 8 < vertices.size * index_dtype.itemsize:
+        listed = np.zeros(count, np.bool_)
+        listed[positions] = True
         return "bitmap", np.packbits(listed), values
     return "indices", vertices.astype(index_dtype), values
 
