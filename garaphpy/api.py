@@ -370,6 +370,7 @@ def _execute(graph, program, options: RunOptions, turned_off, clock: CompileCloc
                                                    len(graph.store.storage_dirs))
             numba.set_num_threads(run_.threads)
         plan, cpu_parts = _plan(run_, pages, options.policy, turned_off)
+        copied_page_bytes = _gpu_page_bytes(graph, options)
         engine, plan = _build(plan, run_, pages, cpu_parts, options)
         compiling.check()
         if checkpoints is not None:
@@ -381,8 +382,7 @@ def _execute(graph, program, options: RunOptions, turned_off, clock: CompileCloc
         setup_compile_seconds = clock.seconds
         setup_seconds = time.perf_counter() - setup_started - setup_compile_seconds
         if plan.mode != "cpu":
-            _GPU_SET_UPS.note(type(program).__name__, setup_seconds,
-                              _gpu_page_bytes(graph, options))
+            _GPU_SET_UPS.note(type(program).__name__, setup_seconds, copied_page_bytes)
         _announce_compilation(clock, program, plan.mode)
         records, converged, stop_reason = _drive(engine, program, plan, checkpoints, options,
                                                  clock)
@@ -627,7 +627,10 @@ def _page_bytes(graph) -> int:
 
 def _gpu_page_bytes(graph, options: RunOptions) -> int:
     """The page bytes a run copies to the GPU at its set-up: all, or what its
-    budget holds."""
+    budget holds; none where an earlier run kept the graph's edges on the
+    device (``Store.kept_device_edges``)."""
+    if graph.store.kept_device_edges is not None:
+        return 0
     page_bytes = _page_bytes(graph)
     return page_bytes if options.gpu_memory is None else min(page_bytes, options.gpu_memory)
 

@@ -105,8 +105,10 @@ class Graph:
     :meth:`to_scipy` gives the adjacency matrix back.
 
     The first run that holds every page in host memory keeps the edges there
-    for the graph's later runs, which then read no page
-    (``config.KEEP_CSC_BETWEEN_RUNS``); :meth:`release_memory` frees them.
+    for the graph's later runs, which then read no page, and a GPU run whose
+    pages all fit the GPU's budget keeps them on the device for the next GPU
+    run of this graph (of one graph at a time; ``config.KEEP_CSC_BETWEEN_RUNS``);
+    :meth:`release_memory` frees both.
 
     Attributes
     ----------
@@ -442,11 +444,12 @@ class Graph:
         return ids if labels is None else labels.of_codes(ids)
 
     def release_memory(self) -> bool:
-        """Free the edges a run in memory left in host memory for this graph's
-        later runs (``config.KEEP_CSC_BETWEEN_RUNS``), and its undirected
-        twin's (:meth:`as_undirected`); the next such run reads the store
-        again.  Returns whether anything was held."""
-        held = self.store.release_csc()
+        """Free the edges a run left in host memory and on the GPU for this
+        graph's later runs (``config.KEEP_CSC_BETWEEN_RUNS``), and its
+        undirected twin's (:meth:`as_undirected`); the next such run reads the
+        store again.  Returns whether anything was held."""
+        held = self.store.release_device_edges()
+        held = self.store.release_csc() or held
         if self._undirected is not None and self._undirected is not self:
             held = self._undirected.release_memory() or held
         return held

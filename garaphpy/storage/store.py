@@ -280,6 +280,9 @@ class Store:
         self.reused = False
         #: the whole CSC held in host memory (:meth:`keep_csc`); None: read per call
         self._kept_csc = None
+        #: a resident GPU run's whole-graph edge arrays, kept on the device for the
+        #: next run over this store (:mod:`garaphpy.scheduler.gpu.page_store`)
+        self.kept_device_edges = None
 
     # -- opening ----------------------------------------------------------
     @classmethod
@@ -623,6 +626,13 @@ class Store:
         """Drop the CSC :meth:`keep_csc` holds; returns whether one was held."""
         held = self._kept_csc is not None
         self._kept_csc = None
+        return held
+
+    def release_device_edges(self) -> bool:
+        """Drop the device edge arrays a resident GPU run kept
+        (:attr:`kept_device_edges`); returns whether some were held."""
+        held = self.kept_device_edges is not None
+        self.kept_device_edges = None
         return held
 
     # -- ids ---------------------------------------------------------------

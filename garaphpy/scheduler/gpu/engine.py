@@ -55,8 +55,8 @@ from .. import decisions, device_loop
 from ..frontier import Frontier
 from ..records import IterationRecord, batch_records
 from .launches import Launches
-from .page_store import (PageStore, compressed_layouts, interleave, packed_layouts,
-                         pinned_array, stream_slots)
+from .page_store import (PageStore, compressed_layouts, interleave, kept_edge_bytes,
+                         packed_layouts, pinned_array, stream_slots)
 from .plan import ENGINE_SWITCHES, VertexMemory, plan_gpu
 from .selective import SelectiveTransfers
 from .union_find_start import UnionFindStart, device_ids
@@ -192,7 +192,8 @@ class GpuEngine:
             # after: a collection of an earlier run's arrays in between would be counted off)
             vertex_bytes = pooled_bytes(*self.launches.device_arrays(),
                                         *self.state.device_arrays())
-            return VertexMemory(vertex_bytes, config.gpu_budget(gpu_memory, vertex_bytes))
+            return VertexMemory(vertex_bytes, config.gpu_budget(
+                gpu_memory, vertex_bytes + kept_edge_bytes(store)))
 
         switches = dict(precompute=precompute, fuse_resident=fuse_resident,
                         device_loop=device_loop, sparse_push=sparse_push,

@@ -38,6 +38,42 @@ RESIDENT_PADDING_EDGES = max(gpu_kernels.EDGES_PER_THREAD_CHOICES)
 PAGE_SLACK_BYTES = 256
 
 
+#: The store whose whole-graph edge arrays stay on the device between runs
+#: (``Store.kept_device_edges``), by a weak reference: one store at a time.
+_holder: weakref.ref | None = None
+
+
+def kept_edge_bytes(store) -> int:
+    """The device bytes of ``store``'s edge arrays kept from an earlier run
+    (0: none kept), which its run's budget counts as its own.  Another
+    store's kept arrays are released first, their blocks back to the
+    device, so that the budget read next sees that memory free."""
+    global _holder
+    holder = None if _holder is None else _holder()
+    if holder is not None and holder is not store:
+        release_kept_edges(holder, to_device=True)
+    kept = store.kept_device_edges
+    return 0 if kept is None else sum(int(a.nbytes) for a in kept if a is not None)
+
+
+def release_kept_edges(store, to_device: bool = False) -> None:
+    """Release the edge arrays ``store`` keeps on the device: into cupy's
+    pool, for the run's own buffers, or (``to_device``) back to the device."""
+    global _holder
+    if store.release_device_edges() and to_device:
+        gpu_kernels.cupy_module().get_default_memory_pool().free_all_blocks()
+    if _holder is not None and _holder() is store:
+        _holder = None
+
+
+def _keep_edges(store, arrays: tuple) -> None:
+    """``arrays`` (sources, IdxOff, values or None) kept on the device for the
+    next run over ``store``."""
+    global _holder
+    store.kept_device_edges = arrays
+    _holder = weakref.ref(store)
+
+
 class GpuMemoryError(GaraphError, MemoryError):
     """The GPU memory budget cannot hold the vertex data and one page."""
 
@@ -253,9 +289,12 @@ class PageStore:
         self.resident_images = {}       # page -> its image on the device (partial residency)
         self.packed_images, self.packed_host, self.release_host = {}, {}, {}
         self.resident_edges = None
+        #: the whole-graph edge arrays came from an earlier run over the store
+        self.edges_kept_from_earlier = False
         if plan.resident:
             self.resident_edges = self._resident_edge_arrays()
         else:
+            release_kept_edges(self.store)      # this run's budget has their room
             self.resident_images = self._resident_page_images()
             self._pack_pages()
             if any(k not in self.resident_images and k not in self.packed_layouts
@@ -286,9 +325,15 @@ class PageStore:
         read past the last edge).
 
         They take no more than the page images (whose arrays are padded to 64
-        bytes each) plus that padding, which the plan counts.
+        bytes each) plus that padding, which the plan counts.  An earlier
+        run's arrays kept for this store (``config.KEEP_CSC_BETWEEN_RUNS``)
+        are taken as they are: no kernel writes them.
         """
         cupy, store = self.cupy, self.store
+        if store.kept_device_edges is not None:
+            self.edges_kept_from_earlier = True
+            sources, idxoff, weights = store.kept_device_edges
+            return sources, idxoff, self.empty_weights if weights is None else weights
         vertex_dtype = store.vertex_dtype
         weight_dtype = store.weight_dtype if store.weighted else None
         padded = self.num_edges + RESIDENT_PADDING_EDGES
@@ -310,6 +355,8 @@ class PageStore:
                                              .view(weight_dtype))
 
         self._copy_pages_to_device(range(len(self.pages)), place)
+        if config.KEEP_CSC_BETWEEN_RUNS:
+            _keep_edges(store, (sources, idxoff, weights if weight_dtype is not None else None))
         return sources, idxoff, weights
 
     def _copy_pages_to_device(self, pages, place) -> None:
