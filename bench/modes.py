@@ -843,6 +843,7 @@ def set_up_choice(entry: dict | None) -> dict | None:
         return None
     chosen = "cpu" if not entry["choice"] else "gpu" if entry.get("gpu_alone") else "both"
     return {"chosen": chosen, "cpu_seconds": entry["cpu_seconds"],
+            "gpu_seconds": entry.get("gpu_seconds", entry["gpu_set_up_seconds"]),
             "gpu_set_up_seconds": entry["gpu_set_up_seconds"]}
 
 
@@ -850,8 +851,8 @@ def set_up_choice_text(choice: dict | None) -> str:
     """``chosen (cpu est. X ms, GPU set-up est. Y ms)``, or ``-``."""
     if not choice:
         return "-"
-    return (f"{choice['chosen']} (cpu est. {choice['cpu_seconds'] * 1e3:.1f} ms, GPU set-up "
-            f"est. {choice['gpu_set_up_seconds'] * 1e3:.1f} ms)")
+    return (f"{choice['chosen']} (cpu est. {choice['cpu_seconds'] * 1e3:.1f} ms, GPU est. "
+            f"{choice.get('gpu_seconds', choice['gpu_set_up_seconds']) * 1e3:.1f} ms)")
 
 
 def run_choices(records: list, most: int = 6) -> str:

@@ -560,44 +560,42 @@ def _gpu_set_up_choice(graph, program, options: RunOptions, threads: int,
                        turned_off) -> dict | None:
     """A hybrid run's first choice, before cupy is imported: whether setting the
     GPU up can pay (:func:`set_up_choice.gpu_set_up_pays`), or the CPU alone is
-    expected to finish the whole run sooner than the GPU is set up; its
-    entry, or None where the run does not weigh it (``turned_off``
-    ``"gpu_set_up"``, or a policy that does not choose per run).
+    expected to finish the whole run sooner than the GPU alone; its entry, or
+    None where the run does not weigh it (``turned_off`` ``"gpu_set_up"``, or
+    a policy that does not choose per run).
 
-    The CPU's run is priced from above (``max_iterations`` pulls for a
-    program with a tolerance, else the graph shape's expected iterations,
-    each a full pull; a program that reads edge weights takes
-    ``config.HYBRID_WEIGHTED_ROUNDS_PER_LEVEL`` times as many iterations,
-    and every iteration costs ``config.HYBRID_CPU_ITERATION_SECONDS`` beside
-    its edges), the GPU's set-up from below (what this process
-    measured of its last, or the first's prior, and copying the pages the
-    GPU budget holds), so the CPU alone is chosen only where it wins."""
+    Both are priced from the work the program and the graph's shape let one
+    expect (:func:`set_up_choice.expected_work`): the CPU's at its pull rate
+    and fixed costs, the GPU's from below (what this process measured of its
+    last set-up, or the first's prior, the pages the GPU budget holds copied
+    unless kept from an earlier run, and its device loop's sparse levels),
+    so the CPU alone is chosen only where it clearly wins."""
     policy = options.policy
     if "gpu_set_up" in turned_off or (policy is not None and not policy.chooses_per_run):
         return None
-    iterations = None
-    if tolerance is not None:
-        passes = float(max_iterations)
-    else:
-        skew = graph.store.in_degree_skew
-        passes = min(decisions.expected_iterations(graph.num_vertices, graph.num_edges, skew),
-                     float(max_iterations))
-        if graph.weighted and "weight" in _uses(program):
-            iterations = min(passes * config.HYBRID_WEIGHTED_ROUNDS_PER_LEVEL,
-                             float(max_iterations))
+    symmetric = not graph.directed
+    work = set_up_choice.expected_work(
+        has_tolerance=tolerance is not None, max_iterations=max_iterations,
+        levels=decisions.expected_iterations(graph.num_vertices, graph.num_edges,
+                                             graph.store.in_degree_skew),
+        weighted=bool(graph.weighted and "weight" in _uses(program)),
+        union_find=decisions.union_find_start(bool(program.shortcut_labels), symmetric, "cpu"),
+        final_once_set=bool(program.final_once_set))
     fixed = _GPU_SET_UPS.fixed_seconds(type(program).__name__)
+    set_up = set_up_choice.gpu_set_up_seconds(_gpu_page_bytes(graph, options), fixed)
     entry = decisions.fixed(
         set_up_choice.gpu_set_up_pays,
-        cpu_seconds=set_up_choice.cpu_run_seconds(graph.num_edges, threads, passes,
-                                              iterations=iterations),
-        gpu_set_up_seconds=set_up_choice.gpu_set_up_seconds(_gpu_page_bytes(graph, options),
-                                                        fixed))
-    entry.update(passes=passes, iterations=passes if iterations is None else iterations,
-                 threads=threads, set_up_fixed=fixed, set_ups_before=_GPU_SET_UPS.count)
+        cpu_seconds=set_up_choice.cpu_run_seconds(graph.num_edges, threads, work.passes,
+                                              iterations=work.iterations,
+                                              sparse_levels=work.sparse_levels),
+        gpu_seconds=set_up_choice.gpu_run_seconds(set_up, work.sparse_levels))
+    entry.update(passes=work.passes, iterations=work.iterations,
+                 sparse_levels=work.sparse_levels, threads=threads, set_up_fixed=fixed,
+                 set_ups_before=_GPU_SET_UPS.count, gpu_set_up_seconds=set_up)
     if not entry["choice"]:
         progress.logger("hybrid").info(
             f"hybrid: the CPU alone (the run estimated at {entry['cpu_seconds']:.2f} s, "
-            f"setting the GPU up at {entry['gpu_set_up_seconds']:.2f} s)")
+            f"the GPU's at {entry['gpu_seconds']:.2f} s from below)")
     return entry
 
 

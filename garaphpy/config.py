@@ -300,6 +300,20 @@ HYBRID_CPU_EDGES_PER_SECOND_PER_THREAD = 1.8e8
 #: SSSP iteration on the SNAP files.
 HYBRID_CPU_ITERATION_SECONDS = 0.2e-3
 
+#: Expected levels (``scheduler.decisions.expected_iterations``) from which a
+#: frontier program's levels are priced as sparse before a hybrid run sets
+#: anything up (``scheduler.set_up_choice.expected_work``): a mesh's
+#: frontiers are a thin band, no level a whole pull.
+HYBRID_SPARSE_LEVELS = 64
+
+#: What a sparse level of a frontier program costs the CPU alone, in seconds,
+#: beside its edges, counted per expected level
+#: (``scheduler.set_up_choice.cpu_run_seconds``): the H200 host, 16 threads,
+#: 2026-12-04, 38-46 us for BFS and 46-76 us for SSSP a level of
+#: ``expected_iterations`` (sqrt(|V|), about half the levels from a grid's
+#: hub) on grid:2000x2000 and road NE.
+HYBRID_CPU_LEVEL_SECONDS = 60e-6
+
 #: How many more iterations than its expected levels a frontier program that
 #: reads edge weights takes on the CPU (asynchronous relaxation rounds of
 #: integer weights 1..255 against BFS's levels on the same graphs, the H200

@@ -222,8 +222,9 @@ class RunPlan:
         set_up = self.gpu_set_up
         if set_up is not None and not set_up["choice"]:
             lines.append(f"hybrid on the CPU alone: the run estimated at "
-                         f"{set_up['cpu_seconds']:.3g} s, the GPU's set-up at "
-                         f"{set_up['gpu_set_up_seconds']:.3g} s")
+                         f"{set_up['cpu_seconds']:.3g} s, the GPU's at "
+                         f"{set_up['gpu_seconds']:.3g} s (its set-up "
+                         f"{set_up['gpu_set_up_seconds']:.3g} s)")
         elif set_up is not None and set_up.get("gpu_alone"):
             lines.append(f"hybrid on the GPU alone: every page fits its budget "
                          f"({(set_up['page_bytes'] + set_up['vertex_bytes']) / 2**20:.1f} of "

@@ -415,8 +415,8 @@ class Result:
                      f"CPU {sum(r.cpu_pages for r in hybrid)})") + (f"; {split}" if split else "")
         set_up = None if self.plan is None else self.plan.gpu_set_up
         if set_up is not None and not set_up["choice"]:
-            split = (f"the CPU alone, the run expected to end before the GPU's set-up "
-                     f"({set_up['cpu_seconds']:.2g} against {set_up['gpu_set_up_seconds']:.2g} s)"
+            split = (f"the CPU alone, the run expected to end before the GPU's "
+                     f"({set_up['cpu_seconds']:.2g} against {set_up['gpu_seconds']:.2g} s)"
                      + (f"; {split}" if split else ""))
         elif set_up is not None and set_up.get("gpu_alone"):
             split = "the GPU alone, every page in its budget" + (f"; {split}" if split else "")

@@ -11,7 +11,10 @@ anything is set up, a hybrid run weighs:
 * whether the GPU is worth setting up at all (:func:`gpu_set_up_pays`): not
   where the CPU alone is expected to end the whole run
   (:func:`cpu_run_seconds`) sooner than the GPU's set-up
-  (:func:`gpu_set_up_seconds`);
+  (:func:`gpu_set_up_seconds`) and its device loop's levels, the work of
+  each from the program's declarations and the graph's shape
+  (:func:`expected_work`: a tolerance's iterations, a union-find start, a
+  frontier's levels, sparse on a mesh);
 * whether the GPU runs alone (:func:`gpu_alone`): where every page fits
   the GPU's budget beside the vertex data, its iterations cost a fraction
   of the CPU's (7-48x faster on every resident graph measured), and sharing
@@ -25,23 +28,85 @@ Each choice is recorded with its inputs in ``RunPlan.gpu_set_up``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .. import config
+
+
+@dataclass(frozen=True)
+class ExpectedWork:
+    """A run's work as both processors' estimates read it, before anything
+    is measured.
+
+    Attributes
+    ----------
+    passes : float
+        Full pulls over the in-edges.
+    iterations : float
+        Iterations over the whole graph, each a processor's fixed cost.
+    sparse_levels : float
+        Iterations of a frontier too small for a whole-graph pass (a mesh's
+        levels): the CPU's sparse batches, the GPU's device loop.
+    """
+
+    passes: float
+    iterations: float
+    sparse_levels: float = 0.0
+
+
+def expected_work(*, has_tolerance: bool, max_iterations: int, levels: float,
+                  weighted: bool = False, union_find: bool = False,
+                  final_once_set: bool = False) -> ExpectedWork:
+    """A run's :class:`ExpectedWork` from its program and the graph's shape.
+
+    * A program with a tolerance: ``max_iterations`` whole pulls.
+    * A union-find start (``union_find``): the start priced as
+      ``config.HYBRID_UNION_FIND_PULLS`` pulls, then the pull that checks it.
+    * A frontier program: ``levels`` (the graph shape's expected iterations,
+      :func:`~garaphpy.scheduler.decisions.expected_iterations`) times
+      ``config.HYBRID_WEIGHTED_ROUNDS_PER_LEVEL`` where it reads edge
+      weights (``weighted``), at most ``max_iterations``.  Below
+      ``config.HYBRID_SPARSE_LEVELS`` levels each is a whole pull; from
+      there on (meshes) each is sparse and the edges are passed over about
+      once a round; a program whose values are final once set
+      (``final_once_set``) pulls each vertex once: one pass in all.
+    """
+    if has_tolerance:
+        return ExpectedWork(float(max_iterations), float(max_iterations))
+    if union_find:
+        return ExpectedWork(config.HYBRID_UNION_FIND_PULLS + 1.0, 1.0)
+    rounds = config.HYBRID_WEIGHTED_ROUNDS_PER_LEVEL if weighted else 1.0
+    steps = min(levels * rounds, float(max_iterations))
+    if levels >= config.HYBRID_SPARSE_LEVELS:
+        passes = min(1.0 if final_once_set else rounds, steps)
+        return ExpectedWork(passes, 0.0, steps)
+    return ExpectedWork(min(1.0, steps) if final_once_set else steps, steps)
 
 
 def cpu_run_seconds(num_edges: int, threads: int, passes: float,
                     edges_per_second_per_thread: float | None = None,
                     iterations: float | None = None,
-                    iteration_seconds: float | None = None) -> float:
+                    iteration_seconds: float | None = None,
+                    sparse_levels: float = 0.0) -> float:
     """A whole run on the CPU alone before anything is measured: ``passes``
     pulls over ``num_edges`` in-edges on ``threads`` threads at
-    ``edges_per_second_per_thread`` each, and ``iterations`` (default
-    ``passes``) of ``iteration_seconds`` each (defaults: ``config``'s
+    ``edges_per_second_per_thread`` each, ``iterations`` (default
+    ``passes``) of ``iteration_seconds`` each, and ``sparse_levels`` of
+    ``config.HYBRID_CPU_LEVEL_SECONDS`` each (defaults: ``config``'s
     ``HYBRID_CPU_EDGES_PER_SECOND_PER_THREAD``, ``HYBRID_CPU_ITERATION_SECONDS``)."""
     rate = edges_per_second_per_thread or config.HYBRID_CPU_EDGES_PER_SECOND_PER_THREAD
     fixed = config.HYBRID_CPU_ITERATION_SECONDS if iteration_seconds is None \
         else iteration_seconds
     return (passes * num_edges / (max(threads, 1) * rate)
-            + (passes if iterations is None else iterations) * fixed)
+            + (passes if iterations is None else iterations) * fixed
+            + sparse_levels * config.HYBRID_CPU_LEVEL_SECONDS)
+
+
+def gpu_run_seconds(set_up_seconds: float, sparse_levels: float = 0.0) -> float:
+    """A whole run on the GPU alone, from below: its set-up and
+    ``sparse_levels`` of its device loop at ``config.HYBRID_LOOP_ITERATION_SECONDS``
+    each (its whole-graph pulls, 1-2 ms a pass of kron22 on the H200, left out)."""
+    return set_up_seconds + sparse_levels * config.HYBRID_LOOP_ITERATION_SECONDS
 
 
 def gpu_set_up_seconds(page_bytes: int, fixed_seconds: float | None = None,
@@ -102,17 +167,17 @@ class MeasuredSetUps:
         return config.HYBRID_GPU_SET_UP_SECONDS
 
 
-def gpu_set_up_pays(cpu_seconds: float, gpu_set_up_seconds: float,
+def gpu_set_up_pays(cpu_seconds: float, gpu_seconds: float,
                     margin: float | None = None) -> bool:
     """Whether a hybrid run sets the GPU up at all.  Not when the CPU alone is
-    expected to finish the whole run (``cpu_seconds``, an estimate from
-    above: every pass a full pull) in less than ``margin`` times what the
-    GPU's set-up alone takes (``gpu_set_up_seconds``, an estimate from
-    below: no iteration counted), ``margin`` being
-    ``config.HYBRID_RUN_SWITCH_MARGIN``: the GPU's iterations cost more
-    than nothing, so the CPU alone then finishes first."""
+    expected to finish the whole run (``cpu_seconds``) in less than
+    ``margin`` times what the GPU alone is expected to take
+    (``gpu_seconds``, :func:`gpu_run_seconds`, from below: its set-up and
+    its device loop's levels), ``margin`` being
+    ``config.HYBRID_RUN_SWITCH_MARGIN``: the CPU alone is chosen where it
+    clearly finishes first."""
     margin = config.HYBRID_RUN_SWITCH_MARGIN if margin is None else margin
-    return not cpu_seconds < margin * gpu_set_up_seconds
+    return not cpu_seconds < margin * gpu_seconds
 
 
 def gpu_alone(page_bytes: int, vertex_bytes: int, gpu_budget: int) -> bool:

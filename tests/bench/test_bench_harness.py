@@ -599,7 +599,7 @@ def _modes_with_three_cpu_modes(monkeypatch, wrong_mode=None):
             values[0] += 1
         plan = result.plan if mode != "hybrid" else dataclasses.replace(
             result.plan, gpu_set_up={"choice": False, "cpu_seconds": 0.002,
-                                     "gpu_set_up_seconds": 0.9})
+                                     "gpu_seconds": 0.95, "gpu_set_up_seconds": 0.9})
         return SimpleNamespace(values=values, seconds=result.seconds, plan=plan,
                                num_iterations=result.num_iterations,
                                execution=result.execution, setup_seconds=result.setup_seconds,
@@ -635,6 +635,7 @@ def test_modes_interleave_runs_the_modes_trials_in_turns(tmp_path, monkeypatch, 
     assert entries["hybrid"]["check"]["ok"]
     assert entries["cpu"]["set_up_choice"] is None
     assert entries["hybrid"]["set_up_choice"] == {"chosen": "cpu", "cpu_seconds": 0.002,
+                                                  "gpu_seconds": 0.95,
                                                   "gpu_set_up_seconds": 0.9}
     assert entries["hybrid"]["check"]["reference_mode"] == "cpu"
     turns = summary["rows"][0]["hybrid_over_min_per_turn"]
@@ -651,7 +652,7 @@ def test_modes_interleave_runs_the_modes_trials_in_turns(tmp_path, monkeypatch, 
     assert summary["rows"][0]["oracle_over_best"] == pytest.approx(expected["oracle_over_best"])
     captured = capsys.readouterr()
     assert "hyb/min(c,g)" in captured.out and "bound" in captured.out
-    assert "cpu (cpu est. 2.0 ms, GPU set-up est. 900.0 ms)" in captured.out
+    assert "cpu (cpu est. 2.0 ms, GPU est. 950.0 ms)" in captured.out
     assert ("in turns" in captured.err) == interleave
     assert ("turn by turn" in captured.out) == interleave
 

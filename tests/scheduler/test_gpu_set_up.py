@@ -109,13 +109,14 @@ def test_a_small_hybrid_run_goes_to_the_cpu_alone_without_cupy(graph, priced):
     page_bytes = sum(page.nbytes for page in graph.store.pages)
     assert entry["gpu_set_up_seconds"] == pytest.approx(
         config.HYBRID_GPU_FIRST_SET_UP_SECONDS + page_bytes / SHIPPED_BYTES_PER_SECOND)
+    assert entry["gpu_seconds"] == entry["gpu_set_up_seconds"]    # no sparse level
     # the CPU alone's own run: its plan, its iterations, its values
     assert hybrid.plan.cpu == cpu.plan.cpu
     assert all(record.mode == "cpu" for record in hybrid.iterations)
     assert hybrid.num_iterations == cpu.num_iterations
     np.testing.assert_array_equal(hybrid.values, cpu.values)
     assert "hybrid on the CPU alone" in hybrid.plan.describe()
-    assert "the CPU alone, the run expected to end before the GPU's set-up" in hybrid.summary()
+    assert "the CPU alone, the run expected to end before the GPU's" in hybrid.summary()
     assert "GPU's set-up" not in cpu.summary()
     assert hybrid.plan.as_dict()["gpu_set_up"]["choice"] is False
 
@@ -133,11 +134,13 @@ def test_a_run_long_enough_sets_the_gpu_up(graph, priced):
 def test_a_frontier_program_is_priced_by_its_expected_iterations(graph, priced):
     bfs = garaphpy.run(graph, "bfs", sources=0, threads=2)
     entry = bfs.plan.gpu_set_up
-    assert 1.0 <= entry["passes"] < 50           # log |V| / log mean degree, not 1e9
-    capped = garaphpy.run(graph, "bfs", sources=0, threads=2, max_iterations=1)
-    assert capped.plan.gpu_set_up["passes"] == 1.0
+    assert 1.0 <= entry["iterations"] < 50       # log |V| / log mean degree, not 1e9
+    assert entry["passes"] == 1.0                # final once set: each vertex pulled once
+    with pytest.warns(garaphpy.NotConvergedWarning):
+        capped = garaphpy.run(graph, "bfs", sources=0, threads=2, max_iterations=1)
+    assert capped.plan.gpu_set_up["iterations"] == 1.0
     assert entry["choice"] is False and bfs.mode == "cpu"
-    assert entry["iterations"] == entry["passes"]        # no weights: a round a level
+    assert entry["sparse_levels"] == 0.0         # not a mesh
 
 
 def test_a_program_over_weighted_edges_is_priced_by_more_rounds_than_levels(priced):
@@ -148,9 +151,9 @@ def test_a_program_over_weighted_edges_is_priced_by_more_rounds_than_levels(pric
     sssp = garaphpy.run(weighted, "sssp", sources=int(src[0]), threads=2)
     bfs = garaphpy.run(weighted, "bfs", sources=int(src[0]), threads=2)
     entry = sssp.plan.gpu_set_up
-    assert entry["passes"] == bfs.plan.gpu_set_up["passes"]
     assert entry["iterations"] == pytest.approx(
-        entry["passes"] * config.HYBRID_WEIGHTED_ROUNDS_PER_LEVEL)
+        bfs.plan.gpu_set_up["iterations"] * config.HYBRID_WEIGHTED_ROUNDS_PER_LEVEL)
+    assert entry["passes"] == entry["iterations"]    # every round a pull: values not final
     assert entry["cpu_seconds"] > bfs.plan.gpu_set_up["cpu_seconds"]
     with pytest.warns(garaphpy.NotConvergedWarning):
         capped = garaphpy.run(weighted, "sssp", sources=int(src[0]), threads=2,
@@ -158,6 +161,62 @@ def test_a_program_over_weighted_edges_is_priced_by_more_rounds_than_levels(pric
     assert capped.plan.gpu_set_up["iterations"] == 3.0
     np.testing.assert_array_equal(sssp.values, garaphpy.run(
         weighted, "sssp", sources=int(src[0]), threads=2, mode="cpu").values)
+
+
+@pytest.mark.parametrize("case, expected", [
+    # PageRank's tolerance: its iterations, each a whole pull
+    (dict(has_tolerance=True, max_iterations=20, levels=5.0), (20.0, 20.0, 0.0)),
+    # CC's union-find start on a symmetric graph: the start and the pull that checks it
+    (dict(has_tolerance=False, max_iterations=10**6, levels=2000.0, union_find=True),
+     ("uf", 1.0, 0.0)),
+    # BFS on a power-law graph: few levels, each vertex pulled once
+    (dict(has_tolerance=False, max_iterations=10**6, levels=5.5, final_once_set=True),
+     (1.0, 5.5, 0.0)),
+    # SSSP on a power-law graph: rounds of whole pulls
+    (dict(has_tolerance=False, max_iterations=10**6, levels=5.5, weighted=True),
+     ("2x", "2x", 0.0)),
+    # BFS and SSSP on a mesh: sparse levels, the edges passed over once a round
+    (dict(has_tolerance=False, max_iterations=10**6, levels=2000.0, final_once_set=True),
+     (1.0, 0.0, 2000.0)),
+    (dict(has_tolerance=False, max_iterations=10**6, levels=2000.0, weighted=True),
+     ("r", 0.0, "2x")),
+    # capped by max_iterations
+    (dict(has_tolerance=False, max_iterations=100, levels=2000.0, weighted=True),
+     ("r", 0.0, 100.0)),
+])
+def test_the_expected_work_by_program_and_shape(case, expected):
+    rounds = config.HYBRID_WEIGHTED_ROUNDS_PER_LEVEL
+    resolve = {"uf": config.HYBRID_UNION_FIND_PULLS + 1.0, "2x": case["levels"] * rounds,
+               "r": rounds}
+    work = set_up_choice.expected_work(**case)
+    assert (work.passes, work.iterations, work.sparse_levels) == pytest.approx(
+        tuple(resolve.get(x, x) for x in expected))
+
+
+def test_a_mesh_weighs_the_levels_on_both_processors():
+    """grid:2000x2000 on the H200 host (2026-12-04): BFS 0.12 s on the CPU
+    alone against 0.24 s on the GPU (0.18 of it set-up): the CPU; SSSP 0.38
+    against 0.28 s: the GPU, whose levels cost a fifth of the CPU's."""
+    edges, threads, levels = 16_000_000, 16, 2000.0
+
+    def choice(work, set_up):
+        cpu = set_up_choice.cpu_run_seconds(edges, threads, work.passes,
+                                            iterations=work.iterations,
+                                            sparse_levels=work.sparse_levels)
+        gpu = set_up_choice.gpu_run_seconds(set_up, work.sparse_levels)
+        return "gpu" if set_up_choice.gpu_set_up_pays(cpu, gpu) else "cpu"
+
+    bfs = set_up_choice.expected_work(has_tolerance=False, max_iterations=10**6,
+                                      levels=levels, final_once_set=True)
+    sssp = set_up_choice.expected_work(has_tolerance=False, max_iterations=10**6,
+                                       levels=levels, weighted=True)
+    cc = set_up_choice.expected_work(has_tolerance=False, max_iterations=10**6,
+                                     levels=levels, union_find=True)
+    assert choice(bfs, 0.18) == "cpu"
+    assert choice(sssp, 0.18) == "gpu"
+    assert choice(cc, 0.1) == "cpu"
+    assert set_up_choice.gpu_run_seconds(0.1, 1000) == pytest.approx(
+        0.1 + 1000 * config.HYBRID_LOOP_ITERATION_SECONDS)
 
 
 def test_the_weighing_is_off_for_a_policy_that_does_not_choose_per_run_or_when_turned_off(
