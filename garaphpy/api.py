@@ -684,7 +684,8 @@ def _build(plan: RunPlan, run_: _ValidatedRun, pages, cpu_parts,
     from .scheduler.driver import Driver
 
     program = run_.program
-    initially_active = (np.arange(run_.graph.num_vertices, dtype=np.int64)
+    # the graph's runs share 0..|V|-1 (read only, like every frontier)
+    initially_active = (run_.graph.store.vertex_range
                         if program.initially_active == "all" else run_.sources.copy())
     cpu_engine = gpu_engine = None
     if plan.cpu is not None:
@@ -774,7 +775,7 @@ def _build_gpu_engine(plan: RunPlan, run_: _ValidatedRun, pages, options: RunOpt
         # user's are probed on the CPU
         user = not type(program).__module__.startswith("garaphpy.programs")
         compiled = _compiled_program(program, parallel=False) if user else None
-        ids = graph.original_ids(np.arange(graph.num_vertices)).astype(np.int64)
+        ids = graph.original_id_array
         degree = graph.store.out_degree.dtype
         attr_types = (degree, degree, np.float64, np.int64, np.bool_)
         _check_shortcut_labels(

@@ -416,6 +416,13 @@ class Graph:
         return self.store.original_ids(internal)
 
     @property
+    def original_id_array(self) -> np.ndarray:
+        """:meth:`original_ids` of every vertex, made once and shared by the
+        runs (:attr:`Store.original_id_array <garaphpy.storage.store.Store.original_id_array>`
+        of :attr:`ids_store`): read only."""
+        return self.ids_store.original_id_array
+
+    @property
     def ids_store(self) -> Store:
         """The store whose id table gives :meth:`original_ids` (this graph's own,
         or, for the undirected copy of a directed graph, the original's)."""
@@ -443,10 +450,12 @@ class Graph:
 
     def release_memory(self) -> bool:
         """Free the edges a run in memory left in host memory for this graph's
-        later runs (``config.KEEP_CSC_BETWEEN_RUNS``), and its undirected
+        later runs (``config.KEEP_CSC_BETWEEN_RUNS``) and the vertex arrays
+        the runs share (:attr:`original_id_array`), and its undirected
         twin's (:meth:`as_undirected`); the next such run reads the store
         again.  Returns whether anything was held."""
         held = self.store.release_csc()
+        held = self.store.release_vertex_arrays() or held
         if self._undirected is not None and self._undirected is not self:
             held = self._undirected.release_memory() or held
         return held

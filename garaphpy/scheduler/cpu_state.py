@@ -116,7 +116,8 @@ def vertex_attributes(graph, source_vertices: np.ndarray,
     -------
     tuple
         ``(out_degree, in_degree, weighted_in_degree, vertex, is_source)``;
-        ``weighted_in_degree`` is a 1-element placeholder unless given.
+        ``weighted_in_degree`` is a 1-element placeholder unless given;
+        ``vertex`` the user ids the graph's runs share (read only).
     """
     store = graph.store
     n = store.num_vertices
@@ -124,8 +125,8 @@ def vertex_attributes(graph, source_vertices: np.ndarray,
         weighted_in = np.zeros(1, np.float64)
     is_source = np.zeros(n, np.bool_)
     is_source[source_vertices] = True
-    return (store.out_degree, store.in_degree, weighted_in,
-            np.ascontiguousarray(graph.original_ids(), dtype=np.int64), is_source)
+    return (store.out_degree, store.in_degree, weighted_in, graph.original_id_array,
+            is_source)
 
 
 class RunState:
