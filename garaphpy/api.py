@@ -75,15 +75,15 @@ def _check_initial_values(graph, program: VertexProgram, source_vertices: np.nda
     The check is a function of the program's compiled module (the one the
     run's CPU part takes: ``parallel`` as there), cached on disk with it."""
     from .program import check_initial_values
-    from .scheduler.cpu_state import vertex_attributes, weighted_in_degree
+    from .scheduler.cpu_state import store_weighted_in_degree, vertex_attributes
 
     if np.dtype(type(program).value_dtype).kind not in "iu":
         return
     first_out_of_range = _compiled_program(program, parallel).kernels.first_out_of_range
-    weighted_in = weighted_in_degree(graph.store) \
-        if "weighted_in_degree" in type(program).functions["init"].parameters else None
 
     def find():
+        weighted_in = store_weighted_in_degree(graph.store) \
+            if "weighted_in_degree" in type(program).functions["init"].parameters else None
         attrs = vertex_attributes(graph, source_vertices, weighted_in)
         vertex, number = first_out_of_range(attrs, graph.num_vertices)
         if vertex < 0:
