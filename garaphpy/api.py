@@ -23,6 +23,7 @@ import math
 import signal
 import time
 import warnings
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import numba
@@ -68,16 +69,29 @@ def _compiled_program(program: VertexProgram, parallel: bool = True):
     return _COMPILED[key]
 
 
+#: Per opened store, the initial values found in range: (program class,
+#: constants, sources) of the checks passed (:func:`_check_initial_values`).
+_INITIAL_VALUES_FIT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def _check_initial_values(graph, program: VertexProgram, source_vertices: np.ndarray,
                           parallel: bool) -> None:
     """Refuse, naming init's file and line, an integer program whose init
     gives a vertex a value its dtype cannot hold (before CPU or GPU set up).
     The check is a function of the program's compiled module (the one the
-    run's CPU part takes: ``parallel`` as there), cached on disk with it."""
+    run's CPU part takes: ``parallel`` as there), cached on disk with it, and
+    of the graph's store and the sources: a check passed is not made again
+    for the same program (class and constants, as :func:`_compiled_program`
+    keys it), store and sources."""
     from .program import check_initial_values
     from .scheduler.cpu_state import store_weighted_in_degree, vertex_attributes
 
     if np.dtype(type(program).value_dtype).kind not in "iu":
+        return
+    key = (type(program), tuple(sorted(program.constants.items())),
+           source_vertices.tobytes())
+    passed = _INITIAL_VALUES_FIT.setdefault(graph.store, set())
+    if key in passed:
         return
     first_out_of_range = _compiled_program(program, parallel).kernels.first_out_of_range
 
@@ -91,6 +105,7 @@ def _check_initial_values(graph, program: VertexProgram, source_vertices: np.nda
         return int(graph.original_ids(np.array([vertex]))[0]), float(number)
 
     check_initial_values(program, find)
+    passed.add(key)
 
 
 def _program_cache_directory():
