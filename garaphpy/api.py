@@ -402,7 +402,7 @@ def _execute(graph, program, options: RunOptions, turned_off, clock: CompileCloc
         records, converged, stop_reason = _drive(engine, program, plan, checkpoints, options,
                                                  clock)
         if engine.cpu is not None and converged \
-                and not type(program).__module__.startswith("garaphpy.programs"):
+                and not _built_in(program):
             engine.bring_host_current()     # the GPU may have run the last iterations
             _check_skipping_declarations(program, graph, engine.cpu.engine, len(records))
         if checkpoints is not None and not options.keep_checkpoints:
@@ -747,11 +747,11 @@ def build_cpu_engine(plan: RunPlan, program: VertexProgram, compiled, arrays,
 
     state = RunState(arrays, compiled, plan.synchronous)
     state.frontier = initially_active
-    if plan.cpu.shortcut_labels:
+    if plan.cpu.shortcut_labels and not _built_in(program):
         _check_shortcut_labels(program, compiled, arrays.attrs, arrays.weights,
                                arrays.attrs[3], state.values)
     if plan.cpu.value_priority and plan.cpu.priority_push \
-            and not type(program).__module__.startswith("garaphpy.programs"):
+            and not _built_in(program):
         _check_apply_keeps_best(program, compiled)
     engine = CpuEngine(arrays, compiled, state, plan.cpu)
     # hybrid runs probe and time both directions, and hand the CPU's batches the
@@ -785,21 +785,19 @@ def _build_gpu_engine(plan: RunPlan, run_: _ValidatedRun, pages, options: RunOpt
     gpu_engine.set_frontier(initially_active)
     shortcut = decisions.shortcut_labels(program.shortcut_labels, mode,
                                          config.GPU_SHORTCUT_LABELS, processor="gpu")
-    if shortcut or gpu_engine.gpu_plan.union_find_start:
+    if (shortcut or gpu_engine.gpu_plan.union_find_start) and not _built_in(program):
         # both rely on the declaration: built-in programs' functions are tested; a
         # user's are probed on the CPU
-        user = not type(program).__module__.startswith("garaphpy.programs")
-        compiled = _compiled_program(program, parallel=False) if user else None
-        ids = graph.original_id_array
         degree = graph.store.out_degree.dtype
         attr_types = (degree, degree, np.float64, np.int64, np.bool_)
         _check_shortcut_labels(
-            program, compiled, tuple(np.zeros(1, t) for t in attr_types),
-            np.zeros(1), ids, gpu_engine.values_to_host())
+            program, _compiled_program(program, parallel=False),
+            tuple(np.zeros(1, t) for t in attr_types), np.zeros(1), graph.original_id_array,
+            gpu_engine.values_to_host())
     if shortcut:
-        gpu_engine.enable_shortcut_labels(ids)
+        gpu_engine.enable_shortcut_labels(graph.original_id_array)
     if mode == "gpu" and gpu_engine.push_entry["choice"] and \
-            not type(program).__module__.startswith("garaphpy.programs"):
+            not _built_in(program):
         _check_apply_keeps_best(program, _compiled_program(program, parallel=False))
     return gpu_engine
 
@@ -873,13 +871,19 @@ def _check_skipping_declarations(program, graph, cpu_engine, iteration: int) -> 
             f"{consequence}; remove the declaration")
 
 
+def _built_in(program: VertexProgram) -> bool:
+    """Whether ``program`` is one of garaphpy's own (its declarations are
+    tested, not probed at each run; a user's subclass is the user's)."""
+    return type(program).__module__.startswith("garaphpy.programs")
+
+
 def _check_shortcut_labels(program, compiled, attrs, weights, ids: np.ndarray,
                            initial: np.ndarray) -> None:
-    """A declaration of ``shortcut_labels`` checked before a run shortcuts labels:
-    every initial value is the vertex's own user id (``ids``), ``gather``
-    passes a label on unchanged and ``apply`` keeps the smaller of two (on
-    probe labels, through the CPU-compiled ``compiled``; None skips the
-    probes).  The class's declarations were checked when it was defined.
+    """A user's declaration of ``shortcut_labels`` checked before a run shortcuts
+    labels: every initial value is the vertex's own user id (``ids``),
+    ``gather`` passes a label on unchanged and ``apply`` keeps the smaller of
+    two (on probe labels, through the CPU-compiled ``compiled``; None skips
+    the probes).  The class's declarations were checked when it was defined.
 
     Raises
     ------
