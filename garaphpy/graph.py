@@ -106,7 +106,9 @@ class Graph:
 
     The first run that holds every page in host memory keeps the edges there
     for the graph's later runs, which then read no page
-    (``config.KEEP_CSC_BETWEEN_RUNS``); :meth:`release_memory` frees them.
+    (``config.KEEP_CSC_BETWEEN_RUNS``); the runs also share the vertices'
+    user ids and 0..|V|-1, made at the first (:attr:`original_id_array`).
+    :meth:`release_memory` frees both.
 
     Attributes
     ----------
