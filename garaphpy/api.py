@@ -401,8 +401,7 @@ def _execute(graph, program, options: RunOptions, turned_off, clock: CompileCloc
         _announce_compilation(clock, program, plan.mode)
         records, converged, stop_reason = _drive(engine, program, plan, checkpoints, options,
                                                  clock)
-        if engine.cpu is not None and converged \
-                and not _built_in(program):
+        if engine.cpu is not None and converged and not _built_in(program):
             engine.bring_host_current()     # the GPU may have run the last iterations
             _check_skipping_declarations(program, graph, engine.cpu.engine, len(records))
         if checkpoints is not None and not options.keep_checkpoints:
@@ -796,8 +795,7 @@ def _build_gpu_engine(plan: RunPlan, run_: _ValidatedRun, pages, options: RunOpt
             gpu_engine.values_to_host())
     if shortcut:
         gpu_engine.enable_shortcut_labels(graph.original_id_array)
-    if mode == "gpu" and gpu_engine.push_entry["choice"] and \
-            not _built_in(program):
+    if mode == "gpu" and gpu_engine.push_entry["choice"] and not _built_in(program):
         _check_apply_keeps_best(program, _compiled_program(program, parallel=False))
     return gpu_engine
 
