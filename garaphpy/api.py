@@ -23,6 +23,7 @@ import math
 import signal
 import time
 import warnings
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import numba
@@ -68,22 +69,35 @@ def _compiled_program(program: VertexProgram, parallel: bool = True):
     return _COMPILED[key]
 
 
+#: Per opened store, the initial values found in range: (program class,
+#: constants, sources) of the checks passed (:func:`_check_initial_values`).
+_INITIAL_VALUES_FIT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def _check_initial_values(graph, program: VertexProgram, source_vertices: np.ndarray,
                           parallel: bool) -> None:
     """Refuse, naming init's file and line, an integer program whose init
     gives a vertex a value its dtype cannot hold (before CPU or GPU set up).
     The check is a function of the program's compiled module (the one the
-    run's CPU part takes: ``parallel`` as there), cached on disk with it."""
+    run's CPU part takes: ``parallel`` as there), cached on disk with it, and
+    of the graph's store and the sources: a check passed is not made again
+    for the same program (class and constants, as :func:`_compiled_program`
+    keys it), store and sources."""
     from .program import check_initial_values
-    from .scheduler.cpu_state import vertex_attributes, weighted_in_degree
+    from .scheduler.cpu_state import store_weighted_in_degree, vertex_attributes
 
     if np.dtype(type(program).value_dtype).kind not in "iu":
         return
+    key = (type(program), tuple(sorted(program.constants.items())),
+           source_vertices.tobytes())
+    passed = _INITIAL_VALUES_FIT.setdefault(graph.store, set())
+    if key in passed:
+        return
     first_out_of_range = _compiled_program(program, parallel).kernels.first_out_of_range
-    weighted_in = weighted_in_degree(graph.store) \
-        if "weighted_in_degree" in type(program).functions["init"].parameters else None
 
     def find():
+        weighted_in = store_weighted_in_degree(graph.store) \
+            if "weighted_in_degree" in type(program).functions["init"].parameters else None
         attrs = vertex_attributes(graph, source_vertices, weighted_in)
         vertex, number = first_out_of_range(attrs, graph.num_vertices)
         if vertex < 0:
@@ -91,6 +105,7 @@ def _check_initial_values(graph, program: VertexProgram, source_vertices: np.nda
         return int(graph.original_ids(np.array([vertex]))[0]), float(number)
 
     check_initial_values(program, find)
+    passed.add(key)
 
 
 def _program_cache_directory():
@@ -386,8 +401,7 @@ def _execute(graph, program, options: RunOptions, turned_off, clock: CompileCloc
         _announce_compilation(clock, program, plan.mode)
         records, converged, stop_reason = _drive(engine, program, plan, checkpoints, options,
                                                  clock)
-        if engine.cpu is not None and converged \
-                and not type(program).__module__.startswith("garaphpy.programs"):
+        if engine.cpu is not None and converged and not _built_in(program):
             engine.bring_host_current()     # the GPU may have run the last iterations
             _check_skipping_declarations(program, graph, engine.cpu.engine, len(records))
         if checkpoints is not None and not options.keep_checkpoints:
@@ -685,7 +699,8 @@ def _build(plan: RunPlan, run_: _ValidatedRun, pages, cpu_parts,
     from .scheduler.driver import Driver
 
     program = run_.program
-    initially_active = (np.arange(run_.graph.num_vertices, dtype=np.int64)
+    # the graph's runs share 0..|V|-1 (read only, like every frontier)
+    initially_active = (run_.graph.store.vertex_range
                         if program.initially_active == "all" else run_.sources.copy())
     cpu_engine = gpu_engine = None
     if plan.cpu is not None:
@@ -732,11 +747,11 @@ def build_cpu_engine(plan: RunPlan, program: VertexProgram, compiled, arrays,
 
     state = RunState(arrays, compiled, plan.synchronous)
     state.frontier = initially_active
-    if plan.cpu.shortcut_labels:
+    if plan.cpu.shortcut_labels and not _built_in(program):
         _check_shortcut_labels(program, compiled, arrays.attrs, arrays.weights,
                                arrays.attrs[3], state.values)
     if plan.cpu.value_priority and plan.cpu.priority_push \
-            and not type(program).__module__.startswith("garaphpy.programs"):
+            and not _built_in(program):
         _check_apply_keeps_best(program, compiled)
     engine = CpuEngine(arrays, compiled, state, plan.cpu)
     # hybrid runs probe and time both directions, and hand the CPU's batches the
@@ -770,21 +785,18 @@ def _build_gpu_engine(plan: RunPlan, run_: _ValidatedRun, pages, options: RunOpt
     gpu_engine.set_frontier(initially_active)
     shortcut = decisions.shortcut_labels(program.shortcut_labels, mode,
                                          config.GPU_SHORTCUT_LABELS, processor="gpu")
-    if shortcut or gpu_engine.gpu_plan.union_find_start:
+    if (shortcut or gpu_engine.gpu_plan.union_find_start) and not _built_in(program):
         # both rely on the declaration: built-in programs' functions are tested; a
         # user's are probed on the CPU
-        user = not type(program).__module__.startswith("garaphpy.programs")
-        compiled = _compiled_program(program, parallel=False) if user else None
-        ids = graph.original_ids(np.arange(graph.num_vertices)).astype(np.int64)
         degree = graph.store.out_degree.dtype
         attr_types = (degree, degree, np.float64, np.int64, np.bool_)
         _check_shortcut_labels(
-            program, compiled, tuple(np.zeros(1, t) for t in attr_types),
-            np.zeros(1), ids, gpu_engine.values_to_host())
+            program, _compiled_program(program, parallel=False),
+            tuple(np.zeros(1, t) for t in attr_types), np.zeros(1), graph.original_id_array,
+            gpu_engine.values_to_host())
     if shortcut:
-        gpu_engine.enable_shortcut_labels(ids)
-    if mode == "gpu" and gpu_engine.push_entry["choice"] and \
-            not type(program).__module__.startswith("garaphpy.programs"):
+        gpu_engine.enable_shortcut_labels(graph.original_id_array)
+    if mode == "gpu" and gpu_engine.push_entry["choice"] and not _built_in(program):
         _check_apply_keeps_best(program, _compiled_program(program, parallel=False))
     return gpu_engine
 
@@ -858,13 +870,19 @@ def _check_skipping_declarations(program, graph, cpu_engine, iteration: int) -> 
             f"{consequence}; remove the declaration")
 
 
+def _built_in(program: VertexProgram) -> bool:
+    """Whether ``program`` is one of garaphpy's own (its declarations are
+    tested, not probed at each run; a user's subclass is the user's)."""
+    return type(program).__module__.startswith("garaphpy.programs")
+
+
 def _check_shortcut_labels(program, compiled, attrs, weights, ids: np.ndarray,
                            initial: np.ndarray) -> None:
-    """A declaration of ``shortcut_labels`` checked before a run shortcuts labels:
-    every initial value is the vertex's own user id (``ids``), ``gather``
-    passes a label on unchanged and ``apply`` keeps the smaller of two (on
-    probe labels, through the CPU-compiled ``compiled``; None skips the
-    probes).  The class's declarations were checked when it was defined.
+    """A user's declaration of ``shortcut_labels`` checked before a run shortcuts
+    labels: every initial value is the vertex's own user id (``ids``),
+    ``gather`` passes a label on unchanged and ``apply`` keeps the smaller of
+    two (on probe labels, through the CPU-compiled ``compiled``; None skips
+    the probes).  The class's declarations were checked when it was defined.
 
     Raises
     ------

@@ -108,7 +108,9 @@ class Graph:
     for the graph's later runs, which then read no page, and a GPU run whose
     pages all fit the GPU's budget keeps them on the device for the next GPU
     run of this graph (of one graph at a time; ``config.KEEP_CSC_BETWEEN_RUNS``);
-    :meth:`release_memory` frees both.
+    the runs also share the vertices' user ids and 0..|V|-1, made at the first
+    (:attr:`original_id_array`).
+    :meth:`release_memory` frees them.
 
     Attributes
     ----------
@@ -418,6 +420,13 @@ class Graph:
         return self.store.original_ids(internal)
 
     @property
+    def original_id_array(self) -> np.ndarray:
+        """:meth:`original_ids` of every vertex, made once and shared by the
+        runs (:attr:`Store.original_id_array <garaphpy.storage.store.Store.original_id_array>`
+        of :attr:`ids_store`): read only."""
+        return self.ids_store.original_id_array
+
+    @property
     def ids_store(self) -> Store:
         """The store whose id table gives :meth:`original_ids` (this graph's own,
         or, for the undirected copy of a directed graph, the original's)."""
@@ -445,11 +454,13 @@ class Graph:
 
     def release_memory(self) -> bool:
         """Free the edges a run left in host memory and on the GPU for this
-        graph's later runs (``config.KEEP_CSC_BETWEEN_RUNS``), and its
-        undirected twin's (:meth:`as_undirected`); the next such run reads the
-        store again.  Returns whether anything was held."""
+        graph's later runs (``config.KEEP_CSC_BETWEEN_RUNS``), the vertex
+        arrays the runs share (:attr:`original_id_array`), and its undirected
+        twin's (:meth:`as_undirected`); the next such run reads the store
+        again.  Returns whether anything was held."""
         held = self.store.release_device_edges()
         held = self.store.release_csc() or held
+        held = self.store.release_vertex_arrays() or held
         if self._undirected is not None and self._undirected is not self:
             held = self._undirected.release_memory() or held
         return held

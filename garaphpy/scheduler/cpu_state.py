@@ -89,16 +89,26 @@ def weighted_in_degree(page_source, consumer: str = "cpu") -> np.ndarray:
     """Per vertex, the sum of its in-edges' values, read page by page from
     ``page_source`` by ``consumer``."""
     store = page_source.store
-    out = np.zeros(store.num_vertices, np.float64)
     cursor = page_source.cursor(range(len(store.pages)), consumer)
     try:
-        for info in store.pages:
-            page = cursor.get(info.index)
-            kernels.add_weighted_in_degrees(store.in_offsets, page.weights, info.edge_begin,
-                                            info.edge_begin, info.edge_begin + info.num_edges,
-                                            info.first_vertex, info.end_vertex, out)
+        return _weighted_in_degree(store, cursor.get)
     finally:
         cursor.close()
+
+
+def store_weighted_in_degree(store) -> np.ndarray:
+    """:func:`weighted_in_degree`, its pages read one at a time from ``store``
+    itself (before a run has a page source: the check of its initial values)."""
+    return _weighted_in_degree(store, store.read_page)
+
+
+def _weighted_in_degree(store, read_page) -> np.ndarray:
+    out = np.zeros(store.num_vertices, np.float64)
+    for info in store.pages:
+        page = read_page(info.index)
+        kernels.add_weighted_in_degrees(store.in_offsets, page.weights, info.edge_begin,
+                                        info.edge_begin, info.edge_begin + info.num_edges,
+                                        info.first_vertex, info.end_vertex, out)
     return out
 
 
@@ -116,7 +126,8 @@ def vertex_attributes(graph, source_vertices: np.ndarray,
     -------
     tuple
         ``(out_degree, in_degree, weighted_in_degree, vertex, is_source)``;
-        ``weighted_in_degree`` is a 1-element placeholder unless given.
+        ``weighted_in_degree`` is a 1-element placeholder unless given;
+        ``vertex`` the user ids the graph's runs share (read only).
     """
     store = graph.store
     n = store.num_vertices
@@ -124,8 +135,8 @@ def vertex_attributes(graph, source_vertices: np.ndarray,
         weighted_in = np.zeros(1, np.float64)
     is_source = np.zeros(n, np.bool_)
     is_source[source_vertices] = True
-    return (store.out_degree, store.in_degree, weighted_in,
-            np.ascontiguousarray(graph.original_ids(), dtype=np.int64), is_source)
+    return (store.out_degree, store.in_degree, weighted_in, graph.original_id_array,
+            is_source)
 
 
 class RunState:

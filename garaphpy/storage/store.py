@@ -649,6 +649,36 @@ class Store:
             return self._arrays[mapping["array"]][internal]
         return internal + int(mapping["base"])
 
+    @functools.cached_property
+    def original_id_array(self) -> np.ndarray:
+        """Every vertex's user id (int64, C-contiguous), made once per opened
+        store and shared by its runs (the ``vertex`` attribute, the labels a
+        shortcut compares with): the id table itself where there is one, else
+        one array.  Read only, like :attr:`in_degree`; :meth:`original_ids`
+        gives the user a new array."""
+        mapping = self.manifest["id_mapping"]
+        if mapping["kind"] == "table":
+            return np.ascontiguousarray(self._arrays[mapping["array"]][:self.num_vertices],
+                                        dtype=np.int64)
+        if int(mapping["base"]) == 0:
+            return self.vertex_range
+        base = int(mapping["base"])
+        return np.arange(base, base + self.num_vertices, dtype=np.int64)
+
+    @functools.cached_property
+    def vertex_range(self) -> np.ndarray:
+        """0..|V|-1 (int64), made once per opened store and shared by its runs
+        (the first frontier of a program active everywhere).  Read only, like
+        every frontier."""
+        return np.arange(self.num_vertices, dtype=np.int64)
+
+    def release_vertex_arrays(self) -> bool:
+        """Drop :attr:`original_id_array` and :attr:`vertex_range` where made
+        (they are made again when next asked for); returns whether one was."""
+        held = [self.__dict__.pop(name, None) for name in ("original_id_array",
+                                                            "vertex_range")]
+        return any(array is not None for array in held)
+
     def internal_ids(self, original) -> np.ndarray:
         """Internal ids of the user's vertex ids; KeyError for unknown ones."""
         original = np.atleast_1d(np.asarray(original, dtype=np.int64))
