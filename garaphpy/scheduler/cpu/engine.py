@@ -320,9 +320,14 @@ class CpuEngine:
 
 
     def _all_vertices(self) -> np.ndarray:
-        """0..|V|-1, made once per run (treated as read-only, like every frontier)."""
+        """0..|V|-1, the store's (made once per store, shared by its runs:
+        read-only, like every frontier), or made once for this run where the
+        engine's vertices are not the store's."""
         if self.all_vertices is None:
-            self.all_vertices = kernels.all_vertex_ids(self.arrays.num_vertices, self.threads)
+            store = self.arrays.page_source.store
+            self.all_vertices = store.vertex_range \
+                if store.num_vertices == self.arrays.num_vertices \
+                else kernels.all_vertex_ids(self.arrays.num_vertices, self.threads)
         return self.all_vertices
 
     def refresh_settled(self, pulled_last: bool, previous_active: int) -> None:
