@@ -45,7 +45,11 @@ class Rounds:
                 tolerance: float | None) -> list[dict]:
         """Run iterations ``first..stop-1`` (fewer where the votes say stop);
         each iteration's row as :meth:`step` gives it, with ``round_seconds``
-        (the iteration's time here, votes included)."""
+        (the iteration's time here, votes included), the exchange's phases
+        (``send_seconds``: the messages handed over; ``wait_seconds``: until
+        every peer's vote came) and, as wall-clock times (comparable between
+        the workers of one host), when the pull ended (``pull_end_time``) and
+        when the last vote came (``votes_time``)."""
         rows = []
         peers = [q for q in range(len(self.peers)) if q != self.index]
         monoids = aggregate_monoids(self.setup.program)
@@ -55,10 +59,15 @@ class Rounds:
             pull_ended = time.perf_counter()
             vote = np.concatenate([[row["l1_change"], row["activated"]],
                                    np.asarray(row["aggregates"], np.float64)])
+            row["pull_end_time"] = time.time()
             row["sent_bytes"], sends = self._send_round(iteration, changed, vote, peers)
+            sent = time.perf_counter()
             votes = self._votes(iteration, peers, sends)
             votes[self.index] = vote
             ended = time.perf_counter()
+            row["votes_time"] = time.time()
+            row["send_seconds"] = sent - pull_ended
+            row["wait_seconds"] = ended - sent
             row["exchange_seconds"] = ended - pull_ended
             row["round_seconds"] = ended - started
             rows.append(row)

@@ -453,6 +453,14 @@ class PartitionedRun:
             "pull_seconds": [round(row["pull_seconds"], 6) for row in rows],
             "exchange_seconds": [round(row["exchange_seconds"], 6) for row in rows],
             "choice": len(rows)}
+        # the exchange's phases where the workers ran several iterations a call
+        # (:mod:`.rounds`): wall-clock times, comparable between a host's workers
+        for key in ("apply_seconds", "send_seconds", "wait_seconds"):
+            if all(key in row for row in rows):
+                record.decisions["partitions"][key] = [round(row[key], 6) for row in rows]
+        for key in ("pull_end_time", "votes_time"):
+            if all(key in row for row in rows):
+                record.decisions["partitions"][key + "s"] = [row[key] for row in rows]
         return record
 
     # -- checkpoints and faults ----------------------------------------------------------

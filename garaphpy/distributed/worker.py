@@ -436,8 +436,8 @@ class PartitionWorker(Rounds, UnionFindStart):
         -------
         dict
             ``l1_change``, ``activated``, ``changed`` (owned vertices whose value
-            changed; with early exit, those activated), ``sent_bytes``, ``edges``, ``pull_seconds``,
-            ``exchange_seconds``, ``aggregates`` (the next iteration's share)
+            changed; with early exit, those activated), ``sent_bytes``, ``edges``, ``pull_seconds``
+            (of which ``apply_seconds``: the pairs received written), ``exchange_seconds``, ``aggregates`` (the next iteration's share)
             and ``address``.
         """
         row, changed = self._pull_step(iteration, aggregates)
@@ -458,6 +458,7 @@ class PartitionWorker(Rounds, UnionFindStart):
             self.fused.take_contributions(self.inbox.take_due("contributions", iteration),
                                           self.setup.partitions)
         self.inbox.apply("values", self.values, iteration, received)
+        applied = time.perf_counter()
         if self.settled_from_values:        # restored: every value read is here now
             self.frontier.settle_from_values(self.values, self._initial_copy(),
                                              self.attrs[4])
@@ -489,6 +490,7 @@ class PartitionWorker(Rounds, UnionFindStart):
                "aggregates": self._next_aggregates(iteration),
                "address": self.address, "processor": self.processor}
         row["pull_seconds"] = time.perf_counter() - started
+        row["apply_seconds"] = applied - started
         return row, changed
 
     def _pull_all(self, iteration: int, aggregates: np.ndarray, stats: np.ndarray):
