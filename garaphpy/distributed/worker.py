@@ -378,11 +378,11 @@ class PartitionWorker(PeerCalls, Rounds, UnionFindStart):
                 "float32_contributions": bool(self.contributions.dtype == np.float32),
                 "fused_pull": self.fused is not None and self.fused.whole}
 
-    def wire(self, peers, addresses, epoch: int) -> int:
+    def wire(self, peers, addresses, epoch: int) -> dict:
         """Take the run's workers (``peers[q]`` the actor of partition q, in the
         worker at ``addresses[q]``) and tell each which of its vertices this
-        partition reads (its mirror list, sent to it directly); returns the
-        vertices read from others."""
+        partition reads (its mirror list, sent to it directly); returns
+        :meth:`describe`'s (one call of the client fewer at the start)."""
         self.peers = tuple(peers)
         self.peer_addresses = tuple(addresses)
         self.epoch = epoch
@@ -391,7 +391,7 @@ class PartitionWorker(PeerCalls, Rounds, UnionFindStart):
         reads = self.reads
         self._wait({q: self._call(q, "set_reader", self.index, reads[q])
                     for q in range(len(self.peers)) if q != self.index})
-        return int(sum(reads[q].size for q in range(len(reads)) if q != self.index))
+        return self.describe()
 
     # a peer in another worker is called on that worker's event loop (async), so
     # that its iteration thread, busy with its own pull, never holds the call up;
