@@ -14,8 +14,10 @@ with an actor call to each peer, 3.3 ms with Dask's rpc to such a handler
 (answered), 2.6 ms with a one-way message (medians of 9 trials in turns;
 ``python -m bench dask --floor`` measures it).  A comm's messages arrive in the order sent.  A write that
 fails (the peer's worker gone) fails the send's future, which the waits
-look at (:func:`~garaphpy.distributed.exchange.failed_sends`); the comm is
-opened again at the next send.
+look at (:func:`~garaphpy.distributed.exchange.failed_sends`), as does the
+comm's closing (a peer's worker lost after the message was written: nothing
+comes back on the comm but its end); the comm is opened again at the next
+send.
 """
 
 from __future__ import annotations
@@ -30,9 +32,9 @@ HANDLER = "garaphpy_partition_message"
 #: partition's actor, run on the worker's event loop).
 ONE_WAY = frozenset({"receive_round", "receive_start"})
 
-#: (this worker's address, the peer worker's) -> [comm or None, its lock]:
-#: one comm a pair of workers, kept by the worker process for its runs
-_COMMS: dict = {}
+#: (this worker's address, the peer worker's) -> its :class:`_Link`: one
+#: comm a pair of workers, kept by the worker process for its runs
+_LINKS: dict = {}
 
 
 def dask_worker():
@@ -72,8 +74,10 @@ class PeerCalls:
 
         message = {"op": HANDLER, "reply": False, "actor": self.peers[partition].key,
                    "method": method, "arguments": to_serialize(arguments)}
-        return asyncio.run_coroutine_threadsafe(
-            _write(worker, self.peer_addresses[partition], message), worker.loop.asyncio_loop)
+        address = self.peer_addresses[partition]
+        link = _LINKS.setdefault((worker.address, address), _Link())
+        return _Told(asyncio.run_coroutine_threadsafe(_write(worker, address, link, message),
+                                                      worker.loop.asyncio_loop), link)
 
     def _call(self, partition: int, method: str, *arguments):
         """Call ``method`` of partition ``partition``'s actor: a future."""
@@ -95,21 +99,63 @@ class PeerCalls:
                     f"({type(error).__name__})") from None
 
 
-async def _write(worker, address: str, message: dict) -> None:
-    """Write ``message`` on this worker's comm to the worker at ``address``
-    (opened where there is none or it closed; dropped where a write fails)."""
+class _Link:
+    """This worker's comm to a peer's worker: opened at the first message, one
+    message at a time on it (in order), ``closed`` once a read of it failed
+    (nothing is sent back on it: the peer's worker is gone)."""
+
+    def __init__(self):
+        self.comm = None
+        self.lock = asyncio.Lock()
+        self.closed = False
+        self.watch = None
+
+
+class _Told:
+    """A one-way message's future: done once written, or once the comm to the
+    peer's worker closed (which fails it, as a failed write does)."""
+
+    def __init__(self, written, link: _Link):
+        self.written = written
+        self.link = link
+
+    def done(self) -> bool:
+        return self.link.closed or self.written.done()
+
+    def result(self, timeout=None):
+        if self.link.closed:
+            raise ConnectionError("the comm to the peer's worker closed")
+        return self.written.result(timeout)
+
+
+async def _write(worker, address: str, link: _Link, message: dict) -> None:
+    """Write ``message`` on ``link``, this worker's comm to the worker at
+    ``address`` (opened where there is none or it closed; dropped where a
+    write fails)."""
     from distributed.comm import connect
 
-    held = _COMMS.setdefault((worker.address, address), [None, asyncio.Lock()])
-    async with held[1]:         # one message at a time on a comm, in order
-        if held[0] is None or held[0].closed():
-            held[0] = await connect(address, **worker.connection_args)
+    async with link.lock:
+        if link.comm is None or link.comm.closed():
+            link.comm = await connect(address, **worker.connection_args)
+            link.closed = False
+            link.watch = asyncio.ensure_future(_watch(link, link.comm))
         try:
-            await held[0].write(message)
+            await link.comm.write(message)
         except Exception:
-            held[0].abort()
-            held[0] = None
+            link.comm.abort()
+            link.comm = None
             raise
+
+
+async def _watch(link: _Link, comm) -> None:
+    """Read ``comm`` until it fails (the peer sends nothing back): then its
+    worker is gone, and the messages told on it fail."""
+    try:
+        while True:
+            await comm.read()
+    except Exception:       # noqa: BLE001 - closed, however
+        if link.comm is comm or link.comm is None:
+            link.closed = True
 
 
 def _receiver(worker):

@@ -1,17 +1,19 @@
 """One-way messages between partitions' workers: the Dask worker's handler
 hands a message to the partition's actor named, drops one for an actor gone
-and refuses a method that is not a one-way one; outside a Dask worker a
-message is a call in place."""
+and refuses a method that is not a one-way one; a message's future fails
+once its comm closed (the peer's worker gone), even after it was written;
+outside a Dask worker a message is a call in place."""
 
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import Future
 from types import SimpleNamespace
 
 import pytest
 
 from garaphpy.distributed.exchange import WorkerError
-from garaphpy.distributed.links import HANDLER, ONE_WAY, PeerCalls, _receiver
+from garaphpy.distributed.links import HANDLER, ONE_WAY, PeerCalls, _Link, _receiver, _Told
 
 
 class _Taker:
@@ -59,3 +61,16 @@ def test_outside_a_dask_worker_a_message_is_a_call_in_place():
     partition = Partition()
     assert partition.dask_worker is None
     assert partition.tell(1, "receive_round", 0, 1) == ("here", (0, 1))
+
+
+def test_a_message_fails_once_its_comm_closed_even_written():
+    written = Future()
+    link = _Link()
+    told = _Told(written, link)
+    assert not told.done()
+    written.set_result(None)
+    assert told.done() and told.result() is None
+    link.closed = True          # the peer's worker gone: its end of the comm read
+    assert told.done()
+    with pytest.raises(ConnectionError):
+        told.result()
