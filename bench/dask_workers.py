@@ -37,6 +37,12 @@ Usage (from the repository root)::
     python -m bench dask [--scale 16] [--symmetric] [--programs pagerank,bfs,cc] [--workers 2,4]
                          [--threads 2] [--worker-threads 1] [--gpu-workers 0] [--trials 3]
                          [--worker-env NAME=VALUE ...] [--warmup 1] [--json rows.jsonl]
+                         [--floor 8,64]
+
+The rows also give the exchange's phases per iteration (``send_ms``,
+``wait_ms``, ``apply_ms``, ``lag_ms``: :mod:`bench.dask_floor` says what each
+is); ``--floor L1,L2`` measures instead what a run and an iteration cost
+with no work (:mod:`bench.dask_floor`).
 """
 
 from __future__ import annotations
@@ -53,7 +59,7 @@ import numpy as np
 import garaphpy
 from garaphpy.api import NotConvergedWarning, execute
 
-from bench import harness
+from bench import dask_floor, harness
 from bench._host import log
 
 SOURCED = {"bfs", "sssp", "sswp"}
@@ -86,6 +92,7 @@ def measured(result) -> harness.Measurement:
             workers=len(records[0].workers), processors=rows[0].get("processors"),
             wait_policies=sorted({str(p.get("wait_policy"))
                                   for p in result.plan.distributed["partitions"]}))
+        metrics.update(dask_floor.phases(result))
         start = records[0].decisions.get("partition_union_find_start")
         if start:       # CC's start, in the first iteration's time: the slowest partition
             metrics["start_ms"] = 1e3 * max(start["seconds"])
@@ -156,6 +163,9 @@ def main(argv=None) -> int:
     parser.add_argument("--worker-env", action="append", default=[], metavar="NAME=VALUE",
                         help="an environment variable of every worker process, e.g. "
                              "OMP_WAIT_POLICY=PASSIVE (repeatable)")
+    parser.add_argument("--floor", metavar="L1,L2", default=None,
+                        help="measure instead the floor of a run and of an iteration: BFS "
+                             "along paths of these lengths (bench/dask_floor.py)")
     harness.add_common_options(parser, trials=3, warmup=1)
     args = parser.parse_args(argv)
     harness.check_common_options(parser, args)
@@ -163,6 +173,10 @@ def main(argv=None) -> int:
         import distributed
     except ImportError:
         parser.error("needs Dask's distributed scheduler: pip install garaphpy[dask]")
+    if args.floor is not None:
+        from bench import dask_floor
+
+        return dask_floor.main(args, distributed, cluster)
     programs = [p for p in args.programs.split(",") if p]
     worker_counts = [int(w) for w in args.workers.split(",") if w]
     if args.gpu_workers < 0:
@@ -219,9 +233,9 @@ def main(argv=None) -> int:
           f"{platform.node()}, {os.cpu_count()} cores; load average before "
           f"{common['load_before'][0]:.1f}, after {load_after[0]:.1f}")
     print("| case | iterations | median s | ms/iteration | CC start ms | pull ms | GPU pull ms | "
-          "exchange ms | exchanged MB/iteration | changed/iteration | pulled/iteration | "
+          "exchange ms | lag ms | exchanged MB/iteration | changed/iteration | pulled/iteration | "
           "worker M edges/s | vs one process |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         program = row["params"]["program"]
         alone = harness.row_of(rows, f"one-process/{program}")["median_s"]
@@ -233,7 +247,7 @@ def main(argv=None) -> int:
         print(f"| {row['case']} | {m['iterations']} | {row['median_s']:.3f} | "
               f"{m['ms_per_iteration']:.1f} | {shown('start_ms')} | {shown('pull_ms')} | "
               f"{shown('gpu_pull_ms')} | "
-              f"{shown('exchange_ms')} | "
+              f"{shown('exchange_ms')} | {shown('lag_ms')} | "
               f"{shown('exchanged_mb', digits=3)} | {shown('changed_per_iteration', digits=0)} | "
               f"{shown('pulled_per_iteration', digits=0)} | "
               f"{shown('worker_edges_per_s', 1e-6)} | "

@@ -409,7 +409,7 @@ class UnionFindStart:
         """Send partition ``q`` a message of the start, not waiting for it to
         take it (a failed send fails the wait for the peers' messages)."""
         self.start_sends.append(
-            (q, kind, self._call(q, "receive_start", self.epoch, kind, self.index, message)))
+            (q, kind, self.tell(q, "receive_start", self.epoch, kind, self.index, message)))
 
     def _start_peers(self) -> list[int]:
         return [q for q in range(len(self.peers)) if q != self.index]

@@ -2,7 +2,8 @@
 
 A call of the client to each worker (:meth:`Rounds.iterate`) runs the
 iterations ``first..stop-1``.  After its pull of an iteration, a worker sends
-every peer one message (:meth:`Rounds.receive_round`): the pairs of its
+every peer one message (:meth:`Rounds.receive_round`, one way over a comm
+of its worker's: :mod:`garaphpy.distributed.links`): the pairs of its
 changed vertices the peer reads (none where it reads none; their values
 alone, in the order of the peer's mirror list, where it reads every one
 changed, as in each PageRank iteration: a third fewer bytes; where every
@@ -20,7 +21,8 @@ gets every iteration's rows at the end of the call and makes the records as
 for one iteration a call.
 
 An iteration costs one message each way between two workers instead of a
-send, its answer and the client's round trip.  A worker blocks its actor's
+send, its answer and the client's round trip (no answer either: a message
+read by the Dask worker's handler, not an actor call).  A worker blocks its actor's
 thread while it waits, so the run takes this path only where each worker
 holds one partition (two actors of one worker share a thread).  A send that
 fails (a peer's worker gone) fails the call at once; a peer whose vote does
@@ -45,7 +47,11 @@ class Rounds:
                 tolerance: float | None) -> list[dict]:
         """Run iterations ``first..stop-1`` (fewer where the votes say stop);
         each iteration's row as :meth:`step` gives it, with ``round_seconds``
-        (the iteration's time here, votes included)."""
+        (the iteration's time here, votes included), the exchange's phases
+        (``send_seconds``: the messages handed over; ``wait_seconds``: until
+        every peer's vote came) and, as wall-clock times (comparable between
+        the workers of one host), when the pull ended (``pull_end_time``) and
+        when the last vote came (``votes_time``)."""
         rows = []
         peers = [q for q in range(len(self.peers)) if q != self.index]
         monoids = aggregate_monoids(self.setup.program)
@@ -55,10 +61,15 @@ class Rounds:
             pull_ended = time.perf_counter()
             vote = np.concatenate([[row["l1_change"], row["activated"]],
                                    np.asarray(row["aggregates"], np.float64)])
+            row["pull_end_time"] = time.time()
             row["sent_bytes"], sends = self._send_round(iteration, changed, vote, peers)
+            sent = time.perf_counter()
             votes = self._votes(iteration, peers, sends)
             votes[self.index] = vote
             ended = time.perf_counter()
+            row["votes_time"] = time.time()
+            row["send_seconds"] = sent - pull_ended
+            row["wait_seconds"] = ended - sent
             row["exchange_seconds"] = ended - pull_ended
             row["round_seconds"] = ended - started
             rows.append(row)
@@ -101,8 +112,8 @@ class Rounds:
         for q in peers:
             message = messages.get(q, nothing)
             sent += message_bytes(message)
-            sends[q] = self.peers[q].receive_round(self.epoch, iteration, self.index, message,
-                                                   vote)
+            sends[q] = self.tell(q, "receive_round", self.epoch, iteration, self.index, message,
+                                 vote)
         return sent, sends
 
     def _votes(self, iteration: int, peers: list, sends: dict) -> dict:

@@ -223,32 +223,35 @@ class PartitionedRun:
                            EXCHANGE_TIMEOUT_SECONDS, self.union_find_start,
                            self.processor(address), self.float32_contributions)
 
-    def _make_actor(self, index: int):
-        address = self.placement[index]
-        future = self.client.submit(_new_worker, self._setup(index), actor=True,
-                                    workers=[address], allow_other_workers=False, pure=False,
-                                    key=f"garaphpy-partition-{index}-{uuid.uuid4().hex[:8]}")
-        try:
-            actor = future.result()
-        except WorkerError:
-            raise
-        except Exception as error:      # the worker's own failure, by its address
-            raise DistributedRunError(f"worker {address}: partition {index} could not be "
-                                      f"set up: {_one_line(error)}") from None
-        self.actors[index] = actor
-        self.addresses[index] = address
-        self.futures[index] = future        # the actor lives while its future is held
+    def _make_actors(self, indices) -> None:
+        """Make the actors of partitions ``indices`` on their placed workers, all
+        at once (each worker opens the store and reads its pages beside the others)."""
+        futures = {index: self.client.submit(
+            _new_worker, self._setup(index), actor=True, workers=[self.placement[index]],
+            allow_other_workers=False, pure=False,
+            key=f"garaphpy-partition-{index}-{uuid.uuid4().hex[:8]}") for index in indices}
+        for index, future in futures.items():
+            address = self.placement[index]
+            try:
+                actor = future.result()
+            except WorkerError:
+                raise
+            except Exception as error:      # the worker's own failure, by its address
+                raise DistributedRunError(f"worker {address}: partition {index} could not be "
+                                          f"set up: {_one_line(error)}") from None
+            self.actors[index] = actor
+            self.addresses[index] = address
+            self.futures[index] = future        # the actor lives while its future is held
 
     def start(self) -> np.ndarray:
         """Make every partition's worker and wire them; the aggregates of iteration 0."""
-        for index in range(len(self.partitions)):
-            self._make_actor(index)
-        self._wire()
-        self.worker_descriptions = self._all(lambda actor: actor.describe())
+        self._make_actors(range(len(self.partitions)))
+        self.worker_descriptions = self._wire()
         return self._aggregates(0)
 
-    def _wire(self) -> None:
-        self._all(lambda actor: actor.wire(self.actors, self.addresses, self.epoch))
+    def _wire(self) -> list[dict]:
+        """Wire every partition's worker to the others; each describes itself."""
+        return self._all(lambda actor: actor.wire(self.actors, self.addresses, self.epoch))
 
     def _share_weighted_in(self) -> None:
         if self.weighted_in:
@@ -453,6 +456,14 @@ class PartitionedRun:
             "pull_seconds": [round(row["pull_seconds"], 6) for row in rows],
             "exchange_seconds": [round(row["exchange_seconds"], 6) for row in rows],
             "choice": len(rows)}
+        # the exchange's phases where the workers ran several iterations a call
+        # (:mod:`.rounds`): wall-clock times, comparable between a host's workers
+        for key in ("apply_seconds", "send_seconds", "wait_seconds"):
+            if all(key in row for row in rows):
+                record.decisions["partitions"][key] = [round(row[key], 6) for row in rows]
+        for key in ("pull_end_time", "votes_time"):
+            if all(key in row for row in rows):
+                record.decisions["partitions"][key + "s"] = [row[key] for row in rows]
         return record
 
     # -- checkpoints and faults ----------------------------------------------------------
@@ -491,7 +502,7 @@ class PartitionedRun:
             address = min(sorted(load), key=load.get)
             load[address] += 1
             self.placement[index] = address
-            self._make_actor(index)
+        self._make_actors(lost)
         self.epoch += 1
         back_to = self.checkpoints[-1] if self.checkpoints else 0
         self._wire()

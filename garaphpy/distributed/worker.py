@@ -50,6 +50,7 @@ from .exchange import (Inbox, Mirrors, WorkerError, aggregate_shares, decode_cha
                        message_bytes)
 from .frontier import PartitionFrontier, frontier_pulls, partition_early_exit
 from .fused import FusedPartitionPull
+from .links import PeerCalls
 from .partition import Partition, partition_pieces, read_by
 from .rounds import Rounds
 
@@ -137,7 +138,7 @@ def _worker_address() -> str:
         return "local"
 
 
-class PartitionWorker(Rounds, UnionFindStart):
+class PartitionWorker(PeerCalls, Rounds, UnionFindStart):
     """A partition of a run, in one Dask worker (an actor; see the module)."""
 
     #: what pulls the partition (the rows and :meth:`describe` say it)
@@ -377,19 +378,20 @@ class PartitionWorker(Rounds, UnionFindStart):
                 "float32_contributions": bool(self.contributions.dtype == np.float32),
                 "fused_pull": self.fused is not None and self.fused.whole}
 
-    def wire(self, peers, addresses, epoch: int) -> int:
+    def wire(self, peers, addresses, epoch: int) -> dict:
         """Take the run's workers (``peers[q]`` the actor of partition q, in the
         worker at ``addresses[q]``) and tell each which of its vertices this
-        partition reads (its mirror list, sent to it directly); returns the
-        vertices read from others."""
+        partition reads (its mirror list, sent to it directly); returns
+        :meth:`describe`'s (one call of the client fewer at the start)."""
         self.peers = tuple(peers)
         self.peer_addresses = tuple(addresses)
         self.epoch = epoch
+        self.link()
         self.inbox.reset(epoch)
         reads = self.reads
         self._wait({q: self._call(q, "set_reader", self.index, reads[q])
                     for q in range(len(self.peers)) if q != self.index})
-        return int(sum(reads[q].size for q in range(len(reads)) if q != self.index))
+        return self.describe()
 
     # a peer in another worker is called on that worker's event loop (async), so
     # that its iteration thread, busy with its own pull, never holds the call up;
@@ -436,8 +438,8 @@ class PartitionWorker(Rounds, UnionFindStart):
         -------
         dict
             ``l1_change``, ``activated``, ``changed`` (owned vertices whose value
-            changed; with early exit, those activated), ``sent_bytes``, ``edges``, ``pull_seconds``,
-            ``exchange_seconds``, ``aggregates`` (the next iteration's share)
+            changed; with early exit, those activated), ``sent_bytes``, ``edges``, ``pull_seconds``
+            (of which ``apply_seconds``: the pairs received written), ``exchange_seconds``, ``aggregates`` (the next iteration's share)
             and ``address``.
         """
         row, changed = self._pull_step(iteration, aggregates)
@@ -458,6 +460,7 @@ class PartitionWorker(Rounds, UnionFindStart):
             self.fused.take_contributions(self.inbox.take_due("contributions", iteration),
                                           self.setup.partitions)
         self.inbox.apply("values", self.values, iteration, received)
+        applied = time.perf_counter()       # the pull's time takes the pairs' writes
         if self.settled_from_values:        # restored: every value read is here now
             self.frontier.settle_from_values(self.values, self._initial_copy(),
                                              self.attrs[4])
@@ -486,8 +489,8 @@ class PartitionWorker(Rounds, UnionFindStart):
         row = {"l1_change": float(stats[0]), "activated": int(stats[1]),
                "changed": int(changed.size), "direction": direction, "pushed": pushed,
                "pulled": int(pulled), "edges": int(edges),
-               "aggregates": self._next_aggregates(iteration),
-               "address": self.address, "processor": self.processor}
+               "aggregates": self._next_aggregates(iteration), "address": self.address,
+               "processor": self.processor, "apply_seconds": applied - started}
         row["pull_seconds"] = time.perf_counter() - started
         return row, changed
 
@@ -662,25 +665,6 @@ class PartitionWorker(Rounds, UnionFindStart):
                                             self.index, message)
         self._wait(futures)
         return sent
-
-    def _wait(self, futures: dict) -> None:
-        """Wait for the calls to each partition's actor, at most the exchange
-        timeout each; a peer that does not answer fails the step, naming it."""
-        timeout = self.setup.exchange_timeout
-        for partition, future in futures.items():
-            try:
-                future.result(timeout=timeout)
-            except Exception as error:      # noqa: BLE001 - the peer is gone, however
-                raise WorkerError(
-                    f"worker {self.address}: partition {partition} in worker "
-                    f"{self.peer_addresses[partition]} did not answer within {timeout:g} s "
-                    f"({type(error).__name__})") from None
-
-    def _call(self, partition: int, method: str, *arguments):
-        """Call ``method`` of partition ``partition``'s actor: a future."""
-        if self.peer_addresses[partition] == self.address:
-            return getattr(self.peers[partition], method + "_here")(*arguments)
-        return getattr(self.peers[partition], method)(*arguments)
 
     def _pull_piece(self, item, iteration: int, aggregates: np.ndarray,
                     stats: np.ndarray) -> list:

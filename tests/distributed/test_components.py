@@ -15,6 +15,7 @@ from garaphpy.distributed.components import UnionFindStart, compact_holders, \
     partition_roots, tree_holders
 from garaphpy.distributed.frontier import partition_out_edges
 from garaphpy.distributed.exchange import Inbox, Mirrors
+from garaphpy.distributed.links import PeerCalls
 from garaphpy.distributed.partition import Partition, read_by
 
 csgraph = pytest.importorskip("scipy.sparse.csgraph")
@@ -101,9 +102,10 @@ class _Done:
         return True
 
 
-class _Partition(UnionFindStart):
+class _Partition(PeerCalls, UnionFindStart):
     """The state :class:`UnionFindStart` reads of a partition's worker, its
-    messages delivered at once into the peers' inboxes."""
+    messages delivered at once into the peers' inboxes (outside a Dask
+    worker, :meth:`PeerCalls.tell` calls them in place)."""
 
     def __init__(self, index, ranges, in_offsets, sources, ids):
         r = ranges[index]
