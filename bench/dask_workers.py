@@ -40,9 +40,9 @@ Usage (from the repository root)::
                          [--floor 8,64]
 
 The rows also give the exchange's phases per iteration (``send_ms``,
-``wait_ms``, ``apply_ms``, ``lag_ms``: :mod:`bench.dask_floor` says what each
+``wait_ms``, ``apply_ms``, ``lag_ms``: :mod:`bench._dask_floor` says what each
 is); ``--floor L1,L2`` measures instead what a run and an iteration cost
-with no work (:mod:`bench.dask_floor`).
+with no work (:mod:`bench._dask_floor`).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ import numpy as np
 import garaphpy
 from garaphpy.api import NotConvergedWarning, execute
 
-from bench import dask_floor, harness
+from bench import _dask_floor as dask_floor, harness
 from bench._host import log
 
 SOURCED = {"bfs", "sssp", "sswp"}
@@ -165,7 +165,7 @@ def main(argv=None) -> int:
                              "OMP_WAIT_POLICY=PASSIVE (repeatable)")
     parser.add_argument("--floor", metavar="L1,L2", default=None,
                         help="measure instead the floor of a run and of an iteration: BFS "
-                             "along paths of these lengths (bench/dask_floor.py)")
+                             "along paths of these lengths (bench/_dask_floor.py)")
     harness.add_common_options(parser, trials=3, warmup=1)
     args = parser.parse_args(argv)
     harness.check_common_options(parser, args)
@@ -174,7 +174,7 @@ def main(argv=None) -> int:
     except ImportError:
         parser.error("needs Dask's distributed scheduler: pip install garaphpy[dask]")
     if args.floor is not None:
-        from bench import dask_floor
+        from bench import _dask_floor as dask_floor
 
         return dask_floor.main(args, distributed, cluster)
     programs = [p for p in args.programs.split(",") if p]

@@ -40,7 +40,7 @@ def test_a_setting_without_equals_is_refused(capsys):
 
 
 def test_the_floor_is_fitted_from_each_trials_pair_of_paths():
-    from bench import dask_floor
+    from bench import _dask_floor as dask_floor
 
     rows = {8: {"trials_s": [0.040, 0.050]}, 64: {"trials_s": [0.152, 0.218]}}
     floor = dask_floor.floor_of(rows, [8, 64])
