@@ -16,7 +16,7 @@ from garaphpy.program import ProgramError
 from garaphpy.programs.components import ConnectedComponents
 from garaphpy.scheduler.cpu_state import vertex_attributes
 
-from references import bfs_scipy, components_scipy, sssp_scipy
+from references import MinLabels, bfs_scipy, components_scipy, sssp_scipy
 
 # DIMACS ids are 1-based: the store maps them with an offset, no table
 DIMACS = "p sp 7 7\na 1 2 3\na 2 3 1\na 3 1 2\na 4 5 1\na 5 6 4\na 2 5 2\na 7 7 1\n"
@@ -147,21 +147,11 @@ def test_the_initial_values_are_checked_again_for_other_sources_and_each_failure
         garaphpy.run(graph, _Huge, sources=[7], mode="cpu", threads=1)
 
 
-class _WeightedStart(VertexProgram):
-    value_dtype = np.int64
-    sum = "min"
+class _WeightedStart(MinLabels):
+    """Min-label propagation from labels that read the weighted in-degree."""
 
     def init(vertex, weighted_in_degree):
         return vertex + int(weighted_in_degree)
-
-    def gather(src):
-        return src
-
-    def apply(value, accum):
-        return min(value, accum)
-
-    def activate(new, old):
-        return new < old
 
 
 def test_an_integer_init_may_read_the_weighted_in_degree():
