@@ -22,9 +22,12 @@ that a first build's compiling does not show as a slow rate.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import sys
+import threading
 import time
+from collections.abc import Callable
 
 from . import config
 
@@ -228,3 +231,63 @@ def iteration_bar(max_iterations: int, enabled: bool = True) -> Progress | None:
     if not enabled or not bars_available():
         return None
     return Progress("run", total=max_iterations, unit="iterations")
+
+
+class DelayedCalls:
+    """Calls made once their delay has passed unless withdrawn first, all from
+    one daemon thread (``garaphpy-delayed``), started at the first call.
+
+    For announcements such as "compiling ... for the CPU" that matter only when
+    the work they name lasts: a ``threading.Timer`` per piece of work would
+    start a thread on every warm run, which took 0.1-4.5 ms a start on a
+    2-core machine right after a parallel region (its OpenMP threads still
+    spinning on the cores), several times a run.
+    """
+
+    def __init__(self):
+        self._condition = threading.Condition()
+        self._pending: dict[int, tuple[float, Callable[[], None]]] = {}
+        self._keys = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def schedule(self, delay: float, call: Callable[[], None]) -> int:
+        """Make ``call()`` after ``delay`` seconds; the key for :meth:`withdraw`."""
+        with self._condition:
+            key = next(self._keys)
+            was_idle = not self._pending
+            self._pending[key] = (time.monotonic() + delay, call)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, daemon=True,
+                                                name="garaphpy-delayed")
+                self._thread.start()
+            elif was_idle or delay <= 0:
+                self._condition.notify()
+            return key
+
+    def withdraw(self, key: int) -> None:
+        """Do not make the call of ``key``, if not made already."""
+        with self._condition:
+            self._pending.pop(key, None)
+
+    def _serve(self) -> None:
+        while True:
+            with self._condition:
+                while True:
+                    if not self._pending:
+                        self._condition.wait()
+                        continue
+                    key, (deadline, call) = min(self._pending.items(),
+                                                key=lambda item: item[1][0])
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        del self._pending[key]
+                        break
+                    self._condition.wait(remaining)
+            try:
+                call()
+            except Exception:       # an announcement that fails must not end the thread
+                logger("progress").exception("a delayed call failed")
+
+
+#: The process's :class:`DelayedCalls`.
+DELAYED = DelayedCalls()

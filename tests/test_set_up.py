@@ -159,3 +159,28 @@ def test_an_integer_init_may_read_the_weighted_in_degree():
                                        np.array([1.5, 2.0, 3.0]))
     result = garaphpy.run(graph, _WeightedStart, mode="cpu", threads=1)
     np.testing.assert_array_equal(result.values, [0, 0, 0, 0])
+
+
+@pytest.mark.parametrize("program", ["bfs", "pagerank"])
+def test_a_warm_cpu_run_starts_no_thread(tmp_path, monkeypatch, program):
+    # a thread started per run (a compile announcement's timer) waits for a core,
+    # which the run's own OpenMP threads may still be spinning on
+    import threading
+
+    from garaphpy.kernels import cpu_program
+
+    graph = _graphs(tmp_path)["offset-0"]
+    options = {"sources": 0} if program == "bfs" else {"max_iterations": 5}
+    # as in a process whose kernels come from numba's cache: nothing announced
+    monkeypatch.setattr(cpu_program.CpuProgram, "_announce", lambda self, message: None)
+    garaphpy.run(graph, program, mode="cpu", threads=2, **options)
+    started = []
+    original = threading.Thread.start
+
+    def counting_start(thread):
+        started.append(thread.name)
+        original(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", counting_start)
+    garaphpy.run(graph, program, mode="cpu", threads=2, **options)
+    assert started == []

@@ -67,7 +67,6 @@ import logging
 import os
 import sys
 import tempfile
-import threading
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +76,7 @@ import numpy as np
 
 from .._version import __version__
 from .. import _numba_setup  # noqa: F401  (threading layer first)
+from .. import progress
 from ..monoids import MONOIDS, monoid_identity
 from ..program import VertexProgram
 from . import cpu as cpu_kernels
@@ -174,14 +174,13 @@ class CpuProgram:
         name = type(self.program).__name__
         when = "first run; cached afterwards" if getattr(self.kernels, "CACHE", False) \
             else "not cached: no writable cache directory"
-        timer = threading.Timer(ANNOUNCE_AFTER_SECONDS, self._announce,
-                                (f"compiling {name} for the CPU ({when})",))
-        timer.daemon = True
-        timer.start()
+        message = f"compiling {name} for the CPU ({when})"
+        key = progress.DELAYED.schedule(ANNOUNCE_AFTER_SECONDS,
+                                        lambda: self._announce(message))
         try:
             yield
         finally:
-            timer.cancel()
+            progress.DELAYED.withdraw(key)
 
     def _announce(self, message: str) -> None:
         if not self._announced:

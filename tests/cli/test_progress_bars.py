@@ -8,6 +8,7 @@ import builtins
 import io
 import logging
 import sys
+import threading
 
 import numba
 import pytest
@@ -117,3 +118,31 @@ def test_compilation_is_left_out_of_the_rate(monkeypatch, caplog):
     rate = 10 / max(elapsed - compiling, 1e-9)
     # the rate printed is the rate over the time not spent compiling
     assert progress.human_count(rate) in line or elapsed <= compiling + 0.05
+
+
+def test_delayed_calls_run_after_their_delay_from_one_thread_unless_withdrawn():
+    delayed = progress.DelayedCalls()
+    made = []
+    done = threading.Event()
+    withdrawn = [delayed.schedule(0.05, lambda k=k: made.append(k)) for k in range(50)]
+    started = {thread.ident for thread in threading.enumerate()}
+    for key in withdrawn:
+        delayed.withdraw(key)
+    kept = delayed.schedule(0.1, lambda: (made.append("kept"), done.set()))
+    early = delayed.schedule(0.0, lambda: made.append("early"))
+    assert early != kept
+    assert done.wait(5.0)
+    assert made == ["early", "kept"]        # by deadline; none of the withdrawn
+    # every schedule after the first reuses the one thread
+    assert {thread.ident for thread in threading.enumerate()} - started == set()
+    assert sum(thread.name == "garaphpy-delayed" for thread in threading.enumerate()) >= 1
+
+
+def test_a_failing_delayed_call_leaves_the_thread_serving(caplog):
+    delayed = progress.DelayedCalls()
+    done = threading.Event()
+    with caplog.at_level(logging.ERROR, logger="garaphpy"):
+        delayed.schedule(0.0, lambda: 1 / 0)
+        delayed.schedule(0.02, done.set)
+        assert done.wait(5.0)
+    assert any("delayed call failed" in record.getMessage() for record in caplog.records)
