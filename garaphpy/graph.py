@@ -69,11 +69,14 @@ def refuse_store_of_another_input(path: Path, source: EdgeSource) -> None:
            if k not in _VOLATILE_IDENTITY}
     if old == new:
         return
+    remedy = "give another store path, or rebuild to replace it (--rebuild, rebuild=True)"
+    if stored.get("name") != source.name:
+        raise ConfigError(f"store {path} holds the store of {stored.get('name')!r}, not of "
+                          f"{source.name!r}; {remedy}")
     differing = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-    what = f" (with other {', '.join(differing)})" if stored.get("name") == source.name else ""
-    raise ConfigError(f"store {path} holds the store of {stored.get('name')!r}, not of "
-                      f"{source.name!r}{what}; give another store path, or rebuild to "
-                      "replace it (--rebuild, rebuild=True)")
+    changes = ", ".join(f"{k} {old.get(k)!r} there, {new.get(k)!r} asked" for k in differing)
+    raise ConfigError(f"store {path} holds a store of {source.name!r} built with other "
+                      f"options ({changes}); {remedy}")
 
 
 def _build_options(options: dict) -> BuildOptions:

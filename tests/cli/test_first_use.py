@@ -698,3 +698,18 @@ def test_the_inf_message_suggests_a_marker_that_cannot_wrap():
     suggested = int(re.search(r"such as (\d+)", message).group(1))
     assert suggested + 1 > 0 and np.int64(suggested) + np.int64(1) > 0, message
     assert suggested != 2**63 - 1
+
+
+def test_a_store_of_the_same_input_with_other_options_names_them(tmp_path):
+    from garaphpy.errors import ConfigError
+
+    garaphpy.Graph.load(SAMPLE_WEB, store=tmp_path / "store", weights="hash")
+    with pytest.raises(ConfigError) as raised:
+        garaphpy.Graph.load(SAMPLE_WEB, store=tmp_path / "store")
+    message = str(raised.value)
+    assert message.startswith(f"store {tmp_path / 'store'} holds a store of '{SAMPLE_WEB}' "
+                              "built with other options (edge_weights 'hash' there, None asked")
+    assert message.endswith("give another store path, or rebuild to replace it "
+                            "(--rebuild, rebuild=True)")
+    assert garaphpy.Graph.load(SAMPLE_WEB, store=tmp_path / "store", rebuild=True).weighted \
+        is False
