@@ -40,7 +40,7 @@ import numba
 import numpy as np
 
 from .. import config
-from .._numba_setup import parallel_section
+from .._numba_setup import parallel_section, release_thread_team
 from ..kernels import cpu as kernels
 from ..kernels.cpu.arguments import apply_context, page_range
 from ..paths import cache_directory
@@ -167,6 +167,11 @@ class PartitionWorker(PeerCalls, Rounds, UnionFindStart):
         self.peer_addresses = ()
         self.epoch = 0
         self._warm_up()
+        # the set-up ran on a task thread of the Dask worker, the calls run on its
+        # actor thread: the set-up's OpenMP team would stay beside the calls'
+        # (and libgomp throttles the spin of every team of a process holding
+        # more threads than cores: each parallel region then pays wake-ups)
+        release_thread_team()
 
     def _open(self, setup: WorkerSetup) -> None:
         from ..errors import StoreError
