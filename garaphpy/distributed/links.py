@@ -3,9 +3,8 @@
 A partition's worker calls a peer's actor (``peer.receive(...)``: Dask's
 ``actor_execute``, a request and its answer) where it must know the peer
 took the call (the wiring, one iteration a call's pairs).  Where it waits
-for the peers' messages anyway (the union-find start's holders and links;
-:mod:`garaphpy.distributed.rounds`' votes where the partition has no
-sockets of its own, :mod:`garaphpy.distributed.sockets`), it *tells* them instead
+for the peers' messages anyway (:mod:`garaphpy.distributed.rounds`' votes,
+the union-find start's holders and links), it *tells* them instead
 (:meth:`PeerCalls.tell`): a one-way message on a comm this worker process
 keeps open to each peer's worker, read there by a handler of the Dask
 worker's own (:data:`HANDLER`) that hands it to the partition's actor on
@@ -17,8 +16,8 @@ with an actor call to each peer, 3.3 ms with Dask's rpc to such a handler
 fails (the peer's worker gone) fails the send's future, which the waits
 look at (:func:`~garaphpy.distributed.exchange.failed_sends`), as does the
 comm's closing (a peer's worker lost after the message was written: nothing
-comes back on the comm but its end); the link is then forgotten, and a
-comm opened again at the next send.
+comes back on the comm but its end); the comm is opened again at the next
+send.
 """
 
 from __future__ import annotations
@@ -76,8 +75,7 @@ class PeerCalls:
         message = {"op": HANDLER, "reply": False, "actor": self.peers[partition].key,
                    "method": method, "arguments": to_serialize(arguments)}
         address = self.peer_addresses[partition]
-        key = (worker.address, address)
-        link = _LINKS.setdefault(key, _Link(key))
+        link = _LINKS.setdefault((worker.address, address), _Link())
         return _Told(asyncio.run_coroutine_threadsafe(_write(worker, address, link, message),
                                                       worker.loop.asyncio_loop), link)
 
@@ -106,9 +104,7 @@ class _Link:
     message at a time on it (in order), ``closed`` once a read of it failed
     (nothing is sent back on it: the peer's worker is gone)."""
 
-    def __init__(self, key: tuple = ()):
-        #: (this worker's address, the peer worker's): its entry in ``_LINKS``
-        self.key = key
+    def __init__(self):
         self.comm = None
         self.lock = asyncio.Lock()
         self.closed = False
@@ -160,9 +156,6 @@ async def _watch(link: _Link, comm) -> None:
     except Exception:       # noqa: BLE001 - closed, however
         if link.comm is comm or link.comm is None:
             link.closed = True
-            # a lost peer's link goes (the messages told on it still fail)
-            if _LINKS.get(link.key) is link:
-                del _LINKS[link.key]
 
 
 def _receiver(worker):

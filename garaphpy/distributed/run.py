@@ -518,9 +518,8 @@ class PartitionedRun:
         return back_to, self._aggregates(back_to), active
 
     def values(self) -> np.ndarray:
-        """Every vertex's committed value, gathered from the partitions at the
-        run's end (each lets its own sockets go)."""
-        return np.concatenate(self._all(lambda actor: actor.final_values()))
+        """Every vertex's committed value, gathered from the partitions."""
+        return np.concatenate(self._all(lambda actor: actor.owned_values()))
 
     def describe(self) -> dict:
         """The partitions, where they ran, the recoveries."""
@@ -530,8 +529,7 @@ class PartitionedRun:
                                 "processor": self.processor(a),
                                 **{key: held.get(key) for key in (
                                     "threads", "numba_threads", "threading_layer",
-                                    "wait_policy", "float32_contributions",
-                                    "round_sockets")}}
+                                    "wait_policy", "float32_contributions")}}
                                for p, a, held in zip(self.partitions, self.addresses,
                                                      self.worker_descriptions)],
                 "mode": self.mode,

@@ -379,7 +379,6 @@ class PartitionWorker(PeerCalls, Rounds, UnionFindStart):
                 "threads": self.threads, "numba_threads": numba.config.NUMBA_NUM_THREADS,
                 "threading_layer": layer, "wait_policy": _numba_setup.WAIT_POLICY,
                 "float32_contributions": bool(self.contributions.dtype == np.float32),
-                "round_sockets": self.round_sockets is not None,
                 "fused_pull": self.fused is not None and self.fused.whole}
 
     def wire(self, peers, addresses, epoch: int) -> dict:
@@ -392,25 +391,21 @@ class PartitionWorker(PeerCalls, Rounds, UnionFindStart):
         self.epoch = epoch
         self.link()
         self.inbox.reset(epoch)
-        reads, address = self.reads, self.open_round_sockets()
-        self._wait({q: self._call(q, "set_reader", self.index, reads[q], address)
+        reads = self.reads
+        self._wait({q: self._call(q, "set_reader", self.index, reads[q])
                     for q in range(len(self.peers)) if q != self.index})
         return self.describe()
 
     # a peer in another worker is called on that worker's event loop (async), so
     # that its iteration thread, busy with its own pull, never holds the call up;
     # a peer in this worker is called in place (Dask gives a coroutine otherwise)
-    async def set_reader(self, partition: int, vertices: np.ndarray,
-                         round_address=None) -> None:
-        """Partition ``partition`` reads ``vertices`` of this one, and takes its
-        round messages at ``round_address`` (None: over the Dask comm)."""
-        self.set_reader_here(partition, vertices, round_address)
+    async def set_reader(self, partition: int, vertices: np.ndarray) -> None:
+        """Partition ``partition`` reads ``vertices`` of this one."""
+        self.mirrors.set_reader(partition, vertices)
 
-    def set_reader_here(self, partition: int, vertices: np.ndarray,
-                        round_address=None) -> None:
+    def set_reader_here(self, partition: int, vertices: np.ndarray) -> None:
         """:meth:`set_reader`, called by a partition in the same worker."""
         self.mirrors.set_reader(partition, vertices)
-        self.round_addresses = {**self.round_addresses, partition: round_address}
 
     async def receive(self, epoch: int, iteration: int, kind: str, sender: int,
                       message: tuple) -> bool:
@@ -655,12 +650,6 @@ class PartitionWorker(PeerCalls, Rounds, UnionFindStart):
     def owned_values(self) -> np.ndarray:
         """The committed values of the owned vertices."""
         return self.values[self.first:self.end].copy()
-
-    def final_values(self) -> np.ndarray:
-        """:meth:`owned_values` at the run's end: the partition's own sockets
-        close now (Dask may hold a released actor a while)."""
-        self.close_round_sockets()
-        return self.owned_values()
 
     def ping(self) -> str:
         return self.address

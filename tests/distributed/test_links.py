@@ -1,9 +1,8 @@
 """One-way messages between partitions' workers: the Dask worker's handler
 hands a message to the partition's actor named, drops one for an actor gone
 and refuses a method that is not a one-way one; a message's future fails
-once its comm closed (the peer's worker gone), even after it was written,
-and the link is then forgotten; outside a Dask worker a message is a call
-in place."""
+once its comm closed (the peer's worker gone), even after it was written;
+outside a Dask worker a message is a call in place."""
 
 from __future__ import annotations
 
@@ -14,8 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from garaphpy.distributed.exchange import WorkerError
-from garaphpy.distributed.links import (_LINKS, HANDLER, ONE_WAY, PeerCalls, _Link, _receiver,
-                                       _Told, _watch)
+from garaphpy.distributed.links import HANDLER, ONE_WAY, PeerCalls, _Link, _receiver, _Told
 
 
 class _Taker:
@@ -76,24 +74,3 @@ def test_a_message_fails_once_its_comm_closed_even_written():
     assert told.done()
     with pytest.raises(ConnectionError):
         told.result()
-
-
-def test_a_link_whose_comm_ended_is_forgotten():
-    """A lost peer's link leaves the worker's table (the next message to that
-    address opens a comm of its own); one made since for the address stays."""
-    class Ended:
-        async def read(self):
-            raise WorkerError("the peer's worker is gone")
-
-    key = ("tcp://here:1", "tcp://gone:2")
-    link = _Link(key)
-    link.comm = Ended()
-    _LINKS[key] = link
-    try:
-        asyncio.run(_watch(link, link.comm))
-        assert link.closed and key not in _LINKS
-        newer = _LINKS[key] = _Link(key)
-        asyncio.run(_watch(link, link.comm))     # the old comm's end again
-        assert _LINKS[key] is newer
-    finally:
-        _LINKS.pop(key, None)

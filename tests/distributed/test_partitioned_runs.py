@@ -117,26 +117,6 @@ def test_exchange_sends_each_changed_vertex_only_to_its_readers(dask_client, gra
         assert record.exchanged_bytes == len(readers) * 8
 
 
-def _round_readers() -> int:
-    import threading
-
-    return sum(t.name == "garaphpy-round-reader" for t in threading.enumerate())
-
-
-def test_round_messages_go_on_the_partitions_own_sockets_closed_at_the_end(dask_client,
-                                                                          graphs):
-    """Over TCP every partition takes its peers' round messages on its own
-    sockets (:mod:`garaphpy.distributed.sockets`) and lets them go with its
-    values at the run's end: no reader thread is left in a worker."""
-    graph = graphs["grid"]
-    alone = garaphpy.run(graph, "bfs", mode="cpu", sources=[0])
-    for _ in range(2):
-        spread = garaphpy.run(graph, "bfs", sources=[0], client=dask_client)
-        np.testing.assert_array_equal(spread.values, alone.values)
-        assert all(p["round_sockets"] for p in spread.plan.distributed["partitions"])
-        assert set(dask_client.run(_round_readers).values()) == {0}
-
-
 def test_partitions_default_to_the_workers_and_may_be_more(dask_client, graphs):
     graph = graphs["grid"]
     alone = garaphpy.run(graph, "sssp", mode="cpu", sources=[0])
