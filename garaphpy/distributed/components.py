@@ -296,7 +296,8 @@ class UnionFindStart:
             out_offsets, out_targets = self.frontier.out_offsets, self.frontier.out_targets
         else:
             out_offsets, out_targets = partition_out_edges(
-                self.sources, self.in_offsets, self.first, self.end, self.num_vertices)
+                self.sources, self.in_offsets, self.first, self.end, self.num_vertices,
+                self.threads)
         edges = vertices_with_edges(*partition_edges_both_ways(
             out_offsets, out_targets, self.sources, self.in_offsets, self.first, self.end))
         with parallel_section():

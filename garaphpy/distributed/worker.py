@@ -40,7 +40,7 @@ import numba
 import numpy as np
 
 from .. import config
-from .._numba_setup import parallel_section
+from .._numba_setup import parallel_section, release_thread_team
 from ..kernels import cpu as kernels
 from ..kernels.cpu.arguments import apply_context, page_range
 from ..paths import cache_directory
@@ -167,6 +167,11 @@ class PartitionWorker(PeerCalls, Rounds, UnionFindStart):
         self.peer_addresses = ()
         self.epoch = 0
         self._warm_up()
+        # the set-up ran on a task thread of the Dask worker, the calls run on its
+        # actor thread: the set-up's OpenMP team would stay beside the calls'
+        # (and libgomp throttles the spin of every team of a process holding
+        # more threads than cores: each parallel region then pays wake-ups)
+        release_thread_team()
 
     def _open(self, setup: WorkerSetup) -> None:
         from ..errors import StoreError
@@ -195,7 +200,7 @@ class PartitionWorker(PeerCalls, Rounds, UnionFindStart):
         ids_store = store if setup.ids_store_path is None else \
             Store.open(setup.ids_store_path, verify="quick")
         self.attrs = (store.out_degree, store.in_degree, weighted_in,
-                      np.ascontiguousarray(ids_store.original_ids(), dtype=np.int64), is_source)
+                      ids_store.original_id_array, is_source)
         if setup.weighted_in:
             self._owned_weighted_in_degrees(weighted_in)
         self.values = np.empty(n, compiled.value_dtype)
@@ -285,13 +290,11 @@ class PartitionWorker(PeerCalls, Rounds, UnionFindStart):
             else self.dummy_weights
         self.pieces = []
         for piece in partition_pieces(store.pages, store.in_offsets, setup.partition):
-            page = store.read_page(piece.page)
-            begin = piece.edge_begin - page.info.edge_begin
-            end = piece.edge_end - page.info.edge_begin
+            # the piece's own blocks, straight into place (a page's other
+            # partitions' edges and its IdxOff not read)
             local = slice(piece.edge_begin - self.edge_base, piece.edge_end - self.edge_base)
-            self.sources[local] = page.sources[begin:end]
-            if keeps_weights:
-                self.weights[local] = page.weights[begin:end]
+            store.read_edges(piece.page, piece.edge_begin, piece.edge_end, self.sources[local],
+                             self.weights[local] if keeps_weights else None)
             self.pieces.append((piece, self.sources[local],
                                 self.weights[local] if keeps_weights else self.dummy_weights))
 

@@ -434,6 +434,30 @@ class Store:
             self.decode_page(info, stored, image, parallel=True)
         return self.page_views(info, image)
 
+    def read_edges(self, index: int, edge_begin: int, edge_end: int, sources: np.ndarray,
+                   weights: np.ndarray | None = None) -> None:
+        """The sources of edges ``edge_begin..edge_end-1`` (global edge numbers,
+        inside page ``index``) into ``sources``, and their values into
+        ``weights`` where given (each C-contiguous, one entry an edge).  Of a
+        plain page only the data blocks holding them are read (each block's
+        CRC-32 checked), neither its IdxOff nor its other edges: a partition
+        of a page's vertices reads its share; a compressed page is read and
+        decoded whole."""
+        info = self.pages[index]
+        first, last = edge_begin - info.edge_begin, edge_end - info.edge_begin
+        if not 0 <= first <= last <= info.num_edges:
+            raise ValueError(f"edges {edge_begin}..{edge_end - 1} are not in page {index}")
+        if info.compressed:
+            page = self.read_page(index)
+            sources[:] = page.sources[first:last]
+            if weights is not None:
+                weights[:] = page.weights[first:last]
+            return
+        regions = [(first * self.vertex_dtype.itemsize, sources)]
+        if weights is not None:
+            regions.append((info.weights_offset + first * self.weight_dtype.itemsize, weights))
+        self._read_page_regions(info, regions)
+
     def read_stored(self, index: int, out: np.ndarray | None = None,
                     check: bool = True) -> np.ndarray:
         """The bytes of page ``index`` as stored, not decoded: a compressed

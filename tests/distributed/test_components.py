@@ -110,7 +110,7 @@ class _Partition(PeerCalls, UnionFindStart):
     def __init__(self, index, ranges, in_offsets, sources, ids):
         r = ranges[index]
         self.index, self.first, self.end = index, r.first_vertex, r.end_vertex
-        self.num_vertices = in_offsets.size - 1
+        self.num_vertices, self.threads = in_offsets.size - 1, 1
         self.in_offsets, self.frontier = in_offsets, None
         self.sources = sources[in_offsets[self.first]:in_offsets[self.end]]
         self.attrs = (None, None, None, ids, None)

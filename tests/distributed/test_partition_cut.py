@@ -111,17 +111,21 @@ def test_inbox_holds_a_faster_peers_pairs_until_their_iteration_is_done():
     assert inbox.apply("values", values, 5) == 0
 
 
-def test_partition_out_edges_turn_the_in_edges_around():
-    """Each source's owned out-neighbours, in increasing order, against NumPy's
-    lexsort of the (source, destination) pairs."""
+@pytest.mark.parametrize("threads", [1, 3])
+def test_partition_out_edges_turn_the_in_edges_around(threads):
+    """Each source's owned out-neighbours, in increasing order (repeated
+    edges kept), against NumPy's lexsort of the (source, destination) pairs,
+    on one thread and on several (each writing the sources it owns)."""
     rng = np.random.default_rng(7)
     num_vertices, first, end = 500, 120, 400
     in_degrees = rng.integers(0, 9, num_vertices)
     in_degrees[:first] = in_degrees[end:] = 0
     in_offsets = np.concatenate([[0], np.cumsum(in_degrees)]).astype(np.int64)
     sources = rng.integers(0, num_vertices, int(in_offsets[-1])).astype(np.int32)
+    # the partition's edges start at in_offsets[first], as a worker holds them
+    in_offsets += 17
     out_offsets, out_targets = partition_out_edges(sources, in_offsets, first, end,
-                                                   num_vertices)
+                                                   num_vertices, threads)
     destinations = np.repeat(np.arange(num_vertices), in_degrees)
     order = np.lexsort((destinations, sources))
     np.testing.assert_array_equal(out_targets, destinations[order])

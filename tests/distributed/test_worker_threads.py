@@ -52,3 +52,38 @@ def test_the_union_find_start_runs_on_the_workers_threads_from_any_thread(tmp_pa
     least = np.full(components.max() + 1, np.iinfo(np.int64).max)
     np.minimum.at(least, components, ids)
     np.testing.assert_array_equal(alone.owned_values(), least[components])
+
+
+def _os_threads() -> int:
+    import os
+
+    return len(os.listdir("/proc/self/task"))
+
+
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2,
+                    reason="one core: a team of one thread makes no thread")
+def test_the_set_up_thread_keeps_no_openmp_team(tmp_path):
+    """A worker's set-up runs on a Dask task thread, which lives on; the
+    OpenMP team its parallel launches made is let go at the set-up's end, so
+    that only the actor thread's stays (libgomp throttles every team's spin
+    where a process holds more threads than cores)."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    if not os.path.isdir("/proc/self/task"):
+        pytest.skip("no /proc: the threads cannot be counted")
+    graph = garaphpy.Graph.load("rmat:9", store=tmp_path / "rmat",
+                                progress=False).as_undirected()
+    store = graph.store
+    partitions = tuple(cut_partitions(store.in_offsets, 2))
+    setup = worker.WorkerSetup(str(store.path), BUILTIN_PROGRAMS["bfs"](), partitions, 0,
+                               np.zeros(1, np.int64), 2, False, False)
+    worker.PartitionWorker(setup)       # the process's own threads started once
+    with ThreadPoolExecutor(1) as pool:     # a thread that lives on, as Dask's do
+        pool.submit(lambda: None).result()
+        before = _os_threads()
+        pool.submit(worker.PartitionWorker, setup).result()
+        kept = _os_threads() - before
+    if numba.threading_layer() != "omp":
+        pytest.skip(f"threading layer {numba.threading_layer()}: no OpenMP team")
+    assert kept == 0

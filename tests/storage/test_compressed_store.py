@@ -97,6 +97,27 @@ def test_every_read_gives_the_plain_pages(stores):
         np.testing.assert_array_equal(mine, theirs)
 
 
+def test_a_range_of_a_pages_edges_reads_as_the_page_holds_them(stores):
+    """``Store.read_edges`` (a partition's share of a page): the sources and
+    values of the page's edges in range, from a plain store's blocks that
+    hold them alone and from a compressed page decoded."""
+    plain, packed = stores
+    for index in range(len(plain.pages)):
+        info = plain.pages[index]
+        page = plain.read_page(index)
+        for first, last in ((0, info.num_edges), (1, 700), (info.num_edges // 2 + 3,
+                                                            info.num_edges - 1), (5, 5)):
+            for store in (plain, packed):
+                sources = np.full(last - first, -1, plain.vertex_dtype)
+                weights = np.zeros(last - first, plain.weight_dtype)
+                store.read_edges(index, info.edge_begin + first, info.edge_begin + last,
+                                 sources, weights)
+                np.testing.assert_array_equal(sources, page.sources[first:last])
+                np.testing.assert_array_equal(weights, page.weights[first:last])
+    with pytest.raises(ValueError, match="not in page 0"):
+        plain.read_edges(0, 0, plain.pages[0].num_edges + 1, np.empty(0, np.int32))
+
+
 def test_unweighted_and_buffered_reads(tmp_path):
     plain, packed = build(tmp_path / "plain", False, False), build(tmp_path / "packed", True,
                                                                   False)

@@ -8,7 +8,7 @@ module             kernels
 ``vertices``       initial values, aggregates, source-side gathers, sums
 ``skipping``       floors and settled vertices: what a pull may skip
 ``pull``           pulls over a page, the whole CSC or a vertex list
-``frontier``       frontier ids from flags and back, degree prefixes
+``frontier``       frontier ids from flags and back, degree prefixes, in-edges turned
 ``notify``         notify (Garaph section 4.2) and the top-down step
 ``batches``        sparse notify-pull iterations batched in one call
 ``priority``       notify-pull in order of value (delta-stepping)
@@ -28,7 +28,7 @@ from .batches import SPARSE_COUNTERS, sparse_iterations
 from .common import FLOOR_MAX, FLOOR_MIN, SERIAL_CONCATENATE_MAX, SETTLED_CLAIM
 from .frontier import (PARALLEL_PREFIX_MIN, active_vertex_ids, degree_prefix, flags_of,
                        frontier_degree_prefix, frontier_degree_sum, frontier_degrees, frontier_of,
-                       reset_flags)
+                       reset_flags, turn_in_edges)
 from .notify import mark_out_neighbours, notify, notify_dense, push_settling
 from .priority import PRIORITY_BINS, priority_iterations
 from .pull import (SETTLING_BLOCK, apply_vertices, pull_fused, pull_range, pull_range_settling,
@@ -60,5 +60,5 @@ __all__ = [
     "pull_settling_whole", "pull_vertices", "push_settling", "read_source_contribution",
     "reset_flags", "settle_push_rounds", "settled_from_value", "settled_from_values",
     "shortcut_labels", "source_contributions", "sparse_iterations", "sum_over", "total",
-    "touch", "unsettled_in_edges", "vertex_ids",
+    "touch", "turn_in_edges", "unsettled_in_edges", "vertex_ids",
 ]

@@ -1,6 +1,7 @@
 """Frontiers as vertex lists (Garaph section 4.2): the compaction of flags
-into sorted ids, flags from ids, and the degree prefixes over a list that
-the notify and the gather of notified vertices cut their work by.
+into sorted ids, flags from ids, the degree prefixes over a list that
+the notify and the gather of notified vertices cut their work by, and a
+range's in-edges turned around into the out-edges a notify follows.
 """
 
 from __future__ import annotations
@@ -129,3 +130,36 @@ def reset_flags(vertices, flags):
     """flags[v] = 0 for v in vertices."""
     for i in numba.prange(vertices.shape[0]):
         flags[vertices[i]] = 0
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def turn_in_edges(in_offsets, sources, first, end, out_offsets, out_targets, parts):
+    """The in-edges of vertices ``first..end-1`` (``sources``, from edge
+    ``in_offsets[first]`` on, in CSC order) turned around: ``out_offsets``
+    (|V| + 1 entries, zeros on entry) and ``out_targets`` (one a source),
+    out_targets[out_offsets[u]:out_offsets[u + 1]] the destinations of u's
+    edges in increasing order.  A counting sort: each of ``parts`` threads
+    owns a range of sources, counts its sources' edges in one pass over the
+    edges and writes them in a second, destinations in increasing order, so
+    no two threads write one entry (a sort of (source, destination) keys
+    cost several times more)."""
+    n = out_offsets.shape[0] - 1
+    base = in_offsets[first]
+    size = (n + parts - 1) // parts
+    for t in numba.prange(parts):
+        lo, hi = t * size, min(n, (t + 1) * size)
+        for e in range(sources.shape[0]):
+            u = sources[e]
+            if u >= lo and u < hi:
+                out_offsets[u + 1] += 1
+    for u in range(n):
+        out_offsets[u + 1] += out_offsets[u]
+    for t in numba.prange(parts):
+        lo, hi = t * size, min(n, (t + 1) * size)
+        position = out_offsets[lo:hi].copy()
+        for v in range(first, end):
+            for e in range(in_offsets[v] - base, in_offsets[v + 1] - base):
+                u = sources[e]
+                if u >= lo and u < hi:
+                    out_targets[position[u - lo]] = v
+                    position[u - lo] += 1
