@@ -745,7 +745,8 @@ def build_cpu_engine(plan: RunPlan, program: VertexProgram, compiled, arrays,
     from .scheduler.cpu_engine import CpuEngine
     from .scheduler.cpu_state import RunState
 
-    state = RunState(arrays, compiled, plan.synchronous)
+    state = RunState(arrays, compiled, plan.synchronous,
+                     find_initial_value=plan.cpu.early_exit)
     state.frontier = initially_active
     if plan.cpu.shortcut_labels and not _built_in(program):
         _check_shortcut_labels(program, compiled, arrays.attrs, arrays.weights,

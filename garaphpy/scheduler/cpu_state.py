@@ -139,14 +139,37 @@ def vertex_attributes(graph, source_vertices: np.ndarray,
             is_source)
 
 
-class RunState:
-    """Vertex values, the synchronous next buffer, the frontier."""
+def one_initial_value(values: np.ndarray, is_source: np.ndarray):
+    """The one value of every vertex but the sources in ``values`` (a run's
+    initial values), or None where they differ or every vertex is a source."""
+    first_other = int(np.argmin(is_source)) if is_source.size else 0
+    if not is_source.size or is_source[first_other]:
+        return None
+    value = values[first_other]
+    with parallel_section():
+        return value if kernels.count_unequal(values, value, is_source) == 0 else None
 
-    def __init__(self, arrays: GraphArrays, compiled: CpuProgram, synchronous: bool):
+
+class RunState:
+    """Vertex values, the synchronous next buffer, the frontier.
+
+    Parameters
+    ----------
+    find_initial_value : bool
+        Find :attr:`initial_value` (a run with early exit compares the
+        values with it), from the initial values as they are made.
+    """
+
+    def __init__(self, arrays: GraphArrays, compiled: CpuProgram, synchronous: bool,
+                 find_initial_value: bool = False):
         n = arrays.num_vertices
         self.values = np.empty(n, compiled.value_dtype)
         with parallel_section(), compiled.compiling():
             compiled.kernels.init_values(arrays.attrs, n, self.values)
+        #: the one initial value of every vertex but the sources
+        #: (:func:`one_initial_value`), where found; else None
+        self.initial_value = one_initial_value(self.values, arrays.attrs[4]) \
+            if find_initial_value else None
         self.next = self.values.copy() if synchronous else self.values
         self.synchronous = synchronous
         self.active = np.zeros(n, np.bool_)
