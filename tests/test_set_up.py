@@ -184,3 +184,32 @@ def test_a_warm_cpu_run_starts_no_thread(tmp_path, monkeypatch, program):
     monkeypatch.setattr(threading.Thread, "start", counting_start)
     garaphpy.run(graph, program, mode="cpu", threads=2, **options)
     assert started == []
+
+
+def test_the_warm_up_makes_no_aggregates_over_the_vertices(tmp_path, monkeypatch):
+    # the warm-ups only compile the aggregates' kernel: the first iteration makes them
+    from garaphpy.options import RunOptions
+    from garaphpy.programs import PageRank
+
+    graph = garaphpy.Graph.load("rmat:8", store=tmp_path / "rmat", progress=False)
+    run_ = api._validated(graph, PageRank(), RunOptions(mode="cpu", threads=2))
+    plan, (compiled, arrays) = api._plan(run_, api.page_source(graph.store, "cpu"), None,
+                                         frozenset())
+    covered = []
+    compute = compiled.kernels.compute_aggregates
+
+    def counted(values, attrs, num_vertices, iteration, identities, part_starts):
+        covered.append(int(part_starts[-1] - part_starts[0]))
+        return compute(values, attrs, num_vertices, iteration, identities, part_starts)
+
+    monkeypatch.setattr(compiled.kernels, "compute_aggregates", counted)
+    engine = api.build_cpu_engine(plan, run_.program, compiled, arrays,
+                                  graph.store.vertex_range)
+    engine.warm_up(("pull", "notify-pull"))
+    assert covered and not any(covered)
+    # and the first iteration's are the program's over every vertex
+    aggregates = engine.aggregates(0)
+    assert covered[-1] == graph.num_vertices
+    expected = np.full(graph.num_vertices, 1.0 / graph.num_vertices)
+    np.testing.assert_allclose(aggregates[0],
+                               expected[graph.store.out_degree == 0].sum())
