@@ -79,9 +79,9 @@ class Pulls:
         self.precompute_source_gathers = plan.source_precompute
         self.contributions = None
         if plan.source_precompute:
-            self.contributions = np.empty(arrays.num_vertices, np.float32
-                                          if plan.float32_contributions
-                                          else compiled.accum_dtype)
+            self.contributions = arrays.buffers.empty(
+                arrays.num_vertices,
+                np.float32 if plan.float32_contributions else compiled.accum_dtype)
         #: pulls also make the next pull's contributions and the next iteration's
         #: aggregates (``plan.fused_pull``): into ``next_contributions``,
         #: in parts of whole vertices starting at ``part_starts``
@@ -98,8 +98,8 @@ class Pulls:
         self.page_done = None
         if plan.fused_pull:
             # mapped now, by every thread, as the values were at setup
-            self.next_contributions = kernels.mapped_zeros(
-                self.contributions.shape, self.contributions.dtype, self.threads)
+            self.next_contributions = arrays.buffers.zeros(
+                arrays.num_vertices, self.contributions.dtype, mapped=True)
             self.part_starts = kernels.balanced_vertex_starts(
                 self.arrays.in_offsets,
                 self.threads * max(1, int(config.CPU_FUSED_PULL_PARTS_PER_THREAD)))

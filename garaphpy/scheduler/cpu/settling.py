@@ -147,16 +147,21 @@ class Settling:
         """Pull with early exit (a program final once set, run synchronously:
         ``plan.early_exit``).  The settled vertices are found from the state
         as it stands (a run's start; a restored checkpoint finds them again)."""
+        arrays = self.arrays
         self.find_settled(self.plan.initially_active)
-        self.settled_bits = np.zeros((self.arrays.num_vertices + 63) // 64, np.uint64)
+        self.settled_bits = arrays.buffers.zeros((arrays.num_vertices + 63) // 64, np.uint64)
         if self.plan.whole_settling_pull:
-            in_offsets = self.arrays.in_offsets
-            self.in_edge_bits = np.empty_like(self.settled_bits)
-            with parallel_section():
-                # mapped now, by every thread, not by the first pull's writes
-                self.settling_found = kernels.mapped_zeros(self.arrays.num_vertices, np.int64,
-                                                           self.threads)
-                kernels.pack_flags(in_offsets[1:] != in_offsets[:-1], self.in_edge_bits)
+            # mapped now, by every thread, not by the first pull's writes
+            self.settling_found = arrays.buffers.zeros(arrays.num_vertices, np.int64,
+                                                       mapped=True)
+            store = arrays.page_source.store
+            if arrays.in_offsets is store.in_offsets:      # the store's: made once for its runs
+                self.in_edge_bits = store.in_edge_bits
+            else:
+                in_offsets = arrays.in_offsets
+                self.in_edge_bits = np.empty_like(self.settled_bits)
+                with parallel_section():
+                    kernels.pack_flags(in_offsets[1:] != in_offsets[:-1], self.in_edge_bits)
 
     def _union_find_start(self, record: IterationRecord) -> None:
         started = time.perf_counter()
@@ -215,7 +220,7 @@ class Settling:
         and the in-edges of the others counted (:meth:`_settle_from_values`)."""
         self._initially_active = initially_active
         if self.settled.size != self.arrays.num_vertices:
-            self.settled = np.zeros(self.arrays.num_vertices, np.bool_)
+            self.settled = self.arrays.buffers.zeros(self.arrays.num_vertices, np.bool_)
         self._settle_from_values()
 
     def refresh_settled(self, pulled_last: bool, previous_active: int) -> None:
