@@ -418,8 +418,11 @@ def _execute(graph, program, options: RunOptions, turned_off, clock: CompileCloc
             engine.close()
         if pages is not None:
             pages.close()
-    result = Result(program=program, graph=graph, values=program.finalize(
-                        engine.values_to_host()), sources=run_.sources, mode=plan.mode,
+    values = program.finalize(engine.values_to_host())     # a copy: the user's own
+    if cpu_parts is not None:   # for the graph's later runs
+        cpu_parts[1].buffers.give_back()
+    result = Result(program=program, graph=graph, values=values, sources=run_.sources,
+                    mode=plan.mode,
                     execution=plan.execution, converged=converged, stop_reason=stop_reason,
                     num_iterations=len(records), iterations=records,
                     seconds=sum(r.seconds for r in records), setup_seconds=setup_seconds,
@@ -654,15 +657,19 @@ _GPU_SET_UPS = set_up_choice.MeasuredSetUps()
 def _plan(run_: _ValidatedRun, pages, policy, turned_off) -> tuple[RunPlan, tuple | None]:
     """The run's plan (:mod:`garaphpy.scheduler.plan`), and what the CPU's part
     was made from (its compiled program and graph arrays; None on the GPU alone)."""
-    from .scheduler.cpu_state import GraphArrays
+    from .scheduler.cpu_state import GraphArrays, RunBuffers
 
     graph, program = run_.graph, run_.program
     cpu_plan = cpu_parts = None
     if run_.mode != "gpu":
         compiled = _compiled_program(program, parallel=run_.threads > 1)
+        # the graph's runs in memory lend each other their per-vertex buffers
+        buffers = RunBuffers(None if pages.reads_storage else graph.store.vertex_buffers,
+                             run_.threads)
         arrays = GraphArrays.from_graph(graph, run_.sources,
                                         "weighted_in_degree" in _uses(program), pages,
-                                        reads_weights="weight" in _uses(program))
+                                        reads_weights="weight" in _uses(program),
+                                        buffers=buffers)
         cpu_plan = plan_cpu(program, compiled, arrays, mode=run_.mode,
                             synchronous=run_.execution == "sync", threads=run_.threads,
                             tolerance=run_.tolerance, symmetric=not graph.directed,
@@ -745,7 +752,8 @@ def build_cpu_engine(plan: RunPlan, program: VertexProgram, compiled, arrays,
     from .scheduler.cpu_engine import CpuEngine
     from .scheduler.cpu_state import RunState
 
-    state = RunState(arrays, compiled, plan.synchronous)
+    state = RunState(arrays, compiled, plan.synchronous,
+                     find_initial_value=plan.cpu.early_exit)
     state.frontier = initially_active
     if plan.cpu.shortcut_labels and not _built_in(program):
         _check_shortcut_labels(program, compiled, arrays.attrs, arrays.weights,

@@ -458,9 +458,10 @@ class Graph:
     def release_memory(self) -> bool:
         """Free the edges a run left in host memory and on the GPU for this
         graph's later runs (``config.KEEP_CSC_BETWEEN_RUNS``), the vertex
-        arrays the runs share (:attr:`original_id_array`), and its undirected
-        twin's (:meth:`as_undirected`); the next such run reads the store
-        again.  Returns whether anything was held."""
+        arrays the runs share (:attr:`original_id_array`), the per-vertex
+        buffers runs give back for the next (``Store.vertex_buffers``), and
+        its undirected twin's (:meth:`as_undirected`); the next such run reads
+        the store again.  Returns whether anything was held."""
         held = self.store.release_device_edges()
         held = self.store.release_csc() or held
         held = self.store.release_vertex_arrays() or held

@@ -1,9 +1,14 @@
 """What a run's set-up makes once and shares between a graph's runs: the user
 ids of every vertex (``Store.original_id_array``), 0..|V|-1 (``vertex_range``,
-the first frontier of a program active everywhere), and the check of an
-integer program's initial values; none of it stale or changed by a run, for
-ids that are the identity, start at 1, or come from a table, and for the
-undirected twin of a directed graph."""
+the first frontier of a program active everywhere), the packed in-edge flags
+(``Store.in_edge_bits``), and the check of an integer program's initial
+values; none of it stale or changed by a run, for ids that are the identity,
+start at 1, or come from a table, and for the undirected twin of a directed
+graph.  And the per-vertex buffers a graph's runs lend each other
+(``Store.vertex_buffers``): no value of one run seen by another, a Result's
+values never changed by a later run, two threads' runs never sharing one,
+none lent to a run whose pages stream, nor held past ``release_memory``.
+Also what a set-up no longer makes: the aggregates at the warm-up."""
 
 from __future__ import annotations
 
@@ -11,12 +16,12 @@ import numpy as np
 import pytest
 
 import garaphpy
-from garaphpy import VertexProgram, api
+from garaphpy import VertexProgram, api, config
 from garaphpy.program import ProgramError
 from garaphpy.programs.components import ConnectedComponents
 from garaphpy.scheduler.cpu_state import vertex_attributes
 
-from references import MinLabels, bfs_scipy, components_scipy, sssp_scipy
+from references import MinLabels, bfs_scipy, components_scipy, pagerank_power, sssp_scipy
 
 # DIMACS ids are 1-based: the store maps them with an offset, no table
 DIMACS = "p sp 7 7\na 1 2 3\na 2 3 1\na 3 1 2\na 4 5 1\na 5 6 4\na 2 5 2\na 7 7 1\n"
@@ -184,3 +189,206 @@ def test_a_warm_cpu_run_starts_no_thread(tmp_path, monkeypatch, program):
     monkeypatch.setattr(threading.Thread, "start", counting_start)
     garaphpy.run(graph, program, mode="cpu", threads=2, **options)
     assert started == []
+
+
+def test_the_warm_up_makes_no_aggregates_over_the_vertices(tmp_path, monkeypatch):
+    # the warm-ups only compile the aggregates' kernel: the first iteration makes them
+    from garaphpy.options import RunOptions
+    from garaphpy.programs import PageRank
+
+    graph = garaphpy.Graph.load("rmat:8", store=tmp_path / "rmat", progress=False)
+    run_ = api._validated(graph, PageRank(), RunOptions(mode="cpu", threads=2))
+    plan, (compiled, arrays) = api._plan(run_, api.page_source(graph.store, "cpu"), None,
+                                         frozenset())
+    covered = []
+    compute = compiled.kernels.compute_aggregates
+
+    def counted(values, attrs, num_vertices, iteration, identities, part_starts):
+        covered.append(int(part_starts[-1] - part_starts[0]))
+        return compute(values, attrs, num_vertices, iteration, identities, part_starts)
+
+    monkeypatch.setattr(compiled.kernels, "compute_aggregates", counted)
+    engine = api.build_cpu_engine(plan, run_.program, compiled, arrays,
+                                  graph.store.vertex_range)
+    engine.warm_up(("pull", "notify-pull"))
+    assert covered and not any(covered)
+    # and the first iteration's are the program's over every vertex
+    aggregates = engine.aggregates(0)
+    assert covered[-1] == graph.num_vertices
+    expected = np.full(graph.num_vertices, 1.0 / graph.num_vertices)
+    np.testing.assert_allclose(aggregates[0],
+                               expected[graph.store.out_degree == 0].sum())
+
+
+# -- buffers lent from run to run ------------------------------------------------------------
+@pytest.fixture(scope="module")
+def rmat(tmp_path_factory):
+    base = tmp_path_factory.mktemp("lent")
+    return garaphpy.Graph.load("rmat:10", store=base / "rmat", progress=False,
+                               generator_options={"weighted": True}, max_shard_edges=64,
+                               max_page_bytes=2048)
+
+
+def _reference(graph, program, source):
+    if program == "bfs":
+        return bfs_scipy(graph, [source])
+    if program == "sssp":
+        return sssp_scipy(graph, [source])
+    if program == "cc":
+        return components_scipy(graph)
+    return None
+
+
+def test_runs_in_turns_take_the_buffers_back_and_see_no_earlier_value(rmat, monkeypatch):
+    graph = rmat
+    pool = graph.store.vertex_buffers
+    lent = []
+    take = pool.take
+
+    def counted(length, dtype):
+        buffer = take(length, dtype)
+        lent.append(buffer is not None)
+        return buffer
+
+    monkeypatch.setattr(pool, "take", counted)
+    # PageRank's values as a first run makes them, on a store opened apart (no buffer lent)
+    fresh = garaphpy.Graph(type(graph.store).open(graph.store.path))
+    pagerank = {"tolerance": 1e-10, "max_iterations": 300}
+    first_pagerank = garaphpy.run(fresh, "pagerank", mode="cpu", threads=2, **pagerank).values
+    np.testing.assert_allclose(first_pagerank, pagerank_power(graph), rtol=1e-6)
+    order = np.argsort(-graph.store.out_degree, kind="stable")
+    store = graph.store
+    shared = {name: getattr(store, name).copy() for name in (
+        "in_offsets", "out_offsets", "out_targets", "in_degree", "out_degree",
+        "vertex_range", "original_id_array")}
+    kept = []
+    # programs of other value types in turns, the sources changing: a value left
+    # by an earlier run would show
+    for turn in range(3):
+        for program in ("bfs", "pagerank", "sssp", "cc"):
+            source = int(order[turn])
+            sources = [source] if program in ("bfs", "sssp") else None
+            result = garaphpy.run(graph, program, sources=sources, mode="cpu", threads=2,
+                                  **(pagerank if program == "pagerank" else {}))
+            expected = {"bfs": bfs_scipy, "sssp": sssp_scipy}[program](graph, [source]) \
+                if sources else components_scipy(graph) if program == "cc" else first_pagerank
+            np.testing.assert_array_equal(result.values, expected)
+            kept.append((result, result.values.copy()))
+    assert sum(lent) > len(lent) // 2 and pool.held_bytes > 0
+    # no later run changed an earlier Result's values (the user's own)
+    for result, values in kept:
+        np.testing.assert_array_equal(result.values, values)
+    # nor what the runs share
+    for name, array in shared.items():
+        np.testing.assert_array_equal(getattr(store, name), array, err_msg=name)
+    has_in_edges = np.diff(store.in_offsets) > 0
+    bits = store.in_edge_bits
+    unpacked = (bits[np.arange(store.num_vertices) // 64]
+                >> (np.arange(store.num_vertices) % 64).astype(np.uint64)) & np.uint64(1)
+    np.testing.assert_array_equal(unpacked.astype(bool), has_in_edges)
+
+
+def test_the_store_packs_its_in_edge_flags_as_the_kernel_does(rmat):
+    from garaphpy.kernels import cpu as kernels
+
+    store = rmat.store
+    flags = store.in_offsets[1:] != store.in_offsets[:-1]
+    expected = np.zeros((store.num_vertices + 63) // 64, np.uint64)
+    kernels.pack_flags(flags, expected)
+    assert store.in_edge_bits.dtype == np.uint64
+    np.testing.assert_array_equal(store.in_edge_bits, expected)
+    assert store.in_edge_bits is store.in_edge_bits         # made once
+
+
+def test_two_threads_running_one_graph_share_no_buffer(rmat):
+    import threading
+
+    graph = rmat
+    order = np.argsort(-graph.store.out_degree, kind="stable")
+    expected = {int(source): sssp_scipy(graph, [int(source)]) for source in order[:4]}
+    failures = []
+
+    def runs(sources):
+        try:
+            for _ in range(3):
+                for source in sources:
+                    values = garaphpy.run(graph, "sssp", sources=[source], mode="cpu",
+                                          threads=1).values
+                    np.testing.assert_array_equal(values, expected[source])
+        except Exception as error:      # noqa: BLE001 - reported below
+            failures.append(error)
+
+    sources = list(expected)
+    threads = [threading.Thread(target=runs, args=(sources[i::2],)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures, failures
+
+
+def test_the_pool_lends_each_buffer_once_and_holds_a_bounded_number_of_bytes():
+    from garaphpy.storage.vertex_buffers import VertexBuffers
+
+    pool = VertexBuffers(limit_bytes=3 * 80)
+    a, b = np.zeros(10, np.int64), np.zeros(10, np.int64)
+    pool.put([a, b, a])
+    assert pool.held_bytes == 160
+    first, second = pool.take(10, np.int64), pool.take(10, np.int64)
+    assert {id(first), id(second)} == {id(a), id(b)}
+    assert pool.take(10, np.int64) is None      # each lent once
+    assert pool.take(10, np.float64) is None and pool.take(9, np.int64) is None
+    # views, read-only arrays, what exceeds the limit: not held
+    view, frozen = np.zeros(20, np.int64)[::2], np.zeros(10, np.int64)
+    frozen.flags.writeable = False
+    pool.put([view, np.zeros(20, np.int64)[:10], frozen, np.zeros(31, np.int64)])
+    assert pool.held_bytes == 0
+    # past the limit, the least recently given back go first
+    c, d = np.zeros(10), np.zeros(10)
+    pool.put([a, b])
+    pool.put([c, d])
+    assert pool.held_bytes == 240
+    assert pool.take(10, np.int64) is b and pool.take(10, np.int64) is None
+    assert pool.clear() and not pool.clear()
+
+
+def test_a_streamed_run_neither_takes_nor_leaves_buffers(rmat, monkeypatch):
+    from garaphpy.storage.host_budget import run_fixed_bytes
+
+    graph = rmat
+    garaphpy.run(graph, "sssp", sources=[0], mode="cpu", threads=2)
+    assert graph.store.vertex_buffers.held_bytes > 0
+    taken = []
+    take = graph.store.vertex_buffers.take
+    monkeypatch.setattr(graph.store.vertex_buffers, "take",
+                        lambda *a: taken.append(a) or take(*a))
+    # the vertex arrays and two page buffers: no page cached
+    budget = run_fixed_bytes(graph.store) + 2 * max(p.nbytes for p in graph.store.pages) \
+        + 2 * config.BLOCK_ALIGNMENT
+    result = garaphpy.run(graph, "sssp", sources=[0], mode="cpu", threads=2,
+                          host_memory=budget, read_ratio=2.0)
+    assert "from storage" in result.plan.pages
+    assert taken == [] and graph.store.vertex_buffers.held_bytes == 0
+    np.testing.assert_array_equal(result.values, sssp_scipy(graph, [0]))
+
+
+def test_the_default_host_budget_counts_the_held_buffers_as_the_runs(rmat, monkeypatch):
+    from garaphpy.storage.host_budget import host_cache_budget, plan_run_pages
+
+    store = rmat.store
+    monkeypatch.setattr(config, "available_host_memory", lambda: 10 ** 9)
+    store.vertex_buffers.clear()
+    bare = plan_run_pages(store, 1)[0].budget_bytes
+    assert bare == host_cache_budget()
+    store.vertex_buffers.put([np.zeros(store.num_vertices)])
+    assert plan_run_pages(store, 1)[0].budget_bytes == bare + 8 * store.num_vertices
+    assert plan_run_pages(store, 1, 10 ** 8)[0].budget_bytes == 10 ** 8   # the user's, as given
+    store.vertex_buffers.clear()
+
+
+def test_release_memory_drops_the_lent_buffers(rmat):
+    garaphpy.run(rmat, "bfs", sources=[0], mode="cpu", threads=2)
+    store = rmat.store
+    assert store.vertex_buffers.held_bytes > 0 and "in_edge_bits" in store.__dict__
+    assert rmat.release_memory()
+    assert store.vertex_buffers.held_bytes == 0 and "in_edge_bits" not in store.__dict__

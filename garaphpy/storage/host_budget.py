@@ -246,7 +246,9 @@ def plan_run_pages(store, readers: int, budget: int | None = None,
                    disk_bytes_per_s: float | None = None) -> tuple[HostCachePlan, int]:
     """The page plan of a run and the read-ahead of each of its ``readers``.
 
-    The budget pays first for :func:`run_fixed_bytes`; when every page fits
+    The budget (default :func:`host_cache_budget`, plus the bytes of the
+    buffers earlier runs gave back, ``store.vertex_buffers``: this run's
+    vertex data) pays first for :func:`run_fixed_bytes`; when every page fits
     beside it, all are cached.  Otherwise each page reader (one per
     processor) gets ``readahead_bytes`` rounded up to whole page buffers (and,
     for a store of compressed pages, a staging buffer per page buffer and one
@@ -269,7 +271,9 @@ def plan_run_pages(store, readers: int, budget: int | None = None,
     sizes = [info.nbytes for info in store.pages]
     buffer = page_buffer_bytes(store)
     fixed = run_fixed_bytes(store)
-    budget = host_cache_budget(budget)
+    # the buffers earlier runs gave back are this run's vertex data, counted in ``fixed``
+    budget = host_cache_budget(budget) if budget is not None \
+        else host_cache_budget() + store.vertex_buffers.held_bytes
     if readahead_bytes is not None:
         pages_ahead = -(-_check_bytes("readahead_bytes", readahead_bytes, 1) // buffer)
     elif fixed + sum(sizes) <= budget:      # every page cached: nothing is read ahead

@@ -296,4 +296,5 @@ def open_page_source(store: Store, plan: HostCachePlan, read_ratio: Callable[[],
     if plan.all_cached:
         return InMemoryPages(store, plan)
     store.release_csc()     # the budget streams pages: the memory of a kept CSC goes back
+    store.vertex_buffers.clear()    # and that of the buffers earlier runs gave back
     return HostPages(store, plan, read_ratio(), readahead_bytes=readahead_bytes)

@@ -50,6 +50,7 @@ from . import page_codec, verify_levels
 from .._numba_setup import parallel_section
 from .filesafety import write_file
 from .layout import BLOCK_DTYPE, SHARD_DTYPE
+from .vertex_buffers import VertexBuffers
 
 MANIFEST = "manifest.json"
 #: The arrays memory-mapped rather than read when a store is opened: the
@@ -283,6 +284,10 @@ class Store:
         #: a resident GPU run's whole-graph edge arrays, kept on the device for the
         #: next run over this store (:mod:`garaphpy.scheduler.gpu.page_store`)
         self.kept_device_edges = None
+        #: per-vertex buffers the store's runs give back for its later runs, at most
+        #: ``config.HOST_BYTES_PER_VERTEX`` a vertex (:meth:`release_vertex_arrays`
+        #: drops them)
+        self.vertex_buffers = VertexBuffers(config.HOST_BYTES_PER_VERTEX * self.num_vertices)
 
     # -- opening ----------------------------------------------------------
     @classmethod
@@ -696,12 +701,26 @@ class Store:
         every frontier."""
         return np.arange(self.num_vertices, dtype=np.int64)
 
+    @functools.cached_property
+    def in_edge_bits(self) -> np.ndarray:
+        """Bit ``v % 64`` of word ``v // 64`` (uint64) set where vertex v has
+        in-edges: what a whole-CSC pull with early exit passes over the others
+        by (:func:`garaphpy.kernels.cpu.pull_settling_whole`).  Made once per
+        opened store and shared by its runs; read only."""
+        has_in_edges = self.in_offsets[1:] != self.in_offsets[:-1]
+        packed = np.zeros((self.num_vertices + 63) // 64 * 8, np.uint8)
+        bits = np.packbits(has_in_edges, bitorder="little")
+        packed[:bits.size] = bits
+        return packed.view("<u8").astype(np.uint64)
+
     def release_vertex_arrays(self) -> bool:
-        """Drop :attr:`original_id_array` and :attr:`vertex_range` where made
-        (they are made again when next asked for); returns whether one was."""
+        """Drop :attr:`original_id_array`, :attr:`vertex_range` and
+        :attr:`in_edge_bits` where made (they are made again when next asked
+        for) and the runs' :attr:`vertex_buffers`; returns whether one was."""
         held = [self.__dict__.pop(name, None) for name in ("original_id_array",
-                                                            "vertex_range")]
-        return any(array is not None for array in held)
+                                                            "vertex_range", "in_edge_bits")]
+        buffers = self.vertex_buffers.clear()
+        return any(array is not None for array in held) or buffers
 
     def internal_ids(self, original) -> np.ndarray:
         """Internal ids of the user's vertex ids; KeyError for unknown ones."""

@@ -275,7 +275,7 @@ def early_exit_engine(graph, sources):
     plan = plan_cpu(program, compiled, arrays, mode="cpu", synchronous=True, threads=2,
                     tolerance=None, symmetric=not graph.directed)
     assert plan.early_exit
-    state = RunState(arrays, compiled, synchronous=True)
+    state = RunState(arrays, compiled, synchronous=True, find_initial_value=plan.early_exit)
     state.frontier = source_vertices.copy()
     return program, CpuEngine(arrays, compiled, state, plan)
 
@@ -364,6 +364,36 @@ def test_settled_found_from_one_value_or_from_each_vertexs_initial_value(graphs)
     np.testing.assert_array_equal(engine.settled, expected)
     in_degree = np.diff(engine.arrays.in_offsets)
     assert int(engine.unsettled_edges[0]) == int(in_degree[~expected].sum())
+
+
+def test_one_initial_value_passes_over_the_sources_and_sees_any_difference():
+    from garaphpy.scheduler.cpu_state import one_initial_value
+
+    values = np.array([7, 0, 7, 7, 3], np.int64)
+    is_source = np.array([False, True, False, False, True])
+    assert one_initial_value(values, is_source) == 7
+    values[3] = 6
+    assert one_initial_value(values, is_source) is None
+    assert one_initial_value(values, np.ones(5, np.bool_)) is None     # every vertex a source
+    assert one_initial_value(np.zeros(0), np.zeros(0, np.bool_)) is None
+    assert one_initial_value(np.full(3, np.nan), np.zeros(3, np.bool_)) is None
+
+
+@pytest.mark.parametrize("name", ["rmat", "grid"])
+def test_a_run_with_early_exit_makes_its_initial_values_once(graphs, name):
+    # the state finds the one initial value as it makes the values: the settled
+    # vertices are found from it, without a second pass of init and its array
+    graph = graphs[name]
+    source = hub(graph)
+    program, engine = early_exit_engine(graph, [source])
+    others = ~engine.arrays.attrs[4]
+    assert engine.state.initial_value == engine.state.values[np.argmax(others)]
+    assert engine.settling._initial_values is None
+    _, converged, _ = api._iterate(engine, program, program.max_iterations,
+                                   program.tolerance, "auto", None)
+    assert converged
+    np.testing.assert_array_equal(program.finalize(engine.values_to_host()),
+                                  bfs_scipy(graph, [source]))
 
 
 def test_settled_vertices_found_again_count_every_vertex_of_an_all_active_start(graphs):

@@ -108,7 +108,7 @@ class SparseBatches:
         self.bucket_width = decisions.bucket_width(
             config.CPU_BUCKET_WIDTH, mean_edge_value,
             arrays.num_edges / max(arrays.num_vertices, 1))
-        self.pending = np.zeros(arrays.num_vertices, np.uint8)
+        self.pending = arrays.buffers.zeros(arrays.num_vertices, np.uint8)
 
     def _sparse_batch_takes(self, active_out_edges: int, direction: str) -> bool:
         """:func:`decisions.sparse_batch` on the next iteration, in a run that batches."""

@@ -79,9 +79,9 @@ class Pulls:
         self.precompute_source_gathers = plan.source_precompute
         self.contributions = None
         if plan.source_precompute:
-            self.contributions = np.empty(arrays.num_vertices, np.float32
-                                          if plan.float32_contributions
-                                          else compiled.accum_dtype)
+            self.contributions = arrays.buffers.empty(
+                arrays.num_vertices,
+                np.float32 if plan.float32_contributions else compiled.accum_dtype)
         #: pulls also make the next pull's contributions and the next iteration's
         #: aggregates (``plan.fused_pull``): into ``next_contributions``,
         #: in parts of whole vertices starting at ``part_starts``
@@ -98,15 +98,29 @@ class Pulls:
         self.page_done = None
         if plan.fused_pull:
             # mapped now, by every thread, as the values were at setup
-            self.next_contributions = kernels.mapped_zeros(
-                self.contributions.shape, self.contributions.dtype, self.threads)
+            self.next_contributions = arrays.buffers.zeros(
+                arrays.num_vertices, self.contributions.dtype, mapped=True)
             self.part_starts = kernels.balanced_vertex_starts(
                 self.arrays.in_offsets,
                 self.threads * max(1, int(config.CPU_FUSED_PULL_PARTS_PER_THREAD)))
 
+    def warm_aggregates(self) -> np.ndarray:
+        """What the warm-ups pass the kernels for the aggregates: the aggregates'
+        identities (their type and length), the program's aggregate kernel
+        compiled over no vertex; no pass over the vertices (the first
+        iteration makes the aggregates)."""
+        compiled = self.compiled
+        if compiled.aggregate_call is None:
+            return self.no_aggregates
+        with parallel_section(), compiled.compiling():
+            compiled.kernels.compute_aggregates(
+                self.state.values, self.arrays.attrs, self.arrays.num_vertices, 0,
+                self.aggregate_identities, np.zeros(2, np.int64))
+        return self.aggregate_identities.copy()
+
     def warm_up_pull(self) -> None:
         arrays, compiled, state = self.arrays, self.compiled, self.state
-        aggregates = self.aggregates(0)
+        aggregates = self.warm_aggregates()
         with parallel_section():
             if self.precompute_source_gathers:
                 compiled.kernels.source_contributions(state.values[:0], arrays.attrs,
@@ -151,6 +165,7 @@ class Pulls:
 
     def warm_up_notify_pull(self) -> None:
         arrays, compiled, state = self.arrays, self.compiled, self.state
+        aggregates = self.warm_aggregates()
         empty = np.zeros(0, np.int64)
         empty_prefix = np.zeros(1, np.int64)
         with parallel_section():
@@ -159,13 +174,13 @@ class Pulls:
                     compiled.identity, (empty, empty_prefix),
                     (arrays.out_offsets, arrays.out_targets, arrays.weights, arrays.in_offsets),
                     (state.values, state.next),
-                    apply_context(arrays.attrs, self.aggregates(0), arrays.num_vertices, 0), 1,
+                    apply_context(arrays.attrs, aggregates, arrays.num_vertices, 0), 1,
                     self.stats, (self.settling.settled, state.claimed,
                                  self.settling.unsettled_delta))
             compiled.kernels.pull_vertices(
                 compiled.identity, (empty, empty_prefix, empty), (arrays.sources, arrays.weights),
                 (state.values, state.next),
-                apply_context(arrays.attrs, self.aggregates(0), arrays.num_vertices, 0), 1,
+                apply_context(arrays.attrs, aggregates, arrays.num_vertices, 0), 1,
                 self.stats, (self.early_exit, self.settling.settled, state.claimed,
                              self.settling.unsettled_delta))
         kernels.degree_prefix(empty, arrays.out_offsets)

@@ -23,7 +23,7 @@ from ...kernels.cpu.arguments import apply_context
 from ...kernels.cpu_program import CpuProgram
 from .. import decisions
 from ..frontier import Frontier
-from ..cpu_state import GraphArrays, RunState
+from ..cpu_state import GraphArrays, RunState, one_initial_value
 from ..plan import CpuPlan
 from ..records import IterationRecord
 from . import team
@@ -64,7 +64,8 @@ class Settling:
         self.counted_frontier = None
         self.found_out_edges = np.zeros(1, np.int64)
         self.settled = np.zeros(1, np.bool_)
-        #: the program's initial values, made by the first :meth:`refresh_settled`
+        #: the program's initial values, made by the first :meth:`find_settled`
+        #: where the state found no one initial value
         self._initial_values = None
         self._initial_value = None      # the one initial value of every non-source
         self._initially_active = None
@@ -146,16 +147,21 @@ class Settling:
         """Pull with early exit (a program final once set, run synchronously:
         ``plan.early_exit``).  The settled vertices are found from the state
         as it stands (a run's start; a restored checkpoint finds them again)."""
+        arrays = self.arrays
         self.find_settled(self.plan.initially_active)
-        self.settled_bits = np.zeros((self.arrays.num_vertices + 63) // 64, np.uint64)
+        self.settled_bits = arrays.buffers.zeros((arrays.num_vertices + 63) // 64, np.uint64)
         if self.plan.whole_settling_pull:
-            in_offsets = self.arrays.in_offsets
-            self.in_edge_bits = np.empty_like(self.settled_bits)
-            with parallel_section():
-                # mapped now, by every thread, not by the first pull's writes
-                self.settling_found = kernels.mapped_zeros(self.arrays.num_vertices, np.int64,
-                                                           self.threads)
-                kernels.pack_flags(in_offsets[1:] != in_offsets[:-1], self.in_edge_bits)
+            # mapped now, by every thread, not by the first pull's writes
+            self.settling_found = arrays.buffers.zeros(arrays.num_vertices, np.int64,
+                                                       mapped=True)
+            store = arrays.page_source.store
+            if arrays.in_offsets is store.in_offsets:      # the store's: made once for its runs
+                self.in_edge_bits = store.in_edge_bits
+            else:
+                in_offsets = arrays.in_offsets
+                self.in_edge_bits = np.empty_like(self.settled_bits)
+                with parallel_section():
+                    kernels.pack_flags(in_offsets[1:] != in_offsets[:-1], self.in_edge_bits)
 
     def _union_find_start(self, record: IterationRecord) -> None:
         started = time.perf_counter()
@@ -214,7 +220,7 @@ class Settling:
         and the in-edges of the others counted (:meth:`_settle_from_values`)."""
         self._initially_active = initially_active
         if self.settled.size != self.arrays.num_vertices:
-            self.settled = np.zeros(self.arrays.num_vertices, np.bool_)
+            self.settled = self.arrays.buffers.zeros(self.arrays.num_vertices, np.bool_)
         self._settle_from_values()
 
     def refresh_settled(self, pulled_last: bool, previous_active: int) -> None:
@@ -230,23 +236,22 @@ class Settling:
 
     def _settle_from_values(self) -> None:
         """:meth:`find_settled`'s rule over the values as they stand, in parallel
-        (:func:`kernels.settled_from_values`, then the frontier); the initial
-        values are made once, and where every vertex but the sources starts
-        from one value, that value alone is compared
-        (:func:`kernels.settled_from_value`)."""
+        (:func:`kernels.settled_from_values`, then the frontier).  Where every
+        vertex but the sources starts from one value, that value alone is
+        compared (:func:`kernels.settled_from_value`): the state found it as
+        it made the initial values (``RunState.initial_value``); else the
+        initial values are made again here, once."""
         arrays, state = self.arrays, self.state
         is_source = arrays.attrs[4]
-        if self._initial_values is None:
-            self._initial_values = np.empty_like(state.values)
-            with parallel_section(), self.compiled.compiling():
-                self.compiled.kernels.init_values(arrays.attrs, arrays.num_vertices,
-                                                  self._initial_values)
-            first_other = int(np.argmin(is_source)) if is_source.size else 0
-            if is_source.size and not is_source[first_other]:
-                value = self._initial_values[first_other]
-                with parallel_section():
-                    if kernels.count_unequal(self._initial_values, value, is_source) == 0:
-                        self._initial_value = value
+        if self._initial_values is None and self._initial_value is None:
+            # the state's, found as it made the initial values; else they are made again
+            self._initial_value = state.initial_value
+            if self._initial_value is None:
+                self._initial_values = np.empty_like(state.values)
+                with parallel_section(), self.compiled.compiling():
+                    self.compiled.kernels.init_values(arrays.attrs, arrays.num_vertices,
+                                                      self._initial_values)
+                self._initial_value = one_initial_value(self._initial_values, is_source)
         everything = self._initially_active == "all"
         with parallel_section():
             if self._initial_value is not None:
