@@ -48,7 +48,17 @@ from .page_io import PageReader, aligned_empty, buffer_bytes
 from .store import Page, Store
 from .tiers import DISK, GPU, HOST, PagePlacement, PageReuse, revised_placement
 
-__all__ = ["HostPages", "PageCursor"]
+__all__ = ["HostPages", "PageCursor", "decoder_of"]
+
+
+def decoder_of(consumer: str) -> str:
+    """Who decodes the compressed pages of ``consumer``'s reader
+    (:class:`~garaphpy.storage.page_io.PageReader`'s ``decode``): the CPU
+    itself, each page's blocks in parallel when it takes the page, since its
+    kernels run on every core and decoder threads beside them would stall
+    their parallel sections; the GPU's reader's decoder threads, ahead of
+    it, on cores its kernels leave idle."""
+    return "consumer" if consumer == "cpu" else "threads"
 
 
 class HostPages:
@@ -167,7 +177,7 @@ class HostPages:
                 self._readers[consumer] = PageReader(
                     self.store, readahead_bytes=self.readahead_bytes,
                     allocator=self._allocators.get(consumer), direct=self.direct,
-                    check=self.check)
+                    check=self.check, decode=decoder_of(consumer))
             return self._readers[consumer]
 
     def load(self, consumer: str) -> None:

@@ -20,7 +20,8 @@ from garaphpy.errors import StoreCorruptError, StoreError
 from garaphpy.options import BuildOptions
 from garaphpy.storage.builder import build_store
 from garaphpy.storage.host_budget import plan_run_pages, run_fixed_bytes
-from garaphpy.storage.page_io import PageReader, page_buffer_bytes, staging_buffer_bytes
+from garaphpy.storage.page_io import (
+    DECODERS, PageReader, page_buffer_bytes, staging_buffer_bytes)
 from garaphpy.storage.readers import from_arrays
 from garaphpy.storage.store import Store, read_manifest, write_manifest
 
@@ -80,12 +81,13 @@ def test_the_store_records_its_compressed_pages(stores):
     assert "pages stored" not in plain.describe()
 
 
-def test_every_read_gives_the_plain_pages(stores):
+@pytest.mark.parametrize("decode", DECODERS)
+def test_every_read_gives_the_plain_pages(stores, decode):
     plain, packed = stores
     expected = [plain.read_page(i) for i in range(len(plain.pages))]
     for i, page in enumerate(expected):
         assert_same_page(packed.read_page(i), page)
-    with PageReader(packed, check=True) as reader:
+    with PageReader(packed, check=True, decode=decode) as reader:
         order = list(range(len(expected)))[::-1] + [0, 2]
         for index, page in reader.stream(order):
             assert_same_page(page, expected[index])
@@ -97,11 +99,12 @@ def test_every_read_gives_the_plain_pages(stores):
         np.testing.assert_array_equal(mine, theirs)
 
 
-def test_unweighted_and_buffered_reads(tmp_path):
+@pytest.mark.parametrize("decode", DECODERS)
+def test_unweighted_and_buffered_reads(tmp_path, decode):
     plain, packed = build(tmp_path / "plain", False, False), build(tmp_path / "packed", True,
                                                                   False)
-    with PageReader(packed, direct=False, readahead_bytes=PageReader(packed).buffer_bytes) \
-            as reader:
+    with PageReader(packed, direct=False, readahead_bytes=PageReader(packed).buffer_bytes,
+                    decode=decode) as reader:
         for index, page in reader.stream():
             expected = plain.read_page(index)
             assert page.weights is None
@@ -131,7 +134,8 @@ def damage(store: Store, page: int) -> None:
     path.write_bytes(bytes(data))
 
 
-def test_a_damaged_compressed_page_is_found(tmp_path):
+@pytest.mark.parametrize("decode", DECODERS)
+def test_a_damaged_compressed_page_is_found(tmp_path, decode):
     store = build(tmp_path, True)
     damage(store, 2)
     store = Store.open(store.path, verify="none")
@@ -139,7 +143,7 @@ def test_a_damaged_compressed_page_is_found(tmp_path):
         store.read_page(2)
     with pytest.raises(StoreCorruptError, match="checksum"):
         store.csc()
-    with PageReader(store) as reader:
+    with PageReader(store, decode=decode) as reader:
         with pytest.raises(StoreCorruptError, match="checksum mismatch in block 0 of page 2"):
             for _ in reader.stream():
                 pass
@@ -147,7 +151,8 @@ def test_a_damaged_compressed_page_is_found(tmp_path):
         Store.open(store.path, verify="full")
 
 
-def test_a_page_that_does_not_decode_is_refused_unchecked(tmp_path):
+@pytest.mark.parametrize("decode", DECODERS)
+def test_a_page_that_does_not_decode_is_refused_unchecked(tmp_path, decode):
     """Without checksums the decoder still refuses a stream that contradicts
     its page (here: its block table's length word)."""
     store = build(tmp_path, True)
@@ -159,9 +164,48 @@ def test_a_page_that_does_not_decode_is_refused_unchecked(tmp_path):
     store = Store.open(store.path, verify="none")
     with pytest.raises(StoreCorruptError, match="page 1"):
         store.read_page(1, check=False)
-    with PageReader(store, check=False) as reader:
+    with PageReader(store, check=False, decode=decode) as reader:
         with pytest.raises(StoreCorruptError, match="page 1"):
             reader.read_page(1)
+        with pytest.raises(StoreCorruptError, match="page 1"):
+            for _ in reader.stream([0, 1, 2]):
+                pass
+        # the reader serves on: the pages after the bad one
+        assert_same_page(reader.read_page(2), store.read_page(2))
+
+
+def test_the_consumer_decodes_only_what_it_takes_and_keeps_its_staging(stores):
+    """decode="consumer": no page is decoded before the consumer takes it (a
+    read-ahead dropped unused costs no decode), and every staging buffer
+    comes back, however the streams end."""
+    plain, packed = stores
+    decoded = []
+    with PageReader(packed, decode="consumer") as reader:
+        original = packed.decode_page
+
+        def counting(info, *args, **kwargs):
+            decoded.append(info.index)
+            return original(info, *args, **kwargs)
+
+        packed.decode_page = counting
+        try:
+            for rounds in range(3):
+                for taken, (index, page) in enumerate(reader.stream()):
+                    assert_same_page(page, plain.read_page(index))
+                    if taken == 1:
+                        break           # the read-ahead beyond page 1 is dropped
+            assert decoded == [0, 1] * 3
+            assert reader.bytes_dropped > 0
+            assert len(reader._decoder.staging) <= reader.max_buffers + 1
+            reader.prefetch([3, 4])
+            reader.cancel_prefetch()
+            assert decoded == [0, 1] * 3
+            for index, page in reader.stream([4, 3]):
+                assert_same_page(page, plain.read_page(index))
+        finally:
+            del packed.decode_page
+    assert decoded == [0, 1] * 3 + [4, 3]
+    assert len(reader._decoder.staging) <= reader.max_buffers + 1
 
 
 def test_a_plain_store_of_before_compression_still_opens(tmp_path, stores):
@@ -202,7 +246,7 @@ def test_the_host_budget_pays_for_the_staging_buffers(stores):
                 reader.read_page(index)
             for _ in reader.stream():
                 pass
-            assert len(reader._staging) <= 2
+            assert len(reader._decoder.staging) <= 2
 
 
 def test_the_option_keys_a_store_only_when_set():
