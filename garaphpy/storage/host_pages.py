@@ -223,8 +223,9 @@ class HostPages:
         -------
         dict or None
             The decision's entry for the iteration's record (``choice``, its
-            inputs, the pages asked for, the tiers' page counts and bytes
-            after it); None where the run does not revise by reuse.
+            inputs, the pages asked for, their disk bytes in the host's and
+            the disk's tier, the tiers' page counts and bytes after it); None
+            where the run does not revise by reuse.
         """
         with self._asked_lock:
             asked = self._asked | self._held_here
@@ -232,8 +233,13 @@ class HostPages:
         if not self.by_reuse:
             return None
         self.reuse.note(asked)
-        placement, entry = revised_placement(self.placement, self.reuse)
+        before = self.placement
+        placement, entry = revised_placement(before, self.reuse)
         entry["asked_pages"] = int(asked.sum())
+        # disk bytes of the pages asked for in the host's and the disk's tier: what
+        # the iteration read (each once), a first one filling the host's cache
+        for tier, name in ((HOST, "asked_host_bytes"), (DISK, "asked_disk_bytes")):
+            entry[name] = int(before.disk_bytes[asked & (before.tiers == tier)].sum())
         if placement is not self.placement:
             host = placement.pages(HOST)
             sizes = placement.page_bytes

@@ -554,3 +554,19 @@ def test_compressed_pages_decoded_by_each_consumer_in_its_own_way(tmp_path):
         assert errors == []
     finally:
         paged.close()
+
+
+def test_an_iteration_records_the_bytes_it_asked_for_in_each_tier(store, pages):
+    """The first walk fills the host's cache and reads the disk's pages: its
+    record's asked bytes are the disk bytes of every page it asked for."""
+    sizes = [info.disk_bytes for info in store.pages]
+    asked = [0, 1, CACHED_PAGES, CACHED_PAGES + 2]
+    cursor = pages.cursor(asked)
+    for index in asked:
+        cursor.get(index)
+    cursor.close()
+    entry = pages.end_iteration()
+    assert entry["asked_pages"] == len(asked)
+    assert entry["asked_host_bytes"] == sizes[0] + sizes[1]
+    assert entry["asked_disk_bytes"] == sizes[CACHED_PAGES] + sizes[CACHED_PAGES + 2]
+    assert pages.bytes_read == sum(sizes[k] for k in asked)
