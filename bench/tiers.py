@@ -49,6 +49,7 @@ Usage (from the repository root)::
 
     python -m bench tiers --graph kron:22 --modes gpu,cpu,hybrid --json tiers.jsonl
     python -m bench tiers --graph kron:22 --compress --gpu-fraction 0.25 --host-fraction 0.25
+    python -m bench tiers --graph kron:22 --compress --page-bytes 16M --decode gpu=consumer
 
 A configuration of bench/harness.py: one row per case and a ``summary`` row.
 """
@@ -441,6 +442,22 @@ def parse_programs(text: str) -> list:
     return list(dict.fromkeys(programs))
 
 
+def parse_decode(text: str) -> dict:
+    """``--decode``: ``CONSUMER=WHO`` pairs (``gpu=consumer``) over
+    ``config.PAGE_DECODE``."""
+    from garaphpy.storage.page_io import DECODERS
+
+    chosen = {}
+    for pair in filter(None, (p.strip() for p in text.split(","))):
+        consumer, _, who = pair.partition("=")
+        if consumer not in config.PAGE_DECODE or who not in DECODERS:
+            raise argparse.ArgumentTypeError(
+                f"{pair!r}: expected CONSUMER=WHO, CONSUMER one of "
+                f"{','.join(config.PAGE_DECODE)}, WHO one of {','.join(DECODERS)}")
+        chosen[consumer] = who
+    return {**config.PAGE_DECODE, **chosen}
+
+
 def parser_of() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--graph", default="kron:22",
@@ -466,6 +483,10 @@ def parser_of() -> argparse.ArgumentParser:
     parser.add_argument("--iterations", type=int, default=5, help="PageRank's (default 5)")
     parser.add_argument("--threads", type=int, default=None,
                         help="CPU threads (default: the run's own)")
+    parser.add_argument("--decode", type=parse_decode, default=None,
+                        help="who decodes each consumer's compressed pages, e.g. gpu=consumer "
+                        f"(default {','.join(f'{k}={v}' for k, v in config.PAGE_DECODE.items())}"
+                        ": the consumer itself, in parallel, or its reader's threads)")
     parser.add_argument("--cache-drop", choices=("auto", "fadvise"), default="auto",
                         help="auto: drop_caches as root, else fadvise")
     harness.add_common_options(parser, trials=1, warmup=0)
@@ -484,6 +505,17 @@ def main(argv=None) -> int:
         for mode in [m for m in modes if m != "cpu"]:
             print(f"note: {mode} skipped, no usable GPU: {problem.splitlines()[0]}")
         modes = [m for m in modes if m == "cpu"]
+    saved = config.PAGE_DECODE
+    if args.decode is not None:
+        config.PAGE_DECODE = args.decode
+    try:
+        return run_tiers(parser, args, modes)
+    finally:
+        config.PAGE_DECODE = saved
+
+
+def run_tiers(parser, args, modes: list) -> int:
+    """The cases, the table and the summary row of :func:`main`."""
     compress = {"true": True, "false": False}.get(args.compress, "auto")
     graph = load_graph(args.graph, compress=compress, page_bytes=args.page_bytes,
                        store=args.store)
@@ -509,6 +541,7 @@ def main(argv=None) -> int:
     rows = harness.run_cases("tiers", tier_cases(graph, args, modes, sequential), args,
                              extra={"graph": args.graph, "store": str(store.path),
                                     "gpu_fraction": args.gpu_fraction,
+                                    "decode": dict(config.PAGE_DECODE),
                                     "host_fraction": args.host_fraction})
     speeds = [run["bytes_per_s"] for run in sequential]
     disk_speed = statistics.median(speeds)

@@ -391,6 +391,15 @@ READS_IN_FLIGHT_PER_DIRECTORY = 2
 #: a disk at 2 bytes an edge, few enough to leave the cores to the run.
 PAGE_DECODERS_PER_READER = 4
 
+#: Who decodes the compressed pages each consumer's page reader streams
+#: (:class:`~garaphpy.storage.page_io.PageReader`'s ``decode``): the CPU
+#: itself, each page's blocks in parallel on numba's threads when it takes
+#: the page (decoder threads beside kernels on every core stall their
+#: parallel sections: on the dev VM, PageRank from disk took 157 ms an
+#: iteration against 186 with them, CC 135 against 241); the GPU's reader
+#: in its decoder threads, ahead of it, on cores its kernels leave idle.
+PAGE_DECODE = {"cpu": "consumer", "gpu": "threads"}
+
 #: Cores left to the reader and checksum threads of each storage directory
 #: when a run streams pages and its thread count is the default (at most a
 #: quarter of the cores): its reads in flight and its checker.  Kernel

@@ -53,12 +53,9 @@ __all__ = ["HostPages", "PageCursor", "decoder_of"]
 
 def decoder_of(consumer: str) -> str:
     """Who decodes the compressed pages of ``consumer``'s reader
-    (:class:`~garaphpy.storage.page_io.PageReader`'s ``decode``): the CPU
-    itself, each page's blocks in parallel when it takes the page, since its
-    kernels run on every core and decoder threads beside them would stall
-    their parallel sections; the GPU's reader's decoder threads, ahead of
-    it, on cores its kernels leave idle."""
-    return "consumer" if consumer == "cpu" else "threads"
+    (:class:`~garaphpy.storage.page_io.PageReader`'s ``decode``):
+    ``config.PAGE_DECODE``, decoder threads for a consumer it does not name."""
+    return config.PAGE_DECODE.get(consumer, "threads")
 
 
 class HostPages:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 import numpy as np
 import pytest
 
@@ -151,3 +153,10 @@ def test_cc_reads_each_page_it_asks_for_once(tmp_path):
     if disk["iterations"] == 1:     # its pages in the host's tier move too
         assert disk["must_move"] > disk["must_move_first_placed"]
     assert 0 < disk["bytes_read"] == disk["must_move"]
+
+
+def test_decode_names_who_decodes_each_consumers_pages():
+    assert tiers.parse_decode("gpu=consumer") == {**config.PAGE_DECODE, "gpu": "consumer"}
+    for bad in ("gpu=nobody", "disk=threads", "gpu"):
+        with pytest.raises(argparse.ArgumentTypeError, match="CONSUMER=WHO"):
+            tiers.parse_decode(bad)
