@@ -10,6 +10,7 @@ still open, and a page format this version does not know is refused.
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -274,3 +275,25 @@ def test_a_newer_store_version_is_refused(tmp_path):
     write_manifest(store.path, manifest)
     with pytest.raises(StoreError, match="format version"):
         Store.open(store.path)
+
+
+def test_a_consumer_decode_inside_a_parallel_section_goes_on(stores, monkeypatch):
+    """Without a thread-safe numba layer parallel launches are serialized by a
+    lock; a walk inside one's section (a pull over pages) decodes its pages in
+    the same thread, so the lock must let it in again, not hang."""
+    from garaphpy import _numba_setup
+
+    plain, packed = stores
+    monkeypatch.setattr(_numba_setup, "THREADSAFE", False)
+    taken = []
+
+    def walk():
+        with PageReader(packed, decode="consumer") as reader, _numba_setup.parallel_section():
+            for index, page in reader.stream():
+                assert_same_page(page, plain.read_page(index))
+                taken.append(index)
+
+    thread = threading.Thread(target=walk, daemon=True)
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive() and taken == list(range(len(packed.pages)))
