@@ -386,7 +386,8 @@ PAGE_READAHEAD_BYTES = 4 * MAX_PAGE_BYTES
 #: one, a device idles between the end of a read and the next request.
 READS_IN_FLIGHT_PER_DIRECTORY = 2
 
-#: Threads of one page reader decoding compressed pages, each a page at a
+#: Threads of one page reader decoding compressed pages (a reader whose
+#: pages its decoder threads decode, :data:`PAGE_DECODE`), each a page at a
 #: time (a few hundred million edges a second each): enough to keep up with
 #: a disk at 2 bytes an edge, few enough to leave the cores to the run.
 PAGE_DECODERS_PER_READER = 4
