@@ -141,6 +141,21 @@ def common_host_budget(store, modes, fraction: float, per_reader: int) -> int:
     return host_budget(store, max(READERS[mode] for mode in modes), fraction, per_reader)
 
 
+def describe_host_budget(store, modes, args) -> str:
+    """One line: the host budget of every mode and, per mode, the pages it
+    caches beside its read-ahead (before the GPU keeps any)."""
+    per_reader = args.readahead_bytes or readahead_bytes(store)
+    budget = common_host_budget(store, modes, args.host_fraction, per_reader)
+    cells = []
+    for mode in modes:
+        plan, _ = plan_run_pages(store, READERS[mode], budget, per_reader)
+        cells.append(f"{mode} caches {len(plan.cached)} of {len(store.pages)} pages"
+                     + (" (no disk test: lower --readahead-bytes or --page-bytes)"
+                        if plan.all_cached else ""))
+    return (f"host budget {budget / 1e6:.1f} MB for every mode (read-ahead "
+            f"{per_reader / 1e6:.1f} MB a reader): " + "; ".join(cells))
+
+
 def in_memory_budget(store) -> int:
     """A host budget that caches every page."""
     return run_fixed_bytes(store) + page_total(store)
@@ -537,6 +552,7 @@ def run_tiers(parser, args, modes: list) -> int:
     choice = store.manifest["layout"].get("compress")
     if isinstance(choice, dict):
         print(f"page format {choice['reason']}")
+    print(describe_host_budget(store, modes, args))
     sequential: list = []
     rows = harness.run_cases("tiers", tier_cases(graph, args, modes, sequential), args,
                              extra={"graph": args.graph, "store": str(store.path),

@@ -40,6 +40,8 @@ def test_cpu_pagerank_reads_exactly_the_pages_in_no_budget(store_dir, tmp_path, 
     assert [line.split("|")[1:3] for line in table] == [[" pagerank ", " cpu "],
                                                         [" bfs ", " cpu "]]
     assert "MB/s sequential over the store's files" in out
+    assert "MB for every mode (read-ahead 0.0 MB a reader): cpu caches " in out
+    assert "no disk test" not in out
     written = {row["case"]: row for row in harness.read_rows(rows)}
     assert {"sequential-before", "sequential-after", "pagerank/cpu/memory", "pagerank/cpu/disk",
             "bfs/cpu/memory", "bfs/cpu/disk", "summary"} <= set(written)
@@ -160,3 +162,12 @@ def test_decode_names_who_decodes_each_consumers_pages():
     for bad in ("gpu=nobody", "disk=threads", "gpu"):
         with pytest.raises(argparse.ArgumentTypeError, match="CONSUMER=WHO"):
             tiers.parse_decode(bad)
+
+
+def test_a_budget_that_holds_every_page_is_named(store_dir):
+    store = garaphpy.Graph.open(store_dir).store
+    args = argparse.Namespace(readahead_bytes=16 << 10, host_fraction=1.0)
+    line = tiers.describe_host_budget(store, ["cpu", "hybrid"], args)
+    assert f"cpu caches {len(store.pages)} of {len(store.pages)} pages (no disk test" in line
+    args.host_fraction = 0.25
+    assert "no disk test" not in tiers.describe_host_budget(store, ["cpu", "hybrid"], args)
