@@ -396,9 +396,10 @@ PAGE_DECODERS_PER_READER = 4
 #: (:class:`~garaphpy.storage.page_io.PageReader`'s ``decode``): the CPU
 #: itself, each page's blocks in parallel on numba's threads when it takes
 #: the page (decoder threads beside kernels on every core stall their
-#: parallel sections: on the dev VM, PageRank from disk took 157 ms an
-#: iteration against 186 with them, CC 135 against 241); the GPU's reader
-#: in its decoder threads, ahead of it, on cores its kernels leave idle.
+#: parallel sections: on the 2-core dev VM, kron:20 from disk, CC took 144
+#: ms an iteration against 206 with them, PageRank 172 against 190; with
+#: other processes on the cores the two were even); the GPU's reader in its
+#: decoder threads, ahead of it, on cores its kernels leave idle.
 PAGE_DECODE = {"cpu": "consumer", "gpu": "threads"}
 
 #: Cores left to the reader and checksum threads of each storage directory
