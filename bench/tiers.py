@@ -14,9 +14,12 @@ store's path).
 
 The GPU budget is what a sizing :class:`~garaphpy.scheduler.gpu_engine.GpuEngine`
 needs for the vertex data, the stream buffers and the selective arrays plus
-``--gpu-fraction`` of the pages' bytes on the wire; the host budget is
-:func:`~garaphpy.storage.host_budget.run_fixed_bytes` plus the read-ahead of
-the mode's page readers plus ``--host-fraction`` of the page bytes.
+``--gpu-fraction`` of the pages' bytes on the wire; the host budget, one for
+every mode so that the modes compare on the same memory, is
+:func:`~garaphpy.storage.host_budget.run_fixed_bytes` plus the largest
+read-ahead among the modes' page readers (hybrid runs two readers, the CPU's
+and the GPU's) plus ``--host-fraction`` of the page bytes: a mode of fewer
+readers caches what the others spend on read-ahead.  The table gives it.
 
 Cases: the disk's sequential read speed over the store's block files
 (``bench/disk.py``'s reads, O_DIRECT where allowed); per program
@@ -33,7 +36,9 @@ by the host beside them as :func:`~garaphpy.storage.host_budget.cache_beside`
 draws it, hybrid runs included, or as the run revised them by reuse, from its
 records' ``decisions["host_pages"]``; for BFS every such page, an upper
 bound, and beside it what its frontiers need: the pages in neither budget
-holding a vertex each iteration reaches);
+holding a vertex each iteration reaches; for a run of one iteration, CC's
+after its union-find start, the pages it asked for that the GPU does not
+keep, from its record, since that iteration also fills the host's cache);
 bytes to the device; the in-memory iteration time; read / must-move (target
 <= 1.05); time / (must-move bytes at the measured disk speed + the in-memory
 time) (target <= 1.15); for BFS the GPU's bytes read over the CPU's (totals
@@ -44,6 +49,7 @@ Usage (from the repository root)::
 
     python -m bench tiers --graph kron:22 --modes gpu,cpu,hybrid --json tiers.jsonl
     python -m bench tiers --graph kron:22 --compress --gpu-fraction 0.25 --host-fraction 0.25
+    python -m bench tiers --graph kron:22 --compress --page-bytes 16M --decode gpu=consumer
 
 A configuration of bench/harness.py: one row per case and a ``summary`` row.
 """
@@ -126,6 +132,28 @@ def host_budget(store, readers: int, fraction: float, per_reader: int) -> int:
     """The run's fixed bytes, the read-ahead and ``fraction`` of the page bytes."""
     return (run_fixed_bytes(store) + readahead_total(store, readers, per_reader)
             + int(fraction * page_total(store)))
+
+
+def common_host_budget(store, modes, fraction: float, per_reader: int) -> int:
+    """One host budget for every mode in ``modes``: the run's fixed bytes, the
+    largest read-ahead among the modes' readers
+    (:data:`bench.disk.READERS`) and ``fraction`` of the page bytes."""
+    return host_budget(store, max(READERS[mode] for mode in modes), fraction, per_reader)
+
+
+def describe_host_budget(store, modes, args) -> str:
+    """One line: the host budget of every mode and, per mode, the pages it
+    caches beside its read-ahead (before the GPU keeps any)."""
+    per_reader = args.readahead_bytes or readahead_bytes(store)
+    budget = common_host_budget(store, modes, args.host_fraction, per_reader)
+    cells = []
+    for mode in modes:
+        plan, _ = plan_run_pages(store, READERS[mode], budget, per_reader)
+        cells.append(f"{mode} caches {len(plan.cached)} of {len(store.pages)} pages"
+                     + (" (no disk test: lower --readahead-bytes or --page-bytes)"
+                        if plan.all_cached else ""))
+    return (f"host budget {budget / 1e6:.1f} MB for every mode (read-ahead "
+            f"{per_reader / 1e6:.1f} MB a reader): " + "; ".join(cells))
 
 
 def in_memory_budget(store) -> int:
@@ -290,6 +318,7 @@ def tier_cases(graph, args, modes: list, sequential: list) -> list:
     per_reader = args.readahead_bytes or readahead_bytes(store)
     files = list(store.block_files)
     file_bytes = sum(path.stat().st_size for path in files)
+    host_memory = common_host_budget(store, modes, args.host_fraction, per_reader)
 
     @functools.cache
     def gpu_memory(program):
@@ -317,8 +346,7 @@ def tier_cases(graph, args, modes: list, sequential: list) -> list:
 
     def from_disk(program, mode):
         readers = READERS[mode]
-        budgets = {"host_memory": host_budget(store, readers, args.host_fraction, per_reader),
-                   "readahead_bytes": per_reader}
+        budgets = {"host_memory": host_memory, "readahead_bytes": per_reader}
         if mode != "cpu":
             budgets["gpu_memory"] = gpu_memory(program)
         dropped = drop_page_cache(store, args.cache_drop)
@@ -332,6 +360,10 @@ def tier_cases(graph, args, modes: list, sequential: list) -> list:
         figures["must_move_first_placed"] = figures["must_move"]
         if placed is not None:
             figures["must_move"] = placed
+        first = result.iterations[0].decisions.get("host_pages") or {}
+        if len(result.iterations) == 1 and "asked_host_bytes" in first:
+            # the medians are of the first iteration: it also fills the host's cache
+            figures["must_move"] = first["asked_host_bytes"] + first["asked_disk_bytes"]
         figures["host_pages_revised"] = sum(
             bool(record.decisions.get("host_pages", {}).get("choice"))
             for record in result.iterations)
@@ -392,15 +424,17 @@ def bfs_gpu_over_cpu(table: list) -> float | None:
     return ratio(read["gpu"], read["cpu"]) if {"gpu", "cpu"} <= set(read) else None
 
 
-COLUMNS = ("program", "mode", "iteration ms", "in memory ms", "read MB/it", "must move MB",
-           "read/must-move", "to device MB/it", "time/model", "cache drop", "values")
+COLUMNS = ("program", "mode", "host MB", "iteration ms", "in memory ms", "read MB/it",
+           "must move MB", "read/must-move", "to device MB/it", "time/model", "cache drop",
+           "values")
 
 
 def print_table(table: list) -> None:
     print("| " + " | ".join(COLUMNS) + " |")
     print("|" + "---|" * len(COLUMNS))
     for entry in table:
-        cells = [entry["program"], entry["mode"], f"{entry['iteration_s'] * 1e3:.2f}",
+        cells = [entry["program"], entry["mode"], f"{entry['host_memory'] / 1e6:.1f}",
+                 f"{entry['iteration_s'] * 1e3:.2f}",
                  f"{entry['memory_iteration_s'] * 1e3:.2f}", f"{entry['bytes_read'] / 1e6:.2f}",
                  f"{entry['must_move'] / 1e6:.2f}", f"{entry['read_over_must_move']:.3f}",
                  f"{entry['bytes_to_device'] / 1e6:.2f}", f"{entry['time_over_model']:.3f}",
@@ -421,6 +455,22 @@ def parse_programs(text: str) -> list:
     if not programs or set(programs) - set(PROGRAMS):
         raise argparse.ArgumentTypeError(f"{text!r}: expected some of {','.join(PROGRAMS)}")
     return list(dict.fromkeys(programs))
+
+
+def parse_decode(text: str) -> dict:
+    """``--decode``: ``CONSUMER=WHO`` pairs (``gpu=consumer``) over
+    ``config.PAGE_DECODE``."""
+    from garaphpy.storage.page_io import DECODERS
+
+    chosen = {}
+    for pair in filter(None, (p.strip() for p in text.split(","))):
+        consumer, _, who = pair.partition("=")
+        if consumer not in config.PAGE_DECODE or who not in DECODERS:
+            raise argparse.ArgumentTypeError(
+                f"{pair!r}: expected CONSUMER=WHO, CONSUMER one of "
+                f"{','.join(config.PAGE_DECODE)}, WHO one of {','.join(DECODERS)}")
+        chosen[consumer] = who
+    return {**config.PAGE_DECODE, **chosen}
 
 
 def parser_of() -> argparse.ArgumentParser:
@@ -448,6 +498,10 @@ def parser_of() -> argparse.ArgumentParser:
     parser.add_argument("--iterations", type=int, default=5, help="PageRank's (default 5)")
     parser.add_argument("--threads", type=int, default=None,
                         help="CPU threads (default: the run's own)")
+    parser.add_argument("--decode", type=parse_decode, default=None,
+                        help="who decodes each consumer's compressed pages, e.g. gpu=consumer "
+                        f"(default {','.join(f'{k}={v}' for k, v in config.PAGE_DECODE.items())}"
+                        ": the consumer itself, in parallel, or its reader's threads)")
     parser.add_argument("--cache-drop", choices=("auto", "fadvise"), default="auto",
                         help="auto: drop_caches as root, else fadvise")
     harness.add_common_options(parser, trials=1, warmup=0)
@@ -466,6 +520,17 @@ def main(argv=None) -> int:
         for mode in [m for m in modes if m != "cpu"]:
             print(f"note: {mode} skipped, no usable GPU: {problem.splitlines()[0]}")
         modes = [m for m in modes if m == "cpu"]
+    saved = config.PAGE_DECODE
+    if args.decode is not None:
+        config.PAGE_DECODE = args.decode
+    try:
+        return run_tiers(parser, args, modes)
+    finally:
+        config.PAGE_DECODE = saved
+
+
+def run_tiers(parser, args, modes: list) -> int:
+    """The cases, the table and the summary row of :func:`main`."""
     compress = {"true": True, "false": False}.get(args.compress, "auto")
     graph = load_graph(args.graph, compress=compress, page_bytes=args.page_bytes,
                        store=args.store)
@@ -481,15 +546,18 @@ def main(argv=None) -> int:
           f"{store.num_edges:,} edges), store {store.path}: {len(store.pages)} pages, "
           f"{stored / 1e6:.1f} MB on disk ({stored / max(store.num_edges, 1):.2f} bytes an "
           f"edge{', compressed' if any(i.compressed for i in store.pages) else ''}); GPU "
-          f"budget vertex data + {args.gpu_fraction:g} of the pages, host budget fixed + "
-          f"read-ahead + {args.host_fraction:g} of the pages")
+          f"budget vertex data + {args.gpu_fraction:g} of the pages, host budget (one for "
+          f"every mode) fixed + the largest read-ahead of the modes + {args.host_fraction:g} "
+          "of the pages")
     choice = store.manifest["layout"].get("compress")
     if isinstance(choice, dict):
         print(f"page format {choice['reason']}")
+    print(describe_host_budget(store, modes, args))
     sequential: list = []
     rows = harness.run_cases("tiers", tier_cases(graph, args, modes, sequential), args,
                              extra={"graph": args.graph, "store": str(store.path),
                                     "gpu_fraction": args.gpu_fraction,
+                                    "decode": dict(config.PAGE_DECODE),
                                     "host_fraction": args.host_fraction})
     speeds = [run["bytes_per_s"] for run in sequential]
     disk_speed = statistics.median(speeds)
@@ -499,7 +567,8 @@ def main(argv=None) -> int:
     table = table_rows(rows, disk_speed)
     print_table(table)
     if any(not entry["must_move"] for entry in table):
-        print("note: where nothing must move, the budgets hold every page; lower the fractions")
+        print("note: where nothing must move, the budgets hold every page; lower the fractions, "
+              "--readahead-bytes or --page-bytes")
     for entry in table:
         if "frontier_needs" in entry:
             print(f"{entry['program']}/{entry['mode']}: its frontiers need "

@@ -56,7 +56,9 @@ import numba
 from .errors import SignalInterrupt
 
 #: Held around parallel kernel launches when only workqueue is available.
-PARALLEL_LOCK = threading.Lock()
+#: Re-entrant: a launch may come inside another's section in the same thread
+#: (a CPU consumer decoding the page it takes inside its walk's section).
+PARALLEL_LOCK = threading.RLock()
 
 
 def _threadsafe_layer_available() -> bool:

@@ -386,10 +386,21 @@ PAGE_READAHEAD_BYTES = 4 * MAX_PAGE_BYTES
 #: one, a device idles between the end of a read and the next request.
 READS_IN_FLIGHT_PER_DIRECTORY = 2
 
-#: Threads of one page reader decoding compressed pages, each a page at a
+#: Threads of one page reader decoding compressed pages (a reader whose
+#: pages its decoder threads decode, :data:`PAGE_DECODE`), each a page at a
 #: time (a few hundred million edges a second each): enough to keep up with
 #: a disk at 2 bytes an edge, few enough to leave the cores to the run.
 PAGE_DECODERS_PER_READER = 4
+
+#: Who decodes the compressed pages each consumer's page reader streams
+#: (:class:`~garaphpy.storage.page_io.PageReader`'s ``decode``): the CPU
+#: itself, each page's blocks in parallel on numba's threads when it takes
+#: the page (decoder threads beside kernels on every core stall their
+#: parallel sections: on the 2-core dev VM, kron:20 from disk, CC took 144
+#: ms an iteration against 206 with them, PageRank 172 against 190; with
+#: other processes on the cores the two were even); the GPU's reader in its
+#: decoder threads, ahead of it, on cores its kernels leave idle.
+PAGE_DECODE = {"cpu": "consumer", "gpu": "threads"}
 
 #: Cores left to the reader and checksum threads of each storage directory
 #: when a run streams pages and its thread count is the default (at most a

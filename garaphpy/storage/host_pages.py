@@ -48,7 +48,14 @@ from .page_io import PageReader, aligned_empty, buffer_bytes
 from .store import Page, Store
 from .tiers import DISK, GPU, HOST, PagePlacement, PageReuse, revised_placement
 
-__all__ = ["HostPages", "PageCursor"]
+__all__ = ["HostPages", "PageCursor", "decoder_of"]
+
+
+def decoder_of(consumer: str) -> str:
+    """Who decodes the compressed pages of ``consumer``'s reader
+    (:class:`~garaphpy.storage.page_io.PageReader`'s ``decode``):
+    ``config.PAGE_DECODE``, decoder threads for a consumer it does not name."""
+    return config.PAGE_DECODE.get(consumer, "threads")
 
 
 class HostPages:
@@ -167,7 +174,7 @@ class HostPages:
                 self._readers[consumer] = PageReader(
                     self.store, readahead_bytes=self.readahead_bytes,
                     allocator=self._allocators.get(consumer), direct=self.direct,
-                    check=self.check)
+                    check=self.check, decode=decoder_of(consumer))
             return self._readers[consumer]
 
     def load(self, consumer: str) -> None:
@@ -213,8 +220,9 @@ class HostPages:
         -------
         dict or None
             The decision's entry for the iteration's record (``choice``, its
-            inputs, the pages asked for, the tiers' page counts and bytes
-            after it); None where the run does not revise by reuse.
+            inputs, the pages asked for, their disk bytes in the host's and
+            the disk's tier, the tiers' page counts and bytes after it); None
+            where the run does not revise by reuse.
         """
         with self._asked_lock:
             asked = self._asked | self._held_here
@@ -222,8 +230,13 @@ class HostPages:
         if not self.by_reuse:
             return None
         self.reuse.note(asked)
-        placement, entry = revised_placement(self.placement, self.reuse)
+        before = self.placement
+        placement, entry = revised_placement(before, self.reuse)
         entry["asked_pages"] = int(asked.sum())
+        # disk bytes of the pages asked for in the host's and the disk's tier: what
+        # the iteration read (each once), a first one filling the host's cache
+        for tier, name in ((HOST, "asked_host_bytes"), (DISK, "asked_disk_bytes")):
+            entry[name] = int(before.disk_bytes[asked & (before.tiers == tier)].sum())
         if placement is not self.placement:
             host = placement.pages(HOST)
             sizes = placement.page_bytes

@@ -30,9 +30,14 @@ ordinary reads followed by ``posix_fadvise(POSIX_FADV_DONTNEED)``.
 Compressed pages.  The blocks of a page stored compressed
 (:mod:`garaphpy.storage.page_codec`) are read into a staging buffer, checked
 there (the CRC-32 covers the bytes on disk), and decoded into the page
-buffer by one of ``config.PAGE_DECODERS_PER_READER`` decoder threads (the
-reader and checker threads go on meanwhile), so the consumer receives the
-plain image, read ahead like any other.
+buffer.  Who decodes is the reader's ``decode``: ``"threads"`` (one of
+``config.PAGE_DECODERS_PER_READER`` decoder threads, a page each, while the
+reader and checker threads go on: a consumer that leaves the cores idle,
+the GPU's) or ``"consumer"`` (the consumer's own thread when it reaches the
+page, the page's blocks in parallel on numba's threads: a CPU kernel that
+runs on every core, whose parallel sections background decoders would
+preempt, each stalled section waiting for its slowest thread).  Either way
+the consumer receives the plain image; the reads run ahead of it.
 
 Checksums.  With ``check`` each block's CRC-32 is verified by a second
 thread of its directory while the reader goes on to the next block, so that
@@ -62,11 +67,15 @@ from pathlib import Path
 import numpy as np
 
 from .. import config
+from .._numba_setup import parallel_section
 from ..errors import ConfigError, StoreCorruptError, StoreError
 from .layout import align
 from .store import Page, PageInfo, Store
 
 __all__ = ["PageReader", "aligned_empty", "open_for_streaming", "drop_from_page_cache"]
+
+#: Who decodes a compressed page (see the module docstring).
+DECODERS = ("threads", "consumer")
 
 #: Seconds between two checks that the reader threads are alive while the
 #: consumer waits for a page.
@@ -240,7 +249,7 @@ class _PageRead:
     """One page being read: its buffer and the count of blocks still to come."""
 
     __slots__ = ("info", "buffer", "target", "finish", "pending", "error", "done",
-                 "cancelled", "released", "pooled", "lock", "bytes_done")
+                 "cancelled", "released", "pooled", "lock", "bytes_done", "staged")
 
     def __init__(self, info: PageInfo, buffer: np.ndarray, pooled: bool,
                  target: np.ndarray | None = None,
@@ -249,6 +258,8 @@ class _PageRead:
         self.buffer = buffer
         #: where the blocks land: ``buffer``, or the staging buffer of a compressed page
         self.target = buffer if target is None else target
+        #: the staging buffer ``target`` is still this read's (not decoded yet)
+        self.staged = target is not None
         #: called (it must not raise) instead of marking the read done, by the
         #: thread that completes the last block; it marks it done itself
         self.finish = finish
@@ -301,6 +312,82 @@ class _StreamState:
         return cancelled
 
 
+class _Decoder:
+    """The staging buffers of a reader's compressed pages and who decodes
+    them (``decode``, see :class:`PageReader`): decoder threads as each
+    page's blocks are read and checked, or the consumer when it takes it."""
+
+    def __init__(self, store: Store, decode: str, staging_bytes: int):
+        self.store = store
+        self.decode = decode
+        self.staging_bytes = staging_bytes
+        self.staging: list[np.ndarray] = []
+        self._lock = threading.Lock()
+        self._threads: ThreadPoolExecutor | None = None
+
+    def new_read(self, info: PageInfo, buffer: np.ndarray, pooled: bool) -> _PageRead:
+        """A read of compressed page ``info``: its blocks into a staging
+        buffer, decoded into ``buffer``."""
+        with self._lock:
+            staging = self.staging.pop() if self.staging else aligned_empty(self.staging_bytes)
+        finish = self._hand_to_thread if self.decode == "threads" else None
+        return _PageRead(info, buffer, pooled, target=staging, finish=finish)
+
+    def _hand_to_thread(self, read: _PageRead) -> None:
+        """A compressed page whose blocks are all read (and checked): decode it in
+        a decoder thread, so that the reader and checker threads go on."""
+        with self._lock:
+            if self._threads is None:
+                self._threads = ThreadPoolExecutor(
+                    config.PAGE_DECODERS_PER_READER, thread_name_prefix="garaphpy-page-decoder")
+        try:
+            self._threads.submit(self._decode_in_thread, read)
+        except RuntimeError:    # the reader closes: nobody waits for the page
+            read.cancelled = True
+            self._decode_in_thread(read)
+
+    def _decode_in_thread(self, read: _PageRead) -> None:
+        """Decode a compressed page read into its staging buffer, give the
+        staging buffer back and mark the read done."""
+        try:
+            if not read.cancelled and read.error is None:
+                self.store.decode_page(read.info, read.target[:read.info.stored_nbytes],
+                                       read.buffer)
+        except BaseException as error:  # handed to the consumer
+            read.fail(error)
+        finally:
+            self.unstage(read)
+            read.done.set()
+
+    def decode_here(self, read: _PageRead) -> None:
+        """Decode a compressed page read and checked, not decoded yet
+        (``decode="consumer"``), in the calling thread, its blocks in
+        parallel; a failure is the read's.  Nothing for any other read."""
+        if not read.staged:
+            return
+        try:
+            if read.error is None:
+                with parallel_section():
+                    self.store.decode_page(read.info, read.target[:read.info.stored_nbytes],
+                                           read.buffer, parallel=True)
+        except BaseException as error:  # raised by the caller, as a reader thread's
+            read.fail(error)
+        finally:
+            self.unstage(read)
+
+    def unstage(self, read: _PageRead) -> None:
+        """Give back the staging buffer of ``read`` (once; nothing for a plain page)."""
+        with self._lock:
+            if read.staged:
+                read.staged = False
+                self.staging.append(read.target)
+
+    def shutdown(self) -> None:
+        """Stop the decoder threads (after the pages under way)."""
+        if self._threads is not None:
+            self._threads.shutdown()
+
+
 class PageReader:
     """Stream page images of a store, reader threads per storage directory.
 
@@ -328,6 +415,11 @@ class PageReader:
     check : bool
         Verify each block's CRC-32 as it is read (in a checker thread per
         directory).
+    decode : {"threads", "consumer"}
+        Who decodes compressed pages: decoder threads of the reader, ahead
+        of the consumer (default), or the consumer's thread when it takes
+        the page, its blocks in parallel on numba's threads (a CPU kernel
+        on every core).
 
     Attributes
     ----------
@@ -365,9 +457,12 @@ class PageReader:
 
     def __init__(self, store: Store, *, readahead_bytes: int | None = None,
                  allocator: Callable[[int], np.ndarray] | None = None,
-                 direct: bool | None = None, check: bool = True):
+                 direct: bool | None = None, check: bool = True, decode: str = "threads"):
         if direct not in (None, True, False):
             raise ConfigError(f"direct={direct!r}: expected None, True or False")
+        if decode not in DECODERS:
+            raise ConfigError(f"decode={decode!r}: expected one of {', '.join(DECODERS)}")
+        self.decode = decode
         self.store = store
         self.check = bool(check)
         self.block_bytes = int(store.manifest["layout"]["block_bytes"])
@@ -396,9 +491,7 @@ class PageReader:
         self._lock = threading.Lock()
         #: staging buffers of compressed pages (read into, then decoded from)
         self.staging_bytes = staging_buffer_bytes(store)
-        self._staging: list[np.ndarray] = []
-        self._staging_lock = threading.Lock()
-        self._decoders: ThreadPoolExecutor | None = None
+        self._decoder = _Decoder(store, decode, self.staging_bytes)
         self._free: list[np.ndarray] = []
         self._allocated = 0
         self._in_use = 0
@@ -506,8 +599,7 @@ class PageReader:
             q.put(None)
         for thread in self._threads:
             thread.join()
-        if self._decoders is not None:
-            self._decoders.shutdown()
+        self._decoder.shutdown()
         for file in self._files:
             file.close()
         self._free.clear()
@@ -577,37 +669,7 @@ class PageReader:
         to a staging buffer first and are decoded into ``buffer``."""
         if not info.compressed:
             return _PageRead(info, buffer, pooled)
-        with self._staging_lock:
-            staging = self._staging.pop() if self._staging else aligned_empty(
-                self.staging_bytes)
-        return _PageRead(info, buffer, pooled, target=staging, finish=self._hand_to_decoder)
-
-    def _hand_to_decoder(self, read: _PageRead) -> None:
-        """A compressed page whose blocks are all read (and checked): decode it in
-        a decoder thread, so that the reader and checker threads go on."""
-        with self._staging_lock:
-            if self._decoders is None:
-                self._decoders = ThreadPoolExecutor(
-                    config.PAGE_DECODERS_PER_READER, thread_name_prefix="garaphpy-page-decoder")
-        try:
-            self._decoders.submit(self._decode, read)
-        except RuntimeError:    # the reader closes: nobody waits for the page
-            read.cancelled = True
-            self._decode(read)
-
-    def _decode(self, read: _PageRead) -> None:
-        """Decode a compressed page read into its staging buffer, give the
-        staging buffer back and mark the read done."""
-        try:
-            if not read.cancelled and read.error is None:
-                self.store.decode_page(read.info, read.target[:read.info.stored_nbytes],
-                                       read.buffer)
-        except BaseException as error:  # handed to the consumer
-            read.fail(error)
-        finally:
-            with self._staging_lock:
-                self._staging.append(read.target)
-            read.done.set()
+        return self._decoder.new_read(info, buffer, pooled)
 
     def _submit(self, read: _PageRead) -> None:
         """Hand every block of a page to the thread of its storage directory."""
@@ -652,6 +714,7 @@ class PageReader:
         return buffer[:self.buffer_bytes]
 
     def _release(self, read: _PageRead) -> None:
+        self._decoder.unstage(read)     # a page read and not decoded (dropped, failed)
         with self._lock:
             if read.released:
                 return
@@ -805,6 +868,7 @@ class PageReader:
                 except BaseException:
                     state.queued.appendleft(read)
                     raise
+                self._decoder.decode_here(read)
                 if read.error is not None:
                     self._release(read)
                     raise read.error
@@ -861,6 +925,7 @@ class PageReader:
         read = self._new_read(info, out, pooled=False)
         self._submit(read)
         self._wait(read)
+        self._decoder.decode_here(read)
         if read.error is not None:
             raise read.error
         with self._lock:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 import numpy as np
 import pytest
 
@@ -38,6 +40,8 @@ def test_cpu_pagerank_reads_exactly_the_pages_in_no_budget(store_dir, tmp_path, 
     assert [line.split("|")[1:3] for line in table] == [[" pagerank ", " cpu "],
                                                         [" bfs ", " cpu "]]
     assert "MB/s sequential over the store's files" in out
+    assert "MB for every mode (read-ahead 0.0 MB a reader): cpu caches " in out
+    assert "no disk test" not in out
     written = {row["case"]: row for row in harness.read_rows(rows)}
     assert {"sequential-before", "sequential-after", "pagerank/cpu/memory", "pagerank/cpu/disk",
             "bfs/cpu/memory", "bfs/cpu/disk", "summary"} <= set(written)
@@ -53,6 +57,7 @@ def test_cpu_pagerank_reads_exactly_the_pages_in_no_budget(store_dir, tmp_path, 
                for name in written if "/cpu/" in name)
     (pagerank,) = [e for e in written["summary"]["record"]["table"] if e["program"] == "pagerank"]
     assert pagerank["read_over_must_move"] == 1.0 and pagerank["time_over_model"] > 0
+    assert pagerank["host_memory"] == tiers.host_budget(store, 1, 0.25, 16 << 10)
 
 
 @pytest.mark.gpu
@@ -88,6 +93,23 @@ def test_host_budget_caches_the_fraction_of_the_pages(tmp_path, compress, reader
     assert everything.all_cached
 
 
+def test_every_mode_runs_on_one_host_budget(tmp_path):
+    """The budget of the mode of most readers (hybrid: two) for every mode: a
+    mode of one reader caches what hybrid spends on its second read-ahead."""
+    store = garaphpy.Graph.load("rmat:10", store=tmp_path / "s", progress=False,
+                                compress=True, max_page_bytes=PAGE_BYTES,
+                                generator_options={"weighted": False}).store
+    per_reader = PAGE_BYTES
+    budget = tiers.common_host_budget(store, ["cpu", "gpu", "hybrid"], 0.25, per_reader)
+    assert budget == tiers.host_budget(store, 2, 0.25, per_reader) \
+        > tiers.host_budget(store, 1, 0.25, per_reader)
+    assert tiers.common_host_budget(store, ["gpu", "cpu"], 0.25, per_reader) == \
+        tiers.host_budget(store, 1, 0.25, per_reader)
+    one, _ = plan_run_pages(store, 1, budget, per_reader)
+    two, _ = plan_run_pages(store, 2, budget, per_reader)
+    assert one.cached_bytes > two.cached_bytes and not one.all_cached
+
+
 def test_gpu_budget_is_the_vertex_data_the_buffers_and_the_fraction():
     wire = [3000, 5000, 2000]
     assert tiers.gpu_budget_bytes(10_000, wire, 700, 0.25) == \
@@ -118,3 +140,34 @@ def test_cc_on_a_directed_graph_is_refused_by_name(store_dir, tmp_path, capsys):
     with pytest.raises(SystemExit):
         run_bench(store_dir, tmp_path / "rows.jsonl", "--modes", "cpu", "--programs", "cc")
     assert "--programs cc: rmat:10 is directed" in capsys.readouterr().err
+
+
+def test_cc_reads_each_page_it_asks_for_once(tmp_path):
+    """CC converges in few iterations (one, after its union-find start): a
+    first iteration also fills the host's cache, and must move the pages it
+    asked for outside the GPU's, each once."""
+    rows = tmp_path / "rows.jsonl"
+    assert tiers.main(["--graph", "kron:12", "--page-bytes", "32K", "--readahead-bytes", "64K",
+                       "--programs", "cc", "--modes", "cpu", "--threads", "1",
+                       "--cache-drop", "fadvise", "--quiet", "--json", str(rows)]) == 0
+    disk = {row["case"]: row for row in harness.read_rows(rows)}["cc/cpu/disk"]["metrics"][0]
+    assert disk["host_cached_pages"] > 0 and disk["disk_pages"] > 0
+    if disk["iterations"] == 1:     # its pages in the host's tier move too
+        assert disk["must_move"] > disk["must_move_first_placed"]
+    assert 0 < disk["bytes_read"] == disk["must_move"]
+
+
+def test_decode_names_who_decodes_each_consumers_pages():
+    assert tiers.parse_decode("gpu=consumer") == {**config.PAGE_DECODE, "gpu": "consumer"}
+    for bad in ("gpu=nobody", "disk=threads", "gpu"):
+        with pytest.raises(argparse.ArgumentTypeError, match="CONSUMER=WHO"):
+            tiers.parse_decode(bad)
+
+
+def test_a_budget_that_holds_every_page_is_named(store_dir):
+    store = garaphpy.Graph.open(store_dir).store
+    args = argparse.Namespace(readahead_bytes=16 << 10, host_fraction=1.0)
+    line = tiers.describe_host_budget(store, ["cpu", "hybrid"], args)
+    assert f"cpu caches {len(store.pages)} of {len(store.pages)} pages (no disk test" in line
+    args.host_fraction = 0.25
+    assert "no disk test" not in tiers.describe_host_budget(store, ["cpu", "hybrid"], args)

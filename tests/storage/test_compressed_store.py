@@ -10,6 +10,7 @@ still open, and a page format this version does not know is refused.
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,8 @@ from garaphpy.errors import StoreCorruptError, StoreError
 from garaphpy.options import BuildOptions
 from garaphpy.storage.builder import build_store
 from garaphpy.storage.host_budget import plan_run_pages, run_fixed_bytes
-from garaphpy.storage.page_io import PageReader, page_buffer_bytes, staging_buffer_bytes
+from garaphpy.storage.page_io import (
+    DECODERS, PageReader, page_buffer_bytes, staging_buffer_bytes)
 from garaphpy.storage.readers import from_arrays
 from garaphpy.storage.store import Store, read_manifest, write_manifest
 
@@ -80,12 +82,13 @@ def test_the_store_records_its_compressed_pages(stores):
     assert "pages stored" not in plain.describe()
 
 
-def test_every_read_gives_the_plain_pages(stores):
+@pytest.mark.parametrize("decode", DECODERS)
+def test_every_read_gives_the_plain_pages(stores, decode):
     plain, packed = stores
     expected = [plain.read_page(i) for i in range(len(plain.pages))]
     for i, page in enumerate(expected):
         assert_same_page(packed.read_page(i), page)
-    with PageReader(packed, check=True) as reader:
+    with PageReader(packed, check=True, decode=decode) as reader:
         order = list(range(len(expected)))[::-1] + [0, 2]
         for index, page in reader.stream(order):
             assert_same_page(page, expected[index])
@@ -118,11 +121,12 @@ def test_a_range_of_a_pages_edges_reads_as_the_page_holds_them(stores):
         plain.read_edges(0, 0, plain.pages[0].num_edges + 1, np.empty(0, np.int32))
 
 
-def test_unweighted_and_buffered_reads(tmp_path):
+@pytest.mark.parametrize("decode", DECODERS)
+def test_unweighted_and_buffered_reads(tmp_path, decode):
     plain, packed = build(tmp_path / "plain", False, False), build(tmp_path / "packed", True,
                                                                   False)
-    with PageReader(packed, direct=False, readahead_bytes=PageReader(packed).buffer_bytes) \
-            as reader:
+    with PageReader(packed, direct=False, readahead_bytes=PageReader(packed).buffer_bytes,
+                    decode=decode) as reader:
         for index, page in reader.stream():
             expected = plain.read_page(index)
             assert page.weights is None
@@ -152,7 +156,8 @@ def damage(store: Store, page: int) -> None:
     path.write_bytes(bytes(data))
 
 
-def test_a_damaged_compressed_page_is_found(tmp_path):
+@pytest.mark.parametrize("decode", DECODERS)
+def test_a_damaged_compressed_page_is_found(tmp_path, decode):
     store = build(tmp_path, True)
     damage(store, 2)
     store = Store.open(store.path, verify="none")
@@ -160,7 +165,7 @@ def test_a_damaged_compressed_page_is_found(tmp_path):
         store.read_page(2)
     with pytest.raises(StoreCorruptError, match="checksum"):
         store.csc()
-    with PageReader(store) as reader:
+    with PageReader(store, decode=decode) as reader:
         with pytest.raises(StoreCorruptError, match="checksum mismatch in block 0 of page 2"):
             for _ in reader.stream():
                 pass
@@ -168,7 +173,8 @@ def test_a_damaged_compressed_page_is_found(tmp_path):
         Store.open(store.path, verify="full")
 
 
-def test_a_page_that_does_not_decode_is_refused_unchecked(tmp_path):
+@pytest.mark.parametrize("decode", DECODERS)
+def test_a_page_that_does_not_decode_is_refused_unchecked(tmp_path, decode):
     """Without checksums the decoder still refuses a stream that contradicts
     its page (here: its block table's length word)."""
     store = build(tmp_path, True)
@@ -180,9 +186,48 @@ def test_a_page_that_does_not_decode_is_refused_unchecked(tmp_path):
     store = Store.open(store.path, verify="none")
     with pytest.raises(StoreCorruptError, match="page 1"):
         store.read_page(1, check=False)
-    with PageReader(store, check=False) as reader:
+    with PageReader(store, check=False, decode=decode) as reader:
         with pytest.raises(StoreCorruptError, match="page 1"):
             reader.read_page(1)
+        with pytest.raises(StoreCorruptError, match="page 1"):
+            for _ in reader.stream([0, 1, 2]):
+                pass
+        # the reader serves on: the pages after the bad one
+        assert_same_page(reader.read_page(2), store.read_page(2))
+
+
+def test_the_consumer_decodes_only_what_it_takes_and_keeps_its_staging(stores):
+    """decode="consumer": no page is decoded before the consumer takes it (a
+    read-ahead dropped unused costs no decode), and every staging buffer
+    comes back, however the streams end."""
+    plain, packed = stores
+    decoded = []
+    with PageReader(packed, decode="consumer") as reader:
+        original = packed.decode_page
+
+        def counting(info, *args, **kwargs):
+            decoded.append(info.index)
+            return original(info, *args, **kwargs)
+
+        packed.decode_page = counting
+        try:
+            for rounds in range(3):
+                for taken, (index, page) in enumerate(reader.stream()):
+                    assert_same_page(page, plain.read_page(index))
+                    if taken == 1:
+                        break           # the read-ahead beyond page 1 is dropped
+            assert decoded == [0, 1] * 3
+            assert reader.bytes_dropped > 0
+            assert len(reader._decoder.staging) <= reader.max_buffers + 1
+            reader.prefetch([3, 4])
+            reader.cancel_prefetch()
+            assert decoded == [0, 1] * 3
+            for index, page in reader.stream([4, 3]):
+                assert_same_page(page, plain.read_page(index))
+        finally:
+            del packed.decode_page
+    assert decoded == [0, 1] * 3 + [4, 3]
+    assert len(reader._decoder.staging) <= reader.max_buffers + 1
 
 
 def test_a_plain_store_of_before_compression_still_opens(tmp_path, stores):
@@ -223,7 +268,7 @@ def test_the_host_budget_pays_for_the_staging_buffers(stores):
                 reader.read_page(index)
             for _ in reader.stream():
                 pass
-            assert len(reader._staging) <= 2
+            assert len(reader._decoder.staging) <= 2
 
 
 def test_the_option_keys_a_store_only_when_set():
@@ -251,3 +296,25 @@ def test_a_newer_store_version_is_refused(tmp_path):
     write_manifest(store.path, manifest)
     with pytest.raises(StoreError, match="format version"):
         Store.open(store.path)
+
+
+def test_a_consumer_decode_inside_a_parallel_section_goes_on(stores, monkeypatch):
+    """Without a thread-safe numba layer parallel launches are serialized by a
+    lock; a walk inside one's section (a pull over pages) decodes its pages in
+    the same thread, so the lock must let it in again, not hang."""
+    from garaphpy import _numba_setup
+
+    plain, packed = stores
+    monkeypatch.setattr(_numba_setup, "THREADSAFE", False)
+    taken = []
+
+    def walk():
+        with PageReader(packed, decode="consumer") as reader, _numba_setup.parallel_section():
+            for index, page in reader.stream():
+                assert_same_page(page, plain.read_page(index))
+                taken.append(index)
+
+    thread = threading.Thread(target=walk, daemon=True)
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive() and taken == list(range(len(packed.pages)))

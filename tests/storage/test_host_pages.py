@@ -509,3 +509,65 @@ def test_nothing_held_elsewhere_or_everything_cached_keeps_the_plan(store):
     assert cache_beside(everything, sizes, {0, 1}) is everything
     moved = cache_beside(partial, sizes, {0})
     assert moved.cached == (1, 2) and moved.streamed[0] == 0
+
+
+# ------------------------------------------------------------ compressed pages --
+def test_compressed_pages_decoded_by_each_consumer_in_its_own_way(tmp_path):
+    """The CPU's reader decodes its pages itself, in parallel, when it takes
+    them; the GPU's reader in decoder threads ahead of it.  Both walking at
+    once, from two threads, get the plain pages."""
+    from garaphpy.options import BuildOptions
+    from garaphpy.storage.builder import build_store
+    from garaphpy.storage.readers import from_arrays
+
+    rng = np.random.default_rng(5)
+    n, m = 2000, 20000
+    (tmp_path / "ssd").mkdir()
+    store = build_store(from_arrays(rng.integers(0, n, m), rng.integers(0, n, m),
+                                    rng.integers(1, 100, m)), tmp_path / "store",
+                        BuildOptions(block_bytes=4096, max_page_bytes=20000, compress=True,
+                                     storage_dirs=[str(tmp_path / "ssd")]), progress=False)
+    assert all(info.compressed for info in store.pages) and len(store.pages) > CACHED_PAGES + 4
+    paged = make_pages(store)
+    try:
+        assert paged.reader("cpu").decode == "consumer"
+        assert paged.reader("gpu").decode == "threads"
+        errors = []
+
+        def consume(consumer, order):
+            try:
+                for _ in range(3):
+                    cursor = paged.cursor(order, consumer)
+                    for index in order:
+                        assert_same_page(store, index, cursor.get(index))
+                    cursor.close()
+            except BaseException as error:  # pragma: no cover - reported below
+                errors.append(error)
+
+        order = list(range(len(store.pages)))
+        threads = [threading.Thread(target=consume, args=("gpu", order)),
+                   threading.Thread(target=consume, args=("cpu", order[::-1]))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        assert errors == []
+    finally:
+        paged.close()
+
+
+def test_an_iteration_records_the_bytes_it_asked_for_in_each_tier(store, pages):
+    """The first walk fills the host's cache and reads the disk's pages: its
+    record's asked bytes are the disk bytes of every page it asked for."""
+    sizes = [info.disk_bytes for info in store.pages]
+    asked = [0, 1, CACHED_PAGES, CACHED_PAGES + 2]
+    cursor = pages.cursor(asked)
+    for index in asked:
+        cursor.get(index)
+    cursor.close()
+    read = pages.bytes_read         # before the iteration's end may read ahead for the next
+    entry = pages.end_iteration()
+    assert entry["asked_pages"] == len(asked)
+    assert entry["asked_host_bytes"] == sizes[0] + sizes[1]
+    assert entry["asked_disk_bytes"] == sizes[CACHED_PAGES] + sizes[CACHED_PAGES + 2]
+    assert read == sum(sizes[k] for k in asked)

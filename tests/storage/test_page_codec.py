@@ -86,16 +86,41 @@ def test_a_whole_graph_round_trips_in_the_words_the_format_counts(skewed, parall
     assert stream.nbytes < 0.6 * 4 * sources.size        # smaller than the sources alone
 
 
-def test_pages_cut_at_every_boundary_round_trip():
-    # zero-degree vertices, a heavy vertex and blocks ending inside destinations
+@pytest.mark.parametrize("parallel", [False, True])
+def test_pages_cut_at_every_boundary_round_trip(parallel):
+    # zero-degree vertices, a heavy vertex and blocks ending inside destinations;
+    # in parallel each block is decoded by its own thread, as the CPU's reader does
     src = np.r_[np.arange(300) % 37, [5, 5, 9], np.arange(40)]
     dst = np.r_[np.full(300, 4), [0, 2, 2], np.arange(40) % 13 + 6]
     in_offsets, sources = csc_of(20, src, dst)
     m = sources.size
     for cut in range(m + 1):
         for begin, end in ((0, cut), (cut, m)):
-            stream = round_trip(in_offsets, sources, begin, end)
+            stream = round_trip(in_offsets, sources, begin, end, parallel)
             assert stream.size == expected_words(in_offsets, sources, begin, end)
+
+
+def test_a_parallel_decode_writes_what_the_serial_one_does():
+    """Sources and IdxOff of every page cut of a skewed graph, decoded with
+    the blocks in parallel and one after the other: the same arrays."""
+    in_offsets, sources = random_csc(11, 200, 5000, skewed=True)
+    shard_first = np.arange(0, 200, 9)
+    for cut in range(0, sources.size + 1, 97):
+        for begin, end in ((0, cut), (cut, sources.size)):
+            first, stop = page_range(in_offsets, begin, end)
+            page_shards = shard_first[(shard_first >= shard_first[shard_first <= first].max())
+                                      & (shard_first < stop)]
+            stream = encode_sources(sources[begin:end], in_offsets, begin, first, stop)
+            decoded = []
+            for parallel in (False, True):
+                out = np.full(end - begin, -1, np.int32)
+                idxoff = np.full(end - begin, 9999, np.uint16)
+                decode_sources(stream.view(np.uint8), in_offsets, begin, first, stop, out,
+                               idxoff=idxoff, shard_first=page_shards, parallel=parallel)
+                decoded.append((out, idxoff))
+            np.testing.assert_array_equal(decoded[0][0], decoded[1][0])
+            np.testing.assert_array_equal(decoded[0][1], decoded[1][1])
+            np.testing.assert_array_equal(decoded[1][0], sources[begin:end])
 
 
 @pytest.mark.parametrize("parallel", [False, True])
