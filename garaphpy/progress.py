@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import os
 import sys
 import threading
 import time
@@ -245,9 +246,14 @@ class DelayedCalls:
     """
 
     def __init__(self):
+        self._keys = itertools.count()
+        self._forget_thread()
+        if hasattr(os, "register_at_fork"):     # a forked child has no such thread
+            os.register_at_fork(after_in_child=self._forget_thread)
+
+    def _forget_thread(self) -> None:
         self._condition = threading.Condition()
         self._pending: dict[int, tuple[float, Callable[[], None]]] = {}
-        self._keys = itertools.count()
         self._thread: threading.Thread | None = None
 
     def schedule(self, delay: float, call: Callable[[], None]) -> int:

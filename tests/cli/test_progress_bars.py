@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import builtins
 import io
+import os
 import logging
 import sys
 import threading
@@ -146,3 +147,22 @@ def test_a_failing_delayed_call_leaves_the_thread_serving(caplog):
         delayed.schedule(0.02, done.set)
         assert done.wait(5.0)
     assert any("delayed call failed" in record.getMessage() for record in caplog.records)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_delayed_calls_run_in_a_forked_child():
+    delayed = progress.DelayedCalls()
+    parent_done = threading.Event()
+    delayed.schedule(0.0, parent_done.set)      # the parent's thread exists
+    assert parent_done.wait(5.0)
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:      # pragma: no cover - the child reports through the pipe
+        done = threading.Event()
+        delayed.schedule(0.0, done.set)
+        os.write(write_end, b"1" if done.wait(5.0) else b"0")
+        os._exit(0)
+    os.close(write_end)
+    answer = os.read(read_end, 1)
+    os.waitpid(child, 0)
+    assert answer == b"1"
