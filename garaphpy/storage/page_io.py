@@ -54,6 +54,7 @@ the page concerned; the threads keep serving.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import queue
@@ -347,30 +348,28 @@ class _Decoder:
             self._decode_in_thread(read)
 
     def _decode_in_thread(self, read: _PageRead) -> None:
-        """Decode a compressed page read into its staging buffer, give the
-        staging buffer back and mark the read done."""
-        try:
-            if not read.cancelled and read.error is None:
-                self.store.decode_page(read.info, read.target[:read.info.stored_nbytes],
-                                       read.buffer)
-        except BaseException as error:  # handed to the consumer
-            read.fail(error)
-        finally:
-            self.unstage(read)
-            read.done.set()
+        """Decode a compressed page read into its staging buffer (in a decoder
+        thread, serially) and mark the read done."""
+        self._decode(read, parallel=False)
+        read.done.set()
 
     def decode_here(self, read: _PageRead) -> None:
         """Decode a compressed page read and checked, not decoded yet
         (``decode="consumer"``), in the calling thread, its blocks in
         parallel; a failure is the read's.  Nothing for any other read."""
-        if not read.staged:
-            return
+        if read.staged:
+            self._decode(read, parallel=True)
+
+    def _decode(self, read: _PageRead, parallel: bool) -> None:
+        """Decode ``read``'s staging buffer into its page buffer unless the read
+        failed or nobody waits for it (a failure becomes the read's), and give
+        the staging buffer back."""
         try:
-            if read.error is None:
-                with parallel_section():
+            if not read.cancelled and read.error is None:
+                with parallel_section() if parallel else contextlib.nullcontext():
                     self.store.decode_page(read.info, read.target[:read.info.stored_nbytes],
-                                           read.buffer, parallel=True)
-        except BaseException as error:  # raised by the caller, as a reader thread's
+                                           read.buffer, parallel=parallel)
+        except BaseException as error:  # handed to the consumer
             read.fail(error)
         finally:
             self.unstage(read)

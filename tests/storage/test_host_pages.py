@@ -241,8 +241,10 @@ def test_two_consumers_walk_from_the_two_ends(store, expected, pages):
     assert streamed <= pages.bytes_read - pages.cached_bytes <= streamed + window
 
 
-def test_concurrent_consumers_in_threads(store, expected, pages):
-    n = len(store.pages)
+def walk_from_two_threads(pages, num_pages: int, check, seconds: float = 60) -> list:
+    """Three walks over every page by the GPU's consumer (in order) and the CPU's
+    (reversed), each in a thread at once, ``check(index, page)`` on each page;
+    the errors raised."""
     errors = []
 
     def consume(consumer, order):
@@ -250,20 +252,26 @@ def test_concurrent_consumers_in_threads(store, expected, pages):
             for _ in range(3):
                 cursor = pages.cursor(order, consumer)
                 for index in order:
-                    page = cursor.get(index)
-                    if not same(expected, page):
-                        errors.append((consumer, index))
+                    check(index, cursor.get(index))
                 cursor.close()
-        except BaseException as error:  # pragma: no cover - reported below
+        except BaseException as error:  # pragma: no cover - reported by the caller
             errors.append(error)
 
-    threads = [threading.Thread(target=consume, args=("gpu", list(range(n)))),
-               threading.Thread(target=consume, args=("cpu", list(range(n))[::-1]))]
+    order = list(range(num_pages))
+    threads = [threading.Thread(target=consume, args=("gpu", order)),
+               threading.Thread(target=consume, args=("cpu", order[::-1]))]
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(60)
-    assert errors == []
+        thread.join(seconds)
+    return errors
+
+
+def test_concurrent_consumers_in_threads(store, expected, pages):
+    def check(index, page):
+        assert same(expected, page), index
+
+    assert walk_from_two_threads(pages, len(store.pages), check) == []
     assert pages.cached_bytes == pages.plan.cached_bytes
 
 
@@ -532,25 +540,9 @@ def test_compressed_pages_decoded_by_each_consumer_in_its_own_way(tmp_path):
     try:
         assert paged.reader("cpu").decode == "consumer"
         assert paged.reader("gpu").decode == "threads"
-        errors = []
-
-        def consume(consumer, order):
-            try:
-                for _ in range(3):
-                    cursor = paged.cursor(order, consumer)
-                    for index in order:
-                        assert_same_page(store, index, cursor.get(index))
-                    cursor.close()
-            except BaseException as error:  # pragma: no cover - reported below
-                errors.append(error)
-
-        order = list(range(len(store.pages)))
-        threads = [threading.Thread(target=consume, args=("gpu", order)),
-                   threading.Thread(target=consume, args=("cpu", order[::-1]))]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(120)
+        errors = walk_from_two_threads(
+            paged, len(store.pages), lambda index, page: assert_same_page(store, index, page),
+            seconds=120)
         assert errors == []
     finally:
         paged.close()
