@@ -37,7 +37,11 @@ the GPU's) or ``"consumer"`` (the consumer's own thread when it reaches the
 page, the page's blocks in parallel on numba's threads: a CPU kernel that
 runs on every core, whose parallel sections background decoders would
 preempt, each stalled section waiting for its slowest thread).  Either way
-the consumer receives the plain image; the reads run ahead of it.
+the consumer receives the plain image; the reads run ahead of it.  With
+``"stored"`` nobody decodes: the blocks land in the page buffer and the
+consumer receives the image as stored (``Page.stored``), checked, for a
+decoder of its own (the GPU's, which then moves a third of the bytes over
+the bus).
 
 Checksums.  With ``check`` each block's CRC-32 is verified by a second
 thread of its directory while the reader goes on to the next block, so that
@@ -76,7 +80,7 @@ from .store import Page, PageInfo, Store
 __all__ = ["PageReader", "aligned_empty", "open_for_streaming", "drop_from_page_cache"]
 
 #: Who decodes a compressed page (see the module docstring).
-DECODERS = ("threads", "consumer")
+DECODERS = ("threads", "consumer", "stored")
 
 #: Seconds between two checks that the reader threads are alive while the
 #: consumer waits for a page.
@@ -414,11 +418,12 @@ class PageReader:
     check : bool
         Verify each block's CRC-32 as it is read (in a checker thread per
         directory).
-    decode : {"threads", "consumer"}
+    decode : {"threads", "consumer", "stored"}
         Who decodes compressed pages: decoder threads of the reader, ahead
-        of the consumer (default), or the consumer's thread when it takes
+        of the consumer (default), the consumer's thread when it takes
         the page, its blocks in parallel on numba's threads (a CPU kernel
-        on every core).
+        on every core), or nobody: the consumer receives the image as
+        stored (:attr:`~garaphpy.storage.store.Page.stored`).
 
     Attributes
     ----------
@@ -466,6 +471,9 @@ class PageReader:
         self.check = bool(check)
         self.block_bytes = int(store.manifest["layout"]["block_bytes"])
         self.buffer_bytes = page_buffer_bytes(store)
+        if decode == "stored":
+            # a compressed page's stored image lands in the page buffer itself
+            self.buffer_bytes = max(self.buffer_bytes, staging_buffer_bytes(store))
         if readahead_bytes is None:
             readahead_bytes = max(config.PAGE_READAHEAD_BYTES, self.buffer_bytes)
         elif isinstance(readahead_bytes, bool) or not isinstance(readahead_bytes,
@@ -666,9 +674,17 @@ class PageReader:
     def _new_read(self, info: PageInfo, buffer: np.ndarray, pooled: bool) -> _PageRead:
         """A read of page ``info`` into ``buffer``; a compressed page's blocks go
         to a staging buffer first and are decoded into ``buffer``."""
-        if not info.compressed:
+        if not info.compressed or self.decode == "stored":
             return _PageRead(info, buffer, pooled)
         return self._decoder.new_read(info, buffer, pooled)
+
+    def _page_of(self, read: _PageRead) -> Page:
+        """The page ``read`` delivers: views of its plain image, or, for a
+        compressed page of a ``decode="stored"`` reader, its image as stored."""
+        info = read.info
+        if info.compressed and self.decode == "stored":
+            return Page(info, read.buffer[:info.stored_nbytes], None, None, None, stored=True)
+        return self.store.page_views(info, read.buffer[:info.nbytes])
 
     def _submit(self, read: _PageRead) -> None:
         """Hand every block of a page to the thread of its storage directory."""
@@ -871,7 +887,7 @@ class PageReader:
                 if read.error is not None:
                     self._release(read)
                     raise read.error
-                page = self.store.page_views(read.info, read.buffer[:read.info.nbytes])
+                page = self._page_of(read)
                 with self._lock:
                     self._bytes_delivered += read.info.disk_bytes
                 if manual:
@@ -908,19 +924,22 @@ class PageReader:
         ----------
         index : int
         out : numpy.ndarray of uint8, optional
-            Contiguous, at least ``pages[index].nbytes`` bytes (aligned to
+            Contiguous, at least ``pages[index].nbytes`` bytes (its
+            ``disk_bytes`` where a ``decode="stored"`` reader gives the page
+            as stored; aligned to
             ``config.BLOCK_ALIGNMENT`` and padded to it for ``O_DIRECT``
             straight into it; otherwise through a staging buffer).  Not part
             of the pool.
         """
         self._check_open()
         info = self.store.pages[self._check_index(index)]
+        nbytes = info.disk_bytes if self.decode == "stored" else info.nbytes
         if out is None:
-            out = aligned_empty(max(align(info.nbytes, config.BLOCK_ALIGNMENT), 1))
+            out = aligned_empty(max(align(nbytes, config.BLOCK_ALIGNMENT), 1))
         elif (not isinstance(out, np.ndarray) or out.dtype != np.uint8 or out.ndim != 1
-              or not out.flags.c_contiguous or out.size < info.nbytes):
+              or not out.flags.c_contiguous or out.size < nbytes):
             raise ConfigError(f"out: expected a contiguous 1-D uint8 array of at least "
-                              f"{info.nbytes} bytes (page {index})")
+                              f"{nbytes} bytes (page {index})")
         read = self._new_read(info, out, pooled=False)
         self._submit(read)
         self._wait(read)
@@ -929,7 +948,7 @@ class PageReader:
             raise read.error
         with self._lock:
             self._bytes_delivered += info.disk_bytes
-        return self.store.page_views(info, out[:info.nbytes])
+        return self._page_of(read)
 
     def __repr__(self) -> str:
         return (f"PageReader({str(self.store.path)!r}, {len(self._files)} directories, "

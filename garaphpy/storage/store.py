@@ -165,13 +165,18 @@ class Page:
         a view of an in-memory CSC).
     weights : numpy.ndarray or None
         Edge values.
+    stored : bool
+        ``image`` holds a compressed page as stored, not decoded (a
+        :class:`~garaphpy.storage.page_io.PageReader` with ``decode="stored"``):
+        ``sources``, ``idxoff`` and ``weights`` are None.
     """
 
     info: PageInfo
     image: np.ndarray | None
-    sources: np.ndarray
+    sources: np.ndarray | None
     idxoff: np.ndarray | None
     weights: np.ndarray | None
+    stored: bool = False
 
 
 def _plural(count: int, one: str, many: str | None = None) -> str:

@@ -28,6 +28,9 @@ from garaphpy.storage.store import Store, read_manifest, write_manifest
 
 EDGES = 30000
 
+#: the readers that hand out plain pages (``"stored"`` gives them as stored)
+DECODING = [decode for decode in DECODERS if decode != "stored"]
+
 
 def build(directory: Path, compress: bool, weighted: bool = True) -> Store:
     """A graph of skewed in-degrees, some vertices split over shards, in
@@ -82,7 +85,7 @@ def test_the_store_records_its_compressed_pages(stores):
     assert "pages stored" not in plain.describe()
 
 
-@pytest.mark.parametrize("decode", DECODERS)
+@pytest.mark.parametrize("decode", DECODING)
 def test_every_read_gives_the_plain_pages(stores, decode):
     plain, packed = stores
     expected = [plain.read_page(i) for i in range(len(plain.pages))]
@@ -121,7 +124,7 @@ def test_a_range_of_a_pages_edges_reads_as_the_page_holds_them(stores):
         plain.read_edges(0, 0, plain.pages[0].num_edges + 1, np.empty(0, np.int32))
 
 
-@pytest.mark.parametrize("decode", DECODERS)
+@pytest.mark.parametrize("decode", DECODING)
 def test_unweighted_and_buffered_reads(tmp_path, decode):
     plain, packed = build(tmp_path / "plain", False, False), build(tmp_path / "packed", True,
                                                                   False)
@@ -173,7 +176,7 @@ def test_a_damaged_compressed_page_is_found(tmp_path, decode):
         Store.open(store.path, verify="full")
 
 
-@pytest.mark.parametrize("decode", DECODERS)
+@pytest.mark.parametrize("decode", DECODING)
 def test_a_page_that_does_not_decode_is_refused_unchecked(tmp_path, decode):
     """Without checksums the decoder still refuses a stream that contradicts
     its page (here: its block table's length word)."""
@@ -194,6 +197,37 @@ def test_a_page_that_does_not_decode_is_refused_unchecked(tmp_path, decode):
                 pass
         # the reader serves on: the pages after the bad one
         assert_same_page(reader.read_page(2), store.read_page(2))
+
+
+@pytest.mark.parametrize("weighted", [True, False])
+def test_a_stored_reader_gives_compressed_pages_as_stored(tmp_path, stores, weighted):
+    """decode="stored": a compressed page's image as stored (its blocks
+    checked), the bytes ``Store.read_stored`` gives, in streams, read-ahead
+    and single reads; a plain store's pages come plain through it."""
+    plain, packed = stores if weighted else (build(tmp_path / "plain", False, False),
+                                             build(tmp_path / "packed", True, False))
+    count = len(packed.pages)
+    order = list(range(count))[::-1] + [0, 2]
+    with PageReader(packed, decode="stored",
+                    readahead_bytes=2 * PageReader(packed, decode="stored").buffer_bytes
+                    ) as reader:
+        assert reader.buffer_bytes >= staging_buffer_bytes(packed)
+        for index, page in reader.stream(order):
+            assert page.stored and page.sources is None and page.weights is None
+            np.testing.assert_array_equal(page.image, packed.read_stored(index))
+        assert reader.bytes_read == sum(packed.pages[i].stored_nbytes for i in order)
+        page = reader.read_page(1)
+        assert page.stored
+        np.testing.assert_array_equal(page.image, packed.read_stored(1))
+        out = np.zeros(packed.pages[3].disk_bytes, np.uint8)
+        assert reader.read_page(3, out=out).image.ctypes.data == out.ctypes.data
+        np.testing.assert_array_equal(out, packed.read_stored(3))
+        with pytest.raises(Exception, match="at least"):
+            reader.read_page(3, out=np.zeros(packed.pages[3].disk_bytes - 1, np.uint8))
+    with PageReader(plain, decode="stored") as reader:
+        for index, page in reader.stream():
+            assert not page.stored
+            np.testing.assert_array_equal(page.sources, plain.read_page(index).sources)
 
 
 def test_the_consumer_decodes_only_what_it_takes_and_keeps_its_staging(stores):
