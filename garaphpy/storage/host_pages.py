@@ -122,6 +122,10 @@ class HostPages:
         self._asked_lock = threading.Lock()
         self._held_here = np.zeros(count, bool)
         self._disk_speed: float | None = None
+        #: the consumer that takes compressed pages as stored (:meth:`take_stored`)
+        self._stored_consumer: str | None = None
+        #: (bytes read, bytes dropped) of the readers closed before the run's end
+        self._closed_reads = (0, 0)
 
     @property
     def disk_bytes_per_s(self) -> float:
@@ -167,14 +171,40 @@ class HostPages:
         if cache:
             self._cache_allocator = allocator
 
+    def take_stored(self, consumer: str) -> None:
+        """From now on ``consumer`` receives compressed pages as stored
+        (:attr:`~garaphpy.storage.store.Page.stored`), from storage and from
+        the host cache alike, and decodes them itself (the GPU: a compressed
+        page crosses the bus in its stored bytes).  Only for the run's one
+        consumer of pages: the cache holds a compressed page in one form.
+        Call before that consumer's walks; its reader so far, and the plain
+        compressed pages cached so far, are dropped."""
+        with self._lock:
+            if self._stored_consumer == consumer:
+                return
+            self._stored_consumer = consumer
+            reader = self._readers.pop(consumer, None)
+            for index in [k for k, page in self._cached.items() if page.info.compressed]:
+                del self._cached[index]
+        if reader is not None:
+            reader.close()
+            read, dropped = self._closed_reads
+            self._closed_reads = (read + reader.bytes_delivered + reader.bytes_dropped,
+                                  dropped + reader.bytes_dropped)
+
+    def _takes_stored(self, consumer: str, index: int) -> bool:
+        return consumer == self._stored_consumer and self.store.pages[index].compressed
+
     def reader(self, consumer: str) -> PageReader:
         """The page reader of ``consumer`` (made on first use)."""
         with self._lock:
             if consumer not in self._readers:
+                decode = ("stored" if consumer == self._stored_consumer
+                          else decoder_of(consumer))
                 self._readers[consumer] = PageReader(
                     self.store, readahead_bytes=self.readahead_bytes,
                     allocator=self._allocators.get(consumer), direct=self.direct,
-                    check=self.check, decode=decoder_of(consumer))
+                    check=self.check, decode=decode)
             return self._readers[consumer]
 
     def load(self, consumer: str) -> None:
@@ -258,17 +288,21 @@ class HostPages:
         return self._cached_flags
 
     def cached_page(self, index: int, consumer: str = "cpu") -> Page:
-        """Page ``index`` (a cached one), read into its host buffer the first time."""
+        """Page ``index`` (a cached one), read into its host buffer the first
+        time (as stored for the consumer that takes compressed pages so,
+        :meth:`take_stored`)."""
         self._note_asked(index)
+        stored = self._takes_stored(consumer, index)
         page = self._cached.get(index)
-        if page is not None:
+        if page is not None and page.stored == stored:
             return page
         info = self.store.pages[index]
         reader = self.reader(consumer)
         with self._lock:
             page = self._cached.get(index)
-            if page is None:
-                buffer = self._cache_allocator(buffer_bytes(info.nbytes))
+            if page is None or page.stored != stored:
+                buffer = self._cache_allocator(
+                    buffer_bytes(info.disk_bytes if stored else info.nbytes))
                 page = reader.read_page(index, out=buffer)
                 self._cached[index] = page
         return page
@@ -347,19 +381,20 @@ class HostPages:
         """Page bytes read from the storage directories so far: those handed to
         a consumer and those read ahead and dropped (:attr:`bytes_dropped`);
         pages being read ahead now count once handed over or dropped."""
-        return sum(reader.bytes_delivered + reader.bytes_dropped
-                   for reader in list(self._readers.values()))
+        return self._closed_reads[0] + sum(reader.bytes_delivered + reader.bytes_dropped
+                                           for reader in list(self._readers.values()))
 
     @property
     def bytes_dropped(self) -> int:
         """Page bytes read ahead and dropped unused so far (a walk that ended
         before them, a read-ahead for a walk that did not come)."""
-        return sum(reader.bytes_dropped for reader in list(self._readers.values()))
+        return self._closed_reads[1] + sum(reader.bytes_dropped
+                                           for reader in list(self._readers.values()))
 
     @property
     def cached_bytes(self) -> int:
         """Bytes of the page images held in host memory now."""
-        return sum(page.info.nbytes for page in list(self._cached.values()))
+        return sum(page.image.nbytes for page in list(self._cached.values()))
 
     def close(self) -> None:
         """Stop the reader threads and close the files (the cache is dropped)."""

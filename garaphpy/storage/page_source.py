@@ -74,6 +74,10 @@ class PageSource(Protocol):
         """``pages`` are held in host memory by a consumer itself (the GPU's
         packed images): they stay in the host tier."""
 
+    def take_stored(self, consumer: str) -> None:
+        """``consumer``, the run's one reader of pages, receives the compressed
+        pages this source reads from storage as stored, to decode itself."""
+
     def end_iteration(self) -> dict | None:
         """Between iterations: the host's pages revised by the pages asked
         for; the decision's entry for the record, or None."""
@@ -193,6 +197,10 @@ class InMemoryPages:
 
     def hold_here(self, pages) -> None:
         """Nothing: every page is in host memory."""
+
+    def take_stored(self, consumer: str) -> None:
+        """Nothing: no page is read from storage during the run (a consumer
+        that ships compressed pages reads their stored images at set-up)."""
 
     def end_iteration(self) -> None:
         """Nothing to revise: every page is in host memory."""

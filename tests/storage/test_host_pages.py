@@ -548,6 +548,57 @@ def test_compressed_pages_decoded_by_each_consumer_in_its_own_way(tmp_path):
         paged.close()
 
 
+def test_the_consumer_that_takes_stored_pages_gets_them_from_cache_and_disk(tmp_path):
+    """After ``take_stored("gpu")`` the GPU's walks give every compressed page
+    as stored, cached or streamed, its bytes those ``Store.read_stored``
+    gives; the CPU's walks still give plain pages, a cached page read in the
+    other form read again in this one; bytes read before count on."""
+    from garaphpy.options import BuildOptions
+    from garaphpy.storage.builder import build_store
+    from garaphpy.storage.readers import from_arrays
+
+    rng = np.random.default_rng(9)
+    n, m = 2000, 20000
+    (tmp_path / "ssd").mkdir()
+    store = build_store(from_arrays(rng.integers(0, n, m), rng.integers(0, n, m),
+                                    rng.integers(1, 100, m)), tmp_path / "store",
+                        BuildOptions(block_bytes=4096, max_page_bytes=20000, compress=True,
+                                     storage_dirs=[str(tmp_path / "ssd")]), progress=False)
+    count = len(store.pages)
+    assert all(info.compressed for info in store.pages) and count > CACHED_PAGES + 4
+    paged = make_pages(store)
+    try:
+        order = list(range(count))
+        cursor = paged.cursor(order, "gpu")
+        for index in order:
+            assert_same_page(store, index, cursor.get(index))
+        cursor.close()
+        before = paged.bytes_read
+        assert before == sum(info.disk_bytes for info in store.pages)
+        paged.take_stored("gpu")
+        assert paged.reader("gpu").decode == "stored"
+        for _ in range(2):
+            cursor = paged.cursor(order, "gpu", release="manual")
+            for index in order:
+                page = cursor.get(index)
+                assert page.stored, index
+                np.testing.assert_array_equal(page.image, store.read_stored(index))
+                cursor.release(page)
+            cursor.close()
+        # the cache's pages were read once more, as stored; the others twice
+        streamed = sum(store.pages[k].disk_bytes for k in order if not paged.is_cached(k))
+        cached = sum(store.pages[k].disk_bytes for k in order if paged.is_cached(k))
+        assert paged.bytes_read - before >= cached + 2 * streamed
+        cursor = paged.cursor(order[::-1], "cpu")
+        for index in order[::-1]:
+            assert_same_page(store, index, cursor.get(index))
+        cursor.close()
+        assert paged.cached_page(0, "gpu").stored
+        assert paged.cached_bytes <= sum(info.nbytes for info in store.pages[:CACHED_PAGES])
+    finally:
+        paged.close()
+
+
 def test_an_iteration_records_the_bytes_it_asked_for_in_each_tier(store, pages):
     """The first walk fills the host's cache and reads the disk's pages: its
     record's asked bytes are the disk bytes of every page it asked for."""
