@@ -96,9 +96,11 @@ def operation(stream, reads=(), writes=()):
     stream.ops.append(("end", tuple(reads), tuple(writes)))
 
 
-def modelled_engine(model, num_pages, kept, packed_host, pull_packed, streams, kept_streams):
+def modelled_engine(model, num_pages, kept, packed_host, pull_packed, streams, kept_streams,
+                    from_source=()):
     """The launches over a page store whose streams, events, copies and kernels
-    are the model's."""
+    are the model's; the pages ``from_source`` compressed, from the page
+    source as stored."""
     cupy = SimpleNamespace(cuda=SimpleNamespace(
         Event=Event, runtime=SimpleNamespace(memcpyHostToDevice=1, memcpyAsync=None)))
     all_streams = {}
@@ -120,7 +122,10 @@ def modelled_engine(model, num_pages, kept, packed_host, pull_packed, streams, k
     pages.plan = SimpleNamespace(resident=False)
     pages.raw_buffers = True
     pages.page_wire_bytes = [100] * num_pages
-    pages.compressed_pages = frozenset()
+    pages.compressed_pages = frozenset(from_source)
+    pages.from_source = set(from_source)
+    pages.packed_layouts = {k: SimpleNamespace(nbytes=100) for k in from_source}
+    pages.stream_words = {k: 1 for k in from_source}
     # kept pages: every other one packed on the device, the others raw
     pages.packed_images = {k: SimpleNamespace(data=SimpleNamespace(ptr=("own", k)))
                            for k in kept[::2]}
@@ -133,6 +138,7 @@ def modelled_engine(model, num_pages, kept, packed_host, pull_packed, streams, k
                           for s in range(streams)]
     pages.page_source = SimpleNamespace(is_cached=lambda k: True)
     pages.host_image = lambda k: (SimpleNamespace(ctypes=SimpleNamespace(data=k)), None)
+    pages.pages = [SimpleNamespace(num_edges=1) for _ in range(num_pages)]
     pages.copying = []
     pages.prefetched = {}
     pages.buffer_events = {"packed_free": [Event() for _ in range(streams)],
@@ -163,7 +169,13 @@ def modelled_engine(model, num_pages, kept, packed_host, pull_packed, streams, k
     def unpack(k, image, slot, stream):
         operation(stream, reads=[(image.data.ptr, k)], writes=[(("raw", slot), k)])
 
+    def pull_compressed(k, image, slot, stream, aggregates, iteration, free):
+        operation(stream, reads=[(image.data.ptr, k)])
+        if free is not None:
+            stream.record(free)
+
     engine.launch_pull = pull
+    engine.pull_compressed = pull_compressed
     engine.launch_packed_pull = packed_pull
     engine.unpack = unpack
     for k in pages.packed_images:     # the kept images hold their pages from set-up
@@ -209,10 +221,11 @@ def test_every_pull_reads_its_own_page_whatever_the_streams_order(seed, pull_pac
                   .tolist())
     copied = [k for k in range(num_pages) if k not in kept]
     packed_host = [k for k in copied if rng.random() < 0.5]
+    from_source = [k for k in copied if k not in packed_host and rng.random() < 0.5]
     model = Model(rng)
     engine = modelled_engine(model, num_pages, kept, packed_host, pull_packed,
                              streams=int(rng.integers(1, 5)),
-                             kept_streams=int(rng.integers(0, 3)))
+                             kept_streams=int(rng.integers(0, 3)), from_source=from_source)
     hybrid_every = 3 if seed % 2 else 0
     run_iterations(model, engine, iterations=6, prefetch=prefetch, hybrid_every=hybrid_every)
     whole_iterations = 4 if hybrid_every else 6

@@ -283,7 +283,7 @@ class Launches:
         page_events = self._events["pages"][k]
         packed_free = pages.buffer_events["packed_free"][slot]
         raw_free = pages.buffer_events["raw_free"][slot]
-        if k in pages.packed_host:
+        if pages.streams_packed(k):
             packed_image = pages.device_packed[slot]
         prefetched = pages.prefetched.pop(slot, None) if reads_buffers else None
         if prefetched is not None and prefetched.page == k:
@@ -308,7 +308,7 @@ class Launches:
                 stream.record(packed_free)
         elif packed_image is not None and k in pages.compressed_pages:
             self.pull_compressed(k, packed_image, slot, stream, aggregates, iteration,
-                                 packed_free if k in pages.packed_host else None)
+                                 packed_free if pages.streams_packed(k) else None)
         else:
             if packed_image is not None:
                 self.unpack(k, packed_image, slot, stream)

@@ -235,6 +235,14 @@ class PageStore:
         self.compressed_pages = frozenset(
             k for k, layout in self.packed_layouts.items()
             if isinstance(layout, gpu_codec.CompressedLayout))
+        #: the compressed pages the page source gives as stored, each iteration,
+        #: from storage or its cache (those it does not hold in memory for the run;
+        #: :meth:`~garaphpy.storage.host_pages.HostPages.take_stored`), into a
+        #: stream's buffer for packed pages; a kept one joins them when released
+        self.from_source = set() if plan.pages.resident else {
+            k for k in self.compressed_pages if not page_source.is_cached(k)}
+        if self.from_source:
+            page_source.take_stored("gpu")
         #: the decoder's: the CSC index on the device, the kernel, its error count and
         #: each compressed page's edge-stream words (made with the images)
         self.device_in_offsets = self.decode_kernel = self.decode_errors = None
@@ -428,8 +436,9 @@ class PageStore:
         kept = self.plan.packed_pages
         released = (self.release_pages if self.release_pages is not None
                     else np.zeros(len(self.pages), bool))
-        streamed = [k for k in self.packed_layouts
-                    if (not kept[k] and k not in self.resident_images) or released[k]]
+        from_source = self.from_source
+        streamed = [k for k in self.packed_layouts if k not in from_source
+                    and ((not kept[k] and k not in self.resident_images) or released[k])]
         offsets, at = {}, 0
         for k in streamed:
             offsets[k] = at
@@ -445,7 +454,8 @@ class PageStore:
                                                          self.device_in_offsets.dtype)
             self.decode_errors = cupy.zeros(1, np.uint32)
         for k, layout in self.packed_layouts.items():
-            if k in self.resident_images and not released[k]:
+            if (k in self.resident_images and not released[k]) or (k in from_source
+                                                                   and not kept[k]):
                 continue
             out = host_block[offsets[k]:] if k in offsets else staging
             if k in self.compressed_pages:
@@ -467,10 +477,13 @@ class PageStore:
                                                            np.uint8)
                 image[:layout.nbytes].set(out[:layout.nbytes])
                 cupy.cuda.get_current_stream().synchronize()    # before staging is reused
-        if streamed:
-            largest = max(self.packed_layouts[k].nbytes for k in streamed)
+        if streamed or from_source:
+            # a kept page from the source streams into it once released
+            largest = max(self.packed_layouts[k].nbytes for k in (*streamed, *from_source))
             self.device_packed = [cupy.empty(largest + PAGE_SLACK_BYTES, np.uint8)
                                   for _ in self.streams]
+        self.from_source = {k for k in from_source
+                            if not kept[k] and k not in self.resident_images}
 
     def _decode_buffers(self) -> None:
         """A buffer of decoded edges per stream, and each compressed page's groups
@@ -535,7 +548,10 @@ class PageStore:
         freed = 0
         for k in released:
             freed += self.packed_images.pop(k).nbytes
-            self.packed_host[k] = self.release_host.pop(k)
+            if k in self.release_host:
+                self.packed_host[k] = self.release_host.pop(k)
+            else:
+                self.from_source.add(k)
         self.kept_pages[released] = False
         self.packed_kept[released] = False
         self.released_bytes += freed
@@ -577,8 +593,13 @@ class PageStore:
         """The page source's walk over the pages of an iteration's ``order``
         whose images it gives (those neither kept nor packed)."""
         order = [k for k in order if k not in self.resident_images
-                 and k not in self.packed_layouts]
+                 and (k not in self.packed_layouts or k in self.from_source)]
         self.cursor = self.page_source.cursor(order, "gpu", release="manual")
+
+    def streams_packed(self, k: int) -> bool:
+        """Whether page ``k`` is copied into a stream's buffer for packed pages
+        (packed or compressed, from pinned host memory or the page source)."""
+        return k in self.packed_host or k in self.from_source
 
     def copied(self, k: int) -> bool:
         """Whether page ``k`` reaches the device by a copy into a stream's buffer
@@ -614,6 +635,13 @@ class PageStore:
             image = self.packed_host[k]
             target, free, nbytes = (self.device_packed[slot],
                                     self.buffer_events["packed_free"][slot], image.nbytes)
+        elif k in self.from_source:
+            image, read = self.host_image(k)
+            if k not in self.stream_words:
+                self.stream_words[k] = page_codec.stream_words(image, self.pages[k].num_edges)
+            target, free, nbytes = (self.device_packed[slot],
+                                    self.buffer_events["packed_free"][slot],
+                                    self.packed_layouts[k].nbytes)
         else:
             image, read = self.host_image(k)
             target, free, nbytes = (self.device_pages[slot],
@@ -656,15 +684,20 @@ class PageStore:
         storage for it (to be released once its copy is done) or None."""
         source = self.page_source
         if source.is_cached(k):
-            return source.cached_page(k, "gpu").image, None
-        cursor, copying = self.cursor, self.copying
-        # buffers whose copy has finished go back to the reader; all held: wait for one
-        while copying and (copying[0][1].done or cursor.held >= cursor.max_held):
-            read, copied = copying.popleft()
-            copied.synchronize()
-            cursor.release(read)
-        read = cursor.get(k)
-        return read.image, read
+            page, read = source.cached_page(k, "gpu"), None
+        else:
+            cursor, copying = self.cursor, self.copying
+            # buffers whose copy has finished go back to the reader; all held: wait for one
+            while copying and (copying[0][1].done or cursor.held >= cursor.max_held):
+                done, copied = copying.popleft()
+                copied.synchronize()
+                cursor.release(done)
+            page = read = cursor.get(k)
+        if page.stored != (k in self.from_source):
+            raise GaraphError(f"{self.store.path}: page {k} came from the page source "
+                              f"{'as stored' if page.stored else 'decoded'}, where the GPU's "
+                              "plan copies it the other way")
+        return page.image, read
 
     def end_page_reads(self) -> None:
         """After the iteration's copies: the reader's buffers back (a walk over
@@ -692,7 +725,9 @@ class PageStore:
                 "resident"
                 + (f", {len(self.packed_images)} kept packed, {len(self.packed_host)} streamed "
                    "packed" if self.packed_layouts else "")
-                + (f" ({len(self.compressed_pages)} compressed, decoded on the device)"
+                + (f" ({len(self.compressed_pages)} compressed, decoded on the device"
+                   + (f"; {len(self.from_source)} of them read as stored each iteration"
+                      if self.from_source else "") + ")"
                    if self.compressed_pages else ""))
 
 
@@ -742,14 +777,18 @@ def decode_chunks(info, shards: np.ndarray, decode_edges: int) -> list:
     return chunks
 
 
-def compressed_layouts(store, page_source, reads_weights: bool) -> dict:
-    """Per page a run may ship compressed (stored compressed, and one
-    ``page_source`` holds in host memory, as for :func:`packed_layouts`), its
-    :class:`~garaphpy.kernels.gpu_codec.CompressedLayout`."""
+def compressed_layouts(store, page_source, reads_weights: bool,
+                       from_storage: bool = False) -> dict:
+    """Per page a run may ship compressed, its
+    :class:`~garaphpy.kernels.gpu_codec.CompressedLayout`: every page stored
+    compressed that ``page_source`` holds in host memory (as for
+    :func:`packed_layouts`), and with ``from_storage`` (the GPU is the run's
+    one reader of pages) those it reads from storage too, given as stored
+    (:meth:`~garaphpy.storage.page_source.PageSource.take_stored`)."""
     weight_size = store.weight_dtype.itemsize if store.weighted else 0
     return {info.index: gpu_codec.compressed_layout(info, weight_size, reads_weights)
             for info in store.pages
-            if info.compressed and page_source.is_cached(info.index)}
+            if info.compressed and (from_storage or page_source.is_cached(info.index))}
 
 
 #: store -> each page's values' code in a packed page, found once per store
