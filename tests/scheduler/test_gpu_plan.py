@@ -460,3 +460,22 @@ def test_streamed_pages_of_a_final_once_set_program_skip_settled_pages(store):
     off = make_plan(store, "bfs", _streamed_bfs(store), synchronous=True,
                     turned_off={"settled_pages"})
     assert not off.settled_pages and off.entry("settled_pages")["turned_off"]
+
+
+def test_pages_from_storage_ship_compressed_where_the_gpu_reads_alone(compressed_store):
+    """The compressed pages a run may ship as stored: those the host holds,
+    and, where the GPU is the run's one reader of pages, those read from
+    storage too (the page source gives them as stored)."""
+    from helpers import make_pages
+
+    paged = make_pages(compressed_store, cached=2)
+    try:
+        cached = {k for k in range(len(compressed_store.pages)) if paged.is_cached(k)}
+        assert cached == {0, 1} and len(compressed_store.pages) > 3
+        assert set(compressed_layouts(compressed_store, paged, False)) == cached
+        every = compressed_layouts(compressed_store, paged, False, from_storage=True)
+        assert set(every) == set(range(len(compressed_store.pages)))
+        in_memory = compressed_layouts(compressed_store, InMemoryPages(compressed_store), False)
+        assert set(in_memory) == set(every)
+    finally:
+        paged.close()
