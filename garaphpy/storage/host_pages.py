@@ -42,7 +42,7 @@ import numpy as np
 
 from .. import config
 from ..errors import StoreError
-from .host_budget import HostCachePlan, cache_beside
+from .host_budget import HostCachePlan, cache_beside, plan_host_cache
 from .layout import align
 from .page_io import PageReader, aligned_empty, buffer_bytes
 from .store import Page, Store
@@ -103,6 +103,9 @@ class HostPages:
         self.direct = direct
         self.check = check
         self._cached: dict[int, Page] = {}
+        #: host bytes of each page in the cache: its plain image, or its stored
+        #: one where a consumer takes it so (:meth:`take_stored`)
+        self._page_sizes = [info.nbytes for info in store.pages]
         self._to_cache = frozenset(plan.cached)
         self._cached_flags = self._flags_of(plan.cached)
         self._cache_allocator: Callable[[int], np.ndarray] = aligned_empty
@@ -158,7 +161,7 @@ class HostPages:
         tiers[list(plan.cached)] = HOST
         tiers[list(plan.held_elsewhere)] = GPU
         room = max(0, plan.budget_bytes - plan.fixed_bytes - plan.readahead_bytes)
-        return PagePlacement(tiers, np.array([p.nbytes for p in pages], np.int64),
+        return PagePlacement(tiers, np.array(self._page_sizes, np.int64),
                              np.array([p.disk_bytes for p in pages], np.int64), room)
 
     # -- set-up ------------------------------------------------------------------------
@@ -178,7 +181,8 @@ class HostPages:
         page crosses the bus in its stored bytes).  Only for the run's one
         consumer of pages: the cache holds a compressed page in one form.
         Call before that consumer's walks; its reader so far, and the plain
-        compressed pages cached so far, are dropped."""
+        compressed pages cached so far, are dropped.  The cache's room is
+        counted in stored bytes from then on: it holds more pages."""
         with self._lock:
             if self._stored_consumer == consumer:
                 return
@@ -186,6 +190,16 @@ class HostPages:
             reader = self._readers.pop(consumer, None)
             for index in [k for k, page in self._cached.items() if page.info.compressed]:
                 del self._cached[index]
+            self._page_sizes = [info.disk_bytes if info.compressed else info.nbytes
+                                for info in self.store.pages]
+            plan = self.plan
+        replanned = plan_host_cache(self._page_sizes, plan.fixed_bytes, plan.readahead_bytes,
+                                    plan.budget_bytes)
+        replanned = dataclasses.replace(replanned, disk_bytes_per_s=plan.disk_bytes_per_s,
+                                        readahead_pages=plan.readahead_pages)
+        if plan.held_elsewhere:
+            replanned = cache_beside(replanned, self._page_sizes, plan.held_elsewhere)
+        self._use_plan(replanned)
         if reader is not None:
             reader.close()
             read, dropped = self._closed_reads
@@ -216,7 +230,7 @@ class HostPages:
         leave the host cache, their room going to the next pages in order
         (:func:`~garaphpy.storage.host_budget.cache_beside`); a page already
         read that leaves the cache is dropped."""
-        plan = cache_beside(self.plan, [info.nbytes for info in self.store.pages], pages)
+        plan = cache_beside(self.plan, self._page_sizes, pages)
         if plan is not self.plan:
             self._use_plan(plan)
 
@@ -289,18 +303,21 @@ class HostPages:
 
     def cached_page(self, index: int, consumer: str = "cpu") -> Page:
         """Page ``index`` (a cached one), read into its host buffer the first
-        time (as stored for the consumer that takes compressed pages so,
-        :meth:`take_stored`)."""
+        time.  A compressed page is cached as stored once a consumer takes it
+        so (:meth:`take_stored`); another consumer gets it plain, read for it
+        alone (the cache's room holds one form)."""
         self._note_asked(index)
-        stored = self._takes_stored(consumer, index)
-        page = self._cached.get(index)
-        if page is not None and page.stored == stored:
-            return page
         info = self.store.pages[index]
+        stored = self._takes_stored(consumer, index)
+        if stored != (info.compressed and self._stored_consumer is not None):
+            return self.reader(consumer).read_page(index)
+        page = self._cached.get(index)
+        if page is not None:
+            return page
         reader = self.reader(consumer)
         with self._lock:
             page = self._cached.get(index)
-            if page is None or page.stored != stored:
+            if page is None:
                 buffer = self._cache_allocator(
                     buffer_bytes(info.disk_bytes if stored else info.nbytes))
                 page = reader.read_page(index, out=buffer)

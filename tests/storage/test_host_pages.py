@@ -551,8 +551,9 @@ def test_compressed_pages_decoded_by_each_consumer_in_its_own_way(tmp_path):
 def test_the_consumer_that_takes_stored_pages_gets_them_from_cache_and_disk(tmp_path):
     """After ``take_stored("gpu")`` the GPU's walks give every compressed page
     as stored, cached or streamed, its bytes those ``Store.read_stored``
-    gives; the CPU's walks still give plain pages, a cached page read in the
-    other form read again in this one; bytes read before count on."""
+    gives, and the same room caches more pages; the CPU's walks still give
+    plain pages (a cached one read for it alone, the cache's room kept);
+    bytes read before count on."""
     from garaphpy.options import BuildOptions
     from garaphpy.storage.builder import build_store
     from garaphpy.storage.readers import from_arrays
@@ -577,6 +578,11 @@ def test_the_consumer_that_takes_stored_pages_gets_them_from_cache_and_disk(tmp_
         assert before == sum(info.disk_bytes for info in store.pages)
         paged.take_stored("gpu")
         assert paged.reader("gpu").decode == "stored"
+        # the same room holds more pages, counted in their stored bytes
+        assert paged.plan.cached == tuple(range(len(paged.plan.cached)))
+        assert len(paged.plan.cached) > CACHED_PAGES
+        assert paged.placement.host_bytes == paged.plan.cached_bytes == sum(
+            store.pages[k].disk_bytes for k in paged.plan.cached)
         for _ in range(2):
             cursor = paged.cursor(order, "gpu", release="manual")
             for index in order:
