@@ -164,6 +164,18 @@ class Settling:
                     kernels.pack_flags(in_offsets[1:] != in_offsets[:-1], self.in_edge_bits)
 
     def _union_find_start(self, record: IterationRecord) -> None:
+        """Every vertex's label from Afforest over the store's CSR
+        (:func:`~garaphpy.kernels.union_find.component_roots`, the partitions'
+        kernel too), recorded as ``decisions["cpu_union_find_start"]``.
+
+        Its first rounds read the CSR, not the first out-edges laid out one
+        row a round as a partition's start reads them
+        (:func:`~garaphpy.kernels.union_find.sampled_edges`): a partition
+        lays them out at set-up, beside the CSR it makes there; here the
+        CSR is the store's, and a layout made in the start costs more than
+        its ordered reads save (``python -m bench cc-start``: rmat:20 made
+        symmetric, grid:1000x1000 and USA-road-NE, dev VM, 2 threads).
+        """
         started = time.perf_counter()
         arrays, state = self.arrays, self.state
         roots, skipped = union_find.component_roots(arrays.out_offsets, arrays.out_targets)
