@@ -70,7 +70,8 @@ import garaphpy
 from garaphpy import config
 from garaphpy.api import NotConvergedWarning
 from garaphpy.programs import get_program
-from garaphpy.storage.host_budget import cache_beside, plan_run_pages, run_fixed_bytes
+from garaphpy.storage.host_budget import (
+    cache_beside, plan_host_cache, plan_run_pages, run_fixed_bytes)
 from garaphpy.storage.page_io import (
     drop_from_page_cache, page_buffer_bytes, staging_buffer_bytes)
 
@@ -215,11 +216,18 @@ def gpu_kept_pages(result, count: int) -> set:
     return set(np.flatnonzero(kept).tolist())
 
 
-def must_move(store, readers: int, host_memory: int, per_reader: int, kept: set) -> dict:
+def must_move(store, readers: int, host_memory: int, per_reader: int, kept: set,
+              stored: bool = False) -> dict:
     """Disk bytes of the pages neither kept by the GPU nor cached by the host
-    beside them, and the two tiers' page counts."""
+    beside them, and the two tiers' page counts; with ``stored`` (a GPU-mode
+    run that takes compressed pages as stored) the host's room counted in
+    the compressed pages' stored bytes, as the run counts it."""
     plan, _ = plan_run_pages(store, readers, host_memory, per_reader)
-    plan = cache_beside(plan, [info.nbytes for info in store.pages], kept)
+    sizes = [info.disk_bytes if stored and info.compressed else info.nbytes
+             for info in store.pages]
+    if stored:
+        plan = plan_host_cache(sizes, plan.fixed_bytes, plan.readahead_bytes, plan.budget_bytes)
+    plan = cache_beside(plan, sizes, kept)
     moving = [k for k in range(len(store.pages)) if k not in kept and k not in plan.cached]
     return {"must_move": disk_bytes(store, moving), "gpu_kept_pages": len(kept),
             "host_cached_pages": len(plan.cached), "disk_pages": len(moving),
@@ -352,8 +360,11 @@ def tier_cases(graph, args, modes: list, sequential: list) -> list:
         dropped = drop_page_cache(store, args.cache_drop)
         result = run_program(graph, program, mode, source, args, **budgets)
         kept = gpu_kept_pages(result, len(store.pages))
+        shipped = result.iterations[0].decisions.get("compressed_pages") or {}
+        stored = mode == "gpu" and bool(shipped.get("choice"))
         figures = {**run_figures(result), **budgets, "cache_drop": dropped,
-                   **must_move(store, readers, budgets["host_memory"], per_reader, kept)}
+                   **must_move(store, readers, budgets["host_memory"], per_reader, kept,
+                               stored)}
         cached = set(figures.pop("host_cached"))
         # the placement the run revised by reuse, where it did: what must move then
         placed = placed_must_move(result)
