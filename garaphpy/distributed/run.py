@@ -227,7 +227,11 @@ class PartitionedRun:
 
     def _make_actors(self, indices) -> None:
         """Make the actors of partitions ``indices`` on their placed workers, all
-        at once (each worker opens the store and reads its pages beside the others)."""
+        at once (each worker opens the store and reads its pages beside the others);
+        a lost partition's former actor is let go (its key would wait for its worker)."""
+        replaced = [self.futures[index] for index in indices if self.futures[index] is not None]
+        if replaced:
+            self.client.cancel(replaced)
         futures = {index: self.client.submit(
             _new_worker, self._setup(index), actor=True, workers=[self.placement[index]],
             allow_other_workers=False, pure=False,
