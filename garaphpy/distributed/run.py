@@ -165,6 +165,8 @@ class PartitionedRun:
         self._check_memory()
         self.actors: list = [None] * len(self.partitions)
         self.futures: list = [None] * len(self.partitions)
+        #: every actor's future the run submitted, recoveries' too (:meth:`close`)
+        self.submitted: list = []
         self.addresses: list = [None] * len(self.partitions)
         self.epoch = 0
         #: each partition's worker as it describes itself (at the start)
@@ -225,11 +227,16 @@ class PartitionedRun:
 
     def _make_actors(self, indices) -> None:
         """Make the actors of partitions ``indices`` on their placed workers, all
-        at once (each worker opens the store and reads its pages beside the others)."""
+        at once (each worker opens the store and reads its pages beside the others);
+        a lost partition's former actor is let go (its key would wait for its worker)."""
+        replaced = [self.futures[index] for index in indices if self.futures[index] is not None]
+        if replaced:
+            self.client.cancel(replaced)
         futures = {index: self.client.submit(
             _new_worker, self._setup(index), actor=True, workers=[self.placement[index]],
             allow_other_workers=False, pure=False,
             key=f"garaphpy-partition-{index}-{uuid.uuid4().hex[:8]}") for index in indices}
+        self.submitted.extend(futures.values())
         for index, future in futures.items():
             address = self.placement[index]
             try:
@@ -536,9 +543,24 @@ class PartitionedRun:
                 "checkpoint_every": self.checkpoint_every, "recoveries": self.recoveries}
 
     def close(self, keep_checkpoints: bool) -> None:
-        """Let the actors go; remove the checkpoints unless kept."""
+        """Let the actors go, on the workers too; remove the checkpoints unless kept.
+
+        Dropping the futures is not enough: each actor call leaves a
+        reference cycle (``distributed.Actor``'s call closure refers to
+        itself) that holds the actor's handle, and the handle a future of
+        the actor's key, until the client's garbage collector runs; till then
+        the scheduler keeps the key and its worker the partition's arrays
+        (about five runs' worth a worker were seen).  Cancelling the keys
+        releases them now, whatever still holds a handle.
+        """
+        submitted, self.submitted = self.submitted, []
         self.actors = []
         self.futures = []
+        if submitted:
+            try:
+                self.client.cancel(submitted)
+            except Exception:       # noqa: BLE001 - the client or its cluster already gone
+                pass
         if not keep_checkpoints:
             shutil.rmtree(self.checkpoint_dir, ignore_errors=True)
 

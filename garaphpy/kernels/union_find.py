@@ -115,23 +115,45 @@ def compress(parent):
             parent[v] = parent[parent[v]]
 
 
-@numba.njit(nogil=True, parallel=True, cache=True)
-def link_rounds(out_offsets, out_targets, parent, first, rounds):
-    """Link every vertex along its out-edges ``first`` .. ``first + rounds - 1``
-    (those it has), compressing after each."""
-    n = parent.shape[0]
-    for r in range(first, first + rounds):
-        for u in numba.prange(n):
-            e = out_offsets[u] + r
-            if e < out_offsets[u + 1]:
-                link(u, out_targets[e], parent)
-        compress(parent)
+def _link_rounds_kernel(name: str, ahead: bool, doc: str):
+    """The kernel linking every vertex along its out-edges ``first`` ..
+    ``first + rounds - 1`` (those it has), compressing after each; with
+    ``ahead``, prefetching as :func:`link_rounds_ahead` says.
+
+    One source for both kernels: ``ahead`` is a closure variable, which
+    numba freezes as a constant, so each kernel is compiled (and cached)
+    with its branch alone and neither pays for the other's.
+    """
+    def kernel(out_offsets, out_targets, parent, first, rounds):
+        n = parent.shape[0]
+        last = out_targets.shape[0] - 1
+        for r in range(first, first + rounds):
+            for u in numba.prange(n):
+                if ahead:
+                    w = u + 2 * PREFETCH_AHEAD
+                    if w < n:
+                        _prefetch(out_targets, min(out_offsets[w] + r, last))
+                    x = u + PREFETCH_AHEAD
+                    if x < n:
+                        e = out_offsets[x] + r
+                        if e < out_offsets[x + 1]:
+                            _prefetch(parent, out_targets[e])
+                e = out_offsets[u] + r
+                if e < out_offsets[u + 1]:
+                    link(u, out_targets[e], parent)
+            compress(parent)
+
+    kernel.__name__ = kernel.__qualname__ = name
+    kernel.__doc__ = doc
+    return numba.njit(nogil=True, parallel=True, cache=True)(kernel)
 
 
-@numba.njit(nogil=True, parallel=True, cache=True)
-def link_rounds_ahead(out_offsets, out_targets, parent, first, rounds):
-    """:func:`link_rounds`, prefetching the out-edge ``2 * PREFETCH_AHEAD``
-    vertices ahead and its target's parent ``PREFETCH_AHEAD`` ahead.
+link_rounds = _link_rounds_kernel("link_rounds", False, """Link every vertex along its
+    out-edges ``first`` .. ``first + rounds - 1`` (those it has), compressing after each.""")
+
+link_rounds_ahead = _link_rounds_kernel("link_rounds_ahead", True, """:func:`link_rounds`,
+    prefetching the out-edge ``2 * PREFETCH_AHEAD`` vertices ahead and its target's parent
+    ``PREFETCH_AHEAD`` ahead.
 
     Each link's compare-and-swap holds later loads back, so the next
     vertex's out-edge and its target's parent, two cache misses on a graph
@@ -140,23 +162,7 @@ def link_rounds_ahead(out_offsets, out_targets, parent, first, rounds):
     threads: 56-58 ms -> 39-42 ms; on a grid, whose first out-edges share
     cache lines, the extra work costs 6 ms -> 9 ms, hence
     ``PREFETCH_FROM_BYTES``).
-    """
-    n = parent.shape[0]
-    last = out_targets.shape[0] - 1
-    for r in range(first, first + rounds):
-        for u in numba.prange(n):
-            w = u + 2 * PREFETCH_AHEAD
-            if w < n:
-                _prefetch(out_targets, min(out_offsets[w] + r, last))
-            x = u + PREFETCH_AHEAD
-            if x < n:
-                e = out_offsets[x] + r
-                if e < out_offsets[x + 1]:
-                    _prefetch(parent, out_targets[e])
-            e = out_offsets[u] + r
-            if e < out_offsets[u + 1]:
-                link(u, out_targets[e], parent)
-        compress(parent)
+    """)
 
 
 @numba.njit(nogil=True, parallel=True, cache=True)

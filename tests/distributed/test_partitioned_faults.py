@@ -1,10 +1,12 @@
 """A worker killed in the middle of a partitioned run: the run makes its
 partition again on a live worker from the last checkpoint, every partition
-rolls back to it, and the run ends with the values of an uninterrupted one."""
+rolls back to it, and the run ends with the values of an uninterrupted one
+(and lets every actor go, the lost one's too)."""
 
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 import pytest
@@ -49,6 +51,19 @@ def _cluster_back(client, workers: int) -> None:
         client.wait_for_workers(workers, timeout=60)
 
 
+def _partition_keys(dask_scheduler) -> list:
+    return [str(key) for key in dask_scheduler.tasks if str(key).startswith("garaphpy-partition-")]
+
+
+def _keys_left(client) -> list:
+    """The partitions' keys the scheduler still holds once it had 10 s to let
+    them go (a run cancels its actors' keys, the lost ones' too, as it ends)."""
+    deadline = time.monotonic() + 10
+    while (keys := client.run_on_scheduler(_partition_keys)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return keys
+
+
 def test_bfs_with_a_worker_killed_ends_with_the_uninterrupted_values(dask_client, tmp_path):
     workers = len(dask_client.scheduler_info()["workers"])
     graph = garaphpy.Graph.load("grid:30x20", store=tmp_path / "grid", progress=False)
@@ -66,6 +81,7 @@ def test_bfs_with_a_worker_killed_ends_with_the_uninterrupted_values(dask_client
     assert [r.iteration for r in spread.iterations] == list(range(spread.num_iterations))
     assert killed[0] not in spread.iterations[-1].workers
     assert not checkpoints.exists() or not any(checkpoints.iterdir())
+    assert _keys_left(dask_client) == []
     _cluster_back(dask_client, workers)
 
 
