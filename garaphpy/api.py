@@ -782,7 +782,7 @@ def _build_gpu_engine(plan: RunPlan, run_: _ValidatedRun, pages, options: RunOpt
     graph, program, mode = run_.graph, run_.program, plan.mode
     gpu_engine = GpuEngine(graph, program, run_.sources, plan.synchronous,
                            gpu_memory=options.gpu_memory, n_streams=options.n_streams,
-                           page_source=pages, sole_page_reader=mode == "gpu",
+                           page_source=pages,
                            turned_off=plan.turned_off & frozenset(GPU_CHOICES))
     if mode == "gpu" and not gpu_engine.plan.resident:
         # the GPU's kept pages never come from the host again: the host cache holds others

@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from .. import config
+from .._numba_setup import parallel_section
 from ..errors import StoreError
 from .host_budget import HostCachePlan, cache_beside, plan_host_cache
 from .layout import align
@@ -178,11 +179,12 @@ class HostPages:
         """From now on ``consumer`` receives compressed pages as stored
         (:attr:`~garaphpy.storage.store.Page.stored`), from storage and from
         the host cache alike, and decodes them itself (the GPU: a compressed
-        page crosses the bus in its stored bytes).  Only for the run's one
-        consumer of pages: the cache holds a compressed page in one form.
-        Call before that consumer's walks; its reader so far, and the plain
-        compressed pages cached so far, are dropped.  The cache's room is
-        counted in stored bytes from then on: it holds more pages."""
+        page crosses the bus in its stored bytes).  The cache holds a
+        compressed page in that form alone, its room counted in stored bytes
+        from then on (it holds more pages); another consumer gets a cached
+        one decoded from it (:meth:`cached_page`).  Call before that
+        consumer's walks; its reader so far, and the plain compressed pages
+        cached so far, are dropped."""
         with self._lock:
             if self._stored_consumer == consumer:
                 return
@@ -304,13 +306,18 @@ class HostPages:
     def cached_page(self, index: int, consumer: str = "cpu") -> Page:
         """Page ``index`` (a cached one), read into its host buffer the first
         time.  A compressed page is cached as stored once a consumer takes it
-        so (:meth:`take_stored`); another consumer gets it plain, read for it
-        alone (the cache's room holds one form)."""
+        so (:meth:`take_stored`); another consumer gets it plain, decoded from
+        the cached image into a buffer of its own (its blocks in parallel: the
+        CPU's reader decodes its pages from storage the same way)."""
         self._note_asked(index)
         info = self.store.pages[index]
         stored = self._takes_stored(consumer, index)
         if stored != (info.compressed and self._stored_consumer is not None):
-            return self.reader(consumer).read_page(index)
+            held = self.cached_page(index, self._stored_consumer)
+            image = aligned_empty(buffer_bytes(info.nbytes))
+            with parallel_section():
+                self.store.decode_page(info, held.image, image, parallel=True)
+            return self.store.page_views(info, image[:info.nbytes])
         page = self._cached.get(index)
         if page is not None:
             return page

@@ -75,8 +75,8 @@ class PageSource(Protocol):
         packed images): they stay in the host tier."""
 
     def take_stored(self, consumer: str) -> None:
-        """``consumer``, the run's one reader of pages, receives the compressed
-        pages this source reads from storage as stored, to decode itself."""
+        """``consumer`` receives the compressed pages this source reads from
+        storage as stored, to decode itself."""
 
     def end_iteration(self) -> dict | None:
         """Between iterations: the host's pages revised by the pages asked

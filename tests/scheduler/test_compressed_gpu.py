@@ -149,31 +149,37 @@ def disk_graphs(tmp_path_factory):
     return load("plain", False), load("packed", True)
 
 
+@pytest.mark.parametrize("mode", ["gpu", "hybrid"])
 @pytest.mark.parametrize("name", ["pagerank", "bfs", "sssp", "cc"])
-def test_pages_from_disk_cross_the_bus_as_stored(disk_graphs, name):
-    """A GPU run whose host budget holds a quarter of the pages: the compressed
-    pages read from disk reach the GPU as stored and are decoded there, with
-    the values of the plain store's run and, for PageRank (every page every
-    iteration), under 0.6 of its bytes to the device."""
+def test_pages_from_disk_cross_the_bus_as_stored(disk_graphs, name, mode):
+    """Runs whose host budget holds a quarter of the pages: the compressed
+    pages read from disk reach the GPU as stored and are decoded there (the
+    hybrid's CPU decodes those it takes), with the values of the plain
+    store's run and, for PageRank on the GPU (every page every iteration),
+    under 0.6 of its bytes to the device."""
     from helpers import host_budget
 
     plain, packed = disk_graphs
     program = program_for(name)
     sources = SOURCES if program.needs_sources else ()
-    options = dict(mode="gpu", max_iterations=40, execution="sync", read_ratio=8.0,
+    options = dict(mode=mode, max_iterations=40, execution="sync", read_ratio=8.0,
                    gpu_memory=budget_for(plain, program, 0.05))
     runs = [ref.run_engine_like_gpu(graph, program, sources, **options,
-                                    **host_budget(graph, program, readers=1,
+                                    **host_budget(graph, program,
+                                                  readers=1 if mode == "gpu" else 2,
                                                   cached_fraction=0.25))
             for graph in (plain, packed)]
     expected, result = runs
+    assert sum(record.bytes_read for record in result.iterations) > 0
+    if mode == "hybrid":        # each iteration's split between the processors is timed
+        ref.assert_run_matches(name, "sync", result, expected)
+        return
     if name == "pagerank":
         np.testing.assert_allclose(result.values, expected.values, rtol=1e-12, atol=0)
     else:
         np.testing.assert_array_equal(result.values, expected.values)
     assert result.num_iterations == expected.num_iterations
     assert result.iterations[0].decisions["compressed_pages"]["choice"]
-    assert sum(record.bytes_read for record in result.iterations) > 0
     if name == "pagerank":
         moved = [sum(record.bytes_to_device for record in run.iterations[1:]) for run in runs]
         assert 0 < moved[1] < 0.6 * moved[0], moved

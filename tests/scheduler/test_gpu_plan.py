@@ -72,7 +72,8 @@ def make_plan(store, name: str, budget: int = 10 ** 9, *, synchronous: bool = Fa
               reads_storage: bool = True) -> GpuPlan:
     """plan_gpu for built-in program ``name`` over ``store`` with a GPU budget of
     ``budget`` bytes (the pages the host holds packable where ``cached``; the
-    others read from storage where ``reads_storage``)."""
+    others read from storage where ``reads_storage``; compressed pages
+    shippable as stored either way)."""
     program = _program_instance(name)
     translated = translate_program(program, weight_dtype=store.weight_dtype,
                                    degree_dtype=store.out_degree.dtype)
@@ -89,8 +90,7 @@ def make_plan(store, name: str, budget: int = 10 ** 9, *, synchronous: bool = Fa
                     vertex_memory=vertex_memory,
                     packed_layouts=lambda: packed_layouts(store, InMemoryPages(store),
                                                           reads_weights) if cached else {},
-                    compressed_layouts=lambda: compressed_layouts(
-                        store, InMemoryPages(store), reads_weights) if cached else {},
+                    compressed_layouts=lambda: compressed_layouts(store, reads_weights),
                     reads_storage=reads_storage, turned_off=turned_off)
     assert asked == [plan.precompute]       # the vertex data is made once, for the choice
     return plan
@@ -461,21 +461,3 @@ def test_streamed_pages_of_a_final_once_set_program_skip_settled_pages(store):
                     turned_off={"settled_pages"})
     assert not off.settled_pages and off.entry("settled_pages")["turned_off"]
 
-
-def test_pages_from_storage_ship_compressed_where_the_gpu_reads_alone(compressed_store):
-    """The compressed pages a run may ship as stored: those the host holds,
-    and, where the GPU is the run's one reader of pages, those read from
-    storage too (the page source gives them as stored)."""
-    from helpers import make_pages
-
-    paged = make_pages(compressed_store, cached=2)
-    try:
-        cached = {k for k in range(len(compressed_store.pages)) if paged.is_cached(k)}
-        assert cached == {0, 1} and len(compressed_store.pages) > 3
-        assert set(compressed_layouts(compressed_store, paged, False)) == cached
-        every = compressed_layouts(compressed_store, paged, False, from_storage=True)
-        assert set(every) == set(range(len(compressed_store.pages)))
-        in_memory = compressed_layouts(compressed_store, InMemoryPages(compressed_store), False)
-        assert set(in_memory) == set(every)
-    finally:
-        paged.close()

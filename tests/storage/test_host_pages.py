@@ -552,8 +552,8 @@ def test_the_consumer_that_takes_stored_pages_gets_them_from_cache_and_disk(tmp_
     """After ``take_stored("gpu")`` the GPU's walks give every compressed page
     as stored, cached or streamed, its bytes those ``Store.read_stored``
     gives, and the same room caches more pages; the CPU's walks still give
-    plain pages (a cached one read for it alone, the cache's room kept);
-    bytes read before count on."""
+    plain pages (a cached one decoded from the cached image, read from disk
+    no more); bytes read before count on."""
     from garaphpy.options import BuildOptions
     from garaphpy.storage.builder import build_store
     from garaphpy.storage.readers import from_arrays
@@ -595,10 +595,12 @@ def test_the_consumer_that_takes_stored_pages_gets_them_from_cache_and_disk(tmp_
         streamed = sum(store.pages[k].disk_bytes for k in order if not paged.is_cached(k))
         cached = sum(store.pages[k].disk_bytes for k in order if paged.is_cached(k))
         assert paged.bytes_read - before >= cached + 2 * streamed
+        before = paged.bytes_read
         cursor = paged.cursor(order[::-1], "cpu")
         for index in order[::-1]:
             assert_same_page(store, index, cursor.get(index))
         cursor.close()
+        assert paged.bytes_read - before == streamed   # the cached pages from memory
         assert paged.cached_page(0, "gpu").stored
         assert paged.cached_bytes <= sum(info.nbytes for info in store.pages[:CACHED_PAGES])
     finally:

@@ -99,11 +99,6 @@ class GpuEngine:
     page_source : garaphpy.storage.page_source.PageSource, optional
         Where streamed pages come from (default: every page in memory,
         :class:`~garaphpy.storage.page_source.InMemoryPages`).
-    sole_page_reader : bool
-        The engine is the run's one reader of ``page_source``'s pages (a
-        GPU-mode run): the compressed pages it reads from storage come as
-        stored and cross the bus so, decoded on the device
-        (:func:`~garaphpy.scheduler.gpu.page_store.compressed_layouts`).
     edges_per_thread : int, optional
         Consecutive edges one thread of the pull takes (default
         ``config.GPU_EDGES_PER_THREAD``).
@@ -142,7 +137,7 @@ class GpuEngine:
     def __init__(self, graph, program: VertexProgram, source_vertices: np.ndarray,
                  synchronous: bool, *, gpu_memory: int | None = None,
                  n_streams: int | None = None,
-                 precompute: bool = True, page_source=None, sole_page_reader: bool = False,
+                 precompute: bool = True, page_source=None,
                  edges_per_thread: int | None = None, fuse_resident: bool = True,
                  device_loop: bool = True, sparse_push: bool = True,
                  value_priority: bool = True, packed_pages: bool = True,
@@ -214,8 +209,7 @@ class GpuEngine:
             n_streams=config.N_STREAMS if n_streams is None else int(n_streams),
             vertex_memory=vertex_memory,
             packed_layouts=lambda: packed_layouts(store, page_source, self.reads_weights),
-            compressed_layouts=lambda: compressed_layouts(
-                store, page_source, self.reads_weights, from_storage=sole_page_reader),
+            compressed_layouts=lambda: compressed_layouts(store, self.reads_weights),
             host_copies=self.host_copies,
             reads_storage=page_source.reads_storage,
             turned_off=frozenset(turned_off) | switched_off)

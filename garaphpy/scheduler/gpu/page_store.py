@@ -777,18 +777,14 @@ def decode_chunks(info, shards: np.ndarray, decode_edges: int) -> list:
     return chunks
 
 
-def compressed_layouts(store, page_source, reads_weights: bool,
-                       from_storage: bool = False) -> dict:
-    """Per page a run may ship compressed, its
-    :class:`~garaphpy.kernels.gpu_codec.CompressedLayout`: every page stored
-    compressed that ``page_source`` holds in host memory (as for
-    :func:`packed_layouts`), and with ``from_storage`` (the GPU is the run's
-    one reader of pages) those it reads from storage too, given as stored
-    (:meth:`~garaphpy.storage.page_source.PageSource.take_stored`)."""
+def compressed_layouts(store, reads_weights: bool) -> dict:
+    """Per page a run may ship compressed (every page stored compressed: one
+    the page source holds in host memory, or one it reads from storage and
+    gives as stored, :meth:`~garaphpy.storage.page_source.PageSource.take_stored`),
+    its :class:`~garaphpy.kernels.gpu_codec.CompressedLayout`."""
     weight_size = store.weight_dtype.itemsize if store.weighted else 0
     return {info.index: gpu_codec.compressed_layout(info, weight_size, reads_weights)
-            for info in store.pages
-            if info.compressed and (from_storage or page_source.is_cached(info.index))}
+            for info in store.pages if info.compressed}
 
 
 #: store -> each page's values' code in a packed page, found once per store
