@@ -472,8 +472,11 @@ class PageReader:
         self.block_bytes = int(store.manifest["layout"]["block_bytes"])
         self.buffer_bytes = page_buffer_bytes(store)
         if decode == "stored":
-            # a compressed page's stored image lands in the page buffer itself
-            self.buffer_bytes = max(self.buffer_bytes, staging_buffer_bytes(store))
+            # a compressed page's stored image lands in the page buffer itself: the
+            # same read-ahead bytes hold more pages
+            plain = [info.nbytes for info in store.pages if not info.compressed]
+            self.buffer_bytes = max(buffer_bytes(max(plain, default=0)),
+                                    staging_buffer_bytes(store))
         if readahead_bytes is None:
             readahead_bytes = max(config.PAGE_READAHEAD_BYTES, self.buffer_bytes)
         elif isinstance(readahead_bytes, bool) or not isinstance(readahead_bytes,
