@@ -67,9 +67,12 @@ def store_array_bytes(store) -> int:
     """Bytes of the arrays an open store keeps in host memory.
 
     The CSC index, the CSR of out-edges (|E| targets), the degrees, the shard
-    and block tables and the id table: they count against the budget.
+    and block tables and the id table, and the out-edges' values an earlier
+    run kept (``Store.kept_out_edge_values``): they count against the budget.
     """
-    return int(sum(array.nbytes for array in store._arrays.values()))
+    kept = store.kept_out_edge_values
+    return int(sum(array.nbytes for array in store._arrays.values())) \
+        + (kept.nbytes if kept is not None else 0)
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,11 @@ class HostCachePlan:
     def used_bytes(self) -> int:
         """Host memory the plan takes: fixed, read-ahead and cached pages."""
         return self.fixed_bytes + self.readahead_bytes + self.cached_bytes
+
+    @property
+    def room_bytes(self) -> int:
+        """Bytes of the budget the plan leaves unused (none where it overruns)."""
+        return max(self.budget_bytes - self.used_bytes, 0)
 
     def rho(self, k: float) -> float:
         """rho of Garaph section 4.2: ``config.RHO_IN_MEMORY`` when every page
@@ -248,7 +256,9 @@ def plan_run_pages(store, readers: int, budget: int | None = None,
 
     The budget (default :func:`host_cache_budget`, plus the bytes of the
     buffers earlier runs gave back, ``store.vertex_buffers``: this run's
-    vertex data) pays first for :func:`run_fixed_bytes`; when every page fits
+    vertex data, and of the out-edge values they kept,
+    ``store.kept_out_edge_values``) pays first for :func:`run_fixed_bytes`,
+    those values included; when every page fits
     beside it, all are cached.  Otherwise each page reader (one per
     processor) gets ``readahead_bytes`` rounded up to whole page buffers (and,
     for a store of compressed pages, a staging buffer per page buffer and one
@@ -271,9 +281,13 @@ def plan_run_pages(store, readers: int, budget: int | None = None,
     sizes = [info.nbytes for info in store.pages]
     buffer = page_buffer_bytes(store)
     fixed = run_fixed_bytes(store)
-    # the buffers earlier runs gave back are this run's vertex data, counted in ``fixed``
+    # the buffers earlier runs gave back are this run's vertex data, and the out-edge
+    # values they kept the store's: counted in ``fixed``, already out of the memory
+    # available now
+    kept = store.kept_out_edge_values
     budget = host_cache_budget(budget) if budget is not None \
-        else host_cache_budget() + store.vertex_buffers.held_bytes
+        else host_cache_budget() + store.vertex_buffers.held_bytes \
+        + (kept.nbytes if kept is not None else 0)
     if readahead_bytes is not None:
         pages_ahead = -(-_check_bytes("readahead_bytes", readahead_bytes, 1) // buffer)
     elif fixed + sum(sizes) <= budget:      # every page cached: nothing is read ahead

@@ -240,6 +240,31 @@ class InMemoryPages:
         views = self._csc_views()
         return self.store.in_offsets, self._sources, self._weights
 
+    def out_edge_values(self, place: Callable[[np.ndarray, np.ndarray], np.ndarray]
+                        ) -> np.ndarray:
+        """The CSC's edge values in the order of the out-edge CSR:
+        ``Store.kept_out_edge_values`` where an earlier run in memory placed
+        them, else ``place(sources, weights)``'s
+        (:func:`garaphpy.kernels.gpu_subgraph.out_edge_values`, 0.5 s on
+        kron22), then kept by the store for the graph's later runs beside the
+        kept CSC (``config.KEEP_CSC_BETWEEN_RUNS``) where the run's host
+        budget has room for them beside its plan
+        (:attr:`HostCachePlan.room_bytes`): a later run counts them among the
+        store's arrays (:func:`~garaphpy.storage.host_budget.store_array_bytes`)
+        and so still holds every page.  ``Store.release_csc`` drops them with
+        the CSC (``Graph.release_memory``, a run whose pages stream).  Read
+        only: the graph's runs share them."""
+        store = self.store
+        kept = store.kept_out_edge_values
+        if kept is not None:
+            return kept
+        _, sources, weights = self.csc()
+        values = place(sources, weights)
+        if config.KEEP_CSC_BETWEEN_RUNS and (self.plan is None
+                                             or values.nbytes <= self.plan.room_bytes):
+            store.kept_out_edge_values = values
+        return values
+
     def _csc_views(self) -> list[Page]:
         views = self._views
         if views is None:
