@@ -102,6 +102,11 @@ class HostCachePlan:
         (:func:`plan_run_pages`); None: not sized by it.
     readahead_pages : int or None
         Pages of each reader's read-ahead window so sized.
+    kept_bytes : int
+        Of ``fixed_bytes``, the out-edge values an earlier run kept
+        (``Store.kept_out_edge_values``), counted where they fit beside every
+        page (:func:`plan_run_pages`); a run whose plan leaves them out drops
+        them (:func:`~garaphpy.storage.page_source.open_page_source`).
     """
 
     budget_bytes: int
@@ -114,6 +119,7 @@ class HostCachePlan:
     held_elsewhere: tuple[int, ...] = ()
     disk_bytes_per_s: float | None = None
     readahead_pages: int | None = None
+    kept_bytes: int = 0
 
     @property
     def all_cached(self) -> bool:
@@ -258,7 +264,8 @@ def plan_run_pages(store, readers: int, budget: int | None = None,
     buffers earlier runs gave back, ``store.vertex_buffers``: this run's
     vertex data, and of the out-edge values they kept,
     ``store.kept_out_edge_values``) pays first for :func:`run_fixed_bytes`,
-    those values included; when every page fits
+    those values included where they fit beside every page (else the run
+    drops them, and they are not counted); when every page fits
     beside it, all are cached.  Otherwise each page reader (one per
     processor) gets ``readahead_bytes`` rounded up to whole page buffers (and,
     for a store of compressed pages, a staging buffer per page buffer and one
@@ -285,9 +292,11 @@ def plan_run_pages(store, readers: int, budget: int | None = None,
     # values they kept the store's: counted in ``fixed``, already out of the memory
     # available now
     kept = store.kept_out_edge_values
+    kept_bytes = kept.nbytes if kept is not None else 0
     budget = host_cache_budget(budget) if budget is not None \
-        else host_cache_budget() + store.vertex_buffers.held_bytes \
-        + (kept.nbytes if kept is not None else 0)
+        else host_cache_budget() + store.vertex_buffers.held_bytes + kept_bytes
+    if fixed + sum(sizes) > budget:     # the kept values yield to the pages: dropped
+        fixed, kept_bytes = fixed - kept_bytes, 0
     if readahead_bytes is not None:
         pages_ahead = -(-_check_bytes("readahead_bytes", readahead_bytes, 1) // buffer)
     elif fixed + sum(sizes) <= budget:      # every page cached: nothing is read ahead
@@ -311,4 +320,4 @@ def plan_run_pages(store, readers: int, budget: int | None = None,
     if readahead_bytes is None and disk_bytes_per_s is not None and not plan.all_cached:
         plan = dataclasses.replace(plan, disk_bytes_per_s=float(disk_bytes_per_s),
                                    readahead_pages=max(1, pages_ahead))
-    return plan, readahead
+    return dataclasses.replace(plan, kept_bytes=kept_bytes), readahead

@@ -317,8 +317,12 @@ def open_page_source(store: Store, plan: HostCachePlan, read_ratio: Callable[[],
                      readahead_bytes: int | None = None):
     """The page source of a run under ``plan``: :class:`InMemoryPages` when the
     plan caches every page, else :class:`HostPages` whose rho is
-    ``read_ratio()`` (called only then: it may measure the storage)."""
+    ``read_ratio()`` (called only then: it may measure the storage).  The
+    out-edge values an earlier run kept go where the plan does not count
+    them (:attr:`HostCachePlan.kept_bytes`), the kept CSC where pages stream."""
     if plan.all_cached:
+        if not plan.kept_bytes:     # the plan left out the out-edge values kept: dropped
+            store.kept_out_edge_values = None
         return InMemoryPages(store, plan)
     store.release_csc()     # the budget streams pages: the memory of a kept CSC goes back
     store.vertex_buffers.clear()    # and that of the buffers earlier runs gave back
