@@ -348,12 +348,13 @@ BLOCK_BYTES = 8 << 20
 BLOCK_ALIGNMENT = 4096
 
 #: A graph keeps the CSC its first run in host memory read from the store, so
-#: that its later runs in memory read no page (``Graph.release_memory`` frees
-#: it; a run whose host budget streams pages frees it first); and a GPU run
-#: whose pages all fit the device keeps its edge arrays there for the next GPU
-#: run over the same store (one store at a time; a run over another store, or
-#: one whose pages stream, frees them first).  False: each such run reads
-#: every page again and keeps nothing.
+#: that its later runs in memory read no page, and the out-edges' values a run
+#: in buckets placed from it (``InMemoryPages.out_edge_values``);
+#: ``Graph.release_memory`` frees them, a run whose host budget streams pages
+#: frees them first.  And a GPU run whose pages all fit the device keeps its
+#: edge arrays there for the next GPU run over the same store (one store at a
+#: time; a run over another store, or one whose pages stream, frees them
+#: first).  False: each such run reads every page again and keeps nothing.
 KEEP_CSC_BETWEEN_RUNS = True
 
 #: Fraction of the available host memory preprocessing may use.

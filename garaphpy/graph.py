@@ -457,7 +457,8 @@ class Graph:
 
     def release_memory(self) -> bool:
         """Free the edges a run left in host memory and on the GPU for this
-        graph's later runs (``config.KEEP_CSC_BETWEEN_RUNS``), the vertex
+        graph's later runs (``config.KEEP_CSC_BETWEEN_RUNS``; in memory, the
+        CSC and the out-edges' values placed from it), the vertex
         arrays the runs share (:attr:`original_id_array`), the per-vertex
         buffers runs give back for the next (``Store.vertex_buffers``), and
         its undirected twin's (:meth:`as_undirected`); the next such run reads

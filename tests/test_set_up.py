@@ -8,7 +8,11 @@ graph.  And the per-vertex buffers a graph's runs lend each other
 (``Store.vertex_buffers``): no value of one run seen by another, a Result's
 values never changed by a later run, two threads' runs never sharing one,
 none lent to a run whose pages stream, nor held past ``release_memory``.
-Also what a set-up no longer makes: the aggregates at the warm-up."""
+And the out-edges' values a run in buckets places (``Store.kept_out_edge_values``):
+placed once, never written, counted by the host budget, kept only where it
+has room for them beside every page, dropped by ``release_memory`` and by a
+run whose pages stream.  Also what a set-up no longer makes: the aggregates
+at the warm-up."""
 
 from __future__ import annotations
 
@@ -21,7 +25,8 @@ from garaphpy.program import ProgramError
 from garaphpy.programs.components import ConnectedComponents
 from garaphpy.scheduler.cpu_state import vertex_attributes
 
-from references import MinLabels, bfs_scipy, components_scipy, pagerank_power, sssp_scipy
+from references import (MinLabels, bfs_scipy, components_scipy, pagerank_power, run_engine,
+                        sssp_scipy)
 
 # DIMACS ids are 1-based: the store maps them with an offset, no table
 DIMACS = "p sp 7 7\na 1 2 3\na 2 3 1\na 3 1 2\na 4 5 1\na 5 6 4\na 2 5 2\na 7 7 1\n"
@@ -392,3 +397,134 @@ def test_release_memory_drops_the_lent_buffers(rmat):
     assert store.vertex_buffers.held_bytes > 0 and "in_edge_bits" in store.__dict__
     assert rmat.release_memory()
     assert store.vertex_buffers.held_bytes == 0 and "in_edge_bits" not in store.__dict__
+
+
+# -- out-edge values kept from run to run ---------------------------------------------------
+@pytest.fixture(scope="module")
+def grid(tmp_path_factory):
+    """A mesh (in-degree skew 1): SSSP on the CPU takes its buckets pushed."""
+    return garaphpy.Graph.load("grid:40x30", store=tmp_path_factory.mktemp("kept") / "grid",
+                               progress=False, max_shard_edges=64, max_page_bytes=2048)
+
+
+@pytest.fixture
+def placings(monkeypatch):
+    """The calls that place the out-edges' values, counted."""
+    from garaphpy.kernels import gpu_subgraph
+
+    calls = []
+    place = gpu_subgraph.out_edge_values
+
+    def counted(*args, **kwargs):
+        calls.append(args[0].size)
+        return place(*args, **kwargs)
+
+    monkeypatch.setattr(gpu_subgraph, "out_edge_values", counted)
+    return calls
+
+
+def _out_edge_values_by_scipy(graph) -> np.ndarray:
+    """Each out-edge's value in the out-edge CSR's order, looked up in SciPy's
+    matrix of the graph (a grid has no parallel edges)."""
+    store = graph.store
+    rows = np.repeat(np.arange(store.num_vertices), np.diff(store.out_offsets))
+    return np.asarray(graph.to_scipy().tocsr()[rows, store.out_targets]).ravel()
+
+
+def test_a_second_run_in_buckets_reuses_the_placed_out_edge_values(grid, placings):
+    store = grid.store
+    grid.release_memory()
+    order = np.argsort(-store.out_degree, kind="stable")
+    first = garaphpy.run(grid, "sssp", sources=[0], mode="cpu", threads=2)
+    assert first.plan.cpu.priority_push and first.plan.pages == "in memory"
+    assert len(placings) == 1
+    kept = store.kept_out_edge_values
+    assert kept is not None and kept.dtype == store.weight_dtype
+    np.testing.assert_array_equal(kept, _out_edge_values_by_scipy(grid))
+    image = kept.tobytes()
+    # later runs from other sources, with and without the rounds: none places again
+    for source, turned_off in ((int(order[0]), ()), (int(order[7]), ("push_rounds",)), (0, ())):
+        result = run_engine(grid, "sssp", [source], mode="cpu", threads=2,
+                            turned_off=turned_off)
+        assert result.plan.cpu.priority_push
+        np.testing.assert_array_equal(result.values, sssp_scipy(grid, [source]))
+        assert store.kept_out_edge_values is kept
+    assert len(placings) == 1
+    assert kept.tobytes() == image       # no run writes them
+    np.testing.assert_array_equal(first.values, sssp_scipy(grid, [0]))
+
+
+def test_the_budget_counts_the_kept_values_and_release_memory_drops_them(grid, placings,
+                                                                         monkeypatch):
+    from garaphpy.storage.host_budget import host_cache_budget, plan_run_pages, run_fixed_bytes
+
+    store = grid.store
+    grid.release_memory()
+    monkeypatch.setattr(config, "available_host_memory", lambda: 10 ** 9)
+    bare_fixed = run_fixed_bytes(store)
+    garaphpy.run(grid, "sssp", sources=[0], mode="cpu", threads=2)
+    kept = store.kept_out_edge_values
+    assert kept is not None and kept.nbytes == 4 * store.num_edges
+    assert run_fixed_bytes(store) == bare_fixed + kept.nbytes
+    plan = plan_run_pages(store, 1)[0]
+    assert plan.fixed_bytes == bare_fixed + kept.nbytes and plan.kept_bytes == kept.nbytes
+    # already out of the memory available: the default budget adds them back
+    assert plan.budget_bytes == host_cache_budget() + store.vertex_buffers.held_bytes \
+        + kept.nbytes
+    assert plan_run_pages(store, 1, 10 ** 8)[0].budget_bytes == 10 ** 8
+    assert grid.release_memory()
+    assert store.kept_out_edge_values is None and run_fixed_bytes(store) == bare_fixed
+    garaphpy.run(grid, "sssp", sources=[0], mode="cpu", threads=2)
+    assert len(placings) == 2       # placed again after the release
+
+
+def test_values_are_kept_only_where_the_budget_has_room_and_yield_to_the_pages(grid,
+                                                                               placings):
+    from garaphpy.storage.host_budget import run_fixed_bytes
+
+    store = grid.store
+    grid.release_memory()
+    values_bytes = 4 * store.num_edges
+    pages = sum(info.nbytes for info in store.pages)
+    # every page fits, the values do not: placed every run, never kept
+    tight = run_fixed_bytes(store) + pages + values_bytes - 1
+    for _ in range(2):
+        result = garaphpy.run(grid, "sssp", sources=[0], mode="cpu", threads=2,
+                              host_memory=tight)
+        assert result.plan.pages == "in memory" and result.plan.cpu.priority_push
+        assert store.kept_out_edge_values is None
+    assert len(placings) == 2
+    # room for them too: kept, and the next run, counting them, still holds every page
+    roomy = tight + 1
+    for _ in range(2):
+        result = garaphpy.run(grid, "sssp", sources=[0], mode="cpu", threads=2,
+                              host_memory=roomy)
+        assert result.plan.pages == "in memory"
+        np.testing.assert_array_equal(result.values, sssp_scipy(grid, [0]))
+    assert store.kept_out_edge_values is not None and len(placings) == 3
+    # a budget that holds every page only without them: they yield, the pages stay
+    result = garaphpy.run(grid, "sssp", sources=[0], mode="cpu", threads=2,
+                          host_memory=tight)
+    assert result.plan.pages == "in memory" and store.kept_out_edge_values is None
+    np.testing.assert_array_equal(result.values, sssp_scipy(grid, [0]))
+    assert len(placings) == 4
+
+
+def test_a_streamed_run_drops_the_kept_values_and_the_switch_keeps_none(grid, placings,
+                                                                        monkeypatch):
+    from garaphpy.storage.host_budget import run_fixed_bytes
+
+    store = grid.store
+    garaphpy.run(grid, "sssp", sources=[0], mode="cpu", threads=2)
+    assert store.kept_out_edge_values is not None
+    budget = run_fixed_bytes(store) - store.kept_out_edge_values.nbytes \
+        + 2 * max(p.nbytes for p in store.pages) + 2 * config.BLOCK_ALIGNMENT
+    result = garaphpy.run(grid, "sssp", sources=[0], mode="cpu", threads=2,
+                          host_memory=budget, read_ratio=2.0)
+    assert "from storage" in result.plan.pages
+    assert store.kept_out_edge_values is None
+    np.testing.assert_array_equal(result.values, sssp_scipy(grid, [0]))
+    monkeypatch.setattr(config, "KEEP_CSC_BETWEEN_RUNS", False)
+    for _ in range(2):
+        garaphpy.run(grid, "sssp", sources=[0], mode="cpu", threads=2)
+        assert store.kept_out_edge_values is None

@@ -336,8 +336,9 @@ def value_priority(declared: bool, mode: str, synchronous: bool, batches: bool,
     iterations; a 4-neighbour grid, skew 1.0: 1/14 of the edges, 6x
     faster; BENCHMARKS.md).  Buckets pushed in rounds
     (:func:`cpu_push_rounds`) read no in-edges, but lose on skewed graphs
-    too: their out-edge weights placed once (0.5 s on kron22) and many
-    more iterations (SSSP on the H200 host, 2026-12-04, 4-16 threads, value
+    too: their out-edge weights placed once a graph (0.5 s on kron22; its
+    later runs in memory reuse them) and many more iterations (SSSP on the
+    H200 host, 2026-12-04, 4-16 threads, each run placing them, value
     priority against none: kron22, skew 129, 0.92 against 0.72 s at 16
     threads; web-NotreDame, skew 73, and soc-Slashdot0811, skew 11, 1.9x;
     ca-HepPh, skew 6.6, 1.3-1.5x; a 1000x1000 grid, skew 1.0, 8.7x faster)."""

@@ -67,9 +67,12 @@ def store_array_bytes(store) -> int:
     """Bytes of the arrays an open store keeps in host memory.
 
     The CSC index, the CSR of out-edges (|E| targets), the degrees, the shard
-    and block tables and the id table: they count against the budget.
+    and block tables and the id table, and the out-edges' values an earlier
+    run kept (``Store.kept_out_edge_values``): they count against the budget.
     """
-    return int(sum(array.nbytes for array in store._arrays.values()))
+    kept = store.kept_out_edge_values
+    return int(sum(array.nbytes for array in store._arrays.values())) \
+        + (kept.nbytes if kept is not None else 0)
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,11 @@ class HostCachePlan:
         (:func:`plan_run_pages`); None: not sized by it.
     readahead_pages : int or None
         Pages of each reader's read-ahead window so sized.
+    kept_bytes : int
+        Of ``fixed_bytes``, the out-edge values an earlier run kept
+        (``Store.kept_out_edge_values``), counted where they fit beside every
+        page (:func:`plan_run_pages`); a run whose plan leaves them out drops
+        them (:func:`~garaphpy.storage.page_source.open_page_source`).
     """
 
     budget_bytes: int
@@ -111,6 +119,7 @@ class HostCachePlan:
     held_elsewhere: tuple[int, ...] = ()
     disk_bytes_per_s: float | None = None
     readahead_pages: int | None = None
+    kept_bytes: int = 0
 
     @property
     def all_cached(self) -> bool:
@@ -121,6 +130,11 @@ class HostCachePlan:
     def used_bytes(self) -> int:
         """Host memory the plan takes: fixed, read-ahead and cached pages."""
         return self.fixed_bytes + self.readahead_bytes + self.cached_bytes
+
+    @property
+    def room_bytes(self) -> int:
+        """Bytes of the budget the plan leaves unused (none where it overruns)."""
+        return max(self.budget_bytes - self.used_bytes, 0)
 
     def rho(self, k: float) -> float:
         """rho of Garaph section 4.2: ``config.RHO_IN_MEMORY`` when every page
@@ -248,7 +262,10 @@ def plan_run_pages(store, readers: int, budget: int | None = None,
 
     The budget (default :func:`host_cache_budget`, plus the bytes of the
     buffers earlier runs gave back, ``store.vertex_buffers``: this run's
-    vertex data) pays first for :func:`run_fixed_bytes`; when every page fits
+    vertex data, and of the out-edge values they kept,
+    ``store.kept_out_edge_values``) pays first for :func:`run_fixed_bytes`,
+    those values included where they fit beside every page (else the run
+    drops them, and they are not counted); when every page fits
     beside it, all are cached.  Otherwise each page reader (one per
     processor) gets ``readahead_bytes`` rounded up to whole page buffers (and,
     for a store of compressed pages, a staging buffer per page buffer and one
@@ -271,9 +288,15 @@ def plan_run_pages(store, readers: int, budget: int | None = None,
     sizes = [info.nbytes for info in store.pages]
     buffer = page_buffer_bytes(store)
     fixed = run_fixed_bytes(store)
-    # the buffers earlier runs gave back are this run's vertex data, counted in ``fixed``
+    # the buffers earlier runs gave back are this run's vertex data, and the out-edge
+    # values they kept the store's: counted in ``fixed``, already out of the memory
+    # available now
+    kept = store.kept_out_edge_values
+    kept_bytes = kept.nbytes if kept is not None else 0
     budget = host_cache_budget(budget) if budget is not None \
-        else host_cache_budget() + store.vertex_buffers.held_bytes
+        else host_cache_budget() + store.vertex_buffers.held_bytes + kept_bytes
+    if fixed + sum(sizes) > budget:     # the kept values yield to the pages: dropped
+        fixed, kept_bytes = fixed - kept_bytes, 0
     if readahead_bytes is not None:
         pages_ahead = -(-_check_bytes("readahead_bytes", readahead_bytes, 1) // buffer)
     elif fixed + sum(sizes) <= budget:      # every page cached: nothing is read ahead
@@ -297,4 +320,4 @@ def plan_run_pages(store, readers: int, budget: int | None = None,
     if readahead_bytes is None and disk_bytes_per_s is not None and not plan.all_cached:
         plan = dataclasses.replace(plan, disk_bytes_per_s=float(disk_bytes_per_s),
                                    readahead_pages=max(1, pages_ahead))
-    return plan, readahead
+    return dataclasses.replace(plan, kept_bytes=kept_bytes), readahead

@@ -248,6 +248,31 @@ class InMemoryPages:
         views = self._csc_views()
         return self.store.in_offsets, self._sources, self._weights
 
+    def out_edge_values(self, place: Callable[[np.ndarray, np.ndarray], np.ndarray]
+                        ) -> np.ndarray:
+        """The CSC's edge values in the order of the out-edge CSR:
+        ``Store.kept_out_edge_values`` where an earlier run in memory placed
+        them, else ``place(sources, weights)``'s
+        (:func:`garaphpy.kernels.gpu_subgraph.out_edge_values`, 0.5 s on
+        kron22), then kept by the store for the graph's later runs beside the
+        kept CSC (``config.KEEP_CSC_BETWEEN_RUNS``) where the run's host
+        budget has room for them beside its plan
+        (:attr:`HostCachePlan.room_bytes`): a later run counts them among the
+        store's arrays (:func:`~garaphpy.storage.host_budget.store_array_bytes`)
+        and so still holds every page.  ``Store.release_csc`` drops them with
+        the CSC (``Graph.release_memory``, a run whose pages stream).  Read
+        only: the graph's runs share them."""
+        store = self.store
+        kept = store.kept_out_edge_values
+        if kept is not None:
+            return kept
+        _, sources, weights = self.csc()
+        values = place(sources, weights)
+        if config.KEEP_CSC_BETWEEN_RUNS and (self.plan is None
+                                             or values.nbytes <= self.plan.room_bytes):
+            store.kept_out_edge_values = values
+        return values
+
     def _csc_views(self) -> list[Page]:
         views = self._views
         if views is None:
@@ -300,8 +325,12 @@ def open_page_source(store: Store, plan: HostCachePlan, read_ratio: Callable[[],
                      readahead_bytes: int | None = None):
     """The page source of a run under ``plan``: :class:`InMemoryPages` when the
     plan caches every page, else :class:`HostPages` whose rho is
-    ``read_ratio()`` (called only then: it may measure the storage)."""
+    ``read_ratio()`` (called only then: it may measure the storage).  The
+    out-edge values an earlier run kept go where the plan does not count
+    them (:attr:`HostCachePlan.kept_bytes`), the kept CSC where pages stream."""
     if plan.all_cached:
+        if not plan.kept_bytes:     # the plan left out the out-edge values kept: dropped
+            store.kept_out_edge_values = None
         return InMemoryPages(store, plan)
     store.release_csc()     # the budget streams pages: the memory of a kept CSC goes back
     store.vertex_buffers.clear()    # and that of the buffers earlier runs gave back

@@ -286,6 +286,9 @@ class Store:
         self.reused = False
         #: the whole CSC held in host memory (:meth:`keep_csc`); None: read per call
         self._kept_csc = None
+        #: its edge values in the out-edge CSR's order, placed by a run in memory for
+        #: the next (:meth:`~garaphpy.storage.page_source.InMemoryPages.out_edge_values`)
+        self.kept_out_edge_values = None
         #: a resident GPU run's whole-graph edge arrays, kept on the device for the
         #: next run over this store (:mod:`garaphpy.scheduler.gpu.page_store`)
         self.kept_device_edges = None
@@ -657,9 +660,10 @@ class Store:
         return self._kept_csc
 
     def release_csc(self) -> bool:
-        """Drop the CSC :meth:`keep_csc` holds; returns whether one was held."""
-        held = self._kept_csc is not None
-        self._kept_csc = None
+        """Drop the CSC :meth:`keep_csc` holds and :attr:`kept_out_edge_values`;
+        returns whether one was held."""
+        held = self._kept_csc is not None or self.kept_out_edge_values is not None
+        self._kept_csc = self.kept_out_edge_values = None
         return held
 
     def release_device_edges(self) -> bool:

@@ -87,7 +87,9 @@ class SparseBatches:
         program declaring ``apply_keeps_best``), the steps small enough for
         one thread push over the frontier's out-edges
         (:func:`garaphpy.kernels.cpu.priority_iterations`); their edge values
-        are then placed in the out-edges' order, once.  With
+        are then placed in the out-edges' order, once a graph: the store keeps
+        them for its later runs in memory
+        (:meth:`~garaphpy.storage.page_source.InMemoryPages.out_edge_values`).  With
         ``plan.push_rounds`` too every bucket is pushed in parallel rounds
         (:func:`garaphpy.kernels.cpu.priority_push_rounds`) until their
         threads fail to meet once; then as above."""
@@ -98,9 +100,10 @@ class SparseBatches:
         if self.push and arrays.reads_weights and arrays.num_edges:
             from ...kernels.gpu_subgraph import out_edge_values
 
-            _, sources, weights = arrays.page_source.csc()
-            self.push_weights = out_edge_values(arrays.out_offsets, [(sources, weights)],
-                                                weights.dtype)
+            offsets = arrays.out_offsets
+            self.push_weights = arrays.page_source.out_edge_values(
+                lambda sources, weights: out_edge_values(offsets, [(sources, weights)],
+                                                         weights.dtype))
         mean_edge_value = None
         if config.CPU_BUCKET_WIDTH is None and arrays.reads_weights and arrays.num_edges:
             _, _, weights = arrays.page_source.csc()
