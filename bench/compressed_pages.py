@@ -15,7 +15,10 @@ For each graph a plain store and a store built with ``compress``
 * ``stream/plain`` and ``stream/compressed``: every page streamed by a
   :class:`~garaphpy.storage.page_io.PageReader` (``O_DIRECT`` where the
   file system allows it, else buffered reads evicted from the page cache),
-  what a run whose pages do not fit in host memory reads each iteration;
+  what a run whose pages do not fit in host memory reads each iteration,
+  and ``stream/stored``: the compressed store's pages handed over as stored
+  (``decode="stored"``), what the GPU's reader does (the GPU decodes);
+  each with the process's CPU seconds beside the time;
 * with ``--gpu-fraction F`` (a GPU), ``gpu/PROGRAM/resident`` (the plain
   store, every page on the device), ``gpu/PROGRAM/F/plain`` and
   ``gpu/PROGRAM/F/compressed``: ``--gpu-iterations`` iterations of each of
@@ -43,7 +46,9 @@ from __future__ import annotations
 
 import argparse
 import gc
+import statistics
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -148,11 +153,13 @@ def main(argv=None) -> int:
     def read_all(store):
         return [(info.index, store.read_page(info.index)) for info in store.pages]
 
-    def stream_all(store):
-        with PageReader(store) as reader:
+    def stream_all(store, decode="threads"):
+        with PageReader(store, decode=decode) as reader:
+            started = time.process_time()
             count = sum(1 for _ in reader.stream())
             return harness.Measurement(result=count, metrics={
-                "bytes read": reader.bytes_read, "direct": all(reader.direct_io)})
+                "bytes read": reader.bytes_read, "direct": all(reader.direct_io),
+                "cpu s": time.process_time() - started})
 
     cases = []
     for spec in args.graphs:
@@ -171,6 +178,10 @@ def main(argv=None) -> int:
             cases.append(harness.Case(
                 f"{spec}/stream/{which}", stream_all, params=params,
                 setup=lambda spec=spec, index=index: stores_of(spec)[index]))
+        if not args.gpu_only:
+            cases.append(harness.Case(
+                f"{spec}/stream/stored", lambda store: stream_all(store, "stored"),
+                params=params, setup=lambda spec=spec: stores_of(spec)[1]))
         if args.gpu_fraction is not None:
             cases += gpu_cases(spec, lambda spec=spec: (stores_of(spec), stores[spec])[1],
                                args, params)
@@ -188,14 +199,18 @@ def main(argv=None) -> int:
         decoded = decode_row["metrics"][0]["decoded bytes"]
         best = decode_row["min_s"]
         read = {w: by_name[f"{spec}/read/{w}"]["min_s"] for w in ("plain", "compressed")}
-        stream = {w: by_name[f"{spec}/stream/{w}"]["min_s"] for w in ("plain", "compressed")}
+        ways = ("plain", "compressed", "stored")
+        stream = {w: by_name[f"{spec}/stream/{w}"]["min_s"] for w in ways}
+        stream_cpu = {w: statistics.median(m["cpu s"] for m in by_name[f"{spec}/stream/{w}"]
+                                           ["metrics"]) for w in ways}
         print(f"{spec}{' (symmetric)' if args.undirected else ''}: "
               f"{size['plain B/edge']:.2f} -> {size['compressed B/edge']:.2f} bytes an edge "
               f"({size['smaller by']:.2f}x smaller); decode {decoded / best / 1e9:.2f} GB/s "
               f"decoded on {args.threads} threads; all pages from the page cache "
               f"{read['plain'] * 1e3:.1f} ms plain, {read['compressed'] * 1e3:.1f} ms "
-              f"compressed; streamed {stream['plain'] * 1e3:.1f} ms plain, "
-              f"{stream['compressed'] * 1e3:.1f} ms compressed")
+              f"compressed; streamed (CPU ms in brackets) "
+              + ", ".join(f"{stream[w] * 1e3:.1f} [{stream_cpu[w] * 1e3:.1f}] ms {w}"
+                          for w in ways))
         if args.gpu_fraction is not None:
             print_gpu_rows(spec, args, by_name)
     return harness.exit_status(rows)

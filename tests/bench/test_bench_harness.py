@@ -269,7 +269,10 @@ def test_compressed_pages_script_on_a_small_graph(tmp_path):
     cases = {row["case"]: row for row in rows_of(rows)}
     assert set(cases) == {f"rmat:10/{name}" for name in (
         "bytes", "decode", "read/plain", "read/compressed", "stream/plain",
-        "stream/compressed")}
+        "stream/compressed", "stream/stored")}
+    stored = cases["rmat:10/stream/stored"]["metrics"][0]
+    assert stored["bytes read"] == cases["rmat:10/stream/compressed"]["metrics"][0]["bytes read"]
+    assert stored["cpu s"] >= 0
     assert all(cases[f"rmat:10/{name}"]["verification"]["status"] == "passed"
                for name in ("decode", "read/plain", "read/compressed"))
     sizes = cases["rmat:10/bytes"]["metrics"][0]
