@@ -362,6 +362,19 @@ def build_striped_store(directory: Path) -> Store:
                                     storage_dirs=[str(d) for d in ssds]), progress=False)
 
 
+def build_compressed_store(directory: Path, seed: int = 5) -> Store:
+    """A weighted store of many compressed pages on one storage directory."""
+    rng = np.random.default_rng(seed)
+    n, m = 2000, 20000
+    (directory / "ssd").mkdir(parents=True)
+    store = build_store(from_arrays(rng.integers(0, n, m), rng.integers(0, n, m),
+                                    rng.integers(1, 100, m)), directory / "store",
+                        BuildOptions(block_bytes=4096, max_page_bytes=20000, compress=True,
+                                     storage_dirs=[str(directory / "ssd")]), progress=False)
+    assert all(info.compressed for info in store.pages) and len(store.pages) > CACHED_PAGES + 4
+    return store
+
+
 def page_bytes(store):
     return [info.nbytes for info in store.pages]
 

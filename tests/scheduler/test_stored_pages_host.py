@@ -20,12 +20,9 @@ import pytest
 
 from garaphpy.errors import GaraphError
 from garaphpy.kernels import gpu_codec
-from garaphpy.options import BuildOptions
 from garaphpy.scheduler.gpu.page_store import PageStore
 from garaphpy.storage import page_codec
-from garaphpy.storage.builder import build_store
-from garaphpy.storage.readers import from_arrays
-from helpers import make_pages
+from helpers import build_compressed_store, make_pages
 
 
 class Event:
@@ -37,16 +34,7 @@ class Event:
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    base = tmp_path_factory.mktemp("stored-host")
-    rng = np.random.default_rng(3)
-    n, m = 2000, 20000
-    (base / "ssd").mkdir()
-    built = build_store(from_arrays(rng.integers(0, n, m), rng.integers(0, n, m),
-                                    rng.integers(1, 100, m)), base / "store",
-                        BuildOptions(block_bytes=4096, max_page_bytes=20000, compress=True,
-                                     storage_dirs=[str(base / "ssd")]), progress=False)
-    assert all(info.compressed for info in built.pages) and len(built.pages) > 8
-    return built
+    return build_compressed_store(tmp_path_factory.mktemp("stored-host"), seed=3)
 
 
 def recorded_page_store(store, page_source, from_source, reads_weights=True):

@@ -24,7 +24,7 @@ from garaphpy.storage.host_budget import plan_host_cache
 from garaphpy.storage.host_pages import PageCursor
 from garaphpy.storage.page_io import aligned_empty
 from garaphpy.storage.store import Store
-from helpers import CACHED_PAGES, PAGES_AHEAD, make_pages
+from helpers import CACHED_PAGES, PAGES_AHEAD, build_compressed_store, make_pages
 from helpers import HOST_PAGES_READ_RATIO as K
 from helpers import build_striped_store as build
 
@@ -524,18 +524,7 @@ def test_compressed_pages_decoded_by_each_consumer_in_its_own_way(tmp_path):
     """The CPU's reader decodes its pages itself, in parallel, when it takes
     them; the GPU's reader in decoder threads ahead of it.  Both walking at
     once, from two threads, get the plain pages."""
-    from garaphpy.options import BuildOptions
-    from garaphpy.storage.builder import build_store
-    from garaphpy.storage.readers import from_arrays
-
-    rng = np.random.default_rng(5)
-    n, m = 2000, 20000
-    (tmp_path / "ssd").mkdir()
-    store = build_store(from_arrays(rng.integers(0, n, m), rng.integers(0, n, m),
-                                    rng.integers(1, 100, m)), tmp_path / "store",
-                        BuildOptions(block_bytes=4096, max_page_bytes=20000, compress=True,
-                                     storage_dirs=[str(tmp_path / "ssd")]), progress=False)
-    assert all(info.compressed for info in store.pages) and len(store.pages) > CACHED_PAGES + 4
+    store = build_compressed_store(tmp_path)
     paged = make_pages(store)
     try:
         assert paged.reader("cpu").decode == "consumer"
@@ -554,19 +543,8 @@ def test_the_consumer_that_takes_stored_pages_gets_them_from_cache_and_disk(tmp_
     gives, and the same room caches more pages; the CPU's walks still give
     plain pages (a cached one decoded from the cached image, read from disk
     no more); bytes read before count on."""
-    from garaphpy.options import BuildOptions
-    from garaphpy.storage.builder import build_store
-    from garaphpy.storage.readers import from_arrays
-
-    rng = np.random.default_rng(9)
-    n, m = 2000, 20000
-    (tmp_path / "ssd").mkdir()
-    store = build_store(from_arrays(rng.integers(0, n, m), rng.integers(0, n, m),
-                                    rng.integers(1, 100, m)), tmp_path / "store",
-                        BuildOptions(block_bytes=4096, max_page_bytes=20000, compress=True,
-                                     storage_dirs=[str(tmp_path / "ssd")]), progress=False)
+    store = build_compressed_store(tmp_path, seed=9)
     count = len(store.pages)
-    assert all(info.compressed for info in store.pages) and count > CACHED_PAGES + 4
     paged = make_pages(store)
     try:
         order = list(range(count))
