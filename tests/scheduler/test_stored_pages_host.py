@@ -118,3 +118,35 @@ def test_a_page_in_the_other_form_is_refused(store):
             pages.host_image(0)
     finally:
         plain.close()
+
+
+def test_a_kept_page_released_streams_from_the_source_as_stored(store):
+    """A compressed page kept on the device and released when the selective
+    arrays are made streams from then on: from the page source, as stored,
+    when the host held no copy of its own."""
+    paged = make_pages(store, cached=2)
+    try:
+        paged.take_stored("gpu")
+        count = len(store.pages)
+        released_page, host_copy = count - 1, count - 2
+        pages, copies = recorded_page_store(store, paged, from_source=range(count - 2))
+        pages.packed_images = {k: SimpleNamespace(nbytes=1000) for k in (released_page,
+                                                                         host_copy)}
+        stored = store.read_stored(host_copy)
+        pages.release_host = {host_copy: stored}
+        pages.release_pages = np.zeros(count, bool)
+        pages.release_pages[[released_page, host_copy]] = True
+        pages.kept_pages, pages.packed_kept = pages.release_pages.copy(), pages.release_pages.copy()
+        pages.released_bytes = 0
+        assert pages.release() == ([host_copy, released_page], 2000)
+        assert released_page in pages.from_source and host_copy not in pages.from_source
+        assert pages.packed_host == {host_copy: stored} and pages.streams_packed(host_copy)
+        pages.open_iteration([released_page])
+        read = pages.queue_copy(released_page, 0, SimpleNamespace(), Event(), Event())
+        assert read is not None and read.stored
+        np.testing.assert_array_equal(read.image, store.read_stored(released_page))
+        assert copies[-1][2] == pages.packed_layouts[released_page].nbytes
+        pages.cursor.release(read)
+        pages.end_page_reads()
+    finally:
+        paged.close()
