@@ -236,11 +236,12 @@ class PageStore:
             k for k, layout in self.packed_layouts.items()
             if isinstance(layout, gpu_codec.CompressedLayout))
         #: the compressed pages the page source gives as stored, each iteration,
-        #: from storage or its cache (those it does not hold in memory for the run;
-        #: :meth:`~garaphpy.storage.host_pages.HostPages.take_stored`), into a
-        #: stream's buffer for packed pages; a kept one joins them when released
-        self.from_source = set() if plan.pages.resident else {
-            k for k in self.compressed_pages if not page_source.is_cached(k)}
+        #: from storage or its cache (a source that reads storage:
+        #: :meth:`~garaphpy.storage.host_pages.HostPages.take_stored`; one holding every
+        #: page in memory gives plain pages, so those are read as stored at set-up),
+        #: into a stream's buffer for packed pages; a kept one joins them when released
+        self.from_source = set() if plan.pages.resident or not page_source.reads_storage \
+            else set(self.compressed_pages)
         if self.from_source:
             page_source.take_stored("gpu")
         #: the decoder's: the CSC index on the device, the kernel, its error count and
