@@ -605,7 +605,9 @@ def _gpu_set_up_choice(graph, program, options: RunOptions, threads: int,
         cpu_seconds=set_up_choice.cpu_run_seconds(graph.num_edges, threads, work.passes,
                                               iterations=work.iterations,
                                               sparse_levels=work.sparse_levels),
-        gpu_seconds=set_up_choice.gpu_run_seconds(set_up, work.sparse_levels))
+        gpu_seconds=set_up_choice.gpu_run_seconds(
+            set_up, work.sparse_levels, work.iterations, work.passes, graph.num_edges,
+            _gpu_streamed_bytes(graph, options)))
     entry.update(passes=work.passes, iterations=work.iterations,
                  sparse_levels=work.sparse_levels, threads=threads, set_up_fixed=fixed,
                  set_ups_before=_GPU_SET_UPS.count, gpu_set_up_seconds=set_up)
@@ -648,6 +650,17 @@ def _gpu_page_bytes(graph, options: RunOptions) -> int:
         return 0
     page_bytes = _page_bytes(graph)
     return page_bytes if options.gpu_memory is None else min(page_bytes, options.gpu_memory)
+
+
+def _gpu_streamed_bytes(graph, options: RunOptions) -> int:
+    """The page bytes a pass of a run on the GPU alone moves over the bus: the
+    pages as they cross it (stored, where compressed) beyond its budget
+    ``gpu_memory``; none where no budget is given (then the pages are taken
+    to fit) or an earlier run kept the graph's edges on the device."""
+    if options.gpu_memory is None or graph.store.kept_device_edges is not None:
+        return 0
+    wire = sum(page.disk_bytes for page in graph.store.pages)
+    return max(0, wire - int(options.gpu_memory))
 
 
 #: What this process measured of its GPU set-ups.

@@ -288,6 +288,16 @@ HYBRID_GPU_SET_UP_SECONDS = 0.03
 #: pages in 0.43 s).
 HYBRID_GPU_SET_UP_BYTES_PER_SECOND = 1.8e9
 
+#: What one whole-graph GPU iteration costs beside its edges, before a run
+#: measures its own: the H200 host, 2026-12-05, PageRank's 20 iterations
+#: (the whole call less its set-up): 0.23 ms an iteration on ca-HepPh, 0.26
+#: on web-NotreDame, 0.32 on soc-Slashdot0811.
+HYBRID_GPU_ITERATION_SECONDS = 0.23e-3
+
+#: Edges a second the GPU is expected to pull with every page resident: the
+#: same run, kron22 (128M edges) in 1.37 ms an iteration, 0.23 of it fixed.
+HYBRID_GPU_EDGES_PER_SECOND = 1.1e11
+
 #: In-edges a second one CPU thread is expected to pull, before a hybrid run
 #: has measured its own (the same host: a 16-thread PageRank iteration of
 #: kron22's 128M edges in 45 ms).

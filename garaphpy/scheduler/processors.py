@@ -278,7 +278,7 @@ class CpuProcessor(_EngineProcessor):
         self.vertex_state = vertex_state
         self._threads = threads
         self._pages = engine.arrays.pages
-        self.neighbour_in_edges = None
+        self._neighbour_in_edges = None
 
     @property
     def threads(self) -> int:
@@ -336,15 +336,26 @@ class CpuProcessor(_EngineProcessor):
     def on_device(self):
         return contextlib.nullcontext()
 
+    @property
+    def neighbour_in_edges(self) -> np.ndarray:
+        """Per vertex, the in-edges of its out-neighbours (the cost model's p over
+        a frontier), counted the first time they are asked for: a run that
+        never weighs a notify-pull against a pull (one processor alone, a
+        pull-only program) never pays the pass over the out-edges."""
+        if self._neighbour_in_edges is None:
+            self.count_neighbour_in_edges()
+        return self._neighbour_in_edges
+
     def count_neighbour_in_edges(self) -> np.ndarray:
         """Per vertex, the in-edges of its out-neighbours: summed over a frontier,
         what a notify-pull would gather at most (the cost model's p)."""
         arrays = self.engine.arrays
-        self.neighbour_in_edges = np.empty(arrays.num_vertices, np.int64)
+        counts = np.empty(arrays.num_vertices, np.int64)
         with parallel_section():
             kernels.out_neighbour_in_degrees(arrays.out_offsets, arrays.out_targets,
-                                             arrays.in_offsets, self.neighbour_in_edges)
-        return self.neighbour_in_edges
+                                             arrays.in_offsets, counts)
+        self._neighbour_in_edges = counts
+        return counts
 
     def pull_fraction(self) -> float:
         """p: the frontier's out-neighbours' in-edges over |E| (at most 1)."""
@@ -498,10 +509,10 @@ class GpuProcessor(_EngineProcessor):
     engine : GpuEngine
     vertex_state : VertexState, optional
         The copies of a hybrid run (None: the GPU alone).
-    neighbour_in_edges : numpy.ndarray, optional
-        A hybrid run's per-vertex in-edges of the out-neighbours
-        (:meth:`CpuProcessor.count_neighbour_in_edges`), copied to the GPU
-        for :meth:`pull_fraction`.
+    neighbour_in_edges : callable, optional
+        A hybrid run's: gives the per-vertex in-edges of the out-neighbours
+        (:attr:`CpuProcessor.neighbour_in_edges`), copied to the GPU the first
+        time :meth:`pull_fraction` needs them.
     """
 
     name = "gpu"
@@ -509,14 +520,23 @@ class GpuProcessor(_EngineProcessor):
     def __init__(self, engine, vertex_state=None, neighbour_in_edges=None):
         self.engine = engine
         self.vertex_state = vertex_state
-        self.device_neighbour_in_edges = None
+        self._neighbour_in_edges = neighbour_in_edges
+        self._device_neighbour_in_edges = None
         if neighbour_in_edges is not None:
             cupy = engine.cupy
-            with engine.main_stream:       # the stream of the GPU's kernels that read them
-                self.device_neighbour_in_edges = cupy.asarray(neighbour_in_edges)
+            with engine.main_stream:
                 self.no_device_aggregates = cupy.zeros(1, np.float64)
             self.device_id = cupy.cuda.Device().id
-            self.frontier_in_edges()      # compiles its kernels here, not in a run
+
+    @property
+    def device_neighbour_in_edges(self):
+        """:attr:`CpuProcessor.neighbour_in_edges` on the device, copied on first use."""
+        if self._device_neighbour_in_edges is None and self._neighbour_in_edges is not None:
+            engine = self.engine
+            with engine.main_stream:       # the stream of the GPU's kernels that read them
+                self._device_neighbour_in_edges = engine.cupy.asarray(
+                    self._neighbour_in_edges())
+        return self._device_neighbour_in_edges
 
     @property
     def threads(self) -> int:
@@ -695,6 +715,5 @@ def hybrid_processors(cpu_engine, gpu_engine, smooth) -> tuple:
     fewer than the run's (a core feeds the GPU)."""
     vertex_state = VertexState(cpu_engine.state, gpu_engine, cpu_engine.threads, smooth)
     cpu = CpuProcessor(cpu_engine, vertex_state, max(1, cpu_engine.threads - 1))
-    neighbour_in_edges = cpu.count_neighbour_in_edges()
-    gpu = GpuProcessor(gpu_engine, vertex_state, neighbour_in_edges)
+    gpu = GpuProcessor(gpu_engine, vertex_state, lambda: cpu.neighbour_in_edges)
     return cpu, gpu, vertex_state

@@ -11,7 +11,7 @@ anything is set up, a hybrid run weighs:
 * whether the GPU is worth setting up at all (:func:`gpu_set_up_pays`): not
   where the CPU alone is expected to end the whole run
   (:func:`cpu_run_seconds`) sooner than the GPU's set-up
-  (:func:`gpu_set_up_seconds`) and its device loop's levels, the work of
+  (:func:`gpu_set_up_seconds`) and its own iterations, the work of
   each from the program's declarations and the graph's shape
   (:func:`expected_work`: a tolerance's iterations, a union-find start, a
   frontier's levels, sparse on a mesh);
@@ -102,11 +102,23 @@ def cpu_run_seconds(num_edges: int, threads: int, passes: float,
             + sparse_levels * config.HYBRID_CPU_LEVEL_SECONDS)
 
 
-def gpu_run_seconds(set_up_seconds: float, sparse_levels: float = 0.0) -> float:
-    """A whole run on the GPU alone, from below: its set-up and
-    ``sparse_levels`` of its device loop at ``config.HYBRID_LOOP_ITERATION_SECONDS``
-    each (its whole-graph pulls, 1-2 ms a pass of kron22 on the H200, left out)."""
-    return set_up_seconds + sparse_levels * config.HYBRID_LOOP_ITERATION_SECONDS
+def gpu_run_seconds(set_up_seconds: float, sparse_levels: float = 0.0,
+                    iterations: float = 0.0, passes: float = 0.0, num_edges: int = 0,
+                    streamed_bytes: int = 0) -> float:
+    """A whole run on the GPU alone: its set-up, ``sparse_levels`` of its
+    device loop at ``config.HYBRID_LOOP_ITERATION_SECONDS`` each,
+    ``iterations`` whole-graph iterations at
+    ``config.HYBRID_GPU_ITERATION_SECONDS`` each beside their edges, and
+    ``passes`` pulls over ``num_edges`` edges at
+    ``config.HYBRID_GPU_EDGES_PER_SECOND``, each also moving
+    ``streamed_bytes`` of pages beyond the GPU's budget over the bus at
+    ``config.GPU_BUS_BYTES_PER_SECOND`` (PageRank's 20 iterations cost more
+    than its set-up on the small SNAP graphs: 4.6 ms against 7.0 on
+    ca-HepPh, H200 host, 2026-12-05)."""
+    pass_seconds = num_edges / config.HYBRID_GPU_EDGES_PER_SECOND \
+        + streamed_bytes / config.GPU_BUS_BYTES_PER_SECOND
+    return (set_up_seconds + sparse_levels * config.HYBRID_LOOP_ITERATION_SECONDS
+            + iterations * config.HYBRID_GPU_ITERATION_SECONDS + passes * pass_seconds)
 
 
 def gpu_set_up_seconds(page_bytes: int, fixed_seconds: float | None = None,
@@ -132,38 +144,47 @@ class MeasuredSetUps:
     host, 2026-12-04: 32 ms for PageRank, 12-14 ms for BFS, SSSP and CC).  So
     each set-up after the first is kept per program, as its whole set-up
     (validation to the first iteration) less the pages' copy at
-    ``config.HYBRID_GPU_SET_UP_BYTES_PER_SECOND``.
+    ``config.HYBRID_GPU_SET_UP_BYTES_PER_SECOND``.  A program's first set-up
+    on a machine also compiles its GPU kernels, and one after a cold read
+    pays the disk: kron22 on the H200 host (2026-12-05) measured 0.42-0.85 s
+    that way against 0.0-0.14 s warm.  So a program's next set-up is priced
+    at the least of its last :attr:`KEPT` (a spike counts once).
 
     Parameters
     ----------
     count : int
         Set-ups made so far.
     fixed : dict, optional
-        Seconds of the last set-up after the first, by program name, the
-        latest last.
+        Seconds of the last set-ups after the first, by program name (a
+        number or a list, the latest last), the latest program last.
     """
 
-    def __init__(self, count: int = 0, fixed: dict[str, float] | None = None):
+    #: set-ups kept per program
+    KEPT = 2
+
+    def __init__(self, count: int = 0, fixed: dict | None = None):
         self.count = count
-        self.fixed = dict(fixed or {})
+        self.fixed = {program: list(seconds) if isinstance(seconds, (list, tuple))
+                      else [seconds] for program, seconds in (fixed or {}).items()}
 
     def note(self, program: str, seconds: float, page_bytes: int) -> None:
         """A set-up of ``program`` took ``seconds``, ``page_bytes`` of pages copied."""
         if self.count:
-            self.fixed.pop(program, None)
-            self.fixed[program] = max(0.0, seconds - gpu_set_up_seconds(page_bytes, 0.0))
+            kept = self.fixed.pop(program, [])
+            kept.append(max(0.0, seconds - gpu_set_up_seconds(page_bytes, 0.0)))
+            self.fixed[program] = kept[-self.KEPT:]
         self.count += 1
 
     def fixed_seconds(self, program: str) -> float:
         """The next set-up's part beside the pages' copy: the first's prior,
-        else what ``program``'s last took, else the latest of any program,
-        else ``config.HYBRID_GPU_SET_UP_SECONDS``."""
+        else the least of ``program``'s last ones, else of the latest
+        program's, else ``config.HYBRID_GPU_SET_UP_SECONDS``."""
         if not self.count:
             return config.HYBRID_GPU_FIRST_SET_UP_SECONDS
         if program in self.fixed:
-            return self.fixed[program]
+            return min(self.fixed[program])
         if self.fixed:
-            return next(reversed(self.fixed.values()))
+            return min(next(reversed(self.fixed.values())))
         return config.HYBRID_GPU_SET_UP_SECONDS
 
 
