@@ -35,6 +35,7 @@ in memory as it moves (HyTGraph's per-partition choice).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import threading
 from collections.abc import Callable, Iterable
 
@@ -109,6 +110,9 @@ class HostPages:
         self._page_sizes = [info.nbytes for info in store.pages]
         self._to_cache = frozenset(plan.cached)
         self._cached_flags = self._flags_of(plan.cached)
+        #: per page a walk reads ahead into a cache buffer, that buffer
+        #: (:meth:`_fill_buffer`; taken by :meth:`_filled`)
+        self._filling: dict[int, np.ndarray] = {}
         self._cache_allocator: Callable[[int], np.ndarray] = aligned_empty
         self._readers: dict[str, PageReader] = {}
         self._allocators: dict[str, Callable[[int], np.ndarray]] = {}
@@ -331,6 +335,44 @@ class HostPages:
                 self._cached[index] = page
         return page
 
+    def _fills(self, index: int, consumer: str) -> bool:
+        """Whether a walk of ``consumer`` reads page ``index`` ahead into the
+        cache: a page the host caches, not read yet, that ``consumer`` takes
+        in the form the cache holds it in (:meth:`cached_page`)."""
+        if index not in self._to_cache or index in self._cached:
+            return False
+        info = self.store.pages[index]
+        return self._takes_stored(consumer, index) == (info.compressed
+                                                       and self._stored_consumer is not None)
+
+    def _fill_buffer(self, index: int, consumer: str) -> np.ndarray:
+        """A cache buffer for page ``index``, which ``consumer``'s reader reads
+        ahead into it (the reader's ``keep``; called under the reader's lock)."""
+        info = self.store.pages[index]
+        stored = self._takes_stored(consumer, index)
+        buffer = self._cache_allocator(buffer_bytes(info.disk_bytes if stored else info.nbytes))
+        self._filling[index] = buffer
+        return buffer
+
+    def _filled(self, index: int, page: Page) -> Page:
+        """Page ``index``, read ahead by a walk, into the cache (once: a page
+        another walk cached first is that one).  Read into a pool buffer
+        (a read-ahead begun before the walk knew it) it is copied into one of
+        the cache's."""
+        buffer = self._filling.pop(index, None)
+        with self._lock:
+            held = self._cached.get(index)
+            if held is not None or index not in self._to_cache:
+                return held if held is not None else page
+            if buffer is None or not np.shares_memory(buffer, page.image):
+                buffer = self._cache_allocator(buffer_bytes(page.image.nbytes))
+                buffer[:page.image.nbytes] = page.image
+                page = (Page(page.info, buffer[:page.image.nbytes], None, None, None,
+                             stored=True) if page.stored
+                        else self.store.page_views(page.info, buffer[:page.info.nbytes]))
+            self._cached[index] = page
+        return page
+
     def read_page(self, index: int, consumer: str = "cpu") -> Page:
         """Page ``index`` now, outside any cursor (a cached page from the cache, a
         streamed one into a new buffer)."""
@@ -343,6 +385,26 @@ class HostPages:
                release: str = "auto") -> "PageCursor":
         """A walk over the pages ``order`` by ``consumer`` (see :class:`PageCursor`)."""
         return PageCursor(self, list(order), consumer, release)
+
+    def prefetch(self, order: Iterable[int], consumer: str = "cpu") -> bool:
+        """Start the reads of a walk over ``order`` by ``consumer`` (release
+        ``auto``) to come: its first pages, read ahead while the consumer
+        does other work (a union-find start before its pull); the walk's
+        cursor takes them.  Returns False (nothing started) where nothing
+        is read from storage or a walk runs."""
+        streamed, fill = _walk_pages(self, list(order), consumer, fill=True)
+        if not streamed:
+            return False
+        keep = functools.partial(_keep_buffer, self, fill, consumer)
+        return self.reader(consumer).prefetch(streamed, keep)
+
+    def cancel_prefetch(self, consumer: str = "cpu") -> None:
+        """Stop the reads of a :meth:`prefetch` no walk took (the walk did not
+        come); what they read counts in :attr:`bytes_dropped`."""
+        reader = self._readers.get(consumer)
+        if reader is not None:
+            reader.cancel_prefetch()
+        self._filling.clear()
 
     def arrange_vertices(self, vertices: np.ndarray) -> np.ndarray:
         """``vertices`` sorted: pages hold vertex ranges, read in page order."""
@@ -432,6 +494,22 @@ class HostPages:
         return f"{self.plan.describe()}; rho = k = {self.rho:.3g}"
 
 
+def _walk_pages(pages: HostPages, order: list[int], consumer: str,
+                fill: bool) -> tuple[list[int], frozenset]:
+    """The pages a walk over ``order`` streams, in order: those the host does
+    not cache and, with ``fill``, those it caches that ``consumer`` reads
+    ahead into the cache (:meth:`HostPages._fills`); and the set of these."""
+    filled = frozenset(k for k in order if fill and pages._fills(k, consumer))
+    return [k for k in order if not pages.is_cached(k) or k in filled], filled
+
+
+def _keep_buffer(pages: HostPages, filled: frozenset, consumer: str,
+                 index: int) -> np.ndarray | None:
+    """A reader's ``keep`` for a walk: a cache buffer for the pages it reads
+    into the cache, None (a pool buffer) for the others."""
+    return pages._fill_buffer(index, consumer) if index in filled else None
+
+
 class PageCursor:
     """One consumer's walk over an iteration's pages.
 
@@ -439,7 +517,13 @@ class PageCursor:
     streamed pages of it are read ahead in that order.  :meth:`get` of a page
     further along passes over the pages before it (their buffers go back to
     the pool); a page already passed over, or not in ``order``, is read on
-    its own.
+    its own.  A walk with ``release="auto"`` (the CPU's) reads the pages the
+    host caches and has not read yet ahead in the same stream, into the
+    cache's buffers, so that a first iteration's reads of them overlap its
+    work as the streamed pages' do; a page so read and passed over is
+    cached all the same.  A ``manual`` walk (the GPU's, which takes cached
+    pages from :meth:`HostPages.cached_page` outside its walk) leaves them
+    to :meth:`HostPages.cached_page`.
 
     Parameters
     ----------
@@ -459,7 +543,8 @@ class PageCursor:
         self.pages = pages
         self.consumer = consumer
         self.manual = release == "manual"
-        self.streamed = [k for k in order if not pages.is_cached(k)]
+        self.streamed, self._filled = _walk_pages(pages, order, consumer,
+                                                  fill=not self.manual)
         self._position_of = {k: i for i, k in reversed(list(enumerate(self.streamed)))}
         self._next = 0
         self._stream = None
@@ -469,17 +554,21 @@ class PageCursor:
     def get(self, index: int) -> Page:
         """Page ``index``'s arrays (valid until released, see the class)."""
         pages = self.pages
-        if pages.is_cached(index):
+        position = self._position_of.get(index)
+        ahead = position is not None and position >= self._next
+        if pages.is_cached(index) and (not ahead or index not in self._filled
+                                       or index in pages._cached):
             return pages.cached_page(index, self.consumer)
         pages._note_asked(index)
-        position = self._position_of.get(index)
-        if position is None or position < self._next:
-            page = pages.reader(self.consumer).read_page(index)
-            return page
+        if not ahead:
+            return pages.reader(self.consumer).read_page(index)
         if self._stream is None:
             self._reader = pages.reader(self.consumer)
+            keep = functools.partial(_keep_buffer, pages, self._filled, self.consumer) \
+                if self._filled else None
             self._stream = self._reader.stream(self.streamed[self._next:],
-                                               release="manual" if self.manual else "auto")
+                                               release="manual" if self.manual else "auto",
+                                               keep=keep)
         while True:
             try:
                 found, page = next(self._stream)
@@ -490,11 +579,14 @@ class PageCursor:
                 self._stream = None     # a failed stream is dead: the next get starts anew
                 raise
             self._next += 1
+            kept = found in self._filled
+            if kept:
+                page = pages._filled(found, page)
             if found == index:
-                if self.manual:
+                if self.manual and not kept:
                     self._held[id(page)] = page
                 return page
-            if self.manual:
+            if self.manual and not kept:
                 self._reader.release(page)
 
     def release(self, page: Page) -> None:
@@ -516,14 +608,19 @@ class PageCursor:
     def close(self) -> None:
         """End the walk: pages read ahead and not asked for are dropped, pages
         still held are released (the caller has finished with them).  A walk
-        that took every streamed page in order starts reading the same pages
-        for the next walk (:meth:`PageReader.prefetch`): the next iteration of
-        a pull reads them all again."""
+        that took every streamed page in order starts reading the pages the
+        host does not cache for the next walk (:meth:`PageReader.prefetch`):
+        the next iteration of a pull reads them all again."""
         for page in list(self._held.values()):
             self._reader.release(page)
         self._held.clear()
         if self._stream is not None:
             self._stream.close()
             self._stream = None
+            for k in self._filled:      # the buffers of reads dropped unused
+                if k not in self.pages._cached:
+                    self.pages._filling.pop(k, None)
             if self.streamed and self._next == len(self.streamed):
-                self._reader.prefetch(self.streamed)
+                again = [k for k in self.streamed if not self.pages.is_cached(k)]
+                if again:
+                    self._reader.prefetch(again)

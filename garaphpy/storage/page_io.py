@@ -254,7 +254,7 @@ class _PageRead:
     """One page being read: its buffer and the count of blocks still to come."""
 
     __slots__ = ("info", "buffer", "target", "finish", "pending", "error", "done",
-                 "cancelled", "released", "pooled", "lock", "bytes_done", "staged")
+                 "cancelled", "released", "pooled", "counted", "lock", "bytes_done", "staged")
 
     def __init__(self, info: PageInfo, buffer: np.ndarray, pooled: bool,
                  target: np.ndarray | None = None,
@@ -273,7 +273,12 @@ class _PageRead:
         self.done = threading.Event()
         self.cancelled = False
         self.released = False
+        #: ``buffer`` is the pool's (else the caller's: a read on its own, or a
+        #: page a stream reads into a buffer its caller keeps)
         self.pooled = pooled
+        #: the read holds one of the read-ahead's places until handed over
+        #: (every pooled read; a kept page of a stream too)
+        self.counted = pooled
         self.lock = threading.Lock()
         #: bytes of its blocks read from disk so far (a cancelled read stops short)
         self.bytes_done = 0
@@ -301,8 +306,12 @@ class _StreamState:
     the reader threads, and those handed over but not yet given to the
     consumer (in order)."""
 
-    def __init__(self, order: list[int]):
+    def __init__(self, order: list[int],
+                 keep: Callable[[int], np.ndarray | None] | None = None):
         self.order = order
+        #: ``keep(index)``: a buffer of the caller's for page ``index`` (one it
+        #: keeps), or None: a pool buffer (see :meth:`PageReader.stream`)
+        self.keep = keep
         self.next = 0
         self.queued: deque[_PageRead] = deque()
 
@@ -737,22 +746,34 @@ class PageReader:
             if read.released:
                 return
             read.released = True
-            if not read.pooled:
+            if not read.counted:
                 return
             self._in_use -= 1
             if not self._closed:
-                self._free.append(read.buffer)
+                if read.pooled:
+                    self._free.append(read.buffer)
                 if self._state is not None:
                     self._dispatch(self._state)
 
     def _dispatch(self, state: _StreamState) -> None:
-        """Start reading the next pages of the stream while buffers are free (lock held)."""
-        while state.next < len(state.order):
-            buffer = self._take_buffer()
-            if buffer is None:
-                return
-            read = self._new_read(self.store.pages[state.order[state.next]], buffer,
-                                  pooled=True)
+        """Start reading the next pages of the stream while the read-ahead has
+        room (lock held): into a pool buffer, or a buffer of the caller's
+        where the stream's ``keep`` gives one (it holds a place all the same
+        until handed over)."""
+        while state.next < len(state.order) and self._in_use < self.max_buffers:
+            info = self.store.pages[state.order[state.next]]
+            kept = state.keep(info.index) if state.keep is not None else None
+            if kept is None:
+                buffer = self._take_buffer()
+                if buffer is None:
+                    return
+                read = self._new_read(info, buffer, pooled=True)
+            else:
+                self._in_use += 1
+                self.peak_outstanding_bytes = max(self.peak_outstanding_bytes,
+                                                  self.outstanding_bytes)
+                read = self._new_read(info, kept, pooled=False)
+                read.counted = True
             state.next += 1
             state.queued.append(read)
             self._submit(read)
@@ -766,8 +787,9 @@ class PageReader:
                              f"{len(self.store.pages)} pages")
         return int(index)
 
-    def stream(self, indices: Iterable[int] | None = None, *,
-               release: str = "auto") -> Iterator[tuple[int, Page]]:
+    def stream(self, indices: Iterable[int] | None = None, *, release: str = "auto",
+               keep: Callable[[int], np.ndarray | None] | None = None
+               ) -> Iterator[tuple[int, Page]]:
         """Yield ``(index, page)`` for the pages ``indices``, in that order.
 
         Parameters
@@ -780,6 +802,13 @@ class PageReader:
             the next page (do not keep the arrays of a page after that).
             ``manual``: it is reused after :meth:`release`; a consumer that
             holds every buffer and asks for more gets a RuntimeError.
+        keep : callable, optional
+            ``keep(index) -> numpy.ndarray or None``, called as a page's read
+            starts: a buffer of the caller's that the page is read into and
+            that it keeps (a page the host caches, read ahead like the
+            others), as ``out`` of :meth:`read_page`; None: a pool buffer.
+            A kept page holds a place of the read-ahead until handed over,
+            then none (no :meth:`release`, whatever ``release`` says).
 
         Returns
         -------
@@ -798,9 +827,10 @@ class PageReader:
             raise ConfigError(f"release={release!r}: expected 'auto' or 'manual'")
         order = [self._check_index(i) for i in
                  (range(len(self.store.pages)) if indices is None else indices)]
-        return self._stream(order, release == "manual")
+        return self._stream(order, release == "manual", keep)
 
-    def prefetch(self, indices: Iterable[int]) -> bool:
+    def prefetch(self, indices: Iterable[int],
+                 keep: Callable[[int], np.ndarray | None] | None = None) -> bool:
         """Start reading ``indices`` for a stream of them to come.
 
         A run whose iterations each walk every streamed page calls this when
@@ -809,14 +839,16 @@ class PageReader:
         stream begins).  A :meth:`stream` of the same order takes the pages
         read so far; one of another order takes those of its first pages
         read in its order and drops the others (:attr:`bytes_dropped`).
-        Returns False (and does nothing) while a stream runs.
+        ``keep`` as for :meth:`stream` (the stream that takes the pages
+        gives its own for the pages after them).  Returns False (and does
+        nothing) while a stream runs.
         """
         self._check_open()
         order = [self._check_index(i) for i in indices]
         with self._lock:
             if self._state is not None or not order:
                 return False
-            state = self._state = self._prefetched = _StreamState(order)
+            state = self._state = self._prefetched = _StreamState(order, keep)
             self._dispatch(state)
         return True
 
@@ -844,7 +876,9 @@ class PageReader:
                 self._bytes_dropped += read.bytes_done
             self._release(read)
 
-    def _stream(self, order: list[int], manual: bool) -> Iterator[tuple[int, Page]]:
+    def _stream(self, order: list[int], manual: bool,
+                keep: Callable[[int], np.ndarray | None] | None = None
+                ) -> Iterator[tuple[int, Page]]:
         # the stream starts at the first next(): a generator never iterated holds nothing
         dropped: list[_PageRead] = []
         with self._lock:
@@ -855,8 +889,9 @@ class PageReader:
                                    "current one first")
             if prefetched is not None and prefetched.order == order:
                 state = prefetched
+                state.keep = keep
             else:
-                state = self._state = _StreamState(order)
+                state = self._state = _StreamState(order, keep)
                 if prefetched is not None:
                     # the reads under way of this order's first pages are kept
                     queued = prefetched.queued
@@ -893,7 +928,9 @@ class PageReader:
                 page = self._page_of(read)
                 with self._lock:
                     self._bytes_delivered += read.info.disk_bytes
-                if manual:
+                if not read.pooled:     # the caller keeps the buffer: its place is free
+                    self._release(read)
+                elif manual:
                     with self._lock:
                         self._held[id(page)] = (read, page)
                 else:

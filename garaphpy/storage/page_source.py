@@ -98,6 +98,12 @@ class PageSource(Protocol):
         """A walk over the pages ``order``: ``get``, ``release``, ``close``,
         ``held``, ``max_held`` (see :class:`~garaphpy.storage.host_pages.PageCursor`)."""
 
+    def prefetch(self, order: Iterable[int], consumer: str = "cpu") -> bool:
+        """Start the reads of a walk over ``order`` to come; whether any began."""
+
+    def cancel_prefetch(self, consumer: str = "cpu") -> None:
+        """Stop the reads :meth:`prefetch` began, the walk not coming."""
+
     def arrange_vertices(self, vertices: np.ndarray) -> np.ndarray:
         """``vertices`` in the order :meth:`vertex_in_edges` reads them."""
 
@@ -242,6 +248,13 @@ class InMemoryPages:
                release: str = "auto") -> InMemoryCursor:
         """A walk over pages in memory (``order`` and ``release`` need nothing)."""
         return InMemoryCursor(self, consumer)
+
+    def prefetch(self, order: Iterable[int], consumer: str = "cpu") -> bool:
+        """Nothing to read ahead: False."""
+        return False
+
+    def cancel_prefetch(self, consumer: str = "cpu") -> None:
+        """Nothing to stop."""
 
     def csc(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """The one CSC: ``(in_offsets, sources, weights or None)``."""

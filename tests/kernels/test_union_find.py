@@ -7,7 +7,9 @@ roots against SciPy's components (random graphs with isolated vertices and
 many components, a grid, every number of sampled rounds, samples that miss
 the largest component); CC runs against SciPy in every direction and
 execution, on one and two threads, with sparse user ids; the run ends after
-one iteration that reads no edge of a connected grid; the record; the
+one iteration that reads no edge of a connected grid; out of core, the
+pull's pages read ahead while the union-find runs (each once), and dropped
+where the pull reads none; the record; the
 decision; and the cases that must not use it (a directed graph, where the
 fixed point is not the components; hybrid; a run resumed from a checkpoint;
 the switch off).
@@ -230,6 +232,55 @@ def test_out_of_core_pages_give_the_same_labels(tmp_path):
     result = run_engine(graph, "cc", mode="cpu", threads=2, **options)
     np.testing.assert_array_equal(result.values, components_scipy(graph))
     assert result.iterations[0].decisions["cpu_union_find_start"]["choice"] is True
+
+
+def pages_apart(tmp_path, spec):
+    """``spec`` made symmetric (``"components"``: a random graph of many
+    components), in many small pages, and a host budget caching a quarter of
+    them (the others streamed)."""
+    pages = dict(store=tmp_path / "s", progress=False, max_page_bytes=4000,
+                 max_shard_edges=300)
+    if spec == "components":
+        rng = np.random.default_rng(7)
+        graph = garaphpy.Graph.from_arrays(rng.integers(0, 3000, 2500),
+                                           rng.integers(0, 3000, 2500), num_vertices=3000,
+                                           **pages)
+    else:
+        graph = garaphpy.Graph.load(spec, **pages)
+    graph = graph.as_undirected()
+    options = budget(graph, "cc", 0.25)
+    assert plan_of(graph.store, **options) is not None       # pages streamed
+    return graph, options
+
+
+def test_pages_from_disk_are_read_ahead_while_the_union_find_runs(tmp_path):
+    """Out of core, the pull's reads begin before the union-find start and
+    the pull takes them: labels as SciPy's, every page read once (the cached
+    ones into the cache), nothing dropped."""
+    graph, options = pages_apart(tmp_path, "components")
+    result = run_engine(graph, "cc", mode="cpu", threads=2, **options)
+    np.testing.assert_array_equal(result.values, components_scipy(graph))
+    record = result.iterations[0]
+    assert record.decisions["cpu_pull_read_ahead"]["choice"] is True
+    assert record.pages == len(graph.store.pages)       # the pull read every page
+    asked = record.decisions["host_pages"]
+    assert record.bytes_read == asked["asked_host_bytes"] + asked["asked_disk_bytes"] \
+        == sum(info.disk_bytes for info in graph.store.pages)
+    assert record.bytes_dropped == 0
+
+
+def test_a_connected_graph_from_disk_drops_the_read_ahead(tmp_path):
+    """Where the union-find leaves every vertex at the floor the pull reads no
+    page: the reads begun for it stop, what they read counted as dropped, at
+    most the read-ahead."""
+    graph, options = pages_apart(tmp_path, "grid:60x40")
+    result = run_engine(graph, "cc", mode="cpu", threads=2, **options)
+    np.testing.assert_array_equal(result.values, components_scipy(graph))
+    record = result.iterations[0]
+    assert result.num_iterations == 1 and record.pages == 0
+    assert record.decisions["cpu_floor_skip"]["all_at_floor"] is True
+    assert record.decisions["cpu_pull_read_ahead"]["choice"] is True
+    assert record.bytes_dropped == record.bytes_read <= options["readahead_bytes"]
 
 
 def test_a_resumed_run_does_not_start_again(tmp_path, monkeypatch):

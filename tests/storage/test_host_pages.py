@@ -600,3 +600,129 @@ def test_an_iteration_records_the_bytes_it_asked_for_in_each_tier(store, pages):
     assert entry["asked_host_bytes"] == sizes[0] + sizes[1]
     assert entry["asked_disk_bytes"] == sizes[CACHED_PAGES] + sizes[CACHED_PAGES + 2]
     assert read == sum(sizes[k] for k in asked)
+
+
+# ------------------------------------------------- the cache filled by walks --
+def test_a_first_walk_reads_the_cached_pages_ahead_into_the_cache(store, expected, pages,
+                                                                   monkeypatch):
+    """The CPU's first walk reads the pages the host caches in its stream, ahead
+    of it like the streamed ones (none on its own), into the cache's buffers:
+    each read once, the read-ahead's bound kept; the next walk takes them
+    from the cache."""
+    n = len(store.pages)
+    reader = pages.reader("cpu")
+    alone = []
+    monkeypatch.setattr(reader, "read_page", lambda index, out=None: alone.append(index))
+    cursor = pages.cursor(range(n))
+    first = cursor.get(0)
+    assert same(expected, first)
+    reader._state.queued[0].done.wait(10)
+    assert reader._state.queued[0].info.index == 1       # the pages after it read ahead
+    held = {0: first}
+    for index in range(1, n):
+        page = cursor.get(index)
+        assert same(expected, page)
+        if index < CACHED_PAGES:
+            held[index] = page
+    cursor.close()
+    assert alone == []
+    assert pages.bytes_read == sum(info.disk_bytes for info in store.pages)
+    assert pages.cached_bytes == sum(store.pages[k].nbytes for k in range(CACHED_PAGES))
+    assert reader.peak_outstanding_bytes <= reader.readahead_bytes
+    assert all(pages.cached_page(k) is held[k] for k in range(CACHED_PAGES))
+    before = pages.bytes_read
+    cursor = pages.cursor(range(n))
+    assert all(cursor.get(k) is held[k] for k in range(CACHED_PAGES))
+    assert all(same(expected, cursor.get(k)) for k in range(CACHED_PAGES, n))
+    cursor.close()
+    assert pages.bytes_read - before == pages.plan.streamed_bytes
+    assert alone == []
+
+
+def test_a_cached_page_read_ahead_and_passed_over_is_cached(store, expected, pages):
+    """A walk that passes over pages the host caches keeps them all the same:
+    asked for later they come from the cache, read once."""
+    n = len(store.pages)
+    cursor = pages.cursor(range(n))
+    assert same(expected, cursor.get(CACHED_PAGES))      # passes over 0..CACHED_PAGES-1
+    read = pages.bytes_read
+    assert read == sum(store.pages[k].disk_bytes for k in range(CACHED_PAGES + 1))
+    assert all(same(expected, cursor.get(k)) for k in range(CACHED_PAGES))
+    assert pages.bytes_read == read
+    cursor.close()
+    assert pages.cached_bytes == sum(store.pages[k].nbytes for k in range(CACHED_PAGES))
+
+
+def test_a_manual_walk_leaves_the_cached_pages_to_cached_page(store, expected, pages):
+    """The GPU's walks (release ``manual``) take cached pages from
+    ``cached_page`` outside the walk: their streams read the others only."""
+    n = len(store.pages)
+    cursor = pages.cursor(range(n), "gpu", release="manual")
+    assert cursor.streamed == list(range(CACHED_PAGES, n))
+    for index in range(n):
+        page = cursor.get(index)
+        assert same(expected, page)
+        cursor.release(page)
+    cursor.close()
+    assert pages.bytes_read == sum(info.disk_bytes for info in store.pages)
+
+
+@pytest.mark.parametrize("order", ["same", "other"])
+def test_a_prefetched_walk_takes_the_reads_begun_before_it(store, expected, pages, order):
+    """``prefetch`` starts a walk's reads, the cached pages' too, before the
+    walk: the walk of that order takes them (nothing read twice or dropped);
+    one of another order keeps the reads of its first pages and drops the
+    others (counted)."""
+    n = len(store.pages)
+    assert pages.prefetch(range(n))
+    reader = pages.reader("cpu")
+    reader._state.queued[-1].done.wait(10)
+    assert reader.bytes_read > 0 and pages.cached_bytes == 0
+    walk_order = list(range(n)) if order == "same" else [0, 1, 5, 2] + list(range(6, n))
+    cursor = pages.cursor(walk_order)
+    assert all(same(expected, cursor.get(k)) for k in walk_order)
+    cursor.close()
+    asked = sum(store.pages[k].disk_bytes for k in set(walk_order))
+    if order == "same":
+        assert pages.bytes_read == asked and pages.bytes_dropped == 0
+    else:
+        assert pages.bytes_read - pages.bytes_dropped == asked
+    assert pages.cached_bytes == sum(store.pages[k].nbytes for k in range(CACHED_PAGES))
+    assert reader.outstanding_bytes == 0 or reader._prefetched is not None
+
+
+def test_a_prefetch_no_walk_takes_is_dropped_and_counted(store, expected, pages):
+    n = len(store.pages)
+    assert pages.prefetch(range(n))
+    reader = pages.reader("cpu")
+    reader._state.queued[0].done.wait(10)
+    pages.cancel_prefetch()
+    assert pages.bytes_read == pages.bytes_dropped > 0
+    assert reader.outstanding_bytes == 0 and pages.cached_bytes == 0
+    assert not pages._filling
+    cursor = pages.cursor(range(n))      # a walk after it reads every page again
+    assert all(same(expected, cursor.get(k)) for k in range(n))
+    cursor.close()
+    assert pages.bytes_read - pages.bytes_dropped == sum(info.disk_bytes
+                                                         for info in store.pages)
+
+
+def test_a_compressed_first_walk_fills_the_cache_with_plain_pages(tmp_path):
+    """Compressed pages read ahead into the cache are decoded there by the
+    CPU's walk: the cache holds the plain pages, read once."""
+    store = build_compressed_store(tmp_path)
+    paged = make_pages(store)
+    try:
+        n = len(store.pages)
+        for _ in range(2):
+            cursor = paged.cursor(range(n))
+            for index in range(n):
+                assert_same_page(store, index, cursor.get(index))
+            cursor.close()
+        assert paged.cached_bytes == sum(store.pages[k].nbytes for k in range(CACHED_PAGES))
+        streamed = sum(store.pages[k].disk_bytes for k in range(CACHED_PAGES, n))
+        assert paged.bytes_read == sum(info.disk_bytes for info in store.pages) + streamed
+        for k in range(CACHED_PAGES):
+            assert_same_page(store, k, paged.cached_page(k))
+    finally:
+        paged.close()

@@ -124,6 +124,42 @@ def test_buffers_are_recycled_within_the_budget(three_dirs):
         assert reader.peak_outstanding_bytes == 2 * reader.buffer_bytes
 
 
+@pytest.mark.parametrize("release", ["auto", "manual"])
+def test_kept_pages_land_in_the_callers_buffers_within_the_budget(three_dirs, release):
+    """A stream's ``keep`` gives the buffers of the pages its caller keeps: they
+    are read ahead like the others, each holding a place of the read-ahead
+    until handed over and none after (no release, whatever the mode); the
+    pool's buffers serve the rest."""
+    count = len(three_dirs.pages)
+    kept_pages = {1, 2, 5}
+    buffers = {}
+
+    def keep(index):
+        if index not in kept_pages:
+            return None
+        buffers[index] = aligned_empty(three_dirs.pages[index].nbytes)
+        return buffers[index]
+
+    with PageReader(three_dirs) as probe:
+        budget = 2 * probe.buffer_bytes
+    with PageReader(three_dirs, readahead_bytes=budget) as reader:
+        held = []
+        for index, page in reader.stream(range(count), release=release, keep=keep):
+            time.sleep(0.002)       # a slow consumer: the reader runs ahead to the budget
+            assert reader.outstanding_bytes <= budget
+            assert same_page(three_dirs, index, page)
+            assert (index in kept_pages) == np.shares_memory(page.image,
+                                                             buffers.get(index, page.image[:0]))
+            if index in kept_pages:
+                held.append((index, page))
+            elif release == "manual":
+                reader.release(page)
+        assert set(buffers) == kept_pages and reader.max_buffers == 2
+        assert reader.allocated_bytes <= budget and reader.outstanding_bytes == 0
+        for index, page in held:    # still intact: the pool never read into them
+            assert same_page(three_dirs, index, page)
+
+
 def test_readahead_below_one_page_is_an_error(one_dir):
     with PageReader(one_dir) as reader:
         size = reader.buffer_bytes

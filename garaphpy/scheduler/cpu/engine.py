@@ -307,6 +307,8 @@ class CpuEngine:
     def _iterate(self, record: IterationRecord, prefix, aggregates: np.ndarray) -> None:
         self.stats[:] = 0.0
         with parallel_section():
+            if self.settling.union_find_pending and record.direction == "pull":
+                self.pulls.read_ahead(record)
             self.settling.start_from_union_find(record)
             if record.direction == "pull":
                 self.pulls.pull(record, aggregates)

@@ -235,6 +235,8 @@ class Pulls:
                                                 self.settling.floor_now, self.settling.floor))
             record.decisions["cpu_floor_skip"]["all_at_floor"] = settled
             if settled:
+                if "cpu_pull_read_ahead" in record.decisions:
+                    self.arrays.page_source.cancel_prefetch("cpu")
                 self._pull_at_floor(record)
                 return
         pending = []
@@ -260,6 +262,20 @@ class Pulls:
         record.pages = len(pages) if needed is None else int(needed.sum())
         # with early exit, the in-edges of the vertices not settled: what it read at most
         record.edges_processed = unsettled if self.early_exit else self.arrays.num_edges
+
+    def read_ahead(self, record: IterationRecord) -> None:
+        """Start the reads of this iteration's pull over every page before the
+        work that precedes it (the union-find start), so that the disk reads
+        while the cores work (:meth:`HostPages.prefetch
+        <garaphpy.storage.host_pages.HostPages.prefetch>`); its walk takes
+        them.  Only where the pull walks every page in order (no early exit,
+        no fused pull) and pages come from storage; recorded as
+        ``decisions["cpu_pull_read_ahead"]``.  A pull that then reads
+        nothing (every vertex at the floor) drops them (:meth:`pull`)."""
+        if self.early_exit or self.fused_pull or not self.arrays.page_source.reads_storage:
+            return
+        started = self.arrays.page_source.prefetch(range(len(self.arrays.pages)), "cpu")
+        decisions.note(record, "cpu_pull_read_ahead", bool(started))
 
     def _pages_to_pull(self) -> np.ndarray | None:
         """Per page, whether this pull reads it: with early exit and pages from
