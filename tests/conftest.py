@@ -149,7 +149,7 @@ def tiered():
 def dask_client(request):
     """A Dask LocalCluster of 2 or 4 worker processes, one thread each, and its
     client, for a module's partitioned runs; skipped where dask is missing."""
-    distributed = pytest.importorskip("distributed")
+    distributed = pytest.importorskip("dask.distributed")
     cluster = distributed.LocalCluster(n_workers=request.param, threads_per_worker=1,
                                        processes=True, dashboard_address=None)
     client = distributed.Client(cluster)

@@ -26,7 +26,8 @@ from garaphpy.scheduler import decisions
 
 from helpers import gpu_available
 
-distributed = pytest.importorskip("distributed")
+# dask.distributed: a bare "distributed" would find tests/distributed where dask is missing
+distributed = pytest.importorskip("dask.distributed")
 
 
 def mixed_cluster(cpu_workers: int, gpu_workers: int, processes: bool = True):
