@@ -96,3 +96,45 @@ def test_mirrors_messages_give_back_each_readers_pairs(changed, dtype):
             indices, got = pairs(messages[reader], mirrors.lists[reader])
             np.testing.assert_array_equal(indices, chosen)
             np.testing.assert_array_equal(got, values[chosen])
+
+
+@pytest.mark.parametrize("size", [0, 1, 7, 8, 9, 63, 1000, 4099])
+def test_bitmap_kernels_match_numpy(size):
+    """The one-pass bitmap of a reader's changed vertices and its reading
+    back are numpy's packbits and unpackbits, bit for bit, at every length
+    (a last byte partly used)."""
+    from garaphpy.kernels import cpu as kernels
+
+    rng = np.random.default_rng(size)
+    first = 100
+    mirror_list = np.sort(rng.choice(np.arange(first, first + 2 * size + 1), size,
+                                     replace=False)).astype(np.int64)
+    positions = np.full(2 * size + 1, -1, np.int32)
+    positions[mirror_list - first] = np.arange(size, dtype=np.int32)
+    changed = np.sort(rng.choice(np.arange(first, first + 2 * size + 1), size,
+                                 replace=False)).astype(np.int64)
+    bits = np.zeros((size + 7) // 8, np.uint8)
+    listed = np.empty(changed.size, np.int64)
+    count = kernels.mirror_bitmap(changed, first, positions, bits, listed)
+    read = positions[changed - first] >= 0
+    flags = np.zeros(size, np.bool_)
+    flags[positions[changed[read] - first]] = True
+    np.testing.assert_array_equal(bits, np.packbits(flags))
+    np.testing.assert_array_equal(listed[:count], changed[read])
+    np.testing.assert_array_equal(kernels.bitmap_members(bits, mirror_list),
+                                  mirror_list[np.flatnonzero(flags)])
+
+
+def test_one_value_is_found_without_a_gather():
+    """``same_bits`` over a frontier: one value, or bits that differ (0.0
+    and -0.0 differ; one NaN's bits throughout is one value)."""
+    from garaphpy.kernels import cpu as kernels
+
+    values = np.full(100, 3.0)
+    frontier = np.array([2, 50, 97])
+    assert kernels.same_bits(values.view(np.uint64), frontier)
+    values[50] = -0.0
+    values[2] = values[97] = 0.0
+    assert not kernels.same_bits(values.view(np.uint64), frontier)
+    assert kernels.same_bits(values.view(np.uint64), frontier[:1])
+    assert kernels.same_bits(values.view(np.uint64), frontier[:0])
