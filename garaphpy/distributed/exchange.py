@@ -28,6 +28,7 @@ import time
 
 import numpy as np
 
+from .._numba_setup import parallel_section
 from ..errors import GaraphError
 from ..kernels import cpu as kernels
 from ..kernels.cpu import exact_sum
@@ -175,6 +176,25 @@ def _one_value_of(values: np.ndarray, vertices: np.ndarray) -> np.ndarray | None
         return None
     bits = values.view(f"u{values.dtype.itemsize}")
     return values[vertices[:1]] if kernels.same_bits(bits, vertices) else None
+
+
+def warm_up_exchange(value_dtype, index_dtype, settles: bool) -> None:
+    """Compile (or load from numba's cache) the exchange's kernels
+    (:mod:`garaphpy.kernels.cpu.mirrors`) on empty work, for the arrays a
+    message brings (a message of indices holds them as ``index_dtype``), so
+    that the set-up pays for them, not the first iterations; ``settles``:
+    the partition settles the vertices it receives."""
+    values = np.zeros(1, value_dtype)
+    nothing = np.zeros(0, np.int64)
+    for positions in (np.zeros(1, np.int32), np.zeros(1, np.int64)):
+        kernels.mirror_bitmap(nothing, 0, positions, np.zeros(1, np.uint8), nothing)
+    kernels.same_bits(values.view(f"u{values.dtype.itemsize}"), nothing)
+    kernels.bitmap_members(np.zeros(1, np.uint8), np.zeros(1, np.int64))
+    with parallel_section():
+        for indices in (nothing, np.zeros(0, index_dtype)):
+            kernels.write_received(values, indices, values)
+        if settles:
+            kernels.settle_received(nothing, np.zeros(1, np.bool_), np.zeros(1, np.uint8), 0)
 
 
 def decode_changes(message: tuple, read_list: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -343,7 +363,9 @@ class Inbox:
         where given, gets each message's indices (the vertices that changed)."""
         count = 0
         for _, indices, values in self.take_due(kind, before):
-            target[indices] = values
+            if indices.size:
+                with parallel_section():
+                    kernels.write_received(target, indices, np.asarray(values, target.dtype))
             count += indices.size
             if received is not None:
                 received.append(indices)

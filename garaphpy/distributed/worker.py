@@ -47,7 +47,7 @@ from ..paths import cache_directory
 from ..scheduler import decisions
 from .components import UnionFindStart, warm_up_union_find
 from .exchange import (Inbox, Mirrors, WorkerError, aggregate_shares, decode_changes,
-                       message_bytes)
+                       message_bytes, warm_up_exchange)
 from .frontier import PartitionFrontier, frontier_pulls, partition_early_exit
 from .fused import FusedPartitionPull
 from .links import PeerCalls
@@ -349,6 +349,7 @@ class PartitionWorker(PeerCalls, Rounds, UnionFindStart):
                 if self.settles_by_push:
                     self._push_settling(nothing, np.zeros(1, np.int64), 0,
                                         self.no_aggregates, np.zeros(2))
+        warm_up_exchange(self.values.dtype, self.store.vertex_dtype, self.early_exit)
         if self.setup.union_find_start:
             # loaded from numba's cache now, not in the timed start (50-100 ms a worker)
             warm_up_union_find(self.sources.dtype, self.values.dtype)

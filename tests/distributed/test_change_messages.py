@@ -138,3 +138,31 @@ def test_one_value_is_found_without_a_gather():
     assert not kernels.same_bits(values.view(np.uint64), frontier)
     assert kernels.same_bits(values.view(np.uint64), frontier[:1])
     assert kernels.same_bits(values.view(np.uint64), frontier[:0])
+
+
+@pytest.mark.parametrize("one", [False, True])
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+def test_pairs_received_are_written_and_settled_as_numpy_would(one, index_dtype):
+    """The inbox writes a message's pairs (one value for all, or one each)
+    into the values on the worker's threads, as ``target[indices] = values``;
+    a program final once set marks their vertices settled and claimed."""
+    from garaphpy.distributed.exchange import Inbox
+    from garaphpy.kernels import cpu as kernels
+
+    rng = np.random.default_rng(int(one))
+    indices = rng.choice(50_000, 9_000, replace=False).astype(index_dtype)
+    values = np.full(1, 5) if one else rng.integers(0, 100, indices.size)
+    inbox = Inbox()
+    inbox.put(0, 3, "values", indices, values)
+    target = np.arange(50_000, dtype=np.int64)
+    expected = target.copy()
+    expected[indices] = values
+    received = []
+    assert inbox.apply("values", target, 4, received) == indices.size
+    np.testing.assert_array_equal(target, expected)
+    settled, claimed = np.zeros(50_000, np.bool_), np.zeros(50_000, np.uint8)
+    kernels.settle_received(np.asarray(received[0], np.int64), settled, claimed,
+                            kernels.SETTLED_CLAIM)
+    assert np.flatnonzero(settled).tolist() == np.sort(indices).tolist()
+    assert (claimed[indices] == kernels.SETTLED_CLAIM).all() and claimed.sum() == \
+        kernels.SETTLED_CLAIM * indices.size

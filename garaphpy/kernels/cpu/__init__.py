@@ -30,7 +30,8 @@ from .common import FLOOR_MAX, FLOOR_MIN, SERIAL_CONCATENATE_MAX, SETTLED_CLAIM
 from .frontier import (PARALLEL_PREFIX_MIN, active_vertex_ids, degree_prefix, flags_of,
                        frontier_degree_prefix, frontier_degree_sum, frontier_degrees, frontier_of,
                        reset_flags, turn_in_edges)
-from .mirrors import bitmap_members, mirror_bitmap, same_bits
+from .mirrors import (bitmap_members, mirror_bitmap, same_bits, settle_received,
+                      write_received)
 from .notify import mark_out_neighbours, notify, notify_dense, push_settling
 from .priority import PRIORITY_BINS, priority_iterations
 from .pull import (SETTLING_BLOCK, apply_vertices, pull_fused, pull_range, pull_range_settling,
@@ -62,8 +63,8 @@ __all__ = [
     "notify_dense", "out_neighbour_in_degrees", "pack_flags", "priority_iterations",
     "priority_push_rounds", "pull_fused", "pull_range", "pull_range_settling",
     "pull_settling_whole", "pull_vertices", "push_settling", "read_source_contribution",
-    "reset_flags", "same_bits", "settle_push_rounds", "settled_from_value",
+    "reset_flags", "same_bits", "settle_push_rounds", "settle_received", "settled_from_value",
     "settled_from_values",
     "shortcut_labels", "source_contributions", "sparse_iterations", "sum_over", "total",
-    "touch", "turn_in_edges", "unsettled_in_edges", "vertex_ids",
+    "touch", "turn_in_edges", "unsettled_in_edges", "vertex_ids", "write_received",
 ]

@@ -12,9 +12,13 @@ half of kron:20, dev VM), each of which passes allocates.
 :func:`mirror_bitmap` makes the bitmap and the list in one pass over the
 changed vertices; :func:`bitmap_members` reads a bitmap back;
 :func:`same_bits` says whether the changed vertices' values are one value
-(a BFS level's), without gathering them.  They run on one thread (a
+(a BFS level's), without gathering them.  These run on one thread (a
 message is made by the worker's iteration thread and read on its event
 loop, neither of which should start a thread team) and release the GIL.
+At the next iteration's start the iteration thread writes the pairs
+received (:func:`write_received`) and, for a program final once set,
+settles their vertices (:func:`settle_received`) on the worker's threads,
+where numpy's scatters took one thread each.
 """
 
 from __future__ import annotations
@@ -80,3 +84,24 @@ def same_bits(bits, vertices):
         if bits[vertices[i]] != first:
             return False
     return True
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def write_received(target, indices, values):
+    """``target[indices] = values`` (``values`` one value for every index, or
+    one an index; the indices distinct), on the worker's threads: the pairs
+    a partition received, written at its next iteration's start."""
+    one = values.shape[0] == 1
+    for i in numba.prange(indices.shape[0]):
+        target[indices[i]] = values[0] if one else values[i]
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def settle_received(vertices, settled, claimed, claim):
+    """Mark the (distinct) ``vertices`` settled and claimed for good (``claim``):
+    the other partitions' vertices a message says changed, of a program
+    final once set."""
+    for i in numba.prange(vertices.shape[0]):
+        v = vertices[i]
+        settled[v] = True
+        claimed[v] = claim
