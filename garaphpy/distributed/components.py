@@ -154,11 +154,10 @@ def warm_up_union_find(index_dtype, value_dtype) -> None:
                   np.zeros(1, np.int64))
     union_find.lower_labels(np.zeros(1, value_dtype), np.zeros(1, np.int64),
                             np.zeros(1, value_dtype), 0, 1)
-    one = np.zeros(1, np.int64)
+    one = np.zeros(1, np.int64)        # a read list, a mirror list, a forest
     with parallel_section():
-        union_find.holders_of(np.zeros(1, index_dtype), np.zeros(1, np.int32), one, one)
-    union_find.apart_holders(np.zeros(1, index_dtype), np.zeros(1, np.int32), one, one, 0,
-                             one, one)
+        union_find.holders_of(one, np.zeros(1, np.int32), one, one)
+    union_find.apart_holders(one, np.zeros(1, np.int32), one, one, 0, one, one)
     lower_to_merged_labels(np.zeros(2, value_dtype), np.zeros(1, np.int64),
                            np.zeros(1, np.int64), np.array([0, -1], np.int32),
                            [(np.zeros(1, index_dtype), np.ones(1, index_dtype))],
