@@ -28,7 +28,9 @@ import time
 
 import numpy as np
 
+from .._numba_setup import parallel_section
 from ..errors import GaraphError
+from ..kernels import cpu as kernels
 from ..kernels.cpu import exact_sum
 from ..monoids import MONOIDS
 
@@ -76,29 +78,30 @@ class Mirrors:
         of their new ``values`` (a full-length array): what
         :func:`encode_changes` makes of :meth:`pairs_for`'s pairs, in time
         that grows with ``changed`` alone (a BFS iteration's few changes
-        against a long mirror list).  The readers reading none are left out."""
+        against a long mirror list), one pass over them a reader
+        (:func:`~garaphpy.kernels.cpu.mirrors.mirror_bitmap`: its bitmap
+        and its vertices at once).  The readers reading none are left out."""
         index_dtype = np.dtype(index_dtype)
+        changed = np.asarray(changed, np.int64)
         every = changed.size == self.end_vertex - self.first_vertex
-        # one value for all (a BFS level)? the first few changed tell most runs
-        # (PageRank's) no, without a gather of every changed value
-        one = None
-        if changed.size > 1 and _one_value(values[changed[:64]]) is not None:
-            one = _one_value(values[changed])
-        offsets = None if every else changed - self.first_vertex
+        one = _one_value_of(values, changed)
+        listed = None if every else np.empty(changed.size, np.int64)
         messages = {}
         for partition in sorted(self.lists):
             count = self.counts[partition]
             if not count:
                 continue
+            bits = None
             if every:
-                vertices, positions = self.lists[partition], None
+                vertices = self.lists[partition]
             else:
-                positions = self.positions[partition][offsets]
-                read = positions >= 0
-                vertices, positions = changed[read], positions[read]
-                if not vertices.size:
+                bits = np.zeros((count + 7) // 8, np.uint8)
+                read = kernels.mirror_bitmap(changed, self.first_vertex,
+                                             self.positions[partition], bits, listed)
+                if not read:
                     continue
-            messages[partition] = _message(count, vertices, positions,
+                vertices = listed[:read]
+            messages[partition] = _message(count, vertices, bits,
                                            one if one is not None else values[vertices],
                                            index_dtype)
         return messages
@@ -134,22 +137,22 @@ def encode_changes(vertices: np.ndarray, values: np.ndarray, mirror_list: np.nda
     bits (a BFS level) go as one value.  :func:`decode_changes` reads it.
     """
     one = _one_value(values)
-    return _message(mirror_list.size, vertices, np.searchsorted(mirror_list, vertices),
+    listed = np.zeros(mirror_list.size, np.bool_)
+    listed[np.searchsorted(mirror_list, vertices)] = True
+    return _message(mirror_list.size, vertices, np.packbits(listed),
                     values if one is None else one, np.dtype(index_dtype))
 
 
-def _message(count: int, vertices: np.ndarray, positions: np.ndarray | None,
+def _message(count: int, vertices: np.ndarray, bits: np.ndarray | None,
              values: np.ndarray, index_dtype: np.dtype) -> tuple:
     """The message of the changed ``vertices`` a reader of ``count`` mirrored
-    vertices reads, at ``positions`` in its mirror list (None where it reads
-    every one), their ``values`` (one where all are the same): the smallest
-    form of :func:`encode_changes`."""
+    vertices reads, ``bits`` their bitmap over its mirror list (None where it
+    reads every one), their ``values`` (one where all are the same): the
+    smallest form of :func:`encode_changes`."""
     if vertices.size == count:
         return "all", None, values
     if (count + 7) // 8 < vertices.size * index_dtype.itemsize:
-        listed = np.zeros(count, np.bool_)
-        listed[positions] = True
-        return "bitmap", np.packbits(listed), values
+        return "bitmap", bits, values
     return "indices", vertices.astype(index_dtype), values
 
 
@@ -164,6 +167,36 @@ def _one_value(values: np.ndarray) -> np.ndarray | None:
     return values[:1]
 
 
+def _one_value_of(values: np.ndarray, vertices: np.ndarray) -> np.ndarray | None:
+    """``_one_value(values[vertices])`` without the gather of every value: the
+    first few tell most runs (PageRank's) no, a pass over the rest a BFS
+    level's yes."""
+    if vertices.size < 2 or values.dtype.kind not in "biuf" \
+            or _one_value(values[vertices[:64]]) is None:
+        return None
+    bits = values.view(f"u{values.dtype.itemsize}")
+    return values[vertices[:1]] if kernels.same_bits(bits, vertices) else None
+
+
+def warm_up_exchange(value_dtype, index_dtype, settles: bool) -> None:
+    """Compile (or load from numba's cache) the exchange's kernels
+    (:mod:`garaphpy.kernels.cpu.mirrors`) on empty work, for the arrays a
+    message brings (a message of indices holds them as ``index_dtype``), so
+    that the set-up pays for them, not the first iterations; ``settles``:
+    the partition settles the vertices it receives."""
+    values = np.zeros(1, value_dtype)
+    nothing = np.zeros(0, np.int64)
+    for positions in (np.zeros(1, np.int32), np.zeros(1, np.int64)):
+        kernels.mirror_bitmap(nothing, 0, positions, np.zeros(1, np.uint8), nothing)
+    kernels.same_bits(values.view(f"u{values.dtype.itemsize}"), nothing)
+    kernels.bitmap_members(np.zeros(1, np.uint8), np.zeros(1, np.int64))
+    with parallel_section():
+        for indices in (nothing, np.zeros(0, index_dtype)):
+            kernels.write_received(values, indices, values)
+        if settles:
+            kernels.settle_received(nothing, np.zeros(1, np.bool_), np.zeros(1, np.uint8), 0)
+
+
 def decode_changes(message: tuple, read_list: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(indices, values)`` of an :func:`encode_changes` message, given the
     receiver's list of the sender's vertices it reads (the sender's mirror
@@ -172,7 +205,7 @@ def decode_changes(message: tuple, read_list: np.ndarray) -> tuple[np.ndarray, n
     if form == "all":
         return read_list, values
     if form == "bitmap":
-        return read_list[np.flatnonzero(np.unpackbits(where, count=read_list.size))], values
+        return kernels.bitmap_members(where, read_list), values
     return where, values
 
 
@@ -330,7 +363,9 @@ class Inbox:
         where given, gets each message's indices (the vertices that changed)."""
         count = 0
         for _, indices, values in self.take_due(kind, before):
-            target[indices] = values
+            if indices.size:
+                with parallel_section():
+                    kernels.write_received(target, indices, np.asarray(values, target.dtype))
             count += indices.size
             if received is not None:
                 received.append(indices)

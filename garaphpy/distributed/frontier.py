@@ -144,8 +144,9 @@ class PartitionFrontier:
     def settle(self, vertices: np.ndarray) -> None:
         """Mark ``vertices`` settled (a program final once set: changed once,
         final), so that no notify lists them again."""
-        self.settled[vertices] = True
-        self.claimed[vertices] = kernels.SETTLED_CLAIM
+        with parallel_section():
+            kernels.settle_received(np.asarray(vertices, np.int64), self.settled, self.claimed,
+                                    kernels.SETTLED_CLAIM)
 
     def settle_from_values(self, values: np.ndarray, initial: np.ndarray,
                            is_source: np.ndarray) -> None:

@@ -274,6 +274,67 @@ def lower_labels(labels, vertices, lower, first, end):
 
 
 @numba.njit(nogil=True, parallel=True, cache=True)
+def holders_of(listed, numbering, holder_positions, vertices):
+    """The holder (a vertex) of each of ``listed``: ``vertices[holder_positions[
+    numbering[v]]]``, in one pass (``numbering`` a vertex's position in a
+    partition's forest, ``holder_positions`` each position's holder's)."""
+    holders = np.empty(listed.shape[0], np.int64)
+    for i in numba.prange(listed.shape[0]):
+        holders[i] = vertices[holder_positions[numbering[listed[i]]]]
+    return holders
+
+
+@numba.njit(nogil=True, cache=True)
+def apart_holders(listed, numbering, holder_positions, vertices, common, positions, others):
+    """``(mine, theirs)``: for each of ``listed`` whose holder here
+    (:func:`holders_of`) is not its holder in a reader's forest, both;
+    the reader's holders given as its message (``common`` everywhere but at
+    the increasing ``positions``, which hold ``others``)."""
+    mine = np.empty(listed.shape[0], np.int64)
+    theirs = np.empty(listed.shape[0], np.int64)
+    count = 0
+    j = 0
+    for i in range(listed.shape[0]):
+        other = common
+        if j < positions.shape[0] and positions[j] == i:
+            other = others[j]
+            j += 1
+        held = vertices[holder_positions[numbering[listed[i]]]]
+        if held != other:
+            mine[count] = held
+            theirs[count] = other
+            count += 1
+    return mine[:count], theirs[:count]
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def lower_held_labels(labels, roots, vertices, ids, merged, first, end):
+    """labels[vertices[i]] = min(itself, the label of i's tree) for every i,
+    where ``roots`` is a forest over positions (each compressed: its root,
+    the tree's least position and vertex), a tree's label the user id
+    ``ids`` of its root's vertex, or, where a root holds ``-2 - t``, merged
+    with other trees, ``merged[t]``; how many of the vertices
+    ``first..end-1`` were lowered.  One parallel pass, no array as long as
+    the forest made: a partition's merge of its forest with the links of
+    its boundaries, where user ids increase with the vertices."""
+    lowered = 0
+    for i in numba.prange(roots.shape[0]):
+        root = roots[i]
+        if root >= 0 and roots[root] < 0:
+            root = roots[root]
+        if root < 0:
+            label = merged[-2 - root]
+        else:
+            label = ids[vertices[root]]
+        v = vertices[i]
+        if label < labels[v]:
+            labels[v] = label
+            if first <= v < end:
+                lowered += 1
+    return lowered
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
 def write_labels(parent, ids, labels):
     """labels[v] = the user id of v's root; how many labels dropped."""
     dropped = 0

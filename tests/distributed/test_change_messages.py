@@ -96,3 +96,73 @@ def test_mirrors_messages_give_back_each_readers_pairs(changed, dtype):
             indices, got = pairs(messages[reader], mirrors.lists[reader])
             np.testing.assert_array_equal(indices, chosen)
             np.testing.assert_array_equal(got, values[chosen])
+
+
+@pytest.mark.parametrize("size", [0, 1, 7, 8, 9, 63, 1000, 4099])
+def test_bitmap_kernels_match_numpy(size):
+    """The one-pass bitmap of a reader's changed vertices and its reading
+    back are numpy's packbits and unpackbits, bit for bit, at every length
+    (a last byte partly used)."""
+    from garaphpy.kernels import cpu as kernels
+
+    rng = np.random.default_rng(size)
+    first = 100
+    mirror_list = np.sort(rng.choice(np.arange(first, first + 2 * size + 1), size,
+                                     replace=False)).astype(np.int64)
+    positions = np.full(2 * size + 1, -1, np.int32)
+    positions[mirror_list - first] = np.arange(size, dtype=np.int32)
+    changed = np.sort(rng.choice(np.arange(first, first + 2 * size + 1), size,
+                                 replace=False)).astype(np.int64)
+    bits = np.zeros((size + 7) // 8, np.uint8)
+    listed = np.empty(changed.size, np.int64)
+    count = kernels.mirror_bitmap(changed, first, positions, bits, listed)
+    read = positions[changed - first] >= 0
+    flags = np.zeros(size, np.bool_)
+    flags[positions[changed[read] - first]] = True
+    np.testing.assert_array_equal(bits, np.packbits(flags))
+    np.testing.assert_array_equal(listed[:count], changed[read])
+    np.testing.assert_array_equal(kernels.bitmap_members(bits, mirror_list),
+                                  mirror_list[np.flatnonzero(flags)])
+
+
+def test_one_value_is_found_without_a_gather():
+    """``same_bits`` over a frontier: one value, or bits that differ (0.0
+    and -0.0 differ; one NaN's bits throughout is one value)."""
+    from garaphpy.kernels import cpu as kernels
+
+    values = np.full(100, 3.0)
+    frontier = np.array([2, 50, 97])
+    assert kernels.same_bits(values.view(np.uint64), frontier)
+    values[50] = -0.0
+    values[2] = values[97] = 0.0
+    assert not kernels.same_bits(values.view(np.uint64), frontier)
+    assert kernels.same_bits(values.view(np.uint64), frontier[:1])
+    assert kernels.same_bits(values.view(np.uint64), frontier[:0])
+
+
+@pytest.mark.parametrize("one", [False, True])
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+def test_pairs_received_are_written_and_settled_as_numpy_would(one, index_dtype):
+    """The inbox writes a message's pairs (one value for all, or one each)
+    into the values on the worker's threads, as ``target[indices] = values``;
+    a program final once set marks their vertices settled and claimed."""
+    from garaphpy.distributed.exchange import Inbox
+    from garaphpy.kernels import cpu as kernels
+
+    rng = np.random.default_rng(int(one))
+    indices = rng.choice(50_000, 9_000, replace=False).astype(index_dtype)
+    values = np.full(1, 5) if one else rng.integers(0, 100, indices.size)
+    inbox = Inbox()
+    inbox.put(0, 3, "values", indices, values)
+    target = np.arange(50_000, dtype=np.int64)
+    expected = target.copy()
+    expected[indices] = values
+    received = []
+    assert inbox.apply("values", target, 4, received) == indices.size
+    np.testing.assert_array_equal(target, expected)
+    settled, claimed = np.zeros(50_000, np.bool_), np.zeros(50_000, np.uint8)
+    kernels.settle_received(np.asarray(received[0], np.int64), settled, claimed,
+                            kernels.SETTLED_CLAIM)
+    assert np.flatnonzero(settled).tolist() == np.sort(indices).tolist()
+    assert (claimed[indices] == kernels.SETTLED_CLAIM).all() and claimed.sum() == \
+        kernels.SETTLED_CLAIM * indices.size

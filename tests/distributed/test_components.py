@@ -274,3 +274,22 @@ def test_few_crossing_vertices_send_far_below_the_whole_forest(partitions):
         assert rows[p]["sent_bytes"] == rows[p]["holder_bytes"] + rows[p]["link_bytes"]
         # with two partitions each partition's own links join every tree
         assert (rows[p]["link_bytes"] == 0) == (partitions == 2)
+
+
+@pytest.mark.parametrize("partitions", [2, 4])
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_merge_by_trees_gives_the_general_merges_values(name, partitions, monkeypatch):
+    """Where user ids increase with the internal ones, the labels lowered
+    tree by tree (:func:`lower_to_merged_labels`) are those of the merge
+    over every held vertex (:func:`merged_labels`), every value and count."""
+    from garaphpy.distributed import components
+
+    rng = np.random.default_rng(partitions)
+    sources, targets, num_vertices = GRAPHS[name](rng)
+    ids = np.arange(num_vertices, dtype=np.int64) * 3 + 7
+    fast, fast_rows, *_ = _start(sources, targets, num_vertices, partitions, ids)
+    monkeypatch.setattr(components, "increasing_ids", lambda ids: False)
+    general, general_rows, *_ = _start(sources, targets, num_vertices, partitions, ids)
+    for p in range(partitions):
+        np.testing.assert_array_equal(fast[p], general[p])
+        assert fast_rows[p]["lowered"] == general_rows[p]["lowered"]

@@ -9,6 +9,7 @@ module             kernels
 ``skipping``       floors and settled vertices: what a pull may skip
 ``pull``           pulls over a page, the whole CSC or a vertex list
 ``frontier``       frontier ids from flags and back, degree prefixes, in-edges turned
+``mirrors``        the exchange's messages between partitions: bitmaps
 ``notify``         notify (Garaph section 4.2) and the top-down step
 ``batches``        sparse notify-pull iterations batched in one call
 ``priority``       notify-pull in order of value (delta-stepping)
@@ -29,6 +30,8 @@ from .common import FLOOR_MAX, FLOOR_MIN, SERIAL_CONCATENATE_MAX, SETTLED_CLAIM
 from .frontier import (PARALLEL_PREFIX_MIN, active_vertex_ids, degree_prefix, flags_of,
                        frontier_degree_prefix, frontier_degree_sum, frontier_degrees, frontier_of,
                        reset_flags, turn_in_edges)
+from .mirrors import (bitmap_members, mirror_bitmap, same_bits, settle_received,
+                      write_received)
 from .notify import mark_out_neighbours, notify, notify_dense, push_settling
 from .priority import PRIORITY_BINS, priority_iterations
 from .pull import (SETTLING_BLOCK, apply_vertices, pull_fused, pull_range, pull_range_settling,
@@ -50,15 +53,18 @@ __all__ = [
     "SETTLE_ROUND_BUFFER", "SETTLING_BLOCK", "SPARSE_COUNTERS",
     "above_floor", "active_vertex_ids", "add_weighted_in_degrees", "all_at_floor",
     "all_vertex_ids",
-    "apply_vertices", "balanced_vertex_starts", "best_source_value", "commit_vertices",
+    "apply_vertices", "balanced_vertex_starts", "best_source_value", "bitmap_members",
+    "commit_vertices",
     "compute_aggregates", "count_unequal", "degree_prefix", "flags_of",
     "frontier_degree_prefix", "frontier_degree_sum", "frontier_degrees", "frontier_of",
     "gather_vertex_edges", "init_values", "listed_source_contributions", "mapped_zeros",
-    "mark_out_neighbours", "mark_settled", "no_aggregates_fold", "no_aggregates_write", "notify",
+    "mark_out_neighbours", "mark_settled", "mirror_bitmap", "no_aggregates_fold",
+    "no_aggregates_write", "notify",
     "notify_dense", "out_neighbour_in_degrees", "pack_flags", "priority_iterations",
     "priority_push_rounds", "pull_fused", "pull_range", "pull_range_settling",
     "pull_settling_whole", "pull_vertices", "push_settling", "read_source_contribution",
-    "reset_flags", "settle_push_rounds", "settled_from_value", "settled_from_values",
+    "reset_flags", "same_bits", "settle_push_rounds", "settle_received", "settled_from_value",
+    "settled_from_values",
     "shortcut_labels", "source_contributions", "sparse_iterations", "sum_over", "total",
-    "touch", "turn_in_edges", "unsettled_in_edges", "vertex_ids",
+    "touch", "turn_in_edges", "unsettled_in_edges", "vertex_ids", "write_received",
 ]
