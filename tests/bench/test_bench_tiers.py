@@ -58,6 +58,17 @@ def test_cpu_pagerank_reads_exactly_the_pages_in_no_budget(store_dir, tmp_path, 
     (pagerank,) = [e for e in written["summary"]["record"]["table"] if e["program"] == "pagerank"]
     assert pagerank["read_over_must_move"] == 1.0 and pagerank["time_over_model"] > 0
     assert pagerank["host_memory"] == tiers.host_budget(store, 1, 0.25, 16 << 10)
+    assert 0 < pagerank["iteration_s"] <= pagerank["whole_s"]
+    assert written["summary"]["record"]["hybrid_over_better"] == {}
+
+
+def test_the_hybrid_is_judged_on_its_whole_call_from_disk():
+    table = [{"program": "pagerank", "mode": "gpu", "whole_s": 0.25},
+             {"program": "pagerank", "mode": "cpu", "whole_s": 0.20},
+             {"program": "pagerank", "mode": "hybrid", "whole_s": 0.21},
+             {"program": "bfs", "mode": "cpu", "whole_s": 0.1},
+             {"program": "bfs", "mode": "hybrid", "whole_s": 0.1}]
+    assert tiers.hybrid_over_better(table) == {"pagerank": pytest.approx(1.05)}
 
 
 @pytest.mark.gpu
