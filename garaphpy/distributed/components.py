@@ -23,7 +23,7 @@ instead of its whole forest (O(|V|) pairs to every peer) a partition sends:
    partition's boundary mostly lies in one tree);
 2. to every peer, the links its owned boundary vertices make between the
    holders of the trees that meet at them, reduced to a spanning forest of
-   those holders (:func:`boundary_links`: a few pairs where components are
+   those holders (:func:`links_between`: a few pairs where components are
    few);
 
 and merges its own forest with every partition's links
@@ -146,7 +146,7 @@ def warm_up_union_find(index_dtype, value_dtype) -> None:
     roots = partition_roots(out_offsets, np.zeros(0, index_dtype),
                             union_find.sampled_edges(out_offsets, np.zeros(0, index_dtype)))
     nothing = np.zeros(0, index_dtype)
-    boundary_links(roots, [(np.zeros(1, np.int64), np.ones(1, np.int64))], index_dtype)
+    links_between(np.zeros(1, np.int64), np.ones(1, np.int64), index_dtype)
     merged_labels(roots, np.zeros(1, np.int64), np.array([0, -1], np.int32),
                   [(np.zeros(1, index_dtype), np.ones(1, index_dtype))],
                   np.arange(2, dtype=np.int64))
@@ -210,33 +210,14 @@ def holders_bytes(message: tuple, index_dtype) -> int:
     return int(np.dtype(index_dtype).itemsize + positions.nbytes + others.nbytes)
 
 
-def boundary_links(holders: np.ndarray, readers: list, index_dtype) -> tuple[np.ndarray,
-                                                                            np.ndarray]:
-    """The links an owner's boundary vertices make between trees, as
-    ``(vertices, their roots)`` of a spanning forest over the holders they
-    join (the holders not their forest's root, the least holder).
-
-    Parameters
-    ----------
-    holders : int64 array
-        The owner's holder of every vertex it holds (:func:`tree_holders`),
-        by position.
-    readers : list of (positions, holders)
-        For each partition that reads owned vertices, those vertices (their
-        positions in ``holders``) and their holders in its forest.
-    """
-    if not readers:
-        return links_between(np.zeros(0, np.int64), np.zeros(0, np.int64), index_dtype)
-    mine = np.concatenate([holders[np.asarray(vertices, np.int64)] for vertices, _ in readers])
-    theirs = np.concatenate([np.asarray(read, np.int64) for _, read in readers])
-    apart = mine != theirs
-    return links_between(mine[apart], theirs[apart], index_dtype)
-
-
 def links_between(mine: np.ndarray, theirs: np.ndarray, index_dtype) -> tuple[np.ndarray,
                                                                               np.ndarray]:
-    """:func:`boundary_links` of the holders that differ: ``mine[i]`` and
-    ``theirs[i]`` (int64) hold trees that meet at a boundary vertex."""
+    """The links an owner's boundary vertices make between trees, as
+    ``(vertices, their roots)`` of a spanning forest over the holders they
+    join (the holders not their forest's root, the least holder):
+    ``mine[i]`` and ``theirs[i]`` (int64), the owner's holder of a boundary
+    vertex and a reader's where the two differ
+    (:func:`~garaphpy.kernels.union_find.apart_holders`)."""
     nothing = (np.zeros(0, index_dtype), np.zeros(0, index_dtype))
     if not mine.size:
         return nothing
@@ -416,7 +397,7 @@ class UnionFindStart:
         peers = self._start_peers()
         came = self._start_messages("holders", peers)
         # the readers' holders against this partition's, message by message
-        # (:func:`boundary_links` of the expanded messages, in one pass each)
+        # (in one pass a message, never expanded), then the links they make
         pairs = [union_find.apart_holders(
             self.mirrors.lists[q], self.forest_numbering, self.holder_positions,
             self.forest_vertices, int(came[q][0]), np.asarray(came[q][1], np.int64),
