@@ -600,6 +600,7 @@ def _gpu_set_up_choice(graph, program, options: RunOptions, threads: int,
         final_once_set=bool(program.final_once_set))
     fixed = _GPU_SET_UPS.fixed_seconds(type(program).__name__)
     set_up = set_up_choice.gpu_set_up_seconds(_gpu_page_bytes(graph, options), fixed)
+    streamed = _gpu_streamed_bytes(graph, options)
     entry = decisions.fixed(
         set_up_choice.gpu_set_up_pays,
         cpu_seconds=set_up_choice.cpu_run_seconds(graph.num_edges, threads, work.passes,
@@ -607,7 +608,11 @@ def _gpu_set_up_choice(graph, program, options: RunOptions, threads: int,
                                               sparse_levels=work.sparse_levels),
         gpu_seconds=set_up_choice.gpu_run_seconds(
             set_up, work.sparse_levels, work.iterations, work.passes, graph.num_edges,
-            _gpu_streamed_bytes(graph, options)))
+            streamed))
+    entry.update(cpu_pass_seconds=set_up_choice.cpu_run_seconds(graph.num_edges, threads - 1, 1),
+                 gpu_pass_seconds=set_up_choice.gpu_run_seconds(0.0, 0.0, 1, 1,
+                                                                graph.num_edges, streamed),
+                 whole_pulls=tolerance is not None)
     entry.update(passes=work.passes, iterations=work.iterations,
                  sparse_levels=work.sparse_levels, threads=threads, set_up_fixed=fixed,
                  set_ups_before=_GPU_SET_UPS.count, gpu_set_up_seconds=set_up)
@@ -627,13 +632,21 @@ def _gpu_alone_choice(graph, options: RunOptions, entry: dict) -> str:
     page_bytes = _page_bytes(graph)
     vertex_bytes = set_up_choice.gpu_vertex_bytes(graph.num_vertices)
     budget = config.gpu_budget(options.gpu_memory)
-    alone = set_up_choice.gpu_alone(page_bytes, vertex_bytes, budget)
+    fits = set_up_choice.gpu_alone(page_bytes, vertex_bytes, budget)
+    shares = fits or not entry.get("whole_pulls") or set_up_choice.sharing_pays(
+        entry["passes"], entry["cpu_pass_seconds"], entry["gpu_pass_seconds"],
+        graph.num_vertices)
+    alone = fits or not shares
     entry.update(gpu_alone=alone, page_bytes=page_bytes, vertex_bytes=vertex_bytes,
-                 gpu_budget=budget)
-    if alone:
+                 gpu_budget=budget, sharing_pays=not alone)
+    if fits:
         progress.logger("hybrid").info(
             f"hybrid: the GPU alone (every page, {page_bytes / 2**20:.1f} MiB, fits its "
             f"budget of {budget / 2**20:.1f} MiB)")
+    elif alone:
+        progress.logger("hybrid").info(
+            "hybrid: the GPU alone (sharing its pulls with the CPU would save less than "
+            "setting the CPU's side up costs)")
     return "gpu" if alone else "hybrid"
 
 
@@ -654,13 +667,16 @@ def _gpu_page_bytes(graph, options: RunOptions) -> int:
 
 def _gpu_streamed_bytes(graph, options: RunOptions) -> int:
     """The page bytes a pass of a run on the GPU alone moves over the bus: the
-    pages as they cross it (stored, where compressed) beyond its budget
-    ``gpu_memory``; none where no budget is given (then the pages are taken
-    to fit) or an earlier run kept the graph's edges on the device."""
+    pages as they cross it (stored, where compressed) beyond what its budget
+    ``gpu_memory`` holds beside the vertex data
+    (:func:`set_up_choice.gpu_vertex_bytes`); none where no budget is given
+    (then the pages are taken to fit) or an earlier run kept the graph's
+    edges on the device."""
     if options.gpu_memory is None or graph.store.kept_device_edges is not None:
         return 0
     wire = sum(page.disk_bytes for page in graph.store.pages)
-    return max(0, wire - int(options.gpu_memory))
+    held = int(options.gpu_memory) - set_up_choice.gpu_vertex_bytes(graph.num_vertices)
+    return max(0, wire - max(held, 0))
 
 
 #: What this process measured of its GPU set-ups.

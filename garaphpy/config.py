@@ -298,6 +298,12 @@ HYBRID_GPU_ITERATION_SECONDS = 0.23e-3
 #: same run, kron22 (128M edges) in 1.37 ms an iteration, 0.23 of it fixed.
 HYBRID_GPU_EDGES_PER_SECOND = 1.1e11
 
+#: What a hybrid run's CPU side adds to its set-up, per vertex, beside the
+#: GPU's (the CPU engine, the host's vertex data pinned, the probe of both
+#: processors): the H200 host, 2026-12-05, kron22 PageRank at a quarter of
+#: its pages, 0.437 s of set-up against the GPU mode's 0.264 (4.2M vertices).
+HYBRID_SHARING_SET_UP_SECONDS_PER_VERTEX = 40e-9
+
 #: In-edges a second one CPU thread is expected to pull, before a hybrid run
 #: has measured its own (the same host: a 16-thread PageRank iteration of
 #: kron22's 128M edges in 45 ms).

@@ -226,9 +226,12 @@ class RunPlan:
                          f"{set_up['gpu_seconds']:.3g} s (its set-up "
                          f"{set_up['gpu_set_up_seconds']:.3g} s)")
         elif set_up is not None and set_up.get("gpu_alone"):
-            lines.append(f"hybrid on the GPU alone: every page fits its budget "
-                         f"({(set_up['page_bytes'] + set_up['vertex_bytes']) / 2**20:.1f} of "
-                         f"{set_up['gpu_budget'] / 2**20:.1f} MiB with the vertex data)")
+            held = (f"({(set_up['page_bytes'] + set_up['vertex_bytes']) / 2**20:.1f} of "
+                    f"{set_up['gpu_budget'] / 2**20:.1f} MiB with the vertex data)")
+            lines.append("hybrid on the GPU alone: " + (
+                f"every page fits its budget {held}"
+                if set_up['page_bytes'] + set_up['vertex_bytes'] <= set_up['gpu_budget']
+                else f"sharing its pulls would save less than the CPU's set-up {held}"))
         if self.turned_off:
             lines.append("turned off: " + ", ".join(sorted(self.turned_off)))
         if self.distributed:

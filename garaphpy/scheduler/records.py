@@ -419,7 +419,9 @@ class Result:
                      f"({set_up['cpu_seconds']:.2g} against {set_up['gpu_seconds']:.2g} s)"
                      + (f"; {split}" if split else ""))
         elif set_up is not None and set_up.get("gpu_alone"):
-            split = "the GPU alone, every page in its budget" + (f"; {split}" if split else "")
+            why = ("every page in its budget" if set_up["page_bytes"] + set_up["vertex_bytes"]
+                   <= set_up["gpu_budget"] else "sharing would not pay its set-up")
+            split = f"the GPU alone, {why}" + (f"; {split}" if split else "")
         per_iteration = self.seconds / self.num_iterations * 1e3 if self.num_iterations else 0.0
         return (f"{name} ({self.mode}, {self.execution}): {verdict} after "
                 f"{self.num_iterations} iterations ({self.stop_reason}); "

@@ -20,8 +20,10 @@ anything is set up, a hybrid run weighs:
   of the CPU's (7-48x faster on every resident graph measured), and sharing
   them with the CPU never won beyond the machine's noise, so the run is the
   GPU's own, with nothing of the CPU set up.  Pages beyond the budget are
-  where the CPU's share pays (the per-iteration choice, and the per-run
-  choice of :mod:`.run_choice`).
+  where the CPU's share may pay (the per-iteration choice, and the per-run
+  choice of :mod:`.run_choice`): for a program of whole pulls only where
+  what sharing them saves exceeds the CPU's side of the set-up
+  (:func:`sharing_pays`).
 
 Each choice is recorded with its inputs in ``RunPlan.gpu_set_up``.
 """
@@ -206,6 +208,24 @@ def gpu_alone(page_bytes: int, vertex_bytes: int, gpu_budget: int) -> bool:
     (``page_bytes``) fits ``gpu_budget`` beside the vertex data
     (``vertex_bytes``, the estimate :func:`gpu_vertex_bytes` gives)."""
     return page_bytes + vertex_bytes <= gpu_budget
+
+
+def sharing_pays(passes: float, cpu_pass_seconds: float, gpu_pass_seconds: float,
+                 num_vertices: int) -> bool:
+    """Whether a hybrid run over pages beyond the GPU's budget shares its
+    pulls with the CPU rather than run on the GPU alone.  Sharing a pull at
+    both processors' full rates saves the GPU ``g^2 / (c + g)`` of its ``g``
+    (``c``, ``g``: a pass on each, :func:`cpu_run_seconds` and
+    :func:`gpu_run_seconds` per pass), ``passes`` times; what it costs first
+    is the CPU's side of the set-up (its engine, the host's vertex data
+    pinned, both processors probed) at
+    ``config.HYBRID_SHARING_SET_UP_SECONDS_PER_VERTEX``.  kron22 PageRank at
+    a quarter of its pages on the H200 host (2026-12-05): 20 pulls would save
+    at most 32 ms, the CPU's side cost 170 ms."""
+    if gpu_pass_seconds <= 0 or passes <= 0:
+        return False
+    saved = passes * gpu_pass_seconds ** 2 / (cpu_pass_seconds + gpu_pass_seconds)
+    return saved > num_vertices * config.HYBRID_SHARING_SET_UP_SECONDS_PER_VERTEX
 
 
 def gpu_vertex_bytes(num_vertices: int) -> int:

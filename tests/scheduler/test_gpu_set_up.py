@@ -10,6 +10,7 @@ that goes to the CPU alone before anything of the GPU is set up
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import warnings
@@ -251,7 +252,7 @@ def test_a_budget_below_the_pages_prices_what_crosses_the_bus(graph, priced):
         warnings.simplefilter("ignore", garaphpy.GpuFallbackWarning)
         small = garaphpy.run(graph, "pagerank", threads=2, gpu_memory=budget)
         whole = garaphpy.run(graph, "pagerank", threads=2, gpu_memory=10**12)
-    streamed = 3 * budget
+    streamed = 4 * budget - max(0, budget - set_up_choice.gpu_vertex_bytes(graph.num_vertices))
     entry, fits = small.plan.gpu_set_up, whole.plan.gpu_set_up
     assert entry["passes"] == fits["passes"]
     assert entry["gpu_seconds"] - entry["gpu_set_up_seconds"] == pytest.approx(
@@ -364,10 +365,58 @@ def test_a_hybrid_run_whose_pages_fit_is_the_gpus_and_says_so(graph, monkeypatch
     fits = api.RunOptions(gpu_memory=page_bytes + vertex_bytes)
     assert api._gpu_alone_choice(graph, fits, entry) == "gpu"
     assert entry == {"choice": True, "gpu_alone": True, "page_bytes": page_bytes,
-                     "vertex_bytes": vertex_bytes, "gpu_budget": page_bytes + vertex_bytes}
+                     "vertex_bytes": vertex_bytes, "gpu_budget": page_bytes + vertex_bytes,
+                     "sharing_pays": False}
     short = api.RunOptions(gpu_memory=page_bytes + vertex_bytes - 1)
     assert api._gpu_alone_choice(graph, short, entry) == "hybrid"
-    assert entry["gpu_alone"] is False
+    assert entry["gpu_alone"] is False and entry["sharing_pays"] is True
+
+
+@pytest.mark.parametrize("passes, cpu, gpu, vertices, pays", [
+    (20, 0.0477, 0.0095, 4_194_304, False),    # kron22 PageRank at 25%: 32 ms < 168
+    (10, 0.193, 0.050, 16_777_216, False),     # kron24 PageRank at 25%: 103 ms < 671
+    (1000, 0.193, 0.050, 16_777_216, True),    # a long run pays the CPU's set-up
+    (20, 0.010, 0.010, 1000, True),            # equal processors, a small graph
+    (0, 1.0, 1.0, 10, False),
+    (20, 1.0, 0.0, 10, False),
+])
+def test_sharing_pays_where_it_saves_more_than_the_cpus_set_up(passes, cpu, gpu, vertices,
+                                                              pays):
+    assert set_up_choice.sharing_pays(passes, cpu, gpu, vertices) is pays
+
+
+def test_whole_pulls_over_pages_beyond_the_budget_stay_on_the_gpu_where_sharing_does_not_pay(
+        graph, monkeypatch):
+    page_bytes = sum(page.nbytes for page in graph.store.pages)
+    vertex_bytes = set_up_choice.gpu_vertex_bytes(graph.num_vertices)
+    monkeypatch.setattr(config, "gpu_budget", lambda asked, *rest, **named: asked)
+    short = api.RunOptions(gpu_memory=page_bytes + vertex_bytes - 1)
+    entry = {"choice": True, "whole_pulls": True, "passes": 20.0, "cpu_pass_seconds": 1e-3,
+             "gpu_pass_seconds": 1e-6}
+    assert api._gpu_alone_choice(graph, short, entry) == "gpu"
+    assert entry["gpu_alone"] is True and entry["sharing_pays"] is False
+    monkeypatch.setattr(config, "HYBRID_SHARING_SET_UP_SECONDS_PER_VERTEX", 0.0)
+    assert api._gpu_alone_choice(graph, short, entry) == "hybrid"
+    assert entry["sharing_pays"] is True
+    monkeypatch.setattr(config, "HYBRID_SHARING_SET_UP_SECONDS_PER_VERTEX", 1.0)
+    frontier = dict(entry, whole_pulls=False)       # a frontier program keeps both
+    assert api._gpu_alone_choice(graph, short, frontier) == "hybrid"
+
+
+def test_a_run_priced_before_set_up_records_each_pass_and_whole_pulls(graph, priced):
+    budget = sum(page.disk_bytes for page in graph.store.pages) // 4
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", garaphpy.GpuFallbackWarning)
+        pagerank = garaphpy.run(graph, "pagerank", threads=2, gpu_memory=budget)
+        bfs = garaphpy.run(graph, "bfs", sources=0, threads=2, gpu_memory=budget)
+    entry = pagerank.plan.gpu_set_up
+    assert entry["whole_pulls"] is True and bfs.plan.gpu_set_up["whole_pulls"] is False
+    assert entry["cpu_pass_seconds"] == pytest.approx(set_up_choice.cpu_run_seconds(
+        graph.num_edges, 1, 1))
+    assert entry["gpu_pass_seconds"] == pytest.approx(
+        config.HYBRID_GPU_ITERATION_SECONDS + graph.num_edges / config.HYBRID_GPU_EDGES_PER_SECOND
+        + api._gpu_streamed_bytes(graph, api.RunOptions(gpu_memory=budget))
+        / config.GPU_BUS_BYTES_PER_SECOND)
 
 
 def test_the_plan_and_summary_name_the_gpu_alone(graph):
@@ -379,6 +428,9 @@ def test_the_plan_and_summary_name_the_gpu_alone(graph):
                                "vertex_bytes": 1 << 20, "gpu_budget": 8 << 20})
     assert "hybrid on the GPU alone: every page fits its budget (4.0 of 8.0 MiB" \
         in plan.describe()
+    short = dataclasses.replace(plan, gpu_set_up=dict(plan.gpu_set_up, gpu_budget=2 << 20))
+    assert "hybrid on the GPU alone: sharing its pulls would save less than the CPU's " \
+        "set-up (4.0 of 2.0 MiB" in short.describe()
 
 
 @pytest.mark.gpu
