@@ -385,7 +385,7 @@ def _execute(graph, program, options: RunOptions, turned_off, clock: CompileCloc
                                                    len(graph.store.storage_dirs))
             numba.set_num_threads(run_.threads)
         plan, cpu_parts = _plan(run_, pages, options.policy, turned_off)
-        copied_page_bytes = _gpu_page_bytes(graph, options)
+        copied_page_bytes = set_up_choice.gpu_copied_bytes(graph.store, options.gpu_memory)
         engine, plan = _build(plan, run_, pages, cpu_parts, options)
         compiling.check()
         if checkpoints is not None:
@@ -586,7 +586,8 @@ def _gpu_set_up_choice(graph, program, options: RunOptions, threads: int,
     and fixed costs, the GPU's from below (what this process measured of its
     last set-up, or the first's prior, the pages the GPU budget holds copied
     unless kept from an earlier run, and its device loop's sparse levels),
-    so the CPU alone is chosen only where it clearly wins."""
+    so the CPU alone is chosen only where it clearly wins; both beside their
+    reads from storage (:func:`set_up_choice.storage_reads`)."""
     policy = options.policy
     if "gpu_set_up" in turned_off or (policy is not None and not policy.chooses_per_run):
         return None
@@ -599,20 +600,27 @@ def _gpu_set_up_choice(graph, program, options: RunOptions, threads: int,
         union_find=decisions.union_find_start(bool(program.shortcut_labels), symmetric, "cpu"),
         final_once_set=bool(program.final_once_set))
     fixed = _GPU_SET_UPS.fixed_seconds(type(program).__name__)
-    set_up = set_up_choice.gpu_set_up_seconds(_gpu_page_bytes(graph, options), fixed)
-    streamed = _gpu_streamed_bytes(graph, options)
+    set_up = set_up_choice.gpu_set_up_seconds(
+        set_up_choice.gpu_copied_bytes(graph.store, options.gpu_memory), fixed)
+    streamed = set_up_choice.gpu_streamed_bytes(graph.store, options.gpu_memory)
+    reads = set_up_choice.storage_reads(graph.store, options.host_memory,
+                                        options.readahead_bytes, options.gpu_memory)
+    cpu_reads, gpu_reads = (0.0, 0.0) if reads is None else reads.seconds(work.passes)
+    cpu_pass_reads, gpu_pass_reads = (0.0, 0.0) if reads is None else reads.pass_seconds()
     entry = decisions.fixed(
         set_up_choice.gpu_set_up_pays,
-        cpu_seconds=set_up_choice.cpu_run_seconds(graph.num_edges, threads, work.passes,
-                                              iterations=work.iterations,
-                                              sparse_levels=work.sparse_levels),
-        gpu_seconds=set_up_choice.gpu_run_seconds(
+        cpu_seconds=cpu_reads + set_up_choice.cpu_run_seconds(
+            graph.num_edges, threads, work.passes, iterations=work.iterations,
+            sparse_levels=work.sparse_levels),
+        gpu_seconds=gpu_reads + set_up_choice.gpu_run_seconds(
             set_up, work.sparse_levels, work.iterations, work.passes, graph.num_edges,
             streamed))
-    entry.update(cpu_pass_seconds=set_up_choice.cpu_run_seconds(graph.num_edges, threads - 1, 1),
-                 gpu_pass_seconds=set_up_choice.gpu_run_seconds(0.0, 0.0, 1, 1,
-                                                                graph.num_edges, streamed),
-                 whole_pulls=tolerance is not None)
+    entry.update(cpu_pass_seconds=cpu_pass_reads + set_up_choice.cpu_run_seconds(
+                     graph.num_edges, threads - 1, 1),
+                 gpu_pass_seconds=gpu_pass_reads + set_up_choice.gpu_run_seconds(
+                     0.0, 0.0, 1, 1, graph.num_edges, streamed),
+                 whole_pulls=tolerance is not None,
+                 storage_reads=None if reads is None else dataclasses.asdict(reads))
     entry.update(passes=work.passes, iterations=work.iterations,
                  sparse_levels=work.sparse_levels, threads=threads, set_up_fixed=fixed,
                  set_ups_before=_GPU_SET_UPS.count, gpu_set_up_seconds=set_up)
@@ -629,7 +637,7 @@ def _gpu_alone_choice(graph, options: RunOptions, entry: dict) -> str:
     beside the vertex data (:func:`set_up_choice.gpu_alone`), so nothing of
     the CPU is set up, else ``"hybrid"``; the choice and its inputs added to
     ``entry``."""
-    page_bytes = _page_bytes(graph)
+    page_bytes = set_up_choice.page_bytes(graph.store)
     vertex_bytes = set_up_choice.gpu_vertex_bytes(graph.num_vertices)
     budget = config.gpu_budget(options.gpu_memory)
     fits = set_up_choice.gpu_alone(page_bytes, vertex_bytes, budget)
@@ -648,35 +656,6 @@ def _gpu_alone_choice(graph, options: RunOptions, entry: dict) -> str:
             "hybrid: the GPU alone (sharing its pulls with the CPU would save less than "
             "setting the CPU's side up costs)")
     return "gpu" if alone else "hybrid"
-
-
-def _page_bytes(graph) -> int:
-    """The bytes of every page of the graph's store."""
-    return sum(page.nbytes for page in graph.store.pages)
-
-
-def _gpu_page_bytes(graph, options: RunOptions) -> int:
-    """The page bytes a run copies to the GPU at its set-up: all, or what its
-    budget holds; none where an earlier run kept the graph's edges on the
-    device (``Store.kept_device_edges``)."""
-    if graph.store.kept_device_edges is not None:
-        return 0
-    page_bytes = _page_bytes(graph)
-    return page_bytes if options.gpu_memory is None else min(page_bytes, options.gpu_memory)
-
-
-def _gpu_streamed_bytes(graph, options: RunOptions) -> int:
-    """The page bytes a pass of a run on the GPU alone moves over the bus: the
-    pages as they cross it (stored, where compressed) beyond what its budget
-    ``gpu_memory`` holds beside the vertex data
-    (:func:`set_up_choice.gpu_vertex_bytes`); none where no budget is given
-    (then the pages are taken to fit) or an earlier run kept the graph's
-    edges on the device."""
-    if options.gpu_memory is None or graph.store.kept_device_edges is not None:
-        return 0
-    wire = sum(page.disk_bytes for page in graph.store.pages)
-    held = int(options.gpu_memory) - set_up_choice.gpu_vertex_bytes(graph.num_vertices)
-    return max(0, wire - max(held, 0))
 
 
 #: What this process measured of its GPU set-ups.

@@ -25,6 +25,12 @@ anything is set up, a hybrid run weighs:
   what sharing them saves exceeds the CPU's side of the set-up
   (:func:`sharing_pays`).
 
+Where the pages do not all fit the host's budget (the storage tier, Garaph
+section 2.2), each processor alone also reads from storage: every page
+once, then each pass the pages its tiers leave out (the CPU alone: beyond
+the host's cache; the GPU alone: beyond its budget and the host's cache,
+:func:`gpu_alone_disk_bytes`), at the storage's measured speed.
+
 Each choice is recorded with its inputs in ``RunPlan.gpu_set_up``.
 """
 
@@ -226,6 +232,114 @@ def sharing_pays(passes: float, cpu_pass_seconds: float, gpu_pass_seconds: float
         return False
     saved = passes * gpu_pass_seconds ** 2 / (cpu_pass_seconds + gpu_pass_seconds)
     return saved > num_vertices * config.HYBRID_SHARING_SET_UP_SECONDS_PER_VERTEX
+
+
+def gpu_alone_disk_bytes(disk_sizes, image_sizes, gpu_held_bytes: int,
+                         cache_room_bytes: int) -> int:
+    """Bytes each pass after the first of a run on the GPU alone reads from
+    storage: the GPU's budget keeps the longest prefix of pages whose bytes
+    as stored (``disk_sizes``) fit ``gpu_held_bytes``, the host's cache the
+    longest prefix of the others whose images (``image_sizes``) fit
+    ``cache_room_bytes``, and the rest are read every pass (the prefix rules of the GPU's kept pages
+    and of :func:`~garaphpy.storage.host_budget.cache_beside`)."""
+    held = cached = read = 0
+    gpu_full = cache_full = False
+    for stored, image in zip(disk_sizes, image_sizes):
+        gpu_full = gpu_full or held + stored > gpu_held_bytes
+        if not gpu_full:
+            held += stored
+            continue
+        cache_full = cache_full or cached + image > cache_room_bytes
+        if cache_full:
+            read += stored
+        else:
+            cached += image
+    return read
+
+
+@dataclass(frozen=True)
+class StorageReads:
+    """What a run on either processor alone reads from storage, where its
+    pages do not all fit the host's budget.
+
+    Attributes
+    ----------
+    first_bytes : int
+        Every page once, as stored (the host cache's fill, the GPU's kept pages).
+    cpu_pass_bytes, gpu_pass_bytes : int
+        Each later pass on the CPU alone, on the GPU alone.
+    bytes_per_second : float
+        The storage directories' read speed.
+    """
+
+    first_bytes: int
+    cpu_pass_bytes: int
+    gpu_pass_bytes: int
+    bytes_per_second: float
+
+    def seconds(self, passes: float) -> tuple[float, float]:
+        """The reads of ``passes`` pulls on the CPU alone and on the GPU alone, in seconds."""
+        later = max(passes - 1.0, 0.0)
+        return ((self.first_bytes + later * self.cpu_pass_bytes) / self.bytes_per_second,
+                (self.first_bytes + later * self.gpu_pass_bytes) / self.bytes_per_second)
+
+    def pass_seconds(self) -> tuple[float, float]:
+        """A later pass's reads on the CPU alone and on the GPU alone, in seconds."""
+        return (self.cpu_pass_bytes / self.bytes_per_second,
+                self.gpu_pass_bytes / self.bytes_per_second)
+
+
+def storage_reads(store, host_memory: int | None, readahead_bytes: int | None,
+                  gpu_memory: int | None) -> StorageReads | None:
+    """:class:`StorageReads` of a run of ``store`` under its budgets (the run's
+    options), one page reader a processor; None where the host's budget
+    holds every page.  The GPU's budget ``gpu_memory`` holds pages beside
+    its vertex data (:func:`gpu_vertex_bytes`); None: every page (it is
+    resolved on the device only once the GPU is set up)."""
+    from ..storage.host_budget import plan_run_pages
+    from ..storage.read_ratio import disk_read_speed
+
+    plan, _ = plan_run_pages(store, 1, host_memory, readahead_bytes)
+    if plan.all_cached:
+        return None
+    stored = [page.disk_bytes for page in store.pages]
+    gpu_pass = 0
+    if gpu_memory is not None:
+        gpu_pass = gpu_alone_disk_bytes(
+            stored, [page.nbytes for page in store.pages],
+            int(gpu_memory) - gpu_vertex_bytes(store.num_vertices),
+            plan.budget_bytes - plan.fixed_bytes - plan.readahead_bytes)
+    speed = plan.disk_bytes_per_s or disk_read_speed(store.storage_dirs)
+    return StorageReads(sum(stored), sum(stored[k] for k in plan.streamed), gpu_pass,
+                        float(speed))
+
+
+def page_bytes(store) -> int:
+    """The bytes of every page of ``store``."""
+    return sum(page.nbytes for page in store.pages)
+
+
+def gpu_copied_bytes(store, gpu_memory: int | None) -> int:
+    """The page bytes a run copies to the GPU at its set-up: all, or what its
+    budget ``gpu_memory`` holds; none where an earlier run kept the graph's
+    edges on the device (``Store.kept_device_edges``)."""
+    if store.kept_device_edges is not None:
+        return 0
+    total = page_bytes(store)
+    return total if gpu_memory is None else min(total, gpu_memory)
+
+
+def gpu_streamed_bytes(store, gpu_memory: int | None) -> int:
+    """The page bytes a pass of a run on the GPU alone moves over the bus: the
+    pages as they cross it (stored, where compressed) beyond what its budget
+    ``gpu_memory`` holds beside the vertex data (:func:`gpu_vertex_bytes`);
+    none where no budget is given (then the pages are taken to fit) or an
+    earlier run kept the graph's edges on the device."""
+    if gpu_memory is None or store.kept_device_edges is not None:
+        return 0
+    wire = sum(page.disk_bytes for page in store.pages)
+    held = int(gpu_memory) - gpu_vertex_bytes(store.num_vertices)
+    return max(0, wire - max(held, 0))
 
 
 def gpu_vertex_bytes(num_vertices: int) -> int:

@@ -415,7 +415,7 @@ def test_a_run_priced_before_set_up_records_each_pass_and_whole_pulls(graph, pri
         graph.num_edges, 1, 1))
     assert entry["gpu_pass_seconds"] == pytest.approx(
         config.HYBRID_GPU_ITERATION_SECONDS + graph.num_edges / config.HYBRID_GPU_EDGES_PER_SECOND
-        + api._gpu_streamed_bytes(graph, api.RunOptions(gpu_memory=budget))
+        + set_up_choice.gpu_streamed_bytes(graph.store, budget)
         / config.GPU_BUS_BYTES_PER_SECOND)
 
 
@@ -485,3 +485,89 @@ def test_the_stores_in_degree_skew_is_the_decisions(in_degrees, tmp_path):
                                        store=tmp_path / "store")
     assert graph.store.in_degree_skew == pytest.approx(
         decisions.in_degree_skew(graph.store.in_degree))
+
+
+# -- the storage tier -------------------------------------------------------------------------
+@pytest.mark.parametrize("held, room, images, read", [
+    (0, 0, [300] * 4, 400),             # neither tier holds a page: every pass reads them
+    (200, 300, [300] * 4, 100),         # two pages on the GPU, one in the host's cache
+    (250, 300, [300] * 4, 100),         # the budgets hold prefixes: part of a page is none
+    (0, 1200, [300] * 4, 0),            # the host's cache holds every page
+    (400, 0, [300] * 4, 0),             # the GPU's budget holds every page
+    (100, 600, [300, 300, 700, 100], 200),  # a page too large for the cache ends its prefix
+])
+def test_the_gpu_alone_reads_the_pages_beyond_both_tiers(held, room, images, read):
+    assert set_up_choice.gpu_alone_disk_bytes([100] * 4, images, held, room) == read
+
+
+def test_the_reads_of_a_run_are_every_page_once_then_each_pass_its_own():
+    reads = set_up_choice.StorageReads(first_bytes=1000, cpu_pass_bytes=600,
+                                       gpu_pass_bytes=100, bytes_per_second=100.0)
+    assert reads.seconds(5) == pytest.approx((10 + 4 * 6, 10 + 4 * 1))
+    assert reads.seconds(0.5) == pytest.approx((10, 10))
+    assert reads.pass_seconds() == pytest.approx((6, 1))
+
+
+def test_a_run_whose_pages_fit_the_host_reads_nothing_from_storage(graph):
+    assert set_up_choice.storage_reads(graph.store, None, None, None) is None
+
+
+@pytest.fixture(scope="module")
+def paged():
+    """A graph of many small pages, and a host budget (with its read-ahead
+    of one page buffer) that caches about a third of them."""
+    from garaphpy.storage.host_budget import page_buffer_bytes, run_fixed_bytes
+
+    rng = np.random.default_rng(12)
+    src, dst = rng.integers(0, 600, 12_000), rng.integers(0, 600, 12_000)
+    graph = garaphpy.Graph.from_arrays(src, dst, max_shard_edges=300, max_page_bytes=4_000,
+                                       compress=False)
+    store = graph.store
+    buffer = page_buffer_bytes(store)
+    host = run_fixed_bytes(store) + buffer + sum(page.nbytes for page in store.pages) // 3
+    return graph, host, buffer
+
+
+def test_the_cpu_alone_reads_its_streamed_pages_and_the_gpu_alone_those_beyond_both(paged):
+    from garaphpy.storage.host_budget import plan_run_pages
+
+    graph, host, readahead = paged
+    store = graph.store
+    plan, _ = plan_run_pages(store, 1, host, readahead)
+    assert plan.streamed and plan.cached
+    stored = [page.disk_bytes for page in store.pages]
+    reads = set_up_choice.storage_reads(store, host, readahead, None)
+    assert reads.first_bytes == sum(stored)
+    assert reads.cpu_pass_bytes == sum(stored[k] for k in plan.streamed)
+    assert reads.gpu_pass_bytes == 0        # no budget given: the GPU holds every page
+    vertex_bytes = set_up_choice.gpu_vertex_bytes(store.num_vertices)
+    nothing = set_up_choice.storage_reads(store, host, readahead, vertex_bytes)
+    assert nothing.gpu_pass_bytes == nothing.cpu_pass_bytes     # the same cache, no GPU page
+    half = set_up_choice.storage_reads(store, host, readahead, vertex_bytes + sum(stored) // 2)
+    assert 0 < half.gpu_pass_bytes < nothing.gpu_pass_bytes
+    assert set_up_choice.storage_reads(store, host, readahead,
+                                       vertex_bytes + sum(stored)).gpu_pass_bytes == 0
+
+
+def test_a_hybrid_run_from_storage_prices_each_processors_reads(paged, priced, monkeypatch):
+    graph, host, readahead = paged
+    store = graph.store
+    stored = sum(page.disk_bytes for page in store.pages)
+    budget = set_up_choice.gpu_vertex_bytes(graph.num_vertices) + stored
+    options = dict(threads=2, tolerance=0.0, max_iterations=20, gpu_memory=budget,
+                   readahead_bytes=readahead)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", garaphpy.GpuFallbackWarning)
+        warnings.simplefilter("ignore", garaphpy.NotConvergedWarning)
+        in_memory = garaphpy.run(graph, "pagerank", **options).plan.gpu_set_up
+        monkeypatch.setattr(config, "DISK_READ_BYTES_PER_SECOND", 1e5)   # a slow disk
+        slow = garaphpy.run(graph, "pagerank", host_memory=host, **options).plan.gpu_set_up
+    assert in_memory["storage_reads"] is None and in_memory["choice"] is False
+    reads = set_up_choice.StorageReads(**slow["storage_reads"])
+    assert reads.bytes_per_second == 1e5 and reads.gpu_pass_bytes == 0 < reads.cpu_pass_bytes
+    cpu_reads, gpu_reads = reads.seconds(slow["passes"])
+    assert slow["cpu_seconds"] == pytest.approx(in_memory["cpu_seconds"] + cpu_reads)
+    assert slow["gpu_seconds"] == pytest.approx(in_memory["gpu_seconds"] + gpu_reads)
+    assert slow["cpu_pass_seconds"] == pytest.approx(
+        in_memory["cpu_pass_seconds"] + reads.cpu_pass_bytes / 1e5)
+    assert slow["choice"] is True       # the CPU alone would read its streamed pages each pass
