@@ -29,7 +29,8 @@ with a note without a usable GPU), the run with every page in host memory
 (same GPU budget) and the run from disk, the page cache dropped first (root:
 ``drop_caches`` after ``os.sync()``; else, or where refused,
 ``posix_fadvise(DONTNEED)`` over the block files; the table says which);
-the sequential reads again.  Per case, medians over the iterations after the
+the sequential reads again.  Every program and mode runs first on a small
+graph of the same page format (:func:`warm_up_process`).  Per case, medians over the iterations after the
 first: iteration time (and the whole call's time, set-up included: the
 measure a hybrid run's choice of processors weighs, and of the hybrid's
 line under the table, its whole call from disk over the better single
@@ -307,6 +308,29 @@ def ratio(numerator: float, denominator: float) -> float:
 
 
 # --------------------------------------------------------------------- the cases --
+#: The graph of :func:`warm_up_process`, and its largest page.
+WARM_UP_GRAPH, WARM_UP_PAGE_BYTES = "kron:12", 16 << 10
+
+
+def warm_up_process(programs, modes, compress, threads: int | None) -> None:
+    """Run every program in every mode once, in memory and from storage, on a
+    small graph of the same page format, so that each case's whole call is a
+    warm process's: the first run of a mode compiles its kernels (numba's,
+    the page reader's and decoder's, cupy's) and makes the CUDA context,
+    which is no run's own cost (kron24, H200 host, 2026-12-05: the CPU's
+    first PageRank took 7.7 s whole for 1.2 s of iterations)."""
+    graph = load_graph(WARM_UP_GRAPH, compress=compress, page_bytes=WARM_UP_PAGE_BYTES)
+    store = graph.store
+    tight = host_budget(store, max(READERS[mode] for mode in modes), 0.0,
+                        page_buffer_bytes(store))
+    options = argparse.Namespace(threads=threads, iterations=2)
+    for program in programs:
+        for mode in modes:
+            for budgets in ({}, {"host_memory": tight,
+                                 "readahead_bytes": page_buffer_bytes(store)}):
+                run_program(graph, program, mode, 0, options, **budgets)
+
+
 def run_program(graph, program: str, mode: str, source, args, **budgets) -> tuple:
     """The run of ``program`` in ``mode`` and its whole call in seconds (set-up,
     iterations and the values in the user's ids: what a hybrid run's choice of
@@ -584,6 +608,7 @@ def run_tiers(parser, args, modes: list) -> int:
     if isinstance(choice, dict):
         print(f"page format {choice['reason']}")
     print(describe_host_budget(store, modes, args))
+    warm_up_process(args.programs, modes, compress, args.threads)
     sequential: list = []
     rows = harness.run_cases("tiers", tier_cases(graph, args, modes, sequential), args,
                              extra={"graph": args.graph, "store": str(store.path),

@@ -182,3 +182,20 @@ def test_a_budget_that_holds_every_page_is_named(store_dir):
     assert f"cpu caches {len(store.pages)} of {len(store.pages)} pages (no disk test" in line
     args.host_fraction = 0.25
     assert "no disk test" not in tiers.describe_host_budget(store, ["cpu", "hybrid"], args)
+
+
+def test_the_process_is_warmed_up_in_memory_and_from_storage(monkeypatch):
+    runs = []
+    real = tiers.run_program
+
+    def recorded(graph, program, mode, source, args, **budgets):
+        result, whole = real(graph, program, mode, source, args, **budgets)
+        runs.append((program, mode, "host_memory" in budgets,
+                     sum(record.bytes_read for record in result.iterations)))
+        return result, whole
+
+    monkeypatch.setattr(tiers, "run_program", recorded)
+    tiers.warm_up_process(["pagerank", "bfs"], ["cpu"], False, 1)
+    assert [run[:3] for run in runs] == [("pagerank", "cpu", False), ("pagerank", "cpu", True),
+                                        ("bfs", "cpu", False), ("bfs", "cpu", True)]
+    assert runs[0][3] == 0 < runs[1][3]     # the second reads its pages from storage
