@@ -571,3 +571,25 @@ def test_a_hybrid_run_from_storage_prices_each_processors_reads(paged, priced, m
     assert slow["cpu_pass_seconds"] == pytest.approx(
         in_memory["cpu_pass_seconds"] + reads.cpu_pass_bytes / 1e5)
     assert slow["choice"] is True       # the CPU alone would read its streamed pages each pass
+
+
+def test_kron24_pagerank_from_storage_goes_to_the_gpu_alone():
+    """H200 host, 2026-12-05, kron24 compressed (1,212 MB stored), pages beyond a
+    host budget of a quarter of them, five PageRank pulls: the CPU alone read
+    770 MB a pass (570 ms against 248 in memory), the GPU alone nothing after
+    its first (its budget and the host's cache held every page), 19.7 ms a
+    pass; the hybrid, pricing no reads, ran the CPU alone."""
+    edges, vertices, passes = 520_759_773, 16_777_216, 5.0
+    reads = set_up_choice.StorageReads(first_bytes=1_212_400_000, cpu_pass_bytes=770_292_224,
+                                       gpu_pass_bytes=0, bytes_per_second=2.26e9)
+    cpu_reads, gpu_reads = reads.seconds(passes)
+    cpu = cpu_reads + set_up_choice.cpu_run_seconds(edges, 16, passes, iterations=passes)
+    gpu = gpu_reads + set_up_choice.gpu_run_seconds(
+        set_up_choice.gpu_set_up_seconds(1_540_173_504, 0.3), 0.0, passes, passes, edges,
+        streamed_bytes=0)
+    assert set_up_choice.gpu_set_up_pays(cpu, gpu)
+    assert set_up_choice.gpu_set_up_pays(cpu - cpu_reads, gpu - gpu_reads) is False
+    cpu_pass_reads, gpu_pass_reads = reads.pass_seconds()
+    assert not set_up_choice.sharing_pays(
+        passes, cpu_pass_reads + set_up_choice.cpu_run_seconds(edges, 15, 1),
+        gpu_pass_reads + set_up_choice.gpu_run_seconds(0.0, 0.0, 1, 1, edges), vertices)
