@@ -42,9 +42,10 @@ trees that meet: it needs no other's, and step 2 sends nothing (one message
 each way).
 
 :class:`UnionFindStart` is the workers' side: the two sends and the merge as
-three calls of the client, or as one where each worker holds one partition
-(a worker then waits for its peers' messages, as in
-:mod:`garaphpy.distributed.rounds`).
+three calls of the client, or, where each worker holds one partition, at the
+opening of the first iterations' call (a worker then waits for its peers'
+messages, as in :mod:`garaphpy.distributed.rounds`, and goes on to its pull
+once its own labels are lowered).
 """
 
 from __future__ import annotations
@@ -443,7 +444,8 @@ class UnionFindStart:
                                                   self.first, self.end))
         self.forest = self.forest_vertices = self.forest_numbering = None
         self.holder_positions = self.links = self.start_sends = None
-        self.next[:] = self.values
+        # a pull writes ``next`` at the owned vertices alone, and reads it there
+        self.next[self.first:self.end] = self.values[self.first:self.end]
         return {"lowered": lowered, "sent_bytes": sum(self.start_bytes),
                 "holder_bytes": self.start_bytes[0], "link_bytes": self.start_bytes[1],
                 "seconds": self.start_seconds + time.perf_counter() - started}
