@@ -42,9 +42,10 @@ trees that meet: it needs no other's, and step 2 sends nothing (one message
 each way).
 
 :class:`UnionFindStart` is the workers' side: the two sends and the merge as
-three calls of the client, or as one where each worker holds one partition
-(a worker then waits for its peers' messages, as in
-:mod:`garaphpy.distributed.rounds`).
+three calls of the client, or, where each worker holds one partition, at the
+opening of the first iterations' call (a worker then waits for its peers'
+messages, as in :mod:`garaphpy.distributed.rounds`, and goes on to its pull
+once its own labels are lowered).
 """
 
 from __future__ import annotations
@@ -269,7 +270,7 @@ def merged_labels(roots: np.ndarray, vertices: np.ndarray, numbering: np.ndarray
 
 def lower_to_merged_labels(values: np.ndarray, roots: np.ndarray, vertices: np.ndarray,
                            numbering: np.ndarray, forests: list, ids: np.ndarray,
-                           first: int, end: int) -> int:
+                           first: int, end: int) -> tuple[int, int | None]:
     """:func:`merged_labels` written into ``values`` as
     :func:`~garaphpy.kernels.union_find.lower_labels` would, where user ids
     increase with the internal ones (each tree's label is then its root's id):
@@ -279,9 +280,17 @@ def lower_to_merged_labels(values: np.ndarray, roots: np.ndarray, vertices: np.n
     (:func:`~garaphpy.kernels.union_find.lower_held_labels`), instead of a
     forest over every held vertex made again, compressed, and its least ids
     taken in two serial passes.  ``roots`` (the partition's forest, each
-    vertex's root position) is overwritten.  Returns the owned vertices
-    lowered (a half of kron:20, 0.5 M vertices held, one thread, dev VM:
-    12-13 ms -> 2-3 ms)."""
+    vertex's root position) is overwritten.
+
+    Returns
+    -------
+    (int, int or None)
+        The owned vertices lowered (a half of kron:20, 0.5 M vertices held,
+        one thread, dev VM: 12-13 ms -> 2-3 ms), and the least label of a
+        held vertex (None: none is held): its first vertex's id, or a merged
+        tree's label below it (an untouched tree's label is its root's id,
+        no less than the first's), known without a pass over the labels.
+    """
     named = np.unique(np.concatenate([np.asarray(array, np.int64) for pair in forests
                                       for array in pair] or [np.zeros(0, np.int64)]))
     position = numbering[named].astype(np.int64)
@@ -310,7 +319,12 @@ def lower_to_merged_labels(values: np.ndarray, roots: np.ndarray, vertices: np.n
         lowered = union_find.lower_held_labels(values, roots, vertices, ids,
                                                merged[:count].astype(values.dtype), first, end)
     union_find.lower_labels(values, foreign, merged[count:].astype(values.dtype), first, end)
-    return int(lowered)
+    least = None
+    if vertices.size:
+        least = int(ids[vertices[0]])
+        if count:
+            least = min(least, int(merged[:count].min()))
+    return int(lowered), least
 
 
 def increasing_ids(ids: np.ndarray) -> bool:
@@ -329,6 +343,11 @@ class UnionFindStart:
     #: first out-edges laid out (:func:`~garaphpy.kernels.union_find.sampled_edges`),
     #: made at set-up and let go once the forest is made
     union_find_edges = None
+    #: the least label of a vertex this partition holds an edge of, once the
+    #: start lowered them (None: not known): every value the next pull
+    #: gathers is at least this, so it is that pull's floor, without a pass
+    #: over every vertex's value (:meth:`start_from_union_find`)
+    start_floor = None
 
     def prepare_union_find(self) -> None:
         """Make the partition's edges both ways, and see whether the user ids
@@ -422,7 +441,9 @@ class UnionFindStart:
         below its component's least id, so the iterations reach the same
         fixed point, in one step where the links join every tree.  Returns
         the owned labels lowered, the bytes sent (``sent_bytes``, and as
-        ``holder_bytes`` and ``link_bytes``) and the seconds taken."""
+        ``holder_bytes`` and ``link_bytes``) and the seconds taken.  Where
+        user ids increase with the internal ones, :attr:`start_floor` is the
+        least held label."""
         self.own_threads()
         started = time.perf_counter()
         peers = self._start_peers()
@@ -430,11 +451,11 @@ class UnionFindStart:
         for q, _, future in self.start_sends:       # all taken by now
             self._wait({q: future})
         forests = [self.links] + list(came.values())
+        self.start_floor = None
         if self.increasing_ids:
-            lowered = lower_to_merged_labels(self.values, self.forest, self.forest_vertices,
-                                             self.forest_numbering, forests,
-                                             np.asarray(self.attrs[3], np.int64),
-                                             self.first, self.end)
+            lowered, self.start_floor = lower_to_merged_labels(
+                self.values, self.forest, self.forest_vertices, self.forest_numbering, forests,
+                np.asarray(self.attrs[3], np.int64), self.first, self.end)
         else:
             vertices, labels = merged_labels(self.forest, self.forest_vertices,
                                              self.forest_numbering, forests, self.attrs[3])
@@ -443,7 +464,8 @@ class UnionFindStart:
                                                   self.first, self.end))
         self.forest = self.forest_vertices = self.forest_numbering = None
         self.holder_positions = self.links = self.start_sends = None
-        self.next[:] = self.values
+        # a pull writes ``next`` at the owned vertices alone, and reads it there
+        self.next[self.first:self.end] = self.values[self.first:self.end]
         return {"lowered": lowered, "sent_bytes": sum(self.start_bytes),
                 "holder_bytes": self.start_bytes[0], "link_bytes": self.start_bytes[1],
                 "seconds": self.start_seconds + time.perf_counter() - started}

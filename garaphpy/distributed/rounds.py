@@ -44,9 +44,13 @@ class Rounds:
     """The several-iterations call of :class:`~garaphpy.distributed.worker.PartitionWorker`."""
 
     def iterate(self, first: int, stop: int, aggregates: np.ndarray,
-                tolerance: float | None) -> list[dict]:
-        """Run iterations ``first..stop-1`` (fewer where the votes say stop);
-        each iteration's row as :meth:`step` gives it, with ``round_seconds``
+                tolerance: float | None, union_find_start: bool = False) -> list[dict]:
+        """Run iterations ``first..stop-1`` (fewer where the votes say stop),
+        with ``union_find_start`` after CC's union-find start
+        (:meth:`~garaphpy.distributed.components.UnionFindStart.union_find_start`,
+        its row the first iteration's ``union_find_start``: no call of the
+        client of its own, and each worker goes on to its pull as soon as its
+        labels are lowered); each iteration's row as :meth:`step` gives it, with ``round_seconds``
         (the iteration's time here, votes included), the exchange's phases
         (``send_seconds``: the messages handed over; ``wait_seconds``: until
         every peer's vote came) and, as wall-clock times (comparable between
@@ -55,9 +59,12 @@ class Rounds:
         rows = []
         peers = [q for q in range(len(self.peers)) if q != self.index]
         monoids = aggregate_monoids(self.setup.program)
+        start_row = self.union_find_start() if union_find_start else None
         for iteration in range(first, stop):
             started = time.perf_counter()
             row, changed = self._pull_step(iteration, aggregates)
+            if start_row is not None:
+                row["union_find_start"], start_row = start_row, None
             pull_ended = time.perf_counter()
             vote = np.concatenate([[row["l1_change"], row["activated"]],
                                    np.asarray(row["aggregates"], np.float64)])

@@ -329,7 +329,11 @@ class PartitionedRun:
         self._share_weighted_in()
         records: list[IterationRecord] = []
         union_find, union_find_seconds = None, 0.0
-        if self.union_find_start:
+        # where each worker holds one partition, the start opens the first
+        # iterations' call (:meth:`_start_from_union_find`)
+        folded = self.union_find_start and self._one_partition_a_worker()
+        self.union_find_calls = 0
+        if self.union_find_start and not folded:
             started = time.perf_counter()
             try:
                 union_find = self._start_from_union_find()
@@ -346,10 +350,15 @@ class PartitionedRun:
                 return records, True, "no active vertex"
             try:
                 rounds = self._rounds(iteration, self._call_end(iteration, max_iterations),
-                                      aggregates, tolerance)
+                                      aggregates, tolerance, folded)
             except LostWorkers as lost:
+                folded = False      # as above: the run goes on from the initial labels
                 iteration, aggregates, active = self._recover(lost.partitions, records)
                 continue
+            if folded:
+                # the call's time, the first iteration's, took the start's
+                union_find = [row.pop("union_find_start") for row in rounds[0][0]]
+                folded = False
             for rows, seconds in rounds:
                 record = self._record(iteration, rows, active, seconds)
                 if union_find is not None:
@@ -381,12 +390,16 @@ class PartitionedRun:
 
     def _start_from_union_find(self) -> list[dict]:
         """Each partition's union-find, joined at the boundaries, lowers the
-        labels (:class:`~garaphpy.distributed.components.UnionFindStart`): one
-        call of the client where each worker holds one partition (the workers
-        wait for each other's messages), else one a step; each partition's row."""
-        self.union_find_calls = 1 if self._one_partition_a_worker() else 3
-        if self.union_find_calls == 1:
-            return self._all(lambda actor: actor.union_find_start())
+        labels (:class:`~garaphpy.distributed.components.UnionFindStart`), one
+        call of the client a step (a worker holds two partitions, whose actors
+        share a thread); each partition's row.  Where each worker holds one
+        partition the start takes no call of its own: the first iterations'
+        call opens with it (:meth:`~garaphpy.distributed.rounds.Rounds.iterate`,
+        the workers waiting for each other's messages), and each worker goes
+        on to its pull as soon as its labels are lowered, not once the
+        slowest worker's are and the client has called again (``calls``: 0).
+        """
+        self.union_find_calls = 3
         self._all(lambda actor: actor.share_holders())
         self._all(lambda actor: actor.share_links())
         return self._all(lambda actor: actor.start_from_union_find())
@@ -408,17 +421,19 @@ class PartitionedRun:
             end = min(end, (iteration // self.checkpoint_every + 1) * self.checkpoint_every)
         return end
 
-    def _rounds(self, iteration: int, end: int, aggregates, tolerance) -> list:
+    def _rounds(self, iteration: int, end: int, aggregates, tolerance,
+                union_find_start: bool = False) -> list:
         """Run iterations ``iteration..end-1`` (fewer where the run stops) on
-        every worker: ``[(rows, seconds), ...]``, an iteration's rows in
-        partition order and its time (the slowest worker's; the first also
-        takes what the call cost beyond the workers' iterations)."""
+        every worker, after CC's union-find start with ``union_find_start``:
+        ``[(rows, seconds), ...]``, an iteration's rows in partition order and
+        its time (the slowest worker's; the first also takes what the call
+        cost beyond the workers' iterations, the start's too)."""
         started = time.perf_counter()
-        if end == iteration + 1:
+        if end == iteration + 1 and not union_find_start:
             rows = self._all(lambda actor: actor.step(iteration, aggregates))
             return [(rows, time.perf_counter() - started)]
         per_worker = self._all(lambda actor: actor.iterate(iteration, end, aggregates,
-                                                           tolerance))
+                                                           tolerance, union_find_start))
         seconds = time.perf_counter() - started
         if len({len(rows) for rows in per_worker}) != 1:
             raise DistributedRunError(f"the workers ran {[len(r) for r in per_worker]} "

@@ -528,7 +528,13 @@ class PartitionWorker(PeerCalls, Rounds, UnionFindStart):
                 self.compiled.kernels.source_contributions(self.values, self.attrs,
                                                            self.contributions)
         self.floor_now = 0
-        if self.floor_mode:
+        start_floor, self.start_floor = self.start_floor, None     # the next pull's alone
+        if self.floor_mode == kernels.FLOOR_MIN and start_floor is not None:
+            # CC's start knows the least label its pull can gather: no pass over
+            # every vertex (kron:20, a 1 M-vertex pass: 4.5-5 ms of one thread, dev VM)
+            self.floor[0] = start_floor
+            self.floor_now = self.floor_mode
+        elif self.floor_mode:
             with parallel_section():
                 if kernels.best_source_value(self.values, self.attrs[0], self.floor_mode,
                                              self.floor):
@@ -643,6 +649,7 @@ class PartitionWorker(PeerCalls, Rounds, UnionFindStart):
                                    iteration)
             self.values[self.first:self.end] = np.load(path)
         self.next[:] = self.values
+        self.start_floor = None
         if self.fused is not None:
             self.fused.forget()
         if self.frontier is not None:

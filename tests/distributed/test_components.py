@@ -130,12 +130,13 @@ class _Partition(PeerCalls, UnionFindStart):
         pass
 
 
-def _start(sources, targets, num_vertices, partitions, ids):
+def _start(sources, targets, num_vertices, partitions, ids, keep=None):
     """The workers' union-find start over the partitions of a symmetric
     graph's in-edges (the three steps, one after the other on every
     partition): ``(labels, rows, forest_bytes, ranges, reads)``, each
     partition's values after it and its row, the bytes its whole forest
-    would have sent its peers, the partitions and what each reads."""
+    would have sent its peers, the partitions and what each reads;
+    ``keep``, a list, takes each partition's ``start_floor``."""
     sources, targets = np.concatenate([sources, targets]), np.concatenate([targets, sources])
     order = np.lexsort((sources, targets))
     sources, targets = sources[order].astype(np.int32), targets[order]
@@ -158,6 +159,8 @@ def _start(sources, targets, num_vertices, partitions, ids):
     for worker in workers:
         worker.share_links()
     rows = [worker.start_from_union_find() for worker in workers]
+    if keep is not None:
+        keep.extend(worker.start_floor for worker in workers)
     return [w.values for w in workers], rows, forest_bytes, ranges, [w.reads for w in workers]
 
 
@@ -293,3 +296,28 @@ def test_merge_by_trees_gives_the_general_merges_values(name, partitions, monkey
     for p in range(partitions):
         np.testing.assert_array_equal(fast[p], general[p])
         assert fast_rows[p]["lowered"] == general_rows[p]["lowered"]
+
+
+@pytest.mark.parametrize("partitions", [2, 4])
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_the_start_floor_is_the_least_label_its_partition_holds(name, partitions):
+    """Where user ids increase with the internal ones the start knows the
+    least label of a vertex its partition holds an edge of, without a pass
+    over the labels: the next pull's floor, at most every value it gathers
+    (every in-neighbour's of an owned vertex)."""
+    rng = np.random.default_rng(partitions + 1)
+    sources, targets, num_vertices = GRAPHS[name](rng)
+    ids = np.arange(num_vertices, dtype=np.int64) * 3 + 7
+    floors = []
+    labels, _, _, ranges, _ = _start(sources, targets, num_vertices, partitions, ids,
+                                     keep=floors)
+    both_sources = np.concatenate([sources, targets])
+    both_targets = np.concatenate([targets, sources])
+    for p, r in enumerate(ranges):
+        owned = (both_targets >= r.first_vertex) & (both_targets < r.end_vertex)
+        held = np.union1d(both_sources[owned], both_targets[owned])
+        if not held.size:
+            assert floors[p] is None
+            continue
+        assert floors[p] == labels[p][held].min()
+        assert floors[p] <= labels[p][both_sources[owned]].min()

@@ -118,20 +118,22 @@ def test_without_checkpoints_a_lost_worker_restarts_the_run(dask_client, tmp_pat
 
 def test_cc_with_a_worker_killed_in_its_union_find_start_ends_with_the_labels(
         dask_client, tmp_path, monkeypatch):
-    """A worker lost while the partitions join their union-find forests: the
-    run makes its partition again and iterates from the initial labels to
-    the one-process ones, without the start."""
+    """A worker lost while the partitions join their union-find forests (in the
+    first iterations' call, which opens with the start where each worker
+    holds one partition): the run makes its partition again and iterates
+    from the initial labels to the one-process ones, without the start."""
     workers = len(dask_client.scheduler_info()["workers"])
     graph = garaphpy.Graph.load("grid:30x20", store=tmp_path / "grid", progress=False)
     alone = garaphpy.run(graph, "cc", mode="cpu")
-    start, killed = partitioned.PartitionedRun._start_from_union_find, []
+    rounds, killed = partitioned.PartitionedRun._rounds, []
 
-    def killed_first(run):
-        killed.append(run.addresses[-1])
-        dask_client.run(os._exit, 1, workers=[killed[0]], on_error="ignore")
-        return start(run)
+    def killed_first(run, iteration, end, aggregates, tolerance, union_find_start=False):
+        if union_find_start and not killed:
+            killed.append(run.addresses[-1])
+            dask_client.run(os._exit, 1, workers=[killed[0]], on_error="ignore")
+        return rounds(run, iteration, end, aggregates, tolerance, union_find_start)
 
-    monkeypatch.setattr(partitioned.PartitionedRun, "_start_from_union_find", killed_first)
+    monkeypatch.setattr(partitioned.PartitionedRun, "_rounds", killed_first)
     spread = garaphpy.run(graph, "cc", client=dask_client, checkpoint_dir=tmp_path / "c")
     assert killed
     np.testing.assert_array_equal(spread.values, alone.values)
