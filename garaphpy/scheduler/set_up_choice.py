@@ -240,8 +240,9 @@ def gpu_alone_disk_bytes(disk_sizes, image_sizes, gpu_held_bytes: int,
     storage: the GPU's budget keeps the longest prefix of pages whose bytes
     as stored (``disk_sizes``) fit ``gpu_held_bytes``, the host's cache the
     longest prefix of the others whose images (``image_sizes``) fit
-    ``cache_room_bytes``, and the rest are read every pass (the prefix rules of the GPU's kept pages
-    and of :func:`~garaphpy.storage.host_budget.cache_beside`)."""
+    ``cache_room_bytes``, and the rest are read every pass (the prefix rules
+    of the GPU's kept pages and of
+    :func:`~garaphpy.storage.host_budget.cache_beside`)."""
     held = cached = read = 0
     gpu_full = cache_full = False
     for stored, image in zip(disk_sizes, image_sizes):
