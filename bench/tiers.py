@@ -30,8 +30,8 @@ with a note without a usable GPU), the run with every page in host memory
 ``drop_caches`` after ``os.sync()``; else, or where refused,
 ``posix_fadvise(DONTNEED)`` over the block files; the table says which);
 the sequential reads again.  Every program and mode runs first on a small
-graph of the same page format (:func:`warm_up_process`).  Per case, medians over the iterations after the
-first: iteration time (and the whole call's time, set-up included: the
+graph of the same page format (:func:`warm_up_process`).  Per case, medians
+over the iterations after the first: iteration time (and the whole call's time, set-up included: the
 measure a hybrid run's choice of processors weighs, and of the hybrid's
 line under the table, its whole call from disk over the better single
 mode's); bytes read from disk; bytes that must move (disk
