@@ -732,10 +732,13 @@ def _build(plan: RunPlan, run_: _ValidatedRun, pages, cpu_parts,
 
 def _cpu_alone(plan: RunPlan, run_: _ValidatedRun, cpu_parts, initially_active: np.ndarray):
     """A hybrid run's CPU alone (:class:`~garaphpy.scheduler.run_choice.CpuAlone`):
-    its plan's shortcuts, the graph's shape, and its engine, planned for the
-    CPU alone over the run's compiled program and graph arrays, made when the
-    per-run choice first hands the run to it."""
+    its plan's shortcuts, the graph's shape, the out-edge CSR it would read
+    from the store's files where its notifications or union-find start use
+    it, and its engine, planned for the CPU alone over the run's compiled
+    program and graph arrays, made when the per-run choice first hands the
+    run to it."""
     from .scheduler.run_choice import CpuAlone
+    from .storage.read_ratio import disk_read_speed
 
     compiled, arrays = cpu_parts
     alone = plan_cpu(run_.program, compiled, arrays, mode="cpu", synchronous=plan.synchronous,
@@ -743,7 +746,12 @@ def _cpu_alone(plan: RunPlan, run_: _ValidatedRun, cpu_parts, initially_active: 
                      symmetric=not run_.graph.directed, turned_off=plan.turned_off)
     alone_plan = dataclasses.replace(plan, mode="cpu", cpu=alone, gpu=None)
     first = initially_active.copy()
+    reads_out_edges = alone.union_find_start or (alone.notify_pull and run_.tolerance is None)
+    store = run_.graph.store
     return CpuAlone(num_vertices=arrays.num_vertices,
+                    edge_arrays=(arrays.out_offsets, arrays.out_targets) if reads_out_edges
+                    else (),
+                    read_speed=lambda: disk_read_speed(store.storage_dirs[0]),
                     in_degree_skew=run_.graph.store.in_degree_skew,
                     union_find_start=alone.union_find_start,
                     gpu_union_find_start=bool(plan.gpu is not None

@@ -10,7 +10,9 @@ iterations in batches; the GPU alone runs its iterations in its device loop,
 and starts connected components from a union-find of its own where its
 pages are resident;
 and either alone pays the host nothing per iteration for deciding and
-combining.  So before the first iteration, and again at the end of each
+combining.  Where the store's out-edge CSR is not yet in host memory (the
+storage tier, Garaph section 2.2), the CPU alone would read it on first
+touch, which the GPU alone, its pages read at its set-up, does not.  So before the first iteration, and again at the end of each
 stretch of iterations or when the frontier crosses the cost model's switch
 point, the hybrid driver estimates the time to finish the run each way
 (:meth:`RunChoice.estimate`) and commits to the cheapest
@@ -34,6 +36,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .. import config
+from ..storage import residency
 from . import decisions
 from .frontier import Frontier
 from .policy import HybridPolicy, Observation
@@ -70,6 +73,15 @@ class CpuAlone:
         Makes the CPU engine planned for the CPU alone (sharing the run's
         compiled program and graph arrays), its frontier the run's first;
         None: the CPU alone runs on the hybrid run's CPU engine.
+    edge_arrays : tuple of arrays
+        What the CPU alone reads that the GPU alone does not (the out-edge
+        CSR of its notifications and union-find start), mapped from the
+        store's files: the part not in host memory
+        (:func:`~garaphpy.storage.residency.cold_bytes`) is read from storage
+        the first time it is touched.  Empty: nothing priced.
+    read_speed : callable or None
+        The storage's read speed, bytes a second; called only where some of
+        ``edge_arrays`` is not in host memory.
     """
 
     num_vertices: int
@@ -77,6 +89,19 @@ class CpuAlone:
     union_find_start: bool = False
     build: Callable | None = None
     gpu_union_find_start: bool = False
+    edge_arrays: tuple = ()
+    read_speed: Callable[[], float] | None = None
+
+    def cold_read_seconds(self) -> tuple[int | None, float]:
+        """(bytes, seconds): what the CPU alone would read of :attr:`edge_arrays`
+        from storage now, at :attr:`read_speed` (no bytes where the kernel
+        cannot say which are resident: none priced)."""
+        if not self.edge_arrays or self.read_speed is None:
+            return 0, 0.0
+        cold = residency.cold_bytes(self.edge_arrays)
+        if not cold:
+            return cold, 0.0
+        return cold, cold / self.read_speed()
 
 
 class RunChoice:
@@ -155,6 +180,11 @@ class RunChoice:
             The GPU would pull every page whatever the frontier (T_GPU).
         join_seconds : float
             What a CPU joining an iteration costs the host (copies, combining).
+
+        The CPU alone also pays, once, its edges not yet in host memory
+        (:meth:`CpuAlone.cold_read_seconds`; both processors too where the
+        CPU takes their iterations): a GPU that holds the pages has read
+        them at its set-up, the CPU's out-edge CSR is read on first touch.
         """
         policy = self.policy
         shape = self.cpu_alone
@@ -206,11 +236,15 @@ class RunChoice:
         if entry["gpu_union_find_start"]:
             # the same on the device, priced in the GPU's pulls over every page
             gpu_total = min(gpu_total, (config.HYBRID_UNION_FIND_PULLS + 1) * t_gpu)
+        cold_bytes, cold_seconds = shape.cold_read_seconds() if shape else (0, 0.0)
+        # both processors read the cold edges too where the CPU takes the iterations
+        both_reads = cold_seconds if cpu_each < gpu_each else 0.0
         entry.update(iterations=iterations, cpu_iteration_seconds=cpu_each,
                      gpu_iteration_seconds=gpu_each, both_iteration_seconds=both_each,
-                     cpu_seconds=cpu_total + cpu_sync_seconds,
+                     cpu_cold_bytes=cold_bytes, cpu_read_seconds=cold_seconds,
+                     cpu_seconds=cpu_total + cpu_sync_seconds + cold_seconds,
                      gpu_seconds=gpu_total + gpu_sync_seconds,
-                     both_seconds=iterations * both_each,
+                     both_seconds=iterations * both_each + both_reads,
                      switch_point=decisions.frontier_switch_point(cpu_iteration, gpu_iteration))
         entry["choice"] = decisions.run_processors(entry["cpu_seconds"], entry["gpu_seconds"],
                                                    entry["both_seconds"], current)

@@ -25,7 +25,9 @@ from __future__ import annotations
 import cProfile
 import dataclasses
 import functools
+import gc
 import math
+import os
 import pstats
 import warnings
 
@@ -41,6 +43,7 @@ from garaphpy.scheduler.hybrid_driver import HybridDriver
 from garaphpy.scheduler.plan import plan_cpu
 from garaphpy.scheduler.processors import CpuProcessor
 from garaphpy.scheduler.run_choice import CpuAlone, RunChoice
+from garaphpy.storage import residency
 
 from helpers import policy_with_costs, untimed
 
@@ -130,6 +133,36 @@ def test_road_like_components_go_to_the_cpus_union_find():
     # past the first iteration there is no union-find start to take
     later = RunChoice(policy, shape).estimate(3, 1.0, 1.0, 10_000, join_seconds=0.1)
     assert later["union_find_start"] is False and later["choice"] == "gpu"
+
+
+@pytest.mark.parametrize("cold, expected", [
+    (None, "cpu"),                # the kernel cannot say: nothing priced
+    (0, "cpu"),                   # the CSR in memory: the CPU's iterations are cheaper
+    (1_982_735_680, "gpu"),       # kron24's from a dropped page cache
+    (50_000_000, "cpu"),          # a little cold: the CPU still wins
+])
+def test_the_cpu_alones_cold_edges_are_priced(cold, expected, monkeypatch):
+    """kron24 BFS from storage (H200 host, 2026-12-05): 9.2 ms an iteration
+    on the CPU against 18.8 on the GPU, 6 iterations, but the CPU's
+    out-edge CSR cold (1.98 GB read at 2.26 GB/s), which the GPU's pages,
+    read at its set-up, are not."""
+    policy = policy_with_costs(9.2e-3, 18.8e-3)
+    policy.t_loop = 18.8e-3
+    arrays = (np.zeros(4), np.zeros(4))
+    monkeypatch.setattr(run_choice.residency, "cold_bytes", lambda given: cold
+                        if given == arrays else pytest.fail("other arrays"))
+    shape = CpuAlone(num_vertices=2 ** 24, in_degree_skew=40.0, edge_arrays=arrays,
+                     read_speed=lambda: 2.26e9)
+    entry = RunChoice(policy, shape).estimate(0, 1.0, 1.0, 6, join_seconds=1.0)
+    assert entry["iterations"] == 6
+    assert entry["cpu_cold_bytes"] == cold
+    assert entry["cpu_read_seconds"] == pytest.approx((cold or 0) / 2.26e9)
+    assert entry["cpu_seconds"] == pytest.approx(6 * 9.2e-3 + (cold or 0) / 2.26e9)
+    assert entry["choice"] == expected
+    # no edge arrays named (a program of whole pulls): nothing read, whatever is cold
+    bare = RunChoice(policy, dataclasses.replace(shape, edge_arrays=())).estimate(
+        0, 1.0, 1.0, 6, join_seconds=1.0)
+    assert bare["cpu_read_seconds"] == 0.0 and bare["choice"] == "cpu"
 
 
 def test_a_small_frontier_goes_to_the_cpu_and_a_large_one_to_the_gpu():
@@ -286,16 +319,18 @@ def stand_in_gpu(run_, plan, cpu_parts, first) -> CpuAsGpu:
 
 
 def hybrid_driver(graph, name, policy, shape: dict | None = None, threads: int = 2,
-                  options: dict | None = None):
+                  options: dict | None = None, counted: bool = True):
     """A hybrid driver over the run's CPU engine and a stand-in GPU, with the
     run's CPU alone (its shape overridden by ``shape``; ``options``: the
-    run's :class:`RunOptions`)."""
+    run's :class:`RunOptions`; ``counted``: the CPU's per-vertex in-edges of
+    the out-neighbours counted first, else when the policy first asks)."""
     run_, plan, cpu_parts, first = parts(graph, name, threads, **(options or {}))
     cpu_engine = api.build_cpu_engine(plan, run_.program, *cpu_parts, first.copy())
     gpu = stand_in_gpu(run_, plan, cpu_parts, first)
     copies = CopiesStandIn(cpu_engine, gpu)
     cpu = CpuProcessor(cpu_engine, copies, threads=1)
-    cpu.count_neighbour_in_edges()
+    if counted:
+        cpu.count_neighbour_in_edges()
     cpu_alone = dataclasses.replace(api._cpu_alone(plan, run_, cpu_parts, first), **(shape or {}))
     return run_, HybridDriver(cpu, gpu, copies, policy, cpu_alone)
 
@@ -489,6 +524,53 @@ def test_a_short_cpu_stretch_runs_on_the_hybrids_own_cpu_engine(graph, monkeypat
     assert entry["choice"] == "cpu" and entry["cpu_alone_engine"]["choice"] is False
     assert driver.alone_cpu is None and records[0].mode == "cpu"
     np.testing.assert_array_equal(run_.program.finalize(values), cpu_mode_values(graph, "bfs"))
+
+
+def test_the_cpu_alone_names_its_out_edges_where_it_notifies(graph):
+    """BFS notifies over the out-edge CSR: the CPU alone names it; PageRank's
+    whole pulls read the pages alone: nothing named."""
+    _, bfs = hybrid_driver(graph, "bfs", cpu_alone_policy())
+    arrays = bfs.cpu.engine.arrays
+    assert bfs.cpu_alone.edge_arrays == (arrays.out_offsets, arrays.out_targets)
+    bfs.close()
+    _, pagerank = hybrid_driver(graph, "pagerank", cpu_alone_policy())
+    assert pagerank.cpu_alone.edge_arrays == ()
+    pagerank.close()
+
+
+def test_a_cold_out_edge_csr_sends_the_run_to_the_gpu(tmp_path, monkeypatch):
+    """A store opened after its files left the page cache: the CPU's cheaper
+    iterations lose to the reads of its cold out-edge CSR at the storage's
+    speed (1 MB/s here), so the choice is the GPU alone; the values equal
+    the CPU mode's."""
+    rng = np.random.default_rng(5)
+    n, m = 20_000, 400_000
+    built = garaphpy.Graph.from_arrays(rng.integers(0, n, m), rng.integers(0, n, m),
+                                       store=tmp_path / "s", max_page_bytes=400_000,
+                                       compress=False)
+    del built
+    gc.collect()      # its maps of the files go: the kernel drops only unmapped pages
+    for path in (tmp_path / "s").rglob("*"):
+        if path.is_file():
+            handle = os.open(path, os.O_RDONLY)
+            os.fsync(handle)          # the kernel drops clean pages only
+            os.posix_fadvise(handle, 0, 0, os.POSIX_FADV_DONTNEED)
+            os.close(handle)
+    cold_graph = garaphpy.Graph.open(tmp_path / "s", verify="none")
+    store = cold_graph.store
+    cold = residency.cold_bytes([store.out_targets])
+    if not cold:
+        pytest.skip("this file system keeps the store's pages in memory")
+    monkeypatch.setattr(config, "DISK_READ_BYTES_PER_SECOND", 1e6)
+    run_, driver = hybrid_driver(cold_graph, "bfs", cpu_alone_policy(), counted=False)
+    values, records = drive(driver, run_)
+    entry = records[0].decisions["run_processors"]
+    assert entry["cpu_cold_bytes"] > 0 and entry["cpu_read_seconds"] > 0.1
+    # without its reads the CPU alone would have been the cheapest
+    assert entry["cpu_seconds"] - entry["cpu_read_seconds"] < entry["gpu_seconds"]
+    assert entry["choice"] == "gpu"
+    expected = garaphpy.run(cold_graph, "bfs", mode="cpu", threads=2, sources=0).values
+    np.testing.assert_array_equal(run_.program.finalize(values), expected)
 
 
 def test_a_forced_policy_decides_every_iteration_itself(graph):
