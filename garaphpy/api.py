@@ -567,7 +567,7 @@ def _validated(graph, program, options: RunOptions,
             else _hybrid_or_fallback()
         if mode == "hybrid" and gpu_set_up is not None and options.policy is None \
                 and options.direction == "auto":
-            mode = _gpu_alone_choice(graph, options, gpu_set_up)
+            mode = set_up_choice.gpu_alone_mode(graph, options.gpu_memory, gpu_set_up)
     return _ValidatedRun(graph, program, resolved, mode, execution, options.direction,
                          max_iterations, tolerance, threads, source_vertices, gpu_set_up)
 
@@ -575,87 +575,18 @@ def _validated(graph, program, options: RunOptions,
 def _gpu_set_up_choice(graph, program, options: RunOptions, threads: int,
                        max_iterations: int, tolerance: float | None,
                        turned_off) -> dict | None:
-    """A hybrid run's first choice, before cupy is imported: whether setting the
-    GPU up can pay (:func:`set_up_choice.gpu_set_up_pays`), or the CPU alone is
-    expected to finish the whole run sooner than the GPU alone; its entry, or
-    None where the run does not weigh it (``turned_off`` ``"gpu_set_up"``, or
-    a policy that does not choose per run).
-
-    Both are priced from the work the program and the graph's shape let one
-    expect (:func:`set_up_choice.expected_work`): the CPU's at its pull rate
-    and fixed costs, the GPU's from below (what this process measured of its
-    last set-up, or the first's prior, the pages the GPU budget holds copied
-    unless kept from an earlier run, and its device loop's sparse levels),
-    so the CPU alone is chosen only where it clearly wins; both beside their
-    reads from storage (:func:`set_up_choice.storage_reads`)."""
+    """A hybrid run's first choice, before cupy is imported
+    (:func:`set_up_choice.weigh_gpu_set_up`, with this process's measured
+    set-ups); None where the run does not weigh it (``turned_off``
+    ``"gpu_set_up"``, or a policy that does not choose per run)."""
     policy = options.policy
     if "gpu_set_up" in turned_off or (policy is not None and not policy.chooses_per_run):
         return None
-    symmetric = not graph.directed
-    work = set_up_choice.expected_work(
-        has_tolerance=tolerance is not None, max_iterations=max_iterations,
-        levels=decisions.expected_iterations(graph.num_vertices, graph.num_edges,
-                                             graph.store.in_degree_skew),
+    return set_up_choice.weigh_gpu_set_up(
+        graph, type(program).__name__, options, threads, max_iterations, tolerance,
         weighted=bool(graph.weighted and "weight" in _uses(program)),
-        union_find=decisions.union_find_start(bool(program.shortcut_labels), symmetric, "cpu"),
-        final_once_set=bool(program.final_once_set))
-    fixed = _GPU_SET_UPS.fixed_seconds(type(program).__name__)
-    set_up = set_up_choice.gpu_set_up_seconds(
-        set_up_choice.gpu_copied_bytes(graph.store, options.gpu_memory), fixed)
-    streamed = set_up_choice.gpu_streamed_bytes(graph.store, options.gpu_memory)
-    reads = set_up_choice.storage_reads(graph.store, options.host_memory,
-                                        options.readahead_bytes, options.gpu_memory)
-    cpu_reads, gpu_reads = (0.0, 0.0) if reads is None else reads.seconds(work.passes)
-    cpu_pass_reads, gpu_pass_reads = (0.0, 0.0) if reads is None else reads.pass_seconds()
-    entry = decisions.fixed(
-        set_up_choice.gpu_set_up_pays,
-        cpu_seconds=cpu_reads + set_up_choice.cpu_run_seconds(
-            graph.num_edges, threads, work.passes, iterations=work.iterations,
-            sparse_levels=work.sparse_levels),
-        gpu_seconds=gpu_reads + set_up_choice.gpu_run_seconds(
-            set_up, work.sparse_levels, work.iterations, work.passes, graph.num_edges,
-            streamed))
-    entry.update(cpu_pass_seconds=cpu_pass_reads + set_up_choice.cpu_run_seconds(
-                     graph.num_edges, threads - 1, 1),
-                 gpu_pass_seconds=gpu_pass_reads + set_up_choice.gpu_run_seconds(
-                     0.0, 0.0, 1, 1, graph.num_edges, streamed),
-                 whole_pulls=tolerance is not None,
-                 storage_reads=None if reads is None else dataclasses.asdict(reads))
-    entry.update(passes=work.passes, iterations=work.iterations,
-                 sparse_levels=work.sparse_levels, threads=threads, set_up_fixed=fixed,
-                 set_ups_before=_GPU_SET_UPS.count, gpu_set_up_seconds=set_up)
-    if not entry["choice"]:
-        progress.logger("hybrid").info(
-            f"hybrid: the CPU alone (the run estimated at {entry['cpu_seconds']:.2f} s, "
-            f"the GPU's at {entry['gpu_seconds']:.2f} s from below)")
-    return entry
-
-
-def _gpu_alone_choice(graph, options: RunOptions, entry: dict) -> str:
-    """A hybrid run's mode once its GPU is usable (the default policy, the
-    direction Garaph's): ``"gpu"`` where every page fits the GPU's budget
-    beside the vertex data (:func:`set_up_choice.gpu_alone`), so nothing of
-    the CPU is set up, else ``"hybrid"``; the choice and its inputs added to
-    ``entry``."""
-    page_bytes = set_up_choice.page_bytes(graph.store)
-    vertex_bytes = set_up_choice.gpu_vertex_bytes(graph.num_vertices)
-    budget = config.gpu_budget(options.gpu_memory)
-    fits = set_up_choice.gpu_alone(page_bytes, vertex_bytes, budget)
-    shares = fits or not entry.get("whole_pulls") or set_up_choice.sharing_pays(
-        entry["passes"], entry["cpu_pass_seconds"], entry["gpu_pass_seconds"],
-        graph.num_vertices)
-    alone = fits or not shares
-    entry.update(gpu_alone=alone, page_bytes=page_bytes, vertex_bytes=vertex_bytes,
-                 gpu_budget=budget, sharing_pays=not alone)
-    if fits:
-        progress.logger("hybrid").info(
-            f"hybrid: the GPU alone (every page, {page_bytes / 2**20:.1f} MiB, fits its "
-            f"budget of {budget / 2**20:.1f} MiB)")
-    elif alone:
-        progress.logger("hybrid").info(
-            "hybrid: the GPU alone (sharing its pulls with the CPU would save less than "
-            "setting the CPU's side up costs)")
-    return "gpu" if alone else "hybrid"
+        shortcut_labels=bool(program.shortcut_labels),
+        final_once_set=bool(program.final_once_set), measured=_GPU_SET_UPS)
 
 
 #: What this process measured of its GPU set-ups.

@@ -36,9 +36,11 @@ Each choice is recorded with its inputs in ``RunPlan.gpu_set_up``.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
-from .. import config
+from .. import config, progress
+from . import decisions
 
 
 @dataclass(frozen=True)
@@ -347,3 +349,100 @@ def gpu_vertex_bytes(num_vertices: int) -> int:
     """The GPU's vertex data before it is made, for the choice of
     :func:`gpu_alone`: ``config.HYBRID_GPU_VERTEX_BYTES`` a vertex."""
     return int(num_vertices * config.HYBRID_GPU_VERTEX_BYTES)
+
+
+def weigh_gpu_set_up(graph, program_name: str, options, threads: int, max_iterations: int,
+                     tolerance: float | None, *, weighted: bool, shortcut_labels: bool,
+                     final_once_set: bool, measured: MeasuredSetUps) -> dict:
+    """A hybrid run's first choice, before cupy is imported: whether setting the
+    GPU up can pay (:func:`gpu_set_up_pays`), or the CPU alone is expected to
+    finish the whole run sooner than the GPU alone; its entry for
+    ``RunPlan.gpu_set_up``.
+
+    Both are priced from the work the program and the graph's shape let one
+    expect (:func:`expected_work`): the CPU's at its pull rate and fixed
+    costs, the GPU's from below (what this process measured of its last
+    set-up, ``measured``, or the first's prior, the pages the GPU budget
+    holds copied unless kept from an earlier run, and its device loop's
+    sparse levels), so the CPU alone is chosen only where it clearly wins;
+    both beside their reads from storage (:func:`storage_reads`).
+
+    Parameters
+    ----------
+    graph : Graph
+    program_name : str
+        The program's class name (what ``measured`` keys its set-ups by).
+    options : RunOptions
+        The run's budgets: ``gpu_memory``, ``host_memory``, ``readahead_bytes``.
+    threads, max_iterations : int
+    tolerance : float or None
+    weighted, shortcut_labels, final_once_set : bool
+        The program reads edge weights the graph has; declares label
+        shortcuts; its values are final once set.
+    measured : MeasuredSetUps
+    """
+    work = expected_work(
+        has_tolerance=tolerance is not None, max_iterations=max_iterations,
+        levels=decisions.expected_iterations(graph.num_vertices, graph.num_edges,
+                                             graph.store.in_degree_skew),
+        weighted=weighted,
+        union_find=decisions.union_find_start(shortcut_labels, not graph.directed, "cpu"),
+        final_once_set=final_once_set)
+    fixed = measured.fixed_seconds(program_name)
+    set_up = gpu_set_up_seconds(gpu_copied_bytes(graph.store, options.gpu_memory), fixed)
+    streamed = gpu_streamed_bytes(graph.store, options.gpu_memory)
+    reads = storage_reads(graph.store, options.host_memory, options.readahead_bytes,
+                          options.gpu_memory)
+    cpu_reads, gpu_reads = (0.0, 0.0) if reads is None else reads.seconds(work.passes)
+    cpu_pass_reads, gpu_pass_reads = (0.0, 0.0) if reads is None else reads.pass_seconds()
+    entry = decisions.fixed(
+        gpu_set_up_pays,
+        cpu_seconds=cpu_reads + cpu_run_seconds(
+            graph.num_edges, threads, work.passes, iterations=work.iterations,
+            sparse_levels=work.sparse_levels),
+        gpu_seconds=gpu_reads + gpu_run_seconds(
+            set_up, work.sparse_levels, work.iterations, work.passes, graph.num_edges,
+            streamed))
+    entry.update(cpu_pass_seconds=cpu_pass_reads + cpu_run_seconds(
+                     graph.num_edges, threads - 1, 1),
+                 gpu_pass_seconds=gpu_pass_reads + gpu_run_seconds(
+                     0.0, 0.0, 1, 1, graph.num_edges, streamed),
+                 whole_pulls=tolerance is not None,
+                 storage_reads=None if reads is None else dataclasses.asdict(reads))
+    entry.update(passes=work.passes, iterations=work.iterations,
+                 sparse_levels=work.sparse_levels, threads=threads, set_up_fixed=fixed,
+                 set_ups_before=measured.count, gpu_set_up_seconds=set_up)
+    if not entry["choice"]:
+        progress.logger("hybrid").info(
+            f"hybrid: the CPU alone (the run estimated at {entry['cpu_seconds']:.2f} s, "
+            f"the GPU's at {entry['gpu_seconds']:.2f} s from below)")
+    return entry
+
+
+def gpu_alone_mode(graph, gpu_memory: int | None, entry: dict) -> str:
+    """A hybrid run's mode once its GPU is usable (the default policy, the
+    direction Garaph's): ``"gpu"`` where every page fits the GPU's budget
+    ``gpu_memory`` beside the vertex data (:func:`gpu_alone`), so nothing of
+    the CPU is set up, or where a program of whole pulls would not gain
+    from sharing them what the CPU's side of the set-up costs
+    (:func:`sharing_pays`), else ``"hybrid"``; the choice and its inputs
+    added to ``entry`` (:func:`weigh_gpu_set_up`'s)."""
+    pages = page_bytes(graph.store)
+    vertex_bytes = gpu_vertex_bytes(graph.num_vertices)
+    budget = config.gpu_budget(gpu_memory)
+    fits = gpu_alone(pages, vertex_bytes, budget)
+    shares = fits or not entry.get("whole_pulls") or sharing_pays(
+        entry["passes"], entry["cpu_pass_seconds"], entry["gpu_pass_seconds"],
+        graph.num_vertices)
+    alone = fits or not shares
+    entry.update(gpu_alone=alone, page_bytes=pages, vertex_bytes=vertex_bytes,
+                 gpu_budget=budget, sharing_pays=not alone)
+    if fits:
+        progress.logger("hybrid").info(
+            f"hybrid: the GPU alone (every page, {pages / 2**20:.1f} MiB, fits its "
+            f"budget of {budget / 2**20:.1f} MiB)")
+    elif alone:
+        progress.logger("hybrid").info(
+            "hybrid: the GPU alone (sharing its pulls with the CPU would save less than "
+            "setting the CPU's side up costs)")
+    return "gpu" if alone else "hybrid"

@@ -363,12 +363,12 @@ def test_a_hybrid_run_whose_pages_fit_is_the_gpus_and_says_so(graph, monkeypatch
     entry = {"choice": True}
     monkeypatch.setattr(config, "gpu_budget", lambda asked, *rest, **named: asked)
     fits = api.RunOptions(gpu_memory=page_bytes + vertex_bytes)
-    assert api._gpu_alone_choice(graph, fits, entry) == "gpu"
+    assert set_up_choice.gpu_alone_mode(graph, fits.gpu_memory, entry) == "gpu"
     assert entry == {"choice": True, "gpu_alone": True, "page_bytes": page_bytes,
                      "vertex_bytes": vertex_bytes, "gpu_budget": page_bytes + vertex_bytes,
                      "sharing_pays": False}
     short = api.RunOptions(gpu_memory=page_bytes + vertex_bytes - 1)
-    assert api._gpu_alone_choice(graph, short, entry) == "hybrid"
+    assert set_up_choice.gpu_alone_mode(graph, short.gpu_memory, entry) == "hybrid"
     assert entry["gpu_alone"] is False and entry["sharing_pays"] is True
 
 
@@ -393,14 +393,14 @@ def test_whole_pulls_over_pages_beyond_the_budget_stay_on_the_gpu_where_sharing_
     short = api.RunOptions(gpu_memory=page_bytes + vertex_bytes - 1)
     entry = {"choice": True, "whole_pulls": True, "passes": 20.0, "cpu_pass_seconds": 1e-3,
              "gpu_pass_seconds": 1e-6}
-    assert api._gpu_alone_choice(graph, short, entry) == "gpu"
+    assert set_up_choice.gpu_alone_mode(graph, short.gpu_memory, entry) == "gpu"
     assert entry["gpu_alone"] is True and entry["sharing_pays"] is False
     monkeypatch.setattr(config, "HYBRID_SHARING_SET_UP_SECONDS_PER_VERTEX", 0.0)
-    assert api._gpu_alone_choice(graph, short, entry) == "hybrid"
+    assert set_up_choice.gpu_alone_mode(graph, short.gpu_memory, entry) == "hybrid"
     assert entry["sharing_pays"] is True
     monkeypatch.setattr(config, "HYBRID_SHARING_SET_UP_SECONDS_PER_VERTEX", 1.0)
     frontier = dict(entry, whole_pulls=False)       # a frontier program keeps both
-    assert api._gpu_alone_choice(graph, short, frontier) == "hybrid"
+    assert set_up_choice.gpu_alone_mode(graph, short.gpu_memory, frontier) == "hybrid"
 
 
 def test_a_run_priced_before_set_up_records_each_pass_and_whole_pulls(graph, priced):
@@ -462,7 +462,7 @@ def test_a_policy_of_the_users_own_is_never_overruled_for_the_gpu_alone(graph, p
                                                                          monkeypatch):
     chosen = []
     monkeypatch.setattr(api, "_hybrid_or_fallback", lambda: "hybrid")
-    monkeypatch.setattr(api, "_gpu_alone_choice",
+    monkeypatch.setattr(set_up_choice, "gpu_alone_mode",
                         lambda *arguments: chosen.append(True) or "cpu")
     monkeypatch.setattr(config, "HYBRID_CPU_ITERATION_SECONDS", 1.0)    # the set-up pays
     options = api.RunOptions(policy=HybridPolicy(), threads=2)
