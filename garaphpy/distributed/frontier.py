@@ -112,6 +112,8 @@ class PartitionFrontier:
         self.num_vertices = num_vertices
         #: the last direction was a pull, and the frontier it had (Beamer's rule)
         self.pulled_last, self.previous_active = False, 0
+        #: a bit an owned vertex, zeroed between uses (:meth:`in_order`)
+        self.marks = np.zeros((end - first + 63) // 64, np.uint64)
         self.restart()
 
     def restart(self, changed: np.ndarray | None = None) -> None:
@@ -216,5 +218,11 @@ class PartitionFrontier:
         notified = kernels.notify(frontier, prefix, self.out_offsets, self.out_targets,
                                   self.claimed, chunks)
         kernels.reset_flags(notified, self.claimed)
-        notified.sort()
-        return notified
+        return self.in_order(notified)
+
+    def in_order(self, owned: np.ndarray) -> np.ndarray:
+        """The distinct ``owned`` vertices in increasing order (a notify's or a
+        push's, in the order its threads found them), by a bitmap over the
+        owned range (:func:`~garaphpy.kernels.cpu.in_range_order`), not a
+        sort."""
+        return kernels.in_range_order(owned, self.first, self.marks)

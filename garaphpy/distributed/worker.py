@@ -614,7 +614,7 @@ class PartitionWorker(PeerCalls, Rounds, UnionFindStart):
                 apply_context(self.attrs, aggregates, self.num_vertices, iteration), chunks,
                 stats, (front.settled, front.claimed, front.settled_in_edges))
             kernels.commit_vertices(written, self.next, self.values)
-        return np.sort(activated), int(written.size)
+        return front.in_order(activated), int(written.size)
 
     def checkpoint(self, iteration: int, directory: str) -> str:
         """Write the owned values after ``iteration`` iterations (atomically)."""
