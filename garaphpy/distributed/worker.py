@@ -388,6 +388,7 @@ class PartitionWorker(PeerCalls, Rounds, UnionFindStart):
             self._partial_aggregates(0, self.first, self.first)
             if self.frontier is not None:
                 nothing = np.zeros(0, np.int64)
+                self.frontier.out_edges(nothing)
                 self.frontier.notified(nothing, np.zeros(1, np.int64))
                 self._pull_notified(nothing, 0, self.no_aggregates, np.zeros(2))
                 if self.settles_by_push:
