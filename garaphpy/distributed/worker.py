@@ -188,8 +188,7 @@ class PartitionWorker(PeerCalls, Rounds, UnionFindStart):
 
     def __init__(self, setup: WorkerSetup):
         self.address = _worker_address()
-        #: the worker process's allocations reuse freed memory (:func:`reuse_freed_memory`)
-        self.reuses_freed_memory = reuse_freed_memory()
+        self.reuses_freed_memory = reuse_freed_memory()     # the process's, for good
         self.setup = setup
         self.index = setup.index
         partition = setup.partition
