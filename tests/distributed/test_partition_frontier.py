@@ -124,3 +124,17 @@ def test_a_frontier_of_every_vertex_pulls_without_a_degree_prefix(rmat):
     assert front.out_edges(frontier) == front.num_edges == int(front.out_offsets[-1])
     half = frontier[::2]
     assert front.out_edges(half) == int(np.diff(front.out_offsets)[half].sum())
+
+
+@pytest.mark.parametrize("first, size, count", [(0, 0, 0), (5, 1, 1), (64, 64, 64), (3, 1000, 0),
+                                                (100, 1000, 1), (7, 100_003, 31_000),
+                                                (0, 4096, 4096)])
+def test_owned_vertices_in_order_match_numpys_sort(first, size, count):
+    from garaphpy.kernels import cpu as kernels
+
+    rng = np.random.default_rng(size + count)
+    vertices = first + rng.permutation(size)[:count].astype(np.int64)
+    marks = np.zeros((size + 63) // 64, np.uint64)
+    np.testing.assert_array_equal(kernels.in_range_order(vertices, first, marks),
+                                  np.sort(vertices))
+    assert not marks.any()      # left zeroed for the next use

@@ -690,7 +690,7 @@ def test_the_push_rule():
 
 
 # -- the settled vertices as a bitmap ------------------------------------------------------
-@pytest.mark.parametrize("n", [0, 1, 63, 64, 65, 1000])
+@pytest.mark.parametrize("n", [0, 1, 63, 64, 65, 1000, 4096, 100_003])
 def test_packed_flags_match_numpy(n):
     flags = np.random.default_rng(n).random(n) < 0.3
     bits = np.full((n + 63) // 64, np.uint64(0xFFFF), np.uint64)

@@ -29,7 +29,7 @@ from .batches import SPARSE_COUNTERS, sparse_iterations
 from .common import FLOOR_MAX, FLOOR_MIN, SERIAL_CONCATENATE_MAX, SETTLED_CLAIM
 from .frontier import (PARALLEL_PREFIX_MIN, active_vertex_ids, degree_prefix, flags_of,
                        frontier_degree_prefix, frontier_degree_sum, frontier_degrees, frontier_of,
-                       reset_flags, turn_in_edges)
+                       in_range_order, reset_flags, turn_in_edges)
 from .mirrors import (bitmap_members, mirror_bitmap, same_bits, settle_received,
                       write_received)
 from .notify import mark_out_neighbours, notify, notify_dense, push_settling
@@ -57,7 +57,7 @@ __all__ = [
     "commit_vertices",
     "compute_aggregates", "count_unequal", "degree_prefix", "flags_of",
     "frontier_degree_prefix", "frontier_degree_sum", "frontier_degrees", "frontier_of",
-    "gather_vertex_edges", "init_values", "listed_source_contributions", "mapped_zeros",
+    "gather_vertex_edges", "in_range_order", "init_values", "listed_source_contributions", "mapped_zeros",
     "mark_out_neighbours", "mark_settled", "mirror_bitmap", "no_aggregates_fold",
     "no_aggregates_write", "notify",
     "notify_dense", "out_neighbour_in_degrees", "pack_flags", "priority_iterations",

@@ -74,17 +74,34 @@ def best_source_value(values, out_degree, floor_mode, out):
     return have
 
 
+#: A multiplier that gathers the low bits of 8 bytes into the top byte: byte j
+#: of a word (bits 8j.., little-endian) lands on bit 56 + j of the product.
+_GATHER_BYTE_BITS = np.uint64(0x0102040810204080)
+
+
 @numba.njit(nogil=True, parallel=True, cache=True)
 def pack_flags(flags, bits):
     """bits[w] bit i = flags[64 w + i]: a bitmap a probe at a random vertex
-    reads 8x less of (GAPBS's bitmap of the frontier in its bottom-up step)."""
+    reads 8x less of (GAPBS's bitmap of the frontier in its bottom-up step).
+
+    ``flags`` is a contiguous bool array (bytes 0 or 1): eight of them are
+    read as one word and packed by a multiply, without a branch a flag (a
+    flag's test and branch, mispredicted at random flags, made the pack of
+    kron:20's settled vertices 0.79 ms on one thread against 0.085, dev VM).
+    """
     n = flags.shape[0]
+    full = n // 64
+    words = flags[:full * 64].view(np.uint64)
     for w in numba.prange(bits.shape[0]):
         word = np.uint64(0)
-        base = w * 64
-        for i in range(min(64, n - base)):
-            if flags[base + i]:
-                word |= np.uint64(1) << np.uint64(i)
+        if w < full:
+            for j in range(8):
+                eight = words[w * 8 + j] * _GATHER_BYTE_BITS
+                word |= (eight >> np.uint64(56)) << np.uint64(8 * j)
+        else:
+            base = w * 64
+            for i in range(n - base):
+                word |= np.uint64(flags[base + i]) << np.uint64(i)
         bits[w] = word
 
 
