@@ -12,9 +12,10 @@ pages are resident;
 and either alone pays the host nothing per iteration for deciding and
 combining.  Where the store's out-edge CSR is not yet in host memory (the
 storage tier, Garaph section 2.2), the CPU alone would read it on first
-touch, which the GPU alone, its pages read at its set-up, does not.  So before the first iteration, and again at the end of each
-stretch of iterations or when the frontier crosses the cost model's switch
-point, the hybrid driver estimates the time to finish the run each way
+touch, which the GPU alone, its pages read at its set-up, does not.  So
+before the first iteration, and again at the end of each stretch of
+iterations or when the frontier crosses the cost model's switch point, the
+hybrid driver estimates the time to finish the run each way
 (:meth:`RunChoice.estimate`) and commits to the cheapest
 (:func:`~garaphpy.scheduler.decisions.run_processors`), the choice and its
 inputs recorded as ``decisions["run_processors"]`` in the first record it
