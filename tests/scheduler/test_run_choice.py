@@ -27,7 +27,6 @@ import dataclasses
 import functools
 import gc
 import math
-import os
 import pstats
 import warnings
 
@@ -44,6 +43,7 @@ from garaphpy.scheduler.plan import plan_cpu
 from garaphpy.scheduler.processors import CpuProcessor
 from garaphpy.scheduler.run_choice import CpuAlone, RunChoice
 from garaphpy.storage import residency
+from garaphpy.storage.page_io import drop_from_page_cache
 
 from helpers import policy_with_costs, untimed
 
@@ -552,10 +552,7 @@ def test_a_cold_out_edge_csr_sends_the_run_to_the_gpu(tmp_path, monkeypatch):
     gc.collect()      # its maps of the files go: the kernel drops only unmapped pages
     for path in (tmp_path / "s").rglob("*"):
         if path.is_file():
-            handle = os.open(path, os.O_RDONLY)
-            os.fsync(handle)          # the kernel drops clean pages only
-            os.posix_fadvise(handle, 0, 0, os.POSIX_FADV_DONTNEED)
-            os.close(handle)
+            drop_from_page_cache(path)
     cold_graph = garaphpy.Graph.open(tmp_path / "s", verify="none")
     store = cold_graph.store
     cold = residency.cold_bytes([store.out_targets])

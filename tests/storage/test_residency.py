@@ -11,12 +11,11 @@ tests skip on file systems whose pages the kernel keeps in memory (tmpfs).
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
 from garaphpy.storage import residency
+from garaphpy.storage.page_io import drop_from_page_cache
 
 pytestmark = pytest.mark.skipif(residency._mincore() is None, reason="no mincore here")
 
@@ -25,12 +24,7 @@ def dropped_map(path, values: np.ndarray) -> np.ndarray:
     """``values`` written to ``path``, dropped from the page cache and mapped
     copy-on-write (as :meth:`Store.open` maps a store's arrays)."""
     values.tofile(path)
-    handle = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(handle)
-        os.posix_fadvise(handle, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(handle)
+    drop_from_page_cache(path)
     mapped = np.memmap(path, values.dtype, mode="c", shape=values.shape).view(np.ndarray)
     if residency.cold_bytes([mapped]) == 0:
         pytest.skip("this file system keeps the file's pages in memory")
