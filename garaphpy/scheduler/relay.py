@@ -41,7 +41,10 @@ from .single_driver import SingleDriver
 
 #: How long a batch of the CPU's levels may run while the GPU is set up, in
 #: seconds: the delay the relay adds, at most, to the GPU's taking the run.
-CHECK_SECONDS = 2e-3
+#: Each batch costs the CPU 40-100 us beside its levels (grid:1000x1000 BFS and
+#: SSSP, 2 threads, the dev VM, 2026-12-05): the CPU's whole run, the GPU never
+#: ready, took 1.04-1.09x the CPU mode's at 2 ms, 1.02 (BFS) at 10 ms.
+CHECK_SECONDS = 4e-3
 
 #: The CPU's first batch while the GPU is set up, in levels (before one is timed).
 FIRST_BATCH_STEPS = 16
