@@ -702,8 +702,7 @@ def _relay(plan: RunPlan, run_: _ValidatedRun, pages, cpu_parts, options: RunOpt
         raise
     graph = run_.graph
     return RelayDriver(Driver(cpu_engine), set_up,
-                       (graph.num_vertices, graph.num_edges, graph.store.in_degree_skew),
-                       run_.max_iterations)
+                       (graph.num_vertices, graph.num_edges, graph.store.in_degree_skew))
 
 
 def _gpu_alone_driver(plan: RunPlan, run_: _ValidatedRun, pages, options: RunOptions,

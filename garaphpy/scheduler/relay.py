@@ -96,9 +96,6 @@ class RelayDriver:
     graph_shape : tuple
         (|V|, |E|, in-degree skew): the levels the run is expected to take
         (:func:`decisions.expected_iterations`).
-    steps : int
-        The iterations the run may take (``max_iterations``): the expected
-        levels are capped by them.
 
     Attributes
     ----------
@@ -112,15 +109,13 @@ class RelayDriver:
         The GPU's plan, once it took the run.
     """
 
-    def __init__(self, cpu: SingleDriver, gpu_set_up: Future, graph_shape: tuple,
-                 steps: int):
+    def __init__(self, cpu: SingleDriver, gpu_set_up: Future, graph_shape: tuple):
         self.cpu_driver = cpu
         self.cpu = cpu.cpu
         self.gpu = None
         self.gpu_plan = None
         self.current = cpu
         self.graph_shape = graph_shape
-        self.steps = steps
         self.entry = None           # the relay's choice, once made
         self._entry_noted = False
         self._level_seconds = None  # the CPU's last iteration or batch, a level
@@ -131,22 +126,27 @@ class RelayDriver:
     # -- what the iteration loop reads: the processor running now -----------------------
     @property
     def mode(self) -> str:
+        """The processor running now."""
         return self.current.mode
 
     @property
     def rho(self) -> float:
+        """rho of the cost model (section 4.2), the running processor's."""
         return self.current.rho
 
     @property
     def page_source(self):
+        """The run's :class:`~garaphpy.storage.page_source.PageSource`."""
         return self.current.page_source
 
     @property
     def num_edges(self) -> int:
+        """|E|."""
         return self.current.num_edges
 
     @property
     def page_done(self):
+        """Called with (iteration, pages done) after each page."""
         return self.current.page_done
 
     @page_done.setter
@@ -154,19 +154,24 @@ class RelayDriver:
         self.current.page_done = hook
 
     def num_active(self) -> int:
+        """Vertices active after the last iteration."""
         return self.current.num_active()
 
     def active_out_edges(self):
+        """Sum of the active vertices' out-degrees (and the prefix notify needs)."""
         return self.current.active_out_edges()
 
     def decide(self, record: IterationRecord, direction: str) -> None:
+        """The running processor's decisions for ``record``."""
         self.current.decide(record, direction)
         self.note_choice(record)
 
     def aggregates(self, iteration: int):
+        """The running processor's aggregates over the committed values."""
         return self.current.aggregates(iteration)
 
     def iterate(self, record: IterationRecord, prefix, aggregates) -> None:
+        """One iteration of the running processor, timed (the CPU's cost a level)."""
         started = time.perf_counter()
         self.current.iterate(record, prefix, aggregates)
         self._level_seconds = time.perf_counter() - started
