@@ -1,4 +1,4 @@
-"""A hybrid run that starts on the CPU while the GPU is set up, then hands over (Garaph section 5.1).
+"""A hybrid run started on the CPU while the GPU is set up, then relayed (Garaph section 5.1).
 
 Garaph keeps both processors busy.  Before a run's first iteration the GPU
 is not busy but idle: setting it up (its engine, the pages copied, the
