@@ -396,13 +396,11 @@ def _execute(graph, program, options: RunOptions, turned_off, clock: CompileCloc
             _numba_setup.release_thread_team()
         setup_compile_seconds = clock.seconds
         setup_seconds = time.perf_counter() - setup_started - setup_compile_seconds
-        if plan.mode != "cpu" and not run_.relay:     # a relay's GPU notes its own
+        if plan.mode != "cpu":
             _GPU_SET_UPS.note(type(program).__name__, setup_seconds, copied_page_bytes)
         _announce_compilation(clock, program, plan.mode)
         records, converged, stop_reason = _drive(engine, program, plan, checkpoints, options,
                                                  clock)
-        if run_.relay and engine.gpu_plan is not None:     # the GPU took the run
-            plan = plan.with_gpu(engine.gpu_plan)
         if engine.cpu is not None and converged and not _built_in(program):
             engine.bring_host_current()     # the GPU may have run the last iterations
             _check_skipping_declarations(program, graph, engine.cpu.engine, len(records))
@@ -518,7 +516,6 @@ class _ValidatedRun:
     threads: int
     sources: np.ndarray     # internal ids
     gpu_set_up: dict | None = None   # the hybrid's choice to set the GPU up
-    relay: bool = False     # the hybrid starts on the CPU while the GPU is set up
 
 
 def _validated(graph, program, options: RunOptions,
@@ -571,11 +568,8 @@ def _validated(graph, program, options: RunOptions,
         if mode == "hybrid" and gpu_set_up is not None and options.policy is None \
                 and options.direction == "auto":
             mode = set_up_choice.gpu_alone_mode(graph, options.gpu_memory, gpu_set_up)
-            if mode == "gpu" and set_up_choice.relays(gpu_set_up, _checkpoints_asked(options)):
-                mode = "hybrid"
     return _ValidatedRun(graph, program, resolved, mode, execution, options.direction,
-                         max_iterations, tolerance, threads, source_vertices, gpu_set_up,
-                         relay=bool(gpu_set_up and gpu_set_up.get("relay")))
+                         max_iterations, tolerance, threads, source_vertices, gpu_set_up)
 
 
 def _gpu_set_up_choice(graph, program, options: RunOptions, threads: int,
@@ -615,7 +609,7 @@ def _plan(run_: _ValidatedRun, pages, policy, turned_off) -> tuple[RunPlan, tupl
                                         "weighted_in_degree" in _uses(program), pages,
                                         reads_weights="weight" in _uses(program),
                                         buffers=buffers)
-        cpu_plan = plan_cpu(program, compiled, arrays, mode="cpu" if run_.relay else run_.mode,
+        cpu_plan = plan_cpu(program, compiled, arrays, mode=run_.mode,
                             synchronous=run_.execution == "sync", threads=run_.threads,
                             tolerance=run_.tolerance, symmetric=not graph.directed,
                             policy_batches=policy is None or policy.batches,
@@ -654,8 +648,6 @@ def _build(plan: RunPlan, run_: _ValidatedRun, pages, cpu_parts,
     # the graph's runs share 0..|V|-1 (read only, like every frontier)
     initially_active = (run_.graph.store.vertex_range
                         if program.initially_active == "all" else run_.sources.copy())
-    if run_.relay:
-        return _relay(plan, run_, pages, cpu_parts, options, initially_active), plan
     cpu_engine = gpu_engine = None
     if plan.cpu is not None:
         cpu_engine = build_cpu_engine(plan, program, *cpu_parts, initially_active)
@@ -667,51 +659,6 @@ def _build(plan: RunPlan, run_: _ValidatedRun, pages, cpu_parts,
         return Driver(cpu_engine, gpu_engine), plan
     return Driver(cpu_engine, gpu_engine, options.policy,
                   cpu_alone=_cpu_alone(plan, run_, cpu_parts, initially_active)), plan
-
-
-def _relay(plan: RunPlan, run_: _ValidatedRun, pages, cpu_parts, options: RunOptions,
-           initially_active: np.ndarray):
-    """The driver of a hybrid run relayed from the CPU to the GPU
-    (:mod:`~garaphpy.scheduler.relay`): the GPU's set-up started on a thread
-    of its own (its time noted as a GPU set-up's), then the CPU alone's engine
-    made, which runs the first iterations."""
-    from .scheduler.driver import Driver
-    from .scheduler.relay import RelayDriver, close_unused_set_up, start_gpu_set_up
-
-    gpu_plan = dataclasses.replace(plan, mode="gpu", cpu=None)
-    name = type(run_.program).__name__
-    copied = set_up_choice.gpu_copied_bytes(run_.graph.store, options.gpu_memory)
-
-    def set_up_gpu() -> tuple:
-        started = time.perf_counter()
-        # beside the CPU's team: the set-up's parallel loops on a few threads
-        numba.set_num_threads(min(2, run_.threads))
-        try:
-            made = _gpu_alone_driver(gpu_plan, run_, pages, options, initially_active)
-        finally:
-            _numba_setup.release_thread_team()
-        _GPU_SET_UPS.note(name, time.perf_counter() - started, copied)
-        return made
-
-    set_up = start_gpu_set_up(set_up_gpu)
-    try:
-        cpu_engine = build_cpu_engine(dataclasses.replace(plan, mode="cpu"), run_.program,
-                                      *cpu_parts, initially_active)
-    except BaseException:
-        set_up.add_done_callback(close_unused_set_up)
-        raise
-    graph = run_.graph
-    return RelayDriver(Driver(cpu_engine), set_up,
-                       (graph.num_vertices, graph.num_edges, graph.store.in_degree_skew))
-
-
-def _gpu_alone_driver(plan: RunPlan, run_: _ValidatedRun, pages, options: RunOptions,
-                      initially_active: np.ndarray) -> tuple:
-    """The GPU alone's driver and its plan, the GPU set up (a relay's)."""
-    from .scheduler.driver import Driver
-
-    engine = _build_gpu_engine(plan, run_, pages, options, initially_active)
-    return Driver(None, engine), engine.gpu_plan
 
 
 def _cpu_alone(plan: RunPlan, run_: _ValidatedRun, cpu_parts, initially_active: np.ndarray):
@@ -822,17 +769,12 @@ def _checkpointer(run_, graph, program):
     None; the checkpoint machinery is imported only by a run with a checkpoint
     option set (with none, ``for_run`` has nothing to refuse and returns None)."""
     options = run_.resolved
-    if not _checkpoints_asked(options):
+    if (options.checkpoint_dir is None and options.checkpoint_every is None
+            and options.checkpoint_pages is None and options.resume is False):
         return None
     from .scheduler import checkpoint
 
     return checkpoint.for_run(options, graph=graph, program=program, threads=run_.threads)
-
-
-def _checkpoints_asked(options: RunOptions) -> bool:
-    """Whether ``options`` set a checkpoint option."""
-    return not (options.checkpoint_dir is None and options.checkpoint_every is None
-                and options.checkpoint_pages is None and options.resume is False)
 
 
 def _drive(engine, program: VertexProgram, plan: RunPlan, checkpoints, options: RunOptions,

@@ -419,18 +419,6 @@ def weigh_gpu_set_up(graph, program_name: str, options, threads: int, max_iterat
     return entry
 
 
-def relays(entry: dict, checkpoints: bool) -> bool:
-    """Whether a hybrid run the GPU alone takes (``entry``, :func:`gpu_alone_mode`'s)
-    starts on the CPU while the GPU is set up (:mod:`~garaphpy.scheduler.relay`):
-    where it expects sparse levels (a mesh's frontier program, whose levels
-    the CPU runs at a cost near the GPU's), every page in host memory, and no
-    checkpoints (they are the processor's own); noted in ``entry``."""
-    choice = bool(entry.get("gpu_alone") and entry.get("sparse_levels", 0.0) > 0
-                  and entry.get("storage_reads") is None and not checkpoints)
-    entry["relay"] = choice
-    return choice
-
-
 def gpu_alone_mode(graph, gpu_memory: int | None, entry: dict) -> str:
     """A hybrid run's mode once its GPU is usable (the default policy, the
     direction Garaph's): ``"gpu"`` where every page fits the GPU's budget
