@@ -144,8 +144,10 @@ def warm_up_union_find(index_dtype, value_dtype) -> None:
     """Compile (or load from numba's cache) the kernels of the start on one
     vertex, so that the set-up pays for them, not the first iteration."""
     out_offsets = np.zeros(2, np.int64)
-    roots = partition_roots(out_offsets, np.zeros(0, index_dtype),
-                            union_find.sampled_edges(out_offsets, np.zeros(0, index_dtype)))
+    sampled = union_find.sampled_edges(out_offsets, np.zeros(0, index_dtype))
+    roots = partition_roots(out_offsets, np.zeros(0, index_dtype), sampled)
+    with parallel_section():      # the first rounds a large partition takes
+        union_find.link_sampled_ahead(sampled, np.zeros(1, np.int64))
     nothing = np.zeros(0, index_dtype)
     links_between(np.zeros(1, np.int64), np.ones(1, np.int64), index_dtype)
     merged_labels(roots, np.zeros(1, np.int64), np.array([0, -1], np.int32),
