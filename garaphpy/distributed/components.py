@@ -131,13 +131,17 @@ def vertices_with_edges(offsets: np.ndarray, targets: np.ndarray) -> tuple:
 
 
 def partition_roots(offsets: np.ndarray, targets: np.ndarray,
-                    sampled: np.ndarray | None = None) -> np.ndarray:
+                    sampled: np.ndarray | None = None,
+                    parent: np.ndarray | None = None) -> np.ndarray:
     """Every vertex's root (int64, the least vertex of its tree) in Afforest
     over a CSR whose every edge has its reverse (:func:`partition_edges_both_ways`);
-    ``sampled``, where given, its first out-edges laid out at set-up
-    (:func:`~garaphpy.kernels.union_find.sampled_edges`)."""
+    ``sampled`` and ``parent``, where given, its first out-edges laid out and
+    every vertex its own parent, made at set-up
+    (:func:`~garaphpy.kernels.union_find.sampled_edges`; ``parent`` becomes
+    the roots)."""
     with parallel_section():
-        return union_find.component_roots(offsets, targets, sampled=sampled)[0]
+        return union_find.component_roots(offsets, targets, sampled=sampled,
+                                          parent=parent)[0]
 
 
 def warm_up_union_find(index_dtype, value_dtype) -> None:
@@ -341,9 +345,11 @@ class UnionFindStart:
     worker's previous one, or :meth:`union_find_start`, all three in one."""
 
     #: the partition's edges both ways over the vertices they touch
-    #: (:func:`partition_edges_both_ways`, :func:`vertices_with_edges`) and their
-    #: first out-edges laid out (:func:`~garaphpy.kernels.union_find.sampled_edges`),
-    #: made at set-up and let go once the forest is made
+    #: (:func:`partition_edges_both_ways`, :func:`vertices_with_edges`), their
+    #: first out-edges laid out (:func:`~garaphpy.kernels.union_find.sampled_edges`)
+    #: and the forest's parent array, each vertex its own (14.5 MB a partition
+    #: of kron:22 at four, written in the start otherwise), made at set-up and
+    #: let go once the forest is made
     union_find_edges = None
     #: the least label of a vertex this partition holds an edge of, once the
     #: start lowered them (None: not known): every value the next pull
@@ -363,7 +369,8 @@ class UnionFindStart:
         edges = vertices_with_edges(*partition_edges_both_ways(
             out_offsets, out_targets, self.sources, self.in_offsets, self.first, self.end))
         with parallel_section():
-            self.union_find_edges = (*edges, union_find.sampled_edges(edges[2], edges[3]))
+            self.union_find_edges = (*edges, union_find.sampled_edges(edges[2], edges[3]),
+                                     np.arange(edges[0].size, dtype=np.int64))
         self.increasing_ids = increasing_ids(self.attrs[3])
 
     def own_threads(self) -> None:
@@ -385,10 +392,10 @@ class UnionFindStart:
         started = time.perf_counter()
         if self.union_find_edges is None:
             self.prepare_union_find()
-        self.forest_vertices, self.forest_numbering, offsets, targets, sampled = \
+        self.forest_vertices, self.forest_numbering, offsets, targets, sampled, parent = \
             self.union_find_edges
         self.union_find_edges = None
-        self.forest = partition_roots(offsets, targets, sampled)
+        self.forest = partition_roots(offsets, targets, sampled, parent)
         # each held vertex's holder's position in forest_vertices (its root
         # where user ids increase with internal ones: no gather of the ids),
         # the holders themselves read where a message needs them alone

@@ -420,8 +420,8 @@ def sampled_edges(out_offsets: np.ndarray, out_targets: np.ndarray,
 
 
 def component_roots(out_offsets: np.ndarray, out_targets: np.ndarray, rounds: int = 2,
-                    sample_size: int = SAMPLE_SIZE,
-                    sampled: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+                    sample_size: int = SAMPLE_SIZE, sampled: np.ndarray | None = None,
+                    parent: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """Afforest over a symmetric graph's CSR.
 
     Parameters
@@ -443,6 +443,9 @@ def component_roots(out_offsets: np.ndarray, out_targets: np.ndarray, rounds: in
         ``PREFETCH_PARENT_FROM_BYTES`` (:func:`link_sampled_ahead`).
         Without it, the first phase prefetches where the out-lists average
         a cache line or more (:func:`link_rounds_ahead`).
+    parent : numpy.ndarray, optional
+        Every vertex its own parent (int64, ``0..n-1``), made before (a
+        partition's at set-up): it becomes the roots returned.
 
     Returns
     -------
@@ -451,7 +454,8 @@ def component_roots(out_offsets: np.ndarray, out_targets: np.ndarray, rounds: in
         component) and the root skipped in the last phase (-1: none).
     """
     n = out_offsets.shape[0] - 1
-    parent = np.arange(n, dtype=np.int64)
+    if parent is None:
+        parent = np.arange(n, dtype=np.int64)
     if n == 0:
         return parent, -1
     if sampled is None and out_targets.nbytes >= PREFETCH_FROM_BYTES * n:
