@@ -131,21 +131,27 @@ def vertices_with_edges(offsets: np.ndarray, targets: np.ndarray) -> tuple:
 
 
 def partition_roots(offsets: np.ndarray, targets: np.ndarray,
-                    sampled: np.ndarray | None = None) -> np.ndarray:
+                    sampled: np.ndarray | None = None,
+                    parent: np.ndarray | None = None) -> np.ndarray:
     """Every vertex's root (int64, the least vertex of its tree) in Afforest
     over a CSR whose every edge has its reverse (:func:`partition_edges_both_ways`);
-    ``sampled``, where given, its first out-edges laid out at set-up
-    (:func:`~garaphpy.kernels.union_find.sampled_edges`)."""
+    ``sampled`` and ``parent``, where given, its first out-edges laid out and
+    every vertex its own parent, made at set-up
+    (:func:`~garaphpy.kernels.union_find.sampled_edges`; ``parent`` becomes
+    the roots)."""
     with parallel_section():
-        return union_find.component_roots(offsets, targets, sampled=sampled)[0]
+        return union_find.component_roots(offsets, targets, sampled=sampled,
+                                          parent=parent)[0]
 
 
 def warm_up_union_find(index_dtype, value_dtype) -> None:
     """Compile (or load from numba's cache) the kernels of the start on one
     vertex, so that the set-up pays for them, not the first iteration."""
     out_offsets = np.zeros(2, np.int64)
-    roots = partition_roots(out_offsets, np.zeros(0, index_dtype),
-                            union_find.sampled_edges(out_offsets, np.zeros(0, index_dtype)))
+    sampled = union_find.sampled_edges(out_offsets, np.zeros(0, index_dtype))
+    roots = partition_roots(out_offsets, np.zeros(0, index_dtype), sampled)
+    with parallel_section():      # the first rounds a large partition takes
+        union_find.link_sampled_ahead(sampled, np.zeros(1, np.int64))
     nothing = np.zeros(0, index_dtype)
     links_between(np.zeros(1, np.int64), np.ones(1, np.int64), index_dtype)
     merged_labels(roots, np.zeros(1, np.int64), np.array([0, -1], np.int32),
@@ -195,6 +201,41 @@ def compact_holders(holders: np.ndarray, index_dtype) -> tuple[int, np.ndarray, 
                                                union_find.SAMPLE_SIZE))
     positions = np.flatnonzero(holders != common)
     return common, positions.astype(index_dtype), holders[positions].astype(index_dtype)
+
+
+def read_runs(vertices: np.ndarray, reads: list) -> list:
+    """For each partition q, ``(lo, hi)`` where the vertices this partition
+    reads of q's range (``reads[q]``, increasing) are the forest's vertices
+    ``lo..hi-1`` (``vertices`` increasing), None where they are not.  For
+    every other partition they are: a vertex of q's range touches an edge
+    here exactly where it is the source of an owned vertex's in-edge, which
+    this partition then reads; so their holders are a slice of the forest,
+    no gather through the numbering (:func:`compact_run_holders`).  (Its
+    own range's are not: an owned vertex has edges here where it only
+    receives.)"""
+    runs = []
+    for read in reads:
+        lo = int(np.searchsorted(vertices, read[0])) if read.size else 0
+        hi = lo + read.size
+        runs.append((lo, hi) if np.array_equal(vertices[lo:hi], read) else None)
+    return runs
+
+
+def compact_run_holders(positions: np.ndarray, vertices: np.ndarray,
+                        index_dtype) -> tuple[int, np.ndarray, np.ndarray]:
+    """:func:`compact_holders` of the holders ``vertices[positions]`` (each a
+    position in the increasing ``vertices``, int64), without making them:
+    the most frequent position names the most frequent holder (sampled
+    alike, ties alike: the order of positions is the holders'), and only
+    the others are read (three peers' read vertices of a partition of
+    kron:22 at four, 0.4 M each, one thread: a gather through the
+    numbering and a compaction 1.9 ms a peer)."""
+    if positions.size == 0:
+        return -1, np.zeros(0, index_dtype), np.zeros(0, index_dtype)
+    common = int(union_find.most_frequent_root(positions, union_find.SAMPLE_SIZE))
+    apart = np.flatnonzero(positions != common)
+    return (int(vertices[common]), apart.astype(index_dtype),
+            vertices[positions[apart]].astype(index_dtype))
 
 
 def expand_holders(message: tuple, size: int) -> np.ndarray:
@@ -339,10 +380,15 @@ class UnionFindStart:
     worker's previous one, or :meth:`union_find_start`, all three in one."""
 
     #: the partition's edges both ways over the vertices they touch
-    #: (:func:`partition_edges_both_ways`, :func:`vertices_with_edges`) and their
-    #: first out-edges laid out (:func:`~garaphpy.kernels.union_find.sampled_edges`),
-    #: made at set-up and let go once the forest is made
+    #: (:func:`partition_edges_both_ways`, :func:`vertices_with_edges`), their
+    #: first out-edges laid out (:func:`~garaphpy.kernels.union_find.sampled_edges`)
+    #: and the forest's parent array, each vertex its own (14.5 MB a partition
+    #: of kron:22 at four, written in the start otherwise), made at set-up and
+    #: let go once the forest is made
     union_find_edges = None
+    #: for each partition, where the vertices this one reads of its range lie
+    #: in the forest (:func:`read_runs`), made at set-up
+    read_runs = None
     #: the least label of a vertex this partition holds an edge of, once the
     #: start lowered them (None: not known): every value the next pull
     #: gathers is at least this, so it is that pull's floor, without a pass
@@ -361,7 +407,9 @@ class UnionFindStart:
         edges = vertices_with_edges(*partition_edges_both_ways(
             out_offsets, out_targets, self.sources, self.in_offsets, self.first, self.end))
         with parallel_section():
-            self.union_find_edges = (*edges, union_find.sampled_edges(edges[2], edges[3]))
+            self.union_find_edges = (*edges, union_find.sampled_edges(edges[2], edges[3]),
+                                     np.arange(edges[0].size, dtype=np.int64))
+        self.read_runs = read_runs(edges[0], self.reads)
         self.increasing_ids = increasing_ids(self.attrs[3])
 
     def own_threads(self) -> None:
@@ -383,10 +431,10 @@ class UnionFindStart:
         started = time.perf_counter()
         if self.union_find_edges is None:
             self.prepare_union_find()
-        self.forest_vertices, self.forest_numbering, offsets, targets, sampled = \
+        self.forest_vertices, self.forest_numbering, offsets, targets, sampled, parent = \
             self.union_find_edges
         self.union_find_edges = None
-        self.forest = partition_roots(offsets, targets, sampled)
+        self.forest = partition_roots(offsets, targets, sampled, parent)
         # each held vertex's holder's position in forest_vertices (its root
         # where user ids increase with internal ones: no gather of the ids),
         # the holders themselves read where a message needs them alone
@@ -396,10 +444,15 @@ class UnionFindStart:
         peers = self._start_peers()
         self.start_sends, sent = [], 0
         for q in peers:
-            with parallel_section():
-                read = union_find.holders_of(self.reads[q], self.forest_numbering,
-                                             self.holder_positions, self.forest_vertices)
-            message = compact_holders(read, index_dtype)
+            run = self.read_runs[q]
+            if run is not None:
+                message = compact_run_holders(self.holder_positions[run[0]:run[1]],
+                                              self.forest_vertices, index_dtype)
+            else:
+                with parallel_section():
+                    read = union_find.holders_of(self.reads[q], self.forest_numbering,
+                                                 self.holder_positions, self.forest_vertices)
+                message = compact_holders(read, index_dtype)
             sent += holders_bytes(message, index_dtype)
             self._send_start(q, "holders", message)
         self.start_bytes = [sent, 0]

@@ -47,6 +47,16 @@ PREFETCH_FROM_BYTES = 64
 #: an out-edge's target (and twice as far, the out-edge itself).
 PREFETCH_AHEAD = 16
 
+#: Parent array size in bytes from which :func:`component_roots`' first
+#: phase over laid-out edges prefetches (:func:`link_sampled_ahead`): where
+#: the array no longer sits in the caches (a partition's 1.8 M vertices of
+#: kron:22, 14.5 MB: 35.0 -> 29.3 ms, one thread; at 4-5 MB, kron:20, the
+#: extra reads cost up to 7%; dev VM, 2026-12-05).
+PREFETCH_PARENT_FROM_BYTES = 8 * 2**20
+
+#: Vertices ahead that :func:`link_sampled_ahead` prefetches a target's parent.
+PREFETCH_SAMPLED_AHEAD = 32
+
 
 @intrinsic
 def _compare_and_swap(typingctx, array, index, expected, value):
@@ -104,6 +114,36 @@ def link(u, v, parent):
         if high_parent == high and _compare_and_swap(parent, high, high, low):
             return
         p1 = parent[parent[high]]
+        p2 = parent[low]
+
+
+@numba.njit(nogil=True, cache=True)
+def link_halving(u, v, parent):
+    """:func:`link`, halving the path it climbs: where the higher of the two
+    is no root, it is pointed at its grandparent as it climbs (a plain
+    store: only a root's parent is ever swapped, and a vertex that is no root
+    stays none, so a store of an ancestor loses no link).  Without it the
+    second of Afforest's first rounds climbs the chains the first round's
+    hooks of roots made, unshortened until the next compression (the round
+    took 25 ms, twice the first, on a partition's 1.8 M vertices of kron:22;
+    13 ms halving).  Path halving in a concurrent union-find: Dhulipala,
+    Hong and Shun, "ConnectIt", VLDB 2020."""
+    p1 = parent[u]
+    p2 = parent[v]
+    while p1 != p2:
+        high = max(p1, p2)
+        low = min(p1, p2)
+        high_parent = parent[high]
+        if high_parent == low:
+            return
+        if high_parent == high:
+            if _compare_and_swap(parent, high, high, low):
+                return
+            high_parent = parent[high]      # hooked by another thread meanwhile
+        grand = parent[high_parent]
+        if grand != high_parent:
+            parent[high] = grand
+        p1 = grand
         p2 = parent[low]
 
 
@@ -175,17 +215,39 @@ def sample_out_edges(out_offsets, out_targets, rounds, sampled):
             sampled[r, u] = out_targets[e] if e < out_offsets[u + 1] else -1
 
 
-@numba.njit(nogil=True, parallel=True, cache=True)
-def link_sampled(sampled, parent):
-    """:func:`link_rounds` from ``0`` over the edges :func:`sample_out_edges`
-    laid out: each round reads one array in order, not one edge a vertex
-    spread over the CSR."""
-    for r in range(sampled.shape[0]):
-        for u in numba.prange(parent.shape[0]):
-            v = sampled[r, u]
-            if v >= 0:
-                link(u, v, parent)
-        compress(parent)
+def _link_sampled_kernel(name: str, ahead: bool, doc: str):
+    """The kernel linking every vertex along the edges :func:`sample_out_edges`
+    laid out, one round a row, compressing after each (with ``ahead``,
+    prefetching as :func:`link_sampled_ahead` says; one source for both, as
+    :func:`_link_rounds_kernel`'s)."""
+    def kernel(sampled, parent):
+        n = parent.shape[0]
+        for r in range(sampled.shape[0]):
+            for u in numba.prange(n):
+                if ahead:
+                    x = u + PREFETCH_SAMPLED_AHEAD
+                    if x < n and sampled[r, x] >= 0:
+                        _prefetch(parent, sampled[r, x])
+                v = sampled[r, u]
+                if v >= 0:
+                    link_halving(u, v, parent)
+            compress(parent)
+
+    kernel.__name__ = kernel.__qualname__ = name
+    kernel.__doc__ = doc
+    return numba.njit(nogil=True, parallel=True, cache=True)(kernel)
+
+
+link_sampled = _link_sampled_kernel("link_sampled", False, """:func:`link_rounds` from ``0``
+    over the edges :func:`sample_out_edges` laid out: each round reads one array in
+    order, not one edge a vertex spread over the CSR; its links halve the paths they
+    climb (:func:`link_halving`).""")
+
+link_sampled_ahead = _link_sampled_kernel("link_sampled_ahead", True, """:func:`link_sampled`,
+    prefetching the parent of the target ``PREFETCH_SAMPLED_AHEAD`` vertices ahead: the
+    edges are read in order, but their targets' parents are cache misses where the
+    parent array is larger than the caches, each waited for behind the last link's
+    compare-and-swap (``PREFETCH_PARENT_FROM_BYTES``).""")
 
 
 @numba.njit(nogil=True, cache=True)
@@ -358,8 +420,8 @@ def sampled_edges(out_offsets: np.ndarray, out_targets: np.ndarray,
 
 
 def component_roots(out_offsets: np.ndarray, out_targets: np.ndarray, rounds: int = 2,
-                    sample_size: int = SAMPLE_SIZE,
-                    sampled: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+                    sample_size: int = SAMPLE_SIZE, sampled: np.ndarray | None = None,
+                    parent: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """Afforest over a symmetric graph's CSR.
 
     Parameters
@@ -376,9 +438,14 @@ def component_roots(out_offsets: np.ndarray, out_targets: np.ndarray, rounds: in
         before where the graph is linked more than once: the first phase
         reads them in order, twice as fast (a partition's 0.5 M vertices of
         rmat:20, one thread: 21 ms -> 10 ms), not one edge a vertex spread
-        over the CSR (a cache miss each).  Without it, the first phase
-        prefetches where the out-lists average a cache line or more
-        (:func:`link_rounds_ahead`).
+        over the CSR (a cache miss each); its targets' parents are
+        prefetched where the parent array is larger than
+        ``PREFETCH_PARENT_FROM_BYTES`` (:func:`link_sampled_ahead`).
+        Without it, the first phase prefetches where the out-lists average
+        a cache line or more (:func:`link_rounds_ahead`).
+    parent : numpy.ndarray, optional
+        Every vertex its own parent (int64, ``0..n-1``), made before (a
+        partition's at set-up): it becomes the roots returned.
 
     Returns
     -------
@@ -387,13 +454,17 @@ def component_roots(out_offsets: np.ndarray, out_targets: np.ndarray, rounds: in
         component) and the root skipped in the last phase (-1: none).
     """
     n = out_offsets.shape[0] - 1
-    parent = np.arange(n, dtype=np.int64)
+    if parent is None:
+        parent = np.arange(n, dtype=np.int64)
     if n == 0:
         return parent, -1
     if sampled is None and out_targets.nbytes >= PREFETCH_FROM_BYTES * n:
         link_rounds_ahead(out_offsets, out_targets, parent, 0, rounds)
     elif sampled is None:
         link_rounds(out_offsets, out_targets, parent, 0, rounds)
+    elif parent.nbytes >= PREFETCH_PARENT_FROM_BYTES:
+        rounds = sampled.shape[0]
+        link_sampled_ahead(sampled, parent)
     else:
         rounds = sampled.shape[0]
         link_sampled(sampled, parent)

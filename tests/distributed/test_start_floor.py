@@ -89,3 +89,33 @@ def test_the_pull_after_the_start_skips_by_its_floor_and_changes_nothing(
         w.frontier.forget()
         w._pull_step(1, np.zeros(0))
     assert len(scans) == partitions
+
+
+@pytest.mark.parametrize("partitions", [2, 3])
+@pytest.mark.parametrize("name", ["kron", "grid"])
+def test_holders_of_a_run_of_the_forest_are_the_gathered_holders(graphs, name, partitions):
+    """A peer's read vertices are a run of the partition's forest vertices
+    (:func:`~garaphpy.distributed.components.read_runs`), and their holders'
+    message read from that run is the one gathered through the numbering."""
+    from garaphpy.distributed import components
+    from garaphpy.kernels import union_find
+
+    store = graphs[name].store
+    cut = tuple(cut_partitions(store.in_offsets, partitions))
+    for index in range(partitions):
+        w = worker.PartitionWorker(worker.WorkerSetup(
+            str(store.path), BUILTIN_PROGRAMS["cc"](), cut, index, np.zeros(0, np.int64), 2,
+            False, False, union_find_start=True))
+        vertices, numbering, offsets, targets, sampled, parent = w.union_find_edges
+        roots = components.partition_roots(offsets, targets, sampled, parent)
+        for q in (q for q in range(partitions) if q != index):
+            run = w.read_runs[q]
+            assert run is not None
+            gathered = components.compact_holders(
+                union_find.holders_of(w.reads[q], numbering, roots, vertices),
+                store.vertex_dtype)
+            from_run = components.compact_run_holders(roots[run[0]:run[1]], vertices,
+                                                      store.vertex_dtype)
+            assert gathered[0] == from_run[0]
+            np.testing.assert_array_equal(gathered[1], from_run[1])
+            np.testing.assert_array_equal(gathered[2], from_run[2])

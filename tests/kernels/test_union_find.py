@@ -85,6 +85,44 @@ def test_prefetching_rounds_link_as_the_plain_rounds(threads, first, rounds):
     assert rounds < 40 or np.array_equal(ahead, smallest_member_roots(matrix))
 
 
+@pytest.mark.parametrize("threads", [1, 2, 4])
+@pytest.mark.parametrize("rounds", [1, 2, 3])
+@pytest.mark.parametrize("ahead_from", [0, 2**62])
+def test_laid_out_rounds_with_and_without_prefetch_give_the_roots(threads, rounds, ahead_from,
+                                                                  monkeypatch):
+    """The partitions' first rounds over laid-out edges, whose links halve the
+    paths they climb, prefetching (a parent array over the threshold) or not:
+    SciPy's roots, on several threads, with long chains of hooked roots (many
+    small components joined in the later rounds)."""
+    monkeypatch.setattr(union_find, "PREFETCH_PARENT_FROM_BYTES", ahead_from)
+    rng = np.random.default_rng(rounds + threads)
+    n = 20_000
+    offsets, targets, matrix = symmetric_csr(n, rng.integers(0, n, 15_000),
+                                             rng.integers(0, n, 15_000))
+    previous = numba.get_num_threads()
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    try:
+        sampled = union_find.sampled_edges(offsets, targets, rounds)
+        roots, _ = union_find.component_roots(offsets, targets, sampled=sampled)
+    finally:
+        numba.set_num_threads(previous)
+    np.testing.assert_array_equal(roots, smallest_member_roots(matrix))
+
+
+def test_halving_links_join_as_plain_links():
+    """Serial links, halving or not, give the same compressed forest."""
+    rng = np.random.default_rng(7)
+    n = 3000
+    pairs = rng.integers(0, n, (2, 4000))
+    plain, halved = np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64)
+    union_find.link_pairs(pairs[0], pairs[1], plain)
+    for u, v in pairs.T:
+        union_find.link_halving(u, v, halved)
+    union_find.compress(plain)
+    union_find.compress(halved)
+    np.testing.assert_array_equal(halved, plain)
+
+
 def test_a_sample_that_names_a_small_component_changes_no_root():
     """Two vertices sampled, both in the small component: the large one then
     links along all its remaining edges, and the roots are the same."""
