@@ -230,12 +230,10 @@ def compact_run_holders(positions: np.ndarray, vertices: np.ndarray,
     the others are read (three peers' read vertices of a partition of
     kron:22 at four, 0.4 M each, one thread: a gather through the
     numbering and a compaction 1.9 ms a peer)."""
-    if positions.size == 0:
-        return -1, np.zeros(0, index_dtype), np.zeros(0, index_dtype)
-    common = int(union_find.most_frequent_root(positions, union_find.SAMPLE_SIZE))
-    apart = np.flatnonzero(positions != common)
-    return (int(vertices[common]), apart.astype(index_dtype),
-            vertices[positions[apart]].astype(index_dtype))
+    common, apart, others = compact_holders(positions, np.int64)
+    if common < 0:
+        return common, apart.astype(index_dtype), others.astype(index_dtype)
+    return int(vertices[common]), apart.astype(index_dtype), vertices[others].astype(index_dtype)
 
 
 def expand_holders(message: tuple, size: int) -> np.ndarray:
