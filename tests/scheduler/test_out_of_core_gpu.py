@@ -158,7 +158,9 @@ def test_gpu_bfs_from_disk_skips_the_pages_it_has_settled(tmp_path):
     their bytes outweigh every room of the GPU budget that could keep them).
     A page with active in-edges is always transferred one way or another
     (which way follows the rates the run measures, so the bytes read do
-    too); the frontiers are the same with the rule off, so the skipping run
+    too).  The frontiers are the same with the rule off, so on each iteration
+    where both runs counted the frontier's edges per page (or neither did:
+    whether to count follows the measured rates too), the skipping run
     transfers exactly the settled pages fewer, with the same depths."""
     import garaphpy
 
@@ -187,15 +189,21 @@ def test_gpu_bfs_from_disk_skips_the_pages_it_has_settled(tmp_path):
         np.testing.assert_array_equal(result.values, cpu.values)
     assert not skipping.plan.gpu.resident and skipping.plan.gpu.selective
     assert skipping.plan.gpu.settled_pages and not reading.plan.gpu.settled_pages
-    def transferred(result) -> int:
-        return sum(entry[name] for r in result.iterations
-                   if (entry := r.decisions.get("page_transfer"))
-                   for name in transfer.TRANSFER_NAMES if name != "skip")
 
-    settled = sum(r.decisions["page_transfer"]["settled_pages"] for r in skipping.iterations
-                  if "page_transfer" in r.decisions)
-    assert settled > 0
-    assert transferred(skipping) == transferred(reading) - settled
+    def per_iteration(result) -> dict:
+        """Iteration -> (counted, pages transferred, settled pages skipped)."""
+        return {r.iteration: (entry["counted"],
+                              sum(entry[name] for name in transfer.TRANSFER_NAMES
+                                  if name != "skip"),
+                              entry["settled_pages"])
+                for r in result.iterations if (entry := r.decisions.get("page_transfer"))}
+
+    skipped, read = per_iteration(skipping), per_iteration(reading)
+    assert set(skipped) == set(read)
+    alike = [i for i in skipped if skipped[i][0] == read[i][0]]
+    assert sum(skipped[i][2] for i in alike) > 0
+    for i in alike:
+        assert skipped[i][1] == read[i][1] - skipped[i][2], i
 
 
 @pytest.mark.parametrize("name", ["bfs", "sssp"])
