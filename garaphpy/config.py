@@ -324,11 +324,17 @@ HYBRID_SPARSE_LEVELS = 64
 
 #: What a sparse level of a frontier program costs the CPU alone, in seconds,
 #: beside its edges, counted per expected level
-#: (``scheduler.set_up_choice.cpu_run_seconds``): the H200 host, 16 threads,
-#: 2026-12-04, 38-46 us for BFS and 46-76 us for SSSP a level of
-#: ``expected_iterations`` (sqrt(|V|), about half the levels from a grid's
-#: hub) on grid:2000x2000 and road NE.
-HYBRID_CPU_LEVEL_SECONDS = 60e-6
+#: (``scheduler.set_up_choice.cpu_run_seconds``; ``expected_iterations`` is
+#: sqrt(|V|), about half the levels from a grid's hub): BFS's iterations, 16
+#: threads, took 42 us an expected level on grid:2000x2000 and 33-36 us on road
+#: NE (the H200 host, 2026-12-05; road NE 33-35 us on the H100 host the same day).
+HYBRID_CPU_LEVEL_SECONDS = 40e-6
+
+#: The same for a round of a program that reads edge weights (its expected
+#: levels times ``HYBRID_WEIGHTED_ROUNDS_PER_LEVEL``): SSSP's iterations took
+#: 63 us a round on grid:2000x2000 and 70 us on road NE (the H200 runs above;
+#: 40 us on road NE on the H100 host).
+HYBRID_CPU_ROUND_SECONDS = 60e-6
 
 #: How many more iterations than its expected levels a frontier program that
 #: reads edge weights takes on the CPU (asynchronous relaxation rounds of

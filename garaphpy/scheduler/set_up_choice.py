@@ -97,19 +97,22 @@ def cpu_run_seconds(num_edges: int, threads: int, passes: float,
                     edges_per_second_per_thread: float | None = None,
                     iterations: float | None = None,
                     iteration_seconds: float | None = None,
-                    sparse_levels: float = 0.0) -> float:
+                    sparse_levels: float = 0.0, weighted: bool = False) -> float:
     """A whole run on the CPU alone before anything is measured: ``passes``
     pulls over ``num_edges`` in-edges on ``threads`` threads at
     ``edges_per_second_per_thread`` each, ``iterations`` (default
     ``passes``) of ``iteration_seconds`` each, and ``sparse_levels`` of
-    ``config.HYBRID_CPU_LEVEL_SECONDS`` each (defaults: ``config``'s
+    ``config.HYBRID_CPU_LEVEL_SECONDS`` each, or of
+    ``config.HYBRID_CPU_ROUND_SECONDS`` for a program that reads edge
+    weights (``weighted``; defaults: ``config``'s
     ``HYBRID_CPU_EDGES_PER_SECOND_PER_THREAD``, ``HYBRID_CPU_ITERATION_SECONDS``)."""
     rate = edges_per_second_per_thread or config.HYBRID_CPU_EDGES_PER_SECOND_PER_THREAD
     fixed = config.HYBRID_CPU_ITERATION_SECONDS if iteration_seconds is None \
         else iteration_seconds
+    level = config.HYBRID_CPU_ROUND_SECONDS if weighted else config.HYBRID_CPU_LEVEL_SECONDS
     return (passes * num_edges / (max(threads, 1) * rate)
             + (passes if iterations is None else iterations) * fixed
-            + sparse_levels * config.HYBRID_CPU_LEVEL_SECONDS)
+            + sparse_levels * level)
 
 
 def gpu_run_seconds(set_up_seconds: float, sparse_levels: float = 0.0,
@@ -399,7 +402,7 @@ def weigh_gpu_set_up(graph, program_name: str, options, threads: int, max_iterat
         gpu_set_up_pays,
         cpu_seconds=cpu_reads + cpu_run_seconds(
             graph.num_edges, threads, work.passes, iterations=work.iterations,
-            sparse_levels=work.sparse_levels),
+            sparse_levels=work.sparse_levels, weighted=weighted),
         gpu_seconds=gpu_reads + gpu_run_seconds(
             set_up, work.sparse_levels, work.iterations, work.passes, graph.num_edges,
             streamed))
