@@ -32,9 +32,18 @@ HANDLER = "garaphpy_partition_message"
 #: partition's actor, run on the worker's event loop).
 ONE_WAY = frozenset({"receive_round", "receive_start"})
 
+#: key -> the partition made under it in this process by its worker's host
+#: (:mod:`garaphpy.distributed.hosts`): the one-way messages' way to it
+HOSTED: dict = {}
+
 #: (this worker's address, the peer worker's) -> its :class:`_Link`: one
 #: comm a pair of workers, kept by the worker process for its runs
 _LINKS: dict = {}
+
+
+def hosted(key):
+    """The partition made under ``key`` in this process, or None."""
+    return HOSTED.get(key)
 
 
 def dask_worker():
@@ -165,7 +174,9 @@ def _receiver(worker):
     async def garaphpy_partition_message(actor=None, method=None, arguments=()):
         if method not in ONE_WAY:
             raise WorkerError(f"worker {worker.address}: no one-way call {method!r}")
-        partition = worker.state.actors.get(actor)
+        partition = HOSTED.get(actor)
+        if partition is None:       # an actor of its own (a test's)
+            partition = worker.state.actors.get(actor)
         if partition is not None:
             await getattr(partition, method)(*arguments)
     return garaphpy_partition_message

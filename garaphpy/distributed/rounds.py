@@ -44,7 +44,8 @@ class Rounds:
     """The several-iterations call of :class:`~garaphpy.distributed.worker.PartitionWorker`."""
 
     def iterate(self, first: int, stop: int, aggregates: np.ndarray,
-                tolerance: float | None, union_find_start: bool = False) -> list[dict]:
+                tolerance: float | None, union_find_start: bool = False,
+                last: bool = False) -> list[dict]:
         """Run iterations ``first..stop-1`` (fewer where the votes say stop),
         with ``union_find_start`` after CC's union-find start
         (:meth:`~garaphpy.distributed.components.UnionFindStart.union_find_start`,
@@ -55,7 +56,10 @@ class Rounds:
         (``send_seconds``: the messages handed over; ``wait_seconds``: until
         every peer's vote came) and, as wall-clock times (comparable between
         the workers of one host), when the pull ended (``pull_end_time``) and
-        when the last vote came (``votes_time``)."""
+        when the last vote came (``votes_time``).  Where the run ends with the
+        call (the votes say stop, or ``stop`` is the run's iteration limit:
+        ``last``), the last row also brings the owned values
+        (``owned_values``: no call of the client's to gather them)."""
         rows = []
         peers = [q for q in range(len(self.peers)) if q != self.index]
         monoids = aggregate_monoids(self.setup.program)
@@ -83,7 +87,10 @@ class Rounds:
             l1_change, activated, aggregates = reduce_votes(
                 [votes[q] for q in sorted(votes)], monoids)
             if activated == 0 or (tolerance is not None and l1_change < tolerance):
+                last = True
                 break
+        if last:
+            rows[-1]["owned_values"] = self.owned_values()
         return rows
 
     async def receive_round(self, epoch: int, iteration: int, sender: int, message: tuple,

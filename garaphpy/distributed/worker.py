@@ -32,6 +32,7 @@ protocol: steps, pairs, votes, checkpoints).
 from __future__ import annotations
 
 import os
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,6 +117,10 @@ class WorkerSetup:
 
 
 _COMPILED: dict = {}
+#: One program compiled at a time in a worker process (its hosts make two
+#: partitions side by side: :mod:`.hosts`; Python's ``ast`` is not re-entrant
+#: between threads).
+_COMPILE_LOCK = threading.Lock()
 
 #: glibc's ``mallopt`` parameters (``malloc.h``)
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
@@ -162,10 +167,28 @@ def _compiled(program, parallel: bool, directory: str | None):
     from ..kernels.cpu_program import compile_program
 
     key = (type(program), tuple(sorted(program.constants.items())), parallel)
-    if key not in _COMPILED:
-        _COMPILED[key] = compile_program(
-            program, Path(directory) if directory else cache_directory() / "programs", parallel)
-    return _COMPILED[key]
+    with _COMPILE_LOCK:
+        if key not in _COMPILED:
+            _COMPILED[key] = compile_program(
+                program, Path(directory) if directory else cache_directory() / "programs",
+                parallel)
+        return _COMPILED[key]
+
+
+def open_store(address: str, path: Path):
+    """The store at ``path``, opened by the worker at ``address`` (an error
+    naming it where the store is not there or cannot be opened)."""
+    from ..errors import StoreError
+    from ..storage.store import Store
+
+    if not path.is_dir():
+        raise WorkerError(f"worker {address}: the store {path} is not there "
+                          "(the workers open it by its path: a shared file system)")
+    try:
+        return Store.open(path, verify="quick")
+    except (StoreError, OSError) as error:
+        raise WorkerError(f"worker {address}: cannot open the store {path}: "
+                          f"{error}") from None
 
 
 def _worker_address() -> str:
@@ -214,19 +237,10 @@ class PartitionWorker(PeerCalls, Rounds, UnionFindStart):
         release_thread_team()
 
     def _open(self, setup: WorkerSetup) -> None:
-        from ..errors import StoreError
         from ..storage.store import Store
 
         path = Path(setup.store_path)
-        if not path.is_dir():
-            raise WorkerError(f"worker {self.address}: the store {path} is not there "
-                              "(the workers open it by its path: a shared file system)")
-        try:
-            store = Store.open(path, verify="quick")
-        except (StoreError, OSError) as error:
-            raise WorkerError(f"worker {self.address}: cannot open the store {path}: "
-                              f"{error}") from None
-        self.store = store
+        self.store = store = open_store(self.address, path)
         self.num_vertices = store.num_vertices
         self.in_offsets = store.in_offsets
         # numba's parallel build whatever the threads: on one thread its
