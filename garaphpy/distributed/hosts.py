@@ -28,6 +28,7 @@ import time
 import uuid
 import weakref
 
+from . import kept
 from .exchange import WorkerError
 from .links import HOSTED, hosted
 
@@ -98,8 +99,11 @@ class PartitionHost:
         """Let the partitions under ``keys`` go; how many were here."""
         dropped = 0
         for key in keys:
-            dropped += self.partitions.pop(key, None) is not None
+            partition = self.partitions.pop(key, None)
             HOSTED.pop(key, None)
+            if partition is not None:
+                dropped += 1
+                kept.keep(partition)     # its store and in-edges, for a later run
             waiting = self.coming.pop(key, None)
             if waiting is not None and not waiting.done():
                 waiting.set_result(None)    # its callers fail now, naming it

@@ -46,6 +46,7 @@ from ..kernels import cpu as kernels
 from ..kernels.cpu.arguments import apply_context, page_range
 from ..paths import cache_directory
 from ..scheduler import decisions
+from . import kept
 from .components import UnionFindStart, warm_up_union_find
 from .exchange import (Inbox, Mirrors, WorkerError, aggregate_shares, decode_changes,
                        message_bytes, warm_up_exchange)
@@ -240,7 +241,9 @@ class PartitionWorker(PeerCalls, Rounds, UnionFindStart):
         from ..storage.store import Store
 
         path = Path(setup.store_path)
-        self.store = store = open_store(self.address, path)
+        # an earlier run's partition of the same range of this very store (:mod:`.kept`)
+        self.kept_key, held = kept.take_for(path, self.first, self.end, setup.reads_weights)
+        self.store = store = held.store if held is not None else open_store(self.address, path)
         self.num_vertices = store.num_vertices
         self.in_offsets = store.in_offsets
         # numba's parallel build whatever the threads: on one thread its
@@ -249,7 +252,10 @@ class PartitionWorker(PeerCalls, Rounds, UnionFindStart):
         # (a one-thread run's) saves a cold compile a worker pays once
         self.compiled = compiled = _compiled(setup.program, True, setup.program_cache)
         self.dummy_weights = np.zeros(1, np.float64)
-        self._read_pieces(store, setup)
+        if held is None:
+            self._read_pieces(store, setup)
+        else:
+            held.lend_to(self)
         n = self.num_vertices
         is_source = np.zeros(n, np.bool_)
         is_source[setup.sources] = True

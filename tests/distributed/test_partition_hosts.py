@@ -104,3 +104,59 @@ def test_the_last_call_brings_the_values(dask_client, grid, monkeypatch):
     np.testing.assert_array_equal(spread.values, alone.values)
     assert calls == [False, False, True]
 
+
+def _kept(dask_worker) -> list:
+    from garaphpy.distributed import kept
+
+    return [key[1:] for key in kept.kept_keys()]
+
+
+@pytest.mark.parametrize("dask_client", [2], indirect=True)
+def test_a_later_run_takes_the_kept_in_edges_and_a_store_made_again_is_read_again(
+        dask_client, tmp_path):
+    store = tmp_path / "store"
+    first = garaphpy.Graph.load("grid:24x20", store=store, progress=False)
+    alone = garaphpy.run(first, "sssp", mode="cpu", sources=[3])
+    spread = garaphpy.run(first, "sssp", sources=[3], client=dask_client)
+    np.testing.assert_array_equal(spread.values, alone.values)
+    ranges = sorted((p["first_vertex"], p["end_vertex"])
+                    for p in spread.plan.distributed["partitions"])
+    deadline = time.monotonic() + 10
+    while sorted(k[:2] for held in dask_client.run(_kept).values() for k in held) != ranges \
+            and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert sorted(k[:2] for held in dask_client.run(_kept).values() for k in held) == ranges
+    # the same graph again: the kept in-edges, the same values
+    again = garaphpy.run(first, "sssp", sources=[3], client=dask_client)
+    np.testing.assert_array_equal(again.values, alone.values)
+    # another graph preprocessed at the same path: read afresh, its own values
+    time.sleep(0.01)    # a modification time of its own, on a coarse clock too
+    other = garaphpy.Graph.load("grid:20x24", store=store, rebuild=True, progress=False)
+    assert other.num_vertices == first.num_vertices
+    alone = garaphpy.run(other, "sssp", mode="cpu", sources=[3])
+    spread = garaphpy.run(other, "sssp", sources=[3], client=dask_client)
+    np.testing.assert_array_equal(spread.values, alone.values)
+    assert not np.array_equal(spread.values, again.values)
+
+
+def test_kept_partitions_follow_the_store_identity(tmp_path):
+    from garaphpy.distributed import kept
+
+    kept.let_go_all()
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "manifest.json").write_text("{}")
+    key = kept.partition_key(store, 0, 10, False)
+    held = kept.KeptPartition("store", 0, np.zeros(3), np.zeros(1), [], False)
+    assert kept.take(key) is None
+    assert kept.give_back(key, held)
+    assert kept.take(kept.partition_key(store, 0, 11, False)) is None    # another range
+    assert kept.take(key) is held and kept.take(key) is None            # taken once
+    assert kept.give_back(key, held)
+    time.sleep(0.01)
+    (store / "manifest.json").write_text('{"again": 1}')                 # made again
+    assert kept.take(kept.partition_key(store, 0, 10, False)) is None
+    assert kept.kept_keys() == []                                        # the old let go
+    assert not kept.give_back(key, held)                                 # a stale key
+    assert kept.partition_key(tmp_path / "none", 0, 10, False) is None
+    kept.let_go_all()
