@@ -79,6 +79,11 @@ class PartitionHost:
         return await loop.run_in_executor(None, contextvars.copy_context().run,
                                           partition.wire, *wiring)
 
+    def ping(self) -> int:
+        """An actor call that does nothing, on the worker's actor thread (a
+        bare round trip: ``python -m bench dask --floor`` times it)."""
+        return len(self.partitions)
+
     def call(self, key: str, method: str, *arguments):
         """``method`` of the partition under ``key``, on the worker's actor thread."""
         return getattr(self._partition(key, method), method)(*arguments)
