@@ -6,8 +6,9 @@ Runs after runs on one client reuse one host a worker and give the
 one-process values; each run's partitions are gone from the workers once it
 ends; two partitions a worker (wired to each other in place, one waiting for
 the other to be made) give the same values; a run ended by its votes or by
-its iteration limit takes its values from its last call, and a run whose
-last call does not end it (one iteration a call) gathers them as before.
+its iteration limit takes its values from its last call where they are
+few, and a run whose last call does not end it (one iteration a call) or
+whose workers hold many values gathers them by a call of their own.
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ def _runs_values_call(monkeypatch) -> list:
 
 
 @pytest.mark.parametrize("dask_client", [2], indirect=True)
-def test_the_last_call_brings_the_values(dask_client, grid, monkeypatch):
+def test_the_last_call_brings_the_values(dask_client, grid, monkeypatch, tmp_path):
     calls = _runs_values_call(monkeypatch)
     alone = garaphpy.run(grid, "bfs", mode="cpu", sources=[0])
     spread = garaphpy.run(grid, "bfs", sources=[0], client=dask_client)
@@ -102,7 +103,12 @@ def test_the_last_call_brings_the_values(dask_client, grid, monkeypatch):
     alone = garaphpy.run(grid, "bfs", mode="cpu", sources=[0])
     spread = garaphpy.run(grid, "bfs", sources=[0], client=dask_client, partitions=4)
     np.testing.assert_array_equal(spread.values, alone.values)
-    assert calls == [False, False, True]
+    # many values a worker (more than rounds.FOLDED_VALUES_BYTES): by a call of their own
+    large = garaphpy.Graph.load("grid:300x300", store=tmp_path / "large", progress=False)
+    alone = garaphpy.run(large, "cc", mode="cpu")
+    spread = garaphpy.run(large, "cc", client=dask_client)
+    np.testing.assert_array_equal(spread.values, alone.values)
+    assert calls == [False, False, True, True]
 
 
 def _kept(dask_worker) -> list:
