@@ -11,22 +11,24 @@ make its partition in that worker (:meth:`PartitionHost.make`: one actor
 call); the client and the peers call the partition through its host
 (:class:`PartitionHandle`), the one-way messages of
 :mod:`garaphpy.distributed.links` find it by its key
-(:func:`~garaphpy.distributed.links.hosted`), and
-the run's end drops it (:meth:`PartitionHost.drop`: the worker lets its
-arrays go).  A host lives as long as its client holds it: until the client
-closes, or the worker is lost (:func:`forget_hosts`).
+(:func:`~garaphpy.distributed.links.hosted`), and the run's end drops it
+(:meth:`PartitionHost.drop`: the worker lets its arrays go, but for the
+store and the in-edges a later run's partition of the same range takes:
+:mod:`garaphpy.distributed.kept`).  A host lives as long as its client holds
+it: until the client closes, or the worker is lost (:func:`forget_hosts`; a
+host whose key Dask let go, a restarted cluster's, is made again).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
-from concurrent.futures import Future
 import inspect
 import threading
 import time
 import uuid
 import weakref
+from concurrent.futures import Future
 
 from . import kept
 from .exchange import WorkerError
@@ -38,6 +40,10 @@ HOST_PREFIX = "garaphpy-host-"
 #: Seconds a call waits for a partition being made (its peer's wiring may
 #: come first), as long as a peer may take to accept pairs.
 MAKE_WAIT_SECONDS = 60.0
+
+#: Keys of partitions dropped before they were made that a host remembers
+#: at most (a failed run's: its partitions still being made are let go).
+DROPPED_EARLY_KEPT = 256
 
 #: Seconds between looks for a partition of the same worker being made.
 MAKE_POLL_SECONDS = 0.001
@@ -55,6 +61,8 @@ class PartitionHost:
         #: key -> a future done once the partition under it is made (a peer's
         #: call may come first: :meth:`call_async`)
         self.coming: dict = {}
+        #: the keys dropped before their partitions were made (:meth:`drop`)
+        self.dropped_early: set = set()
 
     async def make(self, key: str, setup, wiring: tuple | None = None):
         """Make partition ``setup.index`` of a run under ``key``, off the worker's
@@ -69,6 +77,10 @@ class PartitionHost:
         # the Dask worker's context, for get_worker()
         partition = await loop.run_in_executor(None, contextvars.copy_context().run,
                                                new_partition_worker, setup)
+        if key in self.dropped_early:       # its run failed, and let it go, meanwhile
+            self.dropped_early.discard(key)
+            raise WorkerError(f"worker {partition.address}: partition {setup.index} was "
+                              "let go while it was made (its run failed)")
         self.partitions[key] = partition
         HOSTED[key] = partition
         waiting = self.coming.pop(key, None)
@@ -102,17 +114,24 @@ class PartitionHost:
 
     async def drop(self, keys) -> int:
         """Let the partitions under ``keys`` go; how many were here."""
-        dropped = 0
+        dropped = []
         for key in keys:
-            partition = self.partitions.pop(key, None)
+            dropped.append(self.partitions.pop(key, None))
+            if dropped[-1] is None:         # being made (or failed): let go once made
+                if len(self.dropped_early) >= DROPPED_EARLY_KEPT:
+                    self.dropped_early.clear()
+                self.dropped_early.add(key)
             HOSTED.pop(key, None)
-            if partition is not None:
-                dropped += 1
-                kept.keep(partition)     # its store and in-edges, for a later run
             waiting = self.coming.pop(key, None)
             if waiting is not None and not waiting.done():
                 waiting.set_result(None)    # its callers fail now, naming it
-        return dropped
+        dropped = [partition for partition in dropped if partition is not None]
+        for partition in dropped:
+            try:
+                kept.keep(partition)     # its store and in-edges, for a later run
+            except Exception:       # noqa: BLE001 - kept or not, the partition goes
+                pass
+        return len(dropped)
 
     def _partition(self, key: str, method: str):
         try:
@@ -198,6 +217,7 @@ def hosts_on(client, addresses, live=None) -> dict:
         held = _HOSTS.setdefault(client, {})
         if live is not None:
             _forget(client, held, [a for a in held if a not in live])
+        _forget(client, held, [a for a in held if held[a][0].status != "finished"])
         futures = {address: client.submit(
             PartitionHost, actor=True, workers=[address], allow_other_workers=False,
             pure=False, key=f"{HOST_PREFIX}{uuid.uuid4().hex[:12]}")
