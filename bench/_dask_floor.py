@@ -22,6 +22,11 @@ written; ``lag_ms``, from the last worker's pull end to the last worker's
 last vote (the exchange's latency on the iteration's critical path);
 ``round_ms``, the slowest worker's iteration.  Every run is verified against
 the one-process values (exact).
+
+Beside them, Dask's own floor on the same cluster: ``actor_call_ms``, a bare
+actor call's round trip from the client (a partition host's
+:meth:`~garaphpy.distributed.hosts.PartitionHost.ping`, on the worker's actor
+thread; the median and range of 200).
 """
 
 from __future__ import annotations
@@ -104,6 +109,23 @@ def floor_of(rows: dict, lengths: list) -> dict:
     return {"per_iteration_ms": spread(per_iteration), "per_run_ms": spread(per_run)}
 
 
+def actor_call_ms(client, calls: int = 200) -> dict:
+    """A bare actor call's round trip from ``client`` (ms: median, min, max of
+    ``calls``), to the partition host of its first worker."""
+    from garaphpy.distributed.hosts import hosts_on
+
+    address = sorted(client.scheduler_info()["workers"])[0]
+    host = hosts_on(client, [address])[address]
+    for _ in range(20):
+        host.ping().result()
+    times = []
+    for _ in range(calls):
+        began = time.perf_counter()
+        host.ping().result()
+        times.append(1e3 * (time.perf_counter() - began))
+    return {"median": statistics.median(times), "min": min(times), "max": max(times)}
+
+
 def main(args, distributed, cluster) -> int:
     """The floor (see the module) for ``args.floor``'s lengths; ``cluster``
     makes a LocalCluster as the Dask bench's."""
@@ -114,7 +136,7 @@ def main(args, distributed, cluster) -> int:
     references = {length: _bfs(graphs[length], mode="cpu", threads=args.threads)
                   for length in lengths}
     worker_counts = [int(w) for w in args.workers.split(",") if w]
-    rows, floors = [], {}
+    rows, floors, bare = [], {}, {}
     for count in worker_counts:
         setting = f"dask-{count}x{args.worker_threads}"
         with cluster(distributed, count, args.worker_threads, 0) as spread, \
@@ -131,6 +153,7 @@ def main(args, distributed, cluster) -> int:
                                    client=client, checkpoint_every=0))
             done = harness.measure_in_turns(cases, trials=args.trials, warmup=args.warmup,
                                             benchmark="dask-floor", quiet=args.quiet)
+            bare[setting] = actor_call_ms(client)
         for row in done:
             row["args"] = dict(vars(args))
         harness.write_rows(args.json, done)
@@ -155,11 +178,16 @@ def main(args, distributed, cluster) -> int:
               f"{1e3 * m['iteration_s']:.1f} | {1e3 * m['setup_s']:.1f} | {shown('round_ms')} | "
               f"{shown('send_ms')} | {shown('wait_ms')} | {shown('apply_ms')} | "
               f"{shown('lag_ms')} |")
-    print("| setting | per run ms (median, range) | per iteration ms (median, range) |")
-    print("|---|---|---|")
+    print("| setting | per run ms (median, range) | per iteration ms (median, range) | "
+          "bare actor call ms (median, range) |")
+    print("|---|---|---|---|")
     for name, floor in floors.items():
         run, iteration = floor["per_run_ms"], floor["per_iteration_ms"]
+        call = bare.get(name)
+        shown = f"{call['median']:.2f} ({call['min']:.2f}-{call['max']:.2f})" if call else ""
         print(f"| {name} | {run['median']:.1f} ({run['min']:.1f}-{run['max']:.1f}) | "
-              f"{iteration['median']:.2f} ({iteration['min']:.2f}-{iteration['max']:.2f}) |")
-    harness.write_record(args.json, "dask-floor", "summary", {"floors": floors}, args)
+              f"{iteration['median']:.2f} ({iteration['min']:.2f}-{iteration['max']:.2f}) | "
+              f"{shown} |")
+    harness.write_record(args.json, "dask-floor", "summary",
+                         {"floors": floors, "actor_call_ms": bare}, args)
     return harness.exit_status(rows)

@@ -39,12 +39,17 @@ import numpy as np
 from .exchange import (WorkerError, aggregate_monoids, decode_changes, failed_sends,
                        message_bytes, reduce_votes)
 
+#: A worker's owned values of this many bytes at most come with the call that
+#: ends the run (:meth:`Rounds.iterate`); more, by a call of their own.
+FOLDED_VALUES_BYTES = 256 * 2**10
+
 
 class Rounds:
     """The several-iterations call of :class:`~garaphpy.distributed.worker.PartitionWorker`."""
 
     def iterate(self, first: int, stop: int, aggregates: np.ndarray,
-                tolerance: float | None, union_find_start: bool = False) -> list[dict]:
+                tolerance: float | None, union_find_start: bool = False,
+                last: bool = False) -> list[dict]:
         """Run iterations ``first..stop-1`` (fewer where the votes say stop),
         with ``union_find_start`` after CC's union-find start
         (:meth:`~garaphpy.distributed.components.UnionFindStart.union_find_start`,
@@ -55,7 +60,12 @@ class Rounds:
         (``send_seconds``: the messages handed over; ``wait_seconds``: until
         every peer's vote came) and, as wall-clock times (comparable between
         the workers of one host), when the pull ended (``pull_end_time``) and
-        when the last vote came (``votes_time``)."""
+        when the last vote came (``votes_time``).  Where the run ends with the
+        call (the votes say stop, or ``stop`` is the run's iteration limit:
+        ``last``), the last row also brings the owned values where they are
+        few (``owned_values``, :data:`FOLDED_VALUES_BYTES` at most: no call
+        of the client's to gather them; more would count their transfer in
+        the iteration's time, and a call of their own costs little beside it)."""
         rows = []
         peers = [q for q in range(len(self.peers)) if q != self.index]
         monoids = aggregate_monoids(self.setup.program)
@@ -83,7 +93,10 @@ class Rounds:
             l1_change, activated, aggregates = reduce_votes(
                 [votes[q] for q in sorted(votes)], monoids)
             if activated == 0 or (tolerance is not None and l1_change < tolerance):
+                last = True
                 break
+        if last and (self.end - self.first) * self.values.itemsize <= FOLDED_VALUES_BYTES:
+            rows[-1]["owned_values"] = self.owned_values()
         return rows
 
     async def receive_round(self, epoch: int, iteration: int, sender: int, message: tuple,

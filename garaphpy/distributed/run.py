@@ -2,13 +2,16 @@
 
 The client plans the run from the store's CSC index and page table alone
 (:func:`~garaphpy.distributed.partition.cut_partitions`), places one
-:class:`~garaphpy.distributed.worker.PartitionWorker` actor per partition on
-the workers (round robin), and drives synchronous iterations with small
-messages: each round it sends every worker the iteration's aggregates and
-gets back a few numbers (L1 change, activations, bytes sent, its share of
-the next aggregates), which it reduces.  The values move worker to worker
+:class:`~garaphpy.distributed.worker.PartitionWorker` per partition on the
+workers (round robin), each made and wired to the others in one call to its
+worker's host (:mod:`garaphpy.distributed.hosts`: an actor the client keeps
+between runs), and drives synchronous iterations with small messages: each
+round it sends every worker the iteration's aggregates and gets back a few
+numbers (L1 change, activations, bytes sent, its share of the next
+aggregates), which it reduces.  The values move worker to worker
 (:mod:`garaphpy.distributed.exchange`); the client reads no edge and sees
-the values once, at the end.
+the values once, at the end (with the run's last call where it ends the
+run).
 
 Faults: every ``checkpoint_every`` iterations each worker writes its owned
 values (the same iteration for all); when a worker is lost, the run makes its
@@ -34,7 +37,8 @@ from ..scheduler.records import IterationRecord
 from .exchange import aggregate_monoids, reduce_aggregates
 from .frontier import frontier_pulls
 from .partition import cut_partitions, partition_bytes
-from .worker import WorkerError, WorkerSetup
+from .hosts import MAKE_POLL_SECONDS, HostError, PartitionHandle, forget_hosts, hosts_on
+from .worker import PartitionWorker, WorkerError, WorkerSetup
 
 #: Seconds a client made from a scheduler address waits for the scheduler.
 CONNECT_TIMEOUT_SECONDS = 10
@@ -163,16 +167,20 @@ class PartitionedRun:
         self.float32_contributions = bool(float32_contributions) and all(
             self.processor(address) == "cpu" for address in self.placement)
         self._check_memory()
+        #: each partition's handle (:class:`~.hosts.PartitionHandle`) and key
         self.actors: list = [None] * len(self.partitions)
-        self.futures: list = [None] * len(self.partitions)
-        #: every actor's future the run submitted, recoveries' too (:meth:`close`)
-        self.submitted: list = []
+        self.keys: list = [None] * len(self.partitions)
+        #: worker address -> its host, for the run's partitions (:meth:`close`)
+        self.hosts_used: dict = {}
         self.addresses: list = [None] * len(self.partitions)
         self.epoch = 0
         #: each partition's worker as it describes itself (at the start)
         self.worker_descriptions: list[dict] = [{} for _ in self.partitions]
         self.recoveries: list[dict] = []
         self.checkpoints: list[int] = []
+        self.max_iterations = 0
+        #: each partition's owned values, where the last call ended the run
+        self.final_values = None
 
     # -- set-up ----------------------------------------------------------------------------
     def _workers(self) -> dict:
@@ -225,35 +233,67 @@ class PartitionedRun:
                            EXCHANGE_TIMEOUT_SECONDS, self.union_find_start,
                            self.processor(address), self.float32_contributions)
 
-    def _make_actors(self, indices) -> None:
-        """Make the actors of partitions ``indices`` on their placed workers, all
-        at once (each worker opens the store and reads its pages beside the others);
-        a lost partition's former actor is let go (its key would wait for its worker)."""
-        replaced = [self.futures[index] for index in indices if self.futures[index] is not None]
-        if replaced:
-            self.client.cancel(replaced)
-        futures = {index: self.client.submit(
-            _new_worker, self._setup(index), actor=True, workers=[self.placement[index]],
-            allow_other_workers=False, pure=False,
-            key=f"garaphpy-partition-{index}-{uuid.uuid4().hex[:8]}") for index in indices}
-        self.submitted.extend(futures.values())
-        for index, future in futures.items():
-            address = self.placement[index]
+    def _make_actors(self, indices, wire: bool = False) -> list:
+        """Make the partitions ``indices`` on their placed workers, all at once
+        (each worker opens the store and reads its pages beside the others),
+        each by its worker's host (:mod:`.hosts`: one actor call, not a Dask
+        actor of its own); a lost partition's former one is let go.  With
+        ``wire`` (every partition made), each is also wired to the others in
+        the same call (:meth:`_wire`'s): their descriptions."""
+        self._drop([(self.hosts_used.get(self.addresses[index]), self.keys[index])
+                    for index in indices if self.keys[index] is not None])
+        try:
+            hosts = hosts_on(self.client, [self.placement[index] for index in indices],
+                             live=self.workers)
+        except HostError as error:
+            index = next(i for i in indices if self.placement[i] == error.address)
+            raise DistributedRunError(f"worker {error.address}: partition {index} could not "
+                                      f"be set up: {_one_line(error.error)}") from None
+        self.hosts_used.update(hosts)
+        for index in indices:
+            self.keys[index] = f"garaphpy-partition-{index}-{uuid.uuid4().hex[:8]}"
+            # a GPU partition's coroutine methods are a CPU one's
+            self.actors[index] = PartitionHandle(hosts[self.placement[index]], self.keys[index],
+                                                 PartitionWorker)
+        wiring = (self.actors, self.placement, self.epoch) if wire else None
+        futures = {index: hosts[self.placement[index]].make(
+            self.keys[index], self._setup(index), wiring) for index in indices}
+        results = {}
+        # the first failure as soon as it comes: a partition wired to one that
+        # failed would wait for it (``hosts.MAKE_WAIT_SECONDS``)
+        while len(results) < len(futures):
+            for index, future in futures.items():
+                if index in results or not future.done():
+                    continue
+                address = self.placement[index]
+                try:
+                    results[index] = future.result()
+                except WorkerError:
+                    raise
+                except Exception as error:      # the worker's own failure, by its address
+                    raise DistributedRunError(f"worker {address}: partition {index} could not "
+                                              f"be set up: {_one_line(error)}") from None
+                self.addresses[index] = address
+            if len(results) < len(futures):
+                time.sleep(MAKE_POLL_SECONDS)
+        return [results[index] for index in futures]
+
+    def _drop(self, made) -> None:
+        """Let the partitions ``made``, (host, key) pairs, go on their workers
+        (not waiting: a host whose worker is gone answers nothing)."""
+        keys: dict = {}
+        for host, key in made:
+            if host is not None:
+                keys.setdefault(id(host), (host, []))[1].append(key)
+        for host, held in keys.values():
             try:
-                actor = future.result()
-            except WorkerError:
-                raise
-            except Exception as error:      # the worker's own failure, by its address
-                raise DistributedRunError(f"worker {address}: partition {index} could not be "
-                                          f"set up: {_one_line(error)}") from None
-            self.actors[index] = actor
-            self.addresses[index] = address
-            self.futures[index] = future        # the actor lives while its future is held
+                host.drop(held)
+            except Exception:       # noqa: BLE001 - the host's worker already gone
+                pass
 
     def start(self) -> np.ndarray:
         """Make every partition's worker and wire them; the aggregates of iteration 0."""
-        self._make_actors(range(len(self.partitions)))
-        self.worker_descriptions = self._wire()
+        self.worker_descriptions = self._make_actors(range(len(self.partitions)), wire=True)
         return self._aggregates(0)
 
     def _wire(self) -> list[dict]:
@@ -325,6 +365,7 @@ class PartitionedRun:
         """The iterations until no vertex is active, the L1 change falls below
         ``tolerance`` or ``max_iterations``; ``(records, stopped, reason)``
         (``stopped`` False at the limit with vertices active)."""
+        self.max_iterations = max_iterations
         aggregates = self.start()
         self._share_weighted_in()
         records: list[IterationRecord] = []
@@ -429,11 +470,16 @@ class PartitionedRun:
         its time (the slowest worker's; the first also takes what the call
         cost beyond the workers' iterations, the start's too)."""
         started = time.perf_counter()
+        self.final_values = None
         if end == iteration + 1 and not union_find_start:
             rows = self._all(lambda actor: actor.step(iteration, aggregates))
             return [(rows, time.perf_counter() - started)]
+        last = end >= self.max_iterations
         per_worker = self._all(lambda actor: actor.iterate(iteration, end, aggregates,
-                                                           tolerance, union_find_start))
+                                                           tolerance, union_find_start, last))
+        # the run's end: the values came with the call (none where it goes on)
+        ended = [rows[-1].pop("owned_values", None) if rows else None for rows in per_worker]
+        self.final_values = ended if all(v is not None for v in ended) else None
         seconds = time.perf_counter() - started
         if len({len(rows) for rows in per_worker}) != 1:
             raise DistributedRunError(f"the workers ran {[len(r) for r in per_worker]} "
@@ -512,6 +558,9 @@ class PartitionedRun:
             raise DistributedRunError(f"workers {', '.join(self.addresses[i] for i in lost)}: "
                                       f"lost after {MAX_RECOVERIES} recoveries; giving up")
         gone = {self.addresses[index] for index in lost}
+        forget_hosts(self.client, gone)
+        for address in gone:
+            self.hosts_used.pop(address, None)
         self.workers = {a: w for a, w in self._workers().items() if a not in gone}
         if not self.workers:
             raise DistributedRunError(f"workers {', '.join(sorted(gone))}: lost, and no live "
@@ -540,7 +589,10 @@ class PartitionedRun:
         return back_to, self._aggregates(back_to), active
 
     def values(self) -> np.ndarray:
-        """Every vertex's committed value, gathered from the partitions."""
+        """Every vertex's committed value, gathered from the partitions (brought
+        by the run's last call where it ended the run: :meth:`_rounds`)."""
+        if self.final_values is not None:
+            return np.concatenate(self.final_values)
         return np.concatenate(self._all(lambda actor: actor.owned_values()))
 
     def describe(self) -> dict:
@@ -558,24 +610,13 @@ class PartitionedRun:
                 "checkpoint_every": self.checkpoint_every, "recoveries": self.recoveries}
 
     def close(self, keep_checkpoints: bool) -> None:
-        """Let the actors go, on the workers too; remove the checkpoints unless kept.
-
-        Dropping the futures is not enough: each actor call leaves a
-        reference cycle (``distributed.Actor``'s call closure refers to
-        itself) that holds the actor's handle, and the handle a future of
-        the actor's key, until the client's garbage collector runs; till then
-        the scheduler keeps the key and its worker the partition's arrays
-        (about five runs' worth a worker were seen).  Cancelling the keys
-        releases them now, whatever still holds a handle.
-        """
-        submitted, self.submitted = self.submitted, []
-        self.actors = []
-        self.futures = []
-        if submitted:
-            try:
-                self.client.cancel(submitted)
-            except Exception:       # noqa: BLE001 - the client or its cluster already gone
-                pass
+        """Let the partitions go on the workers (their hosts stay for the
+        client's next run); remove the checkpoints unless kept."""
+        # a partition whose making failed too (its peers may wait for it)
+        made = [(self.hosts_used.get(address), key)
+                for address, key in zip(self.placement, self.keys) if key is not None]
+        self.actors, self.keys = [], []
+        self._drop(made)
         if not keep_checkpoints:
             shutil.rmtree(self.checkpoint_dir, ignore_errors=True)
 
@@ -586,16 +627,6 @@ class LostWorkers(Exception):
     def __init__(self, partitions: list[int]):
         super().__init__(f"partitions {partitions} lost their workers")
         self.partitions = partitions
-
-
-def _new_worker(setup: WorkerSetup):
-    if setup.processor == "gpu":
-        from .gpu_worker import GpuPartitionWorker
-
-        return GpuPartitionWorker(setup)
-    from .worker import PartitionWorker
-
-    return PartitionWorker(setup)
 
 
 def _gpus(worker: dict) -> float:

@@ -32,6 +32,7 @@ protocol: steps, pairs, votes, checkpoints).
 from __future__ import annotations
 
 import os
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,7 @@ from ..kernels import cpu as kernels
 from ..kernels.cpu.arguments import apply_context, page_range
 from ..paths import cache_directory
 from ..scheduler import decisions
+from . import kept
 from .components import UnionFindStart, warm_up_union_find
 from .exchange import (Inbox, Mirrors, WorkerError, aggregate_shares, decode_changes,
                        message_bytes, warm_up_exchange)
@@ -116,6 +118,10 @@ class WorkerSetup:
 
 
 _COMPILED: dict = {}
+#: One program compiled at a time in a worker process (its hosts make two
+#: partitions side by side: :mod:`.hosts`; Python's ``ast`` is not re-entrant
+#: between threads).
+_COMPILE_LOCK = threading.Lock()
 
 #: glibc's ``mallopt`` parameters (``malloc.h``)
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
@@ -162,10 +168,28 @@ def _compiled(program, parallel: bool, directory: str | None):
     from ..kernels.cpu_program import compile_program
 
     key = (type(program), tuple(sorted(program.constants.items())), parallel)
-    if key not in _COMPILED:
-        _COMPILED[key] = compile_program(
-            program, Path(directory) if directory else cache_directory() / "programs", parallel)
-    return _COMPILED[key]
+    with _COMPILE_LOCK:
+        if key not in _COMPILED:
+            _COMPILED[key] = compile_program(
+                program, Path(directory) if directory else cache_directory() / "programs",
+                parallel)
+        return _COMPILED[key]
+
+
+def open_store(address: str, path: Path):
+    """The store at ``path``, opened by the worker at ``address`` (an error
+    naming it where the store is not there or cannot be opened)."""
+    from ..errors import StoreError
+    from ..storage.store import Store
+
+    if not path.is_dir():
+        raise WorkerError(f"worker {address}: the store {path} is not there "
+                          "(the workers open it by its path: a shared file system)")
+    try:
+        return Store.open(path, verify="quick")
+    except (StoreError, OSError) as error:
+        raise WorkerError(f"worker {address}: cannot open the store {path}: "
+                          f"{error}") from None
 
 
 def _worker_address() -> str:
@@ -214,19 +238,12 @@ class PartitionWorker(PeerCalls, Rounds, UnionFindStart):
         release_thread_team()
 
     def _open(self, setup: WorkerSetup) -> None:
-        from ..errors import StoreError
         from ..storage.store import Store
 
         path = Path(setup.store_path)
-        if not path.is_dir():
-            raise WorkerError(f"worker {self.address}: the store {path} is not there "
-                              "(the workers open it by its path: a shared file system)")
-        try:
-            store = Store.open(path, verify="quick")
-        except (StoreError, OSError) as error:
-            raise WorkerError(f"worker {self.address}: cannot open the store {path}: "
-                              f"{error}") from None
-        self.store = store
+        # an earlier run's partition of the same range of this very store (:mod:`.kept`)
+        self.kept_key, held = kept.take_for(path, self.first, self.end, setup.reads_weights)
+        self.store = store = held.store if held is not None else open_store(self.address, path)
         self.num_vertices = store.num_vertices
         self.in_offsets = store.in_offsets
         # numba's parallel build whatever the threads: on one thread its
@@ -235,7 +252,10 @@ class PartitionWorker(PeerCalls, Rounds, UnionFindStart):
         # (a one-thread run's) saves a cold compile a worker pays once
         self.compiled = compiled = _compiled(setup.program, True, setup.program_cache)
         self.dummy_weights = np.zeros(1, np.float64)
-        self._read_pieces(store, setup)
+        if held is None:
+            self._read_pieces(store, setup)
+        else:
+            held.lend_to(self)
         n = self.num_vertices
         is_source = np.zeros(n, np.bool_)
         is_source[setup.sources] = True

@@ -74,3 +74,34 @@ def test_a_message_fails_once_its_comm_closed_even_written():
     assert told.done()
     with pytest.raises(ConnectionError):
         told.result()
+
+
+def test_a_small_message_goes_as_one_pickle_and_a_large_one_as_dask_frames():
+    import numpy as np
+
+    from garaphpy.distributed.links import PICKLED_BYTES, packed
+
+    small = (0, 3, 1, ("indices", np.arange(5, dtype=np.int32), np.ones(1)), np.zeros(3))
+    fields = packed(small)
+    assert set(fields) == {"pickled"}
+    taker = _Taker()
+    asyncio.run(_receiver(_worker({"key-1": taker}))(actor="key-1", method="receive_round",
+                                                      **fields))
+    (taken,) = taker.taken
+    np.testing.assert_array_equal(taken[3][1], small[3][1])
+    np.testing.assert_array_equal(taken[4], small[4])
+    large = (0, 3, 1, ("all", None, np.ones(PICKLED_BYTES // 8 + 1)), np.zeros(3))
+    assert set(packed(large)) == {"arguments"}
+
+
+def test_a_partition_made_by_a_host_takes_its_messages_by_key():
+    from garaphpy.distributed.links import HOSTED
+
+    taker = _Taker()
+    HOSTED["hosted-1"] = taker
+    try:
+        asyncio.run(_receiver(_worker({}))(actor="hosted-1", method="receive_round",
+                                           arguments=(2,)))
+    finally:
+        HOSTED.pop("hosted-1")
+    assert taker.taken == [(2,)]

@@ -1,13 +1,15 @@
-"""A partitioned run's actors are gone from the workers once it ends, or fails.
+"""A partitioned run's partitions are gone from the workers once it ends, or fails.
 
 Each actor call of ``distributed`` leaves a reference cycle on the client
 that holds the actor's handle, and the handle a future of its key: left to
-the client's garbage collector, the scheduler keeps the keys and the workers
-the partitions' arrays for several runs.  Checked here with the client's
-collector off (so that nothing but the run itself lets them go): after runs
-of BFS, PageRank, CC (its union-find start) and a run that fails in its
-iterations, the workers hold no partition actor, in their actors mapping or
-as a live object, and the scheduler no partition's key.
+the client's garbage collector, the scheduler would keep the keys and the
+workers the partitions' arrays for several runs.  The partitions are made
+by each worker's host (:mod:`garaphpy.distributed.hosts`, kept between
+runs) under keys of their own, which the run's end drops.  Checked here with
+the client's collector off (so that nothing but the run itself lets them
+go): after runs of BFS, PageRank, CC (its union-find start) and a run that
+fails in its iterations, the workers hold no partition, in their actors
+mapping or as a live object, and the scheduler no partition's key.
 """
 
 from __future__ import annotations
