@@ -8,6 +8,13 @@ values, worker to worker, with the workers that read them (:mod:`.exchange`),
 and is driven by the client with small messages, with checkpoints per
 partition and recovery from lost workers (:mod:`.run`).
 
+Between runs each worker keeps a partition host and the in-edges it read
+(:mod:`.hosts`, :mod:`.kept`); :func:`release_workers` lets them go.
+
 Dask (``pip install garaphpy[dask]``) is imported only here, and only when a
 partitioned run starts.
 """
+
+from .hosts import release_workers
+
+__all__ = ["release_workers"]

@@ -239,6 +239,24 @@ def forget_hosts(client, addresses) -> None:
         _forget(client, _HOSTS.get(client, {}), list(addresses))
 
 
+def release_workers(client) -> dict:
+    """Let the workers of ``client`` go of what partitioned runs keep there
+    between runs: the stores and in-edges kept for the next run
+    (:mod:`.kept`) and the partition hosts (the next run makes them again).
+
+    Returns
+    -------
+    dict
+        ``{worker address: partitions' in-edges let go}``.
+    """
+    from . import kept
+
+    with _HOSTS_LOCK:
+        held = _HOSTS.get(client, {})
+        _forget(client, held, list(held))
+    return client.run(kept.let_go_all)
+
+
 def _forget(client, held: dict, addresses) -> None:
     gone = [held.pop(address)[0] for address in addresses if address in held]
     if gone:

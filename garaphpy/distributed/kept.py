@@ -141,7 +141,9 @@ def kept_keys() -> list:
         return list(_KEPT)
 
 
-def let_go_all() -> None:
-    """Let every kept partition go."""
+def let_go_all() -> int:
+    """Let every kept partition go; how many there were."""
     with _LOCK:
+        count = len(_KEPT)
         _KEPT.clear()
+        return count

@@ -145,6 +145,30 @@ def test_a_later_run_takes_the_kept_in_edges_and_a_store_made_again_is_read_agai
     assert not np.array_equal(spread.values, again.values)
 
 
+@pytest.mark.parametrize("dask_client", [2], indirect=True)
+def test_release_workers_lets_the_hosts_and_kept_in_edges_go(dask_client, grid):
+    from garaphpy.distributed import release_workers
+
+    alone = garaphpy.run(grid, "bfs", mode="cpu", sources=[0])
+    garaphpy.run(grid, "bfs", sources=[0], client=dask_client)
+    deadline = time.monotonic() + 10
+    while not any(dask_client.run(_kept).values()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    kept_before = sum(len(held) for held in dask_client.run(_kept).values())
+    assert kept_before > 0
+    assert dask_client.run_on_scheduler(_host_keys)
+    released = release_workers(dask_client)
+    assert sorted(released) == sorted(dask_client.scheduler_info()["workers"])
+    assert sum(released.values()) == kept_before
+    assert not any(dask_client.run(_kept).values())
+    deadline = time.monotonic() + 10
+    while dask_client.run_on_scheduler(_host_keys) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert dask_client.run_on_scheduler(_host_keys) == []
+    again = garaphpy.run(grid, "bfs", sources=[0], client=dask_client)   # hosts made again
+    np.testing.assert_array_equal(again.values, alone.values)
+
+
 def test_kept_partitions_follow_the_store_identity(tmp_path):
     from garaphpy.distributed import kept
 
