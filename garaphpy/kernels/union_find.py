@@ -100,34 +100,9 @@ def _prefetch(typingctx, array, index):
 
 
 @numba.njit(nogil=True, cache=True)
-def link(u, v, parent):
-    """Unite the trees of ``u`` and ``v``: the larger root hooked under the smaller
-    (Afforest's ``Link``; safe while other threads link and compress)."""
-    p1 = parent[u]
-    p2 = parent[v]
-    while p1 != p2:
-        high = max(p1, p2)
-        low = min(p1, p2)
-        high_parent = parent[high]
-        if high_parent == low:
-            return
-        if high_parent == high and _compare_and_swap(parent, high, high, low):
-            return
-        p1 = parent[parent[high]]
-        p2 = parent[low]
-
-
-@numba.njit(nogil=True, cache=True)
-def link_halving(u, v, parent):
-    """:func:`link`, halving the path it climbs: where the higher of the two
-    is no root, it is pointed at its grandparent as it climbs (a plain
-    store: only a root's parent is ever swapped, and a vertex that is no root
-    stays none, so a store of an ancestor loses no link).  Without it the
-    second of Afforest's first rounds climbs the chains the first round's
-    hooks of roots made, unshortened until the next compression (the round
-    took 25 ms, twice the first, on a partition's 1.8 M vertices of kron:22;
-    13 ms halving).  Path halving in a concurrent union-find: Dhulipala,
-    Hong and Shun, "ConnectIt", VLDB 2020."""
+def _link(u, v, parent, halving):
+    """:func:`link`, or :func:`link_halving` where ``halving`` (a constant at
+    each caller, so each compiles to its own loop)."""
     p1 = parent[u]
     p2 = parent[v]
     while p1 != p2:
@@ -141,10 +116,31 @@ def link_halving(u, v, parent):
                 return
             high_parent = parent[high]      # hooked by another thread meanwhile
         grand = parent[high_parent]
-        if grand != high_parent:
+        if halving and grand != high_parent:
             parent[high] = grand
         p1 = grand
         p2 = parent[low]
+
+
+@numba.njit(nogil=True, cache=True)
+def link(u, v, parent):
+    """Unite the trees of ``u`` and ``v``: the larger root hooked under the smaller
+    (Afforest's ``Link``; safe while other threads link and compress)."""
+    _link(u, v, parent, False)
+
+
+@numba.njit(nogil=True, cache=True)
+def link_halving(u, v, parent):
+    """:func:`link`, halving the path it climbs: where the higher of the two
+    is no root, it is pointed at its grandparent as it climbs (a plain
+    store: only a root's parent is ever swapped, and a vertex that is no root
+    stays none, so a store of an ancestor loses no link).  Without it the
+    second of Afforest's first rounds climbs the chains the first round's
+    hooks of roots made, unshortened until the next compression (the round
+    took 25 ms, twice the first, on a partition's 1.8 M vertices of kron:22;
+    13 ms halving).  Path halving in a concurrent union-find: Dhulipala,
+    Hong and Shun, "ConnectIt", VLDB 2020."""
+    _link(u, v, parent, True)
 
 
 @numba.njit(nogil=True, parallel=True, cache=True)
